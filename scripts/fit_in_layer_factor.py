@@ -7,12 +7,12 @@ Engine guide's H100 rows, BF16 and FP8, each fused core on its kernel's fitted c
 as they are, its cores priced on its own fitted cuDNN curve). This script re-derives them and computes the
 factor each other source implies:
 
-1. The model time of every point is scalemodel's own layer pricing, as engine/step.py prices a layer:
+1. The model time of every point is scalemodel's own layer pricing, as engine/layer_compute.py prices a layer:
    ``scalemodel.cost.compute.layer_compute_time`` with the point's causal mask (a fused core over the keys the mask
    leaves, its backward 2.5 x its forward FLOPs), the fused core on the fitted attention curves of the kernel the
    point ran (layer_timing.yaml ``kernel``: cudnn for Transformer Engine's attention on Hopper, fa2 for PyTorch
    SDPA's flash backend; the accelerator's ``attention_efficiency``, resolved as engine/job.py does, passed as
-   engine/step.py passes them: ``attention_fwd`` / ``attention_bwd``; unfused cores on the GEMM curve; with
+   engine/layer_compute.py passes them: ``attention_fwd`` / ``attention_bwd``; unfused cores on the GEMM curve; with
    ``core="gemm"`` every core on the GEMM curve, the pricing of families without attention curves),
    backward = LayerTime.backward + LayerTime.recompute, with the accelerator's peak, memory bandwidth, GEMM
    half-dimension d0 and memory fraction, plus the source's tensor-parallel all-reduces on the critical path:
@@ -170,7 +170,7 @@ def te_module_cast_bytes(p: dict[str, Any], recipe: str, transpose_copy: bool, e
 def attention_curves(p: dict[str, Any], acc: str) -> dict[str, Any]:
     """``layer_compute_time`` keywords of a flash point's fused core on the fitted curves of the kernel it ran
     (the point's ``kernel``), resolved from ``acc``'s ``attention_efficiency`` by the step model's own route
-    (engine/job.py ``_attention_kernel``, the Job fields engine/step.py passes on); {} for an unfused core."""
+    (engine/job.py ``_attention_kernel``, the Job fields engine/layer_compute.py passes on); {} for an unfused core."""
     if not p["flash"]:
         return {}
     if "kernel" not in p:
@@ -212,7 +212,7 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
                core_gemm_max: float | None = None, curve_acc: str | None = None, core: str = "kernel") -> np.ndarray:
     """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm.
 
-    As the step model prices a layer (engine/step.py ``compute_per_microbatch``): ``layer_compute_time`` with
+    As the step model prices a layer (engine/layer_compute.py ``_compute_per_microbatch``): ``layer_compute_time`` with
     the point's causal mask (a fused core over the keys the mask leaves, its backward 2.5 x its forward),
     backward = ``LayerTime.backward`` + ``LayerTime.recompute``; an fp8 point adds Transformer Engine's
     quantization casts (``fp8_quantize_bytes`` at the source's ``fp8_recipe``, transposed copies on all but

@@ -677,7 +677,8 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
     if "unpad_input" in str(case["model"].get("attention", "")).lower():
         out["attention_unpad"] = True
     if families(case)["source"] in NANOTRON:
-        out["nanotron_trainer"] = True  # nanotron's trainer: its fp32 accumulation pass and ZeRO-1 sync (step.py)
+        # nanotron's trainer: its fp32 accumulation pass and ZeRO-1 sync (layer_compute.py, dp_comm.py)
+        out["nanotron_trainer"] = True
     return out
 
 

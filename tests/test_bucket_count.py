@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import transformer
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job
 from scalemodel.specs import TrainingSpec, load_cluster
 from tests.test_distopt import TINY, _comp, _grid, _groups, _ring_priced
@@ -118,7 +118,7 @@ def test_priced_bucket_count_against_the_greedy_fill(monkeypatch, elements: floa
     job = build_job(load_cluster("dgx-h100"), TINY, TrainingSpec(grad_bytes_per_param=4.0))
     g = _grid(job, zero="0", megatron_ddp=True, bucket_size=elements * 4.0)
     calls = _ring_priced(monkeypatch)
-    out = step._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
+    out = dp_comm._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
     (op, size, p), = calls
     assert (op, p) == ("allreduce", 8)
     n_b = total * 4.0 / size
@@ -156,7 +156,7 @@ def test_megatron_default_bucket_fill_on_tiny() -> None:
     assert greedy_buckets(sizes, 4e7) == [first, 99_886_080 - first]
     # no tensor of TINY reaches 4e7 elements (the embedding has 32,768,000): big = 0, ceil(P / 4e7) = 3
     sizes_by_kind = [(np.asarray([1.0]), np.asarray([float(n)])) for n in sizes]
-    assert float(step.bucket_count(99_886_080, 4e7, 1.0, sizes_by_kind)[0]) == 3.0
+    assert float(dp_comm.bucket_count(99_886_080, 4e7, 1.0, sizes_by_kind)[0]) == 3.0
 
 
 def test_bucket_count_formula() -> None:
@@ -164,11 +164,11 @@ def test_bucket_count_formula() -> None:
     Tensors of 10 x 5 and 3 x 1 elements (53), 1 byte an element: a bucket of 4 -> 10 big + ceil(3 / 4) = 11;
     of 2 -> 10 + 2 = 12; of 6 -> 0 + ceil(53 / 6) = 9; of 100 -> 1; of 1 -> 13, one a tensor."""
     kinds = [(np.asarray([10.0]), np.asarray([5.0])), (np.asarray([3.0]), np.asarray([1.0]))]
-    got = [float(step.bucket_count(53.0, b, 1.0, kinds)[0]) for b in (4.0, 2.0, 6.0, 100.0, 1.0)]
+    got = [float(dp_comm.bucket_count(53.0, b, 1.0, kinds)[0]) for b in (4.0, 2.0, 6.0, 100.0, 1.0)]
     assert got == [11.0, 12.0, 9.0, 1.0, 13.0]
-    assert float(step.bucket_count(53.0, 4.0)[0]) == 14.0
+    assert float(dp_comm.bucket_count(53.0, 4.0)[0]) == 14.0
     # 2 bytes an element on the wire: a bucket of 8 bytes holds 4 elements, as the first case
-    assert float(step.bucket_count(106.0, 8.0, 2.0, kinds)[0]) == 11.0
+    assert float(dp_comm.bucket_count(106.0, 8.0, 2.0, kinds)[0]) == 11.0
 
 
 # --- each pipeline rank's buckets hold its own tensors -------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_each_pipeline_rank_buckets_its_own_tensors(monkeypatch, rank: int, elem
     sizes = _untied_rank_tensors(rank)
     calls = _ring_priced(monkeypatch)
     comp = dict(_comp(), layers_per_stage=np.asarray([2.0]), pipeline_rank=np.asarray([float(rank)]))
-    step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
+    dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
     (op, size, p), = calls
     assert (op, p) == ("allreduce", 8)
     n_b = sum(sizes) * 4.0 / size  # the payload is the rank's own parameters

@@ -1,5 +1,5 @@
 """Transformer Engine's quantization kernels on Blackwell at their measured rate (cost.compute.CAST_KERNEL_TIME_FACTORS,
-engine.step._cast_seconds; docs/model.md#cast-kernel-rate).
+engine.layer_compute._cast_seconds; docs/model.md#cast-kernel-rate).
 
 Source, read at NVIDIA/TransformerEngine@d0067d0da6 docs/examples/gemm_profiling/gemm_profiling.rst and
 benchmarks/gemm/benchmark_gemm.py (hardware/measurements/gemm.yaml TE-GEMMPROF-B300): one B300 SXM6 AC, the 12 GEMM
@@ -26,7 +26,7 @@ import pytest
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, pipeline_ranks
 from scalemodel.engine.job import build_job
 
 M, H, FF, NQ = 15872, 4096, 16384, 12288
@@ -122,18 +122,18 @@ def test_cast_seconds_by_hand() -> None:
     mx = _job("gb200-nvl72", "fp8", "mxfp8")
     cs = _job("gb200-nvl72", "fp8", "tensorwise")
     dl = _job("gb200-nvl72", "fp8", "delayed")
-    assert float(step._cast_seconds(mx, 1e9)) == pytest.approx(188.53e-6, rel=1e-4)
-    assert float(step._cast_seconds(cs, 1e9)) == pytest.approx(176.32e-6, rel=1e-4)
-    assert float(step._cast_seconds(dl, 1e9)) == pytest.approx(147.06e-6, rel=1e-4)
-    assert float(step._cast_seconds(mx, -1e9)) == pytest.approx(-188.53e-6, rel=1e-4)
-    np.testing.assert_allclose(step._cast_seconds(mx, np.array([0.0, 2e9])), [0.0, 377.06e-6], rtol=1e-4)
+    assert float(layer_compute._cast_seconds(mx, 1e9)) == pytest.approx(188.53e-6, rel=1e-4)
+    assert float(layer_compute._cast_seconds(cs, 1e9)) == pytest.approx(176.32e-6, rel=1e-4)
+    assert float(layer_compute._cast_seconds(dl, 1e9)) == pytest.approx(147.06e-6, rel=1e-4)
+    assert float(layer_compute._cast_seconds(mx, -1e9)) == pytest.approx(-188.53e-6, rel=1e-4)
+    np.testing.assert_allclose(layer_compute._cast_seconds(mx, np.array([0.0, 2e9])), [0.0, 377.06e-6], rtol=1e-4)
 
 
 def test_hopper_casts_unchanged() -> None:
     """On an H100 the casts stay at the roofline: 1 GB at 3.35 TB/s x the catalog's memory efficiency."""
     job = _job("dgx-h100", "fp8", "tensorwise")
     expect = 1e9 / (job.memory_bandwidth * job.memory_efficiency)
-    assert float(step._cast_seconds(job, 1e9)) == pytest.approx(expect, rel=1e-12)
+    assert float(layer_compute._cast_seconds(job, 1e9)) == pytest.approx(expect, rel=1e-12)
 
 
 # --- review18d: the part the guide timed, and modules at their own recipe ----------------------------------------
@@ -153,10 +153,10 @@ def test_b300_casts_reproduce_the_guide_on_its_own_catalog_bus() -> None:
         assert job.accelerator == "b300"
         assert job.memory_bandwidth * job.memory_efficiency == pytest.approx(rate)
         # the guide's own per-layer cast time, priced through the step's cast function on the part it ran on
-        assert float(step._cast_seconds(job, nbytes)) == pytest.approx(measured_ms * 1e-3, rel=1e-3)
+        assert float(layer_compute._cast_seconds(job, nbytes)) == pytest.approx(measured_ms * 1e-3, rel=1e-3)
     # B200 (full bus, 7.7 TB/s x 0.85) keeps the full-bus factor: 1 GB of MXFP8 casts 1e9 / 6.545e12 x 1.282
     b200 = _job("dgx-b200", "fp8", "mxfp8")
-    assert float(step._cast_seconds(b200, 1e9)) == pytest.approx(1e9 / (7.7e12 * 0.85) * 1.282, rel=1e-9)
+    assert float(layer_compute._cast_seconds(b200, 1e9)) == pytest.approx(1e9 / (7.7e12 * 0.85) * 1.282, rel=1e-9)
 
 
 def _mixed(model: str, strategy: dict[str, Any], **training: Any) -> tuple[Any, Any]:
@@ -176,8 +176,8 @@ def test_an_mxfp8_attention_block_in_an_nvfp4_run_takes_mxfp8s_factor() -> None:
     nbytes = (2 + 2 * (1 + 1 / 32)) * (2 * T * h + h * 3 * h + h * h)
     j0, g0 = _mixed("gpt-7.5b", {}, module_precision={"attention_proj": "bf16"})
     j1, g1 = _mixed("gpt-7.5b", {}, module_precision={"attention_proj": "mxfp8"})
-    assert j1.fp8_recipe == "nvfp4" and float(np.ravel(step.microbatches(g1))[0]) == 1.0
-    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert j1.fp8_recipe == "nvfp4" and float(np.ravel(pipeline_ranks.microbatches(g1))[0]) == 1.0
+    got = layer_compute.fp8_cast_per_layer(j1, g1, 0.0)[0] - layer_compute.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(nbytes / (8e12 * 0.85) * 1.282, rel=1e-9)
 
 
@@ -191,7 +191,7 @@ def test_an_mxfp8_mamba_out_proj_in_an_nvfp4_run_takes_mxfp8s_factor() -> None:
     j0, g0 = _mixed("nemotron-3-super", {"ep": 8})
     j1, g1 = _mixed("nemotron-3-super", {"ep": 8}, module_precision={"mamba_out_proj": "mxfp8"})
     hy, L = j0.shape.hybrid, float(j0.shape.layers)
-    assert float(np.ravel(step.microbatches(g0))[0]) == 1.0
+    assert float(np.ravel(pipeline_ranks.microbatches(g0))[0]) == 1.0
     want = hy.mamba / L * n * ((2 + 2 * (1 + 1 / 32)) * 1.282 - (4 + 2 * 0.5625) * 1.409) / (8e12 * 0.85)
-    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    got = layer_compute.fp8_cast_per_layer(j1, g1, 0.0)[0] - layer_compute.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)

@@ -14,7 +14,8 @@ import pytest
 
 from scalemodel.cost import memory
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate, memory_peak_stage
+from scalemodel.engine.stage_memory import memory_peak_stage
+from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 from tests.test_stage_layers import _full_recompute_layer as _layer  # one layer under full recompute, by hand
 

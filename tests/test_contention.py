@@ -68,7 +68,7 @@ def test_data_parallel_overlap_slows_the_last_backward() -> None:
     job = build_job(a100, gpt, TrainingSpec(**training))
     grads = job.params * 2.0
     # DDP buckets of 25 MiB (bucket_cap_mb * 1024 * 1024 = 26,214,400 B) = 13,107,200 fp16 elements:
-    # ceil(grads / 26,214,400) = ceil(569.1) = 570, but DDP never splits a tensor (step.bucket_count): gpt-7.5b's
+    # ceil(grads / 26,214,400) = ceil(569.1) = 570, but DDP never splits a tensor (dp_comm.bucket_count): gpt-7.5b's
     # 36 x 4 weight matrices (QKV 4096 x 12288, proj 4096 x 4096, fc1, fc2: >= 16.8M elements each) and the
     # 51200 x 4096 embedding each close a bucket, and its biases and LayerNorms (53,248 elements a layer + the final
     # norm's 8,192) are counted as one more: 146 buckets

@@ -8,7 +8,7 @@ import pytest
 from grid_helpers import evaluated, first
 
 from scalemodel.cost import collectives as coll
-from scalemodel.engine.step import grad_accumulation_time
+from scalemodel.engine.layer_compute import grad_accumulation_time
 from scalemodel.errors import InputError
 from scalemodel.specs import TrainingSpec, load_workload
 
@@ -230,7 +230,7 @@ def test_pipeline_engine_allreduces_in_5e8_element_buckets(a100) -> None:  # typ
     in ceil(2.02e9 / 5e8) = 5 all-reduces of 0.81 GB, not DDP's 38: ceil(4.04 GB / 26,214,400 B) = 155, but DDP never
     splits a tensor and the stage's 9 layers x 4 weight matrices (>= 16.8M elements, over 13,107,200 = 25 MiB of
     fp16) and the output layer's copy of the embedding each close a bucket, and its biases and norms (0.49M elements)
-    make one more (step.bucket_count)."""
+    make one more (dp_comm.bucket_count)."""
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1, precision="fp16")
     job, _, _ = evaluated(a100, wl, training, 32, tp=1, pp=4)

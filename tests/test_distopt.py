@@ -1,6 +1,6 @@
 """ZeRO-1/2 data-parallel traffic (Megatron-Core's distributed optimizer, DeepSpeed ZeRO-1/2): a reduce-scatter of
 the gradients at the gradient dtype, then an all-gather of the updated parameters at the parameter dtype
-(step.distributed_optimizer_sync, docs/model.md#dp-comm). Bytes per GPU per step against a step-by-step ring
+(dp_comm.distributed_optimizer_sync, docs/model.md#dp-comm). Bytes per GPU per step against a step-by-step ring
 simulation, bucket counts, the overlap split and the Megatron-LM flags that set the gradient dtype."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost.placement import parallel_groups
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.frameworks import read_strategy_file
@@ -72,7 +72,7 @@ def _ring_priced(monkeypatch) -> list[tuple[str, float, int]]:  # type: ignore[n
         factor = 2.0 if op == "allreduce" else 1.0
         return np.asarray(size, dtype=float) * factor * (p - 1) / p
 
-    monkeypatch.setattr(step, "_collective", priced)
+    monkeypatch.setattr(dp_comm, "_collective", priced)  # _dp_comm looks it up in dp_comm
     return calls
 
 
@@ -101,13 +101,13 @@ def test_bytes_per_gpu_per_step_match_the_ring(h100, monkeypatch, zero, precisio
     job = build_job(h100, TINY, TrainingSpec(precision=precision, grad_bytes_per_param=grad_bytes))
     g = _grid(job, zero=zero, compression=compression, overlap=False)
     _ring_priced(monkeypatch)
-    out = step._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
+    out = dp_comm._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
     # the step-by-step count, scaled from a ring of 8 x 100 elements to P (every chunk the same size)
     wire = {"none": grad_bytes, "int8": 1.0}[compression]
     w = 4.0 if precision == "fp32" else 2.0
     sim = ring_bytes_sent(8, 800, wire, w, distopt=zero != "0")[0] / 800 * P
     assert sim == pytest.approx(7 / 8 * P * per_param, rel=1e-12)
-    codec = float(step._wire_and_codec(job, g, np.asarray([float(P)]))[1][0])  # int8 encode/decode seconds
+    codec = float(dp_comm._wire_and_codec(job, g, np.asarray([float(P)]))[1][0])  # int8 encode/decode seconds
     assert float(out["grads"][0]) - codec == pytest.approx(sim, rel=1e-12)
     if zero == "1" and precision == "bf16" and grad_bytes == 4.0:
         assert sim == pytest.approx(524_401_920, rel=1e-12)
@@ -120,13 +120,13 @@ def test_bucket_count_and_size(h100, monkeypatch) -> None:  # type: ignore[no-un
     reduce-scatter of P/4 x 4 bytes and an all-gather of P/4 x 2 bytes (the bytes and ring steps of 4 all-reduces
     of P/4 x 3 bytes, which is how this was priced before the two were priced as themselves, issue 13: NCCL has no
     tree reduce-scatter or all-gather); DeepSpeed's default 5e8 elements: 1 bucket. The last bucket holds at least the
-    word embedding, the model's first parameter (step.embedding_bucket_share): 32,000 x 1024 = 32,768,000 of P, more
+    word embedding, the model's first parameter (dp_comm.embedding_bucket_share): 32,000 x 1024 = 32,768,000 of P, more
     than a quarter."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     for size, n_b in ((1e8, 4), (0.0, 1)):
         g = _grid(job, zero="1", bucket_size=size or None)
         calls = _ring_priced(monkeypatch)
-        out = step._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
+        out = dp_comm._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
         assert calls == [("reducescatter", pytest.approx(P * 4.0 / n_b, rel=1e-12), 8),  # one bucket's, times n_b
                          ("allgather", pytest.approx(P * 2.0 / n_b, rel=1e-12), 8)]
         assert float(out["grads"][0]) == pytest.approx(n_b * 2 * 7 / 8 * P * 3.0 / n_b, rel=1e-12)
@@ -137,7 +137,7 @@ def test_param_gather_overlap_splits_by_dtype(h100, monkeypatch) -> None:  # typ
     """--overlap-param-gather: RS (4 of every 6 bytes) under the last backward, AG (2 of 6) under the next forward.
     At 1e-9 s a byte C = 7/8 P 6 ns = 0.52440192 s: RS 0.34960128, AG 0.17480064 s; with 0.3 s of backward and
     0.1 s of forward free, one bucket (last_bucket 1: nothing hides), then 4 buckets, the last (and the first
-    gathered) holding at least the word embedding, 32,768,000 of P elements (step.embedding_bucket_share): its RS
+    gathered) holding at least the word embedding, 32,768,000 of P elements (dp_comm.embedding_bucket_share): its RS
     7/8 x 32,768,000 x 4 ns = 0.114688 s, its AG 0.057344 s:
       1 bucket:  max(RS - 0.3, RS) + max(AG - 0.1, AG) = C
       4 buckets: max(0.04960128, 0.114688) + max(0.07480064, 0.057344) = 0.18948864 s
@@ -150,15 +150,15 @@ def test_param_gather_overlap_splits_by_dtype(h100, monkeypatch) -> None:  # typ
     comp = _comp(f=0.1, b=0.3)
     for size, expected in ((None, c), (1e8, 0.18948864)):
         g = _grid(job, zero="1", overlap_param_gather=True, bucket_size=size)
-        out = step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
+        out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
         grads, ag = out["grads"] * 1e-9, out["param_gather"] * 1e-9
         assert float(grads[0]) == pytest.approx(c, rel=1e-12)
-        exposed = step._expose_param_gather(g, comp, grads, out["last_bucket"], ag)
+        exposed = dp_comm._expose_param_gather(g, comp, grads, out["last_bucket"], ag)
         assert float(exposed[0]) == pytest.approx(expected, rel=1e-9)
     for opg, overlap, expected in ((False, True, 0.28948864), (False, False, c), (True, False, c)):
         g = _grid(job, zero="1", overlap_param_gather=opg, overlap=overlap, bucket_size=1e8)
-        out = step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
-        exposed = step._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"],
+        out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
+        exposed = dp_comm._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"],
                                             out["param_gather"] * 1e-9)
         assert float(exposed[0]) == pytest.approx(expected, rel=1e-9)
 
@@ -170,7 +170,7 @@ def test_hierarchical_sync_all_reduces_the_shard_across_groups(h100, monkeypatch
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     g = _grid(job, zero="1", sync="hier:2", overlap=False)
     calls = _ring_priced(monkeypatch)
-    step._sync_comm(job, g, _comp(), np.asarray([1.0]), "hier:2", _groups(job, g))
+    dp_comm._sync_comm(job, g, _comp(), np.asarray([1.0]), "hier:2", _groups(job, g))
     assert sorted(calls, key=lambda c: c[2]) == [("reducescatter", pytest.approx(P * 4.0, rel=1e-12), 2),
                                                   ("allgather", pytest.approx(P * 2.0, rel=1e-12), 2),
                                                   ("allreduce", pytest.approx(P * 2.0, rel=1e-12), 4)]

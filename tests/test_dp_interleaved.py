@@ -1,5 +1,5 @@
 """The interleaved (virtual-pipeline) schedule's data-parallel sync, model chunk by model chunk
-(docs/model.md#interleaved-dp-sync; step.interleaved_grad_sync_exposed, step.interleaved_param_gather_exposed).
+(docs/model.md#interleaved-dp-sync; dp_comm.interleaved_grad_sync_exposed, dp_comm.interleaved_param_gather_exposed).
 
 The expected values come from a step-by-step simulation of the first pipeline stage written here from Megatron-Core's
 schedule (megatron/core/pipeline_parallel/schedules.py ``forward_backward_pipelining_with_interleaving`` at
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from scalemodel.choices import ScheduleKind, Zero
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm, step
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.frameworks import read_strategy_file
@@ -133,7 +133,7 @@ def test_aligned_grad_sync_equals_the_simulation(pp: int, v: int, m: int, scale:
     r = scale * beta
     for chunk0 in ([r], _buckets(r, 0.3 * r, 5, True)):
         sim = simulate_grad_sync(pp, v, m, r, beta, chunk0, aligned=True)
-        got = step.interleaved_grad_sync_exposed(v * r, v * beta, pp, v, chunk0[-1], True)
+        got = dp_comm.interleaved_grad_sync_exposed(v * r, v * beta, pp, v, chunk0[-1], True)
         assert float(got) == pytest.approx(sim, rel=1e-12, abs=1e-15)
 
 
@@ -149,7 +149,7 @@ def test_unaligned_grad_sync_against_the_simulation(pp: int, v: int, m: int, sca
     fine = 400
     chunk0 = _buckets(r, share * r, fine, embedding_last=True)
     sim = simulate_grad_sync(pp, v, m, r, beta, chunk0, aligned=False)
-    got = float(step.interleaved_grad_sync_exposed(v * r, v * beta, pp, v, share * r, False))
+    got = float(dp_comm.interleaved_grad_sync_exposed(v * r, v * beta, pp, v, share * r, False))
     assert got <= sim + 1e-12
     assert sim <= got + (1.0 - share) * r / fine + 1e-12
 
@@ -167,7 +167,7 @@ def test_param_gather_against_the_simulation(pp: int, v: int, m: int, scale: flo
     fine = 400
     chunk0 = _buckets(a, share * a, fine, embedding_last=False)
     sim = simulate_param_gather(pp, v, m, a, phi, chunk0, aligned)
-    got = float(step.interleaved_param_gather_exposed(v * a, v * phi, pp, v, share * a, aligned))
+    got = float(dp_comm.interleaved_param_gather_exposed(v * a, v * phi, pp, v, share * a, aligned))
     assert got <= sim + 1e-12
     assert sim <= got + (1.0 - share) * a / fine + 1e-12
 
@@ -177,11 +177,12 @@ def test_hand_values() -> None:
     aligned max(28.64, 343.7 - 11 x 23.08) = 89.82 ms; not aligned the same (the queue term is the largest).
     pp 8, v 8, A = 105.6 ms of gathers, f = 36.18 ms (W = 36.18 ms, a = 13.2 ms, d0 = max(13.2 - 4.52, 4.3) = 8.68):
     aligned max(8.68, 26.4 - 36.18) + 6 x 0 = 8.68 ms; not aligned 8.68 + 7 x 13.2 = 101.08 ms."""
-    assert float(step.interleaved_grad_sync_exposed(343.7, 69.24, 4, 12, 18.9, True)) == pytest.approx(
+    assert float(dp_comm.interleaved_grad_sync_exposed(343.7, 69.24, 4, 12, 18.9, True)) == pytest.approx(
         max(343.7 / 12, 343.7 - 11 * 4 * 69.24 / 12))
-    assert float(step.interleaved_grad_sync_exposed(343.7, 69.24, 4, 12, 18.9, False)) == pytest.approx(89.82, abs=0.01)
-    assert float(step.interleaved_param_gather_exposed(105.6, 36.18, 8, 8, 4.3, True)) == pytest.approx(8.6775)
-    assert float(step.interleaved_param_gather_exposed(105.6, 36.18, 8, 8, 4.3, False)) == pytest.approx(
+    assert float(dp_comm.interleaved_grad_sync_exposed(343.7, 69.24, 4, 12, 18.9, False)) == pytest.approx(
+        89.82, abs=0.01)
+    assert float(dp_comm.interleaved_param_gather_exposed(105.6, 36.18, 8, 8, 4.3, True)) == pytest.approx(8.6775)
+    assert float(dp_comm.interleaved_param_gather_exposed(105.6, 36.18, 8, 8, 4.3, False)) == pytest.approx(
         8.6775 + 7 * 13.2)
 
 
@@ -198,13 +199,13 @@ def test_never_hides_more_than_the_compute_under_it() -> None:
     w = rng.exponential(0.1, n)
     first = c * rng.uniform(0.0, 0.5, n)
     for aligned in (np.ones(n, bool), np.zeros(n, bool), rng.random(n) < 0.5):
-        rs = step.interleaved_grad_sync_exposed(c, w, pp, v, first, aligned)
-        ag = step.interleaved_param_gather_exposed(c, w, pp, v, first, aligned)
+        rs = dp_comm.interleaved_grad_sync_exposed(c, w, pp, v, first, aligned)
+        ag = dp_comm.interleaved_param_gather_exposed(c, w, pp, v, first, aligned)
         assert np.all((rs >= 0) & (rs <= c + 1e-15) & (ag >= 0) & (ag <= c + 1e-15))
         assert np.all(c - rs <= (v - 1) * pp * w / v + np.where(aligned, 0.0, w / v) + 1e-12)
         assert np.all(c - ag <= v * pp * w / v + 1e-12)
-        assert np.all(step.interleaved_grad_sync_exposed(c, 1.5 * w, pp, v, first, aligned) <= rs + 1e-15)
-        assert np.all(step.interleaved_param_gather_exposed(c, 1.5 * w, pp, v, first, aligned) <= ag + 1e-15)
+        assert np.all(dp_comm.interleaved_grad_sync_exposed(c, 1.5 * w, pp, v, first, aligned) <= rs + 1e-15)
+        assert np.all(dp_comm.interleaved_param_gather_exposed(c, 1.5 * w, pp, v, first, aligned) <= ag + 1e-15)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -223,18 +224,18 @@ def job():  # type: ignore[no-untyped-def]
 def _captured(job, g):  # type: ignore[no-untyped-def]
     """step.evaluate on ``g``, with the arguments and result of its data-parallel exposure."""
     seen = {}
-    orig = step._expose_param_gather
+    orig = dp_comm._expose_param_gather
 
     def spy(g_, comp, grads, last, gather):  # type: ignore[no-untyped-def]
         out = orig(g_, comp, grads, last, gather)
         seen.update(comp=comp, grads=grads, last=last, gather=gather, out=out)
         return out
 
-    step._expose_param_gather = spy
+    dp_comm._expose_param_gather = spy
     try:
         res = step.evaluate(job, g)
     finally:
-        step._expose_param_gather = orig
+        dp_comm._expose_param_gather = orig
     return res, seen
 
 
@@ -301,7 +302,7 @@ def test_mask_needs_every_condition() -> None:
     g = grid_from_arrays(gpus=16, dp=8, tp=1, pp=np.asarray(cols[4]), micro_batch=1, global_batch=32,
                          megatron_ddp=np.asarray(cols[0]), zero=np.asarray(cols[1]), overlap=np.asarray(cols[2]),
                          schedule=np.asarray(cols[3]), virtual_stages=np.asarray(cols[5]))
-    got = step.interleaved_dp_sync(g)
+    got = dp_comm.interleaved_dp_sync(g)
     for i, (ddp, zero, ov, sched, pp, vv) in enumerate(cases):
         want = ddp and zero <= Zero.OPTIMIZER and ov and sched == ScheduleKind.INTERLEAVED and pp > 1 and vv == 2
         assert bool(got[i]) == want

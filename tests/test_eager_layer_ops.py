@@ -13,7 +13,7 @@ from grid_helpers import HBM, TINY_MOE, one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
@@ -93,9 +93,10 @@ def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped
     job = build_job(h100, TINY_MOE, TrainingSpec())
     layers = np.asarray([4.0])
     mods = "moe_act" if recompute == "selective" else ""
-    a = step._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods), layers)
-    b = step._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods, eager_rope=True,
-                                                eager_glu_clamp=True, eager_expert_bias=True), layers)
+    a = layer_compute._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods), layers)
+    b = layer_compute._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods,
+                                                         eager_rope=True, eager_glu_clamp=True,
+                                                         eager_expert_bias=True), layers)
     tokens = 2 * 2048  # b 2 x s 2048
     rope_f, rope_b = 10 * 2 * tokens * 16 * 128 / HBM, 12 * 2 * tokens * 16 * 128 / HBM  # (8 + 8) heads of 128
     # EP 8: 8 * 4096 * 4 / 64 = 2048 tokens on each of 8 local experts = 16,384 rows; the clamp over the 512 width,
@@ -120,8 +121,8 @@ def test_bias_dropout_add_in_the_layer_times(h100, biases, dropout, adds) -> Non
     job = build_job(h100, TINY_MOE.model_copy(update={"biases": biases, "dropout": dropout}), TrainingSpec())
     layers = np.asarray([4.0])
     for rec in ("none", "full"):
-        a = step._compute_per_microbatch(job, _grid(job, recompute=rec), layers)
-        b = step._compute_per_microbatch(job, _grid(job, recompute=rec, eager_bias_dropout_add=True), layers)
+        a = layer_compute._compute_per_microbatch(job, _grid(job, recompute=rec), layers)
+        b = layer_compute._compute_per_microbatch(job, _grid(job, recompute=rec, eager_bias_dropout_add=True), layers)
         fwd = adds * 4 * 4096 * 1024 / HBM
         assert one(b["forward"] - a["forward"]) == pytest.approx(fwd, rel=1e-9, abs=1e-15)
         assert one(b["backward"] - a["backward"]) == pytest.approx(fwd if rec == "full" else 0.0, abs=1e-15)

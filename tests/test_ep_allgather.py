@@ -11,7 +11,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -35,7 +35,7 @@ def _coll(**strategy):  # type: ignore[no-untyped-def]
     st = StrategySpec(**strategy)
     g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    return job, g, step._mp_collectives(job, g, groups)
+    return job, g, model_parallel_comm._mp_collectives(job, g, groups)
 
 
 def _t(op: str, nbytes: float, ranks: int) -> float:
@@ -68,7 +68,7 @@ def test_allgather_dispatch_spans_etp_x_ep() -> None:
     expert-TP pair (moe_disp) is not added beside it."""
     job, g, c = _coll(tp=2, dp=2, ep=2, sequence_parallel=True, moe_allgather_dispatcher=True)
     assert float(np.ravel(c["ep"])[0]) == pytest.approx(_by_hand(B * S / 2, 4), rel=1e-12)
-    adj, ext, block = step._moe_tp_collectives(job, g, c)
+    adj, ext, block = model_parallel_comm._moe_tp_collectives(job, g, c)
     assert float(np.ravel(ext)[0]) == 0.0 and float(np.ravel(block)[0]) == 0.0
 
 
@@ -76,9 +76,9 @@ def test_allgather_layer_count_four_ops_make_fwd_plus_bwd() -> None:
     """The step counts 4 of coll['ep'] per MoE layer and micro-batch: the layer's forward + backward traffic."""
     job, g, c = _coll(tp=1, dp=4, ep=4, moe_allgather_dispatcher=True)
     per_layer = 4.0 * _by_hand(B * S, 4)
-    raw = step._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
+    raw = layer_compute._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
     comp = step._overlap_windows(raw, job.overlap_efficiency)
-    mp = step._model_parallel_comm(job, g, comp, c)
+    mp = model_parallel_comm._model_parallel_comm(job, g, comp, c)
     assert float(np.ravel(mp["ep"])[0]) == pytest.approx(LAYERS * per_layer, rel=1e-9)
 
 
@@ -154,9 +154,9 @@ def test_recomputed_forward_runs_the_forward_gathers() -> None:
                       recompute_modules="moe")
     g = grid_from_strategy(st, tr, 4, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    c = step._mp_collectives(job, g, groups)
-    raw = step._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
-    mp = step._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
+    c = model_parallel_comm._mp_collectives(job, g, groups)
+    raw = layer_compute._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
+    mp = model_parallel_comm._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
     size = 4 * B * S
     fwd = (_t("allgather", size * E, 4) + _t("allgather", size * E * EB, 4)
            + _t("allgather", size * H * EB, 4) + _t("reducescatter", size * H * EB, 4))

@@ -61,7 +61,7 @@ DDP = ("--set", "strategy.bucket_size=25MB")
 DEEPSPEED = ("--set", f"strategy.bucket_size={5e8 * 2:.0f}B")
 GPT_1_7B_GRADS = 1647512064 * 2  # GPT 1.7B parameters (memory --json params_per_gpu at DP only), bf16
 #: GPT 1.7B's gradients in DDP's 25 MB (12.5 M bf16 elements) buckets: no framework splits a tensor
-#: (scalemodel.engine.step.bucket_count), so each of its 24 x 3 matrices over 12.5 M elements (QKV 2304 x 6912 =
+#: (scalemodel.engine.dp_comm.bucket_count), so each of its 24 x 3 matrices over 12.5 M elements (QKV 2304 x 6912 =
 #: 15.9 M, fc1 and fc2 21.2 M) and the 51200 x 2304 embedding closes a bucket of its own (73), and the output
 #: projections (5.3 M each), biases and LayerNorms, 128,125,440 elements, fill ceil(10.25) = 11 more: 84 buckets,
 #: where ceil(3.3 GB / 25 MB) = 132 were priced before
@@ -249,7 +249,7 @@ def test_strong_scaling_communication_dominates(cli: Any) -> None:
     assert ddp["breakdown_s"]["dp_comm"] > 2.1 * point(d, 2048)["breakdown_s"]["dp_comm"]
     fast = point(scale(cli, "strong-scaling.yaml", "--cluster", "dgx-a100"), 2048)
     # InfiniBand: compute-bound. Was < 0.1 while ZeRO-1's reduce-scatter + all-gather was priced as one all-reduce,
-    # for which auto took the tree; NCCL has no tree reduce-scatter or all-gather (issue 13, step.zero12_algorithm),
+    # for which auto took the tree; NCCL has no tree reduce-scatter or all-gather (issue 13, dp_comm.zero12_algorithm),
     # so the 2048-rank rings' latency now shows: 0.19 of the step
     assert comm_share(fast) < 0.25
 
@@ -276,7 +276,7 @@ def test_async_trades_convergence_for_throughput(cli: Any) -> None:
     # README: a full replica per rank (ZeRO 0, as asynchronous modes need) syncs in PyTorch DDP's 25 MB buckets;
     # on InfiniBand all of the all-reduce but its last bucket hides under the backward pass: 3.3 GB in
     # GPT_1_7B_DDP_BUCKETS = 84 buckets, the last one exposed (the backward, 2/3 of 0.13 s, is longer than the whole
-    # all-reduce); the last holds the word embedding, the first parameter (step.embedding_bucket_share): 51200 x
+    # all-reduce); the last holds the word embedding, the first parameter (dp_comm.embedding_bucket_share): 51200 x
     # 2304 gradients, the share 117,964,800 / 1,647,512,064 = 7.2 % of the sync (the 84 buckets' time), not 1/84
     n = GPT_1_7B_DDP_BUCKETS
     bucket = allreduce(cli, "dgx-a100", 2048, size=f"{GPT_1_7B_GRADS / n:.0f}B", algo="auto")
@@ -631,7 +631,7 @@ def test_hybrid_parallelism_makes_the_model_fit(cli: Any) -> None:
     # 292 reduce-scatters of 1 GB: 3.2 s, well under the last micro-batch's backward (> half its compute)
     assert math.ceil(grads / 1e9) * reduce_scatter("1GB") < 0.5 * per_microbatch
     # ... and in DDP's 25 MB buckets as fast as with DeepSpeed's: a bucket never splits a tensor
-    # (step.bucket_count), and every weight matrix of a 12,288-wide layer (QKV 453 M elements, fc1 and fc2 604 M) is
+    # (dp_comm.bucket_count), and every weight matrix of a 12,288-wide layer (QKV 453 M elements, fc1 and fc2 604 M) is
     # a bucket of its own, so a layer's gradients go in about as few reduce-scatters as in 5e8-element buckets. It
     # was 0.29x the hybrid while they were priced as 11,648 reduce-scatters of 25 MB in each micro-batch
     slow = point(scale(cli, "parallelism.yaml", *pure, *DDP), 1536)

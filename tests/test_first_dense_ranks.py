@@ -1,7 +1,7 @@
 """Leading dense layers (DeepSeek-V3's first_k_dense_replace 3 of 61) sit on the first pipeline rank: Megatron-Core
 builds a rank's layers in order (transformer_block.py, get_transformer_layer_offset) and each layer's MLP kind from
 its global number (gpt_layer_specs.py get_gpt_decoder_block_spec, moe_layer_freq / first_k_dense), so each rank is
-priced on its own layers (step._kinds_ranks, step._kinds_part_job), not on the model's mean layer.
+priced on its own layers (pipeline_ranks._kinds_ranks, pipeline_ranks._kinds_part_job), not on the model's mean layer.
 
 The small model: 4 layers, h 1024, 8 heads (MHA), gated FFN 4096, vocab 32000 untied, no biases; MoE from layer 1
 (first_dense 1): 8 experts of width 512, top 2, one shared expert. pp 2: rank 0 holds layers 0-1 ("de"), rank 1
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import transformer
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.workload import MoESpec, TransformerWorkload
@@ -50,12 +50,12 @@ def test_layer_kinds_by_position() -> None:
 
 def test_ranks_hold_their_own_layers() -> None:
     job, g = _job_grid()
-    splits = step._rank_layers(job, g)
+    splits = pipeline_ranks._rank_layers(job, g)
     assert splits is not None and [sp.ranks for sp in splits] == [["de", "ee"]]
     # every layer MoE (first_dense 0): the mean layer is every rank's, no split
     moe_all = SMALL.model_copy(update={"moe": MoESpec(experts=E, top_k=2, ffn_hidden=FE, shared_experts=1)})
     job_all = build_job(load_cluster("dgx-h100"), moe_all, TrainingSpec(precision="bf16"))
-    assert not step._rank_layers(job_all, g)
+    assert not pipeline_ranks._rank_layers(job_all, g)
 
 
 def test_each_rank_parameters_by_hand() -> None:
@@ -65,10 +65,10 @@ def test_each_rank_parameters_by_hand() -> None:
     job, g = _job_grid()
     rank0 = 2 * ATTN + DENSE_MLP + MOE_NON_ROUTED + E // 2 * EXPERT + V * H
     rank1 = 2 * ATTN + 2 * (MOE_NON_ROUTED + E // 2 * EXPERT) + H + V * H
-    assert float(step._rank_params(job, g, "de", 0)) == pytest.approx(rank0, rel=1e-12)
-    assert float(step._rank_params(job, g, "ee", 1)) == pytest.approx(rank1, rel=1e-12)
+    assert float(pipeline_ranks._rank_params(job, g, "de", 0)) == pytest.approx(rank0, rel=1e-12)
+    assert float(pipeline_ranks._rank_params(job, g, "ee", 1)) == pytest.approx(rank1, rel=1e-12)
     mean1 = 2 * ATTN + 0.5 * DENSE_MLP + 1.5 * (MOE_NON_ROUTED + E // 2 * EXPERT) + H + V * H
-    assert float(step._rank_params(job, g, "tt", 1)) == pytest.approx(mean1, rel=1e-12)  # the mean layer
+    assert float(pipeline_ranks._rank_params(job, g, "tt", 1)) == pytest.approx(mean1, rel=1e-12)  # the mean layer
 
 
 def test_each_rank_compute_and_expert_traffic_are_its_own_layers() -> None:
@@ -79,7 +79,7 @@ def test_each_rank_compute_and_expert_traffic_are_its_own_layers() -> None:
     groups = step.parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                                   layout=g.layout)
     two = np.full(1, 2.0)
-    ee, de = step._part_job(job, "ee"), step._part_job(job, "de")
+    ee, de = pipeline_ranks._part_job(job, "ee"), pipeline_ranks._part_job(job, "de")
     assert ee is not job and de is not job
     assert float(ee.shape.moe_layers) == 4.0 and float(de.shape.moe_layers) == 2.0  # n_e L / n
     stage = step._stage_memo(job, g, groups)
@@ -88,7 +88,7 @@ def test_each_rank_compute_and_expert_traffic_are_its_own_layers() -> None:
     assert float(mp_ee["ep"][0]) == pytest.approx(float(mp_mean["ep"][0]) * 2.0 / 1.5, rel=1e-12)
 
     def fwd(j, n: float) -> float:  # type: ignore[no-untyped-def]
-        return float(step._compute_per_microbatch(j, g, np.full(1, n), logits_on_stage=False)["forward"][0])
+        return float(layer_compute._compute_per_microbatch(j, g, np.full(1, n), logits_on_stage=False)["forward"][0])
 
     moe_one, dense_one = step._one_kind_job(job, "moe"), step._one_kind_job(job, "dense")
     base = fwd(job, 0.0)
@@ -101,17 +101,18 @@ def test_the_step_is_priced_at_the_ranks_own_layers(monkeypatch) -> None:  # typ
     longer than the mean layer's pricing, which gave rank 1 1.5 MoE layers."""
     job, g = _job_grid()
     with_ranks = float(np.ravel(step.evaluate(job, g).step_time)[0])
-    monkeypatch.setattr(step, "_kinds_ranks", lambda job, g: step._given_ranks(job, g))
-    step._KINDS_RANKS_MEMO.clear()
+    monkeypatch.setattr(pipeline_ranks, "_kinds_ranks", lambda job, g: pipeline_ranks._given_ranks(job, g))
+    pipeline_ranks._KINDS_RANKS_MEMO.clear()
     mean = float(np.ravel(step.evaluate(job, g).step_time)[0])
-    step._KINDS_RANKS_MEMO.clear()
+    pipeline_ranks._KINDS_RANKS_MEMO.clear()
     assert with_ranks > mean
 
 
 def test_a_model_deeper_than_the_placement_bound_keeps_the_mean_layer() -> None:
-    """step.MAX_PLACED_LAYERS bounds the O(L) kind strings a split builds: deeper, every rank is the mean layer."""
-    deep = SMALL.model_copy(update={"layers": step.MAX_PLACED_LAYERS + 2})
+    """pipeline_ranks.MAX_PLACED_LAYERS bounds the O(L) kind strings a split builds: deeper, every rank is the mean
+    layer."""
+    deep = SMALL.model_copy(update={"layers": pipeline_ranks.MAX_PLACED_LAYERS + 2})
     job = build_job(load_cluster("dgx-h100"), deep, TrainingSpec(precision="bf16"))
     st = StrategySpec(dp=4, pp=2, ep=2)
     g = grid_from_strategy(st, TrainingSpec(global_batch=16, precision="bf16"), 8, job)
-    assert not step._rank_layers(job, g)
+    assert not pipeline_ranks._rank_layers(job, g)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
@@ -20,7 +20,7 @@ def _collectives(flex: bool, etp: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     st = StrategySpec(tp=2, pp=8, ep=16, etp=etp, dp=16, sequence_parallel=True, moe_flex_dispatcher=flex)
     g = grid_from_strategy(st, tr, 256, job)
     coll = {"tp": np.asarray(0.004), "moe_disp": np.asarray(0.003)}
-    adj, ext, block = step._moe_tp_collectives(job, g, coll)
+    adj, ext, block = model_parallel_comm._moe_tp_collectives(job, g, coll)
     return adj, ext, block, coll
 
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, transformer
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 
@@ -114,8 +114,8 @@ def test_step_adds_the_casts_at_hbm_speed() -> None:
     job, g = _job("dgx-h100", "fp8")
     assert job.fp8_recipe == "delayed"
     layers = np.ones(1)
-    with_casts = step._compute_per_microbatch(job, g, layers, logits_on_stage=False)
-    without = step._compute_per_microbatch(replace(job, fp8_recipe=""), g, layers, logits_on_stage=False)
+    with_casts = layer_compute._compute_per_microbatch(job, g, layers, logits_on_stage=False)
+    without = layer_compute._compute_per_microbatch(replace(job, fp8_recipe=""), g, layers, logits_on_stage=False)
     f, b, w = compute.fp8_quantize_bytes(job.shape, micro_batch=1, seq_len=job.seq_len, recipe="delayed")
     bw = job.memory_bandwidth * job.memory_efficiency
     assert float((with_casts["forward"] - without["forward"]).ravel()[0]) == pytest.approx(float(f + w) / bw)
@@ -140,7 +140,7 @@ def test_16bit_runs_never_price_casts(cluster: str, precision: str, model: str, 
     job, g = _job(cluster, precision, gb=gb, model=model)
     assert job.fp8_recipe == ""
     layers = np.ones(1)
-    before = step._compute_per_microbatch(job, g, layers)["total"]
+    before = layer_compute._compute_per_microbatch(job, g, layers)["total"]
     orig = compute.fp8_quantize_bytes
 
     def boom(*a: Any, **k: Any) -> Any:
@@ -148,7 +148,7 @@ def test_16bit_runs_never_price_casts(cluster: str, precision: str, model: str, 
 
     compute.fp8_quantize_bytes = boom  # type: ignore[assignment]
     try:
-        after = step._compute_per_microbatch(job, g, layers)["total"]
+        after = layer_compute._compute_per_microbatch(job, g, layers)["total"]
     finally:
         compute.fp8_quantize_bytes = orig  # type: ignore[assignment]
     assert np.array_equal(before, after)
@@ -157,8 +157,8 @@ def test_16bit_runs_never_price_casts(cluster: str, precision: str, model: str, 
 @pytest.mark.parametrize("cluster", ["dgx-h100", "dgx-b200"])
 def test_casts_only_slow_an_fp8_run(cluster: str) -> None:
     job, g = _job(cluster, "fp8", "tensorwise", gb=8)
-    t = step._compute_per_microbatch(job, g, np.ones(1))["total"]
-    t0 = step._compute_per_microbatch(replace(job, fp8_recipe=""), g, np.ones(1))["total"]
+    t = layer_compute._compute_per_microbatch(job, g, np.ones(1))["total"]
+    t0 = layer_compute._compute_per_microbatch(replace(job, fp8_recipe=""), g, np.ones(1))["total"]
     assert np.all(t > t0)
 
 

@@ -14,7 +14,7 @@ from grid_helpers import HBM, TINY_MOE, one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
@@ -58,8 +58,8 @@ def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped
     # b 2 x s 2048 = 4096 tokens, EP 8: 8 * 4096 * 4 / 64 = 2048 tokens on each of 8 local experts = 16,384 rows
     per_moe_layer = 4 * 2 * 16_384 * 1024 / HBM  # forward, and again backward
     layers = np.asarray([4.0])  # 1 dense + 3 MoE layers: the per-layer mean carries 3/4 of a MoE layer's copies
-    a = step._compute_per_microbatch(job, _grid(job, recompute=recompute), layers)
-    b = step._compute_per_microbatch(job, _grid(job, recompute=recompute, moe_fp8_padding=True), layers)
+    a = layer_compute._compute_per_microbatch(job, _grid(job, recompute=recompute), layers)
+    b = layer_compute._compute_per_microbatch(job, _grid(job, recompute=recompute, moe_fp8_padding=True), layers)
     assert one(b["forward"] - a["forward"]) == pytest.approx(3 * per_moe_layer)
     again = per_moe_layer if recompute == "full" else 0.0  # full recompute repeats the forward's copies
     assert one(b["backward"] - a["backward"]) == pytest.approx(3 * (per_moe_layer + again))
@@ -71,8 +71,8 @@ def test_not_priced_without_fp8(h100) -> None:  # type: ignore[no-untyped-def]
     g = grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2), 8, job)
     g0 = grid_from_strategy(StrategySpec(dp=8, ep=8), TrainingSpec(global_batch=16, micro_batch=2), 8, job)
     layers = np.asarray([4.0])
-    assert one(step._compute_per_microbatch(job, g, layers)["total"]) == one(
-        step._compute_per_microbatch(job, g0, layers)["total"])
+    assert one(layer_compute._compute_per_microbatch(job, g, layers)["total"]) == one(
+        layer_compute._compute_per_microbatch(job, g0, layers)["total"])
 
 
 def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore[no-untyped-def]
@@ -141,16 +141,16 @@ def test_the_mtp_block_carries_the_copies_and_casts() -> None:
         return grid_from_strategy(StrategySpec(dp=16, ep=8, **kw), tr, 16, job)
 
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, grid(), layers, logits_on_stage=True)
-    b = step._compute_per_microbatch(job, grid(moe_fp8_padding=True), layers, logits_on_stage=True)
+    a = layer_compute._compute_per_microbatch(job, grid(), layers, logits_on_stage=True)
+    b = layer_compute._compute_per_microbatch(job, grid(moe_fp8_padding=True), layers, logits_on_stage=True)
     assert one(b["total"] - a["total"]) == pytest.approx((4 * 58 / 61 + 1) * pad, rel=1e-9)
     # the casts: the module's share of the stage, with and without the recipe (same peaks, curves and layers)
     from dataclasses import replace
     no_casts = replace(job, fp8_recipe="")
     g = grid()
-    with_mtp = step._compute_per_microbatch(job, g, layers)["total"] - step._compute_per_microbatch(
+    with_mtp = layer_compute._compute_per_microbatch(job, g, layers)["total"] - layer_compute._compute_per_microbatch(
         job, g, layers, logits_on_stage=False)["total"]
-    bare = step._compute_per_microbatch(no_casts, g, layers)["total"] - step._compute_per_microbatch(
+    bare = layer_compute._compute_per_microbatch(no_casts, g, layers)["total"] - layer_compute._compute_per_microbatch(
         no_casts, g, layers, logits_on_stage=False)["total"]
     f, bw, w = compute.fp8_quantize_bytes(job.shape, micro_batch=1, seq_len=4096, recipe="mxfp8", transpose_copy=False,
                                           ep=8, moe=True)

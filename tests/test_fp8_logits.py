@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from scalemodel.commands.common import build_specs
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.calibrate_runs import scaled_job
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.sensitivity import sensitivity
@@ -56,8 +56,8 @@ def test_logits_time_by_hand_at_the_16bit_curve(precision: str) -> None:
     t_gemm = max(2 * T * V * h / (H100_BF16 * eff), (T * h + h * V + T * V) * 2 / (H100_HBM * 0.6))
     t_ce = (38 + 14) * T * V / (H100_HBM * 0.6)
     layers = np.ones(1)  # one layer on the stage
-    with_logits = step._compute_per_microbatch(job, g, layers, logits_on_stage=True)["total"]
-    without = step._compute_per_microbatch(job, g, layers, logits_on_stage=False)["total"]
+    with_logits = layer_compute._compute_per_microbatch(job, g, layers, logits_on_stage=True)["total"]
+    without = layer_compute._compute_per_microbatch(job, g, layers, logits_on_stage=False)["total"]
     assert float((with_logits - without).ravel()[0]) == pytest.approx(3 * t_gemm + t_ce, rel=1e-12)
     # on the fp8 curve (gemm_max 0.4, d0 70, fp8 peak) it would be visibly different
     eff8 = 0.4 * T / (T + 70) * V / (V + 70) * h / (h + 70)

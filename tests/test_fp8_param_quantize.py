@@ -10,7 +10,7 @@ from the gathered weight (``post_all_gather_processing``). TE's ``quantize_maste
     update_quantized           read 2, write 1 (delayed: amax fused in this cast)
 
 delayed 9 bytes, tensorwise 11, replacing the 16-bit weight copy the optimizer step otherwise makes (read the fp32
-master 4, write 2: step.WEIGHT_COPY_BYTES = 6). Every value below is counted by hand."""
+master 4, write 2: dp_comm.WEIGHT_COPY_BYTES = 6). Every value below is counted by hand."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import compute, transformer
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm, layer_compute
 from scalemodel.engine.job import build_job
 from scalemodel.specs import TrainingSpec, load_cluster
 from tests.test_distopt import TINY, _grid
@@ -62,13 +62,13 @@ def test_step_prices_the_shard_quantization_not_the_weight_casts(recipe: str, ca
     job = build_job(h100, TINY, TrainingSpec(precision="fp8", fp8_recipe=recipe))
     bw = job.memory_bandwidth * job.memory_efficiency
     on, off = _grid(job, zero="1", fp8_param_gather=True), _grid(job, zero="1")
-    f_on, b_on = step.fp8_cast_per_layer(job, on, 0.0)
-    f_off, b_off = step.fp8_cast_per_layer(job, off, 0.0)
+    f_on, b_on = layer_compute.fp8_cast_per_layer(job, on, 0.0)
+    f_off, b_off = layer_compute.fp8_cast_per_layer(job, off, 0.0)
     assert float((f_off - f_on).ravel()[0]) == pytest.approx(W * (cast - 2) / bw, rel=1e-12)
     assert float((b_off - b_on).ravel()[0]) == 0.0
     shard = 4 * W / 8
     assert shard == 8_388_608
-    extra = step._optimizer_time(job, on) - step._optimizer_time(job, off)
+    extra = dp_comm._optimizer_time(job, on) - dp_comm._optimizer_time(job, off)
     assert float(np.ravel(extra)[0]) == pytest.approx(shard * (quantize - 6) / bw, rel=1e-12)
 
 
@@ -78,10 +78,12 @@ def test_mxfp8_and_megatron_fsdp_are_left_as_they_were() -> None:
     b200 = load_cluster("dgx-b200")
     job = build_job(b200, TINY, TrainingSpec(precision="fp8", fp8_recipe="mxfp8"))
     on, off = _grid(job, zero="1", fp8_param_gather=True), _grid(job, zero="1")
-    assert np.array_equal(step.fp8_cast_per_layer(job, on, 0.0)[0], step.fp8_cast_per_layer(job, off, 0.0)[0])
-    assert np.array_equal(step._optimizer_time(job, on), step._optimizer_time(job, off))
+    assert np.array_equal(layer_compute.fp8_cast_per_layer(job, on, 0.0)[0],
+                          layer_compute.fp8_cast_per_layer(job, off, 0.0)[0])
+    assert np.array_equal(dp_comm._optimizer_time(job, on), dp_comm._optimizer_time(job, off))
     h100 = load_cluster("dgx-h100")
     job = build_job(h100, TINY, TrainingSpec(precision="fp8"))
     on, off = _grid(job, zero="fsdp", fp8_param_gather=True), _grid(job, zero="fsdp")
-    assert np.array_equal(step.fp8_cast_per_layer(job, on, 0.0)[0], step.fp8_cast_per_layer(job, off, 0.0)[0])
-    assert np.array_equal(step._optimizer_time(job, on), step._optimizer_time(job, off))
+    assert np.array_equal(layer_compute.fp8_cast_per_layer(job, on, 0.0)[0],
+                          layer_compute.fp8_cast_per_layer(job, off, 0.0)[0])
+    assert np.array_equal(dp_comm._optimizer_time(job, on), dp_comm._optimizer_time(job, off))

@@ -12,15 +12,12 @@ import pytest
 
 from scalemodel.cost import compute, memory, transformer
 from scalemodel.engine import planner
+from scalemodel.engine.dp_comm import _expose_param_gather
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
-from scalemodel.engine.step import (
-    Infeasible,
-    _expose_param_gather,
-    _tp_comm_overlap,
-    evaluate,
-    memory_parts,
-    microbatches,
-)
+from scalemodel.engine.model_parallel_comm import _tp_comm_overlap
+from scalemodel.engine.pipeline_ranks import microbatches
+from scalemodel.engine.stage_memory import memory_parts
+from scalemodel.engine.step import Infeasible, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.frameworks import read_strategy_file

@@ -14,7 +14,7 @@ from grid_helpers import HBM, grid8, one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
@@ -67,17 +67,17 @@ def test_fsdp_flat_grad_time_on_the_stage(h100, grad_bytes, per_param) -> None: 
     p = 4 * (1024 * 3072 + 1024 * 1024 + 2 * 1024 * 4096 + 2 * 1024) + 32_000 * 1024 + 1024  # 83,108,864
     assert job.params == p
     on = grid8(job, zero="fsdp", fsdp_flat_param=True)
-    assert one(step.fsdp_flat_grad_time(job, on)) == pytest.approx(p * per_param / HBM)
-    assert one(step.fsdp_flat_grad_time(job, grid8(job, zero="2", fsdp_flat_param=True))) == pytest.approx(
+    assert one(layer_compute.fsdp_flat_grad_time(job, on)) == pytest.approx(p * per_param / HBM)
+    assert one(layer_compute.fsdp_flat_grad_time(job, grid8(job, zero="2", fsdp_flat_param=True))) == pytest.approx(
         p * per_param / HBM)  # SHARD_GRAD_OP runs the same post-backward path
-    assert float(np.max(step.fsdp_flat_grad_time(job, grid8(job, zero="fsdp")))) == 0.0
+    assert float(np.max(layer_compute.fsdp_flat_grad_time(job, grid8(job, zero="fsdp")))) == 0.0
     # a ZeRO-1 grid (the planner can pair the pinned field with any stage): no FSDP gradient, no passes
     g1 = grid_from_arrays(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, gpus=8, zero=1, fsdp_flat_param=True)
-    assert float(np.max(step.fsdp_flat_grad_time(job, g1))) == 0.0
+    assert float(np.max(layer_compute.fsdp_flat_grad_time(job, g1))) == 0.0
     # one micro-batch's backward grows by exactly that; the forward does not move
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, grid8(job, zero="fsdp"), layers)
-    b = step._compute_per_microbatch(job, on, layers)
+    a = layer_compute._compute_per_microbatch(job, grid8(job, zero="fsdp"), layers)
+    b = layer_compute._compute_per_microbatch(job, on, layers)
     assert one(b["forward"] - a["forward"]) == 0.0
     assert one(b["backward"] - a["backward"]) == pytest.approx(p * per_param / HBM)
 
@@ -88,8 +88,8 @@ def test_attention_unpad_in_the_layer_times(h100, recompute) -> None:  # type: i
     x = 2 * 2048 * 1024  # b 2, s 2048, h 1024
     fwd, bwd = 18 * x / HBM, 22 * x / HBM
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, grid8(job, recompute=recompute), layers)
-    b = step._compute_per_microbatch(job, grid8(job, recompute=recompute, attention_unpad=True), layers)
+    a = layer_compute._compute_per_microbatch(job, grid8(job, recompute=recompute), layers)
+    b = layer_compute._compute_per_microbatch(job, grid8(job, recompute=recompute, attention_unpad=True), layers)
     assert one(b["forward"] - a["forward"]) == pytest.approx(4 * fwd)
     again = fwd if recompute == "full" else 0.0  # full recompute repeats the forward's copies
     assert one(b["backward"] - a["backward"]) == pytest.approx(4 * (bwd + again))

@@ -13,7 +13,7 @@ from conftest import script_module, training_cases
 from grid_helpers import HBM, grid8, one
 
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
@@ -53,21 +53,21 @@ def test_time_on_the_stage(h100, reshard: bool) -> None:  # type: ignore[no-unty
     assert job.params == PARAMS
     on = grid8(job, zero="fsdp", fsdp_per_param=True, fsdp_reshard_after_forward=reshard)
     layers = np.asarray([4.0])
-    f, b = step.fsdp2_copy_time(job, on, layers)
+    f, b = layer_compute.fsdp2_copy_time(job, on, layers)
     gathered = 2 * PARAMS  # 16-bit gathers
     assert one(f) == pytest.approx(2 * gathered / HBM)
     # the last of 4 block units stays gathered for the backward, and so does the root unit (embedding, output and
-    # final norm: 2 x 32,000 x 1024 + 1024, step.fsdp_root_params)
+    # final norm: 2 x 32,000 x 1024 + 1024, layer_compute.fsdp_root_params)
     regathered = 3 / 4 if reshard else 0.0
     blocks = 2 * 4 * (LINEAR + NORMS)  # the blocks' 16-bit gathers
     assert one(b) == pytest.approx((regathered * 2 * blocks + 6 * PARAMS) / HBM)
-    assert float(np.max(step.fsdp2_copy_time(job, grid8(job, zero="fsdp"), layers)[1])) == 0.0
+    assert float(np.max(layer_compute.fsdp2_copy_time(job, grid8(job, zero="fsdp"), layers)[1])) == 0.0
     # a ZeRO-3 grid (the planner can pair the pinned field with any stage): not FSDP2, no copies
     g3 = grid_from_arrays(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, gpus=8, zero=3, fsdp_per_param=True)
-    assert float(np.max(step.fsdp2_copy_time(job, g3, layers)[1])) == 0.0
+    assert float(np.max(layer_compute.fsdp2_copy_time(job, g3, layers)[1])) == 0.0
     # one micro-batch grows by exactly that, forward and backward
-    a = step._compute_per_microbatch(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), layers)
-    c = step._compute_per_microbatch(job, on, layers)
+    a = layer_compute._compute_per_microbatch(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), layers)
+    c = layer_compute._compute_per_microbatch(job, on, layers)
     assert one(c["forward"] - a["forward"]) == pytest.approx(one(f))
     assert one(c["backward"] - a["backward"]) == pytest.approx(one(b))
 
@@ -75,7 +75,7 @@ def test_time_on_the_stage(h100, reshard: bool) -> None:  # type: ignore[no-unty
 def test_float8_gathered_weights_copy_at_one_byte(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(precision="fp8", grad_bytes_per_param=4))
     on = grid8(job, zero="fsdp", fsdp_per_param=True, fsdp_fp8_all_gather=True)
-    f, _ = step.fsdp2_copy_time(job, on, np.asarray([4.0]))
+    f, _ = layer_compute.fsdp2_copy_time(job, on, np.asarray([4.0]))
     gathered = 2 * PARAMS - 4 * LINEAR  # the linear weights at 1 byte, norms and embeddings at 2
     assert one(f) == pytest.approx(2 * gathered / HBM)
 

@@ -12,7 +12,7 @@ import pytest
 from scalemodel.cost.memory import memory_per_gpu
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import dp_exposed_floor, evaluate
 from scalemodel.errors import InputError
@@ -57,11 +57,11 @@ def _dp_traffic(job, g, monkeypatch, *, per_byte: float, f: float = 0.0, b: floa
         calls.append((op, float(np.max(size))))
         return np.asarray(size, dtype=float) * per_byte
 
-    monkeypatch.setattr(step, "_collective", priced)
+    monkeypatch.setattr(dp_comm, "_collective", priced)  # _dp_comm looks it up in dp_comm
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * f]),
             "backward_free": np.asarray([L * b])}
-    out = step._dp_comm(job, g, comp, np.asarray([1.0]), groups.data)
+    out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data)
     return out, calls
 
 

@@ -13,7 +13,7 @@ from grid_helpers import grid8, one
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm, layer_compute, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.specs import TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -34,21 +34,21 @@ def job():  # type: ignore[no-untyped-def]
 
 def test_root_parameters_by_hand(job) -> None:  # type: ignore[no-untyped-def]
     assert job.params == 4 * BLOCK + ROOT
-    assert one(step.fsdp_root_params(job, grid8(job, zero="fsdp", fsdp_per_param=True))) == ROOT
-    assert one(step.fsdp_root_params(job, grid8(job, zero="hsdp", shard_group=4, fsdp_per_param=True))) == ROOT
-    assert one(step.fsdp_root_params(job, grid8(job, zero="fsdp", fsdp_flat_param=True))) == ROOT
+    assert one(layer_compute.fsdp_root_params(job, grid8(job, zero="fsdp", fsdp_per_param=True))) == ROOT
+    assert one(layer_compute.fsdp_root_params(job, grid8(job, zero="hsdp", shard_group=4, fsdp_per_param=True))) == ROOT
+    assert one(layer_compute.fsdp_root_params(job, grid8(job, zero="fsdp", fsdp_flat_param=True))) == ROOT
     tied = build_job(load_cluster("dgx-h100"), msgspec.structs.replace(TINY, tied_embeddings=True),
                      TrainingSpec())
-    assert one(step.fsdp_root_params(tied, grid8(tied, zero="fsdp", fsdp_flat_param=True))) == TIED_ROOT
+    assert one(layer_compute.fsdp_root_params(tied, grid8(tied, zero="fsdp", fsdp_flat_param=True))) == TIED_ROOT
     # not a PyTorch FSDP framework's wrapping (no flag), DeepSpeed ZeRO-3, or pp > 1: no root unit priced
-    assert one(step.fsdp_root_params(job, grid8(job, zero="fsdp"))) == 0.0
+    assert one(layer_compute.fsdp_root_params(job, grid8(job, zero="fsdp"))) == 0.0
     g3 = grid_from_arrays(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, gpus=8, zero=3, fsdp_flat_param=True)
-    assert one(step.fsdp_root_params(job, g3)) == 0.0
+    assert one(layer_compute.fsdp_root_params(job, g3)) == 0.0
     gpp = grid_from_arrays(tp=1, pp=2, dp=4, micro_batch=2, global_batch=16, gpus=8, zero=4, fsdp_per_param=True)
-    assert one(step.fsdp_root_params(job, gpp)) == 0.0
+    assert one(layer_compute.fsdp_root_params(job, gpp)) == 0.0
     # vocab-parallel under tp: the GPU holds 1/tp of it
     gtp = grid_from_arrays(tp=2, pp=1, dp=4, micro_batch=2, global_batch=16, gpus=8, zero=4, fsdp_per_param=True)
-    assert one(step.fsdp_root_params(job, gtp)) == ROOT / 2
+    assert one(layer_compute.fsdp_root_params(job, gtp)) == ROOT / 2
 
 
 @pytest.mark.parametrize("reshard", [True, False])
@@ -60,8 +60,8 @@ def test_root_traffic_and_exposure_by_hand(job, reshard: bool, window: float) ->
     comp = {"layers_per_stage": np.asarray([4.0]), "forward_free": np.asarray([4 * window]),
             "backward_free": np.asarray([4 * window])}
     dense = np.asarray([float(job.params)])
-    root = step.fsdp_root_params(job, g)
-    out = step._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
+    root = layer_compute.fsdp_root_params(job, g)
+    out = dp_comm._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
                                           np.asarray([4.0]), np.asarray([25e6]), root=root)
     ag = float(coll.group_time("allgather", 2.0 * BLOCK, group))  # one block, 16-bit
     rs = float(coll.group_time("reducescatter", 4.0 * BLOCK, group))  # its fp32 gradient
@@ -74,7 +74,7 @@ def test_root_traffic_and_exposure_by_hand(job, reshard: bool, window: float) ->
     else:  # nothing to hide under: everything is exposed, never more than the traffic
         assert one(out["exposed"]) == pytest.approx(one(out["total"]))
     # without the root unit the same bytes are priced as L equal units (the formula before this mechanism)
-    flat = step._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
+    flat = dp_comm._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
                                            np.asarray([4.0]), np.asarray([25e6]))
     unit_ag = float(coll.group_time("allgather", 2.0 * job.params / 4, group))
     unit_rs = float(coll.group_time("reducescatter", 4.0 * job.params / 4, group))
@@ -123,8 +123,9 @@ def test_root_unit_held_gathered_in_memory(job, reshard: bool) -> None:  # type:
     """The root unit is not resharded after the forward: its 16-bit parameters (2 bytes each) are held on top of
     the two gathered blocks; when every unit stays gathered they were already counted (the whole stage)."""
     m = np.asarray([1.0])
-    on = step.memory_parts(job, grid8(job, zero="fsdp", fsdp_per_param=True, fsdp_reshard_after_forward=reshard), m)
-    off = step.memory_parts(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), m)
+    on = stage_memory.memory_parts(job, grid8(job, zero="fsdp", fsdp_per_param=True,
+                                              fsdp_reshard_after_forward=reshard), m)
+    off = stage_memory.memory_parts(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), m)
     extra = 2.0 * ROOT if reshard else 0.0
     assert one(on["weights"] - off["weights"]) == pytest.approx(extra)
     if not reshard:  # the stage's every parameter gathered, 2 bytes each, plus the 1/8 shard of the states

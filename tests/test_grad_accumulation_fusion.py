@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
 
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.frameworks import read_strategy_file
@@ -40,26 +40,29 @@ def test_unfused_add_by_hand(h100, grad_bytes, per_param) -> None:  # type: igno
     assert job.params == P
     off = dict(zero="1", megatron_ddp=True, grad_accumulation_fusion=False)
     # pp 1: every parameter but the word embedding (its own dense gradient and add are embedding_grad_time's)
-    assert one(step.grad_accumulation_time(job, grid8(job, **off))) == pytest.approx((P - EMB) * per_param / HBM)
+    assert one(layer_compute.grad_accumulation_time(job, grid8(job, **off))) == pytest.approx(
+        (P - EMB) * per_param / HBM)
     # pp 2: the stages' mean P / 2; the embedding's add is now the first stage's, counted in the mean
-    assert one(step.grad_accumulation_time(job, grid(job, pp=2, **off))) == pytest.approx(P / 2 * per_param / HBM)
+    assert one(layer_compute.grad_accumulation_time(job, grid(job, pp=2, **off))) == pytest.approx(
+        P / 2 * per_param / HBM)
     # tp 2: the sharded weights halve, the norms stay whole, half the vocabulary rows
     tp2 = (P - NORMS) / 2 + NORMS - EMB / 2
-    assert one(step.grad_accumulation_time(job, grid(job, tp=2, **off))) == pytest.approx(tp2 * per_param / HBM)
+    assert one(layer_compute.grad_accumulation_time(job, grid(job, tp=2, **off))) == pytest.approx(
+        tp2 * per_param / HBM)
 
 
 def test_fused_or_not_megatron_prices_nothing(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
-    assert one(step.grad_accumulation_time(job, grid8(job, zero="1", megatron_ddp=True))) == 0.0
-    assert one(step.grad_accumulation_time(job, grid8(job, zero="1", grad_accumulation_fusion=False))) == 0.0
+    assert one(layer_compute.grad_accumulation_time(job, grid8(job, zero="1", megatron_ddp=True))) == 0.0
+    assert one(layer_compute.grad_accumulation_time(job, grid8(job, zero="1", grad_accumulation_fusion=False))) == 0.0
 
 
 def test_the_add_is_in_every_micro_batch_backward(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
-    b = step._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True, grad_accumulation_fusion=False),
-                                     layers)
+    a = layer_compute._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
+    b = layer_compute._compute_per_microbatch(
+        job, grid8(job, zero="1", megatron_ddp=True, grad_accumulation_fusion=False), layers)
     assert one(b["forward"] - a["forward"]) == 0.0
     assert one(b["backward"] - a["backward"]) == pytest.approx((P - EMB) * 10 / HBM)
 

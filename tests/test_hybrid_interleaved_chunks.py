@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, stage_memory
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
@@ -29,9 +29,9 @@ def _peak(pattern: str, schedule: str, **extra):
     training = training_spec(global_batch=64, micro_batch=1)
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
     g = grid_from_strategy(strategy_spec(pp=2, schedule=schedule, **extra), training, 16, job)
-    m = step.microbatches(g)
+    m = pipeline_ranks.microbatches(g)
     assert float(np.ravel(m)[0]) == 8  # 64 / (dp 8 x micro-batch 1)
-    return step.memory_peak_stage(job, g, m)
+    return stage_memory.memory_peak_stage(job, g, m)
 
 
 def _hand_peak(p: int, v: int, m: int, r: int, layers: list) -> float:

@@ -7,9 +7,9 @@ lines 331-493), per (pp rank, virtual stage), then joined per rank in the order 
   rank pp-1 the last ``last`` (offset L - last), every other rank ``(L - first - last) / middle`` layers at offset
   (r - [first given]) * per_middle + first; else L / pp each at offset r L / pp.
 
-The model's split (engine.step._rank_layers) must hold the same characters on every rank, and the stage holding the
-embedding (pre_process: rank 0, virtual stage 0) and the output layer and MTP (post_process / mtp_on_this_rank: rank
-pp-1, the last virtual stage) is rank 0 / rank pp-1 of that split.
+The model's split (engine.pipeline_ranks._rank_layers) must hold the same characters on every rank, and the stage
+holding the embedding (pre_process: rank 0, virtual stage 0) and the output layer and MTP (post_process /
+mtp_on_this_rank: rank pp-1, the last virtual stage) is rank 0 / rank pp-1 of that split.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
@@ -56,7 +56,7 @@ def _model_ranks(pattern: str, pp: int, **kw) -> list[str]:
     training = training_spec(global_batch=32, micro_batch=1)
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
     g = grid_from_strategy(strategy_spec(pp=pp, **kw), training, 8 * pp, job)
-    splits = step._rank_layers(job, g)
+    splits = pipeline_ranks._rank_layers(job, g)
     assert splits is not None and len(splits) == 1, splits
     assert splits[0].p == pp
     return splits[0].ranks

@@ -27,7 +27,7 @@ import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.choices import ScheduleKind
 from scalemodel.cost import transformer
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 
 GB, GPUS = 64, 16
@@ -62,15 +62,16 @@ def _f(x) -> float:
     ("M*M*M*", 3, -1, -1, ["M*", "M*", "M*"]),  # test_all_ranks_cover_full_pattern
 ])
 def test_the_split_by_count_is_megatrons(pattern, p, first, last, expected):
-    assert step._pipe_free_ranks(pattern, p, first, last) == expected
+    assert pipeline_ranks._pipe_free_ranks(pattern, p, first, last) == expected
 
 
 def test_the_splits_megatron_refuses_are_not_priced_from():
-    assert step._pipe_free_ranks("M*M*M*M*M", 4, 2, -1) is None  # test_uneven_pp_middle_not_divisible_raises
-    assert step._pipe_free_ranks("EEMM", 3, 2, 2) is None  # no middle layer for the middle rank (TransformerConfig)
+    assert pipeline_ranks._pipe_free_ranks("M*M*M*M*M", 4, 2, -1) is None  # test_uneven_pp_middle_not_divisible_raises
+    # no middle layer for the middle rank (TransformerConfig)
+    assert pipeline_ranks._pipe_free_ranks("EEMM", 3, 2, 2) is None
     # L not divisible by pp Megatron refuses for a hybrid, as it does for every model; the balanced split every model
-    # is priced with then (step._stage_layers): the first L mod p ranks one layer more
-    assert step._pipe_free_ranks("M*M*M*", 4, -1, -1) == ["M*", "M*", "M", "*"]
+    # is priced with then (pipeline_ranks._stage_layers): the first L mod p ranks one layer more
+    assert pipeline_ranks._pipe_free_ranks("M*M*M*", 4, -1, -1) == ["M*", "M*", "M", "*"]
 
 
 @pytest.mark.parametrize("flat,piped,kw", [
@@ -101,7 +102,7 @@ def test_ranks_of_the_patterns_shares_keep_the_even_split(pattern, pp):
     """Every rank of the pattern's own kinds and MoE intervals (lengths may differ): no split is priced apart, the
     even split of the mean layer is the step as before, to the bit."""
     job, g = _job_grid(pattern, gpus=4 * pp, pp=pp, ep=1)
-    assert step._rank_layers(job, g) == []
+    assert pipeline_ranks._rank_layers(job, g) == []
 
 
 def test_a_bunched_pattern_moves_its_moe_rank():
@@ -169,13 +170,14 @@ def test_the_heavy_ranks_gradients_are_an_all_moe_ranks(zero):
 
 def test_the_dp_rank_is_the_one_with_the_most_parameters_and_the_last_on_a_tie():
     job, g = _job_grid("EEEE|MMMM", pp=2, ep=2)
-    picks = step._dp_ranks(job, g, step._rank_layers(job, g))
+    picks = pipeline_ranks._dp_ranks(job, g, pipeline_ranks._rank_layers(job, g))
     assert [(sp.ranks[r], bool(np.all(on))) for on, sp, r in picks] == [("EEEE", True)]
     job, g = _job_grid("MMMM|EEEE", pp=2, ep=2)
-    assert [sp.ranks[r] for _on, sp, r in step._dp_ranks(job, g, step._rank_layers(job, g))] == ["EEEE"]
+    splits = pipeline_ranks._rank_layers(job, g)
+    assert [sp.ranks[r] for _on, sp, r in pipeline_ranks._dp_ranks(job, g, splits)] == ["EEEE"]
     job, g = _job_grid("ME|EM", pp=2, ep=2)  # the same layers: the last rank (its final norm h outweighs nothing
     # else: V h on either end)
-    assert [r for _on, _sp, r in step._dp_ranks(job, g, step._rank_layers(job, g))] == [1]
+    assert [r for _on, _sp, r in pipeline_ranks._dp_ranks(job, g, pipeline_ranks._rank_layers(job, g))] == [1]
 
 
 # --- empty segments --------------------------------------------------------------------------------------------------
@@ -198,8 +200,8 @@ def test_an_empty_segment_is_a_rank_without_layers():
     assert sp.ranks == ["EE", "", "MM"]
     assert _f(ranks[1].time) == _f(step._stage(job, g, groups, np.zeros(1), False).time)
     assert _f(ranks[1].time) < min(_f(ranks[0].time), _f(ranks[2].time))
-    assert [r for _on, _sp, r in step._dp_ranks(job, g, [sp])] == [0]
-    assert int(_f(step.memory_peak_stage(job, g, step.microbatches(g)).rank)) != 1
+    assert [r for _on, _sp, r in pipeline_ranks._dp_ranks(job, g, [sp])] == [0]
+    assert int(_f(stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g)).rank)) != 1
 
 
 def test_a_pattern_of_empty_segments_only_is_refused():
@@ -282,7 +284,8 @@ def test_the_planner_finds_the_brute_force_best_of_a_bunched_pattern():
 def test_a_grid_of_several_splits_prices_each_row_as_alone():
     """The planner's unit of work: one grid whose rows (first axis) run different splits of a pattern without '|'
     (pp 1, 2, 4, and pp 2 with 3 first-stage layers) and ZeRO / recompute on the other axes. Each split's ranks are
-    priced on its own rows (step._split_rows); every candidate is what it is alone: step, memory and both floors."""
+    priced on its own rows (pipeline_ranks._split_rows); every candidate is what it is alone: step, memory and both
+    floors."""
     pattern = "EEEMMMM*EE-M"
     job, _ = _job_grid(pattern, pp=2, ep=2)
     pp = np.array([1, 2, 4, 2]).reshape(4, 1, 1)
@@ -291,7 +294,7 @@ def test_a_grid_of_several_splits_prices_each_row_as_alone():
     rec = np.array([0, 2]).reshape(1, 1, 2)
     g = grid_from_arrays(gpus=GPUS, dp=GPUS // pp, tp=1, pp=pp, ep=2, micro_batch=1, global_batch=GB,
                          first_stage_layers=first, zero=zero, recompute=rec)
-    assert [len(x.rows) for x in step._split_rows(job, g)] == [1, 1, 1, 1]
+    assert [len(x.rows) for x in pipeline_ranks._split_rows(job, g)] == [1, 1, 1, 1]
     res = step.evaluate(job, g)
     cf, df = step.compute_floor(job, g), step.dp_exposed_floor(job, g)
     for i in range(4):

@@ -1,8 +1,8 @@
-"""A hybrid pattern's ranks priced faster, to the bit (engine.step._kind_times, the ranks' shared per-layer activation
-memo in step._segment_memory, cost.transformer.tp_whole_elements remembered per shape).
+"""A hybrid pattern's ranks priced faster, to the bit (engine.layer_compute._kind_times, the ranks' shared per-layer
+activation memo in stage_memory._segment_memory, cost.transformer.tp_whole_elements remembered per shape).
 
-A rank of a hybrid pattern is the job with its own kind counts (step._part_job). One layer's time of a kind, one
-layer's activation bytes of a kind and a shape's whole-per-TP-rank elements do not change with the other ranks, so
+A rank of a hybrid pattern is the job with its own kind counts (pipeline_ranks._part_job). One layer's time of a kind,
+one layer's activation bytes of a kind and a shape's whole-per-TP-rank elements do not change with the other ranks, so
 they are priced once per grid and shared. The reference here prices every candidate alone with none of those memos
 (each rank computes its own), and every number must be equal, not close: the planner's grids (several pp, with and
 without '|', interleaved, uneven first stage, recompute and ZeRO on other axes) against each candidate by itself.
@@ -16,7 +16,7 @@ import pytest
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.choices import ScheduleKind
 from scalemodel.cost import transformer
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 
 GB, GPUS = 64, 16
@@ -41,9 +41,9 @@ class _Never(dict):
 
 def _without_memos(monkeypatch):
     """Every rank priced on its own: no shared kind times, no shared per-layer activations, no shape memo."""
-    monkeypatch.setattr(step, "_kind_times", lambda job, g: {})
-    kwargs = step._memory_kwargs
-    monkeypatch.setattr(step, "_memory_kwargs", lambda *a, **k: dict(kwargs(*a, **k), per_layer=None))
+    monkeypatch.setattr(layer_compute, "_kind_times", lambda job, g: {})
+    kwargs = stage_memory._memory_kwargs
+    monkeypatch.setattr(stage_memory, "_memory_kwargs", lambda *a, **k: dict(kwargs(*a, **k), per_layer=None))
     monkeypatch.setattr(transformer, "_WHOLE_MEMO", _Never())
 
 
@@ -81,7 +81,8 @@ def test_a_grid_of_hybrid_candidates_is_bit_identical_to_each_priced_alone(patte
     res = _flat(step.evaluate(job, g))
     cf = np.broadcast_to(step.compute_floor(job, g), g.shape)
     df = np.broadcast_to(step.dp_exposed_floor(job, g), g.shape)
-    peak = np.broadcast_to(step.memory_peak_stage(job, g, step.microbatches(g)).parts["total"], g.shape)
+    peak = np.broadcast_to(stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g)).parts["total"],
+                           g.shape)
     _without_memos(monkeypatch)
     for i, row in enumerate(rows):
         for j, z in enumerate(("0", "3")):
@@ -93,7 +94,8 @@ def test_a_grid_of_hybrid_candidates_is_bit_identical_to_each_priced_alone(patte
                     assert np.ravel(v)[0] == np.broadcast_to(res[key], g.shape)[i, j, k], (key, row, z, recompute)
                 assert np.ravel(step.compute_floor(one_job, one))[0] == cf[i, j, k]
                 assert np.ravel(step.dp_exposed_floor(one_job, one))[0] == df[i, j, k]
-                alone_peak = step.memory_peak_stage(one_job, one, step.microbatches(one)).parts["total"]
+                alone_peak = stage_memory.memory_peak_stage(one_job, one,
+                                                            pipeline_ranks.microbatches(one)).parts["total"]
                 assert np.ravel(alone_peak)[0] == peak[i, j, k]
 
 
@@ -102,7 +104,7 @@ def test_the_memos_are_used_and_their_values_read_only():
     whole-per-TP-rank elements are one object, frozen."""
     job, g = _job_grid("EEEMMMM*EE-M", pp=4, ep=2)
     step.evaluate(job, g)
-    kinds = step._KIND_MEMO["last"][2]
+    kinds = layer_compute._KIND_MEMO["last"][2]
     assert set(kinds) == {"attention", "mlp", "moe", "mamba"}
     w = transformer.tp_whole_elements(job.shape)
     assert w is transformer.tp_whole_elements(job.shape)

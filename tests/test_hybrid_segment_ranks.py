@@ -21,7 +21,7 @@ import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.choices import ScheduleKind
 from scalemodel.cost import pipeline, transformer
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 GB, GPUS = 64, 16
@@ -74,7 +74,7 @@ def test_the_peak_rank_holds_its_own_layers_parameters(pattern, pp, schedule):
     and its model states alone are within the peak."""
     ep = 4
     job, g = _job_grid(pattern, pp=pp, ep=ep, schedule=schedule)
-    peak = step.memory_peak_stage(job, g, step.microbatches(g))
+    peak = stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g))
     r = int(_f(peak.rank))
     ranks = _ranks(pattern, pp)
     assert _f(peak.params) == pytest.approx(_rank_params(job, ranks[r], r, pp, ep), rel=1e-12)
@@ -89,9 +89,9 @@ def test_the_mean_layer_would_have_split_the_experts():
     """The same layers without '|' at pp 2 (the even split: every rank half the E layers) hold half the experts per
     rank; with the segments one rank holds them all, more memory."""
     job, g = _job_grid("EEEE|MMMM", pp=2, ep=4)
-    seg = step.memory_peak_stage(job, g, step.microbatches(g))
+    seg = stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g))
     job_m, g_m = _job_grid("EMEMEMEM", pp=2, ep=4)
-    mean = step.memory_peak_stage(job_m, g_m, step.microbatches(g_m))
+    mean = stage_memory.memory_peak_stage(job_m, g_m, pipeline_ranks.microbatches(g_m))
     experts = float(job.shape.moe_experts * transformer.expert_params(job.shape)) / 4
     r_mean = int(_f(mean.rank))
     assert (int(_f(seg.rank)), _f(seg.params)) == (0, pytest.approx(_rank_params(job, "EEEE", 0, 2, 4), rel=1e-12))
@@ -183,7 +183,7 @@ def test_the_peak_covers_every_ranks_own_states(pattern, pp, schedule):
     the ranks' mean; and the parameters over the ranks add up to the model's."""
     ep = 2
     job, g = _job_grid(pattern, pp=pp, ep=ep, schedule=schedule)
-    peak = step.memory_peak_stage(job, g, step.microbatches(g))
+    peak = stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g))
     ranks = _ranks(pattern, pp)
     own = [_rank_params(job, layers, r, pp, ep) for r, layers in enumerate(ranks)]
     heavy, mean = max(own), sum(own) / pp

@@ -12,7 +12,7 @@ import pytest
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import ep_dispatch
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.network import build_network
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -31,7 +31,7 @@ def _ep(backend: str, **strategy) -> float:  # type: ignore[no-untyped-def]
     st = StrategySpec(moe_flex_dispatcher=True, moe_flex_backend=backend, **strategy)
     g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    return float(np.ravel(step._mp_collectives(job, g, groups)["ep"])[0])
+    return float(np.ravel(model_parallel_comm._mp_collectives(job, g, groups)["ep"])[0])
 
 
 def test_routing_map_gather_by_hand_ep8() -> None:
@@ -64,9 +64,9 @@ def test_recomputed_moe_forward_gathers_the_map_again_whole() -> None:
                       recompute="selective", recompute_modules="moe")
     g = grid_from_strategy(st, tr, 8, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    c = step._mp_collectives(job, g, groups)
-    raw = step._compute_per_microbatch(job, g, np.asarray(4.0), logits_on_stage=True)
-    mp = step._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
+    c = model_parallel_comm._mp_collectives(job, g, groups)
+    raw = layer_compute._compute_per_microbatch(job, g, np.asarray(4.0), logits_on_stage=True)
+    mp = model_parallel_comm._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
     pl = place(8, 1, build_network(load_cluster("dgx-h100")))
     hier = 0.5 * float(ep_dispatch.hierarchical_alltoall_time(S * H * 2.0, E, K, pl)
                        + ep_dispatch.hierarchical_alltoall_time(S * H * 2.0, E, K, pl, prob_tokens=S))

@@ -240,7 +240,7 @@ def test_step_holds_the_duplicated_projections_whole_per_tp_rank() -> None:
     holds whole: each of the 88 layers' pre-norm h, each E layer's router h E (E = 512), the final norm h, and the
     module's five norms (the *E block's two pre-norms, enorm, hnorm, its final norm) and router; the rest of the
     dense weights / tp."""
-    from scalemodel.engine import step
+    from scalemodel.engine import pipeline_ranks
 
     w = _super()
     assert w.hybrid is not None
@@ -249,8 +249,8 @@ def test_step_holds_the_duplicated_projections_whole_per_tp_rank() -> None:
     dup = 2 * h * 1024 * (n_e + 1) + 88 * h + h * e * (n_e + 1) + h + 5 * h
     tr_ = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(load_cluster("dgx-b200"), w, tr_)
-    d1, e1 = step._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=1, ep=8, dp=8), tr_, 8, job))
-    d2, e2 = step._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=2, ep=8, etp=1, dp=4,
+    d1, e1 = pipeline_ranks._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=1, ep=8, dp=8), tr_, 8, job))
+    d2, e2 = pipeline_ranks._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=2, ep=8, etp=1, dp=4,
                                                                        sequence_parallel=True), tr_, 8, job))
     assert float(d2) == pytest.approx((float(d1) - dup) / 2 + dup, rel=1e-12)
     assert float(d1) == pytest.approx(float(job.params - job.expert_params), rel=1e-12)

@@ -185,8 +185,8 @@ def _cudnn_core_by_hand(peak: float) -> tuple[float, float]:
 
 def test_te_attention_rows_on_the_cudnn_curve_by_hand() -> None:
     """The default pricing (core="kernel"): the rows' layer_timing.yaml kernel is cudnn (Transformer Engine's
-    FusedAttention on Hopper), so the core runs h100-sxm's fitted cuDNN curves, as engine/step.py prices a Hopper
-    job: fwd+bwd = 3 GEMMs + memory-bound bytes + core_fwd + core_bwd (backward = 2 x the GEMMs + the kernel's
+    FusedAttention on Hopper), so the core runs h100-sxm's fitted cuDNN curves, as engine/layer_compute.py prices a
+    Hopper job: fwd+bwd = 3 GEMMs + memory-bound bytes + core_fwd + core_bwd (backward = 2 x the GEMMs + the kernel's
     backward). BF16 row at gemm_max 0.6705; FP8 'TE TransformerLayer' at fp8 gemm_max 0.6645 (d0 155, 1979
     TFLOP/s), its core at the BF16 peak, plus its casts as in test_te_fp8_row_model_time_by_hand."""
     cf, cb = _cudnn_core_by_hand(H100["peak"])

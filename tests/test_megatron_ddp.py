@@ -19,7 +19,7 @@ import pytest
 from scalemodel.choices import Algorithm
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import memory
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job
 from scalemodel.errors import InputError
 from scalemodel.specs import TrainingSpec, load_cluster
@@ -39,7 +39,7 @@ def h100():  # type: ignore[no-untyped-def]
 
 def _sync(job, g, monkeypatch, comp=None):  # type: ignore[no-untyped-def]
     calls = _ring_priced(monkeypatch)
-    out = step._dp_comm(job, g, comp or _comp(), np.asarray([1.0]), _groups(job, g).data)
+    out = dp_comm._dp_comm(job, g, comp or _comp(), np.asarray([1.0]), _groups(job, g).data)
     return calls, out
 
 
@@ -63,9 +63,9 @@ def test_megatron_default_bucket_count(h100, monkeypatch, dp: int, zero: str, n_
     assert float(out["last_bucket"][0]) == pytest.approx(1.0 / n_b)
     # without the switch: DeepSpeed's 5e8 elements at ZeRO 1 (1 bucket), PyTorch DDP's 25 MiB at ZeRO 0: 6,553,600
     # fp32 elements, which TINY's 4 fc1 (8,388,608) and its embedding (32,768,000) exceed, each a bucket of its own,
-    # and ceil(33,563,648 / 6,553,600) = 6 for its other tensors (step.bucket_count): 11, not
+    # and ceil(33,563,648 / 6,553,600) = 6 for its other tensors (dp_comm.bucket_count): 11, not
     # ceil(P x 4 / 26,214,400) = 16; the
-    # last of them holds the word embedding, 32,768,000 of P elements (step.embedding_bucket_share), more than 1/11
+    # last of them holds the word embedding, 32,768,000 of P elements (dp_comm.embedding_bucket_share), more than 1/11
     calls, out = _sync(job, _grid(job, dp=dp, zero=zero), monkeypatch)
     assert P - 4 * 8_388_608 - 32_768_000 == 33_563_648
     assert float(out["last_bucket"][0]) == pytest.approx(1.0 if zero == "1" else 32_768_000 / P)
@@ -81,12 +81,12 @@ def test_megatron_exposed_tail_by_hand(h100, monkeypatch) -> None:  # type: igno
     comp = _comp(f=0.1, b=0.3)
     g = _grid(job, zero="1", megatron_ddp=True)
     _, out = _sync(job, g, monkeypatch, comp)
-    exposed = step._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"], out["param_gather"] * 1e-9)
+    exposed = dp_comm._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"], out["param_gather"] * 1e-9)
     assert float(exposed[0]) == pytest.approx(0.2913344, rel=1e-9)
     g = _grid(job, zero="1", megatron_ddp=True, overlap=False, bucket_size=1e8)
     calls, out = _sync(job, g, monkeypatch, comp)
     assert [c[1] for c in calls] == [pytest.approx(P * 4.0), pytest.approx(P * 2.0)]  # one bucket each
-    exposed = step._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"], out["param_gather"] * 1e-9)
+    exposed = dp_comm._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"], out["param_gather"] * 1e-9)
     assert float(exposed[0]) == pytest.approx(0.52440192, rel=1e-9)
 
 
@@ -216,9 +216,9 @@ def test_zero12_collectives_never_run_tree(h100, monkeypatch, chosen: str, used:
         seen.append((op, int(np.max(algorithm)) if algorithm is not None else -1))
         return np.asarray(size, dtype=float) * 0.0
 
-    monkeypatch.setattr(step, "_collective", priced)
+    monkeypatch.setattr(dp_comm, "_collective", priced)  # _dp_comm looks it up in dp_comm
     g = _grid(job, zero="1", algorithm=chosen)
-    step._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
+    dp_comm._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
     assert seen == [("reducescatter", int(used)), ("allgather", int(used))]
 
 
@@ -231,7 +231,7 @@ def test_tree_choice_prices_zero1_like_ring_on_a_multi_node_group(h100) -> None:
     times = {}
     for alg in ("tree", "ring", "auto"):
         g = _grid(job, dp=128, zero="1", algorithm=alg)
-        times[alg] = float(step._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)["grads"][0])
+        times[alg] = float(dp_comm._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)["grads"][0])
     assert times["tree"] == pytest.approx(times["auto"], rel=1e-12)
     assert times["tree"] == pytest.approx(times["ring"], rel=1e-12)
     group = _groups(job, g).data.sharding.dense

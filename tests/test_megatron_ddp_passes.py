@@ -1,6 +1,6 @@
 """Megatron-Core DDP's passes outside the GEMMs (strategy megatron_ddp): the word embedding's dense gradient and its
-add into main_grad every micro-batch (step.embedding_grad_time), and the zeroing of the whole gradient buffer every
-step (step.grad_buffer_reset_time), against bytes worked out by hand from the code paths they cite
+add into main_grad every micro-batch (layer_compute.embedding_grad_time), and the zeroing of the whole gradient buffer
+every step (dp_comm.grad_buffer_reset_time), against bytes worked out by hand from the code paths they cite
 (F.embedding's CUDA backward, DistributedDataParallel._make_param_hook, ParamAndGradBuffer.reset)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
 
-from scalemodel.engine import planner, step
+from scalemodel.engine import dp_comm, layer_compute, planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -39,13 +39,14 @@ def h100():  # type: ignore[no-untyped-def]
 def test_embedding_grad_by_hand(h100, grad_bytes, per_element) -> None:  # type: ignore[no-untyped-def]
     # zero-filled dense bf16 gradient (write 2), then main_grad.add_(grad): read main_grad g, read grad 2, write g
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=grad_bytes))
-    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
         EMB * per_element / HBM)
     # tp 2 holds half the vocabulary rows
-    assert one(step.embedding_grad_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(layer_compute.embedding_grad_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
         EMB / 2 * per_element / HBM)
-    assert one(step.embedding_grad_time(job, grid8(job, zero="1"))) == 0.0  # not Megatron-Core's DDP
-    assert one(step.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0  # first stage's
+    assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1"))) == 0.0  # not Megatron-Core's DDP
+    # first stage's
+    assert one(layer_compute.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0
 
 
 @pytest.mark.parametrize(("tied", "mtp", "per_element"), [
@@ -58,15 +59,15 @@ def test_embedding_grad_with_other_uses_of_the_weight(h100, tied, mtp, per_eleme
     2) before the hook's add into the fp32 main_grad."""
     wl = TINY.model_copy(update={"tied_embeddings": tied, "mtp_layers": mtp})
     job = build_job(h100, wl, TrainingSpec(grad_bytes_per_param=4))
-    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
         EMB * per_element / HBM)
 
 
 def test_embedding_grad_in_every_micro_batch_backward(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, grid8(job, zero="1"), layers)
-    b = step._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
+    a = layer_compute._compute_per_microbatch(job, grid8(job, zero="1"), layers)
+    b = layer_compute._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
     assert one(b["forward"] - a["forward"]) == 0.0
     assert one(b["backward"] - a["backward"]) == pytest.approx(12 * EMB / HBM)
 
@@ -76,16 +77,16 @@ def test_grad_buffer_reset_by_hand(h100, grad_bytes) -> None:  # type: ignore[no
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=grad_bytes))
     assert job.params == P
     # the whole buffer of the rank's parameters, not the distributed optimizer's 1/dp shard
-    assert one(step.grad_buffer_reset_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(dp_comm.grad_buffer_reset_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
         P * grad_bytes / HBM)
     # tp 2: the split weights halve, the RMSNorm gains (4 layers x 2 norms + the final norm, 9 x 1024) stay whole
     whole = 9 * 1024
-    assert one(step.grad_buffer_reset_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(dp_comm.grad_buffer_reset_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
         ((P - whole) / 2 + whole) * grad_bytes / HBM)
-    assert one(step.grad_buffer_reset_time(job, grid8(job, zero="1"))) == 0.0
+    assert one(dp_comm.grad_buffer_reset_time(job, grid8(job, zero="1"))) == 0.0
     # counted with the optimizer step: the ZeRO-1 Adam shard (P / 8 x (2 x 12 + g + 6) bytes) plus the reset
-    on = one(step._optimizer_time(job, grid8(job, zero="1", megatron_ddp=True)))
-    off = one(step._optimizer_time(job, grid8(job, zero="1")))
+    on = one(dp_comm._optimizer_time(job, grid8(job, zero="1", megatron_ddp=True)))
+    off = one(dp_comm._optimizer_time(job, grid8(job, zero="1")))
     assert off == pytest.approx(P / 8 * (24 + grad_bytes + 6) / HBM)
     assert on - off == pytest.approx(P * grad_bytes / HBM)
 
@@ -97,8 +98,8 @@ def test_not_where_a_plan_searches_sharded_stages(h100, zero) -> None:  # type: 
     buckets are not)."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     sharded = dataclasses.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
-    assert one(step.embedding_grad_time(job, sharded)) == 0.0
-    assert one(step.grad_buffer_reset_time(job, sharded)) == 0.0
+    assert one(layer_compute.embedding_grad_time(job, sharded)) == 0.0
+    assert one(dp_comm.grad_buffer_reset_time(job, sharded)) == 0.0
 
 
 def test_plan_keeps_a_pinned_megatron_ddp_at_zero_0_or_1() -> None:

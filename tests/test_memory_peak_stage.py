@@ -200,7 +200,7 @@ def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no
     ("gpt3-175b", "dgx-a100", 1024, "bsp"), ("deepseek-v3", "dgx-h100", 1024, "bsp"),
     ("llama3-70b", "dgx-h100", 256, "hier:4"), ("inception-v3", "dgx-1-v100", 64, "bsp")])
 def test_memory_total_is_the_total_of_the_parts(model: str, cluster: str, gpus: int, sync: str) -> None:
-    """The planner's feasibility pass prices only the peak stage's total (step.memory_total: the stages' totals
+    """The planner's feasibility pass prices only the peak stage's total (stage_memory.memory_total: the stages' totals
     compared and selected, no part selected apart); on the planner's whole outer grid at every ZeRO stage (first,
     middle and last stages, uneven splits, MTP) it is the sum of the parts memory_parts reports, to the bit."""
     from dataclasses import replace
@@ -209,7 +209,8 @@ def test_memory_total_is_the_total_of_the_parts(model: str, cluster: str, gpus: 
 
     from scalemodel.engine import planner
     from scalemodel.engine.job import build_job
-    from scalemodel.engine.step import memory_parts, memory_total, microbatches
+    from scalemodel.engine.pipeline_ranks import microbatches
+    from scalemodel.engine.stage_memory import memory_parts, memory_total
     from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 
     job = build_job(load_cluster(cluster, []), load_workload(model, []), TrainingSpec(global_batch=gpus))

@@ -1,6 +1,6 @@
 """`memory` and `predict` agree: the same per-GPU bytes and the same verdict for the same flags.
 
-Both commands go through one engine path (build_job, the strategy grid, step.memory_parts); these
+Both commands go through one engine path (build_job, the strategy grid, stage_memory.memory_parts); these
 tests hold them to it over dense, GQA, MoE and generic models, the memory-relevant strategy choices
 and several clusters. The largest micro-batch `memory` reports is checked against `predict` run at
 that micro-batch and the next one (the closed form and the divisor search against direct evaluation).

@@ -193,7 +193,7 @@ NANO_PLAN = ["plan", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set", "
 
 def test_nanotron_zero1_fp32_plan_names_no_bucket(cli) -> None:  # type: ignore[no-untyped-def]
     """nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole fp32 buffer in one call
-    (step.nanotron_zero1_sync): the bucket sizes all price the same; a pinned 500 MB was explained as "bucket 500 MB"
+    (dp_comm.nanotron_zero1_sync): the bucket sizes all price the same; a pinned 500 MB was explained as "bucket 500 MB"
     on every plan, without the warning predict gives."""
     out = accepted(cli, *NANO_PLAN)
     assert out["ranked"] and all(p["strategy"]["bucket_bytes"] is None and p["strategy"]["bucket_size"] is None

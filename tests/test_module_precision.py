@@ -16,7 +16,7 @@ import pytest
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, mamba
 from scalemodel.cost import transformer as tr
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm, layer_compute, model_parallel_comm, pipeline_ranks
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 
@@ -127,14 +127,15 @@ def test_engine_prices_attention_proj_bf16_between_the_runs() -> None:
     jb, gb = _job("dgx-b200", "bf16")
     assert jm.module_precision == (("attention_proj", "bf16"),)
     one = np.array([float(j4.shape.layers)])
-    t = [float(np.ravel(step._compute_per_microbatch(j, g, one)["total"])[0]) for j, g in ((j4, g4), (jm, gm),
+    t = [float(np.ravel(layer_compute._compute_per_microbatch(j, g, one)["total"])[0]) for j, g in ((j4, g4), (jm, gm),
                                                                                            (jb, gb))]
     assert t[0] < t[1] < t[2]
-    assert step.module_gemm_kwargs(jm, "attention_proj", "proj") == {
+    assert layer_compute.module_gemm_kwargs(jm, "attention_proj", "proj") == {
         "proj_peak_flops": jm.attention_peak_flops, "proj_gemm_max": jm.attention_gemm_max,
         "proj_gemm_half_dim": jm.attention_gemm_half_dim}
     from dataclasses import replace
-    assert step.module_recipe(replace(jm, fp8_recipe=""), "attention_proj") is None  # a BF16 layer is BF16 whole
+    # a BF16 layer is BF16 whole
+    assert layer_compute.module_recipe(replace(jm, fp8_recipe=""), "attention_proj") is None
 
 
 def test_engine_mxfp8_rate_is_the_fp8_curve_times_the_mxfp8_factor() -> None:
@@ -153,8 +154,9 @@ def test_mtp_bf16_prices_the_block_at_bf16() -> None:
     j4, g4 = _job("gb200-nvl72", "fp4", model="nemotron-3-super")
     jm, gm = _job("gb200-nvl72", "fp4", model="nemotron-3-super", module_precision={"mtp": "bf16"})
     one = np.array([4.0])
-    last = [float(np.ravel(step._compute_per_microbatch(j, g, one)["total"])[0]) for j, g in ((j4, g4), (jm, gm))]
-    mid = [float(np.ravel(step._compute_per_microbatch(j, g, one, False)["total"])[0]) for j, g in ((j4, g4),
+    last = [float(np.ravel(layer_compute._compute_per_microbatch(j, g, one)["total"])[0])
+            for j, g in ((j4, g4), (jm, gm))]
+    mid = [float(np.ravel(layer_compute._compute_per_microbatch(j, g, one, False)["total"])[0]) for j, g in ((j4, g4),
                                                                                                   (jm, gm))]
     assert last[1] > last[0] and mid[1] == mid[0]
 
@@ -202,8 +204,8 @@ def test_fp8_param_weights_leave_out_the_bf16_modules() -> None:
     sh = j0.shape
     h, f, a, g, d = (float(x) for x in (sh.hidden, sh.ffn_hidden, sh.heads, sh.kv_heads, sh.head_dim))
     mlp = (3.0 if bool(sh.gated_mlp) else 2.0) * h * f
-    assert float(step.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
-    assert float(step.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
+    assert float(dp_comm.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
+    assert float(dp_comm.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
                                                                        rel=1e-12)
 
 
@@ -277,15 +279,15 @@ def test_selective_moe_recompute_with_own_precision_latent_by_hand() -> None:
 
 
 def test_recomputed_moe_block_casts_do_not_depend_on_the_attention_precision() -> None:
-    """Selective recompute of moe reruns the MoE block's forward casts (step.fp8_moe_recompute_casts); the block holds
-    no attention, so mixtral-8x7b's recomputed casts on B200 NVFP4 are the same with the attention projections in
-    BF16 as without (the override moves the attention block's casts only)."""
+    """Selective recompute of moe reruns the MoE block's forward casts (layer_compute.fp8_moe_recompute_casts); the
+    block holds no attention, so mixtral-8x7b's recomputed casts on B200 NVFP4 are the same with the attention
+    projections in BF16 as without (the override moves the attention block's casts only)."""
     def casts(**training: Any) -> float:
         tr_in: dict[str, Any] = {"precision": "fp4", "global_batch": 1, "micro_batch": 1, **training}
         cl, wl, trs, stg = build_specs(cluster="dgx-b200", model="mixtral-8x7b", sets=[], training=tr_in,
                                        strategy={"recompute": "selective", "recompute_modules": "moe"})
         job = build_job(cl, wl, trs, straggler_cv=0.0)
-        return float(np.ravel(step.fp8_moe_recompute_casts(job, grid_from_strategy(stg, trs, 8, job)))[0])
+        return float(np.ravel(layer_compute.fp8_moe_recompute_casts(job, grid_from_strategy(stg, trs, 8, job)))[0])
 
     base = casts()
     assert base > 0.0
@@ -321,13 +323,13 @@ def test_bf16_out_proj_under_fp8_param_gather_removes_what_the_run_casts() -> No
 
     j0, g0 = job()
     j1, g1 = job(module_precision={"mamba_out_proj": "bf16"})
-    assert bool(np.ravel(step.fp8_params_held(j0, g0))[0])
+    assert bool(np.ravel(layer_compute.fp8_params_held(j0, g0))[0])
     md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
     T, t, m = float(j0.seq_len), 8.0, 4.0
-    assert float(np.ravel(step.microbatches(g0))[0]) == m
+    assert float(np.ravel(pipeline_ranks.microbatches(g0))[0]) == m
     nbytes = 4.0 * T * md.d_inner / t + 2.0 * md.hidden * md.d_inner / t / m
     want = -(hy.mamba / L) * nbytes / (j0.memory_bandwidth * j0.memory_efficiency)
-    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    got = layer_compute.fp8_cast_per_layer(j1, g1, 0.0)[0] - layer_compute.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)
 
 
@@ -349,11 +351,11 @@ def test_bf16_out_proj_never_makes_a_mamba_layer_cast_negative() -> None:
     md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
     T = float(j0.seq_len)
     f, _, w = compute.fp8_quantize_bytes(j0.shape, micro_batch=1.0, seq_len=T, recipe="delayed", transpose_copy=True)
-    m = float(np.ravel(step.microbatches(g0))[0])
+    m = float(np.ravel(pipeline_ranks.microbatches(g0))[0])
     bw = j0.memory_bandwidth * j0.memory_efficiency
     half = float(np.ravel(f + w / m)[0]) / 2
     assert half < 4.0 * T * md.d_inner  # the run's out_proj input cast alone exceeds the half-layer estimate
-    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    got = layer_compute.fp8_cast_per_layer(j1, g1, 0.0)[0] - layer_compute.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(-(hy.mamba / L) * half / bw, rel=1e-9)
 
 
@@ -378,14 +380,14 @@ def test_tp_chunking_prices_the_mtp_block_at_its_own_gemm_time_by_hand(full: boo
         g = replace(g, recompute=np.asarray([int(tr.Recompute.FULL)]))
     assert (job.gemm_half_dim, job.attention_gemm_half_dim, job.seq_len) == (366.0, 175.0, 2048)
     r = 5.0 / 12.0
-    fwd = (1 - r) * 1 + r * (step.UB_PIPELINE_SPLITS - 1)
+    fwd = (1 - r) * 1 + r * (model_parallel_comm.UB_PIPELINE_SPLITS - 1)
     dgrad = r * 1
     comp = {"layers_per_stage": np.asarray([4.0]), "recomputed_layers": np.asarray([4.0 if full else 0.0]),
             "gemm_per_layer": np.asarray([1e-3]), "mtp_gemm": np.asarray([3e-3]), "mtp_gemm_half_dim": 175.0}
     rec, again = (4.0, 1.0) if full else (0.0, 0.0)
     want = (1e-3 * 366 / (2048 + 366) * ((4 + rec) * fwd + 4 * dgrad)
             + 3e-3 * 175 / (2048 + 175) * ((1 + again) * fwd + dgrad))
-    assert float(np.ravel(step._tp_chunking(job, g, comp, 2048.0))[0]) == pytest.approx(want, rel=1e-12)
+    assert float(np.ravel(model_parallel_comm._tp_chunking(job, g, comp, 2048.0))[0]) == pytest.approx(want, rel=1e-12)
 
 
 def test_mtp_block_carries_its_own_gemm_time_and_curve() -> None:
@@ -394,7 +396,7 @@ def test_mtp_block_carries_its_own_gemm_time_and_curve() -> None:
     j4, g4 = _tp2("fp4", "nemotron-3-super")
     jm, gm = _tp2("fp4", "nemotron-3-super", module_precision={"mtp": "bf16"})
     one = np.array([4.0])
-    c4, cm = step._compute_per_microbatch(j4, g4, one), step._compute_per_microbatch(jm, gm, one)
+    c4, cm = layer_compute._compute_per_microbatch(j4, g4, one), layer_compute._compute_per_microbatch(jm, gm, one)
     assert float(np.ravel(c4["mtp_gemm_half_dim"])[0]) == j4.gemm_half_dim
     assert float(np.ravel(cm["mtp_gemm_half_dim"])[0]) == jm.attention_gemm_half_dim
     assert float(np.ravel(cm["mtp_gemm"])[0]) > float(np.ravel(c4["mtp_gemm"])[0]) > 0

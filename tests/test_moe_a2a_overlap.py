@@ -11,8 +11,9 @@ import pytest
 
 from scalemodel.choices import Recompute
 from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.model_parallel_comm import moe_a2a_steady_share
 from scalemodel.engine.planner import PIN_AXES
-from scalemodel.engine.step import evaluate, moe_a2a_steady_share
+from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec

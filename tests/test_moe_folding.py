@@ -17,7 +17,8 @@ from scalemodel.cost import compute, memory
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.network import build_network
-from scalemodel.engine.step import Infeasible, _params_per_gpu, evaluate
+from scalemodel.engine.pipeline_ranks import _params_per_gpu
+from scalemodel.engine.step import Infeasible, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec

@@ -16,7 +16,7 @@ from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 
@@ -94,7 +94,7 @@ def test_step_flex_backends(backend: str, moves: bool) -> None:
     layers = np.asarray([4.0])
     grids = [grid_from_strategy(StrategySpec(dp=8, ep=8, moe_flex_dispatcher=True, moe_flex_backend=backend,
                                              moe_permute_fusion=f), tr, 8, job) for f in (True, False)]
-    fwd = [float(step._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
+    fwd = [float(layer_compute._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
     N8 = 8 * 4096 * (1 - math.comb(56, 4) / math.comb(64, 4))
     want = 3 * 2 * 1024 * (N8 + 16384) / H100_HBM if moves else 0.0
     assert fwd[1] - fwd[0] == pytest.approx(want, rel=1e-6, abs=1e-15)
@@ -106,7 +106,7 @@ def test_step_alltoall_unfused() -> None:
     job = build_job(load_cluster("dgx-h100"), TINY_MOE, tr)
     layers = np.asarray([4.0])
     grids = [grid_from_strategy(StrategySpec(dp=8, ep=8, moe_permute_fusion=f), tr, 8, job) for f in (True, False)]
-    fwd = [float(step._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
+    fwd = [float(layer_compute._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
     assert fwd[1] - fwd[0] == pytest.approx(3 * 2 * 1024 * 4096 * 5 / H100_HBM, rel=1e-6)
 
 

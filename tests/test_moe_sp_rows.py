@@ -21,7 +21,7 @@ from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute, memory
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 
@@ -145,7 +145,7 @@ def test_step_prices_the_strategys_dispatcher() -> None:
     layers = np.asarray([4.0])
     grids = [grid_from_strategy(StrategySpec(dp=8, ep=8, moe_flex_dispatcher=flex), tr, 8, job)
              for flex in (False, True)]
-    fwd = [float(step._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
+    fwd = [float(layer_compute._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
     N = 8 * 4096 * (1 - math.comb(56, 4) / math.comb(64, 4))
     rows = (2 * 4096 * 5 + 4 * 16384) - 2 * (N + 16384)
     assert fwd[0] - fwd[1] == pytest.approx(3 * 2 * 1024 * rows / H100_HBM, rel=1e-6)

@@ -12,7 +12,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -40,8 +40,8 @@ def _parts(shared: int, **strategy):  # type: ignore[no-untyped-def]
     job, tr = _job(shared)
     g = _grid(job, tr, **strategy)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    c = step._mp_collectives(job, g, groups)
-    return job, g, c, step._moe_tp_collectives(job, g, c)
+    c = model_parallel_comm._mp_collectives(job, g, groups)
+    return job, g, c, model_parallel_comm._moe_tp_collectives(job, g, c)
 
 
 def _t(op: str, nbytes: float, ranks: int) -> float:

@@ -19,7 +19,7 @@ import pytest
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, memory, transformer
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
 from scalemodel.specs import load_workload, notices
 
@@ -137,15 +137,15 @@ def test_last_stage_grows_by_one_block_projection_and_head() -> None:
                                        memory_efficiency=mem, moe=True, flash_attention=True, recompute="none",
                                        attention_fwd=job1.attention_fwd, attention_bwd=job1.attention_bwd)
     layers = np.ones(1) * 4
-    with_mtp = step._compute_per_microbatch(job1, g, layers, logits_on_stage=True)["total"]
-    without = step._compute_per_microbatch(job0, g, layers, logits_on_stage=True)["total"]
+    with_mtp = layer_compute._compute_per_microbatch(job1, g, layers, logits_on_stage=True)["total"]
+    without = layer_compute._compute_per_microbatch(job0, g, layers, logits_on_stage=True)["total"]
     # the MoE block's per-expert GEMM calls beyond one per GEMM (all 256 experts on the one GPU: 255 extra calls for
     # FC1 and FC2 forward, their dgrad and wgrad backward), 1.78 us each (docs/model.md#expert-quantize-kernels)
     calls = 255 * (2 + 4) * 1.78e-6
     want = float(np.ravel(block.total)[0]) + 3 * (proj + norms) + head + calls
     assert float((with_mtp - without).ravel()[0]) == pytest.approx(want, rel=1e-9)
-    other1 = step._compute_per_microbatch(job1, g, layers, logits_on_stage=False)["total"]
-    other0 = step._compute_per_microbatch(job0, g, layers, logits_on_stage=False)["total"]
+    other1 = layer_compute._compute_per_microbatch(job1, g, layers, logits_on_stage=False)["total"]
+    other0 = layer_compute._compute_per_microbatch(job0, g, layers, logits_on_stage=False)["total"]
     assert float(other1.ravel()[0]) == float(other0.ravel()[0])
 
 
@@ -234,8 +234,8 @@ def test_memory_takes_the_last_stage_when_it_is_heavier() -> None:
     job = replace(job, shape=transformer.shape(**{**{f: getattr(job.shape, f) for f in (
         "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "gated_mlp", "tied_embeddings", "biases")},
         "layers": 2, "mtp_layers": 1, "dropout": False}))
-    m = step.microbatches(g)
-    parts = step.memory_parts(job, g, m)
+    m = pipeline_ranks.microbatches(g)
+    parts = stage_memory.memory_parts(job, g, m)
     common = dict(micro_batch=1, seq_len=job.seq_len, dp=1, tp=1, pp=2, num_microbatches=m, weight_bytes=job.elem_bytes,
                   grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=True,
                   stage_layers=1.0)

@@ -20,7 +20,7 @@ import yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import transformer
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -43,10 +43,10 @@ def _small_moe_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _counts(job: Any, g: Any, layers: float = 3.0) -> dict[str, float]:
-    comp = step._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
+    comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
     # nothing hides the collectives: no weight-gradient window, no attention core under the ring
     comp = dict(comp, wgrad=np.zeros(1), core_per_layer=np.zeros(1))
-    mp = step._model_parallel_comm(job, g, comp, UNIT)
+    mp = model_parallel_comm._model_parallel_comm(job, g, comp, UNIT)
     return {k: float(np.ravel(mp[k])[0]) for k in ("tp", "cp", "ep")}
 
 
@@ -91,8 +91,8 @@ def test_cp_ring_per_micro_batch_by_hand(mtp: int) -> None:
 
 
 def _chunking(job: Any, g: Any, layers: float = 3.0) -> tuple[float, dict[str, Any]]:
-    comp = step._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
-    return float(np.ravel(step._model_parallel_comm(job, g, comp, UNIT)["chunking"])[0]), comp
+    comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
+    return float(np.ravel(model_parallel_comm._model_parallel_comm(job, g, comp, UNIT)["chunking"])[0]), comp
 
 
 @pytest.mark.parametrize("mtp", [0, 1, 2])
@@ -190,8 +190,8 @@ def test_shared_module_casts_its_weights_once_per_step(recompute: str) -> None:
     if recompute == "full":
         g = replace(g, recompute=np.full_like(g.recompute, step.Recompute.FULL))
     one_cast = 4 * 40960 / 4 / (job2.memory_bandwidth * job2.memory_efficiency)
-    c2 = step._compute_per_microbatch(job2, g, np.ones(1) * 2)
-    c1 = step._compute_per_microbatch(job1, g, np.ones(1) * 2)
+    c2 = layer_compute._compute_per_microbatch(job2, g, np.ones(1) * 2)
+    c1 = layer_compute._compute_per_microbatch(job1, g, np.ones(1) * 2)
     assert float(np.ravel(c2["forward"] - c1["forward"])[0]) == pytest.approx(one_cast, rel=1e-9)
     rec = one_cast if recompute == "full" else 0.0
     assert float(np.ravel(c2["backward"] - c1["backward"])[0]) == pytest.approx(rec, rel=1e-9, abs=1e-18)

@@ -26,7 +26,7 @@ from conftest import load_yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 FP8_CS = {"fprop": 2.158, "dgrad": 2.329, "wgrad": 2.325}
@@ -123,9 +123,9 @@ def test_mxfp8_layer_slower_by_its_gemm_share_by_hand() -> None:
     that; the BF16 core, the casts and the memory-bound work do not move."""
     job, g = _job("dgx-b200", "fp8", "mxfp8")
     layers = np.ones(1)
-    mx = step._compute_per_microbatch(job, g, layers, logits_on_stage=False)
+    mx = layer_compute._compute_per_microbatch(job, g, layers, logits_on_stage=False)
     undone = replace(job, gemm_max=job.gemm_max / 0.951, fp8_recipe_gemm_factor=1.0)
-    per_tensor_rate = step._compute_per_microbatch(undone, g, layers, logits_on_stage=False)
+    per_tensor_rate = layer_compute._compute_per_microbatch(undone, g, layers, logits_on_stage=False)
     gemm_fp8 = _hand_fp8_gemm_forward(job, undone.gemm_max)
     extra = gemm_fp8 * (1 / 0.951 - 1)
     assert float((mx["forward"] - per_tensor_rate["forward"]).ravel()[0]) == pytest.approx(extra, rel=1e-9)
@@ -140,8 +140,8 @@ def test_mxfp8_against_tensorwise_is_the_gemm_share_plus_the_casts() -> None:
     mxj, g = _job("dgx-b200", "fp8", "mxfp8")
     twj, g_tw = _job("dgx-b200", "fp8", "tensorwise")
     layers = np.ones(1)
-    mx = step._compute_per_microbatch(mxj, g, layers, logits_on_stage=False)
-    tw = step._compute_per_microbatch(twj, g_tw, layers, logits_on_stage=False)
+    mx = layer_compute._compute_per_microbatch(mxj, g, layers, logits_on_stage=False)
+    tw = layer_compute._compute_per_microbatch(twj, g_tw, layers, logits_on_stage=False)
     extra = _hand_fp8_gemm_forward(twj, twj.gemm_max) * (1 / 0.951 - 1)
     kw = dict(micro_batch=1, seq_len=mxj.seq_len, transpose_copy=False)
     f_mx, b_mx, w_mx = compute.fp8_quantize_bytes(mxj.shape, recipe="mxfp8", **kw)

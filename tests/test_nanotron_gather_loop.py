@@ -1,4 +1,4 @@
-"""nanotron's ZeRO-1 gather copies (``step.nanotron_gather_loop_time``, docs/model.md#nanotron-gather-loop): around
+"""nanotron's ZeRO-1 gather copies (``dp_comm.nanotron_gather_loop_time``, docs/model.md#nanotron-gather-loop): around
 the one all-gather of the updated bf16 shards, ``all_gather_coalesced`` flattens the input and each rank's output
 slices (a cat each) and ProcessGroupNCCL copies its flat output into the list (read + write the rank's parameters
 twice, + the input's 2/dp), then ``update_output`` issues one eager ``copy_`` per (dp rank, parameter)
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from grid_helpers import HBM, evaluated, first
 
-from scalemodel.engine.step import nanotron_gather_loop_time
+from scalemodel.engine.dp_comm import nanotron_gather_loop_time
 from scalemodel.specs import TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
 

@@ -154,9 +154,9 @@ def test_nanotron_row_linear_without_async_copies_once() -> None:
 
 
 def test_nanotron_tp_time_by_hand() -> None:
-    """nanotron's TP linears (engine.step.nanotron_tp_time, docs/model.md#nanotron): an 80B-like layer at t 8 with
-    AG 0.2 ms, RS 0.18 ms; column GEMMs qkv 0.32 ms, gate_up 0.74 ms; row GEMMs o 0.106 ms, down 0.37 ms."""
-    from scalemodel.engine.step import nanotron_tp_time
+    """nanotron's TP linears (engine.model_parallel_comm.nanotron_tp_time, docs/model.md#nanotron): an 80B-like layer at
+    t 8 with AG 0.2 ms, RS 0.18 ms; column GEMMs qkv 0.32 ms, gate_up 0.74 ms; row GEMMs o 0.106 ms, down 0.37 ms."""
+    from scalemodel.engine.model_parallel_comm import nanotron_tp_time
 
     ag, rs, ar, t = 0.2, 0.18, 0.35, 8.0
     cols, rows = (0.32, 0.74), (0.106, 0.37)

@@ -8,7 +8,8 @@ import pytest
 from grid_helpers import evaluated, first
 
 from scalemodel.cost import collectives as coll
-from scalemodel.engine.step import grad_accumulation_time, nanotron_grad_buffer_time
+from scalemodel.engine.dp_comm import nanotron_grad_buffer_time
+from scalemodel.engine.layer_compute import grad_accumulation_time
 from scalemodel.specs import StrategySpec, TrainingSpec, load_workload
 from scalemodel.specs.base import SpecError
 

@@ -26,7 +26,7 @@ from conftest import load_yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 
@@ -166,9 +166,9 @@ def test_bf16_layers_mix_the_bf16_runs_layers() -> None:
     jb, gb = _job("dgx-b200", "bf16")
     assert jm.bf16_layer_share == 0.25
     one = np.array([float(L)])
-    t4 = float(np.ravel(step._compute_per_microbatch(j4, g4, one)["total"])[0])
-    tb = float(np.ravel(step._compute_per_microbatch(jb, gb, one)["total"])[0])
-    tm = float(np.ravel(step._compute_per_microbatch(jm, gm, one)["total"])[0])
+    t4 = float(np.ravel(layer_compute._compute_per_microbatch(j4, g4, one)["total"])[0])
+    tb = float(np.ravel(layer_compute._compute_per_microbatch(jb, gb, one)["total"])[0])
+    tm = float(np.ravel(layer_compute._compute_per_microbatch(jm, gm, one)["total"])[0])
     assert tm == pytest.approx(0.75 * t4 + 0.25 * tb, rel=1e-12)
     assert t4 < tm < tb
     # and the whole step: slower than all-NVFP4, never faster than its FLOPs at the fp4 peak

@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scalemodel.engine.dp_comm import _optimizer_time
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import _optimizer_time, memory_parts, microbatches
+from scalemodel.engine.pipeline_ranks import microbatches
+from scalemodel.engine.stage_memory import memory_parts
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 

@@ -292,8 +292,8 @@ def test_nccl_gathers_never_beat_the_bytes_domains_and_ports_move(cluster, op, r
 
 def test_offload_copies_hide_under_the_layer_wall_time() -> None:
     """A layer's host copies hide under its whole wall time: when its compute shrinks by d and the TP traffic the
-    compute hid is exposed instead, the layer's time with its copies does not grow (step._offload_time)."""
-    from scalemodel.engine.step import _offload_time
+    compute hid is exposed instead, the layer's time with its copies does not grow (dp_comm._offload_time)."""
+    from scalemodel.engine.dp_comm import _offload_time
 
     job = _job("gb200-nvl72", "gpt-1.7b", "bf16", 2048)
     one = dict(OFFLOAD_AND_TP, pp=1, gpus=8, offload_layers=1)

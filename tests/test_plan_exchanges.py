@@ -95,7 +95,8 @@ def test_all_gather_memory_is_the_p2p_memory_plus_the_gathered_bytes():
     from dataclasses import replace
 
     from scalemodel.cost.compute import cp_gathered_bytes
-    from scalemodel.engine.step import memory_total, microbatches
+    from scalemodel.engine.pipeline_ranks import microbatches
+    from scalemodel.engine.stage_memory import memory_total
 
     cl, wl = load_cluster("dgx-h100"), load_workload("llama2-13b", ["layers=8"])
     job = build_job(cl, wl, TrainingSpec(global_batch=16, seq_len=16384))

@@ -639,7 +639,7 @@ def test_decomposed_search_equals_brute_force_on_special_paths(cons):
 
 @pytest.mark.parametrize("cons", [{"cp": [("=", 1)]}, {"cp": [("=", 1)], "memory": [("<=", "20GB")]}])
 def test_hier_zero_counts_its_group_sharded_memory_like_brute_force(cons):
-    """hier:G shards ZeRO/FSDP states over its groups of G only (step.hier_group), so on a memory-tight job fewer of
+    """hier:G shards ZeRO/FSDP states over its groups of G only (dp_comm.hier_group), so on a memory-tight job fewer of
     its ZeRO > 0 candidates fit than bsp's: the planner's counts (out of memory, over the memory constraint) and
     its best equal the brute force's, with hier:2 alone and beside bsp."""
     job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)

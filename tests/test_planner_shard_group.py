@@ -80,7 +80,7 @@ def test_pinned_shard_group_counts_and_best_equal_brute_force(cluster, model, la
             assert p.strategy["dp"] % shard == 0, p.strategy
 
 
-# hier:G shards HSDP inside its groups of G replicas (step.hier_group); predict refuses any other pinned group
+# hier:G shards HSDP inside its groups of G replicas (dp_comm.hier_group); predict refuses any other pinned group
 HIER_CASES = [
     ("dgx-a100", "gpt-1.7b", 4, 16, 32, 4, ("bsp", "hier:2"), ()),
     ("dgx-a100-40g", "llama2-13b", 4, 16, 32, 2, ("hier:2", "hier:4"), ("all",)),

@@ -38,9 +38,10 @@ def test_activation_bytes_are_the_hand_values(a100) -> None:  # type: ignore[no-
 
 
 def test_send_divisor_by_framework() -> None:
-    """step.pp_send_divisor on a grid of the four cases (and DeepSpeed's PipelineEngine, which partitions too)."""
+    """model_parallel_comm.pp_send_divisor on a grid of the four cases (and DeepSpeed's PipelineEngine, which partitions
+    too)."""
     from scalemodel.engine.job import GRID_DEFAULTS, StrategyGrid
-    from scalemodel.engine.step import pp_send_divisor, pp_split
+    from scalemodel.engine.model_parallel_comm import pp_send_divisor, pp_split
 
     sp = np.array([False, True, False, True, False])
     sg = np.array([False, False, True, True, False])

@@ -1,7 +1,7 @@
 """A parameter server's exchange with context parallelism spans the dp x cp ranks, as the all-reduce does.
 
 The cp ranks of a replica hold the same weights and partial gradients of their own sequence chunks, so they
-reduce together with the replicas (Megatron-Core's dp-cp group; step._dp_comm's ``data.sharding``). Hand count
+reduce together with the replicas (Megatron-Core's dp-cp group; dp_comm._dp_comm's ``data.sharding``). Hand count
 on DGX A100 (8 GPUs a node), 16 GPUs, tp = pp = 1:
 
 - cp = 2, dp = 8: the dp-cp group is 16 ranks 1 GPU apart, so a node holds c0 = 8 of them; it reduces its
@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from scalemodel.cost import ps
-from scalemodel.engine import step
+from scalemodel.engine import dp_comm
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
 
 def _exchange(monkeypatch: pytest.MonkeyPatch, cp: int) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    real_ps, real_step = ps.ps_exchange, step._ps_exchange
+    real_ps, real_step = ps.ps_exchange, dp_comm._ps_exchange
 
     def spy_step(job, g, data, gpu_bytes):  # type: ignore[no-untyped-def]
         seen["gpu_bytes"] = float(gpu_bytes.reshape(-1)[0])
@@ -37,8 +37,8 @@ def _exchange(monkeypatch: pytest.MonkeyPatch, cp: int) -> dict[str, Any]:
                     time=float(out["time"].reshape(-1)[0]), intra=float(kw["intra_s"].reshape(-1)[0]))
         return out
 
-    monkeypatch.setattr(step, "_ps_exchange", spy_step)
-    monkeypatch.setattr(step.ps, "ps_exchange", spy_ps)
+    monkeypatch.setattr(dp_comm, "_ps_exchange", spy_step)
+    monkeypatch.setattr(dp_comm.ps, "ps_exchange", spy_ps)
     pred = predict(load_cluster("dgx-a100", []), load_workload("gpt-1.7b", []), 16,
                    TrainingSpec(global_batch=32, micro_batch=1),
                    StrategySpec(tp=1, pp=1, cp=cp, dp=16 // cp, dp_comm="ps:2", overlap=False))

@@ -1,7 +1,7 @@
 """Each pipeline rank's own parameters (docs/model.md#rank-params): its decoder layers, the word embedding on rank 0,
 the final norm and the output layer on the last rank (tied: Megatron-Core's own copy there, its gradient all-reduced
-over the embedding group, step.tied_embedding_allreduce), counted here by hand from the model's shape; the data-parallel
-sync and the optimizer step are those of the rank holding the most.
+over the embedding group, model_parallel_comm.tied_embedding_allreduce), counted here by hand from the model's shape;
+the data-parallel sync and the optimizer step are those of the rank holding the most.
 
 nanotron's 1.34B Llama (validation/training_cases.yaml nanotron25_h100_1b_*: 16 layers, h 2048, 32 heads = kv heads,
 f 8192, V 131072, tied) ran 10/6 at pp 2 (tests/test_review17d.py: its logged rank-0 Local Params 940M). A layer is
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 H, F, V, HEADS, L = 2048, 8192, 131072, 32, 16
@@ -32,7 +32,7 @@ def _job_grid(gpus: int = 4, model: dict | None = None, **strategy):
 
 
 def _rank(job, g, n: float, r: int) -> float:
-    dense, expert = step._rank_params_per_gpu(job, g, np.full(1, float(n)), np.full(1, float(r)))
+    dense, expert = pipeline_ranks._rank_params_per_gpu(job, g, np.full(1, float(n)), np.full(1, float(r)))
     return float(np.ravel(dense + expert)[0])
 
 
@@ -59,7 +59,7 @@ def test_the_dp_rank_of_10_6_is_rank_0_and_the_optimizer_its_own():
     rank 0 (it holds the most), here against the same model on one stage (every parameter), as the ratio of the
     hand counts."""
     job, g = _job_grid(gpus=2, pp=2, stage_layers=[10, 6])
-    picks = step._dp_ranks(job, g, step._rank_layers(job, g))
+    picks = pipeline_ranks._dp_ranks(job, g, pipeline_ranks._rank_layers(job, g))
     assert [r for _on, _sp, r in picks] == [0]
     res = step.evaluate(job, g)
     job1, g1 = _job_grid(gpus=1, pp=1)
@@ -77,7 +77,7 @@ def test_balanced_split_prices_the_rank_with_the_embedding():
     """8/8 at pp 2: rank 0 holds 8 layers + V h, the last 8 layers + its V h copy + the final norm h: the last holds
     the most (by h), and its data-parallel all-reduce (ZeRO 0) moves its own gradients, not half the model's."""
     job, g = _job_grid(gpus=2, pp=2)
-    d = step._dp_rank(job, g, *step._stage_layers(job, g))
+    d = step._dp_rank(job, g, *pipeline_ranks._stage_layers(job, g))
     assert d is not None
     assert float(np.ravel(d[0])[0]) == 8.0 and float(np.ravel(d[1])[0]) == 1.0
     assert _rank(job, g, 8, 1) == 8 * LAYER + EMB + H
@@ -97,8 +97,8 @@ def test_untied_middle_ranks_hold_no_embedding():
 def test_one_stage_is_the_whole_model():
     for tied in (True, False):
         job, g = _job_grid(gpus=2, model=dict(MODEL, tied_embeddings=tied), pp=1, tp=2)
-        dense, expert = step._params_per_gpu(job, g)
-        got = step._rank_params_per_gpu(job, g, np.full(1, float(L)), np.zeros(1))
+        dense, expert = pipeline_ranks._params_per_gpu(job, g)
+        got = pipeline_ranks._rank_params_per_gpu(job, g, np.full(1, float(L)), np.zeros(1))
         assert float(np.ravel(got[0])[0]) == float(np.ravel(dense)[0])
         assert float(np.ravel(got[1])[0]) == float(np.ravel(expert)[0])
 

@@ -167,37 +167,37 @@ def _fp8_job(cluster: str, recipe: str, **strategy):  # type: ignore[no-untyped-
 ])
 def test_fp8_casts_of_the_recomputed_mlp_by_hand(cluster: str, recipe: str, per_x_fc1: float,
                                                  per_x_fc2: float, kernel_factor: float) -> None:
-    from scalemodel.engine import step
+    from scalemodel.engine import layer_compute
     job, g = _fp8_job(cluster, recipe, tp=1, dp=8, recompute="selective", recompute_modules="core_attn,mlp")
     T = 1 * 4096
     nbytes = per_x_fc1 * T * 4096 + per_x_fc2 * T * 14336  # X of fc1 (T h), X of fc2 (T f): forward casts only
     want = kernel_factor * nbytes / (job.memory_bandwidth * job.memory_efficiency)
-    assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
+    assert float(np.ravel(layer_compute.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
     # not named: nothing
     job, g = _fp8_job(cluster, recipe, tp=1, dp=8, recompute="selective", recompute_modules="core_attn")
-    assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == 0.0
+    assert float(np.ravel(layer_compute.fp8_mlp_recompute_casts(job, g))[0]) == 0.0
 
 
 def test_fp8_casts_of_the_recomputed_mlp_under_tp_and_sp_by_hand() -> None:
     """H100 delayed, tp 2 with SP: linear_fc1 quantizes its local shard row-wise (the fused norm: 1 - 2 = -1 an
     element of T h / 2), all-gathers it in FP8 and transposes the gathered tensor (2 an element of T h); linear_fc2
     its T f / 2 input (read 2, write 1 + 1 transposed)."""
-    from scalemodel.engine import step
+    from scalemodel.engine import layer_compute
     job, g = _fp8_job("dgx-h100", "delayed", tp=2, dp=4, sequence_parallel=True, recompute="selective",
                       recompute_modules="core_attn,mlp")
     T, h, f = 4096, 4096, 14336
     nbytes = -1.0 * T * h / 2 + 2.0 * T * h + 4.0 * T * f / 2
     want = nbytes / (job.memory_bandwidth * job.memory_efficiency)
-    assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
+    assert float(np.ravel(layer_compute.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
 
 
 def test_fp8_casts_join_each_recomputed_dense_layer(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The step's backward carries the casts once per dense layer on the stage (8 layers, pp 1)."""
-    from scalemodel.engine import step
+    from scalemodel.engine import layer_compute
     job, g = _fp8_job("dgx-h100", "delayed", tp=1, dp=8, recompute="selective", recompute_modules="core_attn,mlp")
-    monkeypatch.setattr(step, "fp8_mlp_recompute_casts", lambda job, g: np.asarray([0.0]))
+    monkeypatch.setattr(layer_compute, "fp8_mlp_recompute_casts", lambda job, g: np.asarray([0.0]))
     base = float(evaluate(job, g).breakdown["compute"][0])
-    monkeypatch.setattr(step, "fp8_mlp_recompute_casts", lambda job, g: np.asarray([1e-3]))
+    monkeypatch.setattr(layer_compute, "fp8_mlp_recompute_casts", lambda job, g: np.asarray([1e-3]))
     more = float(evaluate(job, g).breakdown["compute"][0])
     micro = 16 // 8  # micro-batches per step on each of the 8 data-parallel ranks
     assert more - base == pytest.approx(8 * 1e-3 * micro, rel=1e-9)

@@ -32,7 +32,7 @@ GPT = ("predict", "--model", "gpt-1.7b", "--cluster", "dgx-h100", "--global-batc
 
 
 @pytest.mark.parametrize("args,grad,gather", [
-    # no Megatron-Core DDP, 1F1B, pp 1: neither acts (step.interleaved_dp_sync)
+    # no Megatron-Core DDP, 1F1B, pp 1: neither acts (dp_comm.interleaved_dp_sync)
     (("--gpus", "8", "--set", "strategy.align_grad_reduce=false", "--set", "strategy.align_param_gather=false"),
      ["megatron_ddp is off", "the schedule is 1f1b", "pp is 1"],
      ["megatron_ddp is off", "overlap_param_gather is off", "zero is 0"]),

@@ -12,7 +12,7 @@ import pytest
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import moe_routing
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -77,7 +77,7 @@ def test_step_prices_the_expert_tp_gather_at_the_gathered_rows_load() -> None:
     job = build_job(load_cluster("dgx-h100"), wl, tr)
     g = grid_from_strategy(StrategySpec(tp=4, dp=2, ep=2, sequence_parallel=True), tr, 8, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    c = step._mp_collectives(job, g, groups)
+    c = model_parallel_comm._mp_collectives(job, g, groups)
     f = 1.0 + math.sqrt(6.0 / (7.0 * 8192.0)) / math.sqrt(math.pi)
     disp = 4 * (S / 4) * K * H * 2.0 * f
     group = place(4.0, 1.0, job.network)
@@ -90,8 +90,8 @@ _MIXTRAL = ["predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--tp
 
 
 def test_a_stated_imbalance_at_ep_1_is_named_not_priced(cli) -> None:  # type: ignore[no-untyped-def]
-    """At ep 1 every rank holds every expert: the stated figure changes nothing (step.moe_rank_load is 1), and it
-    was dropped without a word (the house rule: a warning for a field the model gives nothing to act on)."""
+    """At ep 1 every rank holds every expert: the stated figure changes nothing (layer_compute.moe_rank_load is 1), and
+    it was dropped without a word (the house rule: a warning for a field the model gives nothing to act on)."""
     import json
     r = cli(*_MIXTRAL, "--set", "training.moe_rank_imbalance=1.2")
     assert r.code == 0, r.err

@@ -20,7 +20,7 @@ import pytest
 
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.cost.memory import inflight_microbatches
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, stage_memory
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 # --- 1. interleaved micro-batches in flight at m = p ----------------------------------------------------------------
@@ -71,9 +71,9 @@ def test_first_stage_at_m_equal_p_holds_what_1f1b_holds() -> None:
     acts = {}
     for schedule in ("1f1b", "interleaved:2"):
         g = grid_from_strategy(strategy_spec(pp=4, schedule=schedule), training, 16, job)
-        m = step.microbatches(g)
+        m = pipeline_ranks.microbatches(g)
         assert float(np.ravel(m)[0]) == 4  # 16 / (dp 4 x micro-batch 1)
-        peak = step.memory_peak_stage(job, g, m)
+        peak = stage_memory.memory_peak_stage(job, g, m)
         assert float(np.ravel(peak.rank)[0]) == 0
         acts[schedule] = float(np.ravel(peak.parts["activations"])[0])
     assert acts["interleaved:2"] == pytest.approx(acts["1f1b"], rel=1e-12)
@@ -88,8 +88,8 @@ def _hybrid_peak(pattern: str, global_batch: int) -> tuple[float, float, float]:
     training = training_spec(global_batch=global_batch, micro_batch=1)
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
     g = grid_from_strategy(strategy_spec(pp=2, schedule="interleaved:2"), training, 16, job)
-    m = step.microbatches(g)
-    peak = step.memory_peak_stage(job, g, m)
+    m = pipeline_ranks.microbatches(g)
+    peak = stage_memory.memory_peak_stage(job, g, m)
     return (float(np.ravel(m)[0]), float(np.ravel(peak.parts["activations"])[0]), float(np.ravel(peak.rank)[0]))
 
 
@@ -97,8 +97,8 @@ def _hybrid_peak(pattern: str, global_batch: int) -> tuple[float, float, float]:
 def test_a_ranks_chunks_in_another_order_hold_the_same_bytes(global_batch: int) -> None:
     """Rank 0 of MMMM*|M|*MMMM|M holds chunks MMMM* and *MMMM: the same kinds as MMMM*|M|MMMM*|M's MMMM* and MMMM*,
     so the same activation bytes at every m. The first string pair is priced by the schedule simulation
-    (step._chunk_peak: the chunks differ as written), the second by the closed form (equal chunks); at m = p they
-    disagreed (the simulation's 2 micro-batches of the rank's layers against the closed form's 2.5: 389,283,840 B
+    (stage_memory._chunk_peak: the chunks differ as written), the second by the closed form (equal chunks); at m = p
+    they disagreed (the simulation's 2 micro-batches of the rank's layers against the closed form's 2.5: 389,283,840 B
     against 486,604,800 B)."""
     a, b = _hybrid_peak("MMMM*|M|*MMMM|M", global_batch), _hybrid_peak("MMMM*|M|MMMM*|M", global_batch)
     assert a[2] == b[2] == 0  # rank 0, its 10 layers, is the peak
@@ -161,7 +161,7 @@ def test_moe_a2a_overlap_steady_share_counts_the_extra_warm_up_forward(pp: int, 
     (m V - (V - 1) p) / (m V)."""
     from scalemodel.choices import ScheduleKind
     from scalemodel.engine.job import grid_from_arrays
-    from scalemodel.engine.step import moe_a2a_steady_share
+    from scalemodel.engine.model_parallel_comm import moe_a2a_steady_share
     g = grid_from_arrays(gpus=pp * 8, dp=8, tp=1, pp=pp, ep=8, micro_batch=1, global_batch=8 * m,
                          schedule=int(ScheduleKind.INTERLEAVED), virtual_stages=v, moe_a2a_overlap=True)
     warm = min((pp - (pp - 1) - 1) * 2 + (v - 1) * pp + 1, m * v)

@@ -16,7 +16,7 @@ import pytest
 from conftest import load_yaml, script_module
 
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -47,8 +47,8 @@ def test_fp32_router_in_a_32_bit_run_adds_nothing(precision: str) -> None:
                       moe_rank_imbalance=1.0)
     job = build_job(load_cluster("dgx-h100"), _wl(), tr)
     g = grid_from_strategy(StrategySpec(tp=1, dp=8, ep=8), tr, 8, job)
-    with_router = step._compute_per_microbatch(job, g, np.asarray([4.0]))["total"]
-    without = step._compute_per_microbatch(replace(job, router_bytes=0.0, router_peak_flops=0.0), g,
+    with_router = layer_compute._compute_per_microbatch(job, g, np.asarray([4.0]))["total"]
+    without = layer_compute._compute_per_microbatch(replace(job, router_bytes=0.0, router_peak_flops=0.0), g,
                                            np.asarray([4.0]))["total"]
     assert float(np.ravel(with_router)[0]) == float(np.ravel(without)[0])
 

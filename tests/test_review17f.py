@@ -116,11 +116,11 @@ def test_deepspeed_pipeline_zero0_buckets_are_5e8_elements_whatever_bucket_size(
     A 25 MB bucket_size priced 25 MB buckets; the step is the default's, and predict's strategy names no bucket."""
     import numpy as np
 
-    from scalemodel.engine import step
+    from scalemodel.engine import dp_comm, step
     from scalemodel.engine.predict import result_at
     job, g = _ds_pipe(None)
     job_b, g_b = _ds_pipe(25e6)
-    assert not bool(np.ravel(step.bucket_size_priced(job_b, g_b))[0])
+    assert not bool(np.ravel(dp_comm.bucket_size_priced(job_b, g_b))[0])
     res, res_b = step.evaluate(job, g), step.evaluate(job_b, g_b)
     for k in res.breakdown:
         assert float(np.ravel(res_b.breakdown[k])[0]) == float(np.ravel(res.breakdown[k])[0]), k
@@ -132,9 +132,9 @@ def test_deepspeed_pipeline_fp16_zero1_reads_reduce_bucket_size() -> None:
     reduce_bucket_size: still priced."""
     import numpy as np
 
-    from scalemodel.engine import step
+    from scalemodel.engine import dp_comm
     job_b, g_b = _ds_pipe(25e6, zero=1, precision="fp16")
-    assert bool(np.ravel(step.bucket_size_priced(job_b, g_b))[0])
+    assert bool(np.ravel(dp_comm.bucket_size_priced(job_b, g_b))[0])
 
 
 # --- --moe-permute-fusion absent from an MoE launch whose model comes from --model ---

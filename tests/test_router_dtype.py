@@ -11,7 +11,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -33,7 +33,7 @@ def _coll(router: str | None, **strategy):  # type: ignore[no-untyped-def]
     st = StrategySpec(**strategy)
     g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    return job, step._mp_collectives(job, g, groups)
+    return job, model_parallel_comm._mp_collectives(job, g, groups)
 
 
 def _t(op: str, nbytes: float, ranks: int) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -95,7 +95,7 @@ def test_job_reads_the_tf32_peak_and_the_step_adds_the_term() -> None:
     st = StrategySpec(tp=1, dp=8, ep=8)
     g = grid_from_strategy(st, tr, 8, job)
     one = np.zeros(1)
-    f, b, r = step._with_router_dtype(job, g, one, one, one)
+    f, b, r = layer_compute._with_router_dtype(job, g, one, one, one)
     sh = job.shape
     T = 2 * S
     kw = dict(memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
@@ -109,8 +109,8 @@ def test_job_reads_the_tf32_peak_and_the_step_adds_the_term() -> None:
     assert float(np.ravel(b)[0]) == pytest.approx(float(sh.moe_layers / sh.layers) * want, rel=1e-9)
     assert float(np.ravel(f)[0]) == 0.0 and float(np.ravel(r)[0]) == 0.0  # no recompute: nothing repeated
     # a step with the fp32 router is slower than the same step with the BF16 one, by the backward term per layer
-    t32 = step._compute_per_microbatch(job, g, np.asarray([4.0]))["total"]
-    t16 = step._compute_per_microbatch(replace(job, router_bytes=0.0, router_peak_flops=0.0), g,
+    t32 = layer_compute._compute_per_microbatch(job, g, np.asarray([4.0]))["total"]
+    t16 = layer_compute._compute_per_microbatch(replace(job, router_bytes=0.0, router_peak_flops=0.0), g,
                                        np.asarray([4.0]))["total"]
     assert float(np.ravel(t32 - t16)[0]) == pytest.approx(4 * float(sh.moe_layers / sh.layers) * want, rel=1e-9)
 
@@ -120,7 +120,7 @@ def test_fp8_run_prices_the_router_delta_against_the_bf16_curve() -> None:
     assert job.logits_peak_flops == pytest.approx(989.4e12)  # the router's 16-bit GEMM stays BF16 in an fp8 run
     g = grid_from_strategy(StrategySpec(tp=1, dp=8, ep=8), tr, 8, job)
     one = np.zeros(1)
-    _, b, _ = step._with_router_dtype(job, g, one, one, one)
+    _, b, _ = layer_compute._with_router_dtype(job, g, one, one, one)
     T = 2 * S
     gm, d0 = job.logits_gemm_max, job.logits_gemm_half_dim
     fl = lambda d: d / (d + d0)  # noqa: E731

@@ -13,7 +13,7 @@ import pytest
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -79,7 +79,7 @@ def test_hidden_is_the_smaller_of_each_all_to_all_and_the_compute_beside_it(a2a:
     f1, f2, b1, b2 = _sides(job, g)
     ep = 8 * 4 * a2a
     mp = {"ep": np.asarray([ep]), "hidden_fwd": np.zeros(1), "hidden_bwd": np.zeros(1), "hidden_ep": np.zeros(1)}
-    out = step._with_shared_expert_overlap(job, g, mp, a2a, 8.0, 0.0)
+    out = model_parallel_comm._with_shared_expert_overlap(job, g, mp, a2a, 8.0, 0.0)
     want_f = 8 * (min(a2a, f1) + min(a2a, f2))
     want_b = 8 * (min(a2a, b2) + min(a2a, b1))
     assert float(np.ravel(out["hidden_fwd"])[0]) == pytest.approx(want_f, rel=1e-12)
@@ -91,7 +91,8 @@ def test_hidden_is_the_smaller_of_each_all_to_all_and_the_compute_beside_it(a2a:
     else:
         assert want_f + want_b == pytest.approx(8 * (f1 + f2 + b1 + b2), rel=1e-12)
     # a recomputed forward pass per block hides its forward pair again, in the backward
-    rec = step._with_shared_expert_overlap(job, g, dict(mp, ep=np.asarray([ep + 8 * 2 * a2a])), a2a, 8.0, 8.0)
+    rec = model_parallel_comm._with_shared_expert_overlap(job, g, dict(mp, ep=np.asarray([ep + 8 * 2 * a2a])), a2a,
+                                                          8.0, 8.0)
     assert float(np.ravel(rec["hidden_bwd"])[0]) == pytest.approx(want_b + want_f, rel=1e-12)
 
 
@@ -145,7 +146,7 @@ def test_never_hides_under_compute_already_hiding_other_traffic() -> None:
     mp = {"ep": np.asarray([10.0]), "hidden_fwd": np.asarray([1.0]), "hidden_bwd": np.asarray([2.0]),
           "hidden_ep": np.zeros(1)}
     comp = {"forward": np.asarray([1.0 + 1e-6]), "backward": np.asarray([1.5])}
-    out = step._with_shared_expert_overlap(job, g, mp, 1.0, 8.0, 0.0, comp)
+    out = model_parallel_comm._with_shared_expert_overlap(job, g, mp, 1.0, 8.0, 0.0, comp)
     assert float(np.ravel(out["hidden_fwd"])[0]) - 1.0 == pytest.approx(1e-6, rel=1e-6)
     assert float(np.ravel(out["hidden_bwd"])[0]) == 2.0
     assert float(np.ravel(out["ep"])[0]) == pytest.approx(10.0 - 1e-6, rel=1e-12)

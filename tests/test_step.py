@@ -45,7 +45,7 @@ def val(a) -> float:  # type: ignore[no-untyped-def]
 
 
 #: DDP buckets of gpt-7.5b's gradients at tp 1 in 12.5 M-element buckets (25 MB of bf16): no framework splits a tensor
-#: (step.bucket_count), and its 36 x 4 weight matrices (QKV 4096 x 12288, proj 4096 x 4096, fc1, fc2) and the
+#: (dp_comm.bucket_count), and its 36 x 4 weight matrices (QKV 4096 x 12288, proj 4096 x 4096, fc1, fc2) and the
 #: 51200 x 4096 embedding each exceed the bucket and close one; its biases and LayerNorms, 36 x 53,248 + 8,192 =
 #: 1,925,120 elements, make ceil(1,925,120 / 12.5e6) = 1 more: 146, where ceil(bytes / 25 MB) gave 597
 GPT_7_5B_DDP_BUCKETS = 36 * 4 + 1 + 1
@@ -383,7 +383,7 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
         return n * val(coll.collective_time("allreduce", nbytes / n, ranks, job.network, stride=stride))
 
     # DDP's 25 MiB = 26,214,400-byte buckets (bucket_cap_mb * 1024 * 1024) hold 13,107,200 bf16 elements at tp 8
-    # (step.bucket_count): only the embedding's shard (51200 x 4096 / 8 = 26,214,400) exceeds one (the largest
+    # (dp_comm.bucket_count): only the embedding's shard (51200 x 4096 / 8 = 26,214,400) exceeds one (the largest
     # layer shards, fc1 and fc2, are 4 h^2 / 8 = 8,388,608); the rest, 36 x (12 h^2/8 + 7 h/8 split + 6 h whole
     # biases and norms) + 2 h = 906,991,616 elements at h = 4096, fills ceil(906,991,616 / 13,107,200) =
     # ceil(69.20) = 70: 71 buckets (ceil(grads / 25 MiB) = ceil(71.20) = 72); the cross-group shard, grads / 4,

@@ -19,7 +19,7 @@ import pytest
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, memory
 from scalemodel.cost.transformer import shape, training_flops
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 from scalemodel.specs.frameworks import read_strategy_file
@@ -120,14 +120,14 @@ def test_fp8_step_repeats_the_forward_casts() -> None:
     / (HBM x efficiency); Megatron's selective recompute (core_attn) repeats no cast."""
     job, g = _job("fp8", "titan_op")
     layers = np.ones(1)
-    with_casts = step._compute_per_microbatch(job, g, layers, logits_on_stage=False)
-    without = step._compute_per_microbatch(replace(job, fp8_recipe=""), g, layers, logits_on_stage=False)
+    with_casts = layer_compute._compute_per_microbatch(job, g, layers, logits_on_stage=False)
+    without = layer_compute._compute_per_microbatch(replace(job, fp8_recipe=""), g, layers, logits_on_stage=False)
     f, b, w = compute.fp8_quantize_bytes(job.shape, micro_batch=1, seq_len=job.seq_len, recipe=job.fp8_recipe)
     bw = job.memory_bandwidth * job.memory_efficiency
     assert float((with_casts["backward"] - without["backward"]).ravel()[0]) == pytest.approx(float(f + w + b) / bw)
     core, gc = _job("fp8", "core_attn")
-    c1 = step._compute_per_microbatch(core, gc, layers, logits_on_stage=False)
-    c0 = step._compute_per_microbatch(replace(core, fp8_recipe=""), gc, layers, logits_on_stage=False)
+    c1 = layer_compute._compute_per_microbatch(core, gc, layers, logits_on_stage=False)
+    c0 = layer_compute._compute_per_microbatch(replace(core, fp8_recipe=""), gc, layers, logits_on_stage=False)
     assert float((c1["backward"] - c0["backward"]).ravel()[0]) == pytest.approx(float(b) / bw)  # no forward casts
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm, pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -41,13 +41,13 @@ def test_whole_weights_count_whole_per_tp_rank(latent: int | None) -> None:
     the non-expert weights halves. (Before, only the latent projections were whole: Megatron-LM's
     theoretical_memory_usage.py count divides the norms and router by tp.)"""
     job, g = _job(latent, {"tp": 2})
-    dense, _ = step._params_per_gpu(job, g)
+    dense, _ = pipeline_ranks._params_per_gpu(job, g)
     whole = 2 * (2 * 64 + 8 * 64 + (2 * 64 * 16 if latent else 0)) + 64
     assert float(np.ravel(dense)[0]) == pytest.approx((job.params - job.expert_params - whole) / 2 + whole,
                                                       rel=1e-12)
     # tp 1: every weight on the one rank
     job1, g1 = _job(latent, {"tp": 1})
-    dense1, _ = step._params_per_gpu(job1, g1)
+    dense1, _ = pipeline_ranks._params_per_gpu(job1, g1)
     assert float(np.ravel(dense1)[0]) == pytest.approx(job1.params - job1.expert_params, rel=1e-12)
 
 
@@ -61,7 +61,7 @@ def test_sequence_parallel_all_reduces_the_whole_weights_gradients(latent: int |
     nbytes = (2 * per_layer + 64) * job.grad_bytes
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     want = float(np.ravel(coll.group_time("allreduce", nbytes, groups.tensor))[0])
-    got = step.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 2.0), np.zeros(1))
+    got = model_parallel_comm.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 2.0), np.zeros(1))
     assert want > 0 and float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-12)
     res = step.evaluate(job, g)
     # the step carries it in the exposed TP traffic
@@ -70,7 +70,8 @@ def test_sequence_parallel_all_reduces_the_whole_weights_gradients(latent: int |
     # sequence_parallel is priced on there: docs/model.md#moe-sp-required)
     job, g = _job(latent, {"tp": 2, "sequence_parallel": False, "layer_impl": "eager"})
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    assert float(np.ravel(step.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 2.0), np.zeros(1)))[0]) == 0.0
+    grads = model_parallel_comm.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 2.0), np.zeros(1))
+    assert float(np.ravel(grads)[0]) == 0.0
 
 
 @pytest.mark.parametrize("positions", [0, 256])
@@ -91,5 +92,5 @@ def test_each_pipeline_rank_reduces_its_own_outside_tensors(positions: int) -> N
     per_layer = 2 * 64 + 8 * 64
     for rank, outside in ((0, 0), (1, 64)):
         want = float(np.ravel(coll.group_time("allreduce", (per_layer + outside) * job.grad_bytes, groups.tensor))[0])
-        got = step.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 1.0), np.full(1, float(rank)))
+        got = model_parallel_comm.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 1.0), np.full(1, float(rank)))
         assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-12), rank

@@ -216,11 +216,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # B300 + the Qwen3-235B
     # row (+19.7 %): 18.8% -> 19.3%
     # B300 raised 0.195 -> 0.21 by
-    # the MoE block's TP collectives as Megatron-Core runs them (docs/model.md#tp-comm-moe, step._moe_tp_collectives:
-    # with SP, etp 1 and no shared experts none, where one block collective per MoE layer was priced): only the four
-    # Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 -> +17.4 %, mb2604 H100 +8.5 -> +10.8 %,
-    # mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from the code, not chosen for rows:
-    # 19.3% -> 20.7%
+    # the MoE block's TP collectives as Megatron-Core runs them (docs/model.md#tp-comm-moe,
+    # model_parallel_comm._moe_tp_collectives: with SP, etp 1 and no shared experts none, where one block collective per
+    # MoE layer was priced): only the four Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 ->
+    # +17.4 %, mb2604 H100 +8.5 -> +10.8 %, mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from
+    # the code, not chosen for rows: 19.3% -> 20.7%
     # B300 raised 0.21 -> 0.25 by the MoE block's per-GPU rows (moesp17, docs/model.md#moe-rows): under SP each TP
     # rank routes and permutes its own T/tp tokens (Megatron-Core moe_layer.py / token_dispatcher.py @d98e8a64dd),
     # where all T were priced, and the permutations' backward moves the forward's bytes once, not twice; the
@@ -471,11 +471,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # 20.3% -> 22.2%
     # hostscale (host floor by graph scope, see TP/PP/DP): 22.2% -> 20.3%
     # MoE raised 0.205 -> 0.21 by
-    # the MoE block's TP collectives as Megatron-Core runs them (docs/model.md#tp-comm-moe, step._moe_tp_collectives:
-    # with SP, etp 1 and no shared experts none, where one block collective per MoE layer was priced): only the four
-    # Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 -> +17.4 %, mb2604 H100 +8.5 -> +10.8 %,
-    # mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from the code, not chosen for rows:
-    # 20.3% -> 20.6%
+    # the MoE block's TP collectives as Megatron-Core runs them (docs/model.md#tp-comm-moe,
+    # model_parallel_comm._moe_tp_collectives: with SP, etp 1 and no shared experts none, where one block collective per
+    # MoE layer was priced): only the four Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 ->
+    # +17.4 %, mb2604 H100 +8.5 -> +10.8 %, mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from
+    # the code, not chosen for rows: 20.3% -> 20.6%
     ("model", "MoE"): 0.21,  # n=51, now 20.6%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
@@ -620,7 +620,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # all raised 0.08 -> 0.081 by the exact pipeline critical path (see TP/PP/DP above): the median run,
     # nemo2407_h100_gpt3_175b_128, moved +7.96% -> +8.02%
     # all lowered 0.08 -> 0.07 by the FP8 factor's casts (see B200)
-    # all raised 0.07 -> 0.071 by whole-tensor gradient buckets (engine.step.bucket_count: no framework splits a
+    # all raised 0.07 -> 0.071 by whole-tensor gradient buckets (engine.dp_comm.bucket_count: no framework splits a
     # parameter across buckets, so DDP's 25 MB buckets of a model whose matrices exceed 25 MB are fewer, with fewer
     # ring latencies): the median pair moved from nar21_t1_145b +6.92% / mb2511_gb200_dsv3_bf16 +6.96% to
     # mb2511_gb200_dsv3_bf16 +6.95% / nar21_t1_145b +7.08% (Narayanan's runs priced at the engine's zero-0 default,
@@ -746,11 +746,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # median; rows never tuned
     # hostscale (host floor by graph scope, see TP/PP/DP): 32.2% -> 20.2%
     # mcrec26 raised 0.205 -> 0.22 by
-    # the MoE block's TP collectives as Megatron-Core runs them (docs/model.md#tp-comm-moe, step._moe_tp_collectives:
-    # with SP, etp 1 and no shared experts none, where one block collective per MoE layer was priced): only the four
-    # Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 -> +17.4 %, mb2604 H100 +8.5 -> +10.8 %,
-    # mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from the code, not chosen for rows:
-    # 20.2% -> 21.6%
+    # the MoE block's TP collectives as Megatron-Core runs them (docs/model.md#tp-comm-moe,
+    # model_parallel_comm._moe_tp_collectives: with SP, etp 1 and no shared experts none, where one block collective per
+    # MoE layer was priced): only the four Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 ->
+    # +17.4 %, mb2604 H100 +8.5 -> +10.8 %, mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from
+    # the code, not chosen for rows: 20.2% -> 21.6%
     # mcrec26 raised 0.22 -> 0.24 by the MoE block's per-GPU rows (moesp17, docs/model.md#moe-rows: the router and the
     # permutations on the rank's own T/tp tokens under SP, the permutations' backward once): the tp 2 B300 row
     # +21.1 -> +31.8 %, the others within a point (all predicted too fast already); adopted from the code, not chosen

@@ -1,14 +1,14 @@
 """XLA's full remat (a TPU program): the recomputed forward leaves out the MLP down-projection and the TP
-collective after it (cost.compute.layer_compute_time ``xla_remat``; engine.step.xla_remat)."""
+collective after it (cost.compute.layer_compute_time ``xla_remat``; engine.layer_compute.xla_remat)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import scalemodel.engine.step as step
 from scalemodel.cost.compute import layer_compute_time
 from scalemodel.cost.transformer import shape
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster
 
@@ -52,7 +52,8 @@ def test_tpu_recompute_drops_one_of_four_sp_collectives(monkeypatch):
     tr = TrainingSpec(global_batch=mb * 16, micro_batch=mb, precision="bf16", seq_len=s)
     st = StrategySpec(tp=tp, pp=1, dp=16, recompute="full", sequence_parallel=True, flash_attention=True)
     xla = predict(cl, wl, tp * 16, tr, st).breakdown_s["tp_comm"]
-    monkeypatch.setattr(step, "xla_remat", lambda job: False)
+    for module in (layer_compute, model_parallel_comm, step):  # every module whose functions look it up
+        monkeypatch.setattr(module, "xla_remat", lambda job: False)
     torch_like = predict(cl, wl, tp * 16, tr, st).breakdown_s["tp_comm"]
     # one reduce-scatter of the activation (mb*s*h*2 bytes) per recomputed layer, ring on the ici tier:
     # (p-1)/p * S / (600 GB/s * 0.80) + (p-1) * 0.75 us hop latency

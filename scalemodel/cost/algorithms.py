@@ -352,7 +352,7 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
     its all-gather phase ``mask = p'/2, .., 1`` with blocks S/p', .., S/2, the time reversal of the first:
     each step of the all-gather moves the bytes of one reduce-scatter step between the same partners.
     ``reducescatter`` and ``allgather`` here are those two phases alone (ZeRO-1/2's pair with ``rhd``,
-    ``step.zero12_algorithm``), each carrying one of the two pre/post steps, so RS + AG = the all-reduce
+    ``dp_comm.zero12_algorithm``), each carrying one of the two pre/post steps, so RS + AG = the all-reduce
     exactly. The stand-alone MPICH algorithms order their partners the other way round (:func:`rd_time`).
     Broadcast = binomial scatter (the same halving sweep, no gamma) + recursive-doubling all-gather
     (van de Geijn; 2 lg p alpha + 2(p-1)/p S beta); reduce is its mirror, reduce-scatter + binomial

@@ -562,7 +562,7 @@ def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: A
     scatter-add moves; a row whose k adds miss in L2 moves more). ``sort_chunks_by_idxs`` unfused is ``torch.split``
     and ``torch.cat``: read R, write R each, as the fused kernel. HybridEP permutes in its own kernel whatever
     ``moe_permute_fusion`` says (``_HybridEPManager.get_permuted_hidden_states_by_experts`` L1212 passes its output
-    through): the caller passes ``fused`` True for it (engine.step).
+    through): the caller passes ``fused`` True for it (engine.layer_compute).
 
     0 without experts."""
     T = np.asarray(tokens, dtype=float)
@@ -645,7 +645,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
     experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (the token permutations, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
-    again are communication (engine.step). jax_dots keeps the core's price (the remat policy's own
+    again are communication (engine.model_parallel_comm). jax_dots keeps the core's price (the remat policy's own
     recompute is not priced apart). titan_op (torchtitan's op policy) repeats the forward's memory-bound work and
     the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its save list).
 
@@ -921,7 +921,7 @@ def shared_expert_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
         fc2 forward  = GEMM T x h x W / t
         backward     = 2 x the forward's GEMMs (data and weight gradients) + 2 x the activation's bytes
 
-    The pieces :func:`scalemodel.engine.step` sets beside the dispatch and combine all-to-alls under
+    The pieces :mod:`scalemodel.engine.model_parallel_comm` sets beside the dispatch and combine all-to-alls under
     ``moe_shared_expert_overlap`` (docs/model.md#shared-expert-overlap). Zero without shared experts."""
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)

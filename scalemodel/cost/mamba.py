@@ -75,14 +75,14 @@ class LayerCounts(msgspec.Struct, frozen=True):
     # unit (engine.step._host_wait, docs/model.md#host); () without an E layer
     moe_intervals: tuple[tuple[tuple[int, int, int], int], ...] = ()
     # each '|' segment's layers as written (M * - E), in the pattern's order; () without a '|': a rank's own kinds and
-    # MoE intervals (engine.step._part_job, docs/model.md#hybrid-segments). Megatron-LM builds segment j
+    # MoE intervals (engine.pipeline_ranks._part_job, docs/model.md#hybrid-segments). Megatron-LM builds segment j
     # v-stage-major: pipeline rank r, virtual stage c holds segment c pp + r (NVIDIA/Megatron-LM@d98e8a64dd
     # megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467, select_pipeline_segment:
     # segment_index = vp_rel * pp_size + pp_rank)
     segment_layers: tuple[str, ...] = ()
     # the pattern's layers as written, '|' dropped: without '|', Megatron-LM splits them by count at pp > 1, so each
     # pipeline rank holds its own run of characters (select_pipeline_segment's auto-split, hybrid_layer_allocation.py
-    # lines 385-456 at d98e8a64dd; engine.step._rank_layers); "" in a rank's or one kind's stand-in model
+    # lines 385-456 at d98e8a64dd; engine.pipeline_ranks._rank_layers); "" in a rank's or one kind's stand-in model
     layers_as_written: str = ""
 
     @property

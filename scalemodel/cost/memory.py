@@ -489,7 +489,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
     :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
-    stage's layers, what a hybrid rank's unequal interleaved chunks are priced from, engine.step._chunk_peak).
+    stage's layers, what a hybrid rank's unequal interleaved chunks are priced from, engine.stage_memory._chunk_peak).
 
     Selective recompute of moe: one MoE block is re-materialised at a time in the backward, and its recomputed
     forward saves again what its forward saved, beside the checkpoint's 16-bit input (kept per layer): the block's
@@ -793,7 +793,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     gathered = 2.0 * layer / t
     linear = 2.0 * linear_weights_per_layer(sh) / t
     keep = ~np.asarray(reshard_after_forward, dtype=bool)
-    if np.any(root_unit):  # PyTorch FSDP's root unit is not resharded after the forward (engine.step.fsdp_root_params)
+    # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
+    if np.any(root_unit):
         gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
     if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)

@@ -272,8 +272,8 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     hybrid: LayerCounts | None = None
     mamba: MambaDims | None = None
     # the layers of one pipeline rank of a model whose MLP kind varies by position (not a hybrid pattern), "d" a
-    # dense-MLP layer, "e" an MoE layer (:func:`layer_kinds`; engine.step._part_job): every per-layer formula then
-    # prices the rank's own kinds at their share of its layers (moe_layers = e's x layers / len); "" = the model's
+    # dense-MLP layer, "e" an MoE layer (:func:`layer_kinds`; engine.pipeline_ranks._part_job): every per-layer formula
+    # then prices the rank's own kinds at their share of its layers (moe_layers = e's x layers / len); "" = the model's
     rank_kinds: str = ""
 
     @property
@@ -634,7 +634,7 @@ def tp_whole_elements(sh: Shape) -> TpWhole:
     (a plain ``torch.nn.Embedding``, models/common/embeddings/language_model_embedding.py).
 
     Remembered per shape object (a frozen Shape; its arrays read-only), as the step model asks for it once per stage
-    and per pipeline rank of a hybrid pattern (engine.step._part_job) for the same few shapes."""
+    and per pipeline rank of a hybrid pattern (engine.pipeline_ranks._part_job) for the same few shapes."""
     hit = _WHOLE_MEMO.get(id(sh))
     if hit is not None and hit[0] is sh:
         return hit[1]
@@ -739,8 +739,8 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
         Mamba layer (hybrid) :func:`scalemodel.cost.mamba.mamba_param_tensors`, split; attention, MLP and Mamba
                     tensors then count at their kind's share of the layers
 
-    What the step model needs from them (:func:`scalemodel.engine.step.bucket_count`) is that data-parallel frameworks
-    fill gradient buckets with whole tensors."""
+    What the step model needs from them (:func:`scalemodel.engine.dp_comm.bucket_count`) is that data-parallel
+    frameworks fill gradient buckets with whole tensors."""
     h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
     layers = np.maximum(sh.layers, 1.0)
     one = np.ones_like(h) * (sh.attention_layers / layers if moe is None else 1.0)  # attention's share of the layers

@@ -147,11 +147,12 @@ class Job:
     # fraction of the fp4 peak, _nvfp4_gemms, so gemm_max / factor is not the fp8 curve's); no report prints it
     fp8_recipe_gemm_factor: float = 1.0
     # the share of transformer layers a low-precision run keeps in BF16 (training.bf16_layers / layers; 0 = none):
-    # their times on the BF16 peak and curve without casts, mixed with the others' (engine.step._compute_per_microbatch)
+    # their times on the BF16 peak and curve without casts, mixed with the others'
+    # (engine.layer_compute._compute_per_microbatch)
     bf16_layer_share: float = 0.0
     # modules whose GEMMs run at another precision than the run's (training.module_precision, validated by
-    # specs.training.module_precisions): (module, bf16 | mxfp8) pairs, priced by engine.step (module_gemm); bf16
-    # modules on the attention_* peak and curve, mxfp8 ones on the mxfp8_* below (docs/model.md#module-precision)
+    # specs.training.module_precisions): (module, bf16 | mxfp8) pairs, priced by engine.layer_compute (module_gemm);
+    # bf16 modules on the attention_* peak and curve, mxfp8 ones on the mxfp8_* below (docs/model.md#module-precision)
     module_precision: tuple[tuple[str, str], ...] = ()
     # an MXFP8 module's GEMMs in another run (fp4): the fp8 peak, the fp8 curve x FP8_RECIPE_GEMM_FACTORS' mxfp8
     # factor; 0 = no such module
@@ -165,7 +166,7 @@ class Job:
     # through the causal keys of the whole sequence (cost.compute.layer_compute_time)
     fp8_attention: bool = False
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
-    # random-routing expected maximum (cost.moe_routing, engine.step.moe_rank_load)
+    # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
@@ -469,7 +470,7 @@ def _module_precision(training: Any, sh: Any, acc: Any, curve: Any) -> dict[str,
         elif every_layer_bf16:
             # Megatron-Core applies a module's override only inside a quantized layer (override_quantized_autocast):
             # a layer of first_last_layers_bf16 stays BF16 whole; the step model prices a BF16 layer share on every
-            # piece of the stage, the MTP block's too (engine.step._compute_per_microbatch), so none is priced
+            # piece of the stage, the MTP block's too (engine.layer_compute._compute_per_microbatch), so none is priced
             _warn_field(f"training.module_precision.{k}",
                         f" = {v} is not priced: {notices.field_name('training.bf16_layers')} keeps every layer "
                         "in BF16 (a module's precision applies only inside a quantized layer)")
@@ -1031,7 +1032,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                              allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
         shard = getattr(strategy, "shard_group", None)
         if str(strategy.zero).lower() == "hsdp" and shard is not None and shard != min(group, dp):
-            # hier:G shards ZeRO/FSDP/HSDP inside its groups (step.hier_group): the hier group is the shard group
+            # hier:G shards ZeRO/FSDP/HSDP inside its groups (dp_comm.hier_group): the hier group is the shard group
             raise InputError(f"zero hsdp under hier:{group} shards inside the hier groups of {min(group, dp)} "
                              f"replicas, not shard_group = {shard}", where="strategy.shard_group",
                              allowed=f"shard_group unset or {min(group, dp)}, or --sync bsp for HSDP synchronised "
@@ -1415,7 +1416,7 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
 
 def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
     """:func:`check_moe_rank_imbalance` at the strategy's ep; a factor at ep 1, where it prices nothing
-    (step.moe_rank_load is 1 there), is said."""
+    (layer_compute.moe_rank_load is 1 there), is said."""
     f = float(job.moe_rank_imbalance)
     E, k = (float(job.shape.moe_experts), float(job.shape.moe_top_k)) if job.is_transformer else (0.0, 0.0)
     if not f or E <= 0 or k <= 0:
@@ -1508,7 +1509,7 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
 
 def _warn_unpriced_accumulation_fusion(strategy: Any, zero: Zero) -> None:
     """A warning for grad_accumulation_fusion false where it prices nothing: the extra add into main_grad is
-    Megatron-Core DDP's backward hook (step.grad_accumulation_time: megatron_ddp at ZeRO 0/1)."""
+    Megatron-Core DDP's backward hook (layer_compute.grad_accumulation_time: megatron_ddp at ZeRO 0/1)."""
     if getattr(strategy, "grad_accumulation_fusion", True):
         return
     why = [w for w, bad in (("megatron_ddp is off", not getattr(strategy, "megatron_ddp", False)),
@@ -1520,7 +1521,7 @@ def _warn_unpriced_accumulation_fusion(strategy: Any, zero: Zero) -> None:
 
 def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
     """A warning for align_grad_reduce / align_param_gather false where they price nothing: they act only on the
-    interleaved schedule's per-chunk sync under Megatron-Core's DDP with overlap (step.interleaved_dp_sync:
+    interleaved schedule's per-chunk sync under Megatron-Core's DDP with overlap (dp_comm.interleaved_dp_sync:
     megatron_ddp at ZeRO 0/1, overlap, interleaved with pp > 1), align_param_gather also only on ZeRO-1's gathers
     with overlap_param_gather (docs/model.md#interleaved-dp-sync). A launch's --no-align-grad-reduce /
     --no-align-param-gather on a 1F1B run (Megatron-LM sets align_param_gather false itself without interleaving)
@@ -1584,8 +1585,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
             getattr(strategy, "moe_a2a_overlap", False) or (
                 getattr(strategy, "moe_shared_expert_overlap", False) and float(job.shape.moe_shared_experts) > 0
                 and int(getattr(strategy, "ep", 1)) > 1)):
-        # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap,
-        # step._with_shared_expert_overlap, which hides nothing without shared experts or at ep 1)
+        # the dispatcher's SMs slow only the compute that hides EP all-to-alls
+        # (model_parallel_comm._with_moe_a2a_overlap, model_parallel_comm._with_shared_expert_overlap, which hides
+        # nothing without shared experts or at ep 1)
         _warn_field("strategy.ep_dispatch_sms",
                     f" = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
                     "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
@@ -1600,13 +1602,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         _warn_field("strategy.moe_flex_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:
-        # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1 has none of
+        # the flex dispatcher replaces the expert-parallel all-to-all (model_parallel_comm._mp_collectives), which ep 1
+        # has none of
         _warn_field("strategy.moe_flex_dispatcher",
                     " is not priced: ep is 1 (no expert-parallel all-to-all to "
                     "dispatch)")
     if getattr(strategy, "bucket_size", None) and getattr(strategy, "nanotron_trainer", False) and Zero.parse(
             strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes:
-        # step._bucket_bytes: nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole buffer in one call
+        # dp_comm._bucket_bytes: nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole buffer in one call
         _warn_field("strategy.bucket_size",
                     f" = {strategy.bucket_size:g} B is not priced: nanotron_trainer at zero 1 "
                     "with fp32 gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient "
@@ -1615,17 +1618,19 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
             Zero.parse(strategy.zero) == Zero.NONE or (
                 Zero.parse(strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes
                 and Precision.parse(job.precision) == Precision.BF16)):
-        # step.deepspeed_pipeline_fixed_buckets: the PipelineEngine passes its own 5e8-element buckets (review17f)
+        # dp_comm.deepspeed_pipeline_fixed_buckets: the PipelineEngine passes its own 5e8-element buckets (review17f)
         _warn_field("strategy.bucket_size",
                     f" = {strategy.bucket_size:g} B is not priced: DeepSpeed's PipelineEngine all-reduces the "
                     "gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not reduce_bucket_size")
     if getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "deepspeed_pipeline", False):
-        # step.pp_send_divisor / deepspeed_pipe_comm: the PipelineEngine partitions and gathers in its own way
+        # model_parallel_comm.pp_send_divisor / deepspeed_pipe_comm: the PipelineEngine partitions and gathers in its
+        # own way
         _warn_field("strategy.pp_scatter_gather",
                     " is not priced: deepspeed_pipeline partitions the pipeline tensors over TP itself "
                     "(PartitionedTensor, docs/model.md#pp-comm)")
     elif getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "nanotron_trainer", False):
-        # nanotron's PipelineBlock sends the tensor as it is (step.pp_send_divisor): no framework runs both
+        # nanotron's PipelineBlock sends the tensor as it is (model_parallel_comm.pp_send_divisor): no framework runs
+        # both
         _warn_field("strategy.pp_scatter_gather",
                     " is priced as legacy Megatron-LM's split and all-gather, which nanotron_trainer does not do "
                     "(PipelineBlock.forward sends each rank's tensor as it is, docs/model.md#pp-comm)")
@@ -1644,7 +1649,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: etp x ep is 1 (nothing to gather)")
     backend = str(getattr(strategy, "moe_flex_backend", "deepep") or "deepep")
     if backend != FlexBackend.DEEPEP.label and not getattr(strategy, "moe_flex_dispatcher", False):
-        # the backend's bytes and default SMs act only where the flex dispatcher runs (step._mp_collectives)
+        # the backend's bytes and default SMs act only where the flex dispatcher runs
+        # (model_parallel_comm._mp_collectives)
         _warn_field("strategy.moe_flex_backend",
                     f" = {backend} is not priced: moe_flex_dispatcher is off (the "
                     "expert-parallel tokens move with NCCL's all-to-all)")

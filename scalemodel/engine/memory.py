@@ -1,7 +1,7 @@
 """`memory`: the per-GPU memory of one strategy and the largest micro-batch that fits.
 
 The same engine path as `predict` (:func:`scalemodel.engine.job.build_job`, the strategy grid and
-:func:`scalemodel.engine.step.memory_parts`), so both report the same bytes and the same verdict.
+:func:`scalemodel.engine.stage_memory.memory_parts`), so both report the same bytes and the same verdict.
 The number of micro-batches in flight follows the step model: m = B / (dp b) with B the global
 batch (default dp x micro-batch, i.e. m = 1), and the first pipeline stage holds min(m, pp) of
 them under 1F1B (:func:`scalemodel.cost.memory.inflight_microbatches`).
@@ -16,14 +16,9 @@ import numpy as np
 
 from scalemodel.cost import memory as M
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
-from scalemodel.engine.step import (
-    INFEASIBLE_REASONS,
-    Infeasible,
-    feasibility,
-    memory_peak_stage,
-    memory_total,
-    microbatches,
-)
+from scalemodel.engine.pipeline_ranks import microbatches
+from scalemodel.engine.stage_memory import memory_peak_stage, memory_total
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility
 from scalemodel.errors import InputError, Origin
 
 #: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).
@@ -65,7 +60,8 @@ class MemoryResult:
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, int(np.sqrt(n)) + 2)
     small = small[(small <= n) & (n % small == 0)]
-    return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]  # without numpy.ma (see step.py)
+    # without numpy.ma (see model_parallel_comm.py)
+    return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]
 
 
 def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None, states: float, act1: float,

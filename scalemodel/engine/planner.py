@@ -102,8 +102,11 @@ from scalemodel.engine.job import (
     stage_split_code,
     warn_unfused_attention,
 )
+from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.pipeline_ranks import microbatches
 from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.stage_memory import memory_total
 from scalemodel.engine.step import (
     REASON_KEYS,
     Infeasible,
@@ -112,9 +115,6 @@ from scalemodel.engine.step import (
     dp_exposed_floor,
     evaluate,
     feasibility,
-    memory_total,
-    microbatches,
-    moe_block_recomputed,
     needs_replicas,
     shares_bsp_comm,
     with_sync,
@@ -239,7 +239,8 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
         if sh.mamba is not None:  # MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0
             tp_c = tp_c[(np.mod(float(sh.mamba.heads), tp_c) == 0) & (np.mod(float(sh.mamba.groups), tp_c) == 0)]
         pp_c = div[div <= layers]
-        if segments > 1:  # a hybrid pattern's '|' segments are the stages: pp divides them (step._layers_split)
+        # a hybrid pattern's '|' segments are the stages: pp divides them (pipeline_ranks._layers_split)
+        if segments > 1:
             pp_c = pp_c[(pp_c == 1) | (segments % pp_c == 0)]
         cp_c = div[(div == 1) | (2 * div <= job.seq_len)]
         ep_c = div[div <= experts] if experts > 0 else np.asarray([1])
@@ -852,7 +853,7 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
 #: Configuration columns the compute floor does not read (step.compute_floor: the rank order, and the EP dispatch,
 #: which changes only EP traffic and its contention): rows that differ only in them share one floor.
 FLOOR_BLIND = ("layout", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
-#: Configuration columns memory does not read (step.memory_total), but for all_gather's gathered K and V
+#: Configuration columns memory does not read (stage_memory.memory_total), but for all_gather's gathered K and V
 #: (compute.cp_gathered_bytes, a per-GPU workspace added to every stage's total): :func:`_memory_rows`.
 MEMORY_BLIND = ("cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 
@@ -1180,7 +1181,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         for key, (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
-                # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
+                # hier:G shards the states inside its groups of G (dp_comm.hier_group): more memory at ZeRO > 0, so
                 # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory).
                 # Only the model states differ, and only where ZeRO shards them: ZeRO 0 keeps bsp's bytes (the
                 # replicas enter only through the sharded stages' terms) and the activation bytes are bsp's
@@ -1519,7 +1520,7 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
         elif name == "stage_layers":
             # every candidate runs this split (its code in job.STAGE_SPLITS); a candidate whose pp x V is not its
-            # length is infeasible (step._layers_split), as for first/last_stage_layers
+            # length is infeasible (pipeline_ranks._layers_split), as for first/last_stage_layers
             fixed["stage_split"] = -1 if value is None else stage_split_code(value)
         elif name == "loss_impl":
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
@@ -1602,7 +1603,7 @@ def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> No
     bf16_fp32 = str(job.precision) == "bf16" and job.grad_bytes > job.elem_bytes
     if sizes and fixed.get("deepspeed_pipeline") and (zero == [int(Zero.NONE)] or (
             zero == [int(Zero.OPTIMIZER)] and bf16_fp32)):
-        # step.deepspeed_pipeline_fixed_buckets (review17f): predict's warning, job._warn_unpriced_fields
+        # dp_comm.deepspeed_pipeline_fixed_buckets (review17f): predict's warning, job._warn_unpriced_fields
         notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: DeepSpeed's PipelineEngine all-reduces "
                      "the gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not "
                      "reduce_bucket_size")
@@ -1663,7 +1664,8 @@ def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str,
     (job._check_moe_a2a_overlap, TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd): no full
     recompute (the recompute axis drops it), and no selective recompute of moe, refused when both are pinned
     (recompute_modules moe needs recompute selective, so no candidate would be left). The step keeps the all-to-alls
-    exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned flag."""
+    exposed on such candidates (model_parallel_comm._with_moe_a2a_overlap), but plan ranked them under the pinned
+    flag."""
     if int(fixed.get("recompute_modules", 0)) & RECOMPUTE_MODULES["moe"]:
         # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
         raise InputError("moe_a2a_overlap does not run with selective recompute of moe", where=where,
@@ -1691,7 +1693,7 @@ def _deepspeed_pipeline_pins(strategy: Any, names: Sequence[str], cons: dict[str
 
 def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, Any]] | None, where: str) -> None:
     """Refuse a pinned shard_group that a pinned hier:G overrides for HSDP (the hier group is the shard group,
-    step.hier_group), as predict does (job.build): plan would otherwise rank strategies predict refuses."""
+    dp_comm.hier_group), as predict does (job.build): plan would otherwise rank strategies predict refuses."""
     if sync is None or not shard or (zero is not None and zero != [("=", int(Zero.HSDP))]):
         return
     spec = parse_sync(sync)

@@ -8,19 +8,11 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import Zero
+from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
-from scalemodel.engine.step import (
-    INFEASIBLE_REASONS,
-    Infeasible,
-    StepArrays,
-    bucket_size_priced,
-    evaluate,
-    hier_group,
-    hsdp_shard_group,
-    ps_server_line,
-)
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, evaluate
 from scalemodel.errors import Origin
 from scalemodel.units import format_quantity
 
@@ -77,7 +69,7 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     strategy = grid.describe(i)
     if strategy["bucket_bytes"] and not bool(np.broadcast_to(bucket_size_priced(job, grid), grid.shape)[
             np.unravel_index(i, grid.shape)]):
-        # no bucket of that size was priced (step.bucket_size_priced): the strategy names what was, the framework's
+        # no bucket of that size was priced (dp_comm.bucket_size_priced): the strategy names what was, the framework's
         # own (predict says so in a warning; plan's explanation named the searched size)
         strategy["bucket_bytes"] = None
     gpus = int(strategy["gpus"])
@@ -129,8 +121,8 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
 def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
     """The layer count and chunk count behind ``layers_not_divisible`` for the common case, an interleaved
     schedule on a plain (not hybrid) stack with no given stage or chunk sizes, where Megatron-Core needs
-    L divisible by pp x v (step._layers_split): which v would divide, or that none does and the first/last chunk
-    sizes (Megatron's account-for-embedding/loss split) are the way. None for the other cases (the reason's
+    L divisible by pp x v (pipeline_ranks._layers_split): which v would divide, or that none does and the first/last
+    chunk sizes (Megatron's account-for-embedding/loss split) are the way. None for the other cases (the reason's
     sentence names them)."""
     sched = str(strategy.get("schedule", ""))
     if not job.is_transformer or job.shape.hybrid is not None or not sched.startswith("interleaved:"):

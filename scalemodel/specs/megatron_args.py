@@ -1013,7 +1013,7 @@ def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
 def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
     """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
     --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
-    (step.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
+    (dp_comm.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
     ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
     gradient bytes (the engine divides by them again)."""
     fsdp = [k for k in _MEG_FSDP if k in args]

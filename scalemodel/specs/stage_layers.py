@@ -86,8 +86,8 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     (refused here as there) and the t and m counts the launch's --num-layers and --mtp-num-layers
     (:func:`_pipeline_layout`);
     the model prices the embedding on rank 0's first chunk and the output layer, loss and MTP modules on rank p - 1's
-    last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the last
-    stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
+    last (stage_memory._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the
+    last stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
     refused, not priced where it is not."""
     text = _layout_text(layout, where)
     stages = text.split("|")

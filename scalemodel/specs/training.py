@@ -248,7 +248,7 @@ class TrainingSpec(Spec, kw_only=True):
 #: but none splits a parameter tensor over buckets (PyTorch's Reducer, compute_bucket_assignment_by_size, closes a
 #: bucket only after a whole tensor), so a cap below one row of a weight matrix (hidden >= 768 in every catalog
 #: model) still sends whole tensors; the step model caps the bucket count at the parameter tensors for that reason
-#: (engine.step.bucket_count); before the cap a 1-byte bucket priced gpt-1.7b on 64 H100 a 2.65-day step.
+#: (engine.dp_comm.bucket_count); before the cap a 1-byte bucket priced gpt-1.7b on 64 H100 a 2.65-day step.
 MIN_BUCKET_BYTES = 1024.0
 
 

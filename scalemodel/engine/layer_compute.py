@@ -1,0 +1,1077 @@
+"""Compute time of one micro-batch on a pipeline stage, and the kernels that ride on it.
+
+:func:`_compute_per_microbatch` prices the stage's layers forward, backward and recomputed
+(:mod:`scalemodel.cost.compute`, per layer kind for hybrid patterns: :func:`_kind_times`) and adds what the
+framework runs per layer or per micro-batch besides the GEMMs and attention: fp8 / NVFP4 cast and quantize kernels
+(:func:`fp8_cast_per_layer`), multi-token prediction (:func:`mtp_compute`), eager layer ops, attention unpadding,
+fp8 expert padding and quantize kernels, the router's dtype, gradient accumulation and embedding-gradient kernels
+(:func:`grad_accumulation_time`), FSDP copy-in/out kernels (:func:`fsdp2_copy_time`), and the rules for which layers
+are recomputed (:func:`recomputed_layers`, per rank and chunk). The memo of the last job's per-kind layer times
+lives here (_KIND_MEMO).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from scalemodel.choices import FlexBackend, Recompute, ScheduleKind, Zero
+from scalemodel.cost import compute, moe_routing, transformer
+from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.engine.pipeline_ranks import (
+    _PART_MEMO,
+    _chunk_layers,
+    _chunked,
+    _etp,
+    _params_per_gpu,
+    _rank_layers,
+    _RankSplit,
+    microbatches,
+)
+
+
+def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
+                            logits_on_stage: bool = True, recomputed: Any = None) -> dict[str, np.ndarray]:
+    """Compute seconds for one micro-batch on a stage of ``layers_per_stage`` layers (with the logits
+    when ``logits_on_stage``), and the pieces overlap needs. ``recomputed``: the stage's recomputed layers where
+    they are not :func:`recomputed_layers`' (a model chunk, or a rank of unequal chunks: :func:`_block_recomputed`).
+
+    A low-precision run with layers kept in BF16 (Job.bf16_layer_share s, training.bf16_layers): every piece is
+    (1 - s) x the all-low-precision one + s x the same stage priced with BF16 layers (the BF16 peak and 16-bit
+    curve of the attention core and logits, no recipe: no casts). The pieces that do not depend on the layers'
+    precision (logits, copies, embedding) are equal in both and so unchanged. Which stage holds the BF16 layers
+    (Megatron-Core: the first / last ones) is not modelled: each stage gets the share (exact at pp 1)."""
+    s = float(job.bf16_layer_share)
+    if s > 0.0 and job.fp8_recipe and job.attention_peak_flops > 0:
+        low = _compute_per_microbatch(replace(job, bf16_layer_share=0.0), g, layers_per_stage, logits_on_stage,
+                                      recomputed)
+        bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
+                       gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
+                       fp8_attention=False)
+        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage, recomputed)
+        # equal pieces (layer counts, logits) kept as they are, not re-rounded by the mix
+        return {k: v if np.array_equal(v, high[k]) else (1.0 - s) * np.asarray(v, dtype=float) + s * np.asarray(
+                high[k], dtype=float) for k, v in low.items()}
+    b = g.micro_batch.astype(float)
+    if not job.is_transformer:
+        if job.generic_time_per_sample > 0:
+            total = job.generic_time_per_sample * b
+        else:
+            # Roofline of the whole network: FLOPs at the GEMM efficiency, or the activation traffic
+            # at the memory efficiency, whichever is longer. Each activation is written in the
+            # forward pass, read by the next layer, read again in the backward pass and its gradient
+            # written (4 passes); catalog activation sizes are fp32, scaled to the training precision.
+            flops = job.generic_flops_per_sample * (1.0 + job.generic_backward_factor) * b
+            traffic = 4.0 * job.generic_activation_bytes * (job.elem_bytes / 4.0) * b
+            total = np.maximum(flops / (job.peak_flops * job.gemm_max), _hbm_seconds(job, traffic))
+        fwd = total / (1.0 + job.generic_backward_factor)
+        recompute = np.where(g.recompute == Recompute.FULL, fwd, 0.0)
+        bwd = total - fwd
+        zero = np.zeros_like(total)
+        return {"total": total + recompute, "forward": fwd, "backward": bwd + recompute, "wgrad": bwd / 2,
+                "attention_core": zero, "layers_per_stage": zero + 1, "recomputed_layers": zero + 1}
+    sh = job.shape
+    kw: dict[str, Any] = dict(
+              micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
+              gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+              tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+    flash: dict[str, Any] = {"flash_attention": g.flash_attention}
+    if job.attention_fwd is not None:  # the fused core on its kernel's fitted curves (Job.attention_kernel)
+        flash.update(attention_fwd=job.attention_fwd, attention_bwd=job.attention_bwd)
+    if job.attention_peak_flops > 0:  # the core at its own precision (an fp8 run's core is BF16)
+        flash.update(core_peak_flops=job.attention_peak_flops, core_gemm_max=job.attention_gemm_max,
+                     core_gemm_half_dim=job.attention_gemm_half_dim)
+    if job.logits_peak_flops > 0:  # an fp8 run's MoE router: BF16, outside Transformer Engine like the logits
+        flash.update(router_peak_flops=job.logits_peak_flops, router_gemm_max=job.logits_gemm_max,
+                     router_gemm_half_dim=job.logits_gemm_half_dim)
+    rec = g.recompute
+    flash["xla_remat"] = xla_remat(job)
+    flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
+    flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
+    flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
+    flash["cp_a2a_size"] = g.cp_a2a_size  # a2a+p2p: the all-to-all level's ranks
+    flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
+    if int(sh.moe_experts) > 0:  # the busiest EP rank's routed rows, etp T k / tp on the mean rank
+        flash["moe_load"] = moe_rank_load(job, g, _etp(g) * b * job.seq_len / g.cp * float(sh.moe_top_k) / g.tp)
+        # the token dispatcher, whose permutations differ (compute.moe_permutation_bytes)
+        flash["moe_dispatch"] = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), compute.MOE_DISPATCH_FLEX,
+                                         np.where(np.asarray(g.moe_allgather_dispatcher, dtype=bool),
+                                                  compute.MOE_DISPATCH_ALLGATHER, compute.MOE_DISPATCH_ALLTOALL))
+        # Transformer Engine's fused permute kernels or Megatron-Core's unfused ones (strategy.moe_permute_fusion);
+        # HybridEP permutes in its own kernel either way (token_dispatcher.py L1212 at d98e8a64dd)
+        hybridep = (np.asarray(g.moe_flex_dispatcher, dtype=bool)
+                    & (np.asarray(g.moe_flex_backend) == int(FlexBackend.HYBRIDEP)))
+        flash["moe_permute_fusion"] = np.asarray(g.moe_permute_fusion, dtype=bool) | hybridep
+    layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
+    for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
+        layer_flash.update(module_gemm_kwargs(job, module, key))
+    mtp_flash = flash
+    flash = layer_flash
+    moe_share = float(sh.moe_layers / sh.layers)
+    if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
+        fwd_l, bwd_l, rec_l, gemm_l, core_l = _hybrid_layer_times(job, g, kw, flash)
+    else:
+        dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
+                                           **flash)  # etp only shapes the expert GEMMs
+        if moe_share > 0:
+            moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                             moe=True, etp=_etp(g), **kw, **flash)
+            mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
+            fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
+                dense.recompute, moe.recompute)
+            gemm_l, core_l = mix(dense.forward_gemm, moe.forward_gemm), mix(dense.attention_core,
+                                                                             moe.attention_core)
+        else:
+            fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute,
+                                                   dense.forward_gemm, dense.attention_core)
+    if job.fp8_recipe:  # an fp8 run's quantization casts (fp8_cast_per_layer)
+        cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
+        fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
+        # full recompute and torchtitan's op policy (titan_op, which replays the layer's forward) repeat the casts
+        titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
+        rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
+        rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
+        # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
+        rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
+    fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_router_dtype(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_eager_layer_ops(job, g, fwd_l, bwd_l, rec_l)
+    logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
+        kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
+        gemm_half_dim=job.logits_gemm_half_dim)))
+    with_logits = 1.0 if logits_on_stage else 0.0
+    copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
+    fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
+    rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * (logits.backward + train_metric_time(job, g)) \
+        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g)
+    out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
+           "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
+           "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
+           "recomputed_layers": rec_n,
+           "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
+           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
+           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
+    if logits_on_stage and float(sh.mtp_layers) > 0:
+        mjob, mkw = _mtp_job(job, kw)
+        if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
+            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **mkw,
+                                               **dict(mtp_flash, fp8_attention=False))
+        elif sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
+            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
+        else:
+            block = moe if bool(sh.last_layer_moe) else dense
+        out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe)), logits, mkw))
+    return out
+
+
+def module_recipe(job: Job, module: str) -> str | None:
+    """The Transformer Engine recipe of one module with its own precision in a low-precision run
+    (training.module_precision): "" for bf16 (no cast), "mxfp8"; None where the module runs at the run's precision
+    (not named, or a 16-/32-bit job: a BF16 layer of training.bf16_layers is BF16 whole)."""
+    if not job.fp8_recipe:
+        return None
+    p = dict(job.module_precision).get(module)
+    return None if p is None else ("" if p == "bf16" else p)
+
+
+def module_gemm_kwargs(job: Job, module: str, prefix: str) -> dict[str, float]:
+    """``{prefix}_peak_flops`` / ``_gemm_max`` / ``_gemm_half_dim`` of one module's GEMMs at its own precision
+    (:func:`module_recipe`): bf16 on the BF16 peak and 16-bit curve (Job.attention_*), mxfp8 on the fp8 peak at
+    MXFP8's rate (Job.mxfp8_*); {} where the module runs at the run's (docs/model.md#module-precision)."""
+    r = module_recipe(job, module)
+    if r is None:
+        return {}
+    peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
+                    else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
+    return {f"{prefix}_peak_flops": peak, f"{prefix}_gemm_max": gm, f"{prefix}_gemm_half_dim": d0}
+
+
+def _mtp_job(job: Job, kw: dict[str, Any]) -> tuple[Job, dict[str, Any]]:
+    """The job and GEMM keywords the MTP modules are priced with: ``job`` and ``kw`` themselves, or, with
+    module_precision mtp (Megatron-Bridge's te_quant.cfg ``mtp.*`` matcher: every TE linear of the MTP block), the
+    same job at the module's precision: BF16 (the BF16 peak and curve, no recipe: no casts) or MXFP8 (the fp8 peak
+    at MXFP8's rate, MXFP8's casts), its other modules' overrides dropped (the block's precision covers them)."""
+    r = module_recipe(job, "mtp")
+    if r is None:
+        return job, kw
+    peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
+                    else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
+    factor = compute.fp8_recipe_gemm_factor(job.accelerator_family, r) if r else 1.0
+    mjob = replace(job, peak_flops=peak, gemm_max=gm, gemm_half_dim=d0, fp8_recipe=r, fp8_recipe_gemm_factor=factor,
+                   fp8_attention=False, module_precision=())
+    return mjob, dict(kw, peak_flops=peak, gemm_max=gm, gemm_half_dim=d0)
+
+
+def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(forward, backward, recompute, forward GEMMs, attention core) of the mean layer of a hybrid pattern, per
+    micro-batch: each kind's layer at its share of the layers (docs/model.md#mamba-2-layers). An attention layer
+    is :func:`compute.layer_compute_time` without the MLP, an MLP or MoE layer without the attention block, each
+    with one norm and one residual; a Mamba-2 layer :func:`compute.mamba_layer_time`, its SSD matmuls at the
+    attention core's precision and curve (the Triton kernels run in the inputs' 16-bit type in an fp8 run). The
+    forward GEMMs are the weight GEMMs (a Mamba layer's projections), whose gradients the backward computes."""
+    sh = job.shape
+    hy = sh.hybrid
+    assert hy is not None
+    L = float(sh.layers)
+    lt = dict(ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw, **flash)
+    times = _kind_times(job, g)  # each kind's layer priced once per grid for a job and its ranks' part jobs
+
+    def kind(name: str) -> Any:
+        if name not in times:
+            if name == "attention":
+                times[name] = compute.layer_compute_time(sh, mlp=False, **lt)
+            elif name == "mlp":
+                times[name] = compute.layer_compute_time(sh, attention=False, **lt)
+            elif name == "moe":
+                times[name] = compute.layer_compute_time(sh, attention=False, moe=True, etp=_etp(g), **lt)
+            else:
+                assert sh.mamba is not None
+                core = job.attention_peak_flops > 0
+                times[name] = compute.mamba_layer_time(
+                    sh.mamba, recompute=g.recompute, sequence_parallel=g.sequence_parallel, **kw,
+                    ssd_peak_flops=job.attention_peak_flops if core else None,
+                    ssd_gemm_max=job.attention_gemm_max if core else None,
+                    ssd_gemm_half_dim=job.attention_gemm_half_dim if core else None,
+                    **module_gemm_kwargs(job, "mamba_out_proj", "out_proj"))
+        return times[name]
+
+    parts: list[tuple[float, Any, Any]] = []  # (share, layer time, attention core)
+    if hy.attention:
+        a = kind("attention")
+        parts.append((hy.attention / L, a, a.attention_core))
+    if hy.mlp:
+        parts.append((hy.mlp / L, kind("mlp"), 0.0))
+    if hy.moe:
+        parts.append((hy.moe / L, kind("moe"), 0.0))
+    if hy.mamba:
+        parts.append((hy.mamba / L, kind("mamba"), 0.0))
+    mix = lambda f: sum((w * f(t) for w, t, _ in parts), np.zeros(1))  # noqa: E731
+    core_l = sum((w * c for w, _, c in parts), np.zeros(1))
+    return (mix(lambda t: t.forward), mix(lambda t: t.backward), mix(lambda t: t.recompute),
+            mix(lambda t: t.forward_gemm), np.asarray(core_l, dtype=float))
+
+
+def _kind_times(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The memo of :func:`_hybrid_layer_times`' per-kind layer times (attention, mlp, moe, mamba) shared by ``job``
+    and the part jobs :func:`_part_job` made of it, on grid ``g`` (the last such pair asked for). A part job differs
+    from its job only in the pattern's kind counts and MoE intervals, which one layer's time of a kind never reads
+    (each kind's layer is priced alone and weighted by its share after), so each kind is priced once for every rank,
+    to the bit as priced per rank (tests/test_hybrid_rank_speed.py). Another job (a replaced copy) gets its own."""
+    memo = _PART_MEMO.get("last")
+    root = memo[0] if memo is not None and (job is memo[0] or any(job is x for x in memo[1].values())) else job
+    last = _KIND_MEMO.get("last")
+    if last is None or last[0] is not root or last[1] is not g:
+        last = (root, g, {})
+        _KIND_MEMO["last"] = last
+    return last[2]
+
+
+#: :func:`_kind_times`' memo: (job, grid, {kind: one layer's times}) of the last pair asked for
+_KIND_MEMO: dict[str, tuple[Any, Any, dict[str, Any]]] = {}
+
+
+def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
+    """Memory-bound seconds of ``nbytes`` of HBM traffic on one of the job's GPUs (:func:`compute.memory_time` at
+    the accelerator's bandwidth and memory efficiency)."""
+    return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
+
+
+def _cast_seconds(job: Job, nbytes: Any, recipe: str | None = None) -> np.ndarray:
+    """Seconds of an fp8 / fp4 run's Transformer Engine quantization of ``nbytes`` (signed: a difference from the
+    BF16 run): :func:`_hbm_seconds` x :func:`scalemodel.cost.compute.cast_kernel_time_factor` of the accelerator
+    (family, and b300's bus) and the recipe that quantizes them (``recipe``; None: the run's), Blackwell's measured
+    cast kernels, docs/model.md#cast-kernel-rate."""
+    b = np.asarray(nbytes, dtype=float)
+    r = job.fp8_recipe if recipe is None else recipe
+    factor = compute.cast_kernel_time_factor(job.accelerator_family, r, job.accelerator)
+    return np.sign(b) * _hbm_seconds(job, np.abs(b)) * factor
+
+
+def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds (forward, backward, weights) of :func:`scalemodel.cost.compute.fp8_quantize_bytes` (``kw``), each
+    module's bytes at its own recipe's cast-kernel factor (:func:`_cast_seconds`): a module at its own precision
+    (``attention_recipe`` / ``latent_recipe``, training.module_precision) runs its recipe's quantization kernels,
+    not the run's. The bytes add over modules (a module at "" quantizes nothing), so the module's share is the
+    difference from the bytes with it at "" and is priced at its recipe's factor, the rest at the run's."""
+    run = str(kw.get("recipe", job.fp8_recipe))
+    own = {k: str(r) for k in ("attention_recipe", "latent_recipe")
+           if (r := kw.get(k)) is not None and r != "" and r != run}
+    if not own:
+        f, b, w = compute.fp8_quantize_bytes(job.shape, **kw)
+        return _cast_seconds(job, f, run), _cast_seconds(job, b, run), _cast_seconds(job, w, run)
+    base = compute.fp8_quantize_bytes(job.shape, **dict(kw, **{k: "" for k in own}))
+    out = [_cast_seconds(job, x, run) for x in base]
+    for k, r in own.items():
+        alone = compute.fp8_quantize_bytes(job.shape, **dict(kw, **{o: "" for o in own if o != k}))
+        out = [o + _cast_seconds(job, a - b0, r) for o, a, b0 in zip(out, alone, base, strict=True)]
+    return out[0], out[1], out[2]
+
+
+def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The strategy's arguments to :func:`scalemodel.cost.compute.fp8_quantize_bytes` (one place for
+    :func:`fp8_cast_per_layer` and :func:`fp8_moe_recompute_casts`)."""
+    return dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
+                transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
+                sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
+                fp8_params=fp8_params_held(job, g),  # no per-step weight casts (fp8_param_gather)
+                attention_recipe=module_recipe(job, "attention_proj"),  # modules at their own precision
+                latent_recipe=module_recipe(job, "moe_latent"))
+
+
+def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
+                       whole_layer: bool = False, weight_share: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
+    (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency, x
+    the family's measured cast-kernel factor: :func:`_cast_seconds`),
+    dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
+    micro-batches (TE quantizes a weight on the first micro-batch and caches it): forward += weights / m; with
+    fp8_param_gather (:func:`fp8_params_held`) the weights are FP8 already and only the transposed copy remains
+    (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization: :func:`fp8_param_quantize_time`).
+    Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
+    is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
+    attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer.
+    ``weight_share``: the weight casts' share per call (a shared MTP module's D passes cast its weights once:
+    :func:`_mtp_block`)."""
+    kw = _fp8_cast_kwargs(job, g)
+    m = microbatches(g)
+
+    def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        # seconds (forward, backward, weights), signed (:func:`_cast_seconds`): the bytes are a difference from the
+        # BF16 run: a delayed-scaling norm that writes FP8 (1 byte instead of eb) saves more than the casts add on
+        # Blackwell (no transposed copy) with TP and no SP, so the sum may be below 0; the layer's own norm bytes,
+        # which it saves from, keep the layer time positive
+        f, b, w = parts
+        return f + weight_share * w / m, b
+
+    hy = None if whole_layer else job.shape.hybrid
+    if hy is not None:
+        # a hybrid's layer holds one block: an attention, MLP or Mamba layer about half an attention + MLP layer's
+        # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate),
+        # with the attention block at the run's recipe; a module at its own precision (training.module_precision)
+        # adds its exact change: the attention layers' block (own - run; the layer's casts at least 0), the Mamba
+        # layers' out_proj (own - run; the layer's casts at least 0)
+        run = dict(kw, attention_recipe=None)
+        f, b = times(_quantize_cast_seconds(job, **run))
+        L = float(job.shape.layers)
+        half = (hy.attention + hy.mlp + hy.mamba) / (2.0 * L)
+        out_f, out_b = half * f, half * b
+        if hy.moe:
+            mf, mb = times(_quantize_cast_seconds(job, moe=True, etp=_etp(g), **run))
+            out_f, out_b = out_f + hy.moe / L * (mf - f / 2), out_b + hy.moe / L * (mb - b / 2)
+        if kw["attention_recipe"] is not None and hy.attention:
+            # an attention layer's estimate (half a layer's) with its block's exact change, never below nothing
+            af, ab = times(_quantize_cast_seconds(job, **kw))
+            att_f, att_b = np.maximum(f / 2 + af - f, 0.0), np.maximum(b / 2 + ab - b, 0.0)
+            out_f, out_b = out_f + hy.attention / L * (att_f - f / 2), out_b + hy.attention / L * (att_b - b / 2)
+        r = module_recipe(job, "mamba_out_proj")
+        if r is not None and hy.mamba and job.shape.mamba is not None:
+            mkw = dict(micro_batch=kw["micro_batch"], seq_len=kw["seq_len"], tp=g.tp, cp=g.cp,
+                       sequence_parallel=g.sequence_parallel, transpose_copy=kw["transpose_copy"],
+                       elem_bytes=job.elem_bytes)
+            md = job.shape.mamba
+
+            def mamba_times(recipe: str, **extra: Any) -> tuple[np.ndarray, np.ndarray]:
+                """out_proj's casts at ``recipe``, priced at that recipe's cast-kernel factor."""
+                parts = compute.mamba_out_proj_quantize_bytes(md, recipe=recipe, **mkw, **extra)
+                return times((_cast_seconds(job, parts[0], recipe), _cast_seconds(job, parts[1], recipe),
+                              _cast_seconds(job, parts[2], recipe)))
+
+            of, ob = mamba_times(r)
+            # the run's out_proj as the estimate holds it: with fp8_param_gather an FP8 weight, transposed only
+            rf, rb = mamba_times(job.fp8_recipe, fp8_params=kw["fp8_params"])
+            # a Mamba layer's estimate (half a layer's) with out_proj's exact change, never below nothing (as the
+            # attention layers': half a layer's casts can be below the run's out_proj casts, e.g. BF16 out_proj)
+            mam_f, mam_b = np.maximum(f / 2 + of - rf, 0.0), np.maximum(b / 2 + ob - rb, 0.0)
+            out_f, out_b = out_f + hy.mamba / L * (mam_f - f / 2), out_b + hy.mamba / L * (mam_b - b / 2)
+        return out_f, out_b
+    f, b = times(_quantize_cast_seconds(job, **kw))
+    if moe_share > 0:
+        mf, mb = times(_quantize_cast_seconds(job, moe=True, etp=_etp(g), **kw))
+        f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
+    return f, b
+
+
+def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per mean layer and micro-batch of the fp8 activation casts that selective recompute of moe repeats:
+    the recomputed MoE block's (``te_checkpoint`` reruns its forward in the backward; the weights' FP8 copies are
+    cached from the first micro-batch, so no weight cast), estimated as :func:`fp8_cast_per_layer`'s hybrid rule
+    does, an MoE layer's activation casts less half an attention + MLP layer's, x moe_layers / layers. 0 where the
+    module is not recomputed or the run is not fp8. The estimate takes the attention block at the run's recipe
+    (training.module_precision attention_proj left out: the MoE block holds no attention, and an attention block at
+    its own precision would move the half-layer subtracted, not the block's casts); LatentMoE's projections, inside
+    the block, at their own."""
+    again = moe_block_recomputed(job, g)
+    if not job.fp8_recipe or not np.any(again):
+        return np.zeros(1)
+    kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
+    dense_f = _quantize_cast_seconds(job, **kw)[0]
+    moe_f = _quantize_cast_seconds(job, moe=True, etp=_etp(g), **kw)[0]
+    block = np.maximum(moe_f - dense_f / 2.0, 0.0)  # seconds, each module at its recipe's cast-kernel factor
+    share = float(job.shape.moe_layers / job.shape.layers)
+    return np.asarray(np.where(again, share * block, 0.0), dtype=float)
+
+
+def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per dense MLP block and micro-batch of the fp8 activation casts that selective recompute of mlp
+    repeats (docs/model.md#recompute-mlp): Megatron-Core runs the dense MLP under ``te_checkpoint`` in an fp8 / fp4
+    run (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_layer.py lines 992-1010), whose
+    backward re-runs the block's forward, and Transformer Engine's linears quantize their inputs again
+    (NVIDIA/TransformerEngine@d0067d0 pytorch/module/layernorm_linear.py lines 224-316, linear.py
+    ``_linear_forward_impl`` lines 398, 436: the forward quantizes its input on every call; the weights' FP8 copies
+    are cached from the step's first micro-batch, so no weight cast). Per block, the
+    forward casts of :func:`scalemodel.cost.compute.fp8_quantize_bytes` for the MLP alone (``mlp_only``):
+
+        X of linear_fc1 (T h, after its fused norm; the local shard gathered with SP) + X of linear_fc2 (T f / t)
+
+    at the HBM bandwidth x memory efficiency x the cast-kernel factor (:func:`_cast_seconds`; signed: a
+    delayed-scaling norm that writes FP8 saves bytes). 0 where mlp is not recomputed or the run is not fp8."""
+    again = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).mlp
+    if not job.fp8_recipe or not np.any(again):
+        return np.zeros(1)
+    kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
+    f = _quantize_cast_seconds(job, mlp_only=True, **kw)[0]
+    return np.asarray(np.where(again, f, 0.0), dtype=float)
+
+
+def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
+    """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
+    the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
+    at that kind alone rather than mixed over dense and MoE layers: an fp8 run's quantization casts
+    (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers', and once for all D passes
+    of a shared module: Megatron-Core's TE wrappers pass ``is_first_microbatch`` and set it False after the first
+    call, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a
+    module run again in the same step reuses TE's cached FP8 weight), flash-attn's unpad copies
+    (:func:`_with_attention_unpad`), the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`), their
+    per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`). Forward
+    extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
+    :func:`_compute_per_microbatch` repeats them for the layers)."""
+    share = 1.0 if moe_block else 0.0
+    fwd, bwd, rec = block.forward, block.backward, block.recompute
+    if job.fp8_recipe:
+        D = float(job.shape.mtp_layers)
+        once = float(job.shape.mtp_weight_modules) / D if D > 0 else 1.0  # weight casts per pass: 1, or 1/D shared
+        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
+        fwd, bwd = fwd + cast_f, bwd + cast_b
+        rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+        if not moe_block:  # selective mlp repeats a dense block's MLP casts
+            rec = rec + fp8_mlp_recompute_casts(job, g)
+    fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
+    if moe_block:
+        fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
+        fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
+        fwd, bwd, rec = _with_router_dtype(job, g, fwd, bwd, rec, moe_share=1.0)
+    return compute.LayerTime(forward=fwd, backward=bwd, recompute=rec, forward_gemm=block.forward_gemm,
+                             forward_memory=block.forward_memory, attention_core=block.attention_core,
+                             forward_flops=block.forward_flops)
+
+
+def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: compute.LayerTime,
+                kw: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Compute seconds per micro-batch of the D multi-token prediction modules, which Megatron-Core builds on the
+    last pipeline stage only (multi_token_prediction.py ``get_mtp_num_layers_to_build``, core_v0.15.0: "we only
+    support put all of MTP layers on the last pipeline stage"; the last model chunk when interleaved). Each is
+    priced from the same per-layer pieces as the stage's layers:
+
+        forward  = D (block.forward + proj.forward + logits.forward)
+        backward = D (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+
+    ``block`` is :func:`scalemodel.cost.compute.layer_compute_time` of the last layer's kind (MoE for
+    DeepSeek-V3) with the per-layer casts and copies of :func:`_mtp_block`, ``proj``
+    :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
+    ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`).
+    Megatron-Core recomputes a module under full recompute (``_checkpointed_forward`` whenever
+    recompute_granularity is 'full', whatever --recompute-num-layers says), and its block's attention core under
+    selective recompute, as every layer's."""
+    sh = job.shape
+    D = float(sh.mtp_layers)
+    proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
+    fwd = D * (block.forward + proj.forward + logits.forward)
+    bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+    # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
+    # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
+    blocks = D * (2.0 if sh.hybrid is not None else 1.0)
+    # the D blocks' forward GEMM seconds at the module's own rate and the half-size dimension of its curve (the
+    # GEMMs beside the blocks' TP collectives under tp_comm_overlap: _model_parallel_comm, _tp_chunking)
+    return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
+            "attention_core": D * block.attention_core, "blocks": np.asarray(blocks),
+            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers)),
+            "gemm": D * block.forward_gemm, "gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
+
+
+def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` (layers' worth of TP
+    traffic), ``mtp_attention_blocks`` (attention layers: CP) and ``mtp_moe_blocks`` (MoE layers: EP) tell
+    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers; ``mtp_gemm`` (the blocks'
+    forward GEMM seconds at the module's own rate) and ``mtp_gemm_half_dim`` (its curve's d0) the GEMMs beside
+    that traffic."""
+    out = dict(comp)
+    for k in ("forward", "backward", "wgrad", "attention_core"):
+        out[k] = comp[k] + mtp[k]
+    out["total"] = out["forward"] + out["backward"]
+    for k in ("blocks", "attention_blocks", "moe_blocks", "gemm", "gemm_half_dim"):
+        out["mtp_" + k] = mtp[k] + 0 * comp["mtp_" + k]
+    return out
+
+
+#: Bytes per parameter per micro-batch of DeepSpeed's bf16 optimizer adding a micro-batch's 16-bit gradient into
+#: its fp32 buffer: BF16_Optimizer.update_hp_grads runs ``hp_grad.add_(lp.grad.to(hp_grad.dtype))`` per parameter
+#: (deepspeed/runtime/bf16_optimizer.py, v0.6.5): the cast reads 2 and writes a 4-byte temporary, the add reads
+#: 4 + 4 and writes 4.
+BF16_OPTIMIZER_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0 + 4.0 + 4.0
+
+
+#: Bytes per parameter per micro-batch of nanotron adding a micro-batch's 16-bit gradient into its fp32 buffer:
+#: ``fp32_grad_buffer.add_(half_param.grad)`` per parameter, a mixed-dtype in-place add (one elementwise kernel that
+#: reads the 2-byte gradient and the 4-byte buffer and writes the buffer; no cast temporary), run by
+#: ``FP32GradientAccumulator._accumulate_grad`` after each micro-batch's backward, and on DDP's sync micro-batch by
+#: its comm hook ``fp32_accum_hook`` (``fp32_grad_buffer.add_(grad.view_as(fp32_grad_buffer))``)
+#: (huggingface/nanotron@c2528430 src/nanotron/optim/gradient_accumulator.py lines 212-236 and 338-341).
+NANOTRON_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0
+
+
+#: Bytes per parameter per micro-batch of Megatron-Core DDP's backward hook adding a linear layer's 16-bit weight
+#: gradient into the main_grad buffer when gradient-accumulation fusion is off:
+#: ``param.main_grad.add_(param.grad.data)``, a mixed-dtype in-place add (read the e-byte gradient and the g-byte
+#: buffer, write the buffer), with g the main_grad element (NVIDIA/Megatron-LM@847781764f
+#: megatron/core/distributed/distributed_data_parallel.py ``_make_backward_post_hook`` L441-466; the same hook,
+#: ``_make_param_hook``, at core_v0.8.0 baf94af3c6).
+def megatron_unfused_accumulate_bytes(elem_bytes: Any, grad_bytes: Any) -> Any:
+    """e + 2 g bytes per parameter (read the gradient and main_grad, write main_grad): 2 + 2 x 4 = 10 at bf16 /
+    fp32."""
+    return elem_bytes + 2.0 * grad_bytes
+
+
+def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of adding the micro-batch's weight gradients into the step's gradient buffer
+    outside the weight-gradient GEMMs (0 unless ``deepspeed_pipeline``, ``nanotron_trainer`` or Megatron-Core's DDP
+    with ``grad_accumulation_fusion`` off; Megatron-LM's gradient-accumulation fusion writes the GEMM's output into
+    the fp32 main_grad buffer directly, no extra pass).
+
+        P_gpu = (dense + expert parameters) / (tp pp)    (the stages' mean; :func:`_params_per_gpu`)
+        bytes = 18                     fp32 buffer (grad_bytes 4 with 16-bit compute), DeepSpeed: BF16_Optimizer,
+                                       see :data:`BF16_OPTIMIZER_ACCUMULATE_BYTES`, every micro-batch
+              = 10                     fp32 buffer, nanotron: :data:`NANOTRON_ACCUMULATE_BYTES`, every micro-batch
+              = 3 g (m - 1) / m        otherwise: autograd's AccumulateGrad adds the new gradient into
+                                       param.grad in place (read both, write one, g bytes each) for every
+                                       micro-batch after the first
+        bytes = e + 2 g                Megatron-Core DDP, fusion off (:func:`megatron_unfused_accumulate_bytes`),
+                                       every micro-batch, over P_gpu less the word embedding's shard V h / tp
+                                       where :func:`embedding_grad_time` already prices its add (pp 1)
+        t     = P_gpu bytes / (HBM bandwidth x memory efficiency)
+
+    DeepSpeed's PipelineEngine calls torch.autograd.backward per micro-batch and, with bf16, then
+    ``optimizer.update_hp_grads`` (deepspeed/runtime/pipe/engine.py _exec_backward_pass, v0.6.5); with
+    fp16 the FP16 optimizer leaves accumulation to autograd. nanotron's pipeline engines call
+    ``grad_accumulator.backward(loss)`` per micro-batch, which runs ``loss.backward()`` and then adds every
+    parameter's gradient into its fp32 buffer and sets the 16-bit ``grad`` to None (so autograd never accumulates)
+    (nanotron@c2528430 parallel/pipeline_parallel/engine.py ``PipelineEngine.backward``, optim/gradient_accumulator.py
+    ``FP32GradientAccumulator.backward``). Megatron-Core with ``gradient_accumulation_fusion`` False builds its
+    Transformer Engine linears with ``fuse_wgrad_accumulation=False`` (NVIDIA/Megatron-LM@847781764f
+    megatron/core/extensions/transformer_engine.py L395, L566) and its output layer's
+    ``LinearWithGradAccumulationAndAsyncCommunication`` computes ``grad_output.t().matmul(total_input)`` instead of the
+    fused kernel (tensor_parallel/layers.py), so each weight's gradient arrives as a new 16-bit ``param.grad`` that
+    the DDP's per-parameter hook adds into ``main_grad`` and frees, every micro-batch
+    (distributed_data_parallel.py ``_make_backward_post_hook``). The 16-bit GEMM output (e) against the fused
+    GEMM's read-modify-write of main_grad (2 g) is epilogue traffic under a compute-bound GEMM, priced in neither
+    case. Part of the backward pass, so the bubble scales with it. docs/model.md#grad-accum-fusion"""
+    megatron = megatron_ddp_on(g) & ~np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    on = g.deepspeed_pipeline | g.nanotron_trainer | megatron
+    if not np.any(on):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    m = microbatches(g)
+    fp32_buffer = (job.grad_bytes >= 4.0) & (job.elem_bytes <= 2.0)
+    fp32_pass = np.where(g.deepspeed_pipeline, BF16_OPTIMIZER_ACCUMULATE_BYTES, NANOTRON_ACCUMULATE_BYTES)
+    per_param = np.where(fp32_buffer, fp32_pass, 3.0 * job.grad_bytes * (m - 1.0) / m)
+    t = _hbm_seconds(job, (dense + expert) * per_param)
+    if np.any(megatron):
+        embedding = (job.shape.vocab * job.shape.hidden / g.tp if job.is_transformer else 0.0) * (g.pp <= 1)
+        # a 16-bit (or FP8-module) run's weight gradient is the 16-bit parameter's dtype: e is at least 2 bytes
+        grad_elem = np.maximum(job.elem_bytes, 2.0)
+        t_meg = _hbm_seconds(job, (dense + expert - embedding)
+                             * megatron_unfused_accumulate_bytes(grad_elem, job.grad_bytes))
+        t = np.where(megatron, t_meg, t)
+    return np.asarray(np.where(on, t, 0.0))
+
+
+def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
+    """Where Megatron-Core's DistributedDataParallel runs: strategy ``megatron_ddp`` at ZeRO 0 or 1 (its distributed
+    optimizer). StrategySpec refuses it with ZeRO 2, 3, fsdp or hsdp, but a plan that pins it still searches those
+    stages, whose candidates run a sharded data-parallel wrapper instead: none of its terms apply there."""
+    return np.asarray(g.megatron_ddp & (g.zero <= Zero.OPTIMIZER))
+
+
+def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of the word embedding's weight gradient outside any GEMM, under Megatron-Core's DDP
+    (:func:`megatron_ddp_on`) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is the first
+    stage's, which the step does not price apart from the busiest one), 0 otherwise:
+
+        E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
+        u     = [tied] + D                      other uses of the weight in the backward (D MTP modules)
+        bytes = E (e + (g + e + g) + u (e + 3 e)) = E (2 e + 2 g + 4 e u)
+        t     = bytes / (HBM bandwidth x memory efficiency)
+
+    e = the 16-bit weight's element (the embedding is never an FP8 module), g = the gradient buffer's element
+    (Megatron-Core's DDP allocates ``main_grad`` in fp32 when grad_reduce_in_fp32, else in the parameter's dtype:
+    the element it reduces, ``Job.grad_bytes``).
+    The embedding is not a linear layer, so gradient-accumulation fusion (the weight-gradient GEMM writing into
+    main_grad) does not reach it: VocabParallelEmbedding.forward calls ``F.embedding(masked_input, self.weight)``
+    (megatron/core/tensor_parallel/layers.py at core_v0.8.0 baf94af3c6, core_v0.15.0 0d7e02bd26 and 791b70e031),
+    whose CUDA backward allocates a dense zero-filled V x h gradient in the weight's dtype and scatters the token
+    rows' sums into it (pytorch/pytorch@d299946741 aten/src/ATen/native/cuda/EmbeddingBackwardKernel.cu
+    ``embedding_backward_cuda_kernel``: ``at::zeros({num_weights, grad.size(-1)}, grad.options())``, write e per
+    element); then the DDP's per-parameter hook adds it into the gradient buffer, ``param.main_grad.add_(
+    param.grad.data)`` (megatron/core/distributed/distributed_data_parallel.py ``_make_param_hook``, the same three
+    commits): read g + e, write g. Every micro-batch, in the backward's tail. The token rows' own work (b s/cp rows
+    of h, against V rows) is left out, as :func:`scalemodel.cost.compute.loss_logit_bytes` leaves per-token work.
+
+    Each other use of the weight hands autograd a second dense V x h gradient, which it sums with the first before
+    the hook runs (torch/csrc/autograd/input_buffer.cpp ``accumulate``, ``old_var.add_(var)`` or ``old_var + var``,
+    pytorch/pytorch@4537ef6cfa: read 2e, write e): with tied embeddings the output layer, whose fused weight-gradient
+    GEMM writes main_grad itself and hands autograd a dummy that is ``torch.zeros`` (write e) because the model sets
+    ``zero_out_wgrad`` on the shared weight when one stage holds both (LanguageModule
+    ``setup_embeddings_and_output_layer``, megatron/core/models/common/language_module/language_module.py, and
+    LinearWithGradAccumulationAndAsyncCommunication.backward, tensor_parallel/layers.py, at baf94af3c6, 0d7e02bd26
+    and 791b70e031); each MTP module, which embeds its input through the same VocabParallelEmbedding (its own
+    zero-filled gradient, e)."""
+    on = megatron_ddp_on(g)
+    if not job.is_transformer or not np.any(on):
+        return np.zeros(1)
+    sh = job.shape
+    shard = sh.vocab * sh.hidden / g.tp
+    uses = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0) + sh.mtp_layers
+    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
+    return np.asarray(np.where(on & (g.pp <= 1), t, 0.0))
+
+
+def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of PyTorch FSDP1's passes over each unit's unsharded gradient before its
+    reduce-scatter (strategy ``fsdp_flat_param``, with zero 2, 3, fsdp or hsdp; 0 otherwise):
+
+        P_gpu = (dense + expert parameters) / (tp pp)     (the stages' mean; :func:`_params_per_gpu`)
+        t     = P_gpu x fsdp_flat_grad_bytes(p = compute element, r = gradient element on the wire,
+                                             divide when dp > 1) / (HBM bandwidth x memory efficiency)
+
+    (:func:`scalemodel.cost.compute.fsdp_flat_grad_bytes`: cat, cast to the reduce dtype, pre-divide). Every rank
+    builds its units' whole gradient, sharded or not, and FSDP reduces every micro-batch; part of the backward
+    pass. docs/model.md#fsdp1-gradient"""
+    if not np.any(g.fsdp_flat_param):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    nbytes = compute.fsdp_flat_grad_bytes(dense + expert, param_bytes=job.elem_bytes, reduce_bytes=job.grad_bytes,
+                                          divide=g.dp > 1)
+    t = _hbm_seconds(job, nbytes)
+    return np.asarray(np.where(g.fsdp_flat_param & (g.zero >= Zero.GRADIENTS), t, 0.0))
+
+
+def train_metric_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of the trainer's training-metric passes over the logits on the last stage (strategy
+    ``train_metric_passes``, 0 by default; :func:`scalemodel.cost.compute.train_metric_bytes`)::
+
+        t = passes x (3 e + 4) x T x V / t / (HBM bandwidth x memory efficiency),   T = b s / cp
+
+    They run after the micro-batch's backward, outside autograd, and are priced with it
+    (docs/model.md#train-metrics)."""
+    if not np.any(g.train_metric_passes):
+        return np.zeros(1)
+    sh = job.shape
+    logits = g.micro_batch * job.seq_len / g.cp * sh.vocab / g.tp
+    return _hbm_seconds(job, logits * compute.train_metric_bytes(g.train_metric_passes, job.elem_bytes))
+
+
+def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per micro-batch (forward, backward) of PyTorch FSDP2's copies around its collectives (strategy
+    ``fsdp_per_param``, with zero fsdp or hsdp; 0 otherwise; :func:`scalemodel.cost.compute.fsdp2_copy_bytes`):
+
+        G     = the stage's gathered bytes (:func:`_gathered_bytes`: 16-bit, float8 linear weights with
+                fsdp_fp8_all_gather) + 2 x its expert parameters
+        fwd   = copy-out of every unit's forward gather, 2 G
+        bwd   = copy-out of the backward gathers, 2 G_b (L - 1)/L with reshard after forward (the last unit is not
+                re-gathered, as the FSDP traffic term counts), else 0; G_b is G less the root unit's 2 R
+                (:func:`fsdp_root_params`), which stays gathered from the forward to the backward
+                + copy-in of the unsharded gradients, (dense + expert) x (compute element + gradient element on the
+                wire)
+
+    at the HBM roofline. FSDP2 runs the copy-out on the compute stream (wait_for_unshard) and the copy-in on its
+    reduce-scatter stream, a memory-bound kernel beside the GEMMs, priced as serial as FSDP1's passes are
+    (docs/model.md#fsdp2-copies)."""
+    if not np.any(g.fsdp_per_param):
+        return np.zeros(1), np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    gathered = _gathered_bytes(job, g, dense, layers) + 2.0 * expert
+    out_b, in_b = compute.fsdp2_copy_bytes(gathered, dense + expert, grad_bytes=job.elem_bytes,
+                                           reduce_bytes=job.grad_bytes)
+    on = g.fsdp_per_param & (g.zero >= Zero.FSDP)
+    units = np.maximum(layers, 1.0)  # a planner candidate with no layer on a stage is infeasible, not a NaN
+    again = np.where(g.fsdp_reshard_after_forward, (units - 1.0) / units, 0.0)
+    root = np.minimum(fsdp_root_params(job, g), dense)
+    blocks_b = compute.fsdp2_copy_bytes(_gathered_bytes(job, g, dense - root, layers) + 2.0 * expert, 0.0)[0]
+    return (np.asarray(np.where(on, _hbm_seconds(job, out_b), 0.0)),
+            np.asarray(np.where(on, _hbm_seconds(job, again * blocks_b + in_b), 0.0)))
+
+
+def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray, f_t: Any, b_t: Any,
+                    moe_block: Any = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer (forward, backward, recompute) with a term's forward seconds ``f_t`` and backward seconds ``b_t``:
+    the forward's join the forward, the backward's the backward, and full recompute repeats the forward's;
+    ``moe_block`` (a bool mask): the term is the MoE block's own, which selective recompute of moe repeats too
+    (:func:`moe_block_recomputed`)."""
+    again = (g.recompute == Recompute.FULL) | np.asarray(moe_block, dtype=bool)
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(again, f_t, 0.0)
+
+
+def moe_block_recomputed(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Where selective recompute repeats the whole MoE block's forward (``recompute_modules`` moe,
+    :func:`scalemodel.cost.transformer.recomputed_modules`; False for a model that is not a transformer)."""
+    if not job.is_transformer:
+        return np.zeros(1, dtype=bool)
+    return np.asarray(transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).moe, dtype=bool)
+
+
+def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with flash-attn's unpad / pad copies (strategy
+    ``attention_unpad`` with ``flash_attention``; :func:`scalemodel.cost.compute.attention_unpad_bytes`) at the
+    HBM roofline: the forward's copies join the forward, the backward's the backward, and full recompute
+    repeats the forward's. docs/model.md#attention-unpad"""
+    on = g.attention_unpad & g.flash_attention
+    if not job.is_transformer or not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    f_b, b_b = compute.attention_unpad_bytes(job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+                                             tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+    f_t = np.where(on, _hbm_seconds(job, f_b), 0.0)
+    b_t = np.where(on, _hbm_seconds(job, b_b), 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+
+
+def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                             moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the experts' FP8 padding copies of an fp8 run
+    (strategy ``moe_fp8_padding``; :func:`scalemodel.cost.compute.fp8_expert_padding_bytes`) at the HBM roofline,
+    mixed over the layers as the layer times are (``moe_share``, default moe_layers / layers, of them are MoE
+    layers): the forward's copies join the forward, the backward's the backward, and full recompute repeats the
+    forward's. docs/model.md#fp8-expert-padding"""
+    sh = job.shape if job.is_transformer else None
+    on = np.asarray(g.moe_fp8_padding, dtype=bool) & bool(job.fp8_recipe)
+    if sh is None or sh.moe_layers == 0 or not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    f_b, b_b = compute.fp8_expert_padding_bytes(sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+                                                tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g), elem_bytes=job.elem_bytes)
+    f_t = np.where(on, share * _hbm_seconds(job, f_b), 0.0)
+    b_t = np.where(on, share * _hbm_seconds(job, b_b), 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
+
+
+def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
+                                  rec_l: np.ndarray, moe_share: float | None = None
+                                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the fixed time of the routed experts' per-expert
+    kernels: their GEMM calls (:func:`scalemodel.cost.compute.expert_gemm_calls`, every precision) and, in an fp8
+    run, their quantization kernels (:func:`scalemodel.cost.compute.fp8_expert_quantize_kernels`), each
+    :data:`scalemodel.cost.compute.KERNEL_FIXED_S`; mixed over the layers as the layer times are (``moe_share``,
+    default moe_layers / layers); full recompute repeats the forward's. docs/model.md#expert-quantize-kernels"""
+    sh = job.shape if job.is_transformer else None
+    if sh is None or sh.moe_layers == 0:
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    n_f, n_b = compute.expert_gemm_calls(sh, ep=g.ep)
+    if job.fp8_recipe:
+        q_f, q_b = compute.fp8_expert_quantize_kernels(job.fp8_recipe, sh, ep=g.ep)
+        n_f, n_b = n_f + q_f, n_b + q_b
+    f_t = share * n_f * compute.KERNEL_FIXED_S
+    b_t = share * n_b * compute.KERNEL_FIXED_S
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
+
+
+def _with_router_dtype(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                       moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the router's fp32 / fp64 GEMMs and casts
+    (training.moe_router_dtype, :func:`scalemodel.cost.compute.router_dtype_times`), at the router's own 16-bit price
+    as :func:`scalemodel.cost.compute.layer_compute_time` has it (an fp8 run's router is BF16: the logits' peak and
+    curve); mixed over the layers as the layer times are (``moe_share``, default moe_layers / layers). The router is
+    inside the MoE block: full recompute and selective recompute of moe repeat the forward's.
+    docs/model.md#router-dtype-compute"""
+    sh = job.shape if job.is_transformer else None
+    if sh is None or sh.moe_layers == 0 or job.router_bytes <= 0:
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    bf16 = job.logits_peak_flops > 0  # an fp8 / fp4 run: the router GEMM at the BF16 peak and curve
+    f_t, b_t = compute.router_dtype_times(
+        sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, router_bytes=job.router_bytes,
+        router_peak_flops=job.router_peak_flops, peak_flops=job.logits_peak_flops if bf16 else job.peak_flops,
+        memory_bandwidth=job.memory_bandwidth, gemm_max=job.logits_gemm_max if bf16 else job.gemm_max,
+        gemm_half_dim=job.logits_gemm_half_dim if bf16 else job.gemm_half_dim,
+        memory_efficiency=job.memory_efficiency, tp=g.tp, cp=g.cp, sequence_parallel=g.sequence_parallel,
+        elem_bytes=job.elem_bytes)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, share * f_t, share * b_t, moe_block_recomputed(job, g))
+
+
+def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                          moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the eager ATen kernels of Megatron-Core's unfused paths
+    (docs/model.md#eager-layer-ops), at the HBM roofline: strategy ``eager_rope`` in every layer
+    (:func:`scalemodel.cost.compute.eager_rope_bytes`); ``eager_bias_dropout_add`` in every layer, the attention
+    output's bias and a dense MLP's (:func:`~scalemodel.cost.compute.eager_bias_dropout_add_bytes`);
+    ``eager_glu_clamp`` and ``eager_expert_bias`` in the MoE
+    layers (``moe_share``, default moe_layers / layers; :func:`~scalemodel.cost.compute.eager_glu_clamp_bytes`,
+    :func:`~scalemodel.cost.compute.eager_expert_bias_bytes`, the latter's per-expert launches at
+    :data:`~scalemodel.cost.compute.KERNEL_FIXED_S` each). Full recompute repeats every forward; selective recompute
+    of moe_act repeats the clamp's forward (it runs inside ``bias_act_func``, the checkpointed function), not the
+    bias (added after FC2, outside it)."""
+    sh = job.shape if job.is_transformer else None
+    rope, clamp, bias = (np.asarray(x, dtype=bool) for x in (g.eager_rope, g.eager_glu_clamp, g.eager_expert_bias))
+    bda = np.asarray(g.eager_bias_dropout_add, dtype=bool)
+    if sh is None or not (np.any(rope) or np.any(clamp) or np.any(bias) or np.any(bda)):
+        return fwd_l, bwd_l, rec_l
+    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+                              elem_bytes=job.elem_bytes)
+    r_f, r_b = compute.eager_rope_bytes(sh, **kw)
+    f_t = np.where(rope, _hbm_seconds(job, r_f), 0.0)
+    b_t = np.where(rope, _hbm_seconds(job, r_b), 0.0)
+    fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+    if np.any(bda):  # the unfused bias-dropout-add: the attention output's bias and a dense MLP's, per mean layer
+        L = float(sh.layers)
+        if sh.hybrid is not None:  # one block per layer: attention and MLP blocks hand the add a bias
+            biased, adds = (sh.hybrid.attention + sh.hybrid.mlp) / L, 1.0
+        else:
+            share_moe = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+            biased, adds = 2.0 - share_moe, 2.0
+        biased = biased * np.where(np.asarray(sh.biases, dtype=bool), 1.0, 0.0)  # no linear bias: nothing to add
+        a_f, a_b = compute.eager_bias_dropout_add_bytes(sh, sequence_parallel=g.sequence_parallel, biased_adds=biased,
+                                                        adds=adds, **kw)
+        fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, np.where(bda, _hbm_seconds(job, a_f), 0.0),
+                                              np.where(bda, _hbm_seconds(job, a_b), 0.0))
+    if sh.moe_layers == 0 or not (np.any(clamp) or np.any(bias)):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    c_f, c_b = compute.eager_glu_clamp_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
+    e_f, e_b = compute.eager_expert_bias_bytes(sh, ep=g.ep, etp=_etp(g), prob_bytes=job.router_bytes or None, **kw)
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / g.ep, 1.0)
+    k_f, k_b = compute.EXPERT_BIAS_KERNELS
+    clamp_f = np.where(clamp, share * _hbm_seconds(job, c_f), 0.0)
+    bias_f = np.where(bias, share * (_hbm_seconds(job, e_f) + (k_f * local + 1.0) * compute.KERNEL_FIXED_S), 0.0)
+    bias_b = np.where(bias, share * (_hbm_seconds(job, e_b) + k_b * local * compute.KERNEL_FIXED_S), 0.0)
+    fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, clamp_f + bias_f,
+                                          np.where(clamp, share * _hbm_seconds(job, c_b), 0.0) + bias_b,
+                                          moe_block_recomputed(job, g))  # both inside MoELayer.forward
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).moe_act
+    return fwd_l, bwd_l, rec_l + np.where((g.recompute == Recompute.SELECTIVE) & again, clamp_f, 0.0)
+
+
+def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
+    """Layers of a stage whose forward is repeated in the backward pass (docs/model.md#recompute).
+
+    Full recompute with ``recompute_layers`` N (Megatron-LM ``--recompute-method block
+    --recompute-num-layers N``; megatron/core/transformer/transformer_block.py ``_checkpointed_forward``
+    recomputes the first N layers of each model chunk): min(N v, n) of the stage's n layers, v = the
+    virtual stages (each of its v chunks is a block of its own). ``recompute_method: uniform`` recomputes
+    every layer (in checkpointed chunks of N, which changes the memory only). Otherwise every layer of the stage
+    (selective recompute repeats each layer's attention core; none repeats nothing, priced as zero).
+    """
+    n = np.asarray(layers_per_stage, dtype=float)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    return np.where(partial, np.minimum(g.recompute_layers * v, n), n)
+
+
+def _block_recomputed(g: StrategyGrid, chunks: Sequence[Any]) -> np.ndarray | None:
+    """Recomputed layers of a rank whose model chunks hold ``chunks`` layers each (one chunk: a model chunk alone),
+    under full recompute with ``recompute_layers`` N: sum_c min(N, n_c), since the block method checkpoints the
+    first N layers of each chunk's TransformerBlock (``layer_idx < config.recompute_num_layers`` over
+    ``range(self.num_layers_per_pipeline_rank)``, the block's own ``len(self.layers)``: NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/recompute.py lines 167-181, megatron/core/transformer/transformer_block.py line 334; the FP8 skip
+    of layers without an input gradient aside). :func:`recomputed_layers`' min(N v, n) is this for v equal
+    chunks of the rank's n layers, not for unequal ones (a given split's or a hybrid pattern's chunks: 1 and 5 layers
+    at N 2 recompute 1 + 2, not min(4, 6)) nor for one chunk of a rank of v (min(N, n_c), not min(N v, n_c)). Every
+    layer otherwise, as :func:`recomputed_layers` (review18a). None where no candidate recomputes N layers a chunk
+    (:func:`recomputed_layers` is then exact: the stage is priced as it was)."""
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    if not np.any(partial):
+        return None
+    n = [np.asarray(c, dtype=float) for c in chunks]
+    return np.asarray(np.where(partial, sum((np.minimum(g.recompute_layers, c) for c in n), np.zeros(1)),
+                               sum(n, np.zeros(1))), dtype=float)
+
+
+def _split_rank_recomputed(g: StrategyGrid, sp: _RankSplit, r: int) -> np.ndarray | None:
+    """Recomputed layers of rank r of a split whose v >= 2 chunks (its ``|`` segments or given virtual stages
+    r, p + r, ...) are not all equal (:func:`_block_recomputed`); None where :func:`recomputed_layers` is exact
+    (one chunk a rank, or equal chunks)."""
+    if not sp.piped or sp.v < 2 or not sp.segments:
+        return None
+    sizes = [len(sp.segments[c * sp.p + r]) for c in range(sp.v)]
+    if len(set(sizes)) == 1:
+        return None
+    return _block_recomputed(g, sizes)
+
+
+def _chunk_ranks_recomputed(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(rank 0, a middle rank, the last rank) recomputed layers of an interleaved pipeline of given first / last model
+    chunks (:func:`_chunked`, :func:`_chunk_layers`' first f, middle c, last l): rank 0 runs chunks f, c, ..., c, a
+    middle rank v chunks c, the last rank c, ..., c, l, each chunk its own first N layers (:func:`_block_recomputed`):
+    min(N, f) + (v-1) min(N, c), v min(N, c), (v-1) min(N, c) + min(N, l); min(N v, n) of the rank's n layers
+    (:func:`recomputed_layers`) took rank 0 of f 1, c 3, v 2 at N 2 as min(4, 4) = 4 recomputed, not 1 + 2 = 3.
+    Read only where :func:`_chunked` (other candidates' entries are a balanced chunk's); None where no chunked
+    candidate recomputes N layers a chunk."""
+    if not np.any(_chunked(g) & (g.pp >= 2)):
+        return None
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1)
+    # a rank's v - 1 middle chunks, one entry per chunk up to the grid's largest v - 1 (past a candidate's own
+    # v - 1 an entry holds no layer: min(N, 0) adds 0)
+    more = [np.where(k < v - 1, mid, 0.0) for k in range(int(np.max(v)) - 1)]
+    r0 = _block_recomputed(g, [first, *more])
+    r_mid = _block_recomputed(g, [mid, *more])
+    r_last = _block_recomputed(g, [*more, last])
+    if r0 is None or r_mid is None or r_last is None:
+        return None
+    return r0, r_mid, r_last
+
+
+def _stage_recomputed(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, first: np.ndarray
+                      ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Recomputed layers of :func:`_stage_layers`' (last, other, first) ranks: on the chunked interleaved candidates
+    the ranks' own (:func:`_chunk_ranks_recomputed`; ``other`` a middle rank where it holds more layers than rank 0,
+    pp >= 3, else rank 0: the one of more layers also recomputes as many or more), :func:`recomputed_layers` of
+    the counts elsewhere; (None, None, None) where that is exact everywhere (the stages priced as they were)."""
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is None:
+        return None, None, None
+    r0, r_mid, r_last = ranks
+    first_c, mid_c, _last_c = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    r_other = np.where((g.pp >= 3) & (v * mid_c > first_c + (v - 1.0) * mid_c), r_mid, r0)
+    c = _chunked(g) & (g.pp >= 2)
+    return (np.asarray(np.where(c, r_last, recomputed_layers(g, last))),
+            np.asarray(np.where(c, r_other, recomputed_layers(g, other))),
+            np.asarray(np.where(c, r0, recomputed_layers(g, first))))
+
+
+def _recomputed_total(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Layers whose forward a micro-batch repeats over the whole pipeline, the sum over the ranks of what each
+    rank's compute prices: the balanced split's L mod p ranks of ceil(L/p) layers and p - L mod p of floor(L/p), or
+    the given first / last stage and the middle ones sharing the rest (:func:`recomputed_layers` of each), an
+    interleaved pipeline of given first / last chunks' rank 0 + (p - 2) middle ranks + the last
+    (:func:`_chunk_ranks_recomputed`), a given split's or a hybrid pattern's ranks each its own
+    (:func:`_split_rank_recomputed`, :func:`_rank_layers`). Every layer where every layer repeats."""
+    layers = float(job.shape.layers)
+    p = g.pp.astype(float)
+    f, lst = g.first_stage_layers.astype(float), g.last_stage_layers.astype(float)
+    set_f, set_l = f >= 0, lst >= 0
+    explicit = set_f | set_l
+    n_mid = p - set_f - set_l
+    mid = np.maximum(layers - np.where(set_f, f, 0.0) - np.where(set_l, lst, 0.0), 0.0) / np.maximum(n_mid, 1.0)
+    given = (np.where(set_f, recomputed_layers(g, f), 0.0) + np.where(set_l, recomputed_layers(g, lst), 0.0)
+             + n_mid * recomputed_layers(g, mid))
+    k = np.mod(layers, p)  # the balanced split: k ranks of ceil(L/p), the rest floor(L/p)
+    balanced = k * recomputed_layers(g, np.ceil(layers / p)) + (p - k) * recomputed_layers(g, np.floor(layers / p))
+    total = np.where(p <= 1, recomputed_layers(g, layers), np.where(explicit, given, balanced))
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is not None:
+        r0, r_mid, r_last = ranks
+        total = np.where(_chunked(g) & (g.pp >= 2), r0 + (p - 2.0) * r_mid + r_last, total)
+    for sp in _rank_layers(job, g) or ():
+        own = [_split_rank_recomputed(g, sp, r) for r in range(sp.p)]
+        rank_sum = sum((recomputed_layers(g, float(len(s))) if x is None else x for s, x in zip(sp.ranks, own,
+                                                                                                strict=True)),
+                       np.zeros(1))
+        total = np.where(sp.on, rank_sum, total)
+    return np.asarray(total, dtype=float)
+
+
+def xla_remat(job: Job) -> bool:
+    """Whether full recompute is XLA's (:func:`scalemodel.cost.compute.layer_compute_time`, ``xla_remat``):
+    on a TPU, whose programs XLA compiles (JAX, PyTorch/XLA), the recomputed forward leaves out the MLP
+    down-projection, whose output the backward never reads, and the TP collective after it (the reduce-scatter
+    with sequence parallelism, else the all-reduce)."""
+    return job.accelerator_family == "tpu"
+
+
+def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
+    """The busiest EP rank's routed token copies over the mean, for a mean of ``copies`` per rank and dispatch
+    (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given (at most
+    :func:`scalemodel.cost.moe_routing.copy_load_cap`), else the expected
+    maximum under uniform random top-k routing (:func:`scalemodel.cost.moe_routing.copy_load_factor` over the ep
+    ranks); 1 at ep 1 and without experts."""
+    sh = job.shape
+    E, k = float(sh.moe_experts), float(sh.moe_top_k)
+    ep = np.asarray(g.ep, dtype=float)
+    # a stated figure at most the most one rank can take, p min(k, E/p) / k (a figure measured at another ep can
+    # pass it: 3 at ep 2 of 8 experts, top-2, would price a rank over all the copies its experts can be sent)
+    f = (np.broadcast_to(np.minimum(job.moe_rank_imbalance, moe_routing.copy_load_cap(E, k, ep)),
+                         np.broadcast(ep, copies).shape) if job.moe_rank_imbalance >= 1.0
+         else moe_routing.copy_load_factor(copies, E, k, ep))
+    return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
+
+
+def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether the layers' linear weights are FP8 parameters (:func:`fp8_param_elements`): fp8_param_gather with
+    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer: not the block-scaled mxfp8 and nvfp4,
+    as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds (job.check_fp8_all_gather refuses the flag in an fp4
+    run; a planner grid may still carry it)."""
+    on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+    return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
+
+
+def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """Bytes all-gathered for the ``dense`` (non-expert) parameters of a stage of ``layers`` units: 2 per
+    parameter (16-bit), except, with ``fsdp_fp8_all_gather``, 1 per element of the linear weights
+    (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` x layers / tp, at most ``dense``), which
+    torchao casts to float8 before the gather (torchtitan docs/float8.md: "cast Float8Linear.weight from high
+    precision to float8 before FSDP all-gather so we can communicate in float8"); norms and embeddings are not
+    Float8Linear and stay 16-bit. Megatron-FSDP with ``fp8_param_gather`` (:func:`fsdp_fp8_gather`) gathers the
+    same linear weights in FP8."""
+    nbytes = 2.0 * dense
+    fp8 = fsdp_fp8_gather(job, g)
+    if not job.is_transformer or not np.any(fp8):
+        return nbytes
+    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
+    return np.where(fp8, nbytes - linear, nbytes)
+
+
+def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether FSDP (zero fsdp/hsdp) gathers the dense linear weights in float8: torchao's
+    ``fsdp_fp8_all_gather``, or Megatron-FSDP with ``fp8_param_gather`` (Megatron-LM --fp8-param-gather
+    "only supported with distributed optimizer, torch fsdp2, megatron fsdp", megatron/training/arguments.py;
+    Megatron-FSDP builds its parameter buffers from the FP8 parameters, megatron/core/distributed/fsdp/src/
+    megatron_fsdp/param_and_grad_buffer.py ``init_param_with_fp8``; NVIDIA/Megatron-LM@d98e8a64dd). The routed
+    experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced.
+    Per-tensor recipes only (delayed, tensorwise): the mxfp8 case is not verified, and priced at 16 bits."""
+    megatron = g.fp8_param_gather & (g.zero >= Zero.FSDP) & (job.fp8_recipe != "mxfp8")
+    return np.asarray(g.fsdp_fp8_all_gather | megatron)
+
+
+def fsdp_root_params(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Parameters per GPU in the PyTorch FSDP root unit: the word embedding, the output layer when untied, learned
+    positions and the final norm (:func:`~scalemodel.cost.transformer.embedding_params`), over tp (vocab-parallel),
+    on PyTorch FSDP (zero fsdp or hsdp) as the frameworks flagged ``fsdp_per_param`` (FSDP2) or
+    ``fsdp_flat_param`` (FSDP1) wrap it, with one pipeline stage; 0 otherwise.
+
+    torchtitan fully_shards each TransformerBlock and then the model, whose unit keeps what no block holds
+    (pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py apply_fsdp: ``fully_shard(model,
+    ...)`` after the loop over ``model.layers``); Composer's FSDP1 auto-wraps each MPTBlock (llm-foundry MPTModel
+    ``fsdp_wrap_fn``), and llm-foundry marks ``wte`` (tied, also the output), ``wpe`` and ``norm_f`` ``_fsdp_wrap`` as
+    units of their own, priced as this root (their further FULL_SHARD gathers are not: docs/model.md
+    #fsdp-mpt-embedding-unit); mosaicml/examples' MosaicGPT leaves them in the root. The
+    root is not resharded after the forward (FSDP2 ``FSDPState._lazy_init``: "For the root, do not reshard after
+    forward since for training, the parameters would be freed and all-gathered immediately"; FSDP1
+    ``_post_forward_reshard``: "Do not free the root's parameters in the post-forward"), so it is gathered once per
+    micro-batch, before the first block, and its gradients, the last the backward completes (the embedding's),
+    are reduce-scattered after the whole backward (:func:`_sharded_parameter_traffic`). With pp > 1 each stage's
+    root holds only part of this (the embedding on the first stage, the output on the last): not priced, 0."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    on = (g.fsdp_per_param | g.fsdp_flat_param) & (g.zero >= Zero.FSDP) & (g.pp == 1)
+    if not np.any(on):
+        return np.zeros(1)
+    return np.asarray(np.where(on, transformer.embedding_params(job.shape) / g.tp, 0.0), dtype=float)

@@ -1,0 +1,879 @@
+"""Model-parallel communication of one micro-batch: TP, CP, EP and PP, and what of it compute hides.
+
+The collectives of each group priced on its placement (:func:`_mp_collectives`: TP all-reduces or reduce-scatter +
+all-gather, CP ring / all-gather / all-to-all, MoE dispatch and combine all-to-alls or all-gathers, pipeline
+send/recvs at stage boundaries, nanotron's p2p metadata), then what of them is exposed
+(:func:`_model_parallel_comm`: TP overlap with GEMMs as Transformer Engine's userbuffers or nanotron do
+(:func:`_tp_comm_overlap`, :func:`nanotron_tp_time`), CP under the attention core, shared-expert and
+steady-state overlap of the MoE all-to-alls), and the once-a-step model-parallel syncs (tied embedding,
+sequence-parallel replicated gradients). The formulas are in the docstring of :mod:`scalemodel.engine.step`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scalemodel.choices import Algorithm, CpCommType, FlexBackend, Recompute, ScheduleKind
+from scalemodel.cost import collectives as coll
+from scalemodel.cost import compute, ep_dispatch, transformer
+from scalemodel.cost.placement import ParallelGroups, Placement, place
+from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.engine.layer_compute import moe_block_recomputed, moe_rank_load, xla_remat
+from scalemodel.engine.pipeline_ranks import _etp, microbatches
+
+
+def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarray | None = None) -> np.ndarray:
+    """group_time on a placed group with a per-candidate algorithm code (a few vectorised calls, one per
+    code used)."""
+    size = np.maximum(size, 0.0)
+    # return_counts keeps np.unique on its sorting path: the plain call imports numpy.ma (10 ms a query) in numpy >= 2.3
+    codes = np.unique(algorithm, return_counts=True)[0] if algorithm is not None else np.asarray([0])
+    if len(codes) == 1:
+        return np.asarray(coll.group_time(op, size, group, algorithm=Algorithm.of(codes[0]).label), dtype=float)
+    assert algorithm is not None
+    out = np.zeros(np.broadcast_shapes(np.shape(size), np.shape(group.p), np.shape(algorithm)))
+    for code in codes:  # one vectorised call per algorithm in use (a handful), selected by broadcasting
+        t = coll.group_time(op, size, group, algorithm=Algorithm.of(code).label)
+        out = np.where(algorithm == code, t, out)
+    return out
+
+
+#: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
+#: forward; TE pytorch/module/base.py initialize_ub default config num_splits = 4); "ring_exchange" ones
+#: (QKV and FC1 forward, O-proj and FC2 data-gradient) split into tp chunks.
+UB_PIPELINE_SPLITS = 4.0
+
+
+def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
+                     gemm_bwd: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden TP seconds per micro-batch with ``tp_comm_overlap`` (docs/model.md#tp-comm).
+
+    Megatron-LM ``--tp-comm-overlap`` (Transformer Engine userbuffers; needs sequence parallelism,
+    megatron/training/arguments.py) overlaps each sequence-parallel all-gather and reduce-scatter with
+    the GEMM beside it (Transformer Engine pytorch/module/base.py ``initialize_ub`` defaults): forward
+    (and recompute) AG -> QKV, FC1 as tp ring-exchange steps pipelined with the GEMM's chunks, O-proj,
+    FC2 -> RS as a pipeline of :data:`UB_PIPELINE_SPLITS` GEMM chunks each followed by its reduce-
+    scatter; backward "bulk" overlaps (the input AG under the data-gradient GEMM, the data-gradient RS
+    under the weight-gradient GEMM, neither waiting on the other) and ring-exchange AGs. Per phase with
+    C seconds of TP traffic and W seconds of GEMMs beside it:
+
+        exposed = max(C - W, floor),   hidden = C - exposed <= W
+        floor   = C / (2 x UB_PIPELINE_SPLITS) in the forward and recompute, 0 in the backward
+
+    C - W: no GEMM hides more than runs beside it; the forward floor: the reduce-scatter (half of C)
+    of the last pipeline chunk runs after the last GEMM chunk with nothing left to hide it. Phases:
+    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward (W = data- +
+    weight-gradient GEMMs = 2 x forward GEMMs). Hidden traffic slows the compute under it (``contention``).
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, c, w, floor in (("fwd", fwd, gemm_fwd, 0.5 / UB_PIPELINE_SPLITS),
+                              ("rec", rec, gemm_rec, 0.5 / UB_PIPELINE_SPLITS), ("bwd", bwd, gemm_bwd, 0.0)):
+        c = np.asarray(c, dtype=float)
+        exposed = np.maximum(c - np.asarray(w, dtype=float), c * floor)
+        out[name] = exposed
+        out["hidden_" + name] = c - exposed
+    return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
+            "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"]}
+
+
+def nanotron_tp_time(ag: Any, rs: Any, ar: Any, cols: tuple[Any, Any], rows: tuple[Any, Any], tp: Any,
+                     sequence_parallel: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden TP seconds per dense layer and micro-batch under nanotron's tensor-parallel linears
+    (huggingface/nanotron@c2528430, the same at 67c5ebb6: src/nanotron/parallel/tensor_parallel/functional.py;
+    docs/model.md#nanotron). ``ag``, ``rs``: one all-gather / reduce-scatter of the layer's activation over ``tp``;
+    ``ar``: its all-reduce; ``cols`` the forward GEMM seconds of the two column-parallel linears (qkv_proj,
+    gate_up_proj), ``rows`` of the two row-parallel ones (o_proj, down_proj).
+
+    With sequence parallelism nanotron runs tp_mode REDUCE_SCATTER with tp_linear_async_communication (the benchmark
+    grid's setting, scripts/scaling_benchmarks.py at e24d2483 line 88) and tp_recompute_allgather (ParallelismArgs
+    default True):
+
+    - column forward (``_ColumnLinearAsyncCommunication.forward``, lines 134-262): ``all_gather_into_tensor(...,
+      async_op=True)``, then the GEMM of the rank's own sequence shard (1/t of the rows), ``handle.wait()``, then the
+      other shards: the gather hides under G_c / t at most;
+    - row forward (``_RowLinearAsyncCommunication.forward``, lines 455-472): the GEMM, then a blocking
+      reduce-scatter: exposed;
+    - column backward (lines 268-345): the input all-gathered again (async) under the data-gradient GEMM, the
+      gradient's reduce-scatter (async) under the weight-gradient GEMM, each waited before the next use;
+    - row backward (lines 476-581): the output gradient's all-gather (async) under the local shard's data-gradient
+      GEMM (1/t of it), then the other shards and the weight gradient.
+
+    Per layer (G_c, G_r: a linear's forward GEMM = its data- and its weight-gradient GEMM)::
+
+        fwd exposed  = sum_c max(AG - G_c / t, 0) + 2 RS          hidden = sum_c min(AG, G_c / t)
+        bwd exposed  = sum_c [max(AG - G_c, 0) + max(RS - G_c, 0)] + sum_r max(AG - G_r / t, 0)
+        bwd hidden   = sum_c [min(AG, G_c) + min(RS, G_c)] + sum_r min(AG, G_r / t)
+
+    (4 all-gathers and 2 reduce-scatters a backward: the columns' re-gathered inputs are traffic too). Without
+    sequence parallelism (tp_mode ALL_REDUCE) the llama's o_proj cannot run the async linear (its forward asserts
+    REDUCE_SCATTER), so every linear is synchronous: the row forward's all-reduce and the column backward's
+    (``DifferentiableIdentity``, distributed_differentiable_primitives.py) run blocking, 2 AR each way, nothing
+    hidden. No traffic hides longer than the GEMM under it."""
+    ag, rs, ar = (np.asarray(v, dtype=float) for v in (ag, rs, ar))
+    t = np.asarray(tp, dtype=float)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    fwd_e = 2.0 * rs + sum(np.maximum(ag - c / t, 0.0) for c in cols)
+    fwd_h = sum(np.minimum(ag, c / t) for c in cols)
+    bwd_e = (sum(np.maximum(ag - c, 0.0) + np.maximum(rs - c, 0.0) for c in cols)
+             + sum(np.maximum(ag - r / t, 0.0) for r in rows))
+    bwd_h = sum(np.minimum(ag, c) + np.minimum(rs, c) for c in cols) + sum(np.minimum(ag, r / t) for r in rows)
+    zero = 0.0 * ar
+    return {"fwd": np.where(sp, fwd_e, 2.0 * ar), "bwd": np.where(sp, bwd_e, 2.0 * ar),
+            "hidden_fwd": np.where(sp, fwd_h, zero), "hidden_bwd": np.where(sp, bwd_h, zero)}
+
+
+def _nanotron_linear_shares(sh: Any) -> tuple[float, float, float, float]:
+    """The FLOP shares of a dense layer's weight GEMMs in nanotron's four linears (qkv_proj, gate_up_proj, o_proj,
+    down_proj): each linear's GEMM time is taken as its share of the layer's priced forward GEMM time."""
+    attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
+    fh = float(sh.ffn_hidden) * float(sh.hidden)
+    up = (2.0 if bool(sh.gated_mlp) else 1.0) * fh
+    total = attn["qkv"] + attn["o"] + up + fh
+    return attn["qkv"] / total, up / total, attn["o"] / total, fh / total
+
+
+def _rs_side_share(sh: Any) -> float:
+    """Share of a layer's weight-GEMM FLOPs in the GEMMs that feed a reduce-scatter (O-proj, FC2 / the
+    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate). Routed experts
+    at their token width (LatentMoE: l); LatentMoE's duplicated projections feed no TP collective and are left out."""
+    attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
+    o = attn.pop("o")
+    up = 2.0 if bool(sh.gated_mlp) else 1.0
+    moe_share = float(sh.moe_layers / sh.layers)
+    width = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
+        sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width + sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    down = o + width
+    total = sum(attn.values()) + o + (up + 1.0) * width
+    return down / total if total > 0 else 0.5
+
+
+def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens: Any) -> np.ndarray:
+    """Seconds per micro-batch the GEMMs lose to being split for ``tp_comm_overlap`` (docs/model.md#tp-comm).
+
+    Userbuffers runs a GEMM beside its collective as n chunks of M/n rows (M = T tokens, the whole
+    gathered sequence): ring_exchange n = tp (QKV and FC1 forward, O-proj and FC2 data-gradient),
+    pipeline n = :data:`UB_PIPELINE_SPLITS` (O-proj and FC2 forward); bulk overlaps (the other backward
+    GEMMs) do not split. On the roofline's compute-bound side a GEMM's time scales with
+    1/eff ~ (M + d0)/M in M, so n chunks take (M + n d0)/(M + d0) of the whole GEMM's time: an extra
+
+        dt = t_GEMM x (n - 1) d0 / (T + d0)
+
+    with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
+    x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
+    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s (their
+    mean forward GEMM time, the accelerator's d0) and each MTP pass's block (:func:`mtp_compute`: its own forward
+    GEMM time ``mtp_gemm``, of the block's kind and at training.module_precision mtp's rate, and its curve's d0
+    ``mtp_gemm_half_dim``: BF16's for a BF16 module, MXFP8's for an MXFP8 one), as :func:`_model_parallel_comm`
+    counts their TP collectives and the GEMMs beside them (:func:`_tp_comm_overlap`): full recompute repeats the
+    recomputed layers' and every block's forward (Megatron-Core checkpoints every MTP module under 'full').
+
+        dt = per(d0) gemm_l ((L_s + rec) fwd + L_s dgrad) + per(d0_mtp) gemm_mtp ((1 + [full]) fwd + dgrad)
+    """
+    if not job.is_transformer:
+        return np.zeros(1)
+    r = _rs_side_share(job.shape)
+    T = np.asarray(tokens, dtype=float)
+    d0 = job.gemm_half_dim
+    per = d0 / (T + d0)
+    d0_mtp = comp.get("mtp_gemm_half_dim", d0)
+    per_mtp = d0_mtp / (T + d0_mtp)
+    t = g.tp.astype(float)
+    full = g.recompute == Recompute.FULL
+    layers = comp["layers_per_stage"]
+    rec = np.where(full, comp["recomputed_layers"], 0.0)
+    gemm = comp["gemm_per_layer"]
+    fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
+    dgrad = r * (t - 1.0)
+    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(full, 1.0, 0.0)) * fwd + dgrad)
+    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
+
+
+def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
+                         coll: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage, and the
+    forward and backward compute already busy hiding TP and CP traffic (``hidden_fwd``,
+    ``hidden_bwd``), which no other traffic can hide under again. ``coll``: :func:`_mp_collectives`
+    (None for a model that is not a transformer: no model-parallel traffic)."""
+    zero = np.zeros(1)
+    if not job.is_transformer or coll is None:
+        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero,
+                "hidden_ep": zero}
+    sh = job.shape
+    tokens = _tokens_per_microbatch(job, g)
+    # the stage's layers, and each MTP pass's block once by kind (mtp_compute): TP as layers, CP as attention layers,
+    # EP as MoE layers; full recompute repeats the blocks (Megatron-Core checkpoints every module under 'full')
+    n = comp["layers_per_stage"]
+    mtp_tp = comp.get("mtp_blocks", 0.0)
+    L = n + mtp_tp
+    # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
+    per = coll["tp"]
+    per_pass = float(transformer.tp_allreduces_per_layer(sh))
+    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp_tp, 0.0)  # forward repeated
+    # an MoE block's own TP collectives (docs/model.md#tp-comm-moe): with SP, ``adj`` block collectives per MoE block
+    # leave the layers' count (-1 without shared experts or with theirs off userbuffers), ``ext`` seconds per pass run
+    # exposed (the dispatcher's expert-TP all-gather / reduce-scatter; the shared experts' pair under
+    # moe_shared_expert_overlap)
+    adj, ext, _ = _moe_tp_collectives(job, g, coll)
+    moe_f = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
+    moe_r = np.where(g.recompute == Recompute.FULL,
+                     comp["recomputed_layers"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0),
+                     0.0)
+    pool_f = (L * per_pass + adj * moe_f) * per  # one pass's collectives in the layers' count
+    pool_r = (rec_n * per_pass + adj * moe_r) * per
+    moe_ext = ext * (2.0 * moe_f + moe_r)  # forward, backward, recomputed forward
+    # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
+    tp_fwd = pool_f + pool_r - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
+    # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed); with
+    # sequence parallelism Megatron launches the reduce-scatter async_op=True before the wgrad GEMM whatever the
+    # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
+    # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
+    bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
+    tp_bwd = np.maximum(pool_f - bwd_window, 0.0)
+    # selective recompute of mlp: each dense MLP block's checkpointed forward runs its TP collective(s) again in the
+    # backward (the all-reduce after linear_fc2, or with SP the all-gather before linear_fc1 and the reduce-scatter
+    # after linear_fc2: one block's forward traffic, ``per``), exposed like the forward's; under tp_comm_overlap too
+    # (its userbuffers overlap of the recomputed MLP GEMMs is not modelled: an upper bound)
+    mlp_rec = np.zeros(1)
+    if np.any(transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp):
+        mtp_dense = (comp.get("mtp_blocks", 0.0) - comp.get("mtp_moe_blocks", 0.0)
+                     - (comp.get("mtp_attention_blocks", 0.0) if sh.hybrid is not None else 0.0))
+        mlp_rec = np.where(transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp,
+                           n * float(sh.mlp_layers / sh.layers) + mtp_dense, 0.0) * per
+    # selective recompute of shared_experts or moe: an MoE layer's checkpointed forward runs its TP collective(s)
+    # again in the backward (moe_layer.py ``shared_experts_compute`` checkpoints ``self.shared_experts``, whose
+    # linear_fc1 (column-parallel: all-gather with SP) and linear_fc2 (row-parallel: reduce-scatter with SP, else the
+    # all-reduce) run inside it; moe's checkpoint re-runs the whole block, the shared experts' and the dispatcher's
+    # collectives with it): the model's one block collective per MoE layer (and MoE MTP block) once per repeat,
+    # exposed as the mlp's above (_moe_tp_recompute)
+    moe_rec = _moe_tp_recompute(job, g, comp, coll)
+    mlp_rec = mlp_rec + moe_rec + moe_ext
+    tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
+    tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window), 0.0)
+    tp_hidden_fwd = chunking = np.zeros(1)
+    ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
+    if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
+        # the GEMMs beside the collectives: the stage's layers at their mean, the MTP blocks at their own (the
+        # block's kind and training.module_precision mtp)
+        gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
+        gemm_r = np.where(g.recompute == Recompute.FULL,
+                          comp["recomputed_layers"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0), 0.0)
+        ov = _tp_comm_overlap(pool_f, pool_r, pool_f, gemm_f, gemm_r, 2.0 * gemm_f)
+        tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
+        tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
+        tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
+        chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
+    # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
+    # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
+    nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
+    if (np.any(nt) and float(sh.moe_experts) == 0 and sh.hybrid is None
+            and not np.any(np.asarray(comp.get("mtp_blocks", 0.0)) > 0)):
+        s_qkv, s_up, s_o, s_down = _nanotron_linear_shares(sh)
+        gemm = comp["gemm_per_layer"]
+        rs = coll["tp_last"]
+        ntp = nanotron_tp_time(coll["tp"] - rs, rs, coll["tp"], (s_qkv * gemm, s_up * gemm),
+                               (s_o * gemm, s_down * gemm), g.tp, g.sequence_parallel)
+        # a recomputed layer (recompute_layer: CheckpointFunction over the whole layer) runs its forward's again
+        tp = np.where(nt, (n + rec_n) * ntp["fwd"] + n * ntp["bwd"] + mlp_rec, tp)
+        tp_hidden_fwd = np.where(nt, n * ntp["hidden_fwd"], tp_hidden_fwd)
+        tp_hidden = np.where(nt, rec_n * ntp["hidden_fwd"] + n * ntp["hidden_bwd"], tp_hidden)
+    # tp 1, etp > 1: the dispatcher's expert-TP pair, outside the attention TP group (_moe_tp_collectives)
+    tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
+    # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
+    # ring level; a2a: none); hidden under the attention core.
+    n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
+    ring = (n_p - 1) * coll["cp"]
+    # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
+    # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
+    att = float(sh.attention_layers / sh.layers)
+    core_att = comp["core_per_layer"] / max(att, 1e-300)
+    mtp_att = comp.get("mtp_attention_blocks", 0.0)
+    att_n = n * att + mtp_att
+    cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
+    cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
+    if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
+        exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_att)
+        ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
+        cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
+        cp_hidden = np.where(ag, 0.0, cp_hidden)
+    # EP: dispatch + combine all-to-all per MoE layer (the stage's layers at the MoE share, and each MTP pass's MoE
+    # block once), forward and backward; a recomputed forward runs the forward's two again in the backward
+    # (MoELayer.forward dispatches and combines inside the checkpointed function): every MoE layer under selective
+    # recompute of moe, the recomputed layers' MoE share and every MTP block under full recompute (XLA's remat: the
+    # dispatch only, the combine feeds only the residual sum, as the TP collective after the down-projection)
+    moe_share = float(sh.moe_layers / sh.layers)
+    mtp_moe = comp.get("mtp_moe_blocks", 0.0)
+    full = g.recompute == Recompute.FULL
+    moe_recomputed = moe_block_recomputed(job, g)
+    again_moe = np.where(moe_recomputed, 1.0, 0.0)
+    again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
+    rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_moe, 0.0)
+    ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
+    # the allgather dispatcher gathers over etp x ep: at ep 1 too when etp > 1 (docs/model.md#ep-allgather)
+    gathers = (g.ep > 1) | (np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (_etp(g) > 1))
+    # a recomputed forward's traffic beyond the 2 ops counted for it (HybridEP's routing-map gather runs whole again,
+    # the allgather dispatcher's forward differs from its backward; coll['ep_refwd'], 0 for the all-to-alls)
+    refwds = (n * moe_share + mtp_moe) * again_moe + rec_moe
+    ep = np.where(gathers, ep_moe * coll["ep"] + refwds * coll.get("ep_refwd", 0.0), 0.0)
+    # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
+    p2p = coll["pp"]
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
+    # legacy Megatron-LM's scatter/gather: each receive all-gathers the split tensor over TP (pp_split)
+    sg = np.where(pp_split(g), coll["pp_gather"], 0.0)
+    pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
+                                     2.0 * v * (p2p + sg)), 0.0)
+    # nanotron's metadata messages and the sequence mask beside each boundary's activation (nanotron_p2p_extra_time)
+    pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
+    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
+            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
+    # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
+    # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
+    blocks = n * moe_share + mtp_moe
+    out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe, comp)
+    return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+
+
+def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndarray], a2a: Any, blocks: Any,
+                                rec_passes: Any, comp: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """EP all-to-alls hidden under the shared experts' compute (``moe_shared_expert_overlap``,
+    docs/model.md#shared-expert-overlap).
+
+    Megatron-Core --moe-shared-expert-overlap (NVIDIA/Megatron-LM@d98e8a64dd): ``SharedExpertMLP`` runs on a
+    stream of its own (megatron/core/transformer/moe/shared_experts.py lines 107-109, 163-198) in four steps the
+    token dispatcher calls (token_dispatcher.py): the alltoall dispatcher launches ``linear_fc1_forward_and_act``
+    right after the dispatch all-to-all ("Make sure the shared experts fc1 is overlapped with dispatch A2A", lines
+    697-717) and ``linear_fc2_forward`` right after the combine all-to-all (lines 858-873); the flex dispatcher
+    (DeepEP / HybridEP) likewise after its dispatch (lines 1971-1979) and beside its combine (lines 2029-2051,
+    the shared stream synchronised before the combine, fc2 launched after it). Autograd runs each op's backward on
+    its forward's stream, and the dispatcher orders the backward so that the all-to-all is launched first
+    ("Backward launch order: probs A2A -> tokens A2A -> shared experts fc1"). So per MoE block, a of one
+    all-to-all (dispatch = combine here):
+
+        hidden forward  = blocks (min(a, fc1_f) + min(a, fc2_f))
+        hidden backward = blocks (min(a, fc2_b) + min(a, fc1_b)) + rec (min(a, fc1_f) + min(a, fc2_f))
+        exposed ep      = ep - hidden                          (never below 0: each term <= one all-to-all)
+
+    ``blocks`` the stage's MoE blocks per micro-batch, ``rec`` the forward passes recomputed in the backward
+    (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks); fc1 / fc2 forward and
+    backward as :func:`scalemodel.cost.compute.shared_expert_times` prices them. The hidden time is never more than
+    the forward / backward compute not already hiding TP/CP traffic (``comp``'s forward - ``hidden_fwd``,
+    backward - ``hidden_bwd``: no compute hides two collectives). The compute under them is taken from what DP
+    traffic can hide (``hidden_fwd`` / ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
+    ``contention``). Not modelled: the shared experts' own TP all-gather / reduce-scatter on their stream (priced
+    as without the overlap: exposed, or under tp_comm_overlap under the GEMMs as userbuffers, which Megatron-Core
+    turns off for the shared experts' linears under the overlap, shared_experts.py lines 163-175). Megatron-Core
+    refuses it with overlap_moe_expert_parallel_comm and with selective recompute of shared_experts
+    (job._check_shared_expert_overlap); for a planner grid holding such a candidate it is off there."""
+    on = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & (g.ep > 1)
+    if not job.is_transformer or not np.any(on) or float(job.shape.moe_shared_experts) <= 0:
+        return mp
+    on = on & ~np.asarray(g.moe_a2a_overlap, dtype=bool) & ~np.asarray(
+        transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).shared_experts, dtype=bool)
+    f1, f2, b1, b2 = compute.shared_expert_times(
+        job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+        peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+        gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency, elem_bytes=job.elem_bytes)
+    a = np.asarray(a2a, dtype=float)
+    fwd = np.minimum(a, f1) + np.minimum(a, f2)
+    hid_f = np.where(on, blocks * fwd, 0.0)
+    hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a, b1)) + rec_passes * fwd, 0.0)
+    if comp is not None:  # only compute not already hiding TP/CP traffic
+        hid_f = np.minimum(hid_f, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0))
+        hid_b = np.minimum(hid_b, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
+    hid_f = np.minimum(hid_f, mp["ep"])
+    hid_b = np.minimum(hid_b, mp["ep"] - hid_f)
+    return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
+                hidden_bwd=mp["hidden_bwd"] + hid_b, hidden_ep=mp.get("hidden_ep", 0.0) + hid_f + hid_b)
+
+
+def _moe_tp_collectives(job: Job, g: StrategyGrid,
+                        coll: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An MoE block's tensor-parallel collectives per pass (docs/model.md#tp-comm-moe), as
+    ``(adj, ext, block)``:
+
+        sp = [tp > 1, sequence_parallel, MoE model, not a parallel block]
+        d  = [etp > 1, sp or tp = 1, not flex] (AG + RS)(etp k b s w eb / (cp tp), etp ranks at stride 1)
+        adj   = sp ([c > 0] [not shared_overlap] - 1)            block collectives, to the layers' count
+        ext   = sp [c > 0] [shared_overlap] per + d                                                  seconds
+        block = sp ([c > 0] per + d) + [tp = 1] d + (1 - sp) [tp > 1] per                            seconds
+
+    The layers' count (:func:`scalemodel.cost.transformer.tp_allreduces_per_layer`) gives an MoE layer one block
+    collective for its MLP, ``per`` (reduce-scatter + all-gather of b s h / cp with SP). NVIDIA/Megatron-LM@d98e8a64dd
+    (core_v0.15.0 0d7e02bd26 the same) runs instead: the shared experts' pair, when there are shared experts
+    (SharedExpertMLP is an MLP over the attention TP group, shared_experts.py lines 102-132: TE column-parallel
+    fc1 all-gathers, row-parallel fc2 reduce-scatters, userbuffers as the dense MLP's); under
+    ``moe_shared_expert_overlap`` the same pair with userbuffers and the linears' own comm switched off
+    (lines 163-175), run as ``pre_forward_comm`` / ``post_forward_comm`` (lines 234-256, 340-356) on the shared
+    experts' stream beside the dispatcher: outside the userbuffers overlap and the weight-gradient window, priced
+    exposed (``ext``). The routed experts' tokens cross the expert-TP group only when etp > 1
+    (token_dispatcher.py line 86: the dispatcher's ``tp_group`` is ``expt_tp``): the alltoall dispatcher all-gathers
+    the received tokens after the all-to-all (``dispatch_postprocess``, lines 741-751) and reduce-scatters them
+    before the combine all-to-all (``combine_preprocess``, lines 824-834), plain autograd collectives on the compute
+    stream (their backward the reduce-scatter / all-gather of the same buffer), never userbuffers: exposed, fwd and
+    bwd. The flex dispatcher runs no expert-TP collective: it folds expert TP into its dispatch over the tp_ep group
+    (lines 1831-1856, etp x k copies of each token), whose bytes the flex dispatch prices
+    (docs/model.md#ep-hierarchical, :mod:`scalemodel.cost.ep_dispatch`), so ``d`` is 0 there. With etp 1
+    the routed tokens meet no TP collective. With tp 1 and etp > 1 the pair runs too (the dispatcher's condition is
+    ``self.tp_size > 1``, the expert-TP size), outside the attention TP group's term: :func:`_model_parallel_comm`
+    adds it where tp is 1. Without SP Megatron-Core refuses MoE with tp > 1 in training
+    (moe_layer.py lines 636-640): the one block all-reduce stays as before."""
+    sh = job.shape
+    zero = np.zeros(1)
+    if int(sh.moe_experts) <= 0 or float(sh.moe_layers) <= 0 or bool(np.any(np.asarray(sh.parallel_block))):
+        return zero, zero, np.asarray(coll["tp"])
+    per = coll["tp"]
+    sp = (g.tp > 1) & np.asarray(g.sequence_parallel, dtype=bool)
+    shared = float(sh.moe_shared_experts) > 0
+    off_ub = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & shared
+    # the alltoall dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each
+    # rank's own); the flex dispatcher's etp copies are in its own dispatch bytes, not a TP collective
+    # (the allgather dispatcher's gathers span etp x ep in its own term, ep: docs/model.md#ep-allgather)
+    flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) | np.asarray(g.moe_allgather_dispatcher, dtype=bool)
+    disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)) & ~flex, coll.get("moe_disp", 0.0), 0.0)
+    adj = np.where(sp, np.where(off_ub, 0.0, 1.0 if shared else 0.0) - 1.0, 0.0)
+    ext = np.where(sp, np.where(off_ub, per, 0.0), 0.0) + disp
+    block = np.where(sp, (per if shared else 0.0) + disp, np.where(g.tp == 1, disp, per))
+    return np.asarray(adj), np.asarray(ext), np.asarray(block)
+
+
+def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
+                      coll: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds per micro-batch on the busiest stage of the MoE blocks' TP collectives run again under selective
+    recompute (docs/model.md#recompute-shared-experts, #recompute-moe, #tp-comm-moe), exposed:
+
+        t = (n · moe_layers / L + MoE MTP blocks) · ([shared_experts] per + [moe] block)
+
+    ``shared_experts`` (an MoE layer with shared experts): Megatron-Core runs ``self.shared_experts`` under
+    ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/moe/moe_layer.py lines 507-533 ``shared_experts_compute``); SharedExpertMLP is an MLP
+    (shared_experts.py line 102) whose TE column-parallel ``linear_fc1`` all-gathers the sequence-parallel input and
+    whose row-parallel ``linear_fc2`` reduce-scatters its output (all-reduces without SP), so the backward's
+    re-run of the checkpoint repeats them: one block collective ``per``. ``moe``: the block's ``custom_forward``
+    (lines 658-719) runs under the checkpoint, its shared experts and its dispatcher with it: the block's own TP
+    collectives (:func:`_moe_tp_collectives` ``block``: the shared experts' pair if any, the dispatcher's expert-TP
+    all-gather and reduce-scatter if etp > 1; nothing with etp 1 and no shared experts). Named together, both
+    repeat (the shared experts' checkpoint runs again inside the recomputed block)."""
+    sh = job.shape
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
+    if not (np.any(again.shared_experts) or np.any(again.moe)):
+        return np.zeros(1)
+    block = _moe_tp_collectives(job, g, coll)[2]
+    blocks = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
+    shared = np.where(again.shared_experts & (g.tp > 1), coll["tp"], 0.0)
+    return np.asarray(blocks * (shared + np.where(again.moe, block, 0.0)))
+
+
+def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                att_layers: np.ndarray, full_rec: np.ndarray) -> np.ndarray:
+    """Exposed context-parallel seconds per micro-batch on a stage of ``att_layers`` attention layers under
+    ``cp_comm_type`` all_gather or a2a (docs/model.md#cp-comm), from Transformer Engine's
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py at NVIDIA/TransformerEngine@d0067d0:
+
+    * all_gather (AttnFuncWithCPAndKVAllGather): forward ``gather_along_first_dim(k)``, ``(v)`` over the cp group,
+      backward the same two gathers again and ``reduce_scatter_along_first_dim(dk)``, ``(dv)``; both helpers
+      (transformer_engine/pytorch/distributed.py) default to ``async_op=False``, issued on the compute stream
+      before (after) the kernels that need (produce) them: nothing hides them.
+      per layer: fwd = AG(K) + AG(V), bwd = AG(K) + AG(V) + RS(dK) + RS(dV), of the gathered b s K / t bytes.
+    * a2a (AttnFuncWithCPAndQKVOA2A, flash_attn_a2a_communicate): all-to-alls of Q, K, V before the kernel and of
+      the output after it; backward of dO before and dQ, dK, dV after; cp_stream overlaps one all-to-all only with
+      the layout copies of the next, not with the kernel: exposed. per layer: fwd = bwd = A(Q) + A(K) + A(V) + A(O),
+      each the rank's local tensor (b s / cp tokens, heads / t).
+    * a2a+p2p (AttnFuncWithCPAndKVP2P with cp_group = [a2a, p2p]): the a2a's all-to-alls inside groups of
+      cp_a2a_size ranks (the same tensors), added to the ring's exposed part over the other cp / cp_a2a_size ranks.
+
+    The forward's collectives repeat where the core's forward is recomputed: full recompute (``full_rec``
+    attention layers) and selective recompute of core_attn (Megatron-Core checkpoints TE's DotProductAttention,
+    the exchange inside it: every attention layer).
+
+        t_cp = att_layers (fwd + bwd) + repeats fwd"""
+    code = g.recompute
+    again = transformer.recomputed_modules(job.shape, code, g.recompute_modules).attention_core
+    repeats = np.where(code == Recompute.FULL, full_rec,
+                       np.where((code == Recompute.SELECTIVE) & again, att_layers, 0.0))
+    ag = g.cp_comm_type == CpCommType.ALL_GATHER
+    fwd = np.where(ag, coll["cp_ag"], coll["cp_a2a"])
+    bwd = np.where(ag, coll["cp_ag"] + coll["cp_rs"], coll["cp_a2a"])
+    return np.asarray(att_layers * (fwd + bwd) + repeats * fwd)
+
+
+def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
+    return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
+
+
+def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[str, np.ndarray]:
+    """The per-layer collectives of :func:`_model_parallel_comm`, which do not depend on the stage's layers:
+    one TP all-reduce (or reduce-scatter + all-gather with sequence parallelism) of the activation, one CP
+    ring step of K and V, one EP all-to-all, one pipeline send/recv. Priced once per grid
+    (:func:`_stage_memo`): a pipeline's first, middle and last ranks share them."""
+    sh = job.shape
+    tokens = _tokens_per_microbatch(job, g)
+    act = tokens * float(sh.hidden) * job.elem_bytes
+    ar = _collective("allreduce", act, groups.tensor)
+    rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
+    kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
+    # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
+    # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
+    token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
+    # the busiest EP rank receives (dispatch) and sends back (combine) max / mean x the mean copies
+    # (docs/model.md#moe-rank-imbalance): each expert-TP slice's all-to-all, mean k b s / (cp tp) copies a rank
+    moe = int(sh.moe_experts) > 0
+    a2a_bytes = token_bytes * float(sh.moe_top_k) * (
+        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if moe else 1.0)
+    ep = _collective("alltoall", a2a_bytes, groups.expert)
+    # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
+    # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
+    # ranks at stride 1 (the expert grid's innermost dimension). Its busiest EP index gathers the rows every slice
+    # received for it (token_dispatcher.py L746-747 @d98e8a64dd: gather_from_sequence_parallel_region over the
+    # expert-TP group with output_split_sizes, the slices' own counts): the load of the experts' rows, mean
+    # etp k b s / (cp tp) copies, not etp x one slice's busiest (the slices route independently)
+    moe_disp = np.zeros(1)
+    if moe and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
+        etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
+        gathered = _etp(g) * tokens / g.tp * float(sh.moe_top_k)
+        disp_bytes = _etp(g) * token_bytes * float(sh.moe_top_k) * moe_rank_load(job, g, gathered)
+        # forward AG (eb) + RS in the probabilities' dtype (combine_preprocess: hidden_states.to(self.probs.dtype));
+        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype)
+        cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
+        moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
+                          + _collective("reducescatter", disp_bytes, etp_group)
+                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
+    flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
+    # seconds a recomputed MoE forward's EP traffic runs beyond the 2 of the 4 per-layer operations the step counts for
+    # it (docs/model.md#hybridep-preprocess, #ep-allgather): 0 where the forward and backward ops are alike
+    ep_refwd = np.zeros(1)
+    if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
+        E, k = float(sh.moe_experts), float(sh.moe_top_k)
+        # the flex dispatcher's group is tp_ep: etp x ep ranks, stride 1 (token_dispatcher.py @d98e8a64dd
+        # MoEFlexTokenDispatcher; its kernels get top-k etp k of etp E: docs/model.md#ep-hierarchical)
+        etp = _etp(g)
+        fg = _tp_ep_group(g, groups)
+        # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
+        # the busiest receiver of each stage (docs/model.md#moe-rank-imbalance): random routing's, or the measured
+        busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance)
+        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp, **busy)
+                      + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
+                                                               prob_tokens=tokens / g.tp, etp=etp, **busy))
+        # HybridEP's metadata preprocessing: each forward dispatch (no cached handle) all-gathers the routing map,
+        # [b s / (cp tp), etp E] bool a rank, over the group with NCCL; a quarter of it on each of the 4 per layer
+        # (docs/model.md#hybridep-preprocess); its scan kernel's time is not priced (no published timing)
+        map_gather = _collective("allgather", g.ep * etp * (tokens / g.tp) * etp * E, fg)
+        hier = hier + 0.25 * map_gather
+        # a recomputed forward dispatches without a handle again: the whole gather, where its 2 ops count a half
+        ep_refwd = np.where(flex, 0.5 * map_gather, ep_refwd)
+        deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
+        if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
+            rows = tokens / g.tp
+            slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, etp * k)
+            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp, **busy),
+                            hier)
+            ep_refwd = np.where(deepep, 0.0, ep_refwd)
+        ep = np.where(flex, hier, ep)
+    gather = np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
+    if np.any(gather):  # Megatron-Core's allgather dispatcher (docs/model.md#ep-allgather)
+        mean, refwd = _allgather_dispatch_time(job, g, groups, tokens / g.tp)
+        ep = np.where(gather, mean, ep)
+        ep_refwd = np.where(gather, refwd, ep_refwd)
+    cp_ag = cp_rs = cp_a2a = np.zeros(1)
+    cp_ring = _collective("sendrecv", kv_bytes, groups.context)
+    if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
+        k_share = float(sh.head_dim / (sh.head_dim + sh.v_head_dim))
+        k_b, v_b = kv_bytes * k_share, kv_bytes * (1.0 - k_share)  # the local K and V blocks
+        cpg = groups.context_group
+        hier = g.cp_comm_type == CpCommType.A2A_P2P
+        if np.any(hier):  # a2a+p2p: the all-to-alls in groups of cp_a2a_size ranks, the ring across them
+            a2a_group, ring_pair = groups.context_levels(compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[0])
+            cp_ring = np.where(hier, _collective("sendrecv", kv_bytes, ring_pair), cp_ring)
+        # all-gather / reduce-scatter sizes are the gathered buffers (nccl-tests convention): cp x the local block
+        cp_ag = _collective("allgather", g.cp * k_b, cpg) + _collective("allgather", g.cp * v_b, cpg)
+        cp_rs = _collective("reducescatter", g.cp * k_b, cpg) + _collective("reducescatter", g.cp * v_b, cpg)
+        q_b = tokens * float(sh.heads * sh.head_dim) * job.elem_bytes / g.tp
+        o_b = tokens * float(sh.heads * sh.v_head_dim) * job.elem_bytes / g.tp
+        cp_a2a = (_collective("alltoall", q_b, cpg) + _collective("alltoall", k_b, cpg)
+                  + _collective("alltoall", v_b, cpg) + _collective("alltoall", o_b, cpg))
+        if np.any(hier):
+            cp_a2a = np.where(hier, _collective("alltoall", q_b, a2a_group) + _collective("alltoall", k_b, a2a_group)
+                              + _collective("alltoall", v_b, a2a_group) + _collective("alltoall", o_b, a2a_group),
+                              cp_a2a)
+    return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a,
+            "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
+            "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
+           "cp": cp_ring,
+           "ep": ep, "ep_refwd": ep_refwd,
+           # the activation each TP rank sends (pp_send_divisor, docs/model.md#pp-comm)
+           "pp": _stage_boundary_time(groups, act / pp_send_divisor(g)),
+           "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
+           # the receiver's all-gather over TP of the split activation (DeepSpeed's PartitionedTensor.full(), legacy
+           # Megatron-LM's gather_split_1d_tensor)
+           "pp_gather": _collective("allgather", act, groups.tensor)
+           if np.any(g.deepspeed_pipeline | np.asarray(g.pp_scatter_gather, dtype=bool)) else 0.0 * act}
+
+
+def pp_split(g: StrategyGrid) -> np.ndarray:
+    """bool: the pipeline send is split over the TP group and all-gathered by the receiver, without sequence
+    parallelism at tp > 1: legacy Megatron-LM's scatter/gather (strategy ``pp_scatter_gather``; megatron/
+    p2p_communication.py ``_communicate`` at NVIDIA/Megatron-LM 5942af978a: split_tensor_into_1d_equal_chunks before
+    the send, gather_split_1d_tensor after the receive, ``and not args.sequence_parallel``). DeepSpeed's split
+    (``deepspeed_pipeline``) is priced by :func:`deepspeed_pipe_comm`."""
+    return np.asarray(np.asarray(g.pp_scatter_gather, dtype=bool) & ~np.asarray(g.sequence_parallel, dtype=bool)
+                      & (g.tp > 1))
+
+
+def pp_send_divisor(g: StrategyGrid) -> np.ndarray:
+    """t or 1: the pipeline send of each TP rank is the activation b (s/cp) h bytes/elem divided by this
+    (docs/model.md#pp-comm). Megatron-Core sends the tensor shape ``get_tensor_shapes`` gives, (s/cp, b, h), and
+    (s/cp/t, b, h) only under ``config.sequence_parallel`` (megatron/core/pipeline_parallel/schedules.py at
+    NVIDIA/Megatron-LM d98e8a64dd lines 2115-2144; p2p_communication.py ``_communicate`` sends the tensor as it
+    is): every TP rank sends the whole replicated activation without SP, t times the SP shard. So does nanotron
+    without SP (PipelineBlock.forward, pipeline_parallel/block.py at huggingface/nanotron@c2528430). Legacy
+    Megatron-LM's scatter/gather (Narayanan et al. 2021 section 4.1, :func:`pp_split`) and DeepSpeed's
+    PipelineEngine (is_pipe_partitioned, v0.5.4+) send one 1/t piece; under SP the shard is already 1/t."""
+    split = (np.asarray(g.sequence_parallel, dtype=bool) | np.asarray(g.pp_scatter_gather, dtype=bool)
+             | np.asarray(g.deepspeed_pipeline, dtype=bool))
+    return np.asarray(np.where(split, g.tp, 1).astype(float))
+
+
+#: Bytes of nanotron's P2P metadata messages (huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/
+#: p2p.py ``P2P._send_meta`` lines 207-243): the first, FIRST_METADATA_SIZE = 7 int64 (ndim, nstride, contiguous,
+#: storage size, offset, dtype, requires_grad); the second, shape + stride as int64: 6 for the [s, b, h] hidden
+#: states, 4 for the [b, s] sequence mask.
+NANOTRON_META_FIRST_BYTES = 7 * 8.0
+NANOTRON_META_HIDDEN_BYTES = 6 * 8.0
+NANOTRON_META_MASK_BYTES = 4 * 8.0
+
+
+def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
+    """Seconds per micro-batch that nanotron's pipeline sends add on a stage boundary beyond the activation and its
+    gradient (docs/model.md#nanotron; huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/p2p.py,
+    block.py, models/llama.py). A decoder PipelineBlock takes ``hidden_states`` and ``sequence_mask`` (llama.py
+    ``module_input_keys``), so at a boundary ``PipelineBlock.forward`` sends both (block.py lines 76-106), and
+    ``P2P.isend_tensors`` precedes each tensor by two blocking metadata sends (``_send_meta``: ``dist.send`` of the
+    7-int64 header, then of shape + stride; lines 207-243, 289-315), the receiver reading them before it allocates
+    (``_recv_meta``, lines 245-287). The mask needs no gradient, so the backward sends the hidden states' gradient
+    alone, with its two metadata messages. Per micro-batch, each a send/recv across the boundary:
+
+        forward   2 x (first 56 B) + second 48 B (hidden) + second 32 B (mask) + the mask, b s bytes (torch.bool)
+        backward  first 56 B + second 48 B
+
+    (the activation and its gradient are the step's 2 sends, :func:`_stage_boundary_time` ``pp``). ``tokens``:
+    b s / cp of the micro-batch."""
+    def send(nbytes: Any) -> np.ndarray:
+        return _stage_boundary_time(groups, np.asarray(nbytes, dtype=float) + 0.0 * np.asarray(tokens, dtype=float))
+
+    first = send(NANOTRON_META_FIRST_BYTES)
+    return (3.0 * first + 2.0 * send(NANOTRON_META_HIDDEN_BYTES) + send(NANOTRON_META_MASK_BYTES)
+            + send(np.asarray(tokens, dtype=float)))
+
+
+def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
+                             rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of one of the four per-layer EP operations of Megatron-Core's allgather token dispatcher (strategy
+    ``moe_allgather_dispatcher``, docs/model.md#ep-allgather), the mean of the forward's and the backward's, so that
+    the step's 4 per MoE layer and pass are the layer's forward and backward traffic. From
+    NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py ``MoEAllGatherTokenDispatcher``
+    (lines 233-372): ``token_dispatch`` gathers, over ``tp_ep_group`` (the etp x ep expert ranks, stride 1), the
+    routing map (bool, E a token, under no_grad), the probabilities ([tokens, E] in the router's dtype) and the
+    hidden states (w elements a token, the activations' dtype); ``token_combine`` reduce-scatters the unpermuted
+    expert output back over the same group, cast to the probabilities' dtype (``hidden_states.to(
+    self.local_probs.dtype)``). ``gather_from_sequence_parallel_region``'s backward is a reduce-scatter and
+    ``reduce_scatter_to_sequence_parallel_region``'s an all-gather (megatron/core/tensor_parallel/mappings.py), so,
+    with P = etp ep, R the rank's ``rows`` (b s / (cp tp)) and sizes the gathered buffers (nccl-tests convention)::
+
+        fwd = AG(P R E) + AG(P R E pb) + AG(P R w eb) + RS(P R w pb)
+        bwd = RS(P R E pb) + RS(P R w eb) + AG(P R w pb)
+        t   = (fwd + bwd) / 4
+        refwd = fwd - 2 t      (a recomputed forward runs fwd, where the step's 2 ops of it count 2 t)
+
+    ``pb`` the probabilities' bytes: the router's dtype, the activations' ``eb`` unless ``moe_router_dtype`` is
+    fp32 / fp64 (docs/model.md#router-dtype: router.py casts the logits, moe_utils.py
+    ``topk_routing_with_score_function`` returns ``probs.type_as(logits)``). Every token goes to every
+    rank of the group whatever its top-k: no k in the bytes, as against the alltoall dispatcher's k copies."""
+    sh = job.shape
+    E, w, eb = float(sh.moe_experts), float(sh.moe_width), job.elem_bytes
+    pb = job.router_bytes or eb
+    etp = _etp(g)
+    group = _tp_ep_group(g, groups)
+    size = g.ep * etp * rows
+    fwd = (_collective("allgather", size * E, group) + _collective("allgather", size * E * pb, group)
+           + _collective("allgather", size * w * eb, group) + _collective("reducescatter", size * w * pb, group))
+    bwd = (_collective("reducescatter", size * E * pb, group) + _collective("reducescatter", size * w * eb, group)
+           + _collective("allgather", size * w * pb, group))
+    t = (fwd + bwd) / 4.0
+    return np.asarray(t), np.asarray(fwd - 2.0 * t)
+
+
+def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
+    """Pipeline communication seconds per micro-batch on one stage under DeepSpeed's PipelineEngine:
+
+        t_pp = 4 p2p + 3 [tp > 1] t_allgather_tp(b s h eb)
+
+    DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py, v0.5.0-v0.6.5) gives every stage, per
+    micro-batch, a forward step that opens with RecvActivation then SendGrad (with the stage before) and a
+    backward step that opens with SendActivation then RecvGrad (with the stage after). p2p.send/recv are
+    blocking broadcasts in a 2-rank group (deepspeed/runtime/pipe/p2p.py), so the activation and the gradient of
+    one exchange follow each other instead of sharing the link both ways as Megatron's batched
+    send_forward_recv_backward does: 4 send/recvs per micro-batch on a stage, against Megatron's 2. Both are
+    partitioned over the TP group (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = model-parallel,
+    since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as legacy Megatron-LM's scatter/gather) and rebuilt with
+    PartitionedTensor.full(), an all-gather over TP of the whole b s h activation: the received input before
+    the forward, the stage's own output and the received gradient before the backward (3 per micro-batch).
+    A step-by-step simulation of the schedule with blocking exchanges (tests/test_step.py) gives a steady state
+    of t_f + t_b + 4 p2p per micro-batch; DeepSpeed has no interleaved schedule."""
+    return np.asarray(4.0 * p2p + np.where(g.tp > 1, 3.0 * gather, 0.0))
+
+
+def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray, op: str = "sendrecv") -> np.ndarray:
+    """One send/recv (or another 2-rank collective ``op``) across the pipeline's slowest stage boundary.
+
+    1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
+    pp x s GPUs across the outermost tier it spans (pair extent = the whole pipeline), s the GPUs
+    between pipeline neighbours (tp cp dp, a whole stage, in the default rank order; tp cp with PP
+    inside DP). Across that boundary every GPU of a stage sends at once; s of the T GPUs of a child
+    domain have their partner outside it (all T when s >= T), so an oversubscribed tier (taper o
+    over child domains of T GPUs, docs/model.md#oversubscription) is saturated only as far as that:
+    the taper applied is max(1, o x min(s, T) / T), interpolated linearly in the bandwidth term
+    between the untapered and fully tapered times.
+    The boundary pair and the tier it crosses come from the placement (``groups.pipeline``).
+    """
+    pair = groups.pipeline
+    tapered = _collective(op, nbytes, pair)
+    over = pair.oversubscription
+    if np.all(over <= 1.0):
+        return tapered
+    untapered = _collective(op, nbytes, pair.untapered())
+    spans = pair.spans
+    k = pair.tier
+    child = np.where(k > 0, spans[np.maximum(k - 1, 0)], 1.0)
+    o = over[k]
+    o_eff = np.maximum(1.0, o * np.minimum(groups.pp_stride, child) / child)
+    share = np.divide(o_eff - 1.0, o - 1.0, out=np.zeros_like(o_eff), where=o > 1.0)
+    return untapered + (tapered - untapered) * share
+
+
+def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.ndarray:
+    """Seconds of the all-reduce of the tied word-embedding gradient between the first and the last pipeline
+    stage, once per step after the pipeline flush (0 without a pipeline or with untied embeddings).
+
+        bytes = V h / tp x grad_bytes        one TP shard of the V x h word-embedding gradient
+        t     = all-reduce(bytes) over 2 ranks: the same TP/DP rank of the first and the last stage
+
+    With tied embeddings and pp > 1 the input embedding lives on the first stage and its copy, the output
+    layer, on the last; both accumulate a gradient that must be summed before the optimizer step. Megatron-LM
+    does it after the pipeline flush and the data-parallel gradient sync, outside any overlap (megatron/
+    training.py train_step, 2021: "All-reduce word_embeddings' grad across first and last stages to ensure
+    that word_embeddings parameters stay in sync"; Megatron-Core finalize_model_grads ->
+    _allreduce_word_embedding_grads over the embedding group); DeepSpeed's PipelineEngine runs
+    ReduceTiedGrads after the last BackwardPass, before ReduceGrads (deepspeed/runtime/pipe/schedule.py
+    TrainSchedule.steps, v0.5.0-v0.6.5). The pair lies at either end of the pipeline, so it crosses the
+    outermost tier the pipeline spans: priced as the slowest stage boundary's send/recv is
+    (:func:`_stage_boundary_time`: the 2-rank placement ``groups.pipeline``, every GPU of a stage at once, the
+    same per-flow taper).
+
+    Multi-token prediction modules (``mtp_layers`` > 0) need the word embedding on the last stage too: Megatron-Core
+    builds a copy there (gpt_model.py: "if self.pre_process or self.mtp_process: self.embedding = ...") and
+    all-reduces its gradient with the first stage's as for tied embeddings (finalize_model_grads.py
+    _get_shared_word_embedding_weight: "share_embeddings_and_output_weights or getattr(config, 'mtp_num_layers',
+    0)", core_v0.15.0), so the same term applies to an untied model with MTP."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    sh = job.shape
+    nbytes = float(sh.vocab) * float(sh.hidden) / g.tp * job.grad_bytes
+    t = _stage_boundary_time(groups, np.asarray(nbytes, dtype=float), "allreduce")
+    return np.asarray(np.where((sh.tied_embeddings | (sh.mtp_layers > 0)) & (g.pp > 1), t, 0.0))
+
+
+def _tp_ep_group(g: StrategyGrid, groups: ParallelGroups) -> Any:
+    """Megatron-Core's ``tp_ep`` group, the etp x ep expert ranks at stride 1 that the flex and allgather
+    dispatchers run over: the EP group itself at etp 1."""
+    etp = _etp(g)
+    return groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
+
+
+def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any,
+                                 rank: Any) -> np.ndarray:
+    """Seconds per step of the TP all-reduce of the whole-per-rank parameters' gradients under sequence parallelism:
+
+        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside(rank)) g)
+
+    with ``n_layer`` :func:`~scalemodel.cost.transformer.tp_whole_elements`' per layer (norms, router, row-parallel
+    biases, MLA down-projections, LatentMoE projections), ``L_s`` the priced stage's layers, ``rank`` its pipeline
+    rank, and ``n_outside`` the tensors outside the layers that rank holds, as
+    :func:`scalemodel.cost.memory.params_per_gpu` places them: the final norm and the D MTP modules' whole tensors on
+    the last rank, all of them at pp 1 (each rank reduces its own parameters' gradients; before chunker18 every stage
+    was priced with all of them, a middle rank's final norm included). Not the learned position table, though every TP
+    rank holds it whole: it is a plain ``torch.nn.Embedding`` with no ``sequence_parallel`` attribute
+    (models/common/embeddings/language_model_embedding.py at d98e8a64dd), looked up for the whole sequence before
+    ``scatter_to_sequence_parallel_region``, whose backward all-gathers, so every TP rank already holds the same
+    gradient and finalize_model_grads does not reduce it (review19b: it was counted on rank 0). ``g`` the gradient
+    bytes. With
+    sequence parallelism each TP rank sees its own sequence shard, so these weights' gradients differ across the TP
+    ranks and are summed: Megatron-Core ``finalize_model_grads`` -> ``_allreduce_non_tensor_model_parallel_grads``
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/distributed/finalize_model_grads.py: one coalesced all-reduce
+    over the TP group of every param with ``sequence_parallel`` set: norms, the router (moe/router.py), and the
+    TELinear ``duplicated`` weights, extensions/transformer_engine.py: "Reduce the gradient further on the TP
+    group since the weight is duplicated across TP ranks"). It runs after the backward's data-parallel sync,
+    before the optimizer: not overlapped."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    sh = job.shape
+    w = transformer.tp_whole_elements(sh)
+    r = np.asarray(rank, dtype=float)
+    last = r >= g.pp - 1.0
+    mtp = float(np.ravel(sh.mtp_weight_modules)[0])
+    # the position table (w.position) is whole per TP rank but not sequence_parallel-marked: not reduced here
+    outside = np.where(last, float(np.ravel(w.final_norm)[0]) + mtp * float(np.ravel(w.mtp_module)[0]), 0.0)
+    n = np.asarray(layers, dtype=float) * float(np.ravel(w.per_layer)[0]) + outside
+    nbytes = n * job.grad_bytes
+    t = _collective("allreduce", np.asarray(nbytes, dtype=float), groups.tensor)
+    return np.asarray(np.where(g.sequence_parallel & (g.tp > 1), t, 0.0))
+
+
+def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
+    """Share of the busiest (last) rank's forward and backward passes that run in the 1F1B steady state, where
+    Megatron-Core's EP overlap pairs one micro-batch's forward with another's backward: (m V - w) / (m V) with
+    w = min((V - 1) p + 1, m V) warm-up forwards (and as many cool-down backwards) on the last rank of the
+    interleaved schedule (``forward_backward_pipelining_with_interleaving``; NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/pipeline_parallel/schedules.py ``get_pp_rank_microbatches`` lines 964-977: (p - r - 1) 2 +
+    (V - 1) p, "one extra micro-batch forward step before the 1f1b stages" with overlap_moe_expert_parallel_comm,
+    capped at m V; the extra one was left out until review17b), w = 1 without a pipeline (the first forward and the
+    last backward run alone, ``forward_backward_no_pipelining`` with overlap_moe_expert_parallel_comm)."""
+    m = microbatches(g).astype(float)
+    p = g.pp.astype(float)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, np.maximum(g.virtual_stages, 1), 1).astype(float)
+    alone = np.where(p > 1, (v - 1.0) * p + 1.0, 1.0)
+    return np.asarray(np.clip((m * v - alone) / (m * v), 0.0, 1.0))
+
+
+def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
+                          refused: Any = False) -> dict[str, np.ndarray]:
+    """EP all-to-alls hidden under another micro-batch's computation (``moe_a2a_overlap``).
+
+    Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute, as Megatron-Bridge's
+    moe_a2a_overlap sets them; NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py, "Overlap EP
+    A2A communications with independent computations of different micro-batches in 1f1b phase") merges the
+    forward of one micro-batch with the backward of another, DeepSeek-V3's DualPipe overlap (DeepSeek-AI
+    2024, arXiv 2412.19437, section 3.2.1): the two forward all-to-alls (dispatch, combine) of one micro-batch
+    run under the other's backward compute, the two backward ones under its forward compute. Only compute not
+    already hiding TP/CP traffic can hide them (never more than that compute), only in the steady state
+    (:func:`moe_a2a_steady_share`), and the hidden traffic slows that compute (``contention``, via
+    ``hidden_ep``, at the dispatcher's share of the SMs, strategy ``ep_dispatch_sms``):
+
+        hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
+        exposed ep = ep - hidden_f - hidden_b
+    """
+    # where Megatron-Core would refuse the overlap (job.grid_from_strategy says so for one strategy; a planner
+    # grid with the flag pinned also holds such candidates) the all-to-alls stay exposed
+    on = (np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1) & (g.recompute != Recompute.FULL)
+          & ~np.asarray(refused, dtype=bool)  # selective recompute of moe ("disable moe in recompute_modules ...")
+          & ((g.pp <= 1) | (g.schedule == ScheduleKind.INTERLEAVED)))
+    if not np.any(on):
+        return mp
+    share = moe_a2a_steady_share(g)
+    per_pass = mp["ep"] / 2.0
+    fwd_free = np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0)
+    bwd_free = np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0)
+    hid_f = np.where(on, share * np.minimum(per_pass, bwd_free), 0.0)  # forward a2a under the other's backward
+    hid_b = np.where(on, share * np.minimum(per_pass, fwd_free), 0.0)  # backward a2a under the other's forward
+    return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_b,
+                hidden_bwd=mp["hidden_bwd"] + hid_f, hidden_ep=mp.get("hidden_ep", 0.0) + hid_f + hid_b)
