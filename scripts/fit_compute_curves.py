@@ -67,6 +67,22 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   4096^3 runs 0.99 x H100's MAMF, Azure's FP8 sweep 0.98 x), on Blackwell they do not (OpenXLA's sm_100 table at b 1
   4096^3 runs 0.81 x B200's MAMF in BF16 and in FP8), so a MAMF-level Blackwell curve was a best-case kind beside
   B200's and Hopper's realistic-shape ones.
+* Sustained-basis rule (sustain19, every group; docs/model.md#sustained-level-rule): the drop of a GEMM's rate under
+  continuous load at the power limit (clock throttle) is priced once, in the in-layer factor, which is fitted to
+  layer times run for seconds at the power limit against the curve it multiplies. So a level stays on the basis of
+  the curve its in-layer factor was fitted against: a group with a factor of its own takes the level of the sweep
+  that factor divides (h100-sxm: XLA-SM90 + MAMF BF16, AZ-H100 + MAMF FP8; h200-sxm: its power-limited sweep
+  SM-H200, its own sustained-basis factors; mi300x and the A100 factor: Azure's cuBLASLt / hipBLASLt sweeps); a
+  group that borrows a factor takes the lender's kind of level (the level rule above; on Hopper, the FP8 lender,
+  burst and Azure readings coincide: AZ-H100 alone fits to the MAMF bound 0.709), and a sustained sweep of its own
+  (Azure's protocol: 10,000 warm-up + 1,000 timed calls) is a check of the borrowed throttle, not its level. It
+  becomes the level only where its ratio to the group's burst level (MAMF) is a clock effect, i.e. both were timed
+  through one library build, and that ratio falls outside what the same protocol reads on the lender (Hopper FP8:
+  0.985 H100, 0.940 H200): then the borrowed factor misprices the chip's throttle and the sustained sweep sets the
+  level with a sustained-basis factor (h200-sxm's). Checked for every group with such a sweep (a100-sxm-80g,
+  h100-sxm, h200-sxm, mi300x, gb200, gb300 fp8): none moves. GB200's 0.804 x MAMF is CUDA 12.8 against MAMF's CUDA
+  13.0 (and the same run's FP4 reaches 0.76 of its peak where FP8 reaches 0.58); GB300's sweep on CUDA 13.0 reads
+  0.937 of GB200's MAMF x the B300 / B200 MAMF ratio, inside Hopper's band.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
