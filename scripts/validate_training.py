@@ -1384,7 +1384,10 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload]
     multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
-        why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
+        named = str((case.get("hardware") or {}).get("catalog_cluster", ""))
+        why.append(f"data parallelism over a network the catalog lacks: {named[5:].strip(' ()')}"
+                   if named.startswith("none") else  # the case names what is missing (A3's inter-VM network)
+                   "data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
                    "tier in the catalog, one FSDP group is assumed)")
     sched = str(par.get("schedule", "")).lower()
     if "dualpipe" in sched:
