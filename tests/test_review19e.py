@@ -1,0 +1,44 @@
+"""review19e: fixes found reviewing round 19's merges (fuzz19 and the lead's commits), each with a test that
+fails without its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalemodel.specs import load_cluster
+
+
+def test_a_tier_a_file_sets_by_name_carries_its_own_citation(tmp_path: Path) -> None:
+    """A cluster file extending dgx-h100 with ``tiers: [{name: ib-leaf, bandwidth: 100 Gbit/s}]`` (merged into the
+    base's tier by name) kept the base tier's citation '400 Gb/s ... 50 GB/s per GPU' for the 12.5 GB/s it priced,
+    as ``hardware show`` printed it; --set of the same field was restated. The fields the file did not set keep
+    theirs, and the tiers it did not name are untouched."""
+    base = load_cluster("dgx-h100")
+    path = tmp_path / "slow.yaml"
+    path.write_text("kind: cluster\nname: slow\nextends: dgx-h100\n"
+                    "tiers:\n  - name: ib-leaf\n    bandwidth: 100 Gbit/s\n")
+    derived = load_cluster(path)
+    leaf = next(t for t in derived.tiers if t.name == "ib-leaf")
+    base_leaf = next(t for t in base.tiers if t.name == "ib-leaf")
+    assert leaf.bandwidth == 100e9 / 8  # 100 Gbit/s = 12.5 GB/s
+    assert "400 Gb/s" in base_leaf.sources["bandwidth"]  # the control: the base's citation is of 400 Gb/s
+    assert leaf.sources["bandwidth"] == f"set in {path}"
+    assert leaf.sources["span"] == base_leaf.sources["span"]
+    assert derived.tiers[0].sources == base.tiers[0].sources  # nvlink, not named by the file
+    by_set = load_cluster("dgx-h100", ["tiers.ib-leaf.bandwidth=100Gbit/s"])  # the two ways agree
+    assert next(t for t in by_set.tiers if t.name == "ib-leaf").sources["bandwidth"] == \
+        "set in --set tiers.ib-leaf.bandwidth"
+
+
+def test_a_scenarios_inline_cluster_restates_the_tier_it_sets(tmp_path: Path) -> None:
+    """The same through a scenario's ``cluster: {extends: dgx-h100, tiers: [...]}``: the citation names the
+    scenario file and its field."""
+    from scalemodel.specs import load_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text("kind: scenario\nname: s\nmodel: llama2-7b\ngpus: [16]\n"
+                    "cluster:\n  extends: dgx-h100\n  tiers:\n    - name: ib-leaf\n      bandwidth: 100 Gbit/s\n"
+                    "training:\n  global_batch: 512\n")
+    scenario = load_scenario(path)
+    leaf = next(t for t in scenario.cluster.tiers if t.name == "ib-leaf")
+    assert leaf.sources["bandwidth"] == f"set in {path}: cluster"
