@@ -42,3 +42,23 @@ def test_a_scenarios_inline_cluster_restates_the_tier_it_sets(tmp_path: Path) ->
     scenario = load_scenario(path)
     leaf = next(t for t in scenario.cluster.tiers if t.name == "ib-leaf")
     assert leaf.sources["bandwidth"] == f"set in {path}: cluster"
+
+
+def test_tier_bandwidth_note_only_for_network_tiers() -> None:
+    """The per-GPU note (a node NIC of B is B / gpus_per_node per GPU) is for network tiers past the node. An NVL72
+    rack's NVLink (span 72 over 4-GPU nodes) and a TPU pod's ICI span past the node but are NCCL's NVLink class, per
+    GPU in their datasheets and no NIC: they were noted. A tier given by index ('01', as --set reads it) is noted."""
+    from scalemodel.commands.options import load_cluster_with
+    from scalemodel.specs import notices
+
+    def notes(cluster: str, item: str) -> list[str]:
+        with notices.collecting() as got:
+            load_cluster_with(cluster, [item], "test")
+        return [str(n) for n in got]
+
+    assert notes("gb200-nvl72", "cluster.tiers.nvlink.bandwidth=800GB/s") == []
+    assert notes("tpu-v5p-pod", "cluster.tiers.0.bandwidth=500GB/s") == []
+    # ib-leaf, index 1, of gb200-nvl72: 100 Gbit/s = 12.5 GB/s per GPU, x 4 GPUs per node = 50 GB/s = 400 Gbit/s
+    for item in ("cluster.tiers.ib-leaf.bandwidth=100Gbit/s", "cluster.tiers.01.bandwidth=100Gbit/s"):
+        got = notes("gb200-nvl72", item)
+        assert len(got) == 1 and "(400 Gbit/s) per node of 4 GPUs" in got[0], got
