@@ -62,3 +62,25 @@ def test_tier_bandwidth_note_only_for_network_tiers() -> None:
     for item in ("cluster.tiers.ib-leaf.bandwidth=100Gbit/s", "cluster.tiers.01.bandwidth=100Gbit/s"):
         got = notes("gb200-nvl72", item)
         assert len(got) == 1 and "(400 Gbit/s) per node of 4 GPUs" in got[0], got
+
+
+def test_scale_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path) -> None:
+    """scale --strategy run.sh --zero 3 (a Megatron-LM launch without --use-torch-fsdp2 / --use-megatron-fsdp, so
+    Megatron-Core's DDP) was refused at 'strategy.megatron_ddp', a field the reader filled, where predict, memory
+    and plan name --zero (the lead's check_launch_zero ran in build_specs only); --zero 1 still runs."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
+                      "--global-batch-size 512 --bf16\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "scalemodel", "scale", "-m", "llama2-7b", "-c", "dgx-h100",
+                               "--gpus", "64,128", "--strategy", str(script), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    r = run("--zero", "3")
+    assert r.returncode == 2 and r.stderr.startswith("error: --zero: ZeRO 3 "), r.stderr
+    assert "megatron_ddp: true needs" not in r.stderr
+    assert run("--zero", "1").returncode == 0

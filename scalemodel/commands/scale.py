@@ -103,6 +103,9 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     tr_raw = apply_overrides({**tr_base, **tr_given}, routed["training"])
     st_raw = apply_overrides({**st_base, **st_given}, routed["strategy"])
     where = scenario or "default"
+    # --zero 3 over a Megatron-Core DDP launch names the option, as predict's build_specs does (scale was refused at
+    # the reader's own strategy.megatron_ddp field)
+    o.check_launch_zero(strategy_file, st_raw, strategy, sets)
     tr = o.validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets,
                             (where, tuple(tr_base)) if scen is not None else None)
     st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
