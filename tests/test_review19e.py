@@ -84,3 +84,17 @@ def test_scale_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path
     assert r.returncode == 2 and r.stderr.startswith("error: --zero: ZeRO 3 "), r.stderr
     assert "megatron_ddp: true needs" not in r.stderr
     assert run("--zero", "1").returncode == 0
+
+
+def test_scale_default_counts_over_max_gpus_name_gpus_not_a_file() -> None:
+    """scale without --gpus or a scenario prices the default counts 128..2048; on a100-4nic-hdr (max_gpus 800) the
+    refusal was located at 'default: gpus', as if a file named 'default' held them (fuzz19's scenario location)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "scale", "-m", "llama2-7b", "-c", "a100-4nic-hdr"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --gpus (not given: the default 128,256,512,1024,2048): 2048 GPUs"), last
+    assert "at most 800" in last and "default: gpus" not in last

@@ -177,7 +177,9 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
     # the counts' origin: the scenario's field, named by its file (was "scenario gpus", or "--gpus" for a strategy
     # that does not divide them, an option never given)
-    gpus_at = "--gpus" if gpus is not None else f"{scenario or 'default'}: gpus"
+    # (no scenario and no --gpus: the default counts, said as --gpus's default, not a file 'default')
+    gpus_at = "--gpus" if gpus is not None else (
+        f"{scenario}: gpus" if scenario else f"--gpus (not given: the default {','.join(map(str, DEFAULT_GPUS))})")
     cl.require_gpus(max(spec["gpus"]), gpus_at)
     inputs: dict[str, Any] = {
         "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
