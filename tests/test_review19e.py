@@ -98,3 +98,23 @@ def test_scale_default_counts_over_max_gpus_name_gpus_not_a_file() -> None:
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("error: --gpus (not given: the default 128,256,512,1024,2048): 2048 GPUs"), last
     assert "at most 800" in last and "default: gpus" not in last
+
+
+def test_a_dangling_link_read_as_a_file_is_said_as_such(tmp_path: Path) -> None:
+    """fuzz19 said a dangling symbolic link as such for spec paths (loader.resolve, sweep); a file read through
+    files.read_bytes (an nccl-tests log, --samples, a --strategy file) still said 'nccl-tests log not found' of a
+    link ls shows. A plain missing path keeps its message."""
+    import pytest
+
+    from scalemodel.errors import InputError
+    from scalemodel.specs import files
+
+    link = tmp_path / "a.log"
+    link.symlink_to(tmp_path / "gone.log")
+    with pytest.raises(InputError) as got:
+        files.read_text(link, limit=1 << 20, what="nccl-tests log")
+    assert got.value.what == f"nccl-tests log not found: a symbolic link to {str(tmp_path / 'gone.log')!r}, " \
+                             "which does not resolve to a file"
+    with pytest.raises(InputError) as plain:
+        files.read_text(tmp_path / "none.log", limit=1 << 20, what="nccl-tests log")
+    assert plain.value.what == "nccl-tests log not found"
