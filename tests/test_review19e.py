@@ -88,7 +88,7 @@ def test_scale_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path
 
 def test_scale_default_counts_over_max_gpus_name_gpus_not_a_file() -> None:
     """scale without --gpus or a scenario prices the default counts 128..2048; on a100-4nic-hdr (max_gpus 800) the
-    refusal was located at 'default: gpus', as if a file named 'default' held them (fuzz19's scenario location)."""
+    refusal was located at 'default: gpus', the built-in scenario 'default', which -c and -m left out of use"""
     import subprocess
     import sys
 

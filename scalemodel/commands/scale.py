@@ -177,9 +177,11 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
     # the counts' origin: the scenario's field, named by its file (was "scenario gpus", or "--gpus" for a strategy
     # that does not divide them, an option never given)
-    # (no scenario and no --gpus: the default counts, said as --gpus's default, not a file 'default')
+    # (-c and -m without --gpus or a scenario: the default counts, said as --gpus's default, not 'default: gpus',
+    # which names the built-in scenario 'default' that neither -c nor -m left in use)
     gpus_at = "--gpus" if gpus is not None else (
-        f"{scenario}: gpus" if scenario else f"--gpus (not given: the default {','.join(map(str, DEFAULT_GPUS))})")
+        f"{scenario or 'default'}: gpus" if spec["scenario"] is not None
+        else f"--gpus (not given: the default {','.join(map(str, DEFAULT_GPUS))})")
     cl.require_gpus(max(spec["gpus"]), gpus_at)
     inputs: dict[str, Any] = {
         "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
