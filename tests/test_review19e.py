@@ -118,3 +118,17 @@ def test_a_dangling_link_read_as_a_file_is_said_as_such(tmp_path: Path) -> None:
     with pytest.raises(InputError) as plain:
         files.read_text(tmp_path / "none.log", limit=1 << 20, what="nccl-tests log")
     assert plain.value.what == "nccl-tests log not found"
+
+
+def test_scale_says_a_set_network_tier_bandwidth_is_per_gpu() -> None:
+    """The lead's note (--set of a network tier's bandwidth is per GPU) was given by predict, plan and memory
+    (build_specs, load_cluster_with) and not by scale, which loads its cluster itself. 10 Gbit/s per GPU on dgx-h100's
+    8-GPU nodes is 80 Gbit/s per node, 1.25 GB/s per GPU and 10 GB/s per node."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "scale", "-m", "llama2-7b", "-c", "dgx-h100", "--gpus",
+                        "64", "--set", "cluster.tiers.ib-leaf.bandwidth=10Gbit/s"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "1.25 GB/s (10 Gbit/s) per GPU is 10 GB/s (80 Gbit/s) per node of 8 GPUs" in r.stderr, r.stderr

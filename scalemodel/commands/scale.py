@@ -13,6 +13,7 @@ from typing import Any
 
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
+from scalemodel.commands.options import note_tier_bandwidth
 from scalemodel.commands.plan import file_fields, pin_file_settings
 from scalemodel.engine.planner import pins
 from scalemodel.engine.scaling import sweep
@@ -92,6 +93,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
         cl = validate(ClusterSpec, apply_overrides(dump(scen.cluster), routed["cluster"]), prefix=["cluster"])
     else:
         cl = load_cluster(cluster or "dgx-h100", routed["cluster"])
+    note_tier_bandwidth(cl, routed["cluster"])  # as predict, plan and memory say it (build_specs): scale did not
     if scen is not None and model is None:
         wl = validate(Workload, apply_overrides(dump(scen.model), routed["model"]), prefix=["model"])
     else:
