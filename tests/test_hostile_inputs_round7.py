@@ -262,7 +262,8 @@ def test_sweep_strategy_field_errors_say_what_is_allowed(cli, tmp_path: Path) ->
     (["sweep", str(Path(__file__).resolve().parents[1] / "examples/sweeps/capacity.yaml"), "-j", "0"],
      "--workers must be from 1 to 4096, got 0; an integer"),
     (["stragglers", "-n", "300000000"], "; an integer"),
-    (["memory", *BASE, "-n", "8", "--optimizer-bytes", "-1"], "bytes per parameter must be >= 0; a number >= 0"),
+    (["memory", *BASE, "-n", "8", "--optimizer-bytes", "-1"],  # review19e: one bounds check, the option's range
+     "--optimizer-bytes -1 bytes per parameter is outside 0 .. 64; a number from 0 to 64"),
 ])
 def test_command_option_errors_say_what_is_allowed(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, *args, "--json", match=match)

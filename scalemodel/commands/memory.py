@@ -23,13 +23,9 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
     o.positive_int(gpus, "--gpus")
     if not 0 <= fragmentation < 10:
         raise InputError("fragmentation must be in [0, 10)", where="--fragmentation", allowed="e.g. 0.05")
-    if (optimizer_bytes is not None and optimizer_bytes < 0) or (grad_bytes is not None and grad_bytes < 0):
-        raise InputError("bytes per parameter must be >= 0",  # the option given (was both, of either)
-                         where="--optimizer-bytes" if optimizer_bytes is not None and optimizer_bytes < 0
-                         else "--grad-bytes",
-                         allowed="a number >= 0, e.g. 12 (fp32 master + Adam m, v) and 2 (16-bit gradients)")
     # the spec's bounds, said at the option: nan or 1e308 was refused as "training.optimizer_bytes_per_param: ...",
-    # a field the user never wrote
+    # a field the user never wrote; a negative value too (it was "must be >= 0, a number >= 0" of --grad-bytes,
+    # whose 0 is refused: its range starts at 0.125, one bit)
     for value, option, low, high, example in (
             (optimizer_bytes, "--optimizer-bytes", 0.0, MAX_OPTIMIZER_BYTES, "12 (fp32 master + Adam m, v)"),
             (grad_bytes, "--grad-bytes", MIN_GRAD_BYTES, MAX_GRAD_BYTES, "2 (16-bit gradients)")):

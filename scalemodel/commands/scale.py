@@ -13,6 +13,7 @@ from typing import Any
 
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
+from scalemodel.commands.options import note_tier_bandwidth
 from scalemodel.commands.plan import file_fields, pin_file_settings
 from scalemodel.engine.planner import pins
 from scalemodel.engine.scaling import sweep
@@ -92,6 +93,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
         cl = validate(ClusterSpec, apply_overrides(dump(scen.cluster), routed["cluster"]), prefix=["cluster"])
     else:
         cl = load_cluster(cluster or "dgx-h100", routed["cluster"])
+    note_tier_bandwidth(cl, routed["cluster"])  # as predict, plan and memory say it (build_specs): scale did not
     if scen is not None and model is None:
         wl = validate(Workload, apply_overrides(dump(scen.model), routed["model"]), prefix=["model"])
     else:
@@ -103,6 +105,9 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     tr_raw = apply_overrides({**tr_base, **tr_given}, routed["training"])
     st_raw = apply_overrides({**st_base, **st_given}, routed["strategy"])
     where = scenario or "default"
+    # --zero 3 over a Megatron-Core DDP launch names the option, as predict's build_specs does (scale was refused at
+    # the reader's own strategy.megatron_ddp field)
+    o.check_launch_zero(strategy_file, st_raw, strategy, sets)
     tr = o.validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets,
                             (where, tuple(tr_base)) if scen is not None else None)
     st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
@@ -174,7 +179,11 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
     # the counts' origin: the scenario's field, named by its file (was "scenario gpus", or "--gpus" for a strategy
     # that does not divide them, an option never given)
-    gpus_at = "--gpus" if gpus is not None else f"{scenario or 'default'}: gpus"
+    # (-c and -m without --gpus or a scenario: the default counts, said as --gpus's default, not 'default: gpus',
+    # which names the built-in scenario 'default' that neither -c nor -m left in use)
+    gpus_at = "--gpus" if gpus is not None else (
+        f"{scenario or 'default'}: gpus" if spec["scenario"] is not None
+        else f"--gpus (not given: the default {','.join(map(str, DEFAULT_GPUS))})")
     cl.require_gpus(max(spec["gpus"]), gpus_at)
     inputs: dict[str, Any] = {
         "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],

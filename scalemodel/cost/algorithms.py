@@ -84,8 +84,10 @@ def check_op(op: str) -> None:
 
 def busbw_factor(op: str, p: np.ndarray | float) -> np.ndarray:
     """nccl-tests bus-bandwidth factor (doc/PERFORMANCE.md): 2(n-1)/n all-reduce; (n-1)/n
-    reduce-scatter, all-gather, all-to-all; 1 broadcast, reduce, send/recv. n = 1 gives 1,
-    as nccl-tests prints; a one-rank group's time is 0 whatever this says (:func:`nccl.algorithm_time` masks it).
+    reduce-scatter, all-gather, all-to-all; 1 broadcast, reduce, send/recv. n = 1 gives 1 here, where nccl-tests'
+    own factor is 0 for all-reduce, reduce-scatter and all-gather (tests/src/all_reduce.cu AllReduceGetBw:
+    2(nranks-1)/nranks, so a one-GPU run prints busbw 0): no number depends on it, since a one-rank group's time is 0
+    (:func:`nccl.algorithm_time` masks it) and :func:`collectives.algbw` is 0 at time 0.
     The one copy for both the reporting (:func:`collectives.busbw`) and NCCL's llMaxBw cap."""
     check_op(op)
     p = np.asarray(p, dtype=float)

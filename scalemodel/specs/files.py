@@ -108,7 +108,11 @@ def _stat(path: str | Path, what: str) -> os.stat_result:
         raise InputError(f"{what} not found: a part of the path before the last is a file, not a folder",
                          where=str(path)[:200], allowed=f"an existing {what}") from None
     except FileNotFoundError:
-        raise InputError(f"{what} not found", where=str(path), allowed=f"an existing {what}") from None
+        # a dangling link: said as such, as a spec path is (missing_what); an nccl-tests log, a --samples file or a
+        # --strategy file behind a link whose target is gone was "not found" of a link ls shows
+        link = missing_what(path)
+        raise InputError(f"{what} not found" if link == "file not found" else f"{what} not found: {link}",
+                         where=str(path), allowed=f"an existing {what}") from None
     except ValueError:  # an embedded NUL byte in the path
         raise InputError("the path contains a NUL byte", where=repr(str(path))[:80],
                          allowed=f"a path to a {what}") from None

@@ -343,6 +343,29 @@ def restate_sources(data: dict[str, Any], paths: Iterable[str], by: str, kept: I
                 sources[key] = f"{sources[key]}; {path[len(key) + 1:]} set in {by}"
 
 
+def _restate_merged(merged: Any, over: Any, by: str) -> None:
+    """:func:`restate_sources` after ``_merge(base, over)`` gave ``merged``, in every spec inside it that ``over``
+    reaches: a nested mapping (a cluster's inline accelerator) and an item of a list of named mappings, which
+    ``_merge`` merges by name (a cluster's tiers, each with its own ``sources``). A cluster extending dgx-h100 with
+    ``tiers: [{name: ib-leaf, bandwidth: 100 Gbit/s}]`` kept the base tier's '400 Gb/s = 50 GB/s per GPU' as the
+    citation of 12.5 GB/s in ``hardware show``, while ``--set tiers.ib-leaf.bandwidth`` was restated."""
+    if not (isinstance(merged, dict) and isinstance(over, dict)):
+        return
+    own = over.get("sources")
+    restate_sources(merged, _changed_paths(over), by, own if isinstance(own, dict) else ())
+    for k, v in over.items():
+        if k == "sources" or k not in merged:
+            continue
+        m = merged[k]
+        if isinstance(v, dict):
+            _restate_merged(m, v, by)
+        elif isinstance(v, list) and isinstance(m, list):
+            by_name = {x["name"]: x for x in m if isinstance(x, dict) and "name" in x}
+            for item in v:
+                if isinstance(item, dict) and item.get("name") in by_name and by_name[item["name"]] is not item:
+                    _restate_merged(by_name[item["name"]], item, by)
+
+
 def _restate_along(root: Any, loc: Sequence[Any], by: str) -> None:
     """:func:`restate_sources` in every spec along ``loc`` (a cluster's accelerator has its own ``sources``)."""
     node = root
@@ -401,10 +424,9 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
             raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, this file a {data['kind'][:40]} spec",
                              where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
-        own = data.get("sources")
-        changed = _changed_paths(data)
+        over = data
         data = _merge(base, data)
-        restate_sources(data, changed, str(path), own if isinstance(own, dict) else ())
+        _restate_merged(data, over, str(path))
     return data
 
 
@@ -706,8 +728,7 @@ def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path)
             if not isinstance(parent, str):
                 raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
             merged = _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest)
-            own = rest.get("sources")
-            restate_sources(merged, _changed_paths(rest), f"{origin}: {where}", own if isinstance(own, dict) else ())
+            _restate_merged(merged, rest, f"{origin}: {where}")
             return merged
     except InputError as exc:
         raise exc.at(f"{origin}: {where}") from None
