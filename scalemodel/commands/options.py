@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from scalemodel.commands.args import opt, repeat, switch
+from scalemodel.cost.nccl import INTRA_PROTOCOLS
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
@@ -65,8 +66,6 @@ def note_tier_bandwidth(cluster: Any, items: list[str]) -> None:
     said so. A tier inside the node, or of NCCL's NVLink or PCI class (cost/nccl.py ``_link_class``: an NVL72 rack's
     NVLink, a TPU pod's ICI, which span past the node), is per GPU in every datasheet and no node NIC, so it is not
     noted: gb200-nvl72's 72-GPU NVLink and tpu-v5p-pod's ICI were said 'a node NIC of B is B / 4 per GPU'."""
-    from scalemodel.cost.nccl import INTRA_PROTOCOLS
-
     gpn = int(cluster.gpus_per_node)
     for item in items:
         parts = [p.strip() for p in item.split("=", 1)[0].split(".")]
