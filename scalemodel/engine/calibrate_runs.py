@@ -41,12 +41,14 @@ import numpy as np
 import yaml
 
 from scalemodel.cost import compute as compute_cost
+from scalemodel.engine.intervals import family_of
 from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
+from scalemodel.specs.cluster import CALIBRATION_VERSION
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
@@ -55,6 +57,10 @@ MULT_BOUNDS = (0.1, 2.0)
 INSENSITIVE = 1e-6
 #: A factor within this factor of a bound is "on the bound".
 BOUND_FACTOR = 1.01
+#: Leave-one-out residuals (each run predicted by a refit without it) from this many runs on (fewer: in-sample)...
+MIN_LOO_RUNS = 3
+#: ...up to this many (each is one more fit; beyond, the in-sample residuals, with many runs per factor, are close)
+LOO_MAX_RUNS = 40
 
 
 @dataclass
@@ -76,13 +82,15 @@ class RunsFit:
     warnings: list[str]
     rms_log_error_before: float
     rms_log_error_after: float
+    calibration: dict[str, Any] = field(default_factory=dict)  # the overlay's residual block (_calibration_block)
 
     def factor(self, name: str) -> Factor:
         return next(f for f in self.factors if f.name == name)
 
     def payload(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "factors": self.factors, "runs": self.runs, "warnings": self.warnings,
-                "rms_log_error_before": self.rms_log_error_before, "rms_log_error_after": self.rms_log_error_after}
+                "rms_log_error_before": self.rms_log_error_before, "rms_log_error_after": self.rms_log_error_after,
+                "calibration": self.calibration}
 
 
 @dataclass(frozen=True)
@@ -330,11 +338,13 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     before = predict_all({}, o0)
     warnings: list[str] = list(infeasible)
     active = []
+    sens: dict[str, np.ndarray] = {}
     for name in mult_names:
         if name not in chosen:
             continue
         moved = predict_all({name: 0.9}, o0)
-        if float(np.max(np.abs(np.log(moved / before)))) > INSENSITIVE:
+        sens[name] = np.abs(np.log(moved / before))  # per run: which runs determine this factor
+        if float(np.max(sens[name])) > INSENSITIVE:
             active.append(name)
         else:
             why = ("no run's traffic crosses this tier, or it is all hidden under compute"
@@ -381,6 +391,30 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     mults, overhead = unpack(x)
     after = predict_all(mults, overhead)
 
+    def refit_without(i: int) -> float:
+        """Run i's step predicted by the factors refitted to the other runs (leave-one-out): a multiplier that only
+        run i determined is not fitted (stays 1), as the full fit leaves a factor no run determines; the refit
+        starts from the full fit's solution (the optimum, where the fit has one, does not depend on the start)."""
+        keep = np.arange(len(t)) != i
+        act = [n for n in active if float(np.max(sens[n][keep])) > INSENSITIVE]
+        cols = [active.index(n) for n in act] + ([len(names) - 1] if fit_o else [])
+        if not cols:  # nothing left to fit without run i: the factors at their starting values
+            return float(predict_all({}, o0)[i])
+        lo_i, hi_i = lo[cols], hi[cols]
+        x0_i = np.clip(x[cols], lo_i + 1e-6, hi_i - 1e-6)
+
+        def unpack_i(z: np.ndarray) -> tuple[dict[str, float], float]:
+            return {n: float(np.exp(z[j])) for j, n in enumerate(act)}, float(z[-1]) if fit_o else o0
+
+        def resid_i(z: np.ndarray) -> np.ndarray:
+            return np.log(np.maximum(predict_all(*unpack_i(z)), 1e-15)[keep] / t[keep])
+
+        sol_i = least_squares(resid_i, x0_i, method="trf", bounds=(lo_i, hi_i), x_scale=scale[cols], diff_step=1e-4)
+        return float(predict_all(*unpack_i(np.asarray(sol_i.x)))[i])
+
+    loo_ok = MIN_LOO_RUNS <= len(t) <= LOO_MAX_RUNS and len(t) - 1 >= len(names)
+    loo = [refit_without(i) for i in range(len(t))] if loo_ok else None
+
     factors = []
     descriptions = {"compute": "x the accelerator's GEMM (gemm_max) and memory-bandwidth efficiencies",
                     "compute:fp8": "x the fp8 GEMM curve's gemm_max (fp8 runs' GEMMs)",
@@ -412,12 +446,45 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             warnings.append(f"{f.name}: fitted value {f.value:.4g} sits on its {f.at_bound} bound "
                             f"{f.bounds[0] if f.at_bound == 'lower' else f.bounds[1]:.4g} ({what})")
     run_rows = [{"name": r.label, "gpus": r.gpus, "measured_s": float(m), "before_s": float(b), "after_s": float(a),
-                 "error_before": float(b / m - 1), "error_after": float(a / m - 1), "log": _log_row(r)}
-                for r, m, b, a in zip(runs, t, before, after, strict=True)]
+                 "error_before": float(b / m - 1), "error_after": float(a / m - 1),
+                 "loo_s": None if loo is None else loo[i], "error_loo": None if loo is None else float(loo[i] / m - 1),
+                 "log": _log_row(r)}
+                for i, (r, m, b, a) in enumerate(zip(runs, t, before, after, strict=True))]
+    calibration = _calibration_block(runs, prepared, t, after, loo, len(names))
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
               "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,
-                   float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))))
+                   float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))),
+                   calibration)
+
+
+def _calibration_block(runs: list[Any], prepared: list[_Prepared], t: np.ndarray, after: np.ndarray,
+                       loo: list[float] | None, n_factors: int) -> dict[str, Any]:
+    """The overlay's ``calibration`` block (specs.cluster.CalibrationSpec, version CALIBRATION_VERSION): each run's
+    speed error e = measured / predicted - 1 in and (``loo``: the refits' predictions) out of sample, its family
+    keys, and which the band uses (docs/model.md#intervals)."""
+    m = len(t)
+    if loo is not None:
+        method, reason = "leave-one-out", ""
+    elif m <= n_factors:
+        method, reason = "none", (f"{m} runs for {n_factors} fitted factors: the fit's residuals are zero by "
+                                  "construction and say nothing of its error")
+    elif m < MIN_LOO_RUNS:
+        method, reason = "in-sample", f"{m} runs (leave-one-out needs {MIN_LOO_RUNS})"
+    elif m > LOO_MAX_RUNS:
+        method, reason = "in-sample", (f"{m} runs, more than the {LOO_MAX_RUNS} refitted one by one; with this many "
+                                       f"runs for {n_factors} factors in-sample errors are close to out-of-sample ones")
+    else:
+        method, reason = "in-sample", (f"{m} runs for {n_factors} fitted factors: a refit without one run would have "
+                                       "fewer runs than factors")
+    rows = []
+    for i, (r, p) in enumerate(zip(runs, prepared, strict=True)):
+        par, model, prec = family_of(p.job, p.grid.describe(0)["zero"])
+        rows.append({"run": r.label, "gpus": int(r.gpus), "parallelism": par, "model": model, "precision": prec,
+                     "in_sample": float(t[i] / after[i] - 1),
+                     "leave_one_out": None if loo is None else float(t[i] / loo[i] - 1)})
+    return {"version": CALIBRATION_VERSION, "runs": m, "factors": n_factors, "method": method, "reason": reason,
+            "residuals": rows}
 
 
 def _log_row(run: Any) -> dict[str, Any] | None:
@@ -498,6 +565,8 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
         doc["accelerator"] = acc
     if tiers:
         doc["tiers"] = tiers
+    if fit.calibration:
+        doc["calibration"] = fit.calibration
     return doc
 
 

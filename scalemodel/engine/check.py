@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.intervals import runs_phrase
 from scalemodel.engine.job import scenario_training_fits
 from scalemodel.engine.scaling import sweep
 from scalemodel.engine.step import Infeasible
@@ -253,7 +254,7 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
         slow = max(1.0 + pred.interval["speed_error_range"][1], 1.0)
         notes.append(f"--pessimistic: times x {slow:.3f} and rates / {slow:.3f}, the slow end of the interval "
                      f"({' '.join(pred.interval['family'].values()) or 'all runs'}, "
-                     f"{pred.interval['cases']} published runs)")
+                     f"{runs_phrase(pred.interval)})")
     values: dict[str, tuple[float, float, int]] = {}  # name -> (value, limit, at_gpus)
     for name, limit in active.items():
         if name == "min_scaling_efficiency":

@@ -42,6 +42,9 @@ COLUMNS: tuple[str, ...] = (
     # residuals of the named family of published runs; out_of_distribution = nothing similar validated
     "step_time_s_low", "step_time_s_high", "tokens_per_s_low", "tokens_per_s_high", "mfu_low", "mfu_high",
     "interval_family", "interval_cases", "out_of_distribution",
+    # published, calibrated-leave-one-out or calibrated-in-sample: a cluster overlay of `calibrate runs` takes its
+    # band from its own runs' residuals (docs/model.md#intervals)
+    "interval_source",
     # plan's search (best points): candidates_evaluated is every candidate the search covered (plan's JSON key of
     # that name), candidates_priced the ones the step model priced, the rest bounded ("searched N candidates (M
     # evaluated, the rest bounded)" in plan's words); candidates_priced came last (round 19), so the columns before
@@ -230,7 +233,8 @@ def _fill(row: dict[str, Any], p: Prediction) -> None:
                    tokens_per_s_low=band["tokens_per_s"][0], tokens_per_s_high=band["tokens_per_s"][1],
                    mfu_low=band["mfu"][0], mfu_high=band["mfu"][1],
                    interval_family=" ".join(str(v) for v in band["family"].values()) or "all runs",
-                   interval_cases=band["cases"], out_of_distribution=band["out_of_distribution"])
+                   interval_cases=band["cases"], out_of_distribution=band["out_of_distribution"],
+                   interval_source=band["source"])
 
 
 def run_points(points: list[GridPoint]) -> list[dict[str, Any]]:

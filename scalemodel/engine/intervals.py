@@ -13,6 +13,16 @@ Nothing similar validated (fewer than :data:`MIN_CASES` cases of the accelerator
 the result says which) is out of distribution: the result says so, and the band is the whole validation set's
 error range (min to max), doubled, not a narrow one. A job far outside the GPU counts of its family (more than
 :data:`SCALE_MARGIN` x beyond them) is flagged the same way.
+
+A job on a cluster overlay written by ``scalemodel calibrate runs`` (:class:`Calibration`, from the overlay's
+``calibration`` block) takes its band from the calibrated model's own errors on the runs it was fitted to instead:
+leave-one-out errors (each run predicted by a refit without it) where the overlay has them, else the fit's in-sample
+errors (optimistic, and said so). The runs are matched as the published ones are, on parallelism family, dense vs
+MoE and precision (the cluster is the overlay's own, so the generation is fixed), dropping keys from the end until
+:data:`MIN_CASES` runs remain, down to all the runs. The published-runs band is kept, with the reason, where the
+calibration cannot give one: fewer than :data:`MIN_CASES` runs, a fit with as many factors as runs (its residuals
+are zero by construction), a job more than :data:`SCALE_MARGIN` x beyond the runs' GPU counts (the runs say nothing
+about that scale), or an overlay from before the residuals were recorded (version 1).
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from scalemodel.choices import Zero
 
 RESIDUALS = Path(__file__).resolve().parents[1] / "data" / "validation_residuals.json"
 MIN_CASES = 3
@@ -41,6 +53,8 @@ class Interval(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a da
     cases: int
     out_of_distribution: bool
     reason: str
+    source: str = "published"  # or "calibrated-leave-one-out", "calibrated-in-sample" (SOURCES)
+    calibration: dict[str, Any] | None = None  # the overlay's fit, when the job's cluster is calibrated
 
     def step_time(self, t: float) -> tuple[float, float]:
         return t * (1.0 + self.low), t * (1.0 + self.high)
@@ -50,7 +64,7 @@ class Interval(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a da
 
     def label(self) -> str:
         fam = " ".join(self.family.values()) or "all validated runs"
-        return f"{fam}, {self.cases} published run{'s' if self.cases != 1 else ''}"
+        return f"{fam}, {runs_phrase({'cases': self.cases, 'source': self.source})}"
 
     def payload(self, step_time_s: float, tokens_per_s: float, mfu: float) -> dict[str, Any]:
         t_lo, t_hi = self.step_time(step_time_s)
@@ -58,7 +72,66 @@ class Interval(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a da
         m_lo, m_hi = self.throughput(mfu)
         return {"step_time_s": [t_lo, t_hi], "tokens_per_s": [x_lo, x_hi], "mfu": [m_lo, m_hi],
                 "speed_error_range": [self.low, self.high], "family": self.family, "cases": self.cases,
-                "out_of_distribution": self.out_of_distribution, "basis": self.reason}
+                "out_of_distribution": self.out_of_distribution, "basis": self.reason, "source": self.source,
+                "calibration": self.calibration}
+
+
+#: Where a band comes from (Interval.source).
+SOURCES = ("published", "calibrated-leave-one-out", "calibrated-in-sample")
+
+
+def runs_phrase(band: dict[str, Any]) -> str:
+    """'18 published runs', '8 of your calibration runs (leave-one-out)': the runs an interval payload's band
+    comes from."""
+    n = band["cases"]
+    src = band.get("source", "published")
+    if src == "published":
+        return f"{n} published run{'s' if n != 1 else ''}"
+    return f"{n} of your calibration runs ({'leave-one-out' if src.endswith('leave-one-out') else 'in-sample'})"
+
+
+#: Keys a calibration run is matched on (the cluster, hence the generation, is the overlay's own).
+CALIBRATION_KEYS = ("parallelism", "model", "precision")
+
+
+class Calibration(msgspec.Struct, frozen=True):
+    """The ``calibration`` block of a `calibrate runs` overlay (specs.cluster.CalibrationSpec), as a job carries it:
+    hashable, the residual of the chosen method per run. ``version`` 1: an overlay from before the block (no
+    residuals)."""
+
+    cluster: str
+    version: int
+    runs: int = 0
+    factors: int = 0
+    method: str = "none"  # "leave-one-out" | "in-sample" | "none"
+    reason: str = ""
+    residuals: tuple[tuple[str, str, str, int, float], ...] = ()  # (parallelism, model, precision, gpus, e)
+
+    def summary(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "version": self.version, "runs": self.runs, "factors": self.factors,
+                "method": self.method}
+
+
+#: What `calibrate runs` writes as its compute curve's source (engine.calibrate_runs.overlay_doc): how an overlay from
+#: before the calibration block (version 1) is told from a hand-written cluster.
+CALIBRATED_SOURCE = "calibrated: x"
+
+
+def calibration_of(cluster: Any) -> Calibration | None:
+    """The calibration ``cluster`` carries: its ``calibration`` block, or version 1 (no residuals) for an overlay
+    `calibrate runs` wrote before the block existed, told by its compute curve's source (written whenever a compute
+    factor was fitted, as in every default fit); None for any other cluster."""
+    cal = getattr(cluster, "calibration", None)
+    if cal is not None:
+        rows = tuple((r.parallelism, r.model, r.precision, int(r.gpus),
+                      float(r.leave_one_out if cal.method == "leave-one-out" else r.in_sample))
+                     for r in cal.residuals if cal.method != "leave-one-out" or r.leave_one_out is not None)
+        return Calibration(cluster.name, int(cal.version), int(cal.runs), int(cal.factors), cal.method, cal.reason,
+                           rows)
+    curve = getattr(getattr(cluster, "accelerator", None), "compute_efficiency", None)
+    if curve is not None and str(getattr(curve, "source", "") or "").startswith(CALIBRATED_SOURCE):
+        return Calibration(cluster.name, 1)
+    return None
 
 
 @cache
@@ -87,8 +160,52 @@ def _band(errors: list[float]) -> tuple[float, float]:
     return float(min(errors)), float(max(errors))
 
 
-def interval_for(generation: str, parallelism: str, model: str, precision: str, gpus: int) -> Interval | None:
-    """The band for a job of these family keys at ``gpus`` GPUs (None when no residuals are shipped)."""
+def interval_for(generation: str, parallelism: str, model: str, precision: str, gpus: int,
+                 calibration: Calibration | None = None) -> Interval | None:
+    """The band for a job of these family keys at ``gpus`` GPUs (None when no residuals are shipped): from
+    ``calibration``'s runs where it can give one, else from the published runs (module docstring)."""
+    if calibration is None:
+        return _published(generation, parallelism, model, precision, gpus)
+    cal = calibration
+    want = {"parallelism": parallelism, "model": model, "precision": precision}
+    why = None
+    if cal.version < 2:
+        why = (f"cluster {cal.cluster!r} was calibrated by `calibrate runs` before overlays recorded the fit's "
+               "residuals (an overlay without a calibration block, version 1); rerun it to get a band from your runs")
+    elif cal.method == "none":
+        why = cal.reason
+    elif len(cal.residuals) < MIN_CASES:
+        why = f"{len(cal.residuals)} calibration run{'s' if len(cal.residuals) != 1 else ''} (a band needs {MIN_CASES})"
+    else:
+        for n_keys in range(len(CALIBRATION_KEYS), -1, -1):
+            keys = CALIBRATION_KEYS[:n_keys]
+            match = [r for r in cal.residuals if all(r[CALIBRATION_KEYS.index(k)] == want[k] for k in keys)]
+            if len(match) >= MIN_CASES:
+                break
+        sizes = [r[3] for r in match]
+        if not (min(sizes) / SCALE_MARGIN <= gpus <= max(sizes) * SCALE_MARGIN):
+            why = (f"{gpus} GPUs is more than {SCALE_MARGIN:g}x beyond the {min(sizes)}-{max(sizes)} GPUs of the "
+                   "calibration runs, which say nothing of that scale")
+        else:
+            lo, hi = _band([r[4] for r in match])
+            dropped = [k for k in CALIBRATION_KEYS if k not in keys]
+            method = ("leave-one-out errors of the calibrated model (each run predicted by a refit without it)"
+                      if cal.method == "leave-one-out" else
+                      f"in-sample errors of the calibrated model on the runs it was fitted to (optimistic: "
+                      f"{cal.reason or 'no leave-one-out residuals'})")
+            basis = (f"{method}, {len(match)} of {cal.runs} runs" + (
+                f" (not matched on {', '.join(dropped)})" if dropped else ""))
+            return Interval(lo, hi, {"cluster": cal.cluster, **{k: want[k] for k in keys}}, len(match), False,
+                            basis, f"calibrated-{cal.method}", cal.summary())
+    band = _published(generation, parallelism, model, precision, gpus)
+    if band is None:
+        return None
+    return msgspec.structs.replace(band, reason=f"{band.reason}; not from the calibration: {why}",
+                                   calibration=cal.summary())
+
+
+def _published(generation: str, parallelism: str, model: str, precision: str, gpus: int) -> Interval | None:
+    """The band from the published runs' residuals (module docstring)."""
     cases = _residuals()
     if not cases:
         return None
@@ -120,6 +237,13 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
 def generation_of(accelerator_family: str) -> str:
     """The validation's accelerator generation for a catalog family (ampere, hopper, blackwell, ...)."""
     return accelerator_family.lower()
+
+
+def family_of(job: Any, zero: Any) -> tuple[str, str, str]:
+    """(parallelism family, dense or MoE, precision family) of a job (engine.job.Job) under a strategy's ZeRO stage:
+    the keys after the generation that a band is matched on."""
+    return ("FSDP/ZeRO-3" if Zero.parse(zero) >= Zero.PARAMETERS else "TP/PP/DP",
+            "MoE" if job.expert_params > 0 else "dense", precision_family(job.precision))
 
 
 def precision_family(precision: str) -> str:

@@ -41,6 +41,7 @@ from scalemodel.choices import (
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
+from scalemodel.engine.intervals import Calibration, calibration_of
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
@@ -125,6 +126,9 @@ class Job:
     # each compute window communication may hide under (ClusterSpec.overlap_efficiency, #overlap-efficiency)
     step_overhead: float = 0.0
     overlap_efficiency: float = 1.0
+    # what `calibrate runs` fitted this cluster to (ClusterSpec.calibration; an overlay from before the residuals
+    # were recorded is version 1 with none): the prediction interval's source (engine/intervals.py)
+    calibration: Calibration | None = None
     # the attention core's peak and GEMM curve when they differ from the other GEMMs' (an fp8 run's core runs in
     # BF16, cost.compute.layer_compute_time); 0 = the GEMMs' own
     attention_peak_flops: float = 0.0
@@ -368,6 +372,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         **_staleness_kappa(training, workload),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
+        calibration=calibration_of(cluster),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),

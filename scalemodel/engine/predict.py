@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Zero
 from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
-from scalemodel.engine.intervals import generation_of, interval_for, precision_family
+from scalemodel.engine.intervals import family_of, generation_of, interval_for
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, evaluate
@@ -88,9 +87,8 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
         if reason_code == int(Infeasible.LAYERS_NOT_DIVISIBLE):
             detail = _layers_detail(job, strategy)
     mfu = _f(_pick(res.mfu, i))
-    band = interval_for(generation_of(job.accelerator_family),
-                        "FSDP/ZeRO-3" if Zero.parse(strategy["zero"]) >= Zero.PARAMETERS else "TP/PP/DP",
-                        "MoE" if job.expert_params > 0 else "dense", precision_family(job.precision), gpus)
+    band = interval_for(generation_of(job.accelerator_family), *family_of(job, strategy["zero"]), gpus,
+                        job.calibration)
     return Prediction(
         inputs=inputs or {},
         strategy={**strategy, "sync": sync},

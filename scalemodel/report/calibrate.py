@@ -105,6 +105,19 @@ def _render_scale_change(c: Console, ch: ScaleChange) -> None:
         c.print(f"note: {n}", highlight=False)
 
 
+def band_text(cal: dict) -> str:  # type: ignore[type-arg]
+    """Which of the fit's residuals the overlay's predictions take their band from (docs/model.md#intervals)."""
+    m = cal.get("method")
+    if m == "leave-one-out":
+        return (f"prediction band with the overlay: the leave-one-out errors of these {cal['runs']} runs ('left out': "
+                f"each run predicted by the factors refitted to the other {cal['runs'] - 1}; docs/model.md#intervals)")
+    if m == "in-sample":
+        return (f"prediction band with the overlay: the fitted model's in-sample errors on these {cal['runs']} runs, "
+                f"optimistic ({cal['reason']}; docs/model.md#intervals)")
+    return (f"prediction band with the overlay: the published runs' ({cal.get('reason', '')}; "
+            "docs/model.md#intervals)")
+
+
 def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
                     change: ScaleChange | None = None) -> None:
     """Fitted factors with 95% intervals, residual per run before and after, warnings, and with
@@ -131,12 +144,16 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
     print_table(c, t)
     r = Table(title=f"residual per run (rms log error {result.rms_log_error_before:.3f} before, "
                     f"{result.rms_log_error_after:.3f} after)")
-    for col in ("run", "GPUs", "measured", "model", "error", "fitted", "error "):
+    loo = any(x.get("loo_s") is not None for x in result.runs)
+    for col in ("run", "GPUs", "measured", "model", "error", "fitted", "error ") + (
+            ("left out", "error  ") if loo else ()):
         r.add_column(col, justify="left" if col == "run" else "right")
     for x in result.runs:
         r.add_row(x["name"], str(x["gpus"]), fq(x["measured_s"], "time"), fq(x["before_s"], "time"),
-                  f"{x['error_before']:+.1%}", fq(x["after_s"], "time"), f"{x['error_after']:+.1%}")
+                  f"{x['error_before']:+.1%}", fq(x["after_s"], "time"), f"{x['error_after']:+.1%}",
+                  *((fq(x["loo_s"], "time"), f"{x['error_loo']:+.1%}") if loo else ()))
     print_table(c, r)
+    c.print(band_text(result.calibration), highlight=False)
     if change is not None:
         _render_scale_change(c, change)
     if wrote:

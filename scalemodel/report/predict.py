@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalemodel.engine.intervals import QUANTILE_FROM
+from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import _DISPLAY
@@ -90,12 +90,16 @@ def _beyond_decile(n: int) -> int:
 
 
 def interval_line(band: dict) -> str:  # type: ignore[type-arg]
-    """'likely 1.93-2.48 s per step (ampere TP/PP/DP dense 16-bit: 18 published runs)' or the OOD warning."""
+    """'likely 1.93-2.48 s per step (ampere TP/PP/DP dense 16-bit: 18 published runs)' or the OOD warning; on a
+    calibrated cluster the basis follows (which of the calibration's errors the band is, or why it is the published
+    runs' band)."""
     lo, hi = band["step_time_s"]
     fam = " ".join(band["family"].values()) or "all validated runs"
-    text = f"likely {_same_unit(lo, hi)} per step ({fam}: {band['cases']} published runs"
+    text = f"likely {_same_unit(lo, hi)} per step ({fam}: {runs_phrase(band)}"
     if band["out_of_distribution"]:
         return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text})"
+    if band.get("calibration") is not None:  # a calibrated cluster: which errors the band is, or why not its runs'
+        text = f"{text}: {band['basis']}"
     # a band wholly on one side of the step printed above read as a second, contradicting answer (12.13 s, 'likely
     # 12.82 s to 15.08 s'): it is the step time corrected by the model's error on those runs, which all went one way
     lo_e, hi_e = band["speed_error_range"]

@@ -113,6 +113,44 @@ class ParameterServerSpec(Spec, kw_only=True):
     source: str = ""
 
 
+#: The version of the ``calibration`` block `scalemodel calibrate runs` writes into its overlay. 1 is implicit: overlays
+#: written before the block existed (no residuals; engine/intervals.py keeps the published-runs band for them and says
+#: why). 2: the fit's per-run residuals, leave-one-out where the run count allows (docs/model.md#intervals).
+CALIBRATION_VERSION = 2
+
+
+class CalibrationRun(Spec, kw_only=True):
+    """One measured run's residual under the fitted factors, as a signed speed error e = measured step / predicted
+    step - 1 (the validation residuals' convention: the measured step is t (1 + e)), with the family keys the band
+    is matched on. The key is ``run``, not ``name``: ``extends:`` merges lists of named entries by name, and a
+    recalibration's residuals must replace, not extend, the ones of the overlay it extends."""
+
+    run: str = ""
+    gpus: Annotated[int, Meta(gt=0, le=MAX_GPUS)]
+    parallelism: Literal["TP/PP/DP", "FSDP/ZeRO-3"]
+    model: Literal["dense", "MoE"]
+    precision: Literal["fp32", "16-bit", "fp8", "fp4"]
+    in_sample: Annotated[float, Meta(gt=-1.0, lt=100.0, description=(
+        "speed error of the full fit on this run (the run was one of those fitted)"))]
+    leave_one_out: Annotated[Annotated[float, Meta(gt=-1.0, lt=100.0)] | None, Meta(description=(
+        "speed error of a refit without this run, predicting it (out of sample); null when the fit had too few "
+        "runs for it"))] = None
+
+
+class CalibrationSpec(Spec, kw_only=True):
+    """What `scalemodel calibrate runs` fitted this overlay to, for prediction intervals (docs/model.md#intervals)."""
+
+    version: Annotated[Literal[2], Meta(description=(
+        "version of this block: 2 (residuals per run); an overlay without the block is version 1"))]
+    runs: Annotated[int, Meta(gt=0, description="measured runs fitted")]
+    factors: Annotated[int, Meta(ge=0, description="factors fitted (the multipliers determined, and the overhead)")]
+    method: Annotated[Literal["leave-one-out", "in-sample", "none"], Meta(description=(
+        "residuals the band is built from: leave-one-out (each run predicted by a refit without it), in-sample "
+        "(the full fit's own, optimistic), none (as many factors as runs: zero by construction, no band)"))]
+    reason: str = ""
+    residuals: Annotated[list[CalibrationRun], Meta(min_length=1)]
+
+
 class ClusterSpec(Sourced, kw_only=True):
     kind: Literal["cluster"] = "cluster"
     name: str
@@ -150,6 +188,9 @@ class ClusterSpec(Sourced, kw_only=True):
         "(NVIDIA/nccl src/graph/tuning.cc llMaxBws; docs/model.md#nccl-ll-cap), and its default network post overhead "
         "a ring step is 2 us on amd hosts, 1 us on the others (getNetOverhead; tiers[].net_overhead). Omitted: "
         "unknown, priced as an Intel host"))] = None
+    calibration: Annotated[CalibrationSpec | None, Meta(description=(
+        "written by `scalemodel calibrate runs` into its overlay: the fitted runs' residuals, from which predictions "
+        "on this cluster take their band (docs/model.md#intervals)"))] = None
 
     def _check(self) -> None:
         try:

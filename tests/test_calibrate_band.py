@@ -1,0 +1,200 @@
+"""The prediction band of a cluster calibrated by `calibrate runs` (docs/model.md#intervals): the overlay records
+each fitted run's residual, in sample and leave-one-out, and a prediction with the overlay takes its band from them.
+
+The runs are synthetic: the step model with known factors (compute x0.8, ib-leaf x0.7, 0.05 s a step) and 1 %
+multiplicative noise from a fixed seed (test_calibrate_runs.synthetic). The leave-one-out residuals are computed
+here independently, by a direct loop: each run dropped from the runs file, the rest fitted by ``fit_runs`` from its
+own cold start, the dropped run predicted by ``predict`` through an overlay written from that fit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from test_calibrate_runs import RUNS, synthetic
+
+from scalemodel.engine.calibrate_runs import fit_runs, overlay_yaml
+from scalemodel.engine.intervals import MIN_CASES, Calibration, interval_for
+from scalemodel.engine.predict import predict
+from scalemodel.specs import load_cluster
+from scalemodel.specs.runs import read_runs
+
+#: five runs, two factors fitted: every refit without one run keeps 4 runs for 2 factors
+ROWS = [r for r in RUNS if r["name"] in ("1.7b-8", "1.7b-32", "3.6b-16", "3.6b-64", "7.5b-32")]
+FACTORS = ["compute", "overhead_s"]
+
+
+def _overlay(tmp: Path, fit: Any, runs: list[Any], name: str) -> Path:
+    out = tmp / name
+    out.write_text(overlay_yaml(fit, runs[0].cluster, extends="dgx-a100", source="runs.yaml"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("band")
+    path = synthetic(tmp, ROWS)
+    runs = read_runs(path)
+    fit = fit_runs(runs, source=str(path), only=FACTORS)
+    overlay = _overlay(tmp, fit, runs, "overlay.yaml")
+    measured = [r.step_time_s for r in runs]
+    # the direct loop: refit without run i (its own fit from the default start), predict run i with that fit's overlay
+    rows = yaml.safe_load(path.read_text())
+    loo = []
+    for i in range(len(rows)):
+        sub = tmp / f"without-{i}.yaml"
+        sub.write_text(yaml.safe_dump([r for j, r in enumerate(rows) if j != i], sort_keys=False))
+        sub_runs = read_runs(sub)
+        sub_fit = fit_runs(sub_runs, source=str(sub), only=FACTORS)
+        cl = load_cluster(_overlay(tmp, sub_fit, sub_runs, f"overlay-without-{i}.yaml"))
+        r = runs[i]
+        loo.append(measured[i] / predict(cl, r.workload, r.gpus, r.training, r.strategy).step_time_s - 1)
+    return {"tmp": tmp, "path": path, "runs": runs, "fit": fit, "overlay": overlay, "loo": loo,
+            "measured": measured}
+
+
+def test_the_overlay_records_leave_one_out_residuals_a_direct_loop_reproduces(calibrated: dict[str, Any]) -> None:
+    doc = yaml.safe_load(calibrated["overlay"].read_text())["calibration"]
+    assert (doc["version"], doc["runs"], doc["factors"], doc["method"]) == (2, 5, 2, "leave-one-out")
+    got = [r["leave_one_out"] for r in doc["residuals"]]
+    # the refits start from the full fit's solution, the loop's from the default start: the same optimum, to the
+    # solver's tolerance (the errors themselves are ~1 %)
+    assert got == pytest.approx(calibrated["loo"], abs=2e-4)
+    # out of sample the errors are larger on the whole than in sample (the fit saw each run it is judged on)
+    ins = np.array([r["in_sample"] for r in doc["residuals"]])
+    assert np.sqrt(np.mean(np.square(got))) > np.sqrt(np.mean(np.square(ins)))
+    assert [(r["run"], r["gpus"], r["parallelism"], r["model"], r["precision"]) for r in doc["residuals"]] == \
+        [(x["name"], x["gpus"], "TP/PP/DP", "dense", "16-bit") for x in ROWS]
+
+
+def test_in_sample_residuals_are_the_overlays_own_errors(calibrated: dict[str, Any]) -> None:
+    doc = yaml.safe_load(calibrated["overlay"].read_text())["calibration"]
+    cl = load_cluster(calibrated["overlay"])
+    for r, t, row in zip(calibrated["runs"], calibrated["measured"], doc["residuals"], strict=True):
+        pred = predict(cl, r.workload, r.gpus, r.training, r.strategy).step_time_s
+        assert row["in_sample"] == pytest.approx(t / pred - 1, abs=1e-6)  # speed error: measured = pred (1 + e)
+
+
+def test_a_prediction_with_the_overlay_takes_the_leave_one_out_band(calibrated: dict[str, Any]) -> None:
+    cl = load_cluster(calibrated["overlay"])
+    r = calibrated["runs"][4]  # 7.5b-32
+    p = predict(cl, r.workload, r.gpus, r.training, r.strategy)
+    band = p.interval
+    assert band is not None and band["source"] == "calibrated-leave-one-out" and not band["out_of_distribution"]
+    lo, hi = min(calibrated["loo"]), max(calibrated["loo"])  # 5 runs: min-max (a quantile band needs 10)
+    assert band["speed_error_range"] == pytest.approx([lo, hi], abs=2e-4)
+    assert band["step_time_s"] == pytest.approx([p.step_time_s * (1 + lo), p.step_time_s * (1 + hi)], rel=1e-3)
+    assert band["cases"] == 5 and band["family"]["cluster"] == "dgx-a100-calibrated"
+    assert band["calibration"] == {"cluster": "dgx-a100-calibrated", "version": 2, "runs": 5, "factors": 2,
+                                   "method": "leave-one-out"}
+    assert "leave-one-out" in band["basis"] and "refit without it" in band["basis"]
+
+
+def test_the_text_and_json_say_where_the_band_comes_from(calibrated: dict[str, Any], cli: Any) -> None:
+    args = ("predict", "-c", str(calibrated["overlay"]), "-m", "gpt-7.5b", "-n", "32", "--tp", "4", "--pp", "2",
+            "--global-batch", "128", "--micro-batch", "2")
+    r = cli(*args)
+    assert r.code == 0, r.err
+    line = " ".join(r.out.split())
+    assert "5 of your calibration runs (leave-one-out)" in line and "refit without it" in line
+    j = json.loads(cli(*args, "--json").out)["interval"]
+    assert j["source"] == "calibrated-leave-one-out" and j["calibration"]["method"] == "leave-one-out"
+
+
+def test_far_beyond_the_runs_gpu_counts_the_published_band_is_kept_and_said(calibrated: dict[str, Any]) -> None:
+    cl = load_cluster(calibrated["overlay"])
+    r = calibrated["runs"][4]
+    p = predict(cl, r.workload, 1024, r.training.model_copy(update={"global_batch": 1024}), r.strategy)
+    pub = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 1024)
+    assert pub is not None and p.interval is not None
+    assert p.interval["source"] == "published" and p.interval["speed_error_range"] == [pub.low, pub.high]
+    assert "1024 GPUs is more than 4x beyond the 8-64 GPUs of the calibration runs" in p.interval["basis"]
+
+
+def test_an_old_overlay_without_residuals_keeps_the_published_band_and_says_why(calibrated: dict[str, Any],
+                                                                               cli: Any) -> None:
+    raw = yaml.safe_load(calibrated["overlay"].read_text())
+    del raw["calibration"]  # as `calibrate runs` wrote overlays before the block (version 1)
+    old = calibrated["tmp"] / "old-overlay.yaml"
+    old.write_text(yaml.safe_dump(raw, sort_keys=False))
+    r = calibrated["runs"][4]
+    p = predict(load_cluster(old), r.workload, r.gpus, r.training, r.strategy)
+    pub = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 32)
+    assert pub is not None and p.interval is not None
+    assert p.interval["source"] == "published" and p.interval["speed_error_range"] == [pub.low, pub.high]
+    assert p.interval["calibration"]["version"] == 1
+    assert "before overlays recorded the fit's residuals" in p.interval["basis"]
+    # a cluster no one calibrated carries no calibration at all
+    plain = predict(load_cluster("dgx-a100"), r.workload, r.gpus, r.training, r.strategy).interval
+    assert plain is not None and plain["calibration"] is None and plain["source"] == "published"
+
+
+def test_an_unknown_calibration_version_is_a_one_line_error(calibrated: dict[str, Any], cli: Any) -> None:
+    raw = yaml.safe_load(calibrated["overlay"].read_text())
+    raw["calibration"]["version"] = 3
+    bad = calibrated["tmp"] / "v3.yaml"
+    bad.write_text(yaml.safe_dump(raw, sort_keys=False))
+    r = cli("predict", "-c", str(bad), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64")
+    assert r.code == 2 and "Traceback" not in r.err
+    assert "calibration.version" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def _cal(rows: list[tuple[str, str, str, int, float]], method: str = "leave-one-out") -> Calibration:
+    return Calibration("mine", 2, len(rows), 2, method, "", tuple(rows))
+
+
+def test_calibration_runs_are_matched_on_family_keys_dropping_from_the_end() -> None:
+    # hand-made residuals: 3 fp8 runs, 4 bf16 runs, 2 ZeRO-3 runs (all dense, 16-256 GPUs)
+    fp8 = [("TP/PP/DP", "dense", "fp8", 64, e) for e in (-0.02, 0.01, 0.03)]
+    bf16 = [("TP/PP/DP", "dense", "16-bit", 32, e) for e in (-0.05, 0.0, 0.02, 0.04)]
+    z3 = [("FSDP/ZeRO-3", "dense", "16-bit", g, e) for g, e in ((16, 0.1), (256, -0.1))]
+    cal = _cal(fp8 + bf16 + z3)
+    band = interval_for("hopper", "TP/PP/DP", "dense", "fp8", 64, cal)
+    assert band is not None and (band.low, band.high, band.cases) == (-0.02, 0.03, 3)
+    assert band.family == {"cluster": "mine", "parallelism": "TP/PP/DP", "model": "dense", "precision": "fp8"}
+    # ZeRO-3 has 2 runs: precision, then model dropped, still 2; parallelism dropped: all 9 runs, said
+    band = interval_for("hopper", "FSDP/ZeRO-3", "dense", "16-bit", 64, cal)
+    assert band is not None and band.cases == 9 and (band.low, band.high) == (-0.1, 0.1)
+    assert "not matched on parallelism, model, precision" in band.reason and band.family == {"cluster": "mine"}
+
+
+def test_ten_or_more_calibration_runs_give_the_10th_to_90th_percentile() -> None:
+    errors = [0.001 * k * (-1) ** k for k in range(12)]
+    band = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 8,
+                        _cal([("TP/PP/DP", "dense", "16-bit", 8, e) for e in errors]))
+    assert band is not None
+    assert (band.low, band.high) == (float(np.quantile(errors, 0.1)), float(np.quantile(errors, 0.9)))
+
+
+def test_too_few_runs_or_residuals_zero_by_construction_keep_the_published_band() -> None:
+    pub = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 64)
+    assert pub is not None
+    two = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 64,
+                       _cal([("TP/PP/DP", "dense", "16-bit", 64, e) for e in (0.01, -0.01)], "in-sample"))
+    assert two is not None and two.source == "published" and (two.low, two.high) == (pub.low, pub.high)
+    assert f"2 calibration runs (a band needs {MIN_CASES})" in two.reason
+    none = Calibration("mine", 2, 2, 2, "none", "2 runs for 2 fitted factors: zero by construction", ())
+    band = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 64, none)
+    assert band is not None and band.source == "published" and "zero by construction" in band.reason
+
+
+def test_few_runs_record_in_sample_or_none_with_the_reason(tmp_path: Path, cli: Any) -> None:
+    path = synthetic(tmp_path, ROWS[:2])
+    fit = fit_runs(read_runs(path), source=str(path), only=["compute"])
+    cal = fit.calibration
+    assert (cal["method"], cal["runs"], cal["factors"]) == ("in-sample", 2, 1)
+    assert "leave-one-out needs 3" in cal["reason"]
+    assert all(r["leave_one_out"] is None for r in cal["residuals"])
+    fit2 = fit_runs(read_runs(path), source=str(path), only=FACTORS)
+    assert fit2.calibration["method"] == "none" and "zero by construction" in fit2.calibration["reason"]
+    # the overlay with the in-sample block loads, and predictions keep the published band (2 runs < 3), said
+    out = tmp_path / "o.yaml"
+    out.write_text(overlay_yaml(fit, read_runs(path)[0].cluster, extends="dgx-a100", source="x"))
+    r = cli("predict", "-c", str(out), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64", "--json")
+    band = json.loads(r.out)["interval"]
+    assert band["source"] == "published" and "2 calibration runs (a band needs 3)" in band["basis"]
