@@ -198,3 +198,45 @@ def test_few_runs_record_in_sample_or_none_with_the_reason(tmp_path: Path, cli: 
     r = cli("predict", "-c", str(out), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64", "--json")
     band = json.loads(r.out)["interval"]
     assert band["source"] == "published" and "2 calibration runs (a band needs 3)" in band["basis"]
+
+
+def _hand_block(n: int, **over: Any) -> dict[str, Any]:
+    rows = [{"run": f"r{i}", "gpus": 8, "parallelism": "TP/PP/DP", "model": "dense", "precision": "16-bit",
+             "in_sample": 0.001 * i, "leave_one_out": 0.002 * i} for i in range(n)]
+    return {"version": 2, "runs": n, "factors": 2, "method": "leave-one-out", "reason": "", "residuals": rows, **over}
+
+
+@pytest.mark.parametrize(("block", "field", "said"), [
+    # the basis read "8 of 100 runs": a count the rows do not have
+    (_hand_block(4, runs=100), "calibration.runs", "100 runs but 4 residuals"),
+    # leave-one-out with every row's leave_one_out null: the band fell back to the published one without a word
+    (_hand_block(4, residuals=[{**r, "leave_one_out": None} for r in _hand_block(4)["residuals"]]),
+     "leave_one_out", "null under method 'leave-one-out'"),
+    # 4 runs for 4 factors: the fit interpolates (residuals zero by construction), so no method but 'none'
+    (_hand_block(4, factors=4), "calibration.method", "zero by construction"),
+    # 3 runs for 3 factors is 'none'; 4 runs for 3 factors leaves 3 runs a refit: leave-one-out allowed; 2 for 1 not
+    (_hand_block(2, factors=1), "calibration.method", "'leave-one-out' with 2 runs for 1 factors"),
+    (_hand_block(4, method="none"), "calibration.method", "'none' with 4 runs for 2 factors"),
+    # bounded: at most as many rows as a runs file holds (specs.runs.MAX_RUNS)
+    (_hand_block(1001), "calibration.runs", "less than or equal to 1000"),
+])
+def test_an_inconsistent_hand_edited_block_is_a_one_line_error(tmp_path: Path, cli: Any, block: dict[str, Any],
+                                                               field: str, said: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"kind": "cluster", "extends": "dgx-a100", "name": "mine", "calibration": block},
+                                  sort_keys=False))
+    r = cli("predict", "-c", str(bad), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64")
+    assert r.code == 2 and "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert field in r.err and said in r.err, r.err
+    good = tmp_path / "good.yaml"  # the same block as calibrate runs writes it loads, and gives its band
+    good.write_text(yaml.safe_dump({"kind": "cluster", "extends": "dgx-a100", "name": "mine",
+                                    "calibration": _hand_block(4)}, sort_keys=False))
+    band = json.loads(cli("predict", "-c", str(good), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64",
+                          "--json").out)["interval"]
+    assert band["source"] == "calibrated-leave-one-out" and band["speed_error_range"] == [0.0, 0.006]
+
+
+def test_the_block_bounds_match_the_runs_file_and_the_fit() -> None:
+    from scalemodel.engine import calibrate_runs
+    from scalemodel.specs import cluster, runs
+    assert cluster.MAX_CALIBRATION_RUNS == runs.MAX_RUNS and calibrate_runs.MIN_LOO_RUNS == cluster.MIN_LOO_RUNS

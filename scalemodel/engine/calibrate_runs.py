@@ -48,7 +48,7 @@ from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own 
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
-from scalemodel.specs.cluster import CALIBRATION_VERSION
+from scalemodel.specs.cluster import CALIBRATION_VERSION, MIN_LOO_RUNS
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
@@ -57,9 +57,9 @@ MULT_BOUNDS = (0.1, 2.0)
 INSENSITIVE = 1e-6
 #: A factor within this factor of a bound is "on the bound".
 BOUND_FACTOR = 1.01
-#: Leave-one-out residuals (each run predicted by a refit without it) from this many runs on (fewer: in-sample)...
-MIN_LOO_RUNS = 3
-#: ...up to this many (each is one more fit; beyond, the in-sample residuals, with many runs per factor, are close)
+#: Leave-one-out residuals (each run predicted by a refit without it) from MIN_LOO_RUNS runs on (specs.cluster, which
+#: checks an overlay's block against it; fewer: in-sample) up to this many (each is one more fit; beyond, the
+#: in-sample residuals, with many runs per factor, are close)
 LOO_MAX_RUNS = 40
 
 
