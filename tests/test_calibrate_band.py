@@ -240,3 +240,18 @@ def test_the_block_bounds_match_the_runs_file_and_the_fit() -> None:
     from scalemodel.engine import calibrate_runs
     from scalemodel.specs import cluster, runs
     assert cluster.MAX_CALIBRATION_RUNS == runs.MAX_RUNS and calibrate_runs.MIN_LOO_RUNS == cluster.MIN_LOO_RUNS
+
+
+def test_an_overhead_fitted_onto_its_zero_bound_writes_an_overlay_that_loads(tmp_path: Path) -> None:
+    # seen on 4 synthetic runs (compute, ib-leaf, overhead_s fitted): the solver left the overhead at 9.057e-13 s, its
+    # lower bound 0 to within trf's interior step, and the overlay's step_overhead was refused on reading it back
+    # (a time below the physical range's 1 ps floor)
+    import dataclasses
+
+    path = synthetic(tmp_path, ROWS[:3])
+    runs = read_runs(path)
+    fit = fit_runs(runs, source=str(path), only=["compute", "overhead_s"])
+    fit.factors = [dataclasses.replace(f, value=9.057493578266443e-13) if f.name == "overhead_s" else f
+                   for f in fit.factors]
+    cl = load_cluster(_overlay(tmp_path, fit, runs, "zero-overhead.yaml"))
+    assert cl.step_overhead == 0.0

@@ -49,6 +49,7 @@ from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs.cluster import CALIBRATION_VERSION, MIN_LOO_RUNS
+from scalemodel.specs.quantities import RANGES
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
@@ -533,7 +534,11 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
     if ov is not None:
         doc["overlap_efficiency"] = min(1.0, round(float(cluster.overlap_efficiency) * ov.value, 9))
     if fit.factor("overhead_s").determined:
-        doc["step_overhead"] = float(fit.factor("overhead_s").value)
+        # an overhead fitted onto its lower bound 0 comes back from the solver as a few 1e-13 s, which the cluster
+        # spec refuses as below a time's physical range (specs.quantities.RANGES, 1 ps): the overlay written could
+        # not be read back. Below that floor it is the bound, written as 0.
+        o = float(fit.factor("overhead_s").value)
+        doc["step_overhead"] = o if o >= RANGES["time"][0] else 0.0
     tiers = []
     for f in fit.factors:
         if f.determined and f.name.startswith("bandwidth:"):
