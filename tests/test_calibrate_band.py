@@ -255,3 +255,22 @@ def test_an_overhead_fitted_onto_its_zero_bound_writes_an_overlay_that_loads(tmp
                    for f in fit.factors]
     cl = load_cluster(_overlay(tmp_path, fit, runs, "zero-overhead.yaml"))
     assert cl.step_overhead == 0.0
+
+
+def test_check_pessimistic_says_why_a_calibrated_cluster_uses_the_published_band(calibrated: dict[str, Any],
+                                                                                cli: Any) -> None:
+    # the runs are 8-64 GPUs: at 1024 (16x beyond) the band is the published runs', and the note said only
+    # "18 published runs" on the user's own calibrated cluster
+    scen = calibrated["tmp"] / "scen.yaml"
+    scen.write_text(yaml.safe_dump({
+        "kind": "scenario", "name": "s", "cluster": calibrated["overlay"].name, "model": "gpt-7.5b",
+        "gpus": [32, 1024], "mode": "weak", "training": {"global_batch": 128, "micro_batch": 2},
+        "strategy": {"tp": 4, "pp": 2}, "assertions": {"max_step_time": "100s"}}, sort_keys=False))
+    r = cli("check", str(scen), "--pessimistic", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    big = d["points"][-1]["interval"]
+    assert big["source"] == "published" and big["calibration"]["method"] == "leave-one-out"
+    note = next(n for n in d["notes"] if n.startswith("--pessimistic"))
+    assert f"x {1 + big['speed_error_range'][1]:.3f}" in note
+    assert "not from the calibration: 1024 GPUs is more than 4x beyond the 8-64 GPUs" in note
