@@ -274,3 +274,13 @@ def test_check_pessimistic_says_why_a_calibrated_cluster_uses_the_published_band
     note = next(n for n in d["notes"] if n.startswith("--pessimistic"))
     assert f"x {1 + big['speed_error_range'][1]:.3f}" in note
     assert "not from the calibration: 1024 GPUs is more than 4x beyond the 8-64 GPUs" in note
+
+
+def test_the_left_out_columns_are_the_direct_loops_predictions_in_the_tables_sign(calibrated: dict[str, Any]) -> None:
+    # the direct loop's error is the block's convention, measured = predicted (1 + e): its prediction is
+    # measured / (1 + e); the table's 'left out' column is that prediction, its error predicted / measured - 1
+    # (the table's sign, the opposite of the block's)
+    for row, t, e in zip(calibrated["fit"].runs, calibrated["measured"], calibrated["loo"], strict=True):
+        assert row["loo_s"] == pytest.approx(t / (1 + e), rel=2e-4)
+        assert row["error_loo"] == pytest.approx(1 / (1 + e) - 1, abs=2e-4)
+        assert row["error_loo"] * e <= 0  # opposite signs
