@@ -284,3 +284,17 @@ def test_the_left_out_columns_are_the_direct_loops_predictions_in_the_tables_sig
         assert row["loo_s"] == pytest.approx(t / (1 + e), rel=2e-4)
         assert row["error_loo"] == pytest.approx(1 / (1 + e) - 1, abs=2e-4)
         assert row["error_loo"] * e <= 0  # opposite signs
+
+
+def test_a_spec_that_extends_the_overlay_and_drops_the_block_is_said_so(calibrated: dict[str, Any]) -> None:
+    # `calibration: null` is how a derived spec that changes the hardware drops the block; it was told only
+    # "calibrated ... before overlays recorded the fit's residuals; rerun it", which it was not
+    derived = calibrated["tmp"] / "derived.yaml"
+    derived.write_text(yaml.safe_dump({"kind": "cluster", "extends": calibrated["overlay"].name, "name": "derived",
+                                       "calibration": None}, sort_keys=False))
+    r = calibrated["runs"][4]
+    band = predict(load_cluster(derived), r.workload, r.gpus, r.training, r.strategy).interval
+    pub = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 32)
+    assert band is not None and pub is not None
+    assert band["source"] == "published" and band["speed_error_range"] == [pub.low, pub.high]
+    assert "or a spec that extends one and drops the block" in band["basis"]
