@@ -198,6 +198,11 @@ def test_few_runs_record_in_sample_or_none_with_the_reason(tmp_path: Path, cli: 
     r = cli("predict", "-c", str(out), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64", "--json")
     band = json.loads(r.out)["interval"]
     assert band["source"] == "published" and "2 calibration runs (a band needs 3)" in band["basis"]
+    # and calibrate runs says so when it writes the overlay: it said "the fitted model's in-sample errors on these
+    # 2 runs", a band no prediction with the overlay takes
+    from scalemodel.report.calibrate import band_text
+    said = band_text(cal)
+    assert "the published runs'" in said and "2 calibration runs, a band needs 3" in said and "in-sample" not in said
 
 
 def _hand_block(n: int, **over: Any) -> dict[str, Any]:
