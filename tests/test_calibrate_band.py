@@ -198,3 +198,108 @@ def test_few_runs_record_in_sample_or_none_with_the_reason(tmp_path: Path, cli: 
     r = cli("predict", "-c", str(out), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64", "--json")
     band = json.loads(r.out)["interval"]
     assert band["source"] == "published" and "2 calibration runs (a band needs 3)" in band["basis"]
+    # and calibrate runs says so when it writes the overlay: it said "the fitted model's in-sample errors on these
+    # 2 runs", a band no prediction with the overlay takes
+    from scalemodel.report.calibrate import band_text
+    said = band_text(cal)
+    assert "the published runs'" in said and "2 calibration runs, a band needs 3" in said and "in-sample" not in said
+
+
+def _hand_block(n: int, **over: Any) -> dict[str, Any]:
+    rows = [{"run": f"r{i}", "gpus": 8, "parallelism": "TP/PP/DP", "model": "dense", "precision": "16-bit",
+             "in_sample": 0.001 * i, "leave_one_out": 0.002 * i} for i in range(n)]
+    return {"version": 2, "runs": n, "factors": 2, "method": "leave-one-out", "reason": "", "residuals": rows, **over}
+
+
+@pytest.mark.parametrize(("block", "field", "said"), [
+    # the basis read "8 of 100 runs": a count the rows do not have
+    (_hand_block(4, runs=100), "calibration.runs", "100 runs but 4 residuals"),
+    # leave-one-out with every row's leave_one_out null: the band fell back to the published one without a word
+    (_hand_block(4, residuals=[{**r, "leave_one_out": None} for r in _hand_block(4)["residuals"]]),
+     "leave_one_out", "null under method 'leave-one-out'"),
+    # 4 runs for 4 factors: the fit interpolates (residuals zero by construction), so no method but 'none'
+    (_hand_block(4, factors=4), "calibration.method", "zero by construction"),
+    # 3 runs for 3 factors is 'none'; 4 runs for 3 factors leaves 3 runs a refit: leave-one-out allowed; 2 for 1 not
+    (_hand_block(2, factors=1), "calibration.method", "'leave-one-out' with 2 runs for 1 factors"),
+    (_hand_block(4, method="none"), "calibration.method", "'none' with 4 runs for 2 factors"),
+    # bounded: at most as many rows as a runs file holds (specs.runs.MAX_RUNS)
+    (_hand_block(1001), "calibration.runs", "less than or equal to 1000"),
+])
+def test_an_inconsistent_hand_edited_block_is_a_one_line_error(tmp_path: Path, cli: Any, block: dict[str, Any],
+                                                               field: str, said: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"kind": "cluster", "extends": "dgx-a100", "name": "mine", "calibration": block},
+                                  sort_keys=False))
+    r = cli("predict", "-c", str(bad), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64")
+    assert r.code == 2 and "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert field in r.err and said in r.err, r.err
+    good = tmp_path / "good.yaml"  # the same block as calibrate runs writes it loads, and gives its band
+    good.write_text(yaml.safe_dump({"kind": "cluster", "extends": "dgx-a100", "name": "mine",
+                                    "calibration": _hand_block(4)}, sort_keys=False))
+    band = json.loads(cli("predict", "-c", str(good), "-m", "gpt-1.7b", "-n", "8", "--global-batch", "64",
+                          "--json").out)["interval"]
+    assert band["source"] == "calibrated-leave-one-out" and band["speed_error_range"] == [0.0, 0.006]
+
+
+def test_the_block_bounds_match_the_runs_file_and_the_fit() -> None:
+    from scalemodel.engine import calibrate_runs
+    from scalemodel.specs import cluster, runs
+    assert cluster.MAX_CALIBRATION_RUNS == runs.MAX_RUNS and calibrate_runs.MIN_LOO_RUNS == cluster.MIN_LOO_RUNS
+
+
+def test_an_overhead_fitted_onto_its_zero_bound_writes_an_overlay_that_loads(tmp_path: Path) -> None:
+    # seen on 4 synthetic runs (compute, ib-leaf, overhead_s fitted): the solver left the overhead at 9.057e-13 s, its
+    # lower bound 0 to within trf's interior step, and the overlay's step_overhead was refused on reading it back
+    # (a time below the physical range's 1 ps floor)
+    import dataclasses
+
+    path = synthetic(tmp_path, ROWS[:3])
+    runs = read_runs(path)
+    fit = fit_runs(runs, source=str(path), only=["compute", "overhead_s"])
+    fit.factors = [dataclasses.replace(f, value=9.057493578266443e-13) if f.name == "overhead_s" else f
+                   for f in fit.factors]
+    cl = load_cluster(_overlay(tmp_path, fit, runs, "zero-overhead.yaml"))
+    assert cl.step_overhead == 0.0
+
+
+def test_check_pessimistic_says_why_a_calibrated_cluster_uses_the_published_band(calibrated: dict[str, Any],
+                                                                                cli: Any) -> None:
+    # the runs are 8-64 GPUs: at 1024 (16x beyond) the band is the published runs', and the note said only
+    # "18 published runs" on the user's own calibrated cluster
+    scen = calibrated["tmp"] / "scen.yaml"
+    scen.write_text(yaml.safe_dump({
+        "kind": "scenario", "name": "s", "cluster": calibrated["overlay"].name, "model": "gpt-7.5b",
+        "gpus": [32, 1024], "mode": "weak", "training": {"global_batch": 128, "micro_batch": 2},
+        "strategy": {"tp": 4, "pp": 2}, "assertions": {"max_step_time": "100s"}}, sort_keys=False))
+    r = cli("check", str(scen), "--pessimistic", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    big = d["points"][-1]["interval"]
+    assert big["source"] == "published" and big["calibration"]["method"] == "leave-one-out"
+    note = next(n for n in d["notes"] if n.startswith("--pessimistic"))
+    assert f"x {1 + big['speed_error_range'][1]:.3f}" in note
+    assert "not from the calibration: 1024 GPUs is more than 4x beyond the 8-64 GPUs" in note
+
+
+def test_the_left_out_columns_are_the_direct_loops_predictions_in_the_tables_sign(calibrated: dict[str, Any]) -> None:
+    # the direct loop's error is the block's convention, measured = predicted (1 + e): its prediction is
+    # measured / (1 + e); the table's 'left out' column is that prediction, its error predicted / measured - 1
+    # (the table's sign, the opposite of the block's)
+    for row, t, e in zip(calibrated["fit"].runs, calibrated["measured"], calibrated["loo"], strict=True):
+        assert row["loo_s"] == pytest.approx(t / (1 + e), rel=2e-4)
+        assert row["error_loo"] == pytest.approx(1 / (1 + e) - 1, abs=2e-4)
+        assert row["error_loo"] * e <= 0  # opposite signs
+
+
+def test_a_spec_that_extends_the_overlay_and_drops_the_block_is_said_so(calibrated: dict[str, Any]) -> None:
+    # `calibration: null` is how a derived spec that changes the hardware drops the block; it was told only
+    # "calibrated ... before overlays recorded the fit's residuals; rerun it", which it was not
+    derived = calibrated["tmp"] / "derived.yaml"
+    derived.write_text(yaml.safe_dump({"kind": "cluster", "extends": calibrated["overlay"].name, "name": "derived",
+                                       "calibration": None}, sort_keys=False))
+    r = calibrated["runs"][4]
+    band = predict(load_cluster(derived), r.workload, r.gpus, r.training, r.strategy).interval
+    pub = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 32)
+    assert band is not None and pub is not None
+    assert band["source"] == "published" and band["speed_error_range"] == [pub.low, pub.high]
+    assert "or a spec that extends one and drops the block" in band["basis"]

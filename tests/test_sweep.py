@@ -186,3 +186,12 @@ def test_a_points_warnings_reach_the_json_once_with_its_label(cli, tmp_path: Pat
     text = cli("sweep", str(p), "--workers", workers)  # the table: the same line once on stderr
     assert text.code == 0 and [ln for ln in text.err.splitlines() if "moe_flex_dispatcher" in ln] == [
         "warning: " + flex[0]]
+
+
+def test_new_columns_come_last_so_earlier_ones_keep_their_positions() -> None:
+    """A reader that takes the CSV's columns by index: the round-19 columns came after every earlier one
+    (candidates_priced, then interval_source; interval_source had been inserted before candidates_evaluated,
+    moving the four search columns one place)."""
+    head = COLUMNS.index("out_of_distribution")
+    assert COLUMNS[head + 1:] == ("candidates_evaluated", "elapsed_s", "cpu_s", "candidates_priced",
+                                  "interval_source")

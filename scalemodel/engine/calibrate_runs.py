@@ -48,7 +48,8 @@ from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own 
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
-from scalemodel.specs.cluster import CALIBRATION_VERSION
+from scalemodel.specs.cluster import CALIBRATION_VERSION, MIN_LOO_RUNS
+from scalemodel.specs.quantities import RANGES
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
@@ -57,9 +58,9 @@ MULT_BOUNDS = (0.1, 2.0)
 INSENSITIVE = 1e-6
 #: A factor within this factor of a bound is "on the bound".
 BOUND_FACTOR = 1.01
-#: Leave-one-out residuals (each run predicted by a refit without it) from this many runs on (fewer: in-sample)...
-MIN_LOO_RUNS = 3
-#: ...up to this many (each is one more fit; beyond, the in-sample residuals, with many runs per factor, are close)
+#: Leave-one-out residuals (each run predicted by a refit without it) from MIN_LOO_RUNS runs on (specs.cluster, which
+#: checks an overlay's block against it; fewer: in-sample) up to this many (each is one more fit; beyond, the
+#: in-sample residuals, with many runs per factor, are close)
 LOO_MAX_RUNS = 40
 
 
@@ -533,7 +534,11 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
     if ov is not None:
         doc["overlap_efficiency"] = min(1.0, round(float(cluster.overlap_efficiency) * ov.value, 9))
     if fit.factor("overhead_s").determined:
-        doc["step_overhead"] = float(fit.factor("overhead_s").value)
+        # an overhead fitted onto its lower bound 0 comes back from the solver as a few 1e-13 s, which the cluster
+        # spec refuses as below a time's physical range (specs.quantities.RANGES, 1 ps): the overlay written could
+        # not be read back. Below that floor it is the bound, written as 0.
+        o = float(fit.factor("overhead_s").value)
+        doc["step_overhead"] = o if o >= RANGES["time"][0] else 0.0
     tiers = []
     for f in fit.factors:
         if f.determined and f.name.startswith("bandwidth:"):

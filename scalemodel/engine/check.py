@@ -252,9 +252,12 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
             raise InputError("no prediction interval is available (no validation residuals shipped)",
                              where="--pessimistic", allowed="check without --pessimistic")
         slow = max(1.0 + pred.interval["speed_error_range"][1], 1.0)
+        # on a calibrated cluster, as predict's line: which of the calibration's errors, or why the published runs'
+        # (a size 4x beyond the runs read "18 published runs" on the user's own overlay without a reason)
+        basis = f": {pred.interval['basis']}" if pred.interval.get("calibration") is not None else ""
         notes.append(f"--pessimistic: times x {slow:.3f} and rates / {slow:.3f}, the slow end of the interval "
                      f"({' '.join(pred.interval['family'].values()) or 'all runs'}, "
-                     f"{runs_phrase(pred.interval)})")
+                     f"{runs_phrase(pred.interval)}{basis})")
     values: dict[str, tuple[float, float, int]] = {}  # name -> (value, limit, at_gpus)
     for name, limit in active.items():
         if name == "min_scaling_efficiency":

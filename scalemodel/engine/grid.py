@@ -42,14 +42,15 @@ COLUMNS: tuple[str, ...] = (
     # residuals of the named family of published runs; out_of_distribution = nothing similar validated
     "step_time_s_low", "step_time_s_high", "tokens_per_s_low", "tokens_per_s_high", "mfu_low", "mfu_high",
     "interval_family", "interval_cases", "out_of_distribution",
-    # published, calibrated-leave-one-out or calibrated-in-sample: a cluster overlay of `calibrate runs` takes its
-    # band from its own runs' residuals (docs/model.md#intervals)
-    "interval_source",
     # plan's search (best points): candidates_evaluated is every candidate the search covered (plan's JSON key of
     # that name), candidates_priced the ones the step model priced, the rest bounded ("searched N candidates (M
     # evaluated, the rest bounded)" in plan's words); candidates_priced came last (round 19), so the columns before
     # it keep their positions for a reader that takes them by index
-    "candidates_evaluated", "elapsed_s", "cpu_s", "candidates_priced")
+    "candidates_evaluated", "elapsed_s", "cpu_s", "candidates_priced",
+    # the interval's source, published, calibrated-leave-one-out or calibrated-in-sample (a cluster overlay of
+    # `calibrate runs` takes its band from its own runs' residuals, docs/model.md#calibrated-intervals); last (round
+    # 19, after candidates_priced), so the columns before it keep their positions
+    "interval_source")
 
 #: Seconds to wait for a Dask scheduler before giving up with an error.
 CONNECT_TIMEOUT_S = 10

@@ -170,8 +170,11 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
     want = {"parallelism": parallelism, "model": model, "precision": precision}
     why = None
     if cal.version < 2:
-        why = (f"cluster {cal.cluster!r} was calibrated by `calibrate runs` before overlays recorded the fit's "
-               "residuals (an overlay without a calibration block, version 1); rerun it to get a band from your runs")
+        # told by the compute curve alone (calibration_of): a spec that extends a calibrated overlay and drops its
+        # block (`calibration: null`, as a derived spec that changes the hardware should) reads the same
+        why = (f"cluster {cal.cluster!r} has the compute curve `calibrate runs` fitted but no calibration block: "
+               "an overlay written before overlays recorded the fit's residuals (version 1; rerun `calibrate runs` to "
+               "get a band from your runs), or a spec that extends one and drops the block")
     elif cal.method == "none":
         why = cal.reason
     elif len(cal.residuals) < MIN_CASES:

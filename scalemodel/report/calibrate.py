@@ -10,6 +10,7 @@ from rich.table import Table
 
 from scalemodel.engine.calibrate import CalibrationResult, layout_text
 from scalemodel.engine.calibrate_runs import RunsFit, ScaleChange
+from scalemodel.engine.intervals import MIN_CASES
 from scalemodel.engine.parts import PARTS
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
@@ -111,6 +112,9 @@ def band_text(cal: dict) -> str:  # type: ignore[type-arg]
     if m == "leave-one-out":
         return (f"prediction band with the overlay: the leave-one-out errors of these {cal['runs']} runs ('left out': "
                 f"each run predicted by the factors refitted to the other {cal['runs'] - 1}; docs/model.md#intervals)")
+    if m == "in-sample" and cal["runs"] < MIN_CASES:  # engine.intervals.interval_for keeps the published band
+        return (f"prediction band with the overlay: the published runs' ({cal['runs']} calibration runs, a band "
+                f"needs {MIN_CASES}; docs/model.md#intervals)")
     if m == "in-sample":
         return (f"prediction band with the overlay: the fitted model's in-sample errors on these {cal['runs']} runs, "
                 f"optimistic ({cal['reason']}; docs/model.md#intervals)")

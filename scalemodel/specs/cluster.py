@@ -117,6 +117,10 @@ class ParameterServerSpec(Spec, kw_only=True):
 #: written before the block existed (no residuals; engine/intervals.py keeps the published-runs band for them and says
 #: why). 2: the fit's per-run residuals, leave-one-out where the run count allows (docs/model.md#intervals).
 CALIBRATION_VERSION = 2
+#: At most this many residual rows: the runs one `calibrate runs` reads (specs.runs.MAX_RUNS, which imports this module)
+MAX_CALIBRATION_RUNS = 1000
+#: A leave-one-out refit needs this many runs (engine.calibrate_runs.MIN_LOO_RUNS, which imports this module)
+MIN_LOO_RUNS = 3
 
 
 class CalibrationRun(Spec, kw_only=True):
@@ -125,7 +129,7 @@ class CalibrationRun(Spec, kw_only=True):
     is matched on. The key is ``run``, not ``name``: ``extends:`` merges lists of named entries by name, and a
     recalibration's residuals must replace, not extend, the ones of the overlay it extends."""
 
-    run: str = ""
+    run: Annotated[str, Meta(max_length=80)] = ""  # a run's label (specs.runs cuts it to 80 characters)
     gpus: Annotated[int, Meta(gt=0, le=MAX_GPUS)]
     parallelism: Literal["TP/PP/DP", "FSDP/ZeRO-3"]
     model: Literal["dense", "MoE"]
@@ -142,13 +146,38 @@ class CalibrationSpec(Spec, kw_only=True):
 
     version: Annotated[Literal[2], Meta(description=(
         "version of this block: 2 (residuals per run); an overlay without the block is version 1"))]
-    runs: Annotated[int, Meta(gt=0, description="measured runs fitted")]
-    factors: Annotated[int, Meta(ge=0, description="factors fitted (the multipliers determined, and the overhead)")]
+    runs: Annotated[int, Meta(gt=0, le=MAX_CALIBRATION_RUNS, description="measured runs fitted")]
+    factors: Annotated[int, Meta(ge=0, le=MAX_CALIBRATION_RUNS, description=(
+        "factors fitted (the multipliers determined, and the overhead)"))]
     method: Annotated[Literal["leave-one-out", "in-sample", "none"], Meta(description=(
         "residuals the band is built from: leave-one-out (each run predicted by a refit without it), in-sample "
         "(the full fit's own, optimistic), none (as many factors as runs: zero by construction, no band)"))]
-    reason: str = ""
-    residuals: Annotated[list[CalibrationRun], Meta(min_length=1)]
+    reason: Annotated[str, Meta(max_length=1000)] = ""
+    residuals: Annotated[list[CalibrationRun], Meta(min_length=1, max_length=MAX_CALIBRATION_RUNS)]
+
+    def _check(self) -> None:
+        """The block as `calibrate runs` writes it (engine.calibrate_runs._calibration_block): one residual per run,
+        and a method the run and factor counts allow (docs/model.md#calibrated-intervals). A hand-edited block that
+        breaks them gave a band from rows the fit never had ("8 of 100 runs"), or none without a word."""
+        m, p = self.runs, self.factors
+        if len(self.residuals) != m:
+            raise field_error("runs", f"{m} runs but {len(self.residuals)} residuals",
+                              "the number of rows under residuals (one per fitted run)")
+        if self.method == "none" and m > p:
+            raise field_error("method", f"'none' with {m} runs for {p} factors (none: no more runs than factors)",
+                              f"'in-sample' or 'leave-one-out' for {m} runs and {p} factors")
+        if self.method != "none" and m <= p:
+            raise field_error("method", f"{self.method!r} with {m} runs for {p} factors: the residuals are zero by "
+                              "construction", "'none' when there are no more runs than factors")
+        if self.method == "leave-one-out":
+            if m < MIN_LOO_RUNS or m - 1 < p:
+                raise field_error("method", f"'leave-one-out' with {m} runs for {p} factors (a refit without one run "
+                                  f"needs at least as many runs as factors, and {MIN_LOO_RUNS} runs in all)",
+                                  "'in-sample'")
+            missing = [i for i, r in enumerate(self.residuals) if r.leave_one_out is None]
+            if missing:
+                raise field_error(f"residuals[{missing[0]}].leave_one_out", "null under method 'leave-one-out'",
+                                  "the refit's speed error of this run, a number > -1 and < 100")
 
 
 class ClusterSpec(Sourced, kw_only=True):
