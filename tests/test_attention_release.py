@@ -217,7 +217,8 @@ def test_calibration_overlay_scales_every_release_curve() -> None:
 
     compute = SimpleNamespace(name="compute", value=0.8, determined=True)
     none = SimpleNamespace(name="overhead_s", value=0.0, determined=False)
-    fit = SimpleNamespace(factors=[compute, none], factor=lambda n: compute if n == "compute" else none)
+    fit = SimpleNamespace(factors=[compute, none], factor=lambda n: compute if n == "compute" else none,
+                          calibration=None)  # RunsFit's residual block (calib19band), not what this test reads
     cluster = load_cluster("gb200-nvl72", [])
     doc = overlay_doc(fit, cluster, extends="gb200-nvl72")  # type: ignore[arg-type]
     want = _releases("gb200")["9.19"]["cudnn"]["bwd"]["attn_max"] * 0.8
