@@ -8,12 +8,23 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import settings
 
+import scalemodel.engine.calibrate_runs as calibrate_runs
 from scalemodel.specs import load_cluster
 
 # No per-example deadline: hypothesis' default 200 ms is a timing assertion, which the house rules keep out of tests
 # (speed is measured in benchmarks/); on a loaded machine it failed a quantile property that holds (round 19).
 settings.register_profile("scalemodel", deadline=None)
 settings.load_profile("scalemodel")
+
+
+@pytest.fixture(autouse=True)
+def _fits_without_leave_one_out(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`calibrate runs` refits once per run for its leave-one-out band (calib19band), which tripled the time of the
+    ~40 tests that fit runs for other reasons (their files 67 -> 195 s). Those tests fit in-sample only; the
+    leave-one-out refits are tested where they are the subject, tests/test_calibrate_band.py, and in the CLI tests
+    that run `calibrate runs` in a subprocess."""
+    if request.node.path.name != "test_calibrate_band.py":
+        monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
 
 
 @dataclass
