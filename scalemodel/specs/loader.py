@@ -295,12 +295,21 @@ def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
 
 # --- extends and overrides -----------------------------------------------------------------------
 
-def _merge(base: Any, over: Any) -> Any:
-    """Deep-merge ``over`` onto ``base``: dicts merge, lists of named dicts merge by name, else replace."""
+def _merge(base: Any, over: Any, by: str | None = None) -> Any:
+    """Deep-merge ``over`` onto ``base``: dicts merge, lists of named dicts merge by name, else replace. With ``by``
+    (the file or scenario entry that ``over`` is), in each mapping merged the ``sources`` citations of what ``over``
+    replaced are restated to name it
+    (:func:`restate_sources`): a cluster's inline accelerator and each tier merged by name carry their own. A cluster
+    extending dgx-h100 with ``tiers: [{name: ib-leaf, bandwidth: 100 Gbit/s}]`` kept the base tier's '400 Gb/s = 50
+    GB/s per GPU' as the citation of 12.5 GB/s in ``hardware show``, while ``--set tiers.ib-leaf.bandwidth`` was
+    restated (review19e)."""
     if isinstance(base, dict) and isinstance(over, dict):
         out = dict(base)
         for k, v in over.items():
-            out[k] = _merge(base[k], v) if k in base else v
+            out[k] = _merge(base[k], v, by) if k in base else v
+        if by is not None:
+            own = over.get("sources")
+            restate_sources(out, _changed_paths(over), by, own if isinstance(own, dict) else ())
         return out
     if (isinstance(base, list) and isinstance(over, list) and over
             and all(isinstance(x, dict) and "name" in x for x in base + over)):
@@ -308,7 +317,7 @@ def _merge(base: Any, over: Any) -> Any:
         index = {x["name"]: i for i, x in enumerate(merged)}
         for item in over:
             if item["name"] in index:
-                merged[index[item["name"]]] = _merge(merged[index[item["name"]]], item)
+                merged[index[item["name"]]] = _merge(merged[index[item["name"]]], item, by)
             else:
                 merged.append(item)
         return merged
@@ -334,6 +343,7 @@ def restate_sources(data: dict[str, Any], paths: Iterable[str], by: str, kept: I
     sources = data.get("sources")
     if not isinstance(sources, dict) or not sources:
         return
+    sources = data["sources"] = dict(sources)  # a merge's copy may still share the base's mapping
     kept = set(kept)
     for path in paths:
         for key in [k for k in sources if isinstance(k, str) and k not in kept]:
@@ -341,29 +351,6 @@ def restate_sources(data: dict[str, Any], paths: Iterable[str], by: str, kept: I
                 sources[key] = f"set in {by}"
             elif path.startswith(key + ".") and isinstance(sources[key], str):
                 sources[key] = f"{sources[key]}; {path[len(key) + 1:]} set in {by}"
-
-
-def _restate_merged(merged: Any, over: Any, by: str) -> None:
-    """:func:`restate_sources` after ``_merge(base, over)`` gave ``merged``, in every spec inside it that ``over``
-    reaches: a nested mapping (a cluster's inline accelerator) and an item of a list of named mappings, which
-    ``_merge`` merges by name (a cluster's tiers, each with its own ``sources``). A cluster extending dgx-h100 with
-    ``tiers: [{name: ib-leaf, bandwidth: 100 Gbit/s}]`` kept the base tier's '400 Gb/s = 50 GB/s per GPU' as the
-    citation of 12.5 GB/s in ``hardware show``, while ``--set tiers.ib-leaf.bandwidth`` was restated."""
-    if not (isinstance(merged, dict) and isinstance(over, dict)):
-        return
-    own = over.get("sources")
-    restate_sources(merged, _changed_paths(over), by, own if isinstance(own, dict) else ())
-    for k, v in over.items():
-        if k == "sources" or k not in merged:
-            continue
-        m = merged[k]
-        if isinstance(v, dict):
-            _restate_merged(m, v, by)
-        elif isinstance(v, list) and isinstance(m, list):
-            by_name = {x["name"]: x for x in m if isinstance(x, dict) and "name" in x}
-            for item in v:
-                if isinstance(item, dict) and item.get("name") in by_name and by_name[item["name"]] is not item:
-                    _restate_merged(by_name[item["name"]], item, by)
 
 
 def _restate_along(root: Any, loc: Sequence[Any], by: str) -> None:
@@ -424,9 +411,7 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
             raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, this file a {data['kind'][:40]} spec",
                              where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
-        over = data
-        data = _merge(base, data)
-        _restate_merged(data, over, str(path))
+        data = _merge(base, data, str(path))
     return data
 
 
@@ -727,9 +712,7 @@ def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path)
             parent = rest.pop("extends")
             if not isinstance(parent, str):
                 raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
-            merged = _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest)
-            _restate_merged(merged, rest, f"{origin}: {where}")
-            return merged
+            return _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest, f"{origin}: {where}")
     except InputError as exc:
         raise exc.at(f"{origin}: {where}") from None
     return value
