@@ -24,6 +24,15 @@ from scalemodel.errors import InputError
 
 C = TypeVar("C", bound="Choice")
 
+#: Tier link labels (``TierSpec.protocol``, any case) by NCCL's link class: its NVLink row (ICI marks a TPU pod), its
+#: PCI row, and the network links; "" is unlabelled (the innermost tier NVLink-class, the others network). The spec
+#: refuses any other label (KNOWN_PROTOCOLS); cost/nccl.py prices by the classes.
+NVLINK_CLASS = frozenset({"nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c"})
+PCI_CLASS = frozenset({"pcie", "pci"})
+NETWORK_PROTOCOLS = frozenset({"rdma", "ib", "infiniband", "roce", "efa", "tcp", "ethernet", "dcn"})
+KNOWN_PROTOCOLS = NVLINK_CLASS | PCI_CLASS | NETWORK_PROTOCOLS | {""}
+
+
 
 class Choice(IntEnum):
     """An enumerated choice: an integer code, a canonical label and accepted aliases."""

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from scalemodel.choices import NVLINK_CLASS, PCI_CLASS
 from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, TREE_FLOWS, allowed, busbw_factor, log2_floor
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import Placement
@@ -139,10 +140,8 @@ NCCL_THREAD_THRESHOLD: dict[str, float] = {"ll": 8.0, "ll128": 8.0, "simple": 64
 #: so a group whose bottleneck busbw is B runs clip(B / CHANNEL_BW, 1, MAXCHANNELS) channels when full.
 CHANNEL_BW = 20.0e9
 MAX_CHANNELS = 64.0  # MAXCHANNELS (device.h)
-#: Link classes that use NCCL's NVLink row / PCI row; every other tier uses the NET row.
-#: LL128 is off on PCIe and on TCP/Ethernet paths.
-NVLINK_CLASS = frozenset({"nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c"})
-PCI_CLASS = frozenset({"pcie", "pci"})
+#: Link classes that use NCCL's NVLink row / PCI row (scalemodel.choices NVLINK_CLASS, PCI_CLASS); every other tier
+#: uses the NET row. LL128 is off on PCIe and on TCP/Ethernet paths.
 INTRA_PROTOCOLS = NVLINK_CLASS | PCI_CLASS
 NO_LL128_PROTOCOLS = frozenset({"pcie", "tcp", "ethernet"})
 

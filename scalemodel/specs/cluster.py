@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from scalemodel.choices import RDMA_TRANSPORTS, check_mtu
+from scalemodel.choices import KNOWN_PROTOCOLS, RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref, field_error
@@ -17,12 +17,6 @@ Transport = Literal["tcp", "roce", "ib"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
 #: The nodes' host CPU as NCCL classifies it (scalemodel.cost.nccl.HOST_CPUS; docs/model.md#nccl-ll-cap)
 HostCpu = Literal["intel", "amd", "arm", "power", "other"]
-
-
-#: The tier protocol labels the model reads (case-insensitive): NCCL's NVLink class, its PCI class, and the network
-#: links (cost/nccl.py NVLINK_CLASS, PCI_CLASS, NO_LL128_PROTOCOLS; ICI marks a TPU pod); "" is unlabelled.
-KNOWN_PROTOCOLS = frozenset({"", "nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c", "pcie", "pci",
-                             "rdma", "ib", "infiniband", "roce", "efa", "tcp", "ethernet", "dcn"})
 
 
 class TierSpec(Sourced, kw_only=True):
