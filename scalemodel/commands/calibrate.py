@@ -111,7 +111,7 @@ def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | Non
     at = None if predict_at is None else scale_target(runs, predict_at, mode=mode)  # before the fit's seconds
     only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
     result = fit_runs(runs, source=file, out=out, only=only)
-    change = None if predict_at is None else scale_change(result, runs, predict_at, mode=mode, at=at)
+    change = None if at is None else scale_change(result, at)
     if out is not None:
         ref, path = runs[0].cluster_ref, runs[0].cluster_path
         builtin = builtin_path("cluster", ref) == path  # a built-in name stays a name; a file becomes a relative path

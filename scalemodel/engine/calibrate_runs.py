@@ -637,6 +637,7 @@ class ScaleTarget(NamedTuple):
     batch0: int
     target: Any
     notes: list[str]
+    mode: str
 
 
 def scale_target(runs: list[Any], gpus: int, *, mode: str = "strong") -> ScaleTarget:
@@ -666,15 +667,13 @@ def scale_target(runs: list[Any], gpus: int, *, mode: str = "strong") -> ScaleTa
                          allowed=exc.allowed) from None
     target = replace(run, gpus=gpus, strategy=run.strategy.model_copy(update={"dp": None}),
                      training=run.training.model_copy(update={"global_batch": batch}), label=f"{gpus} GPUs")
-    return ScaleTarget(i_max, run, batch0, target, notes)
+    return ScaleTarget(i_max, run, batch0, target, notes, mode)
 
 
-def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "strong",
-                 at: ScaleTarget | None = None) -> ScaleChange:
-    """:func:`scale_target` (``at``, when already checked) priced under the fitted factors beside the run it
-    scales."""
-    i_max, run, batch0, target, notes = at if at is not None else scale_target(runs, gpus, mode=mode)
-    notes = list(notes)
+def scale_change(fit: RunsFit, at: ScaleTarget) -> ScaleChange:
+    """:func:`scale_target`'s target priced under the fitted factors beside the run it scales."""
+    i_max, run, batch0, target, notes, mode = at
+    notes, gpus = list(notes), int(target.gpus)
     res_a, res_b = predictions_with_fit(fit, [run, target])
 
     def one(res: Any) -> tuple[dict[str, float], float]:
