@@ -78,27 +78,12 @@ def script_module(name: str):  # type: ignore[no-untyped-def]
     return mod
 
 
-@functools.cache
-def _parsed_yaml(path: str, mtime_ns: int):  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=loader)
-
-
 def load_yaml(path):  # type: ignore[no-untyped-def]
     """A YAML data file of the repository (gemm.yaml, validation/training_cases.yaml, ...) as ``yaml.safe_load``
-    gives it, parsed once per test session and by libyaml's parser where PyYAML has it (CSafeLoader: the same safe
-    constructor, the same documents, ~6x faster than the pure-Python parser; the big files cost 0.5-1 s of CPU per
-    pure-Python parse and were parsed again by each module and test). A deep copy: a test may change what it gets.
-    Tests of how the product itself reads YAML keep calling the product."""
-    import copy
-    from pathlib import Path
-
-    p = Path(path).resolve()
-    return copy.deepcopy(_parsed_yaml(str(p), p.stat().st_mtime_ns))
+    gives it: scripts/repo_yaml.py's reader, which the scripts under test use too, so a file is parsed once per
+    session (libyaml's CSafeLoader, the same documents) and handed out as a deep copy a test may change. Tests of how
+    the product itself reads YAML keep calling the product."""
+    return script_module("repo_yaml").read_yaml(path)
 
 
 def training_cases() -> dict:  # type: ignore[type-arg]
