@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -180,11 +181,8 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
     elif len(cal.residuals) < MIN_CASES:
         why = f"{len(cal.residuals)} calibration run{'s' if len(cal.residuals) != 1 else ''} (a band needs {MIN_CASES})"
     else:
-        for n_keys in range(len(CALIBRATION_KEYS), -1, -1):
-            keys = CALIBRATION_KEYS[:n_keys]
-            match = [r for r in cal.residuals if all(r[CALIBRATION_KEYS.index(k)] == want[k] for k in keys)]
-            if len(match) >= MIN_CASES:
-                break
+        keys, match = _most_similar(cal.residuals, want, CALIBRATION_KEYS, fewest=0,
+                                    value=lambda r, k: r[CALIBRATION_KEYS.index(k)])
         sizes = [r[3] for r in match]
         if not (min(sizes) / SCALE_MARGIN <= gpus <= max(sizes) * SCALE_MARGIN):
             why = (f"{gpus} GPUs is more than {SCALE_MARGIN:g}x beyond the {min(sizes)}-{max(sizes)} GPUs of the "
@@ -207,27 +205,36 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
                                    calibration=cal.summary())
 
 
+def _most_similar(rows: Sequence[Any], want: dict[str, str], keys: Sequence[str], *, fewest: int,
+                  value: Callable[[Any, str], Any]) -> tuple[Sequence[str], list[Any]]:
+    """The rows that match ``want`` on the longest prefix of ``keys`` (at least ``fewest`` of them) that leaves
+    :data:`MIN_CASES` rows, and that prefix; ``[]`` where no prefix does. ``value(row, key)`` reads a row's key."""
+    for n_keys in range(len(keys), fewest - 1, -1):
+        match = [r for r in rows if all(value(r, k) == want[k] for k in keys[:n_keys])]
+        if len(match) >= MIN_CASES:
+            return keys[:n_keys], match
+    return keys[:fewest], []
+
+
 def _published(generation: str, parallelism: str, model: str, precision: str, gpus: int) -> Interval | None:
     """The band from the published runs' residuals (module docstring)."""
     cases = _residuals()
     if not cases:
         return None
     want = {"generation": generation, "parallelism": parallelism, "model": model, "precision": precision}
-    for n_keys in range(len(KEYS), 0, -1):
-        keys = KEYS[:n_keys]
-        match = [c for c in cases if all(c[k] == want[k] for k in keys)]
-        if len(match) >= MIN_CASES:
-            lo, hi = _band([c["speed_error"] for c in match])
-            sizes = [c["gpus"] for c in match if c.get("gpus")]
-            family = {k: want[k] for k in keys}
-            if sizes and not (min(sizes) / SCALE_MARGIN <= gpus <= max(sizes) * SCALE_MARGIN):
-                return Interval(max(2 * lo, -0.9), 2 * hi, family, len(match), True,
-                                f"{gpus} GPUs is outside the {min(sizes)}-{max(sizes)} GPUs of the similar "
-                                "validated runs: their error range, doubled")
-            dropped = [k for k in KEYS if k not in keys]
-            basis = "error range of the most similar validated runs" + (
-                f" (not matched on {', '.join(dropped)})" if dropped else "")
-            return Interval(lo, hi, family, len(match), False, basis)
+    keys, match = _most_similar(cases, want, KEYS, fewest=1, value=lambda c, k: c[k])
+    if match:
+        lo, hi = _band([c["speed_error"] for c in match])
+        sizes = [c["gpus"] for c in match if c.get("gpus")]
+        family = {k: want[k] for k in keys}
+        if sizes and not (min(sizes) / SCALE_MARGIN <= gpus <= max(sizes) * SCALE_MARGIN):
+            return Interval(max(2 * lo, -0.9), 2 * hi, family, len(match), True,
+                            f"{gpus} GPUs is outside the {min(sizes)}-{max(sizes)} GPUs of the similar "
+                            "validated runs: their error range, doubled")
+        dropped = [k for k in KEYS if k not in keys]
+        basis = "error range of the most similar validated runs" + (
+            f" (not matched on {', '.join(dropped)})" if dropped else "")
+        return Interval(lo, hi, family, len(match), False, basis)
     errors = [c["speed_error"] for c in cases]
     own = sum(c["generation"] == generation for c in cases)  # fewer than MIN_CASES, perhaps not none
     what = (f"no validated run on {generation} accelerators" if not own else
