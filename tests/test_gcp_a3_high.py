@@ -55,6 +55,16 @@ def test_tcpx_tier_is_the_published_nic_rate_and_busbw() -> None:
     assert cl.accelerator.name == load_cluster("dgx-h100", []).accelerator.name
 
 
+def test_the_transcribed_sweep_is_the_published_figures() -> None:
+    """hardware/measurements/nccl.yaml a3tcpx_allgather_2node holds the README's out-of-place busbw column."""
+    case = next(c for c in load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")
+                if c["id"] == "a3tcpx_allgather_2node")
+    assert case["cluster"] == "gcp-a3-high" and case["ranks"] == 16
+    points = dict(zip(case["measured"]["msg_bytes"], case["measured"]["busbw_GBps"], strict=True))
+    assert {k: v for k, v in points.items() if k >= 2**27} == PUBLISHED_BUSBW
+    assert points[2**23] == 10.02 and points[2**26] == 43.92  # below the plateau, not used for the efficiency
+
+
 def test_two_vm_allgather_lands_on_the_published_plateau() -> None:
     """16 ranks on 2 VMs, ring all-gather: each of the VM's channels crosses the VM boundary once, so busbw tends to
     8 x 12.5 GB/s x 0.50 = 50 GB/s (NVLink 450 x 0.82 is not the bottleneck); at 1-8 GiB the 35 us hops are < 1 %."""
