@@ -216,7 +216,8 @@ FAMILIES = (("az_ndh100v5", "NVLS 8x H100"), ("az_ndh200v5", "NVLS 8x H200"), ("
             ("nccl1374_h800", "H800 NVLS peak"), ("nccl1259", "H100 2-GPU latency"), ("az_ndmi300x", "MI300X RCCL"),
             ("tcp_nccl209_gcp_32gbe_4x8", "TCP 4x8 GCP ring"), ("tcp_nt83", "TCP 2x4 Azure ring"),
             ("tcp_nccl209_gcp_32gbe_2x8", "TCP 2x8 GCP tree (out)"), ("nccl1047_h100_reducescatter", "H100 RS ring"),
-            ("p5efa_allreduce", "p5 EFA all-reduce"), ("p5efa_allgather", "p5 EFA all-gather"))
+            ("p5efa_allreduce", "p5 EFA all-reduce"), ("p5efa_allgather", "p5 EFA all-gather"),
+            ("a3tcpx_allgather", "A3 TCPX all-gather"))
 
 
 def family_of(cid: str) -> str:

@@ -28,9 +28,11 @@ Two case files (issue 5 and issue 13):
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
       data-parallel replicas of one slice (dp / dcn_dp). Data parallelism across pods without a catalog DCN
-      tier (TPU v4) is listed.
+      tier (TPU v4: no DCN bandwidth of a v4 host is published) is listed.
     - a case that names its inter-node fabric where the catalog holds that fabric for its accelerator
-      (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows) -> that cluster.
+      (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows; GPUDirect-TCPX with H100 ->
+      gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data parallel across such nodes (MaxText ``dcn_dp``
+      > 1 on A3 VMs: FSDP inside each VM) takes zero hsdp with shard_group = dp / dcn_dp, as multi-slice TPU.
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
@@ -427,7 +429,10 @@ LAUNCH_BLOCKING_ENV = {"nvidia": ("CUDA_LAUNCH_BLOCKING",), "amd": ("HIP_LAUNCH_
 #: EFA (AWS's Elastic Fabric Adapter) with H100 -> aws-p5, the catalog's only EFA cluster (EC2 p5.48xlarge is the only
 #: EC2 instance with 8 H100 80GB: 32 x 100 Gb/s EFA, 400 Gb/s per GPU). Read from ``hardware.inter_node_net``; the
 #: nanotron25 rows (the Ultra-Scale Playbook names EFA between its 8 x H100 nodes) are the only ones that name it.
-FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5"}
+#: GPUDirect-TCPX with H100 -> gcp-a3-high (Google Cloud a3-highgpu-8g: 4 x 200 Gb/s TCPX NICs per 8-GPU VM; the word
+#: boundary keeps A3 Mega's GPUDirect-TCPXO out): the mtgpu24 rows, whose 'A3 (h100-80gb-8)' is xpk's device type
+#: for a3-highgpu-8g (hardware/SOURCES.md [XPK-A3]).
+FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5", ("GPUDirect-TCPX", "H100"): "gcp-a3-high"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
 MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}
@@ -1277,6 +1282,14 @@ def _in_job_bandwidths() -> dict[tuple[str, int], tuple[float, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def fabric_cluster(case: dict[str, Any]) -> str | None:
+    """The catalog cluster of the inter-node fabric the case names (:data:`FABRIC_CLUSTER`), or None."""
+    variant = accelerator_variant(str(case["hardware"].get("gpu", "")))
+    net = str(case["hardware"].get("inter_node_net", ""))
+    return next((c for (fabric, v), c in FABRIC_CLUSTER.items() if v == variant and re.search(rf"\b{fabric}\b", net)),
+                None)
+
+
 def degraded_fabric(case: dict[str, Any]) -> str | None:
     """Why the case is not comparable by :data:`DEGRADED_FABRIC_FRACTION` (None when it is, or records no test):
 
@@ -1382,7 +1395,8 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
     offload = re.sub(r"\([^)]*\)", "", str(par.get("offload", ""))).lower()  # the names, not the evidence
     why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload]
-    multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
+    multislice = (par.get("dcn_dp", 1) > 1 and (variant in MULTISLICE_CLUSTER or fabric_cluster(case) is not None)
+                  and par.get("pod_dp", 1) == 1)
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         named = str((case.get("hardware") or {}).get("catalog_cluster", ""))
         why.append(f"data parallelism over a network the catalog lacks: {named[5:].strip(' ()')}"
@@ -2049,7 +2063,7 @@ def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
     (gpus / dcn_dp), else the stated NIC rate (:func:`_nic_overrides`); NVLS off on the NVLink tiers for the
     sources of :data:`NVLS_DISABLED`."""
     slices = int(case["parallelism"].get("dcn_dp", 1))
-    if slices > 1:
+    if slices > 1 and cname in MULTISLICE_CLUSTER.values():
         return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
     cluster = load_cluster(cname)
     out = _nic_overrides(case, cluster)
@@ -2085,11 +2099,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     variant = accelerator_variant(str(hw.get("gpu", "")))
     cname = CLUSTER_FOR_ACCELERATOR[variant]
     assert cname is not None
-    net = str(hw.get("inter_node_net", ""))
-    cname = next((c for (fabric, v), c in FABRIC_CLUSTER.items() if v == variant and re.search(rf"\b{fabric}\b", net)),
-                 cname)
+    cname = fabric_cluster(case) or cname
     slices = int(par.get("dcn_dp", 1))
-    if slices > 1:  # multi-slice: case_limits let it through only where a multislice cluster exists
+    if slices > 1 and variant in MULTISLICE_CLUSTER:  # multi-slice TPU: ICI slices joined by the DCN
         cname = MULTISLICE_CLUSTER[variant]
     overrides = cluster_overrides(case, cname)
     cluster = load_cluster(cname, overrides)
@@ -2201,7 +2213,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     else:
         pred = p.flops["hardware_flops_per_step"] / step / gpus / 1e12
     if slices > 1:
-        notes.append(f"{slices} slices of {int(par['gpus']) // slices} chips over DCN: hsdp, shard_group {shard_group}")
+        over = "slices" if cname in MULTISLICE_CLUSTER.values() else "nodes"
+        net_tier = "DCN" if over == "slices" else cluster.tiers[-1].name
+        notes.append(f"{slices} {over} of {int(par['gpus']) // slices} {'chips' if over == 'slices' else 'GPUs'} over "
+                     f"{net_tier}: hsdp, shard_group {shard_group}")
     elif any(".bandwidth=" in o for o in overrides):
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if release_note:
