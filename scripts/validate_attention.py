@@ -81,7 +81,8 @@ DTYPES = ("fp16", "bf16")
 #: 376 AITER points (~21,000 nodes); 4x that bound keeps the guard against a YAML bomb and room for the file to grow
 MAX_MEASUREMENT_NODES = 4 * yamlread.MAX_NODES
 #: Bytes a measurement file may hold, by the same 4x: the spec readers' 256 KiB (files.MAX_SPEC_BYTES) alone would
-#: bind long before the node bound (attention.yaml is 209 KB at ~21,000 nodes: about 60 more points, review20a)
+#: bind long before the node bound (attention.yaml is 209 KB at ~21,000 nodes: about 300 more points of ~172 bytes
+#: against some 2,000 more under the node bound; review20a)
 MAX_MEASUREMENT_BYTES = 4 * files.MAX_SPEC_BYTES
 
 
