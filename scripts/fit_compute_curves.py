@@ -82,7 +82,7 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   level with a sustained-basis factor (h200-sxm's). Checked for every group with such a sweep (a100-sxm-80g,
   h100-sxm, h200-sxm, mi300x, gb200, gb300 fp8): none moves. GB200's 0.804 x MAMF is CUDA 12.8 against MAMF's CUDA
   13.0 (and the same run's FP4 reaches 0.76 of its peak where FP8 reaches 0.58); GB300's sweep on CUDA 13.0 reads
-  0.937 of GB200's MAMF x the B300 / B200 MAMF ratio, inside Hopper's band.
+  0.937 of GB200's MAMF x the B300 / B200 MAMF ratio, just under Hopper's band (H200 0.940), across builds too.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum

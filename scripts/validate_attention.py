@@ -80,13 +80,17 @@ DTYPES = ("fp16", "bf16")
 #: (yamlread.MAX_NODES, 20,000: "a spec has hundreds of nodes") is under the catalog's own attention.yaml since its
 #: 376 AITER points (~21,000 nodes); 4x that bound keeps the guard against a YAML bomb and room for the file to grow
 MAX_MEASUREMENT_NODES = 4 * yamlread.MAX_NODES
+#: Bytes a measurement file may hold, by the same 4x: the spec readers' 256 KiB (files.MAX_SPEC_BYTES) alone would
+#: bind long before the node bound (attention.yaml is 209 KB at ~21,000 nodes: about 300 more points of ~172 bytes
+#: against some 2,000 more under the node bound; review20a)
+MAX_MEASUREMENT_BYTES = 4 * files.MAX_SPEC_BYTES
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(sources, points) of an attention measurement file, every point checked for the fields the model needs."""
     # the CLI's readers: a regular file of bounded size (a FIFO or /dev/zero is refused, not read forever), strict
     # YAML 1.2 (`causal: yes` is text, not true; a duplicate key is refused), integers of bounded length
-    text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="measurement file")
+    text = files.read_text(path, limit=MAX_MEASUREMENT_BYTES, what="measurement file")
     doc, _ = yamlread.load(text, str(path), max_nodes=MAX_MEASUREMENT_NODES)
     if not isinstance(doc, dict) or not isinstance(doc.get("points"), list) or not isinstance(doc.get("sources"), dict):
         raise DataError(f"{path}: needs a `sources` mapping and a `points` list")

@@ -1030,7 +1030,7 @@ def test_nanotron_rows_and_settings() -> None:
         assert par["gpus"] == par["dp"] * par["tp"] * par["pp"] and par["gpus"] % 8 == 0
         if c["id"] in degraded:
             continue
-        assert by_id[c["id"]].strategy.nanotron_trainer  # nanotron's accumulation pass and ZeRO-1 sync (step.py)
+        assert by_id[c["id"]].strategy.nanotron_trainer  # nanotron's accumulation pass and ZeRO-1 sync (dp_comm.py)
         st = by_id[c["id"]].settings
         assert st["cluster"] == "aws-p5" and st["attention_kernel"] == "fa2" and st["grad_bytes"] == 4.0
         assert st["sequence_parallel"] is (par["tp"] > 1) and st["recompute"] == "none"

@@ -226,7 +226,8 @@ def _state_replicas(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
 def _expert_state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Ranks the routed experts' states are sharded over by ZeRO/FSDP: the expert-data-parallel ranks of
     :func:`scalemodel.cost.memory.expert_data_parallel` over :func:`_state_replicas` (tp cp dp / (etp ep));
-    the count both :func:`memory_parts` and :func:`_optimizer_time` use for the experts."""
+    the count both :func:`~scalemodel.engine.stage_memory.memory_parts` and :func:`_optimizer_time` use for the
+    experts."""
     return memory.expert_data_parallel(_state_replicas(job, g, sync), tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g))
 
 
@@ -237,7 +238,8 @@ def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py; torchtitan
     shards FSDP over the ``dp_shard_cp`` mesh and HSDP over ``("dp_replicate", "dp_shard_cp")``, replicating over
     dp_replicate only (torchtitan/models/llama3/infra/parallelize.py @91ee9ad31; today's ParallelDims.build_mesh
-    names it ``fsdp`` = dp_shard x cp). The one count both the memory model (:func:`memory_parts`) and the
+    names it ``fsdp`` = dp_shard x cp). The one count both the memory model
+    (:func:`~scalemodel.engine.stage_memory.memory_parts`) and the
     optimizer step (:func:`_optimizer_time`) divide the states by."""
     return np.asarray(_state_replicas(job, g, sync) * g.cp)
 
@@ -888,7 +890,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     all-reduce volume when m = 1).
     """
     dense, expert = _params_per_gpu(job, g)
-    if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (:func:`_dp_rank`)
+    if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (step._dp_rank)
         dense, expert = _rank_params_per_gpu(job, g, comp["layers_per_stage"], comp["pipeline_rank"])
     elif job.is_transformer:  # the priced stage's share: its layers over the average L / pp
         share = comp["layers_per_stage"] * g.pp / float(job.shape.layers)
@@ -1091,7 +1093,8 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
 
         exposed = AG + (L-1) max(0, AG - f) + (L-1) max(0, RS - b) + RS
 
-    (the unsharded parameters of every unit are then held at once: :func:`memory_parts`).
+    (the unsharded parameters of every unit are then held at once:
+    :func:`~scalemodel.engine.stage_memory.memory_parts`).
     ``fsdp_fp8_all_gather`` (torchao Float8Linear, enable_fsdp_float8_all_gather): the linear weights of
     a unit (:func:`~scalemodel.cost.transformer.linear_weights_per_layer`) cross the wire in float8, 1 byte
     each; norms, embeddings and routed experts stay 16-bit, and the gradients' reduce-scatter is unchanged
@@ -1223,7 +1226,7 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
                     ) -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
-    :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
+    :func:`_expert_state_shards`, the shards :func:`~scalemodel.engine.stage_memory.memory_parts` holds) times
     2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
     Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
@@ -1231,8 +1234,10 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     (:func:`nanotron_grad_buffer_time`) and, at its ZeRO-1, the host tail of its gather's Python copy loop
     (:func:`nanotron_gather_loop_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers``
     and ``rank`` pipeline rank ``rank`` of that many layers of ``job``, its own parameters with the embedding on rank
-    0 and the head on the last (:func:`_rank_params_per_gpu`; a hybrid pattern's rank: of its :func:`_part_job`).
-    :func:`evaluate` prices the rank holding the most parameters (:func:`_dp_rank`): the step waits for it."""
+    0 and the head on the last (:func:`_rank_params_per_gpu`; a hybrid pattern's rank: of its
+    :func:`~scalemodel.engine.pipeline_ranks._part_job`).
+    :func:`~scalemodel.engine.step.evaluate` prices the rank holding the most parameters
+    (:func:`~scalemodel.engine.step._dp_rank`): the step waits for it."""
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)

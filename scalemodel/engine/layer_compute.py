@@ -262,7 +262,8 @@ def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: di
 
 def _kind_times(job: Job, g: StrategyGrid) -> dict[str, Any]:
     """The memo of :func:`_hybrid_layer_times`' per-kind layer times (attention, mlp, moe, mamba) shared by ``job``
-    and the part jobs :func:`_part_job` made of it, on grid ``g`` (the last such pair asked for). A part job differs
+    and the part jobs :func:`~scalemodel.engine.pipeline_ranks._part_job` made of it, on grid ``g`` (the last such pair
+    asked for). A part job differs
     from its job only in the pattern's kind counts and MoE intervals, which one layer's time of a kind never reads
     (each kind's layer is priced alone and weighted by its share after), so each kind is priced once for every rank,
     to the bit as priced per rank (tests/test_hybrid_rank_speed.py). Another job (a replaced copy) gets its own."""
@@ -335,7 +336,8 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
     micro-batches (TE quantizes a weight on the first micro-batch and caches it): forward += weights / m; with
     fp8_param_gather (:func:`fp8_params_held`) the weights are FP8 already and only the transposed copy remains
-    (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization: :func:`fp8_param_quantize_time`).
+    (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization:
+    :func:`~scalemodel.engine.dp_comm.fp8_param_quantize_time`).
     Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
     is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
     attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer.
@@ -510,7 +512,8 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
 def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` (layers' worth of TP
     traffic), ``mtp_attention_blocks`` (attention layers: CP) and ``mtp_moe_blocks`` (MoE layers: EP) tell
-    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers; ``mtp_gemm`` (the blocks'
+    :func:`~scalemodel.engine.model_parallel_comm._model_parallel_comm` the blocks' traffic, apart from the stage's own
+    layers; ``mtp_gemm`` (the blocks'
     forward GEMM seconds at the module's own rate) and ``mtp_gemm_half_dim`` (its curve's d0) the GEMMs beside
     that traffic."""
     out = dict(comp)
@@ -940,7 +943,8 @@ def _chunk_ranks_recomputed(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.n
 
 def _stage_recomputed(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, first: np.ndarray
                       ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """Recomputed layers of :func:`_stage_layers`' (last, other, first) ranks: on the chunked interleaved candidates
+    """Recomputed layers of :func:`~scalemodel.engine.pipeline_ranks._stage_layers`' (last, other, first) ranks: on the
+    chunked interleaved candidates
     the ranks' own (:func:`_chunk_ranks_recomputed`; ``other`` a middle rank where it holds more layers than rank 0,
     pp >= 3, else rank 0: the one of more layers also recomputes as many or more), :func:`recomputed_layers` of
     the counts elsewhere; (None, None, None) where that is exact everywhere (the stages priced as they were)."""
@@ -1015,7 +1019,8 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
 
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
-    """Whether the layers' linear weights are FP8 parameters (:func:`fp8_param_elements`): fp8_param_gather with
+    """Whether the layers' linear weights are FP8 parameters (:func:`~scalemodel.engine.dp_comm.fp8_param_elements`):
+    fp8_param_gather with
     ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer: not the block-scaled mxfp8 and nvfp4,
     as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds (job.check_fp8_all_gather refuses the flag in an fp4
     run; a planner grid may still carry it)."""
@@ -1067,7 +1072,8 @@ def fsdp_root_params(job: Job, g: StrategyGrid) -> np.ndarray:
     forward since for training, the parameters would be freed and all-gathered immediately"; FSDP1
     ``_post_forward_reshard``: "Do not free the root's parameters in the post-forward"), so it is gathered once per
     micro-batch, before the first block, and its gradients, the last the backward completes (the embedding's),
-    are reduce-scattered after the whole backward (:func:`_sharded_parameter_traffic`). With pp > 1 each stage's
+    are reduce-scattered after the whole backward (:func:`~scalemodel.engine.dp_comm._sharded_parameter_traffic`). With
+    pp > 1 each stage's
     root holds only part of this (the embedding on the first stage, the output on the last): not priced, 0."""
     if not job.is_transformer:
         return np.zeros(1)

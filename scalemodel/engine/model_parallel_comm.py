@@ -163,7 +163,8 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
     x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
     forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s (their
-    mean forward GEMM time, the accelerator's d0) and each MTP pass's block (:func:`mtp_compute`: its own forward
+    mean forward GEMM time, the accelerator's d0) and each MTP pass's block
+    (:func:`~scalemodel.engine.layer_compute.mtp_compute`: its own forward
     GEMM time ``mtp_gemm``, of the block's kind and at training.module_precision mtp's rate, and its curve's d0
     ``mtp_gemm_half_dim``: BF16's for a BF16 module, MXFP8's for an MXFP8 one), as :func:`_model_parallel_comm`
     counts their TP collectives and the GEMMs beside them (:func:`_tp_comm_overlap`): full recompute repeats the
@@ -506,7 +507,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     """The per-layer collectives of :func:`_model_parallel_comm`, which do not depend on the stage's layers:
     one TP all-reduce (or reduce-scatter + all-gather with sequence parallelism) of the activation, one CP
     ring step of K and V, one EP all-to-all, one pipeline send/recv. Priced once per grid
-    (:func:`_stage_memo`): a pipeline's first, middle and last ranks share them."""
+    (:func:`~scalemodel.engine.step._stage_memo`): a pipeline's first, middle and last ranks share them."""
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
     act = tokens * float(sh.hidden) * job.elem_bytes

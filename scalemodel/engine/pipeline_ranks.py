@@ -99,8 +99,10 @@ def _part_job(job: Job, layers: str) -> Job:
     so a stage of n layers of this job holds exactly n_k layers of kind k: their compute, memory (weights, gradients,
     optimizer states, activations: memory.params_per_gpu's body N'_k x n / L = n_k layers of kind k, N'_k = n_k L / n
     this job's count), TP / CP / EP collectives (the
-    per-layer counts and the attention and MoE shares of :func:`_model_parallel_comm`) and host intervals
-    (:func:`_host_wait`: count_i / L x n = the rank's own intervals). ``job`` itself where ``layers`` has the
+    per-layer counts and the attention and MoE shares of
+    :func:`~scalemodel.engine.model_parallel_comm._model_parallel_comm`) and host intervals
+    (:func:`~scalemodel.engine.step._host_wait`: count_i / L x n = the rank's own intervals). ``job`` itself where
+    ``layers`` has the
     pattern's shares and intervals (equal segments: bit-identical), or no layers. The model-level totals (job.params,
     job.expert_params) are the pattern's, so the per-stage terms that read them as the stages' mean (FSDP copies,
     DeepSpeed accumulation) stay the mean's; the rank's DP sync and optimizer step take its own
@@ -159,7 +161,8 @@ def _kinds_part_job(job: Job, layers: str) -> Job:
     """:func:`_part_job` of a model that is not a hybrid pattern: ``layers`` a rank's (or segment's) layers as
     :func:`scalemodel.cost.transformer.layer_kinds` writes them ("d" dense MLP, "e" MoE; "t" a layer of the mean
     kind, a given split of a model of one kind). The part's shape carries them (Shape.rank_kinds): its MoE layers
-    n_e L / n and, through :func:`moe_intervals`, its own MoE intervals x L / n, so that a stage of n layers of it
+    n_e L / n and, through :func:`~scalemodel.engine.step.moe_intervals`, its own MoE intervals x L / n, so that a
+    stage of n layers of it
     holds exactly its n_e MoE and n - n_e dense layers (compute, memory, EP traffic, host waits; DP sync and
     optimizer through :func:`_rank_dp_job`). ``job`` itself where the rank's kinds and intervals are the model's
     shares (Mixtral, every layer MoE; a rank of DeepSeek-V3 with no dense layer is not: its share is 1, the model's
@@ -401,7 +404,8 @@ def _rank_dp_job(job: Job, layers: str) -> Job:
         expert = n_E x one E layer's routed experts / (etp ep) (+ n / L of an MoE MTP block's)
 
     (the tensors outside the layers spread over the stages as the even split spreads them), its data-parallel buckets,
-    gradient sync and optimizer step (:func:`_dp_comm`, :func:`_optimizer_time`). ``job`` itself where the part is."""
+    gradient sync and optimizer step (:func:`~scalemodel.engine.dp_comm._dp_comm`,
+    :func:`~scalemodel.engine.dp_comm._optimizer_time`). ``job`` itself where the part is."""
     part = _part_job(job, layers)
     if part is job:
         return job
@@ -431,7 +435,8 @@ def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> lis
     """The pipeline rank whose data-parallel sync and optimizer step the step prices, per candidate of each split of
     :func:`_rank_layers`: the one holding the most parameters (:func:`_rank_params`; the gradients it reduces and the
     states it steps), the last rank where it holds as many, else the first of equal ones, as the even split takes the
-    stage of the most layers, the last one on a tie (:func:`evaluate`). As (candidates, split, rank r), one per rank
+    stage of the most layers, the last one on a tie (:func:`~scalemodel.engine.step.evaluate`). As (candidates, split,
+    rank r), one per rank
     some candidate takes. Equal shares: the rank of the most layers, as without a split."""
     out: list[tuple[np.ndarray, _RankSplit, int]] = []
     for sp in splits or ():
@@ -477,8 +482,10 @@ def _split_rows(job: Job, g: StrategyGrid) -> list[_Rows] | None:
     """The grid's rows (first axis) grouped by the hybrid pattern's rank split they run (:func:`_rank_layers`; one
     group for the rows of no split), where there are several groups and each split's candidates are whole rows (the
     planner's configurations: pp, the stage layers and the schedule on the first axis). Each rank of a split is then
-    priced on its own rows, not on every candidate of the grid (:func:`evaluate`, :func:`memory_peak_stage`,
-    :func:`compute_floor`, :func:`dp_exposed_floor` run once per group; the same values, every cost being per
+    priced on its own rows, not on every candidate of the grid (:func:`~scalemodel.engine.step.evaluate`,
+    :func:`~scalemodel.engine.stage_memory.memory_peak_stage`,
+    :func:`~scalemodel.engine.step.compute_floor`, :func:`~scalemodel.engine.step.dp_exposed_floor` run once per group;
+    the same values, every cost being per
     candidate). None otherwise: one pass over the grid."""
     splits = _rank_layers(job, g)
     shape = g.shape
@@ -537,7 +544,8 @@ def _join_results(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> Any:
 
 
 class _RowsMemo(MutableMapping[str, np.ndarray]):
-    """A view of a memo (:func:`memory_peak_stage`'s ``activations``) whose keys carry a row group's tag, so that the
+    """A view of a memo (:func:`~scalemodel.engine.stage_memory.memory_peak_stage`'s ``activations``) whose keys carry
+    a row group's tag, so that the
     groups of :func:`_split_rows` keep their own arrays in one memo."""
 
     def __init__(self, memo: MutableMapping[str, np.ndarray], tag: str) -> None:
@@ -685,7 +693,8 @@ def _rank_params_per_gpu(job: Job, g: StrategyGrid, layers: Any, rank: Any) -> t
     rank. Megatron-Core builds the word embedding where ``pre_process`` (pipeline rank 0) and the final norm and
     ``output_layer`` where ``post_process`` (the last rank); tied, the last rank still allocates an output weight of
     its own (``skip_weight_param_allocation = pre_process and share_embeddings_and_output_weights``) whose gradient
-    the embedding group all-reduces (:func:`tied_embedding_allreduce`) (NVIDIA/Megatron-LM@d98e8a64dd
+    the embedding group all-reduces (:func:`~scalemodel.engine.model_parallel_comm.tied_embedding_allreduce`)
+    (NVIDIA/Megatron-LM@d98e8a64dd
     megatron/core/models/gpt/gpt_model.py ``GPTModel.__init__``; megatron/core/models/common/language_module/
     language_module.py ``setup_embeddings_and_output_layer``); nanotron puts its token embedding on rank 0 and the
     final norm and lm_head on the last (its logged rank-0 "Local number of parameters" is rank 0's layers + the

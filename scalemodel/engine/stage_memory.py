@@ -83,7 +83,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
     the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
     and the last stage with the output layer, its logits and any multi-token prediction modules
     (:func:`_last_stage_memory`). ``sync``: under
-    hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`hier_group`).
+    hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`~scalemodel.engine.dp_comm.hier_group`).
 
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
     keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,

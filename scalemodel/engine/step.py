@@ -470,9 +470,9 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
 
     Each replica runs m micro-batches whose compute times are i.i.d. with mean ``task`` and CV
     ``job.work_cv``. Static assignment (fixed equal shares) ends with the slowest replica's sum,
-    m E[max_i sum_j X_ij]/m (:func:`cost.balance.noisy_static_makespan`); dynamic assignment pulls
+    m E[max_i sum_j X_ij]/m (:func:`~scalemodel.cost.balance.noisy_static_makespan`); dynamic assignment pulls
     micro-batches from a shared queue at ``dispatch_overhead`` seconds each
-    (:func:`cost.balance.noisy_dynamic_makespan`). The term is the makespan minus the balanced m x
+    (:func:`~scalemodel.cost.balance.noisy_dynamic_makespan`). The term is the makespan minus the balanced m x
     task already counted as compute (never negative: the overhead is part of the loss).
     """
     dynamic = g.dynamic_assignment
@@ -696,7 +696,8 @@ def moe_intervals(sh: Any) -> list[tuple[dict[str, int], float]]:
     """The layers between one MoE layer and the next, read cyclically (those after the last MoE layer join those
     before the first), as ({kind: layers between}, how many intervals are like that), one interval per MoE layer:
     a hybrid pattern's own (:attr:`scalemodel.cost.mamba.LayerCounts.moe_intervals`, kinds mamba, attention, mlp),
-    else the MoE layers every ``moe_every``-th after ``moe_first_dense`` dense ones (:attr:`Shape.moe_layers`, at
+    else the MoE layers every ``moe_every``-th after ``moe_first_dense`` dense ones
+    (:attr:`~scalemodel.cost.transformer.Shape.moe_layers`, at
     1-based positions F + j e, j = 1..n), kind dense: n - 1 intervals of e - 1 dense layers and one of
     L - n e + e - 1 (DeepSeek-V3, L 61, F 3, e 1: 57 of none and one of 3). [] without MoE layers."""
     n = int(float(sh.moe_layers))
@@ -997,7 +998,7 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
 def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Seconds of data-parallel traffic a step exposes whatever its communication choice (algorithm,
     compression, bucket, overlap, assignment): with ZeRO-3, FSDP or HSDP, the gathers of
-    :func:`_sharded_parameter_traffic` that no compute hides, per micro-batch
+    :func:`~scalemodel.engine.dp_comm._sharded_parameter_traffic` that no compute hides, per micro-batch
 
         AG + (L-1) max(0, AG - f') + (L-1) max(0, AG - b')
 

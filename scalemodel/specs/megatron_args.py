@@ -207,7 +207,8 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
     other commands of the launch's own line pass it nothing. A line that starts with a flag but belongs to no command
     (the command ended on a line without a trailing backslash, and the line is in no array or quoted string) is not
     passed by bash (it runs it as a command of its own, "command not found"). In any file, commands that print their
-    arguments (:data:`_OUTPUT_COMMANDS`) and here-document texts pass nothing. What is left out is said in
+    arguments (:data:`~scalemodel.specs.shell_words._OUTPUT_COMMANDS`) and here-document texts pass nothing. What is
+    left out is said in
     ``out.unused`` where it holds a flag. The words of other commands (a function call that forwards "$@", an
     ``if``) are kept where they are, as before."""
     logical = _logical_lines(_drop_heredocs(text, out))

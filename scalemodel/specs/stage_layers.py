@@ -84,7 +84,7 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     letters E embedding, L loss, t decoder layer, m MTP layer) and ``__init__`` (stages divisible by pp, V = stages /
     pp, virtual stage c of rank r at c pp + r). ``validate_layer_layout`` (lines 86-149) asserts E first and L last
     (refused here as there) and the t and m counts the launch's --num-layers and --mtp-num-layers
-    (:func:`_pipeline_layout`);
+    (:func:`~scalemodel.specs.megatron_args._pipeline_layout`);
     the model prices the embedding on rank 0's first chunk and the output layer, loss and MTP modules on rank p - 1's
     last (stage_memory._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the
     last stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
