@@ -1,4 +1,4 @@
-"""review20a: findings in last session's unreviewed merges that are not docs alone."""
+"""scripts/validate_attention.py reads attention.yaml bounded: its byte bound leaves the room its node bound does."""
 
 from __future__ import annotations
 
