@@ -120,6 +120,25 @@ def test_step_prices_the_recipe_by_hand(recipe: str) -> None:
     assert float((on["backward"] - off["backward"]).ravel()[0]) == pytest.approx(want_b, rel=1e-9)
 
 
+def test_op_policy_recompute_repeats_the_forward_gemm_rate() -> None:
+    """torchtitan's op policy (titan_op) repeats wk, wo and w3's forward GEMMs in the backward: the recompute carries
+    (1.0335 - 1) x their time on the fp8 curve beyond the same job at a family without a published factor (1; the
+    casts are priced alike there: no cast-kernel factor on either family)."""
+    strategy = {"recompute": "selective", "recompute_modules": "titan_op", "layer_impl": "torchtitan"}
+    job, g = _job("dgx-h100", "fp8", "rowwise", strategy=strategy)
+    layers = np.ones(1)
+    on = layer_compute._compute_per_microbatch(job, g, layers, logits_on_stage=False)
+    flat = layer_compute._compute_per_microbatch(replace(job, accelerator_family="ampere"), g, layers,
+                                                 logits_on_stage=False)
+    titan = compute.titan_op_gemm_time(job.shape, float(job.seq_len), 1.0, peak_flops=job.peak_flops,
+                                       memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+                                       gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+                                       elem_bytes=job.elem_bytes)
+    assert float(titan) > 0.0
+    got = float((on["backward"] - flat["backward"]).ravel()[0])
+    assert got == pytest.approx((1.0335 - 1.0) * float(titan), rel=1e-9)
+
+
 def test_mi300x_forward_gemms_keep_the_fp8_curve() -> None:
     """No published row-wise timing on MI300X: the forward adds the casts only."""
     job, g = _job("mi300x-8", "fp8", "rowwise")

@@ -142,9 +142,10 @@ class Job:
     logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
-    # a low-precision run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an
-    # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes,
-    # specs.training.low_precision_recipe)
+    # a low-precision run's scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an fp4 run; "" =
+    # 16/32-bit; torchao's rowwise / rowwise_with_gw_hp): prices the quantization casts (cost.compute.
+    # fp8_quantize_bytes, specs.training.low_precision_recipe) and the row-wise recipes' GEMMs
+    # (engine.layer_compute._with_rowwise_gemms)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
     # block-scaled GEMMs on Blackwell, NVFP4's 1.810; 1 otherwise), already folded into gemm_max: kept so that an
