@@ -1534,23 +1534,23 @@ def _check_recipe(recipe: str) -> None:
 
 
 #: Rate of the forward GEMM of a torchao row-wise recipe over the fp8 curve (per-tensor FP8), per accelerator family
-#: (:func:`rowwise_forward_gemm_factor`). torchao (pytorch/ao@890e0ac8 and @4fc4068d6, the builds of the tao25
-#: rows: torchao/float8/config.py ``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``, the two backward
-#: GEMMs' configs default ``use_fast_accum=False``; float8_ops.py ``addmm_float8_unwrapped``, lines 43-52, 73-74 / 46-56, 83-84:
-#: "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the tensorwise cuBLAS-based
-#: kernel and do the scaling manually afterwards") runs only the forward GEMM on ``torch._scaled_mm``'s row-wise
-#: kernel; dgrad and wgrad run the per-tensor kernel with unit scales, the fp8 curve's, plus an output rescale
+#: (:func:`rowwise_forward_gemm_factor`). torchao (pytorch/ao@890e0ac8 and @4fc4068d6, the builds of the tao25 rows:
+#: torchao/float8/config.py ``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``, the two backward GEMMs'
+#: configs default ``use_fast_accum=False``; float8_ops.py ``addmm_float8_unwrapped``, lines 43-52, 73-74 / 46-56,
+#: 83-84: "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the tensorwise
+#: cuBLAS-based kernel and do the scaling manually afterwards") runs only the forward GEMM on ``torch._scaled_mm``'s
+#: row-wise kernel; dgrad and wgrad run the per-tensor kernel with unit scales, the fp8 curve's, plus an output rescale
 #: (:func:`rowwise_quantize_bytes`). On H100 the row-wise kernel is PyTorch's CUTLASS RowwiseScaledMM.cu
 #: (pytorch/pytorch#125204), which carries FBGEMM's ``f8f8bf16_rowwise_impl`` with its ``Transposed`` column-major
-#: output; FBGEMM's published timings of that kernel against cuBLAS's per-tensor FP8 GEMM, fast accumulation, one
-#: H100 (pytorch/FBGEMM#2764, lw, 2024-06-21, the PR adding the column-major output, medians in us: m,n,k =
-#: 4176,12288,4096: 317.47 / 310.302; 4176,4096,12288: 363.486 / 330.399; 3456,6144,4096: 132.063 / 131.935;
-#: 3456,4096,6144: 140.447 / 138.687) are 1.001-1.100x the time, geometric mean 1.0335: hopper 1 / 1.0335 = 0.968. Consistent with
-#: the same author's sweep on PyTorch main, February 2025 (pytorch/pytorch#147971: with fast-accum "most shapes are
-#: within 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%", a figure without a
-#: table). Other families 1: no published row-wise vs per-tensor timing found for MI300X's hipBLASLt row-wise path
-#: (pytorch/pytorch#144432) nor for Blackwell's CUTLASS one. Assumption, stated: the four shapes' ratio holds at
-#: other shapes (pytorch/pytorch#153809 reports a drop-off at K >= 16384, not quantified).
+#: output; FBGEMM's published timings of that kernel against cuBLAS's per-tensor FP8 GEMM, fast accumulation, one H100
+#: (pytorch/FBGEMM#2764, lw, 2024-06-21, the PR adding the column-major output, medians in us: m,n,k = 4176,12288,4096:
+#: 317.47 / 310.302; 4176,4096,12288: 363.486 / 330.399; 3456,6144,4096: 132.063 / 131.935; 3456,4096,6144: 140.447 /
+#: 138.687) are 1.001-1.100x the time, geometric mean 1.0335: hopper 1 / 1.0335 = 0.968. Consistent with the same
+#: author's sweep on PyTorch main, February 2025 (pytorch/pytorch#147971: with fast-accum "most shapes are within
+#: 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%", a figure without a table). Other
+#: families 1: no published row-wise vs per-tensor timing found for MI300X's hipBLASLt row-wise path
+#: (pytorch/pytorch#144432) nor for Blackwell's CUTLASS one. Assumption, stated: the four shapes' ratio holds at other
+#: shapes (pytorch/pytorch#153809 reports a drop-off at K >= 16384, not quantified).
 ROWWISE_FORWARD_GEMM_FACTORS: dict[str, float] = {"hopper": 1.0 / 1.0335}
 
 
