@@ -111,16 +111,27 @@ class Precision(Choice):
 
 
 class Fp8Recipe(Choice):
-    """Transformer Engine's FP8 scaling recipe, by Megatron-Core's --fp8-recipe names (TransformerConfig.fp8_recipe,
-    default 'delayed'): DelayedScaling, Float8CurrentScaling (per-tensor current scaling), MXFP8BlockScaling."""
+    """An FP8 scaling recipe: Transformer Engine's, by Megatron-Core's --fp8-recipe names (TransformerConfig.fp8_recipe,
+    default 'delayed'): DelayedScaling, Float8CurrentScaling (per-tensor current scaling), MXFP8BlockScaling; and
+    torchao's float8 row-wise recipes (Float8LinearRecipeName ROWWISE, ROWWISE_WITH_GW_HP: torchtitan
+    --float8.recipe_name), one scale per row of each GEMM operand, the second with the weight-gradient GEMM in BF16."""
 
     DELAYED = 0, "delayed"
     TENSORWISE = 1, "tensorwise", "current", "fp8-cs", "fp8_cs"
     MXFP8 = 2, "mxfp8", "fp8-mx", "fp8_mx"
+    ROWWISE = 3, "rowwise"
+    ROWWISE_GW_HP = 4, "rowwise_with_gw_hp"
 
     @classmethod
     def noun(cls) -> str:
         return "fp8 recipe"
+
+
+#: torchao's float8 row-wise recipes by label (cost.compute.rowwise_quantize_bytes prices them)
+ROWWISE_FP8_RECIPES = (Fp8Recipe.ROWWISE.label, Fp8Recipe.ROWWISE_GW_HP.label)
+#: Accelerator families with torch._scaled_mm's row-wise FP8 kernel: CUTLASS on sm_90 / sm_100 (RowwiseScaledMM.cu,
+#: pytorch/pytorch#125204), hipBLASLt on MI300 / MI350 (pytorch/pytorch#144432: "rowwise f8 gemm is an mi300 feature")
+ROWWISE_FP8_FAMILIES = ("hopper", "blackwell", "cdna3", "cdna4")
 
 
 class Zero(Choice):

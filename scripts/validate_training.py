@@ -111,8 +111,8 @@ Two case files (issue 5 and issue 13):
       ``unfused:`` (:data:`UNFUSED_ATTENTION`: MaxText's early-2023 dot_product_attention, maxtext23).
     - precision: fp8 / bf16 / fp16 as stated; "not stated" or "mixed" -> bf16 (16-bit peaks are
       equal). fp8 uses the accelerator's fp8 peak and GEMM curve, and the scaling recipe the precision
-      records (FP8-CS -> tensorwise, FP8-MX -> mxfp8; unnamed -> the model's default, delayed) for the
-      quantization casts.
+      records (FP8-CS -> tensorwise, FP8-MX -> mxfp8, torchao's rowwise / rowwise_with_gw_hp by name;
+      unnamed -> the model's default, delayed) for the quantization casts and the recipe's GEMMs.
   Communication overlap (as the source or its recipe states it in ``parallelism.overlap``; unstated ->
   the engine's defaults)
     - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather, read from the
@@ -1153,12 +1153,17 @@ def parse_precision(text: str) -> str:
 
 
 def parse_fp8_recipe(text: str) -> str | None:
-    """The Transformer Engine scaling recipe a case's precision text records (training_cases.yaml conventions:
-    'FP8-CS' per-tensor current scaling -> tensorwise, 'FP8-MX' -> mxfp8); None (the model's default, delayed:
-    Megatron-Core's) when it names none or the run is not fp8."""
+    """The FP8 scaling recipe a case's precision text records (training_cases.yaml conventions: 'FP8-CS' per-tensor
+    current scaling -> tensorwise, 'FP8-MX' -> mxfp8; torchao's 'rowwise_with_gw_hp' and 'rowwise' recipes, the tao25
+    rows' ``--float8.recipe_name``, by name); None (the model's default, delayed: Megatron-Core's) when it names none
+    or the run is not fp8."""
     t = text.lower()
     if "fp8" not in t:
         return None
+    if "rowwise_with_gw_hp" in t:
+        return "rowwise_with_gw_hp"
+    if "rowwise" in t:
+        return "rowwise"
     if "fp8-cs" in t or "current scaling" in t:
         return "tensorwise"
     if "fp8-mx" in t or "mxfp8" in t:
@@ -1339,13 +1344,9 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
 #: :func:`recipe_module_precision` (TrainingSpec.module_precision). torchao's float8 rowwise recipes (tao25 rows:
-#: ``--float8.recipe_name=rowwise`` / ``rowwise_with_gw_hp``, one scale per row of each operand, torch._scaled_mm's
-#: rowwise GEMM; the second keeps the weight-gradient GEMM in bf16) are none of TrainingSpec.fp8_recipe's delayed,
-#: tensorwise or mxfp8.
-UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
-    ("rowwise", "FP8 rowwise scaling (torchao Float8 recipe rowwise / rowwise_with_gw_hp): the model prices FP8 "
-     "with delayed, tensorwise or mxfp8 scaling only (training.fp8_recipe)"),
-)
+#: ``--float8.recipe_name=rowwise`` / ``rowwise_with_gw_hp``) are TrainingSpec.fp8_recipe rowwise /
+#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). None is left unpriced.
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
 #: src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (loaded by perf_recipes/nemotronh/{b200,b300,gb200,gb300}/

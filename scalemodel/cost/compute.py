@@ -73,7 +73,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scalemodel.choices import CpCommType, LayerImpl, LossImpl, Recompute, codes
+from scalemodel.choices import ROWWISE_FP8_RECIPES, CpCommType, LayerImpl, LossImpl, Recompute, codes
 from scalemodel.cost import mamba
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
@@ -1518,17 +1518,113 @@ NVFP4_BLOCK = 16.0
 #: Bytes of one NVFP4 copy per element: a 4-bit E2M1 value and its share of an E4M3 block scale.
 NVFP4_COPY_BYTES = 0.5 + 1.0 / NVFP4_BLOCK
 
-#: Transformer Engine scaling recipes priced by :func:`fp8_quantize_bytes`, by Megatron-Core's ``--fp8-recipe``
-#: names: delayed (DelayedScaling), tensorwise (Float8CurrentScaling), mxfp8 (MXFP8BlockScaling); and nvfp4
-#: (NVFP4BlockScaling, Megatron-Core ``--fp4-recipe nvfp4``), the recipe of every precision fp4 run.
-FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "nvfp4")
+#: FP8 scaling recipes priced by :func:`fp8_quantize_bytes`: Transformer Engine's, by Megatron-Core's
+#: ``--fp8-recipe`` names, delayed (DelayedScaling), tensorwise (Float8CurrentScaling), mxfp8 (MXFP8BlockScaling),
+#: and nvfp4 (NVFP4BlockScaling, Megatron-Core ``--fp4-recipe nvfp4``), the recipe of every precision fp4 run;
+#: torchao's row-wise recipes (:data:`scalemodel.choices.ROWWISE_FP8_RECIPES`: torchao.float8
+#: Float8LinearRecipeName ROWWISE, ROWWISE_WITH_GW_HP; docs/model.md#fp8-rowwise).
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "nvfp4") + ROWWISE_FP8_RECIPES
 
 
 def _check_recipe(recipe: str) -> None:
     """Refuse an fp8 recipe outside :data:`FP8_RECIPES` (one message for every function that prices one)."""
     if recipe not in FP8_RECIPES:
         raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
-                         allowed="delayed, tensorwise or mxfp8 (nvfp4: precision fp4)")
+                         allowed="delayed, tensorwise, mxfp8, rowwise or rowwise_with_gw_hp (nvfp4: precision fp4)")
+
+
+#: Rate of the forward GEMM of a torchao row-wise recipe over the fp8 curve (per-tensor FP8), per accelerator family
+#: (:func:`rowwise_forward_gemm_factor`). torchao (pytorch/ao@890e0ac8 and @4fc4068d6, the builds of the tao25 rows:
+#: torchao/float8/config.py ``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``, the two backward GEMMs'
+#: configs default ``use_fast_accum=False``; float8_ops.py ``addmm_float8_unwrapped``, lines 43-52, 73-74 / 46-56,
+#: 83-84: "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the tensorwise
+#: cuBLAS-based kernel and do the scaling manually afterwards") runs only the forward GEMM on ``torch._scaled_mm``'s
+#: row-wise kernel; dgrad and wgrad run the per-tensor kernel with unit scales, the fp8 curve's, plus an output rescale
+#: (:func:`rowwise_quantize_bytes`). On H100 the row-wise kernel is PyTorch's CUTLASS RowwiseScaledMM.cu
+#: (pytorch/pytorch#125204), which carries FBGEMM's ``f8f8bf16_rowwise_impl`` with its ``Transposed`` column-major
+#: output; FBGEMM's published timings of that kernel against cuBLAS's per-tensor FP8 GEMM, fast accumulation, one H100
+#: (pytorch/FBGEMM#2764, lw, 2024-06-21, the PR adding the column-major output, medians in us: m,n,k = 4176,12288,4096:
+#: 317.47 / 310.302; 4176,4096,12288: 363.486 / 330.399; 3456,6144,4096: 132.063 / 131.935; 3456,4096,6144: 140.447 /
+#: 138.687) are 1.001-1.100x the time, geometric mean 1.0335: hopper 1 / 1.0335 = 0.968. Consistent with the same
+#: author's sweep on PyTorch main, February 2025 (pytorch/pytorch#147971: with fast-accum "most shapes are within
+#: 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%", a figure without a table). Other
+#: families 1: no published row-wise vs per-tensor timing found for MI300X's hipBLASLt row-wise path
+#: (pytorch/pytorch#144432) nor for Blackwell's CUTLASS one. Assumption, stated: the four shapes' ratio holds at other
+#: shapes (pytorch/pytorch#153809 reports a drop-off at K >= 16384, not quantified).
+ROWWISE_FORWARD_GEMM_FACTORS: dict[str, float] = {"hopper": 1.0 / 1.0335}
+
+
+def rowwise_forward_gemm_factor(family: str) -> float:
+    """The fraction of the fp8 curve's rate a torchao row-wise recipe's forward GEMMs run at on this accelerator
+    family (:data:`ROWWISE_FORWARD_GEMM_FACTORS`; 1 for a family without a published timing)."""
+    return float(ROWWISE_FORWARD_GEMM_FACTORS.get(str(family).lower(), 1.0))
+
+
+def rowwise_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, recipe: str,
+                           tp: ArrayLike = 1, cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0,
+                           mlp_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HBM bytes (forward, backward, weights) that torchao's float8 row-wise recipes add to one dense transformer
+    layer on one GPU per micro-batch (weights 0: torchao casts each weight on every call, so its casts are in the
+    forward and backward). Price with :func:`memory_time`.
+
+    Source: torchao at pytorch/ao@4fc4068d6 (and @890e0ac8, the same code): torchao/float8/float8_linear.py
+    ``matmul_with_hp_or_float8_args`` (lines 45-204: saves input and weight in BF16; forward casts input along
+    dim -1 and the weight along dim 0 of W^T, one scale per output row; backward casts grad_output along dim -1 for
+    dgrad, the weight along dim -1 of W^T, grad_output and the input along dim 0 for wgrad), config.py
+    ``Float8LinearConfig.from_recipe_name`` (rowwise: every cast axiswise; rowwise_with_gw_hp: the weight for
+    dgrad tensorwise, wgrad's two operands not cast, its GEMM in BF16), float8_ops.py ``addmm_float8_unwrapped``
+    (backward GEMMs on the per-tensor kernel, then ``output *= post_inverse_scale``: one extra Inductor kernel per
+    GEMM, pytorch/ao#2184). Bytes per element, eb = 2 read, 1 per FP8 copy written (scales: a few bytes a row):
+
+        cast whose amax runs along the rows it writes (dim -1)        eb + 1     one pass (row reduction + cast)
+        cast with a column or whole-tensor amax (dim 0, tensorwise)   2 eb + 1   an amax pass, then the cast
+        rescale of a backward GEMM's 16-bit output                    2 eb       read, write
+
+    per tensor of each linear (X its input, dY its output gradient, W its weight; a dgrad output has X's shape,
+    a wgrad output W's):
+
+        rowwise             forward (eb + 1)(X + W)
+                            backward X (2 eb + 1) + dY (eb + 1 + 2 eb + 1) + W (2 eb + 1) + 2 eb (X + W)
+        rowwise_with_gw_hp  forward (eb + 1)(X + W)
+                            backward dY (eb + 1) + W (2 eb + 1) + 2 eb X      (wgrad reads X and dY in BF16)
+
+    At eb = 2: rowwise X 3 + 5 + 4, dY 8, W 3 + 5 + 4; torchao's own roofline model (torchao/testing/training/
+    roofline_utils.py ``get_tensor_memory_traffic_ovhd_s`` at @4fc4068d6, casts only) counts the same 8 for an
+    input or grad_output and 10 for a weight (a BF16 transpose, then a row cast, where this counts a column amax
+    pass). Each cast writes the layout its GEMM reads (no transposed copy). Tensors per layer (T = b s / cp
+    tokens, t = tp), as :func:`fp8_quantize_bytes` counts them: each attention matrix's input (the O projection's
+    T a d_v / t) and output gradient, the MLP's FC1 (T h in, T (1|2) f / t out) and FC2 (T f / t in, T h out),
+    their weights / t (MLA down-projections whole); torchtitan's separate wq / wk / wv and w1 / w3 linears cast
+    one input, counted once (the casts of one tensor are one computation in the compiled graph). ``mlp_only``:
+    the MLP's tensors alone."""
+    _check_recipe(recipe)
+    if recipe not in ROWWISE_FP8_RECIPES:
+        raise InputError(f"fp8 recipe {recipe!r} is not a row-wise recipe", where="training.fp8_recipe",
+                         allowed="rowwise or rowwise_with_gw_hp")
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len)
+    t = _pos("tp", tp)
+    eb = _pos("elem_bytes", elem_bytes)
+    T = b * s / _pos("cp", cp)
+    h, f = sh.hidden, sh.ffn_hidden
+    mats_up = np.where(sh.gated_mlp, 2.0, 1.0)
+    # (X, dY, W) elements of the layer's linears on this GPU
+    x = T * h + T * f / t
+    dy = T * mats_up * f / t + T * h
+    w = (mats_up + 1.0) * h * f / t
+    for name, n_in, n_out, split in ([] if mlp_only else attention_matrices(sh)):
+        on = np.where(n_in * n_out > 0, 1.0, 0.0)
+        div = t if split else 1.0
+        x = x + on * T * (n_in / t if name == "o" else n_in)
+        dy = dy + on * T * (n_out if name == "o" else n_out / div)
+        w = w + on * n_in * n_out / div
+    row, col, rescale = eb + 1.0, 2.0 * eb + 1.0, 2.0 * eb
+    fwd = row * (x + w)
+    if recipe == "rowwise":
+        bwd = col * x + (row + col) * dy + col * w + rescale * (x + w)
+    else:
+        bwd = row * dy + col * w + rescale * x
+    return fwd, bwd, np.zeros_like(fwd)
 
 
 def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *, from_norm: bool,
@@ -1613,8 +1709,16 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     recipe; "" = BF16, no cast (the module is outside the FP8 / FP4 autocast); None = ``recipe``.
     ``mlp_only``: the MLP block's tensors alone (the dense MLP, or with ``moe`` the MoE block), no attention
     matrix: what a recomputed MLP block quantizes again (docs/model.md#recompute-mlp).
-    Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM."""
+    Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM.
+    torchao's row-wise recipes (:data:`ROWWISE_FP8_RECIPES`, dense layers only): :func:`rowwise_quantize_bytes`."""
     _check_recipe(recipe)
+    if recipe in ROWWISE_FP8_RECIPES:
+        if moe:
+            raise InputError(f"fp8 recipe {recipe} prices torchao's Float8Linear on a dense layer's nn.Linear "
+                             "modules, not MoE experts", where="training.fp8_recipe",
+                             allowed="a dense workload, or delayed / tensorwise / mxfp8")
+        return rowwise_quantize_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, recipe=recipe, tp=tp, cp=cp,
+                                      elem_bytes=elem_bytes, mlp_only=mlp_only)
     att_r = recipe if attention_recipe is None else attention_recipe
     lat_r = recipe if latent_recipe is None else latent_recipe
     for r in (att_r, lat_r):

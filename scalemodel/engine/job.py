@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import (
+    ROWWISE_FP8_RECIPES,
     Algorithm,
     Assignment,
     Compression,
@@ -141,9 +142,10 @@ class Job:
     logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
-    # a low-precision run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an
-    # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes,
-    # specs.training.low_precision_recipe)
+    # a low-precision run's scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an fp4 run; "" =
+    # 16/32-bit; torchao's rowwise / rowwise_with_gw_hp): prices the quantization casts (cost.compute.
+    # fp8_quantize_bytes, specs.training.low_precision_recipe) and the row-wise recipes' GEMMs
+    # (engine.layer_compute._with_rowwise_gemms)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
     # block-scaled GEMMs on Blackwell, NVFP4's 1.810; 1 otherwise), already folded into gemm_max: kept so that an
@@ -339,6 +341,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         gen_bwd = float(workload.backward_factor)
         gen_act = float(workload.activation_bytes_per_sample or 0.0)
         gen_time = float(getattr(workload, "time_per_sample", None) or 0.0)
+    _check_rowwise_workload(recipe, sh, workload)
     var = cluster.variability
     cv = var.cv if straggler_cv is None else straggler_cv
     if not (0.0 <= cv < 10.0):
@@ -1183,6 +1186,20 @@ def _check_shard_group(strategy: Any, dp: int) -> None:
                      allowed=f"a divisor of dp = {dp} ({shown}), or shard_group unset (the replicas in one node)")
 
 
+def _check_rowwise_workload(recipe: str, sh: Any, workload: Any) -> None:
+    """torchao's row-wise recipes are priced on a dense transformer's linear layers (cost.compute.
+    rowwise_quantize_bytes): torchao's Float8Linear swaps nn.Linear modules, which MoE experts' grouped GEMMs and
+    Mamba mixers' kernels are not, so an MoE, hybrid or generic workload under them is refused, not guessed."""
+    if recipe not in ROWWISE_FP8_RECIPES:
+        return
+    kind = ("a generic workload" if sh is None else "an MoE model" if float(sh.moe_layers) > 0
+            else "a hybrid (Mamba) model" if sh.hybrid is not None else "")
+    if kind:
+        raise InputError(f"fp8 recipe {recipe} is priced for dense transformers (torchao Float8Linear on their "
+                         f"nn.Linear layers); {workload.name} is {kind}", where="training.fp8_recipe",
+                         allowed="a dense transformer, or fp8_recipe delayed, tensorwise or mxfp8")
+
+
 def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
     """torchao's float8 all-gather casts the weights of Float8Linear modules, which exist only in a float8
     training run (torchtitan applies enable_fsdp_float8_all_gather through its Float8Linear converter), and
@@ -1200,6 +1217,12 @@ def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
         raise InputError(f"{name} casts the linear layers of a transformer; workload {job.name} is a "
                          "generic workload", where=where,
                          allowed=f"a transformer workload, or {name} false")
+    if job.fp8_recipe in ROWWISE_FP8_RECIPES:
+        # torchao's float8 all-gather (WeightWithDynamicFloat8CastTensor) is tensorwise only: torchtitan refuses
+        # enable_fsdp_float8_all_gather with a recipe_name; Megatron's FP8 parameters are Transformer Engine's
+        raise InputError(f"{name} gathers per-tensor FP8 weights; fp8 recipe {job.fp8_recipe} gathers BF16 and "
+                         "casts row-wise after the gather", where=where,
+                         allowed=f"{name} false, or fp8_recipe tensorwise")
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import FlexBackend, Recompute, ScheduleKind, Zero
+from scalemodel.choices import ROWWISE_FP8_RECIPES, FlexBackend, Recompute, ScheduleKind, Zero
 from scalemodel.cost import compute, moe_routing, transformer
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.pipeline_ranks import (
@@ -136,6 +136,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
         # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
         rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
+        fwd_l, bwd_l, rec_l = _with_rowwise_gemms(job, g, kw, flash, gemm_l, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
@@ -170,6 +171,37 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             block = moe if bool(sh.last_layer_moe) else dense
         out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe)), logits, mkw))
     return out
+
+
+def _with_rowwise_gemms(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any], gemm_l: np.ndarray,
+                        fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A torchao row-wise recipe's GEMMs where they differ from the fp8 curve's (docs/model.md#fp8-rowwise), per
+    layer and micro-batch, ``gemm_l`` the layer's forward weight GEMMs on the fp8 curve: the forward GEMMs run
+    torch._scaled_mm's row-wise kernel at :func:`scalemodel.cost.compute.rowwise_forward_gemm_factor` f of the
+    curve's rate (dgrad and wgrad run the per-tensor kernel, the curve's), so forward += (1/f - 1) gemm_l, and a
+    recompute that repeats forward GEMMs adds the same on them (full: gemm_l; torchtitan's op policy:
+    :func:`scalemodel.cost.compute.titan_op_gemm_time`'s); rowwise_with_gw_hp's wgrad GEMMs run in BF16 (on
+    ``input_hp`` and ``grad_output``): backward += (the forward weight GEMMs on the BF16 peak and curve) - gemm_l,
+    a wgrad GEMM priced as its forward GEMM as the layer's backward prices it. Other recipes: unchanged."""
+    if job.fp8_recipe not in ROWWISE_FP8_RECIPES:
+        return fwd_l, bwd_l, rec_l
+    extra = 1.0 / compute.rowwise_forward_gemm_factor(job.accelerator_family) - 1.0
+    sh = job.shape
+    gemm_kw = {k: kw[k] for k in ("peak_flops", "memory_bandwidth", "gemm_max", "gemm_half_dim",
+                                  "memory_efficiency", "elem_bytes")}
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
+    tokens = g.micro_batch.astype(float) * job.seq_len / g.cp
+    titan = compute.titan_op_gemm_time(sh, tokens, g.tp, **gemm_kw) if np.any(again) else 0.0
+    rec_gemm = np.where(g.recompute == Recompute.FULL, gemm_l, np.where(again, titan, 0.0))
+    fwd_l, rec_l = fwd_l + extra * gemm_l, rec_l + extra * rec_gemm
+    if job.fp8_recipe == "rowwise_with_gw_hp":
+        bf16 = dict(kw, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
+                    gemm_half_dim=job.attention_gemm_half_dim)
+        wgrad = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=g.recompute,
+                                           **bf16, **flash).forward_gemm
+        bwd_l = bwd_l + wgrad - gemm_l
+    return fwd_l, bwd_l, rec_l
 
 
 def module_recipe(job: Job, module: str) -> str | None:

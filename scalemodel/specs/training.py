@@ -8,6 +8,8 @@ import numpy as np
 from msgspec import Meta
 
 from scalemodel.choices import (
+    ROWWISE_FP8_FAMILIES,
+    ROWWISE_FP8_RECIPES,
     Algorithm,
     Assignment,
     Choice,
@@ -149,9 +151,11 @@ class TrainingSpec(Spec, kw_only=True):
     seq_len: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default: the workload's seq_len")] = None
     precision: TrainPrecision = "bf16"
     fp8_recipe: Annotated[Fp8RecipeText | None, Meta(description=(
-        "with precision fp8: Transformer Engine's scaling recipe, delayed | tensorwise | mxfp8 (Megatron-Core "
-        "--fp8-recipe; mxfp8 needs a Blackwell accelerator); prices the FP8 quantization casts. Not given: "
-        "delayed, Megatron-Core's default"))] = None
+        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise | mxfp8 (Megatron-Core "
+        "--fp8-recipe; mxfp8 needs a Blackwell accelerator) or torchao's rowwise | rowwise_with_gw_hp (torchtitan "
+        "--float8.recipe_name; dense transformers on Hopper, Blackwell, CDNA3 or CDNA4: docs/model.md#fp8-rowwise); "
+        "prices the FP8 quantization casts and the recipe's GEMMs. Not given: delayed, Megatron-Core's "
+        "default"))] = None
     bf16_layers: Annotated[int, Meta(ge=0, le=100000, description=(
         "with precision fp8 or fp4: transformer layers kept in BF16 (Megatron-Core first_last_layers_bf16 with "
         "num_layers_at_start_in_bf16 + num_layers_at_end_in_bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset "
@@ -241,6 +245,11 @@ class TrainingSpec(Spec, kw_only=True):
         if self.fp8_attention and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r}); "
                               "leave it out for 16- and 32-bit runs")
+        if self.fp8_recipe in ROWWISE_FP8_RECIPES and (named or self.fp8_attention):
+            what = "module_precision" if named else "fp8_attention"
+            raise field_error(what, f"{what} is Transformer Engine's, but fp8_recipe {self.fp8_recipe} is torchao's "
+                              "Float8Linear (every nn.Linear but the output layer in FP8, attention in BF16)",
+                              f"leave {what} out with a row-wise recipe, or fp8_recipe delayed / tensorwise / mxfp8")
 
 
 #: The smallest ``bucket_size`` taken: 1 KiB, fewer than 512 16-bit gradients. No framework sets a floor (PyTorch
@@ -782,9 +791,17 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
     if Precision.parse(training.precision) != Precision.FP8:
         return ""
     recipe = getattr(training, "fp8_recipe", None) or "delayed"
+    rowwise_here = acc.family in ROWWISE_FP8_FAMILIES
     if recipe == "mxfp8" and acc.family != "blackwell":
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
-                         where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
+                         where="training.fp8_recipe", allowed=(
+                             "delayed, tensorwise, rowwise or rowwise_with_gw_hp" if rowwise_here
+                             else "delayed or tensorwise") + " on this accelerator")
+    if recipe in ROWWISE_FP8_RECIPES and not rowwise_here:
+        raise InputError(f"fp8 recipe {recipe} runs torch._scaled_mm's row-wise kernel, which PyTorch has for NVIDIA "
+                         f"Hopper / Blackwell (CUTLASS) and AMD CDNA3 / CDNA4 (hipBLASLt) only; {acc.name} is "
+                         f"{acc.family}", where="training.fp8_recipe",
+                         allowed="delayed or tensorwise on this accelerator")
     return str(recipe)
 
 
