@@ -359,8 +359,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # row): the 4 MaxText A3 rows on 2-16 VMs became comparable on gcp-a3-high (GPUDirect-TCPX, 4 x 200 Gb/s per
     # VM, busbw 0.50 from a published 2-VM all_gather), +26.8/+29.4/+27.6/+38.2 %, never tuned: 10.1% (n 24) ->
     # 11.9% (n 28)
-    ("parallelism", "FSDP/ZeRO-3"): 0.12,  # n=17, now 9.9% (14.1% before Hopper's factor; 9.2% at n=18 before
-    #   audit18 read mb2511_h100_llama3_8b_fsdp_fp8cs at its 25.11 preset, DDP: the row, -1.4%, left the family)
+    ("parallelism", "FSDP/ZeRO-3"): 0.12,  # n=28, now 11.9% (10.1% at n=24 before the mtgpu24 rows; 14.1% before
+    #   Hopper's factor; 9.2% at n=18 before audit18 read mb2511_h100_llama3_8b_fsdp_fp8cs at its 25.11 preset, DDP:
+    #   the row, -1.4%, left the family)
     # TP/PP/DP raised 0.06 -> 0.065 by the exact 1F1B/interleaved critical path (issue 13, checked against a
     # step-by-step simulation of the schedules): the stages in front of the last one carry no logits, so the
     # bubble shrinks and the over-predicted runs move up: nar21_t1_1t +5.8% -> +6.2%, 530b +5.2% -> +5.4%,
