@@ -37,7 +37,8 @@ Two case files (issue 5 and issue 13):
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
     - sources whose launch scripts export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo 2.2's and
-      Megatron-Bridge 25.11's perf executors) -> no in-network reduction on the NVLink tiers.
+      Megatron-Bridge 25.11's perf executors; MaxText's GPU launcher under xpk with GPUDirect-TCPX) -> no
+      in-network reduction on the NVLink tiers.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
@@ -2056,7 +2057,12 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: not name it).
 #: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml): every one of the 18 recipes' ENV_VARS
 #: sets ``NCCL_NVLS_ENABLE: '0'``.
-NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502"})
+#: MaxText on A3 GPUs (mtgpu24): the run scripts' xpk launch (``--device-type h100-80gb-8``) runs every GPU workload as
+#: ``cd /deps && bash gpu_multi_process_run.sh`` with ``USE_GPUDIRECT=tcpx`` (google/xpk@5442641 xpk.py, 2024-04-05,
+#: the last commit before the README's efb6d9e4a of 2024-04-09), and that launcher's TCPX branch exports
+#: ``NCCL_NVLS_ENABLE=0`` (AI-Hypercomputer/maxtext@efb6d9e4a gpu_multi_process_run.sh line 45, beside NCCL_ALGO=Ring,
+#: NCCL_PROTO=Simple and 12 channels), the 1-VM row included (xpk sets USE_GPUDIRECT for any GPU workload).
+NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:

@@ -110,3 +110,17 @@ def test_v4_multislice_rows_stay_listed_with_the_reason() -> None:
         r = vt.predict_new_case(cases[cid])
         assert isinstance(r, vt.NotExpressed)
         assert "DCN bandwidth of a TPU v4 host is not published" in r.reason
+
+
+def test_maxtext_a3_rows_run_with_nvls_off() -> None:
+    """xpk runs MaxText's GPU jobs through gpu_multi_process_run.sh with USE_GPUDIRECT=tcpx (google/xpk@5442641
+    xpk.py: ``cd /deps && bash gpu_multi_process_run.sh``), whose TCPX branch exports NCCL_NVLS_ENABLE=0
+    (AI-Hypercomputer/maxtext@efb6d9e4a gpu_multi_process_run.sh line 45): every mtgpu24 row, one VM or sixteen,
+    runs its NVLink tier without NVLink SHARP, although gcp-a3-high's tier (an HGX H100 board) has it."""
+    vt = _vt()
+    cases = {c["id"]: c for c in load_yaml(ROOT / "validation" / "training_cases.yaml")}
+    assert load_cluster("gcp-a3-high", []).tiers[0].in_network_reduction
+    for cid in ("mtgpu24_a3_llama2_7b_1vm", *A3_ROWS):
+        overrides = vt.cluster_overrides(cases[cid], "gcp-a3-high")
+        assert "tiers.nvlink.in_network_reduction=false" in overrides, cid
+        assert not load_cluster("gcp-a3-high", overrides).tiers[0].in_network_reduction
