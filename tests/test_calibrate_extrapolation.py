@@ -57,6 +57,8 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "nanotron25_h100_3b (8/16/32/64/128/256/512)": ("same model", [8, 16, 32, 64, 128, 256, 512]),
         "nanotron25_h100_8b (8/16/32/64/128/256/512)": ("same model", [8, 16, 32, 64, 128, 256, 512]),
         "nanotron25_h100_80b (32/128/512)": ("same model", [32, 128, 512]),
+        # MaxText Llama 2 7B on 1-16 A3 VMs (mtgpu24), a series once gcp-a3-high held the inter-VM network (net20)
+        "mtgpu24_a3_llama2_7b (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128]),
     }
 
 
