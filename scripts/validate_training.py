@@ -391,8 +391,13 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: sets dropout_rate: 0. GPT-OSS: GPTOSSBridge.provider_bridge sets hidden_dropout = 0.0 and the base bridge maps
 #: attention_dropout from the Hugging Face config (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py and
 #: models/conversion/model_bridge.py CONFIG_MAPPING at 17a381f95 / 4ab94dfad), which is 0.0 in openai/gpt-oss-120b's
-#: config.json (as are the HF GptOssConfig defaults).
-NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss"}
+#: config.json (as are the HF GptOssConfig defaults). MPT: llm-foundry's MPTConfig defaults resid_pdrop = emb_pdrop =
+#: 0.0 and attn_config_defaults attn_pdrop 0.0 (mosaicml/llm-foundry@5e85bd62d llmfoundry/models/mpt/
+#: configuration_mpt.py L50-51, llmfoundry/models/layers/blocks.py L22), and neither scripts/train/yamls/pretrain/
+#: mpt-{3b,7b,13b,30b,70b}.yaml nor the benchmarking sweep sets them, so MPTBlock's nn.Dropout(0.0) returns its input
+#: (ATen Dropout.cpp: p == 0). Nemotron-4: "no bias terms, dropout rate of zero" (Nemotron-4 15B Technical Report,
+#: arXiv 2402.16819, section 2, the nemotron4 rows' source; NeMo's NemotronConfig, the nemo2502 rows', states it too).
+NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss", "mpt", "nemotron"}
 #: Model types without linear biases unless the case says otherwise (TransformerWorkload.biases = false): NeMo's
 #: NemotronConfig sets ``add_bias_linear: bool = False`` (nemo/collections/llm/gpt/model/nemotron.py at v2.2.0,
 #: 7192a2c944), the config its Nemotron4Config15B / 340B extend.
