@@ -48,7 +48,8 @@ Two case files (issue 5 and issue 13):
     - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
       Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
-      hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
+      hidden_dropout = attention_dropout = 0.0), also over a matching built-in's own, else the built-in's, else none
+      for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
       mpt, bloom), untied otherwise; biases: none for :data:`NO_BIAS_TYPES` (NeMo's NemotronConfig), linear
@@ -1222,8 +1223,10 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     for w in _builtin_transformers():
         if _shape_key(w.layers, w.hidden, w.heads, w.kv_heads, w.ffn_hidden, w.gated_mlp,
                       w.moe.experts if w.moe else 0) == key and m.get("vocab", w.vocab) == w.vocab:
+            # a stated dropout probability holds over the built-in's (NeMo 2.2's GPTConfig175B: 0.0, gpt3-175b: on)
+            stated = {"dropout": bool(m["dropout"])} if "dropout" in m else {}
             return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
-                                        "squared_relu": squared_relu(m) or w.squared_relu}), w.name
+                                        "squared_relu": squared_relu(m) or w.squared_relu, **stated}), w.name
     if "vocab" not in m:
         return None, "vocabulary not stated and no built-in workload of the same shape"
     spec: dict[str, Any] = {

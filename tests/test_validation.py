@@ -514,7 +514,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # data19 (cases only, no model change, no earlier row moved): the four compared tao25 rows (+34.2 to +50.1 %), the
     # two maxtext23 TPU v4 rows (-8.2 %, +2.5 %) and mtgpu24's A3 row (+12.2 %) join: 8.23% (n 94) -> 8.47% (n 101),
     # bound unchanged
-    ("model", "dense"): 0.085,  # n=101, now 8.5%
+    # raised 0.085 -> 0.086 by dense20's dropout rules (no model change: MPT and Nemotron-4 rows without dropout, a
+    # stated dropout over a matching built-in's, nemo2502 GPT-3 175B +8.1 -> +8.5 %): 8.47% -> 8.53%
+    ("model", "dense"): 0.086,  # n=101, now 8.53%
     # bloom, mtnlg, mpt: DeepSpeed pipeline engine reduces after the last backward; fp32 gradient reduction
     # (DeepSpeed bf16 optimizer, Composer FSDP mixed_precision DEFAULT) where the framework fixes it
     ("source", "bloom"): 0.15,  # n=1, now 4.4% (15.7% before)
@@ -1396,6 +1398,11 @@ def test_models_trained_without_dropout_by_type() -> None:
         assert wl is not None and wl.dropout is False, cid
     wl, _ = mod.case_workload(cases["mlm24_h100_1.7b"])
     assert wl is not None and wl.dropout is True
+    # a stated dropout 0.0 (NeMo 2.2's GPTConfig175B) holds over the matching built-in gpt3-175b's dropout on
+    wl, how = mod.case_workload(cases["nemo2502_b200_gpt3_175b"])
+    assert how == "gpt3-175b" and wl is not None and wl.dropout is False
+    wl, how = mod.case_workload(cases["nemo2407_h100_gpt3_175b_128"])  # nothing stated: the built-in's
+    assert how == "gpt3-175b" and wl is not None and wl.dropout is True
     kw = dict(layers=32, hidden=2560, heads=20, vocab=50368)
     on_f, on_b = layer_eltwise_bytes(shape(**kw, dropout=True), "llmfoundry")
     off_f, off_b = layer_eltwise_bytes(shape(**kw, dropout=False), "llmfoundry")
