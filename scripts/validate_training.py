@@ -51,7 +51,8 @@ Two case files (issue 5 and issue 13):
     - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
       Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
-      hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
+      hidden_dropout = attention_dropout = 0.0), also over a matching built-in's own, else the built-in's, else none
+      for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
       mpt, bloom), untied otherwise; biases: none for :data:`NO_BIAS_TYPES` (NeMo's NemotronConfig), linear
@@ -394,8 +395,13 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: sets dropout_rate: 0. GPT-OSS: GPTOSSBridge.provider_bridge sets hidden_dropout = 0.0 and the base bridge maps
 #: attention_dropout from the Hugging Face config (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py and
 #: models/conversion/model_bridge.py CONFIG_MAPPING at 17a381f95 / 4ab94dfad), which is 0.0 in openai/gpt-oss-120b's
-#: config.json (as are the HF GptOssConfig defaults).
-NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss"}
+#: config.json (as are the HF GptOssConfig defaults). MPT: llm-foundry's MPTConfig defaults resid_pdrop = emb_pdrop =
+#: 0.0 and attn_config_defaults attn_pdrop 0.0 (mosaicml/llm-foundry@5e85bd62d llmfoundry/models/mpt/
+#: configuration_mpt.py L50-51, llmfoundry/models/layers/blocks.py L22), and neither scripts/train/yamls/pretrain/
+#: mpt-{3b,7b,13b,30b,70b}.yaml nor the benchmarking sweep sets them, so MPTBlock's nn.Dropout(0.0) returns its input
+#: (ATen Dropout.cpp: p == 0). Nemotron-4: "no bias terms, dropout rate of zero" (Nemotron-4 15B Technical Report,
+#: arXiv 2402.16819, section 2, the nemotron4 rows' source; NeMo's NemotronConfig, the nemo2502 rows', states it too).
+NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss", "mpt", "nemotron"}
 #: Model types without linear biases unless the case says otherwise (TransformerWorkload.biases = false): NeMo's
 #: NemotronConfig sets ``add_bias_linear: bool = False`` (nemo/collections/llm/gpt/model/nemotron.py at v2.2.0,
 #: 7192a2c944), the config its Nemotron4Config15B / 340B extend.
@@ -1228,8 +1234,10 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     for w in _builtin_transformers():
         if _shape_key(w.layers, w.hidden, w.heads, w.kv_heads, w.ffn_hidden, w.gated_mlp,
                       w.moe.experts if w.moe else 0) == key and m.get("vocab", w.vocab) == w.vocab:
+            # a stated dropout probability holds over the built-in's (NeMo 2.2's GPTConfig175B: 0.0, gpt3-175b: on)
+            stated = {"dropout": bool(m["dropout"])} if "dropout" in m else {}
             return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
-                                        "squared_relu": squared_relu(m) or w.squared_relu}), w.name
+                                        "squared_relu": squared_relu(m) or w.squared_relu, **stated}), w.name
     if "vocab" not in m:
         return None, "vocabulary not stated and no built-in workload of the same shape"
     spec: dict[str, Any] = {
