@@ -27,10 +27,16 @@ C = TypeVar("C", bound="Choice")
 #: Tier link labels (``TierSpec.protocol``, any case) by NCCL's link class: its NVLink row (ICI marks a TPU pod), its
 #: PCI row, and the network links; "" is unlabelled (the innermost tier NVLink-class, the others network). The spec
 #: refuses any other label (KNOWN_PROTOCOLS); cost/nccl.py prices by the classes.
-NVLINK_CLASS = frozenset({"nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c"})
-PCI_CLASS = frozenset({"pcie", "pci"})
-NETWORK_PROTOCOLS = frozenset({"rdma", "ib", "infiniband", "roce", "efa", "tcp", "ethernet", "dcn"})
+NVLINK_LINKS = ("nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c")
+PCI_LINKS = ("pcie", "pci")
+NETWORK_LINKS = ("rdma", "ib", "infiniband", "roce", "efa", "tcp", "ethernet", "dcn")
+NVLINK_CLASS = frozenset(NVLINK_LINKS)
+PCI_CLASS = frozenset(PCI_LINKS)
+NETWORK_PROTOCOLS = frozenset(NETWORK_LINKS)
 KNOWN_PROTOCOLS = NVLINK_CLASS | PCI_CLASS | NETWORK_PROTOCOLS | {""}
+#: The labels as the tier spec's description and its error list them (in the order above, by class).
+PROTOCOL_LABELS = (f"{', '.join(NVLINK_LINKS)} (NCCL's NVLink class), {', '.join(PCI_LINKS)} (its PCI class), "
+                   f"{', '.join(NETWORK_LINKS)} (a network link)")
 
 
 

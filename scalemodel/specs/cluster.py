@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from scalemodel.choices import KNOWN_PROTOCOLS, RDMA_TRANSPORTS, check_mtu
+from scalemodel.choices import KNOWN_PROTOCOLS, PROTOCOL_LABELS, RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref, field_error
@@ -30,9 +30,8 @@ class TierSpec(Sourced, kw_only=True):
     in_network_reduction: Annotated[bool, Meta(description="SHARP / NVLS style reduction in switches")] = False
     topology: Topology = "switch"
     protocol: Annotated[str, Meta(description=(
-        "link label, any case: nvlink, nvswitch, xgmi, infinity-fabric, ici, c2c (NCCL's NVLink class), pcie, pci (its "
-        "PCI class), rdma, ib, infiniband, roce, efa, tcp, ethernet, dcn (a network link); omitted: the innermost "
-        "tier is NVLink-class, the others network"))] = ""
+        f"link label, any case: {PROTOCOL_LABELS}; omitted: the innermost tier is NVLink-class, the others "
+        "network"))] = ""
     transport: Annotated[Transport | None, Meta(description=(
         "transport profile (docs/model.md#transport): tcp (kernel TCP/IP over Ethernet), roce (RoCE v2) or ib "
         "(InfiniBand). When given, latency is read as the network hop with a kernel-bypass transport and "
