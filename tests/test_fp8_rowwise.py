@@ -204,3 +204,17 @@ def test_fp8_param_gather_refusal_names_the_te_recipes() -> None:
     with pytest.raises(InputError) as exc:
         _job("dgx-h100", "fp8", "rowwise", strategy={"zero": "fsdp", "fsdp_fp8_all_gather": True})
     assert exc.value.allowed.endswith("fp8_recipe tensorwise")
+
+
+@pytest.mark.parametrize("recipe", ["rowwise", "rowwise_with_gw_hp", "mxfp8"])
+def test_refusal_off_fp8_hardware_offers_no_fp8_recipe(recipe: str) -> None:
+    """An accelerator without an fp8 peak (A100) runs no FP8 recipe: the refusal's allowed text names BF16, not
+    'delayed or tensorwise', which the next run would have refused for the missing peak. Hopper (an fp8 peak, no
+    mxfp8) still gets the recipes it runs."""
+    with pytest.raises(InputError) as exc:
+        _job("dgx-a100", "fp8", recipe)
+    assert "tensorwise" not in exc.value.allowed and "bf16" in exc.value.allowed
+    if recipe == "mxfp8":
+        with pytest.raises(InputError) as exc:
+            _job("dgx-h100", "fp8", recipe)
+        assert exc.value.allowed == "delayed, tensorwise, rowwise or rowwise_with_gw_hp on this accelerator"
