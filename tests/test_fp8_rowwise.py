@@ -196,11 +196,14 @@ def test_validation_reads_the_tao25_recipes() -> None:
 
 def test_fp8_param_gather_refusal_names_the_te_recipes() -> None:
     """Megatron's fp8_param_gather runs with any Transformer Engine recipe (delayed, Megatron-Core's default,
-    tensorwise, mxfp8: layer_compute.fp8_params_held / fsdp_fp8_gather take them), torchao's float8 all-gather with
-    tensorwise only: each refusal under a row-wise recipe names what its own flag accepts."""
+    tensorwise, mxfp8 on Blackwell: layer_compute.fp8_params_held / fsdp_fp8_gather take them), torchao's float8
+    all-gather with tensorwise only: each refusal under a row-wise recipe names what its own flag accepts there."""
     with pytest.raises(InputError) as exc:
         _job("dgx-h100", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
-    assert "delayed" in exc.value.allowed and "mxfp8" in exc.value.allowed
+    assert exc.value.allowed.endswith("fp8_recipe delayed or tensorwise")  # mxfp8: Blackwell only
+    with pytest.raises(InputError) as exc:
+        _job("dgx-b200", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
+    assert exc.value.allowed.endswith("fp8_recipe delayed, tensorwise or mxfp8")
     with pytest.raises(InputError) as exc:
         _job("dgx-h100", "fp8", "rowwise", strategy={"zero": "fsdp", "fsdp_fp8_all_gather": True})
     assert exc.value.allowed.endswith("fp8_recipe tensorwise")
