@@ -64,11 +64,19 @@ def test_rowwise_bytes_tp2_by_hand() -> None:
 
 
 def test_rowwise_roofline_agreement_per_activation() -> None:
-    """torchao's own roofline (torchao/testing/training/roofline_utils.py at 4fc4068d6, rowwise, not fused with a
-    previous op) counts an input or grad_output at (2 + 1 + 2) + (2 + 1) = 8 bytes an element, as here: an input
-    3 (forward row cast) + 5 (backward column cast), a grad_output 3 + 5; a weight 10 there, 8 here (+ 4 rescale)."""
-    eb = 2.0
-    assert (eb + 1) + (2 * eb + 1) == (eb + 1 + eb) + (eb + 1) == 8.0
+    """torchao's own roofline (torchao/testing/training/roofline_utils.py ``get_tensor_memory_traffic_ovhd_s`` at
+    4fc4068d6, rowwise, not fused with a previous op) counts an input or grad_output at (2 + 1 + 2) + (2 + 1) = 8
+    bytes an element and a weight at (2 + 1) + 2 x 2 + (2 + 1) = 10, casts only. Read off the implementation: a
+    second micro-batch adds the activation casts alone (the weights are cast per call, not per token), so over the
+    toy layer's X 896 and dY 1152 elements a micro-batch costs 8 (896 + 1152) + the dgrad rescale 4 x 896; what is
+    left of one micro-batch is the weights' 768 elements at 8 (roofline 10: it transposes in BF16 first) + the wgrad
+    rescale 4."""
+    one = sum(float(x) for x in compute.fp8_quantize_bytes(_shape(), micro_batch=1, seq_len=T, recipe="rowwise"))
+    two = sum(float(x) for x in compute.fp8_quantize_bytes(_shape(), micro_batch=2, seq_len=T, recipe="rowwise"))
+    x, dy, w = 896.0, 1152.0, 768.0
+    roofline_activation, roofline_weight = (2 + 1 + 2) + (2 + 1), (2 + 1) + 2 * 2 + (2 + 1)
+    assert two - one == pytest.approx(roofline_activation * (x + dy) + 4.0 * x)
+    assert one - (two - one) == pytest.approx((roofline_weight - 2) * w + 4.0 * w)
 
 
 def test_forward_gemm_factor_from_fbgemm_by_hand() -> None:
@@ -184,3 +192,32 @@ def test_validation_reads_the_tao25_recipes() -> None:
     for cid, recipe in want.items():
         assert vt.parse_fp8_recipe(str(cases[cid]["precision"])) == recipe, cid
         assert vt.predict_new_case(cases[cid]).settings["fp8_recipe"] == recipe, cid
+
+
+def test_fp8_param_gather_refusal_names_the_te_recipes() -> None:
+    """Megatron's fp8_param_gather runs with any Transformer Engine recipe (delayed, Megatron-Core's default,
+    tensorwise, mxfp8 on Blackwell: layer_compute.fp8_params_held / fsdp_fp8_gather take them), torchao's float8
+    all-gather with tensorwise only: each refusal under a row-wise recipe names what its own flag accepts there."""
+    with pytest.raises(InputError) as exc:
+        _job("dgx-h100", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
+    assert exc.value.allowed.endswith("fp8_recipe delayed or tensorwise")  # mxfp8: Blackwell only
+    with pytest.raises(InputError) as exc:
+        _job("dgx-b200", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
+    assert exc.value.allowed.endswith("fp8_recipe delayed, tensorwise or mxfp8")
+    with pytest.raises(InputError) as exc:
+        _job("dgx-h100", "fp8", "rowwise", strategy={"zero": "fsdp", "fsdp_fp8_all_gather": True})
+    assert exc.value.allowed.endswith("fp8_recipe tensorwise")
+
+
+@pytest.mark.parametrize("recipe", ["rowwise", "rowwise_with_gw_hp", "mxfp8"])
+def test_refusal_off_fp8_hardware_offers_no_fp8_recipe(recipe: str) -> None:
+    """An accelerator without an fp8 peak (A100) runs no FP8 recipe: the refusal's allowed text names BF16, not
+    'delayed or tensorwise', which the next run would have refused for the missing peak. Hopper (an fp8 peak, no
+    mxfp8) still gets the recipes it runs."""
+    with pytest.raises(InputError) as exc:
+        _job("dgx-a100", "fp8", recipe)
+    assert "tensorwise" not in exc.value.allowed and "bf16" in exc.value.allowed
+    if recipe == "mxfp8":
+        with pytest.raises(InputError) as exc:
+            _job("dgx-h100", "fp8", recipe)
+        assert exc.value.allowed == "delayed, tensorwise, rowwise or rowwise_with_gw_hp on this accelerator"

@@ -248,3 +248,17 @@ def test_torchtitan_reshard_policy_without_sharding_and_bad_values(tmp_path) -> 
 def test_torchtitan_float8_all_gather(tmp_path, text, expected) -> None:  # type: ignore[no-untyped-def]
     sf = read_strategy_file(_toml(tmp_path, text + "[parallelism]\ndata_parallel_shard_degree = -1\n"))
     assert sf.strategy.get("fsdp_fp8_all_gather") is expected
+
+
+@pytest.mark.parametrize(("recipe_line", "recipe"), [
+    ("", "tensorwise"),  # torchao's Float8LinearConfig(): per-tensor dynamic scaling
+    ('recipe_name = "tensorwise"\n', "tensorwise"),
+    ('recipe_name = "rowwise"\n', "rowwise"),
+    ('recipe_name = "rowwise_with_gw_hp"\n', "rowwise_with_gw_hp"),
+])
+def test_torchtitan_float8_hint_names_the_recipe(tmp_path, recipe_line, recipe) -> None:  # type: ignore[no-untyped-def]
+    """A torchtitan float8 TOML's unused-setting hint names torchao's recipe as training.fp8_recipe: --precision fp8
+    alone prices Megatron-Core's default, delayed scaling (specs.training.low_precision_recipe), not the file's."""
+    sf = read_strategy_file(_toml(tmp_path, '[model]\nconverters = "float8"\n[float8]\n' + recipe_line))
+    hint = next(u for u in sf.unused if u.startswith("[float8]"))
+    assert f"--set training.fp8_recipe={recipe} " in hint

@@ -376,9 +376,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # both together (net20 + rowwise20, merged): 10.1% (n 24) -> 12.89% (n 31)
     # FSDP/ZeRO-3 raised 0.13 -> 0.139 by dense20's dropout rules (the MPT rows, no dropout in llm-foundry's
     # MPTConfig, move +0.6..+1.9 points away): 12.89% -> 13.84% (n 31)
-    ("parallelism", "FSDP/ZeRO-3"): 0.139,  # n=31, now 13.8%; 12.9% (10.1% at n=24 before the mtgpu24 and tao25 rowwise rows;
-    #   14.1% before Hopper's factor; 9.2% at n=18 before audit18 read mb2511_h100_llama3_8b_fsdp_fp8cs at its 25.11
-    #   preset, DDP: the row, -1.4%, left the family)
+    ("parallelism", "FSDP/ZeRO-3"): 0.139,  # n=31, now 13.8%; 12.9% (10.1% at n=24 before the mtgpu24 and tao25
+    #   rowwise rows; 14.1% before Hopper's factor; 9.2% at n=18 before audit18 read
+    #   mb2511_h100_llama3_8b_fsdp_fp8cs at its 25.11 preset, DDP: the row, -1.4%, left the family)
     # TP/PP/DP raised 0.06 -> 0.065 by the exact 1F1B/interleaved critical path (issue 13, checked against a
     # step-by-step simulation of the schedules): the stages in front of the last one carry no logits, so the
     # bubble shrinks and the over-predicted runs move up: nar21_t1_1t +5.8% -> +6.2%, 530b +5.2% -> +5.4%,

@@ -1545,7 +1545,9 @@ def _check_recipe(recipe: str) -> None:
 #: output; FBGEMM's published timings of that kernel against cuBLAS's per-tensor FP8 GEMM, fast accumulation, one H100
 #: (pytorch/FBGEMM#2764, lw, 2024-06-21, the PR adding the column-major output, medians in us: m,n,k = 4176,12288,4096:
 #: 317.47 / 310.302; 4176,4096,12288: 363.486 / 330.399; 3456,6144,4096: 132.063 / 131.935; 3456,4096,6144: 140.447 /
-#: 138.687) are 1.001-1.100x the time, geometric mean 1.0335: hopper 1 / 1.0335 = 0.968. Consistent with the same
+#: 138.687) are 1.001-1.100x the time, geometric mean 1.0335: hopper 1 / 1.0335 = 0.968. The PR's table goes on
+#: (a fifth shape, 3456,4096,4096, cuBLAS median 89.279) past what the copy read here holds: that shape's row-wise
+#: median and any later ones are not in the mean; re-derive it from the whole table. Consistent with the same
 #: author's sweep on PyTorch main, February 2025 (pytorch/pytorch#147971: with fast-accum "most shapes are within
 #: 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%", a figure without a table). Other
 #: families 1: no published row-wise vs per-tensor timing found for MI300X's hipBLASLt row-wise path

@@ -1220,9 +1220,13 @@ def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
     if job.fp8_recipe in ROWWISE_FP8_RECIPES:
         # torchao's float8 all-gather (WeightWithDynamicFloat8CastTensor) is tensorwise only: torchtitan refuses
         # enable_fsdp_float8_all_gather with a recipe_name; Megatron's FP8 parameters are Transformer Engine's
+        # what each flag runs with: torchao's float8 all-gather the tensorwise recipe only, Megatron's
+        # fp8_param_gather any Transformer Engine recipe (layer_compute.fp8_params_held, fsdp_fp8_gather)
+        recipes = ("tensorwise" if name == "fsdp_fp8_all_gather" else "delayed, tensorwise or mxfp8"
+                   if job.accelerator_family == "blackwell" else "delayed or tensorwise")
         raise InputError(f"{name} gathers per-tensor FP8 weights; fp8 recipe {job.fp8_recipe} gathers BF16 and "
                          "casts row-wise after the gather", where=where,
-                         allowed=f"{name} false, or fp8_recipe tensorwise")
+                         allowed=f"{name} false, or fp8_recipe {recipes}")
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -13,6 +13,7 @@ import re
 import sys
 from typing import Any
 
+from scalemodel.choices import ROWWISE_FP8_RECIPES
 from scalemodel.errors import InputError, folded
 from scalemodel.specs.strategy_file import StrategyFile, _bool, _int
 
@@ -123,7 +124,12 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     model: dict[str, Any] = data["model"] if isinstance(data.get("model"), dict) else {}
     float8 = _titan_float8(data, model)
     if float8 is not None:
-        out.unused.append("[float8] (fp8 GEMMs on part of the layers: give --precision fp8 to model all of them)")
+        # the hint names torchao's recipe (Float8LinearConfig.from_recipe_name; no recipe_name: Float8LinearConfig(),
+        # per-tensor dynamic scaling): without it --precision fp8 prices Megatron-Core's default, delayed
+        name = float8.get("recipe_name")
+        recipe = str(name) if name in ROWWISE_FP8_RECIPES else "tensorwise"
+        out.unused.append(f"[float8] (fp8 GEMMs on part of the layers: give --precision fp8 --set "
+                          f"training.fp8_recipe={recipe} to model all of them)")
     # torchtitan's ParallelDims._validate asserts each degree >= 1
     degrees = {k: _int(par[f"{k}_parallel_degree"], f"parallelism.{k}_parallel_degree", least=1)
                for k in ("tensor", "pipeline", "context", "expert") if f"{k}_parallel_degree" in par}

@@ -792,16 +792,17 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
         return ""
     recipe = getattr(training, "fp8_recipe", None) or "delayed"
     rowwise_here = acc.family in ROWWISE_FP8_FAMILIES
+    # what the accelerator runs instead: a chip without an fp8 peak (A100, V100) runs no FP8 recipe at all
+    fp8_here = "fp8" in (getattr(acc, "peak_flops", None) or {})
+    instead = ((("delayed, tensorwise, rowwise or rowwise_with_gw_hp" if rowwise_here else "delayed or tensorwise")
+                + " on this accelerator") if fp8_here else f"precision bf16 ({acc.name} has no fp8 peak)")
     if recipe == "mxfp8" and acc.family != "blackwell":
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
-                         where="training.fp8_recipe", allowed=(
-                             "delayed, tensorwise, rowwise or rowwise_with_gw_hp" if rowwise_here
-                             else "delayed or tensorwise") + " on this accelerator")
+                         where="training.fp8_recipe", allowed=instead)
     if recipe in ROWWISE_FP8_RECIPES and not rowwise_here:
         raise InputError(f"fp8 recipe {recipe} runs torch._scaled_mm's row-wise kernel, which PyTorch has for NVIDIA "
                          f"Hopper / Blackwell (CUTLASS) and AMD CDNA3 / CDNA4 (hipBLASLt) only; {acc.name} is "
-                         f"{acc.family}", where="training.fp8_recipe",
-                         allowed="delayed or tensorwise on this accelerator")
+                         f"{acc.family}", where="training.fp8_recipe", allowed=instead)
     return str(recipe)
 
 
