@@ -1,0 +1,40 @@
+"""calib20: a dict given to the Python API derives a spec by the route files take (its citations restated), a
+cluster derived from a calibrated overlay with other hardware keeps no calibrated band, and `check --set` of a
+network tier's bandwidth says it is per GPU as `predict --set` does; each with a test that fails without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scalemodel import api
+from scalemodel.specs import load_cluster
+
+SLOW_LEAF = {"extends": "dgx-h100", "tiers": [{"name": "ib-leaf", "bandwidth": "100 Gbit/s"}]}
+
+
+def test_an_api_dict_restates_the_citation_of_what_it_sets(tmp_path: Path) -> None:
+    """A dict with ``extends:`` given to the Python API kept the base tier's citation '400 Gb/s ... 50 GB/s per GPU'
+    for the 12.5 GB/s it priced, where the same fields in a file (or a --set) are restated to name who set them."""
+    base_leaf = next(t for t in load_cluster("dgx-h100").tiers if t.name == "ib-leaf")
+    assert "400 Gb/s" in base_leaf.sources["bandwidth"]  # the control: the base's citation is of 400 Gb/s
+    got = api.cluster_spec(SLOW_LEAF)
+    leaf = next(t for t in got.tiers if t.name == "ib-leaf")
+    assert leaf.bandwidth == 100e9 / 8
+    assert leaf.sources["bandwidth"] == "set in the Python API's cluster argument"
+    assert leaf.sources["span"] == base_leaf.sources["span"]  # what the dict did not set keeps its citation
+    path = tmp_path / "slow.yaml"  # the file route gives the same citations but for the name of who set it
+    path.write_text("extends: dgx-h100\ntiers:\n  - name: ib-leaf\n    bandwidth: 100 Gbit/s\n")
+    by_file = next(t for t in load_cluster(path).tiers if t.name == "ib-leaf")
+    assert by_file.sources == {k: v.replace("the Python API's cluster argument", str(path))
+                               for k, v in leaf.sources.items()}
+    wl = api.workload_spec({"extends": "llama2-7b", "seq_len": 8192})
+    assert wl.sources["seq_len"] == "set in the Python API's model argument"
+
+
+def test_an_api_dict_extending_a_spec_of_another_kind_is_refused_as_a_file_is(tmp_path: Path) -> None:
+    model = tmp_path / "m.yaml"
+    model.write_text("kind: transformer\nname: m\nlayers: 2\nhidden: 64\nheads: 2\nvocab: 100\nseq_len: 64\n")
+    with pytest.raises(api.InputError, match="is a transformer spec, this mapping a cluster spec"):
+        api.cluster_spec({"extends": str(model), "kind": "cluster"})
