@@ -31,6 +31,8 @@ NVLINK_CLASS = frozenset({"nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici"
 PCI_CLASS = frozenset({"pcie", "pci"})
 NETWORK_PROTOCOLS = frozenset({"rdma", "ib", "infiniband", "roce", "efa", "tcp", "ethernet", "dcn"})
 KNOWN_PROTOCOLS = NVLINK_CLASS | PCI_CLASS | NETWORK_PROTOCOLS | {""}
+#: The classes NCCL prices by its NVLink or PCI row, not the NET row (cost/nccl.py); per GPU, never a node NIC.
+INTRA_PROTOCOLS = NVLINK_CLASS | PCI_CLASS
 
 
 

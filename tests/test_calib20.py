@@ -38,3 +38,20 @@ def test_an_api_dict_extending_a_spec_of_another_kind_is_refused_as_a_file_is(tm
     model.write_text("kind: transformer\nname: m\nlayers: 2\nhidden: 64\nheads: 2\nvocab: 100\nseq_len: 64\n")
     with pytest.raises(api.InputError, match="is a transformer spec, this mapping a cluster spec"):
         api.cluster_spec({"extends": str(model), "kind": "cluster"})
+
+
+def test_check_says_a_set_network_tier_bandwidth_is_per_gpu_as_predict_does(cli) -> None:  # type: ignore[no-untyped-def]
+    """`check SCENARIO --set cluster.tiers.ib-leaf.bandwidth=...` priced the value per GPU without the note that
+    predict's --set of the same tier prints (commands.common.build_specs): 25 Gbit/s per GPU is a 200 Gbit/s node NIC
+    on dgx-h100's 8-GPU nodes. A tier inside the node is not noted, by either command."""
+    scenario = "examples/capacity/gpt3-175b-dgx-h100.yaml"
+    item = "tiers.ib-leaf.bandwidth=25Gbit/s"
+    predicted = cli("predict", "-c", "dgx-h100", "-m", "gpt3-175b", "-n", "128", "--tp", "8", "--pp", "16",
+                     "--global-batch", "256", "--micro-batch", "1", "--set", f"cluster.{item}")
+    checked = cli("check", scenario, "--set", f"cluster.{item}", "--json")
+    assert checked.code in (0, 1)
+    note = ("--set cluster.tiers.ib-leaf.bandwidth: a tier's bandwidth is per GPU: 3.125 GB/s (25 Gbit/s) per GPU is "
+            "25 GB/s (200 Gbit/s) per node of 8 GPUs; a node NIC of B is B / 8 per GPU")
+    assert note in predicted.err and note in checked.err
+    inside = cli("check", scenario, "--set", "cluster.tiers.nvlink.bandwidth=400GB/s", "--json")
+    assert "a tier's bandwidth is per GPU" not in inside.err
