@@ -4,9 +4,12 @@ network tier's bandwidth says it is per GPU as `predict --set` does; each with a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from scalemodel import api
 from scalemodel.specs import load_cluster
@@ -55,3 +58,49 @@ def test_check_says_a_set_network_tier_bandwidth_is_per_gpu_as_predict_does(cli)
     assert note in predicted.err and note in checked.err
     inside = cli("check", scenario, "--set", "cluster.tiers.nvlink.bandwidth=400GB/s", "--json")
     assert "a tier's bandwidth is per GPU" not in inside.err
+
+
+def _calibrated_overlay(tmp_path: Path) -> Path:
+    """An overlay of dgx-a100 with a calibration block as `calibrate runs` writes it (4 runs, leave-one-out), the
+    hardware the runs ran on recorded."""
+    rows = [{"run": f"r{i}", "gpus": 8 * 2**i, "parallelism": "TP/PP/DP", "model": "dense", "precision": "16-bit",
+             "in_sample": 0.001 * i, "leave_one_out": 0.002 * i} for i in range(4)]
+    block = {"version": 2, "runs": 4, "factors": 2, "method": "leave-one-out", "reason": "", "residuals": rows,
+             "hardware": load_cluster("dgx-a100").hardware()}
+    out = tmp_path / "overlay.yaml"
+    out.write_text(yaml.safe_dump({"kind": "cluster", "extends": "dgx-a100", "name": "mine-calibrated",
+                                   "calibration": block}, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"tiers": [{"name": "ib-leaf", "bandwidth": "100 Gbit/s"}]}, "tier ib-leaf 25 GB/s -> 12.5 GB/s per GPU"),
+    ({"accelerator": "a100-sxm-40g"}, "accelerator a100-sxm-80g -> a100-sxm-40g"),
+])
+def test_a_cluster_extending_a_calibrated_overlay_with_other_hardware_takes_the_published_band(
+        tmp_path: Path, change: dict[str, Any], said: str) -> None:
+    """A cluster that extends a calibrated overlay inherits its calibration block; with another accelerator or a tier
+    of another line rate it still took the band from the overlay's runs, errors of a fit to other hardware. It now
+    takes the published runs' band (interval.source 'published') and the basis says what changed."""
+    overlay = _calibrated_overlay(tmp_path)
+    run = {"model": "gpt-1.7b", "gpus": 32, "global_batch": 64, "micro_batch": 1}
+    same = api.predict(str(overlay), **run).interval
+    assert same["source"] == "calibrated-leave-one-out"  # the control: the overlay itself takes its runs' band
+    derived = tmp_path / "derived.yaml"
+    derived.write_text(yaml.safe_dump({"extends": "overlay.yaml", "name": "other", **change}, sort_keys=False))
+    cl = load_cluster(derived)
+    assert cl.calibration is not None  # inherited
+    band = api.predict(str(derived), **run).interval
+    assert band["source"] == "published" and band["calibration"]["cluster"] == "other"
+    assert f"is not the hardware its calibration runs ran on ({said})" in band["basis"]
+
+
+def test_a_set_of_a_tier_line_rate_on_a_calibrated_overlay_takes_the_published_band(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    overlay = _calibrated_overlay(tmp_path)
+    args = ("predict", "-c", str(overlay), "-m", "gpt-1.7b", "-n", "32", "--global-batch", "64", "--json")
+    assert json.loads(cli(*args).out)["interval"]["source"] == "calibrated-leave-one-out"
+    band = json.loads(cli(*args, "--set", "cluster.tiers.ib-leaf.bandwidth=100Gbit/s").out)["interval"]
+    assert band["source"] == "published" and "tier ib-leaf 25 GB/s -> 12.5 GB/s per GPU" in band["basis"]
+    # an efficiency is what the fit sets, not the hardware: the band stays the calibration's
+    band = json.loads(cli(*args, "--set", "cluster.tiers.ib-leaf.efficiency=0.5").out)["interval"]
+    assert band["source"] == "calibrated-leave-one-out"

@@ -480,7 +480,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                  "loo_s": None if loo is None else loo[i], "error_loo": None if loo is None else float(loo[i] / m - 1),
                  "log": _log_row(r)}
                 for i, (r, m, b, a) in enumerate(zip(runs, t, before, after, strict=True))]
-    calibration = _calibration_block(runs, prepared, t, after, loo, len(names))
+    calibration = {**_calibration_block(runs, prepared, t, after, loo, len(names)), "hardware": cluster.hardware()}
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
               "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,
