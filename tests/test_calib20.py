@@ -58,6 +58,8 @@ def test_check_says_a_set_network_tier_bandwidth_is_per_gpu_as_predict_does(cli)
     assert note in predicted.err and note in checked.err
     inside = cli("check", scenario, "--set", "cluster.tiers.nvlink.bandwidth=400GB/s", "--json")
     assert "a tier's bandwidth is per GPU" not in inside.err
+    whole = cli("check", scenario, "--set", "cluster=dgx-a100", "--json")  # a whole cluster by name: no field, no note
+    assert whole.code in (0, 1) and json.loads(whole.out)["inputs"]["cluster"] == "dgx-a100", whole.err
 
 
 def _calibrated_overlay(tmp_path: Path) -> Path:

@@ -120,6 +120,8 @@ def _rate(rate: float) -> str:
 
 
 def scenario_cluster_items(sets: Iterable[str]) -> list[str]:
-    """The ``--set`` items of a scenario (paths from its root: ``cluster.tiers.ib.bandwidth``) that write its cluster,
-    routed as :func:`split_overrides` routes a command's (``tiers.ib.bandwidth``, shown as written)."""
-    return split_overrides([s for s in sets if s.split("=", 1)[0].split(".", 1)[0].strip() == "cluster"])["cluster"]
+    """The ``--set`` items of a scenario (paths from its root: ``cluster.tiers.ib.bandwidth``) that write a field of its
+    cluster, routed as :func:`split_overrides` routes a command's (``tiers.ib.bandwidth``, shown as written); one that
+    replaces the whole cluster (``cluster=dgx-a100``) writes no field and is not among them."""
+    return split_overrides([s for s in sets if "." in s.split("=", 1)[0]
+                            and s.split("=", 1)[0].split(".", 1)[0].strip() == "cluster"])["cluster"]
