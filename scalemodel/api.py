@@ -32,8 +32,7 @@ from scalemodel.engine.sensitivity import sensitivity_for as run_sensitivity
 from scalemodel.errors import InputError
 from scalemodel.report.explain import explained
 from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, load_cluster, load_workload
-from scalemodel.specs.loader import _merge as merge_specs
-from scalemodel.specs.loader import load_raw, resolve, validate
+from scalemodel.specs.loader import derived, validate
 from scalemodel.specs.nccl_tests import read_nccl_tests
 from scalemodel.specs.runs import read_runs
 from scalemodel.specs.sweep import load_sweep
@@ -53,7 +52,7 @@ def cluster_spec(cluster: Any) -> ClusterSpec:
     if isinstance(cluster, (str, os.PathLike)):
         return load_cluster(cluster if isinstance(cluster, str) else Path(cluster))
     if isinstance(cluster, dict):
-        return validate(ClusterSpec, _extended("cluster", cluster), prefix=["cluster"])  # type: ignore[no-any-return]
+        return validate(ClusterSpec, _extended("cluster", cluster, "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
     raise InputError(f"cannot make a cluster from a {type(cluster).__name__}", where="cluster",
                      allowed="a built-in name, a YAML path, a dict of cluster fields or a ClusterSpec")
 
@@ -63,23 +62,18 @@ def workload_spec(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
         return load_workload(model if isinstance(model, str) else Path(model))
     if isinstance(model, dict):
-        return validate(Workload, _extended("workload", model), prefix=["model"])
+        return validate(Workload, _extended("workload", model, "model"), prefix=["model"])
     if hasattr(model, "kind") and hasattr(model, "model_dump"):
         return model
     raise InputError(f"cannot make a workload from a {type(model).__name__}", where="model",
                      allowed="a built-in name, a YAML or config.json path, a dict of workload fields or a spec")
 
 
-def _extended(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    """A dict with ``extends: NAME`` -> the named spec with the dict's fields on top (as in a YAML file)."""
-    if "extends" not in data:
-        return data
-    rest = dict(data)
-    parent = rest.pop("extends")
-    if not isinstance(parent, str):
-        raise InputError("extends must be a name or a path", where=f"{kind}.extends",
-                         allowed=f"a built-in {kind} name or a file")
-    return merge_specs(load_raw(kind, resolve(kind, parent)), rest)  # type: ignore[no-any-return]
+def _extended(kind: str, data: dict[str, Any], name: str) -> dict[str, Any]:
+    """A dict with ``extends: NAME`` (the ``name`` argument) -> the named spec with the dict's fields on top, by the
+    route a YAML file's and a scenario's ``extends:`` take (loader.derived): the citations of the values it sets
+    name the dict."""
+    return derived(kind, data, by=f"the Python API's {name} argument")
 
 
 def _split(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -37,6 +37,8 @@ KNOWN_PROTOCOLS = NVLINK_CLASS | PCI_CLASS | NETWORK_PROTOCOLS | {""}
 #: The labels as the tier spec's description and its error list them (in the order above, by class).
 PROTOCOL_LABELS = (f"{', '.join(NVLINK_LINKS)} (NCCL's NVLink class), {', '.join(PCI_LINKS)} (its PCI class), "
                    f"{', '.join(NETWORK_LINKS)} (a network link)")
+#: The classes NCCL prices by its NVLink or PCI row, not the NET row (cost/nccl.py); per GPU, never a node NIC.
+INTRA_PROTOCOLS = NVLINK_CLASS | PCI_CLASS
 
 
 

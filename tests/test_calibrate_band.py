@@ -61,6 +61,8 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_the_overlay_records_leave_one_out_residuals_a_direct_loop_reproduces(calibrated: dict[str, Any]) -> None:
     doc = yaml.safe_load(calibrated["overlay"].read_text())["calibration"]
     assert (doc["version"], doc["runs"], doc["factors"], doc["method"]) == (2, 5, 2, "leave-one-out")
+    assert doc["hardware"] == {"accelerator": "a100-sxm-80g", "gpus_per_node": 8,  # the runs' hardware (calib20)
+                               "tiers": {"nvlink": 300e9, "ib-leaf": 25e9, "ib-spine": 25e9, "ib-core": 25e9}}
     got = [r["leave_one_out"] for r in doc["residuals"]]
     # the refits start from the full fit's solution, the loop's from the default start: the same optimum, to the
     # solver's tolerance (the errors themselves are ~1 %)

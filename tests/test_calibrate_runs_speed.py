@@ -10,11 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import scalemodel.engine.calibrate_runs as cr
 from scalemodel.engine.calibrate_runs import fit_runs, scaled_job
 from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.specs.runs import read_runs
 from tests.test_calibrate_runs import RUNS, synthetic
 
@@ -97,11 +99,92 @@ def test_a_stacked_grid_prices_each_run_as_alone(tmp_path: Path) -> None:
         items.append((job, grid_from_strategy(r.strategy, r.training, r.gpus, job), r.strategy.sync))
     batches = cr._batched(items)
     assert len(batches) < len(items) and max(len(b[3]) for b in batches) >= 4  # runs really pooled
-    for factors in ((1.0, {}, None, 1.0), (0.83, {"nvlink": 0.9, "ib-leaf": 0.6}, 0.71, 0.5)):
-        c, bw, f8, ov = factors
+    assert BREAKDOWN_KEYS[-1] == cr.OVERHEAD  # the parts the pooled sum adds before it, the overhead last
+    for factors in ((1.0, {}, None, 1.0, 0.0), (0.83, {"nvlink": 0.9, "ib-leaf": 0.6}, 0.71, 0.5, 0.0371)):
+        c, bw, f8, ov, o = factors
         for job, grid, sync, members in batches:
-            pooled = cr._steps_of(cr.evaluate(scaled_job(job, c, bw, f8, overlap=ov), grid, sync=sync))
+            # the pooled job keeps the cluster's overhead (0 s): the overhead o is added to the other parts' sum
+            pooled = cr._modelled_of(cr.evaluate(scaled_job(job, c, bw, f8, overlap=ov), grid, sync=sync)) + o
             for k, i in enumerate(members):
                 job_i, grid_i, sync_i = items[i]
-                alone = cr._step(scaled_job(job_i, c, bw, f8, overlap=ov), grid_i, sync_i)[0]
+                alone = cr._step(scaled_job(job_i, c, bw, f8, overlap=ov, overhead=o), grid_i, sync_i)[0]
                 assert float(pooled[k]) == alone, (runs[i].label, factors)
+
+
+#: five runs (test_calibrate_band's), three factors: every leave-one-out refit keeps 4 runs for 3 factors
+LOO_ROWS = [r for r in RUNS if r["name"] in ("1.7b-8", "1.7b-32", "3.6b-16", "3.6b-64", "7.5b-32")]
+LOO_FACTORS = ["compute", "bandwidth:ib-leaf", "overhead_s"]
+
+
+@pytest.fixture(scope="module")
+def loo_fit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The fit with its leave-one-out refits, every evaluate call and every solver call it made recorded."""
+    import scipy.optimize
+
+    path = synthetic(tmp_path_factory.mktemp("loo"), LOO_ROWS)
+    calls: list[tuple[Any, Any]] = []
+    solves: list[tuple[dict[str, Any], Any]] = []
+    real_eval, real_lsq = cr.evaluate, scipy.optimize.least_squares
+
+    def evaluate(job: Any, grid: Any, **kw: Any) -> Any:
+        calls.append((job, grid))
+        return real_eval(job, grid, **kw)
+
+    def least_squares(fun: Any, x0: Any, **kw: Any) -> Any:
+        sol = real_lsq(fun, x0, **kw)
+        solves.append(({"x0": np.array(x0), **kw}, sol))
+        return sol
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(cr, "LOO_MAX_RUNS", 40)  # conftest turns the refits off outside test_calibrate_band.py
+        m.setattr(cr, "evaluate", evaluate)
+        m.setattr(scipy.optimize, "least_squares", least_squares)
+        fit = fit_runs(read_runs(path), source=str(path), only=LOO_FACTORS)
+    return {"fit": fit, "runs": read_runs(path), "calls": calls, "solves": solves}
+
+
+def test_no_factor_vector_is_priced_twice(loo_fit: dict[str, Any]) -> None:
+    """The leave-one-out refits all start at the full fit's solution and take the same finite differences there,
+    and the overhead's column moves no other part: each (configuration batch, multipliers) is evaluated once."""
+    assert loo_fit["fit"].calibration["method"] == "leave-one-out"
+    seen: dict[tuple[Any, ...], int] = {}
+    for job, grid in loo_fit["calls"]:
+        key = (id(grid), job.gemm_max, job.memory_efficiency, job.overlap_efficiency,
+               tuple(t.efficiency for t in job.network.tiers))  # the factors' fields, not the overhead
+        seen[key] = seen.get(key, 0) + 1
+    assert max(seen.values()) == 1, sum(n > 1 for n in seen.values())
+
+
+def test_leave_one_out_equals_a_brute_force_refit(loo_fit: dict[str, Any]) -> None:
+    """Each run's leave-one-out prediction equals, float for float, a refit done here by brute force: every other
+    run priced alone by its own evaluate (no batch, nothing remembered, the overhead in the job), the solver started
+    at the full fit's solution with the fit's bounds and scales, the left-out run priced alone at its optimum."""
+    from scipy.optimize import least_squares
+
+    fit, runs, solves = loo_fit["fit"], loo_fit["runs"], loo_fit["solves"]
+    assert len(solves) == 1 + len(runs)  # the full fit, then one refit per run
+    full_kw, full = solves[0]
+    lo, hi = full_kw["bounds"]
+    t = np.array([r.step_time_s for r in runs])
+    prepared = []
+    for r in runs:
+        job = build_job(r.cluster, r.workload, r.training)
+        prepared.append((job, grid_from_strategy(r.strategy, r.training, r.gpus, job), r.strategy.sync))
+
+    def step(i: int, z: np.ndarray) -> float:  # z = (ln compute, ln ib-leaf, overhead), LOO_FACTORS' order
+        job, grid, sync = prepared[i]
+        return cr._step(scaled_job(job, float(np.exp(z[0])), {"ib-leaf": float(np.exp(z[1]))},
+                                   overhead=float(z[2])), grid, sync)[0]
+
+    for i, (kw, sol) in enumerate(solves[1:]):
+        keep = [j for j in range(len(runs)) if j != i]
+        x0 = np.clip(full.x, lo + 1e-6, hi - 1e-6)  # warm-started at the full fit's solution
+        assert np.array_equal(kw["x0"], x0)
+
+        def resid(z: np.ndarray, keep: list[int] = keep) -> np.ndarray:
+            return np.log(np.array([step(j, z) for j in keep]) / t[keep])
+
+        brute = least_squares(resid, x0, method="trf", bounds=(lo, hi), x_scale=kw["x_scale"], diff_step=1e-4)
+        assert np.array_equal(brute.x, sol.x), runs[i].label
+        assert fit.runs[i]["loo_s"] == step(i, brute.x), runs[i].label
+        assert fit.calibration["residuals"][i]["leave_one_out"] == t[i] / step(i, brute.x) - 1

@@ -7,12 +7,11 @@ import math
 from typing import Any
 
 from scalemodel.commands.args import opt, repeat, switch
-from scalemodel.cost.nccl import INTRA_PROTOCOLS
 from scalemodel.errors import InputError
-from scalemodel.specs import load_cluster, notices, split_overrides
+from scalemodel.specs import load_cluster, note_tier_bandwidth, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.quantities import outside_range, range_text
-from scalemodel.units import format_quantity, parse_quantity
+from scalemodel.units import parse_quantity
 
 SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
              help="Override any spec field, e.g. cluster.tiers.ib-leaf.bandwidth=100Gbps or model.layers=48 "
@@ -58,35 +57,6 @@ def load_cluster_with(ref: str, sets: list[str] | None, command: str) -> Any:
     cluster = load_cluster(ref, routed["cluster"])
     note_tier_bandwidth(cluster, routed["cluster"])
     return cluster
-
-
-def note_tier_bandwidth(cluster: Any, items: list[str]) -> None:
-    """Say, when ``--set`` writes the bandwidth of a tier outside the node, that it is per GPU (ux19): "10 GbE" set as
-    ``tiers.eth.bandwidth=10Gbit/s`` on an 8-GPU node prices an 80 Gbit/s node NIC, and nothing at the point of use
-    said so. A tier inside the node, or of NCCL's NVLink or PCI class (cost/nccl.py ``_link_class``: an NVL72 rack's
-    NVLink, a TPU pod's ICI, which span past the node), is per GPU in every datasheet and no node NIC, so it is not
-    noted: gb200-nvl72's 72-GPU NVLink and tpu-v5p-pod's ICI were said 'a node NIC of B is B / 4 per GPU'."""
-    gpn = int(cluster.gpus_per_node)
-    for item in items:
-        parts = [p.strip() for p in item.split("=", 1)[0].split(".")]
-        if len(parts) != 3 or parts[0] != "tiers" or parts[2] != "bandwidth":
-            continue
-        # addressed as apply_overrides does: a decimal index ('1', '01') or a name
-        i = int(parts[1]) if parts[1].isascii() and parts[1].isdigit() and len(parts[1]) < 10 else next(
-            (j for j, t in enumerate(cluster.tiers) if t.name == parts[1]), None)
-        if i is None or i >= len(cluster.tiers):
-            continue
-        tier, proto = cluster.tiers[i], str(cluster.tiers[i].protocol).lower()
-        if tier.span <= gpn or gpn == 1 or proto in INTRA_PROTOCOLS or (i == 0 and not proto):
-            continue
-        per_gpu = float(tier.bandwidth)
-        notices.warn(f"--set {getattr(item, 'shown', item)}: a tier's bandwidth is per GPU: {_rate(per_gpu)} per GPU "
-                     f"is {_rate(per_gpu * gpn)} per node of {gpn} GPUs; a node NIC of B is B / {gpn} per GPU")
-
-
-def _rate(rate: float) -> str:
-    """A line rate in bytes and in bits, as datasheets and NIC names give it."""
-    return f"{format_quantity(rate, 'bandwidth')} ({rate * 8 / 1e9:.4g} Gbit/s)"
 
 
 #: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.

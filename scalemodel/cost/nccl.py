@@ -140,9 +140,8 @@ NCCL_THREAD_THRESHOLD: dict[str, float] = {"ll": 8.0, "ll128": 8.0, "simple": 64
 #: so a group whose bottleneck busbw is B runs clip(B / CHANNEL_BW, 1, MAXCHANNELS) channels when full.
 CHANNEL_BW = 20.0e9
 MAX_CHANNELS = 64.0  # MAXCHANNELS (device.h)
-#: Link classes that use NCCL's NVLink row / PCI row (scalemodel.choices NVLINK_CLASS, PCI_CLASS); every other tier
-#: uses the NET row. LL128 is off on PCIe and on TCP/Ethernet paths.
-INTRA_PROTOCOLS = NVLINK_CLASS | PCI_CLASS
+#: Link classes that use NCCL's NVLink row / PCI row: scalemodel.choices INTRA_PROTOCOLS; every other tier uses the NET
+#: row. LL128 is off on PCIe and on TCP/Ethernet paths.
 NO_LL128_PROTOCOLS = frozenset({"pcie", "tcp", "ethernet"})
 
 #: Algorithm families for ``auto``. "nccl": only what NCCL implements: all-reduce Ring and Tree,

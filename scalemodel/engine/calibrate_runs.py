@@ -28,7 +28,9 @@ Each trial of the factors prices every run. Runs repeating a configuration (GPU 
 strategy) are priced once and the step copied to each (each keeps its own measurement and residual); the
 distinct configurations whose jobs are equal and share a sync mode are stacked into one grid and priced by one
 vectorised :func:`evaluate` call. The step model prices each candidate element-wise, so neither changes a number
-(docs/model.md#calibrate-runs; tests/test_calibrate_runs_speed.py).
+(docs/model.md#calibrate-runs; tests/test_calibrate_runs_speed.py). Each batch's price at a vector of multipliers is
+remembered and the overhead added after it (:class:`_Pricer`): the overhead's finite differences, and the points every
+leave-one-out refit starts from, are priced once, and every step is the one a fresh evaluation gives.
 """
 
 from __future__ import annotations
@@ -143,15 +145,49 @@ def _step_of(res: Any) -> tuple[float, float]:
     return step, float(np.asarray(res.tokens_per_s).ravel()[0])
 
 
-def _steps_of(res: Any) -> np.ndarray:
-    """Step time of every candidate of an evaluated (1-D) grid: the parts added in BREAKDOWN_KEYS order, as
-    :func:`_step_of` adds them for one candidate, so each equals its single-candidate sum exactly."""
-    parts = [np.asarray(res.breakdown[k], dtype=float) for k in BREAKDOWN_KEYS]
+#: The step's last part (parts.BREAKDOWN_KEYS): the job's step_overhead, which no other part reads (engine.step)
+OVERHEAD = "overhead"
+
+
+def _modelled_of(res: Any) -> np.ndarray:
+    """Step time of every candidate of an evaluated (1-D) grid without the overhead: the other parts added in
+    BREAKDOWN_KEYS order, as :func:`_step_of` adds them for one candidate. The overhead comes last in that order, so
+    this plus an overhead o equals, float for float, the single-candidate step of the same job with overhead o."""
+    parts = [np.asarray(res.breakdown[k], dtype=float) for k in BREAKDOWN_KEYS[:-1]]
     shape = np.broadcast_shapes(*(p.shape for p in parts))
     total = np.zeros(shape)
     for part in parts:
         total = total + part
     return total.ravel()
+
+
+class _Pricer:
+    """Each run's step under trial factors (:func:`fit_runs`' objective), priced as seldom as the results allow:
+    each batch of :func:`_batched` in one evaluate per distinct multiplier vector, remembered, its modelled parts
+    (:func:`_modelled_of`) plus the overhead asked for. A trial that moves only the overhead (its finite-difference
+    column) and the points every leave-one-out refit starts from (the full fit's solution and the finite
+    differences around it) are priced once; each step is the one evaluating the trial afresh gives, float for float.
+    """
+
+    def __init__(self, batches: list[tuple[Job, Any, str, np.ndarray]], inverse: np.ndarray) -> None:
+        self.batches, self.inverse = batches, inverse
+        self.memo: dict[tuple[int, tuple[Any, ...]], np.ndarray] = {}
+        self.size = 1 + max(int(m.max()) for *_, m in batches)
+
+    def steps(self, mults: dict[str, float], overhead: float) -> np.ndarray:
+        """Each run's step time under the multipliers ``mults`` (factor name -> value; absent: 1) and ``overhead``."""
+        bw = {n.split(":", 1)[1]: v for n, v in mults.items() if n.startswith("bandwidth:")}
+        c, overlap = mults.get("compute", 1.0), mults.get("overlap", 1.0)
+        # the multipliers as scaled_job applies them: an fp8 factor not given is the compute one, a tier's 1 none
+        key = (c, mults.get("compute:fp8", c), overlap, tuple(sorted((n, v) for n, v in bw.items() if v != 1.0)))
+        steps = np.empty(self.size)
+        for b, (job, grid, sync, members) in enumerate(self.batches):  # one evaluate per job and sync mode
+            modelled = self.memo.get((b, key))
+            if modelled is None:
+                trial = scaled_job(job, c, bw, mults.get("compute:fp8"), overlap=overlap)
+                modelled = self.memo[(b, key)] = _modelled_of(evaluate(trial, grid, sync=sync))
+            steps[members] = modelled + overhead
+        return steps[self.inverse]  # a repeated configuration: its price copied to every run that repeats it
 
 
 def _run_key(run: Any) -> tuple[Any, ...]:
@@ -321,14 +357,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                + ([min(MULT_BOUNDS[1], 1.0 / fp8_gemm)] if has_fp8 else [])
                + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers] + [min(MULT_BOUNDS[1], 1.0 / eta0)])
 
-    def predict_all(mults: dict[str, float], overhead: float) -> np.ndarray:
-        bw = {n.split(":", 1)[1]: v for n, v in mults.items() if n.startswith("bandwidth:")}
-        steps = np.empty(len(unique))
-        for job, grid, sync, members in batches:  # one evaluate per job and sync mode, its runs' grids stacked
-            res = evaluate(scaled_job(job, mults.get("compute", 1.0), bw, mults.get("compute:fp8"),
-                                      overlap=mults.get("overlap", 1.0), overhead=overhead), grid, sync=sync)
-            steps[members] = _steps_of(res)
-        return steps[inverse]  # a repeated configuration: its price copied to every run that repeats it
+    predict_all = _Pricer(batches, inverse).steps
 
     if only is not None:
         unknown = [n for n in only if n not in (*mult_names, "overhead_s")]
@@ -451,7 +480,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                  "loo_s": None if loo is None else loo[i], "error_loo": None if loo is None else float(loo[i] / m - 1),
                  "log": _log_row(r)}
                 for i, (r, m, b, a) in enumerate(zip(runs, t, before, after, strict=True))]
-    calibration = _calibration_block(runs, prepared, t, after, loo, len(names))
+    calibration = {**_calibration_block(runs, prepared, t, after, loo, len(names)), "hardware": cluster.hardware()}
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
               "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,

@@ -30,7 +30,7 @@ from scalemodel.engine.job import scenario_training_fits
 from scalemodel.engine.scaling import sweep
 from scalemodel.engine.step import Infeasible
 from scalemodel.errors import InputError, Origin
-from scalemodel.specs import ScenarioSpec, notices
+from scalemodel.specs import ScenarioSpec, note_tier_bandwidth, notices, scenario_cluster_items
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import load_scenario_spec
 
@@ -309,6 +309,7 @@ def check_file(ref: str | Path, overrides: list[str] | None = None, *,
                straggler_cv: float | None = None, pessimistic: bool = False) -> CheckResult:
     """Load a capacity file and check it (the engine behind `scalemodel check`)."""
     spec, path = load_capacity(ref, overrides)
+    note_tier_bandwidth(spec.cluster, scenario_cluster_items(overrides or []))  # as predict's --set says it
     note = seq_len_note(spec.model, spec.training.seq_len, "training.seq_len")
     if note:
         notices.warn(note)

@@ -22,7 +22,8 @@ MoE and precision (the cluster is the overlay's own, so the generation is fixed)
 :data:`MIN_CASES` runs remain, down to all the runs. The published-runs band is kept, with the reason, where the
 calibration cannot give one: fewer than :data:`MIN_CASES` runs, a fit with as many factors as runs (its residuals
 are zero by construction), a job more than :data:`SCALE_MARGIN` x beyond the runs' GPU counts (the runs say nothing
-about that scale), or an overlay from before the residuals were recorded (version 1).
+about that scale), a cluster whose hardware is not the runs' (a spec extending the overlay with another accelerator
+or tier line rate: :func:`hardware_change`), or an overlay from before the residuals were recorded (version 1).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 import msgspec
 
 from scalemodel.choices import Zero
+from scalemodel.units import format_quantity
 
 RESIDUALS = Path(__file__).resolve().parents[1] / "data" / "validation_residuals.json"
 MIN_CASES = 3
@@ -107,6 +109,7 @@ class Calibration(msgspec.Struct, frozen=True):
     method: str = "none"  # "leave-one-out" | "in-sample" | "none"
     reason: str = ""
     residuals: tuple[tuple[str, str, str, int, float], ...] = ()  # (parallelism, model, precision, gpus, e)
+    changed: str = ""  # how the job's cluster differs from the hardware the runs ran on (hardware_change); "": not
 
     def summary(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "version": self.version, "runs": self.runs, "factors": self.factors,
@@ -128,11 +131,28 @@ def calibration_of(cluster: Any) -> Calibration | None:
                       float(r.leave_one_out if cal.method == "leave-one-out" else r.in_sample))
                      for r in cal.residuals if cal.method != "leave-one-out" or r.leave_one_out is not None)
         return Calibration(cluster.name, int(cal.version), int(cal.runs), int(cal.factors), cal.method, cal.reason,
-                           rows)
+                           rows, hardware_change(cal.hardware, cluster.hardware()))
     curve = getattr(getattr(cluster, "accelerator", None), "compute_efficiency", None)
     if curve is not None and str(getattr(curve, "source", "") or "").startswith(CALIBRATED_SOURCE):
         return Calibration(cluster.name, 1)
     return None
+
+
+def hardware_change(fitted: Any, now: dict[str, Any]) -> str:
+    """What differs between the hardware a calibration was fitted on (CalibrationHardware; None: not recorded, nothing
+    said) and a cluster's (ClusterSpec.hardware): "" when nothing, else e.g. "accelerator h100-sxm -> b200", "tier
+    ib-leaf 50 GB/s -> 12.5 GB/s per GPU" (line rates compared to 1e-9)."""
+    if fitted is None:
+        return ""
+    out = [f"{k.replace('_', ' ')} {getattr(fitted, k)} -> {now[k]}" for k in ("accelerator", "gpus_per_node")
+           if getattr(fitted, k) != now[k]]
+    for name in sorted(set(fitted.tiers) | set(now["tiers"])):
+        a, b = fitted.tiers.get(name), now["tiers"].get(name)
+        if a is None or b is None:
+            out.append(f"tier {name} {'added' if a is None else 'removed'}")
+        elif abs(a - b) > 1e-9 * max(abs(a), abs(b)):
+            out.append(f"tier {name} {format_quantity(a, 'bandwidth')} -> {format_quantity(b, 'bandwidth')} per GPU")
+    return ", ".join(out)
 
 
 @cache
@@ -176,6 +196,10 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
         why = (f"cluster {cal.cluster!r} has the compute curve `calibrate runs` fitted but no calibration block: "
                "an overlay written before overlays recorded the fit's residuals (version 1; rerun `calibrate runs` to "
                "get a band from your runs), or a spec that extends one and drops the block")
+    elif cal.changed:
+        why = (f"cluster {cal.cluster!r} is not the hardware its calibration runs ran on ({cal.changed}): the fitted "
+               "factors and their errors describe that hardware (a spec that extends a calibrated overlay and changes "
+               "its hardware)")
     elif cal.method == "none":
         why = cal.reason
     elif len(cal.residuals) < MIN_CASES:

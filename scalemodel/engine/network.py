@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scalemodel.cost.nccl import INTRA_PROTOCOLS, net_overhead_default
+from scalemodel.choices import INTRA_PROTOCOLS
+from scalemodel.cost.nccl import net_overhead_default
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.transport import profile
 

@@ -7,10 +7,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scalemodel.choices import INTRA_PROTOCOLS
 from scalemodel.errors import InputError
+from scalemodel.specs import notices
 from scalemodel.specs.accelerator import PRECISIONS, AcceleratorSpec, ComputeEfficiency
 from scalemodel.specs.cluster import ClusterSpec, TierSpec, Variability
 from scalemodel.specs.loader import Override, load_scenario_spec, load_spec
+from scalemodel.units import format_quantity
 
 if TYPE_CHECKING:
     from scalemodel.specs.scenario import Assertions, ScenarioSpec
@@ -82,3 +85,43 @@ def split_overrides(sets: Iterable[str]) -> dict[str, list[str]]:
         shown = item.split("=", 1)[0].strip()
         out[roots[head]].append(Override(f"accelerator.{rest}" if head == "accelerator" else rest, shown))
     return out
+
+
+def note_tier_bandwidth(cluster: Any, items: list[str]) -> None:
+    """Say, when ``--set`` writes the bandwidth of a tier outside the node, that it is per GPU (ux19): "10 GbE" set as
+    ``tiers.eth.bandwidth=10Gbit/s`` on an 8-GPU node prices an 80 Gbit/s node NIC, and nothing at the point of use
+    said so. A tier inside the node, or of NCCL's NVLink or PCI class (cost/nccl.py ``_link_class``: an NVL72 rack's
+    NVLink, a TPU pod's ICI, which span past the node), is per GPU in every datasheet and no node NIC, so it is not
+    noted: gb200-nvl72's 72-GPU NVLink and tpu-v5p-pod's ICI were said 'a node NIC of B is B / 4 per GPU'. ``items``:
+    the cluster's items as :func:`split_overrides` routes them (``tiers.X.bandwidth``), from every command that takes
+    --set: predict, plan, memory and scale (commands.common.build_specs), collective and calibrate, check (a
+    scenario's ``cluster.`` items, :func:`scenario_cluster_items`)."""
+    gpn = int(cluster.gpus_per_node)
+    for item in items:
+        parts = [p.strip() for p in item.split("=", 1)[0].split(".")]
+        if len(parts) != 3 or parts[0] != "tiers" or parts[2] != "bandwidth":
+            continue
+        # addressed as apply_overrides does: a decimal index ('1', '01') or a name
+        i = int(parts[1]) if parts[1].isascii() and parts[1].isdigit() and len(parts[1]) < 10 else next(
+            (j for j, t in enumerate(cluster.tiers) if t.name == parts[1]), None)
+        if i is None or i >= len(cluster.tiers):
+            continue
+        tier, proto = cluster.tiers[i], str(cluster.tiers[i].protocol).lower()
+        if tier.span <= gpn or gpn == 1 or proto in INTRA_PROTOCOLS or (i == 0 and not proto):
+            continue
+        per_gpu = float(tier.bandwidth)
+        notices.warn(f"--set {getattr(item, 'shown', item)}: a tier's bandwidth is per GPU: {_rate(per_gpu)} per GPU "
+                     f"is {_rate(per_gpu * gpn)} per node of {gpn} GPUs; a node NIC of B is B / {gpn} per GPU")
+
+
+def _rate(rate: float) -> str:
+    """A line rate in bytes and in bits, as datasheets and NIC names give it."""
+    return f"{format_quantity(rate, 'bandwidth')} ({rate * 8 / 1e9:.4g} Gbit/s)"
+
+
+def scenario_cluster_items(sets: Iterable[str]) -> list[str]:
+    """The ``--set`` items of a scenario (paths from its root: ``cluster.tiers.ib.bandwidth``) that write a field of its
+    cluster, routed as :func:`split_overrides` routes a command's (``tiers.ib.bandwidth``, shown as written); one that
+    replaces the whole cluster (``cluster=dgx-a100``) writes no field and is not among them."""
+    return split_overrides([s for s in sets if "." in s.split("=", 1)[0]
+                            and s.split("=", 1)[0].split(".", 1)[0].strip() == "cluster"])["cluster"]

@@ -1,7 +1,7 @@
 """Cluster spec: an accelerator, GPUs per node, and network tiers ordered innermost first."""
 
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -134,6 +134,17 @@ class CalibrationRun(Spec, kw_only=True):
         "runs for it"))] = None
 
 
+class CalibrationHardware(Spec, kw_only=True):
+    """The hardware the runs ran on (:meth:`ClusterSpec.hardware`), which the fitted factors and their errors describe:
+    a cluster that extends the overlay and changes it (another accelerator, a tier's line rate) takes the published
+    runs' band, and says why (engine/intervals.py)."""
+
+    accelerator: Annotated[str, Meta(max_length=200)]
+    gpus_per_node: Annotated[int, Meta(gt=0, le=MAX_GPUS)]
+    tiers: Annotated[dict[Annotated[str, Meta(max_length=200)], Bandwidth], Meta(max_length=64, description=(
+        "each network tier's line rate per GPU (bandwidth), by name"))]
+
+
 class CalibrationSpec(Spec, kw_only=True):
     """What `scalemodel calibrate runs` fitted this overlay to, for prediction intervals (docs/model.md#intervals)."""
 
@@ -147,6 +158,10 @@ class CalibrationSpec(Spec, kw_only=True):
         "(the full fit's own, optimistic), none (as many factors as runs: zero by construction, no band)"))]
     reason: Annotated[str, Meta(max_length=1000)] = ""
     residuals: Annotated[list[CalibrationRun], Meta(min_length=1, max_length=MAX_CALIBRATION_RUNS)]
+    hardware: Annotated[CalibrationHardware | None, Meta(description=(
+        "the hardware the runs ran on; a cluster that extends this overlay with another accelerator, node size or "
+        "tier line rate takes the published runs' band (absent: an overlay written before it was recorded, not "
+        "checked)"))] = None
 
     def _check(self) -> None:
         """The block as `calibrate runs` writes it (engine.calibrate_runs._calibration_block): one residual per run,
@@ -213,6 +228,12 @@ class ClusterSpec(Sourced, kw_only=True):
     calibration: Annotated[CalibrationSpec | None, Meta(description=(
         "written by `scalemodel calibrate runs` into its overlay: the fitted runs' residuals, from which predictions "
         "on this cluster take their band (docs/model.md#intervals)"))] = None
+
+    def hardware(self) -> dict[str, Any]:
+        """What the hardware is, as a calibration block records it (:class:`CalibrationHardware`): the accelerator's
+        name, the GPUs per node and each tier's line rate; not the efficiencies, which `calibrate runs` fits."""
+        return {"accelerator": self.accelerator.name, "gpus_per_node": int(self.gpus_per_node),
+                "tiers": {t.name: float(t.bandwidth) for t in self.tiers}}
 
     def _check(self) -> None:
         try:

@@ -407,12 +407,39 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             base = load_raw(kind, base_path, _chain=_chain + (key,))
         except InputError as exc:  # the base file itself unreadable (a device, not UTF-8): say who named it
             raise (exc.at(f"{path}: extends") if exc.where == str(base_path) else exc) from None
-        if isinstance(base.get("kind"), str) and isinstance(data.get("kind"), str) and base["kind"] != data["kind"]:
-            # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
-            raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, this file a {data['kind'][:40]} spec",
-                             where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
-        data = _merge(base, data, str(path))
+        data = _over(base, data, parent, by=str(path), where=f"{path}: extends", what="this file")
     return data
+
+
+def _over(base: dict[str, Any], data: dict[str, Any], parent: str, *, by: str, where: str, what: str
+          ) -> dict[str, Any]:
+    """``data`` (a file, a scenario's inline spec or a dict given to the Python API, named ``by``) merged over
+    ``base``, the spec its ``extends: parent`` names: one route for every way of deriving a spec, so that each
+    restates the citations of the values it sets (:func:`_merge` with ``by``) and refuses a base of another kind."""
+    if isinstance(base.get("kind"), str) and isinstance(data.get("kind"), str) and base["kind"] != data["kind"]:
+        # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
+        raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, {what} a {data['kind'][:40]} spec",
+                         where=where, allowed=f"a {data['kind'][:40]} spec to derive from")
+    return _merge(base, data, by)  # type: ignore[no-any-return]
+
+
+def derived(kind: str, data: dict[str, Any], *, by: str, relative_to: Path | None = None) -> dict[str, Any]:
+    """A mapping of ``kind`` fields with ``extends: BASE`` (a scenario's ``cluster:``, a dict given to the Python
+    API), named ``by`` in errors and in the citations it restates -> the spec BASE names (resolved against
+    ``relative_to``) with the mapping's fields on top, as a file's ``extends:`` gives (:func:`_over`); a mapping
+    without ``extends:`` as it is."""
+    if "extends" not in data:
+        return data
+    rest = dict(data)
+    parent = rest.pop("extends")
+    if not isinstance(parent, str):
+        raise InputError(f"extends must be a name or a path, got {type(parent).__name__}", where=f"{by}: extends",
+                         allowed=f"a built-in {kind} name or a path to a YAML file")
+    try:
+        base = load_raw(kind, resolve(kind, parent, relative_to))
+    except InputError as exc:
+        raise exc.at(by) from None
+    return _over(base, rest, parent, by=by, where=f"{by}: extends", what="this mapping")
 
 
 def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
@@ -707,14 +734,10 @@ def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path)
     try:
         if isinstance(value, str):
             return load_raw(kind, resolve(kind, value, base_dir))
-        if isinstance(value, dict) and "extends" in value:
-            rest = dict(value)
-            parent = rest.pop("extends")
-            if not isinstance(parent, str):
-                raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
-            return _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest, f"{origin}: {where}")
     except InputError as exc:
         raise exc.at(f"{origin}: {where}") from None
+    if isinstance(value, dict):
+        return derived(kind, value, by=f"{origin}: {where}", relative_to=base_dir)
     return value
 
 
