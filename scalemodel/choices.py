@@ -397,12 +397,12 @@ class SyncKind(str, Enum):
 # --- parameterised choices ---------------------------------------------------------------------
 
 SCHEDULE_ALLOWED = "use 1f1b, interleaved:V (V from 2 to 999999999), gpipe or zb"
-_INT = re.compile(r"^[0-9]{1,9}$")
+_INT = r"^[0-9]{1,9}$"
 
 
 def _small_int(text: str) -> int | None:
     """A plain ASCII decimal of at most 9 digits, else None (no signs, no Unicode digits)."""
-    return int(text) if _INT.match(text) else None
+    return int(text) if re.match(_INT, text) else None
 
 
 def _not_small_int(text: str) -> str:
