@@ -7,7 +7,8 @@ as ``error: <where>: <what>; <what is allowed>`` on stderr and exits with status
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 #: C0 control characters but the tab, DEL and the C1 controls: a newline in a file name made the one error line
 #: two, an ESC (or C1 CSI) in a name sent a terminal escape sequence to the user's terminal.
@@ -95,8 +96,7 @@ def sub_path(where: str, field: str) -> str:
     return rest if rest[:1] in (".", "[") else ""
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(msgspec.Struct, frozen=True):
     """Where a strategy's values were written when not on the command line: a file's fields.
 
     ``strategy`` + a field name locates that field (``"sweep.yaml: strategies[1]."`` + ``"tp"``,
