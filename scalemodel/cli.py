@@ -29,12 +29,12 @@ PROG = "scalemodel"
 
 #: A quoted word argparse echoes in a usage error ("invalid choice: '...'", "'...' is not an integer"), over 100
 #: characters: a 5,000-character word made a 5 KB error line.
-_LONG_QUOTED = re.compile(r"'([^'\n]{60})[^'\n]{41,}'")
+_LONG_QUOTED = r"'([^'\n]{60})[^'\n]{41,}'"
 
 
 def _shorten_quoted(message: str) -> str:
     """``message`` with each quoted word of more than 100 characters cut to its first 60 and its length."""
-    return _LONG_QUOTED.sub(lambda m: f"'{m.group(1)}...' ({len(m.group(0)) - 2} characters)", message)
+    return re.sub(_LONG_QUOTED, lambda m: f"'{m.group(1)}...' ({len(m.group(0)) - 2} characters)", message)
 
 #: The root's options; any other first word is a command.
 ROOT = Command(PROG, None, (
@@ -46,9 +46,9 @@ ROOT = Command(PROG, None, (
 ), help="Predict how a distributed training job scales, why efficiency falls, and what to change.")
 
 #: Options of Megatron-LM (megatron/training/arguments.py) and DeepSpeed's launcher that users paste.
-_FRAMEWORK_FLAG = re.compile(r"--(tensor-model-parallel-size|pipeline-model-parallel-size|context-parallel-size|"
-                             r"expert-model-parallel-size|micro-batch-size|global-batch-size|seq-length|"
-                             r"recompute-granularity|use-distributed-optimizer|deepspeed_config|deepspeed)\b")
+_FRAMEWORK_FLAG = (r"--(tensor-model-parallel-size|pipeline-model-parallel-size|context-parallel-size|"
+                   r"expert-model-parallel-size|micro-batch-size|global-batch-size|seq-length|"
+                   r"recompute-granularity|use-distributed-optimizer|deepspeed_config|deepspeed)\b")
 
 _INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
 
@@ -243,7 +243,7 @@ def _run(argv: list[str] | None) -> None:
     except UsageError as exc:
         _drop_warnings()
         hint = f"; see `{exc.prog} --help`"
-        if _FRAMEWORK_FLAG.search(exc.message):
+        if re.search(_FRAMEWORK_FLAG, exc.message):
             hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
                     "will do) and give it with --strategy FILE")
         sys.stderr.write(f"error: {one_line(exc.prog)}: {one_line(_shorten_quoted(exc.message))}{hint}\n")

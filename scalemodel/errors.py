@@ -7,22 +7,26 @@ as ``error: <where>: <what>; <what is allowed>`` on stderr and exits with status
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 #: C0 control characters but the tab, DEL and the C1 controls: a newline in a file name made the one error line
 #: two, an ESC (or C1 CSI) in a name sent a terminal escape sequence to the user's terminal.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
+# The patterns below are kept as text and compiled by ``re`` where first used (it caches them): a query whose text is
+# ASCII never needs them, and compiling every module-level pattern of the package at import cost ~4% of `import numpy`.
+
 #: Bidirectional controls, invisible format characters and the Unicode line/paragraph separators (categories Cf,
 #: Zl, Zp): a U+202E in a file name reversed the rest of the error line on the terminal (round 15b); warnings
 #: (specs.notices) already wrote them as ``\u202e``.
-_INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
-                        "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
+_INVISIBLE = ("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+              "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 
 
 #: Lone surrogates: Python's file-system decoding (``os.fsdecode``, surrogateescape) keeps a file name byte that is not
 #: UTF-8 as U+DC80..U+DCFF, which strict JSON readers and UTF-8 encoders refuse.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = "[\ud800-\udfff]"
 
 
 def shown(text: str) -> str:
@@ -32,7 +36,7 @@ def shown(text: str) -> str:
     warnings, ``--json`` strings)."""
     if text.isascii():
         return text
-    return _SURROGATE.sub(lambda m: (f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
+    return re.sub(_SURROGATE, lambda m: (f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
                                      else f"\\u{ord(m.group()):04x}"), text)
 
 
@@ -41,7 +45,7 @@ def one_line(text: str) -> str:
     ``\\x1b``): what the CLI prints on stderr stays one line and shows the character instead of acting on it; a
     file name's undecodable byte as ``\\xff`` (:func:`shown`)."""
     text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown(text))
-    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if not text.isascii() else text
+    return re.sub(_INVISIBLE, lambda m: f"\\u{ord(m.group()):04x}", text) if not text.isascii() else text
 
 
 def prose(text: str) -> str:
@@ -92,8 +96,7 @@ def sub_path(where: str, field: str) -> str:
     return rest if rest[:1] in (".", "[") else ""
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(msgspec.Struct, frozen=True):
     """Where a strategy's values were written when not on the command line: a file's fields.
 
     ``strategy`` + a field name locates that field (``"sweep.yaml: strategies[1]."`` + ``"tp"``,

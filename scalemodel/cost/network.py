@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Tier:
+    """One tier of the network (module docstring): its span, line rate, latency and how traffic crosses it."""
+
     name: str
     span: int
     bandwidth: float
@@ -47,6 +49,8 @@ class Tier:
 
 @dataclass(frozen=True)
 class Network:
+    """The tiers, innermost first, and what NCCL keys its tables on (generation, tuner, host CPU)."""
+
     tiers: tuple[Tier, ...]
     gpus_per_node: int
     generation: str = ""  # the accelerator's family (hopper, blackwell, ...): NCCL keys some tables on it

@@ -18,6 +18,8 @@ from scalemodel.units import format_quantity
 
 @dataclass
 class Prediction:
+    """One strategy's predicted step: its time and breakdown, throughput, memory and what limits it."""
+
     inputs: dict[str, Any]
     strategy: dict[str, Any]
     feasible: bool

@@ -100,11 +100,12 @@ def _console_class() -> Any:
 
         class UnitConsole(Console):
             def print(self, *objects: Any, **kwargs: Any) -> None:
-                if not any(isinstance(o, str) and _UNIT_GAP.search(o) for o in objects):
+                if not any(isinstance(o, str) and re.search(_UNIT_GAP, o) for o in objects):
                     super().print(*objects, **kwargs)
                     return
                 with self.capture() as capture:
-                    super().print(*(_UNIT_GAP.sub(_GLUE, o) if isinstance(o, str) else o for o in objects), **kwargs)
+                    glued = (re.sub(_UNIT_GAP, _GLUE, o) if isinstance(o, str) else o for o in objects)
+                    super().print(*glued, **kwargs)
                 self.file.write(capture.get().replace(_GLUE, " "))
 
         _CONSOLE = UnitConsole
@@ -147,8 +148,8 @@ def _fit_widths(console: Any, table: Any, width: int) -> bool:
 
 #: The space between a number and its unit ("bucket 500 MB"), and after the headers' "seq" ("seq 2,048"): glued
 #: while rich wraps a table cell or a line, so that it breaks before the number or after the unit, never between.
-_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:[kKMGTPE]i?B|B|[pnum]?s|[kKMGTPE]?B/s|[kMGT]bit/s|[kMGTPE]?FLOP/s|k?W|USD|"
-                       r"days?)(?![\w/]))|(?<=\bseq) (?=\d)")
+_UNIT_GAP = (r"(?<=\d) (?=(?:[kKMGTPE]i?B|B|[pnum]?s|[kKMGTPE]?B/s|[kMGT]bit/s|[kMGTPE]?FLOP/s|k?W|USD|"
+             r"days?)(?![\w/]))|(?<=\bseq) (?=\d)")  # text: compiled by re on first use, by tables only
 _GLUE = "\ue000"  # a private-use character: one cell wide and not whitespace, so rich's word wrap never splits at it
 
 
@@ -156,7 +157,7 @@ def _glue_units(table: Any) -> bool:
     """Glue each number to its unit in the table's text cells; True when any was."""
     glued = False
     for col in table.columns:
-        cells = [_UNIT_GAP.sub(_GLUE, c) if isinstance(c, str) else c for c in col._cells]
+        cells = [re.sub(_UNIT_GAP, _GLUE, c) if isinstance(c, str) else c for c in col._cells]
         glued = glued or cells != col._cells
         col._cells = cells
     return glued

@@ -16,13 +16,15 @@ whole spec is validated again, as pydantic's ``validate_assignment`` did), and a
 ``spec.model_copy(update={...})``.
 
 The modules defining specs do not use ``from __future__ import annotations``: their field types are
-evaluated once at import, and msgspec reads them without compiling strings on first use.
+evaluated once at import, and msgspec reads them without compiling strings on first use. This module
+neither: :class:`Spec`'s and :class:`Sourced`'s own annotations are in the MRO of every spec, and as
+strings they were compiled again for each spec class, twice (msgspec's type information and
+:func:`_plan`): ~110 ``typing.ForwardRef`` compiles on a ``predict``.
 
 The pydantic-style methods the engine, reports and commands use (``model_dump``, ``model_copy``,
 ``model_validate``, ``model_fields``) keep their names and meaning.
 """
 
-from __future__ import annotations
 
 import contextvars
 import math
@@ -54,7 +56,7 @@ class SpecError(ValueError):
         text = f"{loc_text(self.loc)}: {what}" if self.loc else what
         super().__init__(f"{text}; {allowed}" if allowed else text)
 
-    def located(self, outer: Sequence[Any]) -> SpecError:
+    def located(self, outer: Sequence[Any]) -> "SpecError":
         return SpecError(self.what, (*outer, *self.loc), kind=self.kind, allowed=self.allowed, value=self.value)
 
 
@@ -129,18 +131,19 @@ def _is_spec(t: Any) -> bool:
 
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
-_INT_TEXT = re.compile(r"^\s*[+-]?[0-9]{1,30}\s*$")
+# pattern texts here and below: re compiles each where first used (scalemodel.errors says why)
+_INT_TEXT = r"^\s*[+-]?[0-9]{1,30}\s*$"
 #: Digits grouped by thousands with '_' (``1_000``, ``32_768``, ``-1_000_000``, ``1_000.5``): YAML 1.1 (PyYAML, which
 #: frameworks' YAML configs are written for), TOML and Python read them as the number without the '_'.
-_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
-_THOUSANDS = re.compile(r"\s*[+-]?[0-9]{1,3}(?:_[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\s*")
+_NUMBER_TEXT = r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*"
+_THOUSANDS = r"\s*[+-]?[0-9]{1,3}(?:_[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\s*"
 
 
 def digit_grouping(text: str, noun: str) -> str | None:
     """Why ``text`` is refused as ``noun`` when it groups digits with '_' other than by thousands (Python's int() and
     float() read ``8_0`` as 80, a typo more often than a separator), else None: no '_', or digits grouped by thousands
     (``1_000``, :data:`_THOUSANDS`), which the caller reads without the '_'."""
-    if "_" not in text or _THOUSANDS.fullmatch(text) or not _NUMBER_TEXT.fullmatch(text.replace("_", "")):
+    if "_" not in text or re.fullmatch(_THOUSANDS, text) or not re.fullmatch(_NUMBER_TEXT, text.replace("_", "")):
         return None  # no '_', thousands, or no number at all (refused as such by the caller: 'auto_x')
     return (f"{text[:40]!r} is not {noun}: '_' groups digits only by thousands, as in 1_000 (write "
             f"{text.replace('_', '')[:40]})")
@@ -159,12 +162,12 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
             # float() reads "8_0" as 80 (--set training.micro_batch=1_0 was 10); "1_000" (YAML 1.1's int) is 1000
             if (why := digit_grouping(v, "an integer" if t is int else "a number")) is not None:
                 raise SpecError(why, loc, kind="type")
-            if _THOUSANDS.fullmatch(v):
+            if re.fullmatch(_THOUSANDS, v):
                 v = v.replace("_", "")
             try:
                 if not v.isascii():
                     raise ValueError(v)
-                v = int(v) if t is int and _INT_TEXT.match(v) else float(v)
+                v = int(v) if t is int and re.match(_INT_TEXT, v) else float(v)
             except ValueError:
                 noun = "an integer" if t is int else "a number"
                 raise SpecError(f"Input should be a valid {noun.split()[-1]}, unable to parse string as {noun}", loc,
@@ -290,11 +293,11 @@ def _prepare_spec(cls: type, data: dict[str, Any], loc: tuple[Any, ...]) -> dict
 # --- the second pass: msgspec ----------------------------------------------------------------------
 
 _validating: contextvars.ContextVar[bool] = contextvars.ContextVar("_validating", default=False)
-_MESSAGE = re.compile(r"(?s)^(.*?)(?: - at `(?:key` in `)?(\$[^`]*)`)?$")
-_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
-_BOUND = re.compile(r"^Expected `(\w+)` (>=|>|<=|<) (\S+)$")
-_LENGTH = re.compile(r"^Expected `(\w+)` of length (>=|<=) (\d+)$")
-_TYPE = re.compile(r"^Expected `([^`]*)`, got `[^`]*`$")
+_MESSAGE = r"(?s)^(.*?)(?: - at `(?:key` in `)?(\$[^`]*)`)?$"
+_PATH_PART = r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]"
+_BOUND = r"^Expected `(\w+)` (>=|>|<=|<) (\S+)$"
+_LENGTH = r"^Expected `(\w+)` of length (>=|<=) (\d+)$"
+_TYPE = r"^Expected `([^`]*)`, got `[^`]*`$"
 _BOUND_WORDS = {">": "greater than", ">=": "greater than or equal to", "<": "less than",
                 "<=": "less than or equal to"}
 _TYPE_WORDS = {"int": "a valid integer", "float": "a valid number", "str": "a valid string", "bool": "a valid boolean",
@@ -310,12 +313,12 @@ def _number(text: str) -> str:
 
 def _message(what: str) -> str:
     """msgspec's wording of a type or constraint error in pydantic's (which the error lines always used)."""
-    bound = _BOUND.match(what)
+    bound = re.match(_BOUND, what)
     if bound:
         if bound.group(1) == "int" and bound.group(2) == ">=" and int(bound.group(3)) > 0:  # an int's gt=0 is >= 1
             return f"Input should be greater than {int(bound.group(3)) - 1}"
         return f"Input should be {_BOUND_WORDS[bound.group(2)]} {_number(bound.group(3))}"
-    length = _LENGTH.match(what)
+    length = re.match(_LENGTH, what)
     if length:
         n = int(length.group(3))
         # a mapping's (msgspec's `object`) was "List should have at least 1 item (got {})" (round 15)
@@ -324,7 +327,7 @@ def _message(what: str) -> str:
         noun = (noun[:-1] + "ies" if noun.endswith("y") else noun + "s") if n != 1 else noun
         most = "at least" if length.group(2) == ">=" else "at most"
         return f"{kind} should have {most} {n} {noun}"
-    wanted = _TYPE.match(what)
+    wanted = re.match(_TYPE, what)
     if wanted:
         return "Input should be " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted.group(1).split(" | "))
     if what.startswith("Expected `str` matching regex "):  # the regular expression is the allowed part's, in words
@@ -342,10 +345,10 @@ def _value_at(data: Any, loc: Sequence[Any]) -> Any:
 
 
 def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
-    m = _MESSAGE.match(str(exc))
+    m = re.match(_MESSAGE, str(exc))
     what, path = (m.group(1), m.group(2) or "$") if m else (str(exc), "$")
     loc: list[Any] = []
-    for part in _PATH_PART.finditer(path[1:]):
+    for part in re.finditer(_PATH_PART, path[1:]):
         if part.group(0) == "[...]":
             break
         loc.append(part.group(1) if part.group(1) is not None else int(part.group(2)))
@@ -497,12 +500,12 @@ def _in_mapping(model: Any, exc: msgspec.ValidationError, ready: Any) -> SpecErr
     ``attention_efficiency.cudnn.fwd.attn_max`` was reported at ``attention_efficiency`` with the whole mapping
     echoed (and cut before what is allowed). Each entry is converted alone (within the ongoing validation) to
     find the one that fails; None when the error is not inside a mapping."""
-    m = _MESSAGE.match(str(exc))
+    m = re.match(_MESSAGE, str(exc))
     path = (m.group(2) or "") if m else ""
     if "[...]" not in path:
         return None
     loc = [p.group(1) if p.group(1) is not None else int(p.group(2))
-           for p in _PATH_PART.finditer(path[1:path.index("[...]")])]
+           for p in re.finditer(_PATH_PART, path[1:path.index("[...]")])]
     mapping, t = _value_at(ready, loc), type_at(model, loc, ready)
     while typing.get_origin(t) in (typing.Annotated, typing.Union, types.UnionType):
         args = typing.get_args(t)

@@ -53,7 +53,7 @@ _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS
 # matched against the stripped text: "(\S.*?)\s*$" made a long run of blanks inside the value quadratic. A key
 # holds digits after its first letter: "[A-Za-z_\-]+" could not read cp_a2a_size or moe_a2a_overlap, two of
 # CONSTRAINT_KEYS (round 15: "cannot read constraint 'cp_a2a_size=2'", with that very example in the allowed list)
-_CONSTRAINT_RE = re.compile(r"([A-Za-z_\-][A-Za-z0-9_\-]*)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*)", re.S)
+_CONSTRAINT_RE = r"(?s)([A-Za-z_\-][A-Za-z0-9_\-]*)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*)"
 
 Constraints = dict[str, list[tuple[str, Any]]]
 
@@ -76,7 +76,7 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
         for part in str(text).split(","):
             if not part.strip():
                 continue
-            mt = _CONSTRAINT_RE.fullmatch(part.strip())
+            mt = re.fullmatch(_CONSTRAINT_RE, part.strip())
             if not mt:
                 raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
             key, op, value = constraint_key(mt.group(1)), mt.group(2), mt.group(3)

@@ -79,7 +79,7 @@ def _looks_like_path(ref: str) -> bool:
 
 
 #: A HuggingFace hub model id: ``org/name`` (what ``huggingface-cli download`` takes).
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_HUB_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
 _HF_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
 
@@ -143,7 +143,7 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
         if kind == "workload" and not ref.endswith((".yaml", ".yml", ".json")) and os.path.isdir(p):
             return _config_in_folder(p, ref)
         if not files.exists(p):  # other kinds of file (a FIFO, a directory) are refused when read
-            if kind == "workload" and _HUB_ID.match(ref) and not ref.endswith((".yaml", ".yml", ".json")):
+            if kind == "workload" and re.match(_HUB_ID, ref) and not ref.endswith((".yaml", ".yml", ".json")):
                 raise InputError(f"no file or folder {ref[:200]!r}; it looks like a HuggingFace hub id, and "
                                  "scalemodel reads no network", where="--model",
                                  allowed=f"download its config first, `huggingface-cli download {ref} config.json "
