@@ -1,0 +1,32 @@
+"""What ux20 found by asking the commands an ML-infrastructure engineer's questions (each test says what was wrong)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+#: Dense peaks from the datasheets (NVIDIA H100 SXM5: 989.4 TFLOP/s BF16, 1,979 TFLOP/s FP8, without sparsity;
+#: Tesla V100 SXM2: 125 TFLOP/s FP16 tensor core, no BF16)
+H100_BF16, H100_FP8, V100_FP16 = 989.4e12, 1979e12, 125e12
+
+LLAMA70 = ("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "64", "--tp", "8", "--global-batch", "128",
+           "--micro-batch", "1", "--recompute", "selective", "--sequence-parallel", "--zero", "1")
+
+
+@pytest.mark.parametrize(("args", "peak", "fmt", "shown"), [
+    ((*LLAMA70, "--precision", "bf16"), H100_BF16, "bf16", "989.4 TFLOP/s"),
+    ((*LLAMA70, "--precision", "fp8"), H100_FP8, "fp8", "1.979 PFLOP/s"),
+    (("predict", "-m", "gpt-1.7b", "-c", "dgx-1-v100", "-n", "8"), V100_FP16, "fp16", "125 TFLOP/s")])
+def test_predict_names_the_peak_mfu_is_a_share_of(cli: Any, args: tuple[str, ...], peak: float, fmt: str,
+                                                  shown: str) -> None:
+    """FP8 vs BF16 on the same job: the fp8 run printed 'MFU 36.4%' against the bf16 run's 'MFU 52.3%' with no word
+    that the fp8 MFU is a share of the fp8 peak, twice bf16's; the reader took the faster run for the worse one. The
+    JSON's flops had no peak either. A V100 run at the default bf16 is on the fp16 peak (its spec has no bf16)."""
+    doc = json.loads(cli(*args, "--json").out)
+    fl = doc["flops"]
+    assert fl["peak_flops_per_gpu"] == pytest.approx(peak) and fl["peak_format"] == fmt
+    assert fl["mfu"] == pytest.approx(fl["tflops_per_gpu"] * 1e12 / peak, rel=1e-9)
+    out = " ".join(cli(*args).out.split())
+    assert f"HFU {fl['hfu']:.1%} of the {shown} {fmt} dense peak" in out
