@@ -30,3 +30,16 @@ def test_predict_names_the_peak_mfu_is_a_share_of(cli: Any, args: tuple[str, ...
     assert fl["mfu"] == pytest.approx(fl["tflops_per_gpu"] * 1e12 / peak, rel=1e-9)
     out = " ".join(cli(*args).out.split())
     assert f"HFU {fl['hfu']:.1%} of the {shown} {fmt} dense peak" in out
+
+
+PLAN70 = ("plan", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "256", "--global-batch", "512", "-k", "1", "--json")
+
+
+def test_fsdp_and_hsdp_are_named_as_such(cli: Any) -> None:
+    """plan's explanation called FSDP 'ZeRO-fsdp' and predict's header 'ZeRO fsdp': a ZeRO stage that does not
+    exist, to a reader who knows DeepSpeed's stages 0-3 and PyTorch's FSDP as different frameworks."""
+    why = json.loads(cli(*PLAN70).out)["why"]
+    assert "FSDP" in why and "ZeRO-fsdp" not in why
+    for zero in ("fsdp", "hsdp"):
+        out = " ".join(cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--zero", zero).out.split())
+        assert f", 1f1b, {zero.upper()}, recompute none" in out

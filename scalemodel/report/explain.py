@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from scalemodel.choices import zero_label
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import PlanResult, family, part_gains, strategy_differences
 from scalemodel.engine.predict import Prediction
@@ -27,7 +28,7 @@ def describe_settings(s: dict[str, Any]) -> str:
     extra = [f"mb {s['micro_batch']}"]
     if s["pp"] > 1:
         extra.append(s["schedule"])
-    extra.append(f"ZeRO-{s['zero']}")
+    extra.append(zero_label(s["zero"]))
     if s["recompute"] != "none":
         extra.append(f"{s['recompute']} recompute")
     if s["sequence_parallel"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalemodel.choices import zero_label
 from scalemodel.engine.memory import MemoryResult
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
@@ -22,7 +23,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     cap = result.capacity_bytes
     console = new_console()
     header = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
-              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
+              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, "
+              f"{zero_label(inp['zero'], ' ')}, "
               f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
               + (f", seq {result.seq_len:,}" if result.seq_len else ""))
     console.print(header)  # a line of its own, as predict's: a table title wraps at the table's width

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalemodel.choices import zero_label
 from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
@@ -26,7 +27,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     s = p.strategy
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
             f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
-            f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, ZeRO {s['zero']}, "
+            f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, {zero_label(s['zero'], ' ')}, "
             f"recompute {s['recompute']}, sync {s['sync']}, rank order {s['layout']}" + _seq(p.inputs))
     console.print(head)
     if not p.feasible:
