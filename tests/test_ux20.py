@@ -59,3 +59,22 @@ def test_plan_weighs_the_winner_against_the_best_pure_dp_plan(cli: Any) -> None:
     assert (f"The best DP plan (DP 256 x TP 1 x PP 1, mb {dp['strategy']['micro_batch']}, {label}, "
             f"{dp['strategy']['recompute']} recompute) is {dp['step_time_s'] / win - 1:.1%} slower") in why.replace(
         "ZeRO-fsdp", "FSDP")
+
+
+def test_plan_shows_each_rows_batch_when_it_searched_the_batch(cli: Any) -> None:
+    """--objective time-to-train without --global-batch searches the global batch too (1/8 to 8 x one sequence per
+    GPU), but the table gave no row its batch: #2 ran faster (tokens/s) and trained slower with nothing on the row to
+    say why (a larger batch, less statistical efficiency), the header printed a Python list, and --help said the
+    default batch is one sequence per GPU. The batches tried at 8 GPUs by hand: 8 x (1/8 ... 8) = 1 ... 64."""
+    args = ("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "--objective", "time-to-train",
+            "--train-tokens", "30B", "-k", "2", "--constraint", "tp=1,pp=1,cp=1")
+    doc = json.loads(cli(*args, "--json").out)
+    assert doc["inputs"]["global_batch"] == [1, 2, 4, 8, 16, 32, 64]
+    out = " ".join(cli(*args).out.split())
+    assert "global batch searched over 1, 2, 4, 8, 16, 32, 64 sequences x 2048 tokens" in out
+    for row in doc["ranked"]:
+        s = row["strategy"]
+        assert f"batch {s['global_batch']:,}, mb {s['micro_batch']}," in out
+    one = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "-k", "1").out.split())
+    assert "Top strategy" in one and "Top 1 strategies" not in one and "batch 8, mb" not in one
+    assert "searched from 1/8 to 8 x that" in " ".join(cli("plan", "--help").out.split())

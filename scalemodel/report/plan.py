@@ -99,15 +99,18 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
 
     console = new_console()
     inp = result.inputs
+    batches = inp.get("global_batch")
+    searched = isinstance(batches, list)  # time to target over the batch too (planner._search_batches)
+    batch = (f"global batch searched over {', '.join(map(str, batches))} sequences" if searched  # type: ignore[arg-type]
+             else f"global batch {batches}")
     console.print(
-        f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, global batch "
-        f"{inp.get('global_batch', '')} x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective "
-        f"{result.objective}")
+        f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, {batch} "
+        f"x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective {result.objective}")
     evaluated = result.search.get("evaluated", result.candidates_evaluated)
     console.print(f"searched {result.candidates_evaluated:,} candidates ({evaluated:,} evaluated, the rest bounded) "
                   f"in {result.elapsed_s:.2f} s: {result.feasible:,} feasible")
     if result.ranked:
-        t = Table(title=f"Top {len(result.ranked)} strategies")
+        t = Table(title=f"Top {len(result.ranked)} strategies" if len(result.ranked) > 1 else "Top strategy")
         for col, just in (("#", "right"), ("layout", "left"), ("settings", "left"), ("step", "right"),
                           ("tokens/s", "right"), ("MFU", "right"), ("mem/GPU", "right"), ("breakdown", "left")):
             t.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -117,6 +120,8 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         for i, p in enumerate(result.ranked):
             custom = result.custom[i] if i < len(result.custom) else []
             settings = describe_settings(p.strategy) + (r" \[custom]" if custom else "")  # \[: text, not markup
+            if searched:  # each row's own batch: the rows differ in it, and their time to train with it
+                settings = f"batch {p.strategy['global_batch']:,}, {settings}"
             row = [str(i + 1), describe_layout(p.strategy), settings, fq(p.step_time_s, "time"),
                    f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
                    fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
