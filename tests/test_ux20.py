@@ -57,8 +57,7 @@ def test_plan_weighs_the_winner_against_the_best_pure_dp_plan(cli: Any) -> None:
     assert dp["strategy"]["zero"] in ("3", "fsdp")
     label = "FSDP" if dp["strategy"]["zero"] == "fsdp" else "ZeRO-3"
     assert (f"The best DP plan (DP 256 x TP 1 x PP 1, mb {dp['strategy']['micro_batch']}, {label}, "
-            f"{dp['strategy']['recompute']} recompute) is {dp['step_time_s'] / win - 1:.1%} slower") in why.replace(
-        "ZeRO-fsdp", "FSDP")
+            f"{dp['strategy']['recompute']} recompute) is {dp['step_time_s'] / win - 1:.1%} slower") in why
 
 
 def test_plan_shows_each_rows_batch_when_it_searched_the_batch(cli: Any) -> None:
@@ -78,3 +77,18 @@ def test_plan_shows_each_rows_batch_when_it_searched_the_batch(cli: Any) -> None
     one = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "-k", "1").out.split())
     assert "Top strategy" in one and "Top 1 strategies" not in one and "batch 8, mb" not in one
     assert "searched from 1/8 to 8 x that" in " ".join(cli("plan", "--help").out.split())
+
+
+def test_an_infeasible_step_is_not_printed_as_a_plan(cli: Any) -> None:
+    """Llama 3 405B on 16K H100s at pp 16, interleaved:4: 126 layers do not split into 64 chunks. predict printed
+    'infeasible: ...' and then 'Step time 6.19 s' and 'likely 6.07 s to 8.3 s per step (... published runs)' exactly
+    as for a plan that runs. The table now says the step is priced as if it ran, and no validated band is given."""
+    args = ("predict", "-m", "llama3-405b", "-c", "dgx-h100", "-n", "16384", "--tp", "8", "--pp", "16",
+            "--global-batch", "2048", "--micro-batch", "1", "--schedule", "interleaved:4", "--zero", "1",
+            "--sequence-parallel")
+    assert json.loads(cli(*args, "--json").out)["feasible"] is False
+    out = " ".join(cli(*args).out.split())
+    assert "infeasible: layers do not split" in out and ", priced as if it ran" in out and "likely" not in out
+    ok = " ".join(cli(*args[:-6], "--schedule", "1f1b", "--zero", "1", "--sequence-parallel",
+                      "--set", "model.layers=128").out.split())
+    assert "infeasible" not in ok and "priced as if it ran" not in ok

@@ -34,7 +34,9 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")
         if p.infeasible_detail:
             console.print(f"  here: {p.infeasible_detail}")
-    t = Table(title=f"Step time {fq(p.step_time_s, 'time')}")
+    # an infeasible step is still priced (the JSON says feasible: false beside it): the table's title said so nowhere,
+    # and 'Step time 6.19 s' with a 'likely' band read as a plan that runs
+    t = Table(title=f"Step time {fq(p.step_time_s, 'time')}" + ("" if p.feasible else ", priced as if it ran"))
     t.add_column("part")
     t.add_column("time", justify="right")
     t.add_column("share", justify="right")
@@ -42,7 +44,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         if v > 0:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
     print_table(console, t)
-    if p.interval:
+    if p.interval and p.feasible:  # the validated runs' band is for a step that runs
         console.print(interval_line(p.interval))
     th, fl, mem = p.throughput, p.flops, p.memory
     if p.inputs.get("model_kind") == "generic":
