@@ -102,3 +102,27 @@ def test_check_says_where_an_at_moved_an_assertion(cli: Any) -> None:
             "must_fit_memory at every count") in out
     out = " ".join(cli("check", "examples/capacity/gpt3-175b-dgx-h100.yaml").out.split())
     assert "checked at the largest GPU count (1024); must_fit_memory at every count" in out
+
+
+RUNS = """
+- {name: 7.5b-128, cluster: dgx-a100, model: gpt-7.5b, gpus: 128, tp: 8, global_batch: 128, micro_batch: 1,
+   step_time: 1.20 s}
+- {name: 7.5b-64, cluster: dgx-a100, model: gpt-7.5b, gpus: 64, tp: 8, global_batch: 128, micro_batch: 1,
+   step_time: 2.2 s}
+- {name: 3.6b-64, cluster: dgx-a100, model: gpt-3.6b, gpus: 64, tp: 2, global_batch: 256, micro_batch: 2,
+   step_time: 1.9 s}
+"""
+
+
+def test_calibrate_does_not_call_nonzero_residuals_zero(cli: Any, tmp_path: Any) -> None:
+    """docs/calibration.md's walk-through with three runs and the default factors (5 fitted): the fit put factors on
+    their bounds and left residuals of +2.8 %, +5.1 %, -6.2 %, printed in the table, and the band line under it said
+    'the fit's residuals are zero by construction'."""
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUNS)
+    doc = json.loads(cli("calibrate", "runs", str(f), "--json").out)
+    worst = max(abs(r["error_after"]) for r in doc["runs"])
+    assert worst > 0.01 and len(doc["runs"]) <= len([k for k in doc["factors"]])
+    cal = doc["calibration"]
+    assert cal["method"] == "none" and "zero by construction" not in cal["reason"]
+    assert "not zero only because factors sit on their bounds" in cal["reason"]
