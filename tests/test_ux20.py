@@ -126,3 +126,17 @@ def test_calibrate_does_not_call_nonzero_residuals_zero(cli: Any, tmp_path: Any)
     cal = doc["calibration"]
     assert cal["method"] == "none" and "zero by construction" not in cal["reason"]
     assert "not zero only because factors sit on their bounds" in cal["reason"]
+
+
+def test_scale_summary_does_not_nest_parentheses(cli: Any) -> None:
+    """GPT-3 175B strong 512 -> 1536 A100s ended 'bubble takes 2 points (pipeline bubble (stages idle while the
+    pipeline fills and drains))': each cause's description is in parentheses, and two of them carry their own."""
+    args = ("scale", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "512,1536", "--mode", "strong", "--global-batch",
+            "1536", "--tp", "4", "--pp", "4", "--schedule", "interleaved:12", "--zero", "2", "--sequence-parallel",
+            "--micro-batch", "2")
+    summary = json.loads(cli(*args, "--json").out)["summary"]
+    assert "bubble takes" in summary and "(pipeline bubble: stages idle while the pipeline fills and drains)" in summary
+    depth = 0
+    for ch in summary:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        assert 0 <= depth <= 1, summary

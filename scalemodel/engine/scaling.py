@@ -117,7 +117,7 @@ class ScalingResult:
             return head + " (no material loss)"
         parts = []
         for i, (cause, v) in enumerate(top):
-            text = f"{cause} takes {_points(v)} ({PARTS[cause].description}"
+            text = f"{cause} takes {_points(v)} ({_unnested(PARTS[cause].description)}"
             if i == 0 and cause in last.prediction.breakdown_s and not self.best:
                 a, b = first.prediction.breakdown_s[cause], last.prediction.breakdown_s[cause]
                 sa, sb = first.strategy, last.strategy
@@ -317,3 +317,10 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         notes.append("time to target needs train_tokens as well as critical_batch")
     return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes,
                          default_critical_batch_note=default_note)
+
+
+def _unnested(description: str) -> str:
+    """'pipeline bubble: stages idle while ...' for 'pipeline bubble (stages idle while ...)': the summary puts a
+    part's description in parentheses, and 'bubble takes 2 points (pipeline bubble (stages idle ...))' nested them."""
+    head, sep, rest = description.partition(" (")
+    return f"{head}: {rest[:-1]}" if sep and rest.endswith(")") and "(" not in rest else description
