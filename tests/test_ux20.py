@@ -140,3 +140,13 @@ def test_scale_summary_does_not_nest_parentheses(cli: Any) -> None:
     for ch in summary:
         depth += {"(": 1, ")": -1}.get(ch, 0)
         assert 0 <= depth <= 1, summary
+
+
+def test_a_family_within_a_rounding_of_the_winner_is_a_near_tie(cli: Any) -> None:
+    """Llama 3 70B on 64 MI300X: 'The best DP+TP plan (...) is 0.0% slower: the winner has 256.6 ms less exposed TP
+    communication (for 250.1 ms more compute)', a gap the printed precision rounds away. The runner-up sentence
+    already calls such a gap a near tie and gives it to two decimals; the families' sentences now do too."""
+    why = json.loads(cli("plan", "-m", "llama3-70b", "-c", "mi300x-8", "-n", "64", "--global-batch", "128", "-k",
+                         "1", "--json").out)["why"]
+    assert "is 0.0% slower" not in why
+    assert "The best DP+TP plan (DP 32 x TP 2 x PP 1, mb 1, FSDP, SP) is a near tie (0.0" in why
