@@ -150,3 +150,16 @@ def test_a_family_within_a_rounding_of_the_winner_is_a_near_tie(cli: Any) -> Non
                          "1", "--json").out)["why"]
     assert "is 0.0% slower" not in why
     assert "The best DP+TP plan (DP 32 x TP 2 x PP 1, mb 1, FSDP, SP) is a near tie (0.0" in why
+
+
+def test_predict_and_scale_headers_say_sequence_parallelism(cli: Any) -> None:
+    """plan's row said 'SP' and memory's header 'SP'; predict of the same strategy (`--strategy` from plan's JSON)
+    and scale's header left it out, so the one setting that changes activation memory and TP traffic most was
+    invisible where the step was priced (the default scenario runs it: examples/scenarios/default.yaml)."""
+    base = ("-m", "gpt3-175b", "-c", "dgx-a100", "--tp", "4", "--pp", "4")
+    for sp in (True, False):
+        flag = ("--sequence-parallel",) if sp else ()
+        out = " ".join(cli("predict", *base, "-n", "512", *flag).out.split())
+        assert (", recompute none, SP, sync bsp," in out) is sp and (", recompute none, sync bsp," in out) is not sp
+        out = " ".join(cli("scale", *base, "-n", "512,1024", *flag).out.split())
+        assert (", recompute none, SP, sync bsp," in out) is sp and (", recompute none, sync bsp," in out) is not sp

@@ -28,7 +28,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
             f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
             f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, {zero_label(s['zero'], ' ')}, "
-            f"recompute {s['recompute']}, sync {s['sync']}, rank order {s['layout']}" + _seq(p.inputs))
+            f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")  # as memory's header says it
+            + f"sync {s['sync']}, rank order {s['layout']}" + _seq(p.inputs))
     console.print(head)
     if not p.feasible:
         console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")

@@ -137,7 +137,7 @@ def render_scaling(result: Any) -> None:
     what = "planner's best strategy at each point" if result.best else (
         f"TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), DP = N / {s['tp'] * s['pp'] * s['cp']}, "
         f"micro-batch {s['micro_batch']}, {s['schedule']}, {zero_label(s['zero'], ' ')}, recompute {s['recompute']}, "
-        f"sync {s['sync']}")
+        + ("SP, " if s["sequence_parallel"] else "") + f"sync {s['sync']}")  # SP: as memory's header says it
     if isinstance(inp.get("seq_len"), int):
         what += f", seq {inp['seq_len']:,}"
     scen = f" [dim](scenario {inp['scenario']})[/dim]" if inp.get("scenario") else ""
