@@ -163,3 +163,20 @@ def test_predict_and_scale_headers_say_sequence_parallelism(cli: Any) -> None:
         assert (", recompute none, SP, sync bsp," in out) is sp and (", recompute none, sync bsp," in out) is not sp
         out = " ".join(cli("scale", *base, "-n", "512,1024", *flag).out.split())
         assert (", recompute none, SP, sync bsp," in out) is sp and (", recompute none, sync bsp," in out) is not sp
+
+
+def test_plan_shows_the_statistical_efficiency_of_a_ranked_sync_mode(cli: Any) -> None:
+    """plan --sync-modes bsp,asp,ssp:4,local:8 on 25 GbE ranked 'local:8' first on step throughput and its row gave no
+    hint that local SGD keeps only part of each step's progress (the JSON's statistical_efficiency, 1 / (1 + kappa x
+    staleness)); the expert reads the fastest row as the best plan. The row now carries it, and the table says the
+    ranking leaves it out."""
+    args = ("plan", "-m", "gpt-1.7b", "-c", "pcie-25gbe", "-n", "128", "--sync-modes", "bsp,local:8", "-k", "2",
+            "--constraint", "tp=1,pp=1,cp=1")
+    doc = json.loads(cli(*args, "--json").out)
+    top = doc["ranked"][0]
+    assert top["strategy"]["sync"] == "local:8" and top["statistical_efficiency"] < 0.9
+    out = " ".join(cli(*args).out.split())
+    assert "stat. eff." in out and f"{top['statistical_efficiency']:.1%}" in out
+    assert "ranked by step throughput alone" in out
+    bsp = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "-k", "1").out.split())
+    assert "stat. eff." not in bsp
