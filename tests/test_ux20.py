@@ -180,3 +180,17 @@ def test_plan_shows_the_statistical_efficiency_of_a_ranked_sync_mode(cli: Any) -
     assert "ranked by step throughput alone" in out
     bsp = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "-k", "1").out.split())
     assert "stat. eff." not in bsp
+
+
+def test_weak_scaling_summary_names_the_statistical_efficiency_lost(cli: Any) -> None:
+    """GPT-3 175B weak 512 -> 1536 A100s at 768 -> 2304 sequences: the summary said 'per-GPU throughput at 100% ...
+    (no material loss)' while the table's stat. eff. column fell to 87.8 % (the critical-batch model); an engineer
+    reading the summary alone would triple the batch for free. Strong scaling keeps the batch, and says nothing."""
+    args = ("scale", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "512,1536", "--global-batch", "768", "--tp", "4",
+            "--pp", "4", "--zero", "2", "--sequence-parallel", "--micro-batch", "2", "--json")
+    doc = json.loads(cli(*args, "--mode", "weak").out)
+    a, b = doc["points"][0], doc["points"][-1]
+    assert b["statistical_efficiency"] < 0.95 * a["statistical_efficiency"]
+    assert (f"statistical efficiency {a['statistical_efficiency']:.1%} -> {b['statistical_efficiency']:.1%} "
+            f"(global batch 768 -> 2,304): progress per sequence falls") in doc["summary"]
+    assert "statistical efficiency" not in json.loads(cli(*args, "--mode", "strong").out)["summary"]
