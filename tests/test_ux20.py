@@ -194,3 +194,18 @@ def test_weak_scaling_summary_names_the_statistical_efficiency_lost(cli: Any) ->
     assert (f"statistical efficiency {a['statistical_efficiency']:.1%} -> {b['statistical_efficiency']:.1%} "
             f"(global batch 768 -> 2,304): progress per sequence falls") in doc["summary"]
     assert "statistical efficiency" not in json.loads(cli(*args, "--mode", "strong").out)["summary"]
+
+
+def test_calibrate_factor_table_reads_plainly(cli: Any, tmp_path: Any) -> None:
+    """The walk-through's fit printed the overhead on its lower bound 0 as 'overhead_s 2.173e-10 s' (the solver's
+    last step, read as a fitted overhead) and each tier's meaning as "x tier 'nvlink''s efficiency"."""
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUNS)
+    r = cli("calibrate", "runs", str(f))
+    doc = json.loads(cli("calibrate", "runs", str(f), "--json").out)
+    over = next(x for x in doc["factors"] if x["name"] == "overhead_s")
+    assert over["at_bound"] == "lower"
+    out = " ".join(r.out.split())
+    assert "e-1" not in out and "│ overhead_s │ 0 s │" in out
+    assert "''s" not in out and "x the efficiency of tier 'nvlink' (fraction of line rate)" in " ".join(
+        out.replace("│", " ").split())

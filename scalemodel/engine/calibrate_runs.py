@@ -433,7 +433,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                 ci = [max(ci[0], MULT_BOUNDS[0]), min(ci[1], mult_hi[mult_names.index(name)])]
         else:
             value, ci, side = 1.0, None, None
-        desc = descriptions.get(name, f"x tier {name.split(':', 1)[-1]!r}'s efficiency (fraction of line rate)")
+        desc = descriptions.get(name, f"x the efficiency of tier {name.split(':', 1)[-1]!r} (fraction of line rate)")
         factors.append(Factor(name, value, ci, name in active, side,
                               [MULT_BOUNDS[0], mult_hi[mult_names.index(name)]], desc))
     o_side = (None if not fit_o else "lower" if overhead <= 1e-6 * float(np.min(t))
