@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from scalemodel.units import format_quantity
+
 #: Dense peaks from the datasheets (NVIDIA H100 SXM5: 989.4 TFLOP/s BF16, 1,979 TFLOP/s FP8, without sparsity;
 #: Tesla V100 SXM2: 125 TFLOP/s FP16 tensor core, no BF16)
 H100_BF16, H100_FP8, V100_FP16 = 989.4e12, 1979e12, 125e12
@@ -209,3 +211,12 @@ def test_calibrate_factor_table_reads_plainly(cli: Any, tmp_path: Any) -> None:
     assert "e-1" not in out and "│ overhead_s │ 0 s │" in out
     assert "''s" not in out and "x the efficiency of tier 'nvlink' (fraction of line rate)" in " ".join(
         out.replace("│", " ").split())
+
+
+def test_zero_is_printed_in_the_base_unit(cli: Any) -> None:
+    """stragglers' default --comm 0s was titled 'comm 0 ns per sync': a zero took the smallest unit of its kind."""
+    assert [format_quantity(0.0, k) for k in ("time", "bytes", "bandwidth", "flop_rate")] == [
+        "0 s", "0 B", "0 B/s", "0 FLOP/s"]
+    assert format_quantity(3e-10, "time") == "0.3 ns"  # a small non-zero keeps the smallest unit
+    out = " ".join(cli("stragglers", "-n", "64").out.split())
+    assert "comm 0 s per sync" in out and "0 ns" not in out
