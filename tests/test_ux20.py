@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from scalemodel.units import format_quantity
 
@@ -220,3 +221,21 @@ def test_zero_is_printed_in_the_base_unit(cli: Any) -> None:
     assert format_quantity(3e-10, "time") == "0.3 ns"  # a small non-zero keeps the smallest unit
     out = " ".join(cli("stragglers", "-n", "64").out.split())
     assert "comm 0 s per sync" in out and "0 ns" not in out
+
+
+def test_plan_json_strategy_round_trips_without_echo_warnings(cli: Any, tmp_path: Any) -> None:
+    """README: a ranked plan's --json strategy, written as a strategy YAML, is what predict --strategy prices to the
+    same step. Doing so warned 'scalemodel settings not used: bucket_bytes; dispatch_overhead_s; gpus': the first
+    two are the JSON's second names of bucket_size and dispatch_overhead (given beside them, same value), the third
+    did not say that --gpus is what counts. A bucket_bytes that differs from bucket_size is still reported."""
+    plan = json.loads(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "16", "-k", "1", "--json").out)
+    top = plan["ranked"][0]
+    f = tmp_path / "top.yaml"
+    f.write_text(yaml.safe_dump(top["strategy"]))
+    r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "16", "--strategy", str(f), "--json")
+    assert r.code == 0 and json.loads(r.out)["step_time_s"] == pytest.approx(top["step_time_s"], rel=1e-9)
+    assert "bucket_bytes" not in r.err and "dispatch_overhead_s" not in r.err
+    assert "gpus (the command's --gpus is the GPU count)" in r.err
+    f.write_text(yaml.safe_dump({**top["strategy"], "bucket_bytes": 123456789.0}))
+    assert "not used: bucket_bytes" in cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "16", "--strategy",
+                                           str(f)).err
