@@ -239,3 +239,15 @@ def test_plan_json_strategy_round_trips_without_echo_warnings(cli: Any, tmp_path
     f.write_text(yaml.safe_dump({**top["strategy"], "bucket_bytes": 123456789.0}))
     assert "not used: bucket_bytes" in cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "16", "--strategy",
                                            str(f)).err
+
+
+def test_memory_gives_the_parameter_count_in_digits(cli: Any) -> None:
+    """memory of GPT-3 175B at tp 4 x pp 4 ended 'Params on a GPU of the last pipeline stage (...): 1.103e+10.' By
+    hand, a stage of 96 / 4 = 24 layers holds 24 x 12 h^2 = 24 x 12 x 12288^2 = 43.49e9 weights over tp 4: 10.87e9
+    (plus its share of embeddings and biases), i.e. about 1.1e10: the count is printed in digits."""
+    args = ("memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "4", "--pp", "4",
+            "--sequence-parallel", "--zero", "2", "-b", "1")
+    n = json.loads(cli(*args, "--json").out)["params_per_gpu"]
+    assert 24 * 12 * 12288**2 / 4 < n < 1.05 * 24 * 12 * 12288**2 / 4
+    out = " ".join(cli(*args).out.split())
+    assert f"): {n:,.0f}." in out and "e+" not in out
