@@ -251,3 +251,16 @@ def test_memory_gives_the_parameter_count_in_digits(cli: Any) -> None:
     assert 24 * 12 * 12288**2 / 4 < n < 1.05 * 24 * 12 * 12288**2 / 4
     out = " ".join(cli(*args).out.split())
     assert f"): {n:,.0f}." in out and "e+" not in out
+
+
+def test_plan_explanation_names_each_plans_batch_when_it_searched_the_batch(cli: Any) -> None:
+    """With the batch searched (time to target), the explanation weighed the winner against plans at other batches
+    ('It beats the runner-up (DP 8 x TP 1 x PP 1, mb 8, ZeRO-3, ...) by 0.2%'), its labels silent on the batch."""
+    args = ("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "--objective", "time-to-train",
+            "--train-tokens", "30B", "-k", "2", "--constraint", "tp=1,pp=1,cp=1", "--json")
+    doc = json.loads(cli(*args).out)
+    w, r = (p["strategy"] for p in doc["ranked"][:2])
+    assert doc["why"].startswith(f"The winner (DP 8 x TP 1 x PP 1, batch {w['global_batch']:,}, mb {w['micro_batch']},")
+    assert f"runner-up (DP 8 x TP 1 x PP 1, batch {r['global_batch']:,}, mb {r['micro_batch']}," in doc["why"]
+    fixed = json.loads(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "-k", "1", "--json").out)["why"]
+    assert ", batch " not in fixed
