@@ -165,6 +165,13 @@ class Zero(Choice):
         return super().parse(value, where)
 
 
+def zero_label(zero: Any, sep: str = "-") -> str:
+    """'ZeRO-2' (or 'ZeRO 2' with ``sep`` ' '), 'FSDP', 'HSDP': a sharding mode as a reader names it; plan's
+    'ZeRO-fsdp' and predict's 'ZeRO fsdp' read as a ZeRO stage that does not exist."""
+    z = str(zero)
+    return z.upper() if z in (Zero.FSDP.label, Zero.HSDP.label) else f"ZeRO{sep}{z}"
+
+
 def sharding_stage(zero: Any) -> Any:
     """What is sharded, as the ZeRO stage number 0-3 (FSDP and HSDP shard like ZeRO-3); arrays pass through."""
     return np.minimum(zero, int(Zero.PARAMETERS))

@@ -163,9 +163,10 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
         kind = "bytes_binary"  # 1 GiB reads better than 1.074 GB
     units = _DISPLAY[kind]
     mag = abs(value)
-    name, factor = units[-1]
+    # zero in the unit of factor 1 ('0 s', not '0 ns': stragglers' "comm 0 ns per sync" for its default 0s)
+    name, factor = next(((n, f) for n, f in units if f == 1.0), units[-1]) if mag == 0 else units[-1]
     for n, f in units:
-        if mag >= f:
+        if mag >= f and mag > 0:
             name, factor = n, f
             break
     number = value / factor

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from scalemodel.choices import zero_label
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -60,7 +62,7 @@ def test_scale_best_table_shows_the_settings_plan_chose(cli: Any, monkeypatch: A
     for point in doc["points"]:
         s = point["strategy"]
         words = rows[point["gpus"]].split(", ")
-        assert words[0] == f"mb {s['micro_batch']}" and f"ZeRO-{s['zero']}" in words
+        assert words[0] == f"mb {s['micro_batch']}" and zero_label(s["zero"]) in words
         assert ("SP" in words) == bool(s["sequence_parallel"])
         assert (s["schedule"] in words) == (s["pp"] > 1)
     assert any(p["strategy"]["sequence_parallel"] for p in doc["points"])
@@ -198,7 +200,7 @@ def test_check_best_names_the_whole_strategy(cli: Any, tmp_path: Path, monkeypat
         cp = f" x CP {s['cp']}" if s["cp"] > 1 else ""
         words = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}{cp}, mb {s['micro_batch']}"
         words += f", {s['schedule']}" if s["pp"] > 1 else ""
-        words += f", ZeRO-{s['zero']}" + (", SP" if s["sequence_parallel"] else "")
+        words += f", {zero_label(s['zero'])}" + (", SP" if s["sequence_parallel"] else "")
         assert words in out, words
 
 

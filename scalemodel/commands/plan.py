@@ -175,7 +175,8 @@ def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints:
 COMMAND = Command("plan", plan, (
     o.CLUSTER.but(default="dgx-h100"), o.MODEL.but(default="gpt3-175b"),
     opt("--gpus", "-n", type=integer, default=1024, help="Number of GPUs."),
-    o.GLOBAL_BATCH.but(help="Sequences (samples) per step (default: one per GPU, = --gpus)."),
+    o.GLOBAL_BATCH.but(help="Sequences (samples) per step (default: one per GPU, = --gpus; with --objective "
+                            "time-to-train and no --global-batch, searched from 1/8 to 8 x that)."),
     o.SEQ_LEN, o.PRECISION,
     opt("--top", "-k", type=integer, default=5, help="How many of the best strategies to show."),
     opt("--objective", default="throughput",

@@ -174,6 +174,9 @@ class Job:
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
+    # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
+    # peak), the denominator predict names for MFU and HFU
+    peak_format: str = ""
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
     # the fused-kernel settings the run gave, (field, value) (("training.attention_kernel", "fa2"),
@@ -350,7 +353,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         name=workload.name, cluster_name=cluster.name, network=build_network(cluster),
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
         accelerator_family=acc.family,
-        peak_flops=peak, memory_bandwidth=acc.memory_bandwidth,
+        peak_flops=peak, peak_format=acc.peak_format(precision), memory_bandwidth=acc.memory_bandwidth,
         memory_capacity=acc.memory - (acc.memory_reserved or 0.0),  # what CUDA can allocate
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,

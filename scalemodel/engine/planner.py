@@ -123,6 +123,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
+from scalemodel.specs.strategy_file import JSON_FIELD_TWINS
 from scalemodel.specs.training import TRAINER_NAMES, trainer_sync_refusal
 
 OBJECTIVES = ("throughput", "time-to-train", "cost")
@@ -1450,13 +1451,9 @@ def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in strategy.items():
         out[k] = v
-        if k in _FILE_FIELD:
-            out[_FILE_FIELD[k]] = v
+        if k in JSON_FIELD_TWINS:
+            out[JSON_FIELD_TWINS[k]] = v
     return out
-
-
-#: :func:`_readable`: the strategy dict's keys (StrategyGrid.describe) whose StrategySpec field has another name
-_FILE_FIELD = {"bucket_bytes": "bucket_size", "dispatch_overhead_s": "dispatch_overhead"}
 
 
 def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None = None,

@@ -64,7 +64,10 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
 
 
 def _factor_value(f: Any) -> str:
-    return f"{f.value:.4g} s" if f.name == "overhead_s" else f"x{f.value:.4g}"
+    """'x0.5786'; the overhead in seconds, 0 on its lower bound (the solver's 2.173e-10 s was printed as fitted)."""
+    if f.name == "overhead_s":
+        return "0 s" if f.at_bound == "lower" else fq(f.value, "time")
+    return f"x{f.value:.4g}"
 
 
 def _factor_ci(f: Any) -> str:

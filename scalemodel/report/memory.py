@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalemodel.choices import zero_label
 from scalemodel.engine.memory import MemoryResult
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
@@ -22,7 +23,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     cap = result.capacity_bytes
     console = new_console()
     header = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
-              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
+              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, "
+              f"{zero_label(inp['zero'], ' ')}, "
               f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
               + (f", seq {result.seq_len:,}" if result.seq_len else ""))
     console.print(header)  # a line of its own, as predict's: a table title wraps at the table's width
@@ -43,7 +45,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     where = "this GPU" if result.peak_stage_role == "only" else (
         f"a GPU of the {result.peak_stage_role} pipeline stage (rank {result.peak_stage} of pp {inp['pp']}, the "
         "stage with the most memory, whose bytes are above)")
-    console.print(f"{verdict}; largest part: {biggest}. Params on {where}: {result.params_per_gpu:.4g}.")
+    console.print(f"{verdict}; largest part: {biggest}. Params on {where}: "
+                  f"{result.params_per_gpu:,.0f}.")  # was 1.103e+10 ('11.03 B' in a byte table reads as bytes)
     bmax = result.max_micro_batch
     if bmax is None:
         console.print("largest micro-batch: no activation size known for this workload")

@@ -99,27 +99,39 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
 
     console = new_console()
     inp = result.inputs
+    batches = inp.get("global_batch")
+    searched = isinstance(batches, list)  # time to target over the batch too (planner._search_batches)
+    batch = (f"global batch searched over {', '.join(map(str, batches))} sequences" if searched  # type: ignore[arg-type]
+             else f"global batch {batches}")
     console.print(
-        f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, global batch "
-        f"{inp.get('global_batch', '')} x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective "
-        f"{result.objective}")
+        f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, {batch} "
+        f"x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective {result.objective}")
     evaluated = result.search.get("evaluated", result.candidates_evaluated)
     console.print(f"searched {result.candidates_evaluated:,} candidates ({evaluated:,} evaluated, the rest bounded) "
                   f"in {result.elapsed_s:.2f} s: {result.feasible:,} feasible")
     if result.ranked:
-        t = Table(title=f"Top {len(result.ranked)} strategies")
+        t = Table(title=f"Top {len(result.ranked)} strategies" if len(result.ranked) > 1 else "Top strategy")
         for col, just in (("#", "right"), ("layout", "left"), ("settings", "left"), ("step", "right"),
                           ("tokens/s", "right"), ("MFU", "right"), ("mem/GPU", "right"), ("breakdown", "left")):
             t.add_column(col, justify=just)  # type: ignore[arg-type]
+        # a ranked asp/ssp/local/backup row trades statistical efficiency for step time: the table ranked 'local:8'
+        # first on throughput with nothing on its row of the 80 % it keeps (the JSON's statistical_efficiency)
+        stat = any(p.sync["mode"] != "bsp" for p in result.ranked)
+        if stat:
+            t.add_column("stat. eff.", justify="right")
         extra = result.objective != "throughput"
         if extra:
             t.add_column("time to train" if result.objective == "time-to-train" else "cost", justify="right")
         for i, p in enumerate(result.ranked):
             custom = result.custom[i] if i < len(result.custom) else []
             settings = describe_settings(p.strategy) + (r" \[custom]" if custom else "")  # \[: text, not markup
+            if searched:  # each row's own batch: the rows differ in it, and their time to train with it
+                settings = f"batch {p.strategy['global_batch']:,}, {settings}"
             row = [str(i + 1), describe_layout(p.strategy), settings, fq(p.step_time_s, "time"),
                    f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
                    fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
+            if stat:
+                row.append(f"{p.sync['statistical_efficiency']:.1%}")
             if extra:
                 if result.objective == "cost":
                     row.append(f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
@@ -127,6 +139,9 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                     row.append(duration(p.time_to_train_s) if p.time_to_train_s else "-")
             t.add_row(*row)
         print_table(console, t)
+        if stat and result.objective == "throughput":
+            console.print("  ranked by step throughput alone: the statistical efficiency a sync mode keeps (stat. "
+                          "eff.) is not in it; --objective time-to-train weighs it in")
         for i, same in enumerate(result.equivalents[:len(result.ranked)]):
             if same:
                 text = "; ".join(f"{_CHOICE_LABEL.get(k, k)} {' | '.join(_choice(k, v) for v in vals)}"

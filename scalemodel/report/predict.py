@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalemodel.choices import zero_label
 from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
@@ -26,14 +27,17 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     s = p.strategy
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
             f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
-            f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, ZeRO {s['zero']}, "
-            f"recompute {s['recompute']}, sync {s['sync']}, rank order {s['layout']}" + _seq(p.inputs))
+            f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, {zero_label(s['zero'], ' ')}, "
+            f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")  # as memory's header says it
+            + f"sync {s['sync']}, rank order {s['layout']}" + _seq(p.inputs))
     console.print(head)
     if not p.feasible:
         console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")
         if p.infeasible_detail:
             console.print(f"  here: {p.infeasible_detail}")
-    t = Table(title=f"Step time {fq(p.step_time_s, 'time')}")
+    # an infeasible step is still priced (the JSON says feasible: false beside it): the table's title said so nowhere,
+    # and 'Step time 6.19 s' with a 'likely' band read as a plan that runs
+    t = Table(title=f"Step time {fq(p.step_time_s, 'time')}" + ("" if p.feasible else ", priced as if it ran"))
     t.add_column("part")
     t.add_column("time", justify="right")
     t.add_column("share", justify="right")
@@ -41,7 +45,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         if v > 0:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
     print_table(console, t)
-    if p.interval:
+    if p.interval and p.feasible:  # the validated runs' band is for a step that runs
         console.print(interval_line(p.interval))
     th, fl, mem = p.throughput, p.flops, p.memory
     if p.inputs.get("model_kind") == "generic":
@@ -51,7 +55,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         console.print(f"throughput: {th['tokens_per_s']:,.0f} tokens/s ({th['tokens_per_s_per_gpu']:,.0f} per GPU), "
                       f"{th['samples_per_s']:,.2f} sequences/s")
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
-                  f"HFU {fl['hfu']:.1%}")
+                  f"HFU {fl['hfu']:.1%} of the {fq(fl['peak_flops_per_gpu'], 'flop_rate')} {fl['peak_format']} "
+                  "dense peak")
     console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"
                   f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})"
                   # the parts and the levers left are memory's (report.memory._nothing_fits); predict named neither

@@ -11,6 +11,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from scalemodel.choices import zero_label
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
 from scalemodel.report.explain import describe_settings
@@ -135,8 +136,8 @@ def render_scaling(result: Any) -> None:
     s = first.strategy
     what = "planner's best strategy at each point" if result.best else (
         f"TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), DP = N / {s['tp'] * s['pp'] * s['cp']}, "
-        f"micro-batch {s['micro_batch']}, {s['schedule']}, ZeRO {s['zero']}, recompute {s['recompute']}, "
-        f"sync {s['sync']}")
+        f"micro-batch {s['micro_batch']}, {s['schedule']}, {zero_label(s['zero'], ' ')}, recompute {s['recompute']}, "
+        + ("SP, " if s["sequence_parallel"] else "") + f"sync {s['sync']}")  # SP: as memory's header says it
     if isinstance(inp.get("seq_len"), int):
         what += f", seq {inp['seq_len']:,}"
     scen = f" [dim](scenario {inp['scenario']})[/dim]" if inp.get("scenario") else ""

@@ -141,10 +141,15 @@ class AcceleratorSpec(Sourced, kw_only=True):
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""
+        return float(self.peak_flops[self.peak_format(precision)])  # type: ignore[index]
+
+    def peak_format(self, precision: str) -> str:
+        """The format whose peak :meth:`peak` gives for a training precision (a V100's bf16 run: fp16), which MFU
+        is a share of (predict names it)."""
         fallbacks = {"bf16": ["bf16", "fp16"], "fp16": ["fp16", "bf16"], "tf32": ["tf32", "fp32"],
                      "fp8": ["fp8"], "fp4": ["fp4"], "fp32": ["fp32"], "fp64": ["fp64"]}
         for p in fallbacks.get(precision, [precision]):
             if p in self.peak_flops:
-                return float(self.peak_flops[p])  # type: ignore[index]
+                return p
         raise InputError(f"accelerator {self.name!r} has no {precision} peak",
                          where="precision", allowed=f"one of: {', '.join(self.peak_flops)}")

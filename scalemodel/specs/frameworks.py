@@ -41,7 +41,7 @@ from scalemodel.specs import files, notices
 from scalemodel.specs.deepspeed_config import _DS_HARMLESS, _deepspeed
 from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.megatron_args import _megatron
-from scalemodel.specs.strategy_file import StrategyFile
+from scalemodel.specs.strategy_file import JSON_FIELD_TWINS, StrategyFile
 from scalemodel.specs.torchtitan_config import _toml, _torchtitan
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -88,6 +88,11 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
             out.fields[key] = key
         elif key in TRAINING_FIELDS:
             out.training[key] = value
+        elif key in JSON_FIELD_TWINS and data.get(JSON_FIELD_TWINS[key]) == value:
+            continue  # plan's/predict's JSON strategy names a field twice (README: written as a strategy YAML, it
+            # prices the same step): bucket_bytes beside bucket_size, dispatch_overhead_s beside dispatch_overhead
+        elif key == "gpus":
+            out.unused.append("gpus (the command's --gpus is the GPU count)")
         elif key not in ("kind", "name", "description", "sources"):
             out.unused.append(str(key)[:60])  # a YAML key may be null, a number or a boolean (join needs text)
 

@@ -16,6 +16,12 @@ from scalemodel.choices import Precision
 from scalemodel.errors import InputError
 from scalemodel.specs.training import MIN_BUCKET_BYTES, TrainingSpec
 
+#: The keys of plan's and predict's JSON strategy (engine.job StrategyGrid.describe) whose strategy-file field has
+#: another name: the JSON gives both (engine.planner._readable), and a strategy file reads the key as an echo when it
+#: gives that field the same value (specs.frameworks._scalemodel; README: written as a strategy YAML, a plan's
+#: strategy prices the same step)
+JSON_FIELD_TWINS = {"bucket_bytes": "bucket_size", "dispatch_overhead_s": "dispatch_overhead"}
+
 
 @dataclass
 class StrategyFile:
