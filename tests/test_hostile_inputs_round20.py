@@ -125,3 +125,19 @@ def test_text_output_to_a_non_utf8_stdout_is_printed(monkeypatch, tmp_path: Path
     assert exc.value.code == 0
     text = raw.getvalue().decode(encoding)
     assert "??" in text and "1.2 s" in text  # the name as '??', the measured step as written
+
+
+# --- a spec, runs or strategy file saved as UTF-16 ----------------------------------------------------------------
+# "not UTF-8 text (byte 0xff on line 1)" named a byte, not the encoding the file is in.
+
+@pytest.mark.parametrize("name, argv", [
+    ("runs.yaml", ("calibrate", "runs", "{f}")),
+    ("runs.csv", ("calibrate", "runs", "{f}")),
+    ("ds.json", ("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", "{f}")),
+])
+def test_utf16_input_file_is_named_as_utf16(cli, tmp_path: Path, name: str, argv: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / name
+    f.write_bytes("x: 1\n".encode("utf-16"))  # with its byte-order mark, as Python and PowerShell write it
+    line = refused(cli, *(a.format(f=f) for a in argv), inputs=(f,))
+    assert "UTF-16 text (it starts with a UTF-16 byte-order mark); a UTF-8 text " in line, line
+    assert line.endswith("(save it as UTF-8)"), line

@@ -162,20 +162,25 @@ def read_bytes(path: str | Path, *, limit: int, what: str = "file") -> bytes:
     return b"".join(chunks)
 
 
+#: Byte-order marks of UTF-16 text. Windows PowerShell 5.1's ``Out-File`` and ``>`` write UTF-16LE, with a mark
+#: (learn.microsoft.com/powershell/module/microsoft.powershell.core/about/about_character_encoding?view=powershell-5.1:
+#: "any Unicode encoding, except UTF7, always creates a BOM"; "Out-File and the redirection operators > and >> create
+#: UTF-16LE").
+_UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
 def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
     """:func:`read_bytes` decoded as UTF-8 (a leading byte-order mark is dropped)."""
     data = read_bytes(path, limit=limit, what=what)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        if any(data.startswith(bom) for bom, _ in _UTF16_BOMS):  # was "not UTF-8 text (byte 0xff on line 1)"
+            raise InputError("UTF-16 text (it starts with a UTF-16 byte-order mark)", where=str(path),
+                             allowed=f"a UTF-8 text {what} (save it as UTF-8)") from None
         line = data.count(b"\n", 0, exc.start) + 1
         raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})", where=str(path),
                          allowed=f"a UTF-8 text {what}") from None
-
-
-#: Byte-order marks of UTF-16 text (Windows PowerShell 5.1's ``>`` and ``Tee-Object`` write UTF-16LE with one:
-#: learn.microsoft.com/powershell/module/microsoft.powershell.core/about/about_redirection, "Notes")
-_UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 
 
 def read_log(path: str | Path, *, limit: int, what: str) -> str:
