@@ -224,11 +224,22 @@ def _main(argv: list[str] | None) -> None:
         _print_warnings()  # a run that ended (an error has dropped them first) or was interrupted
 
 
+def _tolerant_stdout() -> None:
+    """Characters stdout's encoding cannot write become '?' (stderr does this already, with backslashes). Under
+    PYTHONIOENCODING=ascii (or a non-UTF-8 locale Python does not coerce, PEP 538) a table or a run's name in
+    Chinese was a UnicodeEncodeError traceback after the result was computed."""
+    enc = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("_", "-")
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if not enc.startswith("utf") and callable(reconfigure):
+        reconfigure(errors="replace")
+
+
 def _run(argv: list[str] | None) -> None:
     # Overflow and 0/0 in numpy become inf/nan, which the output layer refuses with a clear error;
     # the intermediate RuntimeWarnings would only add noise on stderr.
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     np.seterr(all="ignore")
+    _tolerant_stdout()
     files = sys.modules.get("scalemodel.specs.files")  # loaded by an earlier in-process invocation
     if files is not None:
         files.forget_reads()  # a new invocation: the files it reads are the ones its writers must not replace

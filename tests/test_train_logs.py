@@ -139,7 +139,7 @@ def test_csv_runs_name_logs_too(tmp_path: Path) -> None:
     (tmp_path / "m.log").write_text(MEGATRON)
     (tmp_path / "runs.csv").write_text("name,cluster,model,gpus,tp,global_batch,log,warmup_steps,step_time\n"
                                        "a,dgx-a100,gpt-7.5b,32,4,64,m.log,25,\n"
-                                       "b,dgx-a100,gpt-7.5b,32,4,64,,,13.5 s\n")
+                                       "b,dgx-a100,gpt-7.5b,64,4,64,,,13.5 s\n")  # another configuration: one run each
     a, b = read_runs(tmp_path / "runs.csv")
     # warm-up 25 drops steps 10 and 20: median(12940.0, 12950.5, 12931.2, 13000.0) = (12940.0 + 12950.5) / 2
     assert a.step_time_s == pytest.approx(12.94525, rel=1e-12) and a.log is not None and a.log.lines_dropped == 2

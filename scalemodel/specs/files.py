@@ -19,6 +19,7 @@ HuggingFace config.json about 50 KiB, a verbose nccl-tests log a few MiB.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import stat
@@ -161,15 +162,42 @@ def read_bytes(path: str | Path, *, limit: int, what: str = "file") -> bytes:
     return b"".join(chunks)
 
 
+#: Byte-order marks of UTF-16 text. Windows PowerShell 5.1's ``Out-File`` and ``>`` write UTF-16LE, with a mark
+#: (learn.microsoft.com/powershell/module/microsoft.powershell.core/about/about_character_encoding?view=powershell-5.1:
+#: "any Unicode encoding, except UTF7, always creates a BOM"; "Out-File and the redirection operators > and >> create
+#: UTF-16LE").
+_UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
 def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
     """:func:`read_bytes` decoded as UTF-8 (a leading byte-order mark is dropped)."""
     data = read_bytes(path, limit=limit, what=what)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        if any(data.startswith(bom) for bom, _ in _UTF16_BOMS):  # was "not UTF-8 text (byte 0xff on line 1)"
+            raise InputError("UTF-16 text (it starts with a UTF-16 byte-order mark)", where=str(path),
+                             allowed=f"a UTF-8 text {what} (save it as UTF-8)") from None
         line = data.count(b"\n", 0, exc.start) + 1
         raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})", where=str(path),
                          allowed=f"a UTF-8 text {what}") from None
+
+
+def read_log(path: str | Path, *, limit: int, what: str) -> str:
+    """:func:`read_bytes` of a log (a training or nccl-tests log): UTF-16 when a UTF-16 byte-order mark says so,
+    else UTF-8 with undecodable bytes as U+FFFD (a log may hold a stray binary line). A UTF-16 log read as UTF-8
+    had every other byte NUL and was refused as "no ... line found" with no word of its encoding."""
+    data = read_bytes(path, limit=limit, what=what)
+    for bom, codec in _UTF16_BOMS:
+        if data.startswith(bom) and not data.startswith(codecs.BOM_UTF32_LE):
+            return data[len(bom):].decode(codec, errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def nul_note(text: str) -> str:
+    """A clause for a log in which no line was recognised and that holds NUL bytes (UTF-16 without a byte-order
+    mark, or a binary file), else ''."""
+    return " (the file holds NUL bytes: UTF-16 text without a byte-order mark, or not text)" if "\x00" in text else ""
 
 
 def expand_user(ref: str | Path) -> Path:

@@ -11,8 +11,8 @@ counts as not measured); a ``-J``
 entry whose fields are not numbers is an error naming it.
 
 The file is read by :func:`read_nccl_tests` through :mod:`scalemodel.specs.files` (a regular file of at
-most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`, holding at most :data:`MAX_ROWS` data rows); undecodable
-bytes become U+FFFD.
+most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`, holding at most :data:`MAX_ROWS` data rows) as UTF-8,
+or UTF-16 after a UTF-16 byte-order mark; undecodable bytes become U+FFFD.
 """
 
 from __future__ import annotations
@@ -282,10 +282,12 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
 
 def read_nccl_tests(path: str | Path, *, op: str | None = None) -> NcclLog:
     """Read and parse an nccl-tests log file (bounded: see the module docstring)."""
-    data = files.read_bytes(path, limit=files.MAX_LOG_BYTES, what="nccl-tests log")
+    text = files.read_log(path, limit=files.MAX_LOG_BYTES, what="nccl-tests log")
     try:
-        log = parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
+        log = parse_nccl_tests(text, op=op)
     except InputError as exc:
+        if exc.where == "LOG" and exc.what.startswith("no nccl-tests data rows"):
+            exc = InputError(exc.what + files.nul_note(text), where=exc.where, allowed=exc.allowed)
         raise at_log(exc, str(path)) from None
     for note in (log.skipped_note(str(path)), log.wrong_note(str(path))):
         if note:

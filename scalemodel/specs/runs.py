@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,8 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
         raise InputError(f"{len(rows)} runs", where=str(path), allowed=f"at most {MAX_RUNS} runs")
     folder = path.parent
     specs: dict[tuple[str, str], Any] = {}
+    seen: dict[tuple[str, str], str] = {}  # (name | configuration | log, its key) -> the run that gave it first
+    labels: set[str] = set()
     tr_fields, st_fields = set(TrainingSpec.model_fields), set(StrategySpec.model_fields)
     out = []
     for where, row in rows:
@@ -187,7 +190,7 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
                 except InputError as exc:
                     raise exc.at(f"{where}: {key}") from None
             loaded.append(specs[(kind, row[key])])
-        (cpath, cl), (_, wl) = loaded
+        (cpath, cl), (wpath, wl) = loaded
         if gpus > cl.largest_gpus:
             raise InputError(f"{gpus} GPUs: more than cluster {cl.name!r} has ({cl.largest_gpus})",
                              where=f"{where}: gpus", allowed=f"at most {cl.largest_gpus}")
@@ -202,9 +205,39 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
         if row.get("log") is not None:
             step, tokens, log = _from_log(row, folder, where, gpus, tr)
             step, tokens = _plausible(step, tokens, f"{where}: log: {log.path}")
-        label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")
-        out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where, log))
+        _once(seen, where, row.get("name"), f"{cpath}|{wpath}|{gpus}|{tr!r}|{st!r}", log)
+        label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")[:80]
+        if row.get("name") is None and label in labels:  # two unnamed runs that differ in a training/strategy field
+            label = f"{label[:60]} ({where.rsplit(': ', 1)[-1]})"
+        labels.add(label)
+        out.append(MeasuredRun(label, row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where, log))
     return out
+
+
+def _once(seen: dict[tuple[str, str], str], where: str, name: Any, config: str, log: LogSpeed | None) -> None:
+    """Refuse a run that repeats an earlier one's name, configuration or training log. A repeated name made two rows
+    of the residual table and of the overlay's calibration block that nothing tells apart; a repeated configuration
+    was fitted as two runs, and leave-one-out predicted each twin from the other (a band as narrow as the in-sample
+    one); one log given to two runs is one measurement counted twice, for two configurations."""
+    run = where.rsplit(": ", 1)[-1]  # "run 2 (line 9)" of a YAML file, "row 2" of a CSV table
+    checks = (("name", None if name is None else str(name)), ("configuration", config),
+              ("log", None if log is None else os.path.realpath(log.path)))
+    for kind, key in checks:
+        first = seen.get((kind, key)) if key is not None else None
+        if first is None:
+            continue
+        if kind == "name":
+            raise InputError(f"name {str(name)[:60]!r} is also {first}'s", where=f"{where}: name",
+                             allowed="a name given to one run only")
+        if kind == "log":
+            raise InputError(f"{str(log.path if log else '')[-80:]!r} is also {first}'s log (one log is one run's "
+                             "measurement)", where=f"{where}: log", allowed="each run's own training log")
+        raise InputError(f"same cluster, model, GPUs, training and strategy as {first} (a repeated measurement)",
+                         where=where,
+                         allowed="one run per configuration: the median of repeated measurements, as one run")
+    for kind, key in checks:
+        if key is not None:
+            seen[(kind, key)] = run
 
 
 def _from_log(row: dict[str, Any], folder: Path, where: str, gpus: int, training: Any

@@ -20,7 +20,8 @@ Three formats are recognised, by their own log lines (the first that matches any
 Lines that report a step <= ``warmup_steps`` (default :data:`DEFAULT_WARMUP`) are dropped (start-up,
 compilation, allocator warm-up); the measurement is the median of what the remaining lines report.
 The file is read through :mod:`scalemodel.specs.files` (a regular file of at most
-:data:`~scalemodel.specs.files.MAX_LOG_BYTES`); undecodable bytes become U+FFFD.
+:data:`~scalemodel.specs.files.MAX_LOG_BYTES`) as UTF-8, or UTF-16 after a UTF-16 byte-order mark; undecodable
+bytes become U+FFFD.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class LogSpeed:
 def read_train_log(path: str | Path, *, warmup_steps: int = DEFAULT_WARMUP) -> LogSpeed:
     """The median per-iteration speed of a training log (module docstring)."""
     name = str(path)
-    text = files.read_bytes(path, limit=files.MAX_LOG_BYTES, what="training log").decode("utf-8", errors="replace")
+    text = files.read_log(path, limit=files.MAX_LOG_BYTES, what="training log")
     lines = text.splitlines()
     for fmt, quantity, step_pattern, speed_pattern in FORMATS:
         found: list[tuple[int, float]] = []
@@ -107,4 +108,4 @@ def read_train_log(path: str | Path, *, warmup_steps: int = DEFAULT_WARMUP) -> L
         if quantity == "step_time_s":
             value /= 1000.0  # Megatron prints milliseconds
         return LogSpeed(name, fmt, quantity, float(value), len(kept), len(found) - len(kept))
-    raise InputError("no iteration-speed line found", where=name, allowed=ALLOWED)
+    raise InputError("no iteration-speed line found" + files.nul_note(text), where=name, allowed=ALLOWED)
