@@ -349,7 +349,8 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
-            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
+            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "nemotron340": 2024,
+            "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
@@ -816,7 +817,8 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
 
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
     """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
-    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 on Blackwell above :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
+    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 for :data:`TE_FUSED_ATTN_OFF` and on Blackwell above
+    :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
     where :data:`NOT_THE_SAME_KERNEL`)."""
     m = case["model"]
     text = str(m.get("attention", "")).lower()
@@ -827,10 +829,20 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
         return TORCHTITAN_SDPA_KERNEL
     if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
         return NANOTRON_ATTENTION_KERNEL
+    if families(case)["source"] in TE_FUSED_ATTN_OFF:
+        return "fa2"
     limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
     if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
         return "fa2"
     return "auto"
+
+
+#: Sources whose launch scripts turn Transformer Engine's cuDNN fused attention off (``NVTE_FUSED_ATTN=0``) and leave
+#: its FlashAttention backend on, so DotProductAttention runs the flash-attn package's FlashAttention-2: dgxc25
+#: (NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh, the 340b branch ``export NVTE_FUSED_ATTN=0``;
+#: NVTE_FLASH_ATTN not set, TE's default 1). ASSUMED FlashAttention-2, not 3: whether the NeMo 24.09 container
+#: installs the Hopper flash_attn_interface TE would prefer is not read.
+TE_FUSED_ATTN_OFF = frozenset({"dgxc25"})
 
 
 #: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
@@ -1029,11 +1041,13 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #:   fusion with TE kernel`` ``recipe.model.config.cross_entropy_fusion_impl = "te"`` on every perf recipe, whose
 #:   GPTConfig / NemotronConfig keep ``cross_entropy_loss_fusion: bool = True`` (gpt/model/base.py L290,
 #:   nemotron.py L57).
+#: - dgxc25: NVIDIA/dgxc-benchmarking@35a9aec nemotron/nemotron4-340b-synth.yaml ``cross_entropy_loss_fusion: true`` on
+#:   Megatron-Core (configure.sh model.mcore_gpt=True) in the NeMo 24.09 container: Megatron-Core's native fused loss.
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
              "titan24": "torch",
              "titan25": "inductor",
              "tao25": "inductor",
-             "nemo2502": "megatron_fused", "nemo2504": "te"}
+             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused"}
 #: Cases whose torchtitan predates the compiled loss: the tao25 H100 rows ran torchtitan "version 0.0.2" for a table
 #: committed 2025-03-12 (pytorch/ao 8c81863ba); torchtitan wraps the loss in torch.compile under --training.compile only
 #: from bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"); at 0da8901b1 (2025-03-11)
@@ -2080,7 +2094,8 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: sets ``NCCL_NVLS_ENABLE: '0'``.
 #: NeMo v2.3.0 (2b03b748bb, nemo2504) scripts/performance/utils.py L73 ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink
 #: SHARP to save memory``.
-NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504"})
+#: NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh ``export NCCL_NVLS_ENABLE=0`` (dgxc25).
+NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504", "dgxc25"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
