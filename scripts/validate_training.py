@@ -829,7 +829,7 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
         return TORCHTITAN_SDPA_KERNEL
     if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
         return NANOTRON_ATTENTION_KERNEL
-    if families(case)["source"] in TE_FUSED_ATTN_OFF:
+    if case.get("id") in TE_FUSED_ATTN_OFF:
         return "fa2"
     limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
     if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
@@ -837,12 +837,14 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
     return "auto"
 
 
-#: Sources whose launch scripts turn Transformer Engine's cuDNN fused attention off (``NVTE_FUSED_ATTN=0``) and leave
+#: Rows whose launch scripts turn Transformer Engine's cuDNN fused attention off (``NVTE_FUSED_ATTN=0``) and leave
 #: its FlashAttention backend on, so DotProductAttention runs the flash-attn package's FlashAttention-2: dgxc25
 #: (NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh, the 340b branch ``export NVTE_FUSED_ATTN=0``;
 #: NVTE_FLASH_ATTN not set, TE's default 1). ASSUMED FlashAttention-2, not 3: whether the NeMo 24.09 container
-#: installs the Hopper flash_attn_interface TE would prefer is not read.
-TE_FUSED_ATTN_OFF = frozenset({"dgxc25"})
+#: installs the Hopper flash_attn_interface TE would prefer is not read. The dgxc25 Llama 3.1 rows export
+#: NVTE_FUSED_ATTN=1 (cuDNN): not here.
+TE_FUSED_ATTN_OFF = frozenset({f"dgxc25_h100_nemotron4_340b_{p}_{g}" for p in ("bf16", "fp8")
+                               for g in (128, 256, 512, 1024, 2048)})
 
 
 #: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
