@@ -992,6 +992,24 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: sets ``cfg.fp8_param_gather = True`` (L135); nothing there turns it off without Megatron-FSDP.
 NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504"})
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
+#: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
+#: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
+#: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
+#: (weights held in FP8, FP8 parameter all-gather); NVIDIA/NeMo v2.0.0 / v2.1.0
+#: nemo/collections/nlp/models/language_modeling/megatron_base_model.py setup_optimization then sets
+#: ``store_params = True`` (fp32 master weights in the optimizer: the default 12 bytes of state per parameter).
+DGXC25_IDS = [f"dgxc25_h100_{m}_{p}_{g}" for p in ("bf16", "fp8") for m, sizes in (
+    ("nemotron4_340b", (128, 256, 512, 1024, 2048)), ("llama31_70b", (64, 128, 256, 512, 1024, 2048)),
+    ("nemotron4_15b", (16, 32, 64, 128, 256, 512, 1024, 2048)), ("llama31_405b", (576, 1152, 2304)),
+    ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,))) for g in sizes]
+APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i)
+#: Optimizer-state bytes per parameter (TrainingSpec.optimizer_bytes_per_param) of the NeMo 1 BF16 rows on Apex's
+#: distributed_fused_adam: megatron_base_model.py setup_optimization (NeMo v2.0.0 L802-811, v2.1.0 the same at L814)
+#: sets ``store_params = False, store_param_remainders = True`` when the optimizer dtype is fp32 and the model dtype
+#: bf16 (megatron_amp_O2) and fp8_params is off: Apex's DistributedFusedAdam keeps only the 16 low bits of each fp32
+#: master weight (the bf16 parameter holds the high 16) beside Adam's fp32 m and v, 2 + 4 + 4 = 10 bytes, sharded
+#: over the data-parallel group.
+APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS if "_bf16_" in i}
 #: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
 #: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
 #: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
@@ -1145,6 +1163,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
+    if case.get("id") in APEX_FP8_PARAMS and zero == "1" and precision == "fp8":
+        return {"fp8_param_gather": True}  # NeMo 1's fp8_params on Apex's distributed Adam (not Megatron-Core DDP)
     if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
         return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
@@ -2180,6 +2200,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     release, release_note = cudnn_release(case, cluster.accelerator)
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
+                      optimizer_bytes_per_param=APEX_OPTIMIZER_BYTES.get(case["id"], 12.0),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
