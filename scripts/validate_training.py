@@ -351,7 +351,8 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
-            "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
+            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "nemotron340": 2024,
+            "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
@@ -368,7 +369,9 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: gpt_oss recipes above set use_distributed_optimizer True and use_megatron_fsdp False at 17a381f95.
 #: Megatron-LM's MoE recipes (mcrec26: NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes/*/*.yaml): every recipe's ARGS
 #: set ``use_distributed_optimizer: true`` and none sets use_megatron_fsdp.
-MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502"}
+#: NeMo 25.04 (nemo2504, tag v2.3.0 @2b03b748bb): the same recipes/optim/adam.py optimizer; the GB200 rows recorded run
+#: use_mcore_fsdp 0 (scripts/performance/recommended_model_configs/model_configs_gb200.csv, the table's FSDP 0).
+MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -746,8 +749,10 @@ TORCHTITAN_SDPA_KERNEL = "fa2"
 #: sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=1 (scripts/llm/performance/utils.py slurm_executor), both backends
 #: allowed. Assumed: the container's flash-attn is a version TE accepts on sm100 (2.7.3 at TE 1.14 / 2.0; NeMo does
 #: not install it, the base image does); without one TE falls back to UnfusedDotProductAttention. Megatron-Bridge
-#: 25.11 (mb2511) ships TE 2.9+: no such limit.
-TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
+#: 25.11 (mb2511) ships TE 2.9+: no such limit. nemo2504 (NeMo 25.04, v2.3.0 @2b03b748bb): the container's TE release
+#: is not read; a container of April 2025 predates TE v2.5 (2025-06), so the limit holds; scripts/performance/utils.py
+#: L74-75 exports NVTE_FLASH_ATTN=1 and NVTE_FUSED_ATTN=1 as before.
+TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128, "nemo2504": 128}
 
 
 #: The cuDNN release each Blackwell source's container ships: source -> (cuDNN version, how it was read). A Blackwell
@@ -819,7 +824,8 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
 
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
     """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
-    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 on Blackwell above :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
+    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 for :data:`TE_FUSED_ATTN_OFF` and on Blackwell above
+    :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
     where :data:`NOT_THE_SAME_KERNEL`)."""
     m = case["model"]
     text = str(m.get("attention", "")).lower()
@@ -830,10 +836,22 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
         return TORCHTITAN_SDPA_KERNEL
     if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
         return NANOTRON_ATTENTION_KERNEL
+    if case.get("id") in TE_FUSED_ATTN_OFF:
+        return "fa2"
     limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
     if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
         return "fa2"
     return "auto"
+
+
+#: Rows whose launch scripts turn Transformer Engine's cuDNN fused attention off (``NVTE_FUSED_ATTN=0``) and leave
+#: its FlashAttention backend on, so DotProductAttention runs the flash-attn package's FlashAttention-2: dgxc25
+#: (NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh, the 340b branch ``export NVTE_FUSED_ATTN=0``;
+#: NVTE_FLASH_ATTN not set, TE's default 1). ASSUMED FlashAttention-2, not 3: whether the NeMo 24.09 container
+#: installs the Hopper flash_attn_interface TE would prefer is not read. The dgxc25 Llama 3.1 rows export
+#: NVTE_FUSED_ATTN=1 (cuDNN): not here.
+TE_FUSED_ATTN_OFF = frozenset({f"dgxc25_h100_nemotron4_340b_{p}_{g}" for p in ("bf16", "fp8")
+                               for g in (128, 256, 512, 1024, 2048)})
 
 
 #: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
@@ -892,7 +910,10 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: Primus' Megatron backend (tprimat26): Primus v0.7.0 (9c529cd4) primus/modules/trainer/megatron/trainer.py wraps the
 #: model in ``megatron.core.distributed.DistributedDataParallel`` (L23; use_torch_fsdp2 / use_custom_fsdp false in
 #: trainer_base.yaml) and zeroes its buffers with ``zero_grad_buffer`` each step (L1615).
-MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "tprimat26"})
+#: NeMo 25.04 (nemo2504): v2.3.0 (2b03b748bb) nemo/lightning/megatron_parallel.py still wraps each chunk in
+#: Megatron-Core's DDP with the recipe's DistributedDataParallelConfig.
+MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
+                          "tprimat26"})
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
 #: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
 #: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
@@ -911,8 +932,9 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: DistributedDataParallelConfig has no such field, neither at the commit NeMo 2.2 pins (791b70e031,
 #: requirements/manifest.json) nor since; so the interleaved schedule enables each chunk's sync before its last
 #: backward). Megatron-LM (mlm24: ``--no-delay-grad-reduce`` not given) and Megatron-Bridge
-#: (``DistributedInitConfig.align_grad_reduce = True``) set it.
-NO_GRAD_SYNC_FUNC = frozenset({"nemo2502"})
+#: (``DistributedInitConfig.align_grad_reduce = True``) set it. NeMo 2.3 (nemo2504, v2.3.0 @2b03b748bb
+#: megatron_parallel.py L125 ``if getattr(ddp_config, "align_grad_reduce", False)``): unchanged.
+NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504"})
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -924,7 +946,9 @@ NO_GRAD_SYNC_FUNC = frozenset({"nemo2502"})
 #: mb2604 / mb2606: comm_overlap.py still sets ``comm_overlap_cfg.bucket_size = 128 * 1024 * 1024`` when dp > 1 (at
 #: 17a381f95 and 63b08b397), for the presets that pass a CommOverlapConfig; the one that passes none is
 #: :data:`RECIPE_NO_COMM_OVERLAP_CONFIG` (Megatron-Core DDP's own default bucket).
-BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502"})
+#: nemo2504: NeMo v2.3.0 (2b03b748bb) megatron_comm_overlap.py L185-186 ``if data_parallel_size > 1:
+#: comm_overlap_cfg.bucket_size = 128 * 1024 * 1024``; the four GB200 perf recipes add the callback as in v2.2.0.
+BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502", "nemo2504"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
@@ -970,8 +994,29 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: recipes/precision/mixed_precision.py bf16_with_fp8_mixed(), which sets ``fp8_params = True``, and
 #: nemo/lightning/pytorch/plugins/mixed_precision.py MegatronMixedPrecision turns fp8_params into
 #: ``fp8_param_gather = True`` (tag v2.2.0 @7192a2c944).
-NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502"})
+#: NeMo 2.3's (nemo2504, v2.3.0 @2b03b748bb): scripts/performance/utils.py set_primary_perf_configs with fp8_recipe 'cs'
+#: (the page's current scaling) sets recipes/precision/mixed_precision.py bf16_with_fp8_current_scaling_mixed(), which
+#: sets ``cfg.fp8_param_gather = True`` (L135); nothing there turns it off without Megatron-FSDP.
+NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504"})
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
+#: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
+#: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
+#: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
+#: (weights held in FP8, FP8 parameter all-gather); NVIDIA/NeMo v2.0.0 / v2.1.0
+#: nemo/collections/nlp/models/language_modeling/megatron_base_model.py setup_optimization then sets
+#: ``store_params = True`` (fp32 master weights in the optimizer: the default 12 bytes of state per parameter).
+DGXC25_IDS = [f"dgxc25_h100_{m}_{p}_{g}" for p in ("bf16", "fp8") for m, sizes in (
+    ("nemotron4_340b", (128, 256, 512, 1024, 2048)), ("llama31_70b", (64, 128, 256, 512, 1024, 2048)),
+    ("nemotron4_15b", (16, 32, 64, 128, 256, 512, 1024, 2048)), ("llama31_405b", (576, 1152, 2304)),
+    ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,))) for g in sizes]
+APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i)
+#: Optimizer-state bytes per parameter (TrainingSpec.optimizer_bytes_per_param) of the NeMo 1 BF16 rows on Apex's
+#: distributed_fused_adam: megatron_base_model.py setup_optimization (NeMo v2.0.0 L802-811, v2.1.0 the same at L814)
+#: sets ``store_params = False, store_param_remainders = True`` when the optimizer dtype is fp32 and the model dtype
+#: bf16 (megatron_amp_O2) and fp8_params is off: Apex's DistributedFusedAdam keeps only the 16 low bits of each fp32
+#: master weight (the bf16 parameter holds the high 16) beside Adam's fp32 m and v, 2 + 4 + 4 = 10 bytes, sharded
+#: over the data-parallel group.
+APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS if "_bf16_" in i}
 #: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
 #: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
 #: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
@@ -1019,11 +1064,17 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #: - mcrec26: every Megatron-LM MoE recipe compared (DeepSeek-V3, Qwen3; 9c5258f109 examples/moe_recipes/*/*.yaml) sets
 #:   ``cross_entropy_loss_fusion: true`` and ``cross_entropy_fusion_impl: te`` in its ARGS (the DeepSeek-V4 recipes,
 #:   listed, set ``native``).
+#: - nemo2504: NeMo v2.3.0 (2b03b748bb) scripts/performance/utils.py set_primary_perf_configs ``# enable cross entropy
+#:   fusion with TE kernel`` ``recipe.model.config.cross_entropy_fusion_impl = "te"`` on every perf recipe, whose
+#:   GPTConfig / NemotronConfig keep ``cross_entropy_loss_fusion: bool = True`` (gpt/model/base.py L290,
+#:   nemotron.py L57).
+#: - dgxc25: NVIDIA/dgxc-benchmarking@35a9aec nemotron/nemotron4-340b-synth.yaml ``cross_entropy_loss_fusion: true`` on
+#:   Megatron-Core (configure.sh model.mcore_gpt=True) in the NeMo 24.09 container: Megatron-Core's native fused loss.
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
              "titan24": "torch",
              "titan25": "inductor",
              "tao25": "inductor",
-             "nemo2502": "megatron_fused"}
+             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused"}
 #: Cases whose torchtitan predates the compiled loss: the tao25 H100 rows ran torchtitan "version 0.0.2" for a table
 #: committed 2025-03-12 (pytorch/ao 8c81863ba); torchtitan wraps the loss in torch.compile under --training.compile only
 #: from bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"); at 0da8901b1 (2025-03-11)
@@ -1119,6 +1170,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
+    if case.get("id") in APEX_FP8_PARAMS and zero == "1" and precision == "fp8":
+        return {"fp8_param_gather": True}  # NeMo 1's fp8_params on Apex's distributed Adam (not Megatron-Core DDP)
     if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
         return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
@@ -1576,7 +1629,10 @@ RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 #: ``capacity x tp x ep`` rows: E / ep local experts make E x capacity = c T k rows on every EP rank (tp 1), c x the
 #: dropless mean (ep T k copies over ep ranks), whatever the routing, so the busiest rank is at c (1.0: the mean), not
 #: at random routing's expected maximum (1.0103 for this row: E 8, k 2, EP 8, mu 16,384).
-RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0}
+#: NeMo 25.04's GB200 Mixtral row: v2.3.0 (2b03b748bb) recipes/mixtral_8x7b.py pretrain_performance_optimizations
+#: L224-226 still appends MegatronTokenDropCallback (same defaults; the callback gained only a
+#: docstring and 'seq_aux_loss').
+RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0}
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -1984,7 +2040,10 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #: - nemo2502 (NVIDIA/NeMo@7192a2c944, v2.2.0): False. No ``permute_fusion`` anywhere in NeMo's Python at that commit
 #:   (MixtralConfig, the recipes, the performance scripts), so Megatron-Core's default (@791b70e031, the Megatron-LM of
 #:   NeMo 2.2's requirements/manifest.json) runs: unfused.
-RECIPE_MOE_PERMUTE_FUSION_FALSE = frozenset({"nemo2502_b200_mixtral_8x7b"})
+#: - nemo2504 (v2.3.0 @2b03b748bb): False for Mixtral. ``moe_permute_fusion`` is set only by the DeepSeek-V3 and Llama 4
+#:   perf scripts (scripts/performance/llm/pretrain_deepseek_v3.py L64, pretrain_llama4_e*.py L85) and defaulted False
+#:   in llama.py's Llama 4 config; MixtralConfig and pretrain_mixtral_8x7b.py leave Megatron-Core's default.
+RECIPE_MOE_PERMUTE_FUSION_FALSE = frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
 
 
@@ -2070,7 +2129,11 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: the last commit before the README's efb6d9e4a of 2024-04-09), and that launcher's TCPX branch exports
 #: ``NCCL_NVLS_ENABLE=0`` (AI-Hypercomputer/maxtext@efb6d9e4a gpu_multi_process_run.sh line 45, beside NCCL_ALGO=Ring,
 #: NCCL_PROTO=Simple and 12 channels), the 1-VM row included (xpk sets USE_GPUDIRECT for any GPU workload).
-NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502"})
+#: NeMo v2.3.0 (2b03b748bb, nemo2504) scripts/performance/utils.py L73 ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink
+#: SHARP to save memory``.
+#: NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh ``export NCCL_NVLS_ENABLE=0`` (dgxc25).
+NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
+                           "dgxc25"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -2153,6 +2216,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     release, release_note = cudnn_release(case, cluster.accelerator)
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
+                      optimizer_bytes_per_param=APEX_OPTIMIZER_BYTES.get(case["id"], 12.0),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,

@@ -59,6 +59,19 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "nanotron25_h100_80b (32/128/512)": ("same model", [32, 128, 512]),
         # MaxText Llama 2 7B on 1-16 A3 VMs (mtgpu24), a series once gcp-a3-high held the inter-VM network (net20)
         "mtgpu24_a3_llama2_7b (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128]),
+        # data20: NVIDIA/dgxc-benchmarking's weak-scaling tables on DGX H100 (validation/README.md, dgxc25), one series
+        # per model and precision; the Llama 3.1 405B series is its full-model columns (the 7 / 21 / 42-layer proxies
+        # on 32-192 GPUs are other models)
+        "dgxc25_h100_nemotron4_15b_bf16 (16/32/64/128/256/512/1024/2048)":
+            ("same model", [16, 32, 64, 128, 256, 512, 1024, 2048]),
+        "dgxc25_h100_nemotron4_15b_fp8 (16/32/64/128/256/512/1024/2048)":
+            ("same model", [16, 32, 64, 128, 256, 512, 1024, 2048]),
+        "dgxc25_h100_llama31_70b_bf16 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
+        "dgxc25_h100_llama31_70b_fp8 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
+        "dgxc25_h100_nemotron4_340b_bf16 (128/256/512/1024/2048)": ("same model", [128, 256, 512, 1024, 2048]),
+        "dgxc25_h100_nemotron4_340b_fp8 (128/256/512/1024/2048)": ("same model", [128, 256, 512, 1024, 2048]),
+        "dgxc25_h100_llama31_405b_bf16 (576/1152/2304)": ("same model", [576, 1152, 2304]),
+        "dgxc25_h100_llama31_405b_fp8 (576/1152/2304)": ("same model", [576, 1152, 2304]),
     }
 
 

@@ -146,7 +146,11 @@ def test_check_points_and_sweep_rows_carry_the_interval(cli: Any) -> None:
         # the same error range on both: a step (1 + e) longer is a throughput (1 + e) lower
         assert r["tokens_per_s_low"] * r["step_time_s_high"] == pytest.approx(r["tokens_per_s"] * r["step_time_s"])
         assert r["tokens_per_s_high"] * r["step_time_s_low"] == pytest.approx(r["tokens_per_s"] * r["step_time_s"])
-        assert r["step_time_s_low"] <= r["step_time_s"] <= r["step_time_s_high"]
+        # the band is the family's 10th-90th percentile of signed errors applied to the step (module docstring), which
+        # need not straddle zero: since data20's DGX H100 rows (dgxc25), 90 % of the Hopper TP/PP/DP dense 16-bit runs
+        # are predicted too fast (10th percentile +0.3 %), so a point can sit just below its band; it was asserted
+        # inside before (true only while the family's errors had both signs)
+        assert r["step_time_s_low"] <= r["step_time_s_high"]
         assert r["interval_cases"] >= 3 and isinstance(r["interval_family"], str)
         assert r["out_of_distribution"] in (True, False)
 

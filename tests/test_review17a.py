@@ -144,8 +144,9 @@ def test_drop_and_pad_prices_every_rank_at_the_capacity() -> None:
     res = vt.predict_new_case(training_cases()["nemo2502_b200_mixtral_8x7b"])
     assert res.training.moe_rank_imbalance == rows.max() / mean_dropless
     assert res.settings["moe_rank_imbalance"] == 1.0
-    # every other MoE row is dropless: the random-routing default
-    assert set(vt.RECIPE_DROP_AND_PAD) == {"nemo2502_b200_mixtral_8x7b"}
+    # every other MoE row is dropless: the random-routing default; NeMo 25.04's GB200 Mixtral row runs the same
+    # MegatronTokenDropCallback (NeMo v2.3.0 recipes/mixtral_8x7b.py L224-226)
+    assert set(vt.RECIPE_DROP_AND_PAD) == {"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"}
 
 
 def test_nanotron_refuses_overlap_param_gather(cli) -> None:  # type: ignore[no-untyped-def]
