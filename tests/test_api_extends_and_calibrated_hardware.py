@@ -135,3 +135,22 @@ def test_an_overlay_whose_hardware_has_no_peaks_is_still_read_and_checked_by_nam
     overlay.write_text(yaml.safe_dump(doc, sort_keys=False))
     run = {"model": "gpt-1.7b", "gpus": 32, "global_batch": 64, "micro_batch": 1}
     assert api.predict(str(overlay), **run).interval["source"] == "calibrated-leave-one-out"
+
+
+def test_a_mapping_without_kind_extending_a_spec_of_another_kind_is_refused(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """A mapping rarely states ``kind:`` (the argument or the scenario's key says it is a cluster): `{extends:
+    model.yaml}` given as the API's cluster, or as a scenario's inline cluster, merged the model's fields and was
+    refused as "cluster.layers: unknown key 'layers'", the message the kind check exists to replace."""
+    model = tmp_path / "m.yaml"
+    model.write_text("kind: transformer\nname: m\nlayers: 2\nhidden: 64\nheads: 2\nvocab: 100\nseq_len: 64\n")
+    with pytest.raises(api.InputError, match="is a transformer spec, this mapping a cluster spec"):
+        api.cluster_spec({"extends": str(model)})
+    cluster = Path("hardware/clusters/dgx-a100.yaml").resolve()  # a cluster file, by path (a name is a workload's)
+    with pytest.raises(api.InputError, match="is a cluster spec, this mapping a transformer or generic spec"):
+        api.workload_spec({"extends": str(cluster)})
+    assert api.workload_spec({"extends": str(model), "layers": 4}).layers == 4  # the control: a workload base
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(Path("examples/capacity/gpt3-175b-dgx-h100.yaml").read_text().replace(
+        "\ncluster: dgx-h100\n", "\ncluster: {extends: m.yaml}\n"))
+    got = cli("check", str(scenario))
+    assert got.code == 2 and "'m.yaml' is a transformer spec, this mapping a cluster spec" in got.err, got.err
