@@ -106,3 +106,51 @@ def test_a_set_of_a_tier_line_rate_on_a_calibrated_overlay_takes_the_published_b
     # an efficiency is what the fit sets, not the hardware: the band stays the calibration's
     band = json.loads(cli(*args, "--set", "cluster.tiers.ib-leaf.efficiency=0.5").out)["interval"]
     assert band["source"] == "calibrated-leave-one-out"
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ("cluster.accelerator.peak_flops.bf16=600TFLOP/s", "accelerator bf16 peak 312 TFLOP/s -> 600 TFLOP/s"),
+    ("cluster.accelerator.memory_bandwidth=1TB/s", "accelerator memory bandwidth 2.039 TB/s -> 1 TB/s"),
+])
+def test_a_set_of_an_accelerator_peak_on_a_calibrated_overlay_takes_the_published_band(
+        tmp_path: Path, cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    """The calibration's hardware named the accelerator only: a --set (or a derived spec) of its peak FLOP/s or its
+    memory bandwidth keeps the name, so the band of a fit to 312 TFLOP/s stayed on a 600 TFLOP/s chip. The recorded
+    hardware now holds the peaks and memory bandwidth the fitted factors scale (engine/calibrate_runs.scaled_job
+    multiplies efficiencies, fractions of these)."""
+    overlay = _calibrated_overlay(tmp_path)
+    args = ("predict", "-c", str(overlay), "-m", "gpt-1.7b", "-n", "32", "--global-batch", "64", "--json")
+    assert json.loads(cli(*args).out)["interval"]["source"] == "calibrated-leave-one-out"
+    band = json.loads(cli(*args, "--set", item).out)["interval"]
+    assert band["source"] == "published" and said in band["basis"], band["basis"]
+
+
+def test_an_overlay_whose_hardware_has_no_peaks_is_still_read_and_checked_by_name(tmp_path: Path) -> None:
+    """An overlay written before the peaks were recorded (hardware with accelerator, gpus_per_node and tiers only)
+    still loads, keeps its band on its own hardware, and is checked on what it records."""
+    overlay = _calibrated_overlay(tmp_path)
+    doc = yaml.safe_load(overlay.read_text())
+    for key in ("peak_flops", "memory_bandwidth"):
+        doc["calibration"]["hardware"].pop(key, None)
+    overlay.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = {"model": "gpt-1.7b", "gpus": 32, "global_batch": 64, "micro_batch": 1}
+    assert api.predict(str(overlay), **run).interval["source"] == "calibrated-leave-one-out"
+
+
+def test_a_mapping_without_kind_extending_a_spec_of_another_kind_is_refused(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """A mapping rarely states ``kind:`` (the argument or the scenario's key says it is a cluster): `{extends:
+    model.yaml}` given as the API's cluster, or as a scenario's inline cluster, merged the model's fields and was
+    refused as "cluster.layers: unknown key 'layers'", the message the kind check exists to replace."""
+    model = tmp_path / "m.yaml"
+    model.write_text("kind: transformer\nname: m\nlayers: 2\nhidden: 64\nheads: 2\nvocab: 100\nseq_len: 64\n")
+    with pytest.raises(api.InputError, match="is a transformer spec, this mapping a cluster spec"):
+        api.cluster_spec({"extends": str(model)})
+    cluster = Path("hardware/clusters/dgx-a100.yaml").resolve()  # a cluster file, by path (a name is a workload's)
+    with pytest.raises(api.InputError, match="is a cluster spec, this mapping a transformer or generic spec"):
+        api.workload_spec({"extends": str(cluster)})
+    assert api.workload_spec({"extends": str(model), "layers": 4}).layers == 4  # the control: a workload base
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(Path("examples/capacity/gpt3-175b-dgx-h100.yaml").read_text().replace(
+        "\ncluster: dgx-h100\n", "\ncluster: {extends: m.yaml}\n"))
+    got = cli("check", str(scenario))
+    assert got.code == 2 and "'m.yaml' is a transformer spec, this mapping a cluster spec" in got.err, got.err

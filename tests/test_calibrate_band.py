@@ -62,7 +62,11 @@ def test_the_overlay_records_leave_one_out_residuals_a_direct_loop_reproduces(ca
     doc = yaml.safe_load(calibrated["overlay"].read_text())["calibration"]
     assert (doc["version"], doc["runs"], doc["factors"], doc["method"]) == (2, 5, 2, "leave-one-out")
     assert doc["hardware"] == {"accelerator": "a100-sxm-80g", "gpus_per_node": 8,  # the runs' hardware (calib20)
-                               "tiers": {"nvlink": 300e9, "ib-leaf": 25e9, "ib-spine": 25e9, "ib-core": 25e9}}
+                               "tiers": {"nvlink": 300e9, "ib-leaf": 25e9, "ib-spine": 25e9, "ib-core": 25e9},
+                               # the datasheet's (hardware/accelerators/a100-sxm-80g.yaml): a --set keeps the name
+                               "peak_flops": pytest.approx({"fp64": 19.5e12, "fp32": 19.5e12, "tf32": 156e12,
+                                                            "bf16": 312e12, "fp16": 312e12}, rel=1e-12),
+                               "memory_bandwidth": pytest.approx(2.039e12, rel=1e-12)}
     got = [r["leave_one_out"] for r in doc["residuals"]]
     # the refits start from the full fit's solution, the loop's from the default start: the same optimum, to the
     # solver's tolerance (the errors themselves are ~1 %)

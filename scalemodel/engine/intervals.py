@@ -140,19 +140,38 @@ def calibration_of(cluster: Any) -> Calibration | None:
 
 def hardware_change(fitted: Any, now: dict[str, Any]) -> str:
     """What differs between the hardware a calibration was fitted on (CalibrationHardware; None: not recorded, nothing
-    said) and a cluster's (ClusterSpec.hardware): "" when nothing, else e.g. "accelerator h100-sxm -> b200", "tier
-    ib-leaf 50 GB/s -> 12.5 GB/s per GPU" (line rates compared to 1e-9)."""
+    said) and a cluster's (ClusterSpec.hardware): "" when nothing, else e.g. "accelerator h100-sxm -> b200",
+    "accelerator bf16 peak 312 TFLOP/s -> 600 TFLOP/s" (a peak or memory bandwidth an overlay records: a --set keeps
+    the name), "tier ib-leaf 50 GB/s -> 12.5 GB/s per GPU" (quantities compared to 1e-9)."""
     if fitted is None:
         return ""
     out = [f"{k.replace('_', ' ')} {getattr(fitted, k)} -> {now[k]}" for k in ("accelerator", "gpus_per_node")
            if getattr(fitted, k) != now[k]]
+    same = fitted.accelerator == now["accelerator"]  # another accelerator: its name says it; else what --set changed
+    if same and fitted.peak_flops is not None:  # an overlay written before the peaks were recorded: not checked
+        for prec in sorted(set(fitted.peak_flops) | set(now["peak_flops"])):
+            a, b = fitted.peak_flops.get(prec), now["peak_flops"].get(prec)
+            if a is None or b is None or _differ(a, b):
+                out.append(f"accelerator {prec} peak {_shown(a, 'flop_rate')} -> {_shown(b, 'flop_rate')}")
+    if same and fitted.memory_bandwidth is not None and _differ(fitted.memory_bandwidth, now["memory_bandwidth"]):
+        out.append(f"accelerator memory bandwidth {format_quantity(fitted.memory_bandwidth, 'bandwidth')} -> "
+                   f"{format_quantity(now['memory_bandwidth'], 'bandwidth')}")
     for name in sorted(set(fitted.tiers) | set(now["tiers"])):
         a, b = fitted.tiers.get(name), now["tiers"].get(name)
         if a is None or b is None:
             out.append(f"tier {name} {'added' if a is None else 'removed'}")
-        elif abs(a - b) > 1e-9 * max(abs(a), abs(b)):
+        elif _differ(a, b):
             out.append(f"tier {name} {format_quantity(a, 'bandwidth')} -> {format_quantity(b, 'bandwidth')} per GPU")
     return ", ".join(out)
+
+
+def _differ(a: float, b: float) -> bool:
+    """Two recorded quantities differ beyond a YAML round trip (relative 1e-9)."""
+    return abs(a - b) > 1e-9 * max(abs(a), abs(b))
+
+
+def _shown(value: float | None, kind: str) -> str:
+    return "none" if value is None else format_quantity(value, kind)
 
 
 @cache

@@ -8,9 +8,18 @@ from msgspec import Meta
 
 from scalemodel.choices import KNOWN_PROTOCOLS, PROTOCOL_LABELS, RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
-from scalemodel.specs.accelerator import AcceleratorSpec
+from scalemodel.specs.accelerator import AcceleratorSpec, Precision
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref, field_error
-from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, SecondsOrZero, Watts
+from scalemodel.specs.quantities import (
+    Bandwidth,
+    Bytes,
+    FlopRate,
+    Fraction,
+    PricePerHour,
+    Seconds,
+    SecondsOrZero,
+    Watts,
+)
 
 Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
 Transport = Literal["tcp", "roce", "ib"]
@@ -136,13 +145,19 @@ class CalibrationRun(Spec, kw_only=True):
 
 class CalibrationHardware(Spec, kw_only=True):
     """The hardware the runs ran on (:meth:`ClusterSpec.hardware`), which the fitted factors and their errors describe:
-    a cluster that extends the overlay and changes it (another accelerator, a tier's line rate) takes the published
-    runs' band, and says why (engine/intervals.py)."""
+    a cluster that extends the overlay and changes it (another accelerator, its peak or memory bandwidth, a tier's line
+    rate) takes the published runs' band, and says why (engine/intervals.py)."""
 
     accelerator: Annotated[str, Meta(max_length=200)]
     gpus_per_node: Annotated[int, Meta(gt=0, le=MAX_GPUS)]
     tiers: Annotated[dict[Annotated[str, Meta(max_length=200)], Bandwidth], Meta(max_length=64, description=(
         "each network tier's line rate per GPU (bandwidth), by name"))]
+    peak_flops: Annotated[dict[Precision, FlopRate] | None, Meta(description=(
+        "the accelerator's dense peak FLOP/s per precision, of which the fitted compute factor scales a fraction (a "
+        "--set or a derived spec changes it under the same name); absent: an overlay written before it was recorded, "
+        "not checked"))] = None
+    memory_bandwidth: Annotated[Bandwidth | None, Meta(description=(
+        "the accelerator's memory bandwidth, likewise; absent: not checked"))] = None
 
 
 class CalibrationSpec(Spec, kw_only=True):
@@ -231,9 +246,12 @@ class ClusterSpec(Sourced, kw_only=True):
 
     def hardware(self) -> dict[str, Any]:
         """What the hardware is, as a calibration block records it (:class:`CalibrationHardware`): the accelerator's
-        name, the GPUs per node and each tier's line rate; not the efficiencies, which `calibrate runs` fits."""
+        name, peak FLOP/s per precision and memory bandwidth (a --set of either keeps the name), the GPUs per node
+        and each tier's line rate; not the efficiencies, which `calibrate runs` fits."""
         return {"accelerator": self.accelerator.name, "gpus_per_node": int(self.gpus_per_node),
-                "tiers": {t.name: float(t.bandwidth) for t in self.tiers}}
+                "tiers": {t.name: float(t.bandwidth) for t in self.tiers},
+                "peak_flops": {str(p): float(f) for p, f in self.accelerator.peak_flops.items()},
+                "memory_bandwidth": float(self.accelerator.memory_bandwidth)}
 
     def _check(self) -> None:
         try:

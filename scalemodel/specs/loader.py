@@ -411,15 +411,20 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     return data
 
 
-def _over(base: dict[str, Any], data: dict[str, Any], parent: str, *, by: str, where: str, what: str
-          ) -> dict[str, Any]:
+def _over(base: dict[str, Any], data: dict[str, Any], parent: str, *, by: str, where: str, what: str,
+          expected: tuple[str, ...] = ()) -> dict[str, Any]:
     """``data`` (a file, a scenario's inline spec or a dict given to the Python API, named ``by``) merged over
     ``base``, the spec its ``extends: parent`` names: one route for every way of deriving a spec, so that each
-    restates the citations of the values it sets (:func:`_merge` with ``by``) and refuses a base of another kind."""
-    if isinstance(base.get("kind"), str) and isinstance(data.get("kind"), str) and base["kind"] != data["kind"]:
+    restates the citations of the values it sets (:func:`_merge` with ``by``) and refuses a base of another kind:
+    another than ``data``'s ``kind:``, or, where ``data`` states none, than the ``expected`` kinds (a mapping's place
+    says what it is: the API's cluster argument, a scenario's ``cluster:``)."""
+    theirs = base.get("kind")
+    mine = data["kind"][:40] if isinstance(data.get("kind"), str) else " or ".join(expected)
+    if isinstance(theirs, str) and mine and theirs not in (
+            (data["kind"],) if isinstance(data.get("kind"), str) else expected):
         # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
-        raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, {what} a {data['kind'][:40]} spec",
-                         where=where, allowed=f"a {data['kind'][:40]} spec to derive from")
+        raise InputError(f"{parent[:200]!r} is a {theirs[:40]} spec, {what} a {mine} spec",
+                         where=where, allowed=f"a {mine} spec to derive from")
     return _merge(base, data, by)  # type: ignore[no-any-return]
 
 
@@ -439,7 +444,7 @@ def derived(kind: str, data: dict[str, Any], *, by: str, relative_to: Path | Non
         base = load_raw(kind, resolve(kind, parent, relative_to))
     except InputError as exc:
         raise exc.at(by) from None
-    return _over(base, rest, parent, by=by, where=f"{by}: extends", what="this mapping")
+    return _over(base, rest, parent, by=by, where=f"{by}: extends", what="this mapping", expected=kinds_of(kind))
 
 
 def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
@@ -712,6 +717,11 @@ def _stored_differs(name: str, text: str, parsed: Any) -> bool:
         return True
 
 
+def kinds_of(kind: str) -> tuple[str, ...]:
+    """The ``kind:`` values a spec of ``kind`` states: a workload is a transformer or a generic one."""
+    return {"workload": ("transformer", "generic")}.get(kind, (kind,))
+
+
 def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
     return _yaml_checked(lambda: _load_spec(kind, ref, model, overrides))
 
@@ -720,7 +730,7 @@ def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] 
     nodes: dict[str, Any] = {}
     raw = load_raw(kind, ref if isinstance(ref, Path) else ref, _nodes=nodes)
     declared = raw.get("kind")
-    expected = {"workload": ("transformer", "generic")}.get(kind, (kind,))
+    expected = kinds_of(kind)
     if declared is not None and declared not in expected:
         raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
                          allowed=f"a {kind} spec (kind: {' or '.join(expected)})")
