@@ -1,0 +1,28 @@
+"""What ux20b fixed from the expert-user pass's leftovers (each test says what was wrong)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: One strategy, given to memory and to predict alike.
+STRATEGY = ("-m", "gpt3-175b", "-c", "dgx-h100", "-n", "1024", "--tp", "4", "--pp", "8", "--global-batch", "1024",
+            "--schedule", "interleaved:2", "--zero", "1")
+
+
+def _header(out: str) -> str:
+    """The words above the table (the header may wrap at the terminal's width)."""
+    return " ".join(out.split("┏")[0].split())
+
+
+def test_memory_header_is_predicts(cli: Any) -> None:
+    """memory wrote "dp 32 tp 4 pp 8 cp 1 ep 1" where predict writes "DP 32 x TP 4 x PP 8 x CP 1 (EP 1)", and left out
+    the schedule and the global batch it was given: the same strategy read as two in two commands' headers."""
+    mem = _header(cli("memory", *STRATEGY).out)
+    pred = _header(cli("predict", *STRATEGY).out)
+    # 1024 GPUs / (tp 4 x pp 8) = dp 32
+    layout = ("DP 32 x TP 4 x PP 8 x CP 1 (EP 1), micro-batch 1, global batch 1024, interleaved:2, ZeRO 1, "
+              "recompute none")
+    assert layout in mem and layout in pred
+    assert "dp 32 tp 4" not in mem
+    # the same words up to the rank order, which memory does not price (predict: "..., sync bsp, rank order ...")
+    assert pred.split(": ", 1)[1].startswith(mem.split(": ", 1)[1].split(", seq")[0])
