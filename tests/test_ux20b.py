@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 #: One strategy, given to memory and to predict alike.
@@ -26,3 +27,27 @@ def test_memory_header_is_predicts(cli: Any) -> None:
     assert "dp 32 tp 4" not in mem
     # the same words up to the rank order, which memory does not price (predict: "..., sync bsp, rank order ...")
     assert pred.split(": ", 1)[1].startswith(mem.split(": ", 1)[1].split(", seq")[0])
+
+
+SMALL = ("-m", "gpt-1.7b", "-c", "pcie-25gbe", "-n", "16")
+
+
+def _predict(cli: Any, *args: str) -> dict[str, Any]:
+    r = cli("predict", *SMALL, *args, "--json")
+    assert r.code == 0, r.err
+    doc: dict[str, Any] = json.loads(r.out)
+    return doc
+
+
+def test_fp16_cast_of_16_bit_gradients_says_it_changes_nothing(cli: Any) -> None:
+    """fp16 compression on bf16 gradients sends min(2, 2) = 2 bytes per element, as none does: the same step time,
+    and no word of why. With 32-bit gradients it halves the wire, and no such note is given."""
+    none, fp16 = _predict(cli), _predict(cli, "--compression", "fp16")
+    assert fp16["step_time_s"] == none["step_time_s"]
+    assert any("compression fp16 changes nothing here" in n and "already 16-bit" in n for n in fp16["notes"])
+    assert not any("changes nothing" in n for n in none["notes"])
+    wide = _predict(cli, "--compression", "fp16", "--set", "training.grad_bytes_per_param=4")
+    assert not any("changes nothing" in n for n in wide["notes"])
+    # plan, with the cast pinned, warns the same words (every plan was priced as compression none)
+    r = cli("plan", *SMALL, "--set", "strategy.compression=fp16", "-k", "1")
+    assert r.code == 0 and "compression fp16 changes nothing here" in " ".join(r.err.split())

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import parse_compression
+from scalemodel.cost import compression
 from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
 from scalemodel.engine.intervals import family_of, generation_of, interval_for
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
@@ -165,6 +167,10 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
                           "the replicas in one node; strategy.shard_group sets it)")
     if str(pred.strategy.get("dp_comm", "allreduce")).startswith("ps:"):
         pred.notes.append(_ps_note(job, str(pred.strategy["dp_comm"])))
+    if int(pred.strategy["dp"]) > 1:  # dp 1 synchronises no gradients: no compression is priced at all
+        cast = compression.cast_noop_note(parse_compression(strategy.compression).kind.label, job.grad_bytes)
+        if cast:
+            pred.notes.append(cast)
     return pred
 
 
