@@ -51,3 +51,24 @@ def test_fp16_cast_of_16_bit_gradients_says_it_changes_nothing(cli: Any) -> None
     # plan, with the cast pinned, warns the same words (every plan was priced as compression none)
     r = cli("plan", *SMALL, "--set", "strategy.compression=fp16", "-k", "1")
     assert r.code == 0 and "compression fp16 changes nothing here" in " ".join(r.err.split())
+
+
+def test_topk_slower_than_none_says_why(cli: Any) -> None:
+    """top-k at density 0.1 on 16 GPUs over 25 GbE priced 7.8 s against 3.3 s without compression, and said nothing.
+    bf16 values with int32 indices: c = (2 + 4)/2 = 3 bytes sent per value byte; each rank receives
+    (dp-1) rho c = 15 x 0.1 x 3 = 4.5 gradients' bytes against the ring's 2(dp-1)/dp = 30/16 = 1.875, break-even
+    density 2/(dp c) = 2/48 = 0.0417 (docs/model.md#compression)."""
+    none, topk = _predict(cli), _predict(cli, "--compression", "topk:0.1")
+    assert topk["step_time_s"] > none["step_time_s"]
+    note = next(n for n in topk["notes"] if n.startswith("compression topk:0.1 is slower than none"))
+    assert "= 4.5 x the gradient" in note and "2(dp-1)/dp = 1.88 x" in note and "below density 0.0417" in note
+    # below the break-even the bytes are fewer, and the note names top-k's own cost: 64 H100s, density 0.01 under
+    # 2/(64 x 3) = 0.0104, on dgx-h100, where the selection and decode outweigh the bytes saved
+    fast = ("-c", "dgx-h100", "-n", "64")
+    base = json.loads(cli("predict", "-m", "gpt-1.7b", *fast, "--json").out)
+    near = json.loads(cli("predict", "-m", "gpt-1.7b", *fast, "--compression", "topk:0.01", "--json").out)
+    assert near["step_time_s"] > base["step_time_s"]
+    note = next(n for n in near["notes"] if n.startswith("compression topk:0.01 is slower than none"))
+    assert "break-even 0.0104 at dp 64" in note and "selection reads the gradient 3 times" in note
+    # a top-k that is faster (density 0.001 on 25 GbE) gets no such note
+    assert not any("slower than none" in n for n in _predict(cli, "--compression", "topk:0.001")["notes"])
