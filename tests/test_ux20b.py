@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
+
 #: One strategy, given to memory and to predict alike.
 STRATEGY = ("-m", "gpt3-175b", "-c", "dgx-h100", "-n", "1024", "--tp", "4", "--pp", "8", "--global-batch", "1024",
             "--schedule", "interleaved:2", "--zero", "1")
@@ -72,3 +74,31 @@ def test_topk_slower_than_none_says_why(cli: Any) -> None:
     assert "break-even 0.0104 at dp 64" in note and "selection reads the gradient 3 times" in note
     # a top-k that is faster (density 0.001 on 25 GbE) gets no such note
     assert not any("slower than none" in n for n in _predict(cli, "--compression", "topk:0.001")["notes"])
+
+
+def test_plan_strategy_twins_name_their_units(cli: Any, tmp_path: Any) -> None:
+    """plan's JSON strategy gives dispatch_overhead (the strategy file's field) beside dispatch_overhead_s with no
+    word of the former's unit; the contract is the file's field (README: written as a strategy YAML, a plan prices
+    the same step), so README says its unit, and the round trip holds: a plan's strategy with dynamic assignment,
+    written back as a file, prices the same step, reading a bare dispatch_overhead as seconds."""
+    readme = " ".join(open("README.md", encoding="utf-8").read().split())
+    assert "its dispatch overhead in `dispatch_overhead`, in seconds" in readme
+    assert "`bucket_bytes` and `dispatch_overhead_s`" in readme
+    args = ("-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8")
+    r = cli("plan", *args, "--set", "strategy.assignment=dynamic", "--set", "strategy.dispatch_overhead=2ms",
+            "--allow", "dynamic-assignment", "-k", "1", "--json")
+    assert r.code == 0, r.err
+    plan = json.loads(r.out)["ranked"][0]
+    s = plan["strategy"]
+    assert s["dispatch_overhead"] == s["dispatch_overhead_s"] == 0.002  # 2 ms, in seconds under both keys
+    path = tmp_path / "strategy.yaml"
+    path.write_text(yaml.safe_dump(s), encoding="utf-8")
+    again = _predict_on(cli, args, "--strategy", str(path))
+    assert again["step_time_s"] == plan["step_time_s"]
+
+
+def _predict_on(cli: Any, args: tuple[str, ...], *more: str) -> dict[str, Any]:
+    r = cli("predict", *args, *more, "--json")
+    assert r.code == 0, r.err
+    doc: dict[str, Any] = json.loads(r.out)
+    return doc
