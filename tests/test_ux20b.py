@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -102,3 +103,23 @@ def _predict_on(cli: Any, args: tuple[str, ...], *more: str) -> dict[str, Any]:
     assert r.code == 0, r.err
     doc: dict[str, Any] = json.loads(r.out)
     return doc
+
+
+def test_hardware_show_wraps_to_the_width(cli: Any, monkeypatch: Any) -> None:
+    """`hardware show` printed its YAML at PyYAML's width 110, which folds a line only once past it: lines of up to
+    226 columns where every table keeps to COLUMNS / 80 when piped. Each line is now within the width unless it is
+    one word (a URL: never broken), and the text still loads back to the spec --json gives."""
+    names = sorted(p.stem for folder in ("accelerators", "clusters")
+                   for p in (Path("hardware") / folder).glob("*.yaml"))
+    assert len(names) > 10
+    for width in (80, 100):
+        monkeypatch.setenv("COLUMNS", str(width))
+        for name in names:
+            r = cli("hardware", "show", name)
+            assert r.code == 0, (name, r.err)
+            lines = r.out.rstrip("\n").splitlines()
+            long = [x for x in lines if len(x) > width and len(x.strip().split()) > 1]
+            assert not long, (name, width, long[:2])
+            body = [x for x in lines[1:] if not x.startswith("# ")]
+            spec = json.loads(cli("hardware", "show", name, "--json").out)["spec"]
+            assert yaml.safe_load("\n".join(body)) == spec, name
