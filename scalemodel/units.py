@@ -150,6 +150,23 @@ _DISPLAY = {
 }
 
 
+def _mantissa(value: float, units: list[tuple[str, float]]) -> float:
+    """``value`` in the largest of ``units`` not above it (the number format_quantity prints)."""
+    return value / next((f for _, f in units if abs(value) >= f), units[-1][1])
+
+
+def _binary_reads_exact(value: float, digits: int) -> bool:
+    """Whether a byte count is a power of two from 1 KiB or a whole multiple of a binary unit (5 MiB, 3 x 2**30)
+    that decimal units print only rounded: DDP's bucket_cap_mb 25 is 25 MiB (26,214,400 B), not "26.21 MB".
+    A size decimal units print exactly (1 TB = 1e12 B, a multiple of 2**12 too) stays decimal."""
+    if not (abs(value) >= 1024 and value % 1024 == 0):
+        return False
+    binary, decimal = _mantissa(value, _DISPLAY["bytes_binary"]), _mantissa(value, _DISPLAY["bytes"])
+    if math.log2(abs(value)).is_integer():
+        return True  # a power of two: 1 KiB, not 1.024 KB
+    return binary.is_integer() and abs(binary) < 10**digits and decimal != float(f"{decimal:.{digits}g}")
+
+
 def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     """Format an SI value with the largest display unit not above it, to ``digits`` significant digits.
 
@@ -159,8 +176,8 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     if not math.isfinite(value):
         raise InputError(f"a result ({kind}) is not finite", where="result",
                          allowed="inputs within physical ranges (sizes, bandwidths, latencies, times)")
-    if kind == "bytes" and value >= 1024 and math.log2(abs(value)).is_integer():
-        kind = "bytes_binary"  # 1 GiB reads better than 1.074 GB
+    if kind == "bytes" and _binary_reads_exact(value, digits):
+        kind = "bytes_binary"  # 1 GiB reads better than 1.074 GB, a 25 MiB bucket better than 26.21 MB
     units = _DISPLAY[kind]
     mag = abs(value)
     # zero in the unit of factor 1 ('0 s', not '0 ns': stragglers' "comm 0 ns per sync" for its default 0s)

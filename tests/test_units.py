@@ -80,6 +80,16 @@ def test_round_trip_display_precision(x: float, kind: str) -> None:
 def test_format_picks_readable_unit() -> None:
     assert format_quantity(80e9, "bytes") == "80 GB"
     assert format_quantity(2**30, "bytes") == "1 GiB"  # exact powers of two read in binary units
-    assert format_quantity(3 * 2**30, "bytes") == "3.221 GB"
+    # whole multiples of a binary unit read in it too (DDP's bucket_cap_mb 25 is 25 MiB = 26,214,400 B, which
+    # decimal units printed as "26.21 MB"); sizes decimal units print exactly stay decimal (1e12 B = 2**12 x 5**12)
+    assert format_quantity(3 * 2**30, "bytes") == "3 GiB"
+    assert format_quantity(25 * 1024 * 1024, "bytes") == "25 MiB"
+    assert format_quantity(5 * 1024 * 1024, "bytes") == "5 MiB"
+    assert format_quantity(1000 * 2**20, "bytes") == "1000 MiB"
+    assert format_quantity(1e12, "bytes") == "1 TB"
+    assert format_quantity(100e6, "bytes") == "100 MB"
+    assert format_quantity(1536, "bytes") == "1.536 KB"  # 1.5 KiB: not a whole KiB count
+    assert format_quantity(12345 * 2**20, "bytes") == "12.94 GB"  # 12.06 GiB: not whole either
+    assert parse_quantity(format_quantity(25 * 2**20, "bytes", digits=17), "bytes") == 25 * 2**20
     assert format_quantity(1.5e-6, "time") == "1.5 us"
     assert format_quantity(312e12, "flop_rate") == "312 TFLOP/s"

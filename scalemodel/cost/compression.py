@@ -62,6 +62,17 @@ def error_feedback_note(kind: str) -> str | None:
     return None
 
 
+def cast_noop_note(kind: str, grad_bytes: float) -> str | None:
+    """A note where a 16-bit cast is given 16-bit (or narrower) gradients: it sends min(2, g) = g bytes per element
+    (the wire width dp_comm prices, docs/model.md#compression), the same bytes as no compression, and encodes
+    nothing, so the step time is that of compression none. None elsewhere."""
+    if kind in ("fp16", "bf16") and grad_bytes <= 2:
+        return (f"compression {kind} changes nothing here: the gradients are already {grad_bytes * 8:g}-bit, so the "
+                "cast sends the same bytes as no compression (the step time of compression none); it halves the "
+                "wire only for 32-bit gradients (training.grad_bytes_per_param 4)")
+    return None
+
+
 def _check(n: Array, size: Array, bw: Array, lat: Array, t_enc: Array, t_dec: Array) -> tuple[np.ndarray, ...]:
     vals = [np.asarray(x, dtype=float) for x in (n, size, bw, lat, t_enc, t_dec)]
     names = ("ranks", "size", "bandwidth", "latency", "t_enc", "t_dec")

@@ -83,7 +83,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
-from scalemodel.cost import compute, memory, transformer
+from scalemodel.cost import compression, compute, memory, transformer
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
@@ -1020,6 +1020,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     fixed = dict(fixed or {})
     _trainer_sync_modes(fixed, modes, c, written)
     _warn_unpriced_bucket(job, fixed, c)
+    _warn_cast_noop(job, c)
     if fixed.get("moe_allgather_dispatcher") and fixed.get("moe_shared_expert_overlap") and job.is_transformer and \
             float(job.shape.moe_shared_experts) > 0:
         # predict's refusal (job._check_allgather_dispatcher): Megatron-Core raises it only where
@@ -1604,6 +1605,15 @@ def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> No
         notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: DeepSpeed's PipelineEngine all-reduces "
                      "the gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not "
                      "reduce_bucket_size")
+
+
+def _warn_cast_noop(job: Job, c: Constraints) -> None:
+    """Predict's note (compression.cast_noop_note) for a pinned 16-bit cast of 16-bit gradients: every plan was
+    priced as compression none, which the ranked strategies' "compression fp16" did not say."""
+    pinned = [kk for op, (kk, _) in c.get("compression", []) if op in ("=", "==")]
+    note = compression.cast_noop_note(CompressionKind.FP16.label, job.grad_bytes)
+    if pinned == [int(CompressionKind.FP16)] and note:
+        notices.warn(note)
 
 
 def _trainer_sync_modes(fixed: dict[str, Any], modes: Sequence[str], c: Constraints,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import CompressionKind, parse_compression
+from scalemodel.cost import compression
 from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
 from scalemodel.engine.intervals import family_of, generation_of, interval_for
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
@@ -165,7 +167,44 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
                           "the replicas in one node; strategy.shard_group sets it)")
     if str(pred.strategy.get("dp_comm", "allreduce")).startswith("ps:"):
         pred.notes.append(_ps_note(job, str(pred.strategy["dp_comm"])))
+    if int(pred.strategy["dp"]) > 1:  # dp 1 synchronises no gradients: no compression is priced at all
+        cast = compression.cast_noop_note(parse_compression(strategy.compression).kind.label, job.grad_bytes)
+        if cast:
+            pred.notes.append(cast)
+        if int(grid.compression.ravel()[0]) == int(CompressionKind.TOPK):
+            slower = _topk_slower_note(job, grid, pred, strategy.sync, kappa)
+            if slower:
+                pred.notes.append(slower)
     return pred
+
+
+def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str, kappa: float | None) -> str | None:
+    """Why top-k made the step slower than the same strategy without compression (priced alike, compression none),
+    else None. Top-k's pairs are all-gathered (docs/model.md#compression): each rank receives (dp-1) rho c of the
+    gradient's bytes, c = (g + 4)/g for g-byte values and int32 indices, where the ring all-reduce moves 2(dp-1)/dp;
+    above the break-even density 2/(dp c) the bytes alone exceed the dense exchange's
+    (compression.sparse_break_even_density). Below it, what is left is what top-k adds: its encode/decode (the
+    selection reads the gradient 3 times, decoding scatter-adds dp - 1 payloads: dp_comm._wire_and_codec) and the
+    all-gather's dp - 1 latency terms per bucket."""
+    dense = replace(grid, compression=np.full_like(grid.compression, int(CompressionKind.NONE)),
+                    topk_ratio=np.ones_like(grid.topk_ratio))
+    base = sum(_f(_pick(v, 0)) for v in evaluate(job, dense, sync=sync, kappa=kappa).breakdown.values())
+    if not pred.step_time_s > base:
+        return None
+    dp, rho = int(pred.strategy["dp"]), float(grid.topk_ratio.ravel()[0])
+    c = (job.grad_bytes + 4.0) / job.grad_bytes
+    even = float(compression.sparse_break_even_density(dp, c))
+    head = (f"compression topk:{rho:g} is slower than none here ({format_quantity(pred.step_time_s, 'time')} against "
+            f"{format_quantity(base, 'time')}): ")
+    if rho > even:
+        return head + (f"its all-gather sends more bytes than the dense all-reduce: each rank receives (dp-1) x "
+                       f"density x (value + index bytes)/value bytes = {(dp - 1) * rho * c:.3g} x the gradient, "
+                       f"against 2(dp-1)/dp = {2 * (dp - 1) / dp:.3g} x for the ring all-reduce (at dp {dp} top-k "
+                       f"sends fewer bytes only below density {even:.3g})")
+    return head + (f"its bytes are below the dense all-reduce's (density {rho:g} < the break-even {even:.3g} at dp "
+                   f"{dp}), but its own cost exceeds the saving: the selection reads the gradient 3 times and the "
+                   f"decode scatter-adds dp - 1 = {dp - 1} payloads (memory-bound), and the all-gather pays "
+                   f"{dp - 1} latency terms per bucket")
 
 
 def _ps_note(job: Job, dp_comm: str) -> str:

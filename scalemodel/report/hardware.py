@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 import yaml
@@ -80,14 +81,39 @@ def _sources_last(d: Any) -> Any:
     return d
 
 
+_CITATIONS = "# [KEY] citations in sources: resolve to primary sources in hardware/SOURCES.md of the catalog"
+
+
 def render_spec(view: SpecView, *, as_json: bool) -> None:
     data = view.spec.model_dump(mode="json")
     if as_json:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
-    new_console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
-    print(yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=True).rstrip())
-    print("# [KEY] citations in sources: resolve to primary sources in hardware/SOURCES.md of the catalog")
+    console = new_console()
+    console.print(f"[bold]{view.kind}[/bold] {view.spec.name}")
+    print(yaml_within(_sources_last(data), console.width))
+    print(textwrap.fill(_CITATIONS, console.width, subsequent_indent="# ", break_long_words=False,
+                        break_on_hyphens=False))
+
+
+def yaml_within(data: Any, width: int) -> str:
+    """``data`` as block YAML with every line within ``width`` columns (a terminal's, or ``COLUMNS``/80 when piped,
+    as tables: output.print_table) where a space allows it: a word or number is never broken, so a line of one
+    word longer than the width (a URL) stays whole. PyYAML's own folding (``width=``) breaks a line only once it
+    has passed the width, a word late, so its 110 printed lines up to 226 columns; here each scalar's line is
+    folded before the word that would pass the width, its continuation indented 4 past the line's (deeper than
+    its key or item, so the same scalar). Kept only where it loads back to ``data``; else PyYAML's folding."""
+    fallback = yaml.safe_dump(data, sort_keys=False, width=width, allow_unicode=True).rstrip()
+    wrapped = []
+    for line in yaml.safe_dump(data, sort_keys=False, width=10**6, allow_unicode=True).rstrip().splitlines():
+        lead = " " * (len(line) - len(line.lstrip(" ")))
+        if len(line) <= width or "  " in line.strip():  # a run of spaces folds to one: left to PyYAML
+            wrapped.append(line)
+            continue
+        wrapped.extend(textwrap.wrap(line, width, initial_indent="", subsequent_indent=lead + "    ",
+                                     break_long_words=False, break_on_hyphens=False, drop_whitespace=True))
+    text = "\n".join(wrapped)
+    return text if yaml.safe_load(text) == data else fallback
 
 
 def render_validation(view: SpecView, *, as_json: bool) -> None:

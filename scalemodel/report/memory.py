@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from scalemodel.choices import zero_label
 from scalemodel.engine.memory import MemoryResult
 from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.predict import strategy_header
 from scalemodel.units import format_quantity as fq
 
 _ROWS = [("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
@@ -22,12 +22,10 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     br = result.per_gpu_bytes
     cap = result.capacity_bytes
     console = new_console()
-    header = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
-              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, "
-              f"{zero_label(inp['zero'], ' ')}, "
-              f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
-              + (f", seq {result.seq_len:,}" if result.seq_len else ""))
-    console.print(header)  # a line of its own, as predict's: a table title wraps at the table's width
+    # predict's header (one route: memory wrote "dp 64 tp 4" and left out the schedule and global batch), on the
+    # accelerator whose memory the table counts; a line of its own: a table title wraps at the table's width
+    console.print(strategy_header(inp["model"], inp["gpus"], result.accelerator, inp,
+                                  f", seq {result.seq_len:,}" if result.seq_len else ""))
     if result.infeasible_reason and result.fits:  # not feasible for a reason other than memory: as predict says
         console.print(f"[bold red]infeasible:[/bold red] {result.infeasible_reason}")
     t = Table()

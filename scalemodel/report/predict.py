@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scalemodel.choices import zero_label
 from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
 from scalemodel.engine.predict import Prediction
@@ -16,6 +18,19 @@ def _seq(inputs: dict[str, object]) -> str:
     return f", seq {seq:,}" if isinstance(seq, int) and inputs.get("model_kind") != "generic" else ""
 
 
+def strategy_header(model: object, gpus: object, where: object, s: dict[str, Any], seq: str) -> str:
+    """The line above predict's and memory's tables: the run and every strategy choice, in one wording ("DP 64 x
+    TP 4", as plan's rows). ``s`` holds the strategy's keys; a global batch of None (memory without one) and a rank
+    order memory does not price are left out."""
+    batch = s.get("global_batch")
+    return (f"[bold]{model}[/bold] on {gpus} x {where}: "
+            f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
+            f"{s['micro_batch']}, " + (f"global batch {batch}, " if batch is not None else "")
+            + f"{s['schedule']}, {zero_label(s['zero'], ' ')}, "
+            f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")
+            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + seq)
+
+
 def render_prediction(p: Prediction, *, as_json: bool) -> None:
     """The JSON document, or the breakdown table and one line each for throughput, compute, memory."""
     if as_json:
@@ -25,12 +40,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
 
     console = new_console()
     s = p.strategy
-    head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
-            f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
-            f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, {zero_label(s['zero'], ' ')}, "
-            f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")  # as memory's header says it
-            + f"sync {s['sync']}, rank order {s['layout']}" + _seq(p.inputs))
-    console.print(head)
+    console.print(strategy_header(p.inputs.get("model", ""), s["gpus"], p.inputs.get("cluster", ""), s, _seq(p.inputs)))
     if not p.feasible:
         console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")
         if p.infeasible_detail:
