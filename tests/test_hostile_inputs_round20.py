@@ -65,6 +65,52 @@ def test_runs_sharing_one_log_is_refused(cli, tmp_path: Path) -> None:  # type: 
                                                          "(line 1)'s log (one log is one run's measurement); ")
 
 
+# review20e: the name was compared, not the label the rows show. A run named as an earlier unnamed run's default label
+# (cluster, model, GPUs), or two names alike in their first 80 characters (a label's length), were two rows of one
+# label again; a cluster file given by two spellings of its path (or a link to it) was two configurations.
+
+def test_runs_name_repeating_an_unnamed_runs_label_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUN.format(name="null", gpus=16, measure="step_time: 1.2 s")
+                 + RUN.format(name="dgx-a100 gpt-1.7b 16", gpus=32, measure="step_time: 0.8 s"))
+    line = refused(cli, *_calibrate(cli, f), inputs=(f,))
+    assert line.startswith(f"error: {f}: run 2 (line 2): name: name 'dgx-a100 gpt-1.7b 16' is also run 1 (line 1)'s "
+                           "label (a run's label is its name's first 80 characters"), line
+
+
+def test_runs_names_alike_in_their_first_80_characters_are_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUN.format(name="x" * 80 + "a", gpus=16, measure="step_time: 1.2 s")
+                 + RUN.format(name="x" * 80 + "b", gpus=32, measure="step_time: 0.8 s"))
+    line = refused(cli, *_calibrate(cli, f), inputs=(f,))
+    assert line.startswith(f"error: {f}: run 2 (line 2): name: name '{'x' * 60}' is also run 1 (line 1)'s label "), line
+
+
+def test_unnamed_run_after_a_run_named_as_its_label_gets_its_number(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUN.format(name="dgx-a100 gpt-1.7b 16", gpus=32, measure="step_time: 0.8 s")
+                 + RUN.format(name="null", gpus=16, measure="step_time: 1.2 s"))
+    doc = accepted(cli, *_calibrate(cli, f))
+    assert [r["name"] for r in doc["runs"]] == ["dgx-a100 gpt-1.7b 16", "dgx-a100 gpt-1.7b 16 (run 2 (line 2))"]
+
+
+@pytest.mark.parametrize("second", ["absolute", "link"])
+def test_runs_repeated_configuration_through_another_path_is_refused(cli, tmp_path: Path, second: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "runs").mkdir()
+    cluster = tmp_path / "c" / "a100.yaml"
+    cluster.write_text(Path(__file__).parent.parent.joinpath("hardware", "clusters", "dgx-a100.yaml").read_text())
+    other = cluster
+    if second == "link":
+        other = tmp_path / "c" / "link.yaml"
+        other.symlink_to(cluster)
+    f = tmp_path / "runs" / "runs.csv"
+    f.write_text(CSV_HEAD.replace("step_time", "step_time,name") + f"../c/a100.yaml,gpt-1.7b,16,2,64,1,1.2 s,a\n"
+                 f"{other},gpt-1.7b,16,2,64,1,1.3 s,b\n")
+    line = refused(cli, *_calibrate(cli, f), inputs=(f,))
+    assert line.startswith(f"error: {f}: row 2: same cluster, model, GPUs, training and strategy as row 1 "), line
+
+
 # --- logs saved as UTF-16 -----------------------------------------------------------------------------------------
 # Windows PowerShell 5.1's `>` and Tee-Object write UTF-16LE with a byte-order mark. Such a training log was refused
 # as "no iteration-speed line found", an nccl-tests log as "no nccl-tests data rows found": every line was there,
