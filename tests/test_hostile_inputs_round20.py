@@ -187,3 +187,48 @@ def test_utf16_input_file_is_named_as_utf16(cli, tmp_path: Path, name: str, argv
     line = refused(cli, *(a.format(f=f) for a in argv), inputs=(f,))
     assert "UTF-16 text (it starts with a UTF-16 byte-order mark); a UTF-8 text " in line, line
     assert line.endswith("(save it as UTF-8)"), line
+
+
+# review20e: the '?' that made a table printable made data lossy. `sweep --csv > out.csv` wrote a strategy label in
+# Chinese as '????' and `hardware show h800-8` its sources' '§' as '?', exit 0 (before round 20, a traceback): a CSV
+# on stdout goes out as UTF-8 bytes (the bytes of `--out FILE.csv`), the YAML with YAML's escapes.
+
+def _main_on(monkeypatch, encoding: str, argv: list[str]) -> bytes:  # type: ignore[no-untyped-def]
+    import io
+    import sys
+
+    from scalemodel.cli import main
+
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding=encoding)
+    monkeypatch.setattr(sys, "stdout", out)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out.flush()
+    assert exc.value.code == 0
+    return raw.getvalue()
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_sweep_csv_on_a_non_utf8_stdout_is_the_out_files_bytes(monkeypatch, tmp_path: Path, encoding: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "sweep.yaml"
+    f.write_text("kind: sweep\nname: t\nmodels: [gpt-1.7b]\nclusters: [dgx-a100]\ngpus: [8]\n"
+                 "strategies: [{label: 数据并行, tp: 1}]\ntraining: {global_batch: 64}\n", encoding="utf-8")
+    _main_on(monkeypatch, "utf-8", ["sweep", str(f), "-j", "1", "--out", str(tmp_path / "out.csv")])
+    got = _main_on(monkeypatch, encoding, ["sweep", str(f), "-j", "1", "--csv"])
+    assert "数据并行".encode() in got
+
+    def rows(data: bytes) -> list[list[str]]:  # without the point's elapsed_s and cpu_s, which differ run to run
+        table = [line.split(",") for line in data.decode("utf-8").splitlines()]
+        keep = [i for i, c in enumerate(table[0]) if c not in ("elapsed_s", "cpu_s")]
+        return [[r[i] for i in keep] for r in table]
+
+    assert rows(got) == rows((tmp_path / "out.csv").read_bytes())
+
+
+def test_hardware_show_on_an_ascii_stdout_keeps_every_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    utf8, ascii_ = (_main_on(monkeypatch, e, ["hardware", "show", "h800-8"]).decode(e) for e in ("utf-8", "ascii"))
+    assert "§3.1" in utf8  # the spec's sources cite sections
+    assert yaml.safe_load(ascii_.split("\n", 1)[1]) == yaml.safe_load(utf8.split("\n", 1)[1])

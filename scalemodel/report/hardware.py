@@ -9,7 +9,7 @@ import yaml
 from rich.table import Table
 
 from scalemodel.engine.hardware import Catalog, SpecView
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import emit_json, new_console, print_table, stdout_encodes
 from scalemodel.units import format_quantity as fq
 
 
@@ -86,7 +86,10 @@ def render_spec(view: SpecView, *, as_json: bool) -> None:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
     new_console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
-    print(yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=True).rstrip())
+    text = yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=True).rstrip()
+    if not stdout_encodes(text):  # YAML's escapes ("\xA7"), not '?' (cli._tolerant_stdout): the same values
+        text = yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=False).rstrip()
+    print(text)
     print("# [KEY] citations in sources: resolve to primary sources in hardware/SOURCES.md of the catalog")
 
 
