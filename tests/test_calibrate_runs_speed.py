@@ -21,9 +21,19 @@ from scalemodel.specs.runs import read_runs
 from tests.test_calibrate_runs import RUNS, synthetic
 
 #: two gpt-1.7b layouts (one job), one gpt-3.6b layout (another job); the first and last repeated, the
-#: repeats measured apart (noise is drawn per row), so their residuals differ
-ROWS = [RUNS[0], RUNS[1], RUNS[3], {**RUNS[0], "name": "1.7b-8 again"}, {**RUNS[3], "name": "3.6b-16 again"},
-        {**RUNS[0], "name": "1.7b-8 third"}]
+#: repeats measured apart (noise is drawn per row), so their residuals differ. A runs file refuses a repeated
+#: configuration (specs.runs, round 20), so each repeat is in a file of its own and fit_runs gets the runs of three
+ROWS = [[RUNS[0], RUNS[1], RUNS[3]], [{**RUNS[0], "name": "1.7b-8 again"}, {**RUNS[3], "name": "3.6b-16 again"}],
+        [{**RUNS[0], "name": "1.7b-8 third"}]]
+
+
+def _repeated(tmp_path: Path) -> list[Any]:
+    """The runs of :data:`ROWS`, read from one file per group (seeds apart: each repeat drew its own noise)."""
+    runs = []
+    for i, rows in enumerate(ROWS):
+        (tmp_path / f"f{i}").mkdir()
+        runs += read_runs(synthetic(tmp_path / f"f{i}", rows, seed=1 + i))
+    return runs
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -40,10 +50,10 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_repeated_runs_priced_once_and_the_fit_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = synthetic(tmp_path, ROWS)
+    runs = _repeated(tmp_path)
     with monkeypatch.context() as m:
         sizes = _counting(m)
-        fit = fit_runs(read_runs(path), source=str(path), only=["compute", "overhead_s"])
+        fit = fit_runs(runs, source="runs", only=["compute", "overhead_s"])
     # preparation: the 3 distinct configurations, one candidate each; then per trial the two gpt-1.7b layouts
     # in one call and the gpt-3.6b one in another: 3 candidates priced per trial for 6 runs
     assert sizes[:3] == [1, 1, 1]
@@ -54,7 +64,7 @@ def test_repeated_runs_priced_once_and_the_fit_unchanged(tmp_path: Path, monkeyp
         m.setattr(cr, "_same_run", lambda *a: None)
         m.setattr(cr, "_same_job", lambda a, b: False)
         sizes = _counting(m)
-        alone = fit_runs(read_runs(path), source=str(path), only=["compute", "overhead_s"])
+        alone = fit_runs(runs, source="runs", only=["compute", "overhead_s"])
     assert set(sizes) == {1} and len(sizes) > 6 * len(trials) // 2
     assert fit.factors == alone.factors  # values, intervals, bounds: float for float
     assert fit.runs == alone.runs and fit.warnings == alone.warnings

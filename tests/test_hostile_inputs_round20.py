@@ -65,6 +65,52 @@ def test_runs_sharing_one_log_is_refused(cli, tmp_path: Path) -> None:  # type: 
                                                          "(line 1)'s log (one log is one run's measurement); ")
 
 
+# review20e: the name was compared, not the label the rows show. A run named as an earlier unnamed run's default label
+# (cluster, model, GPUs), or two names alike in their first 80 characters (a label's length), were two rows of one
+# label again; a cluster file given by two spellings of its path (or a link to it) was two configurations.
+
+def test_runs_name_repeating_an_unnamed_runs_label_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUN.format(name="null", gpus=16, measure="step_time: 1.2 s")
+                 + RUN.format(name="dgx-a100 gpt-1.7b 16", gpus=32, measure="step_time: 0.8 s"))
+    line = refused(cli, *_calibrate(cli, f), inputs=(f,))
+    assert line.startswith(f"error: {f}: run 2 (line 2): name: name 'dgx-a100 gpt-1.7b 16' is also run 1 (line 1)'s "
+                           "label (a run's label is its name's first 80 characters"), line
+
+
+def test_runs_names_alike_in_their_first_80_characters_are_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUN.format(name="x" * 80 + "a", gpus=16, measure="step_time: 1.2 s")
+                 + RUN.format(name="x" * 80 + "b", gpus=32, measure="step_time: 0.8 s"))
+    line = refused(cli, *_calibrate(cli, f), inputs=(f,))
+    assert line.startswith(f"error: {f}: run 2 (line 2): name: name '{'x' * 60}' is also run 1 (line 1)'s label "), line
+
+
+def test_unnamed_run_after_a_run_named_as_its_label_gets_its_number(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text(RUN.format(name="dgx-a100 gpt-1.7b 16", gpus=32, measure="step_time: 0.8 s")
+                 + RUN.format(name="null", gpus=16, measure="step_time: 1.2 s"))
+    doc = accepted(cli, *_calibrate(cli, f))
+    assert [r["name"] for r in doc["runs"]] == ["dgx-a100 gpt-1.7b 16", "dgx-a100 gpt-1.7b 16 (run 2 (line 2))"]
+
+
+@pytest.mark.parametrize("second", ["absolute", "link"])
+def test_runs_repeated_configuration_through_another_path_is_refused(cli, tmp_path: Path, second: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "runs").mkdir()
+    cluster = tmp_path / "c" / "a100.yaml"
+    cluster.write_text(Path(__file__).parent.parent.joinpath("hardware", "clusters", "dgx-a100.yaml").read_text())
+    other = cluster
+    if second == "link":
+        other = tmp_path / "c" / "link.yaml"
+        other.symlink_to(cluster)
+    f = tmp_path / "runs" / "runs.csv"
+    f.write_text(CSV_HEAD.replace("step_time", "step_time,name") + f"../c/a100.yaml,gpt-1.7b,16,2,64,1,1.2 s,a\n"
+                 f"{other},gpt-1.7b,16,2,64,1,1.3 s,b\n")
+    line = refused(cli, *_calibrate(cli, f), inputs=(f,))
+    assert line.startswith(f"error: {f}: row 2: same cluster, model, GPUs, training and strategy as row 1 "), line
+
+
 # --- logs saved as UTF-16 -----------------------------------------------------------------------------------------
 # Windows PowerShell 5.1's `>` and Tee-Object write UTF-16LE with a byte-order mark. Such a training log was refused
 # as "no iteration-speed line found", an nccl-tests log as "no nccl-tests data rows found": every line was there,
@@ -141,3 +187,48 @@ def test_utf16_input_file_is_named_as_utf16(cli, tmp_path: Path, name: str, argv
     line = refused(cli, *(a.format(f=f) for a in argv), inputs=(f,))
     assert "UTF-16 text (it starts with a UTF-16 byte-order mark); a UTF-8 text " in line, line
     assert line.endswith("(save it as UTF-8)"), line
+
+
+# review20e: the '?' that made a table printable made data lossy. `sweep --csv > out.csv` wrote a strategy label in
+# Chinese as '????' and `hardware show h800-8` its sources' '§' as '?', exit 0 (before round 20, a traceback): a CSV
+# on stdout goes out as UTF-8 bytes (the bytes of `--out FILE.csv`), the YAML with YAML's escapes.
+
+def _main_on(monkeypatch, encoding: str, argv: list[str]) -> bytes:  # type: ignore[no-untyped-def]
+    import io
+    import sys
+
+    from scalemodel.cli import main
+
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding=encoding)
+    monkeypatch.setattr(sys, "stdout", out)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out.flush()
+    assert exc.value.code == 0
+    return raw.getvalue()
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_sweep_csv_on_a_non_utf8_stdout_is_the_out_files_bytes(monkeypatch, tmp_path: Path, encoding: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "sweep.yaml"
+    f.write_text("kind: sweep\nname: t\nmodels: [gpt-1.7b]\nclusters: [dgx-a100]\ngpus: [8]\n"
+                 "strategies: [{label: 数据并行, tp: 1}]\ntraining: {global_batch: 64}\n", encoding="utf-8")
+    _main_on(monkeypatch, "utf-8", ["sweep", str(f), "-j", "1", "--out", str(tmp_path / "out.csv")])
+    got = _main_on(monkeypatch, encoding, ["sweep", str(f), "-j", "1", "--csv"])
+    assert "数据并行".encode() in got
+
+    def rows(data: bytes) -> list[list[str]]:  # without the point's elapsed_s and cpu_s, which differ run to run
+        table = [line.split(",") for line in data.decode("utf-8").splitlines()]
+        keep = [i for i, c in enumerate(table[0]) if c not in ("elapsed_s", "cpu_s")]
+        return [[r[i] for i in keep] for r in table]
+
+    assert rows(got) == rows((tmp_path / "out.csv").read_bytes())
+
+
+def test_hardware_show_on_an_ascii_stdout_keeps_every_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    utf8, ascii_ = (_main_on(monkeypatch, e, ["hardware", "show", "h800-8"]).decode(e) for e in ("utf-8", "ascii"))
+    assert "§3.1" in utf8  # the spec's sources cite sections
+    assert yaml.safe_load(ascii_.split("\n", 1)[1]) == yaml.safe_load(utf8.split("\n", 1)[1])

@@ -43,12 +43,13 @@ def test_a_runs_warning_names_its_run(cli, tmp_path) -> None:  # type: ignore[no
                  "- {cluster: dgx-b200, model: gpt-1.7b, gpus: 8, cudnn_release: '9.21.1', flash_attention: true,"
                  " step_time: 1.1 s}\n"
                  "- {cluster: dgx-b200, model: gpt-1.7b, gpus: 16, step_time: 1.0 s}\n"
-                 "- {cluster: dgx-b200, model: gpt-1.7b, gpus: 8, cudnn_release: '9.21.1', flash_attention: true,"
-                 " step_time: 1.2 s}\n")
+                 "- {cluster: dgx-b200, model: gpt-1.7b, gpus: 16, cudnn_release: '9.21.1', flash_attention: true,"
+                 " step_time: 0.6 s}\n")
     r = cli("calibrate", "runs", str(f), "--json")
     assert r.code == 0, r.err
     got = [w for w in json.loads(r.out)["warnings"] if "cudnn_release = 9.21.1" in w]
-    # run 2, and run 4, the same configuration (priced once), each under its own name; run 1 and 3 say nothing
+    # run 2, and run 4 (on 16 GPUs: a repeated configuration is refused since round 20), each under its own name;
+    # run 1 and 3 say nothing
     # (the field named as the runs file writes it, flat under the run: cudnn_release, not training.cudnn_release)
     assert [w.split(": cudnn_release")[0] for w in got] == [f"{f}: run 2 (line 2)", f"{f}: run 4 (line 4)"], got
 

@@ -10,7 +10,7 @@ import yaml
 from rich.table import Table
 
 from scalemodel.engine.hardware import Catalog, SpecView
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import emit_json, new_console, print_table, stdout_encodes
 from scalemodel.units import format_quantity as fq
 
 
@@ -91,21 +91,24 @@ def render_spec(view: SpecView, *, as_json: bool) -> None:
         return
     console = new_console()
     console.print(f"[bold]{view.kind}[/bold] {view.spec.name}")
-    print(yaml_within(_sources_last(data), console.width))
+    text = yaml_within(_sources_last(data), console.width)
+    if not stdout_encodes(text):  # YAML's escapes ("\xA7"), not '?' (cli._tolerant_stdout): the same values
+        text = yaml_within(_sources_last(data), console.width, allow_unicode=False)
+    print(text)
     print(textwrap.fill(_CITATIONS, console.width, subsequent_indent="# ", break_long_words=False,
                         break_on_hyphens=False))
 
 
-def yaml_within(data: Any, width: int) -> str:
+def yaml_within(data: Any, width: int, allow_unicode: bool = True) -> str:
     """``data`` as block YAML with every line within ``width`` columns (a terminal's, or ``COLUMNS``/80 when piped,
     as tables: output.print_table) where a space allows it: a word or number is never broken, so a line of one
     word longer than the width (a URL) stays whole. PyYAML's own folding (``width=``) breaks a line only once it
     has passed the width, a word late, so its 110 printed lines up to 226 columns; here each scalar's line is
     folded before the word that would pass the width, its continuation indented 4 past the line's (deeper than
     its key or item, so the same scalar). Kept only where it loads back to ``data``; else PyYAML's folding."""
-    fallback = yaml.safe_dump(data, sort_keys=False, width=width, allow_unicode=True).rstrip()
+    fallback = yaml.safe_dump(data, sort_keys=False, width=width, allow_unicode=allow_unicode).rstrip()
     wrapped = []
-    for line in yaml.safe_dump(data, sort_keys=False, width=10**6, allow_unicode=True).rstrip().splitlines():
+    for line in yaml.safe_dump(data, sort_keys=False, width=10**6, allow_unicode=allow_unicode).rstrip().splitlines():
         lead = " " * (len(line) - len(line.lstrip(" ")))
         if len(line) <= width or "  " in line.strip():  # a run of spaces folds to one: left to PyYAML
             wrapped.append(line)

@@ -73,7 +73,29 @@ def to_json(payload: dict[str, Any], command: str) -> str:
 
 
 def emit_json(payload: dict[str, Any], command: str) -> None:
-    sys.stdout.write(to_json(payload, command) + "\n")
+    sys.stdout.write(to_json(payload, command) + "\n")  # ASCII (json.dumps escapes the rest): any stdout writes it
+
+
+def stdout_encodes(text: str) -> bool:
+    """Whether stdout's encoding writes each character of ``text`` (else it writes '?': cli._tolerant_stdout)."""
+    try:
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def emit_data(text: str) -> None:
+    """Machine-readable text (a CSV table) on stdout, every character kept: where stdout's encoding (ascii, latin-1)
+    cannot write one, the text goes out as UTF-8 bytes, as the files ``--out`` writes (:func:`write_file`). Written
+    through the encoding, a sweep's strategy label in Chinese was '????' in ``sweep --csv > out.csv``, exit 0."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None or stdout_encodes(text):
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    buffer.write(shown(text).encode("utf-8"))
+    buffer.flush()
 
 
 # --- tables within the terminal width ------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from scalemodel.choices import zero_label
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
 from scalemodel.report.explain import describe_settings
-from scalemodel.report.output import duration, emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_data, emit_json, new_console, print_table
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
@@ -122,7 +121,7 @@ def render_scale(result: ScalingResult, *, as_json: bool = False, as_csv: bool =
     if as_json:
         emit_json(result.payload(), "scale")
     elif as_csv:
-        sys.stdout.write(to_csv(result))
+        emit_data(to_csv(result))
     else:
         render_scaling(result)
         if plot is not None:

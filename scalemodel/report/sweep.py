@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,15 @@ from rich.table import Table
 
 from scalemodel.engine.grid import COLUMNS, GridResult
 from scalemodel.errors import InputError
-from scalemodel.report.output import _plain, check_output_path, emit_json, new_console, print_table, write_file
+from scalemodel.report.output import (
+    _plain,
+    check_output_path,
+    emit_data,
+    emit_json,
+    new_console,
+    print_table,
+    write_file,
+)
 from scalemodel.units import format_quantity as fq
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -104,7 +111,7 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
         emit_json(result.payload(), "sweep")
         return
     if as_csv:
-        sys.stdout.write(to_csv(result.rows))
+        emit_data(to_csv(result.rows))
         return
     console = new_console()
     inp = result.inputs

@@ -158,7 +158,8 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
     folder = path.parent
     specs: dict[tuple[str, str], Any] = {}
     seen: dict[tuple[str, str], str] = {}  # (name | configuration | log, its key) -> the run that gave it first
-    labels: set[str] = set()
+    labels: dict[str, str] = {}  # a run's label (table rows, the overlay's calibration block) -> the run that has it
+    names: dict[str, str] = {}  # a run's name as written -> the run
     tr_fields, st_fields = set(TrainingSpec.model_fields), set(StrategySpec.model_fields)
     out = []
     for where, row in rows:
@@ -205,30 +206,35 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
         if row.get("log") is not None:
             step, tokens, log = _from_log(row, folder, where, gpus, tr)
             step, tokens = _plausible(step, tokens, f"{where}: log: {log.path}")
-        _once(seen, where, row.get("name"), f"{cpath}|{wpath}|{gpus}|{tr!r}|{st!r}", log)
         label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")[:80]
-        if row.get("name") is None and label in labels:  # two unnamed runs that differ in a training/strategy field
+        if row.get("name") and (str(row["name"]) in names or label in labels):  # labels: names are cut to 80
+            raise InputError(f"name {str(row['name'])[:60]!r} is also " + (
+                f"{names[str(row['name'])]}'s" if str(row["name"]) in names else
+                f"{labels[label]}'s label (a run's label is its name's first 80 characters, or cluster, model and "
+                "GPUs when unnamed)"), where=f"{where}: name", allowed="a name given to one run only")
+        # the files' real paths: "c.yaml" and "../runs/c.yaml" (or a link to it) are one cluster
+        _once(seen, where, f"{os.path.realpath(cpath)}|{os.path.realpath(wpath)}|{gpus}|{tr!r}|{st!r}", log)
+        if label in labels:  # two unnamed runs that differ in a training/strategy field
             label = f"{label[:60]} ({where.rsplit(': ', 1)[-1]})"
-        labels.add(label)
+        labels[label] = where.rsplit(": ", 1)[-1]
+        if row.get("name"):
+            names[str(row["name"])] = labels[label]
         out.append(MeasuredRun(label, row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where, log))
     return out
 
 
-def _once(seen: dict[tuple[str, str], str], where: str, name: Any, config: str, log: LogSpeed | None) -> None:
-    """Refuse a run that repeats an earlier one's name, configuration or training log. A repeated name made two rows
-    of the residual table and of the overlay's calibration block that nothing tells apart; a repeated configuration
-    was fitted as two runs, and leave-one-out predicted each twin from the other (a band as narrow as the in-sample
-    one); one log given to two runs is one measurement counted twice, for two configurations."""
+def _once(seen: dict[tuple[str, str], str], where: str, config: str, log: LogSpeed | None) -> None:
+    """Refuse a run that repeats an earlier one's configuration or training log (a repeated name, or label, is refused
+    by :func:`read_runs`: it made two rows of the residual table and of the overlay's calibration block that nothing
+    tells apart). A repeated configuration was fitted as two runs, and leave-one-out predicted each twin from the
+    other (a band as narrow as the in-sample one); one log given to two runs is one measurement counted twice, for two
+    configurations."""
     run = where.rsplit(": ", 1)[-1]  # "run 2 (line 9)" of a YAML file, "row 2" of a CSV table
-    checks = (("name", None if name is None else str(name)), ("configuration", config),
-              ("log", None if log is None else os.path.realpath(log.path)))
+    checks = (("configuration", config), ("log", None if log is None else os.path.realpath(log.path)))
     for kind, key in checks:
         first = seen.get((kind, key)) if key is not None else None
         if first is None:
             continue
-        if kind == "name":
-            raise InputError(f"name {str(name)[:60]!r} is also {first}'s", where=f"{where}: name",
-                             allowed="a name given to one run only")
         if kind == "log":
             raise InputError(f"{str(log.path if log else '')[-80:]!r} is also {first}'s log (one log is one run's "
                              "measurement)", where=f"{where}: log", allowed="each run's own training log")
