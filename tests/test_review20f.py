@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+import yaml
+
 from scalemodel.report.explain import TIE
 
 
@@ -22,3 +25,25 @@ def test_a_family_is_a_near_tie_at_the_runner_ups_bound(cli: Any) -> None:
     why = doc["why"]
     assert f"(DP 16 x TP 4 x PP 1 x CP 2, mb {s['micro_batch']}, ZeRO-2, SP) is {gap:.1%} slower: the winner" in why
     assert "is a near tie (0.3" not in why
+
+
+@pytest.mark.parametrize("pins", [("--set", "strategy.bucket_size=100MB"),
+                                  ("--assignment", "dynamic", "--set", "strategy.dispatch_overhead=20ms"),
+                                  ()])
+def test_predict_json_strategy_round_trips(cli: Any, tmp_path: Any, pins: tuple[str, ...]) -> None:
+    """predict's JSON strategy gives the bucket as bucket_bytes and the dispatch overhead as dispatch_overhead_s only
+    (plan's adds bucket_size and dispatch_overhead beside them): written as a strategy YAML, predict --strategy warned
+    'not used: bucket_bytes; dispatch_overhead_s' and priced the default bucket, 3.300 s for the 3.276 s of a 100 MB
+    bucket on 25 GbE. Each key is now read as its field where the file does not give that field; under static
+    assignment the JSON's dispatch_overhead_s (the unpriced default) is not, or it is warned 'not priced'."""
+    base = ("-m", "gpt-1.7b", "-c", "pcie-25gbe", "-n", "16")
+    doc = json.loads(cli("predict", *base, *pins, "--json").out)
+    assert "bucket_size" not in doc["strategy"] and "dispatch_overhead" not in doc["strategy"]
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(doc["strategy"]))
+    r = cli("predict", *base, "--strategy", str(f), "--json")
+    assert r.code == 0 and json.loads(r.out)["step_time_s"] == pytest.approx(doc["step_time_s"], rel=1e-12)
+    assert "bucket_bytes" not in r.err and "dispatch_overhead" not in r.err
+    if pins:  # the pinned value moves the step (else the test would pass on a dropped key)
+        assert doc["step_time_s"] != pytest.approx(json.loads(cli("predict", *base, "--json").out)["step_time_s"],
+                                                   rel=1e-6)
