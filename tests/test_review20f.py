@@ -47,3 +47,14 @@ def test_predict_json_strategy_round_trips(cli: Any, tmp_path: Any, pins: tuple[
     if pins:  # the pinned value moves the step (else the test would pass on a dropped key)
         assert doc["step_time_s"] != pytest.approx(json.loads(cli("predict", *base, "--json").out)["step_time_s"],
                                                    rel=1e-6)
+
+
+def test_predict_json_gives_no_band_for_an_infeasible_step(cli: Any) -> None:
+    """ux20 took the 'likely ... per step (published runs)' line off an infeasible predict (126 layers in 64 chunks),
+    its step 'priced as if it ran'; the JSON still gave the band beside feasible: false. A feasible step keeps it."""
+    args = ("predict", "-m", "llama3-405b", "-c", "dgx-h100", "-n", "16384", "--tp", "8", "--pp", "16",
+            "--global-batch", "2048", "--micro-batch", "1", "--zero", "1", "--sequence-parallel", "--json")
+    bad = json.loads(cli(*args, "--schedule", "interleaved:4").out)
+    assert bad["feasible"] is False and bad["interval"] is None and bad["step_time_s"] > 0
+    ok = json.loads(cli(*args, "--schedule", "interleaved:4", "--set", "model.layers=128", "--recompute", "full").out)
+    assert ok["feasible"] is True and ok["interval"]["step_time_s"][0] < ok["step_time_s"]
