@@ -367,8 +367,8 @@ def check_launch_zero(sf: StrategyFile | None, st_raw: dict[str, Any], given: di
     if where is None or where.startswith("--strategy") or zero <= Zero.OPTIMIZER:
         return
     raise InputError(f"{zero_label(zero.label, ' ')} over the Megatron-LM launch {sf.path}: it runs Megatron-Core's "
-                     "DDP (it names neither --use-torch-fsdp2 nor --use-megatron-fsdp), whose distributed optimizer shards "
-                     "the optimizer states only", where=where,
+                     "DDP (it names neither --use-torch-fsdp2 nor --use-megatron-fsdp), whose distributed optimizer "
+                     "shards the optimizer states only", where=where,
                      allowed="zero 0 or 1 with this launch; for sharded parameters, --use-megatron-fsdp (or "
                              "--use-torch-fsdp2) in the launch with --zero fsdp, or --set strategy.megatron_ddp=false")
 
