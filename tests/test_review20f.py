@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from scalemodel.report.explain import TIE
+from scalemodel.units import format_quantity, parse_quantity
 
 
 def test_a_family_is_a_near_tie_at_the_runner_ups_bound(cli: Any) -> None:
@@ -81,3 +82,10 @@ def test_calibrate_says_why_residuals_are_not_zero(cli: Any, tmp_path: Any) -> N
     assert cal["method"] == "none" and cal["runs"] <= cal["factors"]
     assert "sit on their bounds" not in cal["reason"] and "zero by construction" not in cal["reason"]
     assert "the runs vary in fewer ways than the factors" in cal["reason"]
+
+
+def test_negative_zero_prints_as_zero() -> None:
+    """ux20 printed a zero in the base unit ('0 s'); a negative zero, what a difference of equal parts gives, read
+    '-0 s'. Its round trip through parse_quantity is still exact (0.0 == -0.0)."""
+    assert [format_quantity(-0.0, k) for k in ("time", "bytes", "flop_rate")] == ["0 s", "0 B", "0 FLOP/s"]
+    assert parse_quantity(format_quantity(-0.0, "time", digits=17), "time") == 0.0
