@@ -186,7 +186,7 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
         if mag >= f and mag > 0:
             name, factor = n, f
             break
-    number = value / factor
+    number = value / factor if mag > 0 else 0.0  # -0.0 (a difference of equal parts) printed '-0 s'
     text = f"{number:.{digits}g}"
     sep = " " if name else ""
     return f"{text}{sep}{name}"

@@ -68,10 +68,11 @@ def test_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path) -> N
         return subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "llama2-7b", "-n", "64",
                                "--strategy", str(script), *args], capture_output=True, text=True, timeout=120)
 
-    for args, where in ((("--zero", "3"), "--zero"), (("--set", "strategy.zero=fsdp"), "--set strategy.zero")):
+    for args, where, label in ((("--zero", "3"), "--zero", "ZeRO 3"),
+                               (("--set", "strategy.zero=fsdp"), "--set strategy.zero", "FSDP")):  # not 'ZeRO fsdp'
         r = run(*args)
         assert r.returncode == 2, r.stderr
-        assert r.stderr.startswith(f"error: {where}: ZeRO "), r.stderr
+        assert r.stderr.startswith(f"error: {where}: {label} over the Megatron-LM launch"), r.stderr
         assert "Megatron-Core's DDP" in r.stderr and "megatron_ddp: true needs" not in r.stderr
     assert run("--zero", "1").returncode == 0
     assert run("--zero", "3", "--set", "strategy.megatron_ddp=false").returncode == 0

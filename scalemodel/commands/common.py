@@ -6,7 +6,7 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from scalemodel.choices import Zero
+from scalemodel.choices import Zero, zero_label
 from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
@@ -366,9 +366,9 @@ def check_launch_zero(sf: StrategyFile | None, st_raw: dict[str, Any], given: di
         return  # a bad value: the spec's own check says what is allowed
     if where is None or where.startswith("--strategy") or zero <= Zero.OPTIMIZER:
         return
-    raise InputError(f"ZeRO {st_raw['zero']} over the Megatron-LM launch {sf.path}: it runs Megatron-Core's DDP (it "
-                     "names neither --use-torch-fsdp2 nor --use-megatron-fsdp), whose distributed optimizer shards "
-                     "the optimizer states only", where=where,
+    raise InputError(f"{zero_label(zero.label, ' ')} over the Megatron-LM launch {sf.path}: it runs Megatron-Core's "
+                     "DDP (it names neither --use-torch-fsdp2 nor --use-megatron-fsdp), whose distributed optimizer "
+                     "shards the optimizer states only", where=where,
                      allowed="zero 0 or 1 with this launch; for sharded parameters, --use-megatron-fsdp (or "
                              "--use-torch-fsdp2) in the launch with --zero fsdp, or --set strategy.megatron_ddp=false")
 

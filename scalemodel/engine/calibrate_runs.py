@@ -480,7 +480,9 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                  "loo_s": None if loo is None else loo[i], "error_loo": None if loo is None else float(loo[i] / m - 1),
                  "log": _log_row(r)}
                 for i, (r, m, b, a) in enumerate(zip(runs, t, before, after, strict=True))]
-    calibration = {**_calibration_block(runs, prepared, t, after, loo, len(names)), "hardware": cluster.hardware()}
+    bounded = any(f.at_bound for f in factors)
+    calibration = {**_calibration_block(runs, prepared, t, after, loo, len(names), bounded),
+                   "hardware": cluster.hardware()}
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
               "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,
@@ -494,21 +496,24 @@ INTERPOLATED = 1e-6
 
 
 def _calibration_block(runs: list[Any], prepared: list[_Prepared], t: np.ndarray, after: np.ndarray,
-                       loo: list[float] | None, n_factors: int) -> dict[str, Any]:
+                       loo: list[float] | None, n_factors: int, bounded: bool = False) -> dict[str, Any]:
     """The overlay's ``calibration`` block (specs.cluster.CalibrationSpec, version CALIBRATION_VERSION): each run's
     speed error e = measured / predicted - 1 in and (``loo``: the refits' predictions) out of sample, its family
-    keys, and which the band uses (docs/model.md#intervals)."""
+    keys, and which the band uses (docs/model.md#intervals); ``bounded``: a fitted factor sits on a bound."""
     m = len(t)
     if loo is not None:
         method, reason = "leave-one-out", ""
     elif m <= n_factors and float(np.max(np.abs(t / after - 1))) < INTERPOLATED:
         method, reason = "none", (f"{m} runs for {n_factors} fitted factors: the fit's residuals are zero by "
                                   "construction and say nothing of its error")
-    elif m <= n_factors:  # a factor on its bound kept the fit off some run: the residuals are not zero, but no
-        # more telling (the line said 'zero by construction' over a residual table of +2.8 %, +5.1 %, -6.2 %)
+    elif m <= n_factors:  # a factor on its bound, or runs the factors cannot tell apart, kept the fit off some run:
+        # the residuals are not zero, but no more telling (the line said 'zero by construction' over a residual table
+        # of +2.8 %, +5.1 %, -6.2 %; then 'only because factors sit on their bounds' over three one-node runs whose
+        # times are not affine in the batch, -10 %, +32 %, -16 %, no factor on a bound)
+        why = ("only because factors sit on their bounds" if bounded else "because the runs vary in fewer ways than "
+               "the factors: they cannot be told apart, and no setting of them passes through every run")
         method, reason = "none", (f"{m} runs for {n_factors} fitted factors: at least a factor per run, so the "
-                                  "residuals say nothing of the fit's error (they are not zero only because "
-                                  "factors sit on their bounds)")
+                                  f"residuals say nothing of the fit's error (they are not zero {why})")
     elif m < MIN_LOO_RUNS:
         method, reason = "in-sample", f"{m} runs (leave-one-out needs {MIN_LOO_RUNS})"
     elif m > LOO_MAX_RUNS:

@@ -47,7 +47,9 @@ class Prediction:
             "breakdown_s": self.breakdown_s, "throughput": self.throughput, "flops": self.flops,
             "memory": self.memory, "sync": self.sync, "time_to_train_s": self.time_to_train_s,
             "cost_usd": self.cost_usd, "dominant": self.dominant, "notes": self.notes,
-            "interval": self.interval,
+            # the validated runs' band is for a step that runs: the text gives none for an infeasible one (ux20, "priced
+            # as if it ran") and the JSON gave it beside feasible: false (check --pessimistic reads the attribute)
+            "interval": self.interval if self.feasible else None,
         }
 
 

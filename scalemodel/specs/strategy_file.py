@@ -17,9 +17,9 @@ from scalemodel.errors import InputError
 from scalemodel.specs.training import MIN_BUCKET_BYTES, TrainingSpec
 
 #: The keys of plan's and predict's JSON strategy (engine.job StrategyGrid.describe) whose strategy-file field has
-#: another name: the JSON gives both (engine.planner._readable), and a strategy file reads the key as an echo when it
-#: gives that field the same value (specs.frameworks._scalemodel; README: written as a strategy YAML, a plan's
-#: strategy prices the same step)
+#: another name: plan's JSON gives both (engine.planner._readable), predict's only the key; a strategy file reads the
+#: key as that field where the file does not give the field, as an echo where it gives the field the same value
+#: (specs.frameworks._scalemodel; README: written as a strategy YAML, a plan's strategy prices the same step)
 JSON_FIELD_TWINS = {"bucket_bytes": "bucket_size", "dispatch_overhead_s": "dispatch_overhead"}
 
 
