@@ -43,8 +43,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     where = "this GPU" if result.peak_stage_role == "only" else (
         f"a GPU of the {result.peak_stage_role} pipeline stage (rank {result.peak_stage} of pp {inp['pp']}, the "
         "stage with the most memory, whose bytes are above)")
-    console.print(f"{verdict}; largest part: {biggest}. Params on {where}: "
-                  f"{result.params_per_gpu:,.0f}.")  # was 1.103e+10 ('11.03 B' in a byte table reads as bytes)
+    # the count leads ('11.03 B' in a byte table reads as bytes; a count last wrapped onto a line of its own)
+    console.print(f"{verdict}; largest part: {biggest}. {result.params_per_gpu:,.0f} parameters on {where}.")
     bmax = result.max_micro_batch
     if bmax is None:
         console.print("largest micro-batch: no activation size known for this workload")
