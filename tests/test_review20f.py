@@ -58,7 +58,10 @@ def test_predict_json_gives_no_band_for_an_infeasible_step(cli: Any) -> None:
     bad = json.loads(cli(*args, "--schedule", "interleaved:4").out)
     assert bad["feasible"] is False and bad["interval"] is None and bad["step_time_s"] > 0
     ok = json.loads(cli(*args, "--schedule", "interleaved:4", "--set", "model.layers=128", "--recompute", "full").out)
-    assert ok["feasible"] is True and ok["interval"]["step_time_s"][0] < ok["step_time_s"]
+    # the band is the similar runs' error range, which need not hold the prediction (test_intervals: 90% of Hopper
+    # TP/PP/DP dense 16-bit runs are predicted too fast, so the likely step lies wholly above the priced one)
+    low, high = ok["interval"]["step_time_s"]
+    assert ok["feasible"] is True and 0 < low <= high
 
 
 ONE_NODE = """
