@@ -169,11 +169,14 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
                           "the replicas in one node; strategy.shard_group sets it)")
     if str(pred.strategy.get("dp_comm", "allreduce")).startswith("ps:"):
         pred.notes.append(_ps_note(job, str(pred.strategy["dp_comm"])))
-    if int(pred.strategy["dp"]) > 1:  # dp 1 synchronises no gradients: no compression is priced at all
+    # the gradients are reduced over the replicas with their cp ranks (dp_comm: DataParallelGroups.sharding); a group
+    # of one synchronises none, and no compression is priced at all
+    if int(pred.strategy["dp"]) * int(pred.strategy["cp"]) > 1:
         cast = compression.cast_noop_note(parse_compression(strategy.compression).kind.label, job.grad_bytes)
         if cast:
             pred.notes.append(cast)
-        if int(grid.compression.ravel()[0]) == int(CompressionKind.TOPK):
+        # a parameter server with top-k is refused (infeasible) and priced dense, with no all-gather to explain
+        if int(grid.compression.ravel()[0]) == int(CompressionKind.TOPK) and int(grid.ps_servers.ravel()[0]) == 0:
             slower = _topk_slower_note(job, grid, pred, strategy.sync, kappa)
             if slower:
                 pred.notes.append(slower)
@@ -187,24 +190,28 @@ def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str,
     above the break-even density 2/(dp c) the bytes alone exceed the dense exchange's
     (compression.sparse_break_even_density). Below it, what is left is what top-k adds: its encode/decode (the
     selection reads the gradient 3 times, decoding scatter-adds dp - 1 payloads: dp_comm._wire_and_codec) and the
-    all-gather's dp - 1 latency terms per bucket."""
+    all-gather's dp - 1 latency terms per bucket. dp is the group that reduces the gradients, the replicas with their
+    cp ranks (dp x cp, as dp_comm prices both exchanges over DataParallelGroups.sharding)."""
     dense = replace(grid, compression=np.full_like(grid.compression, int(CompressionKind.NONE)),
                     topk_ratio=np.ones_like(grid.topk_ratio))
     base = sum(_f(_pick(v, 0)) for v in evaluate(job, dense, sync=sync, kappa=kappa).breakdown.values())
     if not pred.step_time_s > base:
         return None
-    dp, rho = int(pred.strategy["dp"]), float(grid.topk_ratio.ravel()[0])
+    # the ranks that reduce the gradients: the replicas with their cp ranks (dp_comm's red = data.sharding)
+    cp, rho = int(pred.strategy["cp"]), float(grid.topk_ratio.ravel()[0])
+    dp = int(pred.strategy["dp"]) * cp
     c = (job.grad_bytes + 4.0) / job.grad_bytes
     even = float(compression.sparse_break_even_density(dp, c))
+    group = f"dp {dp}" if cp == 1 else f"dp x cp = {dp} (the cp ranks reduce the gradients with the replicas)"
     head = (f"compression topk:{rho:g} is slower than none here ({format_quantity(pred.step_time_s, 'time')} against "
             f"{format_quantity(base, 'time')}): ")
     if rho > even:
         return head + (f"its all-gather sends more bytes than the dense all-reduce: each rank receives (dp-1) x "
                        f"density x (value + index bytes)/value bytes = {(dp - 1) * rho * c:.3g} x the gradient, "
-                       f"against 2(dp-1)/dp = {2 * (dp - 1) / dp:.3g} x for the ring all-reduce (at dp {dp} top-k "
+                       f"against 2(dp-1)/dp = {2 * (dp - 1) / dp:.3g} x for the ring all-reduce (at {group} top-k "
                        f"sends fewer bytes only below density {even:.3g})")
-    return head + (f"its bytes are below the dense all-reduce's (density {rho:g} < the break-even {even:.3g} at dp "
-                   f"{dp}), but its own cost exceeds the saving: the selection reads the gradient 3 times and the "
+    return head + (f"its bytes are below the dense all-reduce's (density {rho:g} < the break-even {even:.3g} at "
+                   f"{group}), but its own cost exceeds the saving: the selection reads the gradient 3 times and the "
                    f"decode scatter-adds dp - 1 = {dp - 1} payloads (memory-bound), and the all-gather pays "
                    f"{dp - 1} latency terms per bucket")
 
