@@ -45,3 +45,18 @@ def test_no_topk_all_gather_note_under_a_parameter_server(cli: Any) -> None:
     doc = _predict(cli, "-n", "16", "--compression", "topk:0.1", "--dp-comm", "ps:2")
     assert doc["feasible"] is False
     assert not any("slower than none" in n for n in doc["notes"])
+
+
+def test_unknown_protocol_error_lists_the_labels_by_class(cli: Any, tmp_path: Any) -> None:
+    """choices.PROTOCOL_LABELS is 'the labels as the tier spec's description and its error list them' (lead commit
+    471a22f6), but the error listed them alphabetically without their classes ('c2c, dcn, efa, ...'), a second
+    listing that says nothing of how a label is priced; it now gives the description's words."""
+    f = tmp_path / "c.yaml"
+    f.write_text("kind: cluster\nname: proto\naccelerator: h100-sxm\ngpus_per_node: 8\nmax_gpus: 64\ntiers:\n"
+                 "  - {name: nvlink, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8, protocol: nvlnik}\n"
+                 "  - {name: ib, span: 64, bandwidth: 50 GB/s, latency: 5 us, efficiency: 0.9, protocol: rdma}\n")
+    r = cli("predict", "-c", str(f), "-m", "gpt-1.7b", "-n", "64")
+    line = " ".join(r.err.split())
+    assert r.code == 2 and "protocol 'nvlnik' is not a link" in line
+    assert "c2c (NCCL's NVLink class), pcie, pci (its PCI class), rdma," in line
+    assert "dcn (a network link) (any case), or leave it out" in line

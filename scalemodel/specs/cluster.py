@@ -318,8 +318,7 @@ class ClusterSpec(Sourced, kw_only=True):
             # ('nvlnik', 'carrier-pigeon') was priced as a network link without a word
             if str(t.protocol).lower() not in KNOWN_PROTOCOLS:
                 raise ValueError(f"tiers[{i}] ({t.name!r}) protocol {t.protocol[:60]!r} is not a link the model "
-                                 f"knows; one of {', '.join(sorted(p for p in KNOWN_PROTOCOLS if p))} "
-                                 "(any case), or leave it out")
+                                 f"knows; one of {PROTOCOL_LABELS} (any case), or leave it out")
 
     @property
     def largest_gpus(self) -> int:
