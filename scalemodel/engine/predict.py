@@ -189,9 +189,9 @@ def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str,
     gradient's bytes, c = (g + 4)/g for g-byte values and int32 indices, where the ring all-reduce moves 2(dp-1)/dp;
     above the break-even density 2/(dp c) the bytes alone exceed the dense exchange's
     (compression.sparse_break_even_density). Below it, what is left is what top-k adds: its encode/decode (the
-    selection reads the gradient 3 times, decoding scatter-adds dp - 1 payloads: dp_comm._wire_and_codec) and the
-    all-gather's dp - 1 latency terms per bucket. dp is the group that reduces the gradients, the replicas with their
-    cp ranks (dp x cp, as dp_comm prices both exchanges over DataParallelGroups.sharding)."""
+    selection reads the gradient 3 times, decoding scatter-adds dp - 1 payloads: dp_comm._wire_and_codec); not its
+    latency, since the all-gather's dp - 1 terms per bucket are fewer than the ring all-reduce's 2(dp - 1). dp is
+    the group that reduces the gradients, the replicas with their cp ranks (dp x cp, as dp_comm prices both exchanges over DataParallelGroups.sharding)."""
     dense = replace(grid, compression=np.full_like(grid.compression, int(CompressionKind.NONE)),
                     topk_ratio=np.ones_like(grid.topk_ratio))
     base = sum(_f(_pick(v, 0)) for v in evaluate(job, dense, sync=sync, kappa=kappa).breakdown.values())
@@ -212,8 +212,7 @@ def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str,
                        f"sends fewer bytes only below density {even:.3g})")
     return head + (f"its bytes are below the dense all-reduce's (density {rho:g} < the break-even {even:.3g} at "
                    f"{group}), but its own cost exceeds the saving: the selection reads the gradient 3 times and the "
-                   f"decode scatter-adds dp - 1 = {dp - 1} payloads (memory-bound), and the all-gather pays "
-                   f"{dp - 1} latency terms per bucket")
+                   f"decode scatter-adds dp - 1 = {dp - 1} payloads, both memory-bound")
 
 
 def _ps_note(job: Job, dp_comm: str) -> str:
