@@ -191,7 +191,8 @@ def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str,
     (compression.sparse_break_even_density). Below it, what is left is what top-k adds: its encode/decode (the
     selection reads the gradient 3 times, decoding scatter-adds dp - 1 payloads: dp_comm._wire_and_codec); not its
     latency, since the all-gather's dp - 1 terms per bucket are fewer than the ring all-reduce's 2(dp - 1). dp is
-    the group that reduces the gradients, the replicas with their cp ranks (dp x cp, as dp_comm prices both exchanges over DataParallelGroups.sharding)."""
+    the group that reduces the gradients, the replicas with their cp ranks (dp x cp, as dp_comm prices both
+    exchanges over DataParallelGroups.sharding)."""
     dense = replace(grid, compression=np.full_like(grid.compression, int(CompressionKind.NONE)),
                     topk_ratio=np.ones_like(grid.topk_ratio))
     base = sum(_f(_pick(v, 0)) for v in evaluate(job, dense, sync=sync, kappa=kappa).breakdown.values())
