@@ -179,10 +179,10 @@ def test_plan_shows_the_statistical_efficiency_of_a_ranked_sync_mode(cli: Any) -
     top = doc["ranked"][0]
     assert top["strategy"]["sync"] == "local:8" and top["statistical_efficiency"] < 0.9
     out = " ".join(cli(*args).out.split())
-    assert "stat. eff." in out and f"{top['statistical_efficiency']:.1%}" in out
+    assert "sync eff." in out and f"{top['statistical_efficiency']:.1%}" in out
     assert "ranked by step throughput alone" in out
     bsp = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "-k", "1").out.split())
-    assert "stat. eff." not in bsp
+    assert "sync eff." not in bsp and "stat. eff." not in bsp
 
 
 def test_weak_scaling_summary_names_the_statistical_efficiency_lost(cli: Any) -> None:

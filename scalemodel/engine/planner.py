@@ -83,7 +83,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
-from scalemodel.cost import compression, compute, memory, transformer
+from scalemodel.cost import compression, compute, efficiency, memory, transformer
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
@@ -600,6 +600,9 @@ class PlanResult:
     equivalents: list[dict[str, list[Any]]] = field(default_factory=list)  # per ranked plan: choices within NEAR
     custom: list[list[str]] = field(default_factory=list)  # per ranked plan: non-mainstream choices
     pareto: list[Prediction] = field(default_factory=list)  # throughput vs time to target vs cost front
+    # per ranked plan of a batch-searched time-to-train plan (:func:`_search_batches`): the critical-batch
+    # efficiency (B_default + B_noise) / (B + B_noise) its time to train divides by besides the sync efficiency
+    batch_efficiency: list[float] = field(default_factory=list)
 
     @property
     def best(self) -> Prediction | None:
@@ -613,6 +616,7 @@ class PlanResult:
                 "tokens_per_s": p.throughput["tokens_per_s"], "mfu": p.flops["mfu"],
                 "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "breakdown_s": p.breakdown_s,
                 "statistical_efficiency": p.sync["statistical_efficiency"],
+                **({"batch_efficiency": self.batch_efficiency[i]} if i < len(self.batch_efficiency) else {}),
                 "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd,
                 "did_not_matter": self.equivalents[i] if i < len(self.equivalents) else {},
                 "custom": self.custom[i] if i < len(self.custom) else [],
@@ -1752,6 +1756,8 @@ def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> 
         base, candidates_evaluated=sum(r.candidates_evaluated for _b, r in runs),
         feasible=sum(r.feasible for _b, r in runs), infeasible_by_reason=by_reason,
         ranked=[_at_batch(runs[k][1].ranked[i], runs[k][0], batch, bn) for _v, k, i in rows],
+        batch_efficiency=[float(efficiency.statistical_efficiency(runs[k][0], bn, ref_batch=batch))
+                          for _v, k, _i in rows],
         objective_values=[v for v, _k, _i in rows],
         equivalents=[runs[k][1].equivalents[i] for _v, k, i in rows],
         custom=[runs[k][1].custom[i] for _v, k, i in rows], search=search_info,

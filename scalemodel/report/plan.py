@@ -116,9 +116,14 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
             t.add_column(col, justify=just)  # type: ignore[arg-type]
         # a ranked asp/ssp/local/backup row trades statistical efficiency for step time: the table ranked 'local:8'
         # first on throughput with nothing on its row of the 80 % it keeps (the JSON's statistical_efficiency)
+        # "sync eff.": the sync mode's; "batch eff.": the critical-batch efficiency a batch-searched time to train
+        # divides by too (B_default + B_noise) / (B + B_noise), so the row's time to train is read from its columns
         stat = any(p.sync["mode"] != "bsp" for p in result.ranked)
+        batch_eff = result.batch_efficiency
         if stat:
-            t.add_column("stat. eff.", justify="right")
+            t.add_column("sync eff.", justify="right")
+        if batch_eff:
+            t.add_column("batch eff.", justify="right")
         extra = result.objective != "throughput"
         if extra:
             t.add_column("time to train" if result.objective == "time-to-train" else "cost", justify="right")
@@ -132,6 +137,8 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                    fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
             if stat:
                 row.append(f"{p.sync['statistical_efficiency']:.1%}")
+            if batch_eff:
+                row.append(f"{batch_eff[i]:.1%}" if i < len(batch_eff) else "-")
             if extra:
                 if result.objective == "cost":
                     row.append(f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
@@ -140,7 +147,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
             t.add_row(*row)
         print_table(console, t)
         if stat and result.objective == "throughput":
-            console.print("  ranked by step throughput alone: the statistical efficiency a sync mode keeps (stat. "
+            console.print("  ranked by step throughput alone: the statistical efficiency a sync mode keeps (sync "
                           "eff.) is not in it; --objective time-to-train weighs it in")
         for i, same in enumerate(result.equivalents[:len(result.ranked)]):
             if same:
@@ -152,7 +159,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                 console.print(f"  #{i + 1} \\[custom]: {', '.join(custom)} (not run by mainstream frameworks)")
     if result.pareto:
         tp = Table(title="Pareto front: step throughput vs time to target vs cost")
-        for col in ("layout", "settings", "tokens/s", "stat. eff.", "effective tokens/s", "time to train", "cost"):
+        for col in ("layout", "settings", "tokens/s", "sync eff.", "effective tokens/s", "time to train", "cost"):
             tp.add_column(col, justify="left" if col in ("layout", "settings") else "right")
         for p in result.pareto:
             eff = p.sync["statistical_efficiency"]

@@ -149,7 +149,7 @@ def render_scaling(result: Any) -> None:
     for col in ("GPUs", "global\nbatch", "step\ntime", "tokens\nper s", "TFLOP/s\nper GPU", "scaling\neff."):
         t.add_column(col, justify="right", no_wrap=True)
     if stat:
-        t.add_column("stat.\neff.", justify="right", no_wrap=True)
+        t.add_column("batch\neff.", justify="right", no_wrap=True)  # critical-batch: plan's "batch eff."
     if ttt:
         t.add_column("time to\ntarget", justify="right", no_wrap=True)
     # numbers never wrap; the causes column folds onto a second line when the terminal is narrow
