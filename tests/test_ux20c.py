@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,3 +52,40 @@ def test_efficiency_columns_say_which(cli: Any) -> None:
                          "--tp", "4", "--pp", "4", "--zero", "2", "--sequence-parallel", "--micro-batch", "2",
                          "--mode", "weak", "--json").out)
     assert doc["points"][-1]["statistical_efficiency"] < 1.0
+
+
+CAPACITY = str(Path(__file__).resolve().parents[1] / "examples" / "capacity" / "gpt3-175b-dgx-h100.yaml")
+
+
+def test_infeasible_points_carry_no_band(cli: Any, tmp_path: Path) -> None:
+    """predict's JSON gives interval: null for an infeasible step (priced as if it ran); scale's and check's
+    points and sweep's rows gave the band anyway. GPT 39B ZeRO-3 does not fit on 8 A100s and runs on 256."""
+    doc = json.loads(cli("scale", "-m", "gpt-39b", "-c", "dgx-a100", "-n", "8,256", "--zero", "3", "--micro-batch",
+                         "1", "--global-batch", "512", "--mode", "strong", "--json").out)
+    bands = {p["gpus"]: (p["feasible"], p["interval"]) for p in doc["points"]}
+    assert bands[8] == (False, None) and bands[256][0] and bands[256][1]["step_time_s"][0] > 0
+    pred = json.loads(cli("predict", "-m", "gpt-39b", "-c", "dgx-a100", "-n", "8", "--zero", "3", "--micro-batch",
+                          "1", "--global-batch", "512", "--json").out)
+    assert not pred["feasible"] and pred["interval"] is None
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("models: [gpt-39b]\nclusters: [dgx-a100]\ngpus: [8, 256]\n"
+                     "strategies: [{label: z3, zero: 3}]\ntraining: {global_batch: 512, micro_batch: 1}\n")
+    rows = {r["gpus"]: r for r in json.loads(cli("sweep", str(sweep), "--json", "--workers", "1").out)["rows"]}
+    assert rows[8]["status"] == "infeasible" and rows[8].get("step_time_s_low") is None
+    assert rows[8].get("interval_family") is None
+    assert rows[256]["status"] == "ok" and 0 < rows[256]["step_time_s_low"] <= rows[256]["step_time_s_high"]
+
+
+def test_check_keeps_the_band_pessimistic_reads(cli: Any) -> None:
+    """check's points: null for a point that does not fit, but the largest point's band under --pessimistic, the
+    band its verdicts read (times x 1 + its speed error's high end), which is unchanged."""
+    args = ("check", CAPACITY, "--set", "training.micro_batch=8", "--json")
+    plain = json.loads(cli(*args).out)
+    assert all(not p["fits"] and p["interval"] is None for p in plain["points"])
+    slow = json.loads(cli(*args, "--pessimistic").out)
+    last = slow["points"][-1]
+    assert last["gpus"] == 1024  # the largest count, where the single-size assertions are checked
+    assert last["interval"] is not None and all(p["interval"] is None for p in slow["points"][:-1])
+    factor = max(1.0 + last["interval"]["speed_error_range"][1], 1.0)
+    point = {v["name"]: v for v in plain["assertions"]}["max_step_time"]["value"]
+    assert {v["name"]: v for v in slow["assertions"]}["max_step_time"]["value"] == pytest.approx(point * factor)

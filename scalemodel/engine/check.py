@@ -300,7 +300,11 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                "tokens_per_s_per_gpu": p.prediction.throughput["tokens_per_s_per_gpu"],
                "scaling_efficiency": p.scaling_efficiency, "mfu": p.prediction.flops["mfu"],
                "memory_per_gpu_bytes": p.prediction.memory["per_gpu_bytes"], "fits": p.prediction.memory["fits"],
-               "strategy": p.prediction.strategy, "interval": p.prediction.interval} for p in result.points]
+               "strategy": p.prediction.strategy,
+               # an infeasible point's band is null, as predict's, but for the largest under --pessimistic: its
+               # verdicts read that band's slow end (an out-of-memory point is checked, its memory reported)
+               "interval": pred.interval if pessimistic and p.gpus == largest else p.prediction.reported_interval}
+              for p in result.points]
     return CheckResult(inputs=inputs or {}, name=scenario.name, mode=scenario.mode, largest_gpus=largest,
                        reference_gpus=gpus[0], verdicts=verdicts, points=points, notes=notes)
 

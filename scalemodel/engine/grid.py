@@ -228,7 +228,7 @@ def _fill(row: dict[str, Any], p: Prediction) -> None:
         row[k] = v if isinstance(v, (bool, int, float)) or v is None else str(v)
     for k in BREAKDOWN_KEYS:
         row[f"{k}_s"] = p.breakdown_s[k]
-    band = p.interval
+    band = p.reported_interval  # none for an infeasible point, as predict's JSON
     if band is not None:
         row.update(step_time_s_low=band["step_time_s"][0], step_time_s_high=band["step_time_s"][1],
                    tokens_per_s_low=band["tokens_per_s"][0], tokens_per_s_high=band["tokens_per_s"][1],

@@ -620,7 +620,7 @@ class PlanResult:
                 "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd,
                 "did_not_matter": self.equivalents[i] if i < len(self.equivalents) else {},
                 "custom": self.custom[i] if i < len(self.custom) else [],
-                "interval": p.interval,
+                "interval": p.reported_interval,
             })
         out = {"inputs": self.inputs, "candidates_evaluated": self.candidates_evaluated,
                "feasible": self.feasible, "infeasible_by_reason": self.infeasible_by_reason,

@@ -39,6 +39,12 @@ class Prediction:
     interval: dict[str, Any] | None = None  # engine/intervals.py: band from the validation residuals
     infeasible_detail: str | None = None  # what in this strategy makes infeasible_reason (where it can be named)
 
+    @property
+    def reported_interval(self) -> dict[str, Any] | None:
+        """The band the outputs give: the validated runs' band is for a step that runs, so none for an infeasible
+        step (ux20, "priced as if it ran"); check --pessimistic reads :attr:`interval` itself."""
+        return self.interval if self.feasible else None
+
     def payload(self) -> dict[str, Any]:
         return {
             "inputs": self.inputs, "strategy": self.strategy, "feasible": self.feasible,
@@ -47,9 +53,7 @@ class Prediction:
             "breakdown_s": self.breakdown_s, "throughput": self.throughput, "flops": self.flops,
             "memory": self.memory, "sync": self.sync, "time_to_train_s": self.time_to_train_s,
             "cost_usd": self.cost_usd, "dominant": self.dominant, "notes": self.notes,
-            # the validated runs' band is for a step that runs: the text gives none for an infeasible one (ux20, "priced
-            # as if it ran") and the JSON gave it beside feasible: false (check --pessimistic reads the attribute)
-            "interval": self.interval if self.feasible else None,
+            "interval": self.reported_interval,
         }
 
 

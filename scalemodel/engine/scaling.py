@@ -80,7 +80,7 @@ class ScalingPoint:
             "statistical_efficiency": self.statistical_efficiency, "time_to_target_s": self.time_to_target_s,
             "samples_per_s": p.throughput["samples_per_s"], "gpu_seconds_per_sample": self.gpu_seconds_per_sample,
             "feasible": p.feasible, "infeasible_reason": p.infeasible_reason,
-            "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "sync": p.sync, "interval": p.interval,
+            "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "sync": p.sync, "interval": p.reported_interval,
         }
 
 

@@ -55,8 +55,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         if v > 0:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
     print_table(console, t)
-    if p.interval and p.feasible:  # the validated runs' band is for a step that runs
-        console.print(interval_line(p.interval))
+    if p.reported_interval:  # the validated runs' band is for a step that runs
+        console.print(interval_line(p.reported_interval))
     th, fl, mem = p.throughput, p.flops, p.memory
     if p.inputs.get("model_kind") == "generic":
         console.print(f"throughput: {th['samples_per_s']:,.1f} samples/s "
