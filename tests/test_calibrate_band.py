@@ -66,7 +66,12 @@ def test_the_overlay_records_leave_one_out_residuals_a_direct_loop_reproduces(ca
                                # the datasheet's (hardware/accelerators/a100-sxm-80g.yaml): a --set keeps the name
                                "peak_flops": pytest.approx({"fp64": 19.5e12, "fp32": 19.5e12, "tf32": 156e12,
                                                             "bf16": 312e12, "fp16": 312e12}, rel=1e-12),
-                               "memory_bandwidth": pytest.approx(2.039e12, rel=1e-12)}
+                               "memory_bandwidth": pytest.approx(2.039e12, rel=1e-12),
+                               # hardware/clusters/dgx-a100.yaml's fabric: each tier's taper, span and latency (ux20c)
+                               "oversubscription": {"nvlink": 1.0, "ib-leaf": 1.0, "ib-spine": 1.0, "ib-core": 1.0},
+                               "span": {"nvlink": 8, "ib-leaf": 160, "ib-spine": 800, "ib-core": 16000},
+                               "latency": pytest.approx({"nvlink": 2e-6, "ib-leaf": 3.5e-6, "ib-spine": 4.16e-6,
+                                                         "ib-core": 4.82e-6}, rel=1e-12)}
     got = [r["leave_one_out"] for r in doc["residuals"]]
     # the refits start from the full fit's solution, the loop's from the default start: the same optimum, to the
     # solver's tolerance (the errors themselves are ~1 %)

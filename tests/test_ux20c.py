@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from scalemodel import api
 from scalemodel.engine import planner
 from scalemodel.report.plan import render_plan
 from scalemodel.specs import TrainingSpec, load_cluster, load_workload
@@ -89,3 +91,65 @@ def test_check_keeps_the_band_pessimistic_reads(cli: Any) -> None:
     factor = max(1.0 + last["interval"]["speed_error_range"][1], 1.0)
     point = {v["name"]: v for v in plain["assertions"]}["max_step_time"]["value"]
     assert {v["name"]: v for v in slow["assertions"]}["max_step_time"]["value"] == pytest.approx(point * factor)
+
+
+def _overlay_recording(tmp_path: Path, drop: tuple[str, ...] = ()) -> Path:
+    """An overlay of dgx-a100 with a calibration block as `calibrate runs` writes it (4 runs, leave-one-out), the
+    hardware the runs ran on recorded (less the fields in ``drop``: an overlay written before they were)."""
+    rows = [{"run": f"r{i}", "gpus": 8 * 2**i, "parallelism": "TP/PP/DP", "model": "dense", "precision": "16-bit",
+             "in_sample": 0.001 * i, "leave_one_out": 0.002 * i} for i in range(4)]
+    hardware = {k: v for k, v in load_cluster("dgx-a100").hardware().items() if k not in drop}
+    block = {"version": 2, "runs": 4, "factors": 2, "method": "leave-one-out", "reason": "", "residuals": rows,
+             "hardware": hardware}
+    out = tmp_path / "overlay.yaml"
+    out.write_text(yaml.safe_dump({"kind": "cluster", "extends": "dgx-a100", "name": "mine-calibrated",
+                                   "calibration": block}, sort_keys=False))
+    return out
+
+
+RUN = {"model": "gpt-1.7b", "gpus": 32, "global_batch": 64, "micro_batch": 1}
+SHAPES = [
+    ({"name": "ib-spine", "oversubscription": 2}, "tier ib-spine oversubscription 1:1 -> 2:1"),
+    ({"name": "ib-leaf", "span": 400}, "tier ib-leaf span 160 GPUs -> 400 GPUs"),
+    ({"name": "ib-leaf", "latency": "7us"}, "tier ib-leaf latency 3.5 us -> 7 us"),
+]
+
+
+@pytest.mark.parametrize(("tier", "said"), SHAPES)
+def test_a_derived_overlay_with_another_fabric_shape_takes_the_published_band(
+        tmp_path: Path, tier: dict[str, Any], said: str) -> None:
+    """The recorded hardware held each tier's line rate only: a derived overlay with a 2:1 taper on the spine (or
+    another span or latency; none of them a factor `calibrate runs` fits) kept the band of runs on a 1:1 fabric."""
+    overlay = _overlay_recording(tmp_path)
+    assert api.predict(str(overlay), **RUN).interval["source"] == "calibrated-leave-one-out"  # the control
+    derived = tmp_path / "derived.yaml"
+    derived.write_text(yaml.safe_dump({"extends": "overlay.yaml", "name": "tapered", "tiers": [tier]}))
+    assert load_cluster(derived).calibration is not None  # inherited
+    band = api.predict(str(derived), **RUN).interval
+    assert band["source"] == "published" and f"({said})" in band["basis"], band["basis"]
+
+
+def test_an_overlay_without_the_fabric_shape_loads_and_is_checked_on_what_it_records(tmp_path: Path) -> None:
+    """An overlay written before the tiers' oversubscription, span and latency were recorded still loads, keeps its
+    band under a taper it cannot check, and is still checked on a tier's line rate, which it records."""
+    overlay = _overlay_recording(tmp_path, drop=("oversubscription", "span", "latency"))
+    cal = load_cluster(overlay).calibration
+    assert cal is not None and cal.hardware is not None and cal.hardware.oversubscription is None
+    derived = tmp_path / "derived.yaml"
+    derived.write_text(yaml.safe_dump({"extends": "overlay.yaml", "name": "tapered",
+                                       "tiers": [{"name": "ib-spine", "oversubscription": 2}]}))
+    assert api.predict(str(derived), **RUN).interval["source"] == "calibrated-leave-one-out"
+    derived.write_text(yaml.safe_dump({"extends": "overlay.yaml", "name": "slow",
+                                       "tiers": [{"name": "ib-leaf", "bandwidth": "100 Gbit/s"}]}))
+    band = api.predict(str(derived), **RUN).interval
+    assert band["source"] == "published" and "tier ib-leaf 25 GB/s -> 12.5 GB/s per GPU" in band["basis"]
+
+
+def test_a_bad_recorded_taper_is_a_one_line_error(tmp_path: Path, cli: Any) -> None:
+    overlay = _overlay_recording(tmp_path)
+    doc = yaml.safe_load(overlay.read_text())
+    doc["calibration"]["hardware"]["oversubscription"]["ib-spine"] = 0.5
+    overlay.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = cli("predict", "-c", str(overlay), "-m", "gpt-1.7b", "-n", "32")
+    assert res.code == 2 and res.err.startswith("error: ") and "oversubscription" in res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err

@@ -142,7 +142,8 @@ def hardware_change(fitted: Any, now: dict[str, Any]) -> str:
     """What differs between the hardware a calibration was fitted on (CalibrationHardware; None: not recorded, nothing
     said) and a cluster's (ClusterSpec.hardware): "" when nothing, else e.g. "accelerator h100-sxm -> b200",
     "accelerator bf16 peak 312 TFLOP/s -> 600 TFLOP/s" (a peak or memory bandwidth an overlay records: a --set keeps
-    the name), "tier ib-leaf 50 GB/s -> 12.5 GB/s per GPU" (quantities compared to 1e-9)."""
+    the name), "tier ib-leaf 50 GB/s -> 12.5 GB/s per GPU", "tier ib-spine oversubscription 1:1 -> 2:1" (a tier's
+    oversubscription, span or latency where the overlay records them; quantities compared to 1e-9)."""
     if fitted is None:
         return ""
     out = [f"{k.replace('_', ' ')} {getattr(fitted, k)} -> {now[k]}" for k in ("accelerator", "gpus_per_node")
@@ -162,7 +163,20 @@ def hardware_change(fitted: Any, now: dict[str, Any]) -> str:
             out.append(f"tier {name} {'added' if a is None else 'removed'}")
         elif _differ(a, b):
             out.append(f"tier {name} {format_quantity(a, 'bandwidth')} -> {format_quantity(b, 'bandwidth')} per GPU")
+    for key, shown in _TIER_SHAPE:
+        recorded = getattr(fitted, key)
+        if recorded is None:  # an overlay written before it was recorded: not checked
+            continue
+        for name in sorted(set(recorded) & set(now[key])):  # a tier added or removed is said above
+            if _differ(recorded[name], now[key][name]):
+                out.append(f"tier {name} {key} {shown(recorded[name])} -> {shown(now[key][name])}")
     return ", ".join(out)
+
+
+#: A tier's recorded shape and alpha (CalibrationHardware) and how a change of it reads.
+_TIER_SHAPE: tuple[tuple[str, Callable[[float], str]], ...] = (
+    ("oversubscription", lambda x: f"{x:g}:1"), ("span", lambda x: f"{x:g} GPUs"),
+    ("latency", lambda x: format_quantity(x, "time")))
 
 
 def _differ(a: float, b: float) -> bool:

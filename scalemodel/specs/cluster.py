@@ -143,10 +143,17 @@ class CalibrationRun(Spec, kw_only=True):
         "runs for it"))] = None
 
 
+#: A value per tier, by the tier's name (CalibrationHardware's tier fields).
+_TierName = Annotated[str, Meta(max_length=200)]
+_Tapers = Annotated[dict[_TierName, Annotated[float, Meta(ge=1.0, le=1e6)]], Meta(max_length=64)]
+_Spans = Annotated[dict[_TierName, Annotated[int, Meta(gt=0, le=MAX_GPUS)]], Meta(max_length=64)]
+_Latencies = Annotated[dict[_TierName, Seconds], Meta(max_length=64)]
+
+
 class CalibrationHardware(Spec, kw_only=True):
     """The hardware the runs ran on (:meth:`ClusterSpec.hardware`), which the fitted factors and their errors describe:
     a cluster that extends the overlay and changes it (another accelerator, its peak or memory bandwidth, a tier's line
-    rate) takes the published runs' band, and says why (engine/intervals.py)."""
+    rate, oversubscription, span or latency) takes the published runs' band, and says why (engine/intervals.py)."""
 
     accelerator: Annotated[str, Meta(max_length=200)]
     gpus_per_node: Annotated[int, Meta(gt=0, le=MAX_GPUS)]
@@ -158,6 +165,15 @@ class CalibrationHardware(Spec, kw_only=True):
         "not checked"))] = None
     memory_bandwidth: Annotated[Bandwidth | None, Meta(description=(
         "the accelerator's memory bandwidth, likewise; absent: not checked"))] = None
+    # the fabric's shape and alpha, which the fit does not set (it scales a tier's efficiency, not its taper, how many
+    # GPUs it spans or its latency): a derived overlay with a 2:1 taper kept the calibrated band
+    oversubscription: Annotated[_Tapers | None, Meta(description=(
+        "each tier's oversubscription (taper of traffic leaving the tier below), by name; absent: an overlay written "
+        "before it was recorded, not checked"))] = None
+    span: Annotated[_Spans | None, Meta(description=(
+        "each tier's span (GPUs reachable inside it, cumulative), by name; absent: not checked"))] = None
+    latency: Annotated[_Latencies | None, Meta(description=(
+        "each tier's per-message latency (alpha), by name; absent: not checked"))] = None
 
 
 class CalibrationSpec(Spec, kw_only=True):
@@ -247,11 +263,15 @@ class ClusterSpec(Sourced, kw_only=True):
     def hardware(self) -> dict[str, Any]:
         """What the hardware is, as a calibration block records it (:class:`CalibrationHardware`): the accelerator's
         name, peak FLOP/s per precision and memory bandwidth (a --set of either keeps the name), the GPUs per node
-        and each tier's line rate; not the efficiencies, which `calibrate runs` fits."""
+        and each tier's line rate, oversubscription, span and latency; not the efficiencies, which `calibrate runs`
+        fits."""
         return {"accelerator": self.accelerator.name, "gpus_per_node": int(self.gpus_per_node),
                 "tiers": {t.name: float(t.bandwidth) for t in self.tiers},
                 "peak_flops": {str(p): float(f) for p, f in self.accelerator.peak_flops.items()},
-                "memory_bandwidth": float(self.accelerator.memory_bandwidth)}
+                "memory_bandwidth": float(self.accelerator.memory_bandwidth),
+                "oversubscription": {t.name: float(t.oversubscription) for t in self.tiers},
+                "span": {t.name: int(t.span) for t in self.tiers},
+                "latency": {t.name: float(t.latency) for t in self.tiers}}
 
     def _check(self) -> None:
         try:
