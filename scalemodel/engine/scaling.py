@@ -114,7 +114,7 @@ class ScalingResult:
                 f"{e:.0%} of the {first.gpus}-GPU point")
         top = self.top_causes(last, 2)
         # the throughput's efficiency leaves out the statistical one: weak scaling's growing batch kept 99.8 % per GPU
-        # and 'no material loss' while each sequence bought 12 % less progress (the table's stat. eff. column)
+        # and 'no material loss' while each sequence bought 12 % less progress (the table's batch eff. column)
         s0, s1 = first.statistical_efficiency, last.statistical_efficiency
         stat = (f"; statistical efficiency {s0:.1%} -> {s1:.1%} (global batch {first.strategy['global_batch']:,} -> "
                 f"{last.strategy['global_batch']:,}): progress per sequence falls" if s0 and s1 and s1 < s0 * 0.995
