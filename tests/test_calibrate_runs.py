@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from test_calibrate_checks import _h100_16_log
 
 from scalemodel.engine.calibrate_runs import fit_runs, scaled_job
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -361,3 +362,18 @@ def test_a_fast_run_keeps_every_scaled_kernel_under_its_peak(tmp_path: Path) -> 
     f = fit.factor("compute")
     assert f.bounds[1] == pytest.approx(1 / 0.955, rel=1e-9)
     assert f.at_bound == "upper" and f.value <= 1 / 0.955 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name", ["o.csv", "o.json", "o"])
+def test_out_must_be_a_yaml_file(fitted, tmp_path: Path, cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Both calibrate forms write a YAML cluster overlay: --out o.csv wrote YAML into a .csv (refused now, exit 2,
+    nothing written); .yml is taken as .yaml is."""
+    path = fitted[0]
+    log = tmp_path / "h100.log"
+    log.write_text(_h100_16_log())
+    for form in (["runs", str(path)], ["nccl-tests", str(log), "--cluster", "dgx-h100", "--force"]):
+        r = cli("calibrate", *form, "--out", str(tmp_path / name))
+        assert r.code == 2 and r.err.startswith("error: --out: ") and ".yaml or .yml" in r.err, r.err
+        assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / name).exists()
+    r = cli("calibrate", "runs", str(path), "--out", str(tmp_path / "o.yml"), "--json")
+    assert r.code == 0 and yaml.safe_load((tmp_path / "o.yml").read_text())["extends"], r.err
