@@ -139,6 +139,20 @@ def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
     return _step_of(evaluate(job, grid, sync=sync))
 
 
+def _peak(job: Job) -> float:
+    """The highest dense FLOP/s per GPU any of the job's GEMMs may run at (training precision, attention, logits,
+    router, MXFP8): the floor below uses it, so a run mixing formats is held to no more than its fastest."""
+    return max(job.peak_flops, job.attention_peak_flops, job.logits_peak_flops, job.router_peak_flops,
+               job.mxfp8_peak_flops)
+
+
+def _flops_floor_s(job: Job, res: Any, gpus: int) -> float:
+    """The physical floor of a run's step: its model FLOPs at every GPU's peak, model_flops / (gpus x peak) (model
+    FLOPs utilisation 100 %; the same bound the step model's property tests hold every prediction to). A measured
+    step below it cannot be a real one."""
+    return float(np.asarray(res.model_flops).ravel()[0]) / (gpus * _peak(job))
+
+
 def _step_of(res: Any) -> tuple[float, float]:
     """(step time, tokens/s) of the single candidate of an evaluated grid (the parts added in BREAKDOWN_KEYS order)."""
     step = sum(float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS)
@@ -304,6 +318,15 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             raise InputError(f"{r.tokens_per_s:.3g} tokens per second is a step of {measured:.3g} s (this run's "
                              f"{step * tokens:.4g} tokens a step)", where=f"{where}: tokens_per_s",
                              allowed=f"a rate that makes a step of {MIN_STEP_S:g} s to {MAX_STEP_S:g} s")
+        floor = _flops_floor_s(job, res, r.gpus)
+        if measured < floor:  # faster than physics: a wrong step time, GPU count, model or batch, not a factor to fit
+            shown = "log" if r.log is not None else "step_time" if r.step_time_s is not None else "tokens_per_s"
+            raise InputError(f"a measured step of {measured:.4g} s is faster than the physical floor, the run's "
+                             f"{float(np.asarray(res.model_flops).ravel()[0]):.4g} model FLOPs a step at the "
+                             f"{r.gpus} GPUs' peak of {_peak(job) / 1e12:.4g} TFLOP/s each: {floor:.4g} s",
+                             where=f"{where}: {shown}",
+                             allowed="the run's measured step time or rate with the GPUs, model, batch and sequence "
+                                     "length it ran (model FLOPs utilisation at most 100 %)")
         if reason:
             infeasible.append(f"run {r.label}: the model says this run could not run ({INFEASIBLE_REASONS[reason]}); "
                               "its step is still priced and fitted, check the run's settings")
