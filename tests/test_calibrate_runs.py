@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from test_calibrate_checks import _h100_16_log
 
 from scalemodel.engine.calibrate_runs import fit_runs, scaled_job
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -353,11 +354,48 @@ def test_a_fast_run_keeps_every_scaled_kernel_under_its_peak(tmp_path: Path) -> 
     """The compute factor multiplies the attention kernel's attn_max too (scaled_job); on dgx-b200 its cuDNN
     forward curve has attn_max 0.955, above the 16-bit GEMM curve's 0.591, so the factor's upper bound is
     1/0.955, not 1/0.591: runs measured far faster than the model pin the factor there instead of pricing a
-    kernel above its peak (which was refused as an input error mid-fit)."""
+    kernel above its peak (which was refused as an input error mid-fit). 1.5x faster, not 3x: the model's MFU is 41 %
+    there, so a third of its step is faster than the FLOPs at peak, refused as input (calibrate_runs._flops_floor_s)."""
     rows = [{"name": "fast", "model": "gpt-1.7b", "gpus": 8, "global_batch": 64, "micro_batch": 4}]
     path = synthetic(tmp_path, rows, noise=0.0, cluster="dgx-b200", scale=lambda job: job, overhead_s=0.0)
-    fast = [replace_step(r, r.step_time_s / 3) for r in read_runs(path)]
+    fast = [replace_step(r, r.step_time_s / 1.5) for r in read_runs(path)]
     fit = fit_runs(fast, only=["compute"])
     f = fit.factor("compute")
     assert f.bounds[1] == pytest.approx(1 / 0.955, rel=1e-9)
     assert f.at_bound == "upper" and f.value <= 1 / 0.955 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name", ["o.csv", "o.json", "o"])
+def test_out_must_be_a_yaml_file(fitted, tmp_path: Path, cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Both calibrate forms write a YAML cluster overlay: --out o.csv wrote YAML into a .csv (refused now, exit 2,
+    nothing written); .yml is taken as .yaml is."""
+    path = fitted[0]
+    log = tmp_path / "h100.log"
+    log.write_text(_h100_16_log())
+    for form in (["runs", str(path)], ["nccl-tests", str(log), "--cluster", "dgx-h100", "--force"]):
+        r = cli("calibrate", *form, "--out", str(tmp_path / name))
+        assert r.code == 2 and r.err.startswith("error: --out: ") and ".yaml or .yml" in r.err, r.err
+        assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / name).exists()
+    r = cli("calibrate", "runs", str(path), "--out", str(tmp_path / "o.yml"), "--json")
+    assert r.code == 0 and yaml.safe_load((tmp_path / "o.yml").read_text())["extends"], r.err
+
+
+def test_a_step_faster_than_physics_is_refused(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """Run 1.7b-8 (gpt-1.7b, 8 A100s, 64 x 2048 tokens) does Megatron's 72 B s L h^2 (1 + s/(6h) + V/(12hL))
+    = 72 x 64 x 2048 x 24 x 2304^2 x (1 + 2048/13824 + 51200/663552) = 1.4732e15 model FLOPs a step; at 8 x 312
+    TFLOP/s (A100 bf16 dense) no step is under 0.5902 s. Measured at 0.5 s it only lowered the compute factor's fit
+    (exit 0); now it is one error line naming the file, the run and the floor (exit 2). At 0.6 s it is accepted."""
+    flops = 72 * 64 * 2048 * 24 * 2304**2 * (1 + 2048 / (6 * 2304) + 51200 / (12 * 2304 * 24))
+    floor = flops / (8 * 312e12)
+    assert floor == pytest.approx(0.5902, abs=1e-4)
+    path = synthetic(tmp_path, RUNS[:4], noise=0.0)
+    rows = yaml.safe_load(path.read_text())
+    for step, code in ((0.5, 2), (0.6, 0)):
+        rows[0]["step_time"] = step
+        path.write_text(yaml.safe_dump(rows, sort_keys=False))
+        r = cli("calibrate", "runs", str(path), "--json")
+        assert r.code == code, r.err
+        if code == 2:
+            line = r.err.strip()
+            assert line.startswith(f"error: {path}: run 1 (line 1): step_time: ") and "\n" not in line, line
+            assert "faster than the physical floor" in line and f"{floor:.4g} s" in line

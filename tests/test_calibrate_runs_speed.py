@@ -20,20 +20,8 @@ from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.specs.runs import read_runs
 from tests.test_calibrate_runs import RUNS, synthetic
 
-#: two gpt-1.7b layouts (one job), one gpt-3.6b layout (another job); the first and last repeated, the
-#: repeats measured apart (noise is drawn per row), so their residuals differ. A runs file refuses a repeated
-#: configuration (specs.runs, round 20), so each repeat is in a file of its own and fit_runs gets the runs of three
-ROWS = [[RUNS[0], RUNS[1], RUNS[3]], [{**RUNS[0], "name": "1.7b-8 again"}, {**RUNS[3], "name": "3.6b-16 again"}],
-        [{**RUNS[0], "name": "1.7b-8 third"}]]
-
-
-def _repeated(tmp_path: Path) -> list[Any]:
-    """The runs of :data:`ROWS`, read from one file per group (seeds apart: each repeat drew its own noise)."""
-    runs = []
-    for i, rows in enumerate(ROWS):
-        (tmp_path / f"f{i}").mkdir()
-        runs += read_runs(synthetic(tmp_path / f"f{i}", rows, seed=1 + i))
-    return runs
+#: two gpt-1.7b layouts (one job), one gpt-3.6b layout (another job)
+ROWS = [RUNS[0], RUNS[1], RUNS[3]]
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -49,32 +37,46 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
-def test_repeated_runs_priced_once_and_the_fit_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = _repeated(tmp_path)
+def test_runs_sharing_a_job_priced_in_one_call_and_the_fit_unchanged(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = read_runs(synthetic(tmp_path, ROWS))
     with monkeypatch.context() as m:
         sizes = _counting(m)
         fit = fit_runs(runs, source="runs", only=["compute", "overhead_s"])
-    # preparation: the 3 distinct configurations, one candidate each; then per trial the two gpt-1.7b layouts
-    # in one call and the gpt-3.6b one in another: 3 candidates priced per trial for 6 runs
+    # preparation: each run, one candidate each; then per trial the two gpt-1.7b layouts in one call and the
+    # gpt-3.6b one in another
     assert sizes[:3] == [1, 1, 1]
     trials = sizes[3:]
     assert trials and trials == [2, 1] * (len(trials) // 2), trials[:6]
 
     with monkeypatch.context() as m:  # the reference: every run priced on its own, as before
-        m.setattr(cr, "_same_run", lambda *a: None)
         m.setattr(cr, "_same_job", lambda a, b: False)
         sizes = _counting(m)
         alone = fit_runs(runs, source="runs", only=["compute", "overhead_s"])
-    assert set(sizes) == {1} and len(sizes) > 6 * len(trials) // 2
+    assert set(sizes) == {1} and len(sizes) > 3 * len(trials) // 2
     assert fit.factors == alone.factors  # values, intervals, bounds: float for float
     assert fit.runs == alone.runs and fit.warnings == alone.warnings
     assert (fit.rms_log_error_before, fit.rms_log_error_after) == (alone.rms_log_error_before,
                                                                     alone.rms_log_error_after)
+
+
+def test_repeats_are_no_special_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runs file refuses a repeated configuration (specs.runs) and the public API reads only runs files, so
+    fit_runs keeps no repeat cache (it priced a repeat once and copied the step): runs given twice straight to the
+    engine are each priced like any other run, in the same stacked call per trial (one candidate each)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    runs = (read_runs(synthetic(tmp_path / "a", ROWS, seed=1))
+            + read_runs(synthetic(tmp_path / "b", [{**r, "name": r["name"] + " again"} for r in ROWS], seed=2)))
+    assert not hasattr(cr, "_same_run")
+    with monkeypatch.context() as m:
+        sizes = _counting(m)
+        fit = fit_runs(runs, source="runs", only=["compute", "overhead_s"])
+    assert sizes[:6] == [1] * 6 and sizes[6:8] == [4, 2]  # each run prepared; per trial 4 + 2 candidates
     rows = {r["name"]: r for r in fit.runs}
-    for a, b in (("1.7b-8", "1.7b-8 again"), ("1.7b-8", "1.7b-8 third"), ("3.6b-16", "3.6b-16 again")):
-        assert rows[a]["before_s"] == rows[b]["before_s"] and rows[a]["after_s"] == rows[b]["after_s"]
-        assert rows[a]["measured_s"] != rows[b]["measured_s"]  # each repeat keeps its own residual
-        assert rows[a]["error_after"] != rows[b]["error_after"]
+    for r in ROWS:
+        a, b = rows[r["name"]], rows[r["name"] + " again"]
+        assert a["before_s"] == b["before_s"] and a["measured_s"] != b["measured_s"]
 
 
 #: layouts that take different branches of the step model (pipeline stages with and without the logits,

@@ -121,6 +121,24 @@ def test_unknown_shape_key_is_a_warning_naming_it(tmp_path: Path) -> None:
     assert any("num_dense_experts_per_block" in w for w in notices.current())
 
 
+@pytest.mark.parametrize(("key", "value", "warned"), [
+    ("torch_dtype", "bfloat16", False), ("torch_dtype", "float8_e4m3fn", False), ("dtype", "torch.float16", False),
+    ("torch_dtype", "auto", False), ("torch_dtype", "bfloat61", True), ("dtype", "fp8", True),
+])
+def test_unknown_torch_dtype_is_a_warning_naming_it(tmp_path: Path, key: str, value: str, warned: bool) -> None:
+    """torch_dtype was ignored whatever it said: one that is not a torch dtype name is now said, known ones are not
+    (Meta-Llama-3-8B's config states bfloat16; the bf16 vs fp16 question is training.precision's)."""
+    notices.clear()
+    cfg = json.loads((HF / "Meta-Llama-3-8B" / "config.json").read_text())
+    cfg.pop("torch_dtype", None)
+    cfg[key] = value
+    load_workload(_write(tmp_path, cfg))
+    said = [w for w in notices.current() if "not a torch dtype" in w]
+    assert bool(said) == warned, notices.current()
+    if warned:
+        assert f"{key} {value!r}" in said[0] and "training.precision" in said[0]
+
+
 def test_unknown_model_type_warns_about_its_guesses(tmp_path: Path) -> None:
     notices.clear()
     load_workload(_write(tmp_path, {"model_type": "brandnew", "num_hidden_layers": 2, "hidden_size": 64,

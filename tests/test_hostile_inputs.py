@@ -519,8 +519,9 @@ def workdir(tmp_path: Path) -> Path:
 def test_calibrate_never_writes_over_its_inputs(cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     log, c, base = workdir / "a.log", workdir / "c.yaml", workdir / "base.yaml"
     ins = (log, c, base)
+    # the log itself: refused first as not a YAML name (calibrate --out writes YAML only); the inputs below are YAML
     refused(cli, "calibrate", str(log), "-c", "dgx-a100", "--out", str(log), "--json", inputs=ins,
-            match="input of this command")
+            match="writes YAML only")
     refused(cli, "calibrate", str(log), "-c", str(c), "--out", str(c), "--json", inputs=ins, match="input")
     refused(cli, "calibrate", str(log), "-c", str(c), "--out", str(base), "--json", inputs=ins, match="input")
     os.link(log, workdir / "hard.log")

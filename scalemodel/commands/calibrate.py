@@ -17,6 +17,9 @@ from scalemodel.specs.loader import builtin_path, reference_from
 from scalemodel.specs.nccl_tests import read_nccl_tests
 from scalemodel.specs.runs import read_runs
 
+#: The overlay is a cluster spec (YAML with ``extends:``): an --out of another kind (o.csv, o.json) got YAML anyway.
+OVERLAY_SUFFIXES = (".yaml", ".yml")
+
 
 def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: str | None, ranks: int | None,
               op: str | None, algo: str, tolerance: float, force: bool, factors: str | None, predict_at: int | None,
@@ -58,7 +61,7 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
         raise InputError("a collective needs at least 2 ranks, got 1", where="--ranks",
                          allowed="the number of ranks in the log (2 or more)")
     if out is not None:
-        check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
+        check_output_path(out, "--out", OVERLAY_SUFFIXES)  # before the work; write_file checks again, inputs included
     log = read_nccl_tests(log_path, op=collective_op(op))
     if ranks is not None and log.ranks is not None and ranks != log.ranks:  # --ranks is for a log that does not say
         raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
@@ -107,7 +110,7 @@ def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | Non
                          where="--mode", allowed="--predict-at N beside --mode, or drop --mode")
     runs = read_runs(file)
     if out is not None:
-        check_output_path(out, "--out")  # after reading, so the runs file (and the specs it names) are inputs
+        check_output_path(out, "--out", OVERLAY_SUFFIXES)  # after reading: the runs file (and its specs) are inputs
     at = None if predict_at is None else scale_target(runs, predict_at, mode=mode)  # before the fit's seconds
     only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
     result = fit_runs(runs, source=file, out=out, only=only)

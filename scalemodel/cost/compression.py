@@ -117,15 +117,16 @@ def allgather_sparse_time(n: Array, size: Array, bandwidth: Array, density: Arra
     return np.where(nn > 1, t, 0.0)
 
 
-def sparse_break_even_density(n: Array, index_overhead: Array = 2.0) -> np.ndarray:
-    """Largest density at which all-gathered top-k beats dense ring all-reduce: rho < 2/(n c)
-    (from (n-1) rho c M/B < 2(n-1)M/(nB); latency and codec time ignored)."""
+def sparse_break_even_density(n: Array, index_overhead: Array = 2.0, dense_passes: Array = 2.0) -> np.ndarray:
+    """Largest density at which all-gathered top-k beats the dense ring exchange it replaces: rho < d/(n c), from
+    (n-1) rho c M/B < d (n-1)M/(nB) with d = 2 for an all-reduce (ZeRO 0) and d = 1 for the gradients'
+    reduce-scatter alone (ZeRO 1, whose parameter all-gather stays); latency and codec time ignored."""
     nn = np.asarray(n, dtype=float)
     c = np.asarray(index_overhead, dtype=float)
     if np.any(nn < 2) or np.any(c < 1):
         raise InputError("n < 2 ranks or index overhead < 1", where="break_even",
                          allowed="n >= 2 and index overhead >= 1")
-    return np.minimum(2 / (nn * c), 1.0)
+    return np.minimum(np.asarray(dense_passes, dtype=float) / (nn * c), 1.0)
 
 
 def compressed_comm_time(kind: str, n: Array, size: Array, bandwidth: Array, *, density: Array = 0.01,

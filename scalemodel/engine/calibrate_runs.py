@@ -24,10 +24,10 @@ step by more than :data:`INSENSITIVE` when moved from 1 to 0.9 (a tier no run's 
 is fully hidden under compute) is not fitted: it stays 1 and is named in a warning. A factor within 1 %
 of a bound is warned about (the data push it to a physical limit, so the other factors absorb the rest).
 
-Each trial of the factors prices every run. Runs repeating a configuration (GPU count, workload, training,
-strategy) are priced once and the step copied to each (each keeps its own measurement and residual); the
-distinct configurations whose jobs are equal and share a sync mode are stacked into one grid and priced by one
-vectorised :func:`evaluate` call. The step model prices each candidate element-wise, so neither changes a number
+Each trial of the factors prices every run (a runs file refuses a repeated configuration, specs.runs ``_once``, and
+the public API, ``scalemodel.calibrate_runs``, reads only runs files); the runs whose jobs are equal and share a sync
+mode are stacked into one grid and priced by one vectorised :func:`evaluate` call. The step model prices each
+candidate element-wise, so stacking changes no number
 (docs/model.md#calibrate-runs; tests/test_calibrate_runs_speed.py). Each batch's price at a vector of multipliers is
 remembered and the overhead added after it (:class:`_Pricer`): the overhead's finite differences, and the points every
 leave-one-out refit starts from, are priced once, and every step is the one a fresh evaluation gives.
@@ -139,6 +139,20 @@ def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
     return _step_of(evaluate(job, grid, sync=sync))
 
 
+def _peak(job: Job) -> float:
+    """The highest dense FLOP/s per GPU any of the job's GEMMs may run at (training precision, attention, logits,
+    router, MXFP8): the floor below uses it, so a run mixing formats is held to no more than its fastest."""
+    return max(job.peak_flops, job.attention_peak_flops, job.logits_peak_flops, job.router_peak_flops,
+               job.mxfp8_peak_flops)
+
+
+def _flops_floor_s(job: Job, res: Any, gpus: int) -> float:
+    """The physical floor of a run's step: its model FLOPs at every GPU's peak, model_flops / (gpus x peak) (model
+    FLOPs utilisation 100 %; the same bound the step model's property tests hold every prediction to). A measured
+    step below it cannot be a real one."""
+    return float(np.asarray(res.model_flops).ravel()[0]) / (gpus * _peak(job))
+
+
 def _step_of(res: Any) -> tuple[float, float]:
     """(step time, tokens/s) of the single candidate of an evaluated grid (the parts added in BREAKDOWN_KEYS order)."""
     step = sum(float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS)
@@ -169,8 +183,8 @@ class _Pricer:
     differences around it) are priced once; each step is the one evaluating the trial afresh gives, float for float.
     """
 
-    def __init__(self, batches: list[tuple[Job, Any, str, np.ndarray]], inverse: np.ndarray) -> None:
-        self.batches, self.inverse = batches, inverse
+    def __init__(self, batches: list[tuple[Job, Any, str, np.ndarray]]) -> None:
+        self.batches = batches
         self.memo: dict[tuple[int, tuple[Any, ...]], np.ndarray] = {}
         self.size = 1 + max(int(m.max()) for *_, m in batches)
 
@@ -187,22 +201,7 @@ class _Pricer:
                 trial = scaled_job(job, c, bw, mults.get("compute:fp8"), overlap=overlap)
                 modelled = self.memo[(b, key)] = _modelled_of(evaluate(trial, grid, sync=sync))
             steps[members] = modelled + overhead
-        return steps[self.inverse]  # a repeated configuration: its price copied to every run that repeats it
-
-
-def _run_key(run: Any) -> tuple[Any, ...]:
-    """What prices a run besides its cluster (one per fit): GPU count, workload, training and strategy."""
-    return (run.gpus, repr(run.workload), repr(run.training), repr(run.strategy))
-
-
-def _same_run(run: Any, seen: dict[tuple[Any, ...], list[int]], unique: list[Any]) -> int | None:
-    """Index in ``unique`` of a run priced exactly as ``run`` (same key and equal specs), else None."""
-    for u in seen.get(_run_key(run), []):
-        other = unique[u][0]
-        if (other.gpus == run.gpus and other.workload == run.workload and other.training == run.training
-                and other.strategy == run.strategy):
-            return u
-    return None
+        return steps
 
 
 def _batched(items: list[tuple[Job, Any, str]]) -> list[tuple[Job, Any, str, np.ndarray]]:
@@ -289,34 +288,21 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     cluster = runs[0].cluster
     prepared = []
     infeasible: list[str] = []
-    index: list[int] = []  # run i is priced as unique configuration index[i]
-    unique: list[tuple[Any, Job, Any, str, float, float, int]] = []  # (run, job, grid, sync, step, tokens, reason)
-    seen: dict[tuple[Any, ...], list[int]] = {}
-    unique_said: list[list[str]] = []  # the warnings of pricing unique configuration u
     for r in runs:
         where = r.where or f"{source}: {r.label}"
         try:
             # a run's warnings (a cudnn_release priced on another curve, ...) are said with the run they are about,
-            # as the runs file names it ("runs.yaml: run 2 (line 3): ..."); a repeated configuration, priced once,
-            # repeats its first run's warnings under its own name. The runs file writes every strategy and training
-            # field flat under its run (specs.runs), so a warning names them so (notices.field_name):
+            # as the runs file names it ("runs.yaml: run 2 (line 3): ..."). The runs file writes every strategy and
+            # training field flat under its run (specs.runs), so a warning names them so (notices.field_name):
             # moe_flex_dispatcher, not strategy.moe_flex_dispatcher
             with notices.collecting() as said, notices.flat_fields("strategy", "training"):
                 job = build_job(r.cluster, r.workload, r.training)
                 grid = grid_from_strategy(r.strategy, r.training, r.gpus, job,
                                           origin=Origin(f"{where}: ", f"{where}: gpus"))
-                u = _same_run(r, seen, unique)
-                if u is None:  # a configuration not seen before: priced once for every run that repeats it
-                    res = evaluate(job, grid, sync=r.strategy.sync)
-                    u = len(unique)
-                    seen.setdefault(_run_key(r), []).append(u)
-                    unique.append((r, job, grid, r.strategy.sync, *_step_of(res),
-                                   int(np.asarray(res.reason).ravel()[0])))
-            if u == len(unique_said):
-                unique_said.append(said)
-            for line in dict.fromkeys([*said, *unique_said[u]]):
+                res = evaluate(job, grid, sync=r.strategy.sync)
+            for line in dict.fromkeys(said):
                 notices.warn(f"{where}: {line}")
-            step, tokens, reason = unique[u][4], unique[u][5], unique[u][6]
+            (step, tokens), reason = _step_of(res), int(np.asarray(res.reason).ravel()[0])
         except InputError as exc:
             if exc.where.startswith(where):
                 raise
@@ -332,13 +318,20 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             raise InputError(f"{r.tokens_per_s:.3g} tokens per second is a step of {measured:.3g} s (this run's "
                              f"{step * tokens:.4g} tokens a step)", where=f"{where}: tokens_per_s",
                              allowed=f"a rate that makes a step of {MIN_STEP_S:g} s to {MAX_STEP_S:g} s")
+        floor = _flops_floor_s(job, res, r.gpus)
+        if measured < floor:  # faster than physics: a wrong step time, GPU count, model or batch, not a factor to fit
+            shown = "log" if r.log is not None else "step_time" if r.step_time_s is not None else "tokens_per_s"
+            raise InputError(f"a measured step of {measured:.4g} s is faster than the physical floor, the run's "
+                             f"{float(np.asarray(res.model_flops).ravel()[0]):.4g} model FLOPs a step at the "
+                             f"{r.gpus} GPUs' peak of {_peak(job) / 1e12:.4g} TFLOP/s each: {floor:.4g} s",
+                             where=f"{where}: {shown}",
+                             allowed="the run's measured step time or rate with the GPUs, model, batch and sequence "
+                                     "length it ran (model FLOPs utilisation at most 100 %)")
         if reason:
             infeasible.append(f"run {r.label}: the model says this run could not run ({INFEASIBLE_REASONS[reason]}); "
                               "its step is still priced and fitted, check the run's settings")
         prepared.append(_Prepared(job, grid, r.strategy.sync, float(measured)))
-        index.append(u)
-    inverse = np.array(index, dtype=np.intp)
-    batches = _batched([(u[1], u[2], u[3]) for u in unique])
+    batches = _batched([(p.job, p.grid, p.sync) for p in prepared])
     t = np.array([p.measured_s for p in prepared])
 
     acc = cluster.accelerator
@@ -357,7 +350,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                + ([min(MULT_BOUNDS[1], 1.0 / fp8_gemm)] if has_fp8 else [])
                + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers] + [min(MULT_BOUNDS[1], 1.0 / eta0)])
 
-    predict_all = _Pricer(batches, inverse).steps
+    predict_all = _Pricer(batches).steps
 
     if only is not None:
         unknown = [n for n in only if n not in (*mult_names, "overhead_s")]

@@ -958,11 +958,12 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         param_gather = np.where(nano, ag, param_gather)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
-        # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
+        # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that. Under
+        # ZeRO 1 it stands in for the gradients' reduce-scatter only: the updated shards are still all-gathered
+        # (param_gather, kept); ZeRO 2/3, FSDP and HSDP are refused with top-k (job.topk_refused)
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
         n_b = bucket_count(n_params * job.grad_bytes, bucket, by_tensors=both_nt)
-        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense), total)
-        param_gather = np.where(topk, 0.0, param_gather)
+        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense) + param_gather, total)
     total = np.where(dp > 1, total + codec, 0.0)
     param_gather = np.where(dp > 1, param_gather, 0.0)
     ps_worker = ps_round = np.zeros(1)

@@ -1095,6 +1095,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_shared_expert_overlap(job, strategy)
     _check_allgather_dispatcher(job, strategy)
     _check_cp_window(job, strategy, cp, origin)
+    _check_topk_sharded(strategy, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
     _check_moe_rank_imbalance(job, ep)
@@ -1302,6 +1303,35 @@ def _check_allgather_dispatcher(job: Job, strategy: Any) -> None:
         raise InputError("moe_shared_expert_overlap does not run with the allgather dispatcher (Megatron-Core: "
                          "'moe_shared_expert_overlap only works with alltoall or flex token dispatcher')",
                          where="strategy.moe_allgather_dispatcher", allowed=allowed)
+
+
+def topk_refused(compression: Any, zero: Any) -> np.ndarray:
+    """Where top-k gradient compression cannot run: under ZeRO 2, ZeRO 3, FSDP or HSDP. Top-k (DGC, Lin et al.,
+    ICLR 2018, Algorithm 1) selects from each rank's whole accumulated gradient, keeps the rest as its
+    error-feedback residual, and exchanges the kept (value, index) pairs by all-gather (docs/model.md#compression);
+    those stages instead reduce-scatter every gradient bucket into shards during the backward (DeepSpeed
+    stage_1_and_2.py ``reduce_independent_p_g_buckets_and_remove_grads`` / stage3.py; PyTorch FSDP, whose comm
+    hooks for sharded strategies are reduce-scatter hooks writing the rank's shard, torch
+    distributed/algorithms/_comm_hooks/default_hooks.py, with only fp16/bf16 casts shipped, LOW_PRECISION_HOOKS),
+    and no framework composes a sparse all-gather with them: DeepSpeed's compressed optimizers (1-bit Adam,
+    0/1 Adam, 1-bit LAMB) run without ZeRO partitioned gradients and PyTorch's PowerSGD is a DDP hook. ZeRO 1 keeps
+    each rank's whole gradient until the step, so top-k's all-gather can stand in for its reduce-scatter (the
+    updated shards are still all-gathered after the step). Broadcasts."""
+    return np.asarray((np.asarray(compression) == CompressionKind.TOPK) & (np.asarray(zero) >= Zero.GRADIENTS))
+
+
+def _check_topk_sharded(strategy: Any, origin: Origin | None = None) -> None:
+    """predict's refusal of what :func:`topk_refused` finds (the planner marks such candidates infeasible,
+    step.Infeasible.TOPK_SHARDED_GRADIENTS), at compression where it was written."""
+    comp = parse_compression(strategy.compression)
+    zero = Zero.parse(str(strategy.zero), "strategy.zero")
+    if not bool(np.any(topk_refused(int(comp.kind), int(zero)))):
+        return
+    raise InputError(f"top-k compression ({comp.label}) all-gathers each rank's whole sparsified gradient, which "
+                     f"zero {zero.label} reduce-scatters to shards instead",
+                     where="strategy.compression" if origin is None else origin.field("compression"),
+                     allowed="compression topk with zero 0 or 1, or compression none, fp16, bf16 or int8 with "
+                             "zero 2, 3, fsdp or hsdp")
 
 
 def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, layer_impl: Any) -> np.ndarray:

@@ -732,11 +732,14 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
 
 
 def _code_histogram(code: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, n_codes: int, n_choice: int,
-                    ps_hit: np.ndarray, n_ps: int) -> np.ndarray:
+                    ps_hit: np.ndarray, n_ps: int, topk_hit: np.ndarray | None = None, n_topk: int = 0
+                    ) -> np.ndarray:
     """Per configuration row and ZeRO group (0, > 0), the weighted count of the valid candidates of each code
     (shape (rows, 2, n_codes + 1); code n_codes: feasible but over the memory constraint): each valid outer
     candidate weighs its ``n_choice`` communication choices, less the ``n_ps`` parameter-server ones where
-    ``ps_hit`` (a subset of ``valid``). Counted in integers (n_choice x all - n_ps x hits: exact, as the weighted
+    ``ps_hit`` (a subset of ``valid``), and the ``n_topk`` top-k ones where ``topk_hit`` (ZeRO >= 2:
+    step.Infeasible.TOPK_SHARDED_GRADIENTS; no choice is both). Counted in integers (n_choice x all - n_ps x hits:
+    exact, as the weighted
     float sum of whole numbers below 2^53 was), which spares a float weight array over the grid. The candidates
     left out go to one extra bin, dropped after the count: ``at[valid]``, a gather through a broadcast mask, took
     twice as long as the np.where (2.0 vs 0.9 ms of the 3.7 ms per 400,000-candidate chunk), the counts the same."""
@@ -746,6 +749,9 @@ def _code_histogram(code: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, 
     counts = np.bincount(np.where(valid, at, n_bins).ravel(), minlength=n_bins + 1)[:n_bins] * n_choice
     if n_ps and np.any(ps_hit):
         counts = counts - np.bincount(np.where(ps_hit, at, n_bins).ravel(), minlength=n_bins + 1)[:n_bins] * n_ps
+    if n_topk and topk_hit is not None and np.any(topk_hit):
+        counts = counts - np.bincount(np.where(topk_hit, at, n_bins).ravel(),
+                                      minlength=n_bins + 1)[:n_bins] * n_topk
     return counts.astype(float).reshape(n_rows, 2, n_codes + 1)
 
 
@@ -1073,6 +1079,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     choices = comm_choices(job, gpus, c, allow_keys)
     n_choice = len(choices["algorithm"])
     n_ps = int(np.count_nonzero(choices["ps_servers"] > 0))
+    n_topk = int(np.count_nonzero(choices["compression"] == int(CompressionKind.TOPK)))
+    first_is_topk = bool(choices["compression"][0] == int(CompressionKind.TOPK))
     comm0 = {f: choices[f][0] for f in COMM_FIELDS}
     first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
@@ -1083,6 +1091,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
+    topk_bad, sharded_grads = int(Infeasible.TOPK_SHARDED_GRADIENTS), int(Zero.GRADIENTS)
     replicas = int(Infeasible.SYNC_NEEDS_REPLICAS)
     # Evaluation classes: the modes that move bsp's data-parallel traffic on every communication choice share
     # one evaluation (step.with_sync re-prices the wait); hier:G and asp/ssp on a parameter server have their own.
@@ -1144,13 +1153,16 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
     hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and bool(np.any(axes["zero"] == int(Zero.HSDP)))
     def classify(mem: np.ndarray, r1: np.ndarray, valid_all: np.ndarray, zb: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(candidates feasible within the memory constraint, per configuration and ZeRO group (0, > 0) the
         choices of each code (code n_codes: feasible but over the memory constraint), per configuration the
-        candidates whose parameter-server choices ZeRO > 0 rules out) from memory and the codes before it."""
-        open_ = (r1 == 0) | (r1 == ps_bad)
+        candidates whose parameter-server choices ZeRO > 0 rules out, and those whose top-k choices ZeRO >= 2 rules
+        out: job.topk_refused) from memory and the codes before it."""
+        open_ = (r1 == 0) | (r1 == ps_bad) | (r1 == topk_bad)
         fits = np.where(mem <= job.memory_capacity, 0, oom)
         reason = np.where(open_, np.where(zb > 0, ps_bad, fits) if first_is_ps else fits, r1)
+        if first_is_topk:
+            reason = np.where(open_ & (zb >= sharded_grads), topk_bad, reason)
         feas = reason == 0
         code, good = reason, feas
         if "memory" in c:  # feasible but over the memory constraint: code n_codes
@@ -1159,8 +1171,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0 (none to count without
         # parameter-server choices)
         ps_hit = valid_all & open_ & (zb > 0) if n_ps and not first_is_ps else np.zeros((1, 1, 1, 1), dtype=bool)
-        hist = _code_histogram(code, valid_all, sharded_z, n_codes, n_choice, ps_hit, n_ps)
-        return good, hist, np.broadcast_to(np.count_nonzero(ps_hit, axis=(1, 2, 3)), (len(mem),))
+        topk_hit = (valid_all & open_ & (zb >= sharded_grads) if n_topk and not first_is_topk
+                    else np.zeros((1, 1, 1, 1), dtype=bool))
+        hist = _code_histogram(code, valid_all, sharded_z, n_codes, n_choice, ps_hit, n_ps, topk_hit, n_topk)
+        return (good, hist, np.broadcast_to(np.count_nonzero(ps_hit, axis=(1, 2, 3)), (len(mem),)),
+                np.broadcast_to(np.count_nonzero(topk_hit, axis=(1, 2, 3)), (len(mem),)))
 
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
@@ -1181,7 +1196,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
         zb = np.broadcast_to(zeros, shape)
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
-        good, hist, n_ps_hit = classify(mem, r1, valid_all, zb)
+        good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
         good_all[lo:hi] = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
         for key, (mask, count) in mask_groups.items():
@@ -1197,11 +1212,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                     job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), hz.shape), inv, gathered)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
-                _good, hist_h, ps_hits = classify(mem_h, r1_h, valid_all, zb)
+                _good, hist_h, ps_hits, topk_hits = classify(mem_h, r1_h, valid_all, zb)
                 h = hist_h.sum(axis=1)
             else:
                 h = hist.sum(axis=1)
-                ps_hits = n_ps_hit
+                ps_hits, topk_hits = n_ps_hit, n_topk_hit
             if key == -1:  # ZeRO > 0: feasible, out of memory or over the limit all become sync_needs_replicas
                 h = hist[:, 0].copy()
                 h[:, replicas] += hist[:, 1, [0, oom, n_codes]].sum(axis=1)
@@ -1210,6 +1225,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             tot = w @ h
             reasons[1:] += tot[1:n_codes]
             reasons[ps_bad] += n_ps * float(w @ ps_hits)
+            reasons[topk_bad] += n_topk * float(w @ topk_hits)
             feasible_n += int(round(tot[0]))
             over_limit += float(tot[n_codes])
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits

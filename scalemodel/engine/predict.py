@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import CompressionKind, parse_compression
+from scalemodel.choices import CompressionKind, Zero, parse_compression
 from scalemodel.cost import compression
 from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
 from scalemodel.engine.intervals import family_of, generation_of, interval_for
@@ -190,8 +190,9 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
 def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str, kappa: float | None) -> str | None:
     """Why top-k made the step slower than the same strategy without compression (priced alike, compression none),
     else None. Top-k's pairs are all-gathered (docs/model.md#compression): each rank receives (dp-1) rho c of the
-    gradient's bytes, c = (g + 4)/g for g-byte values and int32 indices, where the ring all-reduce moves 2(dp-1)/dp;
-    above the break-even density 2/(dp c) the bytes alone exceed the dense exchange's
+    gradient's bytes, c = (g + 4)/g for g-byte values and int32 indices, where the ring all-reduce moves 2(dp-1)/dp
+    (ZeRO 1: the reduce-scatter it replaces, (dp-1)/dp; the parameter all-gather stays);
+    above the break-even density 2/(dp c) (ZeRO 1: 1/(dp c)) the bytes alone exceed the dense exchange's
     (compression.sparse_break_even_density). Below it, what is left is what top-k adds: its encode/decode (the
     selection reads the gradient 3 times, decoding scatter-adds dp - 1 payloads: dp_comm._wire_and_codec); not its
     latency, since the all-gather's dp - 1 terms per bucket are fewer than the ring all-reduce's 2(dp - 1). dp is
@@ -206,16 +207,19 @@ def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str,
     cp, rho = int(pred.strategy["cp"]), float(grid.topk_ratio.ravel()[0])
     dp = int(pred.strategy["dp"]) * cp
     c = (job.grad_bytes + 4.0) / job.grad_bytes
-    even = float(compression.sparse_break_even_density(dp, c))
+    # ZeRO 1: top-k stands in for the gradients' reduce-scatter only, (dp-1)/dp; at ZeRO 0 for the all-reduce's 2x
+    passes = 1 if int(grid.zero.ravel()[0]) == int(Zero.OPTIMIZER) else 2
+    dense_op = "reduce-scatter" if passes == 1 else "all-reduce"
+    even = float(compression.sparse_break_even_density(dp, c, passes))
     group = f"dp {dp}" if cp == 1 else f"dp x cp = {dp} (the cp ranks reduce the gradients with the replicas)"
     head = (f"compression topk:{rho:g} is slower than none here ({format_quantity(pred.step_time_s, 'time')} against "
             f"{format_quantity(base, 'time')}): ")
     if rho > even:
-        return head + (f"its all-gather sends more bytes than the dense all-reduce: each rank receives (dp-1) x "
+        return head + (f"its all-gather sends more bytes than the dense {dense_op}: each rank receives (dp-1) x "
                        f"density x (value + index bytes)/value bytes = {(dp - 1) * rho * c:.3g} x the gradient, "
-                       f"against 2(dp-1)/dp = {2 * (dp - 1) / dp:.3g} x for the ring all-reduce (at {group} top-k "
-                       f"sends fewer bytes only below density {even:.3g})")
-    return head + (f"its bytes are below the dense all-reduce's (density {rho:g} < the break-even {even:.3g} at "
+                       f"against {'' if passes == 1 else '2'}(dp-1)/dp = {passes * (dp - 1) / dp:.3g} x for the ring "
+                       f"{dense_op} (at {group} top-k sends fewer bytes only below density {even:.3g})")
+    return head + (f"its bytes are below the dense {dense_op}'s (density {rho:g} < the break-even {even:.3g} at "
                    f"{group}), but its own cost exceeds the saving: the selection reads the gradient 3 times and the "
                    f"decode scatter-adds dp - 1 = {dp - 1} payloads, both memory-bound")
 

@@ -88,6 +88,7 @@ from scalemodel.engine.job import (
     ep_dispatch_share,
     hybridep_group_refused,
     moe_sp_refused,
+    topk_refused,
 )
 from scalemodel.engine.layer_compute import (
     _block_recomputed,
@@ -197,6 +198,10 @@ class Infeasible(IntEnum):
     MOE_SP_REQUIRED = 19, "moe_sp_required", (
         "Megatron-Core (layer_impl megatron_te) refuses to train an MoE model at tp > 1 without sequence parallelism "
         "(moe_layer.py MoELayer.forward raises; job.moe_sp_refused, predict refuses it)")
+    TOPK_SHARDED_GRADIENTS = 20, "topk_sharded_gradients", (
+        "top-k compression all-gathers each rank's whole sparsified gradient (with its error-feedback residual); "
+        "ZeRO 2, ZeRO 3, FSDP and HSDP reduce-scatter the gradients to shards instead: top-k needs zero 0 or 1 "
+        "(job.topk_refused, predict refuses it)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -285,6 +290,7 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
+    flag(R.TOPK_SHARDED_GRADIENTS, topk_refused(g.compression, g.zero))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
     layers = float(job.shape.layers) if job.is_transformer else 1.0
     flag(R.OFFLOAD_INVALID, (g.offload_layers > 0) & ((g.pp > 1) | (g.recompute != Recompute.NONE)

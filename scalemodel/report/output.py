@@ -237,9 +237,10 @@ def print_table(console: Any, table: Any) -> None:
 
 # --- files the tool writes ------------------------------------------------------------------------
 
-def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
+def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple[str, ...] = ()) -> Path:
     """Refuse an output path before any work: a folder (or a name ending in /), a missing folder,
-    something that is not a regular file, or a file this invocation has read (an input)."""
+    something that is not a regular file, a file this invocation has read (an input), or, where ``suffixes`` are
+    given (the one format the option writes), a name without one of them: ``calibrate --out o.csv`` wrote YAML."""
     text = os.fspath(path)
     shown = text if len(text) <= 200 else text[:200] + "..."
     if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
@@ -267,6 +268,9 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     if not parent.is_dir():
         raise InputError(f"folder {str(parent)!r} does not exist", where=option,
                          allowed="a file path in an existing folder")
+    if suffixes and Path(text).suffix.lower() not in suffixes:
+        raise InputError(f"{shown!r}: {option} writes {suffixes[0].lstrip('.').upper()} only", where=option,
+                         allowed=f"a file name ending in {' or '.join(suffixes)}, e.g. out{suffixes[0]}")
     return p
 
 

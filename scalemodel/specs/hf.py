@@ -59,6 +59,15 @@ LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 
 DROPOUT_KEYS = ("attention_dropout", "hidden_dropout", "dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop",
                 "hidden_dropout_prob", "attention_probs_dropout_prob")
 
+#: torch dtype names as transformers writes ``torch_dtype`` / ``dtype`` (``PretrainedConfig.to_dict`` keeps
+#: ``str(torch.bfloat16).split(".")[1]``, transformers configuration_utils.py ``dict_torch_dtype_to_str``), and "auto".
+#: The value changes nothing priced (training.precision sets the element), but one outside these is a typo or a
+#: config from another tool, said in a warning rather than dropped without a word.
+TORCH_DTYPES = frozenset("""
+float32 float float64 double float16 half bfloat16 float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz
+float8_e8m0fnu float4_e2m1fn_x2 int8 uint8 int16 int32 int64 bool complex64 complex128 auto
+""".split())
+
 #: Keys that change nothing the cost model sees (ids, dropout, epsilons, rotary/ALiBi settings,
 #: router loss weights and routing rules, kernels, bookkeeping).
 HARMLESS = frozenset("""
@@ -289,6 +298,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
     hidden = first("hidden", required=True)
     heads = first("heads", required=True)
     vocab = first("vocab", required=True)
+    for key in ("torch_dtype", "dtype"):
+        dtype = cfg.get(key)
+        if dtype is not None and str(dtype).strip().lower().removeprefix("torch.") not in TORCH_DTYPES:
+            warn(f"{key} {str(dtype)[:40]!r} is not a torch dtype (float32, bfloat16, float16, float8_e4m3fn, auto, "
+                 "...): ignored; the element priced is training.precision's")
     model_type = str(cfg.get("model_type") or "").lower()
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
     if model_type in GATED:
