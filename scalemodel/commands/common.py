@@ -16,12 +16,19 @@ from scalemodel.commands.options import SET as SET
 from scalemodel.commands.options import batch_counts as batch_counts
 from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
-from scalemodel.commands.options import note_tier_bandwidth
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
 from scalemodel.engine.job import check_moe_rank_imbalance, run_training_checks, transformer_shape
 from scalemodel.errors import InputError, Origin, sub_path
-from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
+from scalemodel.specs import (
+    StrategySpec,
+    TrainingSpec,
+    load_cluster,
+    load_workload,
+    note_tier_bandwidth,
+    notices,
+    split_overrides,
+)
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.constraints import constraint_key
 from scalemodel.specs.hf import seq_len_note

@@ -13,7 +13,6 @@ from typing import Any
 
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
-from scalemodel.commands.options import note_tier_bandwidth
 from scalemodel.commands.plan import file_fields, pin_file_settings
 from scalemodel.engine.planner import pins
 from scalemodel.engine.scaling import sweep
@@ -28,6 +27,7 @@ from scalemodel.specs import (
     load_cluster,
     load_scenario,
     load_workload,
+    note_tier_bandwidth,
     split_overrides,
 )
 from scalemodel.specs.base import Spec, digit_grouping
