@@ -230,20 +230,17 @@ def _once(seen: dict[tuple[str, str], str], where: str, config: str, log: LogSpe
     other (a band as narrow as the in-sample one); one log given to two runs is one measurement counted twice, for two
     configurations."""
     run = where.rsplit(": ", 1)[-1]  # "run 2 (line 9)" of a YAML file, "row 2" of a CSV table
-    checks = (("configuration", config), ("log", None if log is None else os.path.realpath(log.path)))
-    for kind, key in checks:
-        first = seen.get((kind, key)) if key is not None else None
-        if first is None:
-            continue
-        if kind == "log":
-            raise InputError(f"{str(log.path if log else '')[-80:]!r} is also {first}'s log (one log is one run's "
-                             "measurement)", where=f"{where}: log", allowed="each run's own training log")
+    if first := seen.get(("configuration", config)):
         raise InputError(f"same cluster, model, GPUs, training and strategy as {first} (a repeated measurement)",
                          where=where,
                          allowed="one run per configuration: the median of repeated measurements, as one run")
-    for kind, key in checks:
-        if key is not None:
-            seen[(kind, key)] = run
+    log_key = None if log is None else os.path.realpath(log.path)
+    if log_key is not None and (first := seen.get(("log", log_key))):
+        raise InputError(f"{str(log.path if log else '')[-80:]!r} is also {first}'s log (one log is one run's "
+                         "measurement)", where=f"{where}: log", allowed="each run's own training log")
+    seen[("configuration", config)] = run
+    if log_key is not None:
+        seen[("log", log_key)] = run
 
 
 def _from_log(row: dict[str, Any], folder: Path, where: str, gpus: int, training: Any
