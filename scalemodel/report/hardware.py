@@ -106,7 +106,6 @@ def yaml_within(data: Any, width: int, allow_unicode: bool = True) -> str:
     has passed the width, a word late, so its 110 printed lines up to 226 columns; here each scalar's line is
     folded before the word that would pass the width, its continuation indented 4 past the line's (deeper than
     its key or item, so the same scalar). Kept only where it loads back to ``data``; else PyYAML's folding."""
-    fallback = yaml.safe_dump(data, sort_keys=False, width=width, allow_unicode=allow_unicode).rstrip()
     wrapped = []
     for line in yaml.safe_dump(data, sort_keys=False, width=10**6, allow_unicode=allow_unicode).rstrip().splitlines():
         lead = " " * (len(line) - len(line.lstrip(" ")))
@@ -116,7 +115,9 @@ def yaml_within(data: Any, width: int, allow_unicode: bool = True) -> str:
         wrapped.extend(textwrap.wrap(line, width, initial_indent="", subsequent_indent=lead + "    ",
                                      break_long_words=False, break_on_hyphens=False, drop_whitespace=True))
     text = "\n".join(wrapped)
-    return text if yaml.safe_load(text) == data else fallback
+    if yaml.safe_load(text) == data:
+        return text
+    return yaml.safe_dump(data, sort_keys=False, width=width, allow_unicode=allow_unicode).rstrip()  # PyYAML's folding
 
 
 def render_validation(view: SpecView, *, as_json: bool) -> None:
