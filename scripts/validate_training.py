@@ -33,6 +33,9 @@ Two case files (issue 5 and issue 13):
       (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows; GPUDirect-TCPX with H100 ->
       gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data parallel across such nodes (MaxText ``dcn_dp``
       > 1 on A3 VMs: FSDP inside each VM) takes zero hsdp with shard_group = dp / dcn_dp, as multi-slice TPU.
+    - FSDP over groups of nodes replicated across groups on the same fabric (``hsdp_replicas`` R: MaxText's
+      ``dcn_fsdp_parallelism`` x ``dcn_data_parallelism`` R on DGX nodes, the mtdgxc24 rows) -> zero hsdp with
+      shard_group = dp / R on the accelerator's cluster (no separate network: the nodes share one fabric).
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
@@ -156,9 +159,9 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
-      maxtext, maxtext23, mtgpu24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's
-      Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other source
-      (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
+      maxtext, maxtext23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
+      flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other
+      source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else, where the source prints only its framework's model TFLOP/s and the row records that framework's FLOPs
@@ -354,7 +357,8 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
             "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "nemotron340": 2024,
             "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
-            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "bloom": 2022, "opt": 2022, "dsv3": 2024,
+            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
+            "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
@@ -562,6 +566,11 @@ def comparison(case: dict[str, Any]) -> tuple[str, float] | str:
             "recompute share); no time or tokens/s to compare instead")
 
 
+#: MaxText's ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` remat policies (or ``remat_policy=custom`` with their
+#: tensors on 'device', as a case names it): recompute_modules jax_qkvo (cost.transformer.mlp_up_flops)
+SAVE_QKVO_POLICY = "save_dot_except_mlp"
+
+
 def parse_recompute(text: Any) -> str | None:
     if text is None:
         return None
@@ -570,7 +579,7 @@ def parse_recompute(text: Any) -> str | None:
         return None
     if t.startswith("none"):
         return "none"
-    if t.startswith("selective") or "remat_policy=minimal" in t:
+    if t.startswith("selective") or "remat_policy=minimal" in t or SAVE_QKVO_POLICY in t:
         return "selective"
     return "full"  # "full ...", remat_policy=full, rematerialization of (nearly) everything
 
@@ -597,7 +606,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
     ``recompute_modules`` named in the case (core_attn, mla_up_proj, moe_act, moe, layernorm, mlp,
     shared_experts), or MaxText's
     ``remat_policy=minimal``, the JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py):
-    jax_dots; a torchtitan run's
+    jax_dots; MaxText's ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` (:data:`SAVE_QKVO_POLICY`): jax_qkvo;
+    a torchtitan run's
     "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
     torchtitan/models/llama3/parallelize_llama.py, 9dec370 torchtitan/parallelisms/parallelize_llama.py: "Saves
     output of all compute ops, except every second mm", ``to_save = func in _save_list and not (func ==
@@ -605,6 +615,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
     t = str(text or "").lower()
     if "remat_policy=minimal" in t:
         return "jax_dots"
+    if SAVE_QKVO_POLICY in t:
+        return "jax_qkvo"
     if not t.startswith("selective"):
         return ""
     if source in TORCHTITAN and "op policy" in t:
@@ -1151,13 +1163,13 @@ def loss_impl(case: dict[str, Any]) -> str:
 #:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
 #: - titan24, titan25, tao25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
-#: - maxtext, maxtext23, mtgpu24: MaxText, a JAX program compiled by XLA -> xla;
+#: - maxtext, maxtext23, mtgpu24, mtdgxc24: MaxText, a JAX program compiled by XLA -> xla;
 #: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
 #:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
 #:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
-              "maxtext": "xla", "maxtext23": "xla", "mtgpu24": "xla",
+              "maxtext": "xla", "maxtext23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
               "nanotron25": "nanotron"}
 
 
@@ -2209,6 +2221,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     shard_group = None
     if slices > 1:  # FSDP inside each slice, replicated across slices (MaxText ici_fsdp x dcn_data_parallelism)
         zero, shard_group = "hsdp", dp // slices
+    replicas = int(par.get("hsdp_replicas", 1))
+    if replicas > 1:  # FSDP groups of nodes replicated over the same fabric (MaxText dcn_fsdp x dcn_data_parallelism)
+        zero, shard_group = "hsdp", dp // replicas
     stated = parse_recompute(par.get("recompute"))
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:

@@ -72,6 +72,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "dgxc25_h100_nemotron4_340b_fp8 (128/256/512/1024/2048)": ("same model", [128, 256, 512, 1024, 2048]),
         "dgxc25_h100_llama31_405b_bf16 (576/1152/2304)": ("same model", [576, 1152, 2304]),
         "dgxc25_h100_llama31_405b_fp8 (576/1152/2304)": ("same model", [576, 1152, 2304]),
+        # maxtext21: the same repository's MaxText Llama 2 70B tables (mtdgxc24), FSDP 64-256 then FSDP 128 x DP
+        "mtdgxc24_h100_llama2_70b_bf16 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
+        "mtdgxc24_h100_llama2_70b_fp8 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
     }
 
 

@@ -646,8 +646,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (the token permutations, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
     again are communication (engine.model_parallel_comm). jax_dots keeps the core's price (the remat policy's own
-    recompute is not priced apart). titan_op (torchtitan's op policy) repeats the forward's memory-bound work and
-    the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its save list).
+    recompute is not priced apart). jax_qkvo (MaxText's save_dot_except_mlp / _mlpwi,
+    :func:`scalemodel.cost.transformer.mlp_up_flops`) repeats the core, a dense layer's MLP up-projection GEMMs
+    (T x (2|1) f/t x h) and the forward bytes of its two norms and activation, :func:`_dense_mlp_forward_bytes`
+    + 2 e x for the input norm (x = h, / t with SP); the residual sum the pre-MLP norm reads is one more add,
+    taken as fused into that norm's XLA fusion (not counted). titan_op (torchtitan's op policy) repeats the
+    forward's memory-bound work and the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its
+    save list).
 
     ``core_*`` (default: the GEMMs' own) price the attention core at another precision: an fp8 run's
     core runs in BF16 (Transformer Engine's recipes leave dot-product attention out of FP8 unless
@@ -815,6 +820,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     disp = np.zeros_like(T)  # the MoE dispatcher's token permutations (their backward moves as many bytes)
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
     mlp_gemm = np.zeros_like(T)  # the dense MLP's GEMMs (selective recompute of mlp repeats them)
+    mlp_up = np.zeros_like(T)  # the dense MLP's up-projection GEMMs (selective recompute of jax_qkvo repeats them)
     shared_block = np.zeros_like(T)  # the shared experts' forward (selective recompute of shared_experts)
     if not mlp:  # a hybrid's attention-only layer
         expert_act = down = np.zeros_like(T)
@@ -868,7 +874,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         up = gemm_time(T, mats_up * f / t, h, **kw)
         gemm = gemm + up + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
-        mlp_gemm = up + down
+        mlp_gemm, mlp_up = up + down, up
 
     # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
     # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
@@ -900,7 +906,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + (np.where(again.mlp, mlp_gemm + memory_time(T * _dense_mlp_forward_bytes(
                      sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb), memory_bandwidth=memory_bandwidth,
                      memory_efficiency=memory_efficiency), 0.0) if (mlp and not moe and np.any(again.mlp)) else 0.0)
-                 + np.where(again.shared_experts, shared_block, 0.0))
+                 + np.where(again.shared_experts, shared_block, 0.0)
+                 + (np.where(again.jax_qkvo & ~again.mlp, mlp_up + memory_time(T * (_dense_mlp_forward_bytes(
+                     sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb) + 2.0 * eb * np.where(
+                     sp, h / t, h)), memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0)
+                    if (mlp and not moe and np.any(again.jax_qkvo)) else 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f

@@ -94,6 +94,15 @@ core's 16-bit output).
                  the norm outputs, attention output and activation output are recomputed from the saved
                  values. MaxText's logical_axis_rules shard activation_embed, _heads and _mlp over the
                  tensor axis, hence / t (the carry / t only with sequence parallelism).
+    jax_qkvo     MaxText ``remat_policy`` save_dot_except_mlp / save_dot_except_mlpwi, or custom with
+                 query_proj, key_proj, value_proj, out_proj (and mlpwo) 'device' (``save_only_these_names``;
+                 transformer.mlp_up_flops): the layer keeps its input (decoder_layer_input, the scan carry),
+                 Q, K, V after RoPE and the output projection's output, which the backward needs to rebuild the
+                 residual sum the pre-MLP norm reads: 2 s b (2 h) + 2 s b (a d + g d + g d_v) / t (the two
+                 residual-stream tensors / t only with sequence parallelism, as jax_dots' carry). mlpwo is no
+                 residual (only the residual sum reads it); the norm outputs, attention output, up-projections
+                 and activation are recomputed. Dense layers only (engine.job refuses MoE, MLA and a parallel
+                 block).
     titan_op     torchtitan's op-level selective AC (transformer.titan_op_gemms): the layer keeps its input
                  (the checkpoint's) and the saved-list outputs its backward reads: Q (wq) 2 s b a d, V (wv)
                  2 s b g d, the SDPA output 2 s b a d_v and its fp32 log-sum-exp 4 a s b, the MLP's first up-
@@ -423,6 +432,11 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         qkv_out = 2 * s * b * (a * d + g * d + g * dv)
         up_out = 2 * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
         kept = np.where(dots, np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t, kept)
+    if np.any(again.jax_qkvo):
+        # MaxText save_dot_except_mlp(wi): the layer input and the output projection (residual-stream wide) and the
+        # Q, K, V the backward reads
+        qkvo = np.where(sp, 4 * sbh / t, 4 * sbh) + 2 * s * b * (a * d + g * d + g * dv) / t
+        kept = np.where(again.jax_qkvo & ~np.asarray(dots, dtype=bool), qkvo, kept)
     return np.where(code == Recompute.FULL, full, kept)
 
 

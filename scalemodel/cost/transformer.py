@@ -75,11 +75,12 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 
 
 #: Selective-recompute modules as bits: Megatron-Core ``--recompute-modules`` names (transformer_config.py
-#: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
-#: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
+#: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring),
+#: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`) and ``jax_qkvo`` for MaxText's
+#: named-tensor policies that save the Q, K, V and output projections only (:func:`mlp_up_flops`).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
                                      "moe": 32, "layernorm": 64, "mlp": 128,
-                                     "shared_experts": 256}
+                                     "shared_experts": 256, "jax_qkvo": 512}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -94,7 +95,9 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     ``layernorm`` the norms that are modules of their own (:func:`recomputed_modules`: an MoE layer's pre-MLP norm,
     an MLA layer's input norm; a norm fused into a Transformer Engine LayerNormLinear is not one), ``mlp`` the dense
     MLP block's forward (its fused pre-MLP norm, up- and down-projections and activation) in a layer that is not an
-    MoE layer, ``shared_experts`` the shared experts' forward in an MoE layer that has them."""
+    MoE layer, ``shared_experts`` the shared experts' forward in an MoE layer that has them, ``jax_qkvo`` MaxText's
+    ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` (or ``custom`` with those names on 'device'): the attention
+    core, the dense MLP's up-projections and the layer's norms and activation (:func:`mlp_up_flops`)."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -105,6 +108,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     layernorm: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     mlp: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     shared_experts: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    jax_qkvo: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -140,11 +144,12 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     def on(*names: str) -> np.ndarray:
         return (mods & sum(RECOMPUTE_MODULES[n] for n in names)) > 0
 
-    return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
+    return Recomputed(attention_core=on("core_attn", "jax_dots", "jax_qkvo"), mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
                       moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"),
                       mlp=on("mlp") & ~np.asarray(sh.parallel_block, dtype=bool),
-                      shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0))
+                      shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0),
+                      jax_qkvo=on("jax_qkvo"))
 
 
 def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,
@@ -907,6 +912,25 @@ def mlp_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarr
     return 2.0 * s * mats * sh.hidden * sh.ffn_hidden
 
 
+def mlp_up_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of a dense MLP block's up-projection GEMMs for one sequence: 2 s (2|1) h f (gated: wi_0, wi_1).
+    What ``jax_qkvo`` repeats beyond the attention core: MaxText's ``save_dot_except_mlp`` /
+    ``save_dot_except_mlpwi`` (AI-Hypercomputer/maxtext@9551c2ade MaxText/layers/models.py lines 314-330, the same
+    dense path since fc0b59bb6) are ``jax.checkpoint_policies.save_only_these_names`` of query_proj, key_proj,
+    value_proj (attentions.py lines 1279-1281, after RoPE), qkv_proj, out_proj (line 1315) and, the second, mlpwo
+    (linears.py line 288); ``remat_policy=custom`` with those names 'device' and decoder_layer_input (the layer
+    input, llama2.py line 82) saves the same set (pyconfig.py validate_and_assign_remat_tensors, lines 199-225). The
+    backward then reads the saved Q, K, V, the output projection (to rebuild the residual sum the pre-MLP norm
+    reads) and the layer input, and re-runs the norms, the attention core (its output, ``context``, is not saved),
+    the up-projections wi_0 and wi_1 (mlpwi_0 / mlpwi_1 not saved) and the activation; the down-projection's output
+    feeds only the residual sum, which no backward reads, so mlpwo is no residual and the two policies keep the same
+    tensors (checked with ``jax.ad_checkpoint.print_saved_residuals`` on that layer's structure, jax 0.4.37: x, Q,
+    K, V and out_proj saved under all four, and two more forward-shaped dot_generals in the backward than under
+    ``checkpoint_dots_with_no_batch_dims``: wi_0, wi_1)."""
+    s = _arr("seq_len", seq_len)
+    return 2.0 * s * np.where(sh.gated_mlp, 2.0, 1.0) * sh.hidden * sh.ffn_hidden
+
+
 def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
     """Forward FLOPs of the weight GEMMs of one attention + MLP layer for one sequence: 2 * s * (matrix params
     used)."""
@@ -990,7 +1014,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                :func:`mlp_gemm_flops` (moe: router, routed and shared experts, LatentMoE's projections) in each
                MoE layer and MoE MTP block, the dense MLP's GEMMs :func:`mlp_gemm_flops` (mlp) in each dense MLP
                layer (:attr:`Shape.mlp_layers`) and dense MTP block, the shared experts' GEMMs 2 s c (3|2) h f_e
-               (shared_experts) in each MoE layer and MoE MTP block; moe_act
+               (shared_experts) in each MoE layer and MoE MTP block, the attention core and the dense MLP's
+               up-projections :func:`mlp_up_flops` (jax_qkvo) in each dense MLP layer; moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -1005,7 +1030,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                      + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
     per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
     per_moe = np.where(again.moe, mlp_gemm_flops(sh, seq_len, moe=True), 0.0)
-    per_mlp = np.where(again.mlp, mlp_gemm_flops(sh, seq_len), 0.0)
+    per_mlp = (np.where(again.mlp, mlp_gemm_flops(sh, seq_len), 0.0)
+               + np.where(again.jax_qkvo & ~again.mlp, mlp_up_flops(sh, seq_len), 0.0))
     per_moe = per_moe + np.where(again.shared_experts, 2.0 * _arr("seq_len", seq_len) * sh.moe_shared_experts
                                  * np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden * sh.moe_ffn_hidden, 0.0)
     selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)

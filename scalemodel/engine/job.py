@@ -1532,21 +1532,31 @@ def _check_cp_window(job: Job, strategy: Any, cp: int, origin: Origin | None = N
                              "(TE context_parallel.py attn_forward_func_with_cp at d0067d0)")
 
 
+#: The dense-block-only recompute sets and the block each prices: titan_op (torchtitan's op-level selective AC,
+#: cost.transformer.titan_op_gemms: its mm order, and so which GEMMs the policy saves) and jax_qkvo (MaxText's
+#: save_dot_except_mlp / _mlpwi, cost.transformer.mlp_up_flops: the names MaxText's MoE, MLA and parallel blocks
+#: tag differ).
+DENSE_ONLY_RECOMPUTE = {"titan_op": "torchtitan's op policy on a dense block (wq, wk, wv, wo, w1, w3, w2)",
+                        "jax_qkvo": "MaxText's save_dot_except_mlp(wi) on a dense block (query_proj, key_proj, "
+                                    "value_proj, out_proj, mlpwi_0/1, mlpwo)"}
+
+
 def _check_titan_op(job: Job, strategy: Any) -> None:
-    """recompute_modules titan_op (torchtitan's op-level selective AC) is priced for torchtitan's dense block with
-    separate Q, K, V projections (cost.transformer.titan_op_gemms): its mm order, and so which GEMMs the policy
-    saves, is not derived for MoE layers, MLA or a parallel block; a non-transformer model has no layers to price."""
-    if "titan_op" not in str(getattr(strategy, "recompute_modules", "") or "").split(","):
-        return
-    sh = job.shape if job.is_transformer else None
-    what = ("a generic model (no transformer layers)" if sh is None else "MoE layers" if int(sh.moe_experts) > 0
-            else "multi-head latent attention" if int(sh.kv_lora_rank) > 0
-            else "a parallel attention/MLP block" if bool(sh.parallel_block) else "")
-    if what:
-        raise InputError(f"titan_op prices torchtitan's op policy on a dense block (wq, wk, wv, wo, w1, w3, w2); the "
-                         f"model has {what}", where="strategy.recompute_modules",
-                         allowed="titan_op with a dense transformer; core_attn, mla_up_proj, moe_act, moe or jax_dots "
-                                 "otherwise")
+    """recompute_modules titan_op or jax_qkvo (:data:`DENSE_ONLY_RECOMPUTE`) is priced for a dense block with
+    separate Q, K, V projections; which tensors the policy saves is not derived for MoE layers, MLA or a parallel
+    block; a non-transformer model has no layers to price."""
+    names = str(getattr(strategy, "recompute_modules", "") or "").split(",")
+    for name, block in DENSE_ONLY_RECOMPUTE.items():
+        if name not in names:
+            continue
+        sh = job.shape if job.is_transformer else None
+        what = ("a generic model (no transformer layers)" if sh is None else "MoE layers" if int(sh.moe_experts) > 0
+                else "multi-head latent attention" if int(sh.kv_lora_rank) > 0
+                else "a parallel attention/MLP block" if bool(sh.parallel_block) else "")
+        if what:
+            raise InputError(f"{name} prices {block}; the model has {what}", where="strategy.recompute_modules",
+                             allowed=f"{name} with a dense transformer; core_attn, mla_up_proj, moe_act, moe or "
+                                     "jax_dots otherwise")
 
 
 def _warn_field(path: str, text: str) -> None:

@@ -57,7 +57,7 @@ def _as_is(v: object) -> object:
 #: ^([a-z_]+(,[a-z_]+)*)?$": the regular expression, not the names)
 _MODULES = Before(_as_is)
 _MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, layernorm, "  # type: ignore[attr-defined]
-                       "mlp, shared_experts, jax_dots or titan_op (e.g. 'core_attn,moe_act')")
+                       "mlp, shared_experts, jax_dots, jax_qkvo or titan_op (e.g. 'core_attn,moe_act')")
 
 
 def _release_text(v: object) -> object:
@@ -377,7 +377,9 @@ class StrategySpec(Spec, kw_only=True):
         "modules of their own: MoE layers' pre-MLP norm, MLA's input norm), mlp (a dense layer's MLP block), "
         "shared_experts (an MoE layer's shared experts; Megatron-Core --recompute-modules), "
         "jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
-        "remat_policy=minimal), titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
+        "remat_policy=minimal), jax_qkvo (MaxText remat_policy save_dot_except_mlp / save_dot_except_mlpwi: "
+        "saves Q, K, V and the output projection, recomputes the core, norms and MLP up-projections; dense layers "
+        "only), titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
         "recomputes the rest; dense layers only); changes the activation memory (scalemodel.cost.memory)"))] = ""
     recompute_method: Annotated[RecomputeMethodText, Meta(description=(
         "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
