@@ -76,7 +76,7 @@ def test_groups_and_windows_by_hand(a3, monkeypatch, threshold, backward, want_t
                                     want_exposed) -> None:
     _priced(monkeypatch, 1e-9)
     job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(threshold))
-    total, exposed = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, backward)
+    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, backward, L)
     assert float(total) == pytest.approx(want_total, rel=1e-12)
     assert float(exposed) == pytest.approx(want_exposed, rel=1e-12, abs=1e-15)
 
@@ -85,11 +85,24 @@ def test_unset_threshold_is_xlas_default(a3, monkeypatch) -> None:  # type: igno
     """No bucket_size: XLA's 30 MiB + 7 B. S = 80 MiB: n = 2, r = 80 MiB - 60 MiB - 14 B; b = 0 (W = 0)."""
     _priced(monkeypatch, 1.0)
     job, g = _hsdp(a3, xla_gpu_lhs=True)
-    total, exposed = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0)
+    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0, L)
     assert float(total) == float(exposed) == pytest.approx(80.0 * MIB)
-    _, e_one = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5)
+    _, e_one, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5, L)
     # W = t(T): both full groups hidden, the remainder (20 MiB - 14 B) shorter still
     assert float(e_one) == 0.0
+
+
+def test_windows_never_hold_more_than_the_backward(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """S = 24,971,520 B in T = 1 MiB groups: n = 23, r = 24,971,520 - 24,117,248 = 854,272, G = 24 windows. At 1 ns
+    a byte, b = 3 ms: 5 b / 15 = 1 ms, but L b / G = 4 x 3 / 24 = 0.5 ms, so W = 0.5 ms:
+    exposed = 23 x (1.048576 - 0.5) + (0.854272 - 0.5) = 12.971520 ms. One more ms of b hides at most L ms more."""
+    _priced(monkeypatch, 1e-9)
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(MIB))
+    _, exposed, windows = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 3e-3, L)
+    assert float(exposed) == pytest.approx(12.971520e-3, rel=1e-12)
+    assert float(windows) == pytest.approx(24 * 0.5e-3, rel=1e-12)  # = L b: the whole backward
+    _, slower, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 4e-3, L)
+    assert float(exposed) - float(slower) == pytest.approx(L * 1e-3, rel=1e-9)
 
 
 def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -1079,10 +1079,10 @@ def xla_layer_kernels(job: Job) -> np.ndarray:
 
 
 def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement,
-                      backward: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(total, exposed) seconds per micro-batch of HSDP's cross-group gradient all-reduce of ``shard_bytes`` (every
-    layer's reduced shard, ``wire`` bytes a gradient element) under XLA's GPU latency-hiding scheduler
-    (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs).
+                      backward: Any, layers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(total, exposed, windows) seconds per micro-batch of HSDP's cross-group gradient all-reduce of
+    ``shard_bytes`` (every layer's reduced shard, ``wire`` bytes a gradient element) under XLA's GPU
+    latency-hiding scheduler (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs).
 
     XLA's all-reduce combiner joins the independent all-reduces into groups of at most T bytes (the strategy's
     bucket_size, i.e. --xla_gpu_all_reduce_combine_threshold_bytes, in elements of the gradient at its wire
@@ -1090,11 +1090,16 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     r = S - n T. The scheduler runs one all-reduce at a time (``all_reduce_overlap_limit = 1``,
     gpu_hlo_schedule.cc GetSchedulerConfig) and leaves each about :data:`XLA_LHS_WINDOW_KERNELS` kernels of
     compute between its start and its done, whatever its size; the compute after the done waits for the
-    all-reduce. With b the layer's backward seconds and K :func:`xla_layer_kernels`, the window is W = 5 b / K and
+    all-reduce. With b the layer's backward seconds, L the layers and K :func:`xla_layer_kernels`, the window is
+    5 b / K, but the G = n + (1 if r > 0) windows together never hold more than the L b of backward there is:
 
+        W = min(5 b / K, L b / G)
         total   = n t(T) + t(r)
         exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
 
+    and ``windows`` = G W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
+    claim too (:func:`_sharded_parameter_traffic` leaves them b - G W / L a layer): no compute hides traffic twice,
+    and with both the exposure grows by at most L per second of b lost (a faster accelerator is never slower).
     t the all-reduce over the replica groups (one rank of each shard group, across nodes)."""
     shard_bytes = np.asarray(shard_bytes, dtype=float)
     threshold = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes * wire,
@@ -1103,10 +1108,12 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     rest = shard_bytes - full * threshold
     t_full = _collective("allreduce", threshold, replicas)
     t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
-    window = XLA_LHS_WINDOW_KERNELS * np.asarray(backward, dtype=float) / xla_layer_kernels(job)
+    backward = np.asarray(backward, dtype=float)
+    groups = np.maximum(full + (rest > 0), 1.0)
+    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job), layers * backward / groups)
     total = full * t_full + t_rest
     exposed = full * np.maximum(t_full - window, 0.0) + np.maximum(t_rest - window, 0.0)
-    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float)
+    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(groups * window, dtype=float)
 
 
 def ps_server_line(job: Job) -> tuple[float, Any]:
@@ -1226,8 +1233,10 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     xla_total = xla_exposed = np.zeros(1)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
-        t, e = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b)
+        t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
+                                    layers)
         xla_total, xla_exposed = np.where(xla, t, 0.0), np.where(xla, e, 0.0)
+        b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
