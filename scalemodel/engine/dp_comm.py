@@ -1055,7 +1055,8 @@ DEEPSPEED_GATHERS_PER_LAYER = 4.0
 #: 5000 units and a cuBLAS / cuDNN custom call (or a loop fusion) costs 1000, "so the LHS will try to schedule
 #: approximately 5 of these in between each start/end pair" (openxla/xla xla/service/gpu/gpu_hlo_schedule.cc
 #: GpuLatencyEstimator::NodeCost and GetLatencyBetween, ApproximateLatencyEstimator kMediumCost / kHighLatency; the
-#: same in the 2023 and mid-2024 versions read, so at jaxlib 0.4.26's XLA 4e8e23f16 too).
+#: same in the 2023 and mid-2024 versions read; jaxlib 0.4.26's XLA, 4e8e23f16 of March 2024, lies between them and
+#: was not read itself).
 XLA_LHS_WINDOW_KERNELS = 5.0
 
 #: XLA's default all-reduce combine threshold, bytes (xla/service/collective_utils.h
