@@ -685,6 +685,22 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
     return out
 
 
+def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
+    """XLA's GPU scheduling of an HSDP run's cross-group all-reduces, as the case's run scripts state it
+    (docs/model.md#xla-gpu-lhs): ``xla_latency_hiding_scheduler`` (--xla_gpu_enable_latency_hiding_scheduler=true,
+    no profile nor analytical estimator given) -> strategy xla_gpu_lhs, and ``xla_all_reduce_combine_threshold_bytes``
+    (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size. mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a
+    MaxText/configs/a3/llama_2_7b/{2,4,8,16}vm.sh XLA_FLAGS (64 MiB, 512 MiB, 1 GiB, 1 GiB); the 1-VM row is not
+    hsdp and sends nothing across VMs."""
+    par = case["parallelism"]
+    if zero != "hsdp" or not par.get("xla_latency_hiding_scheduler"):
+        return {}
+    out: dict[str, Any] = {"xla_gpu_lhs": True}
+    if par.get("xla_all_reduce_combine_threshold_bytes"):
+        out["bucket_size"] = float(par["xla_all_reduce_combine_threshold_bytes"])
+    return out
+
+
 #: Sources whose runs shard data parallelism with PyTorch FSDP1 (FullyShardedDataParallel, FlatParameter): MosaicML
 #: llm-foundry trains through Composer, whose dist_strategy.prepare_fsdp_module wraps the model in
 #: FullyShardedDataParallel (composer v0.17.2, the release llm-foundry @5e85bd62d pins: mosaicml>=0.17.2,<0.18);
@@ -2280,6 +2296,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
+                          **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param
                                              or Precision.parse(precision).gradient_bytes))
         try:

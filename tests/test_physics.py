@@ -82,6 +82,8 @@ def cases(draw):  # type: ignore[no-untyped-def]
         megatron_ddp=draw(st.booleans()), fp8_param_gather=draw(st.booleans()) and precision == "fp8" and transformer,
         # context parallelism's exchange: p2p, all_gather, a2a, a2a+p2p (with its all-to-all level's ranks)
         cp_comm_type=draw(st.sampled_from((0, 0, 1, 2, 3))), cp_a2a_size=draw(st.sampled_from((1, 2))),
+        # XLA's scheduler windows on HSDP's cross-group all-reduce, in combined groups of bucket_bytes (0: 30 MiB)
+        xla_gpu_lhs=draw(st.booleans()), bucket_bytes=draw(st.sampled_from((0.0, 0.0, 2.0**20, 2.0**26))),
     )
     return job, arrays
 
@@ -158,10 +160,20 @@ OFFLOAD_AND_TP = dict(gpus=24, dp=1, tp=4, pp=3, cp=2, micro_batch=2, global_bat
                       recompute_uniform=False, megatron_ddp=False, fp8_param_gather=False)
 
 
+#: XLA's scheduler windows (xla_gpu_lhs) on HSDP over 16 nodes of 8 in 1 MiB groups: thousands of windows, which
+#: together may not hold more backward than there is (dp_comm.xla_lhs_allreduce)
+XLA_HSDP = dict(gpus=128, dp=128, tp=1, pp=1, cp=1, micro_batch=1, global_batch=128, zero=5, recompute=0, schedule=0,
+                sequence_parallel=False, overlap=True, algorithm=0, compression=0, flash_attention=True,
+                recompute_layers=-1, offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
+                recompute_uniform=False, megatron_ddp=False, fp8_param_gather=False, xla_gpu_lhs=True,
+                bucket_bytes=2.0**20)
+
+
 @FAST
 @given(cases(), st.sampled_from((1.25, 2.0)))
 @example((_job("gb200-nvl72", "gpt-1.7b", "bf16", 2048), OFFLOAD_AND_TP), 1.25)
 @example((_job("gb200-nvl72", "gpt-1.7b", "bf16", 2048), dict(OFFLOAD_AND_TP, pp=1, gpus=8)), 2.0)
+@example((_job("dgx-h100", "llama2-7b", "bf16", 4096), XLA_HSDP), 2.0)
 def test_faster_accelerator_never_slower(case, factor) -> None:  # type: ignore[no-untyped-def]
     job, arrays = case
     base = float(_eval(job, arrays).step_time[0])

@@ -1051,6 +1051,72 @@ def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes:
 DEEPSPEED_GATHERS_PER_LAYER = 4.0
 
 
+#: XLA's GPU latency-hiding scheduler on its default cost model: an async collective's start -> done latency is
+#: 5000 units and a cuBLAS / cuDNN custom call (or a loop fusion) costs 1000, "so the LHS will try to schedule
+#: approximately 5 of these in between each start/end pair" (openxla/xla xla/service/gpu/gpu_hlo_schedule.cc
+#: GpuLatencyEstimator::NodeCost and GetLatencyBetween, ApproximateLatencyEstimator kMediumCost / kHighLatency; the
+#: same in the 2023 and mid-2024 versions read; jaxlib 0.4.26's XLA, 4e8e23f16 of March 2024, lies between them and
+#: was not read itself).
+XLA_LHS_WINDOW_KERNELS = 5.0
+
+#: XLA's default all-reduce combine threshold, bytes (xla/service/collective_utils.h
+#: ``kDefaultAllReduceCombineThreshold = 30 * 1024 * 1024 + 7``), when no bucket_size is given.
+XLA_ALL_REDUCE_COMBINE_BYTES = 30.0 * 1024 * 1024 + 7
+
+
+def xla_layer_kernels(job: Job) -> np.ndarray:
+    """Medium-cost kernels of a transformer layer's backward under XLA (:data:`XLA_LHS_WINDOW_KERNELS`), counted
+    from its GEMMs alone: a data-gradient and a weight-gradient GEMM per weight matrix of MaxText's layer (query,
+    key, value and out projections, ``fused_qkv: False``; the MLP's wi_0, wi_1 and wo when gated, wi and wo
+    otherwise, ``fused_mlp: False``: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/base.yml lines 97-98,
+    layers/attentions.py, layers/linears.py MlpBlock) and the attention's backward kernel:
+
+        K = 2 (4 + (3 if gated else 2)) + 1            (15 for Llama)
+
+    XLA's loop fusions cost as much to its scheduler, so the layer has more such kernels than K and a window of 5
+    is shorter than 5/K of the layer's backward: pricing K from the GEMMs gives the longest window the scheduler
+    can leave, the least exposure."""
+    return np.asarray(2.0 * (4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0)) + 1.0, dtype=float)
+
+
+def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement,
+                      backward: Any, layers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(total, exposed, windows) seconds per micro-batch of HSDP's cross-group gradient all-reduce of
+    ``shard_bytes`` (every layer's reduced shard, ``wire`` bytes a gradient element) under XLA's GPU
+    latency-hiding scheduler (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs).
+
+    XLA's all-reduce combiner joins the independent all-reduces into groups of at most T bytes (the strategy's
+    bucket_size, i.e. --xla_gpu_all_reduce_combine_threshold_bytes, in elements of the gradient at its wire
+    bytes; :data:`XLA_ALL_REDUCE_COMBINE_BYTES` when unset): n = floor(S / T) full groups and a remainder
+    r = S - n T. The scheduler runs one all-reduce at a time (``all_reduce_overlap_limit = 1``,
+    gpu_hlo_schedule.cc GetSchedulerConfig) and leaves each about :data:`XLA_LHS_WINDOW_KERNELS` kernels of
+    compute between its start and its done, whatever its size; the compute after the done waits for the
+    all-reduce. With b the layer's backward seconds, L the layers and K :func:`xla_layer_kernels`, the window is
+    5 b / K, but the G = n + (1 if r > 0) windows together never hold more than the L b of backward there is:
+
+        W = min(5 b / K, L b / G)
+        total   = n t(T) + t(r)
+        exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
+
+    and ``windows`` = G W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
+    claim too (:func:`_sharded_parameter_traffic` leaves them b - G W / L a layer): no compute hides traffic twice,
+    and with both the exposure grows by at most L per second of b lost (a faster accelerator is never slower).
+    t the all-reduce over the replica groups (one rank of each shard group, across nodes)."""
+    shard_bytes = np.asarray(shard_bytes, dtype=float)
+    threshold = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes * wire,
+                         XLA_ALL_REDUCE_COMBINE_BYTES)
+    full = np.floor(shard_bytes / threshold)
+    rest = shard_bytes - full * threshold
+    t_full = _collective("allreduce", threshold, replicas)
+    t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
+    backward = np.asarray(backward, dtype=float)
+    groups = np.maximum(full + (rest > 0), 1.0)
+    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job), layers * backward / groups)
+    total = full * t_full + t_rest
+    exposed = full * np.maximum(t_full - window, 0.0) + np.maximum(t_rest - window, 0.0)
+    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(groups * window, dtype=float)
+
+
 def ps_server_line(job: Job) -> tuple[float, Any]:
     """A dedicated parameter server's NIC line rate (B/s per direction) and the tier it is read from: the cluster's
     ``parameter_server.nic_bandwidth``, else a node's NIC, gpus_per_node x the per-GPU line rate of the first tier
@@ -1147,6 +1213,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         return np.where(many, ag, 0.0), np.where(many, rs, 0.0), ag_r, rs_r
 
     ag, rs, ag_r, rs_r = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states
+    xla = np.zeros(1, dtype=bool)
     if hsdp is not None:
         # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
         # with the same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
@@ -1159,15 +1226,25 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
                          _collective("allreduce", root * wire / shard_group.ranks, replicas.dense), 0.0)
                 if np.any(root > 0) else np.zeros(1))
         is_hsdp = g.zero == Zero.HSDP
-        ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + ar, rs)
+        xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1)  # the all-reduces leave the units' windows
+        ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + np.where(xla, 0.0, ar), rs)
         ag_r, rs_r = np.where(is_hsdp, ag_rh, ag_r), np.where(is_hsdp, rs_rh + ar_r, rs_r)
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
+    xla_total = xla_exposed = np.zeros(1)
+    if hsdp is not None and np.any(xla):
+        shard_group, replicas = hsdp[0].sharding, hsdp[1]
+        t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
+                                    layers)
+        xla_total, xla_exposed = np.where(xla, t, 0.0), np.where(xla, e, 0.0)
+        b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
+    # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
+    per_mb, exposed = per_mb + xla_total, exposed + np.where(g.overlap, xla_exposed, xla_total)
     # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
     return {"total": m * (per_mb + ag_r + rs_r), "exposed": m * (exposed + ag_r + rs_r)}
 

@@ -727,6 +727,7 @@ class StrategyGrid:
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
     fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
+    xla_gpu_lhs: np.ndarray  # bool: HSDP's cross-group all-reduces under XLA's GPU latency-hiding scheduler windows
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
     moe_permute_fusion: np.ndarray  # bool: the MoE token permutations run TE's fused kernels (False: unfused)
@@ -819,6 +820,7 @@ class StrategyGrid:
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
             "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
             "fsdp_per_param": bool(self.fsdp_per_param[i]),
+            "xla_gpu_lhs": bool(self.xla_gpu_lhs[i]),
             "attention_unpad": bool(self.attention_unpad[i]),
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
             "moe_permute_fusion": bool(self.moe_permute_fusion[i]),
@@ -854,7 +856,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
-    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
+    fsdp_per_param=False, xla_gpu_lhs=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
     megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
@@ -1144,6 +1146,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
         fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
         fsdp_per_param=getattr(strategy, "fsdp_per_param", False),
+        xla_gpu_lhs=getattr(strategy, "xla_gpu_lhs", False),
         attention_unpad=getattr(strategy, "attention_unpad", False),
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
         moe_permute_fusion=getattr(strategy, "moe_permute_fusion", True),

@@ -1,0 +1,163 @@
+"""XLA's GPU latency-hiding scheduler windows on HSDP's cross-group all-reduce (strategy xla_gpu_lhs,
+docs/model.md#xla-gpu-lhs): the combined groups, each window of about 5 kernels, and the MaxText A3 rows that state
+it, against values worked out by hand from the formula
+
+    n = floor(S / T), r = S - n T, W = 5 b / K, K = 2 (4 + 3) + 1 = 15 (gated MLP)
+    total = n t(T) + t(r),  exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
+
+with every collective priced at a fixed number of seconds a byte (t(x) = c x), so each value reads off the bytes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import load_yaml
+
+from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine import dp_comm
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
+from scalemodel.specs.base import SpecError
+from scalemodel.specs.workload import TransformerWorkload
+
+ROOT = Path(__file__).resolve().parents[1]
+# 4 Llama-style layers, h = 1024, 8 heads x 128, gated MLP f = 4096, RMSNorm, no biases, tied 32,000-token embedding:
+# per layer qkv 1024 x 3072 + o 1024 x 1024 + MLP 3 x 1024 x 4096 + 2 norms x 1024 = 16,779,264; model 4 layers +
+# embedding 32,000 x 1024 + final norm 1024 = 99,886,080 (tests/test_fsdp_reshard.py works the same model out)
+P, L = 99_886_080, 4
+TINY = TransformerWorkload(name="tiny-llama", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
+                           seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=True, dropout=False)
+MIB = 1024 * 1024
+#: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh
+#: --xla_gpu_all_reduce_combine_threshold_bytes
+SCRIPT_THRESHOLD = {1: 128 * MIB, 2: 64 * MIB, 4: 512 * MIB, 8: 1024 * MIB, 16: 1024 * MIB}
+
+
+@pytest.fixture(scope="module")
+def a3():  # type: ignore[no-untyped-def]
+    return load_cluster("gcp-a3-high")
+
+
+def _priced(monkeypatch: pytest.MonkeyPatch, per_byte: float) -> None:
+    def priced(op, size, group, algorithm=None):  # type: ignore[no-untyped-def]
+        return np.asarray(size, dtype=float) * per_byte
+
+    monkeypatch.setattr(dp_comm, "_collective", priced)
+
+
+def _hsdp(a3, **strategy: Any):  # type: ignore[no-untyped-def]
+    """16 GPUs on two 8-GPU VMs, HSDP with a shard group of 8 (one VM), bf16 gradients."""
+    job = build_job(a3, TINY, TrainingSpec(grad_bytes_per_param=2))
+    st = StrategySpec(dp=16, zero="hsdp", shard_group=8, **strategy)
+    return job, grid_from_strategy(st, TrainingSpec(global_batch=16, precision=job.precision), 16, job)
+
+
+def test_layer_kernels_are_maxtexts_unfused_gemms(a3) -> None:  # type: ignore[no-untyped-def]
+    """q, k, v, o + wi_0, wi_1, wo: 7 weight GEMMs, a dgrad and a wgrad each, + the attention backward = 15."""
+    job, _ = _hsdp(a3)
+    assert float(dp_comm.xla_layer_kernels(job)) == 15.0
+
+
+@pytest.mark.parametrize(("threshold", "backward", "want_total", "want_exposed"), [
+    # S = 24,971,520 B (2 P / 8). T = 8 MiB: n = 2, r = 24,971,520 - 16,777,216 = 8,194,304; at 1 ns a byte
+    # t(T) = 8.388608 ms, t(r) = 8.194304 ms; b = 15 ms -> W = 5 ms:
+    # exposed = 2 x 3.388608 + 3.194304 = 9.97152 ms
+    (8 * MIB, 0.015, 24.971520e-3, 9.971520e-3),
+    # T = 64 MiB > S: no full group, r = S: exposed = 24.97152 - 5 = 19.97152 ms
+    (64 * MIB, 0.015, 24.971520e-3, 19.971520e-3),
+    # b = 90 ms -> W = 30 ms, more than any group: nothing exposed
+    (8 * MIB, 0.090, 24.971520e-3, 0.0),
+])
+def test_groups_and_windows_by_hand(a3, monkeypatch, threshold, backward, want_total,  # type: ignore[no-untyped-def]
+                                    want_exposed) -> None:
+    _priced(monkeypatch, 1e-9)
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(threshold))
+    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, backward, L)
+    assert float(total) == pytest.approx(want_total, rel=1e-12)
+    assert float(exposed) == pytest.approx(want_exposed, rel=1e-12, abs=1e-15)
+
+
+def test_unset_threshold_is_xlas_default(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No bucket_size: XLA's 30 MiB + 7 B. S = 80 MiB: n = 2, r = 80 MiB - 60 MiB - 14 B; b = 0 (W = 0)."""
+    _priced(monkeypatch, 1.0)
+    job, g = _hsdp(a3, xla_gpu_lhs=True)
+    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0, L)
+    assert float(total) == float(exposed) == pytest.approx(80.0 * MIB)
+    _, e_one, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5, L)
+    # W = t(T): both full groups hidden, the remainder (20 MiB - 14 B) shorter still
+    assert float(e_one) == 0.0
+
+
+def test_windows_never_hold_more_than_the_backward(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """S = 24,971,520 B in T = 1 MiB groups: n = 23, r = 24,971,520 - 24,117,248 = 854,272, G = 24 windows. At 1 ns
+    a byte, b = 3 ms: 5 b / 15 = 1 ms, but L b / G = 4 x 3 / 24 = 0.5 ms, so W = 0.5 ms:
+    exposed = 23 x (1.048576 - 0.5) + (0.854272 - 0.5) = 12.971520 ms. One more ms of b hides at most L ms more."""
+    _priced(monkeypatch, 1e-9)
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(MIB))
+    _, exposed, windows = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 3e-3, L)
+    assert float(exposed) == pytest.approx(12.971520e-3, rel=1e-12)
+    assert float(windows) == pytest.approx(24 * 0.5e-3, rel=1e-12)  # = L b: the whole backward
+    _, slower, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 4e-3, L)
+    assert float(exposed) - float(slower) == pytest.approx(L * 1e-3, rel=1e-9)
+
+
+def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """One micro-batch, one unit's free compute f = b = 1000 s (every unit collective hidden), 1 ns a byte.
+    Per unit: gather 2 P / L, reduce-scatter 2 P / L inside the VM, all-reduce 2 P / (8 L) across the VMs.
+    Without xla_gpu_lhs the first gather, the last reduce-scatter and the last all-reduce are exposed; with it
+    the all-reduce leaves the units' windows (total unchanged, W = 5 x 1000 / 15 s hides all of it)."""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 1000.0]),
+            "backward_free": np.asarray([L * 1000.0])}
+    out = {}
+    for on in (False, True):
+        job, g = _hsdp(a3, xla_gpu_lhs=on)
+        groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
+                                 layout=g.layout)
+        out[on] = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data,
+                                   hsdp=groups.data_split(np.asarray(8)))
+    unit_ag = unit_rs = 2.0 * P / L * 1e-9
+    unit_ar = 2.0 * P / (8 * L) * 1e-9
+    traffic = (2 * L - 1) * unit_ag + L * (unit_rs + unit_ar)
+    assert out[False]["gathers"].item() == pytest.approx(traffic, rel=1e-12)
+    assert out[True]["gathers"].item() == pytest.approx(traffic, rel=1e-12)
+    assert out[False]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs + unit_ar, rel=1e-12)
+    assert out[True]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs, rel=1e-12)
+
+
+def test_spec_needs_hsdp() -> None:
+    with pytest.raises(SpecError, match="xla_gpu_lhs"):
+        StrategySpec(zero="fsdp", xla_gpu_lhs=True)
+    with pytest.raises(SpecError, match="xla_gpu_lhs"):
+        StrategySpec(xla_gpu_lhs=True)
+    StrategySpec(zero="hsdp", xla_gpu_lhs=True)
+
+
+def _vt() -> Any:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import validate_training as vt  # noqa: PLC0415 - a script, importable only with scripts/ on the path
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return vt
+
+
+def test_a3_rows_take_the_scripts_scheduler_and_thresholds() -> None:
+    """The rows record each script's --xla_gpu_all_reduce_combine_threshold_bytes; the multi-VM ones (HSDP) price
+    XLA's windows with it as the bucket, the 1-VM one (FSDP inside the VM, nothing across) neither."""
+    vt = _vt()
+    cases = {c["id"]: c for c in load_yaml(ROOT / "validation" / "training_cases.yaml")}
+    for vms, threshold in SCRIPT_THRESHOLD.items():
+        case = cases[f"mtgpu24_a3_llama2_7b_{vms}vm"]
+        par = case["parallelism"]
+        assert par["xla_latency_hiding_scheduler"] is True
+        assert par["xla_all_reduce_combine_threshold_bytes"] == threshold
+        r = vt.predict_new_case(case)
+        assert isinstance(r, vt.CaseResult), getattr(r, "reason", r)
+        assert (r.settings["zero"] == "hsdp") == (vms > 1)
+        assert vt.xla_options(case, r.settings["zero"]) == (
+            {"xla_gpu_lhs": True, "bucket_size": float(threshold)} if vms > 1 else {})
