@@ -267,6 +267,50 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 }
 
 
+#: Speed of an MXFP8 grouped (routed-expert) GEMM over the same BF16 grouped GEMM at MoE expert shapes, per
+#: accelerator family (:func:`mxfp8_grouped_gemm_speedup`; docs/model.md#mxfp8-expert-gemms). An mxfp8 run's routed
+#: experts' GEMMs (:func:`layer_compute_time`'s ``expert_*``, engine/layer_compute.py ``expert_gemm_kwargs``) take
+#:
+#:     t_expert(m, n, k) = max(t_BF16,isolated(m, n, k) / (R x f_fp8),  t_MXFP8(m, n, k))
+#:
+#: t_BF16,isolated the accelerator's isolated 16-bit curve (catalog 16-bit gemm_max / the 16-bit in-layer factor
+#: f_16, its d0, the BF16 peak), f_fp8 the fp8 in-layer factor every fp8 GEMM's price carries (so in a layer the
+#: expert GEMM is priced at R x the isolated BF16 rate on the in-layer basis of an fp8 GEMM: the catalog 16-bit
+#: curve x f_fp8 / f_16 on R x the BF16 peak), and t_MXFP8 the cap, the price every other MXFP8 GEMM of the run
+#: gets (the catalog fp8 curve x :data:`FP8_RECIPE_GEMM_FACTORS`' mxfp8 0.951): never faster than the dense MXFP8
+#: price. Dense layers, shared experts, the router and every non-mxfp8 recipe keep their curves.
+#:
+#: Blackwell 1.531 = sqrt(1.5919 x 1.4733), the geometric mean of the two measured per-shape speed-ups: hardware/
+#: measurements/grouped_gemm.yaml MARIN-7282 (marin-community/marin@97cf4ac0b8 experiments/grug/moe/standalone/
+#: bench_te_grouped_gb200.json; one GB200, Transformer Engine 2.16's JAX grouped_dense, one cuBLASLt grouped GEMM
+#: call over 64 groups of 4096 rows, operands quantized once before the timed call, wall-time median of 50
+#: synchronised calls): k 2560 n 1280 BF16 1.3120 / MXFP8 0.8242 ms = 1.5919, k 1280 n 2560 1.2984 / 0.8813 ms =
+#: 1.4733. One constant, not one per shape: the two shapes are the same GEMM transposed (equal m, equal FLOPs,
+#: k and n swapped) and the curve is symmetric in (m, n, k), so no per-shape rule the curve can carry separates
+#: them; each lies within 4 % of the mean. At these shapes the dense curves make MXFP8 2.30x BF16 (gb200 fp8
+#: 0.7233 x 0.951, d0 113, against 16-bit 0.6491, d0 175), the BF16 calls run on the 16-bit curve (measured /
+#: priced 0.979, 0.969), so the shortfall is the block-scaled grouped kernel's. The cap does not bind at the
+#: measured shapes (1340.6 us / 1.531 = 875.4 us against 583.3 us). Both arms are host-inclusive wall times with
+#: the same dispatch (tens of us in 0.82-1.31 ms calls), which pulls the ratio slightly toward 1. Measured on a
+#: GB200 only: B200, B300 and GB300 (the same fifth-generation tensor cores and cuBLASLt block-scaled kernels)
+#: BORROW it. NVFP4 experts: no BF16-twin timing of an NVFP4 grouped GEMM at expert shapes (TE-PR3134's per-call
+#: times are host-bound), so none. Never taken from a training row.
+MXFP8_GROUPED_GEMM_SPEEDUPS: dict[str, float] = {
+    # MARIN-7282 (one GB200): sqrt(1.3120 / 0.8242 x 1.2984 / 0.8813); B200 / B300 / GB300 borrow it
+    "blackwell": 1.531,
+}
+
+
+def mxfp8_grouped_gemm_speedup(family: str, recipe: str) -> float | None:
+    """The measured MXFP8 / BF16 grouped-GEMM speed-up of this accelerator family (:data:`MXFP8_GROUPED_GEMM_SPEEDUPS`)
+    for an mxfp8 recipe's routed-expert GEMMs; None for another recipe or a family without a measurement (the
+    experts keep the run's fp8 curve)."""
+    if str(recipe) != "mxfp8":
+        return None
+    r = MXFP8_GROUPED_GEMM_SPEEDUPS.get(str(family).lower())
+    return None if r is None else float(r)
+
+
 #: Time factor of Transformer Engine's quantization (cast) kernels over their HBM-roofline price, per accelerator family
 #: and recipe (:func:`cast_kernel_time_factor`): the casts' bytes (:func:`fp8_quantize_bytes`) take
 #:
@@ -607,7 +651,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        latent_peak_flops: ArrayLike | None = None, latent_gemm_max: ArrayLike | None = None,
                        latent_gemm_half_dim: ArrayLike | None = None, moe_load: ArrayLike = 1.0,
                        moe_dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL,
-                       moe_permute_fusion: ArrayLike = True) -> LayerTime:
+                       moe_permute_fusion: ArrayLike = True, expert_peak_flops: ArrayLike | None = None,
+                       expert_gemm_max: ArrayLike | None = None,
+                       expert_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     ``moe_dispatch`` (:data:`MOE_DISPATCH_ALLTOALL` 0, the default; :data:`MOE_DISPATCH_FLEX` 1; DeepEP or HybridEP;
@@ -667,6 +713,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     projections) and LatentMoE's two latent projections at another precision, forward and backward (the backward
     is 2 x the forward GEMMs): a module that Transformer Engine's per-module quantization config leaves in BF16 or
     runs in MXFP8 (training.module_precision; docs/model.md#module-precision).
+    ``expert_*`` (default: none) the routed experts' GEMMs' own curve where a measured grouped-GEMM rate replaces
+    the run's (an mxfp8 run on Blackwell: :data:`MXFP8_GROUPED_GEMM_SPEEDUPS`, docs/model.md#mxfp8-expert-gemms):
+    each routed GEMM takes the slower of that curve and the run's own (:func:`routed_expert_gemm_time`), forward,
+    backward and recompute alike; shared experts, router and latent projections keep theirs.
     ``attention_fwd`` / ``attention_bwd`` (both or neither; keyword arguments of :func:`flash_kernel_time`:
     attn_max, seq_half, head_half): with ``flash_attention`` the fused core runs the named kernel's fitted curves
     (forward, and backward at 2.5x the forward FLOPs) on the core's peak instead of :func:`flash_core_time`'s
@@ -837,8 +887,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         t_own = T / np.where(sp, t, 1.0)
         rkw = _gemm_kwargs(kw, router_peak_flops, router_gemm_max, router_gemm_half_dim)
         gemm = gemm + gemm_time(t_own, E, h, **rkw)  # router (reads the hidden-width input, also with LatentMoE)
-        gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, w, experts_here, **kw)
-        gemm = gemm + gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw)
+        ekw = (None if expert_peak_flops is None and expert_gemm_max is None and expert_gemm_half_dim is None
+               else _gemm_kwargs(kw, expert_peak_flops, expert_gemm_max, expert_gemm_half_dim))
+        routed_down = routed_expert_gemm_time(tokens_per_expert, w, fe / u, experts_here, kw, ekw)
+        gemm = gemm + routed_expert_gemm_time(tokens_per_expert, mats_up * fe / u, w, experts_here, kw, ekw)
+        gemm = gemm + routed_down
         # LatentMoE's fc1_latent_proj (h -> l) before dispatch and fc2_latent_proj (l -> h) after combine: whole
         # on every TP rank (parallel_mode "duplicated"), on the layer's local tokens (T / t under sequence parallel)
         has_lat = lat > 0
@@ -856,7 +909,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                                  memory_bandwidth=memory_bandwidth,
                                                  memory_efficiency=memory_efficiency)
         width = T * (load * k * fe + shared) / t
-        down = gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw) + np.where(
+        down = routed_down + np.where(
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
         flops = (flops + 2 * t_own * h * E + 2 * T * (k * fe * w + shared * h) / t * (mats_up + 1)
                  + 4 * t_lat * h * lat)
@@ -916,6 +969,18 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         + t_ring_b - 2.0 * t_ring_f
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
+
+
+def routed_expert_gemm_time(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike, kw: dict[str, Any],
+                            expert_kw: dict[str, Any] | None = None) -> np.ndarray:
+    """Time of ``count`` routed-expert GEMMs of M x N x K: :func:`gemm_time` on the run's curve (``kw``), or, with
+    ``expert_kw`` (the experts' own measured curve, :data:`MXFP8_GROUPED_GEMM_SPEEDUPS`), the slower of the two::
+
+        t = max(gemm_time(m, n, k; expert_kw), gemm_time(m, n, k; kw))
+
+    so an expert GEMM is never priced faster than the run's dense curve (nor under its memory floor)."""
+    t = gemm_time(m, n, k, count, **kw)
+    return t if expert_kw is None else np.maximum(t, gemm_time(m, n, k, count, **expert_kw))
 
 
 def shared_expert_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

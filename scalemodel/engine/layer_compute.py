@@ -108,6 +108,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
     for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
         layer_flash.update(module_gemm_kwargs(job, module, key))
+    layer_flash.update(expert_gemm_kwargs(job))  # an mxfp8 run's routed experts on Blackwell: their measured rate
     mtp_flash = flash
     flash = layer_flash
     moe_share = float(sh.moe_layers / sh.layers)
@@ -163,7 +164,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
                                                moe=bool(sh.last_layer_moe), etp=_etp(g), **mkw,
-                                               **dict(mtp_flash, fp8_attention=False))
+                                               **dict(mtp_flash, fp8_attention=False, **expert_gemm_kwargs(mjob)))
         elif sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
                                                moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
@@ -224,6 +225,22 @@ def module_gemm_kwargs(job: Job, module: str, prefix: str) -> dict[str, float]:
     peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
                     else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
     return {f"{prefix}_peak_flops": peak, f"{prefix}_gemm_max": gm, f"{prefix}_gemm_half_dim": d0}
+
+
+def expert_gemm_kwargs(job: Job) -> dict[str, float]:
+    """``expert_peak_flops`` / ``_gemm_max`` / ``_gemm_half_dim`` of the routed experts' GEMMs where a measured
+    grouped-GEMM rate prices them (:func:`compute.layer_compute_time`, which takes the slower of this curve and the
+    run's): an mxfp8 run on a family with :data:`compute.MXFP8_GROUPED_GEMM_SPEEDUPS` R (Blackwell) runs them at R x
+    the isolated BF16 curve on the fp8 in-layer basis: R x the BF16 peak, the catalog 16-bit gemm_max (Job.attention_*)
+    x f_fp8 / f_16 (:func:`compute.in_layer_gemm_factor`), its d0 (docs/model.md#mxfp8-expert-gemms); {} otherwise."""
+    r = compute.mxfp8_grouped_gemm_speedup(job.accelerator_family, job.fp8_recipe)
+    if r is None or job.attention_peak_flops <= 0:
+        return {}
+    basis = (compute.in_layer_gemm_factor(job.accelerator_family, "fp8", job.accelerator)
+             / compute.in_layer_gemm_factor(job.accelerator_family, "bf16", job.accelerator))
+    return {"expert_peak_flops": job.attention_peak_flops * r,
+            "expert_gemm_max": min(job.attention_gemm_max * basis, 1.0),
+            "expert_gemm_half_dim": job.attention_gemm_half_dim}
 
 
 def _mtp_job(job: Job, kw: dict[str, Any]) -> tuple[Job, dict[str, Any]]:
