@@ -1608,6 +1608,11 @@ RECIPE_ETP: dict[str, int] = {
     # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
     "mb2606_h100_nemotron3_nano_fp8cs": 1,
+    # NVIDIA/dgxc-benchmarking v25.05 grok1/launch.sh gb200 branch ``ET=${ET:-8}``, passed as ``-et $ET`` to
+    # pretrain_grok1_314b.py (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
+    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size). The README's layout table prints
+    # ETP 4.
+    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 8 for p in ("bf16", "fp8") for g in (128, 256, 512)},
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
@@ -1661,7 +1666,12 @@ RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 #: NeMo 25.04's GB200 Mixtral row: v2.3.0 (2b03b748bb) recipes/mixtral_8x7b.py pretrain_performance_optimizations
 #: L224-226 still appends MegatronTokenDropCallback (same defaults; the callback gained only a
 #: docstring and 'seq_aux_loss').
-RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0}
+#: dgxc2505's GB200 Grok-1 rows (a Mixtral-shaped model): NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_grok1_314b.py
+#: pretrain_performance_optimizations appends ``run.Config(MegatronTokenDropCallback)`` (its defaults; the callback file
+#: as at v2.3.0).
+DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16", "fp8") for g in (128, 256, 512)})
+RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
+                                         **{i: 1.0 for i in DGXC2505_GROK}}
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -2072,7 +2082,9 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #: - nemo2504 (v2.3.0 @2b03b748bb): False for Mixtral. ``moe_permute_fusion`` is set only by the DeepSeek-V3 and Llama 4
 #:   perf scripts (scripts/performance/llm/pretrain_deepseek_v3.py L64, pretrain_llama4_e*.py L85) and defaulted False
 #:   in llama.py's Llama 4 config; MixtralConfig and pretrain_mixtral_8x7b.py leave Megatron-Core's default.
-RECIPE_MOE_PERMUTE_FUSION_FALSE = frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
+#: - dgxc2505 Grok-1 (NeMo@7a8f1cc7bc): no ``permute_fusion`` in pretrain_grok1_314b.py or MixtralConfig: False.
+RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
+                                   | DGXC2505_GROK)
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
 
 
