@@ -916,10 +916,10 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: model in ``megatron.core.distributed.DistributedDataParallel`` (L23; use_torch_fsdp2 / use_custom_fsdp false in
 #: trainer_base.yaml) and zeroes its buffers with ``zero_grad_buffer`` each step (L1615).
 #: NeMo 25.04 (nemo2504): v2.3.0 (2b03b748bb) nemo/lightning/megatron_parallel.py still wraps each chunk in
-#: Megatron-Core's DDP with the recipe's DistributedDataParallelConfig. dgxc2505: NeMo@7a8f1cc7bc and b4148d2169 (r2.3.0
-#: llmb-nemo) hold megatron_parallel.py, megatron_strategy.py, megatron_comm_overlap.py and mixed_precision.py as at
-#: v2.3.0 (git diff v2.3.0 7a8f1cc7bc empty for them; b4148d2169 changes two perf scripts' checkpoint lines only), so
-#: this rule and the two below hold for it unchanged.
+#: Megatron-Core's DDP with the recipe's DistributedDataParallelConfig. dgxc2505: NeMo@7a8f1cc7bc, b4148d2169 and
+#: 6f2c6fdaff (r2.3.0 llmb-nemo) hold megatron_parallel.py, megatron_strategy.py, megatron_comm_overlap.py and
+#: mixed_precision.py as at v2.3.0 (git diff v2.3.0 7a8f1cc7bc empty for them; b4148d2169 changes two perf scripts'
+#: checkpoint lines, 6f2c6fdaff the 405B script's H100 userbuffers flags), so this rule and the two below hold.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
                           "dgxc2505", "tprimat26"})
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
@@ -1566,6 +1566,9 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split True; 126 layers over PP 8 x VP 8)
     **{f"dgxc2505_gb200_llama31_405b_{p}_{g}": ("account", True, True)
        for p in ("bf16", "fp8") for g in (128, 256, 512)},
+    # and its v25.05.01 H100 table (NeMo@6f2c6fdaff, the same recipe file: TP 8, PP 8 x VP 8, CP 2 on 512 GPUs)
+    "dgxc2505_h100_llama31_405b_bf16_512": ("account", True, True),
+    "dgxc2505_h100_llama31_405b_fp8_512": ("account", True, True),
 }
 
 

@@ -293,9 +293,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # H100 rows (-2.2..+13.5 %) join: 12.44% (n 71)
     # -> 7.23% (n 121), bound lowered to hold it
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B) and
-    # the 4 dgxc2505 H100 rows (NeMo 25.04 Nemotron-4 15B / 340B, +3.6 to +8.0 %) join:
-    # 7.2% (n 121) -> 6.1% (n 145), bound unchanged
-    ("accelerator", "H100"): 0.077,  # n=145, now 6.1%
+    # the 6 dgxc2505 H100 rows (NeMo 25.04 Llama 3.1 405B, Nemotron-4 15B / 340B, +3.5 to +8.0 %) join:
+    # 7.2% (n 121) -> 6.1% (n 147), bound unchanged
+    ("accelerator", "H100"): 0.077,  # n=147, now 6.1%
     ("accelerator", "P100"): 0.03,  # n=1, now 2.4%
     # TPU v5p and maxtext n=5 -> 7 when the two MaxText multi-slice runs became expressible (tpu-v5p-multislice, HSDP
     # with the slice as shard group): 128b_2x512 +13.0%, 1024b_2x4096 -7.7%; no existing case moved (5.6% before)
@@ -344,9 +344,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # data20 (cases only, no model change, no earlier row moved) with all of this session's merges: 11.04% (n 86) ->
     # 6.64% (n 111), bound lowered to hold it
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
-    # and 28 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Nemotron-4 15B /
-    # 340B) join: 6.6% (n 111) -> 6.0% (n 135), bound unchanged
-    ("precision", "16-bit"): 0.071,  # n=135, now 6.0%
+    # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
+    # Nemotron-4 15B / 340B) join: 6.6% (n 111) -> 5.8% (n 136), bound unchanged
+    ("precision", "16-bit"): 0.071,  # n=136, now 5.8%
     ("precision", "fp32"): 0.03,  # n=1, now 2.4%
     # fp8 raised 0.08 -> 0.11 by the in-layer GEMM factor (see GB200 above): the fp8 cases under-predicted before
     # (mb2511 H100 8B FSDP -11% -> -16%, 70B -4% -> -10%) move away; nemo2407 +18%/+7% -> +8%/-2% move closer
@@ -388,9 +388,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # data20 (cases only, no model change, no earlier row moved) with all of this session's merges: 13.5% (n 68) ->
     # 9.94% (n 97), bound lowered to hold it
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
-    # and 28 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Nemotron-4 15B /
-    # 340B) join: 9.9% (n 97) -> 9.7% (n 121), bound unchanged
-    ("precision", "fp8"): 0.104,  # n=121, now 9.7% (14.0% at n 63; 11.4% before the release curves)
+    # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
+    # Nemotron-4 15B / 340B) join: 9.9% (n 97) -> 9.7% (n 122), bound unchanged
+    ("precision", "fp8"): 0.104,  # n=122, now 9.7% (14.0% at n 63; 11.4% before the release curves)
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     # FSDP/ZeRO-3 9.9 -> 9.2 % by the FSDP root unit (docs/model.md#fsdp-root-unit), bound kept
     # FSDP/ZeRO-3 raised 0.11 -> 0.117 by rowwise20 (torchao's float8 row-wise recipes priced,
@@ -483,9 +483,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # data20 (cases only, no model change, no earlier row moved) with all of this session's merges: 11.3% (n 128) ->
     # 8.01% (n 182), bound lowered to hold it
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
-    # and 28 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Nemotron-4 15B /
-    # 340B) join: 8.0% (n 182) -> 7.5% (n 230), bound unchanged
-    ("parallelism", "TP/PP/DP"): 0.085,  # n=230, now 7.5%
+    # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
+    # Nemotron-4 15B / 340B) join: 8.0% (n 182) -> 7.4% (n 232), bound unchanged
+    ("parallelism", "TP/PP/DP"): 0.085,  # n=232, now 7.4%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
     # interleaved uneven chunks and MoE parallel folding made four more MoE runs expressible.
@@ -588,9 +588,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # unchanged
     # all merged: 9.32% (n 108) -> 7.23% (n 161), bound lowered to hold it
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
-    # and the 22 dense dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B, H100 Nemotron-4 15B / 340B)
-    # join: 7.2% (n 161) -> 6.6% (n 203), bound unchanged
-    ("model", "dense"): 0.077,  # n=203, now 6.6%
+    # and the 24 dense dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B, H100 Llama 3.1 405B /
+    # Nemotron-4 15B / 340B) join: 7.2% (n 161) -> 6.5% (n 205), bound unchanged
+    ("model", "dense"): 0.077,  # n=205, now 6.5%
     # bloom, mtnlg, mpt: DeepSpeed pipeline engine reduces after the last backward; fp32 gradient reduction
     # (DeepSpeed bf16 optimizer, Composer FSDP mixed_precision DEFAULT) where the framework fixes it
     # tightened 0.15 -> 0.05 at the end of the 2026-12-05 (second) session: the bound sat 10.8% above
@@ -609,9 +609,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # -> 3.5% (n 70), bound unchanged
     ("source", "dgxc25"): 0.045,  # n=70, now 3.5%
     # dgxc21: NVIDIA/dgxc-benchmarking v25.05 (NeMo 25.04 on the r2.3.0 llmb-nemo commits): GB200 Llama 3.1 405B and
-    # Nemotron-4 340B (weak and strong scaling) and Grok-1 314B, H100 Nemotron-4 15B and 340B; at recording, never
-    # tuned: 8.4% (n 28)
-    ("source", "dgxc2505"): 0.09,  # n=28, now 8.4%
+    # Nemotron-4 340B (weak and strong scaling) and Grok-1 314B, H100 Llama 3.1 405B (v25.05.01), Nemotron-4 15B and
+    # 340B; at recording, never tuned: 7.9% (n 30)
+    ("source", "dgxc2505"): 0.09,  # n=30, now 7.9%
     # data20: NeMo 25.04 DGX-GB200 (GPT-3 175B, Nemotron-4 15B / 340B, Mixtral 8x7B): +9.3 to +29.0 % at recording
     ("source", "nemo2504"): 0.17,  # n=4, now 16.4%
     ("source", "kor22"): 0.03,  # n=4, now 2.3% (was 3.5%)
@@ -813,9 +813,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # data20 (cases only, no model change, no earlier row moved) with all of this session's merges: 11.9% (n 159) ->
     # 8.94% (n 213), bound lowered to hold it
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
-    # and 28 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Nemotron-4 15B /
-    # 340B) join: 8.9% (n 213) -> 8.2% (n 261), bound unchanged
-    ("all", "all"): 0.094,  # n=261, now 8.2% (11.9% at n=159 before data20's rows)
+    # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
+    # Nemotron-4 15B / 340B) join: 8.9% (n 213) -> 7.9% (n 263), bound unchanged
+    ("all", "all"): 0.094,  # n=263, now 7.9% (11.9% at n=159 before data20's rows)
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are
     # predicted faster; the Super row's +14.1% and Qwen3-235B's +13.3% are now the middle pair
