@@ -354,7 +354,7 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
-            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "nemotron340": 2024,
+            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "dgxc2505": 2025, "nemotron340": 2024,
             "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
@@ -375,7 +375,11 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: set ``use_distributed_optimizer: true`` and none sets use_megatron_fsdp.
 #: NeMo 25.04 (nemo2504, tag v2.3.0 @2b03b748bb): the same recipes/optim/adam.py optimizer; the GB200 rows recorded run
 #: use_mcore_fsdp 0 (scripts/performance/recommended_model_configs/model_configs_gb200.csv, the table's FSDP 0).
-MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504"}
+#: dgxc2505 (NVIDIA/dgxc-benchmarking v25.05 on NeMo@7a8f1cc7bc / b4148d2169, the r2.3.0 'llmb-nemo' commits its
+#: setup.sh files pin; branch commits beside the v2.3.0 tag, not after it): the same optimizer; no row runs FSDP
+#: (llama3.1 launch.sh ``-fsdp 0``; nemotron ``-fsdp 0`` on gb200, the h100 CSV rows' use_mcore_fsdp 0).
+MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504",
+                 "dgxc2505"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -779,8 +783,9 @@ TORCHTITAN_SDPA_KERNEL = "fa2"
 #: not install it, the base image does); without one TE falls back to UnfusedDotProductAttention. Megatron-Bridge
 #: 25.11 (mb2511) ships TE 2.9+: no such limit. nemo2504 (NeMo 25.04, v2.3.0 @2b03b748bb): the container's TE release
 #: is not read; a container of April 2025 predates TE v2.5 (2025-06), so the limit holds; scripts/performance/utils.py
-#: L74-75 exports NVTE_FLASH_ATTN=1 and NVTE_FUSED_ATTN=1 as before.
-TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128, "nemo2504": 128}
+#: L74-75 exports NVTE_FLASH_ATTN=1 and NVTE_FUSED_ATTN=1 as before. dgxc2505 (NeMo@7a8f1cc7bc in the 25.04.01
+#: container, May 2025): the same executor variables (scripts/performance/utils.py slurm_executor), TE not read.
+TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128, "nemo2504": 128, "dgxc2505": 128}
 
 
 #: The cuDNN release each Blackwell source's container ships: source -> (cuDNN version, how it was read). A Blackwell
@@ -939,9 +944,12 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: model in ``megatron.core.distributed.DistributedDataParallel`` (L23; use_torch_fsdp2 / use_custom_fsdp false in
 #: trainer_base.yaml) and zeroes its buffers with ``zero_grad_buffer`` each step (L1615).
 #: NeMo 25.04 (nemo2504): v2.3.0 (2b03b748bb) nemo/lightning/megatron_parallel.py still wraps each chunk in
-#: Megatron-Core's DDP with the recipe's DistributedDataParallelConfig.
+#: Megatron-Core's DDP with the recipe's DistributedDataParallelConfig. dgxc2505: NeMo@7a8f1cc7bc, b4148d2169 and
+#: 6f2c6fdaff (r2.3.0 llmb-nemo) hold megatron_parallel.py, megatron_strategy.py, megatron_comm_overlap.py and
+#: mixed_precision.py as at v2.3.0 (git diff v2.3.0 7a8f1cc7bc empty for them; b4148d2169 changes two perf scripts'
+#: checkpoint lines, 6f2c6fdaff the 405B script's H100 userbuffers flags), so this rule and the two below hold.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
-                          "tprimat26"})
+                          "dgxc2505", "tprimat26"})
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
 #: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
 #: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
@@ -962,7 +970,7 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: backward). Megatron-LM (mlm24: ``--no-delay-grad-reduce`` not given) and Megatron-Bridge
 #: (``DistributedInitConfig.align_grad_reduce = True``) set it. NeMo 2.3 (nemo2504, v2.3.0 @2b03b748bb
 #: megatron_parallel.py L125 ``if getattr(ddp_config, "align_grad_reduce", False)``): unchanged.
-NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504"})
+NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -976,7 +984,9 @@ NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504"})
 #: :data:`RECIPE_NO_COMM_OVERLAP_CONFIG` (Megatron-Core DDP's own default bucket).
 #: nemo2504: NeMo v2.3.0 (2b03b748bb) megatron_comm_overlap.py L185-186 ``if data_parallel_size > 1:
 #: comm_overlap_cfg.bucket_size = 128 * 1024 * 1024``; the four GB200 perf recipes add the callback as in v2.2.0.
-BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502", "nemo2504"})
+#: dgxc2505: the same file at NeMo@7a8f1cc7bc; recipes/llama31_405b.py and nemotron4_{15b,340b}.py
+#: pretrain_performance_optimizations add the callback.
+BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502", "nemo2504", "dgxc2505"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
@@ -1025,7 +1035,9 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: NeMo 2.3's (nemo2504, v2.3.0 @2b03b748bb): scripts/performance/utils.py set_primary_perf_configs with fp8_recipe 'cs'
 #: (the page's current scaling) sets recipes/precision/mixed_precision.py bf16_with_fp8_current_scaling_mixed(), which
 #: sets ``cfg.fp8_param_gather = True`` (L135); nothing there turns it off without Megatron-FSDP.
-NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504"})
+#: dgxc2505 (NeMo@7a8f1cc7bc): argument_parser.py's ``--fp8_recipe`` default "ds" -> set_primary_perf_configs
+#: ``bf16_with_fp8_mixed()``, whose ``cfg.fp8_param_gather = True`` (recipes/precision/mixed_precision.py L70).
+NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
 #: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
@@ -1036,15 +1048,19 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 DGXC25_IDS = [f"dgxc25_h100_{m}_{p}_{g}" for p in ("bf16", "fp8") for m, sizes in (
     ("nemotron4_340b", (128, 256, 512, 1024, 2048)), ("llama31_70b", (64, 128, 256, 512, 1024, 2048)),
     ("nemotron4_15b", (16, 32, 64, 128, 256, 512, 1024, 2048)), ("llama31_405b", (576, 1152, 2304)),
-    ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,))) for g in sizes]
+    ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,)),
+    ("llama31_8b", (8, 16, 32, 64, 128)), ("gpt3_175b", (128, 256, 512, 1024, 2048))) for g in sizes]
 APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i)
 #: Optimizer-state bytes per parameter (TrainingSpec.optimizer_bytes_per_param) of the NeMo 1 BF16 rows on Apex's
 #: distributed_fused_adam: megatron_base_model.py setup_optimization (NeMo v2.0.0 L802-811, v2.1.0 the same at L814)
 #: sets ``store_params = False, store_param_remainders = True`` when the optimizer dtype is fp32 and the model dtype
 #: bf16 (megatron_amp_O2) and fp8_params is off: Apex's DistributedFusedAdam keeps only the 16 low bits of each fp32
 #: master weight (the bf16 parameter holds the high 16) beside Adam's fp32 m and v, 2 + 4 + 4 = 10 bytes, sharded
-#: over the data-parallel group.
-APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS if "_bf16_" in i}
+#: over the data-parallel group. Not the GPT-3 175B BF16 rows: their gpt3_175b_hydra.yaml sets ``fp8_params: true``
+#: whatever the precision (configure.sh overrides only model.fp8), and setup_optimization's first branch
+#: (``if self.cfg.get('fp8_params', False): store_params = True``, v2.1.0 L808-809) keeps fp32 master weights, the
+#: default 12 bytes; the FP8 weights themselves need fp8 on as well (megatron_gpt_model.py v2.1.0 L396).
+APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS if "_bf16_" in i and "_gpt3_175b_" not in i}
 #: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
 #: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
 #: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
@@ -1098,11 +1114,18 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #:   nemotron.py L57).
 #: - dgxc25: NVIDIA/dgxc-benchmarking@35a9aec nemotron/nemotron4-340b-synth.yaml ``cross_entropy_loss_fusion: true`` on
 #:   Megatron-Core (configure.sh model.mcore_gpt=True) in the NeMo 24.09 container: Megatron-Core's native fused loss.
+#: - dgxc2505: NeMo@7a8f1cc7bc (and b4148d2169) scripts/performance/utils.py set_primary_perf_configs
+#:   ``cross_entropy_fusion_impl = "te"`` as at v2.3.0 (nemo2504).
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
              "titan24": "torch",
              "titan25": "inductor",
              "tao25": "inductor",
-             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused"}
+             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te"}
+#: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
+#: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
+#: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
+#: model_parallel_config.py L210 ``cross_entropy_loss_fusion: bool = False``): the unfused vocab-parallel loss.
+UNFUSED_LOSS_IDS = frozenset(i for i in DGXC25_IDS if "_gpt3_175b_" in i)
 #: Cases whose torchtitan predates the compiled loss: the tao25 H100 rows ran torchtitan "version 0.0.2" for a table
 #: committed 2025-03-12 (pytorch/ao 8c81863ba); torchtitan wraps the loss in torch.compile under --training.compile only
 #: from bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"); at 0da8901b1 (2025-03-11)
@@ -1164,6 +1187,8 @@ def loss_impl(case: dict[str, Any]) -> str:
         return "megatron"  # DTensor loss_parallel: not derived, the strategy default
     if case.get("id") in UNCOMPILED_TORCHTITAN_LOSS:
         return "torch"
+    if case.get("id") in UNFUSED_LOSS_IDS:
+        return "megatron"
     return LOSS_IMPL.get(src, "megatron")
 
 
@@ -1565,6 +1590,13 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     "mcrec26_b200_dsv3_mtp_fp8mx": ("layout", 4, 1), "mcrec26_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
     "mcrec26_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
     "mcrec26_h100_qwen3_235b_bf16": ("account", True, True), "mcrec26_b200_qwen3_235b_fp8mx": ("account", True, True),
+    # NVIDIA/dgxc-benchmarking v25.05 GB200 Llama 3.1 405B (NeMo@7a8f1cc7bc recipes/llama31_405b.py trainer():
+    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split True; 126 layers over PP 8 x VP 8)
+    **{f"dgxc2505_gb200_llama31_405b_{p}_{g}": ("account", True, True)
+       for p in ("bf16", "fp8") for g in (128, 256, 512)},
+    # and its v25.05.01 H100 table (NeMo@6f2c6fdaff, the same recipe file: TP 8, PP 8 x VP 8, CP 2 on 512 GPUs)
+    "dgxc2505_h100_llama31_405b_bf16_512": ("account", True, True),
+    "dgxc2505_h100_llama31_405b_fp8_512": ("account", True, True),
 }
 
 
@@ -1607,6 +1639,11 @@ RECIPE_ETP: dict[str, int] = {
     # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
     "mb2606_h100_nemotron3_nano_fp8cs": 1,
+    # NVIDIA/dgxc-benchmarking v25.05 grok1/launch.sh gb200 branch ``ET=${ET:-8}``, passed as ``-et $ET`` to
+    # pretrain_grok1_314b.py (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
+    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size). The README's layout table prints
+    # ETP 4.
+    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 8 for p in ("bf16", "fp8") for g in (128, 256, 512)},
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
@@ -1660,7 +1697,12 @@ RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 #: NeMo 25.04's GB200 Mixtral row: v2.3.0 (2b03b748bb) recipes/mixtral_8x7b.py pretrain_performance_optimizations
 #: L224-226 still appends MegatronTokenDropCallback (same defaults; the callback gained only a
 #: docstring and 'seq_aux_loss').
-RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0}
+#: dgxc2505's GB200 Grok-1 rows (a Mixtral-shaped model): NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_grok1_314b.py
+#: pretrain_performance_optimizations appends ``run.Config(MegatronTokenDropCallback)`` (its defaults; the callback file
+#: as at v2.3.0).
+DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16", "fp8") for g in (128, 256, 512)})
+RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
+                                         **{i: 1.0 for i in DGXC2505_GROK}}
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -2071,7 +2113,9 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #: - nemo2504 (v2.3.0 @2b03b748bb): False for Mixtral. ``moe_permute_fusion`` is set only by the DeepSeek-V3 and Llama 4
 #:   perf scripts (scripts/performance/llm/pretrain_deepseek_v3.py L64, pretrain_llama4_e*.py L85) and defaulted False
 #:   in llama.py's Llama 4 config; MixtralConfig and pretrain_mixtral_8x7b.py leave Megatron-Core's default.
-RECIPE_MOE_PERMUTE_FUSION_FALSE = frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
+#: - dgxc2505 Grok-1 (NeMo@7a8f1cc7bc): no ``permute_fusion`` in pretrain_grok1_314b.py or MixtralConfig: False.
+RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
+                                   | DGXC2505_GROK)
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
 
 
@@ -2159,9 +2203,10 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: NCCL_PROTO=Simple and 12 channels), the 1-VM row included (xpk sets USE_GPUDIRECT for any GPU workload).
 #: NeMo v2.3.0 (2b03b748bb, nemo2504) scripts/performance/utils.py L73 ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink
 #: SHARP to save memory``.
-#: NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh ``export NCCL_NVLS_ENABLE=0`` (dgxc25).
+#: NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh ``export NCCL_NVLS_ENABLE=0`` (dgxc25); dgxc2505:
+#: NeMo@7a8f1cc7bc / b4148d2169 scripts/performance/utils.py slurm_executor ``"NCCL_NVLS_ENABLE": "0"``.
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
-                           "dgxc25"})
+                           "dgxc25", "dgxc2505"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
