@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import load_yaml
+from test_hostile_inputs import refused
 
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import dp_comm
@@ -161,3 +162,13 @@ def test_a3_rows_take_the_scripts_scheduler_and_thresholds() -> None:
         assert (r.settings["zero"] == "hsdp") == (vms > 1)
         assert vt.xla_options(case, r.settings["zero"]) == (
             {"xla_gpu_lhs": True, "bucket_size": float(threshold)} if vms > 1 else {})
+
+
+
+def test_xla_gpu_lhs_refused_for_a_model_without_transformer_layers(cli) -> None:  # type: ignore[no-untyped-def]
+    """The scheduler's window is counted in a transformer layer's kernels: a generic (FLOPs and parameters) model
+    with the field set is refused with one line naming the field (before: an AttributeError in
+    dp_comm.xla_layer_kernels on a job without a transformer shape, found by test_physics after the merge)."""
+    line = refused(cli, "predict", "-m", "resnet50", "-n", "32", "--zero", "hsdp",
+                   "--set", "strategy.xla_gpu_lhs=true", match="xla_gpu_lhs")
+    assert "transformer" in line

@@ -1226,7 +1226,9 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
                          _collective("allreduce", root * wire / shard_group.ranks, replicas.dense), 0.0)
                 if np.any(root > 0) else np.zeros(1))
         is_hsdp = g.zero == Zero.HSDP
-        xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1)  # the all-reduces leave the units' windows
+        # the all-reduces leave the units' windows; the windows count a transformer layer's kernels (job.py refuses
+        # the field for other models, a grid of arrays prices them without windows)
+        xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1) & job.is_transformer
         ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + np.where(xla, 0.0, ar), rs)
         ag_r, rs_r = np.where(is_hsdp, ag_rh, ag_r), np.where(is_hsdp, rs_rh + ar_r, rs_r)
     f = comp["forward_free"] / layers

@@ -1087,6 +1087,11 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
         raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
                          where="strategy.deepspeed_pipeline", allowed="schedule: 1f1b with deepspeed_pipeline")
+    if getattr(strategy, "xla_gpu_lhs", False) and not job.is_transformer:
+        # the scheduler's window is counted in a transformer layer's kernels (dp_comm.xla_layer_kernels)
+        raise InputError("xla_gpu_lhs prices XLA's windows in a transformer layer's kernels; this model has no layers "
+                         "of that kind", where="strategy.xla_gpu_lhs",
+                         allowed="xla_gpu_lhs: false with a non-transformer workload")
     if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
         raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
                          f"{job.cluster_name} does not give", where="strategy.offload_layers",
