@@ -39,9 +39,9 @@ Two case files (issue 5 and issue 13):
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
-    - sources whose launch scripts export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo 2.2's and
-      Megatron-Bridge 25.11's perf executors; MaxText's GPU launcher under xpk with GPUDirect-TCPX) -> no
-      in-network reduction on the NVLink tiers.
+    - sources whose launch scripts or container images export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo
+      2.2's and Megatron-Bridge 25.11's perf executors; MaxText's GPU launcher under xpk with GPUDirect-TCPX;
+      JAX-Toolbox's JAX images up to 2025-10, the mtdgxc24 rows') -> no in-network reduction on the NVLink tiers.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
@@ -2205,8 +2205,13 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: SHARP to save memory``.
 #: NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh ``export NCCL_NVLS_ENABLE=0`` (dgxc25); dgxc2505:
 #: NeMo@7a8f1cc7bc / b4148d2169 scripts/performance/utils.py slurm_executor ``"NCCL_NVLS_ENABLE": "0"``.
+#: MaxText on DGX H100 (mtdgxc24): maxtext/configure.sh at the same commit names no NCCL_NVLS_ENABLE, but the image it
+#: runs in (setup.sh: ghcr.io/nvidia/jax:maxtext-2024-12-09, JAX-Toolbox's nightly, .github/container/Dockerfile.maxtext
+#: FROM the jax image) carries ``ENV NCCL_NVLS_ENABLE=0`` (NVIDIA/JAX-Toolbox@bae53fc1, the last commit before the image
+#: date, .github/container/Dockerfile.jax line 89: set by 2aa961a9 of 2023-11-20 "Disable NVLS in nightly containers as
+#: the initialization of NCCL communicators is memory intensive", removed only by 64d686a5 of 2025-10-06).
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
-                           "dgxc25", "dgxc2505"})
+                           "dgxc25", "dgxc2505", "mtdgxc24"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:

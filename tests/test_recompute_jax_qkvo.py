@@ -91,3 +91,16 @@ def test_engine_refuses_jax_qkvo_on_an_moe_model(cli) -> None:  # type: ignore[n
     assert r.code == 2
     assert "jax_qkvo prices MaxText's save_dot_except_mlp(wi) on a dense block" in r.err
     assert "the model has MoE layers" in r.err
+
+
+@pytest.mark.parametrize("name", ["jax_qkvo", "titan_op"])
+def test_engine_refuses_a_dense_only_set_on_a_hybrid_pattern(cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    # a dense (no MoE) Mamba-2 / attention / MLP pattern: the policies name one attention + MLP block per layer, and
+    # cost.memory would charge an MLP-only or Mamba-2 layer the Q, K, V it does not have
+    r = cli("predict", "-c", "dgx-h100", "-n", "8", "-m", "nemotron-3-nano", "--set", "model.moe=null",
+            "--set", "model.mtp_layers=0", "--set", "model.layers=28", "--set", "model.hybrid.pattern=" + "M-M*-M-" * 4,
+            "--recompute", "selective", "--set", f"strategy.recompute_modules={name}")
+    assert r.code == 2
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.err
+    assert f"{name} prices" in lines[0] and "the model has a hybrid layer pattern" in lines[0]

@@ -1550,7 +1550,8 @@ def test_maxtext_dgxc_rows_read_configure_sh() -> None:
     Q / K / V / out projections on device -> selective jax_qkvo (both precisions: mlpwo, the bf16 branch's extra
     name, is no residual); up to 32 nodes FSDP over every GPU, from 64 nodes dcn_fsdp 16 (FSDP over 128 GPUs) and
     dcn_dp = nodes / 16 -> hsdp, shard_group 128; XLA's layer; fp8 = Flax's delayed scaling -> the delayed recipe;
-    the script exports no NCCL_NVLS_ENABLE, so NVLS stays on; MBS 2, GBS 2 x GPUs; 8192 tokens per GPU a step."""
+    the script exports no NCCL_NVLS_ENABLE but its image (JAX-Toolbox's jax image, ENV NCCL_NVLS_ENABLE=0 from
+    2023-11 to 2025-10) does, so NVLS is off on the NVLink tier; MBS 2, GBS 2 x GPUs; 8192 tokens per GPU a step."""
     mod = load_script()
     cases = {c["id"]: c for c in load_yaml(NEW_CASES) if c["id"].startswith("mtdgxc24_")}
     assert len(cases) == 12
@@ -1563,6 +1564,6 @@ def test_maxtext_dgxc_rows_read_configure_sh() -> None:
         assert r.strategy.layer_impl == "xla" and s["cluster"] == "dgx-h100" and s["micro_batch"] == 2, cid
         assert s["global_batch"] == 2 * gpus and s["precision"] == cid.split("_")[-2]
         assert s["fp8_recipe"] is None  # the model's default, delayed
-        assert not any("in_network_reduction" in o for o in mod.cluster_overrides(case, "dgx-h100"))
+        assert mod.cluster_overrides(case, "dgx-h100") == ["tiers.nvlink.in_network_reduction=false"], cid
         assert case["derived_tokens_per_s_per_gpu"] == pytest.approx(8192 / case["measured"]["iteration_time_s"],
                                                                      abs=0.06)

@@ -101,8 +101,8 @@ core's 16-bit output).
                  residual sum the pre-MLP norm reads: 2 s b (2 h) + 2 s b (a d + g d + g d_v) / t (the two
                  residual-stream tensors / t only with sequence parallelism, as jax_dots' carry). mlpwo is no
                  residual (only the residual sum reads it); the norm outputs, attention output, up-projections
-                 and activation are recomputed. Dense layers only (engine.job refuses MoE, MLA and a parallel
-                 block).
+                 and activation are recomputed. Dense layers only (engine.job refuses MoE, MLA, a parallel
+                 block and a hybrid layer pattern).
     titan_op     torchtitan's op-level selective AC (transformer.titan_op_gemms): the layer keeps its input
                  (the checkpoint's) and the saved-list outputs its backward reads: Q (wq) 2 s b a d, V (wv)
                  2 s b g d, the SDPA output 2 s b a d_v and its fp32 log-sum-exp 4 a s b, the MLP's first up-

@@ -1551,8 +1551,9 @@ DENSE_ONLY_RECOMPUTE = {"titan_op": "torchtitan's op policy on a dense block (wq
 
 def _check_titan_op(job: Job, strategy: Any) -> None:
     """recompute_modules titan_op or jax_qkvo (:data:`DENSE_ONLY_RECOMPUTE`) is priced for a dense block with
-    separate Q, K, V projections; which tensors the policy saves is not derived for MoE layers, MLA or a parallel
-    block; a non-transformer model has no layers to price."""
+    separate Q, K, V projections; which tensors the policy saves is not derived for MoE layers, MLA, a parallel
+    block or a hybrid layer pattern (cost.memory charges the policy's saved set to every block call, so a Mamba-2 or
+    MLP-only layer would keep Q, K and V it does not have); a non-transformer model has no layers to price."""
     names = str(getattr(strategy, "recompute_modules", "") or "").split(",")
     for name, block in DENSE_ONLY_RECOMPUTE.items():
         if name not in names:
@@ -1560,7 +1561,9 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
         sh = job.shape if job.is_transformer else None
         what = ("a generic model (no transformer layers)" if sh is None else "MoE layers" if int(sh.moe_experts) > 0
                 else "multi-head latent attention" if int(sh.kv_lora_rank) > 0
-                else "a parallel attention/MLP block" if bool(sh.parallel_block) else "")
+                else "a parallel attention/MLP block" if bool(sh.parallel_block)
+                else "a hybrid layer pattern (Mamba-2, attention-only and MLP-only layers)" if sh.hybrid is not None
+                else "")
         if what:
             raise InputError(f"{name} prices {block}; the model has {what}", where="strategy.recompute_modules",
                              allowed=f"{name} with a dense transformer; core_attn, mla_up_proj, moe_act, moe or "
