@@ -60,6 +60,21 @@ def test_moe_buffer_by_hand() -> None:
     assert float(np.ravel(f[1])[0]) == 2.0  # 10 modules: one cat, one update
 
 
+def test_hybrid_layers_by_kind() -> None:
+    """A hybrid pattern counts each layer by its kind: 'M-' x 4 (8 layers) is 4 Mamba mixers (in_proj, out_proj) and
+    4 dense MLPs (linear_fc1, linear_fc2): 16 modules, 16 GEMMs, forward 48 amaxes (192 bytes), backward 32 (128);
+    '*-' x 4 is the standard 4-layer model's 20 modules and 28 GEMMs (84 amaxes, 336 bytes)."""
+    for pattern, want_f, want_b in (("M-" * 4, 192.0, 128.0), ("*-" * 4, 336.0, 224.0)):
+        hy = dict(DENSE, layers=8, hybrid={"pattern": pattern, "mamba": {"state_dim": 16, "groups": 1,
+                                                                          "head_dim": 16, "heads": 8}})
+        tr = TrainingSpec(global_batch=32, micro_batch=1, precision="fp8", seq_len=256)
+        job = build_job(load_cluster("dgx-h100"), TransformerWorkload(**hy), tr, straggler_cv=0.0)
+        f = compute.delayed_amax_reduction(job.shape, layers=8.0, forward=True)
+        b = compute.delayed_amax_reduction(job.shape, layers=8.0, forward=False)
+        assert float(np.ravel(f[0])[0]) == pytest.approx(want_f, rel=1e-12)
+        assert float(np.ravel(b[0])[0]) == pytest.approx(want_b, rel=1e-12)
+
+
 def _chunk_seconds(job: Any, layers: float, ranks: int) -> float:
     """One chunk's forward + backward reduction, from the formula: the all-reduce over ``ranks`` GPUs at stride 1,
     2 kernels at KERNEL_FIXED_S (few modules), the HBM bytes at the job's rate."""

@@ -2017,23 +2017,26 @@ def delayed_amax_reduction(sh: Shape, *, layers: ArrayLike, ep: ArrayLike = 1, f
         HBM bytes          A (8 + 4 + 8 history + 12)      cat read + write, the reduced amax, the history roll,
                                                            scale read, scale and scale_inv written
 
-    Modules per layer, Megatron-Core's Transformer Engine spec: linear_qkv, linear_proj (MLA: the q down / up (or q)
-    and kv down / up projections and linear_proj), the core attention (DotProductAttention, ``num_gemms=3`` in its
-    ``prepare_forward``, registered in an FP8 autocast whether or not fp8_dpa is set), and the MLP's linear_fc1 and
-    linear_fc2 (an MoE layer: two GroupedLinear modules of E/ep GEMMs each, and the shared experts' two linears; the
-    router is not a TE module), mixed over the layers by the MoE share. Not counted: a hybrid pattern's Mamba mixers
-    and LatentMoE's projections (each a few modules: bytes of a latency-bound message)."""
+    Modules by layer kind, Megatron-Core's Transformer Engine specs, counted over the model and taken at the GPU's
+    share ``layers / L``: an attention layer linear_qkv, linear_proj (MLA: the q down / up (or q) and kv down / up
+    projections and linear_proj) and the core attention (DotProductAttention, ``num_gemms=3`` in its
+    ``prepare_forward``, registered in an FP8 autocast whether or not fp8_dpa is set); a dense MLP linear_fc1 and
+    linear_fc2; an MoE block two GroupedLinear modules of E/ep GEMMs each and the shared experts' two linears (the
+    router is not a TE module); a Mamba mixer in_proj and out_proj (models/mamba/mamba_layer_specs.py at
+    core_v0.15.0). A standard layer is an attention layer and an MLP (dense or MoE): 5 modules and 7 GEMMs dense. Not
+    counted: LatentMoE's projections and MTP blocks (a few modules: bytes of a latency-bound message)."""
     n = np.maximum(np.asarray(layers, dtype=float), 0.0)
     mla = sh.kv_lora_rank > 0
     attn_linears = np.where(mla, np.where(sh.q_lora_rank > 0, 5.0, 4.0), 2.0)
     local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
     shared = np.where(sh.moe_shared_experts > 0, 2.0, 0.0)
-    r = np.where(sh.layers > 0, sh.moe_layers / np.maximum(sh.layers, 1.0), 0.0)
-    modules = attn_linears + 1.0 + (1.0 - r) * 2.0 + r * (2.0 + shared)
-    gemms = attn_linears + 3.0 + (1.0 - r) * 2.0 + r * (2.0 * local + shared)
-    m = n * modules
-    amaxes = n * gemms * (3.0 if forward else 2.0)
-    kernels = np.ceil(m / CAT_BATCH_INPUTS) + np.ceil(m / AMAX_UPDATE_MODULES)
+    att, mlp, moe, mam = sh.attention_layers, sh.mlp_layers, sh.moe_layers, sh.mamba_layers
+    modules = att * (attn_linears + 1.0) + mlp * 2.0 + moe * (2.0 + shared) + mam * 2.0
+    gemms = att * (attn_linears + 3.0) + mlp * 2.0 + moe * (2.0 * local + shared) + mam * 2.0
+    share = n / np.maximum(sh.layers, 1.0)
+    m = share * modules
+    amaxes = share * gemms * (3.0 if forward else 2.0)
+    kernels = np.ceil(m / CAT_BATCH_INPUTS - 1e-9) + np.ceil(m / AMAX_UPDATE_MODULES - 1e-9)
     return 4.0 * amaxes, kernels, amaxes * (24.0 + 8.0 * float(history))
 
 
