@@ -1617,18 +1617,21 @@ def _check_recipe(recipe: str) -> None:
 #: row-wise kernel; dgrad and wgrad run the per-tensor kernel with unit scales, the fp8 curve's, plus an output rescale
 #: (:func:`rowwise_quantize_bytes`). On H100 the row-wise kernel is PyTorch's CUTLASS RowwiseScaledMM.cu
 #: (pytorch/pytorch#125204), which carries FBGEMM's ``f8f8bf16_rowwise_impl`` with its ``Transposed`` column-major
-#: output; FBGEMM's published timings of that kernel against cuBLAS's per-tensor FP8 GEMM, fast accumulation, one H100
-#: (pytorch/FBGEMM#2764, lw, 2024-06-21, the PR adding the column-major output, medians in us: m,n,k = 4176,12288,4096:
-#: 317.47 / 310.302; 4176,4096,12288: 363.486 / 330.399; 3456,6144,4096: 132.063 / 131.935; 3456,4096,6144: 140.447 /
-#: 138.687) are 1.001-1.100x the time, geometric mean 1.0335: hopper 1 / 1.0335 = 0.968. The PR's table goes on
-#: (a fifth shape, 3456,4096,4096, cuBLAS median 89.279) past what the copy read here holds: that shape's row-wise
-#: median and any later ones are not in the mean; re-derive it from the whole table. Consistent with the same
-#: author's sweep on PyTorch main, February 2025 (pytorch/pytorch#147971: with fast-accum "most shapes are within
-#: 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%", a figure without a table). Other
+#: output; FBGEMM's published timings of that kernel against cuBLAS's per-tensor FP8 GEMM, fast accumulation, one
+#: 700 W H100 80GB (pytorch/FBGEMM#2764, lw, 2024-06-21, the PR adding the column-major output; its whole table read
+#: in the commit that landed it, pytorch/FBGEMM@d4dfa64c92 "Make CUTLASS rowwise fp8 faster", medians in us, row-wise
+#: after the PR / cuBLAS: m,n,k = 4176,12288,4096: 317.47 / 310.302; 4176,4096,12288: 363.486 / 330.399;
+#: 3456,6144,4096: 132.063 / 131.935; 3456,4096,6144: 140.447 / 138.687; 3456,4096,4096: 91.583 / 89.279;
+#: 3456,12288,4096: 264.734 / 255.646; 3456,4096,12288: 282.91 / 285.151; 4176,6144,4096: 158.719 / 156.543;
+#: 4176,4096,6144: 180.542 / 167.487) are 0.992-1.100x the time, geometric mean over the 9 shapes 1.0308:
+#: hopper 1 / 1.0308 = 0.970 (before, 1 / 1.0335 from the first 4 shapes, all a truncated copy of the PR held).
+#: Consistent with the same author's sweep on PyTorch main, February 2025 (pytorch/pytorch#147971: with fast-accum
+#: "most shapes are within 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%", a figure
+#: without a table). Other
 #: families 1: no published row-wise vs per-tensor timing found for MI300X's hipBLASLt row-wise path
-#: (pytorch/pytorch#144432) nor for Blackwell's CUTLASS one. Assumption, stated: the four shapes' ratio holds at other
+#: (pytorch/pytorch#144432) nor for Blackwell's CUTLASS one. Assumption, stated: the nine shapes' ratio holds at other
 #: shapes (pytorch/pytorch#153809 reports a drop-off at K >= 16384, not quantified).
-ROWWISE_FORWARD_GEMM_FACTORS: dict[str, float] = {"hopper": 1.0 / 1.0335}
+ROWWISE_FORWARD_GEMM_FACTORS: dict[str, float] = {"hopper": 1.0 / 1.0308}
 
 
 def rowwise_forward_gemm_factor(family: str) -> float:
@@ -1786,7 +1789,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     recipe; "" = BF16, no cast (the module is outside the FP8 / FP4 autocast); None = ``recipe``.
     ``mlp_only``: the MLP block's tensors alone (the dense MLP, or with ``moe`` the MoE block), no attention
     matrix: what a recomputed MLP block quantizes again (docs/model.md#recompute-mlp).
-    Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM.
+    Not counted here: the amax all-reduces (delayed scaling's: :func:`delayed_amax_reduction`, priced by the step;
+    current scaling's over TP: not priced) and scale swizzles for the GEMM.
     torchao's row-wise recipes (:data:`ROWWISE_FP8_RECIPES`, dense layers only): :func:`rowwise_quantize_bytes`."""
     _check_recipe(recipe)
     if recipe in ROWWISE_FP8_RECIPES:
@@ -2050,6 +2054,65 @@ def _extra_local_experts(sh: Shape, ep: ArrayLike) -> np.ndarray:
     kernel launches beyond a dense layer's one."""
     local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
     return (local - 1.0) * np.where(sh.moe_experts > 0, 1.0, 0.0)
+
+
+#: Amaxes of history Transformer Engine's delayed scaling keeps per FP8 tensor (DelayedScaling.amax_history_len):
+#: NeMo's 1024 (the NeMo 1 launcher configs' ``fp8_amax_history_len: 1024`` and NeMo 2's ``bf16_with_fp8_mixed``
+#: recipe, the settings of the delayed-scaling rows); Megatron-LM's default is 1 (TransformerConfig
+#: ``fp8_amax_history_len``), which makes the update kernel's history traffic (:func:`delayed_amax_reduction`) about
+#: 1000 x smaller, under a microsecond either way against the all-reduce's tens.
+FP8_AMAX_HISTORY = 1024
+
+#: Inputs ``torch.cat`` copies per kernel launch (pytorch/pytorch aten/src/ATen/native/cuda/Shape.cu
+#: ``CAT_ARRAY_BATCH_SIZE = 128``) and modules Transformer Engine's bulk amax update takes per launch (32 KiB of kernel
+#: parameters over a 32-byte ``AmaxParam``: ``AMAX_PARAMS_LIMIT`` = (32768 - 32) / 32 = 1023 with CUDA >= 12.1,
+#: transformer_engine/common/recipe/delayed_scaling.cu at NVIDIA/TransformerEngine v1.13).
+CAT_BATCH_INPUTS = 128.0
+AMAX_UPDATE_MODULES = 1023.0
+
+
+def delayed_amax_reduction(sh: Shape, *, layers: ArrayLike, ep: ArrayLike = 1, forward: bool = True,
+                           history: float = FP8_AMAX_HISTORY) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(all-reduce bytes, kernels, HBM bytes) of one amax reduction of Transformer Engine's delayed scaling on a GPU
+    holding ``layers`` transformer layers (all of its pipeline chunks), forward or backward.
+
+    Source (NVIDIA/TransformerEngine v1.8-v2.1, the releases of the NeMo 24.07-25.02 containers; read at v1.13
+    transformer_engine/pytorch/fp8.py): every FP8 module, on its first forward, appends its ``amax_history[0]`` row
+    (one float per FP8 tensor: 3 per GEMM forward (input, weight, output), 2 backward (output and input gradients);
+    module/base.py ``init_fp8_meta_tensors``) to one global buffer per (pass, recipe, group)
+    (``add_fp8_tensors_to_global_buffer``), so one buffer holds every chunk's modules.
+    ``reduce_and_update_fp8_tensors`` then ``torch.cat``s the rows, all-reduces them with MAX over the autocast's
+    ``fp8_group`` (``async_op=False``: the compute stream waits for it) and runs
+    ``tex.fused_amax_and_scale_update_after_reduction`` (common/recipe/delayed_scaling.cu ``kernel_bulk``: one block
+    per module, each rolling its history (read and write ``history`` floats per tensor), taking its max and writing
+    scale and scale_inv). Per reduction, with M modules and A amaxes on the GPU::
+
+        all-reduce bytes   4 A
+        kernels            ceil(M / 128) (torch.cat) + ceil(M / 1023) (the bulk update)
+        HBM bytes          A (8 + 4 + 8 history + 12)      cat read + write, the reduced amax, the history roll,
+                                                           scale read, scale and scale_inv written
+
+    Modules by layer kind, Megatron-Core's Transformer Engine specs, counted over the model and taken at the GPU's
+    share ``layers / L``: an attention layer linear_qkv, linear_proj (MLA: the q down / up (or q) and kv down / up
+    projections and linear_proj) and the core attention (DotProductAttention, ``num_gemms=3`` in its
+    ``prepare_forward``, registered in an FP8 autocast whether or not fp8_dpa is set); a dense MLP linear_fc1 and
+    linear_fc2; an MoE block two GroupedLinear modules of E/ep GEMMs each and the shared experts' two linears (the
+    router is not a TE module); a Mamba mixer in_proj and out_proj (models/mamba/mamba_layer_specs.py at
+    core_v0.15.0). A standard layer is an attention layer and an MLP (dense or MoE): 5 modules and 7 GEMMs dense. Not
+    counted: LatentMoE's projections and MTP blocks (a few modules: bytes of a latency-bound message)."""
+    n = np.maximum(np.asarray(layers, dtype=float), 0.0)
+    mla = sh.kv_lora_rank > 0
+    attn_linears = np.where(mla, np.where(sh.q_lora_rank > 0, 5.0, 4.0), 2.0)
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
+    shared = np.where(sh.moe_shared_experts > 0, 2.0, 0.0)
+    att, mlp, moe, mam = sh.attention_layers, sh.mlp_layers, sh.moe_layers, sh.mamba_layers
+    modules = att * (attn_linears + 1.0) + mlp * 2.0 + moe * (2.0 + shared) + mam * 2.0
+    gemms = att * (attn_linears + 3.0) + mlp * 2.0 + moe * (2.0 * local + shared) + mam * 2.0
+    share = n / np.maximum(sh.layers, 1.0)
+    m = share * modules
+    amaxes = share * gemms * (3.0 if forward else 2.0)
+    kernels = np.ceil(m / CAT_BATCH_INPUTS - 1e-9) + np.ceil(m / AMAX_UPDATE_MODULES - 1e-9)
+    return 4.0 * amaxes, kernels, amaxes * (24.0 + 8.0 * float(history))
 
 
 def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes: float = 2.0) -> float:

@@ -406,6 +406,14 @@ class ParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):  # msgsp
         return (self.tp * self.cp * self.dp).astype(float)
 
     @cached_property
+    def stage_group(self) -> Placement:
+        """All tp cp dp GPUs of one pipeline stage (Megatron-Core's tensor-and-data-parallel group with CP, the
+        FP8 amax reduction group): consecutive in the default order; with PP inside DP, blocks of tp cp GPUs
+        tp cp pp apart, placed as tp cp dp ranks pp apart (the same extent, the same ranks within each tier
+        spanning a block of tp cp pp)."""
+        return place(self.stage, self.strides["dp"] / (self.tp * self.cp), self.network)
+
+    @cached_property
     def pp_stride(self) -> np.ndarray:
         """GPUs between pipeline neighbours: tp cp dp in the default order (a stage's block), tp cp with PP
         inside DP."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, CpCommType, FlexBackend, Recompute, ScheduleKind
+from scalemodel.choices import Algorithm, CpCommType, FlexBackend, LayerImpl, Recompute, ScheduleKind
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ep_dispatch, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
@@ -199,7 +199,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     (None for a model that is not a transformer: no model-parallel traffic)."""
     zero = np.zeros(1)
     if not job.is_transformer or coll is None:
-        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero,
+        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "amax": zero, "hidden_fwd": zero, "hidden_bwd": zero,
                 "hidden_ep": zero}
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
@@ -326,7 +326,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                                      2.0 * v * (p2p + sg)), 0.0)
     # nanotron's metadata messages and the sequence mask beside each boundary's activation (nanotron_p2p_extra_time)
     pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
-    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
+    # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
+    amax = v * coll.get("amax", 0.0)
+    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "amax": amax, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
@@ -597,7 +599,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             cp_a2a = np.where(hier, _collective("alltoall", q_b, a2a_group) + _collective("alltoall", k_b, a2a_group)
                               + _collective("alltoall", v_b, a2a_group) + _collective("alltoall", o_b, a2a_group),
                               cp_a2a)
-    return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a,
+    return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
@@ -609,6 +611,37 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            # Megatron-LM's gather_split_1d_tensor)
            "pp_gather": _collective("allgather", act, groups.tensor)
            if np.any(g.deepspeed_pipeline | np.asarray(g.pp_scatter_gather, dtype=bool)) else 0.0 * act}
+
+
+def delayed_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.ndarray:
+    """Seconds of one model chunk's two amax reductions (its forward's and its backward's) under Transformer Engine's
+    delayed scaling, on the compute stream's critical path (docs/model.md#fp8-amax):
+
+        t = sum over pass in (forward, backward) of
+            all-reduce(4 A_pass bytes, MAX) over the stage's tp cp dp GPUs
+            + kernels_pass x KERNEL_FIXED_S + HBM bytes_pass / (HBM x memory efficiency)
+
+    (A_pass, kernels, bytes: :func:`scalemodel.cost.compute.delayed_amax_reduction` on the mean stage's L / pp layers:
+    the message is latency-bound, the rank's own count moves it by bytes). Where: Megatron-Core's TransformerBlock
+    forward wraps the whole chunk in one ``fp8_autocast(fp8_group=get_amax_reduction_group(with_context_parallel=
+    True))`` under delayed scaling (NVIDIA/Megatron-LM core_r0.8.0 - core_v0.15.0 transformer_block.py; core_v0.12.0+
+    ``use_outer_fp8_context`` for the delayed recipe only), and that group is
+    ``_TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP`` (parallel_state.py, ``tp_only_amax_red`` False by default).
+    Transformer Engine reduces the forward buffer on the outermost autocast's exit (fp8.py ``fp8_autocast_exit``) and
+    the backward buffer in the backward of the chunk's first FP8 module (``ctx.reduce_and_update_bwd_fp8_tensors =
+    is_first_fp8_module()``, module/linear.py, layernorm_linear.py): one of each per chunk and micro-batch. 0 unless
+    an fp8 run with the delayed recipe and Megatron-Core's Transformer Engine layer (``layer_impl`` megatron_te)."""
+    on = (job.fp8_recipe == "delayed") & (g.layer_impl == int(LayerImpl.MEGATRON_TE))
+    if not job.is_transformer or not np.any(on):
+        return np.zeros(1)
+    layers = job.shape.layers / g.pp
+    t = np.zeros(1)
+    for forward in (True, False):
+        nbytes, kernels, hbm = compute.delayed_amax_reduction(job.shape, layers=layers, ep=g.ep, forward=forward)
+        t = t + (_collective("allreduce", nbytes, groups.stage_group) + kernels * compute.KERNEL_FIXED_S
+                 + compute.memory_time(hbm, memory_bandwidth=job.memory_bandwidth,
+                                       memory_efficiency=job.memory_efficiency))
+    return np.where(on, t, 0.0)
 
 
 def pp_split(g: StrategyGrid) -> np.ndarray:

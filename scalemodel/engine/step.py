@@ -13,6 +13,7 @@ Per micro-batch on the busiest pipeline stage (the slower of the last stage, wit
 logits, and the largest other stage; :func:`scalemodel.engine.pipeline_ranks._stage_layers` for uneven splits):
 
     t_mb = compute + TP comm + CP comm + EP comm + PP send/recv          (exposed parts only)
+           (+ FP8 delayed scaling's amax reductions, 2 per model chunk: model_parallel_comm.delayed_amax_time)
 
 and the pipelined part of the step is (m + bubble) * t_mb with m = B / (dp b) micro-batches and
 bubble = (p-1), (p-1)/v or (p-1)/3 micro-batch times (:mod:`scalemodel.cost.pipeline`). Then the
@@ -619,7 +620,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
 
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
-        "tp_comm": m * mp["tp"] + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
+        "tp_comm": m * (mp["tp"] + mp["amax"]) + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "host": m * host, "offload": off, "bubble": bubble_mb * t_mb,
         "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
@@ -694,7 +695,7 @@ def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.
     # the flex dispatcher's default SM count (HybridEP) depends on whether the EP group leaves its NVLink domain
     spans = groups.expert.c[0] < groups.expert.p - 1e-9 if np.any(g.moe_flex_dispatcher) else False
     busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g, spans))
-    time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"] + mp["amax"]
     return time, raw, busy, mp
 
 
