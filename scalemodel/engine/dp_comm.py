@@ -1223,6 +1223,8 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         exposed = AG_r + AG + (L-1) max(0, AG - f) + (L-1) max(0, AG + RS - b) + RS + RS_r
 
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
+    ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
+    (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
     See docs/model.md#dp-comm.
     """
     layers = np.maximum(comp["layers_per_stage"], 1.0)
