@@ -690,17 +690,23 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
 
 
 def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
-    """XLA's GPU scheduling of an HSDP run's cross-group all-reduces, as the case's run scripts state it
-    (docs/model.md#xla-gpu-lhs): ``xla_latency_hiding_scheduler`` (--xla_gpu_enable_latency_hiding_scheduler=true,
-    no profile nor analytical estimator given) -> strategy xla_gpu_lhs, and ``xla_all_reduce_combine_threshold_bytes``
-    (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size. mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a
-    MaxText/configs/a3/llama_2_7b/{2,4,8,16}vm.sh XLA_FLAGS (64 MiB, 512 MiB, 1 GiB, 1 GiB); the 1-VM row is not
-    hsdp and sends nothing across VMs."""
+    """XLA's GPU scheduling of a sharded run's collectives, as the case's run scripts state it
+    (docs/model.md#xla-gpu-lhs): ``xla_latency_hiding_scheduler`` (--xla_gpu_enable_latency_hiding_scheduler=true)
+    on the approximate cost model -> strategy xla_gpu_lhs (zero fsdp: the units' gathers and reduce-scatters; hsdp:
+    those and the cross-group all-reduces), and ``xla_all_reduce_combine_threshold_bytes``
+    (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size (hsdp only: the all-reduces it combines).
+    ``xla_pgle_profile`` (--xla_gpu_pgle_profile_file_or_directory_path) -> none of it: with a profile XLA
+    schedules on the ProfileGuidedLatencyEstimator, the measured cost of every profiled instruction, not on the
+    5-kernel windows (gpu_hlo_schedule.cc GetLatencyEstimator), so the collectives are priced as any overlapped
+    run's. The gather / reduce-scatter combine thresholds the rows record are not priced (one collective a unit).
+    mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
+    (all-reduce 128 MiB, 64 MiB, 512 MiB, 1 GiB, 1 GiB); mtdgxc24: NVIDIA/dgxc-benchmarking@35a9aec
+    maxtext/configure.sh set_performance_environment (a PGLE profile from launch.sh's profiling run)."""
     par = case["parallelism"]
-    if zero != "hsdp" or not par.get("xla_latency_hiding_scheduler"):
+    if zero not in ("fsdp", "hsdp") or not par.get("xla_latency_hiding_scheduler") or par.get("xla_pgle_profile"):
         return {}
     out: dict[str, Any] = {"xla_gpu_lhs": True}
-    if par.get("xla_all_reduce_combine_threshold_bytes"):
+    if zero == "hsdp" and par.get("xla_all_reduce_combine_threshold_bytes"):
         out["bucket_size"] = float(par["xla_all_reduce_combine_threshold_bytes"])
     return out
 

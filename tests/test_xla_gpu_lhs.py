@@ -130,12 +130,68 @@ def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) ->
     assert out[True]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs, rel=1e-12)
 
 
-def test_spec_needs_hsdp() -> None:
+def test_spec_needs_fsdp_or_hsdp() -> None:
     with pytest.raises(SpecError, match="xla_gpu_lhs"):
-        StrategySpec(zero="fsdp", xla_gpu_lhs=True)
+        StrategySpec(zero=3, xla_gpu_lhs=True)
     with pytest.raises(SpecError, match="xla_gpu_lhs"):
         StrategySpec(xla_gpu_lhs=True)
     StrategySpec(zero="hsdp", xla_gpu_lhs=True)
+    StrategySpec(zero="fsdp", xla_gpu_lhs=True)
+
+
+def test_forward_kernels() -> None:
+    """q, k, v, o + wi_0, wi_1, wo forward GEMMs + the attention kernel = 8 (7 without the gate)."""
+    job = build_job(load_cluster("gcp-a3-high"), TINY, TrainingSpec(grad_bytes_per_param=2))
+    assert float(dp_comm.xla_layer_forward_kernels(job)) == 8.0
+    plain = build_job(load_cluster("gcp-a3-high"), TransformerWorkload(
+        name="tiny-gpt", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000, seq_len=2048,
+        gated_mlp=False, biases=False, tied_embeddings=True, dropout=False), TrainingSpec(grad_bytes_per_param=2))
+    assert float(dp_comm.xla_layer_forward_kernels(plain)) == 7.0
+    assert float(dp_comm.xla_layer_kernels(plain)) == 13.0
+
+
+@pytest.mark.parametrize(("gathers", "want_fwd", "want_bwd"), [
+    # AG 10 ms, RS 6 ms, f 8 ms, b 15 ms: W_f = 5 x 8 / 8 = 5 ms, W_b = min(5 x 15 / 15, 15 / 2) = 5 ms
+    # forward max(10 - 5, 0) = 5; backward max(10 - 5, 0) + max(6 - 5, 0) = 6 ms
+    (True, 5e-3, 6e-3),
+    # no backward gather (fsdp_reshard_after_forward false): W_b = min(5, 15 / 1) = 5 ms, backward max(6 - 5, 0)
+    (False, 5e-3, 1e-3),
+])
+def test_unit_windows_by_hand(a3, gathers, want_fwd, want_bwd) -> None:  # type: ignore[no-untyped-def]
+    job, _ = _hsdp(a3)
+    fwd, bwd = dp_comm.xla_lhs_unit_exposure(job, 10e-3, 6e-3, 8e-3, 15e-3, gathers)
+    assert float(fwd) == pytest.approx(want_fwd, rel=1e-12)
+    assert float(bwd) == pytest.approx(want_bwd, rel=1e-12)
+    # each at least the shared window's exposure: max(10 - 8, 0) = 2 ms, max(10 + 6 - 15, 0) = 1 ms
+    assert float(fwd) >= 2e-3 and float(bwd) >= 1e-3
+
+
+def test_fsdp_units_exposed_beyond_their_windows(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """FSDP over one 8-GPU VM, one micro-batch, 1 ns a byte: a unit's gather and reduce-scatter are both
+    2 P / L bytes = 49.94304 ms. f = 64 ms, b = 120 ms a unit: W_f = 5 x 64 / 8 = 40 ms, W_b = 5 x 120 / 15 = 40 ms.
+
+        with xla_gpu_lhs:  AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS
+                         = 2 x 49.94304 + 9 x 9.94304 = 189.37344 ms
+        without:           AG + 3 max(AG - 64, 0) + 3 max(AG + RS - 120, 0) + RS = 99.88608 ms
+
+    and the traffic, 7 AG + 4 RS = 549.37344 ms, either way."""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 120e-3])}
+    out = {}
+    for on in (False, True):
+        job = build_job(a3, TINY, TrainingSpec(grad_bytes_per_param=2))
+        st = StrategySpec(dp=8, zero="fsdp", xla_gpu_lhs=on)
+        g = grid_from_strategy(st, TrainingSpec(global_batch=8, precision=job.precision), 8, job)
+        groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
+                                 layout=g.layout)
+        out[on] = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data)
+    unit = 2.0 * P / L * 1e-9
+    assert unit == pytest.approx(49.94304e-3, rel=1e-12)
+    for on in (False, True):
+        assert out[on]["gathers"].item() == pytest.approx(11 * unit, rel=1e-12)
+    assert out[False]["gathers_exposed"].item() == pytest.approx(2 * unit, rel=1e-12)
+    assert out[True]["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3), rel=1e-12)
 
 
 def _vt() -> Any:
@@ -160,8 +216,32 @@ def test_a3_rows_take_the_scripts_scheduler_and_thresholds() -> None:
         r = vt.predict_new_case(case)
         assert isinstance(r, vt.CaseResult), getattr(r, "reason", r)
         assert (r.settings["zero"] == "hsdp") == (vms > 1)
+        assert par["xla_all_gather_combine_threshold_bytes"] == 128 * MIB
+        assert par["xla_reduce_scatter_combine_threshold_bytes"] == (128 if vms == 16 else 64) * MIB
         assert vt.xla_options(case, r.settings["zero"]) == (
-            {"xla_gpu_lhs": True, "bucket_size": float(threshold)} if vms > 1 else {})
+            {"xla_gpu_lhs": True, "bucket_size": float(threshold)} if vms > 1 else {"xla_gpu_lhs": True})
+
+
+def test_dgx_cloud_rows_ran_a_pgle_profile() -> None:
+    """NVIDIA/dgxc-benchmarking@35a9aec maxtext/configure.sh: BASE_THRESHOLD 8 GiB over AR / AG / RS multiples
+    (BF16 4 / 4 / 256, 512 from 64 nodes; FP8 8 / 16 / 1024, 2048 from 64 nodes), and the measured run compiles
+    with --xla_gpu_pgle_profile_file_or_directory_path: XLA's profile-guided estimator, not the 5-kernel windows,
+    so xla_options prices none of it."""
+    vt = _vt()
+    gib = 8 * 1024 * MIB
+    for case in load_yaml(ROOT / "validation" / "training_cases.yaml"):
+        if not case["id"].startswith("mtdgxc24_"):
+            continue
+        par = case["parallelism"]
+        fp8, nodes = "_fp8_" in case["id"], par["gpus"] // 8
+        want = (gib // 8, gib // 16, gib // (2048 if nodes >= 64 else 1024)) if fp8 else \
+            (gib // 4, gib // 4, gib // (512 if nodes >= 64 else 256))
+        got = (par["xla_all_reduce_combine_threshold_bytes"], par["xla_all_gather_combine_threshold_bytes"],
+               par["xla_reduce_scatter_combine_threshold_bytes"])
+        assert got == want, case["id"]
+        assert par["xla_latency_hiding_scheduler"] is True and par["xla_pgle_profile"] is True
+        for zero in ("fsdp", "hsdp"):
+            assert vt.xla_options(case, zero) == {}
 
 
 

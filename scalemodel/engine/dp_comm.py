@@ -1079,6 +1079,47 @@ def xla_layer_kernels(job: Job) -> np.ndarray:
     return np.asarray(2.0 * (4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0)) + 1.0, dtype=float)
 
 
+def xla_layer_forward_kernels(job: Job) -> np.ndarray:
+    """Medium-cost kernels of a transformer layer's forward under XLA, counted as :func:`xla_layer_kernels` counts
+    the backward's: one GEMM per weight matrix of MaxText's unfused layer and the attention kernel,
+
+        K_f = 4 + (3 if gated else 2) + 1            (8 for Llama)
+
+    again the longest window of :data:`XLA_LHS_WINDOW_KERNELS` kernels the scheduler can leave (its loop fusions
+    count as much)."""
+    return np.asarray(4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0) + 1.0, dtype=float)
+
+
+def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, backward: Any,
+                          backward_gathers: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) exposed seconds of one FSDP unit's collectives under XLA's GPU latency-hiding scheduler
+    (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs): every async collective, the parameter all-gather and the gradient
+    reduce-scatter as the all-reduce, is given about :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its
+    start and its done (gpu_latency_hiding_scheduler.cc ``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency
+    for every async pair, the 4x of ``xla_gpu_enable_approx_costly_collectives`` for all-reduces only), one
+    collective in flight on the async stream (``GpuAsyncTracker::GetNumAvailableResources``: "upto 1 outstanding
+    collective", ``parallel_collective_overlap_limit`` 1). With f and b a layer's free forward and backward seconds
+    (b what the cross-group all-reduces' windows leave) and n = 2 collectives in a backward window (the previous
+    unit's gather and the next one's reduce-scatter; 1 without the backward gather):
+
+        W_f = 5 f / K_f                      (K_f = :func:`xla_layer_forward_kernels` >= 5)
+        W_b = min(5 b / K, b / n)            (K = :func:`xla_layer_kernels`; the windows never hold more than b)
+        forward  = max(AG - W_f, 0)
+        backward = max(AG - W_b, 0) [with the backward gather] + max(RS - W_b, 0)
+
+    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b, 0) (n W_b <= b), and grows by at most 5/8
+    and 2/3 of a second per second of f and b lost."""
+    forward, backward = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    gathers = np.asarray(backward_gathers, dtype=bool)
+    w_f = XLA_LHS_WINDOW_KERNELS * forward / xla_layer_forward_kernels(job)
+    w_b = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
+                     backward / np.where(gathers, 2.0, 1.0))
+    fwd = np.maximum(np.asarray(gather, dtype=float) - w_f, 0.0)
+    bwd = np.where(gathers, np.maximum(np.asarray(gather, dtype=float) - w_b, 0.0), 0.0) \
+        + np.maximum(np.asarray(scatter, dtype=float) - w_b, 0.0)
+    return np.asarray(fwd, dtype=float), np.asarray(bwd, dtype=float)
+
+
 def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement,
                       backward: Any, layers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(total, exposed, windows) seconds per micro-batch of HSDP's cross-group gradient all-reduce of
@@ -1182,6 +1223,8 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         exposed = AG_r + AG + (L-1) max(0, AG - f) + (L-1) max(0, AG + RS - b) + RS + RS_r
 
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
+    ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
+    (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
     See docs/model.md#dp-comm.
     """
     layers = np.maximum(comp["layers_per_stage"], 1.0)
@@ -1243,6 +1286,11 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
+    lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
+    if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
+        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b, reshard)
+        hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
+        hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
     # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window

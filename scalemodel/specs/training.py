@@ -476,12 +476,12 @@ class StrategySpec(Spec, kw_only=True):
         "(read the gradient, write it cast), every micro-batch (torch/distributed/fsdp/_fully_shard/"
         "_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce); docs/model.md#fsdp2-copies"))] = False
     xla_gpu_lhs: Annotated[bool, Meta(description=(
-        "zero hsdp compiled by XLA for GPUs with its latency-hiding scheduler on its default, approximate cost "
-        "model (--xla_gpu_enable_latency_hiding_scheduler=true, no profile, no analytical estimator): the "
-        "cross-group gradient all-reduces, combined up to bucket_size bytes (--xla_gpu_all_reduce_combine_"
-        "threshold_bytes; XLA's 30 MiB when unset), each overlap only about 5 kernels of the backward, whatever "
-        "their size (openxla/xla xla/service/gpu/gpu_hlo_schedule.cc GpuLatencyEstimator); "
-        "docs/model.md#xla-gpu-lhs"))] = False
+        "zero fsdp or hsdp compiled by XLA for GPUs with its latency-hiding scheduler on its default, approximate "
+        "cost model (--xla_gpu_enable_latency_hiding_scheduler=true, no PGLE profile, no analytical estimator): "
+        "each unit's parameter all-gather and gradient reduce-scatter, and hsdp's cross-group gradient "
+        "all-reduces, combined up to bucket_size bytes (--xla_gpu_all_reduce_combine_threshold_bytes; XLA's "
+        "30 MiB when unset), each overlap only about 5 kernels of compute, whatever their size (openxla/xla "
+        "xla/service/gpu/gpu_hlo_schedule.cc GpuLatencyEstimator); docs/model.md#xla-gpu-lhs"))] = False
     attention_unpad: Annotated[bool, Meta(description=(
         "flash attention runs the variable-length kernel on tokens gathered by a padding mask "
         "(flash_attn.bert_padding unpad_input / pad_input, as llm-foundry's attn_impl flash does): per layer the "
@@ -637,9 +637,9 @@ class StrategySpec(Spec, kw_only=True):
         if self.fsdp_per_param and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
                               f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
-        if self.xla_gpu_lhs and zero != Zero.HSDP:
-            raise field_error("xla_gpu_lhs", f"true prices XLA's cross-group all-reduces of hsdp{unset}",
-                              f"false (the default), or true with zero hsdp{pin}")
+        if self.xla_gpu_lhs and zero not in (Zero.FSDP, Zero.HSDP):
+            raise field_error("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
+                              f"false (the default), or true with zero fsdp or hsdp{pin}")
         if self.fsdp_per_param and self.fsdp_flat_param:
             raise field_error("fsdp_per_param", "true with fsdp_flat_param true: a model is wrapped by FSDP1 "
                               "(FlatParameter) or FSDP2 (per-parameter), not both",
