@@ -2,8 +2,8 @@
 docs/model.md#xla-gpu-lhs): the combined groups, each window of about 5 kernels, and the MaxText A3 rows that state
 it, against values worked out by hand from the formula
 
-    n = floor(S / T), r = S - n T, W = 5 b / K, K = 2 (4 + 3) + 1 = 15 (gated MLP)
-    total = n t(T) + t(r),  exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
+    n = floor(S / T), r = S - n T, N = n (r > 0) or n - 1, W = min(5 b / K, L b / N), K = 2 (4 + 3) + 1 = 15
+    total = n t(T) + t(r),  exposed = N max(t(T) - W, 0) + t(last)   (the last group: r if r > 0, else a full one)
 
 with every collective priced at a fixed number of seconds a byte (t(x) = c x), so each value reads off the bytes."""
 
@@ -65,13 +65,13 @@ def test_layer_kernels_are_maxtexts_unfused_gemms(a3) -> None:  # type: ignore[n
 
 @pytest.mark.parametrize(("threshold", "backward", "want_total", "want_exposed"), [
     # S = 24,971,520 B (2 P / 8). T = 8 MiB: n = 2, r = 24,971,520 - 16,777,216 = 8,194,304; at 1 ns a byte
-    # t(T) = 8.388608 ms, t(r) = 8.194304 ms; b = 15 ms -> W = 5 ms:
-    # exposed = 2 x 3.388608 + 3.194304 = 9.97152 ms
-    (8 * MIB, 0.015, 24.971520e-3, 9.971520e-3),
-    # T = 64 MiB > S: no full group, r = S: exposed = 24.97152 - 5 = 19.97152 ms
-    (64 * MIB, 0.015, 24.971520e-3, 19.971520e-3),
-    # b = 90 ms -> W = 30 ms, more than any group: nothing exposed
-    (8 * MIB, 0.090, 24.971520e-3, 0.0),
+    # t(T) = 8.388608 ms, t(r) = 8.194304 ms; b = 15 ms -> W = 5 ms (L b / N = 4 x 15 / 2 = 30 ms), the remainder
+    # last, whole: exposed = 2 x 3.388608 + 8.194304 = 14.97152 ms
+    (8 * MIB, 0.015, 24.971520e-3, 14.971520e-3),
+    # T = 64 MiB > S: one group, r = S, complete only when the backward ends: all of it exposed
+    (64 * MIB, 0.015, 24.971520e-3, 24.971520e-3),
+    # b = 90 ms -> W = 30 ms, more than either full group: the remainder alone exposed
+    (8 * MIB, 0.090, 24.971520e-3, 8.194304e-3),
 ])
 def test_groups_and_windows_by_hand(a3, monkeypatch, threshold, backward, want_total,  # type: ignore[no-untyped-def]
                                     want_exposed) -> None:
@@ -89,19 +89,19 @@ def test_unset_threshold_is_xlas_default(a3, monkeypatch) -> None:  # type: igno
     total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0, L)
     assert float(total) == float(exposed) == pytest.approx(80.0 * MIB)
     _, e_one, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5, L)
-    # W = t(T): both full groups hidden, the remainder (20 MiB - 14 B) shorter still
-    assert float(e_one) == 0.0
+    # W = t(T): both full groups hidden; the remainder (20 MiB - 14 B) comes last, after the backward: exposed
+    assert float(e_one) == pytest.approx(20.0 * MIB - 14.0, rel=1e-12)
 
 
 def test_windows_never_hold_more_than_the_backward(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """S = 24,971,520 B in T = 1 MiB groups: n = 23, r = 24,971,520 - 24,117,248 = 854,272, G = 24 windows. At 1 ns
-    a byte, b = 3 ms: 5 b / 15 = 1 ms, but L b / G = 4 x 3 / 24 = 0.5 ms, so W = 0.5 ms:
-    exposed = 23 x (1.048576 - 0.5) + (0.854272 - 0.5) = 12.971520 ms. One more ms of b hides at most L ms more."""
+    """S = 24,971,520 B in T = 1 MiB groups: n = 23, r = 24,971,520 - 24,117,248 = 854,272, N = 23 windows (the
+    remainder comes last, after the backward). At 1 ns a byte, b = 3 ms: 5 b / 15 = 1 ms, but L b / N = 12 / 23 ms,
+    so W = 12 / 23 ms: exposed = 23 x 1.048576 - 12 + 0.854272 = 12.971520 ms. One more ms of b hides L ms more."""
     _priced(monkeypatch, 1e-9)
     job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(MIB))
     _, exposed, windows = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 3e-3, L)
     assert float(exposed) == pytest.approx(12.971520e-3, rel=1e-12)
-    assert float(windows) == pytest.approx(24 * 0.5e-3, rel=1e-12)  # = L b: the whole backward
+    assert float(windows) == pytest.approx(12e-3, rel=1e-12)  # = N W = L b: the whole backward
     _, slower, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 4e-3, L)
     assert float(exposed) - float(slower) == pytest.approx(L * 1e-3, rel=1e-9)
 
@@ -110,7 +110,8 @@ def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) ->
     """One micro-batch, one unit's free compute f = b = 1000 s (every unit collective hidden), 1 ns a byte.
     Per unit: gather 2 P / L, reduce-scatter 2 P / L inside the VM, all-reduce 2 P / (8 L) across the VMs.
     Without xla_gpu_lhs the first gather, the last reduce-scatter and the last all-reduce are exposed; with it
-    the all-reduce leaves the units' windows (total unchanged, W = 5 x 1000 / 15 s hides all of it)."""
+    the all-reduces leave the units' windows (total unchanged) and, S = 2 P / 8 being under XLA's 30 MiB, form one
+    combined group, which starts only when the backward ends: all L of them exposed, whatever the windows."""
     _priced(monkeypatch, 1e-9)
     comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 1000.0]),
             "backward_free": np.asarray([L * 1000.0])}
@@ -127,7 +128,7 @@ def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) ->
     assert out[False]["gathers"].item() == pytest.approx(traffic, rel=1e-12)
     assert out[True]["gathers"].item() == pytest.approx(traffic, rel=1e-12)
     assert out[False]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs + unit_ar, rel=1e-12)
-    assert out[True]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs, rel=1e-12)
+    assert out[True]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs + L * unit_ar, rel=1e-12)
 
 
 def test_spec_needs_fsdp_or_hsdp() -> None:

@@ -1132,15 +1132,18 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     r = S - n T. The scheduler runs one all-reduce at a time (``all_reduce_overlap_limit = 1``,
     gpu_hlo_schedule.cc GetSchedulerConfig) and leaves each about :data:`XLA_LHS_WINDOW_KERNELS` kernels of
     compute between its start and its done, whatever its size; the compute after the done waits for the
-    all-reduce. With b the layer's backward seconds, L the layers and K :func:`xla_layer_kernels`, the window is
-    5 b / K, but the G = n + (1 if r > 0) windows together never hold more than the L b of backward there is:
+    all-reduce. The combiner groups the all-reduces in program order, so the last group (the remainder r, else a
+    full one) holds the first layer's and the embedding's gradients, which exist only when the backward ends: no
+    backward is left to hide it, and it is exposed whole (as DDP's last bucket, :func:`_expose`). With b the layer's
+    backward seconds, L the layers and K :func:`xla_layer_kernels`, each of the N = G - 1 groups before it (G = n +
+    (1 if r > 0)) gets a window of 5 b / K, but together they never hold more than the L b of backward there is:
 
-        W = min(5 b / K, L b / G)
+        W = min(5 b / K, L b / N)
         total   = n t(T) + t(r)
-        exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
+        exposed = N max(t(T) - W, 0) + t(last)           (t(last) = t(r) if r > 0 else t(T))
 
-    and ``windows`` = G W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
-    claim too (:func:`_sharded_parameter_traffic` leaves them b - G W / L a layer): no compute hides traffic twice,
+    and ``windows`` = N W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
+    claim too (:func:`_sharded_parameter_traffic` leaves them b - N W / L a layer): no compute hides traffic twice,
     and with both the exposure grows by at most L per second of b lost (a faster accelerator is never slower).
     t the all-reduce over the replica groups (one rank of each shard group, across nodes)."""
     shard_bytes = np.asarray(shard_bytes, dtype=float)
@@ -1151,11 +1154,13 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     t_full = _collective("allreduce", threshold, replicas)
     t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
     backward = np.asarray(backward, dtype=float)
-    groups = np.maximum(full + (rest > 0), 1.0)
-    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job), layers * backward / groups)
+    before = np.where(rest > 0, full, np.maximum(full - 1.0, 0.0))  # the groups complete inside the backward
+    last = np.where(rest > 0, t_rest, np.where(full > 0, t_full, 0.0))  # complete when the backward ends
+    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
+                        layers * backward / np.maximum(before, 1.0))
     total = full * t_full + t_rest
-    exposed = full * np.maximum(t_full - window, 0.0) + np.maximum(t_rest - window, 0.0)
-    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(groups * window, dtype=float)
+    exposed = before * np.maximum(t_full - window, 0.0) + last
+    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(before * window, dtype=float)
 
 
 def ps_server_line(job: Job) -> tuple[float, Any]:

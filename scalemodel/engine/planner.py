@@ -1573,6 +1573,10 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         cons.setdefault("algorithm", []).extend(("!=", int(a)) for a in Algorithm
                                                 if a not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE))
         cons.setdefault("assignment", []).append(("=", int(Assignment.STATIC)))
+    if fixed.get("xla_gpu_lhs"):
+        # XLA's all-reduces pass through no compression hook (StrategySpec refuses compression with it pinned)
+        cons.setdefault("compression", []).extend(("!=", (int(k), None)) for k in CompressionKind
+                                                  if k != CompressionKind.NONE)
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses

@@ -644,6 +644,14 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("fsdp_per_param", "true with fsdp_flat_param true: a model is wrapped by FSDP1 "
                               "(FlatParameter) or FSDP2 (per-parameter), not both",
                               "at most one of fsdp_flat_param and fsdp_per_param true")
+        for torch_fsdp in ("fsdp_per_param", "fsdp_flat_param"):  # XLA compiles the JAX program: no PyTorch FSDP
+            if self.xla_gpu_lhs and getattr(self, torch_fsdp):
+                raise field_error("xla_gpu_lhs", f"true names a program compiled by XLA, not one wrapped by PyTorch "
+                                  f"FSDP (got {torch_fsdp} true)", f"at most one of xla_gpu_lhs and {torch_fsdp} true")
+        if self.xla_gpu_lhs and parse_compression(self.compression).label != "none":
+            # XLA's all-reduces pass through no gradient-compression hook; its combine threshold counts their bytes
+            raise field_error("xla_gpu_lhs", f"true prices XLA's own all-reduces, which no gradient compression hook "
+                              f"reaches (got compression {self.compression!r})", "compression none with xla_gpu_lhs")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
                               f"hsdp{unset}", f"false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
