@@ -53,7 +53,7 @@ def test_efficiency_columns_say_which(cli: Any) -> None:
     doc = json.loads(cli("scale", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "512,1536", "--global-batch", "768",
                          "--tp", "4", "--pp", "4", "--zero", "2", "--sequence-parallel", "--micro-batch", "2",
                          "--mode", "weak", "--json").out)
-    assert doc["points"][-1]["statistical_efficiency"] < 1.0
+    assert doc["points"][-1]["batch_efficiency"] < 1.0
 
 
 CAPACITY = str(Path(__file__).resolve().parents[1] / "examples" / "capacity" / "gpt3-175b-dgx-h100.yaml")

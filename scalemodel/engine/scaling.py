@@ -63,7 +63,7 @@ class ScalingPoint:
     parts_per_sample: dict[str, float]  # T_k (memory-unconstrained parts with best=True) + memory_forced
     scaling_efficiency: float
     loss_attribution: dict[str, float]
-    statistical_efficiency: float | None
+    batch_efficiency: float | None  # critical-batch (McCandlish); the sync mode's is prediction.sync's
     time_to_target_s: float | None
 
     @property
@@ -77,7 +77,7 @@ class ScalingPoint:
             "tokens_per_s": p.throughput["tokens_per_s"], "tflops_per_gpu": p.flops["tflops_per_gpu"],
             "mfu": p.flops["mfu"], "scaling_efficiency": self.scaling_efficiency,
             "loss_attribution": self.loss_attribution, "breakdown_s": p.breakdown_s, "strategy": p.strategy,
-            "statistical_efficiency": self.statistical_efficiency, "time_to_target_s": self.time_to_target_s,
+            "batch_efficiency": self.batch_efficiency, "time_to_target_s": self.time_to_target_s,
             "samples_per_s": p.throughput["samples_per_s"], "gpu_seconds_per_sample": self.gpu_seconds_per_sample,
             "feasible": p.feasible, "infeasible_reason": p.infeasible_reason,
             "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "sync": p.sync, "interval": p.reported_interval,
@@ -114,9 +114,9 @@ class ScalingResult:
                 f"{e:.0%} of the {first.gpus}-GPU point")
         top = self.top_causes(last, 2)
         # the throughput's efficiency leaves out the statistical one: weak scaling's growing batch kept 99.8 % per GPU
-        # and 'no material loss' while each sequence bought 12 % less progress (the table's batch eff. column)
-        s0, s1 = first.statistical_efficiency, last.statistical_efficiency
-        stat = (f"; statistical efficiency {s0:.1%} -> {s1:.1%} (global batch {first.strategy['global_batch']:,} -> "
+        # and 'no material loss' while each sequence bought 12 % less progress (the table's batch eff. column, named so)
+        s0, s1 = first.batch_efficiency, last.batch_efficiency
+        stat = (f"; batch efficiency {s0:.1%} -> {s1:.1%} (global batch {first.strategy['global_batch']:,} -> "
                 f"{last.strategy['global_batch']:,}): progress per sequence falls" if s0 and s1 and s1 < s0 * 0.995
                 else "")
         if e >= 0.995 or not top:
@@ -304,7 +304,7 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
                 ttt = float(efficiency.time_to_target(s_min, batch, job.critical_batch, pred.step_time_s, sync_eff))
         points.append(ScalingPoint(
             gpus=n, global_batch=batch, prediction=pred, gpu_seconds_per_sample=t, parts_per_sample=part,
-            scaling_efficiency=t0 / t, loss_attribution=attribution, statistical_efficiency=stat,
+            scaling_efficiency=t0 / t, loss_attribution=attribution, batch_efficiency=stat,
             time_to_target_s=ttt))
     if any((p.prediction.sync.get("mean_staleness") or 0.0) > 0 for p in points):
         notes.append(staleness_note(job, kappa))
