@@ -25,10 +25,11 @@ Weak scaling keeps the per-replica batch fixed: B(N) = B_0 N / N_0 (for a fixed 
 samples per replica at every N). Strong scaling keeps B(N) = B_0. B_0 is ``training.global_batch``,
 by default dp_0 x micro-batch at the first point. DP is re-derived at each N as N / (tp pp cp).
 
-Statistical efficiency (McCandlish et al. 2018, arXiv:1812.06162, via
+Batch efficiency (``batch_efficiency``; McCandlish et al. 2018, arXiv:1812.06162, via
 :mod:`scalemodel.cost.efficiency`), when ``training.critical_batch`` (B_noise) is set: relative to the
-first point, (B_noise + B_0) / (B_noise + B_N), the samples the first point needs per sample needed
-at B_N. Time to target, when ``train_tokens`` is also set: the target is the loss reached after
+sweep's smallest batch B_min, (B_noise + B_min) / (B_noise + B_N), the samples B_min needs per sample needed
+at B_N, in (0, 1]. B_min is the first point's B_0 (the counts increase, weak scaling grows the batch and strong
+keeps it). Time to target, when ``train_tokens`` is also set: the target is the loss reached after
 train_tokens at B_0, so E_0 = tokens / seq_len samples, S_min = E_0 / (B_noise + B_0) steps, and at
 B_N it takes S_min (1 + B_noise / B_N) steps of t_N each (divided by the sync mode's staleness
 efficiency).
@@ -290,13 +291,14 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if check_only:
         return ScalingResult(mode=mode, best=best, points=[], inputs=inputs or {}, notes=notes)
     t0 = sum(parts[0].values())
+    smallest = min(batches)  # b0: the batch efficiency's reference, no larger than any point's (module docstring)
     points: list[ScalingPoint] = []
     for n, batch, pred, part in zip(gpus, batches, preds, parts, strict=True):
         t = sum(part.values())
         attribution = {k: (part[k] - parts[0][k]) / t for k in part}
         stat = ttt = None
         if job.critical_batch > 0:
-            stat = float(efficiency.statistical_efficiency(batch, job.critical_batch, ref_batch=b0))
+            stat = float(efficiency.statistical_efficiency(batch, job.critical_batch, ref_batch=smallest))
             if job.train_tokens > 0:
                 e0 = job.train_tokens / job.seq_len
                 s_min = e0 / (job.critical_batch + b0)
