@@ -6,18 +6,25 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_calibrate_runs import RUNS, synthetic
 
+import scalemodel.engine.calibrate_runs as calibrate_runs
 from scalemodel import api
 from scalemodel.cost import efficiency
 from scalemodel.engine import planner
+from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 from scalemodel.report.plan import render_plan
 from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+from scalemodel.specs.runs import read_runs
 
 WEAK = ("scale", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "512,1536", "--global-batch", "768", "--tp", "4", "--pp",
         "4", "--zero", "2", "--sequence-parallel", "--micro-batch", "2", "--mode", "weak", "--set",
@@ -102,3 +109,64 @@ def test_scale_batch_efficiency_never_exceeds_one(counts: list[int], mode: str, 
     for p in r.points:
         assert p.batch_efficiency is not None and 0.0 < p.batch_efficiency <= 1.0
         assert p.batch_efficiency == pytest.approx((b_noise + smallest) / (b_noise + p.global_batch), rel=1e-12)
+
+
+def _runs(tmp_path: Path, rows: list[dict[str, Any]], cluster: str) -> Path:
+    """A runs file of ``rows`` measured at the model's own step on ``cluster`` (no factor, no noise)."""
+    return synthetic(tmp_path, rows, noise=0.0, cluster=cluster, scale=lambda job: job, overhead_s=0.0)
+
+
+PCIE_RUNS = [
+    {"name": "dp16", "model": "gpt-1.7b", "gpus": 16, "global_batch": 16, "micro_batch": 1},
+    {"name": "dp8", "model": "gpt-1.7b", "gpus": 8, "global_batch": 16, "micro_batch": 2},
+    {"name": "tp2", "model": "gpt-1.7b", "gpus": 16, "tp": 2, "global_batch": 16, "micro_batch": 1},
+    {"name": "dp32", "model": "gpt-1.7b", "gpus": 32, "global_batch": 64, "micro_batch": 2},
+]
+
+
+def test_a_step_faster_than_its_gradients_over_the_slowest_tier_is_refused(tmp_path: Path, cli: Any) -> None:
+    """GPT 1.7B on 16 GPUs of pcie-25gbe (8 per node, 25 Gbit/s a node: 3.90625e8 B/s per GPU) at DP 16 reduces
+    P = 12 L h^2 + 13 L h + V h + 2 h = 12 x 24 x 2304^2 + 13 x 24 x 2304 + 51200 x 2304 + 2 x 2304 = 1,647,512,064
+    bf16 gradients a step; each node holds 8 of the 16 ranks and must send out at least half of its 2P bytes
+    through its 8 uplinks: (1 - 8/16) x 2P / (8 x 3.90625e8) = 0.5272 s. Its FLOPs at peak take 0.074 s, so a
+    0.3 s step passed `calibrate runs` (and was fitted as a faster network); now it is one error line naming the
+    file, the run, the field and the floor, as the FLOPs floor's. The runs at the model's own steps pass."""
+    params = 12 * 24 * 2304**2 + 13 * 24 * 2304 + 51200 * 2304 + 2 * 2304
+    assert params == 1_647_512_064
+    floor = (1 - 8 / 16) * 2 * params / (8 * 25e9 / 8 / 8)
+    assert floor == pytest.approx(0.5272, abs=1e-4)
+    path = _runs(tmp_path, PCIE_RUNS, "pcie-25gbe")
+    rows = yaml.safe_load(path.read_text())
+    assert rows[0]["step_time"] > floor  # the model's own step (3.3 s) is above it
+    assert cli("calibrate", "runs", str(path), "--json").code == 0
+    for field, value in (("step_time", 0.3), ("tokens_per_s", 16 * 2048 / 0.3)):
+        bad = [dict(rows[0]), *rows[1:]]
+        bad[0].pop("step_time")
+        bad[0][field] = value
+        path.write_text(yaml.safe_dump(bad, sort_keys=False))
+        r = cli("calibrate", "runs", str(path), "--json")
+        assert r.code == 2, r.err
+        line = r.err.strip()
+        assert line.startswith(f"error: {path}: run 1 (line 1): {field}: ") and "\n" not in line, line
+        assert "faster than the physical floor" in line and "tcp tier" in line and f"{floor:.4g} s" in line, line
+        assert "2 x" not in line and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("cluster", ["dgx-a100", "pcie-25gbe", "dgx-h100"])
+def test_the_models_own_steps_are_above_the_bytes_floor(cluster: str) -> None:
+    """The floor is physics, not the model: every run the step model prices (overlap on or off, ZeRO, TP, PP, CP)
+    is at or above it, so `calibrate runs` refuses no run the model itself would predict."""
+    cl = load_cluster(cluster)
+    rows = [*RUNS, {"name": "z3", "model": "gpt-1.7b", "gpus": 32, "global_batch": 64, "micro_batch": 2, "zero": 3},
+            {"name": "cp2", "model": "gpt-1.7b", "gpus": 32, "cp": 2, "global_batch": 32, "micro_batch": 1}]
+    path = Path(tempfile.mkdtemp()) / "runs.yaml"
+    path.write_text(yaml.safe_dump([{"cluster": cluster, **r, "step_time": 1.0} for r in rows]))
+    checked = 0
+    for run in read_runs(path):
+        job = build_job(cl, run.workload, run.training)
+        grid = grid_from_strategy(run.strategy, run.training, run.gpus, job)
+        floor = calibrate_runs._bytes_floor(job, grid, run.strategy.sync)
+        if floor is not None:
+            checked += 1
+            assert calibrate_runs._step(job, grid, run.strategy.sync)[0] >= floor.seconds, (run.label, floor)
+    assert checked >= 5
