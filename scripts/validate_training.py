@@ -1273,8 +1273,9 @@ def parse_precision(text: str) -> str:
 
 def parse_fp8_recipe(text: str) -> str | None:
     """The FP8 scaling recipe a case's precision text records (training_cases.yaml conventions: 'FP8-CS' per-tensor
-    current scaling -> tensorwise, 'FP8-MX' -> mxfp8; torchao's 'rowwise_with_gw_hp' and 'rowwise' recipes, the tao25
-    rows' ``--float8.recipe_name``, by name); None (the model's default, delayed: Megatron-Core's) when it names none
+    current scaling -> tensorwise, 'FP8-MX' -> mxfp8, 'blockwise' / 'FP8-Blockwise' -> blockwise; torchao's
+    'rowwise_with_gw_hp' and 'rowwise' recipes, the tao25 rows' ``--float8.recipe_name``, by name); None (the
+    model's default, delayed: Megatron-Core's) when it names none
     or the run is not fp8."""
     t = text.lower()
     if "fp8" not in t:
@@ -1287,6 +1288,8 @@ def parse_fp8_recipe(text: str) -> str | None:
         return "tensorwise"
     if "fp8-mx" in t or "mxfp8" in t:
         return "mxfp8"
+    if "blockwise" in t:  # Megatron-LM --fp8-recipe blockwise, TE Float8BlockScaling (docs/model.md#fp8-blockwise)
+        return "blockwise"
     return None
 
 

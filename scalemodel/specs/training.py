@@ -151,9 +151,11 @@ class TrainingSpec(Spec, kw_only=True):
     seq_len: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default: the workload's seq_len")] = None
     precision: TrainPrecision = "bf16"
     fp8_recipe: Annotated[Fp8RecipeText | None, Meta(description=(
-        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise | mxfp8 (Megatron-Core "
-        "--fp8-recipe; mxfp8 needs a Blackwell accelerator) or torchao's rowwise | rowwise_with_gw_hp (torchtitan "
-        "--float8.recipe_name; dense transformers on Hopper, Blackwell, CDNA3 or CDNA4: docs/model.md#fp8-rowwise); "
+        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise | mxfp8 | blockwise "
+        "(Megatron-Core --fp8-recipe; mxfp8 needs a Blackwell accelerator, blockwise (Float8BlockScaling, 1x128 / "
+        "128x128 tiles) a Hopper one: docs/model.md#fp8-blockwise) or torchao's rowwise | rowwise_with_gw_hp "
+        "(torchtitan --float8.recipe_name; dense transformers on Hopper, Blackwell, CDNA3 or CDNA4: "
+        "docs/model.md#fp8-rowwise); "
         "prices the FP8 quantization casts and the recipe's GEMMs. Not given: delayed, Megatron-Core's "
         "default"))] = None
     bf16_layers: Annotated[int, Meta(ge=0, le=100000, description=(
@@ -814,11 +816,19 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
     rowwise_here = acc.family in ROWWISE_FP8_FAMILIES
     # what the accelerator runs instead: a chip without an fp8 peak (A100, V100) runs no FP8 recipe at all
     fp8_here = "fp8" in (getattr(acc, "peak_flops", None) or {})
-    instead = ((("delayed, tensorwise, rowwise or rowwise_with_gw_hp" if rowwise_here else "delayed or tensorwise")
+    blockwise_here = acc.family == "hopper"
+    instead = (((("delayed, tensorwise, blockwise, rowwise or rowwise_with_gw_hp" if blockwise_here else
+                  "delayed, tensorwise, rowwise or rowwise_with_gw_hp") if rowwise_here else "delayed or tensorwise")
                 + " on this accelerator") if fp8_here else f"precision bf16 ({acc.name} has no fp8 peak)")
     if recipe == "mxfp8" and acc.family != "blackwell":
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
                          where="training.fp8_recipe", allowed=instead)
+    if recipe == "blockwise" and not blockwise_here:
+        # TE runs Float8BlockScaling's GEMMs on cuBLASLt's VEC128 / BLK128x128 scale modes, which exist on sm_90
+        # only; on Blackwell TE 2.8+ converts the operands to MXFP8 (TransformerEngine#2157), not priced here
+        raise InputError(f"fp8 recipe blockwise (Float8BlockScaling) is priced on Hopper's cuBLASLt block-scaled "
+                         f"GEMMs only; {acc.name} is {acc.family}", where="training.fp8_recipe",
+                         allowed=instead + (" (mxfp8 on Blackwell)" if acc.family == "blackwell" else ""))
     if recipe in ROWWISE_FP8_RECIPES and not rowwise_here:
         raise InputError(f"fp8 recipe {recipe} runs torch._scaled_mm's row-wise kernel, which PyTorch has for NVIDIA "
                          f"Hopper / Blackwell (CUTLASS) and AMD CDNA3 / CDNA4 (hipBLASLt) only; {acc.name} is "
