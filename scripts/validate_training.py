@@ -1648,11 +1648,13 @@ RECIPE_ETP: dict[str, int] = {
     # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
     "mb2606_h100_nemotron3_nano_fp8cs": 1,
-    # NVIDIA/dgxc-benchmarking v25.05 grok1/launch.sh gb200 branch ``ET=${ET:-8}``, passed as ``-et $ET`` to
-    # pretrain_grok1_314b.py (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
-    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size). The README's layout table prints
-    # ETP 4.
-    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 8 for p in ("bf16", "fp8") for g in (128, 256, 512)},
+    # NVIDIA/dgxc-benchmarking grok1/README.md's GB200 layout table prints ETP 4 at every tag that prints these step
+    # times (v25.05 @68eaf7e to v25.05.05), and launch.sh's gb200 branch passes ``ET=${ET:-4}`` as ``-et $ET`` from
+    # v25.05.01 (@85d9284) on (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
+    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size), the table's figures unchanged; only
+    # v25.05's launch.sh passed 8, corrected in the next release (its b200 branch keeps 8, its h100 branch's VP was
+    # corrected to the README's 8 in the same change).
+    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 4 for p in ("bf16", "fp8") for g in (128, 256, 512)},
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/

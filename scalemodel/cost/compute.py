@@ -310,7 +310,7 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: them; each lies within 4 % of the mean. At these shapes the dense curves make MXFP8 2.30x BF16 (gb200 fp8
 #: 0.7233 x 0.951, d0 113, against 16-bit 0.6491, d0 175), the BF16 calls run on the 16-bit curve (measured /
 #: priced 0.979, 0.969), so the shortfall is the block-scaled grouped kernel's. The cap does not bind at the
-#: measured shapes (1340.6 us / 1.531 = 875.4 us against 583.3 us). Both arms are host-inclusive wall times with
+#: measured shapes (1340.6 us / 1.531 = 875.6 us against 583.3 us). Both arms are host-inclusive wall times with
 #: the same dispatch (tens of us in 0.82-1.31 ms calls), which pulls the ratio slightly toward 1. Measured on a
 #: GB200 only: B200, B300 and GB300 (the same fifth-generation tensor cores and cuBLASLt block-scaled kernels)
 #: BORROW it. NVFP4 experts: no BF16-twin timing of an NVFP4 grouped GEMM at expert shapes (TE-PR3134's per-call
