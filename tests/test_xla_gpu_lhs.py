@@ -253,3 +253,24 @@ def test_xla_gpu_lhs_refused_for_a_model_without_transformer_layers(cli) -> None
     line = refused(cli, "predict", "-m", "resnet50", "-n", "32", "--zero", "hsdp",
                    "--set", "strategy.xla_gpu_lhs=true", match="xla_gpu_lhs")
     assert "transformer" in line
+
+
+def test_hsdp_unit_windows_are_five_of_the_layers_kernels(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """HSDP over two 8-GPU VMs with XLA's windows, one micro-batch, 1 ns a byte; f = 64 ms, b = 120 ms a unit.
+    The cross-group all-reduce of S = 2 P / 8 = 24,971,520 B in T = 8 MiB groups: n = 2, r = 8,194,304 B, N = 2
+    windows of W = min(5 x 120 / 15, 4 x 120 / 2) = 40 ms (each group's 8.388608 ms hidden), the remainder exposed
+    whole: 8.194304 ms. They take N W / L = 20 ms of each unit's backward: b' = 100 ms. A unit window is 5 of the
+    layer's 15 kernels of 8 ms each, W_b = min(5 x 120 / 15, 100 / 2) = 40 ms (not 5 x 100 / 15 = 33.3 ms: the
+    all-reduces take whole windows, the kernels keep their length), W_f = 5 x 64 / 8 = 40 ms; the unit's in-VM
+    gather and reduce-scatter are 2 P / L bytes = 49.94304 ms each:
+
+        exposed = AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS + 8.194304 ms
+                = 2 x 49.94304 + 9 x 9.94304 + 8.194304 = 197.567744 ms"""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 120e-3])}
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(8 * MIB))
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data, hsdp=groups.data_split(np.asarray(8)))
+    unit = 2.0 * P / L * 1e-9
+    assert out["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3) + 8.194304e-3, rel=1e-12)

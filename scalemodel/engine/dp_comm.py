@@ -1091,29 +1091,33 @@ def xla_layer_forward_kernels(job: Job) -> np.ndarray:
 
 
 def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, backward: Any,
-                          backward_gathers: Any) -> tuple[np.ndarray, np.ndarray]:
+                          backward_gathers: Any, left: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) exposed seconds of one FSDP unit's collectives under XLA's GPU latency-hiding scheduler
     (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs): every async collective, the parameter all-gather and the gradient
     reduce-scatter as the all-reduce, is given about :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its
     start and its done (gpu_latency_hiding_scheduler.cc ``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency
     for every async pair, the 4x of ``xla_gpu_enable_approx_costly_collectives`` for all-reduces only), one
     collective in flight on the async stream (``GpuAsyncTracker::GetNumAvailableResources``: "upto 1 outstanding
-    collective", ``parallel_collective_overlap_limit`` 1). With f and b a layer's free forward and backward seconds
-    (b what the cross-group all-reduces' windows leave) and n = 2 collectives in a backward window (the previous
-    unit's gather and the next one's reduce-scatter; 1 without the backward gather):
+    collective", ``parallel_collective_overlap_limit`` 1). With f and b a layer's free forward and backward seconds,
+    b' (``left``, b when None) what the cross-group all-reduces' windows leave of b, and n = 2 collectives in a
+    backward window (the previous unit's gather and the next one's reduce-scatter; 1 without the backward gather):
 
         W_f = 5 f / K_f                      (K_f = :func:`xla_layer_forward_kernels` >= 5)
-        W_b = min(5 b / K, b / n)            (K = :func:`xla_layer_kernels`; the windows never hold more than b)
+        W_b = min(5 b / K, b' / n)           (K = :func:`xla_layer_kernels`; the windows never hold more than b')
+
+    A window is 5 of the layer's kernels, each b / K long whatever the all-reduces take (they take whole windows of
+    the same kernels, not a share of each), so the all-reduces shorten the units' windows only through b' / n.
         forward  = max(AG - W_f, 0)
         backward = max(AG - W_b, 0) [with the backward gather] + max(RS - W_b, 0)
 
-    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b, 0) (n W_b <= b), and grows by at most 5/8
-    and 2/3 of a second per second of f and b lost."""
+    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b', 0) (n W_b <= b'), and grows by at most
+    5/8 of a second per second of f lost and by at most one per second of b lost."""
     forward, backward = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    left = backward if left is None else np.asarray(left, dtype=float)
     gathers = np.asarray(backward_gathers, dtype=bool)
     w_f = XLA_LHS_WINDOW_KERNELS * forward / xla_layer_forward_kernels(job)
     w_b = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
-                     backward / np.where(gathers, 2.0, 1.0))
+                     left / np.where(gathers, 2.0, 1.0))
     fwd = np.maximum(np.asarray(gather, dtype=float) - w_f, 0.0)
     bwd = np.where(gathers, np.maximum(np.asarray(gather, dtype=float) - w_b, 0.0), 0.0) \
         + np.maximum(np.asarray(scatter, dtype=float) - w_b, 0.0)
@@ -1282,6 +1286,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
     xla_total = xla_exposed = np.zeros(1)
+    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
         t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
@@ -1293,7 +1298,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
     lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
     if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
-        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b, reshard)
+        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, left=b)
         hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
         hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
