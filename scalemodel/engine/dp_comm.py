@@ -1064,14 +1064,15 @@ DEEPSPEED_GATHERS_PER_LAYER = 4.0
 
 #: XLA's GPU latency-hiding scheduler on its default cost model: an async collective's start -> done latency is
 #: 5000 units and a cuBLAS / cuDNN custom call (or a loop fusion) costs 1000, "so the LHS will try to schedule
-#: approximately 5 of these in between each start/end pair" (openxla/xla xla/service/gpu/gpu_hlo_schedule.cc
-#: GpuLatencyEstimator::NodeCost and GetLatencyBetween, ApproximateLatencyEstimator kMediumCost / kHighLatency; the
-#: same in the 2023 and mid-2024 versions read; jaxlib 0.4.26's XLA, 4e8e23f16 of March 2024, lies between them and
-#: was not read itself).
+#: approximately 5 of these in between each start/end pair" (openxla/xla@4e8e23f16, 2024-04-02, jaxlib 0.4.26's XLA:
+#: xla/service/gpu/gpu_hlo_schedule.cc GpuLatencyEstimator::NodeCost and GetLatencyBetween,
+#: ApproximateLatencyEstimator kMediumCost / kHighLatency in latency_hiding_scheduler.cc; the same at fb46636c1,
+#: 2024-12-08, the XLA before JAX-Toolbox's maxtext-2024-12-09 image, in gpu_latency_hiding_scheduler.cc).
 XLA_LHS_WINDOW_KERNELS = 5.0
 
 #: XLA's default all-reduce combine threshold, bytes (xla/service/collective_utils.h
-#: ``kDefaultAllReduceCombineThreshold = 30 * 1024 * 1024 + 7``), when no bucket_size is given.
+#: ``kDefaultAllReduceCombineThreshold = 30 * 1024 * 1024 + 7`` at fb46636c1; 30 MiB, ``kDefaultThreshold`` in
+#: debug_options_flags.cc, at 4e8e23f16), when no bucket_size is given.
 XLA_ALL_REDUCE_COMBINE_BYTES = 30.0 * 1024 * 1024 + 7
 
 
@@ -1141,10 +1142,13 @@ def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, bac
     """(forward, backward) exposed seconds of one FSDP unit's collectives under XLA's GPU latency-hiding scheduler
     (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs): every async collective, the parameter all-gather and the gradient
     reduce-scatter as the all-reduce, is given about :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its
-    start and its done (gpu_latency_hiding_scheduler.cc ``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency
-    for every async pair, the 4x of ``xla_gpu_enable_approx_costly_collectives`` for all-reduces only), one
-    collective in flight on the async stream (``GpuAsyncTracker::GetNumAvailableResources``: "upto 1 outstanding
-    collective", ``parallel_collective_overlap_limit`` 1). With f and b a layer's free forward and backward seconds
+    start and its done (``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency for every async pair, the 4x of
+    ``xla_gpu_enable_approx_costly_collectives``, off by default and absent at 4e8e23f16, for all-reduces only),
+    one collective of any kind in flight: the default ``GpuAsyncTracker`` (``xla_gpu_lhs_enable_gpu_async_tracker``
+    true) puts every async collective on one ``kGpuAsyncStreamCollectives`` resource, of which
+    ``GetNumAvailableResources`` grants 1 ("upto 1 outstanding collective on the async stream"; a literal 1 at
+    openxla/xla@4e8e23f16 gpu_hlo_schedule.cc, ``xla_gpu_experimental_parallel_collective_overlap_limit``, default 1,
+    at fb46636c1 gpu_latency_hiding_scheduler.cc). With f and b a layer's free forward and backward seconds
     (b what the cross-group all-reduces' windows leave) and n = 2 collectives in a backward window (the previous
     unit's gather and the next one's reduce-scatter; 1 without the backward gather):
 
@@ -1154,8 +1158,8 @@ def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, bac
         forward  = max(AG - W_f, 0)
         backward = max(AG - W_b, 0) [with the backward gather] + max(RS - W_b, 0)
 
-    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b, 0) (n W_b <= b), and grows by at most 5/8
-    and 2/3 of a second per second of f and b lost."""
+    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b, 0) (n W_b <= b), and grows by at most 5 / K_f
+    and 2 x 5 / K of a second per second of f and b lost (5/8 and 2/3 for Llama without recompute)."""
     forward, backward = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
     gathers = np.asarray(backward_gathers, dtype=bool)
     w_f = XLA_LHS_WINDOW_KERNELS * forward / xla_layer_forward_kernels(job)
@@ -1176,15 +1180,17 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     XLA's all-reduce combiner joins the independent all-reduces into groups of at most T bytes (the strategy's
     bucket_size, i.e. --xla_gpu_all_reduce_combine_threshold_bytes, in elements of the gradient at its wire
     bytes; :data:`XLA_ALL_REDUCE_COMBINE_BYTES` when unset): n = floor(S / T) full groups and a remainder
-    r = S - n T. The scheduler runs one all-reduce at a time (``all_reduce_overlap_limit = 1``,
-    gpu_hlo_schedule.cc GetSchedulerConfig) and leaves each about :data:`XLA_LHS_WINDOW_KERNELS` kernels of
-    compute between its start and its done, whatever its size; the compute after the done waits for the
-    all-reduce. The combiner groups the all-reduces in program order, so the last group (the remainder r, else a
-    full one) holds the first layer's and the embedding's gradients, which exist only when the backward ends: no
-    backward is left to hide it, and it is exposed whole (as DDP's last bucket, :func:`_expose`). With b the layer's
-    backward seconds, L the layers and K = ``kernels`` the layer's backward kernels (:func:`xla_layer_kernels`,
-    with the recomputed forward b holds), each of the N = G - 1 groups before it (G = n +
-    (1 if r > 0)) gets a window of 5 b / K, but together they never hold more than the L b of backward there is:
+    r = S - n T. The scheduler runs one collective of any kind at a time (the default ``GpuAsyncTracker``'s one
+    ``kGpuAsyncStreamCollectives`` resource, :func:`xla_lhs_unit_exposure`; ``all_reduce_overlap_limit = 1`` of
+    gpu_hlo_schedule.cc GetSchedulerConfig binds only with that tracker off) and leaves each about
+    :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its start and its done, whatever its size; the compute
+    after the done waits for the all-reduce. The combiner groups the all-reduces in program order, so the last group
+    (the remainder r, else a full one) holds the first layer's and the embedding's gradients, which exist only when
+    the backward ends: no backward is left to hide it, and it is exposed whole (as DDP's last bucket,
+    :func:`_expose`). With b the layer's backward seconds, L the layers and K = ``kernels`` the layer's backward
+    kernels (:func:`xla_layer_kernels`, with the recomputed forward b holds), each of the N = G - 1 groups before it
+    (G = n + (1 if r > 0)) gets a window of 5 b / K, but together they never hold more than the L b of backward
+    there is:
 
         W = min(5 b / K, L b / N)
         total   = n t(T) + t(r)
