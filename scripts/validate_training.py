@@ -697,8 +697,9 @@ def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
     (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size (hsdp only: the all-reduces it combines).
     ``xla_pgle_profile`` (--xla_gpu_pgle_profile_file_or_directory_path) -> none of it: with a profile XLA
     schedules on the ProfileGuidedLatencyEstimator, the measured cost of every profiled instruction, not on the
-    5-kernel windows (gpu_hlo_schedule.cc GetLatencyEstimator), so the collectives are priced as any overlapped
-    run's. The gather / reduce-scatter combine thresholds the rows record are not priced (one collective a unit).
+    5-kernel windows (gpu_hlo_schedule.cc ScheduleGpuModule at openxla/xla@fb46636c1, the image's XLA), so the
+    collectives are priced as any overlapped run's. The gather / reduce-scatter combine thresholds the rows record
+    are not priced (one collective a unit).
     mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
     (all-reduce 128 MiB, 64 MiB, 512 MiB, 1 GiB, 1 GiB); mtdgxc24: NVIDIA/dgxc-benchmarking@35a9aec
     maxtext/configure.sh set_performance_environment (a PGLE profile from launch.sh's profiling run)."""
