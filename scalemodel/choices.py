@@ -121,7 +121,8 @@ class Precision(Choice):
 
 class Fp8Recipe(Choice):
     """An FP8 scaling recipe: Transformer Engine's, by Megatron-Core's --fp8-recipe names (TransformerConfig.fp8_recipe,
-    default 'delayed'): DelayedScaling, Float8CurrentScaling (per-tensor current scaling), MXFP8BlockScaling; and
+    default 'delayed'): DelayedScaling, Float8CurrentScaling (per-tensor current scaling), MXFP8BlockScaling,
+    Float8BlockScaling ('blockwise': DeepSeek-V3's 1x128 activation / 128x128 weight tiles, Hopper); and
     torchao's float8 row-wise recipes (Float8LinearRecipeName ROWWISE, ROWWISE_WITH_GW_HP: torchtitan
     --float8.recipe_name), one scale per row of each GEMM operand, the second with the weight-gradient GEMM in BF16."""
 
@@ -130,6 +131,7 @@ class Fp8Recipe(Choice):
     MXFP8 = 2, "mxfp8", "fp8-mx", "fp8_mx"
     ROWWISE = 3, "rowwise"
     ROWWISE_GW_HP = 4, "rowwise_with_gw_hp"
+    BLOCKWISE = 5, "blockwise"
 
     @classmethod
     def noun(cls) -> str:

@@ -690,17 +690,23 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
 
 
 def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
-    """XLA's GPU scheduling of an HSDP run's cross-group all-reduces, as the case's run scripts state it
-    (docs/model.md#xla-gpu-lhs): ``xla_latency_hiding_scheduler`` (--xla_gpu_enable_latency_hiding_scheduler=true,
-    no profile nor analytical estimator given) -> strategy xla_gpu_lhs, and ``xla_all_reduce_combine_threshold_bytes``
-    (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size. mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a
-    MaxText/configs/a3/llama_2_7b/{2,4,8,16}vm.sh XLA_FLAGS (64 MiB, 512 MiB, 1 GiB, 1 GiB); the 1-VM row is not
-    hsdp and sends nothing across VMs."""
+    """XLA's GPU scheduling of a sharded run's collectives, as the case's run scripts state it
+    (docs/model.md#xla-gpu-lhs): ``xla_latency_hiding_scheduler`` (--xla_gpu_enable_latency_hiding_scheduler=true)
+    on the approximate cost model -> strategy xla_gpu_lhs (zero fsdp: the units' gathers and reduce-scatters; hsdp:
+    those and the cross-group all-reduces), and ``xla_all_reduce_combine_threshold_bytes``
+    (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size (hsdp only: the all-reduces it combines).
+    ``xla_pgle_profile`` (--xla_gpu_pgle_profile_file_or_directory_path) -> none of it: with a profile XLA
+    schedules on the ProfileGuidedLatencyEstimator, the measured cost of every profiled instruction, not on the
+    5-kernel windows (gpu_hlo_schedule.cc GetLatencyEstimator), so the collectives are priced as any overlapped
+    run's. The gather / reduce-scatter combine thresholds the rows record are not priced (one collective a unit).
+    mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
+    (all-reduce 128 MiB, 64 MiB, 512 MiB, 1 GiB, 1 GiB); mtdgxc24: NVIDIA/dgxc-benchmarking@35a9aec
+    maxtext/configure.sh set_performance_environment (a PGLE profile from launch.sh's profiling run)."""
     par = case["parallelism"]
-    if zero != "hsdp" or not par.get("xla_latency_hiding_scheduler"):
+    if zero not in ("fsdp", "hsdp") or not par.get("xla_latency_hiding_scheduler") or par.get("xla_pgle_profile"):
         return {}
     out: dict[str, Any] = {"xla_gpu_lhs": True}
-    if par.get("xla_all_reduce_combine_threshold_bytes"):
+    if zero == "hsdp" and par.get("xla_all_reduce_combine_threshold_bytes"):
         out["bucket_size"] = float(par["xla_all_reduce_combine_threshold_bytes"])
     return out
 
@@ -1267,8 +1273,9 @@ def parse_precision(text: str) -> str:
 
 def parse_fp8_recipe(text: str) -> str | None:
     """The FP8 scaling recipe a case's precision text records (training_cases.yaml conventions: 'FP8-CS' per-tensor
-    current scaling -> tensorwise, 'FP8-MX' -> mxfp8; torchao's 'rowwise_with_gw_hp' and 'rowwise' recipes, the tao25
-    rows' ``--float8.recipe_name``, by name); None (the model's default, delayed: Megatron-Core's) when it names none
+    current scaling -> tensorwise, 'FP8-MX' -> mxfp8, 'blockwise' / 'FP8-Blockwise' -> blockwise; torchao's
+    'rowwise_with_gw_hp' and 'rowwise' recipes, the tao25 rows' ``--float8.recipe_name``, by name); None (the
+    model's default, delayed: Megatron-Core's) when it names none
     or the run is not fp8."""
     t = text.lower()
     if "fp8" not in t:
@@ -1281,6 +1288,8 @@ def parse_fp8_recipe(text: str) -> str | None:
         return "tensorwise"
     if "fp8-mx" in t or "mxfp8" in t:
         return "mxfp8"
+    if "blockwise" in t:  # Megatron-LM --fp8-recipe blockwise, TE Float8BlockScaling (docs/model.md#fp8-blockwise)
+        return "blockwise"
     return None
 
 
@@ -1639,11 +1648,13 @@ RECIPE_ETP: dict[str, int] = {
     # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
     "mb2606_h100_nemotron3_nano_fp8cs": 1,
-    # NVIDIA/dgxc-benchmarking v25.05 grok1/launch.sh gb200 branch ``ET=${ET:-8}``, passed as ``-et $ET`` to
-    # pretrain_grok1_314b.py (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
-    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size). The README's layout table prints
-    # ETP 4.
-    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 8 for p in ("bf16", "fp8") for g in (128, 256, 512)},
+    # NVIDIA/dgxc-benchmarking grok1/README.md's GB200 layout table prints ETP 4 at every tag that prints these step
+    # times (v25.05 @68eaf7e to v25.05.05), and launch.sh's gb200 branch passes ``ET=${ET:-4}`` as ``-et $ET`` from
+    # v25.05.01 (@85d9284) on (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
+    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size), the table's figures unchanged; only
+    # v25.05's launch.sh passed 8, corrected in the next release (its b200 branch keeps 8, its h100 branch's VP was
+    # corrected to the README's 8 in the same change).
+    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 4 for p in ("bf16", "fp8") for g in (128, 256, 512)},
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/

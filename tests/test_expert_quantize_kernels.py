@@ -46,7 +46,7 @@ def test_dense_and_bad_recipe() -> None:
     f, b = compute.fp8_expert_quantize_kernels("tensorwise", dense, ep=1)
     assert float(f) == 0.0 and float(b) == 0.0
     with pytest.raises(InputError):
-        compute.fp8_expert_quantize_kernels("blockwise", QWEN3_30B, ep=8)
+        compute.fp8_expert_quantize_kernels("custom", QWEN3_30B, ep=8)
 
 
 def test_kernel_fixed_time_is_the_measured_cast_intercept() -> None:

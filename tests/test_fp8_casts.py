@@ -94,7 +94,7 @@ def test_blackwell_mxfp8_moe_layer_by_hand() -> None:
 
 def test_unknown_recipe_is_an_input_error() -> None:
     with pytest.raises(InputError, match="fp8 recipe"):
-        compute.fp8_quantize_bytes(_shape(), micro_batch=1, seq_len=T, recipe="blockwise")
+        compute.fp8_quantize_bytes(_shape(), micro_batch=1, seq_len=T, recipe="custom")
 
 
 def _job(cluster: str, precision: str, recipe: str | None = None, gb: int = 1, model: str = "gpt-7.5b"
@@ -171,8 +171,10 @@ def test_megatron_fp8_recipe_flag(tmp_path: Any) -> None:
     f.write_text("--fp8-format hybrid --fp8-recipe tensorwise\n")
     assert read_strategy_file(f).training == {"precision": "fp8", "fp8_recipe": "tensorwise"}
     f.write_text("--fp8-format e4m3 --fp8-recipe blockwise\n")
+    assert read_strategy_file(f).training == {"precision": "fp8", "fp8_recipe": "blockwise"}
+    f.write_text("--fp8-format e4m3 --fp8-recipe custom\n")  # Megatron's user-supplied recipe: not priced
     sf = read_strategy_file(f)
-    assert sf.training == {"precision": "fp8"} and any("--fp8-recipe blockwise" in u for u in sf.unused)
+    assert sf.training == {"precision": "fp8"} and any("--fp8-recipe custom" in u for u in sf.unused)
     f.write_text("--fp8-recipe mxfp8\n")
     sf = read_strategy_file(f)
     assert "fp8_recipe" not in sf.training and any("without --fp8-format" in u for u in sf.unused)

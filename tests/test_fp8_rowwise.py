@@ -224,4 +224,5 @@ def test_refusal_off_fp8_hardware_offers_no_fp8_recipe(recipe: str) -> None:
     if recipe == "mxfp8":
         with pytest.raises(InputError) as exc:
             _job("dgx-h100", "fp8", recipe)
-        assert exc.value.allowed == "delayed, tensorwise, rowwise or rowwise_with_gw_hp on this accelerator"
+        assert exc.value.allowed == ("delayed, tensorwise, blockwise, rowwise or rowwise_with_gw_hp on this "
+                                        "accelerator")

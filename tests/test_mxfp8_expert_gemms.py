@@ -120,6 +120,26 @@ def test_mxfp8_moe_layers_expert_time_is_bf16_time_over_the_ratio_by_hand() -> N
     assert expert == pytest.approx(bf16_in_layer * F16 / F8 / 1.531, rel=1e-12)
 
 
+def test_shared_experts_keep_the_run_curve() -> None:
+    """The same Qwen3-30B MoE layer with one shared expert (width 768, run on every token): the expert curve moves the
+    layer by exactly the routed GEMMs' difference, by hand as above (2 x 16384 x 8 local experts), not the shared
+    expert's (dense shapes, the run's MXFP8 curve)."""
+    kw = _gb200_kw()
+    fe, h, m, local = 768.0, 2048.0, 16384.0, 8.0  # m = 16 x 4 x 4096 x 8 / 128 rows per local expert
+
+    def t(n: float, k: float, peak: float, gmax: float, d0: float) -> float:
+        return local * 2 * m * n * k / (peak * gmax * m / (m + d0) * n / (n + d0) * k / (k + d0))
+    shapes = ((2 * fe, h), (h, fe))
+    routed = (sum(t(n, k, GB200["bf16_peak"], GB200["gm16"] / F16, GB200["d16"]) for n, k in shapes) / (1.531 * F8)
+              - sum(t(n, k, GB200["fp8_peak"], GB200["gm8"] * 0.951, GB200["d8"]) for n, k in shapes))
+    sh = shape(moe_experts=128, moe_top_k=8, moe_ffn_hidden=768, moe_shared_experts=1, **QWEN)
+    base = compute.layer_compute_time(sh, moe=True, ep=16, etp=1, **kw)
+    new = compute.layer_compute_time(sh, moe=True, ep=16, etp=1, **kw, **_expert_kw())
+    assert float(base.forward_flops) == float(new.forward_flops)
+    assert float(new.forward_gemm - base.forward_gemm) == pytest.approx(routed, rel=1e-9)
+    assert float(new.backward - base.backward) == pytest.approx(2 * routed, rel=1e-9)
+
+
 def test_a_dense_layer_does_not_move() -> None:
     sh = shape(ffn_hidden=6144, **QWEN)
     kw = _gb200_kw()

@@ -135,9 +135,9 @@ def test_statistical_efficiency_and_time_to_target_by_hand():
     r = run("weak", gpus=[128, 1024], strategy={"tp": 2, "pp": 8},
             training={"micro_batch": 1, "global_batch": 64, "train_tokens": 1e9, "critical_batch": 1000})
     a, z = r.points
-    assert a.statistical_efficiency == pytest.approx(1.0)
+    assert a.batch_efficiency == pytest.approx(1.0)
     assert z.global_batch == 512
-    assert z.statistical_efficiency == pytest.approx((1000 + 64) / (1000 + 512))  # 0.70370
+    assert z.batch_efficiency == pytest.approx((1000 + 64) / (1000 + 512))  # 0.70370
     e0 = 1e9 / 2048  # samples at the first point
     s_min = e0 / (1000 + 64)  # E0 = S_min (B_noise + B0)
     assert a.time_to_target_s == pytest.approx(s_min * (1 + 1000 / 64) * a.prediction.step_time_s)
@@ -185,7 +185,7 @@ def test_cli_default_shows_the_paradox(cli):
     pts = doc["points"]
     assert [p["gpus"] for p in pts] == GPUS
     keys = {"gpus", "global_batch", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "scaling_efficiency",
-            "loss_attribution", "breakdown_s", "strategy", "statistical_efficiency", "time_to_target_s"}
+            "loss_attribution", "breakdown_s", "strategy", "batch_efficiency", "time_to_target_s"}
     assert keys <= set(pts[0])
     # the paradox of the source document: per-GPU TFLOP/s falls by about a third from 128 to 2048 GPUs
     assert 0.55 < pts[-1]["tflops_per_gpu"] / pts[0]["tflops_per_gpu"] < 0.75

@@ -91,7 +91,7 @@ def test_strong_scale_has_no_note_on_a_critical_batch_it_does_not_use(cli: Any) 
     base = ("scale", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64,128", "--global-batch", "1024", "--micro-batch",
             "1", "--zero", "1", "--json")
     strong = json.loads(cli(*base, "--mode", "strong").out)
-    assert all(p["statistical_efficiency"] == 1.0 for p in strong["points"])
+    assert all(p["batch_efficiency"] == 1.0 for p in strong["points"])
     assert not any("critical batch" in n for n in strong["notes"])
     weak = json.loads(cli(*base, "--mode", "weak").out)
     assert any("the documented default" in n for n in weak["notes"])

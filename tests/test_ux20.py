@@ -195,10 +195,10 @@ def test_weak_scaling_summary_names_the_statistical_efficiency_lost(cli: Any) ->
             "--pp", "4", "--zero", "2", "--sequence-parallel", "--micro-batch", "2", "--json")
     doc = json.loads(cli(*args, "--mode", "weak").out)
     a, b = doc["points"][0], doc["points"][-1]
-    assert b["statistical_efficiency"] < 0.95 * a["statistical_efficiency"]
-    assert (f"statistical efficiency {a['statistical_efficiency']:.1%} -> {b['statistical_efficiency']:.1%} "
+    assert b["batch_efficiency"] < 0.95 * a["batch_efficiency"]
+    assert (f"batch efficiency {a['batch_efficiency']:.1%} -> {b['batch_efficiency']:.1%} "
             f"(global batch 768 -> 2,304): progress per sequence falls") in doc["summary"]
-    assert "statistical efficiency" not in json.loads(cli(*args, "--mode", "strong").out)["summary"]
+    assert "batch efficiency" not in json.loads(cli(*args, "--mode", "strong").out)["summary"]
 
 
 def test_calibrate_factor_table_reads_plainly(cli: Any, tmp_path: Any) -> None:

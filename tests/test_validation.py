@@ -394,6 +394,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
     # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
     # Nemotron-4 15B / 340B) join: 9.9% (n 97) -> 9.7% (n 122), bound unchanged
+    # review21c (cases only, no model change): the six GB200 Grok-1 rows at ETP 4 (the README's layout at
+    # v25.05-v25.05.05, launch.sh from v25.05.01), not 8: 8.65% -> 9.00% (n 128), bound unchanged
     ("precision", "fp8"): 0.104,  # n=122, now 9.7% (14.0% at n 63; 11.4% before the release curves)
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     # FSDP/ZeRO-3 9.9 -> 9.2 % by the FSDP root unit (docs/model.md#fsdp-root-unit), bound kept
@@ -490,6 +492,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
     # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
     # Nemotron-4 15B / 340B) join: 8.0% (n 182) -> 7.4% (n 232), bound unchanged
+    # review21c (cases only, no model change): the six GB200 Grok-1 rows at ETP 4 (the README's layout at
+    # v25.05-v25.05.05, launch.sh from v25.05.01), not 8: 6.66% -> 6.81% (n 232), bound unchanged
     ("parallelism", "TP/PP/DP"): 0.085,  # n=232, now 7.4%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
@@ -542,6 +546,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # Mixtral (+29.0 %) joins: 19.7% (n 52), bound unchanged
     # dgxc21 (cases only, no model change, no earlier row moved): dgxc2505's six GB200 Grok-1 314B rows (NeMo 25.04, a
     # Mixtral-shaped MoE at TP 4 / EP 8 / ETP 8; 6.0-17.6 % iteration error) join: 19.7% (n 52) -> 17.3% (n 58)
+    # review21c (cases only, no model change): the six GB200 Grok-1 rows at ETP 4 (the README's layout at
+    # v25.05-v25.05.05, launch.sh from v25.05.01), not 8: 16.42% -> 16.57% (n 58), bound unchanged
     ("model", "MoE"): 0.21,  # n=58, now 17.3%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
@@ -616,6 +622,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # dgxc21: NVIDIA/dgxc-benchmarking v25.05 (NeMo 25.04 on the r2.3.0 llmb-nemo commits): GB200 Llama 3.1 405B and
     # Nemotron-4 340B (weak and strong scaling) and Grok-1 314B, H100 Llama 3.1 405B (v25.05.01), Nemotron-4 15B and
     # 340B; at recording, never tuned: 7.9% (n 30)
+    # review21c (cases only, no model change): the six GB200 Grok-1 rows at ETP 4 (the README's layout at
+    # v25.05-v25.05.05, launch.sh from v25.05.01), not 8: 7.83% -> 8.43% (n 30), bound unchanged
     ("source", "dgxc2505"): 0.09,  # n=30, now 7.9%
     # data20: NeMo 25.04 DGX-GB200 (GPT-3 175B, Nemotron-4 15B / 340B, Mixtral 8x7B): +9.3 to +29.0 % at recording
     ("source", "nemo2504"): 0.17,  # n=4, now 16.4%
@@ -821,6 +829,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # dgxc21 (cases only, no model change, no earlier row moved): 20 dgxc25 DGX H100 rows (Llama 3.1 8B, GPT-3 175B)
     # and 30 dgxc2505 rows (NeMo 25.04 GB200 Llama 3.1 405B / Nemotron-4 340B / Grok-1 314B, H100 Llama 3.1 405B /
     # Nemotron-4 15B / 340B) join: 8.9% (n 213) -> 7.9% (n 263), bound unchanged
+    # review21c (cases only, no model change): the six GB200 Grok-1 rows at ETP 4 (the README's layout at
+    # v25.05-v25.05.05, launch.sh from v25.05.01), not 8: 7.08% -> 7.43% (n 275), bound unchanged
     ("all", "all"): 0.094,  # n=263, now 7.9% (11.9% at n=159 before data20's rows)
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are

@@ -111,7 +111,7 @@ def test_scenarios_without_critical_batch_get_the_kaplan_default(cli: Any) -> No
     res = cli("scale", "--scenario", str(SCEN.parent / "strong-scaling.yaml"), "--gpus", "128", "--json")
     assert res.code == 0, res.err
     pt = json.loads(res.out)["points"][0]
-    assert pt["statistical_efficiency"] == pytest.approx(1.0)
+    assert pt["batch_efficiency"] == pytest.approx(1.0)
     no = cli("scale", "--scenario", str(SCEN.parent / "strong-scaling.yaml"), "--gpus", "128")
     assert "train_tokens" not in no.out + no.err  # no complaint about a critical batch nobody gave
 

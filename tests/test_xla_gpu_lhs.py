@@ -2,8 +2,8 @@
 docs/model.md#xla-gpu-lhs): the combined groups, each window of about 5 kernels, and the MaxText A3 rows that state
 it, against values worked out by hand from the formula
 
-    n = floor(S / T), r = S - n T, W = 5 b / K, K = 2 (4 + 3) + 1 = 15 (gated MLP)
-    total = n t(T) + t(r),  exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
+    n = floor(S / T), r = S - n T, N = n (r > 0) or n - 1, W = min(5 b / K, L b / N), K = 2 (4 + 3) + 1 = 15
+    total = n t(T) + t(r),  exposed = N max(t(T) - W, 0) + t(last)   (the last group: r if r > 0, else a full one)
 
 with every collective priced at a fixed number of seconds a byte (t(x) = c x), so each value reads off the bytes."""
 
@@ -65,13 +65,13 @@ def test_layer_kernels_are_maxtexts_unfused_gemms(a3) -> None:  # type: ignore[n
 
 @pytest.mark.parametrize(("threshold", "backward", "want_total", "want_exposed"), [
     # S = 24,971,520 B (2 P / 8). T = 8 MiB: n = 2, r = 24,971,520 - 16,777,216 = 8,194,304; at 1 ns a byte
-    # t(T) = 8.388608 ms, t(r) = 8.194304 ms; b = 15 ms -> W = 5 ms:
-    # exposed = 2 x 3.388608 + 3.194304 = 9.97152 ms
-    (8 * MIB, 0.015, 24.971520e-3, 9.971520e-3),
-    # T = 64 MiB > S: no full group, r = S: exposed = 24.97152 - 5 = 19.97152 ms
-    (64 * MIB, 0.015, 24.971520e-3, 19.971520e-3),
-    # b = 90 ms -> W = 30 ms, more than any group: nothing exposed
-    (8 * MIB, 0.090, 24.971520e-3, 0.0),
+    # t(T) = 8.388608 ms, t(r) = 8.194304 ms; b = 15 ms -> W = 5 ms (L b / N = 4 x 15 / 2 = 30 ms), the remainder
+    # last, whole: exposed = 2 x 3.388608 + 8.194304 = 14.97152 ms
+    (8 * MIB, 0.015, 24.971520e-3, 14.971520e-3),
+    # T = 64 MiB > S: one group, r = S, complete only when the backward ends: all of it exposed
+    (64 * MIB, 0.015, 24.971520e-3, 24.971520e-3),
+    # b = 90 ms -> W = 30 ms, more than either full group: the remainder alone exposed
+    (8 * MIB, 0.090, 24.971520e-3, 8.194304e-3),
 ])
 def test_groups_and_windows_by_hand(a3, monkeypatch, threshold, backward, want_total,  # type: ignore[no-untyped-def]
                                     want_exposed) -> None:
@@ -89,19 +89,19 @@ def test_unset_threshold_is_xlas_default(a3, monkeypatch) -> None:  # type: igno
     total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0, L)
     assert float(total) == float(exposed) == pytest.approx(80.0 * MIB)
     _, e_one, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5, L)
-    # W = t(T): both full groups hidden, the remainder (20 MiB - 14 B) shorter still
-    assert float(e_one) == 0.0
+    # W = t(T): both full groups hidden; the remainder (20 MiB - 14 B) comes last, after the backward: exposed
+    assert float(e_one) == pytest.approx(20.0 * MIB - 14.0, rel=1e-12)
 
 
 def test_windows_never_hold_more_than_the_backward(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """S = 24,971,520 B in T = 1 MiB groups: n = 23, r = 24,971,520 - 24,117,248 = 854,272, G = 24 windows. At 1 ns
-    a byte, b = 3 ms: 5 b / 15 = 1 ms, but L b / G = 4 x 3 / 24 = 0.5 ms, so W = 0.5 ms:
-    exposed = 23 x (1.048576 - 0.5) + (0.854272 - 0.5) = 12.971520 ms. One more ms of b hides at most L ms more."""
+    """S = 24,971,520 B in T = 1 MiB groups: n = 23, r = 24,971,520 - 24,117,248 = 854,272, N = 23 windows (the
+    remainder comes last, after the backward). At 1 ns a byte, b = 3 ms: 5 b / 15 = 1 ms, but L b / N = 12 / 23 ms,
+    so W = 12 / 23 ms: exposed = 23 x 1.048576 - 12 + 0.854272 = 12.971520 ms. One more ms of b hides L ms more."""
     _priced(monkeypatch, 1e-9)
     job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(MIB))
     _, exposed, windows = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 3e-3, L)
     assert float(exposed) == pytest.approx(12.971520e-3, rel=1e-12)
-    assert float(windows) == pytest.approx(24 * 0.5e-3, rel=1e-12)  # = L b: the whole backward
+    assert float(windows) == pytest.approx(12e-3, rel=1e-12)  # = N W = L b: the whole backward
     _, slower, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 4e-3, L)
     assert float(exposed) - float(slower) == pytest.approx(L * 1e-3, rel=1e-9)
 
@@ -110,7 +110,8 @@ def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) ->
     """One micro-batch, one unit's free compute f = b = 1000 s (every unit collective hidden), 1 ns a byte.
     Per unit: gather 2 P / L, reduce-scatter 2 P / L inside the VM, all-reduce 2 P / (8 L) across the VMs.
     Without xla_gpu_lhs the first gather, the last reduce-scatter and the last all-reduce are exposed; with it
-    the all-reduce leaves the units' windows (total unchanged, W = 5 x 1000 / 15 s hides all of it)."""
+    the all-reduces leave the units' windows (total unchanged) and, S = 2 P / 8 being under XLA's 30 MiB, form one
+    combined group, which starts only when the backward ends: all L of them exposed, whatever the windows."""
     _priced(monkeypatch, 1e-9)
     comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 1000.0]),
             "backward_free": np.asarray([L * 1000.0])}
@@ -127,15 +128,71 @@ def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) ->
     assert out[False]["gathers"].item() == pytest.approx(traffic, rel=1e-12)
     assert out[True]["gathers"].item() == pytest.approx(traffic, rel=1e-12)
     assert out[False]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs + unit_ar, rel=1e-12)
-    assert out[True]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs, rel=1e-12)
+    assert out[True]["gathers_exposed"].item() == pytest.approx(unit_ag + unit_rs + L * unit_ar, rel=1e-12)
 
 
-def test_spec_needs_hsdp() -> None:
+def test_spec_needs_fsdp_or_hsdp() -> None:
     with pytest.raises(SpecError, match="xla_gpu_lhs"):
-        StrategySpec(zero="fsdp", xla_gpu_lhs=True)
+        StrategySpec(zero=3, xla_gpu_lhs=True)
     with pytest.raises(SpecError, match="xla_gpu_lhs"):
         StrategySpec(xla_gpu_lhs=True)
     StrategySpec(zero="hsdp", xla_gpu_lhs=True)
+    StrategySpec(zero="fsdp", xla_gpu_lhs=True)
+
+
+def test_forward_kernels() -> None:
+    """q, k, v, o + wi_0, wi_1, wo forward GEMMs + the attention kernel = 8 (7 without the gate)."""
+    job = build_job(load_cluster("gcp-a3-high"), TINY, TrainingSpec(grad_bytes_per_param=2))
+    assert float(dp_comm.xla_layer_forward_kernels(job)) == 8.0
+    plain = build_job(load_cluster("gcp-a3-high"), TransformerWorkload(
+        name="tiny-gpt", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000, seq_len=2048,
+        gated_mlp=False, biases=False, tied_embeddings=True, dropout=False), TrainingSpec(grad_bytes_per_param=2))
+    assert float(dp_comm.xla_layer_forward_kernels(plain)) == 7.0
+    assert float(dp_comm.xla_layer_kernels(plain)) == 13.0
+
+
+@pytest.mark.parametrize(("gathers", "want_fwd", "want_bwd"), [
+    # AG 10 ms, RS 6 ms, f 8 ms, b 15 ms: W_f = 5 x 8 / 8 = 5 ms, W_b = min(5 x 15 / 15, 15 / 2) = 5 ms
+    # forward max(10 - 5, 0) = 5; backward max(10 - 5, 0) + max(6 - 5, 0) = 6 ms
+    (True, 5e-3, 6e-3),
+    # no backward gather (fsdp_reshard_after_forward false): W_b = min(5, 15 / 1) = 5 ms, backward max(6 - 5, 0)
+    (False, 5e-3, 1e-3),
+])
+def test_unit_windows_by_hand(a3, gathers, want_fwd, want_bwd) -> None:  # type: ignore[no-untyped-def]
+    job, _ = _hsdp(a3)
+    fwd, bwd = dp_comm.xla_lhs_unit_exposure(job, 10e-3, 6e-3, 8e-3, 15e-3, gathers)
+    assert float(fwd) == pytest.approx(want_fwd, rel=1e-12)
+    assert float(bwd) == pytest.approx(want_bwd, rel=1e-12)
+    # each at least the shared window's exposure: max(10 - 8, 0) = 2 ms, max(10 + 6 - 15, 0) = 1 ms
+    assert float(fwd) >= 2e-3 and float(bwd) >= 1e-3
+
+
+def test_fsdp_units_exposed_beyond_their_windows(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """FSDP over one 8-GPU VM, one micro-batch, 1 ns a byte: a unit's gather and reduce-scatter are both
+    2 P / L bytes = 49.94304 ms. f = 64 ms, b = 120 ms a unit: W_f = 5 x 64 / 8 = 40 ms, W_b = 5 x 120 / 15 = 40 ms.
+
+        with xla_gpu_lhs:  AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS
+                         = 2 x 49.94304 + 9 x 9.94304 = 189.37344 ms
+        without:           AG + 3 max(AG - 64, 0) + 3 max(AG + RS - 120, 0) + RS = 99.88608 ms
+
+    and the traffic, 7 AG + 4 RS = 549.37344 ms, either way."""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 120e-3])}
+    out = {}
+    for on in (False, True):
+        job = build_job(a3, TINY, TrainingSpec(grad_bytes_per_param=2))
+        st = StrategySpec(dp=8, zero="fsdp", xla_gpu_lhs=on)
+        g = grid_from_strategy(st, TrainingSpec(global_batch=8, precision=job.precision), 8, job)
+        groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
+                                 layout=g.layout)
+        out[on] = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data)
+    unit = 2.0 * P / L * 1e-9
+    assert unit == pytest.approx(49.94304e-3, rel=1e-12)
+    for on in (False, True):
+        assert out[on]["gathers"].item() == pytest.approx(11 * unit, rel=1e-12)
+    assert out[False]["gathers_exposed"].item() == pytest.approx(2 * unit, rel=1e-12)
+    assert out[True]["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3), rel=1e-12)
 
 
 def _vt() -> Any:
@@ -160,8 +217,32 @@ def test_a3_rows_take_the_scripts_scheduler_and_thresholds() -> None:
         r = vt.predict_new_case(case)
         assert isinstance(r, vt.CaseResult), getattr(r, "reason", r)
         assert (r.settings["zero"] == "hsdp") == (vms > 1)
+        assert par["xla_all_gather_combine_threshold_bytes"] == 128 * MIB
+        assert par["xla_reduce_scatter_combine_threshold_bytes"] == (128 if vms == 16 else 64) * MIB
         assert vt.xla_options(case, r.settings["zero"]) == (
-            {"xla_gpu_lhs": True, "bucket_size": float(threshold)} if vms > 1 else {})
+            {"xla_gpu_lhs": True, "bucket_size": float(threshold)} if vms > 1 else {"xla_gpu_lhs": True})
+
+
+def test_dgx_cloud_rows_ran_a_pgle_profile() -> None:
+    """NVIDIA/dgxc-benchmarking@35a9aec maxtext/configure.sh: BASE_THRESHOLD 8 GiB over AR / AG / RS multiples
+    (BF16 4 / 4 / 256, 512 from 64 nodes; FP8 8 / 16 / 1024, 2048 from 64 nodes), and the measured run compiles
+    with --xla_gpu_pgle_profile_file_or_directory_path: XLA's profile-guided estimator, not the 5-kernel windows,
+    so xla_options prices none of it."""
+    vt = _vt()
+    gib = 8 * 1024 * MIB
+    for case in load_yaml(ROOT / "validation" / "training_cases.yaml"):
+        if not case["id"].startswith("mtdgxc24_"):
+            continue
+        par = case["parallelism"]
+        fp8, nodes = "_fp8_" in case["id"], par["gpus"] // 8
+        want = (gib // 8, gib // 16, gib // (2048 if nodes >= 64 else 1024)) if fp8 else \
+            (gib // 4, gib // 4, gib // (512 if nodes >= 64 else 256))
+        got = (par["xla_all_reduce_combine_threshold_bytes"], par["xla_all_gather_combine_threshold_bytes"],
+               par["xla_reduce_scatter_combine_threshold_bytes"])
+        assert got == want, case["id"]
+        assert par["xla_latency_hiding_scheduler"] is True and par["xla_pgle_profile"] is True
+        for zero in ("fsdp", "hsdp"):
+            assert vt.xla_options(case, zero) == {}
 
 
 
@@ -172,3 +253,24 @@ def test_xla_gpu_lhs_refused_for_a_model_without_transformer_layers(cli) -> None
     line = refused(cli, "predict", "-m", "resnet50", "-n", "32", "--zero", "hsdp",
                    "--set", "strategy.xla_gpu_lhs=true", match="xla_gpu_lhs")
     assert "transformer" in line
+
+
+def test_hsdp_unit_windows_are_five_of_the_layers_kernels(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """HSDP over two 8-GPU VMs with XLA's windows, one micro-batch, 1 ns a byte; f = 64 ms, b = 120 ms a unit.
+    The cross-group all-reduce of S = 2 P / 8 = 24,971,520 B in T = 8 MiB groups: n = 2, r = 8,194,304 B, N = 2
+    windows of W = min(5 x 120 / 15, 4 x 120 / 2) = 40 ms (each group's 8.388608 ms hidden), the remainder exposed
+    whole: 8.194304 ms. They take N W / L = 20 ms of each unit's backward: b' = 100 ms. A unit window is 5 of the
+    layer's 15 kernels of 8 ms each, W_b = min(5 x 120 / 15, 100 / 2) = 40 ms (not 5 x 100 / 15 = 33.3 ms: the
+    all-reduces take whole windows, the kernels keep their length), W_f = 5 x 64 / 8 = 40 ms; the unit's in-VM
+    gather and reduce-scatter are 2 P / L bytes = 49.94304 ms each:
+
+        exposed = AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS + 8.194304 ms
+                = 2 x 49.94304 + 9 x 9.94304 + 8.194304 = 197.567744 ms"""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 120e-3])}
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(8 * MIB))
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data, hsdp=groups.data_split(np.asarray(8)))
+    unit = 2.0 * P / L * 1e-9
+    assert out["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3) + 8.194304e-3, rel=1e-12)

@@ -261,9 +261,29 @@ def in_layer_gemm_factor(family: str, precision: str = "bf16", accelerator: str 
 #: 16384^3, 0.76 of GB200's dense FP4 peak and 2.11x gb200's MAMF-level FP8 (3615.6), so a 2:1 part's FP4 kernels
 #: do run near twice its FP8 ones, above 1.21x. Measured on one config's shapes (every side >= 4096), its size
 #: dependence borrowed from the fp8 curve.
+#:
+#: Hopper ``blockwise`` 0.812 = 16.785 / (22.882 - 2.218): the same guide's H200 NVL worked example (the same 12
+#: shapes, "Worked Example: 5B Model on H200"). Its pre-quantized run leaves Float8BlockScaling out (the
+#: pre-quantized path makes 2D x 2D operands, which Hopper's cuBLASLt refuses), so the block GEMMs are the autocast
+#: run's per-layer time, 22.882 ms (fprop / dgrad / wgrad 7.425 / 7.636 / 7.821), less its casts priced by
+#: :func:`fp8_quantize_bytes`' blockwise rule: benchmark_gemm.py ``benchmark_fp8_block`` runs ``te.Linear(K, N)(x)``
+#: under ``Float8BlockScaling`` with x not requiring grad, so x is quantized row- and column-wise, 1 x 128 tiles (2 +
+#: 2 (1 + 4/128) = 4.0625 bytes an element, X = 1495.3 M) and the weight row-wise, 128 x 128 tiles (2 + 1 + 4/128^2,
+#: W = 987.8 M): 9.038 GB at 4.8 TB/s x 0.849 (h200-sxm's memory efficiency) = 2.218 ms (Hopper's casts keep factor
+#: 1: the page's current-scaling pair is the control, autocast - pre-quantized 0.926 / 1.134 / 1.440 ms against 0.917
+#: / 1.108 / 1.388 priced per pass). Per-tensor: the current-scaling pre-quantized GEMMs, 16.785 ms (5.577 / 5.661 /
+#: 5.547). Per pass 0.817 / 0.820 / 0.800, one factor as for mxfp8. TE's guide: "On Hopper, block-scaled GEMMs are
+#: software-emulated" (docs/features/low_precision_training/fp8_blockwise_scaling, release_v2.14: cuBLASLt's
+#: VEC128_32F / BLK128x128_32F scale modes, the scales applied as the accumulator is promoted). Every timed call is
+#: a 1D x 2D GEMM (activation x weight); a training run's wgrad GEMMs are 1D x 1D (dY and X, both 1 x 128), which the
+#: guide says carry more overhead than mixed 1D / 2D: unmeasured, priced at the same factor (optimistic there).
+#: Measured on an H200 NVL only: H100 and H200 SXM (the same sm_90 kernels) BORROW it. The H200 runs' drift is
+#: small (BF16 31.968 / 32.014 ms per layer between the two runs).
 FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
     # TE-GEMMPROF-B300, pre-quantized: 6.812 / 7.161 ms (mxfp8), 6.812 / 3.764 ms (nvfp4); B200 / GB200 / GB300 borrow
     "blackwell": {"mxfp8": 0.951, "nvfp4": 1.810},
+    # TE-GEMMPROF-B300's H200 NVL example: current pre-quantized 16.785 / (block autocast 22.882 - casts 2.218) ms
+    "hopper": {"blockwise": 0.812},
 }
 
 
@@ -291,7 +311,7 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: 0.6101 x 0.951, d0 113, against 16-bit 0.6491, d0 175; 2.30x at 0.7233 before the FP8 / BF16 bound of
 #: docs/model.md#fp8-bf16-ratio), the BF16 calls run on the 16-bit curve (measured / priced 0.979, 0.969), so the
 #: shortfall is the block-scaled grouped kernel's. The cap does not bind at the measured shapes (1340.6 us / 1.531 =
-#: 875.4 us against 691.6 us). Both arms are host-inclusive wall times with
+#: 875.6 us against 691.6 us). Both arms are host-inclusive wall times with
 #: the same dispatch (tens of us in 0.82-1.31 ms calls), which pulls the ratio slightly toward 1. Measured on a
 #: GB200 only: B200, B300 and GB300 (the same fifth-generation tensor cores and cuBLASLt block-scaled kernels)
 #: BORROW it. NVFP4 experts: no BF16-twin timing of an NVFP4 grouped GEMM at expert shapes (TE-PR3134's per-call
@@ -1594,19 +1614,33 @@ NVFP4_BLOCK = 16.0
 #: Bytes of one NVFP4 copy per element: a 4-bit E2M1 value and its share of an E4M3 block scale.
 NVFP4_COPY_BYTES = 0.5 + 1.0 / NVFP4_BLOCK
 
+#: Elements per FP32 scale of Transformer Engine's ``Float8BlockScaling`` (the 'blockwise' recipe, DeepSeek-V3's
+#: tiles): activations and gradients in 1 x 128 tiles along each copy's rows (1D, ``x_block_scaling_dim = 1``,
+#: ``grad_block_scaling_dim = 1``), weights in 128 x 128 tiles (2D, ``w_block_scaling_dim = 2``); one fp32
+#: ``scale_inv`` per tile (transformer_engine/common/recipe/__init__.py ``Float8BlockScaling``,
+#: pytorch/tensor/float8_blockwise_tensor.py ``Float8BlockQuantizer(block_len=128)``, NVIDIA/TransformerEngine
+#: release_v2.14; docs/model.md#fp8-blockwise).
+FP8_BLOCK_LEN = 128.0
+#: Bytes of one blockwise FP8 copy per element: the E4M3 byte and its share of a 4-byte scale, 1 x 128 tile
+BLOCKWISE_COPY_BYTES = 1.0 + 4.0 / FP8_BLOCK_LEN
+#: ... and of a weight's, 128 x 128 tile
+BLOCKWISE_WEIGHT_COPY_BYTES = 1.0 + 4.0 / (FP8_BLOCK_LEN * FP8_BLOCK_LEN)
+
 #: FP8 scaling recipes priced by :func:`fp8_quantize_bytes`: Transformer Engine's, by Megatron-Core's
 #: ``--fp8-recipe`` names, delayed (DelayedScaling), tensorwise (Float8CurrentScaling), mxfp8 (MXFP8BlockScaling),
-#: and nvfp4 (NVFP4BlockScaling, Megatron-Core ``--fp4-recipe nvfp4``), the recipe of every precision fp4 run;
+#: blockwise (Float8BlockScaling, Hopper), and nvfp4 (NVFP4BlockScaling, Megatron-Core ``--fp4-recipe nvfp4``), the
+#: recipe of every precision fp4 run;
 #: torchao's row-wise recipes (:data:`scalemodel.choices.ROWWISE_FP8_RECIPES`: torchao.float8
 #: Float8LinearRecipeName ROWWISE, ROWWISE_WITH_GW_HP; docs/model.md#fp8-rowwise).
-FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "nvfp4") + ROWWISE_FP8_RECIPES
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "nvfp4", "blockwise") + ROWWISE_FP8_RECIPES
 
 
 def _check_recipe(recipe: str) -> None:
     """Refuse an fp8 recipe outside :data:`FP8_RECIPES` (one message for every function that prices one)."""
     if recipe not in FP8_RECIPES:
         raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
-                         allowed="delayed, tensorwise, mxfp8, rowwise or rowwise_with_gw_hp (nvfp4: precision fp4)")
+                         allowed="delayed, tensorwise, mxfp8, blockwise, rowwise or rowwise_with_gw_hp (nvfp4: "
+                                 "precision fp4)")
 
 
 #: Rate of the forward GEMM of a torchao row-wise recipe over the fp8 curve (per-tensor FP8), per accelerator family
@@ -1709,11 +1743,12 @@ def rowwise_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayL
 
 
 def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *, from_norm: bool,
-                      transpose_copy: ArrayLike, eb: ArrayLike) -> np.ndarray:
+                      transpose_copy: ArrayLike, eb: ArrayLike, weight: bool = False) -> np.ndarray:
     """HBM bytes to quantize one 16-bit tensor of ``n_local`` elements on this GPU into what an FP8 GEMM's forward
     and backward read, beyond what the BF16 run moves (see :func:`fp8_quantize_bytes`). ``n_gathered`` > ``n_local``
     when the FP8 copy is all-gathered over sequence-parallel ranks before its GEMMs; ``from_norm``: the tensor is
-    a LayerNormLinear's norm output; ``transpose_copy``: the GEMMs need a transposed column-wise copy (Hopper)."""
+    a LayerNormLinear's norm output; ``transpose_copy``: the GEMMs need a transposed column-wise copy (Hopper);
+    ``weight``: a weight (blockwise: 128 x 128 tiles, not 1 x 128)."""
     n, n_all = np.asarray(n_local, dtype=float), np.asarray(n_gathered, dtype=float)
     x = np.asarray(transpose_copy, dtype=bool)
     gathered = n_all > n
@@ -1721,6 +1756,12 @@ def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *,
         return (eb + 2.0 * (1.0 + 1.0 / MXFP8_BLOCK)) * n
     if recipe == "nvfp4":  # an amax kernel (read eb), then one cast kernel: read eb, write both NVFP4 copies
         return (2.0 * eb + 2.0 * NVFP4_COPY_BYTES) * n
+    if recipe == "blockwise":
+        # one kernel, tile amax in-kernel: read eb, write the row-wise (+ transposed) copy with its tile scales;
+        # gathered (SP): both copies quantized on the local shard and gathered in TE's compact format, then the
+        # column-wise data de-interleaved (swap_first_dims: read 1 + write 1 a gathered element)
+        copy = BLOCKWISE_WEIGHT_COPY_BYTES if weight else BLOCKWISE_COPY_BYTES
+        return (eb + np.where(x, 2.0, 1.0) * copy) * n + np.where(x & gathered, 2.0 * n_all, 0.0)
     fused_norm = recipe == "delayed" and from_norm  # norm kernel writes FP8 (1 B) instead of BF16 (eb)
     amax = eb if (recipe == "tensorwise" and not from_norm) else 0.0  # separate amax pass reads the input once
     row = (1.0 - eb) if fused_norm else (eb + 1.0)
@@ -1817,12 +1858,12 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     mats_up = np.where(sh.gated_mlp, 2.0, 1.0)
 
     def q(n_local: ArrayLike, n_gathered: ArrayLike | None = None, from_norm: bool = False,
-          r: str | None = None) -> np.ndarray:
+          r: str | None = None, weight: bool = False) -> np.ndarray:
         r = recipe if r is None else r
         if not r:  # a BF16 module: no cast
             return np.zeros_like(np.asarray(n_local, dtype=float) * T)
         return _fp8_tensor_bytes(r, n_local, n_local if n_gathered is None else n_gathered,
-                                 from_norm=from_norm, transpose_copy=transpose_copy, eb=eb)
+                                 from_norm=from_norm, transpose_copy=transpose_copy, eb=eb, weight=weight)
 
     def col_input(n_in: ArrayLike, from_norm: bool, r: str | None = None) -> np.ndarray:
         """A column-parallel linear's input: the local shard with SP (gathered to T n_in), else all T n_in."""
@@ -1857,7 +1898,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     if att_r == recipe:
         weights = weights + att_w
     else:
-        other_w = other_w + q(att_w, r=att_r)
+        other_w = other_w + q(att_w, r=att_r, weight=True)
     if moe:
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         u = t if etp is None else _pos("etp", etp)
@@ -1875,7 +1916,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         if lat_r == recipe:
             weights = weights + 2.0 * h * lat
         else:
-            other_w = other_w + q(2.0 * h * lat + 0 * T, r=lat_r)
+            other_w = other_w + q(2.0 * h * lat + 0 * T, r=lat_r, weight=True)
         shared = sh.moe_shared_experts * fe
         on = np.where(shared > 0, 1.0, 0.0)
         sf, sb, sw = mlp(np.maximum(shared, 1.0), False)
@@ -1886,7 +1927,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # weights already FP8: transpose only (per-tensor recipes; block-scaled ones quantize after the gather)
     held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
     return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0),
-                              q(weights)) + other_w
+                              q(weights, weight=True)) + other_w
 
 
 def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike,
@@ -1916,15 +1957,15 @@ def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike
     sp = np.asarray(sequence_parallel, dtype=bool)
     h, d_in = md.hidden, md.d_inner
 
-    def q(n: ArrayLike, n_all: ArrayLike | None = None) -> np.ndarray:
+    def q(n: ArrayLike, n_all: ArrayLike | None = None, weight: bool = False) -> np.ndarray:
         return _fp8_tensor_bytes(recipe, n, n if n_all is None else n_all, from_norm=False,
-                                 transpose_copy=transpose_copy, eb=eb)
+                                 transpose_copy=transpose_copy, eb=eb, weight=weight)
 
     fwd = q(T * d_in / t)
     bwd = q(np.where(sp, T * h / t, T * h), T * h)
     w = h * d_in / t + 0 * T
     held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
-    return fwd, bwd, np.where(held, w * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(w))
+    return fwd, bwd, np.where(held, w * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(w, weight=True))
 
 
 #: Fixed device time of one small memory-bound kernel beyond its bytes (seconds): the intercept t0 of
@@ -1948,7 +1989,10 @@ KERNEL_FIXED_S = 1.78e-6
 #: mxfp8 one ``quantize`` (row- and column-wise copies and scales in one kernel) per expert. nvfp4: 0, grouped like
 #: delayed: ``split_quantize_nvfp4_impl_with_rht_helper`` (cast.cpp at NVIDIA/TransformerEngine@d0067d0da6) runs one
 #: ``nvte_group_hadamard_transform_amax`` and one ``nvte_group_hadamard_transform_cast_fusion`` over all experts.
-EXPERT_QUANTIZE_KERNELS = {"delayed": 0.0, "tensorwise": 3.0, "mxfp8": 1.0, "nvfp4": 0.0}
+#: blockwise: 1, as mxfp8 (``Float8BlockQuantizer::quantize`` is one ``nvte_quantize_v2``, which writes both
+#: copies and their tile scales, common/transpose/quantize_transpose_vector_blockwise.cu; split_quantize has no
+#: multi-tensor path for it).
+EXPERT_QUANTIZE_KERNELS = {"delayed": 0.0, "tensorwise": 3.0, "mxfp8": 1.0, "nvfp4": 0.0, "blockwise": 1.0}
 
 
 def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -2131,11 +2175,14 @@ def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes:
         delayed     ``update_quantized`` with the delayed scale, amax fused in the cast: read eb, write 1
         tensorwise  ``tex.compute_amax`` on the shard first (read eb), the DP amax all-reduce (a few floats:
                     latency, not bytes), then the cast: read eb, write 1
-    so delayed 4 + 2 eb + 1 = 9 and tensorwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2."""
+        blockwise   ``_cast_master_weights_to_fp8_blockwise_scaling``: ``fp8_block_scaling_compute_partial_amax``
+                    over the shard's 128 x 128 tiles (read eb), the DP all-reduce of the tile amaxes (latency),
+                    then ``fp8_block_scaling_partial_cast`` (read eb, write 1; tile scales 4 / 128^2, not counted)
+    so delayed 4 + 2 eb + 1 = 9 and tensorwise / blockwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2."""
     _check_recipe(recipe)
     if recipe in ("mxfp8", "nvfp4"):  # nvfp4: FP4 parameters are not modelled (fp8_param_gather needs fp8)
         return 0.0
-    reads = 3.0 if recipe == "tensorwise" else 2.0
+    reads = 3.0 if recipe in ("tensorwise", "blockwise") else 2.0
     return master_bytes + reads * elem_bytes + 1.0
 
 

@@ -15,8 +15,12 @@ B_crit(L) = B* / L^(1/alpha_B) tokens with B* ~= 2e8 tokens and alpha_B ~= 0.21 
 Fit on WebText2-era losses: extrapolating to other tokenizers and data is unsafe (docs/model.md#statistical-efficiency).
 
 Pollux (Qiao et al., OSDI 2021): GOODPUT = THROUGHPUT x EFFICIENCY, with efficiency relative to a
-reference batch M0: (B_noise + M0) / (B_noise + M). The "examples" form used here,
-E_min/E = 1/(1 + B/B_noise), is the M0 -> 0 limit: the useful fraction of each example.
+reference batch M0: (B_noise + M0) / (B_noise + M), taken at M >= M0 only (M0 is the job's initial batch, the
+smallest it runs: petuum/adaptdl@de25dcc9 adaptdl/adaptdl/goodput.py, GoodputFunction.evaluate asserts
+init_batch_size <= batch_size and optimize searches from it up). The "examples" form,
+E_min/E = 1/(1 + B/B_noise), is the M0 -> 0 limit: the useful fraction of each example. Both are relative to a
+batch no larger than B, so in (0, 1]; a reference above B is refused (it would read as more than all of a
+sequence's progress).
 """
 
 from __future__ import annotations
@@ -54,10 +58,14 @@ def examples_to_target(e_min: Array, batch: Array, b_noise: Array) -> np.ndarray
 
 
 def statistical_efficiency(batch: Array, b_noise: Array, ref_batch: Array = 0.0) -> np.ndarray:
-    """Per-example efficiency (B_noise + M0)/(B_noise + B) (Pollux); M0 = 0 gives E_min/E."""
+    """Per-example efficiency (B_noise + M0)/(B_noise + B) (Pollux), M0 <= B so in (0, 1]; M0 = 0 gives E_min/E."""
     m0 = _pos(ref_batch, "ref_batch", allow_zero=True)
     bn = _pos(b_noise, "b_noise")
-    return (bn + m0) / (bn + _pos(batch, "batch"))
+    b = _pos(batch, "batch")
+    if np.any(m0 > b):
+        raise InputError(f"ref_batch {ref_batch!r} is above the batch {batch!r}", where="ref_batch",
+                         allowed="a reference batch no larger than the batch (the smallest batch compared, or 0)")
+    return (bn + m0) / (bn + b)
 
 
 def critical_batch_kaplan(loss: Array, b_star: Array = KAPLAN_B_STAR_TOKENS,

@@ -895,12 +895,14 @@ def quantized_input_bytes(recipe: str) -> float:
     uint8 ``_transpose``, or the data itself where the GEMM takes non-TN layouts, and one fp32 scale per tensor);
     1 + 1/32 = 1.03125 for mxfp8 (mxfp8_tensor.py ``_columnwise_data`` uint8 and ``_columnwise_scale_inv`` uint8 of
     shape (M / 32, N), one E8M0 scale per MXFP8_BLOCK_SCALING_SIZE = 32 elements, padded to multiples of 4 x 128,
-    not counted); 1/2 + 1/16 = 0.5625 for nvfp4 (E2M1 values and one E4M3 scale per 16 elements); 0 for torchao's
-    row-wise recipes, which save the 16-bit input and weight and cast them again in the backward (pytorch/ao@4fc4068d6
+    not counted); 1 + 4/128 = 1.03125 for blockwise (float8_blockwise_tensor.py ``_columnwise_data`` and one fp32
+    ``_columnwise_scale_inv`` per 1 x 128 tile); 1/2 + 1/16 = 0.5625 for nvfp4 (E2M1 values and one E4M3 scale per
+    16 elements); 0 for torchao's row-wise recipes, which save the 16-bit input and weight and cast them again in
+    the backward (pytorch/ao@4fc4068d6
     torchao/float8/float8_linear.py line 45, ``ctx.save_for_backward(input_hp, weight_hp_t)``)."""
     if not recipe or recipe in ROWWISE_FP8_RECIPES:
         return 0.0
-    return {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0}.get(recipe, 1.0)
+    return {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0, "blockwise": 1.0 + 4.0 / 128.0}.get(recipe, 1.0)
 
 
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -42,10 +42,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import yaml
 
+from scalemodel.choices import CompressionKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import compute as compute_cost
+from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine.intervals import family_of
 from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.pipeline_ranks import _params_per_gpu  # the stages' mean, as dp_comm prices the gradients
 from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
@@ -151,6 +154,58 @@ def _flops_floor_s(job: Job, res: Any, gpus: int) -> float:
     FLOPs utilisation 100 %; the same bound the step model's property tests hold every prediction to). A measured
     step below it cannot be a real one."""
     return float(np.asarray(res.model_flops).ravel()[0]) / (gpus * _peak(job))
+
+
+def _one(a: Any) -> float:
+    """The value of a one-candidate grid's array (a run is priced as one candidate)."""
+    return float(np.asarray(a).ravel()[0])
+
+
+class _BytesFloor(NamedTuple):
+    """The slowest tier's floor on a run's step (:func:`_bytes_floor`)."""
+
+    seconds: float
+    grad_bytes: float  # S: one data-parallel rank's gradient bytes a step
+    ranks: int  # p: the ranks that reduce them (dp x cp)
+    per_domain: int  # c: of them inside one domain of the tier below
+    tier: str
+    line_rate: float  # B: the tier's line rate per GPU per direction, bytes/s
+
+
+def _bytes_floor(job: Job, grid: Any, sync: str) -> _BytesFloor | None:
+    """The other physical floor of a run's step: its gradients' bytes over the slowest tier they cross. Every step of
+    synchronous data parallelism reduces S = one rank's gradient bytes (the stages' mean parameters x the gradient
+    bytes, experts left out) over the p = dp x cp ranks that hold the same weights (Megatron-Core reduces over the
+    dp-cp group; placement.DataParallelGroups.sharding). Whatever the algorithm (ring, tree, NVLS/SHARP in-network
+    reduction, ZeRO's reduce-scatter), a domain of a tier holding c of the p ranks, each with its own shard to end
+    with, must send out its contribution to the other (p - c)/p of the shards through its c GPUs' uplinks of the next
+    tier, so the step takes at least (1 - c/p) S / (c B), B that tier's line rate per GPU (no efficiency, no taper):
+    the bound tests/test_physics.py holds every collective to. The largest over the tiers the group crosses.
+
+    None (no floor claimed) where the traffic is not that: another sync mode than bsp (backup workers, asp, ssp,
+    local SGD and hier:G move other volumes per step), compressed gradients, a parameter server, HSDP (a shard group
+    holds every shard per replica: its domains need not send (1 - c/p) S), or one rank."""
+    g = grid
+    if (parse_sync(sync).kind != SyncKind.BSP or _one(g.compression) != CompressionKind.NONE
+            or _one(g.ps_servers) > 0 or _one(g.zero) == Zero.HSDP):
+        return None
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    place = groups.data.sharding.dense
+    p = _one(place.p)
+    if p <= 1:
+        return None
+    dense, _expert = _params_per_gpu(job, g)
+    s = _one(dense) * job.grad_bytes
+    best: _BytesFloor | None = None
+    for i in range(place.ntiers - 1):  # crossing into tier i + 1 from domains of tier i
+        c = _one(place.c[i])
+        if c >= p:
+            break
+        rate = float(place.bandwidth[i + 1])
+        t = (1.0 - c / p) * s / (c * rate)
+        if best is None or t > best.seconds:
+            best = _BytesFloor(t, s, int(p), int(c), job.network.tiers[i + 1].name, rate)
+    return best
 
 
 def _step_of(res: Any) -> tuple[float, float]:
@@ -327,6 +382,16 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                              where=f"{where}: {shown}",
                              allowed="the run's measured step time or rate with the GPUs, model, batch and sequence "
                                      "length it ran (model FLOPs utilisation at most 100 %)")
+        net = _bytes_floor(job, grid, r.strategy.sync)
+        if net is not None and measured < net.seconds:  # faster than its gradients can cross the slowest tier
+            shown = "log" if r.log is not None else "step_time" if r.step_time_s is not None else "tokens_per_s"
+            raise InputError(f"a measured step of {measured:.4g} s is faster than the physical floor, the run's "
+                             f"{net.grad_bytes:.4g} gradient bytes a step per data-parallel rank reduced over its "
+                             f"{net.ranks} ranks, {net.per_domain} inside each domain below the {net.tier} tier, at "
+                             f"its line rate of {net.line_rate / 1e9:.4g} GB/s per GPU: {net.seconds:.4g} s",
+                             where=f"{where}: {shown}",
+                             allowed="the run's measured step time or rate with the GPUs, model, parallel layout and "
+                                     "cluster it ran (its gradients cross each tier at most at the tier's line rate)")
         if reason:
             infeasible.append(f"run {r.label}: the model says this run could not run ({INFEASIBLE_REASONS[reason]}); "
                               "its step is still priced and fitted, check the run's settings")

@@ -1079,6 +1079,51 @@ def xla_layer_kernels(job: Job) -> np.ndarray:
     return np.asarray(2.0 * (4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0)) + 1.0, dtype=float)
 
 
+def xla_layer_forward_kernels(job: Job) -> np.ndarray:
+    """Medium-cost kernels of a transformer layer's forward under XLA, counted as :func:`xla_layer_kernels` counts
+    the backward's: one GEMM per weight matrix of MaxText's unfused layer and the attention kernel,
+
+        K_f = 4 + (3 if gated else 2) + 1            (8 for Llama)
+
+    again the longest window of :data:`XLA_LHS_WINDOW_KERNELS` kernels the scheduler can leave (its loop fusions
+    count as much)."""
+    return np.asarray(4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0) + 1.0, dtype=float)
+
+
+def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, backward: Any,
+                          backward_gathers: Any, left: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) exposed seconds of one FSDP unit's collectives under XLA's GPU latency-hiding scheduler
+    (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs): every async collective, the parameter all-gather and the gradient
+    reduce-scatter as the all-reduce, is given about :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its
+    start and its done (gpu_latency_hiding_scheduler.cc ``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency
+    for every async pair, the 4x of ``xla_gpu_enable_approx_costly_collectives`` for all-reduces only), one
+    collective in flight on the async stream (``GpuAsyncTracker::GetNumAvailableResources``: "upto 1 outstanding
+    collective", ``parallel_collective_overlap_limit`` 1). With f and b a layer's free forward and backward seconds,
+    b' (``left``, b when None) what the cross-group all-reduces' windows leave of b, and n = 2 collectives in a
+    backward window (the previous unit's gather and the next one's reduce-scatter; 1 without the backward gather):
+
+        W_f = 5 f / K_f                      (K_f = :func:`xla_layer_forward_kernels` >= 5)
+        W_b = min(5 b / K, b' / n)           (K = :func:`xla_layer_kernels`; the windows never hold more than b')
+
+    A window is 5 of the layer's kernels, each b / K long whatever the all-reduces take (they take whole windows of
+    the same kernels, not a share of each), so the all-reduces shorten the units' windows only through b' / n.
+        forward  = max(AG - W_f, 0)
+        backward = max(AG - W_b, 0) [with the backward gather] + max(RS - W_b, 0)
+
+    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b', 0) (n W_b <= b'), and grows by at most
+    5/8 of a second per second of f lost and by at most one per second of b lost."""
+    forward, backward = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    left = backward if left is None else np.asarray(left, dtype=float)
+    gathers = np.asarray(backward_gathers, dtype=bool)
+    w_f = XLA_LHS_WINDOW_KERNELS * forward / xla_layer_forward_kernels(job)
+    w_b = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
+                     left / np.where(gathers, 2.0, 1.0))
+    fwd = np.maximum(np.asarray(gather, dtype=float) - w_f, 0.0)
+    bwd = np.where(gathers, np.maximum(np.asarray(gather, dtype=float) - w_b, 0.0), 0.0) \
+        + np.maximum(np.asarray(scatter, dtype=float) - w_b, 0.0)
+    return np.asarray(fwd, dtype=float), np.asarray(bwd, dtype=float)
+
+
 def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement,
                       backward: Any, layers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(total, exposed, windows) seconds per micro-batch of HSDP's cross-group gradient all-reduce of
@@ -1091,15 +1136,18 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     r = S - n T. The scheduler runs one all-reduce at a time (``all_reduce_overlap_limit = 1``,
     gpu_hlo_schedule.cc GetSchedulerConfig) and leaves each about :data:`XLA_LHS_WINDOW_KERNELS` kernels of
     compute between its start and its done, whatever its size; the compute after the done waits for the
-    all-reduce. With b the layer's backward seconds, L the layers and K :func:`xla_layer_kernels`, the window is
-    5 b / K, but the G = n + (1 if r > 0) windows together never hold more than the L b of backward there is:
+    all-reduce. The combiner groups the all-reduces in program order, so the last group (the remainder r, else a
+    full one) holds the first layer's and the embedding's gradients, which exist only when the backward ends: no
+    backward is left to hide it, and it is exposed whole (as DDP's last bucket, :func:`_expose`). With b the layer's
+    backward seconds, L the layers and K :func:`xla_layer_kernels`, each of the N = G - 1 groups before it (G = n +
+    (1 if r > 0)) gets a window of 5 b / K, but together they never hold more than the L b of backward there is:
 
-        W = min(5 b / K, L b / G)
+        W = min(5 b / K, L b / N)
         total   = n t(T) + t(r)
-        exposed = n max(t(T) - W, 0) + max(t(r) - W, 0)
+        exposed = N max(t(T) - W, 0) + t(last)           (t(last) = t(r) if r > 0 else t(T))
 
-    and ``windows`` = G W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
-    claim too (:func:`_sharded_parameter_traffic` leaves them b - G W / L a layer): no compute hides traffic twice,
+    and ``windows`` = N W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
+    claim too (:func:`_sharded_parameter_traffic` leaves them b - N W / L a layer): no compute hides traffic twice,
     and with both the exposure grows by at most L per second of b lost (a faster accelerator is never slower).
     t the all-reduce over the replica groups (one rank of each shard group, across nodes)."""
     shard_bytes = np.asarray(shard_bytes, dtype=float)
@@ -1110,11 +1158,13 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     t_full = _collective("allreduce", threshold, replicas)
     t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
     backward = np.asarray(backward, dtype=float)
-    groups = np.maximum(full + (rest > 0), 1.0)
-    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job), layers * backward / groups)
+    before = np.where(rest > 0, full, np.maximum(full - 1.0, 0.0))  # the groups complete inside the backward
+    last = np.where(rest > 0, t_rest, np.where(full > 0, t_full, 0.0))  # complete when the backward ends
+    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
+                        layers * backward / np.maximum(before, 1.0))
     total = full * t_full + t_rest
-    exposed = full * np.maximum(t_full - window, 0.0) + np.maximum(t_rest - window, 0.0)
-    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(groups * window, dtype=float)
+    exposed = before * np.maximum(t_full - window, 0.0) + last
+    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(before * window, dtype=float)
 
 
 def ps_server_line(job: Job) -> tuple[float, Any]:
@@ -1182,6 +1232,8 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         exposed = AG_r + AG + (L-1) max(0, AG - f) + (L-1) max(0, AG + RS - b) + RS + RS_r
 
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
+    ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
+    (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
     See docs/model.md#dp-comm.
     """
     layers = np.maximum(comp["layers_per_stage"], 1.0)
@@ -1234,6 +1286,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
     xla_total = xla_exposed = np.zeros(1)
+    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
         t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
@@ -1243,6 +1296,11 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
+    lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
+    if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
+        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, left=b)
+        hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
+        hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
     # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window

@@ -602,7 +602,8 @@ class PlanResult:
     custom: list[list[str]] = field(default_factory=list)  # per ranked plan: non-mainstream choices
     pareto: list[Prediction] = field(default_factory=list)  # throughput vs time to target vs cost front
     # per ranked plan of a batch-searched time-to-train plan (:func:`_search_batches`): the critical-batch
-    # efficiency (B_default + B_noise) / (B + B_noise) its time to train divides by besides the sync efficiency
+    # efficiency (B_ref + B_noise) / (B + B_noise), B_ref the smallest batch searched, its time to train divides
+    # the budget restated at B_ref (``search["reference_tokens"]``) by besides the sync efficiency
     batch_efficiency: list[float] = field(default_factory=list)
 
     @property
@@ -1573,6 +1574,10 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         cons.setdefault("algorithm", []).extend(("!=", int(a)) for a in Algorithm
                                                 if a not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE))
         cons.setdefault("assignment", []).append(("=", int(Assignment.STATIC)))
+    if fixed.get("xla_gpu_lhs"):
+        # XLA's all-reduces pass through no compression hook (StrategySpec refuses compression with it pinned)
+        cons.setdefault("compression", []).extend(("!=", (int(k), None)) for k in CompressionKind
+                                                  if k != CompressionKind.NONE)
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
@@ -1752,7 +1757,12 @@ def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> 
     """Time to target over the global batch too (when the critical batch B_noise is known and the batch is
     not fixed): each batch B in :data:`GLOBAL_BATCH_FACTORS` x ``batch`` is searched on its own, and plans are
     ranked by time to target, S_min (1 + B_noise/B) t_step / sync efficiency (McCandlish et al. 2018,
-    :mod:`scalemodel.cost.efficiency`), i.e. the per-effective-token score x (B + B_noise), up to a constant."""
+    :mod:`scalemodel.cost.efficiency`), i.e. the per-effective-token score x (B + B_noise), up to a constant.
+
+    Each ranked plan's batch efficiency is against the smallest batch searched, B_ref: (B_ref + B_noise) / (B +
+    B_noise), in (0, 1] as McCandlish's E_min / E and Pollux's M >= M0 have it (against the default batch the rows
+    below it read above 100 %). ``search`` names B_ref and the budget restated at it, train_tokens (B_ref + B_noise)
+    / (B_default + B_noise) tokens, so a row's time to train is that / (tokens/s x sync eff. x batch eff.)."""
     bn = job.critical_batch
     runs: list[tuple[int, PlanResult]] = []
     for f in GLOBAL_BATCH_FACTORS:
@@ -1766,14 +1776,16 @@ def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> 
     for _b, r in runs:
         for key, n in r.infeasible_by_reason.items():
             by_reason[key] = by_reason.get(key, 0) + n
+    ref = min(b for b, _r in runs)
     search_info = dict(base.search, covered=sum(r.search["covered"] for _b, r in runs),
                        evaluated=sum(r.search["evaluated"] for _b, r in runs),
-                       global_batches=[b for b, _r in runs])
+                       global_batches=[b for b, _r in runs], reference_batch=ref,
+                       reference_tokens=job.train_tokens * (ref + bn) / (batch + bn) if job.train_tokens > 0 else None)
     return replace(
         base, candidates_evaluated=sum(r.candidates_evaluated for _b, r in runs),
         feasible=sum(r.feasible for _b, r in runs), infeasible_by_reason=by_reason,
         ranked=[_at_batch(runs[k][1].ranked[i], runs[k][0], batch, bn) for _v, k, i in rows],
-        batch_efficiency=[float(efficiency.statistical_efficiency(runs[k][0], bn, ref_batch=batch))
+        batch_efficiency=[float(efficiency.statistical_efficiency(runs[k][0], bn, ref_batch=ref))
                           for _v, k, _i in rows],
         objective_values=[v for v, _k, _i in rows],
         equivalents=[runs[k][1].equivalents[i] for _v, k, i in rows],

@@ -25,10 +25,11 @@ Weak scaling keeps the per-replica batch fixed: B(N) = B_0 N / N_0 (for a fixed 
 samples per replica at every N). Strong scaling keeps B(N) = B_0. B_0 is ``training.global_batch``,
 by default dp_0 x micro-batch at the first point. DP is re-derived at each N as N / (tp pp cp).
 
-Statistical efficiency (McCandlish et al. 2018, arXiv:1812.06162, via
+Batch efficiency (``batch_efficiency``; McCandlish et al. 2018, arXiv:1812.06162, via
 :mod:`scalemodel.cost.efficiency`), when ``training.critical_batch`` (B_noise) is set: relative to the
-first point, (B_noise + B_0) / (B_noise + B_N), the samples the first point needs per sample needed
-at B_N. Time to target, when ``train_tokens`` is also set: the target is the loss reached after
+sweep's smallest batch B_min, (B_noise + B_min) / (B_noise + B_N), the samples B_min needs per sample needed
+at B_N, in (0, 1]. B_min is the first point's B_0 (the counts increase, weak scaling grows the batch and strong
+keeps it). Time to target, when ``train_tokens`` is also set: the target is the loss reached after
 train_tokens at B_0, so E_0 = tokens / seq_len samples, S_min = E_0 / (B_noise + B_0) steps, and at
 B_N it takes S_min (1 + B_noise / B_N) steps of t_N each (divided by the sync mode's staleness
 efficiency).
@@ -63,7 +64,7 @@ class ScalingPoint:
     parts_per_sample: dict[str, float]  # T_k (memory-unconstrained parts with best=True) + memory_forced
     scaling_efficiency: float
     loss_attribution: dict[str, float]
-    statistical_efficiency: float | None
+    batch_efficiency: float | None  # critical-batch (McCandlish); the sync mode's is prediction.sync's
     time_to_target_s: float | None
 
     @property
@@ -77,7 +78,7 @@ class ScalingPoint:
             "tokens_per_s": p.throughput["tokens_per_s"], "tflops_per_gpu": p.flops["tflops_per_gpu"],
             "mfu": p.flops["mfu"], "scaling_efficiency": self.scaling_efficiency,
             "loss_attribution": self.loss_attribution, "breakdown_s": p.breakdown_s, "strategy": p.strategy,
-            "statistical_efficiency": self.statistical_efficiency, "time_to_target_s": self.time_to_target_s,
+            "batch_efficiency": self.batch_efficiency, "time_to_target_s": self.time_to_target_s,
             "samples_per_s": p.throughput["samples_per_s"], "gpu_seconds_per_sample": self.gpu_seconds_per_sample,
             "feasible": p.feasible, "infeasible_reason": p.infeasible_reason,
             "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "sync": p.sync, "interval": p.reported_interval,
@@ -114,9 +115,9 @@ class ScalingResult:
                 f"{e:.0%} of the {first.gpus}-GPU point")
         top = self.top_causes(last, 2)
         # the throughput's efficiency leaves out the statistical one: weak scaling's growing batch kept 99.8 % per GPU
-        # and 'no material loss' while each sequence bought 12 % less progress (the table's batch eff. column)
-        s0, s1 = first.statistical_efficiency, last.statistical_efficiency
-        stat = (f"; statistical efficiency {s0:.1%} -> {s1:.1%} (global batch {first.strategy['global_batch']:,} -> "
+        # and 'no material loss' while each sequence bought 12 % less progress (the table's batch eff. column, named so)
+        s0, s1 = first.batch_efficiency, last.batch_efficiency
+        stat = (f"; batch efficiency {s0:.1%} -> {s1:.1%} (global batch {first.strategy['global_batch']:,} -> "
                 f"{last.strategy['global_batch']:,}): progress per sequence falls" if s0 and s1 and s1 < s0 * 0.995
                 else "")
         if e >= 0.995 or not top:
@@ -290,13 +291,14 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if check_only:
         return ScalingResult(mode=mode, best=best, points=[], inputs=inputs or {}, notes=notes)
     t0 = sum(parts[0].values())
+    smallest = min(batches)  # b0: the batch efficiency's reference, no larger than any point's (module docstring)
     points: list[ScalingPoint] = []
     for n, batch, pred, part in zip(gpus, batches, preds, parts, strict=True):
         t = sum(part.values())
         attribution = {k: (part[k] - parts[0][k]) / t for k in part}
         stat = ttt = None
         if job.critical_batch > 0:
-            stat = float(efficiency.statistical_efficiency(batch, job.critical_batch, ref_batch=b0))
+            stat = float(efficiency.statistical_efficiency(batch, job.critical_batch, ref_batch=smallest))
             if job.train_tokens > 0:
                 e0 = job.train_tokens / job.seq_len
                 s_min = e0 / (job.critical_batch + b0)
@@ -304,7 +306,7 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
                 ttt = float(efficiency.time_to_target(s_min, batch, job.critical_batch, pred.step_time_s, sync_eff))
         points.append(ScalingPoint(
             gpus=n, global_batch=batch, prediction=pred, gpu_seconds_per_sample=t, parts_per_sample=part,
-            scaling_efficiency=t0 / t, loss_attribution=attribution, statistical_efficiency=stat,
+            scaling_efficiency=t0 / t, loss_attribution=attribution, batch_efficiency=stat,
             time_to_target_s=ttt))
     if any((p.prediction.sync.get("mean_staleness") or 0.0) > 0 for p in points):
         notes.append(staleness_note(job, kappa))

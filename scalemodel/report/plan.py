@@ -117,7 +117,8 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         # a ranked asp/ssp/local/backup row trades statistical efficiency for step time: the table ranked 'local:8'
         # first on throughput with nothing on its row of the 80 % it keeps (the JSON's statistical_efficiency)
         # "sync eff.": the sync mode's; "batch eff.": the critical-batch efficiency a batch-searched time to train
-        # divides by too (B_default + B_noise) / (B + B_noise), so the row's time to train is read from its columns
+        # divides by too, (B_ref + B_noise) / (B + B_noise) against the smallest batch searched (at most 100 %), so
+        # the row's time to train is read from its columns and the budget restated at B_ref (the line below)
         stat = any(p.sync["mode"] != "bsp" for p in result.ranked)
         batch_eff = result.batch_efficiency
         if stat:
@@ -146,6 +147,12 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                     row.append(duration(p.time_to_train_s) if p.time_to_train_s else "-")
             t.add_row(*row)
         print_table(console, t)
+        ref_tokens = result.search.get("reference_tokens")
+        if batch_eff and ref_tokens:
+            console.print(f"  batch eff.: progress per sequence against the smallest batch searched, "
+                          f"{result.search['reference_batch']:,}; time to train = {ref_tokens:.3g} tokens "
+                          "(train_tokens at the default batch, restated at that one) / (tokens/s x sync eff. x batch "
+                          "eff.)")
         if stat and result.objective == "throughput":
             console.print("  ranked by step throughput alone: the statistical efficiency a sync mode keeps (sync "
                           "eff.) is not in it; --objective time-to-train weighs it in")

@@ -25,7 +25,7 @@ FULL, LOST = "█", "▒"
 def csv_columns(result: Any) -> list[str]:
     causes = list(result.causes)
     return (["gpus", "global_batch", "step_time_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu",
-             "scaling_efficiency", "statistical_efficiency", "time_to_target_s", "feasible", "memory_per_gpu_bytes",
+             "scaling_efficiency", "batch_efficiency", "time_to_target_s", "feasible", "memory_per_gpu_bytes",
              "dp", "tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute", "sync"]
             + [f"loss_{c}" for c in causes] + [f"{k}_s" for k in result.points[0].prediction.breakdown_s])
 
@@ -142,7 +142,7 @@ def render_scaling(result: Any) -> None:
     scen = f" [dim](scenario {inp['scenario']})[/dim]" if inp.get("scenario") else ""
     console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('cluster', '')}, {result.mode} scaling: "
                   f"{what}{scen}")
-    stat = any(p.statistical_efficiency is not None for p in result.points)
+    stat = any(p.batch_efficiency is not None for p in result.points)
     ttt = any(p.time_to_target_s is not None for p in result.points)
     t = Table(title="Scaling sweep (eff. = per-GPU throughput relative to the first point)",
               box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
@@ -159,7 +159,7 @@ def render_scaling(result: Any) -> None:
         row = [str(p.gpus), f"{p.global_batch:,}", _short_time(pr.step_time_s), _short(pr.throughput["tokens_per_s"]),
                f"{pr.flops['tflops_per_gpu']:.1f}", f"{p.scaling_efficiency:.1%}"]
         if stat:
-            row.append("-" if p.statistical_efficiency is None else f"{p.statistical_efficiency:.1%}")
+            row.append("-" if p.batch_efficiency is None else f"{p.batch_efficiency:.1%}")
         if ttt:
             row.append("-" if p.time_to_target_s is None else duration(p.time_to_target_s, "d"))
         row.append(_causes_text(result, p) if p is not first else "(reference)")

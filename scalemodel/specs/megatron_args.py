@@ -606,11 +606,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
             raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
         out.training["precision"] = "fp8"
         recipe = args.get("--fp8-recipe")  # Megatron-Core's default: delayed (TransformerConfig.fp8_recipe)
-        if recipe in ("delayed", "tensorwise", "mxfp8"):
+        if recipe in ("delayed", "tensorwise", "mxfp8", "blockwise"):
             out.training["fp8_recipe"] = recipe
         elif recipe is not None:
             out.unused.append(f"--fp8-recipe {str(recipe)[:40]} (FP8 casts priced as delayed scaling: the model "
-                              "prices delayed, tensorwise and mxfp8)")
+                              "prices delayed, tensorwise, mxfp8 and blockwise)")
         if "--fp8-dot-product-attention" in args:  # TransformerConfig.fp8_dot_product_attention -> TE fp8_dpa
             out.training["fp8_attention"] = True
     elif args.get("--fp8-recipe") is not None:

@@ -151,9 +151,11 @@ class TrainingSpec(Spec, kw_only=True):
     seq_len: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default: the workload's seq_len")] = None
     precision: TrainPrecision = "bf16"
     fp8_recipe: Annotated[Fp8RecipeText | None, Meta(description=(
-        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise | mxfp8 (Megatron-Core "
-        "--fp8-recipe; mxfp8 needs a Blackwell accelerator) or torchao's rowwise | rowwise_with_gw_hp (torchtitan "
-        "--float8.recipe_name; dense transformers on Hopper, Blackwell, CDNA3 or CDNA4: docs/model.md#fp8-rowwise); "
+        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise | mxfp8 | blockwise "
+        "(Megatron-Core --fp8-recipe; mxfp8 needs a Blackwell accelerator, blockwise (Float8BlockScaling, 1x128 / "
+        "128x128 tiles) a Hopper one: docs/model.md#fp8-blockwise) or torchao's rowwise | rowwise_with_gw_hp "
+        "(torchtitan --float8.recipe_name; dense transformers on Hopper, Blackwell, CDNA3 or CDNA4: "
+        "docs/model.md#fp8-rowwise); "
         "prices the FP8 quantization casts and the recipe's GEMMs. Not given: delayed, Megatron-Core's "
         "default"))] = None
     bf16_layers: Annotated[int, Meta(ge=0, le=100000, description=(
@@ -476,12 +478,12 @@ class StrategySpec(Spec, kw_only=True):
         "(read the gradient, write it cast), every micro-batch (torch/distributed/fsdp/_fully_shard/"
         "_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce); docs/model.md#fsdp2-copies"))] = False
     xla_gpu_lhs: Annotated[bool, Meta(description=(
-        "zero hsdp compiled by XLA for GPUs with its latency-hiding scheduler on its default, approximate cost "
-        "model (--xla_gpu_enable_latency_hiding_scheduler=true, no profile, no analytical estimator): the "
-        "cross-group gradient all-reduces, combined up to bucket_size bytes (--xla_gpu_all_reduce_combine_"
-        "threshold_bytes; XLA's 30 MiB when unset), each overlap only about 5 kernels of the backward, whatever "
-        "their size (openxla/xla xla/service/gpu/gpu_hlo_schedule.cc GpuLatencyEstimator); "
-        "docs/model.md#xla-gpu-lhs"))] = False
+        "zero fsdp or hsdp compiled by XLA for GPUs with its latency-hiding scheduler on its default, approximate "
+        "cost model (--xla_gpu_enable_latency_hiding_scheduler=true, no PGLE profile, no analytical estimator): "
+        "each unit's parameter all-gather and gradient reduce-scatter, and hsdp's cross-group gradient "
+        "all-reduces, combined up to bucket_size bytes (--xla_gpu_all_reduce_combine_threshold_bytes; XLA's "
+        "30 MiB when unset), each overlap only about 5 kernels of compute, whatever their size (openxla/xla "
+        "xla/service/gpu/gpu_hlo_schedule.cc GpuLatencyEstimator); docs/model.md#xla-gpu-lhs"))] = False
     attention_unpad: Annotated[bool, Meta(description=(
         "flash attention runs the variable-length kernel on tokens gathered by a padding mask "
         "(flash_attn.bert_padding unpad_input / pad_input, as llm-foundry's attn_impl flash does): per layer the "
@@ -637,13 +639,21 @@ class StrategySpec(Spec, kw_only=True):
         if self.fsdp_per_param and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
                               f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
-        if self.xla_gpu_lhs and zero != Zero.HSDP:
-            raise field_error("xla_gpu_lhs", f"true prices XLA's cross-group all-reduces of hsdp{unset}",
-                              f"false (the default), or true with zero hsdp{pin}")
+        if self.xla_gpu_lhs and zero not in (Zero.FSDP, Zero.HSDP):
+            raise field_error("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
+                              f"false (the default), or true with zero fsdp or hsdp{pin}")
         if self.fsdp_per_param and self.fsdp_flat_param:
             raise field_error("fsdp_per_param", "true with fsdp_flat_param true: a model is wrapped by FSDP1 "
                               "(FlatParameter) or FSDP2 (per-parameter), not both",
                               "at most one of fsdp_flat_param and fsdp_per_param true")
+        for torch_fsdp in ("fsdp_per_param", "fsdp_flat_param"):  # XLA compiles the JAX program: no PyTorch FSDP
+            if self.xla_gpu_lhs and getattr(self, torch_fsdp):
+                raise field_error("xla_gpu_lhs", f"true names a program compiled by XLA, not one wrapped by PyTorch "
+                                  f"FSDP (got {torch_fsdp} true)", f"at most one of xla_gpu_lhs and {torch_fsdp} true")
+        if self.xla_gpu_lhs and parse_compression(self.compression).label != "none":
+            # XLA's all-reduces pass through no gradient-compression hook; its combine threshold counts their bytes
+            raise field_error("xla_gpu_lhs", f"true prices XLA's own all-reduces, which no gradient compression hook "
+                              f"reaches (got compression {self.compression!r})", "compression none with xla_gpu_lhs")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
                               f"hsdp{unset}", f"false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
@@ -806,11 +816,19 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
     rowwise_here = acc.family in ROWWISE_FP8_FAMILIES
     # what the accelerator runs instead: a chip without an fp8 peak (A100, V100) runs no FP8 recipe at all
     fp8_here = "fp8" in (getattr(acc, "peak_flops", None) or {})
-    instead = ((("delayed, tensorwise, rowwise or rowwise_with_gw_hp" if rowwise_here else "delayed or tensorwise")
+    blockwise_here = acc.family == "hopper"
+    instead = (((("delayed, tensorwise, blockwise, rowwise or rowwise_with_gw_hp" if blockwise_here else
+                  "delayed, tensorwise, rowwise or rowwise_with_gw_hp") if rowwise_here else "delayed or tensorwise")
                 + " on this accelerator") if fp8_here else f"precision bf16 ({acc.name} has no fp8 peak)")
     if recipe == "mxfp8" and acc.family != "blackwell":
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
                          where="training.fp8_recipe", allowed=instead)
+    if recipe == "blockwise" and not blockwise_here:
+        # TE runs Float8BlockScaling's GEMMs on cuBLASLt's VEC128 / BLK128x128 scale modes, which exist on sm_90
+        # only; on Blackwell TE 2.8+ converts the operands to MXFP8 (TransformerEngine#2157), not priced here
+        raise InputError(f"fp8 recipe blockwise (Float8BlockScaling) is priced on Hopper's cuBLASLt block-scaled "
+                         f"GEMMs only; {acc.name} is {acc.family}", where="training.fp8_recipe",
+                         allowed=instead + (" (mxfp8 on Blackwell)" if acc.family == "blackwell" else ""))
     if recipe in ROWWISE_FP8_RECIPES and not rowwise_here:
         raise InputError(f"fp8 recipe {recipe} runs torch._scaled_mm's row-wise kernel, which PyTorch has for NVIDIA "
                          f"Hopper / Blackwell (CUTLASS) and AMD CDNA3 / CDNA4 (hipBLASLt) only; {acc.name} is "
