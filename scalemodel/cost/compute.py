@@ -307,10 +307,11 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: synchronised calls): k 2560 n 1280 BF16 1.3120 / MXFP8 0.8242 ms = 1.5919, k 1280 n 2560 1.2984 / 0.8813 ms =
 #: 1.4733. One constant, not one per shape: the two shapes are the same GEMM transposed (equal m, equal FLOPs,
 #: k and n swapped) and the curve is symmetric in (m, n, k), so no per-shape rule the curve can carry separates
-#: them; each lies within 4 % of the mean. At these shapes the dense curves make MXFP8 2.30x BF16 (gb200 fp8
-#: 0.7233 x 0.951, d0 113, against 16-bit 0.6491, d0 175), the BF16 calls run on the 16-bit curve (measured /
-#: priced 0.979, 0.969), so the shortfall is the block-scaled grouped kernel's. The cap does not bind at the
-#: measured shapes (1340.6 us / 1.531 = 875.6 us against 583.3 us). Both arms are host-inclusive wall times with
+#: them; each lies within 4 % of the mean. At these shapes the dense curves make MXFP8 1.94x BF16 (gb200 fp8
+#: 0.6101 x 0.951, d0 113, against 16-bit 0.6491, d0 175; 2.30x at 0.7233 before the FP8 / BF16 bound of
+#: docs/model.md#fp8-bf16-ratio), the BF16 calls run on the 16-bit curve (measured / priced 0.979, 0.969), so the
+#: shortfall is the block-scaled grouped kernel's. The cap does not bind at the measured shapes (1340.6 us / 1.531 =
+#: 875.6 us against 691.6 us). Both arms are host-inclusive wall times with
 #: the same dispatch (tens of us in 0.82-1.31 ms calls), which pulls the ratio slightly toward 1. Measured on a
 #: GB200 only: B200, B300 and GB300 (the same fifth-generation tensor cores and cuBLASLt block-scaled kernels)
 #: BORROW it. NVFP4 experts: no BF16-twin timing of an NVFP4 grouped GEMM at expert shapes (TE-PR3134's per-call
