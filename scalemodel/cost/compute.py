@@ -73,7 +73,15 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scalemodel.choices import ROWWISE_FP8_RECIPES, CpCommType, LayerImpl, LossImpl, Recompute, codes
+from scalemodel.choices import (
+    ROWWISE_FP8_RECIPES,
+    TE_FP8_RECIPES_TEXT,
+    CpCommType,
+    LayerImpl,
+    LossImpl,
+    Recompute,
+    codes,
+)
 from scalemodel.cost import mamba
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
@@ -1838,7 +1846,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         if moe:
             raise InputError(f"fp8 recipe {recipe} prices torchao's Float8Linear on a dense layer's nn.Linear "
                              "modules, not MoE experts", where="training.fp8_recipe",
-                             allowed="a dense workload, or delayed / tensorwise / mxfp8")
+                             allowed=f"a dense workload, or {TE_FP8_RECIPES_TEXT}")
         return rowwise_quantize_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, recipe=recipe, tp=tp, cp=cp,
                                       elem_bytes=elem_bytes, mlp_only=mlp_only)
     att_r = recipe if attention_recipe is None else attention_recipe
