@@ -285,6 +285,10 @@ def in_layer_gemm_factor(family: str, precision: str = "bf16", accelerator: str 
 #: VEC128_32F / BLK128x128_32F scale modes, the scales applied as the accumulator is promoted). Every timed call is
 #: a 1D x 2D GEMM (activation x weight); a training run's wgrad GEMMs are 1D x 1D (dY and X, both 1 x 128), which the
 #: guide says carry more overhead than mixed 1D / 2D: unmeasured, priced at the same factor (optimistic there).
+#: The per-tensor reference ran with fast accumulation (generic_gemm use_split_accumulator False); Float8BlockScaling
+#: requires the split accumulator in all three GEMMs, so 0.812 holds its cost, which training's per-tensor dgrad /
+#: wgrad already pay (TE's _2X_ACC_DGRAD / _2X_ACC_WGRAD) inside the fp8 in-layer factor: counted twice there
+#: (pessimistic, unmeasured; docs/model.md#fp8-blockwise).
 #: Measured on an H200 NVL only: every Hopper part of the catalog (h100-sxm, h100-pcie, h200-sxm, h800; the same
 #: sm_90 kernels) BORROWS it. The H200 runs' drift is
 #: small (BF16 31.968 / 32.014 ms per layer between the two runs).
