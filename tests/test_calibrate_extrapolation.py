@@ -75,9 +75,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # maxtext21: the same repository's MaxText Llama 2 70B tables (mtdgxc24), FSDP 64-256 then FSDP 128 x DP
         "mtdgxc24_h100_llama2_70b_bf16 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
         "mtdgxc24_h100_llama2_70b_fp8 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
-        # dgxc21: the same repository's Llama 3.1 8B and GPT-3 175B tables on DGX H100 (dgxc25) and the NeMo 2 rewrite's
-        # GB200 tables (dgxc2505: one series per model and precision, the 340B weak and strong rows together) and its H100
-        # rows (Nemotron-4 15B on 16, 340B on 256, Llama 3.1 405B on 512: a series of growing models)
+        # dgxc21: the same repository's Llama 3.1 8B and GPT-3 175B tables on DGX H100 (dgxc25) and the NeMo 2
+        # rewrite's GB200 tables (dgxc2505: one series per model and precision, the 340B weak and strong rows together)
+        # and its H100 rows (Nemotron-4 15B on 16, 340B on 256, Llama 3.1 405B on 512: a series of growing models)
         "dgxc25_h100_llama31_8b_bf16 (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128]),
         "dgxc25_h100_llama31_8b_fp8 (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128]),
         "dgxc25_h100_gpt3_175b_bf16 (128/256/512/1024/2048)": ("same model", [128, 256, 512, 1024, 2048]),
@@ -89,6 +89,12 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "dgxc2505_gb200_llama31_405b_bf16 (128/256/512)": ("same model", [128, 256, 512]),
         "dgxc2505_gb200_llama31_405b_fp8 (128/256/512)": ("same model", [128, 256, 512]),
         "dgxc2505 dgx-h100 (16-512)": ("model grows with GPUs", [16, 256, 512]),
+        # tpu21: MaxText's 2023 TPU v5e table (mtv5e23), one series per model on 2-32 v5e-256 slices
+        # (tpu-v5e-multislice; the one-slice row runs on tpu-v5e-pod, another cluster, so it starts no series)
+        "mtv5e23_v5e_16b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        "mtv5e23_v5e_32b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        "mtv5e23_v5e_64b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        "mtv5e23_v5e_128b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
     }
 
 
