@@ -301,7 +301,9 @@ FAMILY_MEDIAN_BOUNDS = {
     ("accelerator", "P100"): 0.03,  # n=1, now 2.4%
     # TPU v5p and maxtext n=5 -> 7 when the two MaxText multi-slice runs became expressible (tpu-v5p-multislice, HSDP
     # with the slice as shard group): 128b_2x512 +13.0%, 1024b_2x4096 -7.7%; no existing case moved (5.6% before)
-    ("accelerator", "TPU v5p"): 0.08,  # n=7, now 6.0%
+    # tpu21: the v5p rows state MaxText's parallel DecoderLayer (76bd53b0f layers/models.py), read from the source, not
+    # chosen: 6.0% -> 6.8% (512b -16.3 -> -11.7 %, 128b_2x512 +16.8 -> +18.6 %); bound kept
+    ("accelerator", "TPU v5p"): 0.08,  # n=7, now 6.8%
     # Raised by case inputs set from the runs' own flags (issue 13 framework features, each from the run's
     # table or recipe): the mlm24 table states --tp-comm-overlap and --overlap-param-gather; with TP traffic
     # hidden under the GEMMs 16b +1.0% -> +7.5%, 119b +0.3% -> +5.2%, 177b +1.3% -> +4.4% move away while 32b
@@ -620,7 +622,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # data20: NeMo 25.04 DGX-GB200 (GPT-3 175B, Nemotron-4 15B / 340B, Mixtral 8x7B): +9.3 to +29.0 % at recording
     ("source", "nemo2504"): 0.17,  # n=4, now 16.4%
     ("source", "kor22"): 0.03,  # n=4, now 2.3% (was 3.5%)
-    ("source", "maxtext"): 0.08,  # n=7, now 6.0% (5.6% at n=5 before the multi-slice runs, see TPU v5p)
+    ("source", "maxtext"): 0.08,  # n=7, now 6.8% (6.0% before the parallel block, 5.6% at n=5; see TPU v5p)
     # mb2511 raised 0.06 -> 0.11 by the in-layer GEMM factor: see GB200 and fp8 above
     # mb2511 raised 0.08 -> 0.12 by the FP8 casts (see GB200)
     # mb2511 lowered 0.12 -> 0.10 by the causal core (see B200)
