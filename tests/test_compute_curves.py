@@ -7,6 +7,7 @@ the expected times come from those files, never from the engine's own output.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -229,6 +230,25 @@ def test_blackwell_fp8_curve_holds_the_published_fp8_bf16_ratio(acc: str) -> Non
     assert TE_B300_BF16_MS / TE_B300_FP8_MS == pytest.approx(1.923, abs=0.001)
 
 
+@pytest.mark.parametrize("acc, want", [("gb200", (1.96, 2.05, 2.20)), ("b200", (1.81, 1.61, 1.33)),
+                                       ("b300", (1.81, 1.61, 1.33))])
+def test_fp8_bf16_ratio_off_the_bound_and_in_layer(acc: str, want: tuple[float, float, float]) -> None:
+    """What docs/model.md#fp8-bf16-ratio says the bound leaves (review21f): the in-layer curves, which the rows price,
+    make FP8 1.923 x 0.936 / 0.855 = 2.11 x BF16 at TE_SHAPES (Hopper's in-layer factors, borrowed), and off those
+    shapes the isolated ratio follows the two d0: at 4096^3 / 2048^3 / 1024^3 gb200's (fp8 d0 113 < bf16 175) rises,
+    b200's and b300's (fp8 d0 366) fall. Compute terms by hand from the catalog."""
+    a = load_accelerator(acc, overrides=[])
+    gm16, d16 = a.compute_efficiency.gemm("bf16")  # type: ignore[union-attr]
+    gm8, d8 = a.compute_efficiency.gemm("fp8")  # type: ignore[union-attr]
+    in_layer = _shape_sum(a.peak("bf16"), gm16, d16) / _shape_sum(a.peak("fp8"), gm8, d8)
+    assert in_layer == pytest.approx(TE_B300_BF16_MS / TE_B300_FP8_MS * 0.936 / 0.855, abs=0.01)
+    iso16 = gm16 / in_layer_gemm_factor(a.family, "bf16", a.name)
+    iso8 = gm8 / in_layer_gemm_factor(a.family, "fp8", a.name)
+    for side, ratio in zip((4096, 2048, 1024), want, strict=True):
+        got = a.peak("fp8") * iso8 * (side / (side + d8)) ** 3 / (a.peak("bf16") * iso16 * (side / (side + d16)) ** 3)
+        assert got == pytest.approx(ratio, abs=0.01), side
+
+
 def test_fp8_bf16_ratio_corroborated_by_other_blackwell_pairs() -> None:
     """The bound's 1.923 against the other published same-source Blackwell FP8 / BF16 pairs: OpenXLA's sm_100 table
     (one process, the same shapes) at every side >= 2048, median speed ratio 1.95 (24 shapes); MAMF's per-chip best
@@ -327,6 +347,41 @@ def test_gb300_azure_fp8_sweep_recorded_under_the_borrowed_curve() -> None:
     for p in big:
         eff = iso * np.prod([x / (x + d0) for x in (p["m"], p["n"], p["k"])])
         assert 1.05 < p["tflops"] * 1e12 / (a.peak("fp8") * eff) < 1.20, p
+
+
+def _az_ratios(acc: str, src: str) -> dict[tuple[int, int, int], float]:
+    """Measured / priced rate of an Azure cuBLASLt FP8 sweep's GEMMs >= 10 GFLOP on the part's catalog fp8 curve,
+    isolated basis, compute term by hand: eff = gemm_max / in-layer factor x prod d/(d + d0)."""
+    a = load_accelerator(acc, overrides=[])
+    gm, d0 = a.compute_efficiency.gemm("fp8")  # type: ignore[union-attr]
+    iso = gm / in_layer_gemm_factor(a.family, "fp8", a.name)
+    return {(p["m"], p["n"], p["k"]): p["tflops"] * 1e12 / (a.peak("fp8") * iso * np.prod(
+        [x / (x + d0) for x in (p["m"], p["n"], p["k"])])) for p in POINTS
+        if p["src"] == src and 2 * p["m"] * p["n"] * p["k"] >= 10e9}
+
+
+def test_gb300_fp8_provenance_quotes_the_sweep_against_the_current_curve() -> None:
+    """gb300.yaml's fp8 source and gemm.yaml's AZ-GB300 note quote how Azure's GB300 (and GB200) FP8 sweeps run
+    against gb300's borrowed curve; the numbers they print are those of the catalog's curve now (gbfp8_21's bound
+    lowered it to 0.610 isolated: the shapes >= 4096 run 1.08-1.16 x, the narrow 802816x192x768 one 1.03 x), not
+    of the unbounded 0.723 level (0.91-0.98, 0.87), which both texts went on printing as the current curve's."""
+    gb300, gb200 = _az_ratios("gb300", "AZ-GB300"), _az_ratios("gb200", "AZ-GB200")
+    big300 = [r for s, r in gb300.items() if min(s) >= 4096]
+    big200 = [r for s, r in gb200.items() if min(s) >= 4096]
+    src = load_yaml(ROOT / "hardware" / "accelerators" / "gb300.yaml")["compute_efficiency"]["fp8"]["source"]
+    band = re.search(r"runs (\d\.\d\d)-(\d\.\d\d) x this curve \(isolated basis\) at the shapes >= 4096", src)
+    narrow = re.search(r"802816x192x768 GEMM runs (\d\.\d\d) x this curve", src)
+    assert band and narrow
+    assert float(band[1]) == pytest.approx(min(big300), abs=0.006)
+    assert float(band[2]) == pytest.approx(max(big300), abs=0.006)
+    assert float(narrow[1]) == pytest.approx(gb300[(802816, 192, 768)], abs=0.006)
+    note = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]["AZ-GB300"]["fit_false"]
+    got = re.search(r"this sweep runs (\d\.\d+)-(\d\.\d+) x at the shapes >= 4096 \((\d\.\d+) at "
+                    r"6144x12288x12288\), where AZ-GB200 runs (\d\.\d+)-(\d\.\d+) x the same curve", note)
+    assert got
+    want = (min(big300), max(big300), gb300[(6144, 12288, 12288)], min(big200), max(big200))
+    for quoted, value in zip(got.groups(), want, strict=True):
+        assert float(quoted) == pytest.approx(value, abs=0.0015)
 
 
 def _bf16_curves(acc: str) -> tuple[float, float, float, float]:

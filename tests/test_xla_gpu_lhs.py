@@ -355,3 +355,23 @@ def test_hsdp_unit_windows_are_five_of_the_layers_kernels(a3, monkeypatch) -> No
     out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data, hsdp=groups.data_split(np.asarray(8)))
     unit = 2.0 * P / L * 1e-9
     assert out["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3) + 8.194304e-3, rel=1e-12)
+
+
+def test_hsdp_unit_windows_under_full_recompute(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Both rules of the xlafix21 / review21d merge at once: test_hsdp_unit_windows_are_five_of_the_layers_kernels'
+    run under full recompute, the backward 184 ms a unit (8 ms a kernel, as there: 184 / 23 = 120 / 15). K = 23
+    counts the recomputed forward; the all-reduce windows are min(5 x 184 / 23, 4 x 184 / 2) = 40 ms (each 8 MiB
+    group's 8.388608 ms hidden, the 8.194304 ms remainder exposed whole) and take 2 x 40 / 4 = 20 ms of each unit's
+    backward: b' = 164 ms. A unit window is W_b = min(5 x 184 / 23, 164 / 2) = 40 ms: not 5 x 184 / 15 = 61.3 ms
+    (K without the recomputed forward, which would hide the 49.94304 ms collectives) nor 5 x 164 / 23 = 35.7 ms (the
+    kernels shortened by the all-reduces' share):
+
+        exposed = 2 x 49.94304 + 9 x (49.94304 - 40) + 8.194304 ms = 197.567744 ms"""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 184e-3]), "recomputed_layers": np.asarray([float(L)])}
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(8 * MIB), recompute="full")
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data, hsdp=groups.data_split(np.asarray(8)))
+    unit = 2.0 * P / L * 1e-9
+    assert out["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3) + 8.194304e-3, rel=1e-12)
