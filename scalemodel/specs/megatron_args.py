@@ -500,6 +500,14 @@ def _megatron(text: str, out: StrategyFile) -> None:
             getattr(out, where)[key] = n
             # an error on strategy.ep names --expert-model-parallel-size (training.micro_batch --micro-batch-size)
             (out.fields if where == "strategy" else out.training_fields)[key] = name
+    for name in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
+        # round 21: 0 was priced as an empty edge stage; Megatron-Core refuses it (NVIDIA/Megatron-LM@d98e8a64dd
+        # megatron/core/transformer/transformer_config.py L2304 / L2323 "num_layers_in_first_pipeline_stage must
+        # be larger than 0"); a stage without layers is written with --pipeline-model-parallel-layout
+        if out.strategy.get(_MEG_INT[name][1]) == 0 and out.fields.get(_MEG_INT[name][1]) == name:
+            raise InputError("0 layers (Megatron-Core raises: num_layers_in_first/last_pipeline_stage must be larger "
+                             "than 0)", where=name, allowed="1 or more layers, or leave the flag out; an empty stage "
+                             "is written with --pipeline-model-parallel-layout")
     if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
         raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():

@@ -1,0 +1,85 @@
+"""Hostile-input round 21: the workload and strategy fields added lately (MLA, Mamba-2 hybrids, LatentMoE, MTP,
+module precision, uneven pipeline stages, the MoE dispatcher and router settings, CP exchange types), cluster tier
+fields, accelerator YAML, calibrated overlays, launch scripts with the newer switches, and fields valid one by one
+but contradictory together.
+
+Each case is one finding of a corpus run one process per case (timeout and memory cap); the contract is
+test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+ROOT = Path(__file__).resolve().parent.parent
+DSV3 = ["-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--pp", "16", "--ep", "64"]
+
+
+# --- MLA with the GQA / head-width fields ----------------------------------------------------------------------------
+# Under mla the shape takes its widths from the mla block (engine.job.transformer_shape): kv_heads 8 of 128 heads and
+# head_dim 64 were read, dropped and priced as if absent, exit 0 without a word.
+
+@pytest.mark.parametrize("item, said", [
+    ("model.kv_heads=8", "--set model.kv_heads: 8 with mla: multi-head latent attention up-projects keys and values "
+                         "for each of the 128 heads from one latent (no KV groups); leave kv_heads out with mla"),
+    ("model.head_dim=64", "--set model.head_dim: 64 with mla, whose query/key head width is mla.qk_nope_head_dim + "
+                          "mla.qk_rope_head_dim = 192 (values: mla.v_head_dim); leave head_dim out with mla (or 192)"),
+])
+def test_mla_with_gqa_or_head_dim_is_refused(cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    assert said in refused(cli, "predict", *DSV3, "--set", item)
+
+
+def test_mla_with_the_widths_it_implies_still_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    # kv_heads = heads and head_dim = qk_nope + qk_rope (128 + 64) say what MLA does: the same step as without them
+    plain = accepted(cli, "predict", *DSV3)
+    same = accepted(cli, "predict", *DSV3, "--set", "model.kv_heads=128", "--set", "model.head_dim=192")
+    assert same["step_time_s"] == plain["step_time_s"]
+
+
+def test_mla_from_a_hf_config_still_loads(cli) -> None:  # type: ignore[no-untyped-def]
+    # the HF reader sets kv_heads and head_dim to None for MLA (num_key_value_heads 128 in DeepSeek-V3's config)
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", str(ROOT / "tests/data/hf/DeepSeek-V3/config.json"),
+                   "-n", "1024", "--pp", "16", "--ep", "64", "--seq-len", "4096")
+    assert doc["step_time_s"] > 0
+
+
+# --- Megatron-LM uneven edge stages of 0 layers --------------------------------------------------------------------
+# --decoder-first/last-pipeline-num-layers 0 was priced as an empty edge stage; Megatron-Core raises
+# (NVIDIA/Megatron-LM@d98e8a64dd transformer_config.py L2304 / L2323).
+
+@pytest.mark.parametrize("flag", ["--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"])
+def test_megatron_edge_stage_of_zero_layers_is_refused(cli, tmp_path: Path, flag: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --global-batch-size 32 --bf16 "
+                 f"--pipeline-model-parallel-size 4 {flag} 0\n")
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--strategy", str(f), inputs=(f,))
+    assert f"{flag}: 0 layers (Megatron-Core raises" in line and "; 1 or more layers, or leave the flag out" in line
+
+
+def test_megatron_edge_stage_of_two_layers_still_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --global-batch-size 32 --bf16 "
+                 "--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 2\n")
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--strategy", str(f))
+    assert doc["strategy"]["first_stage_layers"] == 2
+
+
+# --- a Mamba-2 block without Mamba-2 layers --------------------------------------------------------------------------
+# hybrid.mamba beside a pattern of no M was dropped without a word, its widths never checked (heads 3 of groups 8 ran),
+# where a moe block without E layers is refused.
+
+def test_mamba_block_without_m_layers_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "w.yaml"
+    f.write_text("kind: transformer\nname: w\nlayers: 8\nhidden: 1024\nheads: 16\nvocab: 32000\nseq_len: 2048\n"
+                 "hybrid: {pattern: '*-*-*-*-', mamba: {state_dim: 16, heads: 3}}\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", inputs=(f,),
+            match=f"error: {f}:8: hybrid.mamba: set but hybrid.pattern has no M layer; M for each Mamba-2 layer, or "
+                  "no mamba block")
+
+
+def test_set_pattern_without_m_on_a_model_with_mamba_widths_says_so(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "16", "--ep", "8",
+            "--set", "model.hybrid.pattern=" + "*E" * 26, match="hybrid.mamba: set but hybrid.pattern has no M layer")
