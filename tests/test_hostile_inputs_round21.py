@@ -83,3 +83,33 @@ def test_mamba_block_without_m_layers_is_refused(cli, tmp_path: Path) -> None:  
 def test_set_pattern_without_m_on_a_model_with_mamba_widths_says_so(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "16", "--ep", "8",
             "--set", "model.hybrid.pattern=" + "*E" * 26, match="hybrid.mamba: set but hybrid.pattern has no M layer")
+
+
+# --- a published parameter count the shape does not give ------------------------------------------------------------
+# params ("published parameter count, for checking") of 1 or 1e15 beside a 166 M shape was kept without a word.
+
+WL = "kind: transformer\nname: w\nlayers: 8\nhidden: 1024\nheads: 16\nvocab: 32000\nseq_len: 2048\n"
+
+
+def _shape_params() -> float:
+    # by hand: 8 layers of 12 h^2 + 13 h (QKV and output 4 h^2 + 4 h, MLP 8 h^2 + 5 h, two norms 4 h), untied input
+    # and output embeddings 2 V h, the final norm 2 h: 166,307,840
+    h = 1024
+    return 8 * (12 * h * h + 13 * h) + 2 * 32000 * h + 2 * h
+
+
+@pytest.mark.parametrize("params", ["1", "1e15", "150e6"])
+def test_params_the_shape_does_not_give_is_warned(cli, tmp_path: Path, params: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "w.yaml"
+    f.write_text(WL + f"params: {params}\n")
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8")
+    said = [w for w in doc["warnings"] if w.startswith("model.params ")]
+    assert len(said) == 1 and f"is not the {_shape_params():.4g} parameters the model's shape gives" in said[0], said
+
+
+@pytest.mark.parametrize("params", [f"{_shape_params():.0f}", "166e6", "0.17e9"])  # exact, or within the rounding
+def test_params_the_shape_gives_says_nothing(cli, tmp_path: Path, params: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "w.yaml"
+    f.write_text(WL + f"params: {params}\n")
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8")
+    assert not [w for w in doc["warnings"] if w.startswith("model.params ")], doc["warnings"]

@@ -335,6 +335,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     if workload.kind == "transformer":
         sh = transformer_shape(workload)
         params, expert = model_param_counts(sh)
+        _warn_published_params(workload, sh)
         gen_flops = gen_bwd = gen_act = gen_time = 0.0
     else:
         sh = None
@@ -1188,6 +1189,32 @@ def _check_shard_group(strategy: Any, dp: int) -> None:
     shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
     raise InputError(f"zero hsdp shard_group = {shard} does not divide dp = {dp}", where="strategy.shard_group",
                      allowed=f"a divisor of dp = {dp} ({shown}), or shard_group unset (the replicas in one node)")
+
+
+def published_params_tolerance(published: float) -> float:
+    """Relative tolerance of a published parameter count: 5 %, or half a unit in its last written digit where the
+    count is rounded more coarsely (7e9, written to 1 B, holds 6.5 to 7.5 B: 7.1 %). 5 %: published counts often
+    leave out biases and norms (Narayanan et al. 2021 Table 1 counts 12 l h^2 (1 + 13 / 12h) + (V + s) h: gpt-1.7b's
+    full shape, examples/workloads/gpt-1.7b.yaml, is 3.1 % below its 1.7 B)."""
+    n = int(round(published))
+    unit = 1
+    while n and n % 10 == 0:
+        n //= 10
+        unit *= 10
+    return max(0.05, 0.5 * unit / published) if published >= 1 else 0.05
+
+
+def _warn_published_params(workload: Any, sh: Any) -> None:
+    """A transformer's ``params`` is the published count, for checking; its shape is what every command prices.
+    Round 21: params 1 (or 1e15) beside a 100 M shape was kept without a word."""
+    published = getattr(workload, "params", None)
+    if not published:
+        return
+    derived = float(transformer.param_count(sh))
+    if abs(derived / float(published) - 1.0) > published_params_tolerance(float(published)):
+        notices.warn(f"model.params {float(published):.4g} is not the {derived:.4g} parameters the model's shape "
+                     "gives (the main model, without MTP modules): the shape is priced; "
+                     "correct the shape, or params (the published count, kept for checking)")
 
 
 def _check_rowwise_workload(recipe: str, sh: Any, workload: Any) -> None:
