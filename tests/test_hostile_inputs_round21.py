@@ -113,3 +113,54 @@ def test_params_the_shape_gives_says_nothing(cli, tmp_path: Path, params: str) -
     f.write_text(WL + f"params: {params}\n")
     doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8")
     assert not [w for w in doc["warnings"] if w.startswith("model.params ")], doc["warnings"]
+
+
+# --- an FP8 recipe the accelerator cannot run, named where it was written ------------------------------------------
+# The refusal of training.fp8_recipe (mxfp8 off Blackwell) was located where the precision was written: "--precision:
+# fp8 recipe mxfp8 needs Blackwell tensor cores" to a user who wrote --set training.fp8_recipe=mxfp8, "training.
+# precision" in a scenario, and "training.precision" for a Megatron-LM launch's --fp8-recipe.
+
+def test_fp8_recipe_refusal_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--precision", "fp8",
+            "--set", "training.fp8_recipe=mxfp8",
+            match="error: --set training.fp8_recipe: fp8 recipe mxfp8 needs Blackwell tensor cores; h100-sxm is hopper")
+
+
+def test_fp8_recipe_refusal_names_the_scenario_field(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "sc.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: llama3-8b\ngpus: [16]\n"
+                 "training: {precision: fp8, fp8_recipe: mxfp8}\nassertions: {max_step_time: 100 s}\n")
+    refused(cli, "check", str(f), inputs=(f,),
+            match=f"error: {f}: training.fp8_recipe: fp8 recipe mxfp8 needs Blackwell")
+
+
+@pytest.mark.parametrize("flags, said", [
+    ("--fp8-format hybrid --fp8-recipe mxfp8", "--fp8-recipe: fp8 recipe mxfp8 needs Blackwell tensor cores"),
+    ("--fp8-format hybrid", "--fp8-format: accelerator 'a100-sxm-80g' has no fp8 peak"),
+])
+def test_megatron_fp8_refusal_names_the_flag(cli, tmp_path: Path, flags: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --micro-batch-size 1 --global-batch-size 32 --bf16 {flags}\n")
+    refused(cli, "predict", "-c", "dgx-a100", "-m", "llama3-8b", "-n", "16", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: {said}")
+
+
+def test_fp4_off_blackwell_still_names_the_precision(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--precision", "fp4",
+            match="error: --precision: precision fp4 (NVFP4) needs Blackwell tensor cores")
+
+
+# --- `hardware validate` of a built-in name ---------------------------------------------------------------------------
+# "error: deepseek-v3: file not found: deepseek-v3; an existing YAML file": validate reads files only, and said nothing
+# of the built-in the name is, nor of `hardware show`, which loads it.
+
+@pytest.mark.parametrize("name, kind", [("deepseek-v3", "workload"), ("dgx-h100", "cluster"),
+                                        ("h100-sxm", "accelerator"), ("default", "scenario")])
+def test_validate_of_a_builtin_name_points_to_show(cli, name: str, kind: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "hardware", "validate", name)
+    assert line.startswith(f"error: {name}: no such file; {name!r} is the name of a built-in {kind}, "), line
+    assert f"`scalemodel hardware show {name}` loads and shows the built-in" in line, line
+
+
+def test_validate_of_a_missing_file_still_says_not_found(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "hardware", "validate", str(tmp_path / "nope.yaml"), match="file not found: ")

@@ -173,6 +173,12 @@ def show_spec(name: str, sets: list[str] | None = None) -> SpecView:
 def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
     """Validate a spec file (any kind); raises InputError with the reason when it is not valid."""
     if not exists(file):  # a FIFO, a device or a directory is refused when read
+        builtin = next((k for k in _BUILTIN_KINDS if builtin_path(k, str(file)) is not None), None)
+        if builtin is not None:  # round 21: "deepseek-v3: file not found: deepseek-v3; an existing YAML file"
+            raise InputError(f"no such file; {str(file)!r} is the name of a built-in {builtin}, which validate "
+                             "does not read", where=str(file)[:200],
+                             allowed=f"a spec file's path; `scalemodel hardware show {file}` loads and shows the "
+                                     "built-in (with --set to check an override)")
         raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
     spec = _load(kind, file, sets)

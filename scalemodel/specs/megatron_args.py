@@ -613,9 +613,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
             raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
         out.training["precision"] = "fp8"
+        # round 21: a refusal named "training.precision" to a launch that wrote --fp8-format / --fp8-recipe
+        out.training_fields["precision"] = "--fp8-format"
         recipe = args.get("--fp8-recipe")  # Megatron-Core's default: delayed (TransformerConfig.fp8_recipe)
         if recipe in ("delayed", "tensorwise", "mxfp8"):
             out.training["fp8_recipe"] = recipe
+            out.training_fields["fp8_recipe"] = "--fp8-recipe"
         elif recipe is not None:
             out.unused.append(f"--fp8-recipe {str(recipe)[:40]} (FP8 casts priced as delayed scaling: the model "
                               "prices delayed, tensorwise and mxfp8)")
