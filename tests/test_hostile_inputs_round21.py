@@ -164,3 +164,30 @@ def test_validate_of_a_builtin_name_points_to_show(cli, name: str, kind: str) ->
 
 def test_validate_of_a_missing_file_still_says_not_found(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "hardware", "validate", str(tmp_path / "nope.yaml"), match="file not found: ")
+
+
+# --- a torchtitan [float8] recipe that converts nothing -------------------------------------------------------------
+# torchtitan converts layers to Float8Linear only when [model] converters names float8 (or the old
+# enable_float8_linear); a [float8] recipe_name without it trains in bf16, and was dropped without a word.
+
+TITAN = "[training]\nlocal_batch_size = 1\nseq_len = 2048\n[activation_checkpoint]\nmode = 'none'\n"
+
+
+def _titan_unused(cli, tmp_path: Path, text: str) -> list[str]:  # type: ignore[no-untyped-def]
+    f = tmp_path / "t.toml"
+    f.write_text(text)
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--strategy", str(f))
+    assert doc["inputs"]["training"]["precision"] == "bf16"
+    return doc["inputs"]["strategy_file"]["unused"]  # type: ignore[no-any-return]
+
+
+def test_titan_float8_recipe_without_the_converter_is_named(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    unused = _titan_unused(cli, tmp_path, TITAN + "[float8]\nrecipe_name = 'rowwise'\n")
+    assert unused == ["[float8] without [model] converters naming float8 (torchtitan converts no layer to "
+                      "Float8Linear: priced without FP8, as it trains)"], unused
+
+
+def test_titan_default_float8_table_says_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # torchtitan's shipped configs carry the table with its switches off (tests/data/frameworks/torchtitan_llama3_8b)
+    assert _titan_unused(cli, tmp_path, TITAN + "[float8]\nenable_fsdp_float8_all_gather = false\n"
+                                                "filter_fqns = ['output']\n") == []
