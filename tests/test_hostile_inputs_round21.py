@@ -191,3 +191,17 @@ def test_titan_default_float8_table_says_nothing(cli, tmp_path: Path) -> None:  
     # torchtitan's shipped configs carry the table with its switches off (tests/data/frameworks/torchtitan_llama3_8b)
     assert _titan_unused(cli, tmp_path, TITAN + "[float8]\nenable_fsdp_float8_all_gather = false\n"
                                                 "filter_fqns = ['output']\n") == []
+
+
+def test_params_of_a_reshaped_builtin_says_nothing(cli) -> None:  # type: ignore[no-untyped-def]
+    # a --set of the shape is a what-if: the built-in's published count no longer applies, by design
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt3-175b", "-n", "64", "--tp", "8", "--pp", "8",
+                   "--set", "model.layers=48")
+    assert not [w for w in doc["warnings"] if w.startswith("model.params ")], doc["warnings"]
+
+
+def test_validate_warns_of_params_the_shape_does_not_give(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "w.yaml"
+    f.write_text(WL + "params: 7e9\n")
+    doc = accepted(cli, "hardware", "validate", str(f))
+    assert [w for w in doc["warnings"] if w.startswith("model.params 7e+09 is not the 1.663e+08 parameters")]

@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel import specs
-from scalemodel.engine.job import model_param_counts, scenario_training_fits, transformer_shape
+from scalemodel.engine.job import (
+    model_param_counts,
+    scenario_training_fits,
+    transformer_shape,
+    warn_published_params,
+)
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
@@ -182,6 +187,8 @@ def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
         raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
     spec = _load(kind, file, sets)
+    if kind == "workload" and not sets:  # the file's own count against its own shape (a --set is a what-if)
+        warn_published_params(spec)
     if kind == "scenario":  # check's cross-checks before pricing: the schema alone passed fp4 on an H100
         scenario_training_fits(spec, str(file), _own_paths(kind, sets or []))
         # and its strategy refusals (the allgather dispatcher beside moe_a2a_overlap, sequence_parallel false for an

@@ -340,7 +340,6 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     if workload.kind == "transformer":
         sh = transformer_shape(workload)
         params, expert = model_param_counts(sh)
-        _warn_published_params(workload, sh)
         gen_flops = gen_bwd = gen_act = gen_time = 0.0
     else:
         sh = None
@@ -1209,13 +1208,15 @@ def published_params_tolerance(published: float) -> float:
     return max(0.05, 0.5 * unit / published) if published >= 1 else 0.05
 
 
-def _warn_published_params(workload: Any, sh: Any) -> None:
+def warn_published_params(workload: Any) -> None:
     """A transformer's ``params`` is the published count, for checking; its shape is what every command prices.
-    Round 21: params 1 (or 1e15) beside a 100 M shape was kept without a word."""
+    Round 21: params 1 (or 1e15) beside a 166 M shape was kept without a word. Called on the workload as its file
+    gives it (predict, plan, memory, scale, sensitivity and hardware validate without a --set of the model): a --set
+    of the shape is a what-if, whose count differs from the file's by design."""
     published = getattr(workload, "params", None)
-    if not published:
+    if getattr(workload, "kind", "") != "transformer" or not published:
         return
-    derived = float(transformer.param_count(sh))
+    derived = float(transformer.param_count(transformer_shape(workload)))
     if abs(derived / float(published) - 1.0) > published_params_tolerance(float(published)):
         notices.warn(f"model.params {float(published):.4g} is not the {derived:.4g} parameters the model's shape "
                      "gives (the main model, without MTP modules): the shape is priced; "
