@@ -22,10 +22,15 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
 
 
+def _hybrid(pattern: str) -> dict:  # type: ignore[type-arg]
+    """The hybrid block: the Mamba-2 widths only where the pattern has M layers (refused without one)."""
+    return {"pattern": pattern, **({"mamba": MAMBA} if "M" in pattern else {})}
+
+
 def _peak(pattern: str, schedule: str, **extra):
     model = dict(kind="transformer", name="chunks", hidden=1024, heads=8, kv_heads=4, ffn_hidden=2048, vocab=32000,
                  seq_len=2048, gated_mlp=True, dropout=False, layers=len(pattern.replace("|", "")),
-                 hybrid={"pattern": pattern, "mamba": MAMBA})
+                 hybrid=_hybrid(pattern))
     training = training_spec(global_batch=64, micro_batch=1)
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
     g = grid_from_strategy(strategy_spec(pp=2, schedule=schedule, **extra), training, 16, job)

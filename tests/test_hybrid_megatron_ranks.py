@@ -24,6 +24,11 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
 
 
+def _hybrid(pattern: str) -> dict:  # type: ignore[type-arg]
+    """The hybrid block: the Mamba-2 widths only where the pattern has M layers (refused without one)."""
+    return {"pattern": pattern, **({"mamba": MAMBA} if "M" in pattern else {})}
+
+
 def _megatron_segment(pattern: str, pp: int, rank: int, vp: int | None, first: int | None,
                       last: int | None) -> str:
     """The layer characters Megatron builds for (pp rank, virtual stage), from select_pipeline_segment's text."""
@@ -51,7 +56,7 @@ def _megatron_segment(pattern: str, pp: int, rank: int, vp: int | None, first: i
 def _model_ranks(pattern: str, pp: int, **kw) -> list[str]:
     moe = {"moe": {"experts": 8, "top_k": 2, "ffn_hidden": 512}} if "E" in pattern else {}
     model = dict(kind="transformer", name="m", hidden=512, heads=8, kv_heads=8, ffn_hidden=1024, vocab=32000,
-                 seq_len=1024, layers=len(pattern.replace("|", "")), hybrid={"pattern": pattern, "mamba": MAMBA},
+                 seq_len=1024, layers=len(pattern.replace("|", "")), hybrid=_hybrid(pattern),
                  **moe)
     training = training_spec(global_batch=32, micro_batch=1)
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
@@ -98,7 +103,7 @@ def test_pipe_free_ranks_are_megatrons_split(pattern, pp, first, last):
 def _activations(pattern: str, pp: int) -> float:
     model = dict(kind="transformer", name="m", hidden=512, heads=8, kv_heads=8, ffn_hidden=1024, vocab=256,
                  dropout=False, seq_len=1024, layers=len(pattern.replace("|", "")),
-                 hybrid={"pattern": pattern, "mamba": MAMBA})
+                 hybrid=_hybrid(pattern))
     r = scalemodel.predict("dgx-h100", model, pp, global_batch=8, micro_batch=1, pp=pp)
     assert r.feasible, r.infeasible_reason
     return float(r.memory["parts_bytes"]["activations"])

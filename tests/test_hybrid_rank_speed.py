@@ -25,9 +25,14 @@ BASE = dict(kind="transformer", name="ranks", hidden=1024, heads=8, kv_heads=4, 
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
 
 
+def _hybrid(pattern: str) -> dict:  # type: ignore[type-arg]
+    """The hybrid block: the Mamba-2 widths only where the pattern has M layers (refused without one)."""
+    return {"pattern": pattern, **({"mamba": MAMBA} if "M" in pattern else {})}
+
+
 def _job_grid(pattern: str, micro_batch: int = 1, **strategy):
     training = training_spec(global_batch=GB, micro_batch=micro_batch)
-    model = dict(BASE, layers=len(pattern.replace("|", "")), hybrid={"pattern": pattern, "mamba": MAMBA})
+    model = dict(BASE, layers=len(pattern.replace("|", "")), hybrid=_hybrid(pattern))
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
     return job, grid_from_strategy(strategy_spec(**strategy), training, GPUS, job)
 

@@ -30,8 +30,13 @@ BASE = dict(kind="transformer", name="ranks", hidden=1024, heads=8, kv_heads=4, 
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
 
 
+def _hybrid(pattern: str) -> dict:  # type: ignore[type-arg]
+    """The hybrid block: the Mamba-2 widths only where the pattern has M layers (refused without one)."""
+    return {"pattern": pattern, **({"mamba": MAMBA} if "M" in pattern else {})}
+
+
 def _model(pattern: str) -> dict:
-    return dict(BASE, layers=len(pattern.replace("|", "")), hybrid={"pattern": pattern, "mamba": MAMBA})
+    return dict(BASE, layers=len(pattern.replace("|", "")), hybrid=_hybrid(pattern))
 
 
 def _job_grid(pattern: str, **strategy):

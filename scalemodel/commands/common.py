@@ -18,7 +18,12 @@ from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
-from scalemodel.engine.job import check_moe_rank_imbalance, run_training_checks, transformer_shape
+from scalemodel.engine.job import (
+    check_moe_rank_imbalance,
+    run_training_checks,
+    transformer_shape,
+    warn_published_params,
+)
 from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import (
     StrategySpec,
@@ -226,6 +231,8 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     cl = load_cluster(cluster, routed["cluster"])
     note_tier_bandwidth(cl, routed["cluster"])
     wl = load_workload(model, routed["model"])
+    if not routed["model"]:
+        warn_published_params(wl)
     tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
     tr_raw = apply_overrides(tr_given, routed["training"])
     st_raw = apply_overrides(st_given, routed["strategy"])

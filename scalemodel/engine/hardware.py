@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel import specs
-from scalemodel.engine.job import model_param_counts, scenario_training_fits, transformer_shape
+from scalemodel.engine.job import (
+    model_param_counts,
+    scenario_training_fits,
+    transformer_shape,
+    warn_published_params,
+)
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
@@ -173,9 +178,17 @@ def show_spec(name: str, sets: list[str] | None = None) -> SpecView:
 def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
     """Validate a spec file (any kind); raises InputError with the reason when it is not valid."""
     if not exists(file):  # a FIFO, a device or a directory is refused when read
+        builtin = next((k for k in _BUILTIN_KINDS if builtin_path(k, str(file)) is not None), None)
+        if builtin is not None:  # round 21: "deepseek-v3: file not found: deepseek-v3; an existing YAML file"
+            raise InputError(f"no such file; {str(file)!r} is the name of a built-in {builtin}, which validate "
+                             "does not read", where=str(file)[:200],
+                             allowed=f"a spec file's path; `scalemodel hardware show {file}` loads and shows the "
+                                     "built-in (with --set to check an override)")
         raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
     spec = _load(kind, file, sets)
+    if kind == "workload" and not sets:  # the file's own count against its own shape (a --set is a what-if)
+        warn_published_params(spec)
     if kind == "scenario":  # check's cross-checks before pricing: the schema alone passed fp4 on an H100
         scenario_training_fits(spec, str(file), _own_paths(kind, sets or []))
         # and its strategy refusals (the allgather dispatcher beside moe_a2a_overlap, sequence_parallel false for an

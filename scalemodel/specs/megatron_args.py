@@ -500,6 +500,14 @@ def _megatron(text: str, out: StrategyFile) -> None:
             getattr(out, where)[key] = n
             # an error on strategy.ep names --expert-model-parallel-size (training.micro_batch --micro-batch-size)
             (out.fields if where == "strategy" else out.training_fields)[key] = name
+    for name in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
+        # round 21: 0 was priced as an empty edge stage; Megatron-Core refuses it (NVIDIA/Megatron-LM@d98e8a64dd
+        # megatron/core/transformer/transformer_config.py L2304 / L2323 "num_layers_in_first_pipeline_stage must
+        # be larger than 0"); a stage without layers is written with --pipeline-model-parallel-layout
+        if out.strategy.get(_MEG_INT[name][1]) == 0 and out.fields.get(_MEG_INT[name][1]) == name:
+            raise InputError("0 layers (Megatron-Core raises: num_layers_in_first/last_pipeline_stage must be larger "
+                             "than 0)", where=name, allowed="1 or more layers, or leave the flag out; an empty stage "
+                             "is written with --pipeline-model-parallel-layout")
     if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
         raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
@@ -605,9 +613,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
             raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
         out.training["precision"] = "fp8"
+        # round 21: a refusal named "training.precision" to a launch that wrote --fp8-format / --fp8-recipe
+        out.training_fields["precision"] = "--fp8-format"
         recipe = args.get("--fp8-recipe")  # Megatron-Core's default: delayed (TransformerConfig.fp8_recipe)
         if recipe in ("delayed", "tensorwise", "mxfp8", "blockwise"):
             out.training["fp8_recipe"] = recipe
+            out.training_fields["fp8_recipe"] = "--fp8-recipe"
         elif recipe is not None:
             out.unused.append(f"--fp8-recipe {str(recipe)[:40]} (FP8 casts priced as delayed scaling: the model "
                               "prices delayed, tensorwise, mxfp8 and blockwise)")
