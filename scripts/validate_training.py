@@ -1279,7 +1279,8 @@ def parse_precision(text: str) -> str:
 
 def parse_fp8_recipe(text: str) -> str | None:
     """The FP8 scaling recipe a case's precision text records (training_cases.yaml conventions: 'FP8-CS' per-tensor
-    current scaling -> tensorwise, 'FP8-MX' -> mxfp8, 'blockwise' / 'FP8-Blockwise' -> blockwise; torchao's
+    current scaling -> tensorwise, 'FP8-MX' -> mxfp8, 'blockwise' / 'FP8-Blockwise' / DeepSeek-V3's 'tile/block'
+    scaling -> blockwise; torchao's
     'rowwise_with_gw_hp' and 'rowwise' recipes, the tao25 rows' ``--float8.recipe_name``, by name); None (the
     model's default, delayed: Megatron-Core's) when it names none
     or the run is not fp8."""
@@ -1294,7 +1295,10 @@ def parse_fp8_recipe(text: str) -> str | None:
         return "tensorwise"
     if "fp8-mx" in t or "mxfp8" in t:
         return "mxfp8"
-    if "blockwise" in t:  # Megatron-LM --fp8-recipe blockwise, TE Float8BlockScaling (docs/model.md#fp8-blockwise)
+    # Megatron-LM --fp8-recipe blockwise, TE Float8BlockScaling (docs/model.md#fp8-blockwise); DeepSeek-V3's own
+    # 'fine-grained' 1x128 tile (activations) / 128x128 block (weights) scaling, which Float8BlockScaling reproduces
+    # (arXiv 2412.19437 §3.3.2), in the report's words 'tile/block' or 'tile-wise'
+    if "blockwise" in t or "tile/block" in t or "tile-wise" in t:
         return "blockwise"
     return None
 

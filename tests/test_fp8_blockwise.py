@@ -126,6 +126,18 @@ def test_validator_reads_the_blockwise_rows() -> None:
     assert vt.predict_new_case(cases["mcrec26_h100_qwen3_30b_fp8blk"]).settings["fp8_recipe"] == "blockwise"
 
 
+def test_validator_reads_deepseek_v3_own_run_as_blockwise() -> None:
+    """dsv3_h800_2048 (DeepSeek's own framework, arXiv 2412.19437 §3.3: 1x128 activation tiles, 128x128 weight blocks)
+    states 'fine-grained tile/block scaling'; it is the recipe the mcore26 DeepSeek row calls 'FP8-Blockwise', not
+    Megatron-Core's delayed default. The row stays listed (DualPipe etc.); if ever compared, it takes blockwise."""
+    cases = training_cases()
+    vt = script_module("validate_training")
+    assert vt.parse_fp8_recipe(str(cases["dsv3_h800_2048"]["precision"])) == "blockwise"
+    assert vt.parse_fp8_recipe("fp8 (tile-wise 1x128 activations)") == "blockwise"
+    assert vt.parse_fp8_recipe("fp8 (FP8-MX, MXFP8 block scaling)") == "mxfp8"
+    assert vt.parse_fp8_recipe("fp8") is None
+
+
 def test_cli_refuses_blockwise_off_hopper(cli: Any) -> None:
     """Off Hopper the recipe is one line on stderr and exit 2, naming what the accelerator runs."""
     r = cli("predict", "-c", "dgx-b200", "-m", "llama3-8b", "--gpus", "8", "--precision", "fp8",
