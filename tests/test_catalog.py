@@ -458,7 +458,8 @@ def test_gb300_values_equal_their_datasheet_numbers() -> None:
 
 
 @pytest.mark.parametrize(
-    "chip, pod, peak_tflops, pod_pflops, hbm_bytes, hbm_gbps, ici_bidi_gbps, allreduce_pod_tbps, nics_gbps, dcn_pod_tbps",
+    ("chip, pod, peak_tflops, pod_pflops, hbm_bytes, hbm_gbps, ici_bidi_gbps, allreduce_pod_tbps, nics_gbps, "
+     "dcn_pod_tbps"),
     [
         # [GCP-v5e]: 197 TFLOPs bf16, 50.63 PFLOPs per pod; '16 GB' HBM2 (read as 16 GiB, the part's binary
         # capacity); 819 GBps; 400 GBps bidirectional ICI per chip over 4 ports; all-reduce 51.2 TB/s per pod;
