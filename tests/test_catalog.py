@@ -455,3 +455,52 @@ def test_gb300_values_equal_their_datasheet_numbers() -> None:
     assert parse_quantity(nvl["bandwidth"], "bandwidth") * 2 * 72 == pytest.approx(129.6e12)
     # [GB300-NVL72] one ConnectX-8 SuperNIC per GPU, 800 Gb/s = 100 GB/s per direction
     assert parse_quantity(_tier(clu, "ib-leaf")["bandwidth"], "bandwidth") == pytest.approx(800e9 / 8)
+
+
+@pytest.mark.parametrize(
+    ("chip, pod, peak_tflops, pod_pflops, hbm_bytes, hbm_gbps, ici_bidi_gbps, allreduce_pod_tbps, nics_gbps, "
+     "dcn_pod_tbps"),
+    [
+        # [GCP-v5e]: 197 TFLOPs bf16, 50.63 PFLOPs per pod; '16 GB' HBM2 (read as 16 GiB, the part's binary
+        # capacity); 819 GBps; 400 GBps bidirectional ICI per chip over 4 ports; all-reduce 51.2 TB/s per pod;
+        # 2 x 100 Gbps NICs per 8-chip host; DCN 6.4 Tbps per pod
+        ("tpu-v5e", "tpu-v5e-multislice", 197, 50.63, 16 * 2**30, 819, 400, 51.2, 2 * 100, 6.4),
+        # [GCP-v6e] (docs.cloud.google.com v6e.md.txt): 918 TFLOPs, 234.9 PFLOPs per pod, 32 GB; HBM 1638 GBps
+        # = 1600 GiB/s (1638.4e9 B/s, twice v5e's 819 = 800 GiB/s; revisions print 1638, 1640 and the rounded
+        # 1600); ICI 3200 Gbps (= 800 GBps bidirectional), all-reduce 102.4 TB/s; 4 x 200 Gbps NICs, 25.6 Tbps
+        # (no DCN tier)
+        ("tpu-v6e", "tpu-v6e-pod", 918, 234.9, 32e9, 1600 * 1.024, 800, 102.4, 4 * 200, 25.6),
+    ],
+)
+def test_tpu_v5e_v6e_values_from_googles_pages(chip: str, pod: str, peak_tflops: float, pod_pflops: float,
+                                              hbm_bytes: float, hbm_gbps: float, ici_bidi_gbps: float,
+                                              allreduce_pod_tbps: float, nics_gbps: float,
+                                              dcn_pod_tbps: float) -> None:
+    """TPU v5e and v6e against Google's system-architecture tables (hardware/SOURCES.md [GCP-v5e], [GCP-v6e]), each
+    per-chip figure also checked against the same table's per-pod figure / 256 chips."""
+    acc = _acc(chip)
+    peak = parse_quantity(acc["peak_flops"]["bf16"], "flop_rate")
+    assert peak == pytest.approx(peak_tflops * TERA)
+    assert peak * 256 == pytest.approx(pod_pflops * 1e15, rel=5e-3)  # the pod figure agrees (v5e: 197.8 x 256)
+    assert set(acc["peak_flops"]) == {"bf16"}  # int8 TOPs are no FLOP rate
+    assert parse_quantity(acc["memory"], "bytes") == hbm_bytes
+    assert parse_quantity(acc["memory_bandwidth"], "bandwidth") == pytest.approx(hbm_gbps * 1e9, rel=1e-3)
+    clu = _clu(pod)
+    assert clu["accelerator"] == chip and clu["gpus_per_node"] == 8  # 'Chips per host 8'
+    ici = _tier(clu, "ici")
+    assert ici["span"] == 256 and ici["topology"] == "torus" and ici["torus_dims"] == [16, 16]  # 2D torus, 16x16
+    bw = parse_quantity(ici["bandwidth"], "bandwidth")
+    assert bw == pytest.approx(ici_bidi_gbps * 1e9 / 2)  # bidirectional / 2 = per direction (catalog convention)
+    assert bw * 256 == pytest.approx(allreduce_pod_tbps * 1e12)  # 'All-reduce bandwidth per Pod' / 256
+    assert bw / 4 == pytest.approx(ici_bidi_gbps / 8 * 1e9)  # 4 ICI ports per chip: one link, one direction
+    # as tpu-v3-pod / tpu-v4-pod: sum over the chip's links, one direction
+    assert parse_quantity(_tier(_clu("tpu-v3-pod"), "ici")["bandwidth"], "bandwidth") == 4 * 100e9
+    if chip == "tpu-v5e":  # DCN: the host's NICs shared by its 8 chips; the pod figure agrees
+        dcn = parse_quantity(_tier(clu, "dcn")["bandwidth"], "bandwidth")
+        assert dcn == pytest.approx(nics_gbps * 1e9 / 8 / 8)
+        assert dcn * 8 * 256 == pytest.approx(dcn_pod_tbps * 1e12)
+        one = _tier(_clu("tpu-v5e-pod"), "ici")  # the one-slice pod: the same ICI tier
+        assert {k: v for k, v in one.items() if k != "sources"} == {k: v for k, v in ici.items() if k != "sources"}
+    else:
+        assert [t["name"] for t in clu["tiers"]] == ["ici"]  # no DCN tier modelled on the v6e pod
+        assert nics_gbps * 1e9 * 32 == pytest.approx(dcn_pod_tbps * 1e12)  # 32 hosts x 4 x 200 Gbps

@@ -1618,3 +1618,43 @@ def test_maxtext_v5e_rows_by_hand() -> None:
     plain = {**one, "model": {k: v for k, v in one["model"].items() if k != "causal"}}
     w2, _ = mod.case_workload(plain)
     assert w2 is not None and w2.causal is True
+
+
+@needs_new_cases
+def test_maxtext_v5p_rows_are_parallel_causal_blocks() -> None:
+    """The 7 `maxtext` v5p rows ran MaxText at 76bd53b0f: layers/models.py DecoderLayer feeds one RMSNorm output to
+    attention and MLP and adds ``mlp_lnx + attention_lnx`` to the residual (a parallel block), and
+    layers/attentions.py calls the TPU flash kernel with ``causal=True`` (unlike e47fa1b5d's causal = False, mtv5e23).
+    Each row's workload is built with one pre-norm (parallel_block) and the causal mask; dropping the stated block
+    turns it sequential."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    ids = sorted(i for i in cases if i.startswith("maxtext_v5p_"))
+    assert len(ids) == 7
+    for cid in ids:
+        case = cases[cid]
+        assert "causal" not in case["model"], cid
+        w, name = mod.case_workload(case)
+        assert w is not None and w.parallel_block and w.causal is True, cid
+        seq = {**case, "model": {k: v for k, v in case["model"].items() if k != "block"}}
+        w2, _ = mod.case_workload(seq)
+        assert w2 is not None and not w2.parallel_block, cid
+
+
+@needs_new_cases
+def test_stated_causal_holds_over_a_built_in_workload() -> None:
+    """A stated ``model.causal`` reaches the workload on both of case_workload's paths: a row whose dims match a
+    built-in (examples/workloads) keeps the built-in but takes the stated mask, as a row built from its fields does."""
+    mod = load_script()
+    builtin = None
+    for case in load_yaml(NEW_CASES):
+        w, name = mod.case_workload(case)
+        if w is not None and name != "from the case's fields":
+            builtin = case
+            break
+    assert builtin is not None
+    w, name = mod.case_workload(builtin)
+    assert w is not None and w.causal is True
+    stated = {**builtin, "model": {**builtin["model"], "causal": False}}
+    w2, name2 = mod.case_workload(stated)
+    assert name2 == name and w2 is not None and w2.causal is False
