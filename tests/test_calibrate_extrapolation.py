@@ -75,9 +75,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # maxtext21: the same repository's MaxText Llama 2 70B tables (mtdgxc24), FSDP 64-256 then FSDP 128 x DP
         "mtdgxc24_h100_llama2_70b_bf16 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
         "mtdgxc24_h100_llama2_70b_fp8 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
-        # dgxc21: the same repository's Llama 3.1 8B and GPT-3 175B tables on DGX H100 (dgxc25) and the NeMo 2 rewrite's
-        # GB200 tables (dgxc2505: one series per model and precision, the 340B weak and strong rows together) and its H100
-        # rows (Nemotron-4 15B on 16, 340B on 256, Llama 3.1 405B on 512: a series of growing models)
+        # dgxc21: the same repository's Llama 3.1 8B and GPT-3 175B tables on DGX H100 (dgxc25) and the NeMo 2
+        # rewrite's GB200 tables (dgxc2505: one series per model and precision, the 340B weak and strong rows together)
+        # and its H100 rows (Nemotron-4 15B on 16, 340B on 256, Llama 3.1 405B on 512: a series of growing models)
         "dgxc25_h100_llama31_8b_bf16 (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128]),
         "dgxc25_h100_llama31_8b_fp8 (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128]),
         "dgxc25_h100_gpt3_175b_bf16 (128/256/512/1024/2048)": ("same model", [128, 256, 512, 1024, 2048]),
@@ -88,7 +88,11 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "dgxc2505_gb200_nemotron4_340b_fp8 (128/128/256/256/512/512)": ("same model", [128, 128, 256, 256, 512, 512]),
         "dgxc2505_gb200_llama31_405b_bf16 (128/256/512)": ("same model", [128, 256, 512]),
         "dgxc2505_gb200_llama31_405b_fp8 (128/256/512)": ("same model", [128, 256, 512]),
-        "dgxc2505 dgx-h100 (16-512)": ("model grows with GPUs", [16, 256, 512]),
+        # data21c: DeepSeek-V3 671B on GB200 (128/256/512) and H100 (512 at PP 8, 1024 at PP 16) are same-model
+        # series; the H100 Grok-1 314B row (512) follows Nemotron-4 340B (256) in the H100 table, so its model size
+        # shrinks and the table is no longer a "model grows with GPUs" series (it was 16/256/512)
+        "dgxc2505_gb200_dsv3_bf16 (128/256/512)": ("same model", [128, 256, 512]),
+        "dgxc2505_h100_dsv3_bf16 (512/1024)": ("same model", [512, 1024]),
     }
 
 
