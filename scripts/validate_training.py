@@ -2163,6 +2163,9 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
                                    | DGXC2505_GROK)
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
+#: Rows of other sources whose recipe sets the fusion on: dgxc2505 DeepSeek-V3 (NeMo@7a8f1cc7bc
+#: scripts/performance/llm/pretrain_deepseek_v3.py override_recipe_configs ``moe_permute_fusion = True``).
+RECIPE_MOE_PERMUTE_FUSION_TRUE = DGXC2505_DSV3
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
