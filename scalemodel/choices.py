@@ -143,6 +143,10 @@ ROWWISE_FP8_RECIPES = (Fp8Recipe.ROWWISE.label, Fp8Recipe.ROWWISE_GW_HP.label)
 #: Accelerator families with torch._scaled_mm's row-wise FP8 kernel: CUTLASS on sm_90 / sm_100 (RowwiseScaledMM.cu,
 #: pytorch/pytorch#125204), hipBLASLt on MI300 / MI350 (pytorch/pytorch#144432: "rowwise f8 gemm is an mi300 feature")
 ROWWISE_FP8_FAMILIES = ("hopper", "blackwell", "cdna3", "cdna4")
+#: Transformer Engine's FP8 recipes, each on the tensor cores it runs on (specs.training.low_precision_recipe refuses
+#: mxfp8 off Blackwell, blockwise off Hopper): what a refusal of a torchao row-wise recipe offers instead where the
+#: accelerator is not at hand
+TE_FP8_RECIPES_TEXT = "delayed, tensorwise, mxfp8 (Blackwell) or blockwise (Hopper)"
 
 
 class Zero(Choice):

@@ -22,10 +22,12 @@ Two case files (issue 5 and issue 13):
     - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 -> dgx-b300, B200 -> dgx-b200,
       H200 -> hgx-h200,
       H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
-      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice), AMD MI300X -> mi300x-8. An accelerator the
+      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod (one slice), AMD MI300X -> mi300x-8.
+      An accelerator the
       catalog does not hold (H100 96GB HBM2e at 500 W; MI325X, MI355X) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
-      the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
+      the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice, TPU v5e ->
+      tpu-v5e-multislice) with
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
       data-parallel replicas of one slice (dp / dcn_dp). Data parallelism across pods without a catalog DCN
       tier (TPU v4: no DCN bandwidth of a v4 host is published) is listed.
@@ -45,12 +47,14 @@ Two case files (issue 5 and issue 13):
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
-      length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
-      are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
-      the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model (Nemotron-H, Nemotron 3)
-      from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers; LatentMoE from
-      ``moe.latent_size``, docs/model.md#latent-moe). MTP modules: the stated ``mtp_depth`` (a built-in keeps its
-      ``mtp_shared`` and hybrid ``mtp_pattern``: Nemotron 3 Super's one module run twice).
+      length); otherwise the TransformerWorkload is built from the case's architecture fields (notes are not
+      parsed; MLA from the stated compression widths, a parallel block when stated; bidirectional attention when
+      ``causal`` is stated false (MaxText's TPU flash attention of autumn 2023, mtv5e23: causal=False); local
+      attention from the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model
+      (Nemotron-H, Nemotron 3) from the stated ``hybrid_pattern`` and ``mamba`` widths,
+      docs/model.md#mamba-2-layers; LatentMoE from ``moe.latent_size``, docs/model.md#latent-moe). MTP modules:
+      the stated ``mtp_depth`` (a built-in keeps its ``mtp_shared`` and hybrid ``mtp_pattern``: Nemotron 3 Super's
+      one module run twice).
     - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
       Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
@@ -159,7 +163,7 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
-      maxtext, maxtext23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
+      maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
       flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other
       source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
@@ -357,7 +361,7 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
             "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "dgxc2505": 2025, "nemotron340": 2024,
             "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
-            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
+            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
             "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
@@ -428,7 +432,8 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
-    "TPU v5p": "tpu-v5p-pod", "MI300X": "mi300x-8", "MI325X": "mi325x-8", "MI355X": "mi355x-8"}
+    "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "MI300X": "mi300x-8", "MI325X": "mi325x-8",
+    "MI355X": "mi355x-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published",
@@ -452,7 +457,7 @@ LAUNCH_BLOCKING_ENV = {"nvidia": ("CUDA_LAUNCH_BLOCKING",), "amd": ("HIP_LAUNCH_
 #: for a3-highgpu-8g (hardware/SOURCES.md [XPK-A3]).
 FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5", ("GPUDirect-TCPX", "H100"): "gcp-a3-high"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
-MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice"}
+MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice", "TPU v5e": "tpu-v5e-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}
 TARGET = {"median": 0.06, "worst": 0.15, "count": 40}  # issue 13
 
@@ -492,7 +497,7 @@ def accelerator_variant(gpu: str) -> str:
         return "B200 power-limited"
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
-                       ("TPU V5P", "TPU v5p"),
+                       ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
             return label
@@ -697,8 +702,9 @@ def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
     (--xla_gpu_all_reduce_combine_threshold_bytes) -> bucket_size (hsdp only: the all-reduces it combines).
     ``xla_pgle_profile`` (--xla_gpu_pgle_profile_file_or_directory_path) -> none of it: with a profile XLA
     schedules on the ProfileGuidedLatencyEstimator, the measured cost of every profiled instruction, not on the
-    5-kernel windows (gpu_hlo_schedule.cc GetLatencyEstimator), so the collectives are priced as any overlapped
-    run's. The gather / reduce-scatter combine thresholds the rows record are not priced (one collective a unit).
+    5-kernel windows (gpu_hlo_schedule.cc ScheduleGpuModule at openxla/xla@fb46636c1, the image's XLA), so the
+    collectives are priced as any overlapped run's. The gather / reduce-scatter combine thresholds the rows record
+    are not priced (one collective a unit).
     mtgpu24: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
     (all-reduce 128 MiB, 64 MiB, 512 MiB, 1 GiB, 1 GiB); mtdgxc24: NVIDIA/dgxc-benchmarking@35a9aec
     maxtext/configure.sh set_performance_environment (a PGLE profile from launch.sh's profiling run)."""
@@ -1228,13 +1234,13 @@ def loss_impl(case: dict[str, Any]) -> str:
 #:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
 #: - titan24, titan25, tao25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
-#: - maxtext, maxtext23, mtgpu24, mtdgxc24: MaxText, a JAX program compiled by XLA -> xla;
+#: - maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24: MaxText, a JAX program compiled by XLA -> xla;
 #: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
 #:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
 #:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
-              "maxtext": "xla", "maxtext23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
+              "maxtext": "xla", "maxtext23": "xla", "mtv5e23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
               "nanotron25": "nanotron"}
 
 
@@ -1369,6 +1375,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
                       w.moe.experts if w.moe else 0) == key and m.get("vocab", w.vocab) == w.vocab:
             # a stated dropout probability holds over the built-in's (NeMo 2.2's GPTConfig175B: 0.0, gpt3-175b: on)
             stated = {"dropout": bool(m["dropout"])} if "dropout" in m else {}
+            if "causal" in m:
+                stated["causal"] = bool(m["causal"])
             return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
                                         "squared_relu": squared_relu(m) or w.squared_relu, **stated}), w.name
     if "vocab" not in m:
@@ -1378,7 +1386,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "kv_heads": m.get("kv_heads"), "head_dim": m.get("head_dim"), "ffn_hidden": ffn, "vocab": m["vocab"],
         "seq_len": m["seq_len"], "gated_mlp": bool(m.get("gated_mlp", False)),
         "tied_embeddings": bool(m.get("tied_embeddings", m.get("type") in TIED_TYPES)),
-        "parallel_block": "parallel" in str(m.get("block", "")).lower(),
+        "parallel_block": "parallel" in str(m.get("block", "")).lower(), "causal": bool(m.get("causal", True)),
         "dropout": bool(m["dropout"]) if "dropout" in m else m.get("type") not in NO_DROPOUT_TYPES,
         "mtp_layers": case_mtp_layers(case), "squared_relu": squared_relu(m),
         "biases": m.get("biases", False if m.get("type") in NO_BIAS_TYPES else

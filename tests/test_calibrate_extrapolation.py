@@ -93,6 +93,12 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # shrinks and the table is no longer a "model grows with GPUs" series (it was 16/256/512)
         "dgxc2505_gb200_dsv3_bf16 (128/256/512)": ("same model", [128, 256, 512]),
         "dgxc2505_h100_dsv3_bf16 (512/1024)": ("same model", [512, 1024]),
+        # tpu21: MaxText's 2023 TPU v5e table (mtv5e23), one series per model on 2-32 v5e-256 slices
+        # (tpu-v5e-multislice; the one-slice row runs on tpu-v5e-pod, another cluster, so it starts no series)
+        "mtv5e23_v5e_16b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        "mtv5e23_v5e_32b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        "mtv5e23_v5e_64b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        "mtv5e23_v5e_128b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
     }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import script_module, training_cases
 
 from scalemodel.cost import compute, memory
 from scalemodel.engine import step
@@ -113,3 +114,23 @@ def test_megatron_reader_takes_blockwise(tmp_path: Any) -> None:
     out = read_strategy_file(f)
     assert out.training == {"precision": "fp8", "fp8_recipe": "blockwise"}
     assert not any("fp8-recipe" in u for u in out.unused)
+
+
+def test_validator_reads_the_blockwise_rows() -> None:
+    """The three H100 fp8blk rows name Megatron-LM's --fp8-recipe blockwise (or the report's 'FP8-Blockwise') in
+    their precision text; the compared one is priced with the recipe, not Megatron-Core's default delayed."""
+    cases = training_cases()
+    vt = script_module("validate_training")
+    for cid in ("mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_h100_dsv3_mtp_fp8blk", "mcore26_h100_dsv3_mtp_fp8blk"):
+        assert vt.parse_fp8_recipe(str(cases[cid]["precision"])) == "blockwise", cid
+    assert vt.predict_new_case(cases["mcrec26_h100_qwen3_30b_fp8blk"]).settings["fp8_recipe"] == "blockwise"
+
+
+def test_cli_refuses_blockwise_off_hopper(cli: Any) -> None:
+    """Off Hopper the recipe is one line on stderr and exit 2, naming what the accelerator runs."""
+    r = cli("predict", "-c", "dgx-b200", "-m", "llama3-8b", "--gpus", "8", "--precision", "fp8",
+            "--set", "training.fp8_recipe=blockwise")
+    assert r.code == 2 and r.out == ""
+    line, = r.err.strip().splitlines()
+    assert line.startswith("error: ") and "blockwise" in line and "b200 is blackwell" in line
+    assert line.endswith("delayed, tensorwise, rowwise or rowwise_with_gw_hp on this accelerator (mxfp8 on Blackwell)")

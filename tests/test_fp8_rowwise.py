@@ -200,17 +200,40 @@ def test_validation_reads_the_tao25_recipes() -> None:
 
 def test_fp8_param_gather_refusal_names_the_te_recipes() -> None:
     """Megatron's fp8_param_gather runs with any Transformer Engine recipe (delayed, Megatron-Core's default,
-    tensorwise, mxfp8 on Blackwell: layer_compute.fp8_params_held / fsdp_fp8_gather take them), torchao's float8
-    all-gather with tensorwise only: each refusal under a row-wise recipe names what its own flag accepts there."""
+    tensorwise, mxfp8 on Blackwell, blockwise on Hopper: layer_compute.fp8_params_held / fsdp_fp8_gather take them;
+    the mcrec26 H100 fp8blk rows run blockwise with fp8_param_gather), torchao's float8 all-gather with tensorwise
+    only: each refusal under a row-wise recipe names what its own flag accepts there."""
     with pytest.raises(InputError) as exc:
         _job("dgx-h100", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
-    assert exc.value.allowed.endswith("fp8_recipe delayed or tensorwise")  # mxfp8: Blackwell only
+    assert exc.value.allowed.endswith("fp8_recipe delayed, tensorwise or blockwise")  # mxfp8: Blackwell only
+    _job("dgx-h100", "fp8", "blockwise", strategy={"zero": 1, "fp8_param_gather": True})  # what it offers runs
+    with pytest.raises(InputError) as exc:
+        _job("mi300x-8", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
+    assert exc.value.allowed.endswith("fp8_recipe delayed or tensorwise")
     with pytest.raises(InputError) as exc:
         _job("dgx-b200", "fp8", "rowwise", strategy={"zero": 1, "fp8_param_gather": True})
     assert exc.value.allowed.endswith("fp8_recipe delayed, tensorwise or mxfp8")
     with pytest.raises(InputError) as exc:
         _job("dgx-h100", "fp8", "rowwise", strategy={"zero": "fsdp", "fsdp_fp8_all_gather": True})
     assert exc.value.allowed.endswith("fp8_recipe tensorwise")
+
+
+def test_te_recipe_offers_name_their_tensor_cores() -> None:
+    """The refusals of a row-wise recipe where the accelerator is not at hand (an MoE model, a Transformer Engine
+    option) offer Transformer Engine's recipes with the tensor cores each needs: mxfp8 is refused off Blackwell and
+    blockwise off Hopper (specs.training.low_precision_recipe), so neither is offered bare, and blockwise, which
+    Hopper runs, is offered."""
+    want = "delayed, tensorwise, mxfp8 (Blackwell) or blockwise (Hopper)"
+    with pytest.raises(InputError) as exc:
+        _job("dgx-h100", "fp8", "rowwise", model="mixtral-8x7b")
+    assert exc.value.allowed == f"a dense transformer, or fp8_recipe {want}"
+    with pytest.raises(InputError) as exc:
+        compute.fp8_quantize_bytes(_shape(moe_experts=4, moe_top_k=2, moe_ffn_hidden=8), micro_batch=1, seq_len=T,
+                                   recipe="rowwise", moe=True)
+    assert exc.value.allowed == f"a dense workload, or {want}"
+    with pytest.raises(InputError) as exc:
+        _job("dgx-h100", "fp8", "rowwise", module_precision={"attention_proj": "bf16"})
+    assert str(exc.value.allowed).endswith(f"or fp8_recipe {want}")
 
 
 @pytest.mark.parametrize("recipe", ["rowwise", "rowwise_with_gw_hp", "mxfp8"])

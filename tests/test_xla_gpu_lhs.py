@@ -77,7 +77,7 @@ def test_groups_and_windows_by_hand(a3, monkeypatch, threshold, backward, want_t
                                     want_exposed) -> None:
     _priced(monkeypatch, 1e-9)
     job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(threshold))
-    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, backward, L)
+    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, backward, L, 15.0)
     assert float(total) == pytest.approx(want_total, rel=1e-12)
     assert float(exposed) == pytest.approx(want_exposed, rel=1e-12, abs=1e-15)
 
@@ -86,9 +86,10 @@ def test_unset_threshold_is_xlas_default(a3, monkeypatch) -> None:  # type: igno
     """No bucket_size: XLA's 30 MiB + 7 B. S = 80 MiB: n = 2, r = 80 MiB - 60 MiB - 14 B; b = 0 (W = 0)."""
     _priced(monkeypatch, 1.0)
     job, g = _hsdp(a3, xla_gpu_lhs=True)
-    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0, L)
+    total, exposed, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 0.0, L, 15.0)
     assert float(total) == float(exposed) == pytest.approx(80.0 * MIB)
-    _, e_one, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5, L)
+    _, e_one, _ = dp_comm.xla_lhs_allreduce(job, g, 80.0 * MIB, 2.0, None, 15.0 * (30 * MIB + 7) / 5, L,
+                                        15.0)
     # W = t(T): both full groups hidden; the remainder (20 MiB - 14 B) comes last, after the backward: exposed
     assert float(e_one) == pytest.approx(20.0 * MIB - 14.0, rel=1e-12)
 
@@ -99,10 +100,10 @@ def test_windows_never_hold_more_than_the_backward(a3, monkeypatch) -> None:  # 
     so W = 12 / 23 ms: exposed = 23 x 1.048576 - 12 + 0.854272 = 12.971520 ms. One more ms of b hides L ms more."""
     _priced(monkeypatch, 1e-9)
     job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(MIB))
-    _, exposed, windows = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 3e-3, L)
+    _, exposed, windows = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 3e-3, L, 15.0)
     assert float(exposed) == pytest.approx(12.971520e-3, rel=1e-12)
     assert float(windows) == pytest.approx(12e-3, rel=1e-12)  # = N W = L b: the whole backward
-    _, slower, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 4e-3, L)
+    _, slower, _ = dp_comm.xla_lhs_allreduce(job, g, 2.0 * P / 8, 2.0, None, 4e-3, L, 15.0)
     assert float(exposed) - float(slower) == pytest.approx(L * 1e-3, rel=1e-9)
 
 
@@ -160,7 +161,7 @@ def test_forward_kernels() -> None:
 ])
 def test_unit_windows_by_hand(a3, gathers, want_fwd, want_bwd) -> None:  # type: ignore[no-untyped-def]
     job, _ = _hsdp(a3)
-    fwd, bwd = dp_comm.xla_lhs_unit_exposure(job, 10e-3, 6e-3, 8e-3, 15e-3, gathers)
+    fwd, bwd = dp_comm.xla_lhs_unit_exposure(job, 10e-3, 6e-3, 8e-3, 15e-3, gathers, 15.0)
     assert float(fwd) == pytest.approx(want_fwd, rel=1e-12)
     assert float(bwd) == pytest.approx(want_bwd, rel=1e-12)
     # each at least the shared window's exposure: max(10 - 8, 0) = 2 ms, max(10 + 6 - 15, 0) = 1 ms
@@ -193,6 +194,86 @@ def test_fsdp_units_exposed_beyond_their_windows(a3, monkeypatch) -> None:  # ty
         assert out[on]["gathers"].item() == pytest.approx(11 * unit, rel=1e-12)
     assert out[False]["gathers_exposed"].item() == pytest.approx(2 * unit, rel=1e-12)
     assert out[True]["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3), rel=1e-12)
+
+
+def _fsdp(a3, workload: Any = TINY, **strategy: Any):  # type: ignore[no-untyped-def]
+    """FSDP over one 8-GPU VM (one micro-batch of 8 sequences)."""
+    job = build_job(a3, workload, TrainingSpec(grad_bytes_per_param=2))
+    st = StrategySpec(dp=8, zero="fsdp", **strategy)
+    return job, grid_from_strategy(st, TrainingSpec(global_batch=8, precision=job.precision), 8, job)
+
+
+UNGATED = TransformerWorkload(name="tiny-gpt", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
+                              seq_len=2048, gated_mlp=False, biases=False, tied_embeddings=True, dropout=False)
+
+
+@pytest.mark.parametrize(("workload", "strategy", "want"), [
+    # no recompute: 2 (4 + 3) + 1 = 15 gated, 2 (4 + 2) + 1 = 13 ungated
+    (TINY, {}, 15.0),
+    (UNGATED, {}, 13.0),
+    # full recompute repeats the forward: q, k, v, o, wi_0, wi_1, wo + the attention kernel = 8 more (7 ungated)
+    (TINY, {"recompute": "full"}, 23.0),
+    (UNGATED, {"recompute": "full"}, 20.0),
+    # jax_dots (checkpoint_dots_with_no_batch_dims, MaxText minimal / minimal_flash): the attention core only
+    (TINY, {"recompute": "selective", "recompute_modules": "jax_dots"}, 16.0),
+    # jax_qkvo (save_dot_except_mlp): the core and the MLP's up-projections wi_0, wi_1 (wi ungated)
+    (TINY, {"recompute": "selective", "recompute_modules": "jax_qkvo"}, 18.0),
+    (UNGATED, {"recompute": "selective", "recompute_modules": "jax_qkvo"}, 15.0),
+    # Megatron's default core_attn: the core; mlp: the dense MLP's three GEMMs (two ungated)
+    (TINY, {"recompute": "selective"}, 16.0),
+    (TINY, {"recompute": "selective", "recompute_modules": "mlp"}, 18.0),
+    (UNGATED, {"recompute": "selective", "recompute_modules": "mlp"}, 15.0),
+    # jax_qkvo with mlp: the MLP's three GEMMs once, not its up-projections twice, and the core: 15 + 3 + 1
+    (TINY, {"recompute": "selective", "recompute_modules": "jax_qkvo,mlp"}, 19.0),
+    # torchtitan's op policy: wk, wo and w3 (gated; an ungated block's second mm is the unrepeated w2)
+    (TINY, {"recompute": "selective", "recompute_modules": "titan_op"}, 18.0),
+    (UNGATED, {"recompute": "selective", "recompute_modules": "titan_op"}, 15.0),
+])
+def test_layer_kernels_count_the_recomputed_forward(a3, workload, strategy,  # type: ignore[no-untyped-def]
+                                                    want) -> None:
+    """The backward seconds b hold the recomputed forward (docs/model.md#recompute), so K counts its kernels."""
+    job, g = _fsdp(a3, workload, **strategy)
+    assert dp_comm.xla_layer_kernels(job, g).item() == want
+
+
+def test_partial_full_recompute_counts_its_share_of_layers(a3) -> None:  # type: ignore[no-untyped-def]
+    """Full recompute of 1 of the stage's 4 layers (recompute_layers 1, block): b is the stage's backward over its
+    layers, one of which repeats its 8 forward kernels: K = 15 + 8 / 4 = 17."""
+    job, g = _fsdp(a3, recompute="full", recompute_layers=1)
+    assert dp_comm.xla_layer_kernels(job, g, 1.0 / 4.0).item() == 17.0
+
+
+def test_xla_remat_leaves_the_down_projection_out(monkeypatch, a3) -> None:  # type: ignore[no-untyped-def]
+    """Where XLA's remat leaves the down-projection out of the recomputed forward (a TPU: layer_compute.xla_remat),
+    b holds 7 of the forward's 8 kernels: K = 15 + 7 = 22."""
+    job, g = _fsdp(a3, recompute="full")
+    monkeypatch.setattr(dp_comm, "xla_remat", lambda job: True)
+    assert dp_comm.xla_layer_kernels(job, g).item() == 22.0
+
+
+def test_fsdp_windows_under_full_recompute(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """test_fsdp_units_exposed_beyond_their_windows' run under full recompute, the backward 184 ms a unit (the
+    same free backward per kernel, 120 / 15 = 184 / 23 = 8 ms): W_b = 5 x 184 / 23 = 40 ms as before, not
+    5 x 184 / 15 = 61.3 ms, which would hide every backward collective (49.94304 ms).
+
+        AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS = 2 x 49.94304 + 9 x 9.94304 ms"""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 184e-3]), "recomputed_layers": np.asarray([float(L)])}
+    job, g = _fsdp(a3, recompute="full", xla_gpu_lhs=True)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data)
+    unit = 2.0 * P / L * 1e-9
+    assert out["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3), rel=1e-12)
+
+
+def test_more_recompute_never_lengthens_a_window(a3) -> None:  # type: ignore[no-untyped-def]
+    """For one backward b, recomputing more (none < core < jax_qkvo < full) only adds kernels, so 5 b / K only
+    shrinks: the exposure priced for a given b never drops when the policy recomputes more."""
+    counts = [dp_comm.xla_layer_kernels(*_fsdp(a3, **st)).item() for st in (
+        {}, {"recompute": "selective", "recompute_modules": "jax_dots"},
+        {"recompute": "selective", "recompute_modules": "jax_qkvo"}, {"recompute": "full"})]
+    assert counts == sorted(counts) and len(set(counts)) == 4
 
 
 def _vt() -> Any:
@@ -253,3 +334,24 @@ def test_xla_gpu_lhs_refused_for_a_model_without_transformer_layers(cli) -> None
     line = refused(cli, "predict", "-m", "resnet50", "-n", "32", "--zero", "hsdp",
                    "--set", "strategy.xla_gpu_lhs=true", match="xla_gpu_lhs")
     assert "transformer" in line
+
+
+def test_hsdp_unit_windows_are_five_of_the_layers_kernels(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """HSDP over two 8-GPU VMs with XLA's windows, one micro-batch, 1 ns a byte; f = 64 ms, b = 120 ms a unit.
+    The cross-group all-reduce of S = 2 P / 8 = 24,971,520 B in T = 8 MiB groups: n = 2, r = 8,194,304 B, N = 2
+    windows of W = min(5 x 120 / 15, 4 x 120 / 2) = 40 ms (each group's 8.388608 ms hidden), the remainder exposed
+    whole: 8.194304 ms. They take N W / L = 20 ms of each unit's backward: b' = 100 ms. A unit window is 5 of the
+    layer's 15 kernels of 8 ms each, W_b = min(5 x 120 / 15, 100 / 2) = 40 ms (not 5 x 100 / 15 = 33.3 ms: the
+    all-reduces take whole windows, the kernels keep their length), W_f = 5 x 64 / 8 = 40 ms; the unit's in-VM
+    gather and reduce-scatter are 2 P / L bytes = 49.94304 ms each:
+
+        exposed = AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS + 8.194304 ms
+                = 2 x 49.94304 + 9 x 9.94304 + 8.194304 = 197.567744 ms"""
+    _priced(monkeypatch, 1e-9)
+    comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
+            "backward_free": np.asarray([L * 120e-3])}
+    job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(8 * MIB))
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data, hsdp=groups.data_split(np.asarray(8)))
+    unit = 2.0 * P / L * 1e-9
+    assert out["gathers_exposed"].item() == pytest.approx(2 * unit + 9 * (unit - 40e-3) + 8.194304e-3, rel=1e-12)

@@ -73,7 +73,15 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scalemodel.choices import ROWWISE_FP8_RECIPES, CpCommType, LayerImpl, LossImpl, Recompute, codes
+from scalemodel.choices import (
+    ROWWISE_FP8_RECIPES,
+    TE_FP8_RECIPES_TEXT,
+    CpCommType,
+    LayerImpl,
+    LossImpl,
+    Recompute,
+    codes,
+)
 from scalemodel.cost import mamba
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
@@ -277,7 +285,12 @@ def in_layer_gemm_factor(family: str, precision: str = "bf16", accelerator: str 
 #: VEC128_32F / BLK128x128_32F scale modes, the scales applied as the accumulator is promoted). Every timed call is
 #: a 1D x 2D GEMM (activation x weight); a training run's wgrad GEMMs are 1D x 1D (dY and X, both 1 x 128), which the
 #: guide says carry more overhead than mixed 1D / 2D: unmeasured, priced at the same factor (optimistic there).
-#: Measured on an H200 NVL only: H100 and H200 SXM (the same sm_90 kernels) BORROW it. The H200 runs' drift is
+#: The per-tensor reference ran with fast accumulation (generic_gemm use_split_accumulator False); Float8BlockScaling
+#: requires the split accumulator in all three GEMMs, so 0.812 holds its cost, which training's per-tensor dgrad /
+#: wgrad already pay (TE's _2X_ACC_DGRAD / _2X_ACC_WGRAD) inside the fp8 in-layer factor: counted twice there
+#: (pessimistic, unmeasured; docs/model.md#fp8-blockwise).
+#: Measured on an H200 NVL only: every Hopper part of the catalog (h100-sxm, h100-pcie, h200-sxm, h800; the same
+#: sm_90 kernels) BORROWS it. The H200 runs' drift is
 #: small (BF16 31.968 / 32.014 ms per layer between the two runs).
 FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
     # TE-GEMMPROF-B300, pre-quantized: 6.812 / 7.161 ms (mxfp8), 6.812 / 3.764 ms (nvfp4); B200 / GB200 / GB300 borrow
@@ -307,10 +320,11 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: synchronised calls): k 2560 n 1280 BF16 1.3120 / MXFP8 0.8242 ms = 1.5919, k 1280 n 2560 1.2984 / 0.8813 ms =
 #: 1.4733. One constant, not one per shape: the two shapes are the same GEMM transposed (equal m, equal FLOPs,
 #: k and n swapped) and the curve is symmetric in (m, n, k), so no per-shape rule the curve can carry separates
-#: them; each lies within 4 % of the mean. At these shapes the dense curves make MXFP8 2.30x BF16 (gb200 fp8
-#: 0.7233 x 0.951, d0 113, against 16-bit 0.6491, d0 175), the BF16 calls run on the 16-bit curve (measured /
-#: priced 0.979, 0.969), so the shortfall is the block-scaled grouped kernel's. The cap does not bind at the
-#: measured shapes (1340.6 us / 1.531 = 875.6 us against 583.3 us). Both arms are host-inclusive wall times with
+#: them; each lies within 4 % of the mean. At these shapes the dense curves make MXFP8 1.94x BF16 (gb200 fp8
+#: 0.6101 x 0.951, d0 113, against 16-bit 0.6491, d0 175; 2.30x at 0.7233 before the FP8 / BF16 bound of
+#: docs/model.md#fp8-bf16-ratio), the BF16 calls run on the 16-bit curve (measured / priced 0.979, 0.969), so the
+#: shortfall is the block-scaled grouped kernel's. The cap does not bind at the measured shapes (1340.6 us / 1.531 =
+#: 875.6 us against 691.6 us). Both arms are host-inclusive wall times with
 #: the same dispatch (tens of us in 0.82-1.31 ms calls), which pulls the ratio slightly toward 1. Measured on a
 #: GB200 only: B200, B300 and GB300 (the same fifth-generation tensor cores and cuBLASLt block-scaled kernels)
 #: BORROW it. NVFP4 experts: no BF16-twin timing of an NVFP4 grouped GEMM at expert shapes (TE-PR3134's per-call
@@ -1757,8 +1771,10 @@ def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *,
         return (2.0 * eb + 2.0 * NVFP4_COPY_BYTES) * n
     if recipe == "blockwise":
         # one kernel, tile amax in-kernel: read eb, write the row-wise (+ transposed) copy with its tile scales;
-        # gathered (SP): both copies quantized on the local shard and gathered in TE's compact format, then the
-        # column-wise data de-interleaved (swap_first_dims: read 1 + write 1 a gathered element)
+        # gathered (SP): both copies quantized on the local shard and gathered in FP8 (X: the row-wise copy in the
+        # forward, the saved column-wise one in the backward, linear.py backward_input_needs_gather; dY: both in
+        # the backward), the gathered column-wise data de-interleaved (swap_first_dims: read 1 + write 1 a
+        # gathered element, counted here with the forward casts)
         copy = BLOCKWISE_WEIGHT_COPY_BYTES if weight else BLOCKWISE_COPY_BYTES
         return (eb + np.where(x, 2.0, 1.0) * copy) * n + np.where(x & gathered, 2.0 * n_all, 0.0)
     fused_norm = recipe == "delayed" and from_norm  # norm kernel writes FP8 (1 B) instead of BF16 (eb)
@@ -1792,6 +1808,9 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         tensorwise  eb (amax pass) + eb + 1 (+1 transposed)  Float8CurrentScalingQuantizer: nvte_compute_amax,
                                                              then nvte_quantize_v2 read the input twice
         mxfp8       eb + 2 (1 + 1/32)                        row- and column-wise copies, 1 E8M0 scale per 32
+        blockwise   eb + (1 + 4/128) (+(1 + 4/128))          Float8BlockQuantizer: one kernel, an fp32 scale per
+                                                             1 x 128 tile (W: 128 x 128, 1 + 4/128^2 a copy);
+                                                             docs/model.md#fp8-blockwise
         nvfp4       eb (amax) + eb + 2 (1/2 + 1/16)          NVFP4Quantizer::quantize_impl: an amax kernel, then
                                                              one kernel writes both E2M1 copies, 1 E4M3 scale
                                                              per 16 (docs/model.md#nvfp4; RHT on the column-wise
@@ -1838,7 +1857,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         if moe:
             raise InputError(f"fp8 recipe {recipe} prices torchao's Float8Linear on a dense layer's nn.Linear "
                              "modules, not MoE experts", where="training.fp8_recipe",
-                             allowed="a dense workload, or delayed / tensorwise / mxfp8")
+                             allowed=f"a dense workload, or {TE_FP8_RECIPES_TEXT}")
         return rowwise_quantize_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, recipe=recipe, tp=tp, cp=cp,
                                       elem_bytes=elem_bytes, mlp_only=mlp_only)
     att_r = recipe if attention_recipe is None else attention_recipe

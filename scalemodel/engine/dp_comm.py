@@ -15,7 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, CompressionKind, Precision, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.choices import (
+    Algorithm,
+    CompressionKind,
+    Precision,
+    Recompute,
+    ScheduleKind,
+    SyncKind,
+    Zero,
+    parse_sync,
+)
 from scalemodel.cost import compute, memory, ps, transformer
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, place, rank_strides
 from scalemodel.engine.host_floor import CALL_COST_US
@@ -27,6 +36,8 @@ from scalemodel.engine.layer_compute import (
     fsdp_root_params,
     megatron_ddp_on,
     module_recipe,
+    recomputed_layers,
+    xla_remat,
 )
 from scalemodel.engine.model_parallel_comm import _collective
 from scalemodel.engine.pipeline_ranks import (
@@ -1053,30 +1064,66 @@ DEEPSPEED_GATHERS_PER_LAYER = 4.0
 
 #: XLA's GPU latency-hiding scheduler on its default cost model: an async collective's start -> done latency is
 #: 5000 units and a cuBLAS / cuDNN custom call (or a loop fusion) costs 1000, "so the LHS will try to schedule
-#: approximately 5 of these in between each start/end pair" (openxla/xla xla/service/gpu/gpu_hlo_schedule.cc
-#: GpuLatencyEstimator::NodeCost and GetLatencyBetween, ApproximateLatencyEstimator kMediumCost / kHighLatency; the
-#: same in the 2023 and mid-2024 versions read; jaxlib 0.4.26's XLA, 4e8e23f16 of March 2024, lies between them and
-#: was not read itself).
+#: approximately 5 of these in between each start/end pair" (openxla/xla@4e8e23f16, 2024-04-02, jaxlib 0.4.26's XLA:
+#: xla/service/gpu/gpu_hlo_schedule.cc GpuLatencyEstimator::NodeCost and GetLatencyBetween,
+#: ApproximateLatencyEstimator kMediumCost / kHighLatency in latency_hiding_scheduler.cc; the same at fb46636c1,
+#: 2024-12-08, the XLA before JAX-Toolbox's maxtext-2024-12-09 image, in gpu_latency_hiding_scheduler.cc).
 XLA_LHS_WINDOW_KERNELS = 5.0
 
 #: XLA's default all-reduce combine threshold, bytes (xla/service/collective_utils.h
-#: ``kDefaultAllReduceCombineThreshold = 30 * 1024 * 1024 + 7``), when no bucket_size is given.
+#: ``kDefaultAllReduceCombineThreshold = 30 * 1024 * 1024 + 7`` at fb46636c1; 30 MiB, ``kDefaultThreshold`` in
+#: debug_options_flags.cc, at 4e8e23f16), when no bucket_size is given.
 XLA_ALL_REDUCE_COMBINE_BYTES = 30.0 * 1024 * 1024 + 7
 
 
-def xla_layer_kernels(job: Job) -> np.ndarray:
+def xla_layer_kernels(job: Job, g: StrategyGrid | None = None, recomputed: Any = 1.0) -> np.ndarray:
     """Medium-cost kernels of a transformer layer's backward under XLA (:data:`XLA_LHS_WINDOW_KERNELS`), counted
     from its GEMMs alone: a data-gradient and a weight-gradient GEMM per weight matrix of MaxText's layer (query,
     key, value and out projections, ``fused_qkv: False``; the MLP's wi_0, wi_1 and wo when gated, wi and wo
     otherwise, ``fused_mlp: False``: AI-Hypercomputer/maxtext@efb6d9e4a MaxText/configs/base.yml lines 97-98,
-    layers/attentions.py, layers/linears.py MlpBlock) and the attention's backward kernel:
+    layers/attentions.py, layers/linears.py MlpBlock) and the attention's backward kernel, and the forward kernels
+    the backward repeats under ``g``'s recompute (:func:`xla_recomputed_kernels`) on the ``recomputed`` share of
+    the stage's layers (its recomputed layers over its layers, as the backward seconds count them; none without g):
 
-        K = 2 (4 + (3 if gated else 2)) + 1            (15 for Llama)
+        K = 2 (4 + (3 if gated else 2)) + 1 + recomputed R            (15 for Llama without recompute)
 
     XLA's loop fusions cost as much to its scheduler, so the layer has more such kernels than K and a window of 5
     is shorter than 5/K of the layer's backward: pricing K from the GEMMs gives the longest window the scheduler
     can leave, the least exposure."""
-    return np.asarray(2.0 * (4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0)) + 1.0, dtype=float)
+    own = 2.0 * (4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0)) + 1.0
+    if g is None:
+        return np.asarray(own, dtype=float)
+    return np.asarray(own + np.asarray(recomputed, dtype=float) * xla_recomputed_kernels(job, g), dtype=float)
+
+
+def xla_recomputed_kernels(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Medium-cost kernels a recomputed layer's backward repeats of its forward, counted as
+    :func:`xla_layer_forward_kernels` counts the forward's (one GEMM per weight matrix, the attention kernel; the
+    norms and activations are loop fusions, left out as there), for what the backward seconds price
+    (docs/model.md#recompute, :func:`scalemodel.cost.transformer.recomputed_modules`):
+
+        full recompute       K_f = 4 + (3|2) + 1, less the down-projection where XLA's remat leaves it out
+                             (:func:`scalemodel.engine.layer_compute.xla_remat`, a TPU)        (8 for Llama)
+        selective            the attention forward kernel with core_attn, jax_dots or jax_qkvo (1), the MLP's
+                             up-projections with jax_qkvo (wi_0, wi_1 gated, wi: 2|1), the dense MLP's GEMMs
+                             with mlp (3|2), torchtitan's repeated GEMMs with titan_op (wk, wo, and w3 gated:
+                             :func:`scalemodel.cost.transformer.titan_op_gemms`)
+        none                 0
+
+    ``jax_dots`` (JAX's ``checkpoint_dots_with_no_batch_dims``) repeats no weight GEMM, only the core. MLA's
+    up-projections and the MoE blocks are not counted: the layer's own count is MaxText's dense layer, which has
+    neither."""
+    sh = job.shape
+    gated = np.asarray(sh.gated_mlp, dtype=bool)
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
+    titan = sum((np.where(np.asarray(width, dtype=float) > 0, 1.0, 0.0)
+                 for _, _, width in transformer.titan_op_gemms(sh)), np.zeros(1))
+    selective = (np.where(again.attention_core, 1.0, 0.0)
+                 + np.where(again.mlp, np.where(gated, 3.0, 2.0),
+                            np.where(again.jax_qkvo, np.where(gated, 2.0, 1.0), 0.0))
+                 + np.where(again.titan_op, titan, 0.0))
+    full = xla_layer_forward_kernels(job) - (1.0 if xla_remat(job) else 0.0)
+    return np.asarray(np.where(g.recompute == Recompute.FULL, full, selective), dtype=float)
 
 
 def xla_layer_forward_kernels(job: Job) -> np.ndarray:
@@ -1091,29 +1138,36 @@ def xla_layer_forward_kernels(job: Job) -> np.ndarray:
 
 
 def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, backward: Any,
-                          backward_gathers: Any) -> tuple[np.ndarray, np.ndarray]:
+                          backward_gathers: Any, kernels: Any, left: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) exposed seconds of one FSDP unit's collectives under XLA's GPU latency-hiding scheduler
     (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs): every async collective, the parameter all-gather and the gradient
     reduce-scatter as the all-reduce, is given about :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its
-    start and its done (gpu_latency_hiding_scheduler.cc ``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency
-    for every async pair, the 4x of ``xla_gpu_enable_approx_costly_collectives`` for all-reduces only), one
-    collective in flight on the async stream (``GpuAsyncTracker::GetNumAvailableResources``: "upto 1 outstanding
-    collective", ``parallel_collective_overlap_limit`` 1). With f and b a layer's free forward and backward seconds
-    (b what the cross-group all-reduces' windows leave) and n = 2 collectives in a backward window (the previous
-    unit's gather and the next one's reduce-scatter; 1 without the backward gather):
+    start and its done (``GpuLatencyEstimator::GetLatencyBetween``: kHighLatency for every async pair, the 4x of
+    ``xla_gpu_enable_approx_costly_collectives``, off by default and absent at 4e8e23f16, for all-reduces only),
+    one collective of any kind in flight: the default ``GpuAsyncTracker`` (``xla_gpu_lhs_enable_gpu_async_tracker``
+    true) puts every async collective on one ``kGpuAsyncStreamCollectives`` resource, of which
+    ``GetNumAvailableResources`` grants 1 ("upto 1 outstanding collective on the async stream"; a literal 1 at
+    openxla/xla@4e8e23f16 gpu_hlo_schedule.cc, ``xla_gpu_experimental_parallel_collective_overlap_limit``, default 1,
+    at fb46636c1 gpu_latency_hiding_scheduler.cc). With f and b a layer's free forward and backward seconds, b'
+    (``left``, b when None) what the cross-group all-reduces' windows leave of b, and n = 2 collectives in a
+    backward window (the previous unit's gather and the next one's reduce-scatter; 1 without the backward gather):
 
         W_f = 5 f / K_f                      (K_f = :func:`xla_layer_forward_kernels` >= 5)
-        W_b = min(5 b / K, b / n)            (K = :func:`xla_layer_kernels`; the windows never hold more than b)
+        W_b = min(5 b / K, b' / n)           (K = ``kernels``, :func:`xla_layer_kernels` with the recomputed
+                                              forward b holds; the windows never hold more than b')
         forward  = max(AG - W_f, 0)
         backward = max(AG - W_b, 0) [with the backward gather] + max(RS - W_b, 0)
 
-    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b, 0) (n W_b <= b), and grows by at most 5/8
-    and 2/3 of a second per second of f and b lost."""
+    A window is 5 of the layer's kernels, each b / K long whatever the all-reduces take (they take whole windows of
+    the same kernels, not a share of each), so the all-reduces shorten the units' windows only through b' / n.
+    Each is at least the shared-window max(AG - f, 0), max(AG + RS - b', 0) (n W_b <= b'), and grows by at most
+    5 / K_f of a second per second of f lost and by at most one per second of b lost."""
     forward, backward = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    left = backward if left is None else np.asarray(left, dtype=float)
     gathers = np.asarray(backward_gathers, dtype=bool)
     w_f = XLA_LHS_WINDOW_KERNELS * forward / xla_layer_forward_kernels(job)
-    w_b = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
-                     backward / np.where(gathers, 2.0, 1.0))
+    w_b = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / np.asarray(kernels, dtype=float),
+                     left / np.where(gathers, 2.0, 1.0))
     fwd = np.maximum(np.asarray(gather, dtype=float) - w_f, 0.0)
     bwd = np.where(gathers, np.maximum(np.asarray(gather, dtype=float) - w_b, 0.0), 0.0) \
         + np.maximum(np.asarray(scatter, dtype=float) - w_b, 0.0)
@@ -1121,7 +1175,7 @@ def xla_lhs_unit_exposure(job: Job, gather: Any, scatter: Any, forward: Any, bac
 
 
 def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement,
-                      backward: Any, layers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      backward: Any, layers: Any, kernels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(total, exposed, windows) seconds per micro-batch of HSDP's cross-group gradient all-reduce of
     ``shard_bytes`` (every layer's reduced shard, ``wire`` bytes a gradient element) under XLA's GPU
     latency-hiding scheduler (``xla_gpu_lhs``; docs/model.md#xla-gpu-lhs).
@@ -1129,14 +1183,17 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     XLA's all-reduce combiner joins the independent all-reduces into groups of at most T bytes (the strategy's
     bucket_size, i.e. --xla_gpu_all_reduce_combine_threshold_bytes, in elements of the gradient at its wire
     bytes; :data:`XLA_ALL_REDUCE_COMBINE_BYTES` when unset): n = floor(S / T) full groups and a remainder
-    r = S - n T. The scheduler runs one all-reduce at a time (``all_reduce_overlap_limit = 1``,
-    gpu_hlo_schedule.cc GetSchedulerConfig) and leaves each about :data:`XLA_LHS_WINDOW_KERNELS` kernels of
-    compute between its start and its done, whatever its size; the compute after the done waits for the
-    all-reduce. The combiner groups the all-reduces in program order, so the last group (the remainder r, else a
-    full one) holds the first layer's and the embedding's gradients, which exist only when the backward ends: no
-    backward is left to hide it, and it is exposed whole (as DDP's last bucket, :func:`_expose`). With b the layer's
-    backward seconds, L the layers and K :func:`xla_layer_kernels`, each of the N = G - 1 groups before it (G = n +
-    (1 if r > 0)) gets a window of 5 b / K, but together they never hold more than the L b of backward there is:
+    r = S - n T. The scheduler runs one collective of any kind at a time (the default ``GpuAsyncTracker``'s one
+    ``kGpuAsyncStreamCollectives`` resource, :func:`xla_lhs_unit_exposure`; ``all_reduce_overlap_limit = 1`` of
+    gpu_hlo_schedule.cc GetSchedulerConfig binds only with that tracker off) and leaves each about
+    :data:`XLA_LHS_WINDOW_KERNELS` kernels of compute between its start and its done, whatever its size; the compute
+    after the done waits for the all-reduce. The combiner groups the all-reduces in program order, so the last group
+    (the remainder r, else a full one) holds the first layer's and the embedding's gradients, which exist only when
+    the backward ends: no backward is left to hide it, and it is exposed whole (as DDP's last bucket,
+    :func:`_expose`). With b the layer's backward seconds, L the layers and K = ``kernels`` the layer's backward
+    kernels (:func:`xla_layer_kernels`, with the recomputed forward b holds), each of the N = G - 1 groups before it
+    (G = n + (1 if r > 0)) gets a window of 5 b / K, but together they never hold more than the L b of backward
+    there is:
 
         W = min(5 b / K, L b / N)
         total   = n t(T) + t(r)
@@ -1156,7 +1213,7 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     backward = np.asarray(backward, dtype=float)
     before = np.where(rest > 0, full, np.maximum(full - 1.0, 0.0))  # the groups complete inside the backward
     last = np.where(rest > 0, t_rest, np.where(full > 0, t_full, 0.0))  # complete when the backward ends
-    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / xla_layer_kernels(job),
+    window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / np.asarray(kernels, dtype=float),
                         layers * backward / np.maximum(before, 1.0))
     total = full * t_full + t_rest
     exposed = before * np.maximum(t_full - window, 0.0) + last
@@ -1282,10 +1339,16 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
     xla_total = xla_exposed = np.zeros(1)
+    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
+    # the backward's kernels, with the forward kernels its recompute repeats on the stage's recomputed layers
+    kernels = np.ones(1)  # read only where xla_gpu_lhs prices a transformer's windows
+    if np.any(g.xla_gpu_lhs) and job.is_transformer:
+        recomputed = comp["recomputed_layers"] if "recomputed_layers" in comp else recomputed_layers(g, layers)
+        kernels = xla_layer_kernels(job, g, recomputed / layers)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
         t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
-                                    layers)
+                                    layers, kernels)
         xla_total, xla_exposed = np.where(xla, t, 0.0), np.where(xla, e, 0.0)
         b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
@@ -1293,7 +1356,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
     lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
     if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
-        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b, reshard)
+        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, kernels, left=b)
         hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
         hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs

@@ -16,6 +16,7 @@ import numpy as np
 
 from scalemodel.choices import (
     ROWWISE_FP8_RECIPES,
+    TE_FP8_RECIPES_TEXT,
     Algorithm,
     Assignment,
     Compression,
@@ -1209,7 +1210,7 @@ def _check_rowwise_workload(recipe: str, sh: Any, workload: Any) -> None:
     if kind:
         raise InputError(f"fp8 recipe {recipe} is priced for dense transformers (torchao Float8Linear on their "
                          f"nn.Linear layers); {workload.name} is {kind}", where="training.fp8_recipe",
-                         allowed="a dense transformer, or fp8_recipe delayed, tensorwise or mxfp8")
+                         allowed=f"a dense transformer, or fp8_recipe {TE_FP8_RECIPES_TEXT}")
 
 
 def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
@@ -1235,7 +1236,8 @@ def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
         # what each flag runs with: torchao's float8 all-gather the tensorwise recipe only, Megatron's
         # fp8_param_gather any Transformer Engine recipe (layer_compute.fp8_params_held, fsdp_fp8_gather)
         recipes = ("tensorwise" if name == "fsdp_fp8_all_gather" else "delayed, tensorwise or mxfp8"
-                   if job.accelerator_family == "blackwell" else "delayed or tensorwise")
+                   if job.accelerator_family == "blackwell" else "delayed, tensorwise or blockwise"
+                   if job.accelerator_family == "hopper" else "delayed or tensorwise")
         raise InputError(f"{name} gathers per-tensor FP8 weights; fp8 recipe {job.fp8_recipe} gathers BF16 and "
                          "casts row-wise after the gather", where=where,
                          allowed=f"{name} false, or fp8_recipe {recipes}")

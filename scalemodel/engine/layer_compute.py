@@ -1069,10 +1069,10 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether the layers' linear weights are FP8 parameters (:func:`~scalemodel.engine.dp_comm.fp8_param_elements`):
-    fp8_param_gather with
-    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer: not the block-scaled mxfp8 and nvfp4,
-    as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds (job.check_fp8_all_gather refuses the flag in an fp4
-    run; a planner grid may still carry it)."""
+    fp8_param_gather with ZeRO 1-2 and a recipe whose parameters Megatron gathers in FP8 (delayed, tensorwise, and
+    blockwise, whose ``Float8BlockwiseQTensor`` parameters sit in the uint8 buffer, 128 x 128 tiles) on a
+    transformer: not mxfp8 and nvfp4, as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds
+    (job.check_fp8_all_gather refuses the flag in an fp4 run; a planner grid may still carry it)."""
     on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
     return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
 
@@ -1100,7 +1100,9 @@ def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     Megatron-FSDP builds its parameter buffers from the FP8 parameters, megatron/core/distributed/fsdp/src/
     megatron_fsdp/param_and_grad_buffer.py ``init_param_with_fp8``; NVIDIA/Megatron-LM@d98e8a64dd). The routed
     experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced.
-    Per-tensor recipes only (delayed, tensorwise): the mxfp8 case is not verified, and priced at 16 bits."""
+    Delayed, tensorwise and blockwise (Megatron-FSDP quantizes ``Float8BlockwiseQTensor`` parameters into its
+    buffers, param_and_grad_buffer.py "Special handling of blockwise FP8", NVIDIA/Megatron-LM@9c5258f109 line
+    3525): the mxfp8 case is not verified, and priced at 16 bits."""
     megatron = g.fp8_param_gather & (g.zero >= Zero.FSDP) & (job.fp8_recipe != "mxfp8")
     return np.asarray(g.fsdp_fp8_all_gather | megatron)
 

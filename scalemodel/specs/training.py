@@ -10,6 +10,7 @@ from msgspec import Meta
 from scalemodel.choices import (
     ROWWISE_FP8_FAMILIES,
     ROWWISE_FP8_RECIPES,
+    TE_FP8_RECIPES_TEXT,
     Algorithm,
     Assignment,
     Choice,
@@ -251,7 +252,7 @@ class TrainingSpec(Spec, kw_only=True):
             what = "module_precision" if named else "fp8_attention"
             raise field_error(what, f"{what} is Transformer Engine's, but fp8_recipe {self.fp8_recipe} is torchao's "
                               "Float8Linear (every nn.Linear but the output layer in FP8, attention in BF16)",
-                              f"leave {what} out with a row-wise recipe, or fp8_recipe delayed / tensorwise / mxfp8")
+                              f"leave {what} out with a row-wise recipe, or fp8_recipe {TE_FP8_RECIPES_TEXT}")
 
 
 #: The smallest ``bucket_size`` taken: 1 KiB, fewer than 512 16-bit gradients. No framework sets a floor (PyTorch
