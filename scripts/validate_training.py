@@ -800,6 +800,24 @@ TORCHTITAN_SDPA_KERNEL = "fa2"
 TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128, "nemo2504": 128, "dgxc2505": 128}
 
 
+def te_unfused_mla(case: dict[str, Any], wl: Any, family: str) -> bool:
+    """Whether Transformer Engine runs a case's MLA core in UnfusedDotProductAttention (strategy flash_attention
+    false): on Blackwell under a TE before v2.5 (the sources of :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`), where no fused
+    backend takes MLA's query-key head dim 192 (128 + 64 rope) beside value head dim 128. TE's get_attention_backend
+    (NVIDIA/TransformerEngine@bee4649c15, 2.2.0.dev0, the TE ref of NeMo@7a8f1cc7bc requirements/manifest.json;
+    transformer_engine/pytorch/dot_product_attention/utils.py L466-478, the same filter at v2.2, v2.3 and v2.4)
+    disables FlashAttention whenever head_dim_qk != head_dim_v ("does not support MLA"), and keeps FusedAttention only
+    for separate q / k / v tensors (hd_hd_hd, Megatron-Core's MLA call); then common/fused_attn/fused_attn.cpp
+    nvte_get_fused_attn_backend L221 refuses F16_arbitrary_seqlen for ``sm_arch_ >= 100 && (head_dim_qk > 128 ||
+    head_dim_v > 128)`` and the FP8 and max512 sub-backends do not apply (L162-180, L198: bf16, head dim 64 only), so
+    No_Backend disables it (utils.py L774) and the unfused backend is selected (CP 1: L535 drops it only with context
+    parallelism). On sm90 the same call gets F16_arbitrary_seqlen (L232-236: head dims <= 256 with cuDNN >= 9.0), so
+    Hopper keeps ``auto`` (cuDNN). ASSUMED: the container's TE is that line (nemo:25.04.01's own TE release is not
+    read; any release before v2.5 has both filters)."""
+    return (family == "blackwell" and families(case)["source"] in TE_SM100_CUDNN_HEAD_DIM_MAX
+            and getattr(wl, "mla", None) is not None)
+
+
 #: The cuDNN release each Blackwell source's container ships: source -> (cuDNN version, how it was read). A Blackwell
 #: case names that version (:func:`cudnn_release`, training.cudnn_release, docs/model.md#cudnn-release), which the
 #: engine prices on the nearest release its accelerator holds at or below it, so no run is priced on a later kernel
@@ -1667,6 +1685,13 @@ RECIPE_ETP: dict[str, int] = {
     # v25.05's launch.sh passed 8, corrected in the next release (its b200 branch keeps 8, its h100 branch's VP was
     # corrected to the README's 8 in the same change).
     **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 4 for p in ("bf16", "fp8") for g in (128, 256, 512)},
+    # the H100 Grok-1 rows (v25.05.01 @85d9284 to v25.05.05): launch.sh's h100 branch ``ET=${ET:-1}`` (-et 1), the
+    # README's H100 layout table ETP 1
+    "dgxc2505_h100_grok1_314b_bf16_512": 1, "dgxc2505_h100_grok1_314b_fp8_512": 1,
+    # dgxc2505 DeepSeek-V3 (v25.05 @68eaf7e to v25.05.05): deepseek_v3/pretraining/launch.sh ETP=1 on both GPUs,
+    # passed as --expert_tensor_parallel_size 1 (the README's layout tables: ETP 1)
+    **{i: 1 for i in ("dgxc2505_gb200_dsv3_bf16_128", "dgxc2505_gb200_dsv3_bf16_256", "dgxc2505_gb200_dsv3_bf16_512",
+                      "dgxc2505_h100_dsv3_bf16_512", "dgxc2505_h100_dsv3_bf16_1024")},
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
@@ -1723,9 +1748,16 @@ RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 #: dgxc2505's GB200 Grok-1 rows (a Mixtral-shaped model): NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_grok1_314b.py
 #: pretrain_performance_optimizations appends ``run.Config(MegatronTokenDropCallback)`` (its defaults; the callback file
 #: as at v2.3.0).
-DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16", "fp8") for g in (128, 256, 512)})
+#: The H100 rows run the same script at NeMo@6f2c6fdaff (its pretrain_grok1_314b.py differs from 7a8f1cc7bc by one
+#: profiling line).
+DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16", "fp8") for g in (128, 256, 512)}
+                          | {f"dgxc2505_h100_grok1_314b_{p}_512" for p in ("bf16", "fp8")})
+#: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_deepseek_v3.py ``USE_TOKEN_DROP =
+#: True`` -> override_recipe_configs appends ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above).
+DGXC2505_DSV3 = frozenset({f"dgxc2505_gb200_dsv3_bf16_{g}" for g in (128, 256, 512)}
+                          | {f"dgxc2505_h100_dsv3_bf16_{g}" for g in (512, 1024)})
 RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
-                                         **{i: 1.0 for i in DGXC2505_GROK}}
+                                         **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3}}
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -1853,7 +1885,10 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #: helper), 26.08 (perf_recipes/deepseek/common.py and perf_recipes/nemotronh/common.py
 #: _apply_nemotron_3_super_perf_defaults ``moe_shared_expert_overlap = False``, 4ab94dfad) and the Nemotron 3
 #: recipes (recipes/nemotronh/nemotron_3_nano.py line 169, nemotron_3_super.py line 66 at 17a381f95 / 8f341b04f).
-RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"})
+#: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py DeepSeekConfig
+#: ``moe_shared_expert_overlap: bool = True`` with ``moe_token_dispatcher_type: str = "alltoall"``, which neither
+#: pretrain_deepseek_v3.py nor set_primary_perf_configs changes.
+RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"}) | DGXC2505_DSV3
 
 #: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml ARGS): moe_token_dispatcher_type flex
 #: with moe_flex_dispatcher_backend deepep (qwen3_235b/b200, deepseek_v3/b200 and h100/fp8; deepseek_v3/h100/bf16 with
@@ -2090,7 +2125,7 @@ RECIPE_ROUTER_FP32 = frozenset({
     "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_h100_dsv3_mtp_bf16",
     "mcrec26_h100_dsv3_mtp_fp8blk",
     "mb2604_b200_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs",
-    "mb2608_gb300_nemotron3_nano_fp8mx"})
+    "mb2608_gb300_nemotron3_nano_fp8mx"}) | DGXC2505_DSV3  # NeMo@7a8f1cc7bc pretrain_deepseek_v3.py: 'fp32'
 
 
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
@@ -2140,6 +2175,9 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
                                    | DGXC2505_GROK)
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
+#: Rows of other sources whose recipe sets the fusion on: dgxc2505 DeepSeek-V3 (NeMo@7a8f1cc7bc
+#: scripts/performance/llm/pretrain_deepseek_v3.py override_recipe_configs ``moe_permute_fusion = True``).
+RECIPE_MOE_PERMUTE_FUSION_TRUE = DGXC2505_DSV3
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -2303,7 +2341,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     split = framework_split(case, pp)
     m_text = case["model"]
     attn_text = (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower()
-    flash = ("flash" in attn_text or year >= 2023) and UNFUSED_ATTENTION not in attn_text
+    flash = (("flash" in attn_text or year >= 2023) and UNFUSED_ATTENTION not in attn_text
+             and not te_unfused_mla(case, wl, cluster.accelerator.family))
     seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022 and src not in NO_SEQUENCE_PARALLEL))
     precision = parse_precision(str(case.get("precision", "")))
     zero = parse_zero(par.get("zero_stage"), src)

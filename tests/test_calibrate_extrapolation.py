@@ -88,7 +88,11 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "dgxc2505_gb200_nemotron4_340b_fp8 (128/128/256/256/512/512)": ("same model", [128, 128, 256, 256, 512, 512]),
         "dgxc2505_gb200_llama31_405b_bf16 (128/256/512)": ("same model", [128, 256, 512]),
         "dgxc2505_gb200_llama31_405b_fp8 (128/256/512)": ("same model", [128, 256, 512]),
-        "dgxc2505 dgx-h100 (16-512)": ("model grows with GPUs", [16, 256, 512]),
+        # data21c: DeepSeek-V3 671B on GB200 (128/256/512) and H100 (512 at PP 8, 1024 at PP 16) are same-model
+        # series; the H100 Grok-1 314B row (512) follows Nemotron-4 340B (256) in the H100 table, so its model size
+        # shrinks and the table is no longer a "model grows with GPUs" series (it was 16/256/512)
+        "dgxc2505_gb200_dsv3_bf16 (128/256/512)": ("same model", [128, 256, 512]),
+        "dgxc2505_h100_dsv3_bf16 (512/1024)": ("same model", [512, 1024]),
         # tpu21: MaxText's 2023 TPU v5e table (mtv5e23), one series per model on 2-32 v5e-256 slices
         # (tpu-v5e-multislice; the one-slice row runs on tpu-v5e-pod, another cluster, so it starts no series)
         "mtv5e23_v5e_16b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
