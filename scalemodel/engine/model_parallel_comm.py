@@ -79,9 +79,10 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
             "hidden_fwd_rec": out["hidden_fwd"] + out["hidden_rec"], "hidden_bwd_only": out["hidden_bwd"]}
 
 
-#: SMs of Transformer Engine's userbuffers kernels per tp_comm_overlap method (NVIDIA/TransformerEngine
-#: pytorch/module/base.py ``initialize_ub`` ``get_default_config``: ``"num_sm": 1 if method == "ring_exchange" else
-#: 16``, ``"set_sm_margin": not method == "ring_exchange"``, ring exchange ``"use_ce": True``; docs/model.md#contention)
+#: SMs of Transformer Engine's userbuffers kernels per tp_comm_overlap method (NVIDIA/TransformerEngine@bee4649c,
+#: 2.2.0.dev0: pytorch/module/base.py ``initialize_ub`` ``get_default_config`` L251-257: ``"num_sm": 1 if method ==
+#: "ring_exchange" else 16``, ``"set_sm_margin": not method == "ring_exchange"``, ``"use_ce": True``;
+#: docs/model.md#contention)
 UB_RING_EXCHANGE_SMS = 1.0
 UB_PIPELINE_BULK_SMS = 16.0
 
@@ -97,9 +98,10 @@ def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: A
 
     Half of each phase's traffic is an all-gather on the ring exchange (QKV / FC1 forward, O-proj / FC2
     data-gradient: copy engines, r SMs while it runs); the forward's other half the pipeline reduce-scatters, whose
-    GEMM runs on S - k SMs for its whole length (``set_sm_margin``: TE common/comm_gemm_overlap/comm_gemm_overlap.cpp
-    ``_math_sms = (set_sm_margin) ? sm_count - num_comm_sm : sm_count``), the backward's the bulk overlaps, k SMs
-    while they run (NeMo's and Megatron-Bridge's configs set ``set_sm_margin=False`` for bulk)."""
+    GEMM runs on S - k SMs for its whole length (``set_sm_margin``: TE@bee4649c
+    common/comm_gemm_overlap/comm_gemm_overlap.cpp L84 ``_math_sms = (set_sm_margin) ? sm_count - num_comm_sm :
+    sm_count``), the backward's the bulk overlaps, k SMs while they run (NeMo@7a8f1cc7bc
+    recipes/tp_overlap_configs/userbuffers.py sets ``set_sm_margin=False`` for bulk)."""
     if not units or not shared or units <= UB_PIPELINE_BULK_SMS:
         return np.zeros(1)
     s = float(units)
