@@ -75,7 +75,39 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
         out[name] = exposed
         out["hidden_" + name] = c - exposed
     return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
-            "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"]}
+            "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"],
+            "hidden_fwd_rec": out["hidden_fwd"] + out["hidden_rec"], "hidden_bwd_only": out["hidden_bwd"]}
+
+
+#: SMs of Transformer Engine's userbuffers kernels per tp_comm_overlap method (NVIDIA/TransformerEngine@bee4649c,
+#: 2.2.0.dev0: pytorch/module/base.py ``initialize_ub`` ``get_default_config`` L251-257: ``"num_sm": 1 if method ==
+#: "ring_exchange" else 16``, ``"set_sm_margin": not method == "ring_exchange"``, ``"use_ce": True``;
+#: docs/model.md#contention)
+UB_RING_EXCHANGE_SMS = 1.0
+UB_PIPELINE_BULK_SMS = 16.0
+
+
+def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: Any, rs_gemm: Any) -> np.ndarray:
+    """Seconds per micro-batch the GEMMs lose to Transformer Engine's userbuffers kernels under tp_comm_overlap
+    (docs/model.md#contention). ``units``: the chip's SMs (S); ``shared``: collectives run on them (the accelerator's
+    collective share is not 0); ``hidden_fwd``: hidden TP seconds of the forward and recomputed forward,
+    ``hidden_bwd``: of the backward; ``rs_gemm``: seconds of the forward (and recomputed) GEMMs feeding a
+    reduce-scatter (O-proj, FC2). With r = 1 SM (ring exchange) and k = 16 SMs (pipeline, bulk)::
+
+        t = hidden_fwd (r / 2) / S + hidden_bwd (r + k) / 2 / S + rs_gemm k / (S - k)
+
+    Half of each phase's traffic is an all-gather on the ring exchange (QKV / FC1 forward, O-proj / FC2
+    data-gradient: copy engines, r SMs while it runs); the forward's other half the pipeline reduce-scatters, whose
+    GEMM runs on S - k SMs for its whole length (``set_sm_margin``: TE@bee4649c
+    common/comm_gemm_overlap/comm_gemm_overlap.cpp L84 ``_math_sms = (set_sm_margin) ? sm_count - num_comm_sm :
+    sm_count``), the backward's the bulk overlaps, k SMs while they run (NeMo@7a8f1cc7bc
+    recipes/tp_overlap_configs/userbuffers.py sets ``set_sm_margin=False`` for bulk)."""
+    if not units or not shared or units <= UB_PIPELINE_BULK_SMS:
+        return np.zeros(1)
+    s = float(units)
+    r, k = UB_RING_EXCHANGE_SMS, UB_PIPELINE_BULK_SMS
+    return np.asarray(np.maximum(hidden_fwd, 0.0) * 0.5 * r / s + np.maximum(hidden_bwd, 0.0) * 0.5 * (r + k) / s
+                      + np.maximum(rs_gemm, 0.0) * k / (s - k), dtype=float)
 
 
 def nanotron_tp_time(ag: Any, rs: Any, ar: Any, cols: tuple[Any, Any], rows: tuple[Any, Any], tp: Any,
@@ -252,7 +284,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     mlp_rec = mlp_rec + moe_rec + moe_ext
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window), 0.0)
-    tp_hidden_fwd = chunking = np.zeros(1)
+    tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
         # the GEMMs beside the collectives: the stage's layers at their mean, the MTP blocks at their own (the
@@ -265,6 +297,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
+        hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
+        ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
+                                                  ov["hidden_bwd_only"], _rs_side_share(sh) * (gemm_f + gemm_r)), 0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
     nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
@@ -279,6 +314,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp = np.where(nt, (n + rec_n) * ntp["fwd"] + n * ntp["bwd"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(nt, n * ntp["hidden_fwd"], tp_hidden_fwd)
         tp_hidden = np.where(nt, rec_n * ntp["hidden_fwd"] + n * ntp["hidden_bwd"], tp_hidden)
+        hidden_ub = np.where(nt, 0.0, hidden_ub)
+        ub_sms = np.where(nt, 0.0, ub_sms)
     # tp 1, etp > 1: the dispatcher's expert-TP pair, outside the attention TP group (_moe_tp_collectives)
     tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
@@ -329,7 +366,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "amax": amax, "hidden_fwd": cp_hidden + tp_hidden_fwd,
-            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
+            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1),
+            "hidden_ub": hidden_ub, "ub_sms": ub_sms}
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe

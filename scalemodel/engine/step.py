@@ -449,11 +449,14 @@ def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
     traffic twice), and the compute slowed by that hidden traffic (``contention``, :func:`_contention`): the
     collective library's ``share`` of the SMs for hidden TP/CP traffic, the EP dispatcher's ``ep_share``
     (:func:`scalemodel.engine.job.ep_dispatch_share`; ``share`` when None) for the hidden EP all-to-alls
-    (``hidden_ep``, a part of ``hidden_fwd + hidden_bwd``)."""
+    (``hidden_ep``, a part of ``hidden_fwd + hidden_bwd``); the TP traffic tp_comm_overlap hides (``hidden_ub``, a
+    part too) runs on Transformer Engine's userbuffers SMs, priced in ``ub_sms``
+    (:func:`scalemodel.engine.model_parallel_comm.userbuffers_sm_time`), not at ``share``."""
     hidden_ep = mp.get("hidden_ep", 0.0)
-    mp_hidden = mp["hidden_fwd"] + mp["hidden_bwd"] - hidden_ep
+    hidden_ub = mp.get("hidden_ub", 0.0)
+    mp_hidden = mp["hidden_fwd"] + mp["hidden_bwd"] - hidden_ep - hidden_ub
     contention = (_contention(share, mp_hidden) + _contention(share if ep_share is None else ep_share, hidden_ep)
-                  + mp.get("chunking", 0.0))
+                  + mp.get("ub_sms", 0.0) + mp.get("chunking", 0.0))
     return dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
                 backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0), contention=contention)
 

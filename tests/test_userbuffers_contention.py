@@ -1,0 +1,55 @@
+"""Transformer Engine userbuffers' SMs under tp_comm_overlap (docs/model.md#contention): the hidden TP traffic is
+priced at TE's SM counts (ring exchange 1, pipeline / bulk 16; the pipeline's GEMMs on S - 16 SMs with set_sm_margin),
+not at NCCL's channel share."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.model_parallel_comm import userbuffers_sm_time
+from scalemodel.engine.step import evaluate
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+
+def val(a) -> float:  # type: ignore[no-untyped-def]
+    return float(np.asarray(a).reshape(-1)[0])
+
+
+def test_userbuffers_sm_time_by_hand() -> None:
+    """GB200, 148 SMs: 1 s of forward traffic (half on the 1-SM ring exchange: 0.5/148), 2 s of backward traffic
+    (half ring 1 SM, half bulk 16 SMs: 2 x 8.5/148), 3 s of pipeline GEMMs on 132 of 148 SMs (3 x 16/132)."""
+    expected = 0.5 / 148 + 2 * 8.5 / 148 + 3 * 16 / 132  # 0.003378 + 0.114865 + 0.363636
+    assert expected == pytest.approx(0.481880, abs=1e-6)
+    assert val(userbuffers_sm_time(148, True, 1.0, 2.0, 3.0)) == pytest.approx(expected, rel=1e-12)
+    # H100, 132 SMs: the same traffic and GEMMs cost more (fewer SMs left to the GEMM)
+    assert val(userbuffers_sm_time(132, True, 1.0, 2.0, 3.0)) == pytest.approx(
+        0.5 / 132 + 17 / 132 + 48 / 116, rel=1e-12)
+
+
+@pytest.mark.parametrize(("units", "shared"), [(0, True), (148, False), (16, True)])
+def test_no_userbuffers_cost_without_sms_on_which_it_runs(units: int, shared: bool) -> None:
+    assert val(userbuffers_sm_time(units, shared, 1.0, 2.0, 3.0)) == 0.0
+
+
+def test_userbuffers_traffic_is_not_priced_at_nccl_share() -> None:
+    """TP 8 with sequence parallelism and tp_comm_overlap on one GB200 NVL72 domain, dp 1 (no DP traffic, no CP):
+    every hidden collective is a userbuffers one, so the contention term does not move with NCCL's channel share;
+    without tp_comm_overlap the hidden backward traffic is NCCL's and it does."""
+    cluster, gpt = load_cluster("gb200-nvl72"), load_workload("gpt-7.5b")
+    training = dict(global_batch=8, micro_batch=1)
+    job = build_job(cluster, gpt, TrainingSpec(**training))
+
+    def contention(j, overlap: bool) -> float:  # type: ignore[no-untyped-def]
+        st = StrategySpec(tp=8, sequence_parallel=True, tp_comm_overlap=overlap)
+        return val(evaluate(j, grid_from_strategy(st, TrainingSpec(**training), 8, j), sync=st.sync)
+                   .breakdown["contention"])
+
+    assert job.collective_share == pytest.approx(32 / 148)
+    on = contention(job, True)
+    assert on > 0.0
+    assert contention(replace(job, collective_share=0.5), True) == pytest.approx(on, rel=1e-12)
+    assert contention(replace(job, collective_share=0.5), False) > contention(job, False)
