@@ -164,10 +164,12 @@ DONORS = {("mi300x", "16bit"): ("mi300x", "fp8"),
           # fix d0 and a level together (free, gemm_max runs to its bound 1.0 at d0 236, the 4096^3 time carrying a
           # per-call host round trip); d0 from h100-sxm's 16-bit fit as gaudi3's, the one d0 of a default-path sweep of
           # many training shapes (no TPU matmul sweep of more sizes found)
-          ("tpu-v5e", "16bit"): ("h100-sxm", "16bit")}
+          ("tpu-v5e", "16bit"): ("h100-sxm", "16bit"),
+          # tpu-v6e: one device-timed shape (8192^3, gemm.yaml TPUPEDIA-V6E); its host-timed sweep is a record
+          ("tpu-v6e", "16bit"): ("h100-sxm", "16bit")}
 #: accelerators with no stream-bandwidth measurement of their own or of a sibling part: ``memory`` stays the family
 #: default's (scalemodel.cost.compute.default_efficiency; tpu: 0.85, the A100 curve's), not the A100 BabelStream fit
-MEMORY_FAMILY_DEFAULT = {"tpu-v5e"}
+MEMORY_FAMILY_DEFAULT = {"tpu-v5e", "tpu-v6e"}
 #: (accelerator, group) -> (donor group, (src, prec)) for a group priced on the donor's curve with gemm_max x the
 #: ratio of the group's accelerator to the donor's at the same shape in gemm.yaml source src, precision prec
 #: (fractions of each one's peak; see the module docstring, "level transfer").
