@@ -136,7 +136,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.cost.compute import gemm_time, in_layer_gemm_factor
+from scalemodel.cost.compute import default_efficiency, gemm_time, in_layer_gemm_factor
 from scalemodel.specs import load_accelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
@@ -159,7 +159,17 @@ DONORS = {("mi300x", "16bit"): ("mi300x", "fp8"),
           # these sizes cannot fix it: from mi300x's FP8 sweep, as mi300x's own 16-bit curve (the one default-build AMD
           # sweep with a well-timed GEMM under 4096 per side over 10 GFLOP). mi355x's own FP8 sweep (d0 1041) is not
           # taken: with it no level fits the BF16 points (8192^3 would run 0.70 x the curve's gemm_max)
-          ("mi325x", "16bit"): ("mi300x", "fp8"), ("mi355x", "16bit"): ("mi300x", "fp8")}
+          ("mi325x", "16bit"): ("mi300x", "fp8"), ("mi355x", "16bit"): ("mi300x", "fp8"),
+          # tpu-v5e: two fitted shapes (XLA's jnp.matmul at 4096^3 and 8192^3, gemm.yaml JAX-PALLAS-MATMUL-V5E) cannot
+          # fix d0 and a level together (free, gemm_max runs to its bound 1.0 at d0 236, the 4096^3 time carrying a
+          # per-call host round trip); d0 from h100-sxm's 16-bit fit as gaudi3's, the one d0 of a default-path sweep of
+          # many training shapes (no TPU matmul sweep of more sizes found)
+          ("tpu-v5e", "16bit"): ("h100-sxm", "16bit"),
+          # tpu-v6e: one device-timed shape (8192^3, gemm.yaml TPUPEDIA-V6E); its host-timed sweep is a record
+          ("tpu-v6e", "16bit"): ("h100-sxm", "16bit")}
+#: accelerators with no stream-bandwidth measurement of their own or of a sibling part: ``memory`` stays the family
+#: default's (scalemodel.cost.compute.default_efficiency; tpu: 0.85, the A100 curve's), not the A100 BabelStream fit
+MEMORY_FAMILY_DEFAULT = {"tpu-v5e", "tpu-v6e"}
 #: (accelerator, group) -> (donor group, (src, prec)) for a group priced on the donor's curve with gemm_max x the
 #: ratio of the group's accelerator to the donor's at the same shape in gemm.yaml source src, precision prec
 #: (fractions of each one's peak; see the module docstring, "level transfer").
@@ -297,6 +307,8 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
         acc = load_accelerator(name, overrides=[])
         mem_src = name if name in memfit else MEMORY_DONORS.get(name, "a100-sxm-80g")
         mem = memfit[mem_src]["memory"] if mem_src in memfit else 0.85
+        if name in MEMORY_FAMILY_DEFAULT:
+            mem_src, mem = f"the {acc.family} family default", default_efficiency(acc.family).memory
         donor = DONORS.get(key)
         d0 = None
         if donor is not None:
