@@ -19,12 +19,12 @@ from generated_file import write_or_check  # scripts/, beside this file
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "scalemodel" / "data" / "validation_residuals.json"
 #: validation variant -> the catalog family (AcceleratorSpec.family) a prediction's interval is matched on
-#: (engine.intervals.generation_of); a variant missing here kept its own lower-cased name, which no family matches
-#: (B300 / GB300 were "b300" / "gb300" until review19b: their 17 rows never entered a Blackwell band)
+#: (engine.intervals.generation_of); a variant missing here stops the build (it used to keep its own lower-cased name,
+#: which no family matches: B300 / GB300 until review19b, TPU v5e until the lead's tpu21 merge)
 GENERATION = {"A100": "ampere", "A100 40GB": "ampere", "H100": "hopper", "H100 96GB": "hopper", "H800": "hopper",
               "H200": "hopper", "B200": "blackwell", "GB200": "blackwell", "B300": "blackwell", "GB300": "blackwell",
               "V100": "volta", "P100": "pascal",
-              "TPU v4": "tpu", "TPU v5p": "tpu", "MI300X": "cdna3", "MI325X": "cdna3",
+              "TPU v4": "tpu", "TPU v5p": "tpu", "TPU v5e": "tpu", "TPU v6e": "tpu", "MI300X": "cdna3", "MI325X": "cdna3",
               "MI355X": "cdna4", "MI250X": "cdna2"}
 
 
@@ -51,9 +51,11 @@ def build() -> str:
     for r in results:
         fam = r.families
         variant = fam["accelerator"]
+        if variant not in GENERATION:
+            raise SystemExit(f"build_residuals: accelerator {variant!r} of {r.id} has no catalog family in GENERATION")
         cases.append({
             "id": r.id, "speed_error": round(float(r.speed_error), 6),
-            "generation": GENERATION.get(variant, variant.lower()), "precision": fam["precision"],
+            "generation": GENERATION[variant], "precision": fam["precision"],
             "parallelism": fam["parallelism"], "model": fam["model"],
             "gpus": gpus.get(r.id.split(" ")[0]),
         })
