@@ -533,8 +533,9 @@ ALGO_FUNCS: dict[str, Callable[[str, np.ndarray, Placement, float], np.ndarray]]
 
 
 def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
-    """The bare alpha-beta model of one named algorithm on a placed group (no protocol lines, no base latency)."""
+    """The bare alpha-beta model of one named algorithm on a placed group (no protocol lines, no base latency),
+    no faster than a torus group's injection floor (:func:`scalemodel.cost.topology.floored`)."""
     if algorithm not in APPLICABLE[op]:
         raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm", allowed=allowed(op))
-    return ALGO_FUNCS[algorithm](op, S, pl, gamma)
+    return topology.floored(op, S, pl, ALGO_FUNCS[algorithm](op, S, pl, gamma))
 
