@@ -8,6 +8,7 @@ import pytest
 from scalemodel.cost import collectives as C
 from scalemodel.cost import topology as T
 from scalemodel.cost.network import Network, Tier
+from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster
 
@@ -185,3 +186,42 @@ def test_a_ring_on_one_torus_dimension_gets_two_of_six_links() -> None:
     assert ring / switch == pytest.approx(3.0)
     pod = load_cluster("tpu-v5p-pod")
     assert not pod.tiers[0].torus_dims  # the catalog pod is priced as a switch (validation/README.md)
+
+
+def test_a_group_along_whole_torus_dimensions_rings_on_their_links_only() -> None:
+    """A group of one dimension (4 ranks at stride 1: dimension 1; at stride 4: dimension 2) of the 4 x 4
+    torus is a 1-D torus: one bidirectional ring on 2 of the node's 4 links, B_link = 400e9 x 0.8 / 4 each
+    (jax mesh_utils._create_device_mesh_for_nd_torus gives a mesh axis of 4 one physical axis of 4)."""
+    a, b_link, S = 1e-6, 400e9 * 0.8 / 4, 1e9
+    ring = 2 * 3 * a + 2 * 3 / 4 * S / (2 * b_link)  # 2(d-1) alpha + 2(d-1)/d S / (2 B_link)
+    for stride in (1, 4):
+        assert float(C.raw_algorithm_time("allreduce", "ring", S, 4, TORUS, stride=stride)) == pytest.approx(ring)
+        # all-to-all on a 4-ring: the cut crosses 2 x 4/4 = 2 links; 4 S / 4 bytes cross it each way
+        a2a = 2 * a + max(S / (2 * b_link), 3 / 4 * S / (2 * b_link))
+        assert float(C.raw_algorithm_time("alltoall", "direct", S, 4, TORUS, stride=stride)) == pytest.approx(a2a)
+    # half the bandwidth the switch pricing gives the same group (all 4 links feeding one ring)
+    assert float(C.raw_algorithm_time("allreduce", "ring", S, 4, TORUS)) > 1.9 * float(
+        C.raw_algorithm_time("allreduce", "ring", S, 4, SWITCH))
+    # a group that is not a run of whole dimensions (2 ranks, or 4 at stride 2) keeps the switch pricing
+    for p, stride in ((2, 1), (4, 2)):
+        assert float(C.raw_algorithm_time("allreduce", "ring", S, p, TORUS, stride=stride)) == pytest.approx(
+            float(C.raw_algorithm_time("allreduce", "ring", S, p, SWITCH, stride=stride)))
+
+
+def test_no_algorithm_beats_a_torus_groups_injection_floor() -> None:
+    """On a (sub-)torus group a node receives (p-1)/p S (all-gather; 2x for all-reduce) over the 2 |dims|
+    links of its dimensions: 3/4 S / (2 B_link) on one 4-long dimension, 15/16 S / (4 B_link) on the 4 x 4."""
+    b_link, S = 400e9 * 0.8 / 4, 1e9
+    assert float(C.raw_algorithm_time("allgather", "rhd", S, 4, TORUS)) == pytest.approx(3 / 4 * S / (2 * b_link))
+    assert float(C.raw_algorithm_time("allreduce", "rhd", S, 4, TORUS, stride=4)) == pytest.approx(
+        2 * 3 / 4 * S / (2 * b_link))
+    assert float(C.raw_algorithm_time("allgather", "rhd", S, 16, TORUS)) >= 15 / 16 * S / (4 * b_link) * (1 - 1e-9)
+    # the same algorithm on a switch, or on a group the torus forms do not cover, is not floored
+    assert float(C.raw_algorithm_time("allgather", "rhd", S, 4, SWITCH)) < 0.6 * 3 / 4 * S / (2 * b_link)
+    assert float(C.raw_algorithm_time("allgather", "rhd", S, 4, TORUS, stride=2)) == pytest.approx(
+        float(C.raw_algorithm_time("allgather", "rhd", S, 4, SWITCH, stride=2)))
+    # with NCCL's protocol layer too: auto can no longer price a 1-D group on all of the node's links
+    net = build_network(load_cluster("tpu-v5e-pod", []))
+    b5 = 200e9 * 0.8 / 4  # v5e: 4 ICI ports of 50 GB/s, 16 x 16
+    t = float(C.collective_time("allgather", 64e6, 16, net, dtype_bytes=1))
+    assert t >= 15 / 16 * 64e6 / (2 * b5) * (1 - 1e-9)

@@ -237,8 +237,8 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     every step, which is the same wherever the network hop is at least the overhead (always in NCCL's table).
     Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
     ``sum_i (n_(i-1) - n_i) alpha_i`` (no overhead: NCCL's Ring broadcast/reduce row has none) and the
-    bottleneck link. A group that fills a tier declaring a torus
-    (``topology: torus``, ``torus_dims``) runs dimension-ordered bidirectional rings instead
+    bottleneck link. A group that fills a tier declaring a torus (``topology: torus``, ``torus_dims``), or
+    runs along whole dimensions of it, runs dimension-ordered bidirectional rings on those dimensions instead
     (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p
@@ -258,7 +258,7 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     t = f * ring_lat + f * (p - 1) / p * S / bmin
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) / p * S * gamma
-    torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: dimension-ordered rings
+    torus = topology.torus_time(op, S, pl, gamma)  # a (sub-)torus group: dimension-ordered rings
     if torus is not None:
         t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
@@ -446,7 +446,7 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     tiers the ring of neighbours crosses. Across a rail-optimised tier the share of peers on another rail
     (:func:`scalemodel.cost.topology.pxn_fraction`) first crosses NVLink (PXN): ``+ share x bytes_i`` on the
     NVLink port and ``+ alpha_0`` per such peer (docs/model.md#rail).
-    All-to-all on a group that fills a torus tier: bisection-limited
+    All-to-all on a group that fills a torus tier or whole dimensions of it: bisection-limited
     (:func:`scalemodel.cost.topology.torus_alltoall`, docs/model.md#torus).
     """
     p = pl.p
@@ -487,7 +487,7 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) * m * gamma
     if op == "alltoall":
-        torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: bisection-limited
+        torus = topology.torus_time(op, S, pl, gamma)  # a (sub-)torus group: bisection-limited
         if torus is not None:
             t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
@@ -533,8 +533,9 @@ ALGO_FUNCS: dict[str, Callable[[str, np.ndarray, Placement, float], np.ndarray]]
 
 
 def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
-    """The bare alpha-beta model of one named algorithm on a placed group (no protocol lines, no base latency)."""
+    """The bare alpha-beta model of one named algorithm on a placed group (no protocol lines, no base latency),
+    no faster than a torus group's injection floor (:func:`scalemodel.cost.topology.floored`)."""
     if algorithm not in APPLICABLE[op]:
         raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm", allowed=allowed(op))
-    return ALGO_FUNCS[algorithm](op, S, pl, gamma)
+    return topology.floored(op, S, pl, ALGO_FUNCS[algorithm](op, S, pl, gamma))
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from scalemodel.choices import NVLINK_CLASS, PCI_CLASS
+from scalemodel.cost import topology
 from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, TREE_FLOWS, allowed, busbw_factor, log2_floor
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import Placement
@@ -851,6 +852,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
     if np.any(inr):
         own = special(op, S, pl, gamma) if special is not None else nccl_inr_allreduce_time(S, pl, gamma)
         best = np.where(inr, own, best)
+    best = topology.floored(op, S, pl, best)  # a torus group: a node's bytes over its dimensions' links
     return np.where(np.broadcast_to(pl.p, best.shape) > 1, best, 0.0)
 
 

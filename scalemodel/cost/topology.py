@@ -25,14 +25,22 @@ direction.
 
   ``T = sum_k floor(d_k / 2) alpha + max(p S / 4 / (L_bis B_link), (p - 1)/p S / (2n B_link))``.
 
-Only a group that fills the torus tier with one rank per torus node takes these forms
-(:func:`fills_torus`); any other group on the tier is priced as on a switch (a sub-block's geometry is not
-modelled).
+A group with one rank per torus node whose ranks run along whole dimensions takes the same forms on those
+dimensions only (:func:`torus_groups`): torus nodes are numbered in mixed radix, the first dimension fastest,
+so a group of ``p = d_k x ... x d_(m-1)`` ranks at a stride of ``d_1 x ... x d_(k-1)`` nodes is the
+sub-torus of dimensions ``k .. m-1`` (wraparound included), and its rings use only those dimensions' links,
+``B_link`` each as above (a 1-D group: one bidirectional ring, 2 of the node's ``2n`` links). This is how
+JAX lays a device mesh on a TPU torus: ``jax.experimental.mesh_utils.create_device_mesh`` ->
+``_create_device_mesh_for_nd_torus`` gives each logical axis, the last (most network-intensive) first,
+the first free physical axis, or product of axes, whose size it equals, so MaxText's 16-way tensor axis on
+a 16 x 16 v5e slice runs along one torus dimension. The group filling the torus (``k = 1``, ``m = n + 1``)
+is the whole-torus case. Any other group on the tier (a partial dimension, an odd stride) is priced as on a
+switch (a sub-block's geometry is not modelled).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -81,38 +89,84 @@ def torus_alltoall(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_l
     return sum(d // 2 for d in dims) * alpha + np.maximum(bis, inject)
 
 
-def fills_torus(pl: Placement) -> tuple[int, np.ndarray] | None:
-    """``(i, mask)``: the torus tier ``i`` (the outermost tier with ``torus_dims``) and where the group fills it
-    with one rank per torus node (``p = prod dims``, ``c_(i-1) = 1``, block = the tier's span); None if no tier
-    declares a torus."""
+def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.ndarray]]] | None:
+    """``(i, [(dims, mask), ...])``: the torus tier ``i`` (the outermost tier with ``torus_dims``) and, for
+    each run of whole dimensions ``dims = d_k .. d_(m-1)``, where the group is that sub-torus: one rank per
+    torus node (``c_(i-1) = 1``), ``p = prod dims`` ranks at a stride of ``span_(i-1) x d_1 x ... x d_(k-1)``
+    GPUs (module docstring); None if no tier declares a torus."""
     tiers = pl.network.tiers
     idx = [i for i, t in enumerate(tiers) if t.topology == "torus" and t.torus_dims]
     if not idx:
         return None
     i = idx[-1]
-    nodes = float(np.prod(tiers[i].torus_dims))
-    mask = (np.abs(pl.p - nodes) < 0.5) & (pl.c_prev(i) < 1.5) & (np.abs(pl.extent - pl.spans[i]) < 0.5)
-    return i, np.asarray(mask)
+    all_dims = tuple(int(d) for d in tiers[i].torus_dims)
+    inner = float(pl.spans[i - 1]) if i > 0 else 1.0
+    one_per_node = pl.c_prev(i) < 1.5
+    out: list[tuple[tuple[int, ...], np.ndarray]] = []
+    for k in range(len(all_dims)):
+        stride = inner * float(np.prod(all_dims[:k]))
+        for m in range(k + 1, len(all_dims) + 1):
+            dims = all_dims[k:m]
+            mask = one_per_node & (np.abs(pl.p - float(np.prod(dims))) < 0.5) & (np.abs(pl.stride - stride) < 0.5)
+            out.append((dims, np.asarray(mask)))
+    return i, out
+
+
+#: Bytes a node must receive, in units of ``(p - 1)/p S`` (nccl-tests size convention), per collective.
+INJECTION_SWEEPS = {"allreduce": 2.0, "reducescatter": 1.0, "allgather": 1.0, "alltoall": 1.0}
+
+
+def _on_torus_groups(op: str, S: np.ndarray, pl: Placement,
+                     form: Callable[[tuple[int, ...], float, float], np.ndarray]
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mask, time)``: ``form(dims, alpha, b_link)`` where the group is a (sub-)torus of the torus tier
+    (:func:`torus_groups`), with that tier's hop latency and ``B_link``; None where nothing applies."""
+    found = torus_groups(pl)
+    if found is None or op not in INJECTION_SWEEPS:
+        return None
+    i, groups = found
+    b_link = link_bandwidth(float(pl.bandwidth[i]), float(pl.efficiency[i]), pl.network.tiers[i].torus_dims)
+    alpha = float(pl.alpha[i])
+    shape = np.broadcast(np.asarray(S, dtype=float), pl.p).shape
+    mask = np.zeros(shape, dtype=bool)
+    t = np.zeros(shape)
+    for dims, where in groups:
+        if np.any(where):
+            t = np.where(where, form(dims, alpha, b_link), t)
+            mask = mask | where
+    return (mask, t) if np.any(mask) else None
 
 
 def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(mask, time)`` of ``op`` on a group that fills a torus tier (all-reduce, reduce-scatter, all-gather:
-    :func:`torus_allreduce`; all-to-all: :func:`torus_alltoall`), with the placement's hop latency and line
+    """``(mask, time)`` of ``op`` on a group that is a torus tier or a sub-torus of whole dimensions of it
+    (:func:`torus_groups`; all-reduce, reduce-scatter, all-gather: :func:`torus_allreduce`; all-to-all:
+    :func:`torus_alltoall`, both on the group's dimensions only), with the placement's hop latency and line
     rate of that tier (so NCCL's protocol layer may relink them); None where nothing applies."""
-    found = fills_torus(pl)
-    if found is None:
-        return None
-    i, mask = found
-    if not np.any(mask):
-        return None
-    dims = pl.network.tiers[i].torus_dims
-    b_link = float(pl.bandwidth[i]) * float(pl.efficiency[i]) / (2.0 * len(dims))
-    alpha = float(pl.alpha[i])
-    if op in ("allreduce", "reducescatter", "allgather"):
-        return mask, torus_allreduce(S, dims, alpha, b_link, gamma, op=op)
-    if op == "alltoall":
-        return mask, torus_alltoall(S, dims, alpha, b_link)
-    return None
+    def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
+        if op == "alltoall":
+            return torus_alltoall(S, dims, alpha, b_link)
+        return torus_allreduce(S, dims, alpha, b_link, gamma, op=op)
+    return _on_torus_groups(op, S, pl, form)
+
+
+def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mask, time)``: the least time any algorithm needs on a (sub-)torus group, a node's bytes in over the
+    ``2 |dims|`` links of the group's dimensions (the only links joining it to the group's other nodes):
+    ``sweeps x (p - 1)/p x S / (2 |dims| B_link)`` (:data:`INJECTION_SWEEPS`; docs/model.md#torus)."""
+    sweeps = INJECTION_SWEEPS.get(op, 0.0)
+
+    def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
+        p = float(np.prod(dims))
+        return sweeps * (p - 1.0) / p * np.asarray(S, dtype=float) / (2.0 * len(dims) * b_link)
+    return _on_torus_groups(op, S, pl, form)
+
+
+def floored(op: str, S: np.ndarray, pl: Placement, t: np.ndarray) -> np.ndarray:
+    """``t`` (any algorithm's time) no less than the :func:`injection_floor` where the group is a (sub-)torus:
+    its partners are reached over the links of its torus dimensions only, which the switch pricing of rhd,
+    rd, tree, direct and hierarchical would overstate (docs/model.md#torus)."""
+    floor = injection_floor(op, S, pl)
+    return t if floor is None else np.where(floor[0], np.maximum(t, floor[1]), t)
 
 
 def pxn_fraction(pl: Placement, i: int) -> np.ndarray:
