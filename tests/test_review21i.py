@@ -3,7 +3,15 @@ conflict, not the built-in file's line of the field the user never wrote."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from conftest import load_yaml, script_module
 from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+from scalemodel.cost import transformer
+from scalemodel.engine.job import published_params_tolerance, transformer_shape
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NANO = ["predict", "-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "16", "--ep", "8"]
 
@@ -26,3 +34,31 @@ def test_set_of_the_named_field_itself_is_still_named(cli) -> None:  # type: ign
     # --set of the rule's own field: that item, as before (no second item shown)
     line = refused(cli, *NANO, "--set", "model.hybrid.pattern=" + "*-" * 26, "--set", "model.moe=null")
     assert line.startswith("error: --set model.hybrid.pattern: hybrid.mamba: set but hybrid.pattern has no M layer")
+
+
+#: rows whose stated count leaves out the embeddings, and so is checked against the shape's layers alone (why)
+WITHOUT_EMBEDDINGS = {f"dgxc25_h100_llama31_405b_7l_{p}_32": "the 7-layer 405B proxy's 22.5 B is its layers' 22.55 B "
+                      "(7 x 3.22 B), without the 1.65 B of untied GPT-2-vocabulary embeddings" for p in ("bf16", "fp8")}
+
+
+def test_validation_rows_shapes_give_their_stated_params() -> None:
+    # the round-21 params check (engine.job.published_params_tolerance: 5 %, or the written rounding) over the rows:
+    # each row's shape gives its stated count. palm_540b_tpuv4_6144 priced heads of hidden / heads = 384, 567.6 B
+    # (+5.1 %), where PaLM's heads are 256 wide (540.3 B against Table 1's 540.35 B)
+    mod = script_module("validate_training")
+    off, seen = [], set()
+    for case in load_yaml(ROOT / "validation" / "training_cases.yaml"):
+        m = case.get("model") or {}
+        stated = m.get("params") or (m["params_B"] * 1e9 if "params_B" in m else None)
+        if not stated or not {"layers", "hidden", "heads", "seq_len"} <= m.keys():
+            continue
+        w, _ = mod.case_workload(case)
+        if w is None:
+            continue
+        derived = float(transformer.param_count(transformer_shape(w)))
+        if case["id"] in WITHOUT_EMBEDDINGS:
+            seen.add(case["id"])
+            derived -= w.vocab * w.hidden * (1 if w.tied_embeddings else 2)
+        if abs(derived / stated - 1) > published_params_tolerance(float(stated)):
+            off.append((case["id"], stated, derived))
+    assert off == [] and seen == set(WITHOUT_EMBEDDINGS)
