@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import load_yaml, script_module
-from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 from scalemodel.cost import transformer
 from scalemodel.engine.job import published_params_tolerance, transformer_shape
@@ -62,3 +62,28 @@ def test_validation_rows_shapes_give_their_stated_params() -> None:
         if abs(derived / stated - 1) > published_params_tolerance(float(stated)):
             off.append((case["id"], stated, derived))
     assert off == [] and seen == set(WITHOUT_EMBEDDINGS)
+
+
+def _params_warnings(cli, tmp_path: Path, text: str) -> list[str]:  # type: ignore[no-untyped-def]
+    f = tmp_path / "w.yaml"
+    f.write_text("kind: transformer\nextends: llama3-8b\nname: variant\n" + text)
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8")
+    return [w for w in doc["warnings"] if w.startswith("model.params ")]
+
+
+def test_reshaping_extends_drops_the_inherited_count(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # layers 16 over llama3-8b: 16 x 218.1 M + 2 x 128256 x 4096 + 4096 = 4.54 B, not the base's 8.03 B, which the
+    # file never stated: warned "model.params 8.03e+09 is not the 4.54e+09 parameters ..." (a --set is not)
+    assert _params_warnings(cli, tmp_path, "layers: 16\n") == []
+    shown = accepted(cli, "hardware", "show", str(tmp_path / "w.yaml"))["spec"]
+    assert shown["params"] is None and "params" not in shown["sources"] and shown["layers"] == 16
+
+
+def test_extends_keeps_the_count_where_the_shape_stays(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # a longer sequence changes no weight: llama3-8b's published 8.03e9 still applies and is kept
+    assert _params_warnings(cli, tmp_path, "seq_len: 16384\n") == []
+    assert accepted(cli, "hardware", "show", str(tmp_path / "w.yaml"))["spec"]["params"] == 8.03e9
+
+
+def test_extends_with_its_own_wrong_count_is_still_warned(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert len(_params_warnings(cli, tmp_path, "layers: 16\nparams: 1e9\n")) == 1
