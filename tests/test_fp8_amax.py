@@ -65,8 +65,9 @@ def test_hybrid_layers_by_kind() -> None:
     4 dense MLPs (linear_fc1, linear_fc2): 16 modules, 16 GEMMs, forward 48 amaxes (192 bytes), backward 32 (128);
     '*-' x 4 is the standard 4-layer model's 20 modules and 28 GEMMs (84 amaxes, 336 bytes)."""
     for pattern, want_f, want_b in (("M-" * 4, 192.0, 128.0), ("*-" * 4, 336.0, 224.0)):
-        hy = dict(DENSE, layers=8, hybrid={"pattern": pattern, "mamba": {"state_dim": 16, "groups": 1,
-                                                                          "head_dim": 16, "heads": 8}})
+        # the Mamba widths only beside M layers (round 21 refuses a mamba block without them)
+        mamba = {"state_dim": 16, "groups": 1, "head_dim": 16, "heads": 8} if "M" in pattern else None
+        hy = dict(DENSE, layers=8, hybrid={"pattern": pattern, "mamba": mamba})
         tr = TrainingSpec(global_batch=32, micro_batch=1, precision="fp8", seq_len=256)
         job = build_job(load_cluster("dgx-h100"), TransformerWorkload(**hy), tr, straggler_cv=0.0)
         f = compute.delayed_amax_reduction(job.shape, layers=8.0, forward=True)

@@ -183,8 +183,10 @@ def _titan_unused(cli, tmp_path: Path, text: str) -> list[str]:  # type: ignore[
 
 def test_titan_float8_recipe_without_the_converter_is_named(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     unused = _titan_unused(cli, tmp_path, TITAN + "[float8]\nrecipe_name = 'rowwise'\n")
+    # review21i: not "as it trains": torchtitan's docs/float8.md gives --model.converters on the command line
     assert unused == ["[float8] without [model] converters naming float8 (torchtitan converts no layer to "
-                      "Float8Linear: priced without FP8, as it trains)"], unused
+                      "Float8Linear unless its command line gives --model.converters float8: priced without FP8; "
+                      "if it did, give --precision fp8 --set training.fp8_recipe=rowwise)"], unused
 
 
 def test_titan_default_float8_table_says_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

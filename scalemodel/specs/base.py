@@ -51,13 +51,15 @@ class SpecError(ValueError):
     value outside a constraint: ``value`` holds it) or ``value`` (a rule's own message)."""
 
     def __init__(self, what: str, loc: Sequence[Any] = (), *, kind: str = "value", allowed: str = "",
-                 value: Any = _NO_VALUE) -> None:
+                 value: Any = _NO_VALUE, also: Sequence[Any] = ()) -> None:
         self.what, self.loc, self.kind, self.allowed, self.value = what, tuple(loc), kind, allowed, value
+        self.also = tuple(also)  # the other field of a cross-field rule: its --set item is named when loc's is not
         text = f"{loc_text(self.loc)}: {what}" if self.loc else what
         super().__init__(f"{text}; {allowed}" if allowed else text)
 
     def located(self, outer: Sequence[Any]) -> "SpecError":
-        return SpecError(self.what, (*outer, *self.loc), kind=self.kind, allowed=self.allowed, value=self.value)
+        return SpecError(self.what, (*outer, *self.loc), kind=self.kind, allowed=self.allowed, value=self.value,
+                         also=(*outer, *self.also) if self.also else ())
 
 
 def loc_text(loc: Sequence[Any]) -> str:
@@ -90,10 +92,12 @@ class Discriminator:
         self.fn = fn
 
 
-def field_error(name: str, what: str, allowed: str = "") -> ValueError:
+def field_error(name: str, what: str, allowed: str = "", also: str = "") -> ValueError:
     """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field, with what is
-    allowed there); ``name`` may be dotted (``hybrid.mamba.groups``) for a field of a nested spec."""
-    return ValueError(f"\x1f{name}\x1f{what}\x1f{allowed}")
+    allowed there); ``name`` may be dotted (``hybrid.mamba.groups``) for a field of a nested spec. ``also``: the
+    other field of a rule across two, whose ``--set`` item is named when it, not ``name``'s, made the conflict
+    (review21i: ``--set model.hybrid.pattern`` without M was refused at the built-in file's mamba line)."""
+    return ValueError(f"\x1f{name}{chr(0x1e) + also if also else ''}\x1f{what}\x1f{allowed}")
 
 
 # --- the first pass: raw data along the field types -----------------------------------------------
@@ -355,7 +359,9 @@ def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
     if what.startswith("\x1f"):
         _, name, what = what.split("\x1f", 2)
         what, _, allowed = what.partition("\x1f")
-        return SpecError(what, (*loc, *name.split(".")), allowed=allowed)  # "hybrid.mamba.groups": a nested field
+        name, _, also = name.partition("\x1e")
+        return SpecError(what, (*loc, *name.split(".")), allowed=allowed,  # "hybrid.mamba.groups": a nested field
+                         also=(*loc, *also.split(".")) if also else ())
     unknown = re.match(r"^Object contains unknown field `(.*)`$", what)
     if unknown:
         return SpecError(f"unknown key {unknown.group(1)!r}", (*loc, unknown.group(1)), kind="unknown")

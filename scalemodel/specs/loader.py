@@ -425,7 +425,27 @@ def _over(base: dict[str, Any], data: dict[str, Any], parent: str, *, by: str, w
         # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
         raise InputError(f"{parent[:200]!r} is a {theirs[:40]} spec, {what} a {mine} spec",
                          where=where, allowed=f"a {mine} spec to derive from")
-    return _merge(base, data, by)  # type: ignore[no-any-return]
+    return _without_inherited_count(base, data, _merge(base, data, by))
+
+
+#: Transformer workload fields that leave its parameter count as it was (engine.job.warn_published_params checks
+#: ``params`` against the count the shape gives, without MTP modules)
+_COUNT_NEUTRAL = frozenset({"name", "description", "sources", "kind", "seq_len", "dropout", "causal", "squared_relu",
+                            "sliding_window", "sliding_window_pattern", "mtp_layers", "mtp_shared"})
+
+
+def _without_inherited_count(base: dict[str, Any], data: dict[str, Any], merged: Any) -> Any:
+    """``merged`` without the ``params`` (and its citation) a transformer inherited from the spec it extends, where
+    it reshapes that spec and states no count of its own: the count is the base's, another model's. review21i: a
+    file ``extends: llama3-8b`` with ``layers: 16`` kept llama3-8b's 8.03e9, which the round-21 check then warned
+    of as "not the 4.54e+09 parameters the model's shape gives", as a ``--set model.layers`` no longer is."""
+    if ("layers" not in base or "params" in data or not isinstance(merged, dict) or "params" not in merged
+            or all(k in _COUNT_NEUTRAL for k in data)):
+        return merged
+    out = {k: v for k, v in merged.items() if k != "params"}
+    if isinstance(out.get("sources"), dict):
+        out["sources"] = {k: v for k, v in out["sources"].items() if k != "params"}
+    return out
 
 
 def derived(kind: str, data: dict[str, Any], *, by: str, relative_to: Path | None = None) -> dict[str, Any]:
@@ -658,6 +678,10 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
             allowed = allowed_for(t)
     where = loc_text(full)
     items, deeper = _set_items(loc, touched) if touched else ("", False)
+    also = list(exc.also)
+    if touched and not items and also:  # a rule across two fields, the other one written by --set
+        items, deeper = _set_items(also, touched)
+        msg = f"{where}: {msg}" if items else msg
     if items:  # the value came from the command line: the file's line would point at a value that is fine
         return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed)
     if path is not None:

@@ -134,8 +134,13 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             v is True for k, v in data["float8"].items() if k.startswith("enable_"))):
         # round 21: a [float8] recipe_name (rowwise, ...) that converts nothing was dropped without a word; the
         # table torchtitan's own configs carry (filter_fqns, the enable_* switches off) says nothing
+        # review21i: torchtitan's docs/float8.md passes the converter on the command line (--model.converters
+        # float8 beside the TOML), so the file alone does not say the run trained in bf16
+        name = data["float8"].get("recipe_name")
+        recipe = str(name) if name in ROWWISE_FP8_RECIPES else "tensorwise"
         out.unused.append("[float8] without [model] converters naming float8 (torchtitan converts no layer to "
-                          "Float8Linear: priced without FP8, as it trains)")
+                          "Float8Linear unless its command line gives --model.converters float8: priced without FP8; "
+                          f"if it did, give --precision fp8 --set training.fp8_recipe={recipe})")
     # torchtitan's ParallelDims._validate asserts each degree >= 1
     degrees = {k: _int(par[f"{k}_parallel_degree"], f"parallelism.{k}_parallel_degree", least=1)
                for k in ("tensor", "pipeline", "context", "expert") if f"{k}_parallel_degree" in par}

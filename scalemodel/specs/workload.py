@@ -184,7 +184,7 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         if has_e != (self.moe is not None):
             raise (field_error("hybrid.pattern", "E layers but no moe block", "a moe block for the E layers, or no E")
                    if has_e else field_error("moe", "moe is set but hybrid.pattern has no E layer",
-                                             "E for each MoE layer, or no moe block"))
+                                             "E for each MoE layer, or no moe block", also="hybrid.pattern"))
         if self.moe is not None and (self.moe.every != 1 or self.moe.first_dense != 0):
             raise field_error("moe.every" if self.moe.every != 1 else "moe.first_dense", "set with a hybrid pattern",
                               "leave it out: the pattern's E places the MoE layers")
@@ -201,7 +201,7 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             # round 21: its widths were dropped without a word (and never checked: heads 3 of groups 8 ran), as a
             # moe block without E layers is refused above
             raise field_error("hybrid.mamba", "set but hybrid.pattern has no M layer",
-                              "M for each Mamba-2 layer, or no mamba block")
+                              "M for each Mamba-2 layer, or no mamba block", also="hybrid.pattern")
         m = hy.mamba or MambaSpec()
         if "M" in hy.pattern:
             heads = m.heads or (m.expand * self.hidden) // m.head_dim
