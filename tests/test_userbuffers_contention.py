@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.model_parallel_comm import userbuffers_sm_time
+from scalemodel.engine.model_parallel_comm import _rs_side_share, _ub_pipeline_share, userbuffers_sm_time
 from scalemodel.engine.step import evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
@@ -53,3 +53,15 @@ def test_userbuffers_traffic_is_not_priced_at_nccl_share() -> None:
     assert on > 0.0
     assert contention(replace(job, collective_share=0.5), True) == pytest.approx(on, rel=1e-12)
     assert contention(replace(job, collective_share=0.5), False) > contention(job, False)
+
+
+def test_pipeline_margin_leaves_routed_experts_out() -> None:
+    """set_sm_margin shrinks only the GEMMs inside a userbuffers pipeline (O-proj, dense / shared FC2); Mixtral 8x7B's
+    routed experts' FC2 runs through the token dispatcher, not userbuffers. By hand: q 4096x4096, k / v 4096x1024,
+    o 4096x4096; top-2 experts of 3 matrices 4096x14336: o / (10240 + 6 x 14336) x 4096 = 4096 / 96256."""
+    sh = build_job(load_cluster("gb200-nvl72"), load_workload("mixtral-8x7b"),
+                   TrainingSpec(global_batch=8, micro_batch=1)).shape
+    assert _ub_pipeline_share(sh) == pytest.approx(4096 / 96256, rel=1e-12)
+    dense = build_job(load_cluster("gb200-nvl72"), load_workload("gpt-7.5b"),
+                      TrainingSpec(global_batch=8, micro_batch=1)).shape
+    assert _ub_pipeline_share(dense) == pytest.approx(_rs_side_share(dense), rel=1e-12)  # no routed experts: equal

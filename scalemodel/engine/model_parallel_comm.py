@@ -91,8 +91,9 @@ def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: A
     """Seconds per micro-batch the GEMMs lose to Transformer Engine's userbuffers kernels under tp_comm_overlap
     (docs/model.md#contention). ``units``: the chip's SMs (S); ``shared``: collectives run on them (the accelerator's
     collective share is not 0); ``hidden_fwd``: hidden TP seconds of the forward and recomputed forward,
-    ``hidden_bwd``: of the backward; ``rs_gemm``: seconds of the forward (and recomputed) GEMMs feeding a
-    reduce-scatter (O-proj, FC2). With r = 1 SM (ring exchange) and k = 16 SMs (pipeline, bulk)::
+    ``hidden_bwd``: of the backward; ``rs_gemm``: seconds of the forward (and recomputed) GEMMs inside a
+    pipeline reduce-scatter (O-proj, dense and shared-expert FC2; not the routed experts, :func:`_ub_pipeline_share`).
+    With r = 1 SM (ring exchange) and k = 16 SMs (pipeline, bulk)::
 
         t = hidden_fwd (r / 2) / S + hidden_bwd (r + k) / 2 / S + rs_gemm k / (S - k)
 
@@ -179,6 +180,23 @@ def _rs_side_share(sh: Any) -> float:
     down = o + width
     total = sum(attn.values()) + o + (up + 1.0) * width
     return down / total if total > 0 else 0.5
+
+
+def _ub_pipeline_share(sh: Any) -> float:
+    """Share of a layer's weight-GEMM FLOPs (the :func:`_rs_side_share` total, routed experts included) in the GEMMs
+    that run inside a userbuffers pipeline reduce-scatter (O-proj, the dense and shared-expert FC2): the routed
+    experts' grouped GEMMs are not Transformer Engine userbuffers GEMMs (TE@bee4649c pytorch/module/grouped_linear.py
+    L455-457: "GroupedLinear doesn't support Userbuffer overlap."; their tokens reach them through the token
+    dispatcher), so ``set_sm_margin`` does not shrink them (review21j)."""
+    attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
+    o = attn.pop("o")
+    up = 2.0 if bool(sh.gated_mlp) else 1.0
+    moe_share = float(sh.moe_layers / sh.layers)
+    dense = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
+        sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    width = dense + moe_share * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width)
+    total = sum(attn.values()) + o + (up + 1.0) * width
+    return (o + dense) / total if total > 0 else 0.5
 
 
 def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens: Any) -> np.ndarray:
@@ -299,7 +317,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
-                                                  ov["hidden_bwd_only"], _rs_side_share(sh) * (gemm_f + gemm_r)), 0.0)
+                                                  ov["hidden_bwd_only"],
+                                                  _ub_pipeline_share(sh) * (gemm_f + gemm_r)), 0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
     nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
