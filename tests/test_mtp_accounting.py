@@ -99,14 +99,15 @@ def _chunking(job: Any, g: Any, layers: float = 3.0) -> tuple[float, dict[str, A
 @pytest.mark.parametrize("recompute", ["none", "full"])
 def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: str) -> None:
     """tp_comm_overlap splits every GEMM beside a TP collective, the MTP blocks' as the layers' (their collectives are
-    counted as layers). tp 2, split n = tp = 2 for ring exchange and 4 for the pipeline; r, the RS-side share of the
-    layer's GEMM FLOPs, by hand: QKV 64 x 192 = 12,288, O 64 x 64 = 4,096, MLP width at the MoE share 2/3:
-    (8,192 + 2 x 4,096) / 3 = 16,384 / 3 (dense 128 x 64, MoE top-2 x 32 x 64), so
-        r = (4,096 + 16,384/3) / (12,288 + 4,096 + 3 x 16,384/3) = 7/24,
-    per unit of forward GEMM time: forward (1 - r)(2 - 1) + r (4 - 1) = 38/24, data gradient r (2 - 1) = 7/24;
+    counted as layers). tp 2, split n = tp = 2 for ring exchange and 4 for the pipeline; a / r, the AG- / RS-side
+    userbuffers shares of the layer's GEMM FLOPs, by hand: QKV 64 x 192 = 12,288, O 64 x 64 = 4,096, MLP width at the
+    MoE share 2/3: (8,192 + 2 x 4,096) / 3 = 16,384 / 3 (dense 128 x 64, MoE top-2 x 32 x 64), total 32,768; the
+    routed experts' grouped GEMMs are not userbuffers GEMMs (review21j), so only the dense layer's 8,192 / 3 counts:
+        a = (12,288 + 2 x 8,192/3) / 32,768 = 13/24,   r = (4,096 + 8,192/3) / 32,768 = 5/24,
+    per unit of forward GEMM time: forward a (2 - 1) + r (4 - 1) = 28/24, data gradient r (2 - 1) = 5/24;
     3 layers + D blocks, full recompute repeating the forward of all of them, the layers at their mean forward GEMM
     time t_gemm, the blocks at their own (``mtp_gemm``: D MoE blocks, the last layer's kind, bf16 as the run):
-        d0 / (T + d0) x (t_gemm x 3 + t_mtp) x (38/24 x (1 or 2) + 7/24)."""
+        d0 / (T + d0) x (t_gemm x 3 + t_mtp) x (28/24 x (1 or 2) + 5/24)."""
     job, g = _small_moe_job(mtp, {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True,
                                   "recompute": recompute})
     got, comp = _chunking(job, g)
@@ -115,7 +116,7 @@ def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: s
     T = 1.0 * job.seq_len  # micro-batch 1, cp 1
     passes = 2.0 if recompute == "full" else 1.0
     gemm = float(np.ravel(comp["gemm_per_layer"])[0]) * 3 + float(np.ravel(comp["mtp_gemm"])[0])
-    want = gemm * d0 / (T + d0) * (38 / 24 * passes + 7 / 24)
+    want = gemm * d0 / (T + d0) * (28 / 24 * passes + 5 / 24)
     assert got == pytest.approx(want, rel=1e-12)
     assert (float(np.ravel(comp["mtp_gemm"])[0]) > 0) == (mtp > 0)
 

@@ -91,8 +91,9 @@ def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: A
     """Seconds per micro-batch the GEMMs lose to Transformer Engine's userbuffers kernels under tp_comm_overlap
     (docs/model.md#contention). ``units``: the chip's SMs (S); ``shared``: collectives run on them (the accelerator's
     collective share is not 0); ``hidden_fwd``: hidden TP seconds of the forward and recomputed forward,
-    ``hidden_bwd``: of the backward; ``rs_gemm``: seconds of the forward (and recomputed) GEMMs feeding a
-    reduce-scatter (O-proj, FC2). With r = 1 SM (ring exchange) and k = 16 SMs (pipeline, bulk)::
+    ``hidden_bwd``: of the backward; ``rs_gemm``: seconds of the forward (and recomputed) GEMMs inside a
+    pipeline reduce-scatter (O-proj, dense and shared-expert FC2; not the routed experts, :func:`_ub_shares`).
+    With r = 1 SM (ring exchange) and k = 16 SMs (pipeline, bulk)::
 
         t = hidden_fwd (r / 2) / S + hidden_bwd (r + k) / 2 / S + rs_gemm k / (S - k)
 
@@ -166,19 +167,25 @@ def _nanotron_linear_shares(sh: Any) -> tuple[float, float, float, float]:
     return attn["qkv"] / total, up / total, attn["o"] / total, fh / total
 
 
-def _rs_side_share(sh: Any) -> float:
-    """Share of a layer's weight-GEMM FLOPs in the GEMMs that feed a reduce-scatter (O-proj, FC2 / the
-    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate). Routed experts
-    at their token width (LatentMoE: l); LatentMoE's duplicated projections feed no TP collective and are left out."""
+def _ub_shares(sh: Any) -> tuple[float, float]:
+    """Shares of a layer's weight-GEMM FLOPs (attention, dense, shared and routed-expert matrices, LatentMoE's routed
+    experts at their token width l, its duplicated projections left out: they feed no TP collective) in the
+    userbuffers GEMMs beside an all-gather (QKV or Q/KV up, the dense and shared-expert FC1) and beside a
+    reduce-scatter (O-proj, the dense and shared-expert FC2). The routed experts' grouped GEMMs are not Transformer
+    Engine userbuffers GEMMs (TE@bee4649c pytorch/module/grouped_linear.py L455-457: "GroupedLinear doesn't support
+    Userbuffer overlap."; their tokens reach them through the token dispatcher): userbuffers neither splits them
+    nor shrinks them with ``set_sm_margin`` (review21j)."""
     attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
     o = attn.pop("o")
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     moe_share = float(sh.moe_layers / sh.layers)
-    width = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
-        sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width + sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
-    down = o + width
+    dense = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
+        sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    width = dense + moe_share * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width)
     total = sum(attn.values()) + o + (up + 1.0) * width
-    return down / total if total > 0 else 0.5
+    if total <= 0:
+        return 0.5, 0.5
+    return (sum(attn.values()) + up * dense) / total, (o + dense) / total
 
 
 def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens: Any) -> np.ndarray:
@@ -193,7 +200,8 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
         dt = t_GEMM x (n - 1) d0 / (T + d0)
 
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
-    x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
+    x the FLOP share of the userbuffers AG-side (a) or RS-side (r) matrices (:func:`_ub_shares`: the routed
+    experts' grouped GEMMs are not split), for the
     forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s (their
     mean forward GEMM time, the accelerator's d0) and each MTP pass's block
     (:func:`~scalemodel.engine.layer_compute.mtp_compute`: its own forward
@@ -206,7 +214,7 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     """
     if not job.is_transformer:
         return np.zeros(1)
-    r = _rs_side_share(job.shape)
+    a, r = _ub_shares(job.shape)
     T = np.asarray(tokens, dtype=float)
     d0 = job.gemm_half_dim
     per = d0 / (T + d0)
@@ -217,7 +225,7 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     layers = comp["layers_per_stage"]
     rec = np.where(full, comp["recomputed_layers"], 0.0)
     gemm = comp["gemm_per_layer"]
-    fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
+    fwd = a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
     dgrad = r * (t - 1.0)
     mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(full, 1.0, 0.0)) * fwd + dgrad)
     return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
@@ -299,7 +307,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
-                                                  ov["hidden_bwd_only"], _rs_side_share(sh) * (gemm_f + gemm_r)), 0.0)
+                                                  ov["hidden_bwd_only"],
+                                                  _ub_shares(sh)[1] * (gemm_f + gemm_r)), 0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
     nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
