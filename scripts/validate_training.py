@@ -1538,8 +1538,9 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         named = str((case.get("hardware") or {}).get("catalog_cluster", ""))
         why.append(f"data parallelism over a network the catalog lacks: {named[5:].strip(' ()')}"
                    if named.startswith("none") else  # the case names what is missing (A3's inter-VM network)
-                   "data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
-                   "tier in the catalog, one FSDP group is assumed)")
+                   f"data parallelism across pods/slices over the data-center network: the catalog holds no "
+                   f"cluster with a DCN tier for {variant} (HSDP over a DCN tier is priced on "
+                   f"{', '.join(sorted(MULTISLICE_CLUSTER.values()))})")
     sched = str(par.get("schedule", "")).lower()
     if "dualpipe" in sched:
         why.append("DualPipe schedule")
