@@ -54,7 +54,8 @@ Two case files (issue 5 and issue 13):
       (Nemotron-H, Nemotron 3) from the stated ``hybrid_pattern`` and ``mamba`` widths,
       docs/model.md#mamba-2-layers; LatentMoE from ``moe.latent_size``, docs/model.md#latent-moe). MTP modules:
       the stated ``mtp_depth`` (a built-in keeps its ``mtp_shared`` and hybrid ``mtp_pattern``: Nemotron 3 Super's
-      one module run twice).
+      one module run twice; a stated ``mtp_shared`` / ``mtp_pattern`` holds over them: Nemotron 3.5 Lightning, the
+      Nano shape with one '*E' module run twice).
     - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
       Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
@@ -1367,6 +1368,15 @@ def squared_relu(m: dict[str, Any]) -> bool:
     return "squared relu" in text and not bool(m.get("gated_mlp", False))
 
 
+def _stated_mtp(m: dict[str, Any], hybrid: Any, shared: bool) -> dict[str, Any]:
+    """A case's stated MTP module form over a built-in's: ``mtp_shared`` (Megatron-Core mtp_use_repeated_layer: one
+    module run mtp_depth times) and, on a hybrid model, ``mtp_pattern`` (mtp_hybrid_override_pattern, e.g. "*E")."""
+    out: dict[str, Any] = {"mtp_shared": bool(m.get("mtp_shared", shared))}
+    if m.get("mtp_pattern") and hybrid is not None:
+        out["hybrid"] = hybrid.model_copy(update={"mtp_pattern": m["mtp_pattern"]})
+    return out
+
+
 def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str]:
     """The case's model: a matching built-in, else built from its fields; or (None, why)."""
     m = case["model"]
@@ -1381,6 +1391,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
             stated = {"dropout": bool(m["dropout"])} if "dropout" in m else {}
             if "causal" in m:
                 stated["causal"] = bool(m["causal"])
+            stated.update(_stated_mtp(m, w.hybrid, w.mtp_shared))
             return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
                                         "squared_relu": squared_relu(m) or w.squared_relu, **stated}), w.name
     if "vocab" not in m:
@@ -1402,7 +1413,9 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
                        "shared_experts": moe.get("shared_experts", 0), "first_dense": moe.get("first_dense", 0),
                        "latent_size": moe.get("latent_size")}
     if m.get("hybrid_pattern"):
-        spec["hybrid"] = {"pattern": m["hybrid_pattern"], "mamba": dict(m.get("mamba") or {})}
+        spec["hybrid"] = {"pattern": m["hybrid_pattern"], "mamba": dict(m.get("mamba") or {}),
+                          "mtp_pattern": m.get("mtp_pattern")}
+    spec["mtp_shared"] = bool(m.get("mtp_shared", False))
     mla = _mla(str(m.get("attention", "")))
     if mla:
         hd = m.get("head_dim") or m["hidden"] // m["heads"]
@@ -1556,8 +1569,9 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         named = str((case.get("hardware") or {}).get("catalog_cluster", ""))
         why.append(f"data parallelism over a network the catalog lacks: {named[5:].strip(' ()')}"
                    if named.startswith("none") else  # the case names what is missing (A3's inter-VM network)
-                   "data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
-                   "tier in the catalog, one FSDP group is assumed)")
+                   f"data parallelism across pods/slices over the data-center network: the catalog holds no "
+                   f"cluster with a DCN tier for {variant} (HSDP over a DCN tier is priced on "
+                   f"{', '.join(sorted(MULTISLICE_CLUSTER.values()))})")
     sched = str(par.get("schedule", "")).lower()
     if "dualpipe" in sched:
         why.append("DualPipe schedule")
@@ -1672,6 +1686,9 @@ RECIPE_ETP: dict[str, int] = {
     # sets expert_tensor_parallel_size=1 (17a381f95, and at 4ab94dfad recipes/nemotronh/h100/nemotron_3_nano.py, which
     # perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config builds on)
     "mb2604_b200_nemotron3_nano_fp8mx": 1, "mb2608_gb300_nemotron3_nano_fp8mx": 1,
+    # Nemotron 3.5 Lightning (26.08, 4ab94dfad): perf_recipes/nemotronh/gb200/nemotronh.py
+    # nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config builds on the same Nano recipe (ETP 1)
+    "mb2608_gb200_nemotron3_5_lightning_fp8mx": 1,
     # the DGX-B300 Nano row (26.06, 8f341b04f): NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1) with micro_batch_size=4 only
     "mb2606_b300_nemotron3_nano_fp8mx": 1,
@@ -1838,7 +1855,11 @@ RECIPE_HYBRIDEP |= frozenset({"mb2511_gb200_qwen3_235b_bf16"})  # audit18: every
 #: Only the Qwen3-30B preset overlaps the all-to-all (:data:`RECIPE_A2A_OVERLAP`), so only it moves.
 RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx",
                               "mb2606_b300_qwen3_30b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx"})
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_nano_fp8mx"})
+RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_nano_fp8mx",
+                              "mb2608_gb200_nemotron3_5_lightning_fp8mx"})
+#   Nemotron 3.5 Lightning (26.08, 4ab94dfad): nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config builds on
+#   nemotron_3_nano_pretrain_8gpu_gb200_fp8mx_config (moe_flex_dispatcher_backend "hybridep", cuda_graph_scope
+#   ["attn", "mamba", "moe_router", "moe_preprocess"], no a2a overlap) and sets moe_hybridep_num_sms = 16
 #   Nemotron 3 Nano: BASE_NEMOTRON_3_NANO_CONFIG moe_flex_dispatcher_backend="hybridep" (17a381f95), and 26.08
 #   nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config "hybridep" with moe_hybridep_num_sms = 16 after
 #   _benchmark_common (4ab94dfad); neither overlaps the all-to-all (no moe_a2a_overlap, no
@@ -1921,6 +1942,7 @@ RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
 #: _benchmark_common's 32 (perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config,
 #: 4ab94dfad and v0.6.0 = 51885cf13); no a2a overlap, so it moves nothing.
 RECIPE_EP_DISPATCH_SMS["mb2608_gb300_nemotron3_nano_fp8mx"] = 16
+RECIPE_EP_DISPATCH_SMS["mb2608_gb200_nemotron3_5_lightning_fp8mx"] = 16  # the Lightning preset's own 16, as above
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
 #: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
 #: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);
@@ -2048,6 +2070,7 @@ RECIPE_HOST_SYNC_ATTN_GRAPHED = frozenset({
     "mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx",
     "mb2606_b300_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_nvfp4",
     "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_nano_fp8mx",
+    "mb2608_gb200_nemotron3_5_lightning_fp8mx",
     "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
     "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
     "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"})
@@ -2125,7 +2148,8 @@ RECIPE_ROUTER_FP32 = frozenset({
     "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_h100_dsv3_mtp_bf16",
     "mcrec26_h100_dsv3_mtp_fp8blk",
     "mb2604_b200_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs",
-    "mb2608_gb300_nemotron3_nano_fp8mx"}) | DGXC2505_DSV3  # NeMo@7a8f1cc7bc pretrain_deepseek_v3.py: 'fp32'
+    "mb2608_gb300_nemotron3_nano_fp8mx",
+    "mb2608_gb200_nemotron3_5_lightning_fp8mx"}) | DGXC2505_DSV3  # NeMo@7a8f1cc7bc pretrain_deepseek_v3.py: 'fp32'
 
 
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of

@@ -36,7 +36,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # Megatron-Bridge 26.08 (round 3, validation/README.md): its four expressible GB200 rows, Qwen3-30B-A3B
         # (8 GPUs), GPT-OSS 120B (64), Qwen3-235B-A22B and DeepSeek-V3 (256 each): 30B < 120B < 235B < 671B parameters
         # + Nemotron 3 Super (64 GPUs, 123.6 B) on GB200 and GB300 once LatentMoE was priced (docs/model.md#latent-moe)
-        "mb2608 gb200-nvl72 (8-256)": ("model grows with GPUs", [8, 64, 64, 256, 256]),
+        # + Nemotron 3.5 Lightning (8 GPUs, 32.9 B with its MTP module) once listed21 recorded its recipe's Nano
+        # shape (validation/README.md, the listed-rows audit)
+        "mb2608 gb200-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256, 256]),
         # the same four models on GB300 once the catalog held it (gb300-nvl72): same GPU counts as the GB200 rows;
         # + Nemotron 3 Nano (8 GPUs, 31.6 B) once the model priced Mamba-2 hybrid patterns
         "mb2608 gb300-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256, 256]),

@@ -22,7 +22,8 @@ import yaml
 from conftest import load_yaml, script_module
 
 from scalemodel.cost.compute import layer_eltwise_bytes
-from scalemodel.cost.transformer import shape
+from scalemodel.cost.transformer import shape, training_param_count
+from scalemodel.engine.job import transformer_shape
 
 ROOT = Path(__file__).resolve().parent.parent
 NEW_CASES = ROOT / "validation" / "training_cases.yaml"
@@ -1075,7 +1076,8 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
         "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_dsv3_mtp_fp8mx",
         "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
         "mb2606_b300_nemotron3_super_nvfp4", "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb200_nemotron3_super_nvfp4",
-        "mb2608_gb300_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
+        "mb2608_gb300_nemotron3_nano_fp8mx", "mb2608_gb200_nemotron3_5_lightning_fp8mx",
+        "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
         "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx",
         "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"}
     assert {"mb2511_gb200_dsv3_bf16", "mb2511_gb200_qwen3_235b_bf16", "mb2511_gb200_qwen3_30b_fp8mx"} <= set(moe)
@@ -1542,6 +1544,30 @@ def test_tao25_b200_rows_are_the_whole_table() -> None:
     assert rw["measured"]["memory_GiB"] == 33.72 and rw["derived_step_time_s"] == round(8192 / 8640.5, 3)
     why = mod.case_limits(rw)
     assert any(w.startswith("hardware missing") for w in why) and not any("rowwise" in w for w in why)
+
+
+@needs_new_cases
+def test_nemotron_3_5_lightning_is_the_nano_shape_with_a_shared_mtp_module() -> None:
+    """mb2608_gb200_nemotron3_5_lightning_fp8mx: its 26.08 preset builds the Nano recipe's HybridModelProvider and adds
+    mtp_num_layers 2, mtp_hybrid_override_pattern "*E", mtp_use_repeated_layer (Megatron-Bridge 4ab94dfad
+    perf_recipes/nemotronh/gb200/nemotronh.py). The stated mtp_shared / mtp_pattern hold over the matching built-in.
+    Parameters against the model verification card (examples/model_verification_cards/nemotron-3.5-lightning/
+    card.yaml: 32,913,266,240 checkpoint parameters), less the 24 MoE layers' FP32 expert-bias tensors of 128 (23 in
+    the pattern, 1 in the MTP block), which the model does not count (as for Nemotron 3 Super, test_latent_moe). By
+    hand, the one MTP module (h 2688): enorm + hnorm + attention and MoE pre-norms + final norm 5h, eh_proj 2h.h,
+    QKV h(32 + 2.2).128, output 4096.h, router 128.h, 128 experts of 2.h.1856 (ungated), shared expert 2.h.3712."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    wl, how = mod.case_workload(cases["mb2608_gb200_nemotron3_5_lightning_fp8mx"])
+    assert how == "nemotron-3-nano" and wl is not None and wl.hybrid is not None
+    assert wl.mtp_layers == 2 and wl.mtp_shared and wl.hybrid.mtp_pattern == "*E"
+    nano, _ = mod.case_workload(cases["mb2608_gb300_nemotron3_nano_fp8mx"])
+    assert nano is not None and nano.mtp_layers == 0
+    h = 2688
+    mtp = 5 * h + 2 * h * h + h * (32 + 2 * 2) * 128 + 4096 * h + 128 * h + 128 * 2 * h * 1856 + 2 * h * 3712
+    assert float(training_param_count(transformer_shape(wl))) == 32_913_266_240 - 24 * 128
+    assert float(training_param_count(transformer_shape(wl))) - float(training_param_count(transformer_shape(nano))) \
+        == mtp
 
 
 @needs_new_cases
