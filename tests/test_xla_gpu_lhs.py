@@ -9,13 +9,12 @@ with every collective priced at a fixed number of seconds a byte (t(x) = c x), s
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import load_yaml, script_module
 from test_hostile_inputs import refused
 
 from scalemodel.cost.placement import parallel_groups
@@ -277,12 +276,7 @@ def test_more_recompute_never_lengthens_a_window(a3) -> None:  # type: ignore[no
 
 
 def _vt() -> Any:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import validate_training as vt  # noqa: PLC0415 - a script, importable only with scripts/ on the path
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return vt
+    return script_module("validate_training")
 
 
 def test_a3_rows_take_the_scripts_scheduler_and_thresholds() -> None:
