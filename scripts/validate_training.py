@@ -1523,7 +1523,10 @@ UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
 #: {}), "*mixer.out_proj" -> mxfp8 (fp8_quantization_recipe "mxfp8"); every other TE linear takes the run's NVFP4.
 #: One mix for the recipe, the same for every row that loads it (docs/model.md#module-precision): read from what a
 #: case records, its model (Nemotron 3 Super), its precision (nvfp4: the bf16_with_nvfp4_mixed presets) and its
-#: source (a Megatron-Bridge performance table, ids mb*), by :func:`recipe_module_precision`.
+#: source (a Megatron-Bridge performance table, ids mb*), by :func:`recipe_module_precision`. No other row's MTP
+#: block is BF16: the presets' ``keep_mtp_spec_in_bf16`` (Nemotron 3 Super / 3.5 Lightning) is a provider field
+#: nothing at 17a381f95, 63b08b397, 8f341b04f or 4ab94dfad (nor their Megatron-LM) reads, and the DeepSeek-V3
+#: presets set none: Megatron-Core runs the block in the run's fp8 context (docs/model.md#module-precision).
 TE_QUANT_CFG_NEMOTRON_3_SUPER = {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
                                  "mamba_out_proj": "mxfp8"}
 

@@ -242,7 +242,8 @@ def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
 
 def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
     """scripts/validate_training.py gives te_quant.cfg's mix to the Megatron-Bridge Nemotron 3 Super NVFP4 rows, read
-    from their model and precision, and to no other row; the mix is the file's five matchers."""
+    from their model and precision, and to no other row (the Super / Lightning MXFP8 presets' keep_mtp_spec_in_bf16 is
+    read by nothing at their commits, so their MTP blocks stay MXFP8); the mix is the file's five matchers."""
     from pathlib import Path
 
     from conftest import load_yaml, script_module
