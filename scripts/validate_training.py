@@ -1002,6 +1002,23 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: (``DistributedInitConfig.align_grad_reduce = True``) set it. NeMo 2.3 (nemo2504, v2.3.0 @2b03b748bb
 #: megatron_parallel.py L125 ``if getattr(ddp_config, "align_grad_reduce", False)``): unchanged.
 NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
+#: Sources whose interleaved runs post the pipeline's sends asynchronously (strategy overlap_p2p_comm,
+#: docs/model.md#pp-comm-overlap), each where the schedule is interleaved and pp > 1:
+#: - NeMo 2 (nemo2502, nemo2504, dgxc2505): MegatronCommOverlapCallback sets ``overlap_p2p_comm = True`` and
+#:   ``batch_p2p_comm = False`` whenever the virtual pipeline size is > 1 (nemo/lightning/pytorch/callbacks/
+#:   megatron_comm_overlap.py ``_get_model_comm_overlap_cfgs`` "# PP overlap", at v2.2.0 7192a2c944, v2.3.0 and
+#:   7a8f1cc7bc); every perf recipe of these rows adds the callback (above, and the dgxc2505 / nemo2504 notes).
+#: - NeMo 1 on Megatron-Core (dgxc25): the recipes' model.overlap_p2p_comm=True, model.batch_p2p_comm=False (each
+#:   row's notes: NeMo-Framework-Launcher configure.sh / the hydra yaml).
+#: - Megatron-Bridge (mb2511, mb2604, mb2606, mb2608): CommOverlapConfig sets it likewise at vp > 1 (v0.2.0
+#:   src/megatron/bridge/training/comm_overlap.py lines 451-457), for the presets that pass one (not
+#:   :data:`RECIPE_NO_COMM_OVERLAP_CONFIG`, whose model config keeps TransformerConfig's False).
+#: - Megatron-LM launches (mcrec26 at 9c5258f109, mcore26 on Megatron-Core v0.16): on by default with an
+#:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
+#: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
+#: Megatron-LM rows (before f9283c5a8a, 2023-05-31, brought it).
+OVERLAP_P2P_SOURCES = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25", "mb2511", "mb2604", "mb2606", "mb2608",
+                                 "mcrec26", "mcore26"})
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -2434,6 +2451,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
+                          overlap_p2p_comm=(src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
+                                            and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param

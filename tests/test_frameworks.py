@@ -60,7 +60,8 @@ def test_megatron_launch_script() -> None:
                            "grad_bytes_per_param": 4.0}
     # 96 layers / (PP 8 x 3 layers per virtual stage) = 4 virtual stages
     assert sf.strategy == {"tp": 8, "pp": 8, "sequence_parallel": True, "zero": "1", "overlap": True,
-                           "recompute": "selective", "schedule": "interleaved:4", "megatron_ddp": True}
+                           "recompute": "selective", "schedule": "interleaved:4", "megatron_ddp": True,
+                           "overlap_p2p_comm": True}  # Megatron-LM's default with virtual stages (4eeff55d1f)
     assert any("--num-layers" in u for u in sf.unused)  # model flags are named, not used
 
 
@@ -134,7 +135,8 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
     ("gpt3-175b", "1024", "megatron_gpt3_175b.sh",
      ["--tp", "8", "--pp", "8", "--schedule", "interleaved:4", "--sequence-parallel", "--zero", "1", "--recompute",
       "selective", "--overlap", "--micro-batch", "1", "--global-batch", "1536", "--seq-len", "2048", "--precision",
-      "bf16", "--set", "training.grad_bytes_per_param=4", "--set", "strategy.megatron_ddp=true"]),
+      "bf16", "--set", "training.grad_bytes_per_param=4", "--set", "strategy.megatron_ddp=true",
+      "--set", "strategy.overlap_p2p_comm=true"]),  # Megatron-LM's default with virtual stages
     ("llama3-8b", "64", "ds_zero3_offload.json",
      ["--zero", "3", "--overlap", "--micro-batch", "4", "--global-batch", str(4 * 8 * 64), "--precision", "bf16",
       "--set", "strategy.bucket_size=1e9"]),
@@ -217,11 +219,12 @@ def test_framework_configs_in_the_wrong_place_point_to_strategy(cli, args: list[
 def test_megatron_virtual_stage_spellings(tmp_path: Path) -> None:
     f = tmp_path / "a.args"
     f.write_text("--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 3\n")
+    # issue 13: Megatron DDP, no --overlap-grad-reduce; overlap_p2p_comm: Megatron-LM's default when interleaved
     assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:3", "megatron_ddp": True,
-                                              "overlap": False}  # issue 13: Megatron DDP, no --overlap-grad-reduce
+                                              "overlap": False, "overlap_p2p_comm": True}
     f.write_text("--pipeline-model-parallel-size=4 --virtual-pipeline-model-parallel-size=2\n")
     assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:2", "megatron_ddp": True,
-                                              "overlap": False}
+                                              "overlap": False, "overlap_p2p_comm": True}
 
 
 def test_megatron_tp_pp_dp_mapping_is_the_rank_order(tmp_path: Path) -> None:

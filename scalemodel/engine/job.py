@@ -747,6 +747,7 @@ class StrategyGrid:
     cp_comm_type: np.ndarray  # choices.CpCommType codes: context parallelism's exchange (p2p ring, all_gather, a2a)
     cp_a2a_size: np.ndarray  # cp_comm_type a2a+p2p: CP ranks per all-to-all group (the ring spans cp / this)
     pp_scatter_gather: np.ndarray  # bool: legacy Megatron-LM's pipeline scatter/gather (b s h / t + TP all-gather)
+    overlap_p2p_comm: np.ndarray  # bool: the interleaved pipeline's p2p hidden in the steady phase (pp_overlap)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
@@ -840,6 +841,7 @@ class StrategyGrid:
             "cp_comm_type": CpCommType.of(self.cp_comm_type[i]).label,
             "cp_a2a_size": int(self.cp_a2a_size[i]),
             "pp_scatter_gather": bool(self.pp_scatter_gather[i]),
+            "overlap_p2p_comm": bool(self.overlap_p2p_comm[i]),
             "eager_rope": bool(self.eager_rope[i]),
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
@@ -867,6 +869,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
+    overlap_p2p_comm=False,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
     train_metric_passes=0)
 
@@ -1171,6 +1174,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         cp_comm_type=CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type"),
         cp_a2a_size=getattr(strategy, "cp_a2a_size", 1),
         pp_scatter_gather=getattr(strategy, "pp_scatter_gather", False),
+        overlap_p2p_comm=getattr(strategy, "overlap_p2p_comm", False),
         eager_rope=getattr(strategy, "eager_rope", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
@@ -1762,6 +1766,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f" with cp {int(strategy.cp)} describes no Megatron release: legacy Megatron-LM's scatter/gather "
                     "went with the pipeline's move into Megatron-Core (2023-03), before context parallelism came "
                     "(2023-08); priced as asked (docs/model.md#pp-comm)")
+    if getattr(strategy, "overlap_p2p_comm", False) and (
+            parse_schedule(getattr(strategy, "schedule", "1f1b")).kind != ScheduleKind.INTERLEAVED
+            or int(getattr(strategy, "pp", 1) or 1) <= 1 or getattr(strategy, "deepspeed_pipeline", False)):
+        # model_parallel_comm.pp_overlap: Megatron-Core's 1F1B schedule refuses overlap_p2p_comm
+        # (schedules.py forward_backward_pipelining_without_interleaving, d98e8a64dd lines 2181-2184)
+        _warn_field("strategy.overlap_p2p_comm",
+                    " is not priced: it overlaps the sends of Megatron-Core's interleaved schedule, and the run has "
+                    "pp 1, a schedule other than interleaved:V, or deepspeed_pipeline (docs/model.md#pp-comm-overlap)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(

@@ -381,7 +381,47 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe
     out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe, comp)
-    return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+    out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+    return pp_overlap(g, comp, out, p2p, v)
+
+
+def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray], p2p: Any,
+               v: np.ndarray) -> dict[str, np.ndarray]:
+    """The interleaved pipeline's sends and receives hidden in its steady phase (``overlap_p2p_comm``,
+    docs/model.md#pp-comm-overlap).
+
+    Megatron-Core --overlap-p2p-communication (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/pipeline_parallel/
+    schedules.py ``forward_backward_pipelining_with_interleaving``): in the steady 1F1B phase each forward chunk
+    posts its ``send_forward_recv_forward`` with ``overlap_p2p_comm=True`` and the next forward waits for it
+    (``pp_pre_forward`` / ``pp_post_forward``, lines 1747-1800), the backward chunk between them running
+    meanwhile; each backward chunk's ``send_backward_recv_backward`` likewise under the next forward chunk. The
+    warm-up and cool-down exchanges are blocking unless ``overlap_p2p_comm_warmup_flush`` (default False,
+    model_parallel_config.py lines 422-428; lines 1633-1657 and 1971-2035). Warm-up chunk passes
+    ``W = 2 (pp - 1) + (v - 1) pp`` (lines 964-965 at pipeline rank 0 with ``microbatch_group_size_per_vp_stage``'s
+    default pp; the rank with the most, [assumption] its edges stand for the pipeline's), at most ``m v``. Per
+    micro-batch, p2p one boundary exchange:
+
+        steady  = (m v - W) / m                              steady chunk passes per micro-batch
+        hid_f   = steady · min(p2p, (forward - hidden_fwd) / v)     gradient sends under a forward chunk
+        hid_b   = steady · min(p2p, (backward - hidden_bwd) / v)    activation sends under a backward chunk
+        t_pp    = 2 v p2p (+ the scatter/gather's all-gathers) - hid_f - hid_b
+
+    Never more hidden than a chunk's compute not already hiding TP/CP/EP traffic; the hidden time joins
+    ``hidden_fwd`` / ``hidden_bwd`` (no compute hides two collectives; contention as other hidden traffic). On
+    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline``."""
+    on = (np.asarray(g.overlap_p2p_comm, dtype=bool) & (g.pp > 1) & (g.schedule == ScheduleKind.INTERLEAVED)
+          & ~np.asarray(g.deepspeed_pipeline, dtype=bool))
+    if not np.any(on):
+        return mp
+    m = np.asarray(microbatches(g), dtype=float)
+    passes = m * v
+    warm = np.minimum(2.0 * (g.pp - 1.0) + (v - 1.0) * g.pp, passes)
+    steady = (passes - warm) / np.maximum(m, 1.0)
+    hid_f = steady * np.minimum(p2p, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0) / v)
+    hid_b = steady * np.minimum(p2p, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0) / v)
+    hid_f, hid_b = np.where(on, hid_f, 0.0), np.where(on, hid_b, 0.0)
+    return dict(mp, pp=mp["pp"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
+                hidden_bwd=mp["hidden_bwd"] + hid_b)
 
 
 def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndarray], a2a: Any, blocks: Any,

@@ -364,6 +364,9 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm
                                             # store_true, TransformerConfig.moe_enable_deepep (deprecated): the flex
                                             # dispatcher's deepep backend (_flex_dispatcher_sms)
                                             "--moe-enable-deepep",
+                                            # strategy overlap_p2p_comm (_overlap_p2p_comm): store_true from
+                                            # f9283c5a8a (2023-05-31), store_false --no-... from 4eeff55d1f
+                                            "--overlap-p2p-communication", "--no-overlap-p2p-communication",
                                             # store_false, dest bias_dropout_fusion (arguments.py at 24bad8e677):
                                             # strategy eager_bias_dropout_add
                                             "--no-bias-dropout-fusion",
@@ -741,6 +744,25 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
         out.fields["schedule"] = next(iter(virtual))
+    _overlap_p2p_comm(args, out)
+
+
+def _overlap_p2p_comm(args: dict[str, str | None], out: StrategyFile) -> None:
+    """strategy.overlap_p2p_comm (docs/model.md#pp-comm-overlap) from a launch with an interleaved schedule:
+    Megatron-LM's --overlap-p2p-communication came as a store_true switch at f9283c5a8a (2023-05-31) and became the
+    default at 4eeff55d1f (2023-10-12, "Make overlap_p2p_comm the default": --no-overlap-p2p-communication,
+    store_false, dest overlap_p2p_comm; megatron/training/arguments.py lines 3118-3120 at d98e8a64dd), which
+    validate_args sets False without virtual stages (lines 1010-1012). Read as today's Megatron-LM: on with an
+    interleaved schedule unless --no-overlap-p2p-communication; without one the switch is noted, not priced."""
+    interleaved = str(out.strategy.get("schedule", "1f1b")).startswith("interleaved")
+    if "--no-overlap-p2p-communication" in args:
+        return
+    if interleaved and int(out.strategy.get("pp", 1)) > 1:
+        out.strategy["overlap_p2p_comm"] = True
+        out.fields["overlap_p2p_comm"] = ("--overlap-p2p-communication" if "--overlap-p2p-communication" in args
+                                          else out.fields.get("schedule", "schedule"))
+    elif "--overlap-p2p-communication" in args:
+        out.unused.append("--overlap-p2p-communication (Megatron-LM sets it False without an interleaved schedule)")
 
 
 def _launch_value(tokens: list[str], name: str) -> str | None:

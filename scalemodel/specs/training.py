@@ -514,6 +514,15 @@ class StrategySpec(Spec, kw_only=True):
         "Megatron-Core (get_tensor_shapes), torchtitan and nanotron send each rank's whole [s, b, h], the SP shard "
         "[s/t, b, h] with sequence_parallel; docs/model.md#pp-comm"
     ))] = False
+    overlap_p2p_comm: Annotated[bool, Meta(description=(
+        "the interleaved pipeline's sends and receives are posted asynchronously and waited for just before use "
+        "(Megatron-Core --overlap-p2p-communication, overlap_p2p_comm; set by NeMo 2's MegatronCommOverlapCallback "
+        "and Megatron-Bridge's CommOverlapConfig whenever the virtual pipeline size is > 1): in the steady 1F1B "
+        "phase each chunk's activation send hides under the next backward chunk and each gradient send under the "
+        "next forward chunk, never more than that chunk's free compute; the warm-up and cool-down sends stay "
+        "exposed. Needs an interleaved schedule (Megatron-Core refuses it without one: not priced there, "
+        "warning); docs/model.md#pp-comm-overlap"
+    ))] = False
     eager_rope: Annotated[bool, Meta(description=(
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
         "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
