@@ -149,16 +149,16 @@ def _peak(job: Job) -> float:
                job.mxfp8_peak_flops)
 
 
+def _one(a: Any) -> float:
+    """The value of a one-candidate grid's array (a run is priced as one candidate)."""
+    return float(np.asarray(a).ravel()[0])
+
+
 def _flops_floor_s(job: Job, res: Any, gpus: int) -> float:
     """The physical floor of a run's step: its model FLOPs at every GPU's peak, model_flops / (gpus x peak) (model
     FLOPs utilisation 100 %; the same bound the step model's property tests hold every prediction to). A measured
     step below it cannot be a real one."""
-    return float(np.asarray(res.model_flops).ravel()[0]) / (gpus * _peak(job))
-
-
-def _one(a: Any) -> float:
-    """The value of a one-candidate grid's array (a run is priced as one candidate)."""
-    return float(np.asarray(a).ravel()[0])
+    return _one(res.model_flops) / (gpus * _peak(job))
 
 
 class _BytesFloor(NamedTuple):
@@ -210,8 +210,8 @@ def _bytes_floor(job: Job, grid: Any, sync: str) -> _BytesFloor | None:
 
 def _step_of(res: Any) -> tuple[float, float]:
     """(step time, tokens/s) of the single candidate of an evaluated grid (the parts added in BREAKDOWN_KEYS order)."""
-    step = sum(float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS)
-    return step, float(np.asarray(res.tokens_per_s).ravel()[0])
+    step = sum(_one(res.breakdown[k]) for k in BREAKDOWN_KEYS)
+    return step, _one(res.tokens_per_s)
 
 
 #: The step's last part (parts.BREAKDOWN_KEYS): the job's step_overhead, which no other part reads (engine.step)
@@ -377,7 +377,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
         if measured < floor:  # faster than physics: a wrong step time, GPU count, model or batch, not a factor to fit
             shown = "log" if r.log is not None else "step_time" if r.step_time_s is not None else "tokens_per_s"
             raise InputError(f"a measured step of {measured:.4g} s is faster than the physical floor, the run's "
-                             f"{float(np.asarray(res.model_flops).ravel()[0]):.4g} model FLOPs a step at the "
+                             f"{_one(res.model_flops):.4g} model FLOPs a step at the "
                              f"{r.gpus} GPUs' peak of {_peak(job) / 1e12:.4g} TFLOP/s each: {floor:.4g} s",
                              where=f"{where}: {shown}",
                              allowed="the run's measured step time or rate with the GPUs, model, batch and sequence "
@@ -687,7 +687,7 @@ def overlay_yaml(fit: RunsFit, cluster: Any, *, extends: str, source: str) -> st
 
 def predict_with_fit(fit: RunsFit, runs: list[Any]) -> list[float]:
     """Step times of ``runs`` (MeasuredRun, any measurement) under the fitted factors, overhead included."""
-    return [float(np.asarray(res.step_time).ravel()[0]) for res in predictions_with_fit(fit, runs)]
+    return [_one(res.step_time) for res in predictions_with_fit(fit, runs)]
 
 
 def fitted_job(fit: RunsFit, job: Job) -> Job:
@@ -779,7 +779,7 @@ def scale_change(fit: RunsFit, at: ScaleTarget) -> ScaleChange:
     res_a, res_b = predictions_with_fit(fit, [run, target])
 
     def one(res: Any) -> tuple[dict[str, float], float]:
-        parts = {k: float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS}
+        parts = {k: _one(res.breakdown[k]) for k in BREAKDOWN_KEYS}
         return parts, sum(parts.values())
 
     (pa, ta), (pb, tb) = one(res_a), one(res_b)
@@ -795,7 +795,7 @@ def scale_change(fit: RunsFit, at: ScaleTarget) -> ScaleChange:
     a = {"name": run.label, "gpus": run.gpus, "global_batch": batch0, "measured_s": row["measured_s"], **side(pa, ta)}
     b = {"gpus": gpus, "global_batch": int(target.training.global_batch),
          "dp": gpus // (run.strategy.tp * run.strategy.pp * run.strategy.cp),
-         "feasible": reason == 0, "tokens_per_s": float(np.asarray(res_b.tokens_per_s).ravel()[0]), **side(pb, tb)}
+         "feasible": reason == 0, "tokens_per_s": _one(res_b.tokens_per_s), **side(pb, tb)}
     rows = []
     for k in BREAKDOWN_KEYS:
         if pa[k] == 0.0 and pb[k] == 0.0:
