@@ -1090,7 +1090,8 @@ def xla_layer_kernels(job: Job, g: StrategyGrid | None = None, recomputed: Any =
     XLA's loop fusions cost as much to its scheduler, so the layer has more such kernels than K and a window of 5
     is shorter than 5/K of the layer's backward: pricing K from the GEMMs gives the longest window the scheduler
     can leave, the least exposure."""
-    own = 2.0 * (4.0 + np.where(job.shape.gated_mlp, 3.0, 2.0)) + 1.0
+    # the forward's weight GEMMs (K_f less its attention kernel), each with a data- and a weight-gradient GEMM
+    own = 2.0 * (xla_layer_forward_kernels(job) - 1.0) + 1.0
     if g is None:
         return np.asarray(own, dtype=float)
     return np.asarray(own + np.asarray(recomputed, dtype=float) * xla_recomputed_kernels(job, g), dtype=float)
