@@ -87,18 +87,13 @@ def _measured_s(p: dict) -> float:  # type: ignore[type-arg]
 
 
 def test_hand_constants_are_the_catalogs() -> None:
-    for name, (peak, gm, d0) in CURVES.items():
-        acc = load_accelerator(name, overrides=[])
-        gmax, half = acc.compute_efficiency.gemm("fp8")
-        assert acc.peak("fp8") == peak
-        assert gmax / compute.in_layer_gemm_factor(acc.family, "fp8", name) == pytest.approx(gm, rel=1e-12)
-        assert half == d0
-    for name, (peak, gm, d0) in CURVES_16.items():
-        acc = load_accelerator(name, overrides=[])
-        gmax, half = acc.compute_efficiency.gemm("bf16")
-        assert acc.peak("bf16") == peak
-        assert gmax / compute.in_layer_gemm_factor(acc.family, "bf16", name) == pytest.approx(gm, rel=1e-12)
-        assert half == d0
+    for fmt, curves in (("fp8", CURVES), ("bf16", CURVES_16)):
+        for name, (peak, gm, d0) in curves.items():
+            acc = load_accelerator(name, overrides=[])
+            gmax, half = acc.compute_efficiency.gemm(fmt)
+            assert acc.peak(fmt) == peak
+            assert gmax / compute.in_layer_gemm_factor(acc.family, fmt, name) == pytest.approx(gm, rel=1e-12)
+            assert half == d0
     assert compute.fp8_recipe_gemm_factor("blackwell", "mxfp8") == MXFP8
 
 
