@@ -1595,6 +1595,32 @@ def test_tao25_b200_rows_are_the_whole_table() -> None:
 
 
 @needs_new_cases
+def test_tao25_h100_rows_are_the_95_gib_part() -> None:
+    """tao22: the launch script's own run (pytorch/ao#1802, same author and script as the table at 8c81863ba) logs
+    'memory: 47.79GiB(50.30%)' and at step 1 'memory: 40.25GiB(42.37%)' (typed from the PR). torchtitan's percentage is
+    the reserved peak over the device's total_memory (0da8901b1 components/metrics.py), so the device holds
+    47.79 / 0.5030 GiB, about 95.0 GiB, 20 % above an H100 SXM 80GB's allocatable total
+    (hardware/accelerators/h100-sxm.yaml source: 85045477376 B): titan24's H100 96GB, which the catalog lacks. The
+    table's rowwise peak memory is the log's figure; the three H100 rows are listed as hardware missing, each with the
+    catalog's reason for that part."""
+    mod = load_script()
+    gib = 1024 ** 3
+    device = 47.79 / 0.5030 * gib
+    # the two log lines agree on the device within their print rounding (GiB to 0.01, percent to 0.01: about
+    # +-0.02 GiB each)
+    assert abs(device - 40.25 / 0.4237 * gib) < 0.05 * gib
+    assert 94.5 * gib < device < 95.5 * gib and device > 1.15 * 85045477376
+    rows = {c["id"]: c for c in load_yaml(NEW_CASES) if c["id"].startswith("tao25_h100_")}
+    assert sorted(rows) == ["tao25_h100_llama3_8b_fsdp8_bf16", "tao25_h100_llama3_8b_fsdp8_fp8rw",
+                            "tao25_h100_llama3_8b_fsdp8_fp8tw"]
+    assert rows["tao25_h100_llama3_8b_fsdp8_fp8rw"]["measured"]["memory_GiB"] == 47.79
+    for c in rows.values():
+        assert mod.accelerator_variant(c["hardware"]["gpu"]) == "H100 96GB"
+        assert "hardware missing" in mod.predict_new_case(c).reason
+        assert any(w.startswith("hardware missing") and "its peak is not published" in w for w in mod.case_limits(c))
+
+
+@needs_new_cases
 def test_nemotron_3_5_lightning_is_the_nano_shape_with_a_shared_mtp_module() -> None:
     """mb2608_gb200_nemotron3_5_lightning_fp8mx: its 26.08 preset builds the Nano recipe's HybridModelProvider and adds
     mtp_num_layers 2, mtp_hybrid_override_pattern "*E", mtp_use_repeated_layer (Megatron-Bridge 4ab94dfad
