@@ -187,7 +187,8 @@ def test_invalid_combinations_are_input_errors() -> None:
 
 
 def test_validation_reads_the_tao25_recipes() -> None:
-    """The three tao25 row-wise rows get their recipe from the precision text; the tensorwise rows keep theirs."""
+    """The three tao25 row-wise rows get their recipe from the precision text; the tensorwise rows keep theirs. The
+    H100 rows ran on Meta's H100 96GB (tao22), which the catalog lacks: listed, their recipe still read."""
     cases = training_cases()
     vt = script_module("validate_training")
     want = {"tao25_h100_llama3_8b_fsdp8_fp8rw": "rowwise", "tao25_mi300x_llama3_8b_fsdp8_fp8rw": "rowwise",
@@ -195,7 +196,11 @@ def test_validation_reads_the_tao25_recipes() -> None:
             "tao25_h100_llama3_8b_fsdp8_fp8tw": "tensorwise", "tao25_mi300x_llama3_8b_fsdp8_bf16": None}
     for cid, recipe in want.items():
         assert vt.parse_fp8_recipe(str(cases[cid]["precision"])) == recipe, cid
-        assert vt.predict_new_case(cases[cid]).settings["fp8_recipe"] == recipe, cid
+        res = vt.predict_new_case(cases[cid])
+        if cid.startswith("tao25_h100_"):
+            assert "hardware missing" in res.reason, cid
+        else:
+            assert res.settings["fp8_recipe"] == recipe, cid
 
 
 def test_fp8_param_gather_refusal_names_the_te_recipes() -> None:
