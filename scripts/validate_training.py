@@ -161,6 +161,9 @@ Two case files (issue 5 and issue 13):
       is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance).
     - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
+    - training-metric states gathered over every rank once a step (:data:`TRAIN_METRIC_STATES`): mpt -> 4 (Composer
+      computes both metrics after every batch, torchmetrics gathering their two 0-d states each;
+      docs/model.md#train-metric-sync); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
