@@ -161,6 +161,9 @@ Two case files (issue 5 and issue 13):
       is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance).
     - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
+    - training-metric states gathered over every rank once a step (:data:`TRAIN_METRIC_STATES`): mpt -> 4 (Composer
+      computes both metrics after every batch, torchmetrics gathering their two 0-d states each;
+      docs/model.md#train-metric-sync); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
@@ -1192,6 +1195,12 @@ UNCOMPILED_TORCHTITAN_LOSS = frozenset({"tao25_h100_llama3_8b_fsdp8_bf16", "tao2
 #: the benchmark yamls do not set it; mosaicml/examples@97f7f293 examples/llm/src/models/mosaic_gpt/mosaic_gpt.py
 #: ComposerMosaicGPT ``train_metrics``). The other sources' trainers compute the loss only.
 TRAIN_METRIC_PASSES = {"mpt": 2}
+#: Scalar metric states gathered over every rank once a step (StrategySpec.train_metric_states;
+#: docs/model.md#train-metric-sync): Composer computes each train metric after every batch (trainer.py ``_train_loop``
+#: -> ``_compute_and_log_metrics``, v0.17.2 and v0.13.2), and torchmetrics' compute() gathers each state; the two
+#: metrics of TRAIN_METRIC_PASSES each add ``sum_loss`` and ``total_items`` (composer/metrics/nlp.py
+#: LanguageCrossEntropy ``add_state`` at v0.17.2; LanguagePerplexity subclasses it): 2 x 2.
+TRAIN_METRIC_STATES = {"mpt": 4}
 
 
 #: nanotron25 rows whose job logged a rank-0 split other than :func:`nanotron_stage_layers`'s (the benchmark table's
@@ -2448,6 +2457,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           cp_comm_type="all_gather" if "all-gather" in str(par.get("cp_method", "")).lower()
                           else "p2p",
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
+                          train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
@@ -2526,6 +2536,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "tp_async_allreduce": st.tp_async_allreduce,
                 **({"moe_rank_imbalance": tr.moe_rank_imbalance} if tr.moe_rank_imbalance is not None else {}),
                 "loss_impl": st.loss_impl, "train_metric_passes": st.train_metric_passes,
+                "train_metric_states": st.train_metric_states,
                 "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,
                 "eager_expert_bias": st.eager_expert_bias,
                 "eager_bias_dropout_add": st.eager_bias_dropout_add,

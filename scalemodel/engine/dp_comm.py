@@ -202,6 +202,51 @@ def nanotron_gather_loop_time(job: Job, g: StrategyGrid, layers: Any = None, ran
     return np.asarray(np.where(on, t, 0.0))
 
 
+#: Bytes of one rank's contribution to a metric state's all-gather: a 0-d tensor, fp32 (``sum_loss``,
+#: ``torch.tensor(0.)``) or int64 (``total_items``, ``torch.tensor(0)``): the larger, 8, for every state.
+METRIC_STATE_BYTES = 8.0
+#: Host calls per state after the gather: ``torch.stack`` of the gathered tensors and the state's reduction
+#: (``dim_zero_sum``), torchmetrics ``Metric._sync_dist``.
+METRIC_STATE_REDUCE_OPS = 2.0
+
+
+def train_metric_sync_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per step the GPU waits while the host gathers the training metrics' states over every rank (strategy
+    ``train_metric_states`` = S, 0 = none), with W = the job's GPUs:
+
+        t_state = AllReduce(1 B, W) + (W + 2) c_op + max(AllGather(8 W B, W), W c_launch)
+        T = S t_state                 c_op, c_launch = host_floor.CALL_COST_US["op"], ["launch"] low: 8.3, 5 us
+
+    Source. Composer computes every train metric after every batch (composer/trainer/trainer.py ``_train_loop`` ->
+    ``_compute_and_log_metrics``: ``metric.compute()`` for each, at mosaicml/composer v0.17.2, the release
+    llm-foundry@5e85bd62d pins, and the same call at v0.13.2), after the batch's loss has been all-reduced and read
+    with ``.item()`` (the device is idle: nothing of the next batch is issued before the loop returns). torchmetrics'
+    ``compute()`` syncs the states over the default (world) group first (``Metric.sync`` -> ``_sync_dist`` ->
+    ``gather_all_tensors`` per state, Lightning-AI/torchmetrics v1.0.3 src/torchmetrics/utilities/distributed.py, the
+    newest release Composer 0.17 allows, ``torchmetrics>=0.10.0,<1.1``; the same at v0.11.4): a
+    ``torch.distributed.barrier`` (ProcessGroupNCCL runs it as an all-reduce of one byte and waits for the device),
+    then, a 0-d state, ``_simple_gather_all_tensors``: ``[torch.zeros_like(result) for _ in range(world_size)]`` (W
+    Python calls) and ``torch.distributed.all_gather`` into that list, which ProcessGroupNCCL runs as one
+    ncclAllGather into a flat buffer followed by ``outputTensors[i][j].copy_(outputFlattened[i][j], true)`` for each
+    of the W outputs, issued from C++ on the NCCL stream (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    ``ProcessGroupNCCL::allgather``, as read at pytorch/pytorch@cf1380dfb6, the torch 2.1-era multi-device API), then
+    ``torch.stack`` and the reduction. The copies are issued while the gather runs, so the larger of the two counts.
+    Every call runs in series with the device idle: a lower bound at the low end of the published per-call costs
+    (hardware/measurements/host_overhead.yaml), the logging's ``.item()`` reads and Composer's own per-batch
+    collectives (the loss all-reduce, the samples / tokens all-reduce and the batch-time broadcast) left out.
+    docs/model.md#train-metric-sync"""
+    states = np.asarray(g.train_metric_states, dtype=float)
+    if not np.any(states > 0):
+        return np.zeros(1)
+    world = g.gpus.astype(float)
+    group = place(world, 1.0, job.network)
+    barrier = _collective("allreduce", np.ones(np.shape(world)), group)
+    gather = _collective("allgather", METRIC_STATE_BYTES * world, group)
+    c_op, c_launch = CALL_COST_US["op"][0] * 1e-6, CALL_COST_US["launch"][0] * 1e-6
+    one = barrier + (world + METRIC_STATE_REDUCE_OPS) * c_op + np.maximum(gather, world * c_launch)
+    return np.asarray(np.where((states > 0) & (world > 1), states * one, 0.0), dtype=float)
+
+
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
     """Data-parallel replicas per HSDP sharding group: the strategy's ``shard_group``, else the replicas
     that fit in one node (gpus_per_node / the DP stride, i.e. / (tp cp) in the default rank order; at least 1,

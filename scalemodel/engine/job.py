@@ -753,6 +753,7 @@ class StrategyGrid:
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)
     train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
+    train_metric_states: np.ndarray  # metric states gathered over all ranks once a step (train_metric_sync_time)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -847,6 +848,7 @@ class StrategyGrid:
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
             "eager_bias_dropout_add": bool(self.eager_bias_dropout_add[i]),
             "train_metric_passes": int(self.train_metric_passes[i]),
+            "train_metric_states": int(self.train_metric_states[i]),
         }
 
 
@@ -871,7 +873,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     pp_scatter_gather=False,
     overlap_p2p_comm=False,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
-    train_metric_passes=0)
+    train_metric_passes=0, train_metric_states=0)
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
@@ -1179,7 +1181,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
         eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
-        train_metric_passes=getattr(strategy, "train_metric_passes", 0))
+        train_metric_passes=getattr(strategy, "train_metric_passes", 0),
+        train_metric_states=getattr(strategy, "train_metric_states", 0))
 
 
 def _joined(wheres: list[str]) -> str:

@@ -35,7 +35,8 @@ BREAKDOWN: tuple[Part, ...] = (
     Part("ep_comm", "EP", "MoE all-to-all", "MoE all-to-all", "tab:blue", "blue"),
     Part("pp_comm", "PP", "pipeline send/recv", "pipeline send/recv of activations", "tab:cyan", "cyan"),
     Part("host", "host", "wait on the host",
-         "GPU idle while the host issues each MoE layer's kernels after its host synchronisation", "tab:olive",
+         "GPU idle while the host issues each MoE layer's kernels after its host synchronisation, and while it "
+         "gathers the training metrics' states once a step", "tab:olive",
          "green"),
     Part("offload", "offload", "exposed activation offload",
          "activation copies to and from host memory not hidden by the layers' compute", "sienna", "bright_cyan"),

@@ -194,7 +194,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion",
              "fp8_param_gather", "loss_impl", "layer_impl", "pp_scatter_gather", "overlap_p2p_comm",
              "eager_rope", "eager_glu_clamp", "eager_expert_bias",
-             "eager_bias_dropout_add", "train_metric_passes")
+             "eager_bias_dropout_add", "train_metric_passes", "train_metric_states")
 
 # --------------------------------------------------------------------------------------------
 # search space

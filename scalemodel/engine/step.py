@@ -81,6 +81,7 @@ from scalemodel.engine.dp_comm import (
     _sync_comm,
     hier_group,
     hsdp_shard_group,
+    train_metric_sync_time,
 )
 from scalemodel.engine.job import (
     Job,
@@ -584,7 +585,9 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
                                                              comp_dp.get("pipeline_rank", np.zeros(1)))
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
+    # the host's per-step gather of the training metrics' states, the device idle (docs/model.md#train-metric-sync)
+    metric_sync = train_metric_sync_time(job, g)
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync  # one worker's step alone
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
         cross, in_group, dp_total = zero, None if hier_group(g, sync) is None else zero, zero
@@ -602,7 +605,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             dp_job = _rank_dp_job(job, s)
             opt_r = _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r)))
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
-            local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off
+            local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
             cross_r, in_group_r, total_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
             opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
@@ -624,7 +627,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * (mp["tp"] + mp["amax"]) + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
-        "pp_comm": m * mp["pp"], "host": m * host, "offload": off, "bubble": bubble_mb * t_mb,
+        "pp_comm": m * mp["pp"], "host": m * host + metric_sync, "offload": off, "bubble": bubble_mb * t_mb,
         "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead

@@ -110,6 +110,9 @@ MAX_OPTIMIZER_BYTES = 64.0
 #: The most training-metric passes over the logits taken per micro-batch (strategy train_metric_passes): a trainer
 #: evaluates a handful of metrics; a huge count overflowed nothing but priced nonsense.
 MAX_TRAIN_METRIC_PASSES = 64
+#: The most metric states synchronised over all ranks once a step taken (strategy train_metric_states): a handful of
+#: metrics with a few states each; a huge count priced nonsense.
+MAX_TRAIN_METRIC_STATES = 256
 
 
 #: A module's GEMM precision in a low-precision run (training.module_precision): bf16 (the module left out of the
@@ -550,6 +553,12 @@ class StrategySpec(Spec, kw_only=True):
         "trainer's training metrics (Composer runs every train metric on every micro-batch; llm-foundry's MPT has "
         "two, LanguageCrossEntropy and LanguagePerplexity); each reads the 16-bit logits three times and writes "
         "fp32 log-probabilities, 10 B a logit (docs/model.md#train-metrics); 0 = none"))] = 0
+    train_metric_states: Annotated[int, Meta(ge=0, le=MAX_TRAIN_METRIC_STATES, description=(
+        "scalar metric states a trainer gathers over all ranks once a step, with the GPU idle: Composer computes its "
+        "train metrics after every batch, and torchmetrics' compute() runs a barrier and an all-gather into one "
+        "tensor per rank for each state (llm-foundry's MPT: 4, LanguageCrossEntropy and LanguagePerplexity with "
+        "sum_loss and total_items each); priced as the host's per-rank calls and the two collectives over the job's "
+        "GPUs, in the host part (docs/model.md#train-metric-sync); 0 = none"))] = 0
     loss_impl: Annotated[LossImplText, Meta(description=(
         "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
