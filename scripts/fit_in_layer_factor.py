@@ -403,9 +403,9 @@ def main(argv: list[str]) -> int:
         return 0
     print(f"In-layer GEMM factor implied by published per-layer timings (catalog: IN_LAYER_GEMM_FACTOR "
           f"{IN_LAYER_GEMM_FACTOR}; hopper {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
-          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8 (fused cores on their kernel's curve); blackwell (borrowed, "
-          f"core on its cuDNN curve) {in_layer_gemm_factor('blackwell', 'bf16')} BF16, "
-          f"{in_layer_gemm_factor('blackwell', 'fp8')} FP8)\n")
+          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8 (fused cores on their kernel's curve); blackwell "
+          f"{in_layer_gemm_factor('blackwell', 'bf16')} BF16 (borrowed, core on its cuDNN curve), "
+          f"{in_layer_gemm_factor('blackwell', 'fp8')} FP8 (Hopper's relation to TE's kernel ratio, below))\n")
     for r in rows + gemm_core:
         if r is gemm_core[0]:
             print("\nWith the fused core on the GEMM curve (families without an attention-kernel curve):")
