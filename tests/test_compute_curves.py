@@ -552,3 +552,17 @@ def test_sustained_readings_do_not_set_levels() -> None:
         iso = curves[name][0] / in_layer_gemm_factor(a.family, "fp8", a.name)
         assert iso == pytest.approx(_fp8_ratio_level("gb200", MAMF_GB200_FP8[0] / 5000.0), abs=0.002)
     assert curves["gb300"] == curves["gb200"]
+
+
+def test_b200_memory_fraction_from_cccl_elementwise_kernels() -> None:
+    """b200's memory fraction (bw22): NVIDIA/cccl pull request #7391's B200 relu on 2^28 F16 / BF16 elements (one read,
+    one write of 2 bytes each) in 163.846 / 163.694 us, i.e. 2 x 2^28 x 2 B / t = 6.553 / 6.559 TB/s, over the
+    catalog's 7.7 TB/s: mean 0.851; gb200, b300 and gb300 borrow it (MEMORY_DONORS; the catalog rounds to 0.85)."""
+    want = np.mean([2 * 2**28 * 2 / t / 7.7e12 for t in (163.846e-6, 163.694e-6)])
+    assert want == pytest.approx(0.851, abs=5e-4)
+    assert fit.fit_memory(load_yaml(ROOT / "hardware" / "measurements" / "memory_bandwidth.yaml")["points"])[
+        "b200"]["memory"] == pytest.approx(want, abs=2e-4)
+    for name in ("b200", "gb200", "b300", "gb300"):
+        ce = load_accelerator(name, overrides=[]).compute_efficiency
+        assert ce is not None and ce.memory == pytest.approx(round(float(want), 2), abs=1e-9), name
+    assert {fit.MEMORY_DONORS[n] for n in ("gb200", "b300")} == {"b200"}
