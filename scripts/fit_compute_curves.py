@@ -9,7 +9,7 @@ Model (exactly the engine's, via :func:`scalemodel.cost.compute.gemm_time`): a b
 GEMM takes max(2bmnk / (peak * eff), bytes / (bandwidth * memory)) with
 eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
 
-* ``memory`` per accelerator = least-squares constant through the copy/mul/add/triad fractions of
+* ``memory`` per accelerator = least-squares constant through the copy/mul/add/triad (and transform) fractions of
   the nominal bandwidth, i.e. their mean (dot, a read-only reduction, is left out).
 * ``gemm_max`` and ``gemm_half_dim`` (d0) per accelerator and precision group (16-bit: bf16/fp16;
   fp8) by ``scipy.optimize.least_squares`` on r_i = ln(t_model / t_measured). With fewer than
@@ -146,11 +146,11 @@ ROOT = Path(__file__).resolve().parents[1]
 GEMM = ROOT / "hardware" / "measurements" / "gemm.yaml"
 MEMBW = ROOT / "hardware" / "measurements" / "memory_bandwidth.yaml"
 MIN_GFLOP = 10.0
-STREAM_KERNELS = ("copy", "mul", "add", "triad")
+STREAM_KERNELS = ("copy", "mul", "add", "triad", "transform")  # transform: one read + one write (CCCL-7391)
 GROUP = {"bf16": "16bit", "fp16": "16bit", "fp8": "fp8"}
 #: accelerator -> accelerator whose `memory` fit it borrows (no published BabelStream run of its own).
-MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g", "b200": "h200-sxm",
-                 "gb200": "h200-sxm", "b300": "h200-sxm", "gaudi3": "h200-sxm", "mi325x": "mi300x", "mi355x": "mi300x"}
+MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g",
+                 "gb200": "b200", "b300": "b200", "gaudi3": "h200-sxm", "mi325x": "mi300x", "mi355x": "mi300x"}
 #: (accelerator, group) -> (accelerator, group) whose d0 it borrows when its own points cannot fix d0.
 DONORS = {("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit"),
@@ -287,7 +287,7 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
     shape_only = frozenset(name for name, src in gemm_doc["sources"].items() if src.get("level") == "shape-only")
     membw = read_yaml(MEMBW)["points"]
     memfit = fit_memory(membw)
-    print("memory efficiency (mean of BabelStream copy/mul/add/triad over nominal bandwidth)")
+    print("memory efficiency (mean of BabelStream copy/mul/add/triad and CCCL transform over nominal bandwidth)")
     for name, f in sorted(memfit.items()):
         print(f"  {name:16s} memory {f['memory']:.3f}  ({f['n']} kernels, max |kernel - fit| {f['resid_max']:.3f})")
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)

@@ -4,7 +4,8 @@ scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (micr
 factor: IN_LAYER_GEMM_FACTOR = 0.901, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
 layer timing of that family exists (scalemodel.cost.compute.IN_LAYER_GEMM_FACTORS: Hopper from the Transformer
 Engine guide's H100 rows, BF16 and FP8, each fused core on its kernel's fitted curve; Blackwell borrows Hopper's
-as they are, its cores priced on its own fitted cuDNN curve). This script re-derives them and computes the
+as they are, its cores priced on its own fitted cuDNN curve, and carries over Hopper's FP8 relation to the FP8 / BF16
+kernel ratio Transformer Engine measured: blackwell_fp8_factor). This script re-derives them and computes the
 factor each other source implies:
 
 1. The model time of every point is scalemodel's own layer pricing, as engine/layer_compute.py prices a layer:
@@ -344,6 +345,50 @@ def gemm_kernels(doc: dict[str, Any] | None = None) -> dict[str, float]:
     return out
 
 
+#: Transformer Engine's GEMM profiling guide (hardware/measurements/gemm.yaml TE-GEMMPROF-B300, ``fp8_in_layer``): the
+#: pre-quantized per-layer sums of the 12 GEMMs of its 5B config's layer, BF16 (torch.matmul) over FP8 current scaling
+#: (tex.generic_gemm, per-tensor E4M3), ms: the FP8 / BF16 kernel ratio each generation measured with the same tool
+TE_KERNEL_RATIO = {"hopper": 31.968 / 16.785, "blackwell": 13.102 / 6.812}  # H200 NVL; B300 SXM6 AC
+#: its layer: M = 31 x 512 tokens, hidden 4096, intermediate 16384; fprop, dgrad and wgrad (m, n, k) of QKV, attn out,
+#: MLP up, MLP down
+_TM, _TH, _TF = 15872, 4096, 16384
+TE_LAYER_GEMMS = tuple((m, n, k) for m, n, k in (
+    (_TM, 3 * _TH, _TH), (_TM, _TH, _TH), (_TM, _TF, _TH), (_TM, _TH, _TF),  # fprop
+    (_TM, _TH, 3 * _TH), (_TM, _TH, _TH), (_TM, _TH, _TF), (_TM, _TF, _TH),  # dgrad
+    (3 * _TH, _TH, _TM), (_TH, _TH, _TM), (_TF, _TH, _TM), (_TH, _TF, _TM)))  # wgrad
+
+
+def te_layer_gemm_ratio(acc: str, basis: str) -> float:
+    """BF16 / FP8 time of TE_LAYER_GEMMS on the accelerator's curves: ``basis`` 'isolated' (:func:`isolated_curve`)
+    or 'in_layer' (the catalog's curves)."""
+    a = load_accelerator(acc, overrides=[])
+    ce = a.compute_efficiency
+    if ce is None:
+        raise SystemExit(f"error: {acc}: no compute_efficiency in the catalog; fit it first")
+    t = {}
+    for prec in ("bf16", "fp8"):
+        iso = isolated_curve(acc, prec)
+        gm, d0 = ce.gemm(prec) if basis == "in_layer" else (iso["gemm_max"], iso["gemm_half_dim"])
+        t[prec] = sum(float(gemm_time(m, n, k, peak_flops=a.peak(prec), memory_bandwidth=a.memory_bandwidth,
+                                      gemm_max=gm, gemm_half_dim=d0, memory_efficiency=ce.memory,
+                                      elem_bytes=1.0 if prec == "fp8" else 2.0)) for m, n, k in TE_LAYER_GEMMS)
+    return t["bf16"] / t["fp8"]
+
+
+def blackwell_fp8_factor(donor: str = "h100-sxm", part: str = "b200") -> dict[str, float]:
+    """Blackwell's FP8 in-layer factor (scalemodel.cost.compute.BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR): Hopper's in-layer
+    FP8 / BF16 ratio at TE_LAYER_GEMMS (``donor``, the part whose layer timing gave Hopper's factors) over Hopper's
+    TE kernel ratio, carried to Blackwell's kernel ratio: target = in-layer(donor) x TE_KERNEL_RATIO blackwell /
+    hopper; factor = the Blackwell BF16 factor x target / ``part``'s isolated ratio (its fp8 curve bounded to the
+    B300 kernel ratio, scripts/fit_compute_curves.py FP8_OVER_16BIT)."""
+    r_hopper = te_layer_gemm_ratio(donor, "in_layer")
+    target = r_hopper * TE_KERNEL_RATIO["blackwell"] / TE_KERNEL_RATIO["hopper"]
+    r_iso = te_layer_gemm_ratio(part, "isolated")
+    return {"hopper_in_layer": r_hopper, "hopper_isolated": te_layer_gemm_ratio(donor, "isolated"),
+            "target": target, "blackwell_isolated": r_iso,
+            "factor": in_layer_gemm_factor("blackwell", "bf16") * target / r_iso}
+
+
 #: sources refitted with the attention core on the GEMM curve: the basis of the factors of families whose core the
 #: step model keeps on the GEMM curve (HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR; Blackwell's until its cuDNN curves)
 GEMM_CORE_SOURCES = ("TE-GS-PT",)
@@ -358,9 +403,9 @@ def main(argv: list[str]) -> int:
         return 0
     print(f"In-layer GEMM factor implied by published per-layer timings (catalog: IN_LAYER_GEMM_FACTOR "
           f"{IN_LAYER_GEMM_FACTOR}; hopper {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
-          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8 (fused cores on their kernel's curve); blackwell (borrowed, "
-          f"core on its cuDNN curve) {in_layer_gemm_factor('blackwell', 'bf16')} BF16, "
-          f"{in_layer_gemm_factor('blackwell', 'fp8')} FP8)\n")
+          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8 (fused cores on their kernel's curve); blackwell "
+          f"{in_layer_gemm_factor('blackwell', 'bf16')} BF16 (borrowed, core on its cuDNN curve), "
+          f"{in_layer_gemm_factor('blackwell', 'fp8')} FP8 (Hopper's relation to TE's kernel ratio, below))\n")
     for r in rows + gemm_core:
         if r is gemm_core[0]:
             print("\nWith the fused core on the GEMM curve (families without an attention-kernel curve):")
@@ -382,6 +427,12 @@ def main(argv: list[str]) -> int:
           f"{1e3 * g['isolated']:.3f} ms on the isolated curve, "
           f"{1e3 * g['in_layer']:.3f} ms on the in-layer (catalog) curve: in-layer GEMMs run "
           f"{g['isolated'] / g['measured']:.3f} x the isolated curve's speed")
+    b = blackwell_fp8_factor()
+    print(f"\nBlackwell FP8 (TE-GEMMPROF-B300 fp8_in_layer): at TE's 12 layer GEMMs h100-sxm's FP8 / BF16 ratio is "
+          f"{b['hopper_isolated']:.3f} isolated, {b['hopper_in_layer']:.3f} in-layer against TE's H200 NVL kernels "
+          f"{TE_KERNEL_RATIO['hopper']:.3f}; carried to the B300's {TE_KERNEL_RATIO['blackwell']:.3f}: "
+          f"{b['target']:.3f}; b200's bounded isolated curves {b['blackwell_isolated']:.3f} -> factor "
+          f"{b['factor']:.3f} (catalog {in_layer_gemm_factor('blackwell', 'fp8')})")
     return 0
 
 

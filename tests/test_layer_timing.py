@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 
 from scalemodel.cost.compute import (
+    BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR,
     HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
     HOPPER_IN_LAYER_GEMM_FACTOR,
     IN_LAYER_GEMM_FACTOR,
     in_layer_gemm_factor,
 )
+from scalemodel.specs import load_accelerator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -247,8 +249,9 @@ def test_hopper_factors_come_from_the_te_guide() -> None:
     assert g8["factor"] == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["fp8"], abs=0.002)
     assert g8["core_gemm_max"] == g16["gemm_max"]
     for prec in ("bf16", "fp8"):
-        assert in_layer_gemm_factor("blackwell", prec) == HOPPER_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
         assert in_layer_gemm_factor("hopper", prec) == HOPPER_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
+    assert in_layer_gemm_factor("blackwell", "bf16") == HOPPER_IN_LAYER_GEMM_FACTOR["16bit"]
+    assert in_layer_gemm_factor("blackwell", "fp8") == BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR  # test below
     rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run(DOC)}
     bf16, fp8 = rows[("TE-GS-PT", "h100-sxm", "16bit")], rows[("TE-GS-PT", "h100-sxm", "fp8")]
     assert bf16["isolated_gemm_max"] == pytest.approx(794.5 / 989.4, abs=5e-4)
@@ -259,3 +262,43 @@ def test_hopper_factors_come_from_the_te_guide() -> None:
     assert all(abs(q["model_ms"] / q["measured_ms"] - 1) < 0.05 for q in bf16["points"] + fp8["points"])
     assert rows[("FUSER-TE", "h100-sxm", "16bit")]["factor"] < 0.70
     assert math.isnan(rows[("TE-GS-PT", "h100-pcie", "16bit")]["factor"])
+
+
+def _te_layer_ms(acc: str, prec: str, factor: float) -> float:
+    """The 12 GEMMs of Transformer Engine's GEMM profiling layer (M 15872, h 4096, f 16384: fprop, dgrad, wgrad of
+    QKV, attn out, MLP up, MLP down) on ``acc``'s catalog curve / ``factor``, written out: sum 2 m n k / (peak x
+    gemm_max x prod d / (d + d0)) (every one compute-bound), ms."""
+    a = load_accelerator(acc, overrides=[])
+    gm, d0 = a.compute_efficiency.gemm(prec)  # type: ignore[union-attr]
+    M, H, F = 15872, 4096, 16384
+    fprop = ((M, 3 * H, H), (M, H, H), (M, F, H), (M, H, F))
+    shapes = fprop + tuple((m, k, n) for m, n, k in fprop) + tuple((n, k, m) for m, n, k in fprop)
+    peak = a.peak("fp8" if prec == "fp8" else "bf16")
+    return sum(2e3 * m * n * k / (peak * gm / factor * m / (m + d0) * n / (n + d0) * k / (k + d0))
+               for m, n, k in shapes)
+
+
+def test_blackwell_fp8_factor_carries_hoppers_relation_to_the_te_kernel_ratio() -> None:
+    """BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR (bw22), by hand: Transformer Engine's GEMM profiling guide measured the
+    pre-quantized FP8 current-scaling / BF16 kernel ratio of one layer's 12 GEMMs on an H200 NVL (31.968 / 16.785
+    ms) and a B300 (13.102 / 6.812 ms). h100-sxm's in-layer curves (the basis of Hopper's factors) price that ratio at
+    1.884, 0.989 x its kernel ratio (its isolated curves 1.720: the FP8 premium 0.936 / 0.855 closes that gap).
+    Blackwell's isolated curves are bounded to the B300's kernel ratio (1.923); carrying Hopper's 0.989 gives the
+    in-layer target 1.902 and fp8 factor 0.855 x 1.902 / 1.923 = 0.846, where Hopper's 0.936 gave 2.106. The script's
+    derivation agrees."""
+    hopper_in_layer = _te_layer_ms("h100-sxm", "bf16", 1.0) / _te_layer_ms("h100-sxm", "fp8", 1.0)
+    hopper_isolated = (_te_layer_ms("h100-sxm", "bf16", HOPPER_IN_LAYER_GEMM_FACTOR["16bit"])
+                       / _te_layer_ms("h100-sxm", "fp8", HOPPER_IN_LAYER_GEMM_FACTOR["fp8"]))
+    assert (hopper_isolated, hopper_in_layer) == (pytest.approx(1.720, abs=0.002), pytest.approx(1.884, abs=0.002))
+    target = hopper_in_layer * (13.102 / 6.812) / (31.968 / 16.785)
+    assert target == pytest.approx(1.902, abs=0.002)
+    for acc in ("b200", "b300", "gb200"):  # each fp8 curve on its FP8 / BF16 bound (gb300 borrows gb200's)
+        iso = (_te_layer_ms(acc, "bf16", in_layer_gemm_factor("blackwell", "bf16"))
+               / _te_layer_ms(acc, "fp8", BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR))
+        assert iso == pytest.approx(13.102 / 6.812, abs=0.003), acc
+        factor = HOPPER_IN_LAYER_GEMM_FACTOR["16bit"] * target / iso
+        assert factor == pytest.approx(BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR, abs=0.001), acc
+        in_layer = _te_layer_ms(acc, "bf16", 1.0) / _te_layer_ms(acc, "fp8", 1.0)
+        assert in_layer == pytest.approx(target, abs=0.003), acc
+        assert iso * HOPPER_IN_LAYER_GEMM_FACTOR["fp8"] / HOPPER_IN_LAYER_GEMM_FACTOR["16bit"] > 2.10  # Hopper's 0.936
+    assert fl.blackwell_fp8_factor()["factor"] == pytest.approx(BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR, abs=0.001)

@@ -46,7 +46,8 @@ separate fp8 curve where measured) are fitted to published GEMM microbenchmarks 
 runs (hardware/measurements/, scripts/fit_compute_curves.py) and live in each accelerator YAML's
 ``compute_efficiency``; they override these family defaults. Their ``gemm_max`` is the
 microbenchmark fit times the in-layer factor of their family and precision (:func:`in_layer_gemm_factor`:
-:data:`IN_LAYER_GEMM_FACTOR` from A100, Hopper's own from an H100 layer timing, borrowed by Blackwell), so that
+:data:`IN_LAYER_GEMM_FACTOR` from A100, Hopper's own from an H100 layer timing, borrowed by Blackwell, whose FP8
+one carries over Hopper's relation to the measured FP8 / BF16 kernel ratio), so that
 every curve is on an in-layer basis (GEMMs inside a transformer layer, not isolated ones); see those constants.
 The fit bounds ``gemm_max`` (the curve's supremum) by the accelerator's MAMF / peak, the best of a brute-force shape
 search (stas00/ml-engineering), so no curve predicts an isolated GEMM faster than any measured shape
@@ -139,8 +140,9 @@ _A100 = EfficiencyCurve(gemm_max=0.757, gemm_half_dim=96.0, memory=0.85)
 #: stands for what the step model's pricing of the rest of a layer leaves out, measured against each
 #: precision's own isolated curve (the FP8 one is MAMF-bounded at 0.709), not for slower GEMM kernels:
 #: NVIDIA/Fuser's nsys profile of an H100 layer shows its forward GEMM kernels at 1.05x the isolated BF16 curve's
-#: speed. Blackwell borrows Hopper's factors (no
-#: Blackwell layer timing published). NEVER chosen from the training runs (scripts/validate_training.py).
+#: speed. Blackwell borrows Hopper's BF16 factor and carries over Hopper's FP8 relation (no Blackwell layer timing
+#: published; :data:`BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR`). NEVER chosen from the training runs
+#: (scripts/validate_training.py).
 IN_LAYER_GEMM_FACTOR = 0.901
 
 #: In-layer factors of the families that have a layer timing of their own (or borrow one), per precision group
@@ -171,23 +173,43 @@ IN_LAYER_GEMM_FACTOR = 0.901
 #: Not used: NVIDIA/Fuser's 8 x H100 GPT-3 layer (0.639), whose 50 MB tensor-parallel all-reduces ran NCCL
 #: RING_LL and whose times may include host gaps: its communication, not its GEMMs, is uncertain (its profiled
 #: GEMM kernels run at the isolated curve's speed).
-#: Blackwell (b200, gb200): no published layer timing; Hopper's factors, BORROWED (the nearest generation), in the
-#: variant fitted with the core priced the way Blackwell prices it: on its kernel's curve (b200 and gb200 have fitted
-#: cuDNN curves from NVIDIA/cudnn-frontend's Blackwell SDPA sweeps, hardware/measurements/attention.yaml, which
-#: engine/job.py AUTO_ATTENTION_KERNEL resolves to), so :data:`HOPPER_IN_LAYER_GEMM_FACTOR`; before those curves its
-#: core stayed on the GEMM curve and it borrowed :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. Not refitted: no
-#: Blackwell layer timing exists to refit from. A run with ``attention_kernel: gemm`` still gets the kernel-core
-#: factor: the factor is per accelerator, not per kernel choice.
+#: Blackwell (b200, b300, gb200, gb300): no published layer timing; Hopper's BF16 factor, BORROWED (the nearest
+#: generation), in the variant fitted with the core priced the way Blackwell prices it: on its kernel's curve (b200
+#: and gb200 have fitted cuDNN curves from NVIDIA/cudnn-frontend's Blackwell SDPA sweeps,
+#: hardware/measurements/attention.yaml, which engine/job.py AUTO_ATTENTION_KERNEL resolves to), so
+#: :data:`HOPPER_IN_LAYER_GEMM_FACTOR`; before those curves its core stayed on the GEMM curve and it borrowed
+#: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. Not refitted: no Blackwell layer timing exists to refit from. Its
+#: FP8 factor is not Hopper's 0.936 but :data:`BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR` (0.846; bw22): Blackwell's
+#: isolated fp8 curves are bounded by the FP8 / BF16 kernel ratio Transformer Engine measured on a B300, which
+#: already holds what Hopper's FP8 premium stands for. A run with ``attention_kernel: gemm`` still gets the
+#: kernel-core factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
 HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.855, "fp8": 0.936}
 #: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
 #: core is priced on the GEMM curve (no attention-kernel curve); Blackwell's until its cuDNN curves were fitted.
 HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.852, "fp8": 0.921}
+#: Blackwell's FP8 in-layer factor (bw22). Hopper's FP8 factor stands above its BF16 one (0.936 / 0.855) because
+#: Hopper's isolated curves price FP8 against BF16 slower than its kernels run: at the 12 GEMMs of one layer of
+#: Transformer Engine's GEMM profiling guide (h 4096, f 16384, M 15872; hardware/measurements/gemm.yaml
+#: TE-GEMMPROF-B300, ``fp8_in_layer``) h100-sxm's isolated curves give an FP8 / BF16 time ratio of 1.720 and its
+#: in-layer curves 1.884, while TE's pre-quantized kernels ran 1.905 on an H200 NVL (31.968 / 16.785 ms, BF16 over
+#: FP8 current scaling, same shapes, page 'Worked Example: 5B Model on H200'): the premium brings Hopper's in-layer
+#: ratio to 0.989 x the measured kernel ratio. Blackwell's isolated fp8 curves are already bounded to the B300's
+#: measured kernel ratio, 1.923 (13.102 / 6.812 ms; scripts/fit_compute_curves.py FP8_OVER_16BIT); Hopper's 0.936 on
+#: top of that bound priced Blackwell's in-layer FP8 GEMMs 2.106 x its BF16 ones, 10 % past every FP8 / BF16 ratio
+#: measured on either generation (TE 1.905 / 1.923, OpenXLA's sm_100 table 1.95, MAMF 1.90-1.98). What is carried
+#: over instead is Hopper's measured relation: Blackwell's in-layer ratio at those GEMMs = Hopper's in-layer ratio x
+#: the two generations' kernel ratios, 1.884 x 1.923 / 1.905 = 1.902, i.e. the fp8 factor = the BF16 factor 0.855 x
+#: 1.902 / the bounded isolated ratio 1.924 = 0.846 (scripts/fit_in_layer_factor.py blackwell_fp8_factor;
+#: tests/test_layer_timing.py re-derives it by hand). From microbenchmarks and datasheets only, never the training rows.
+BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR = 0.846
+BLACKWELL_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": HOPPER_IN_LAYER_GEMM_FACTOR["16bit"],
+                                                    "fp8": BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR}
 IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
     "hopper": HOPPER_IN_LAYER_GEMM_FACTOR,  # measured: TE Getting Started guide on one H100, core on cuDNN's curve
-    # borrowed from Hopper, core on its kernel's curve as Blackwell prices it (cuDNN curves fitted for b200 and gb200);
-    # no Blackwell layer timing to refit from
-    "blackwell": HOPPER_IN_LAYER_GEMM_FACTOR,
+    # BF16 borrowed from Hopper, core on its kernel's curve as Blackwell prices it (cuDNN curves fitted for b200 and
+    # gb200); no Blackwell layer timing to refit from. FP8: Hopper's in-layer / kernel ratio relation carried over
+    "blackwell": BLACKWELL_IN_LAYER_GEMM_FACTOR,
 }
 
 
