@@ -410,8 +410,15 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
 
         steady  = (m v - W) / (m + (p - 1) / v)              steady chunk passes per priced micro-batch (<= v)
         hid_f   = steady · min(p2p, (forward - hidden_fwd) / v)     gradient sends under a forward chunk
-        hid_b   = steady · min(p2p, (backward - hidden_bwd) / v)    activation sends under a backward chunk
+        hid_b   = [not send_wait] steady · min(p2p, (backward - hidden_bwd) / v)   activation sends under a backward
         t_pp    = 2 v p2p (+ the scatter/gather's all-gathers) - hid_f - hid_b
+
+    ``send_wait`` (strategy ``overlap_p2p_send_wait``): Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0;
+    d98e8a64dd lines 1803-1806) waits each steady forward send as soon as it is posted where
+    ``deallocate_pipeline_outputs`` (Megatron-LM's argument_utils.py line 305, NeMo 2's GPTConfig and
+    Megatron-Bridge's GPTModelProvider set it): the compute stream waits for the activation's transfer before the
+    backward chunk, so the activation sends stay exposed; the gradient sends' wait still comes one chunk later. The
+    simulation finds the form above it by at most p + 1 transfers a step (tests/test_pp_overlap.py).
 
     Never more hidden than a chunk's compute not already hiding TP/CP/EP traffic; the hidden time joins
     ``hidden_fwd`` / ``hidden_bwd`` (no compute hides two collectives; contention as other hidden traffic). On
@@ -425,7 +432,8 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
     warm = np.minimum((v - 1.0) * g.pp, passes)  # the last rank's warm-up
     steady = (passes - warm) / np.maximum(m + (g.pp - 1.0) / v, 1.0)
     hid_f = steady * np.minimum(p2p, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0) / v)
-    hid_b = steady * np.minimum(p2p, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0) / v)
+    hid_b = np.where(np.asarray(g.overlap_p2p_send_wait, dtype=bool), 0.0,
+                     steady * np.minimum(p2p, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0) / v))
     hid_f, hid_b = np.where(on, hid_f, 0.0), np.where(on, hid_b, 0.0)
     return dict(mp, pp=mp["pp"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
                 hidden_bwd=mp["hidden_bwd"] + hid_b)
