@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from p2p_schedule_sim import simulate
 
 from scalemodel.choices import ScheduleKind
@@ -171,3 +173,22 @@ def test_forward_send_waited_at_once_stays_exposed(p: int, v: int, m: int) -> No
             assert engine - sim <= (p + 1) * c * (1 + 1e-9)
     lagged = simulate(p, v, m, f, b, 0.5, overlap=True)[0] - base
     assert _engine_exposed(p, v, m, f, b, 0.5, overlap_p2p_send_wait=False) == pytest.approx(lagged, rel=1e-9)
+
+
+@given(p=st.integers(2, 16), v=st.integers(2, 8), groups=st.integers(1, 8), f=st.floats(0.0, 5.0),
+       b=st.floats(0.0, 5.0), c=st.floats(1e-6, 5.0), hf=st.floats(0.0, 1.0), hb=st.floats(0.0, 1.0),
+       wait=st.booleans())
+def test_physics_of_the_hidden_sends(p: int, v: int, groups: int, f: float, b: float, c: float, hf: float, hb: float,
+                                     wait: bool) -> None:
+    """Whatever the sizes: no compute hides more than its free part (hidden_fwd / hidden_bwd never above the chunk
+    passes' compute), the exposed traffic never negative and never above the blocking exchanges, and never below the
+    2 (p v - 1) transfers of the first micro-batch's fill and the last one's drain, which the schedule keeps
+    blocking."""
+    m = groups * p
+    comp = {"forward": np.full(1, v * f), "backward": np.full(1, v * b)}
+    mp = {"pp": np.full(1, 2.0 * v * c), "hidden_fwd": comp["forward"] * hf, "hidden_bwd": comp["backward"] * hb}
+    out = pp_overlap(_grid(p, v, m, overlap_p2p_send_wait=wait), comp, mp, np.full(1, c), np.full(1, float(v)))
+    assert out["hidden_fwd"][0] <= comp["forward"][0] * (1 + 1e-12) + 1e-12
+    assert out["hidden_bwd"][0] <= comp["backward"][0] * (1 + 1e-12) + 1e-12
+    assert 0.0 <= out["pp"][0] <= mp["pp"][0]
+    assert (m + (p - 1) / v) * out["pp"][0] >= 2 * (p * v - 1) * c * (1 - 1e-9)
