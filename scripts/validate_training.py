@@ -1022,6 +1022,15 @@ NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
 #: Megatron-LM rows (before f9283c5a8a, 2023-05-31, brought it).
 OVERLAP_P2P_SOURCES = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25", "mb2511", "mb2604", "mb2606", "mb2608",
                                  "mcrec26", "mcore26"})
+#: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (2026-04-16, first in core_v0.18.0:
+#: "wait for async P2P send before deallocating output tensor"), which waits each steady forward send as soon as it
+#: is posted (deallocate_pipeline_outputs is set by all of them): strategy overlap_p2p_send_wait false, each send
+#: waited one chunk later (docs/model.md#pp-comm-overlap). NeMo 2 (nemo2502, nemo2504, dgxc2505: 2025 containers),
+#: NeMo 1 (dgxc25), Megatron-Bridge v0.2.0 (mb2511: 3rdparty/Megatron-LM 0d8e0714cd, 2025-11-17), mcore26 (Megatron-Core
+#: v0.16, the report). Kept at the default (the wait): mb2604 / mb2606 / mb2608 (3rdparty/Megatron-LM 2d1fa8d372,
+#: 002255075c, 24bad8e677, each after 260cba7133; Megatron-Bridge installs megatron-core from it, pyproject.toml
+#: ``megatron-core = { path = "3rdparty/Megatron-LM/" }``) and mcrec26 (9c5258f109).
+OVERLAP_P2P_SEND_LAGGED = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25", "mb2511", "mcore26"})
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -2463,6 +2472,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           overlap_p2p_comm=(src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
                                             and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG),
+                          overlap_p2p_send_wait=src not in OVERLAP_P2P_SEND_LAGGED,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param

@@ -748,6 +748,7 @@ class StrategyGrid:
     cp_a2a_size: np.ndarray  # cp_comm_type a2a+p2p: CP ranks per all-to-all group (the ring spans cp / this)
     pp_scatter_gather: np.ndarray  # bool: legacy Megatron-LM's pipeline scatter/gather (b s h / t + TP all-gather)
     overlap_p2p_comm: np.ndarray  # bool: the interleaved pipeline's p2p hidden in the steady phase (pp_overlap)
+    overlap_p2p_send_wait: np.ndarray  # bool: under it, each forward send waited at once (activation sends exposed)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
@@ -843,6 +844,7 @@ class StrategyGrid:
             "cp_a2a_size": int(self.cp_a2a_size[i]),
             "pp_scatter_gather": bool(self.pp_scatter_gather[i]),
             "overlap_p2p_comm": bool(self.overlap_p2p_comm[i]),
+            "overlap_p2p_send_wait": bool(self.overlap_p2p_send_wait[i]),
             "eager_rope": bool(self.eager_rope[i]),
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
@@ -871,7 +873,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
-    overlap_p2p_comm=False,
+    overlap_p2p_comm=False, overlap_p2p_send_wait=True,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
     train_metric_passes=0, train_metric_states=0)
 
@@ -1177,6 +1179,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         cp_a2a_size=getattr(strategy, "cp_a2a_size", 1),
         pp_scatter_gather=getattr(strategy, "pp_scatter_gather", False),
         overlap_p2p_comm=getattr(strategy, "overlap_p2p_comm", False),
+        overlap_p2p_send_wait=getattr(strategy, "overlap_p2p_send_wait", True),
         eager_rope=getattr(strategy, "eager_rope", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),

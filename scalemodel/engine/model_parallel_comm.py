@@ -396,15 +396,29 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
     (``pp_pre_forward`` / ``pp_post_forward``, lines 1747-1800), the backward chunk between them running
     meanwhile; each backward chunk's ``send_backward_recv_backward`` likewise under the next forward chunk. The
     warm-up and cool-down exchanges are blocking unless ``overlap_p2p_comm_warmup_flush`` (default False,
-    model_parallel_config.py lines 422-428; lines 1633-1657 and 1971-2035). Warm-up chunk passes
-    ``W = 2 (pp - 1) + (v - 1) pp`` (lines 964-965 at pipeline rank 0 with ``microbatch_group_size_per_vp_stage``'s
-    default pp; the rank with the most, [assumption] its edges stand for the pipeline's), at most ``m v``. Per
-    micro-batch, p2p one boundary exchange:
+    model_parallel_config.py lines 422-428; lines 1633-1657 and 1971-2035). The step's critical path runs through the
+    last pipeline rank (every rank does the same work; the last waits for the first micro-batch's forward through the
+    p - 1 boundaries before it and is followed by the last one's backward through them): its warm-up of
+    ``W = (v - 1) p`` chunk passes (lines 964-965, ``microbatch_group_size_per_vp_stage``'s default p), at most m v,
+    and as many cool-down ones exchange blocking, its m v - W steady ones each hide the send under the opposite
+    chunk. Rank 0's ``2 (p - 1)`` extra warm-up passes fall in its own bubble (p2p21 took rank 0's W, which priced
+    2 (p - 1) transfers too many; review22p2p). A step-by-step simulation of the schedule over every rank
+    (tests/test_pp_overlap.py) exposes 2 (p v - 1) transfers whatever m where every transfer is shorter than the
+    chunk under it, as this does. The engine prices the pipelined part as (m + (p - 1)/v) micro-batch times, the
+    bubble's share of this term included, so the hidden time is spread over them. Per micro-batch, p2p one boundary
+    exchange:
 
-        steady  = (m v - W) / m                              steady chunk passes per micro-batch
+        steady  = (m v - W) / (m + (p - 1) / v)              steady chunk passes per priced micro-batch (<= v)
         hid_f   = steady · min(p2p, (forward - hidden_fwd) / v)     gradient sends under a forward chunk
-        hid_b   = steady · min(p2p, (backward - hidden_bwd) / v)    activation sends under a backward chunk
+        hid_b   = [not send_wait] steady · min(p2p, (backward - hidden_bwd) / v)   activation sends under a backward
         t_pp    = 2 v p2p (+ the scatter/gather's all-gathers) - hid_f - hid_b
+
+    ``send_wait`` (strategy ``overlap_p2p_send_wait``): Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0;
+    d98e8a64dd lines 1803-1806) waits each steady forward send as soon as it is posted where
+    ``deallocate_pipeline_outputs`` (Megatron-LM's argument_utils.py line 305, NeMo 2's GPTConfig and
+    Megatron-Bridge's GPTModelProvider set it): the compute stream waits for the activation's transfer before the
+    backward chunk, so the activation sends stay exposed; the gradient sends' wait still comes one chunk later. The
+    simulation finds the form above it by at most p + 1 transfers a step (tests/test_pp_overlap.py).
 
     Never more hidden than a chunk's compute not already hiding TP/CP/EP traffic; the hidden time joins
     ``hidden_fwd`` / ``hidden_bwd`` (no compute hides two collectives; contention as other hidden traffic). On
@@ -415,10 +429,11 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
         return mp
     m = np.asarray(microbatches(g), dtype=float)
     passes = m * v
-    warm = np.minimum(2.0 * (g.pp - 1.0) + (v - 1.0) * g.pp, passes)
-    steady = (passes - warm) / np.maximum(m, 1.0)
+    warm = np.minimum((v - 1.0) * g.pp, passes)  # the last rank's warm-up
+    steady = (passes - warm) / np.maximum(m + (g.pp - 1.0) / v, 1.0)
     hid_f = steady * np.minimum(p2p, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0) / v)
-    hid_b = steady * np.minimum(p2p, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0) / v)
+    hid_b = np.where(np.asarray(g.overlap_p2p_send_wait, dtype=bool), 0.0,
+                     steady * np.minimum(p2p, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0) / v))
     hid_f, hid_b = np.where(on, hid_f, 0.0), np.where(on, hid_b, 0.0)
     return dict(mp, pp=mp["pp"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
                 hidden_bwd=mp["hidden_bwd"] + hid_b)

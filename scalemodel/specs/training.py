@@ -526,6 +526,13 @@ class StrategySpec(Spec, kw_only=True):
         "exposed. Needs an interleaved schedule (Megatron-Core refuses it without one: not priced there, "
         "warning); docs/model.md#pp-comm-overlap"
     ))] = False
+    overlap_p2p_send_wait: Annotated[bool, Meta(description=(
+        "under overlap_p2p_comm, each steady-phase forward chunk's activation send is waited as soon as it is posted, "
+        "so only the gradient sends hide (Megatron-Core from 260cba7133, 2026-04-16, core_v0.18.0: "
+        "'wait for async P2P send before deallocating output tensor', where deallocate_pipeline_outputs, which "
+        "Megatron-LM, NeMo 2 and Megatron-Bridge set); false: Megatron-Core before 0.18, each send waited one chunk "
+        "later, both directions hide; docs/model.md#pp-comm-overlap"
+    ))] = True
     eager_rope: Annotated[bool, Meta(description=(
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
         "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
