@@ -588,6 +588,9 @@ class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
     forward_memory: np.ndarray
     attention_core: np.ndarray
     forward_flops: np.ndarray
+    #: the attention block's weight GEMMs and core in the forward (0 without an attention block): device work an MoE
+    #: layer runs before its dispatcher's host synchronisation (docs/model.md#host-issue-order)
+    attention_forward: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(1))
 
     @property
     def total(self) -> np.ndarray:
@@ -919,6 +922,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     scores = heads_local * s_local * keys
     core_mem = att * np.where(flash, 0.0, (4 * eb + 1) * scores)
 
+    attention_forward = gemm + core_gemm  # the attention block's weight GEMMs and core (0 without one)
     part = "layer" if attention and mlp else ("attention" if attention else "mlp")
     own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe,
                                        part=part, micro_batch=b)
@@ -1024,7 +1028,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
-                     forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
+                     forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops,
+                     attention_forward=attention_forward)
 
 
 def routed_expert_gemm_time(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike, kw: dict[str, Any],
@@ -2518,6 +2523,8 @@ class MambaTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
     forward_ssd: np.ndarray
     forward_memory: np.ndarray
     forward_flops: np.ndarray
+    #: 0: a Mamba layer has no attention block (the field :class:`LayerTime` carries, for the mix of a pattern's kinds)
+    attention_forward: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(1))
 
     @property
     def total(self) -> np.ndarray:

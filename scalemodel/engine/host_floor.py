@@ -78,6 +78,22 @@ def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int 
     return np.asarray(total, dtype=float)
 
 
+def expert_forward_host_share(attention: Any = True) -> np.ndarray:
+    """The share of a layer's host time that its expert path's forward issues after the dispatcher's host
+    synchronisation (docs/model.md#host-issue-order), from the count at the source's 16 local experts, at the lower
+    of the two pricings: ``min_p fwd_p / count_p(16, attention)``, ``fwd_p`` the ("moe", "fwd") calls of
+    :data:`CALLS` (two grouped-linear modules, 11 eager ops from the dispatch all-to-alls to the combine, the
+    per-expert launches, events and Python steps). With attention in the count: 867.97 / 2713.62 = 0.3199 (low),
+    1308.94 / 3981.33 = 0.3288 (high): 0.3199, :data:`scalemodel.engine.step.MOE_FORWARD_HOST_SHARE`; without (a
+    hybrid pattern's E layer, the MoE block alone): 867.97 / 1940.62 = 0.4473, 1308.94 / 3006.33 = 0.4354: 0.4354."""
+    n = float(SOURCE_LOCAL_EXPERTS)
+    shares = []
+    for p in (0, 1):
+        fwd = sum((fixed + per * n) * CALL_COST_US[k][p] for k, (fixed, per) in CALLS[("moe", "fwd")].items())
+        shares.append(fwd / layer_host_count_us(SOURCE_LOCAL_EXPERTS, attention, p))
+    return np.asarray(np.minimum(*shares), dtype=float)
+
+
 def host_floor_scale(local_experts: Any, attention: Any = True) -> np.ndarray:
     """``min_p count_p(local_experts, attention) / count_p(16, True)``: the share of the measured ``H`` a row's MoE
     layer issues (module docstring). 1 for the source's configuration; 0.7151 for 16 local experts with attention

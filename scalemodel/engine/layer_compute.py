@@ -113,7 +113,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash = layer_flash
     moe_share = float(sh.moe_layers / sh.layers)
     if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
-        fwd_l, bwd_l, rec_l, gemm_l, core_l = _hybrid_layer_times(job, g, kw, flash)
+        fwd_l, bwd_l, rec_l, gemm_l, core_l, attn_l = _hybrid_layer_times(job, g, kw, flash)
     else:
         dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                            **flash)  # etp only shapes the expert GEMMs
@@ -125,9 +125,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
                 dense.recompute, moe.recompute)
             gemm_l, core_l = mix(dense.forward_gemm, moe.forward_gemm), mix(dense.attention_core,
                                                                              moe.attention_core)
+            attn_l = mix(dense.attention_forward, moe.attention_forward)
         else:
             fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute,
                                                    dense.forward_gemm, dense.attention_core)
+            attn_l = dense.attention_forward
     if job.fp8_recipe:  # an fp8 run's quantization casts (fp8_cast_per_layer)
         cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
@@ -157,6 +159,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
            "recomputed_layers": rec_n,
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
+           "attention_forward": layers_per_stage * attn_l,  # the attention blocks' forward GEMMs and core
            "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
            "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
     if logits_on_stage and float(sh.mtp_layers) > 0:
@@ -260,10 +263,11 @@ def _mtp_job(job: Job, kw: dict[str, Any]) -> tuple[Job, dict[str, Any]]:
 
 
 def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any]
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(forward, backward, recompute, forward GEMMs, attention core) of the mean layer of a hybrid pattern, per
-    micro-batch: each kind's layer at its share of the layers (docs/model.md#mamba-2-layers). An attention layer
-    is :func:`compute.layer_compute_time` without the MLP, an MLP or MoE layer without the attention block, each
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(forward, backward, recompute, forward GEMMs, attention core, the attention blocks' forward GEMMs and core)
+    of the mean layer of a hybrid pattern, per micro-batch: each kind's layer at its share of the layers
+    (docs/model.md#mamba-2-layers). An attention layer is :func:`compute.layer_compute_time` without the MLP, an MLP
+    or MoE layer without the attention block, each
     with one norm and one residual; a Mamba-2 layer :func:`compute.mamba_layer_time`, its SSD matmuls at the
     attention core's precision and curve (the Triton kernels run in the inputs' 16-bit type in an fp8 run). The
     forward GEMMs are the weight GEMMs (a Mamba layer's projections), whose gradients the backward computes."""
@@ -306,7 +310,7 @@ def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: di
     mix = lambda f: sum((w * f(t) for w, t, _ in parts), np.zeros(1))  # noqa: E731
     core_l = sum((w * c for w, _, c in parts), np.zeros(1))
     return (mix(lambda t: t.forward), mix(lambda t: t.backward), mix(lambda t: t.recompute),
-            mix(lambda t: t.forward_gemm), np.asarray(core_l, dtype=float))
+            mix(lambda t: t.forward_gemm), np.asarray(core_l, dtype=float), mix(lambda t: t.attention_forward))
 
 
 def _kind_times(job: Job, g: StrategyGrid) -> dict[str, Any]:

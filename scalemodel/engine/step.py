@@ -83,6 +83,7 @@ from scalemodel.engine.dp_comm import (
     hsdp_shard_group,
     train_metric_sync_time,
 )
+from scalemodel.engine.host_floor import expert_forward_host_share
 from scalemodel.engine.job import (
     Job,
     StrategyGrid,
@@ -805,6 +806,41 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any, recomputed: An
     return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
 
 
+def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
+                           coll: dict[str, np.ndarray] | None, recomputed: Any, H: np.ndarray, d_moe: np.ndarray,
+                           scale: Any = 1.0) -> np.ndarray:
+    """Seconds per MoE layer by which the host's issue of the expert path's forward, after the dispatcher's host
+    synchronisation, exceeds the device work it can run meanwhile (docs/model.md#host-issue-order):
+
+        short = max(s_A H - d_A, 0)        0 with the EP all-to-all overlap (combined 1F1B)
+        d_A   = d_moe - scale (t_bwd + t_attn + (t_ep + t_tp) / 2)
+
+    The synchronisation (``d2h_event.synchronize()`` before the EP all-to-all; HybridEP's and DeepEP's host-side
+    token counts) returns once the device has run everything issued before it, so the queue is empty; the device
+    can then run only what the host issues after it, the expert path first (dispatch, experts, combine: host share
+    s_A of H, :func:`scalemodel.engine.host_floor.expert_forward_host_share`, 0.3199 with attention in the count,
+    0.4354 for a hybrid pattern's E layer), and every later kernel of the interval waits for that issue: the
+    interval takes at least s_A H + (D_i - d_A), the two-stage chain's bound max_j (sum_{i<=j} h_i +
+    sum_{i>=j} d_i) at j = the expert path's last kernel. d_A bounds the device work up to that kernel from above:
+    the MoE layer's device time d_moe (``job`` a rank of MoE layers) less what runs surely after it, the layer's
+    backward and recompute (t_bwd), its attention block's forward GEMMs and core (t_attn, issued before the
+    synchronisation) and half its exposed EP and TP traffic (t_ep, t_tp: the backward's), per layer and scaled as
+    d_moe is (``scale``). With the all-to-all overlap the other micro-batch's expert backward is queued before the
+    synchronisation (Megatron-Core model_chunk_schedule_plan.py ``TransformerLayerSchedulePlan.run``), so the
+    queue is not empty there: 0."""
+    n = np.asarray(layers, dtype=float)
+    zero = np.zeros_like(n)
+    _, r_n, _, mp_n = _stage_device(job, g, groups, n, logits, coll, recomputed)
+    _, r_0, _, mp_0 = _stage_device(job, g, groups, zero, logits, coll)
+    after = (r_n["backward"] - r_0["backward"] + r_n["attention_forward"] - r_0["attention_forward"]
+             + 0.5 * (mp_n["ep"] - mp_0["ep"] + mp_n["tp"] - mp_0["tp"]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d_a = np.maximum(d_moe - np.where(n > 0, after / n, 0.0) * scale, 0.0)
+    share = expert_forward_host_share(attention=job.shape.hybrid is None)
+    ordered = ~np.asarray(g.moe_a2a_overlap, dtype=bool)
+    return np.asarray(np.where(ordered, np.maximum(share * H - d_a, 0.0), 0.0), dtype=float)
+
+
 def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
                time: np.ndarray, coll: dict[str, np.ndarray] | None, recomputed: Any = None) -> np.ndarray:
     """Seconds per micro-batch the GPU waits for the host when every MoE layer synchronises the host
@@ -812,11 +848,13 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
     backward. A synchronisation drains the host's run-ahead, so the interval from one MoE layer's synchronisation to
     the next (the MoE layer and the layers up to the next MoE layer, :func:`moe_intervals`) takes max(D_i, H): the
     host issues H in it (the other layers' host time priced 0, as a dense layer's), the device D_i, the MoE layer's
-    device time and the layers' between it and the next:
+    device time and the layers' between it and the next; and at least D_i + short, ``short``
+    (:func:`expert_issue_shortfall`) the expert path's host issue after the synchronisation beyond the device work
+    it can run meanwhile:
 
         D_i  = d_moe + sum_k c_ik d_k           c_ik layers of kind k in interval i
         d_k  = (T_k(L_s) - T_k(0)) / L_s x (time - time_0) / sum_k' n_k' (T_k'(L_s) - T_k'(0)) / L
-        wait = (L_s / L) sum_i max(H - D_i, 0)
+        wait = (L_s / L) sum_i max(H - D_i, short, 0)
 
     T_k the same rank with every layer of kind k (:func:`_one_kind_job`), n_k the model's layers of kind k, time_0
     the rank without layers (logits, pipeline sends): each kind's own device time per layer, scaled so that the
@@ -862,8 +900,11 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
             scale = np.where(mixed > 0, d_mean / mixed, 1.0)
         d = {k: v * scale for k, v in d.items()}
     host = H * (1.0 + recomputed_host_share(job, g, n, recomputed))  # the interval's host work, recomputed forwards
-    wait = sum((count_i / L * np.maximum(host - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)),
-                                         0.0)
+    # the expert path issued after the synchronisation on a drained queue: its host time not hidden by its own
+    short = expert_issue_shortfall(_one_kind_job(job, "moe") if kinds else job, g, groups, n, logits, coll,
+                                   recomputed, H, d["moe"], scale if kinds else 1.0)
+    wait = sum((count_i / L * np.maximum(np.maximum(
+        host - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)), short), 0.0)
                 for between, count_i in intervals), np.zeros(1))
     return np.asarray(np.where(H > 0, n * wait, 0.0))
 
