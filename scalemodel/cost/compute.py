@@ -2254,7 +2254,7 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU per micro-batch when RoPE runs as Megatron-Core's eager
     ATen kernels instead of the fused kernel :func:`layer_eltwise_bytes` prices (megatron_te: fwd 2e (Q + K), bwd
-    2e (Q + K)); 0 for multi-head latent attention (its rotary path is another function) and models without RoPE.
+    2e (Q + K)); multi-head latent attention rotates only its decoupled RoPE part (below); 0 without RoPE.
 
     Source: Megatron-Core ``apply_rotary_pos_emb`` (megatron/core/models/common/embeddings/rope_utils.py at
     NVIDIA/Megatron-LM 2d1fa8d372 and 24bad8e677, the Megatron-LM of Megatron-Bridge 26.04 and 26.08) takes the
@@ -2276,13 +2276,24 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                   (ATen TensorIndexing.h applySlice returns self for a full slice: no node)             = 14e
 
     minus the fused kernel's 2e each way: forward 10e E, backward 12e E per token (T = b s / cp tokens). Not counted:
-    cos and sin of the [s, 1, 1, d] frequencies (1/(b (a + g)) of the tensors' bytes)."""
+    cos and sin of the [s, 1, 1, d] frequencies (1/(b (a + g)) of the tensors' bytes).
+
+    Multi-head latent attention (NVIDIA/Megatron-LM@7094270c6f, the Megatron-LM of NeMo 25.04's DeepSeek-V3
+    recipe): multi_latent_attention.py L475-487 rotates q_pos_emb [s, b, a / t, r] and k_pos_emb [s, b, 1, r]
+    (one head, the whole sequence on every TP rank: gather_from_sequence_parallel_region), r = qk_rope_head_dim, so
+    E = (a / t + 1) r per token; rope_utils.py L112-115 ``multi_latent_attention`` first de-interleaves t
+    (``torch.cat((t[..., 0::2], t[..., 1::2]))``: 2e forward; backward two strided SliceBackward0, zeros of t's size
+    then the half's copy, 2e each, and their sum 3e: 7e), and t's gradients are then two (product, rotate_half: one
+    add, 3e) before the three at the input (6e), as above: forward 14e, backward 21e, minus the fused 2e each way:
+    12e E and 19e E."""
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
     e = _pos("elem_bytes", elem_bytes)
-    rotated = (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp)
-    on = np.where((np.asarray(sh.position_embeddings, dtype=float) == 0) & ~np.asarray(sh.mla, dtype=bool), 1.0, 0.0)
-    return on * 10.0 * e * rotated * T, on * 12.0 * e * rotated * T
+    mla = np.asarray(sh.mla, dtype=bool)
+    rotated = np.where(mla, (sh.heads / _pos("tp", tp) + 1.0) * sh.qk_rope_head_dim,
+                       (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp))
+    on = np.where(np.asarray(sh.position_embeddings, dtype=float) == 0, 1.0, 0.0)
+    return on * np.where(mla, 12.0, 10.0) * e * rotated * T, on * np.where(mla, 19.0, 12.0) * e * rotated * T
 
 
 def _routed_rows(sh: Shape, T: ArrayLike, tp: ArrayLike, ep: ArrayLike, etp: ArrayLike | None) -> np.ndarray:
