@@ -2123,8 +2123,10 @@ RECIPE_EAGER_ROPE_GPT_OSS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_
 #: asserts the fusion off (multi_latent_attention.py L92-93 "MLA Yarn RoPE does not support RoPE fusion"), so
 #: apply_rotary_pos_emb (rope_utils.py L192, L238) runs _apply_rotary_pos_emb_bshd with multi_latent_attention.
 #: Not set: the Megatron-Bridge DeepSeek-V3 rows, whose perf overrides set apply_rope_fusion True
-#: (scripts/performance/utils/overrides.py L54 at 97ad8cc6f, and at later commits); whether their Megatron-LM then
-#: runs MLA's fused YaRN RoPE (experimental there) is not read.
+#: (scripts/performance/utils/overrides.py L54 at 97ad8cc6f, and at later commits), and whose Megatron-LM (the
+#: submodules 92c8482e6d, 2d1fa8d372, d1410e15e1, 24bad8e677) then takes MLA's fused YaRN RoPE
+#: (multi_latent_attention.py ``if self.config.apply_rope_fusion`` -> fused_apply_mla_rope_for_q / _for_kv,
+#: megatron/core/fusions/fused_mla_yarn_rope_apply.py; L524 at 92c8482e6d).
 RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
 #: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
 #: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,

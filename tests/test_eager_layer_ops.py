@@ -143,6 +143,20 @@ def test_mla_rope_in_the_layer_times(h100, recompute, mods) -> None:  # type: ig
     assert one(b["backward"] - a["backward"]) == pytest.approx(4 * (rope_b + again), rel=1e-9)
 
 
+def test_mla_rope_in_the_mtp_block(h100) -> None:  # type: ignore[no-untyped-def]
+    """With one MTP module the last stage runs one more MLA layer (the MTP block), which rotates as the stage's
+    layers do: 4 layers + 1 block with the logits, 4 without; nothing else moves."""
+    mla = MLASpec(kv_lora_rank=128, q_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+    job = build_job(h100, TINY_MOE.model_copy(update={"mla": mla, "mtp_layers": 1}), TrainingSpec())
+    layers = np.asarray([4.0])
+    rope_f, rope_b = 12 * 2 * 4096 * 288 / HBM, 19 * 2 * 4096 * 288 / HBM
+    for last, n in ((True, 5), (False, 4)):
+        a = layer_compute._compute_per_microbatch(job, _grid(job), layers, logits_on_stage=last)
+        b = layer_compute._compute_per_microbatch(job, _grid(job, eager_rope=True), layers, logits_on_stage=last)
+        assert one(b["forward"] - a["forward"]) == pytest.approx(n * rope_f, rel=1e-9)
+        assert one(b["backward"] - a["backward"]) == pytest.approx(n * rope_b, rel=1e-9)
+
+
 @pytest.mark.parametrize(("biases", "dropout", "adds"), [(True, False, 5), (False, False, 0), (False, True, 8)])
 def test_bias_dropout_add_in_the_layer_times(h100, biases, dropout, adds) -> None:  # type: ignore[no-untyped-def]
     """TINY_MOE (4 layers, the first dense), b 2 x s 2048 on one GPU, each extra pass reading 2 and writing 2 bytes of

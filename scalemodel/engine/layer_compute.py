@@ -502,7 +502,8 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     call, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a
     module run again in the same step reuses TE's cached FP8 weight), flash-attn's unpad copies
     (:func:`_with_attention_unpad`), the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`), their
-    per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`). Forward
+    per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`), Megatron-Core's
+    eager layer ops (:func:`_with_eager_layer_ops`, the block's kind alone). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
     :func:`_compute_per_microbatch` repeats them for the layers)."""
     share = 1.0 if moe_block else 0.0
@@ -516,6 +517,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         if not moe_block:  # selective mlp repeats a dense block's MLP casts
             rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
+    fwd, bwd, rec = _with_eager_layer_ops(job, g, fwd, bwd, rec, moe_share=share)
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
