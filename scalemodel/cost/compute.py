@@ -803,16 +803,20 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
             u = t this is ep*T*k/E tokens of width f_e/t; shared experts as a dense MLP of width shared*f_e.
-    Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the
-    core's layout copies and, dense, the activation function), forward and backward each as that implementation's
-    code moves them; softmax + attention dropout (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into
-    the core GEMM); the MoE dispatcher's token permutations (:func:`moe_permutation_bytes`; the all-to-all
-    dispatcher's eb*w*(2*T_r*(k+1) + [E/ep > 1]*4*R), R = load*u*T*k/t the rows the exchange brings to this GPU's
-    experts: ``permute`` of the rank's own T_r tokens into T_r k copies before the EP all-to-all and ``unpermute``
-    after it, ``sort_chunks_by_idxs`` of the received rows by local expert and back, token_dispatcher.py
-    NVIDIA/Megatron-LM@d98e8a64dd; ``moe_dispatch`` flex and allgather permute the received rows only) and the
-    experts' activation (2|3)*eb*T*k*f_e/t, w the routed experts' width (h, or LatentMoE's l: the experts' GEMMs
-    T_e x f_e x l, + the replicated h x l projections on the layer's local tokens T_r; docs/model.md#latent-moe).
+    Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the core's
+    layout copies and, dense, the activation function), forward and backward each as that implementation's code moves
+    them; unless ``flash_attention`` (fused into the core GEMM), the softmax 2*eb*b*(a/t)*(s/cp)*s (it reads the scores
+    and writes the probabilities) and, with ``sh.dropout``, the attention dropout (2*eb+1) per score more (read, write,
+    the 1-byte mask): a model trained without dropout runs none (its ``attention_dropout`` is torch.nn.Dropout(0.0), and
+    ATen's dropout returns its input when p = 0: aten/src/ATen/native/Dropout.cpp ``_dropout_impl``, in Transformer
+    Engine's UnfusedDotProductAttention and Megatron's CoreAttention alike; docs/model.md#unfused-softmax); the MoE
+    dispatcher's token permutations (:func:`moe_permutation_bytes`; the all-to-all dispatcher's eb*w*(2*T_r*(k+1) +
+    [E/ep > 1]*4*R), R = load*u*T*k/t the rows the exchange brings to this GPU's experts: ``permute`` of the rank's own
+    T_r tokens into T_r k copies before the EP all-to-all and ``unpermute`` after it, ``sort_chunks_by_idxs`` of the
+    received rows by local expert and back, token_dispatcher.py NVIDIA/Megatron-LM@d98e8a64dd; ``moe_dispatch`` flex and
+    allgather permute the received rows only) and the experts' activation (2|3)*eb*T*k*f_e/t, w the routed experts'
+    width (h, or LatentMoE's l: the experts' GEMMs T_e x f_e x l, + the replicated h x l projections on the layer's
+    local tokens T_r; docs/model.md#latent-moe).
     Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the experts' activation
     bytes + 1 x the permutations' (a gather's gradient is the scatter of the same rows) (+ 0.5 x the flash core).
     Communication is not included. ``forward_flops`` (this GPU's: the router on T_r) keeps the full (unmasked) s^2
@@ -895,7 +899,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     fused_bwd = att * fused_bwd
     core_flops = att * 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys
-    core_mem = att * np.where(flash, 0.0, (4 * eb + 1) * scores)
+    # softmax (read the scores, write the probabilities) + attention dropout where the model has it (read, write, mask)
+    drop = np.where(np.asarray(sh.dropout, dtype=bool), 2 * eb + 1, 0.0)
+    core_mem = att * np.where(flash, 0.0, (2 * eb + drop) * scores)
 
     part = "layer" if attention and mlp else ("attention" if attention else "mlp")
     own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe,
