@@ -2131,9 +2131,21 @@ RECIPE_HOST_SYNC_EAGER |= RECIPE_HOST_SYNC_ATTN_GRAPHED  # the floor set (the na
 #: validate_rope_fusion_compatibility. At Megatron-LM d1410e15e1 (the submodule 8f341b04f pins) rope_utils.py
 #: apply_rotary_pos_emb keeps the ``mscale != 1.0`` -> unfused branch, and attention.py passes
 #: _yarn_get_concentration_factor_from_config (yarn_rotary_pos_embedding.py: 0.1 ln 32 + 1 = 1.347, yarn_mscale None).
-RECIPE_EAGER_ROPE = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gpt_oss_120b_fp8mx",
-                               "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2604_b200_gpt_oss_120b_bf16",
-                               "mb2606_b300_gpt_oss_120b_fp8mx"})
+RECIPE_EAGER_ROPE_GPT_OSS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gpt_oss_120b_fp8mx",
+                                       "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2604_b200_gpt_oss_120b_bf16",
+                                       "mb2606_b300_gpt_oss_120b_fp8mx"})
+#: And NeMo 25.04's DeepSeek-V3 (dgxc2505, the MLA rotary path of compute.eager_rope_bytes): DeepSeekConfig sets
+#: ``apply_rope_fusion: bool = False`` (NVIDIA/NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py L114; neither
+#: recipes/deepseek_v3.py nor scripts/performance/llm/pretrain_deepseek_v3.py sets it), and at the Megatron-LM the
+#: container runs (7094270c6f) MLATransformerConfig's ``rope_type`` is "yarn" (transformer_config.py L1100), whose MLA
+#: asserts the fusion off (multi_latent_attention.py L92-93 "MLA Yarn RoPE does not support RoPE fusion"), so
+#: apply_rotary_pos_emb (rope_utils.py L192, L238) runs _apply_rotary_pos_emb_bshd with multi_latent_attention.
+#: Not set: the Megatron-Bridge DeepSeek-V3 rows, whose perf overrides set apply_rope_fusion True
+#: (scripts/performance/utils/overrides.py L54 at 97ad8cc6f, and at later commits), and whose Megatron-LM (the
+#: submodules 92c8482e6d, 2d1fa8d372, d1410e15e1, 24bad8e677) then takes MLA's fused YaRN RoPE
+#: (multi_latent_attention.py ``if self.config.apply_rope_fusion`` -> fused_apply_mla_rope_for_q / _for_kv,
+#: megatron/core/fusions/fused_mla_yarn_rope_apply.py; L524 at 92c8482e6d).
+RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
 #: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
 #: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,
 #: bias_activation_fusion True: GPTOSSBridge) on Megatron-Core's TEGroupedMLP without the Transformer Engine op fuser,
@@ -2161,7 +2173,7 @@ RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b2
 #: megatron/core/fusions/fused_bias_dropout.py is identical at Megatron-LM 2d1fa8d372, d1410e15e1 and 24bad8e677: all
 #: five GPT-OSS rows. The TE op fuser of the 26.08 rows fuses the expert MLP only, not the attention block's residual
 #: add.
-RECIPE_EAGER_BIAS_DROPOUT_ADD = RECIPE_EAGER_ROPE
+RECIPE_EAGER_BIAS_DROPOUT_ADD = RECIPE_EAGER_ROPE_GPT_OSS
 
 #: MoE rows whose recipe computes the router's logits in fp32 (TrainingSpec.moe_router_dtype; priced by
 #: cost.compute.router_dtype_times, docs/model.md#router-dtype-compute, and on the wire by docs/model.md#router-dtype):

@@ -113,6 +113,28 @@ def test_unfused_core_ignores_the_mask() -> None:
     assert float(a.backward) == pytest.approx(2.0 * float(a.forward - a.forward_memory) + mem_b, rel=1e-12)
 
 
+def test_unfused_softmax_and_dropout_bytes_by_hand() -> None:
+    """The unfused core's memory-bound passes over the b (a/t) s x s scores (b 1, s 2048, 32 heads: 134,217,728
+    scores): the softmax reads the scores and writes the probabilities (2 x 2 bytes); attention dropout, where the
+    model has it, reads and writes them again and writes its 1-byte mask (5 bytes); without dropout (p = 0: ATen's
+    dropout returns its input) nothing more. Forward and the core's recompute: once; backward: twice."""
+    kw = dict(micro_batch=1, seq_len=2048, flash_attention=False, **H100)
+    scores = 32 * 2048 * 2048
+    hbm = H100["memory_bandwidth"] * H100["memory_efficiency"]
+    core_attn = transformer.RECOMPUTE_MODULES["core_attn"]
+    plain = compute.layer_compute_time(_shape(dropout=False), **kw, recompute="selective", recompute_modules=core_attn)
+    drop = compute.layer_compute_time(_shape(dropout=True), **kw, recompute="selective", recompute_modules=core_attn)
+    gemms = float(plain.attention_core) - 4 * scores / hbm  # the two score GEMMs, alike with and without dropout
+    assert gemms > 0
+    assert float(drop.attention_core) == pytest.approx(gemms + 9 * scores / hbm, rel=1e-12)
+    assert float(plain.recompute) == pytest.approx(float(plain.attention_core), rel=1e-12)
+    # the dropout's passes and the two dropout masks of the layer's own residual paths (layer_eltwise_bytes)
+    own_f, own_b = (a - b for a, b in zip(compute.layer_eltwise_bytes(_shape(dropout=True)),
+                                          compute.layer_eltwise_bytes(_shape(dropout=False)), strict=True))
+    assert float(drop.forward - plain.forward) == pytest.approx((5 * scores + 2048 * float(own_f)) / hbm, rel=1e-9)
+    assert float(drop.backward - plain.backward) == pytest.approx((10 * scores + 2048 * float(own_b)) / hbm, rel=1e-9)
+
+
 def test_causal_halves_the_core_roughly() -> None:
     """At long sequences the causal core costs about half the unmasked one (s x k GEMMs, k ~ s/2; the key-side
     efficiency factor k/(k + d0) is a little lower): between 0.5 and 0.51 at s = 8192 on the H100 curve."""

@@ -17,6 +17,7 @@ from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
+from scalemodel.specs.workload import MLASpec
 
 # GPT-OSS 120B's layer: h 2880, 64 query heads and 8 KV groups of 64, 128 experts top-4 of width 2880, gated
 GPT_OSS = shape(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880, vocab=201_088,
@@ -40,11 +41,23 @@ def test_rope_bytes_by_hand() -> None:
     f2, _ = compute.eager_rope_bytes(GPT_OSS, micro_batch=4, seq_len=4096, tp=2, cp=2)  # 8192 tokens, half the heads
     assert float(f2) == 10 * 2 * 8192 * 36 * 64
     learned = shape(layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=1000, position_embeddings=2048)
-    mla = shape(layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=1000, kv_lora_rank=512, qk_rope_head_dim=64,
-                head_dim=192)
-    for sh in (learned, mla):
-        f, b = compute.eager_rope_bytes(sh, micro_batch=1, seq_len=128)
-        assert float(f) == 0.0 and float(b) == 0.0
+    f, b = compute.eager_rope_bytes(learned, micro_batch=1, seq_len=128)
+    assert float(f) == 0.0 and float(b) == 0.0
+
+
+def test_mla_rope_bytes_by_hand() -> None:
+    """DeepSeek-V3's MLA at tp 2, b 1, s 4096 (Megatron-LM 7094270c6f multi_latent_attention.py, rope_utils.py):
+    only the decoupled RoPE part rotates, q_pos_emb 128 / 2 = 64 heads x 64 and k_pos_emb one head x 64 (the whole
+    sequence on each TP rank), 65 x 64 = 4160 elements per token. Forward: the de-interleaving cat 2e + the 12e of
+    the plain path = 14e; backward: the plain path's 14e with t's gradients summed by one add (3e) where the plain
+    path's input had two, then the two strided slices' backward (zeros 1e + the half's copy 1e, each) 4e and the
+    input's three gradients summed (two adds) 6e: 2 + 2 + 1 + 2 + 3 + 4 + 1 + 6 = 21e; the fused 2e each way is
+    priced already: 12e and 19e."""
+    mla = shape(layers=61, hidden=7168, heads=128, ffn_hidden=18432, vocab=129_280, kv_lora_rank=512,
+                q_lora_rank=1536, qk_rope_head_dim=64, head_dim=192, v_head_dim=128)
+    f, b = compute.eager_rope_bytes(mla, micro_batch=1, seq_len=4096, tp=2)
+    assert float(f) == 12 * 2 * 4096 * 4160 == 408_944_640
+    assert float(b) == 19 * 2 * 4096 * 4160 == 647_495_680
 
 
 def test_clamp_and_bias_bytes_by_hand() -> None:
@@ -111,6 +124,39 @@ def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped
     assert one(b["backward"] - a["backward"]) == pytest.approx(4 * rope_b + 3 * (clamp_b + bias_b) + again, rel=1e-9)
 
 
+@pytest.mark.parametrize(("recompute", "mods"), [("none", ""), ("selective", "mla_up_proj"),
+                                                 ("selective", "core_attn"), ("full", "")])
+def test_mla_rope_in_the_layer_times(h100, recompute, mods) -> None:  # type: ignore[no-untyped-def]
+    """TINY_MOE with MLA (8 heads, RoPE part 32), b 2 x s 2048, tp 1: (8 + 1) x 32 = 288 rotated elements a token,
+    12 x 2 bytes forward and 19 x 2 backward each, in the 4 layers; the forward repeats in the backward under full
+    recompute and under selective recompute of mla_up_proj (MLA rotates inside the checkpointed up-projection), not
+    under core_attn."""
+    mla = MLASpec(kv_lora_rank=128, q_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+    job = build_job(h100, TINY_MOE.model_copy(update={"mla": mla}), TrainingSpec())
+    layers = np.asarray([4.0])
+    a = layer_compute._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods), layers)
+    b = layer_compute._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods,
+                                                         eager_rope=True), layers)
+    rope_f, rope_b = 12 * 2 * 4096 * 288 / HBM, 19 * 2 * 4096 * 288 / HBM
+    again = rope_f if (recompute == "full" or mods == "mla_up_proj") else 0.0
+    assert one(b["forward"] - a["forward"]) == pytest.approx(4 * rope_f, rel=1e-9)
+    assert one(b["backward"] - a["backward"]) == pytest.approx(4 * (rope_b + again), rel=1e-9)
+
+
+def test_mla_rope_in_the_mtp_block(h100) -> None:  # type: ignore[no-untyped-def]
+    """With one MTP module the last stage runs one more MLA layer (the MTP block), which rotates as the stage's
+    layers do: 4 layers + 1 block with the logits, 4 without; nothing else moves."""
+    mla = MLASpec(kv_lora_rank=128, q_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+    job = build_job(h100, TINY_MOE.model_copy(update={"mla": mla, "mtp_layers": 1}), TrainingSpec())
+    layers = np.asarray([4.0])
+    rope_f, rope_b = 12 * 2 * 4096 * 288 / HBM, 19 * 2 * 4096 * 288 / HBM
+    for last, n in ((True, 5), (False, 4)):
+        a = layer_compute._compute_per_microbatch(job, _grid(job), layers, logits_on_stage=last)
+        b = layer_compute._compute_per_microbatch(job, _grid(job, eager_rope=True), layers, logits_on_stage=last)
+        assert one(b["forward"] - a["forward"]) == pytest.approx(n * rope_f, rel=1e-9)
+        assert one(b["backward"] - a["backward"]) == pytest.approx(n * rope_b, rel=1e-9)
+
+
 @pytest.mark.parametrize(("biases", "dropout", "adds"), [(True, False, 5), (False, False, 0), (False, True, 8)])
 def test_bias_dropout_add_in_the_layer_times(h100, biases, dropout, adds) -> None:  # type: ignore[no-untyped-def]
     """TINY_MOE (4 layers, the first dense), b 2 x s 2048 on one GPU, each extra pass reading 2 and writing 2 bytes of
@@ -160,18 +206,22 @@ def test_unpriced_use_is_a_warning(cli, tmp_path) -> None:  # type: ignore[no-un
 
 
 def test_validation_rules() -> None:
-    """The GPT-OSS rows run RoPE eagerly (YaRN, mscale 1.347); only the 26.04 H100 row runs the experts' clamp and
-    bias eagerly (no TE op fuser); the Qwen3 rows of the same containers run neither."""
+    """The GPT-OSS rows run RoPE eagerly (YaRN, mscale 1.347), and so do NeMo 25.04's DeepSeek-V3 rows (MLA's YaRN
+    RoPE, apply_rope_fusion False); only the 26.04 H100 row runs the experts' clamp and bias eagerly (no TE op
+    fuser); the Qwen3 rows of the same containers run neither, nor the Megatron-Bridge DeepSeek-V3 rows."""
     cases = training_cases()
     vt = script_module("validate_training")
     want = {"mb2604_h100_gpt_oss_120b_bf16": (True, True), "mb2608_gb200_gpt_oss_120b_fp8mx": (True, False),
-            "mb2608_gb300_gpt_oss_120b_fp8mx": (True, False), "mb2604_h100_qwen3_235b_fp8cs": (False, False)}
+            "mb2608_gb300_gpt_oss_120b_fp8mx": (True, False), "mb2604_h100_qwen3_235b_fp8cs": (False, False),
+            "dgxc2505_gb200_dsv3_bf16_128": (True, False), "dgxc2505_h100_dsv3_bf16_512": (True, False),
+            "mb2511_gb200_dsv3_bf16": (False, False)}
     for cid, (rope, experts) in want.items():
         r = vt.predict_new_case(cases[cid])
         assert r.settings["eager_rope"] is rope, cid
         assert r.settings["eager_glu_clamp"] is experts and r.settings["eager_expert_bias"] is experts, cid
-        # GPTOSSBridge: add_bias_linear True, bias_dropout_fusion False; the Qwen3 rows have no linear biases
-        assert r.settings["eager_bias_dropout_add"] is rope, cid
+        # GPTOSSBridge: add_bias_linear True, bias_dropout_fusion False; the Qwen3 and DeepSeek-V3 rows have no
+        # linear biases
+        assert r.settings["eager_bias_dropout_add"] is (rope and "gpt_oss" in cid), cid
 
 
 def test_megatron_no_rope_fusion_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]

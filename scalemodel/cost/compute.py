@@ -828,16 +828,20 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
             u = t this is ep*T*k/E tokens of width f_e/t; shared experts as a dense MLP of width shared*f_e.
-    Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the
-    core's layout copies and, dense, the activation function), forward and backward each as that implementation's
-    code moves them; softmax + attention dropout (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into
-    the core GEMM); the MoE dispatcher's token permutations (:func:`moe_permutation_bytes`; the all-to-all
-    dispatcher's eb*w*(2*T_r*(k+1) + [E/ep > 1]*4*R), R = load*u*T*k/t the rows the exchange brings to this GPU's
-    experts: ``permute`` of the rank's own T_r tokens into T_r k copies before the EP all-to-all and ``unpermute``
-    after it, ``sort_chunks_by_idxs`` of the received rows by local expert and back, token_dispatcher.py
-    NVIDIA/Megatron-LM@d98e8a64dd; ``moe_dispatch`` flex and allgather permute the received rows only) and the
-    experts' activation (2|3)*eb*T*k*f_e/t, w the routed experts' width (h, or LatentMoE's l: the experts' GEMMs
-    T_e x f_e x l, + the replicated h x l projections on the layer's local tokens T_r; docs/model.md#latent-moe).
+    Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the core's
+    layout copies and, dense, the activation function), forward and backward each as that implementation's code moves
+    them; unless ``flash_attention`` (fused into the core GEMM), the softmax 2*eb*b*(a/t)*(s/cp)*s (it reads the scores
+    and writes the probabilities) and, with ``sh.dropout``, the attention dropout (2*eb+1) per score more (read, write,
+    the 1-byte mask): a model trained without dropout runs none (its ``attention_dropout`` is torch.nn.Dropout(0.0), and
+    ATen's dropout returns its input when p = 0: aten/src/ATen/native/Dropout.cpp ``_dropout_impl``, in Transformer
+    Engine's UnfusedDotProductAttention and Megatron's CoreAttention alike; docs/model.md#unfused-softmax); the MoE
+    dispatcher's token permutations (:func:`moe_permutation_bytes`; the all-to-all dispatcher's eb*w*(2*T_r*(k+1) +
+    [E/ep > 1]*4*R), R = load*u*T*k/t the rows the exchange brings to this GPU's experts: ``permute`` of the rank's own
+    T_r tokens into T_r k copies before the EP all-to-all and ``unpermute`` after it, ``sort_chunks_by_idxs`` of the
+    received rows by local expert and back, token_dispatcher.py NVIDIA/Megatron-LM@d98e8a64dd; ``moe_dispatch`` flex and
+    allgather permute the received rows only) and the experts' activation (2|3)*eb*T*k*f_e/t, w the routed experts'
+    width (h, or LatentMoE's l: the experts' GEMMs T_e x f_e x l, + the replicated h x l projections on the layer's
+    local tokens T_r; docs/model.md#latent-moe).
     Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the experts' activation
     bytes + 1 x the permutations' (a gather's gradient is the scatter of the same rows) (+ 0.5 x the flash core).
     Communication is not included. ``forward_flops`` (this GPU's: the router on T_r) keeps the full (unmasked) s^2
@@ -920,7 +924,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     fused_bwd = att * fused_bwd
     core_flops = att * 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys
-    core_mem = att * np.where(flash, 0.0, (4 * eb + 1) * scores)
+    # softmax (read the scores, write the probabilities) + attention dropout where the model has it (read, write, mask)
+    drop = np.where(np.asarray(sh.dropout, dtype=bool), 2 * eb + 1, 0.0)
+    core_mem = att * np.where(flash, 0.0, (2 * eb + drop) * scores)
 
     attention_forward = gemm + core_gemm  # the attention block's weight GEMMs and core (0 without one)
     part = "layer" if attention and mlp else ("attention" if attention else "mlp")
@@ -2281,7 +2287,7 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU per micro-batch when RoPE runs as Megatron-Core's eager
     ATen kernels instead of the fused kernel :func:`layer_eltwise_bytes` prices (megatron_te: fwd 2e (Q + K), bwd
-    2e (Q + K)); 0 for multi-head latent attention (its rotary path is another function) and models without RoPE.
+    2e (Q + K)); multi-head latent attention rotates only its decoupled RoPE part (below); 0 without RoPE.
 
     Source: Megatron-Core ``apply_rotary_pos_emb`` (megatron/core/models/common/embeddings/rope_utils.py at
     NVIDIA/Megatron-LM 2d1fa8d372 and 24bad8e677, the Megatron-LM of Megatron-Bridge 26.04 and 26.08) takes the
@@ -2303,13 +2309,24 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                   (ATen TensorIndexing.h applySlice returns self for a full slice: no node)             = 14e
 
     minus the fused kernel's 2e each way: forward 10e E, backward 12e E per token (T = b s / cp tokens). Not counted:
-    cos and sin of the [s, 1, 1, d] frequencies (1/(b (a + g)) of the tensors' bytes)."""
+    cos and sin of the [s, 1, 1, d] frequencies (1/(b (a + g)) of the tensors' bytes).
+
+    Multi-head latent attention (NVIDIA/Megatron-LM@7094270c6f, the Megatron-LM of NeMo 25.04's DeepSeek-V3
+    recipe): multi_latent_attention.py L475-487 rotates q_pos_emb [s, b, a / t, r] and k_pos_emb [s, b, 1, r]
+    (one head, the whole sequence on every TP rank: gather_from_sequence_parallel_region), r = qk_rope_head_dim, so
+    E = (a / t + 1) r per token; rope_utils.py L112-115 ``multi_latent_attention`` first de-interleaves t
+    (``torch.cat((t[..., 0::2], t[..., 1::2]))``: 2e forward; backward two strided SliceBackward0, zeros of t's size
+    then the half's copy, 2e each, and their sum 3e: 7e), and t's gradients are then two (product, rotate_half: one
+    add, 3e) before the three at the input (6e), as above: forward 14e, backward 21e, minus the fused 2e each way:
+    12e E and 19e E."""
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
     e = _pos("elem_bytes", elem_bytes)
-    rotated = (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp)
-    on = np.where((np.asarray(sh.position_embeddings, dtype=float) == 0) & ~np.asarray(sh.mla, dtype=bool), 1.0, 0.0)
-    return on * 10.0 * e * rotated * T, on * 12.0 * e * rotated * T
+    mla = np.asarray(sh.mla, dtype=bool)
+    rotated = np.where(mla, (sh.heads / _pos("tp", tp) + 1.0) * sh.qk_rope_head_dim,
+                       (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp))
+    on = np.where(np.asarray(sh.position_embeddings, dtype=float) == 0, 1.0, 0.0)
+    return on * np.where(mla, 12.0, 10.0) * e * rotated * T, on * np.where(mla, 19.0, 12.0) * e * rotated * T
 
 
 def _routed_rows(sh: Shape, T: ArrayLike, tp: ArrayLike, ep: ArrayLike, etp: ArrayLike | None) -> np.ndarray:

@@ -1793,11 +1793,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_flex_backend",
                     f" = {backend} is not priced: moe_flex_dispatcher is off (the "
                     "expert-parallel tokens move with NCCL's all-to-all)")
-    if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
-                                                        and not mla):
-        _warn_field("strategy.eager_rope",
-                    " is not priced: it needs rotary position embeddings outside multi-head "
-                    "latent attention")
+    if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0):
+        _warn_field("strategy.eager_rope", " is not priced: it needs rotary position embeddings")
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),
                              ("eager_bias_dropout_add", job.is_transformer

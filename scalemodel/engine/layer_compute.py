@@ -506,7 +506,8 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     call, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a
     module run again in the same step reuses TE's cached FP8 weight), flash-attn's unpad copies
     (:func:`_with_attention_unpad`), the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`), their
-    per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`). Forward
+    per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`), Megatron-Core's
+    eager layer ops (:func:`_with_eager_layer_ops`, the block's kind alone). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
     :func:`_compute_per_microbatch` repeats them for the layers)."""
     share = 1.0 if moe_block else 0.0
@@ -520,6 +521,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         if not moe_block:  # selective mlp repeats a dense block's MLP casts
             rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
+    fwd, bwd, rec = _with_eager_layer_ops(job, g, fwd, bwd, rec, moe_share=share)
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
@@ -779,8 +781,8 @@ def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l
                     moe_block: Any = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-layer (forward, backward, recompute) with a term's forward seconds ``f_t`` and backward seconds ``b_t``:
     the forward's join the forward, the backward's the backward, and full recompute repeats the forward's;
-    ``moe_block`` (a bool mask): the term is the MoE block's own, which selective recompute of moe repeats too
-    (:func:`moe_block_recomputed`)."""
+    ``moe_block`` (a bool mask): where selective recompute repeats the term too (the MoE block's own under
+    recompute of moe, :func:`moe_block_recomputed`; MLA's RoPE under mla_up_proj)."""
     again = (g.recompute == Recompute.FULL) | np.asarray(moe_block, dtype=bool)
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(again, f_t, 0.0)
 
@@ -876,7 +878,8 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                           moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-layer forward, backward and recompute seconds with the eager ATen kernels of Megatron-Core's unfused paths
     (docs/model.md#eager-layer-ops), at the HBM roofline: strategy ``eager_rope`` in every layer
-    (:func:`scalemodel.cost.compute.eager_rope_bytes`); ``eager_bias_dropout_add`` in every layer, the attention
+    (:func:`scalemodel.cost.compute.eager_rope_bytes`; selective recompute of mla_up_proj repeats MLA's, which runs
+    inside the checkpointed up-projection); ``eager_bias_dropout_add`` in every layer, the attention
     output's bias and a dense MLP's (:func:`~scalemodel.cost.compute.eager_bias_dropout_add_bytes`);
     ``eager_glu_clamp`` and ``eager_expert_bias`` in the MoE
     layers (``moe_share``, default moe_layers / layers; :func:`~scalemodel.cost.compute.eager_glu_clamp_bytes`,
@@ -894,7 +897,9 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
     r_f, r_b = compute.eager_rope_bytes(sh, **kw)
     f_t = np.where(rope, _hbm_seconds(job, r_f), 0.0)
     b_t = np.where(rope, _hbm_seconds(job, r_b), 0.0)
-    fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+    # MLA rotates inside qkv_up_proj_and_rope_apply, which selective recompute of mla_up_proj repeats
+    up_proj = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mla_up_proj
+    fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, up_proj)
     if np.any(bda):  # the unfused bias-dropout-add: the attention output's bias and a dense MLP's, per mean layer
         L = float(sh.layers)
         if sh.hybrid is not None:  # one block per layer: attention and MLP blocks hand the add a bias

@@ -537,7 +537,8 @@ class StrategySpec(Spec, kw_only=True):
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
         "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
         "off (--no-rope-fusion) or a YaRN concentration factor other than 1 (GPT-OSS); 10e + 12e bytes more per "
-        "rotated Q/K element, forward + backward; docs/model.md#eager-layer-ops"
+        "rotated Q/K element, forward + backward (multi-head latent attention: its RoPE part only, 12e + 19e, "
+        "de-interleaved first; NeMo 25.04's DeepSeek-V3); docs/model.md#eager-layer-ops"
     ))] = False
     eager_glu_clamp: Annotated[bool, Meta(description=(
         "the routed experts' gated activation is clamped by ATen kernels outside the fused activation (Megatron-Core "
