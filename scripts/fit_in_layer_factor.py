@@ -4,8 +4,8 @@ scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (micr
 factor: IN_LAYER_GEMM_FACTOR = 0.901, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
 layer timing of that family exists (scalemodel.cost.compute.IN_LAYER_GEMM_FACTORS: Hopper from the Transformer
 Engine guide's H100 rows, BF16 and FP8, each fused core on its kernel's fitted curve; Blackwell borrows Hopper's
-as they are, its cores priced on its own fitted cuDNN curve, and carries over Hopper's FP8 relation to the FP8 / BF16
-kernel ratio Transformer Engine measured: blackwell_fp8_factor). This script re-derives them and computes the
+BF16 one as it is, its cores priced on its own fitted cuDNN curve, and carries over Hopper's FP8 relation to the
+FP8 / BF16 kernel ratio Transformer Engine measured: blackwell_fp8_factor). This script re-derives them and computes the
 factor each other source implies:
 
 1. The model time of every point is scalemodel's own layer pricing, as engine/layer_compute.py prices a layer:

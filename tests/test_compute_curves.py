@@ -566,3 +566,15 @@ def test_b200_memory_fraction_from_cccl_elementwise_kernels() -> None:
         ce = load_accelerator(name, overrides=[]).compute_efficiency
         assert ce is not None and ce.memory == pytest.approx(round(float(want), 2), abs=1e-9), name
     assert {fit.MEMORY_DONORS[n] for n in ("gb200", "b300")} == {"b200"}
+
+
+def test_blackwell_memory_labels_name_b200s_cccl_fit() -> None:
+    """Every Blackwell part prices memory-bound work on b200's CCCL-7391 fraction (b200 its own fit, gb200 and b300
+    through MEMORY_DONORS, gb300 borrowing gb200 whole; review22a): each YAML's 16-bit source names CCCL-7391, and
+    h200-sxm's BabelStream 0.849, which they borrowed before bw22, only as what came before (the word 'before' within
+    40 characters of every mention)."""
+    for name in ("b200", "b300", "gb200", "gb300"):
+        src = load_accelerator(name, overrides=[]).compute_efficiency.source  # type: ignore[union-attr]
+        assert "CCCL-7391" in src, name
+        for m in re.finditer("h200-sxm", src):
+            assert "before" in src[max(0, m.start() - 40):m.end() + 40], (name, src[m.start() - 60:m.end() + 60])

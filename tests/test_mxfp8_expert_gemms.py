@@ -221,3 +221,41 @@ def test_an_mxfp8_moe_run_is_slower_by_its_expert_gemms(monkeypatch: pytest.Monk
     without = layer_compute._compute_per_microbatch(job, g, layers)
     assert float(with_r["forward"].ravel()[0]) > float(without["forward"].ravel()[0])
     assert float(with_r["backward"].ravel()[0]) > float(without["backward"].ravel()[0])
+
+
+def test_expert_shape_note_prices_by_hand() -> None:
+    """docs/model.md, 'MXFP8 GEMM rate at expert shapes' (review22a: its MXFP8 prices had stayed at the fp8 levels
+    before gbfp8_21's FP8 / BF16 bound, 6.905 ms and 1.345 ms, and bw22 scaled the stale 1.345 to 1.488). By hand,
+    2 m n k / (peak x gemm_max x prod d / (d + d0)), every GEMM compute-bound, the curve symmetric in (m, n, k) so
+    dgrad and wgrad price as fprop: (1) Transformer Engine's 12 GEMMs of a 5B layer (M 15872, h 4096, f 16384) on
+    b300's isolated curves (catalog / 0.855, 175; catalog / 0.846 x the MXFP8 rate 0.951, 366): 13.005 ms BF16,
+    7.108 ms MXFP8, against the measured 12.758 / 7.161 (+1.9 %, -0.7 %), MXFP8 / BF16 1.83 priced, 1.78 measured;
+    (2) Qwen3-30B's six expert GEMMs a layer pass on GB200 (m 16384 rows per expert, 8 local experts, FC1 n 1536 k
+    2048, FC2 n 2048 k 768) on the in-layer curves: 3.380 ms BF16, 1.764 ms MXFP8, 1.92x (with Hopper's 0.936
+    before bw22: 1.595 ms, 2.12x, the 1.916 / 2.12 'curves' of the layer test above)."""
+    b300 = {"bf16_peak": 2250e12, "fp8_peak": 4500e12, "gm16": 0.599, "d16": 175.0, "gm8": 0.612, "d8": 366.0}
+    ce = build_specs(cluster="dgx-b300", model="gpt-7.5b", sets=[], training={}, strategy={})[0].accelerator
+    assert (ce.compute_efficiency.gemm("bf16"), ce.compute_efficiency.gemm("fp8")) == (  # b300.yaml, as printed
+        (b300["gm16"], b300["d16"]), (b300["gm8"], b300["d8"]))
+
+    def ms(gemms: Any, peak: float, gmax: float, d0: float, count: float = 1.0) -> float:
+        return 1e3 * 3 * count * sum(2 * m * n * k / (peak * gmax * m / (m + d0) * n / (n + d0) * k / (k + d0))
+                                     for m, n, k in gemms)
+    te = ((15872, 12288, 4096), (15872, 4096, 4096), (15872, 16384, 4096), (15872, 4096, 16384))
+    bf16 = ms(te, b300["bf16_peak"], b300["gm16"] / F16, b300["d16"])
+    mx = ms(te, b300["fp8_peak"], b300["gm8"] / F8 * 0.951, b300["d8"])
+    assert (bf16, mx) == (pytest.approx(13.005, abs=0.001), pytest.approx(7.108, abs=0.001))
+    assert (bf16 / 12.758 - 1, mx / 7.161 - 1) == (pytest.approx(0.019, abs=5e-4), pytest.approx(-0.007, abs=5e-4))
+    assert (round(bf16 / mx, 2), round(12.758 / 7.161, 2)) == (1.83, 1.78)
+    qwen = ((16384, 1536, 2048), (16384, 2048, 768))
+    q16 = ms(qwen, GB200["bf16_peak"], GB200["gm16"], GB200["d16"], 8)
+    q8 = ms(qwen, GB200["fp8_peak"], GB200["gm8"] * 0.951, GB200["d8"], 8)
+    assert (q16, q8, q16 / q8) == (pytest.approx(3.380, abs=0.001), pytest.approx(1.764, abs=0.001),
+                                   pytest.approx(1.92, abs=0.005))
+    q8_hopper = ms(qwen, GB200["fp8_peak"], GB200["gm8"] / F8 * 0.936 * 0.951, GB200["d8"], 8)
+    assert (q8_hopper, q16 / q8_hopper) == (pytest.approx(1.595, abs=0.001), pytest.approx(2.12, abs=0.005))
+    doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
+    note = doc.split("MXFP8 GEMM rate at expert shapes", 1)[1][:1500]
+    for text in ("13.005 ms BF16 and 7.108 ms MXFP8", "+1.9 % and -0.7 %", "1.83 priced against 1.78 measured",
+                 "3.380 ms BF16 and 1.764 ms MXFP8 a layer pass, 1.92x", "1.595 ms, 2.12x"):
+        assert text in note, text

@@ -200,7 +200,7 @@ HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.852, "fp8"
 #: measured on either generation (TE 1.905 / 1.923, OpenXLA's sm_100 table 1.95, MAMF 1.90-1.98). What is carried
 #: over instead is Hopper's measured relation: Blackwell's in-layer ratio at those GEMMs = Hopper's in-layer ratio x
 #: the two generations' kernel ratios, 1.884 x 1.923 / 1.905 = 1.902, i.e. the fp8 factor = the BF16 factor 0.855 x
-#: 1.902 / the bounded isolated ratio 1.924 = 0.846 (scripts/fit_in_layer_factor.py blackwell_fp8_factor;
+#: 1.902 / the bounded isolated ratio 1.923 = 0.846 (scripts/fit_in_layer_factor.py blackwell_fp8_factor;
 #: tests/test_layer_timing.py re-derives it by hand). From microbenchmarks and datasheets only, never the training rows.
 BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR = 0.846
 BLACKWELL_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": HOPPER_IN_LAYER_GEMM_FACTOR["16bit"],
