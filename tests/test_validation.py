@@ -1621,6 +1621,22 @@ def test_tao25_h100_rows_are_the_95_gib_part() -> None:
 
 
 @needs_new_cases
+def test_readme_lists_the_tao25_rows_the_validator_lists() -> None:
+    """review22b: README's 'Not expressible or not comparable' table gives tao25 as many rows as the validator lists
+    (tao22 listed the three H100 96GB rows beside the five power-capped B200 ones), and no longer counts the H100
+    row-wise row among the priced ones or the H100 rows among the model's misses."""
+    mod = load_script()
+    listed = [c["id"] for c in load_yaml(NEW_CASES)
+              if c["id"].startswith("tao25_") and isinstance(mod.predict_new_case(c), mod.NotExpressed)]
+    assert len(listed) == 8 and sum(i.startswith("tao25_h100_") for i in listed) == 3
+    readme = (ROOT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| tao25 x"))
+    assert int(re.match(r"\| tao25 x(\d+)", row).group(1)) == len(listed)  # type: ignore[union-attr]
+    assert "H100 96GB" in row and "rowwise rows on H100" not in row
+    assert "**torchao's 8 x H100 rows**" not in readme  # listed, so not a miss of the model
+
+
+@needs_new_cases
 def test_nemotron_3_5_lightning_is_the_nano_shape_with_a_shared_mtp_module() -> None:
     """mb2608_gb200_nemotron3_5_lightning_fp8mx: its 26.08 preset builds the Nano recipe's HybridModelProvider and adds
     mtp_num_layers 2, mtp_hybrid_override_pattern "*E", mtp_use_repeated_layer (Megatron-Bridge 4ab94dfad
