@@ -1596,13 +1596,13 @@ def test_tao25_b200_rows_are_the_whole_table() -> None:
 
 @needs_new_cases
 def test_tao25_h100_rows_are_the_95_gib_part() -> None:
-    """tao22: the launch script's own run (pytorch/ao#1802, same author and script as the table at 8c81863ba) logs
-    'memory: 47.79GiB(50.30%)' and at step 1 'memory: 40.25GiB(42.37%)' (typed from the PR). torchtitan's percentage is
-    the reserved peak over the device's total_memory (0da8901b1 components/metrics.py), so the device holds
-    47.79 / 0.5030 GiB, about 95.0 GiB, 20 % above an H100 SXM 80GB's allocatable total
+    """tao22: the launch script's own run (pytorch/ao#1802, same author and script as the table at 8c81863ba; another
+    run, see the next test) logs 'memory: 47.79GiB(50.30%)' and at step 1 'memory: 40.25GiB(42.37%)' (typed from the
+    PR). torchtitan's percentage is the reserved peak over the device's total_memory (tools/metrics.py at 31007c3c), so
+    that run's device holds 47.79 / 0.5030 GiB, about 95.0 GiB, 20 % above an H100 SXM 80GB's allocatable total
     (hardware/accelerators/h100-sxm.yaml source: 85045477376 B): titan24's H100 96GB, which the catalog lacks. The
-    table's rowwise peak memory is the log's figure; the three H100 rows are listed as hardware missing, each with the
-    catalog's reason for that part."""
+    table's rowwise peak memory is the log's figure (the same configuration); the three H100 rows are listed as hardware
+    missing, each with the catalog's reason for that part."""
     mod = load_script()
     gib = 1024 ** 3
     device = 47.79 / 0.5030 * gib
@@ -1618,6 +1618,39 @@ def test_tao25_h100_rows_are_the_95_gib_part() -> None:
         assert mod.accelerator_variant(c["hardware"]["gpu"]) == "H100 96GB"
         assert "hardware missing" in mod.predict_new_case(c).reason
         assert any(w.startswith("hardware missing") and "its peak is not published" in w for w in mod.case_limits(c))
+
+
+@needs_new_cases
+def test_tao25_h100_device_is_inferred_from_another_run() -> None:
+    """review22b: pytorch/ao#1802's log (2025-02-28, STEPS=50, the table's author on his host) is not the table's run
+    (8c81863ba, 2025-03-12, 'Steps 100', median over steps 10-100). torchtitan's peak is the allocator's reserved bytes,
+    which do not depend on the device's capacity, so the equal 47.79 GiB shows the same configuration, not the same
+    device: the table's device is inferred (same author, script and recipe 12 days apart), and the rows say so. The
+    log's percentage is read with the torchtitan of its day (torchtitan/tools/metrics.py ``_to_pct`` = 100 memory /
+    total_memory at 31007c3c, the last main commit before the log; the same at 0da8901b1's components/metrics.py). The
+    host's power limit is printed nowhere, so the gpu field states none."""
+    rows = [c for c in load_yaml(NEW_CASES) if c["id"].startswith("tao25_h100_")]
+    assert len(rows) == 3
+    for c in rows:
+        note, gpu = c["hardware"]["note"], c["hardware"]["gpu"]
+        assert "not the table's run" in note and "inferred" in note and "31007c3c" in note, c["id"]
+        assert "500 W" not in gpu and "power limit not printed" in gpu, c["id"]
+
+
+@needs_new_cases
+def test_readme_lists_the_tao25_rows_the_validator_lists() -> None:
+    """review22b: README's 'Not expressible or not comparable' table gives tao25 as many rows as the validator lists
+    (tao22 listed the three H100 96GB rows beside the five power-capped B200 ones), and no longer counts the H100
+    row-wise row among the priced ones or the H100 rows among the model's misses."""
+    mod = load_script()
+    listed = [c["id"] for c in load_yaml(NEW_CASES)
+              if c["id"].startswith("tao25_") and isinstance(mod.predict_new_case(c), mod.NotExpressed)]
+    assert len(listed) == 8 and sum(i.startswith("tao25_h100_") for i in listed) == 3
+    readme = (ROOT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| tao25 x"))
+    assert int(re.match(r"\| tao25 x(\d+)", row).group(1)) == len(listed)  # type: ignore[union-attr]
+    assert "H100 96GB" in row and "rowwise rows on H100" not in row
+    assert "**torchao's 8 x H100 rows**" not in readme  # listed, so not a miss of the model
 
 
 @needs_new_cases
