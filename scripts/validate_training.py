@@ -22,7 +22,8 @@ Two case files (issue 5 and issue 13):
     - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 -> dgx-b300, B200 -> dgx-b200,
       H200 -> hgx-h200,
       H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
-      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod (one slice), AMD MI300X -> mi300x-8.
+      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod, TPU v6e -> tpu-v6e-pod (one slice),
+      AMD MI300X -> mi300x-8.
       An accelerator the
       catalog does not hold (H100 96GB HBM2e at 500 W; MI325X, MI355X) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
@@ -186,7 +187,8 @@ Two case files (issue 5 and issue 13):
   (:data:`LAUNCH_BLOCKING_ENV`: CUDA_LAUNCH_BLOCKING on NVIDIA, HIP_LAUNCH_BLOCKING / AMD_SERIALIZE_KERNEL on AMD).
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
-  Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host), an
+  Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host, MaxText's
+  host offload of sub-layer tensors), an
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
@@ -436,8 +438,8 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
-    "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "MI300X": "mi300x-8", "MI325X": "mi325x-8",
-    "MI355X": "mi355x-8"}
+    "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "TPU v6e": "tpu-v6e-pod", "MI300X": "mi300x-8",
+    "MI325X": "mi325x-8", "MI355X": "mi355x-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published",
@@ -501,7 +503,7 @@ def accelerator_variant(gpu: str) -> str:
         return "B200 power-limited"
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
-                       ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"),
+                       ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"), ("TPU V6E", "TPU v6e"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
             return label
@@ -1446,7 +1448,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),
                        "shared_experts": moe.get("shared_experts", 0), "first_dense": moe.get("first_dense", 0),
-                       "latent_size": moe.get("latent_size")}
+                       "every": moe.get("every", 1), "latent_size": moe.get("latent_size")}
     if m.get("hybrid_pattern"):
         spec["hybrid"] = {"pattern": m["hybrid_pattern"], "mamba": dict(m.get("mamba") or {}),
                           "mtp_pattern": m.get("mtp_pattern")}
@@ -1541,6 +1543,11 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
     ("offload_optimizer_states", "optimizer states offloaded to host between steps"),
     ("moe_paged_stash_buffer_size_factor_cpu", "paged-stash host buffer (routed experts' saved activations partly in "
      "host memory); the model prices whole-layer offload only"),
+    # MaxText: remat_policy custom with tensors set to 'offload', or qkv_proj_offloaded (jax
+    # save_and_offload_only_these_names with offload_dst pinned_host; MaxText/layers/models.py at tpu-recipes-v0.1.2,
+    # src/MaxText/layers/decoders.py at 92e59fdf5)
+    ("maxtext_host_offload", "MaxText remat offload of sub-layer tensors (decoder-layer input, q/k/v/out projections) "
+     "to pinned host memory; the model prices whole-layer offload only"),
 )
 #: Training precisions the model does not price (precision text marker -> why). NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
@@ -1747,6 +1754,9 @@ RECIPE_ETP: dict[str, int] = {
     # passed as --expert_tensor_parallel_size 1 (the README's layout tables: ETP 1)
     **{i: 1 for i in ("dgxc2505_gb200_dsv3_bf16_128", "dgxc2505_gb200_dsv3_bf16_256", "dgxc2505_gb200_dsv3_bf16_512",
                       "dgxc2505_h100_dsv3_bf16_512", "dgxc2505_h100_dsv3_bf16_1024")},
+    # dgxc2505 Llama 4 Maverick (v25.05 to v25.05.05): llama4/launch.sh ETP=${ETP:-1} on gb200, ${ETP:-4} on h100
+    "dgxc2505_gb200_llama4_maverick_bf16_128": 1, "dgxc2505_gb200_llama4_maverick_fp8_128": 1,
+    "dgxc2505_h100_llama4_maverick_bf16_512": 4, "dgxc2505_h100_llama4_maverick_fp8_512": 4,
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
@@ -1811,8 +1821,14 @@ DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16"
 #: True`` -> override_recipe_configs appends ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above).
 DGXC2505_DSV3 = frozenset({f"dgxc2505_gb200_dsv3_bf16_{g}" for g in (128, 256, 512)}
                           | {f"dgxc2505_h100_dsv3_bf16_{g}" for g in (512, 1024)})
+#: dgxc2505's Llama 4 Maverick rows (data22): NeMo@7a8f1cc7bc recipes/llama4_e128.py pretrain_performance_optimizations
+#: (pretrain_recipe(performance_mode=True), called by scripts/performance/llm/pretrain_llama4_e128.py) appends
+#: ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above); llama.py Llama4Config keeps
+#: ``moe_shared_expert_overlap`` True; the perf script sets ``moe_permute_fusion = True``.
+DGXC2505_LLAMA4 = frozenset({f"dgxc2505_gb200_llama4_maverick_{p}_128" for p in ("bf16", "fp8")}
+                            | {f"dgxc2505_h100_llama4_maverick_{p}_512" for p in ("bf16", "fp8")})
 RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
-                                         **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3}}
+                                         **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3 | DGXC2505_LLAMA4}}
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -1947,7 +1963,7 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py DeepSeekConfig
 #: ``moe_shared_expert_overlap: bool = True`` with ``moe_token_dispatcher_type: str = "alltoall"``, which neither
 #: pretrain_deepseek_v3.py nor set_primary_perf_configs changes.
-RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"}) | DGXC2505_DSV3
+RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"}) | DGXC2505_DSV3 | DGXC2505_LLAMA4
 
 #: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml ARGS): moe_token_dispatcher_type flex
 #: with moe_flex_dispatcher_backend deepep (qwen3_235b/b200, deepseek_v3/b200 and h100/fp8; deepseek_v3/h100/bf16 with
@@ -2251,7 +2267,7 @@ RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nem
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
 #: Rows of other sources whose recipe sets the fusion on: dgxc2505 DeepSeek-V3 (NeMo@7a8f1cc7bc
 #: scripts/performance/llm/pretrain_deepseek_v3.py override_recipe_configs ``moe_permute_fusion = True``).
-RECIPE_MOE_PERMUTE_FUSION_TRUE = DGXC2505_DSV3
+RECIPE_MOE_PERMUTE_FUSION_TRUE = DGXC2505_DSV3 | DGXC2505_LLAMA4
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
