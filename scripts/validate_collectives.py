@@ -150,9 +150,10 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 
 #: nccl-tests operation -> (the cost layer's op, busbw / algbw factor numerator: busbw = algbw x f (p-1)/p)
-#: (nccl-tests doc/PERFORMANCE.md: all_reduce 2(n-1)/n, reduce_scatter and all_gather (n-1)/n).
+#: (nccl-tests doc/PERFORMANCE.md: all_reduce 2(n-1)/n, reduce_scatter, all_gather and alltoall (n-1)/n; alltoall's
+#: size is the total each rank sends, nccl-tests src/alltoall.cu, the cost layer's all-to-all size).
 COMPARED_OPS = {"all_reduce": ("allreduce", 2.0), "reduce_scatter": ("reducescatter", 1.0),
-                "all_gather": ("allgather", 1.0)}
+                "all_gather": ("allgather", 1.0), "alltoall": ("alltoall", 1.0)}
 
 
 def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, str, str]]:
@@ -217,6 +218,7 @@ FAMILIES = (("az_ndh100v5", "NVLS 8x H100"), ("az_ndh200v5", "NVLS 8x H200"), ("
             ("tcp_nccl209_gcp_32gbe_4x8", "TCP 4x8 GCP ring"), ("tcp_nt83", "TCP 2x4 Azure ring"),
             ("tcp_nccl209_gcp_32gbe_2x8", "TCP 2x8 GCP tree (out)"), ("nccl1047_h100_reducescatter", "H100 RS ring"),
             ("p5efa_allreduce", "p5 EFA all-reduce"), ("p5efa_allgather", "p5 EFA all-gather"),
+            ("p5efa_alltoall", "p5 EFA all-to-all"),
             ("a3tcpx_allgather", "A3 TCPX all-gather"))
 
 
