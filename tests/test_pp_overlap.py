@@ -192,3 +192,24 @@ def test_physics_of_the_hidden_sends(p: int, v: int, groups: int, f: float, b: f
     assert out["hidden_bwd"][0] <= comp["backward"][0] * (1 + 1e-12) + 1e-12
     assert 0.0 <= out["pp"][0] <= mp["pp"][0]
     assert (m + (p - 1) / v) * out["pp"][0] >= 2 * (p * v - 1) * c * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("p", "v", "m"), CASES)
+@pytest.mark.parametrize("wait", [True, False])
+def test_combined_1f1b_hides_no_send(p: int, v: int, m: int, wait: bool) -> None:
+    """With the EP overlap (strategy moe_a2a_overlap, Megatron-Core overlap_moe_expert_parallel_comm) each steady
+    iteration runs the combined 1F1B (schedules.py at d98e8a64dd lines 1485-1510 into
+    model_chunk_schedule_plan.py ``TransformerModelChunkSchedulePlan.run``, lines 535-607, the same order at
+    0d8e0714cd, core_v0.16.0, 2d1fa8d372 and 9c5258f109): both receives are waited before the merged forward and
+    backward, both exchanges posted after them, so no compute lies between a transfer's post and its wait. The
+    simulation (tests/p2p_schedule_sim.py, ``combined``) exposes all but 3 of the engine's (m + (p - 1)/v) 2 v
+    transfers at p > 2 whatever the send wait (all but m - 1 at p 2, at most 1 / (2 v) of them); the engine hides
+    none (it hid the steady sends under the chunks before, below the simulation)."""
+    f, b = 1.0, 2.0
+    base = simulate(p, v, m, f, b, 0.0, overlap=True, combined=True)[0]
+    assert base == pytest.approx(m * v * (f + b) + (p - 1) * (f + b))
+    for c in (0.1, 0.5, 1.5):
+        sim = simulate(p, v, m, f, b, c, overlap=True, send_wait_at_once=wait, combined=True)[0] - base
+        engine = _engine_exposed(p, v, m, f, b, c, overlap_p2p_send_wait=wait, moe_a2a_overlap=True,
+                                 ep=2)
+        assert sim <= engine <= sim + (3 if p > 2 else m - 1) * c * (1 + 1e-9)

@@ -422,9 +422,17 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
 
     Never more hidden than a chunk's compute not already hiding TP/CP/EP traffic; the hidden time joins
     ``hidden_fwd`` / ``hidden_bwd`` (no compute hides two collectives; contention as other hidden traffic). On
-    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline``."""
+    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline``.
+
+    Nothing hides beside the EP overlap (``moe_a2a_overlap`` with ep > 1, Megatron-Core's
+    overlap_moe_expert_parallel_comm): each steady iteration is then the combined 1F1B (d98e8a64dd schedules.py
+    lines 1485-1510, models/common/model_chunk_schedule_plan.py ``TransformerModelChunkSchedulePlan.run`` lines
+    535-607; the same order at 0d8e0714cd, core_v0.16.0, 2d1fa8d372 and 9c5258f109), which waits both receives
+    before the merged forward and backward and posts both exchanges after them: no compute lies between a
+    transfer's post and its wait (the simulation exposes all but 3 transfers a step; review22c)."""
+    combined = np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1)
     on = (np.asarray(g.overlap_p2p_comm, dtype=bool) & (g.pp > 1) & (g.schedule == ScheduleKind.INTERLEAVED)
-          & ~np.asarray(g.deepspeed_pipeline, dtype=bool))
+          & ~np.asarray(g.deepspeed_pipeline, dtype=bool) & ~combined)
     if not np.any(on):
         return mp
     m = np.asarray(microbatches(g), dtype=float)
