@@ -84,6 +84,26 @@ def test_one_f_one_b_is_unchanged_and_warned(a100, cli) -> None:  # type: ignore
     assert "strategy.overlap_p2p_comm" in res.err and "not priced" in res.err
 
 
+@pytest.mark.parametrize("sets", [[], ["strategy.overlap_p2p_comm=true", "strategy.schedule=1f1b"],
+                                  ["strategy.overlap_p2p_comm=true", "strategy.moe_a2a_overlap=true",
+                                   "strategy.ep=8"]])
+def test_send_wait_without_priced_overlap_is_warned(cli, sets: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """overlap_p2p_send_wait false only says which of overlap_p2p_comm's steady sends hide: without the overlap, where
+    it is not priced, or beside the EP overlap's combined 1F1B (which hides none) it changes nothing, said so."""
+    model = ["-m", "mixtral-8x7b"] if "strategy.ep=8" in sets else ["-m", "gpt3-175b"]
+    args = ["predict", *model, "-n", "1024", "--tp", "8", "--pp", "8", "--global-batch", "512",
+            "--set", "strategy.schedule=interleaved:2", "--set", "strategy.overlap_p2p_send_wait=false"]
+    for s in sets:
+        args += ["--set", s]
+    res = cli(*args, "--json")
+    assert res.code == 0, res.err
+    assert "strategy.overlap_p2p_send_wait" in res.err and "not priced" in res.err
+    if not sets:  # priced: no word
+        res = cli(*args, "--set", "strategy.overlap_p2p_comm=true", "--json")
+        assert res.code == 0, res.err
+        assert "overlap_p2p_send_wait" not in res.err
+
+
 def test_megatron_reader_default_and_switches(tmp_path: Path) -> None:
     from scalemodel.specs.frameworks import read_strategy_file
 
