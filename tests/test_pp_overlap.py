@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given
@@ -102,6 +103,17 @@ def test_send_wait_without_priced_overlap_is_warned(cli, sets: list[str]) -> Non
         res = cli(*args, "--set", "strategy.overlap_p2p_comm=true", "--json")
         assert res.code == 0, res.err
         assert "overlap_p2p_send_wait" not in res.err
+
+
+def test_field_descriptions_say_what_hides() -> None:
+    """The schema text a user reads: overlap_p2p_comm names the send wait that keeps the activation sends exposed
+    and the combined 1F1B that hides none; overlap_p2p_send_wait says no Megatron flag sets it."""
+    from scalemodel.specs import StrategySpec
+
+    info = msgspec.json.schema(StrategySpec)["$defs"]["StrategySpec"]["properties"]
+    comm, wait = info["overlap_p2p_comm"]["description"], info["overlap_p2p_send_wait"]["description"]
+    assert "overlap_p2p_send_wait" in comm and "moe_a2a_overlap" in comm
+    assert "No Megatron flag" in wait
 
 
 def test_megatron_reader_default_and_switches(tmp_path: Path) -> None:
