@@ -68,7 +68,12 @@ def _chunk_table(p: int, v: int, m: int) -> list[tuple[int, int]]:
 
 def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = False,
              combined: bool = False) -> list[_Program]:
-    """Every rank's sequence of ("F"/"B", (micro-batch, stage)), ("post", [_End]) and ("wait", [_End]) operations."""
+    """Every rank's sequence of ("F"/"B", (micro-batch, stage)), ("post", [_End]) and ("wait", [_End]) operations.
+    Only for the m that Megatron-Core runs: at least p micro-batches and a last group of 0 or at least p
+    (d98e8a64dd lines 1160-1180, microbatch_group_size_per_vp_stage = p), so m a multiple of p (core_v0.9.0 line
+    631 says so directly); the engine calls the rest infeasible (step.py, INTERLEAVE_INVALID)."""
+    if m < p or m % p:
+        raise ValueError(f"Megatron-Core refuses the interleaved schedule at m {m}, pp {p}: m a multiple of pp")
     table = _chunk_table(p, v, m)
     total = m * v
     progs = []

@@ -207,6 +207,15 @@ def test_forward_send_waited_at_once_stays_exposed(p: int, v: int, m: int) -> No
     assert _engine_exposed(p, v, m, f, b, 0.5, overlap_p2p_send_wait=False) == pytest.approx(lagged, rel=1e-9)
 
 
+@pytest.mark.parametrize(("p", "m"), [(4, 2), (4, 6), (3, 7)])
+def test_simulation_refuses_what_megatron_refuses(p: int, m: int) -> None:
+    """m below pp, or not a multiple of it: Megatron-Core's interleaved schedule raises (d98e8a64dd schedules.py
+    lines 1160-1180 with the default group size pp); the simulation would transcribe a schedule no run has, so it
+    refuses too, and the engine calls such a grid infeasible."""
+    with pytest.raises(ValueError, match="refuses"):
+        simulate(p, 2, m, 1.0, 2.0, 0.1, overlap=True)
+
+
 @given(p=st.integers(2, 16), v=st.integers(2, 8), groups=st.integers(1, 8), f=st.floats(0.0, 5.0),
        b=st.floats(0.0, 5.0), c=st.floats(1e-6, 5.0), hf=st.floats(0.0, 1.0), hb=st.floats(0.0, 1.0),
        wait=st.booleans())
