@@ -218,21 +218,24 @@ def test_simulation_refuses_what_megatron_refuses(p: int, m: int) -> None:
 
 @given(p=st.integers(2, 16), v=st.integers(2, 8), groups=st.integers(1, 8), f=st.floats(0.0, 5.0),
        b=st.floats(0.0, 5.0), c=st.floats(1e-6, 5.0), hf=st.floats(0.0, 1.0), hb=st.floats(0.0, 1.0),
-       wait=st.booleans())
+       wait=st.booleans(), combined=st.booleans())
 def test_physics_of_the_hidden_sends(p: int, v: int, groups: int, f: float, b: float, c: float, hf: float, hb: float,
-                                     wait: bool) -> None:
+                                     wait: bool, combined: bool) -> None:
     """Whatever the sizes: no compute hides more than its free part (hidden_fwd / hidden_bwd never above the chunk
     passes' compute), the exposed traffic never negative and never above the blocking exchanges, and never below the
     2 (p v - 1) transfers of the first micro-batch's fill and the last one's drain, which the schedule keeps
-    blocking."""
+    blocking (beside the EP overlap's combined 1F1B: all of them)."""
     m = groups * p
     comp = {"forward": np.full(1, v * f), "backward": np.full(1, v * b)}
     mp = {"pp": np.full(1, 2.0 * v * c), "hidden_fwd": comp["forward"] * hf, "hidden_bwd": comp["backward"] * hb}
-    out = pp_overlap(_grid(p, v, m, overlap_p2p_send_wait=wait), comp, mp, np.full(1, c), np.full(1, float(v)))
+    out = pp_overlap(_grid(p, v, m, overlap_p2p_send_wait=wait, moe_a2a_overlap=combined, ep=2), comp, mp,
+                     np.full(1, c), np.full(1, float(v)))
     assert out["hidden_fwd"][0] <= comp["forward"][0] * (1 + 1e-12) + 1e-12
     assert out["hidden_bwd"][0] <= comp["backward"][0] * (1 + 1e-12) + 1e-12
     assert 0.0 <= out["pp"][0] <= mp["pp"][0]
     assert (m + (p - 1) / v) * out["pp"][0] >= 2 * (p * v - 1) * c * (1 - 1e-9)
+    if combined:
+        assert out["pp"][0] == mp["pp"][0]
 
 
 @pytest.mark.parametrize(("p", "v", "m"), CASES)
