@@ -15,7 +15,7 @@ default, model_parallel_config.py) and no ``overlap_moe_expert_parallel_comm``:
   posts the first backward's receive asynchronously (lines 1697-1727);
 - steady phase with overlap_p2p_comm (lines 1747-1910): ``pp_pre_forward`` waits the oldest pending forward receive,
   the forward runs, ``pp_post_forward`` posts ``send_forward_recv_forward`` asynchronously and waits the *previous*
-  forward send (with ``deallocate_pipeline_outputs`` this send at once: lines 1803-1806, added by 260cba7133,
+  forward send (with ``deallocate_pipeline_outputs`` this send at once: lines 1813-1815, added by 260cba7133,
   2026-04-16, "wait for async P2P send before deallocating output tensor", core_v0.18.0 on); the backward likewise
   (``pp_pre_backward`` / ``pp_post_backward``: the previous backward send waited, never at once); without it
   (lines 1912-1965) the forward and the backward run, then one blocking ``send_forward_backward_recv_forward_backward``;

@@ -188,7 +188,7 @@ def test_without_overlap_the_engine_prices_every_exchange(p: int, v: int, m: int
 
 @pytest.mark.parametrize(("p", "v", "m"), CASES)
 def test_forward_send_waited_at_once_stays_exposed(p: int, v: int, m: int) -> None:
-    """Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0; in d98e8a64dd lines 1803-1806) waits each steady
+    """Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0; in d98e8a64dd lines 1813-1815) waits each steady
     forward send as soon as it is posted where ``deallocate_pipeline_outputs`` (set by Megatron-LM, NeMo 2 and
     Megatron-Bridge): the activation sends no longer hide, the gradient sends still do (their wait comes one backward
     later). The engine's default (strategy overlap_p2p_send_wait) prices it: never below the simulation, above it by

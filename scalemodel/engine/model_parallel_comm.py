@@ -414,7 +414,7 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
         t_pp    = 2 v p2p (+ the scatter/gather's all-gathers) - hid_f - hid_b
 
     ``send_wait`` (strategy ``overlap_p2p_send_wait``): Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0;
-    d98e8a64dd lines 1803-1806) waits each steady forward send as soon as it is posted where
+    d98e8a64dd lines 1813-1815) waits each steady forward send as soon as it is posted where
     ``deallocate_pipeline_outputs`` (Megatron-LM's argument_utils.py line 305, NeMo 2's GPTConfig and
     Megatron-Bridge's GPTModelProvider set it): the compute stream waits for the activation's transfer before the
     backward chunk, so the activation sends stay exposed; the gradient sends' wait still comes one chunk later. The
