@@ -2463,6 +2463,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     flags = overlap_flags(par.get("overlap"))
     rec_layers = par.get("recompute_layers")
     offload = int(par.get("cpu_offload_layers", 0) or 0)
+    p2p_overlap = (src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
+                   and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG)
     for rec in options:
         st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
                           shard_group=shard_group, recompute=rec, sequence_parallel=seqpar, schedule=schedule,
@@ -2498,9 +2500,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
-                          overlap_p2p_comm=(src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
-                                            and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG),
-                          overlap_p2p_send_wait=src not in OVERLAP_P2P_SEND_LAGGED,
+                          overlap_p2p_comm=p2p_overlap,
+                          # the lag only where the overlap is on (the field qualifies it; alone it is warned)
+                          overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param

@@ -15,12 +15,20 @@ default, model_parallel_config.py) and no ``overlap_moe_expert_parallel_comm``:
   posts the first backward's receive asynchronously (lines 1697-1727);
 - steady phase with overlap_p2p_comm (lines 1747-1910): ``pp_pre_forward`` waits the oldest pending forward receive,
   the forward runs, ``pp_post_forward`` posts ``send_forward_recv_forward`` asynchronously and waits the *previous*
-  forward send (with ``deallocate_pipeline_outputs`` this send at once: lines 1803-1806, added by 260cba7133,
+  forward send (with ``deallocate_pipeline_outputs`` this send at once: lines 1813-1815, added by 260cba7133,
   2026-04-16, "wait for async P2P send before deallocating output tensor", core_v0.18.0 on); the backward likewise
   (``pp_pre_backward`` / ``pp_post_backward``: the previous backward send waited, never at once); without it
   (lines 1912-1965) the forward and the backward run, then one blocking ``send_forward_backward_recv_forward_backward``;
 - cool-down (lines 1969-2058): the pending backward receive waited, each backward followed by a blocking
   ``send_backward_recv_backward``; the last backward send waited at the end.
+- ``combined`` (``overlap_moe_expert_parallel_comm``, the EP overlap's combined 1F1B): one more warm-up forward
+  (``get_pp_rank_microbatches`` lines 966-970); each steady iteration runs through
+  ``forward_backward_helper_wrapper`` (lines 1485-1510) into ``combined_1f1b_schedule_for_interleaved_pipelining``
+  and ``TransformerModelChunkSchedulePlan.run`` (models/common/model_chunk_schedule_plan.py lines 535-607):
+  ``pre_forward`` and ``pre_backward`` wait their receives, the forward and the backward run merged, then
+  ``post_forward`` posts its exchange on the communication stream (its send waits, lagged or at once, hold that
+  stream, not the compute: left out) and ``post_backward`` posts its exchange and waits the previous backward send on
+  the compute stream. The delayed first layer's weight gradient after ``post_backward`` is left out (nothing hides).
 
 Timing: a compute pass lasts its chunk's seconds on the rank's stream; a send and its receive (matched in post order
 per ordered pair of ranks, as NCCL does) run from the later of the two posts for ``c`` seconds; a blocking call and a
@@ -58,8 +66,14 @@ def _chunk_table(p: int, v: int, m: int) -> list[tuple[int, int]]:
     return out
 
 
-def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = False) -> list[_Program]:
-    """Every rank's sequence of ("F"/"B", (micro-batch, stage)), ("post", [_End]) and ("wait", [_End]) operations."""
+def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = False,
+             combined: bool = False) -> list[_Program]:
+    """Every rank's sequence of ("F"/"B", (micro-batch, stage)), ("post", [_End]) and ("wait", [_End]) operations.
+    Only for the m that Megatron-Core runs: at least p micro-batches and a last group of 0 or at least p
+    (d98e8a64dd lines 1160-1180, microbatch_group_size_per_vp_stage = p), so m a multiple of p (core_v0.9.0 line
+    631 says so directly); the engine calls the rest infeasible (step.py, INTERLEAVE_INVALID)."""
+    if m < p or m % p:
+        raise ValueError(f"Megatron-Core refuses the interleaved schedule at m {m}, pp {p}: m a multiple of pp")
     table = _chunk_table(p, v, m)
     total = m * v
     progs = []
@@ -68,7 +82,7 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
         nxt, prv = (r + 1) % p, (r - 1) % p
         prog = _Program()
         ops = prog.ops
-        warm = min(2 * (p - r - 1) + (v - 1) * p, total)
+        warm = min(2 * (p - r - 1) + (v - 1) * p + int(combined), total)
         all_warm = warm >= total
         rem = total - warm
 
@@ -130,7 +144,25 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
                     recv_next_q.append(h["recv_next"])
         for k in range(rem):
             fk, bk = k + warm, k
-            if overlap:
+            if overlap and combined:
+                if not (chunk(fk, True) == 0 and first) and recv_prev_q:
+                    ops.append(("wait", [recv_prev_q.pop(0)]))
+                if not (chunk(bk, False) == v - 1 and last) and recv_next_q:
+                    ops.append(("wait", [recv_next_q.pop(0)]))
+                ops.append(("F", fwd(fk)))
+                ops.append(("B", bwd(bk)))
+                out = None if (chunk(fk, True) == v - 1 and last) else fwd(fk)
+                h = exchange(out, None, recv_from_prev(fk, True) and k != rem - 1, False)
+                if "recv_prev" in h:
+                    recv_prev_q.append(h["recv_prev"])
+                grad = None if (chunk(bk, False) == 0 and first) else bwd(bk)
+                h = exchange(None, grad, False, recv_from_prev(bk, False))
+                if send_prev_h is not None:
+                    ops.append(("wait", [send_prev_h]))
+                send_prev_h = h.get("send_prev")
+                if "recv_next" in h:
+                    recv_next_q.append(h["recv_next"])
+            elif overlap:
                 if not (chunk(fk, True) == 0 and first) and recv_prev_q:
                     ops.append(("wait", [recv_prev_q.pop(0)]))
                 ops.append(("F", fwd(fk)))
@@ -180,13 +212,13 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
 
 
 def simulate(p: int, v: int, m: int, f: float, b: float, c: float, overlap: bool,
-             send_wait_at_once: bool = False) -> tuple[float, list[float]]:
+             send_wait_at_once: bool = False, combined: bool = False) -> tuple[float, list[float]]:
     """(makespan, each rank's end) of one step with every chunk's forward ``f`` and backward ``b`` seconds and ``c``
     seconds per transfer (the engine's ``sendrecv``: one tensor each way at the link's rate). A rank sends one tensor
     at a time and receives one at a time (its sends queue on its egress, its receives on its ingress, each in its
     post order: two sends posted together take 2 c, as the steady phase's batched four-way exchange without
     overlap_p2p_comm)."""
-    progs = programs(p, v, m, overlap, send_wait_at_once)
+    progs = programs(p, v, m, overlap, send_wait_at_once, combined)
     sends: dict[tuple[int, int], list[_End]] = {}
     recvs: dict[tuple[int, int], list[_End]] = {}
     before: dict[int, list[_End]] = {}  # the rank's previous send (receive) in its program order

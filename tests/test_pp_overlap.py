@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given
@@ -82,6 +83,37 @@ def test_one_f_one_b_is_unchanged_and_warned(a100, cli) -> None:  # type: ignore
               "--set", "strategy.overlap_p2p_comm=true", "--json")
     assert res.code == 0, res.err
     assert "strategy.overlap_p2p_comm" in res.err and "not priced" in res.err
+
+
+@pytest.mark.parametrize("sets", [[], ["strategy.overlap_p2p_comm=true", "strategy.schedule=1f1b"],
+                                  ["strategy.overlap_p2p_comm=true", "strategy.moe_a2a_overlap=true",
+                                   "strategy.ep=8"]])
+def test_send_wait_without_priced_overlap_is_warned(cli, sets: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """overlap_p2p_send_wait false only says which of overlap_p2p_comm's steady sends hide: without the overlap, where
+    it is not priced, or beside the EP overlap's combined 1F1B (which hides none) it changes nothing, said so."""
+    model = ["-m", "mixtral-8x7b"] if "strategy.ep=8" in sets else ["-m", "gpt3-175b"]
+    args = ["predict", *model, "-n", "1024", "--tp", "8", "--pp", "8", "--global-batch", "512",
+            "--set", "strategy.schedule=interleaved:2", "--set", "strategy.overlap_p2p_send_wait=false"]
+    for s in sets:
+        args += ["--set", s]
+    res = cli(*args, "--json")
+    assert res.code == 0, res.err
+    assert "strategy.overlap_p2p_send_wait" in res.err and "not priced" in res.err
+    if not sets:  # priced: no word
+        res = cli(*args, "--set", "strategy.overlap_p2p_comm=true", "--json")
+        assert res.code == 0, res.err
+        assert "overlap_p2p_send_wait" not in res.err
+
+
+def test_field_descriptions_say_what_hides() -> None:
+    """The schema text a user reads: overlap_p2p_comm names the send wait that keeps the activation sends exposed
+    and the combined 1F1B that hides none; overlap_p2p_send_wait says no Megatron flag sets it."""
+    from scalemodel.specs import StrategySpec
+
+    info = msgspec.json.schema(StrategySpec)["$defs"]["StrategySpec"]["properties"]
+    comm, wait = info["overlap_p2p_comm"]["description"], info["overlap_p2p_send_wait"]["description"]
+    assert "overlap_p2p_send_wait" in comm and "moe_a2a_overlap" in comm
+    assert "No Megatron flag" in wait
 
 
 def test_megatron_reader_default_and_switches(tmp_path: Path) -> None:
@@ -156,7 +188,7 @@ def test_without_overlap_the_engine_prices_every_exchange(p: int, v: int, m: int
 
 @pytest.mark.parametrize(("p", "v", "m"), CASES)
 def test_forward_send_waited_at_once_stays_exposed(p: int, v: int, m: int) -> None:
-    """Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0; in d98e8a64dd lines 1803-1806) waits each steady
+    """Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0; in d98e8a64dd lines 1813-1815) waits each steady
     forward send as soon as it is posted where ``deallocate_pipeline_outputs`` (set by Megatron-LM, NeMo 2 and
     Megatron-Bridge): the activation sends no longer hide, the gradient sends still do (their wait comes one backward
     later). The engine's default (strategy overlap_p2p_send_wait) prices it: never below the simulation, above it by
@@ -175,20 +207,53 @@ def test_forward_send_waited_at_once_stays_exposed(p: int, v: int, m: int) -> No
     assert _engine_exposed(p, v, m, f, b, 0.5, overlap_p2p_send_wait=False) == pytest.approx(lagged, rel=1e-9)
 
 
+@pytest.mark.parametrize(("p", "m"), [(4, 2), (4, 6), (3, 7)])
+def test_simulation_refuses_what_megatron_refuses(p: int, m: int) -> None:
+    """m below pp, or not a multiple of it: Megatron-Core's interleaved schedule raises (d98e8a64dd schedules.py
+    lines 1160-1180 with the default group size pp); the simulation would transcribe a schedule no run has, so it
+    refuses too, and the engine calls such a grid infeasible."""
+    with pytest.raises(ValueError, match="refuses"):
+        simulate(p, 2, m, 1.0, 2.0, 0.1, overlap=True)
+
+
 @given(p=st.integers(2, 16), v=st.integers(2, 8), groups=st.integers(1, 8), f=st.floats(0.0, 5.0),
        b=st.floats(0.0, 5.0), c=st.floats(1e-6, 5.0), hf=st.floats(0.0, 1.0), hb=st.floats(0.0, 1.0),
-       wait=st.booleans())
+       wait=st.booleans(), combined=st.booleans())
 def test_physics_of_the_hidden_sends(p: int, v: int, groups: int, f: float, b: float, c: float, hf: float, hb: float,
-                                     wait: bool) -> None:
+                                     wait: bool, combined: bool) -> None:
     """Whatever the sizes: no compute hides more than its free part (hidden_fwd / hidden_bwd never above the chunk
     passes' compute), the exposed traffic never negative and never above the blocking exchanges, and never below the
     2 (p v - 1) transfers of the first micro-batch's fill and the last one's drain, which the schedule keeps
-    blocking."""
+    blocking (beside the EP overlap's combined 1F1B: all of them)."""
     m = groups * p
     comp = {"forward": np.full(1, v * f), "backward": np.full(1, v * b)}
     mp = {"pp": np.full(1, 2.0 * v * c), "hidden_fwd": comp["forward"] * hf, "hidden_bwd": comp["backward"] * hb}
-    out = pp_overlap(_grid(p, v, m, overlap_p2p_send_wait=wait), comp, mp, np.full(1, c), np.full(1, float(v)))
+    out = pp_overlap(_grid(p, v, m, overlap_p2p_send_wait=wait, moe_a2a_overlap=combined, ep=2), comp, mp,
+                     np.full(1, c), np.full(1, float(v)))
     assert out["hidden_fwd"][0] <= comp["forward"][0] * (1 + 1e-12) + 1e-12
     assert out["hidden_bwd"][0] <= comp["backward"][0] * (1 + 1e-12) + 1e-12
     assert 0.0 <= out["pp"][0] <= mp["pp"][0]
     assert (m + (p - 1) / v) * out["pp"][0] >= 2 * (p * v - 1) * c * (1 - 1e-9)
+    if combined:
+        assert out["pp"][0] == mp["pp"][0]
+
+
+@pytest.mark.parametrize(("p", "v", "m"), CASES)
+@pytest.mark.parametrize("wait", [True, False])
+def test_combined_1f1b_hides_no_send(p: int, v: int, m: int, wait: bool) -> None:
+    """With the EP overlap (strategy moe_a2a_overlap, Megatron-Core overlap_moe_expert_parallel_comm) each steady
+    iteration runs the combined 1F1B (schedules.py at d98e8a64dd lines 1485-1510 into
+    model_chunk_schedule_plan.py ``TransformerModelChunkSchedulePlan.run``, lines 535-607, the same order at
+    0d8e0714cd, core_v0.16.0, 2d1fa8d372 and 9c5258f109): both receives are waited before the merged forward and
+    backward, both exchanges posted after them, so no compute lies between a transfer's post and its wait. The
+    simulation (tests/p2p_schedule_sim.py, ``combined``) exposes all but 3 of the engine's (m + (p - 1)/v) 2 v
+    transfers at p > 2 whatever the send wait (all but m - 1 at p 2, at most 1 / (2 v) of them); the engine hides
+    none (it hid the steady sends under the chunks before, below the simulation)."""
+    f, b = 1.0, 2.0
+    base = simulate(p, v, m, f, b, 0.0, overlap=True, combined=True)[0]
+    assert base == pytest.approx(m * v * (f + b) + (p - 1) * (f + b))
+    for c in (0.1, 0.5, 1.5):
+        sim = simulate(p, v, m, f, b, c, overlap=True, send_wait_at_once=wait, combined=True)[0] - base
+        engine = _engine_exposed(p, v, m, f, b, c, overlap_p2p_send_wait=wait, moe_a2a_overlap=True,
+                                 ep=2)
+        assert sim <= engine <= sim + (3 if p > 2 else m - 1) * c * (1 + 1e-9)

@@ -1772,14 +1772,23 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f" with cp {int(strategy.cp)} describes no Megatron release: legacy Megatron-LM's scatter/gather "
                     "went with the pipeline's move into Megatron-Core (2023-03), before context parallelism came "
                     "(2023-08); priced as asked (docs/model.md#pp-comm)")
-    if getattr(strategy, "overlap_p2p_comm", False) and (
-            parse_schedule(getattr(strategy, "schedule", "1f1b")).kind != ScheduleKind.INTERLEAVED
-            or int(getattr(strategy, "pp", 1) or 1) <= 1 or getattr(strategy, "deepspeed_pipeline", False)):
+    p2p_unpriceable = (parse_schedule(getattr(strategy, "schedule", "1f1b")).kind != ScheduleKind.INTERLEAVED
+                       or int(getattr(strategy, "pp", 1) or 1) <= 1 or getattr(strategy, "deepspeed_pipeline", False))
+    if getattr(strategy, "overlap_p2p_comm", False) and p2p_unpriceable:
         # model_parallel_comm.pp_overlap: Megatron-Core's 1F1B schedule refuses overlap_p2p_comm
         # (schedules.py forward_backward_pipelining_without_interleaving, d98e8a64dd lines 2181-2184)
         _warn_field("strategy.overlap_p2p_comm",
                     " is not priced: it overlaps the sends of Megatron-Core's interleaved schedule, and the run has "
                     "pp 1, a schedule other than interleaved:V, or deepspeed_pipeline (docs/model.md#pp-comm-overlap)")
+    if not getattr(strategy, "overlap_p2p_send_wait", True) and (
+            not getattr(strategy, "overlap_p2p_comm", False) or p2p_unpriceable
+            or (getattr(strategy, "moe_a2a_overlap", False) and int(getattr(strategy, "ep", 1) or 1) > 1)):
+        # pp_overlap: the field only says which of overlap_p2p_comm's steady sends hide; the EP overlap's combined
+        # 1F1B hides none
+        _warn_field("strategy.overlap_p2p_send_wait",
+                    " is not priced: it says which of overlap_p2p_comm's steady-phase sends hide, and the run hides "
+                    "none (overlap_p2p_comm off or not priced, or moe_a2a_overlap's combined 1F1B; "
+                    "docs/model.md#pp-comm-overlap)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(

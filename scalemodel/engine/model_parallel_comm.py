@@ -414,7 +414,7 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
         t_pp    = 2 v p2p (+ the scatter/gather's all-gathers) - hid_f - hid_b
 
     ``send_wait`` (strategy ``overlap_p2p_send_wait``): Megatron-Core from 260cba7133 (2026-04-16, core_v0.18.0;
-    d98e8a64dd lines 1803-1806) waits each steady forward send as soon as it is posted where
+    d98e8a64dd lines 1813-1815) waits each steady forward send as soon as it is posted where
     ``deallocate_pipeline_outputs`` (Megatron-LM's argument_utils.py line 305, NeMo 2's GPTConfig and
     Megatron-Bridge's GPTModelProvider set it): the compute stream waits for the activation's transfer before the
     backward chunk, so the activation sends stay exposed; the gradient sends' wait still comes one chunk later. The
@@ -422,9 +422,17 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
 
     Never more hidden than a chunk's compute not already hiding TP/CP/EP traffic; the hidden time joins
     ``hidden_fwd`` / ``hidden_bwd`` (no compute hides two collectives; contention as other hidden traffic). On
-    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline``."""
+    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline``.
+
+    Nothing hides beside the EP overlap (``moe_a2a_overlap`` with ep > 1, Megatron-Core's
+    overlap_moe_expert_parallel_comm): each steady iteration is then the combined 1F1B (d98e8a64dd schedules.py
+    lines 1485-1510, models/common/model_chunk_schedule_plan.py ``TransformerModelChunkSchedulePlan.run`` lines
+    535-607; the same order at 0d8e0714cd, core_v0.16.0, 2d1fa8d372 and 9c5258f109), which waits both receives
+    before the merged forward and backward and posts both exchanges after them: no compute lies between a
+    transfer's post and its wait (the simulation exposes all but 3 transfers a step; review22c)."""
+    combined = np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1)
     on = (np.asarray(g.overlap_p2p_comm, dtype=bool) & (g.pp > 1) & (g.schedule == ScheduleKind.INTERLEAVED)
-          & ~np.asarray(g.deepspeed_pipeline, dtype=bool))
+          & ~np.asarray(g.deepspeed_pipeline, dtype=bool) & ~combined)
     if not np.any(on):
         return mp
     m = np.asarray(microbatches(g), dtype=float)

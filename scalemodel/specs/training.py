@@ -521,17 +521,21 @@ class StrategySpec(Spec, kw_only=True):
         "the interleaved pipeline's sends and receives are posted asynchronously and waited for just before use "
         "(Megatron-Core --overlap-p2p-communication, overlap_p2p_comm; set by NeMo 2's MegatronCommOverlapCallback "
         "and Megatron-Bridge's CommOverlapConfig whenever the virtual pipeline size is > 1): in the steady 1F1B "
-        "phase each chunk's activation send hides under the next backward chunk and each gradient send under the "
-        "next forward chunk, never more than that chunk's free compute; the warm-up and cool-down sends stay "
-        "exposed. Needs an interleaved schedule (Megatron-Core refuses it without one: not priced there, "
-        "warning); docs/model.md#pp-comm-overlap"
+        "phase each gradient send hides under the next forward chunk and, with overlap_p2p_send_wait false "
+        "(Megatron-Core before 0.18), each activation send under the next backward chunk, never more than that "
+        "chunk's free compute; the warm-up and cool-down sends stay exposed, and beside moe_a2a_overlap (the "
+        "combined 1F1B, which waits both receives before the merged passes) nothing hides. Needs an interleaved "
+        "schedule (Megatron-Core refuses it without one: not priced there, warning); docs/model.md#pp-comm-overlap"
     ))] = False
     overlap_p2p_send_wait: Annotated[bool, Meta(description=(
         "under overlap_p2p_comm, each steady-phase forward chunk's activation send is waited as soon as it is posted, "
         "so only the gradient sends hide (Megatron-Core from 260cba7133, 2026-04-16, core_v0.18.0: "
         "'wait for async P2P send before deallocating output tensor', where deallocate_pipeline_outputs, which "
         "Megatron-LM, NeMo 2 and Megatron-Bridge set); false: Megatron-Core before 0.18, each send waited one chunk "
-        "later, both directions hide; docs/model.md#pp-comm-overlap"
+        "later, both directions hide. No Megatron flag sets it (the version does: Megatron-LM hard-wires "
+        "deallocate_pipeline_outputs), so the Megatron-LM reader leaves the default: set false for an older "
+        "Megatron-Core; alone (without a priced overlap_p2p_comm) it is not priced, warning; "
+        "docs/model.md#pp-comm-overlap"
     ))] = True
     eager_rope: Annotated[bool, Meta(description=(
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
