@@ -60,6 +60,23 @@ def test_mla_rope_bytes_by_hand() -> None:
     assert float(b) == 19 * 2 * 4096 * 4160 == 647_495_680
 
 
+def test_mla_fused_rope_bytes_rotate_the_rope_part_only() -> None:
+    """The fused RoPE that layer_eltwise_bytes (megatron_te) prices, and that eager_rope_bytes' increments are measured
+    from, touches in MLA only the decoupled RoPE part: Megatron-LM 7094270c6f multi_latent_attention.py L475-487
+    applies it to q_pos_emb [s, b, a / t, r] and k_pos_emb [s, b, 1, r], reading and writing E = (a / t + 1) r
+    elements a token (2e each way), not the whole Q and K. DeepSeek-V3 at tp 2: E = 65 x 64 = 4160, Q = K = 64 x 192
+    = 12288, V = 64 x 128 = 8192; what RoPE adds (against the same layer without it): the fused kernel 2e E each way
+    and the core's layout copies (forward cat of query and key + value.contiguous(), backward the split's cat)
+    2e (Q + K + V) each way."""
+    kw = dict(layers=61, hidden=7168, heads=128, ffn_hidden=18432, vocab=129_280, kv_lora_rank=512,
+              q_lora_rank=1536, qk_rope_head_dim=64, head_dim=192, v_head_dim=128)
+    rope, learned = shape(**kw), shape(**kw, position_embeddings=4096)
+    f1, b1 = compute.layer_eltwise_bytes(rope, tp=2, sequence_parallel=True)
+    f0, b0 = compute.layer_eltwise_bytes(learned, tp=2, sequence_parallel=True)
+    assert float(f1 - f0) == 2 * 2 * 4160 + 2 * 2 * (12288 + 12288 + 8192)
+    assert float(b1 - b0) == 2 * 2 * 4160 + 2 * 2 * (12288 + 12288 + 8192)
+
+
 def test_clamp_and_bias_bytes_by_hand() -> None:
     # b 1, s 4096, EP 8: 8 * 4096 * 4 / 128 = 1024 tokens on each of 16 local experts = 16,384 routed rows
     rows = 16_384

@@ -1266,6 +1266,10 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
                       (2e + 1) x with dropout: grad x mask (read dy and the mask, write); dbias in the same kernel
         RoPE      fwd 2e (Q + K)  fused_apply_rotary_pos_emb (transpose_output_memory): reads, writes
                   bwd 2e (Q + K)
+                  multi-head latent attention: 2e (a/t + 1) r each way, r = qk_rope_head_dim: only the decoupled
+                             RoPE part rotates, q_pos_emb [s, b, a/t, r] and k_pos_emb [s, b, 1, r]
+                             (:func:`rope_rotated_elements`); the query / key cats and value.contiguous() are the
+                             layout's 2e (Q + K + V) (multi_latent_attention.py L475-499 at Megatron-LM 7094270c6f)
         layout    fwd 2e (Q + K + V) with RoPE: k (RoPE's output) and v (a view of the QKV output) differ in stride,
                              get_qkv_layout finds 'not_supported' and makes q, k, v contiguous;
                       2e Q  with GQA: get_query_key_value_tensors' query.reshape of the split view copies
@@ -1408,10 +1412,12 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     sq = np.asarray(sh.squared_relu, dtype=bool) & ~gated
     sq_f, sq_b = (4.0 + 2.0 * one(bias)) * e * f, (10.0 + one(bias)) * e * f
 
+    rotated = _attn * rope_rotated_elements(sh, t)  # what the fused RoPE reads and writes (MLA: its RoPE part)
+
     def te() -> tuple[Any, Any]:  # Megatron-Core + Transformer Engine
-        return ((2 * n + 6) * e * x + mask_f + one(rope) * 4 * e * (q + k) + one(rope) * 2 * e * v
+        return ((2 * n + 6) * e * x + mask_f + one(rope) * 2 * e * (rotated + q + k) + one(rope) * 2 * e * v
                 + one(gqa) * 2 * e * q + np.where(sq, sq_f, ff),
-                (3 * n + 6) * e * x + mask_b + one(rope) * 2 * e * (q + k) + one(rope | gqa) * 2 * e * (q + k + v)
+                (3 * n + 6) * e * x + mask_b + one(rope) * 2 * e * rotated + one(rope | gqa) * 2 * e * (q + k + v)
                 + np.where(sq, sq_b, np.where(gated, 5.0, np.where(bias, 4.0, 3.0)) * e * f))
 
     def legacy() -> tuple[Any, Any]:  # legacy Megatron-LM / Megatron-DeepSpeed
@@ -2283,6 +2289,17 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
 EXPERT_BIAS_KERNELS = (2.0, 4.0)
 
 
+def rope_rotated_elements(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
+    """Elements per token that RoPE rotates on one GPU (fused or eager): Q and K, (a + g) d / t; with multi-head
+    latent attention only the decoupled RoPE part, q_pos_emb's a / t heads and k_pos_emb's one head of
+    r = qk_rope_head_dim over the whole sequence on every TP rank (NVIDIA/Megatron-LM@7094270c6f
+    megatron/core/transformer/multi_latent_attention.py L475-487; k_pos_emb gathered from the sequence-parallel
+    region, L419): (a / t + 1) r."""
+    t = _pos("tp", tp)
+    return np.asarray(np.where(np.asarray(sh.mla, dtype=bool), (sh.heads / t + 1.0) * sh.qk_rope_head_dim,
+                               (sh.heads + sh.kv_heads) * sh.head_dim / t), dtype=float)
+
+
 def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                      cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU per micro-batch when RoPE runs as Megatron-Core's eager
@@ -2323,8 +2340,7 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
     e = _pos("elem_bytes", elem_bytes)
     mla = np.asarray(sh.mla, dtype=bool)
-    rotated = np.where(mla, (sh.heads / _pos("tp", tp) + 1.0) * sh.qk_rope_head_dim,
-                       (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp))
+    rotated = rope_rotated_elements(sh, _pos("tp", tp))
     on = np.where(np.asarray(sh.position_embeddings, dtype=float) == 0, 1.0, 0.0)
     return on * np.where(mla, 12.0, 10.0) * e * rotated * T, on * np.where(mla, 19.0, 12.0) * e * rotated * T
 

@@ -815,8 +815,9 @@ def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, la
         short = max(s_A H - d_A, 0)        0 with the EP all-to-all overlap (combined 1F1B)
         d_A   = d_moe - scale (t_bwd + t_attn + (t_ep + t_tp) / 2)
 
-    The synchronisation (``d2h_event.synchronize()`` before the EP all-to-all; HybridEP's and DeepEP's host-side
-    token counts) returns once the device has run everything issued before it, so the queue is empty; the device
+    The synchronisation (``d2h_event.synchronize()`` before the EP all-to-all, the event recorded after the
+    token counts' copy at the preprocess; HybridEP's and DeepEP's host-side token counts) returns once the device
+    has run everything issued before that copy, so the queue is (all but) empty; the device
     can then run only what the host issues after it, the expert path first (dispatch, experts, combine: host share
     s_A of H, :func:`scalemodel.engine.host_floor.expert_forward_host_share`, 0.3199 with attention in the count,
     0.4354 for a hybrid pattern's E layer), and every later kernel of the interval waits for that issue: the
@@ -826,8 +827,9 @@ def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, la
     backward and recompute (t_bwd), its attention block's forward GEMMs and core (t_attn, issued before the
     synchronisation) and half its exposed EP and TP traffic (t_ep, t_tp: the backward's), per layer and scaled as
     d_moe is (``scale``). With the all-to-all overlap the other micro-batch's expert backward is queued before the
-    synchronisation (Megatron-Core model_chunk_schedule_plan.py ``TransformerLayerSchedulePlan.run``), so the
-    queue is not empty there: 0."""
+    synchronisation and after the copy, on the computation stream (Megatron-Core model_chunk_schedule_plan.py
+    ``TransformerLayerSchedulePlan.run``), so the queue is not empty there: 0 (the unpaired forwards of the
+    combined 1F1B and a recomputed forward's second synchronisation are left out: the lower end)."""
     n = np.asarray(layers, dtype=float)
     zero = np.zeros_like(n)
     _, r_n, _, mp_n = _stage_device(job, g, groups, n, logits, coll, recomputed)
