@@ -1831,3 +1831,19 @@ def test_data22_rows_tiering_and_maverick() -> None:
     w, _ = mod.case_workload(cases["dgxc2505_h100_llama4_maverick_fp8_512"])
     assert w.moe is not None and (w.moe.every, w.moe.top_k, w.moe.shared_experts) == (2, 1, 1)
     assert training_param_count(transformer_shape(w)) == pytest.approx(400e9, rel=0.01)
+
+
+@needs_new_cases
+def test_dgxc2505_maverick_gradients_reduced_in_bf16() -> None:
+    """review22e: the Llama 4 Maverick recipe's trainer() builds its DDP config with grad_reduce_in_fp32 True, but
+    pretrain_performance_optimizations (which the perf script calls) sets the mixed-precision plugin's
+    grad_reduce_in_fp32 False (NeMo@7a8f1cc7bc recipes/llama4_e128.py L251), and MegatronStrategy copies the plugin's
+    dtype fields onto the DDP config (megatron_strategy.py L421-423): every one of the four rows, BF16 as FP8, reduces
+    its gradients in bf16, 2 bytes an element, as its case must state."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    rows = [i for i in cases if i.startswith("dgxc2505_") and "llama4_maverick" in i]
+    assert len(rows) == 4
+    for i in rows:
+        assert mod.grad_reduce_bytes(cases[i], "1") == 2.0, i
+        assert "grad_reduce_in_fp32 True;" not in cases[i]["parallelism"]["note"], i
