@@ -181,3 +181,32 @@ def test_deepspeed_json_files_are_still_deepspeed(cli, tmp_path: Path, body: dic
     assert doc["inputs"]["strategy_file"]["format"] == "deepspeed"
     assert doc["inputs"]["strategy_file"]["unused"] == unused
     assert (doc["strategy"]["global_batch"], doc["strategy"]["tp"]) == (64, 1)
+
+
+# --- two sweep outputs that are one file ---------------------------------------------------------------------------
+# `-o t.jsonl -o link.csv` (link.csv -> t.jsonl) wrote the JSONL table, then the CSV over it: one table of the two
+# asked for, exit 0; `-o t.csv -o t.csv` wrote it twice.
+
+SWEEP = "kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\nstrategies: [{tp: 2}]\n"
+
+
+@pytest.mark.parametrize("second", ["t.jsonl", "link.csv", "./sub/../t.jsonl"])
+def test_sweep_outputs_naming_one_file_twice_are_refused(cli, tmp_path: Path, second: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(SWEEP)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.csv").symlink_to(tmp_path / "t.jsonl")
+    line = refused(cli, "sweep", str(f), "-o", str(tmp_path / "t.jsonl"), "-o", str(tmp_path / second), "-j", "1",
+                   inputs=(f,))
+    assert line == (f"error: --out: {str(tmp_path / second)!r} is the same file as {str(tmp_path / 't.jsonl')!r}, "
+                    "given before; one --out for each file"), line
+    assert not (tmp_path / "t.jsonl").exists()  # refused before the work: nothing written
+
+
+def test_sweep_outputs_of_two_files_still_write_both(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(SWEEP)
+    r = cli("sweep", str(f), "-o", str(tmp_path / "t.jsonl"), "-o", str(tmp_path / "t.csv"), "-j", "1")
+    assert r.code == 0, r.err
+    rows = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and (tmp_path / "t.csv").read_text().count("\n") == 2  # header and one row
