@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.commands.options import MAX_COUNT
+from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
@@ -179,6 +179,7 @@ def predict(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 102
 
     gpus = _count(gpus, "gpus")
     straggler_cv, kappa = _real(straggler_cv, "straggler_cv"), _real(kappa, "kappa")
+    check_kappa(kappa, "kappa")  # --staleness-kappa's range: 2**80 ran here
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     cl.require_gpus(gpus, "gpus")
     return run_predict(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=kappa, inputs=inputs or {
@@ -238,7 +239,8 @@ def collective(cluster: Any = "dgx-h100", op: str = "allreduce", size: float | s
     """One collective's time, algbw and busbw per algorithm (as `scalemodel collective`); ``size`` in bytes
     or with a unit ("1GiB")."""
 
-    nbytes = parse_quantity(size, "bytes", where="size") if isinstance(size, str) else _real(size, "size", False)
+    nbytes = in_range(parse_quantity(size, "bytes", where="size") if isinstance(size, str)
+                      else _real(size, "size", False), "bytes", "size")  # 2**80 bytes ran, --size refuses it
     return run_collective(cluster_spec(cluster), op, [nbytes], _count(gpus, "gpus", "ranks"), algo=algo,
                           stride=_count(stride, "stride"), dtype_bytes=_count(dtype_bytes, "dtype_bytes", "bytes"))
 

@@ -118,6 +118,23 @@ def test_api_real_arguments_of_the_wrong_type_are_refused(call: Any, said: str) 
     assert str(exc.value).startswith(said), str(exc.value)
 
 
+# the command line's ranges, which the API skipped: collective(size=2**80) priced 1.2e24 bytes (--size refuses beyond
+# 1e21 B), predict(kappa=2**80) ran (--staleness-kappa takes 0 to 1e6)
+
+@pytest.mark.parametrize("call, said", [
+    (lambda: scalemodel.collective("dgx-h100", "allreduce", 2**80, 8),
+     "size: 1.209e+24 B is outside the physical range 1 .. 1e+21 B; 1 B .. 1e+21 B"),
+    (lambda: scalemodel.collective("dgx-h100", "allreduce", "1e30 B", 8),
+     "size: 1e+30 B is outside the physical range"),
+    (lambda: scalemodel.predict("dgx-h100", "gpt-1.7b", 8, kappa=np.float64(2.0**80)),
+     "kappa: kappa must be a finite number from 0 to 1e+06, got 1.20893e+24; a number from 0 to 1e+06"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_api_reals_beyond_the_command_lines_range_are_refused(call: Any, said: str) -> None:
+    with pytest.raises(InputError) as exc:
+        call()
+    assert str(exc.value).startswith(said), str(exc.value)
+
+
 def test_api_numpy_reals_still_run() -> None:
     a = scalemodel.collective("dgx-h100", "allreduce", np.float64(2**30), np.int64(8)).payload()
     b = scalemodel.collective("dgx-h100", "allreduce", "1GiB", 8).payload()
