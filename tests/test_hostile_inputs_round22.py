@@ -227,3 +227,35 @@ def test_sweep_outputs_of_two_files_still_write_both(cli, tmp_path: Path) -> Non
     assert r.code == 0, r.err
     rows = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and (tmp_path / "t.csv").read_text().count("\n") == 2  # header and one row
+
+
+# --- scalemodel.stragglers given arrays -------------------------------------------------------------------------------
+# np.array([0.1]) as mean_s / cv / comm_s raised NumPy's TypeError "only 0-dimensional arrays can be converted to
+# Python scalars"; a sample list holding an array, ValueError "setting an array element with a sequence".
+
+def _stragglers(**kw: Any) -> Any:
+    args = {"mean_s": 1.0, "cv": 0.1, "comm_s": 0.1, **kw}
+    return scalemodel.stragglers(64, "lognormal", args.pop("mean_s"), args.pop("cv"), 0, 0, 1, args.pop("comm_s"),
+                                 None, **args)
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"mean_s": np.array([1.0])}, "stragglers: mean_s: an array of shape (1,) is not a number; a real number"),
+    ({"cv": np.array([0.1])}, "stragglers: cv: an array of shape (1,) is not a number"),
+    ({"comm_s": np.array([[0.1]])}, "stragglers: comm_s: an array of shape (1, 1) is not a number"),
+    ({"samples": [1.0, np.array([0.1]), 1.2]},
+     "stragglers: samples: [1.0, array([0.1]), 1.2] is not a list of numbers"),
+    ({"samples": np.ones((2, 3))}, "is not a list of numbers; a list or 1-d array of step times in seconds"),
+    ({"samples": ["1 s", "2 s"]}, "stragglers: samples: ['1 s', '2 s'] is not a list of numbers"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_stragglers_arrays_where_a_number_is_taken_are_refused(kw: dict[str, Any], said: str) -> None:
+    with pytest.raises(InputError) as exc:
+        _stragglers(**kw)
+    assert said in str(exc.value), str(exc.value)
+
+
+def test_stragglers_numpy_samples_run_as_a_list_does() -> None:
+    # a 1-d array of samples raised ValueError "The truth value of an array with more than one element is ambiguous"
+    a = _stragglers(samples=np.array([1.0, 1.1, 1.2])).payload()
+    b = _stragglers(samples=[1.0, 1.1, 1.2]).payload()
+    assert a == b and a["inputs"]["samples"] == 3
