@@ -57,6 +57,19 @@ def _scalar(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _plain(value: Any) -> Any:
+    """A dict / list of spec fields with NumPy scalars and arrays as the Python numbers and lists they hold: the
+    specs took np.float64(1024.0) and refused np.int64(8) as "Input should be a valid integer (got np.int64(8))",
+    np.True_ as "a valid boolean", and stage_layers=np.array([8, 8]) as "a valid list"."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
+
+
 def _count(value: Any, name: str, what: str = "GPUs") -> int:
     """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to MAX_COUNT: a Python or NumPy integer, a
     whole float, or a 0-d array of one. NaN / inf, a fraction, a bool, a string, None or an array of several values
@@ -105,7 +118,7 @@ def cluster_spec(cluster: Any) -> ClusterSpec:
     if isinstance(cluster, (str, os.PathLike)):
         return load_cluster(cluster if isinstance(cluster, str) else Path(cluster))
     if isinstance(cluster, dict):
-        return validate(ClusterSpec, _extended("cluster", cluster, "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
+        return validate(ClusterSpec, _extended("cluster", _plain(cluster), "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
     raise InputError(f"cannot make a cluster from a {type(cluster).__name__}", where="cluster",
                      allowed="a built-in name, a YAML path, a dict of cluster fields or a ClusterSpec")
 
@@ -115,7 +128,7 @@ def workload_spec(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
         return load_workload(model if isinstance(model, str) else Path(model))
     if isinstance(model, dict):
-        return validate(Workload, _extended("workload", model, "model"), prefix=["model"])
+        return validate(Workload, _extended("workload", _plain(model), "model"), prefix=["model"])
     if hasattr(model, "kind") and hasattr(model, "model_dump"):
         return model
     raise InputError(f"cannot make a workload from a {type(model).__name__}", where="model",
@@ -151,7 +164,7 @@ def _spec(model: Any, value: Any, extra: dict[str, Any], name: str) -> Any:
     else:
         raise InputError(f"cannot make a {name} spec from a {type(value).__name__}", where=name,
                          allowed=f"a dict of {name} fields or a {model.__name__}")
-    return validate(model, {**base, **extra}, prefix=[name])
+    return validate(model, _plain({**base, **extra}), prefix=[name])
 
 
 def training_spec(training: Any = None, **fields: Any) -> TrainingSpec:

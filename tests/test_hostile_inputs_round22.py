@@ -97,6 +97,40 @@ def test_api_scale_numpy_counts_still_run() -> None:
     json.dumps(doc, allow_nan=False)
 
 
+# --- NumPy values in spec fields ------------------------------------------------------------------------------------
+# A spec dict or keyword took np.float64(1024.0) but refused np.int64(8) ("Input should be a valid integer (got
+# np.int64(8))"), np.True_ ("a valid boolean (got np.True_)") and stage_layers=np.array([8, 8, 8, 8]) ("a valid list").
+
+WL = {"kind": "transformer", "name": "w", "layers": 8, "hidden": 1024, "heads": 16, "vocab": 32000, "seq_len": 2048}
+
+
+@pytest.mark.parametrize("model, fields", [
+    ({**WL, "layers": np.int64(8), "hidden": np.float64(1024)}, {}),
+    (WL, {"pp": np.int64(4), "stage_layers": np.array([2, 2, 2, 2]), "global_batch": np.uint16(16)}),
+    (WL, {"zero": "fsdp", "xla_gpu_lhs": np.bool_(True), "recompute": "selective",
+          "recompute_modules": np.str_("jax_qkvo")}),
+], ids=["workload", "strategy", "booleans"])
+def test_api_numpy_values_in_spec_fields_price_as_python_values(model: dict[str, Any], fields: dict[str, Any]) -> None:
+    plain = {k: v.tolist() if isinstance(v, (np.ndarray, np.generic)) else v for k, v in fields.items()}
+    a = scalemodel.predict("dgx-h100", model, 16, **fields).payload()
+    b = scalemodel.predict("dgx-h100", {k: int(v) if isinstance(v, np.integer) else v for k, v in model.items()}, 16,
+                           **plain).payload()
+    assert a["step_time_s"] == b["step_time_s"]
+    json.dumps(a, allow_nan=False)
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"micro_batch": np.array([1, 2])}, "training.micro_batch: Input should be a valid integer (got [1, 2])"),
+    ({"tp_comm_overlap": np.float64(np.nan)}, "strategy.tp_comm_overlap: Input should be a valid boolean (got nan)"),
+    ({"global_batch": np.float64(np.inf)}, "training.global_batch: Input should be a finite number (got inf)"),
+    ({"tp": np.int64(-8)}, "strategy.tp: Input should be greater than 0 (got -8)"),
+])
+def test_api_numpy_values_out_of_range_are_refused_naming_the_field(fields: dict[str, Any], said: str) -> None:
+    with pytest.raises(InputError) as exc:
+        scalemodel.predict("dgx-h100", "llama3-8b", 64, **fields)
+    assert str(exc.value).startswith(said), str(exc.value)
+
+
 # --- real-number arguments -------------------------------------------------------------------------------------------
 # a string, None or a 1-element array raised TypeError ("'<=' not supported between 'float' and 'str'", "only
 # 0-dimensional arrays can be converted to Python scalars", "float() argument must be ... not 'NoneType'").
