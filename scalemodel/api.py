@@ -15,10 +15,15 @@ command's JSON document. See docs/api.md for a worked example.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
@@ -45,6 +50,67 @@ _TRAINING_FIELDS = frozenset(TrainingSpec.model_fields)
 _STRATEGY_FIELDS = frozenset(StrategySpec.model_fields)
 
 
+def _scalar(value: Any) -> Any:
+    """A NumPy scalar or 0-d array as the Python number it holds; anything else as it is."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _plain(value: Any) -> Any:
+    """A dict / list of spec fields with NumPy scalars and arrays as the Python numbers and lists they hold: the
+    specs took np.float64(1024.0) and refused np.int64(8) as "Input should be a valid integer (got np.int64(8))",
+    np.True_ as "a valid boolean", and stage_layers=np.array([8, 8]) as "a valid list"."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
+
+
+def _count(value: Any, name: str, what: str = "GPUs") -> int:
+    """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to MAX_COUNT: a Python or NumPy integer, a
+    whole float, or a 0-d array of one. NaN / inf, a fraction, a bool, a string, None or an array of several values
+    raised TypeError / ValueError / IndexError deep in the engine, or ran (True as 1 GPU, 64.0 kept as a float in
+    the payload), or were refused in words naming another thing (0 GPUs as "stride must be >= 1")."""
+    v = _scalar(value)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v):
+        shown = f"an array of shape {np.shape(v)}" if isinstance(v, np.ndarray) else repr(v)[:60]
+        raise InputError(f"{shown} is not a whole number of {what}", where=name,
+                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
+    if not 1 <= v <= MAX_COUNT:
+        raise InputError(f"{int(v)} {what} is outside 1 to {MAX_COUNT:.0e}", where=name,
+                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
+    return int(v)
+
+
+def _real(value: Any, name: str, optional: bool = True) -> Any:
+    """A real-number argument (``straggler_cv``, ``kappa``, ``factor``, ``size``) as a float, None kept where
+    ``optional``; its range is the engine's to check. A string, None, a bool or an array raised TypeError there."""
+    v = _scalar(value)
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        shown = f"an array of shape {np.shape(v)}" if isinstance(v, np.ndarray) else repr(v)[:60]
+        raise InputError(f"{shown} is not a number", where=name, allowed="a real number")
+    return float(v)
+
+
+def _counts(values: Any, name: str = "gpus") -> list[int]:
+    """scale's GPU counts: a list, tuple or 1-d array of counts (:func:`_count` each), at least one."""
+    if (isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable)
+            or (isinstance(values, np.ndarray) and values.ndim != 1)):
+        shown = f"an array of shape {np.shape(values)}" if isinstance(values, np.ndarray) else repr(values)[:60]
+        raise InputError(f"{shown} is not a list of GPU counts", where=name,
+                         allowed="a list, tuple or 1-d array of GPU counts, e.g. [128, 256, 512]")
+    out = [_count(v, name) for v in values]
+    if not out:
+        raise InputError("no GPU counts", where=name, allowed="at least one GPU count, e.g. [128, 256, 512]")
+    return out
+
+
 def cluster_spec(cluster: Any) -> ClusterSpec:
     """A ClusterSpec from a built-in name, a path, a dict of fields or a ClusterSpec."""
     if isinstance(cluster, ClusterSpec):
@@ -52,7 +118,7 @@ def cluster_spec(cluster: Any) -> ClusterSpec:
     if isinstance(cluster, (str, os.PathLike)):
         return load_cluster(cluster if isinstance(cluster, str) else Path(cluster))
     if isinstance(cluster, dict):
-        return validate(ClusterSpec, _extended("cluster", cluster, "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
+        return validate(ClusterSpec, _extended("cluster", _plain(cluster), "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
     raise InputError(f"cannot make a cluster from a {type(cluster).__name__}", where="cluster",
                      allowed="a built-in name, a YAML path, a dict of cluster fields or a ClusterSpec")
 
@@ -62,7 +128,7 @@ def workload_spec(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
         return load_workload(model if isinstance(model, str) else Path(model))
     if isinstance(model, dict):
-        return validate(Workload, _extended("workload", model, "model"), prefix=["model"])
+        return validate(Workload, _extended("workload", _plain(model), "model"), prefix=["model"])
     if hasattr(model, "kind") and hasattr(model, "model_dump"):
         return model
     raise InputError(f"cannot make a workload from a {type(model).__name__}", where="model",
@@ -98,7 +164,7 @@ def _spec(model: Any, value: Any, extra: dict[str, Any], name: str) -> Any:
     else:
         raise InputError(f"cannot make a {name} spec from a {type(value).__name__}", where=name,
                          allowed=f"a dict of {name} fields or a {model.__name__}")
-    return validate(model, {**base, **extra}, prefix=[name])
+    return validate(model, _plain({**base, **extra}), prefix=[name])
 
 
 def training_spec(training: Any = None, **fields: Any) -> TrainingSpec:
@@ -124,6 +190,9 @@ def predict(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 102
     """One training step (as `scalemodel predict`): a Prediction with ``step_time_s``, ``breakdown_s``,
     ``throughput``, ``flops``, ``memory``; e.g. ``predict("dgx-h100", "llama3-70b", 1024, tp=8, pp=4)``."""
 
+    gpus = _count(gpus, "gpus")
+    straggler_cv, kappa = _real(straggler_cv, "straggler_cv"), _real(kappa, "kappa")
+    check_kappa(kappa, "kappa")  # --staleness-kappa's range: 2**80 ran here
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     cl.require_gpus(gpus, "gpus")
     return run_predict(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=kappa, inputs=inputs or {
@@ -134,6 +203,7 @@ def memory(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024
            strategy: Any = None, **fields: Any) -> Any:
     """Per-GPU memory by part and the largest micro-batch that fits (as `scalemodel memory`)."""
 
+    gpus = _count(gpus, "gpus")
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     return run_memory(cl, wl, gpus, tr, st)
 
@@ -144,6 +214,7 @@ def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, 
     """Rank every valid strategy (as `scalemodel plan`): a PlanResult whose ``ranked`` holds Predictions, best
     first, and ``why`` the explanation in words. ``fields`` are TrainingSpec fields (e.g. ``global_batch``)."""
 
+    gpus, top, straggler_cv = _count(gpus, "gpus"), _count(top, "top", "plans"), _real(straggler_cv, "straggler_cv")
     tr_fields, st_fields = _split(fields)
     if st_fields:
         raise InputError(f"plan searches the strategy; {sorted(st_fields)[0]!r} cannot be fixed here",
@@ -158,6 +229,7 @@ def scale(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: list[int] |
           straggler_cv: float | None = None, **fields: Any) -> Any:
     """A weak or strong scaling sweep with the lost efficiency attributed to its causes (as `scalemodel scale`)."""
 
+    gpus, straggler_cv = _counts(gpus), _real(straggler_cv, "straggler_cv")
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     cl.require_gpus(max(gpus), "gpus")
     return run_scale(cl, wl, tr, st, list(gpus), mode, best=best, straggler_cv=straggler_cv,
@@ -168,6 +240,7 @@ def sensitivity(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int =
                 strategy: Any = None, *, factor: float = 2.0, **fields: Any) -> Any:
     """Elasticity of throughput to each hardware parameter (as `scalemodel sensitivity`)."""
 
+    gpus, factor = _count(gpus, "gpus"), _real(factor, "factor", False)
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     cl.require_gpus(gpus, "gpus")
     return run_sensitivity(cl, wl, gpus, tr, st, factor=factor,
@@ -179,8 +252,10 @@ def collective(cluster: Any = "dgx-h100", op: str = "allreduce", size: float | s
     """One collective's time, algbw and busbw per algorithm (as `scalemodel collective`); ``size`` in bytes
     or with a unit ("1GiB")."""
 
-    nbytes = parse_quantity(size, "bytes") if isinstance(size, str) else float(size)
-    return run_collective(cluster_spec(cluster), op, [nbytes], gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes)
+    nbytes = in_range(parse_quantity(size, "bytes", where="size") if isinstance(size, str)
+                      else _real(size, "size", False), "bytes", "size")  # 2**80 bytes ran, --size refuses it
+    return run_collective(cluster_spec(cluster), op, [nbytes], _count(gpus, "gpus", "ranks"), algo=algo,
+                          stride=_count(stride, "stride"), dtype_bytes=_count(dtype_bytes, "dtype_bytes", "bytes"))
 
 
 def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ranks: int | None = None,

@@ -37,7 +37,12 @@ def ranged_quantity(text: str, kind: str, option: str) -> float:
     """:func:`quantity` within the physical range of its kind (specs.quantities.RANGES; zero passes, the sign is
     the caller's to check): a huge or tiny value is refused here, naming the option, instead of overflowing to
     inf or nan in a cost model and ending in a generic "not finite" error."""
-    x = quantity(text, kind, option)
+    return in_range(quantity(text, kind, option), kind, option)
+
+
+def in_range(x: float, kind: str, option: str) -> float:
+    """``x`` if within the physical range of its kind (specs.quantities.RANGES; zero passes), else an InputError
+    naming ``option``: :func:`ranged_quantity`'s check, for a number given as one (the Python API's)."""
     why = outside_range(x, kind)
     if why is not None:
         raise InputError(why, where=option, allowed=f"{range_text(kind)} (the physical range of a {kind} quantity)")

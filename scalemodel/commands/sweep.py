@@ -3,6 +3,8 @@ on all local cores or a Dask cluster, written as one tidy table."""
 
 from __future__ import annotations
 
+import os
+
 from scalemodel.commands.args import Command, arg, integer, opt, repeat, switch
 from scalemodel.commands.options import JSON
 from scalemodel.engine.grid import run_grid
@@ -29,6 +31,7 @@ def sweep(*, file: str, out: list[str] | None, workers: int | None, scheduler: s
     outs = list(out or [])
     for path in outs:
         output_format(path)  # before the work: extension, folder, not an input
+    _distinct_outputs(outs)
     spec, models, clusters = load_sweep(file)
     for path in outs:
         output_format(path)  # again now that the sweep's inputs have been read
@@ -55,3 +58,15 @@ COMMAND = Command("sweep", sweep, (
                                                "(pip install 'scalemodel[dask]')."),
     switch("--csv", dest="as_csv", help="Print the table as CSV."),
     JSON))
+
+
+def _distinct_outputs(outs: list[str]) -> None:
+    """Refuse two --out that name one file (the same path, or one through a link): round 22, `-o t.jsonl -o
+    link.csv` with link.csv -> t.jsonl wrote the JSONL table and then the CSV over it, exit 0, one table of two."""
+    seen: dict[str, str] = {}
+    for path in outs:
+        real = os.path.realpath(path)
+        if real in seen:
+            raise InputError(f"{path!r} is the same file as {seen[real]!r}, given before", where="--out",
+                             allowed="one --out for each file")
+        seen[real] = path

@@ -58,6 +58,16 @@ def stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, s
     selected as for ``predict`` (:func:`scalemodel.cost.staleness.default_kappa`); a number overrides it.
     Errors from the cost models are reported at ``stragglers``.
     """
+    _scalars(mean_s=mean_s, cv=cv, comm_s=comm_s, kappa=kappa)
+    if samples is not None:
+        try:
+            arr = np.asarray(samples, dtype=float)
+        except (TypeError, ValueError):  # a ragged list, strings: "setting an array element with a sequence"
+            arr = np.zeros((0, 0))
+        if arr.ndim != 1:
+            raise InputError(f"samples: {str(samples)[:60]} is not a list of numbers", where="stragglers",
+                             allowed="a list or 1-d array of step times in seconds")
+        samples = [float(x) for x in arr]
     if kappa is None:
         d = staleness.default_kappa(optimizer, family, unstated="--optimizer not given")
         kappa, source = d.kappa, d.source
@@ -67,6 +77,15 @@ def stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, s
         return _stragglers(workers, dist, mean_s, cv, backup, ssp, local, comm_s, kappa, samples, source)
     except InputError as exc:
         raise exc.at("stragglers") from None
+
+
+def _scalars(**values: Any) -> None:
+    """Refuse an array where a number is taken (the Python API's callers): np.array([0.1]) as cv raised NumPy's
+    TypeError "only 0-dimensional arrays can be converted to Python scalars"."""
+    for name, v in values.items():
+        if v is not None and np.ndim(v) != 0:
+            raise InputError(f"{name}: an array of shape {np.shape(v)} is not a number", where="stragglers",
+                             allowed="a real number")
 
 
 def _stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, ssp: int, local: int,

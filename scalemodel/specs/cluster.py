@@ -58,15 +58,12 @@ class TierSpec(Sourced, kw_only=True):
         "(docs/model.md#ring-net-overhead). Omitted: NCCL's default for the cluster's host_cpu, 1 us (2 us on amd "
         "hosts), on a network tier (0 on the innermost tier, on NVLink/PCIe-class tiers and on clusters with an "
         "ici tier, which do not run NCCL)"))] = None
-    torus_dims: Annotated[Annotated[list[int], Meta(min_length=1, max_length=6)] | None, Meta(
+    torus_dims: Annotated[Annotated[list[Annotated[int, Meta(ge=1, le=MAX_GPUS)]], Meta(min_length=1, max_length=6)]
+                          | None, Meta(
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
                     "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")] = None
 
     def _check(self) -> None:
-        dims = self.torus_dims
-        if dims is not None and any(d < 1 or d > MAX_GPUS for d in dims):
-            raise field_error("torus_dims", f"torus_dims must be whole numbers from 1 to {MAX_GPUS}, got {dims}",
-                              f"a list of 1 to 6 extents, each from 1 to {MAX_GPUS:.0e}")
         if self.transport is None:
             if self.mtu is not None or self.registration_reuse is not None:
                 raise ValueError("mtu and registration_reuse need a transport; add transport: tcp, roce or ib, or "

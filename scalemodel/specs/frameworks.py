@@ -138,11 +138,19 @@ def _deepspeed_keys_only(text: str) -> bool:
         data = load_json(text, "")
     except InputError:  # not strict JSON (YAML flow style), or JSON the YAML reader refuses with its own words
         return False
+    return _keys_read_by(data) == "deepspeed"
+
+
+def _keys_read_by(data: Any) -> str | None:
+    """Whose keys a JSON object's top level holds: "deepspeed" (one DeepSpeed reads, :data:`_DS_HARMLESS`, and none of
+    a scalemodel strategy file's: strategy:, training:, kind, their fields; ``optimizer`` is both), "scalemodel" (the
+    other way round), else None (both, neither, or not an object)."""
     if not isinstance(data, dict):
-        return False
+        return None
     ours = set(STRATEGY_FIELDS) | set(TRAINING_FIELDS) | {"strategy", "training", "kind"}
     keys = set(map(str, data))
-    return bool(keys & (_DS_HARMLESS - ours)) and not keys & (ours - _DS_HARMLESS)
+    deepspeed, scalemodel = bool(keys & (_DS_HARMLESS - ours)), bool(keys & (ours - _DS_HARMLESS))
+    return "deepspeed" if deepspeed and not scalemodel else "scalemodel" if scalemodel and not deepspeed else None
 
 
 def read_strategy_file(ref: str | Path) -> StrategyFile:
@@ -162,11 +170,14 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     if (stripped.startswith("{") and (suffix not in (".yaml", ".yml") or _deepspeed_keys_only(text))) \
             or suffix == ".json":
         data = load_json(text, where)
-        out = StrategyFile(where, "deepspeed")
+        # round 22: a scalemodel strategy written as JSON (tp, pp, schedule: the fields of a strategy YAML, of which
+        # JSON is a subset, and no DeepSpeed key) was read as a DeepSpeed config whose every key was "not used", and
+        # the default strategy priced (tp 1, pp 1) with exit 0
+        out = StrategyFile(where, "scalemodel" if _keys_read_by(data) == "scalemodel" else "deepspeed")
         if not isinstance(data, dict):
             raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config")
         try:
-            _deepspeed(data, out)
+            (_scalemodel if out.format == "scalemodel" else _deepspeed)(data, out)
         except InputError as exc:
             raise exc.at(where) from None
     # [ \t]*, not \s*: with re.M, \s* crossed newlines from every line start (a file of blank lines was quadratic)
