@@ -146,9 +146,10 @@ def test_drop_and_pad_prices_every_rank_at_the_capacity() -> None:
     assert res.settings["moe_rank_imbalance"] == 1.0
     # every other MoE row is dropless: the random-routing default; NeMo 25.04's GB200 Mixtral row runs the same
     # MegatronTokenDropCallback (NeMo v2.3.0 recipes/mixtral_8x7b.py L224-226), and so do NeMo@7a8f1cc7bc's
-    # pretrain_grok1_314b.py (dgxc2505 Grok-1, dgxc21 / data21c) and pretrain_deepseek_v3.py (USE_TOKEN_DROP, data21c)
+    # pretrain_grok1_314b.py (dgxc2505 Grok-1, dgxc21 / data21c), pretrain_deepseek_v3.py (USE_TOKEN_DROP, data21c)
+    # and the Llama 4 Maverick perf script (data22, review22e: the token-drop callback at capacity 1.0)
     assert set(vt.RECIPE_DROP_AND_PAD) == ({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"}
-                                           | vt.DGXC2505_GROK | vt.DGXC2505_DSV3)
+                                           | vt.DGXC2505_GROK | vt.DGXC2505_DSV3 | vt.DGXC2505_LLAMA4)
     assert all(c == 1.0 for c in vt.RECIPE_DROP_AND_PAD.values())
 
 
