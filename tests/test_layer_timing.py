@@ -110,7 +110,7 @@ def test_te_baseline_model_time_by_hand() -> None:
     p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == "Baseline PyTorch")
     model = float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], gm)[()])
     assert model == pytest.approx(by_hand, rel=1e-9)
-    assert by_hand == pytest.approx(48.27e-3, rel=0.002)  # the script's printed model time at its fit (0.6865)
+    assert by_hand == pytest.approx(48.27e-3, rel=0.002)  # the script's model time at its fit of then (0.6865)
 
 
 def test_te_guide_is_out_of_reach_of_an_h100_pcie() -> None:
@@ -173,13 +173,13 @@ def test_te_attention_row_model_time_by_hand() -> None:
 
 def _cudnn_core_by_hand(peak: float) -> tuple[float, float]:
     """(forward, backward) of the guide's causal core on h100-sxm's cuDNN curves (hardware/accelerators/h100-sxm.yaml
-    attention_efficiency.cudnn, typed: fwd attn_max 0.719, seq_half 196, head_half 40; bwd 0.578, 609, 29): 256 heads
+    attention_efficiency.cudnn, typed: fwd attn_max 0.719, seq_half 196, head_half 40; bwd 0.663, 357, 28): 256 heads
     of 2048 queries over k = 1024.5 keys, d 128; FLOPs 2 q k (d + d) per head forward, 2.5x that backward, at
     peak x attn_max x k/(k + k0) x d/(d + d0) (compute-bound: the Q K V O floor is 1000x shorter)."""
     k, d = (SEQ + 1) / 2, 128.0
     flops = 256 * 2 * SEQ * k * 2 * d
     fwd = flops / (peak * 0.719 * k / (k + 196) * d / (d + 40))
-    bwd = 2.5 * flops / (peak * 0.578 * k / (k + 609) * d / (d + 29))
+    bwd = 2.5 * flops / (peak * 0.663 * k / (k + 357) * d / (d + 28))
     return fwd, bwd
 
 

@@ -131,7 +131,7 @@ _A100 = EfficiencyCurve(gemm_max=0.757, gemm_half_dim=96.0, memory=0.85)
 #: backward (0.85, not applied); priced as the step model now prices a Hopper layer (causal fused core over (s+1)/2
 #: keys on cuDNN's fitted attention curve, the kernel the guide's te.DotProductAttention ran; an fp8 run's casts as
 #: the guide's modules run them and BF16 core; each row's memory-bound ops as its own modules move them:
-#: :data:`scripts.fit_in_layer_factor.LAYER_IMPL`), they imply 0.855 (BF16) and 0.936 (FP8) on one H100, no
+#: :data:`scripts.fit_in_layer_factor.LAYER_IMPL`), they imply 0.847 (BF16) and 0.900 (FP8) on one H100, no
 #: communication: the cleanest source found (0.852 / 0.921 with the core on the GEMM curve:
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`, what Blackwell borrows). A100 rows alone scatter
 #: 0.83-0.93 around 0.893 (before the per-implementation memory-bound bytes); Hopper's BF16 rows 0.824-0.866.
@@ -155,13 +155,18 @@ IN_LAYER_GEMM_FACTOR = 0.901
 #: fitted cuDNN curve (layer_timing.yaml ``kernel``: the guide's TE 2.12.0.dev0 DotProductAttention prefers
 #: FusedAttention, cuDNN, on Hopper). BF16, its three rows (PyTorch and TE modules with unfused attention, TE
 #: modules with causal TE attention; 48.280 / 49.342 / 35.709 ms fwd+bwd; priced as eager PyTorch layers,
-#: layer_impl eager): in-layer gemm_max 0.6865 / the H100 SXM BF16 microbenchmark fit 0.803 = 0.855 (rows alone
-#: 0.852 / 0.824 / 0.866; 0.835 with one fused count and a 2x backward for every row). FP8, its three rows (23.406 /
+#: layer_impl eager): in-layer gemm_max 0.6800 / the H100 SXM BF16 microbenchmark fit 0.803 = 0.847 (rows alone
+#: 0.852 / 0.824 / 0.857; 0.835 with one fused count and a 2x backward for every row). FP8, its three rows (23.406 /
 #: 22.964 / 21.670 ms; delayed scaling, its casts priced by :func:`fp8_quantize_bytes` corrected for the rows'
 #: modules: te.LayerNormMLP's GELU and dGELU kernels write the FP8 copies themselves, te.LayerNorm + te.Linear
 #: casts the 16-bit norm output; scripts/fit_in_layer_factor.py te_module_cast_bytes; the core in BF16 on the
 #: cuDNN curve at the BF16 peak; 'TE Unfused' eager, the 'TE Fused' and TransformerLayer rows megatron_te, the
-#: latter without dropout): 0.6635 / the FP8 fit 0.709 = 0.936 (rows alone 0.933 / 0.892 / 0.950; 0.938 before).
+#: latter without dropout): 0.6380 / the FP8 fit 0.709 = 0.900 (rows alone 0.934 / 0.860 / 0.914). Before h100-sxm's
+#: cuDNN backward was fitted to the FlashAttention-3 paper's H100 backward figure (hardware/measurements/attention.yaml
+#: FA3-BWD: 12 unmasked points at d 64 / 128, s 512-16k; attn_max 0.663, seq_half 357 in place of h200-sxm's
+#: backward / forward ratio, 0.578 / 609), the guide's causal s 2048 backward core was priced 1.37x slower and the
+#: factors were 0.855 / 0.936
+#: (BF16 rows 0.852 / 0.824 / 0.875; FP8 0.972 / 0.892 / 0.950); 0.938 FP8 before the per-implementation bytes.
 #: With the core on the GEMM curve (the pricing before the attention-kernel curves) the same rows give 0.852 and
 #: 0.921 (0.833 / 0.926 before; FP8 core on the BF16 in-layer curve 0.6845): kept as
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. FP8 above BF16 is not the isolated FP8 curve underrating
@@ -179,7 +184,7 @@ IN_LAYER_GEMM_FACTOR = 0.901
 #: Blackwell layer timing exists to refit from. A run with ``attention_kernel: gemm`` still gets the kernel-core
 #: factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
-HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.855, "fp8": 0.936}
+HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.847, "fp8": 0.900}
 #: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
 #: core is priced on the GEMM curve (no attention-kernel curve); Blackwell's until its cuDNN curves were fitted.
 HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.852, "fp8": 0.921}
