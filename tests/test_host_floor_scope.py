@@ -107,7 +107,8 @@ def test_h100_fp8_partial_graph_recipe_gets_the_expert_path_floor(monkeypatch) -
     eagerly after the dispatcher's synchronisation: its floor is 0.7151 H = 6.56 ms, above the model's device time
     per layer pass, so it binds and slows the prediction (+49.4 % fast with no floor -> +20.6 %; the floorless
     figure was +45.9 % before h100cmp22 fitted h100-sxm's cuDNN backward to the FlashAttention-3 paper (a faster core
-    under the floor, docs/model.md#h100-attention-backward), +57.6 % before blkfp8_21 priced the recipe as blockwise FP8 (its GEMMs at 0.812 of per-tensor, its
+    under the floor, docs/model.md#h100-attention-backward), +57.6 % before
+    blkfp8_21 priced the recipe as blockwise FP8 (its GEMMs at 0.812 of per-tensor, its
     casts, no amax reductions: more device time under the floor, docs/model.md#fp8-blockwise), +57.8 % before NCCL's
     LL caps (llhost18's host row, review18e's one-node GPU row: the LL line no longer wins collectives NCCL runs on
     LL128 or Simple, docs/model.md#nccl-ll-cap), +51.0 % before moesp17's MoE
