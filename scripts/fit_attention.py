@@ -27,7 +27,7 @@ seq_half and head_half to >= 0. Per (accelerator, kernel):
   directions (ASSUMPTION, stated: the backward runs at the forward's efficiency, i.e. takes 2.5x its time; the
   measured H200 fwd+bwd / fwd ratios 3.6-5.9 say the backward is slower at short sequences, so these curves
   understate the forward's and overstate the backward's speed at s <= 1k, their sum fits);
-* only forward points (h100-sxm cudnn, fa3, triton): the backward is BORROWED as the donor's backward / forward
+* only forward points (h100-sxm triton): the backward is BORROWED as the donor's backward / forward
   relation (:data:`BWD_DONORS`): attn_max = own forward attn_max x donor bwd / donor fwd attn_max, seq_half and
   head_half the donor backward's.
 * points at one head dim only (b200 cudnn and fa2: NVIDIA/cudnn-frontend's B200 sweeps, d 128 only): head_half
@@ -88,9 +88,8 @@ FLOP_CONVENTIONS = ("fa-benchmark", "cudnn-frontend")
 #: source FLOPs per direction as multiples of the forward (both conventions: backward 2.5x at d_qk = d_vo)
 PER_DIR = {"fwd": 1.0, "bwd": FLASH_BACKWARD_FLOP_RATIO, "fwd+bwd": 1.0 + FLASH_BACKWARD_FLOP_RATIO}
 #: (accelerator, kernel) with forward points only -> (accelerator, kernel) whose backward / forward relation it takes
-BWD_DONORS = {("h100-sxm", "cudnn"): ("h200-sxm", "cudnn"),  # same GH100 die, same cuDNN kernel family
-              ("h100-sxm", "fa3"): ("h200-sxm", "cudnn"),  # FA3's backward figure has no mask caption (FA3-BWD)
-              ("h100-sxm", "triton"): ("a100-sxm-80g", "triton")}  # the only Triton fwd+bwd points
+#: (h100-sxm cudnn and fa3 borrowed h200-sxm cudnn's until FA3-BWD's mask was read: the paper's Figure 6 captions)
+BWD_DONORS = {("h100-sxm", "triton"): ("a100-sxm-80g", "triton")}  # the only Triton fwd+bwd points
 #: accelerator without an attention benchmark -> the measured accelerator whose curves it takes (all kernels)
 ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100-sxm-80g",
               "a100-pcie-80g": "a100-sxm-80g", "b300": "b200"}

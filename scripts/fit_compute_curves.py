@@ -114,8 +114,8 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
 The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
 ``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
 layer, from a per-layer timing: IN_LAYER_GEMM_FACTOR 0.901 from Korthikanti et al. 2022 Table 4 on A100 for
-every family without one of its own; Hopper 0.855 BF16 / 0.936 FP8 from Transformer Engine's Getting Started
-guide on one H100, the BF16 one borrowed by Blackwell, whose FP8 one (0.846) carries over Hopper's relation to the
+every family without one of its own; Hopper 0.847 BF16 / 0.900 FP8 from Transformer Engine's Getting Started
+guide on one H100, the BF16 one borrowed by Blackwell, whose FP8 one (0.813) carries over Hopper's relation to the
 FP8 / BF16 kernel ratio Transformer Engine measured; h200-sxm its own; scripts/fit_in_layer_factor.py), so every
 curve is on an in-layer basis (the ``in-layer`` value printed beside each fit is that product); ``gemm_half_dim``
 and ``memory`` are the fits as they are.

@@ -96,7 +96,7 @@ def test_gemm_calls_by_hand() -> None:
 def test_published_grouped_gemm_is_the_curve_plus_the_fixed_time_per_call() -> None:
     """TE 2.7 general_grouped_gemm on H100 BF16 (hardware/measurements/grouped_gemm.yaml, TE pull request #2045):
     per call, the isolated H100 BF16 curve (the microbenchmark fit before the in-layer factor: gemm_max = MAMF 794.5 /
-    989.4 TFLOP/s = 0.803, d0 87; catalog 0.687 = 0.803 x Hopper's 0.855) at the group's shape, plus 1.78 us for the
+    989.4 TFLOP/s = 0.803, d0 87; catalog 0.680 = 0.803 x Hopper's 0.847) at the group's shape, plus 1.78 us for the
     multi-stream path; the CUTLASS single kernel needs no addition."""
     peak, gm, d0 = 989.4e12, 794.5 / 989.4, 87.0
     for p in _grouped_points():

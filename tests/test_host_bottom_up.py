@@ -98,8 +98,8 @@ def test_no_floor_at_or_below_H_binds_on_the_b200_partial_graph_row(monkeypatch)
     docs/model.md#host-issue-order) the preset's own floor still changes nothing (0.3199 x 6.56 = 2.10 ms of expert
     issue against more device work before the expert path's last kernel), while the whole eager layer's H issues
     0.3199 x 9.18 = 2.94 ms there, more than that device work: the step was slower with it. Since bw22 (Blackwell's
-    FP8 in-layer GEMM factor 0.846, docs/model.md#fp8-bf16-ratio) that device work is above 2.94 ms again: neither
-    floor changes the prediction."""
+    FP8 in-layer GEMM factor 0.846; 0.813 since h100cmp22's Hopper refit, docs/model.md#fp8-bf16-ratio) that device
+    work is above 2.94 ms again: neither floor changes the prediction."""
     mod, cases = _validation()
     cid = "mb2604_b200_qwen3_30b_fp8mx"
     scaled = mod.predict_new_case(cases[cid])

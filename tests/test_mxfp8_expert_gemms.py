@@ -28,8 +28,8 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 ROOT = Path(__file__).resolve().parents[1]
 # GB200's catalog curves (hardware/accelerators/gb200.yaml) and peaks, as printed there
 GB200 = {"bf16_peak": 2500e12, "fp8_peak": 5000e12, "bw": 8.0e12, "mem": 0.85,
-         "gm16": 0.555, "d16": 175.0, "gm8": 0.516, "d8": 113.0}
-F16, F8 = 0.855, 0.846  # Blackwell's in-layer factors (cost.compute.BLACKWELL_IN_LAYER_GEMM_FACTOR)
+         "gm16": 0.550, "d16": 175.0, "gm8": 0.496, "d8": 113.0}
+F16, F8 = 0.847, 0.813  # Blackwell's in-layer factors (cost.compute.BLACKWELL_IN_LAYER_GEMM_FACTOR)
 
 
 def _marin_points() -> dict[tuple[str, int, int], float]:
@@ -90,7 +90,7 @@ QWEN = dict(layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, vocab=15
 
 def test_mxfp8_moe_layers_expert_time_is_bf16_time_over_the_ratio_by_hand() -> None:
     """One Qwen3-30B MoE layer on a GB200: with the expert curve the forward GEMM time rises by exactly (the two
-    routed GEMMs at t_BF16,isolated / (1.531 x 0.846)) - (the same GEMMs on the MXFP8 curve), each computed here from
+    routed GEMMs at t_BF16,isolated / (1.531 x 0.813)) - (the same GEMMs on the MXFP8 curve), each computed here from
     2 m n k / (peak x eff); the backward by twice that; the attention block and router do not move."""
     sh = shape(moe_experts=128, moe_top_k=8, moe_ffn_hidden=768, **QWEN)
     kw = _gb200_kw()
@@ -109,7 +109,7 @@ def test_mxfp8_moe_layers_expert_time_is_bf16_time_over_the_ratio_by_hand() -> N
     expert = bf16_iso / (1.531 * F8)
     mxfp8 = sum(t(n, k, GB200["fp8_peak"], GB200["gm8"] * 0.951, GB200["d8"]) for n, k in shapes)
     assert expert > mxfp8  # the cap does not bind at this shape
-    assert expert / mxfp8 == pytest.approx(1.26, abs=0.01)  # 1.916 (curves) x 0.855 / 0.846 / 1.531 (bw22)
+    assert expert / mxfp8 == pytest.approx(1.26, abs=0.01)  # 1.858 (curves) x 0.847 / 0.813 / 1.531
     assert float(new.forward_gemm - base.forward_gemm) == pytest.approx(expert - mxfp8, rel=1e-9)
     assert float(new.forward - base.forward) == pytest.approx(expert - mxfp8, rel=1e-9)
     assert float(new.backward - base.backward) == pytest.approx(2 * (expert - mxfp8), rel=1e-9)
@@ -225,15 +225,17 @@ def test_an_mxfp8_moe_run_is_slower_by_its_expert_gemms(monkeypatch: pytest.Monk
 
 def test_expert_shape_note_prices_by_hand() -> None:
     """docs/model.md, 'MXFP8 GEMM rate at expert shapes' (review22a: its MXFP8 prices had stayed at the fp8 levels
-    before gbfp8_21's FP8 / BF16 bound, 6.905 ms and 1.345 ms, and bw22 scaled the stale 1.345 to 1.488). By hand,
+    before gbfp8_21's FP8 / BF16 bound, 6.905 ms and 1.345 ms, and bw22 scaled the stale 1.345 to 1.488; repriced on
+    the merge of bw22 with h100cmp22's Hopper factors 0.847 / 0.900, Blackwell's FP8 0.813). By hand,
     2 m n k / (peak x gemm_max x prod d / (d + d0)), every GEMM compute-bound, the curve symmetric in (m, n, k) so
     dgrad and wgrad price as fprop: (1) Transformer Engine's 12 GEMMs of a 5B layer (M 15872, h 4096, f 16384) on
-    b300's isolated curves (catalog / 0.855, 175; catalog / 0.846 x the MXFP8 rate 0.951, 366): 13.005 ms BF16,
-    7.108 ms MXFP8, against the measured 12.758 / 7.161 (+1.9 %, -0.7 %), MXFP8 / BF16 1.83 priced, 1.78 measured;
+    b300's isolated curves (catalog / 0.847, 175; catalog / 0.813 x the MXFP8 rate 0.951, 366): 13.014 ms BF16,
+    7.109 ms MXFP8, against the measured 12.758 / 7.161 (+2.0 %, -0.7 %), MXFP8 / BF16 1.83 priced, 1.78 measured;
     (2) Qwen3-30B's six expert GEMMs a layer pass on GB200 (m 16384 rows per expert, 8 local experts, FC1 n 1536 k
-    2048, FC2 n 2048 k 768) on the in-layer curves: 3.380 ms BF16, 1.764 ms MXFP8, 1.92x (with Hopper's 0.936
-    before bw22: 1.595 ms, 2.12x, the 1.916 / 2.12 'curves' of the layer test above)."""
-    b300 = {"bf16_peak": 2250e12, "fp8_peak": 4500e12, "gm16": 0.599, "d16": 175.0, "gm8": 0.612, "d8": 366.0}
+    2048, FC2 n 2048 k 768) on the in-layer curves: 3.410 ms BF16, 1.836 ms MXFP8, 1.86x (with Hopper's FP8 factor
+    0.900 in place of Blackwell's 0.813: 1.658 ms, 2.06x; 3.380 / 1.764 ms, 1.92x at bw22's 0.855 / 0.846 and
+    1.595 ms, 2.12x with Hopper's 0.936 before bw22; the 1.858 'curves' of the layer test above)."""
+    b300 = {"bf16_peak": 2250e12, "fp8_peak": 4500e12, "gm16": 0.593, "d16": 175.0, "gm8": 0.588, "d8": 366.0}
     ce = build_specs(cluster="dgx-b300", model="gpt-7.5b", sets=[], training={}, strategy={})[0].accelerator
     assert (ce.compute_efficiency.gemm("bf16"), ce.compute_efficiency.gemm("fp8")) == (  # b300.yaml, as printed
         (b300["gm16"], b300["d16"]), (b300["gm8"], b300["d8"]))
@@ -244,18 +246,18 @@ def test_expert_shape_note_prices_by_hand() -> None:
     te = ((15872, 12288, 4096), (15872, 4096, 4096), (15872, 16384, 4096), (15872, 4096, 16384))
     bf16 = ms(te, b300["bf16_peak"], b300["gm16"] / F16, b300["d16"])
     mx = ms(te, b300["fp8_peak"], b300["gm8"] / F8 * 0.951, b300["d8"])
-    assert (bf16, mx) == (pytest.approx(13.005, abs=0.001), pytest.approx(7.108, abs=0.001))
-    assert (bf16 / 12.758 - 1, mx / 7.161 - 1) == (pytest.approx(0.019, abs=5e-4), pytest.approx(-0.007, abs=5e-4))
+    assert (bf16, mx) == (pytest.approx(13.014, abs=0.001), pytest.approx(7.109, abs=0.001))
+    assert (bf16 / 12.758 - 1, mx / 7.161 - 1) == (pytest.approx(0.020, abs=5e-4), pytest.approx(-0.007, abs=5e-4))
     assert (round(bf16 / mx, 2), round(12.758 / 7.161, 2)) == (1.83, 1.78)
     qwen = ((16384, 1536, 2048), (16384, 2048, 768))
     q16 = ms(qwen, GB200["bf16_peak"], GB200["gm16"], GB200["d16"], 8)
     q8 = ms(qwen, GB200["fp8_peak"], GB200["gm8"] * 0.951, GB200["d8"], 8)
-    assert (q16, q8, q16 / q8) == (pytest.approx(3.380, abs=0.001), pytest.approx(1.764, abs=0.001),
-                                   pytest.approx(1.92, abs=0.005))
-    q8_hopper = ms(qwen, GB200["fp8_peak"], GB200["gm8"] / F8 * 0.936 * 0.951, GB200["d8"], 8)
-    assert (q8_hopper, q16 / q8_hopper) == (pytest.approx(1.595, abs=0.001), pytest.approx(2.12, abs=0.005))
+    assert (q16, q8, q16 / q8) == (pytest.approx(3.410, abs=0.001), pytest.approx(1.836, abs=0.001),
+                                   pytest.approx(1.86, abs=0.005))
+    q8_hopper = ms(qwen, GB200["fp8_peak"], GB200["gm8"] / F8 * 0.900 * 0.951, GB200["d8"], 8)
+    assert (q8_hopper, q16 / q8_hopper) == (pytest.approx(1.658, abs=0.001), pytest.approx(2.06, abs=0.005))
     doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
     note = doc.split("MXFP8 GEMM rate at expert shapes", 1)[1][:1500]
-    for text in ("13.005 ms BF16 and 7.108 ms MXFP8", "+1.9 % and -0.7 %", "1.83 priced against 1.78 measured",
-                 "3.380 ms BF16 and 1.764 ms MXFP8 a layer pass, 1.92x", "1.595 ms, 2.12x"):
+    for text in ("13.014 ms BF16 and 7.109 ms MXFP8", "+2.0 % and -0.7 %", "1.83 priced against 1.78 measured",
+                 "3.410 ms BF16 and 1.836 ms MXFP8 a layer pass, 1.86x", "1.658 ms, 2.06x"):
         assert text in note, text

@@ -57,10 +57,10 @@ def test_precision_names() -> None:
 
 
 @pytest.mark.parametrize("cluster,fp8_gm,fp8_d0,p8,p4", [
-    ("gb200-nvl72", 0.516, 113.0, 5000e12, 10000e12),  # gb200.yaml fp8 curve, fp8 / fp4 dense peaks
-    ("dgx-b200", 0.603, 366.0, 4500e12, 9000e12),  # b200.yaml
-    ("dgx-b300", 0.612, 366.0, 4500e12, 13500e12),  # b300.yaml (3 x FP8, Blackwell Ultra)
-    ("gb300-nvl72", 0.516, 113.0, 5000e12, 15000e12),  # gb300.yaml
+    ("gb200-nvl72", 0.496, 113.0, 5000e12, 10000e12),  # gb200.yaml fp8 curve, fp8 / fp4 dense peaks
+    ("dgx-b200", 0.580, 366.0, 4500e12, 9000e12),  # b200.yaml
+    ("dgx-b300", 0.588, 366.0, 4500e12, 13500e12),  # b300.yaml (3 x FP8, Blackwell Ultra)
+    ("gb300-nvl72", 0.496, 113.0, 5000e12, 15000e12),  # gb300.yaml
 ])
 def test_job_prices_nvfp4_gemms_on_the_fp4_peak(cluster: str, fp8_gm: float, fp8_d0: float, p8: float,
                                                   p4: float) -> None:
@@ -88,7 +88,7 @@ def test_large_gemm_runs_1_81x_the_fp8_one() -> None:
                            gemm_half_dim=j8.gemm_half_dim, **kw)
     # by hand: 2 d^3 / (P x gm x (d / (d + d0))^3), d0 = 113 (gb200.yaml fp8, its own Azure sweep's; b200's 366
     # from bwcurve19 to review19c)
-    eff8 = 0.516 * (8192 / (8192 + 113.0)) ** 3
+    eff8 = 0.496 * (8192 / (8192 + 113.0)) ** 3
     assert float(t8) == pytest.approx(2 * 8192.0 ** 3 / (5000e12 * eff8), rel=1e-12)
     assert float(t8) / float(t4) == pytest.approx(1.810, rel=1e-12)
 
@@ -236,11 +236,11 @@ def test_saved_nvfp4_inputs_by_hand() -> None:
 def test_calibration_scales_nvfp4_gemms_by_the_fp8_factor() -> None:
     """calibrate runs: an fp4 run's NVFP4 GEMMs are priced on the fp8 curve (1.810 x its rate), so they take the
     fp8 factor c8 that the overlay writes into that curve, not the 16-bit c (whose curve they never read); the BF16
-    attention core and logits GEMM and the memory efficiency keep c. B200: fp8 gemm_max 0.603, 16-bit from the spec."""
+    attention core and logits GEMM and the memory efficiency keep c. B200: fp8 gemm_max 0.580, 16-bit from the spec."""
     from scalemodel.engine.calibrate_runs import scaled_job
     job, _ = _job("dgx-b200", "fp4")
     j = scaled_job(job, 0.8, {}, fp8=0.6)
-    assert j.gemm_max == pytest.approx(0.603 * 1.810 * 4500 / 9000 * 0.6, rel=1e-12)
+    assert j.gemm_max == pytest.approx(0.580 * 1.810 * 4500 / 9000 * 0.6, rel=1e-12)
     assert j.attention_gemm_max == pytest.approx(job.attention_gemm_max * 0.8, rel=1e-12)
     assert j.logits_gemm_max == pytest.approx(job.logits_gemm_max * 0.8, rel=1e-12)
     assert j.memory_efficiency == pytest.approx(job.memory_efficiency * 0.8, rel=1e-12)

@@ -132,7 +132,7 @@ _A100 = EfficiencyCurve(gemm_max=0.757, gemm_half_dim=96.0, memory=0.85)
 #: backward (0.85, not applied); priced as the step model now prices a Hopper layer (causal fused core over (s+1)/2
 #: keys on cuDNN's fitted attention curve, the kernel the guide's te.DotProductAttention ran; an fp8 run's casts as
 #: the guide's modules run them and BF16 core; each row's memory-bound ops as its own modules move them:
-#: :data:`scripts.fit_in_layer_factor.LAYER_IMPL`), they imply 0.855 (BF16) and 0.936 (FP8) on one H100, no
+#: :data:`scripts.fit_in_layer_factor.LAYER_IMPL`), they imply 0.847 (BF16) and 0.900 (FP8) on one H100, no
 #: communication: the cleanest source found (0.852 / 0.921 with the core on the GEMM curve:
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`, what Blackwell borrows). A100 rows alone scatter
 #: 0.83-0.93 around 0.893 (before the per-implementation memory-bound bytes); Hopper's BF16 rows 0.824-0.866.
@@ -157,13 +157,18 @@ IN_LAYER_GEMM_FACTOR = 0.901
 #: fitted cuDNN curve (layer_timing.yaml ``kernel``: the guide's TE 2.12.0.dev0 DotProductAttention prefers
 #: FusedAttention, cuDNN, on Hopper). BF16, its three rows (PyTorch and TE modules with unfused attention, TE
 #: modules with causal TE attention; 48.280 / 49.342 / 35.709 ms fwd+bwd; priced as eager PyTorch layers,
-#: layer_impl eager): in-layer gemm_max 0.6865 / the H100 SXM BF16 microbenchmark fit 0.803 = 0.855 (rows alone
-#: 0.852 / 0.824 / 0.866; 0.835 with one fused count and a 2x backward for every row). FP8, its three rows (23.406 /
+#: layer_impl eager): in-layer gemm_max 0.6800 / the H100 SXM BF16 microbenchmark fit 0.803 = 0.847 (rows alone
+#: 0.852 / 0.824 / 0.857; 0.835 with one fused count and a 2x backward for every row). FP8, its three rows (23.406 /
 #: 22.964 / 21.670 ms; delayed scaling, its casts priced by :func:`fp8_quantize_bytes` corrected for the rows'
 #: modules: te.LayerNormMLP's GELU and dGELU kernels write the FP8 copies themselves, te.LayerNorm + te.Linear
 #: casts the 16-bit norm output; scripts/fit_in_layer_factor.py te_module_cast_bytes; the core in BF16 on the
 #: cuDNN curve at the BF16 peak; 'TE Unfused' eager, the 'TE Fused' and TransformerLayer rows megatron_te, the
-#: latter without dropout): 0.6635 / the FP8 fit 0.709 = 0.936 (rows alone 0.933 / 0.892 / 0.950; 0.938 before).
+#: latter without dropout): 0.6380 / the FP8 fit 0.709 = 0.900 (rows alone 0.934 / 0.860 / 0.914). Before h100-sxm's
+#: cuDNN backward was fitted to the FlashAttention-3 paper's H100 backward figure (hardware/measurements/attention.yaml
+#: FA3-BWD: 12 unmasked points at d 64 / 128, s 512-16k; attn_max 0.663, seq_half 357 in place of h200-sxm's
+#: backward / forward ratio, 0.578 / 609), the guide's causal s 2048 backward core was priced 1.37x slower and the
+#: factors were 0.855 / 0.936
+#: (BF16 rows 0.852 / 0.824 / 0.875; FP8 0.972 / 0.892 / 0.950); 0.938 FP8 before the per-implementation bytes.
 #: With the core on the GEMM curve (the pricing before the attention-kernel curves) the same rows give 0.852 and
 #: 0.921 (0.833 / 0.926 before; FP8 core on the BF16 in-layer curve 0.6845): kept as
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. FP8 above BF16 is not the isolated FP8 curve underrating
@@ -179,30 +184,34 @@ IN_LAYER_GEMM_FACTOR = 0.901
 #: hardware/measurements/attention.yaml, which engine/job.py AUTO_ATTENTION_KERNEL resolves to), so
 #: :data:`HOPPER_IN_LAYER_GEMM_FACTOR`; before those curves its core stayed on the GEMM curve and it borrowed
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. Not refitted: no Blackwell layer timing exists to refit from. Its
-#: FP8 factor is not Hopper's 0.936 but :data:`BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR` (0.846; bw22): Blackwell's
+#: FP8 factor is not Hopper's 0.900 but :data:`BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR` (0.813; bw22): Blackwell's
 #: isolated fp8 curves are bounded by the FP8 / BF16 kernel ratio Transformer Engine measured on a B300, which
 #: already holds what Hopper's FP8 premium stands for. A run with ``attention_kernel: gemm`` still gets the
 #: kernel-core factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
-HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.855, "fp8": 0.936}
+HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.847, "fp8": 0.900}
 #: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
 #: core is priced on the GEMM curve (no attention-kernel curve); Blackwell's until its cuDNN curves were fitted.
 HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.852, "fp8": 0.921}
-#: Blackwell's FP8 in-layer factor (bw22). Hopper's FP8 factor stands above its BF16 one (0.936 / 0.855) because
+#: Blackwell's FP8 in-layer factor (bw22). Hopper's FP8 factor stands above its BF16 one (0.900 / 0.847) because
 #: Hopper's isolated curves price FP8 against BF16 slower than its kernels run: at the 12 GEMMs of one layer of
 #: Transformer Engine's GEMM profiling guide (h 4096, f 16384, M 15872; hardware/measurements/gemm.yaml
 #: TE-GEMMPROF-B300, ``fp8_in_layer``) h100-sxm's isolated curves give an FP8 / BF16 time ratio of 1.720 and its
-#: in-layer curves 1.884, while TE's pre-quantized kernels ran 1.905 on an H200 NVL (31.968 / 16.785 ms, BF16 over
+#: in-layer curves 1.829, while TE's pre-quantized kernels ran 1.905 on an H200 NVL (31.968 / 16.785 ms, BF16 over
 #: FP8 current scaling, same shapes, page 'Worked Example: 5B Model on H200'): the premium brings Hopper's in-layer
-#: ratio to 0.989 x the measured kernel ratio. Blackwell's isolated fp8 curves are already bounded to the B300's
-#: measured kernel ratio, 1.923 (13.102 / 6.812 ms; scripts/fit_compute_curves.py FP8_OVER_16BIT); Hopper's 0.936 on
-#: top of that bound priced Blackwell's in-layer FP8 GEMMs 2.106 x its BF16 ones, 10 % past every FP8 / BF16 ratio
-#: measured on either generation (TE 1.905 / 1.923, OpenXLA's sm_100 table 1.95, MAMF 1.90-1.98). What is carried
-#: over instead is Hopper's measured relation: Blackwell's in-layer ratio at those GEMMs = Hopper's in-layer ratio x
-#: the two generations' kernel ratios, 1.884 x 1.923 / 1.905 = 1.902, i.e. the fp8 factor = the BF16 factor 0.855 x
-#: 1.902 / the bounded isolated ratio 1.923 = 0.846 (scripts/fit_in_layer_factor.py blackwell_fp8_factor;
-#: tests/test_layer_timing.py re-derives it by hand). From microbenchmarks and datasheets only, never the training rows.
-BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR = 0.846
+#: ratio to 0.960 x the measured kernel ratio. Blackwell's isolated fp8 curves are already bounded to the B300's
+#: measured kernel ratio, 1.923 (13.102 / 6.812 ms; scripts/fit_compute_curves.py FP8_OVER_16BIT); Hopper's FP8
+#: factor on top of that bound would price Blackwell's in-layer FP8 GEMMs 2.04 x its BF16 ones (2.106 with the 0.936 /
+#: 0.855 of before h100cmp22), past every FP8 / BF16 ratio measured on either generation (TE 1.905 / 1.923,
+#: OpenXLA's sm_100 table 1.95, MAMF 1.90-1.98). What is carried over instead is Hopper's measured relation:
+#: Blackwell's in-layer ratio at those GEMMs = Hopper's in-layer ratio x the two generations' kernel ratios, 1.829 x
+#: 1.923 / 1.905 = 1.847, i.e. the fp8 factor = the BF16 factor 0.847 x 1.847 / the bounded isolated ratio 1.923 =
+#: 0.813 (scripts/fit_in_layer_factor.py blackwell_fp8_factor; tests/test_layer_timing.py re-derives it by hand).
+#: Since the BF16 factors are the same, it reduces to Hopper's FP8 factor x its isolated over its kernel ratio, 0.900
+#: x 1.720 / 1.905. Recomputed when h100cmp22 refit Hopper's factors on FA3-BWD's H100 backward: 0.846 before (from
+#: 0.855 / 0.936: in-layer ratio 1.884, 0.989 x the kernel ratio, target 1.902). From microbenchmarks and datasheets
+#: only, never the training rows.
+BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR = 0.813
 BLACKWELL_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": HOPPER_IN_LAYER_GEMM_FACTOR["16bit"],
                                                     "fp8": BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR}
 IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
