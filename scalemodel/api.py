@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
+from scalemodel.commands.plan import MAX_TOP
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
@@ -70,19 +71,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _count(value: Any, name: str, what: str = "GPUs") -> int:
-    """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to MAX_COUNT: a Python or NumPy integer, a
-    whole float, or a 0-d array of one. NaN / inf, a fraction, a bool, a string, None or an array of several values
-    raised TypeError / ValueError / IndexError deep in the engine, or ran (True as 1 GPU, 64.0 kept as a float in
-    the payload), or were refused in words naming another thing (0 GPUs as "stride must be >= 1")."""
+def _count(value: Any, name: str, what: str = "GPUs", cap: int = MAX_COUNT) -> int:
+    """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to ``cap`` (the command line's bound:
+    MAX_COUNT, plan's --top MAX_TOP): a Python or NumPy integer, a whole float, or a 0-d array of one. NaN / inf, a
+    fraction, a bool, a string, None or an array of several values raised TypeError / ValueError / IndexError deep
+    in the engine, or ran (True as 1 GPU, 64.0 kept as a float in the payload), or were refused in words naming
+    another thing (0 GPUs as "stride must be >= 1")."""
     v = _scalar(value)
+    top = f"{cap:.0e}" if cap >= 10**6 else f"{cap:,}"
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v):
         shown = f"an array of shape {np.shape(v)}" if isinstance(v, np.ndarray) else repr(v)[:60]
-        raise InputError(f"{shown} is not a whole number of {what}", where=name,
-                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
-    if not 1 <= v <= MAX_COUNT:
-        raise InputError(f"{int(v)} {what} is outside 1 to {MAX_COUNT:.0e}", where=name,
-                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
+        raise InputError(f"{shown} is not a whole number of {what}", where=name, allowed=f"an integer from 1 to {top}")
+    if not 1 <= v <= cap:
+        shown = f"{int(v):,}" if cap < 10**6 else f"{int(v)}"
+        raise InputError(f"{shown} {what} is outside 1 to {top}", where=name, allowed=f"an integer from 1 to {top}")
     return int(v)
 
 
@@ -214,7 +216,8 @@ def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, 
     """Rank every valid strategy (as `scalemodel plan`): a PlanResult whose ``ranked`` holds Predictions, best
     first, and ``why`` the explanation in words. ``fields`` are TrainingSpec fields (e.g. ``global_batch``)."""
 
-    gpus, top, straggler_cv = _count(gpus, "gpus"), _count(top, "top", "plans"), _real(straggler_cv, "straggler_cv")
+    gpus, straggler_cv = _count(gpus, "gpus"), _real(straggler_cv, "straggler_cv")
+    top = _count(top, "top", "plans", MAX_TOP)  # --top's cap: top=10**6 ranked and explained for 520 s
     tr_fields, st_fields = _split(fields)
     if st_fields:
         raise InputError(f"plan searches the strategy; {sorted(st_fields)[0]!r} cannot be fixed here",
