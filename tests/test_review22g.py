@@ -28,3 +28,25 @@ def test_api_plan_top_beyond_the_command_lines_cap_is_refused(top: int) -> None:
 
 def test_api_plan_top_at_the_cap_still_runs() -> None:
     assert len(scalemodel.plan("dgx-h100", "gpt-1.7b", 8, top=500).ranked) >= 1
+
+
+# --- refusals naming the command line's option instead of the argument ----------------------------------------------
+# fuzz22 named the argument for a value of the wrong type (straggler_cv="x" -> "straggler_cv: ...") but the engine's
+# range checks still said "--straggler-cv", "--factor", "--size", "--algo", and memory / plan / collective's GPU
+# count beyond the cluster "--gpus": options the Python caller never wrote.
+
+@pytest.mark.parametrize("call, said", [
+    (lambda: scalemodel.memory("dgx-h100", "gpt-1.7b", 10**6), "gpus: 1000000 GPUs: more GPUs than the cluster has"),
+    (lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 10**6), "gpus: 1000000 GPUs: more GPUs than the cluster has"),
+    (lambda: scalemodel.collective("dgx-h100", "allreduce", "1GiB", 10**6), "gpus: 1000000 ranks x stride 1 need"),
+    (lambda: scalemodel.predict("dgx-h100", "gpt-1.7b", 8, straggler_cv=-1), "straggler_cv: straggler CV -1.0 out"),
+    (lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, straggler_cv=10), "straggler_cv: straggler CV 10.0 out"),
+    (lambda: scalemodel.sensitivity("dgx-h100", "gpt-1.7b", 8, factor=0.5), "factor: improvement factor 0.5 is not"),
+    (lambda: scalemodel.collective("dgx-h100", "allreduce", -1, 8), "size: size must be >= 0"),
+    (lambda: scalemodel.collective("dgx-h100", "allreduce", "1GiB", 8, algo="bogus"), "algo: unknown algorithm"),
+], ids=["memory-gpus", "plan-gpus", "collective-gpus", "predict-cv", "plan-cv", "factor", "size", "algo"])
+def test_api_range_refusals_name_the_argument(call, said: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError) as exc:
+        call()
+    assert str(exc.value).startswith(said), str(exc.value)
+    assert "--" not in str(exc.value).split(":")[0], str(exc.value)
