@@ -223,7 +223,9 @@ def test_strategy_fields_in_a_json_file_are_read_as_a_strategy(cli, tmp_path: Pa
 
 @pytest.mark.parametrize("body, unused", [
     ({"train_batch_size": 64, "zero_optimization": {"stage": 1}}, []),  # DeepSpeed keys only
-    ({"train_batch_size": 64, "tp": 2}, ["tp"]),  # both: DeepSpeed's, tp warned as not used (as before)
+    # both: DeepSpeed's, tp warned as not used, saying why (review22g)
+    ({"train_batch_size": 64, "tp": 2}, ["tp (a scalemodel strategy file's field: a file with DeepSpeed keys is read "
+                                         "as a DeepSpeed config; give it as --set strategy.tp=...)"]),
 ])
 def test_deepspeed_json_files_are_still_deepspeed(cli, tmp_path: Path, body: dict[str, Any], unused: list[str]) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "ds.json"

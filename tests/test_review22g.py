@@ -6,7 +6,9 @@ argument; a call the command line refuses is refused here too.
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,36 @@ def test_api_range_refusals_name_the_argument(call, said: str) -> None:  # type:
         call()
     assert str(exc.value).startswith(said), str(exc.value)
     assert "--" not in str(exc.value).split(":")[0], str(exc.value)
+
+
+# --- a .json strategy file holding both DeepSpeed's keys and a scalemodel strategy file's ----------------------------
+# Read as a DeepSpeed config (DeepSpeed runs it, ignoring the rest), tp 1 priced with exit 0 and the warning
+# "deepspeed settings not used: tp": it did not say that tp is a strategy file's field, why it was not read, or how to
+# give it. A DeepSpeed config whose only key both formats name (optimizer) is still DeepSpeed's, nothing warned.
+
+PRED = ["predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
+
+
+@pytest.mark.parametrize("body, unused", [
+    ({"train_batch_size": 64, "tp": 2},
+     ["tp (a scalemodel strategy file's field: a file with DeepSpeed keys is read as a DeepSpeed config; give it as "
+      "--set strategy.tp=...)"]),
+    ({"train_batch_size": 64, "seq_len": 4096, "training": {"micro_batch": 2}},
+     ["seq_len (a scalemodel strategy file's field: a file with DeepSpeed keys is read as a DeepSpeed config; give it "
+      "as --set training.seq_len=...)",
+      "training (a scalemodel strategy file's section: a file with DeepSpeed keys is read as a DeepSpeed config; give "
+      "its fields as --set training.FIELD=...)"]),
+    ({"optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, []),
+    ({"optimizer": {"type": "AdamW"}, "sparse_attention": {"mode": "fixed"}}, ["sparse_attention"]),
+], ids=["tp", "training", "optimizer-only", "optimizer-and-unread-ds-key"])
+def test_a_mixed_json_file_says_why_the_strategy_keys_are_not_read(cli, tmp_path: Path, body, unused) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "mixed.json"
+    f.write_text(json.dumps(body))
+    r = cli(*PRED, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["inputs"]["strategy_file"]["format"] == "deepspeed"
+    assert doc["inputs"]["strategy_file"]["unused"] == unused
+    assert doc["strategy"]["tp"] == 1
+    if unused:
+        assert r.err.strip() == f"warning: {f}: deepspeed settings not used: {'; '.join(unused)}", r.err

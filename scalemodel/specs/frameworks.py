@@ -153,6 +153,19 @@ def _keys_read_by(data: Any) -> str | None:
     return "deepspeed" if deepspeed and not scalemodel else "scalemodel" if scalemodel and not deepspeed else None
 
 
+def _strategy_key_in_deepspeed(key: str) -> str:
+    """An unused key of a JSON file read as a DeepSpeed config, said to be a scalemodel strategy file's where it is
+    one, with why it was not read and how to give it (review22g: a file of both formats' keys warned "deepspeed
+    settings not used: tp" and priced tp 1, not saying what tp was taken for)."""
+    why = "a file with DeepSpeed keys is read as a DeepSpeed config"
+    if key in ("strategy", "training"):
+        return f"{key} (a scalemodel strategy file's section: {why}; give its fields as --set {key}.FIELD=...)"
+    section = "strategy" if key in STRATEGY_FIELDS else "training" if key in TRAINING_FIELDS else None
+    if section is None or key in _DS_HARMLESS:
+        return key
+    return f"{key} (a scalemodel strategy file's field: {why}; give it as --set {section}.{key}=...)"
+
+
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
@@ -180,6 +193,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             (_scalemodel if out.format == "scalemodel" else _deepspeed)(data, out)
         except InputError as exc:
             raise exc.at(where) from None
+        if out.format == "deepspeed":
+            out.unused = [_strategy_key_in_deepspeed(u) for u in out.unused]
     # [ \t]*, not \s*: with re.M, \s* crossed newlines from every line start (a file of blank lines was quadratic)
     elif path.suffix == ".toml" or (re.search(r"^[ \t]*\[(training|parallelism|job|model)\]", text, re.M)
                                     and not MEGATRON_MARK.search(text)):
