@@ -7,10 +7,13 @@ argument; a call the command line refuses is refused here too.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from test_hostile_inputs import refused
 
 import scalemodel
 from scalemodel.errors import InputError
@@ -85,3 +88,45 @@ def test_a_mixed_json_file_says_why_the_strategy_keys_are_not_read(cli, tmp_path
     assert doc["strategy"]["tp"] == 1
     if unused:
         assert r.err.strip() == f"warning: {f}: deepspeed settings not used: {'; '.join(unused)}", r.err
+
+
+# --- stragglers' samples of text or booleans -------------------------------------------------------------------------
+# fuzz22 read samples with np.asarray(samples, dtype=float), which parses text and casts booleans: ["1.0", "1.1"] ran as
+# step times of 1.0 s and 1.1 s and [True, 1.1] as 1.0 s and 1.1 s, while ["1 s", "2 s"] was refused as "not a list of
+# numbers" and a True straggler_cv as "not a number".
+
+def _stragglers(samples):  # type: ignore[no-untyped-def]
+    return scalemodel.stragglers(64, "lognormal", 1.0, 0.1, 0, 0, 1, 0.1, None, samples=samples)
+
+
+@pytest.mark.parametrize("samples", [["1.0", "1.1"], [True, 1.1], np.array(["1.0", "1.1"]), np.array([True, False]),
+                                     [1.0, b"1.1"]], ids=repr)
+def test_stragglers_samples_of_text_or_booleans_are_refused(samples) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError) as exc:
+        _stragglers(samples)
+    assert str(exc.value).startswith("stragglers: samples: ") and str(exc.value).endswith(
+        " is not a list of numbers; a list or 1-d array of step times in seconds"), str(exc.value)
+
+
+@pytest.mark.parametrize("samples", [(1.0, 1.1, 1.2), np.array([1.0, 1.1, 1.2], dtype=np.float32),
+                                     [np.float64(1.0), 1.1, np.int64(1)], np.array([1, 2, 1])], ids=repr)
+def test_stragglers_samples_of_numbers_still_run(samples) -> None:  # type: ignore[no-untyped-def]
+    assert _stragglers(samples).payload()["inputs"]["samples"] == 3
+
+
+# --- two sweep outputs that are one file through a hard link ---------------------------------------------------------
+# fuzz22 compared os.path.realpath, which a symbolic link resolves and a hard link does not: with h.csv a hard link to
+# an existing t.jsonl, `-o t.jsonl -o h.csv` wrote the JSONL table and then the CSV over it, exit 0.
+
+SWEEP = "kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\nstrategies: [{tp: 2}]\n"
+
+
+def test_sweep_outputs_that_are_one_file_through_a_hard_link_are_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(SWEEP)
+    (tmp_path / "t.jsonl").write_text("old\n")
+    os.link(tmp_path / "t.jsonl", tmp_path / "h.csv")
+    line = refused(cli, "sweep", str(f), "-o", str(tmp_path / "t.jsonl"), "-o", str(tmp_path / "h.csv"), "-j", "1",
+                   inputs=(f, tmp_path / "t.jsonl"))
+    assert line == (f"error: --out: {str(tmp_path / 'h.csv')!r} is the same file as {str(tmp_path / 't.jsonl')!r}, "
+                    "given before; one --out for each file"), line
