@@ -117,22 +117,29 @@ def _counts(values: Any, name: str = "gpus") -> list[int]:
 #: The command line's option -> the argument that is its value here: the engine's range checks name the option
 #: (``--straggler-cv``, ``--factor``, ``--size``, ``--algo``, the cluster's ``--gpus`` bound), which a Python caller
 #: never wrote (review22g: fuzz22 named the argument for a value of the wrong type, not for one out of range).
+#: ``--sync`` is the strategy field ``sync`` here, plan's ``sync_modes`` there.
 _ARGUMENTS = {"--gpus": "gpus", "--straggler-cv": "straggler_cv", "--factor": "factor", "--size": "size",
               "--algo": "algo", "--stride": "stride", "--dtype-bytes": "dtype_bytes", "--top": "top",
-              "--staleness-kappa": "kappa"}
+              "--staleness-kappa": "kappa", "--op": "op", "--mode": "mode", "--objective": "objective",
+              "--constraint": "constraints", "--sync": "sync"}
 
 
-def _named_as_arguments(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with an InputError located at a command-line option (:data:`_ARGUMENTS`) re-located at its argument."""
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            if exc.where not in _ARGUMENTS:
-                raise
-            raise InputError(exc.what, where=_ARGUMENTS[exc.where], allowed=exc.allowed) from None
-    return call
+def _located(names: dict[str, str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator: an InputError located at a command-line option of ``names`` re-located at its argument."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except InputError as exc:
+                if exc.where not in names:
+                    raise
+                raise InputError(exc.what, where=names[exc.where], allowed=exc.allowed) from None
+        return call
+    return wrap
+
+
+_named_as_arguments = _located(_ARGUMENTS)
 
 
 def cluster_spec(cluster: Any) -> ClusterSpec:
@@ -234,7 +241,7 @@ def memory(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024
     return run_memory(cl, wl, gpus, tr, st)
 
 
-@_named_as_arguments
+@_located({**_ARGUMENTS, "--sync": "sync_modes"})
 def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None, *,
          objective: str = "throughput", top: int = 5, constraints: dict[str, Any] | None = None,
          sync_modes: tuple[str, ...] = ("bsp",), straggler_cv: float | None = None, **fields: Any) -> Any:

@@ -49,12 +49,42 @@ def test_api_plan_top_at_the_cap_still_runs() -> None:
     (lambda: scalemodel.sensitivity("dgx-h100", "gpt-1.7b", 8, factor=0.5), "factor: improvement factor 0.5 is not"),
     (lambda: scalemodel.collective("dgx-h100", "allreduce", -1, 8), "size: size must be >= 0"),
     (lambda: scalemodel.collective("dgx-h100", "allreduce", "1GiB", 8, algo="bogus"), "algo: unknown algorithm"),
-], ids=["memory-gpus", "plan-gpus", "collective-gpus", "predict-cv", "plan-cv", "factor", "size", "algo"])
+    (lambda: scalemodel.collective("dgx-h100", "bogus", "1GiB", 8), "op: unknown collective 'bogus'"),
+    (lambda: scalemodel.scale("dgx-h100", "gpt-1.7b", [8, 16], mode="bogus"), "mode: unknown scaling mode 'bogus'"),
+    (lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, objective="bogus"), "objective: unknown objective 'bogus'"),
+    (lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, constraints={"bogus": 2}),
+     "constraints: unknown constraint key 'bogus'"),
+    (lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, sync_modes=("bogus",)), "sync_modes: unknown sync strategy"),
+    (lambda: scalemodel.predict("dgx-h100", "gpt-1.7b", 8, sync="hier:3"), "sync: hier group size 3 does not divide"),
+], ids=["memory-gpus", "plan-gpus", "collective-gpus", "predict-cv", "plan-cv", "factor", "size", "algo", "op", "mode",
+        "objective", "constraint", "sync_modes", "sync"])
 def test_api_range_refusals_name_the_argument(call, said: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InputError) as exc:
         call()
     assert str(exc.value).startswith(said), str(exc.value)
     assert "--" not in str(exc.value).split(":")[0], str(exc.value)
+
+
+# --- plan's constraints that are not {key: value | (op, value) | [(op, value), ...]} ----------------------------------
+# A list of bare values ({"tp": [2, 4]}) raised TypeError "cannot unpack non-iterable int object", a list of pairs in
+# place of the dict AttributeError "'list' object has no attribute 'items'".
+
+@pytest.mark.parametrize("constraints, said", [
+    ({"tp": [2, 4]}, "constraints: 2 in the constraints on tp is not an (op, value) pair"),
+    ({"tp": [("<=", 8), "x"]}, "constraints: 'x' in the constraints on tp is not an (op, value) pair"),
+    ({"tp": [("<=", 8, 1)]}, "constraints: ('<=', 8, 1) in the constraints on tp is not an (op, value) pair"),
+    ([("tp", 2)], "constraints: [('tp', 2)] is not a dict of constraints"),
+], ids=repr)
+def test_api_plan_constraints_of_the_wrong_shape_are_refused(constraints, said: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError) as exc:
+        scalemodel.plan("dgx-h100", "gpt-1.7b", 8, constraints=constraints, top=1)
+    assert str(exc.value).startswith(said), str(exc.value)
+
+
+def test_api_plan_constraints_of_pairs_still_run() -> None:
+    a = scalemodel.plan("dgx-h100", "gpt-1.7b", 8, constraints={"tp": [(">=", 2), ("<=", 2)]}, top=1)
+    b = scalemodel.plan("dgx-h100", "gpt-1.7b", 8, constraints={"tp": ("=", 2)}, top=1)
+    assert a.ranked[0].strategy["tp"] == b.ranked[0].strategy["tp"] == 2
 
 
 # --- a .json strategy file holding both DeepSpeed's keys and a scalemodel strategy file's ----------------------------
