@@ -160,3 +160,14 @@ def test_sweep_outputs_that_are_one_file_through_a_hard_link_are_refused(cli, tm
                    inputs=(f, tmp_path / "t.jsonl"))
     assert line == (f"error: --out: {str(tmp_path / 'h.csv')!r} is the same file as {str(tmp_path / 't.jsonl')!r}, "
                     "given before; one --out for each file"), line
+
+
+# --- a .json strategy file that is not a JSON object ----------------------------------------------------------------
+# Since fuzz22 a .json file may be a scalemodel strategy too; its refusal still offered "a DeepSpeed config" only.
+
+def test_a_json_strategy_file_that_is_not_an_object_names_both_formats(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.json"
+    f.write_text("[1]")
+    line = refused(cli, *PRED, "--strategy", str(f), inputs=(f,))
+    assert line == (f"error: --strategy: {f}: expected a JSON object; a DeepSpeed config, or a scalemodel strategy's "
+                    "fields as a JSON object (e.g. {\"tp\": 2, \"pp\": 4})"), line

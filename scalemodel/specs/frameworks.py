@@ -188,7 +188,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
         # the default strategy priced (tp 1, pp 1) with exit 0
         out = StrategyFile(where, "scalemodel" if _keys_read_by(data) == "scalemodel" else "deepspeed")
         if not isinstance(data, dict):
-            raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config")
+            raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config, or a scalemodel "
+                             'strategy\'s fields as a JSON object (e.g. {"tp": 2, "pp": 4})')
         try:
             (_scalemodel if out.format == "scalemodel" else _deepspeed)(data, out)
         except InputError as exc:
