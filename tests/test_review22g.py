@@ -171,3 +171,27 @@ def test_a_json_strategy_file_that_is_not_an_object_names_both_formats(cli, tmp_
     line = refused(cli, *PRED, "--strategy", str(f), inputs=(f,))
     assert line == (f"error: --strategy: {f}: expected a JSON object; a DeepSpeed config, or a scalemodel strategy's "
                     "fields as a JSON object (e.g. {\"tp\": 2, \"pp\": 4})"), line
+
+
+# --- a strategy file of scalemodel keys holding a DeepSpeed config's key ---------------------------------------------
+# The other way round: {tp: 2, train_batch_size: 64} (YAML, or JSON in a .yaml) is a scalemodel strategy; the warning
+# "scalemodel settings not used: train_batch_size" did not say that it is DeepSpeed's key, why it was not read, or the
+# strategy file's own name for it.
+
+@pytest.mark.parametrize("name, text", [("m.yaml", "tp: 2\ntrain_batch_size: 64\n"),
+                                        ("m.yaml", '{"tp": 2, "train_batch_size": 64}'),
+                                        ("m.json", '{"tp": 2, "strategy": {"pp": 1}, "zero_optimization": {}}')])
+def test_a_deepspeed_key_in_a_strategy_file_says_why_it_is_not_read(cli, tmp_path: Path, name: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / name
+    f.write_text(text)
+    r = cli(*PRED, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    key = "zero_optimization" if "zero_optimization" in text else "train_batch_size"
+    if name == "m.json":  # both formats' keys in a .json file: DeepSpeed's (the mixed case above)
+        assert doc["inputs"]["strategy_file"]["format"] == "deepspeed"
+        return
+    assert doc["inputs"]["strategy_file"]["format"] == "scalemodel" and doc["strategy"]["tp"] == 2
+    assert doc["inputs"]["strategy_file"]["unused"] == [
+        f"{key} (a DeepSpeed config's key: a file with scalemodel strategy keys is read as a scalemodel strategy; give "
+        "the strategy file's field instead, e.g. global_batch, micro_batch, zero)"]

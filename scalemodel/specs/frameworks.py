@@ -153,10 +153,16 @@ def _keys_read_by(data: Any) -> str | None:
     return "deepspeed" if deepspeed and not scalemodel else "scalemodel" if scalemodel and not deepspeed else None
 
 
-def _strategy_key_in_deepspeed(key: str) -> str:
-    """An unused key of a JSON file read as a DeepSpeed config, said to be a scalemodel strategy file's where it is
-    one, with why it was not read and how to give it (review22g: a file of both formats' keys warned "deepspeed
-    settings not used: tp" and priced tp 1, not saying what tp was taken for)."""
+def _other_formats_key(key: str, read_as: str) -> str:
+    """An unused key of a file read as a DeepSpeed config (``read_as``) that is a scalemodel strategy file's, or of one
+    read as a scalemodel strategy that is a DeepSpeed config's, said to be so, with why it was not read and how to give
+    it (review22g: a file of both formats' keys warned "deepspeed settings not used: tp" and priced tp 1, or
+    "scalemodel settings not used: train_batch_size", not saying what the key was taken for)."""
+    if read_as == "scalemodel":
+        if key not in _DS_HARMLESS or key in STRATEGY_FIELDS or key in TRAINING_FIELDS:
+            return key
+        return (f"{key} (a DeepSpeed config's key: a file with scalemodel strategy keys is read as a scalemodel "
+                "strategy; give the strategy file's field instead, e.g. global_batch, micro_batch, zero)")
     why = "a file with DeepSpeed keys is read as a DeepSpeed config"
     if key in ("strategy", "training"):
         return f"{key} (a scalemodel strategy file's section: {why}; give its fields as --set {key}.FIELD=...)"
@@ -194,8 +200,6 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             (_scalemodel if out.format == "scalemodel" else _deepspeed)(data, out)
         except InputError as exc:
             raise exc.at(where) from None
-        if out.format == "deepspeed":
-            out.unused = [_strategy_key_in_deepspeed(u) for u in out.unused]
     # [ \t]*, not \s*: with re.M, \s* crossed newlines from every line start (a file of blank lines was quadratic)
     elif path.suffix == ".toml" or (re.search(r"^[ \t]*\[(training|parallelism|job|model)\]", text, re.M)
                                     and not MEGATRON_MARK.search(text)):
@@ -223,6 +227,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             _scalemodel(data, out)
         except InputError as exc:
             raise exc.at(where) from None
+    if out.format in ("deepspeed", "scalemodel"):  # a key of the other format said to be one, with why
+        out.unused = [_other_formats_key(u, out.format) for u in out.unused]
     _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file
     _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
     # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
