@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +55,18 @@ _STRATEGY_FIELDS = frozenset(StrategySpec.model_fields)
 
 
 def _scalar(value: Any) -> Any:
-    """A NumPy scalar or 0-d array as the Python number it holds; anything else as it is."""
+    """A NumPy scalar or 0-d array as the Python number it holds, a Fraction or Decimal as a float (review22g:
+    gpus=Fraction(8) was refused as "not a whole number"); anything else as it is."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
-    return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (numbers.Rational, Decimal)) and not isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:  # Fraction(10**400): beyond every range, refused as such
+            return math.inf
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -195,3 +197,16 @@ def test_a_deepspeed_key_in_a_strategy_file_says_why_it_is_not_read(cli, tmp_pat
     assert doc["inputs"]["strategy_file"]["unused"] == [
         f"{key} (a DeepSpeed config's key: a file with scalemodel strategy keys is read as a scalemodel strategy; give "
         "the strategy file's field instead, e.g. global_batch, micro_batch, zero)"]
+
+
+# --- Python's other real-number types ------------------------------------------------------------------------------
+# fuzz22's checks took int and float only: gpus=Fraction(8) was refused as "Fraction(8, 1) is not a whole number of
+# GPUs" and straggler_cv=Fraction(1, 10) as "is not a number", both false.
+
+def test_api_fractions_and_decimals_are_numbers() -> None:
+    plain = scalemodel.predict("dgx-h100", "gpt-1.7b", 8, straggler_cv=0.1).payload()
+    for gpus, cv in ((Fraction(8), Fraction(1, 10)), (Decimal(8), Decimal("0.1"))):
+        doc = scalemodel.predict("dgx-h100", "gpt-1.7b", gpus, straggler_cv=cv).payload()
+        assert doc["step_time_s"] == plain["step_time_s"] and type(doc["inputs"]["gpus"]) is int
+    with pytest.raises(InputError, match=r"^gpus: 8.5 is not a whole number of GPUs"):
+        scalemodel.predict("dgx-h100", "gpt-1.7b", Fraction(17, 2))
