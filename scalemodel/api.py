@@ -15,15 +15,19 @@ command's JSON document. See docs/api.md for a worked example.
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
+from scalemodel.commands.plan import MAX_TOP
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
@@ -51,10 +55,18 @@ _STRATEGY_FIELDS = frozenset(StrategySpec.model_fields)
 
 
 def _scalar(value: Any) -> Any:
-    """A NumPy scalar or 0-d array as the Python number it holds; anything else as it is."""
+    """A NumPy scalar or 0-d array as the Python number it holds, a Fraction or Decimal as a float (review22g:
+    gpus=Fraction(8) was refused as "not a whole number"); anything else as it is."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
-    return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (numbers.Rational, Decimal)) and not isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:  # Fraction(10**400): beyond every range, refused as such
+            return math.inf
+    return value
 
 
 def _plain(value: Any) -> Any:
@@ -70,19 +82,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _count(value: Any, name: str, what: str = "GPUs") -> int:
-    """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to MAX_COUNT: a Python or NumPy integer, a
-    whole float, or a 0-d array of one. NaN / inf, a fraction, a bool, a string, None or an array of several values
-    raised TypeError / ValueError / IndexError deep in the engine, or ran (True as 1 GPU, 64.0 kept as a float in
-    the payload), or were refused in words naming another thing (0 GPUs as "stride must be >= 1")."""
+def _count(value: Any, name: str, what: str = "GPUs", cap: int = MAX_COUNT) -> int:
+    """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to ``cap`` (the command line's bound:
+    MAX_COUNT, plan's --top MAX_TOP): a Python or NumPy integer, a whole float, or a 0-d array of one. NaN / inf, a
+    fraction, a bool, a string, None or an array of several values raised TypeError / ValueError / IndexError deep
+    in the engine, or ran (True as 1 GPU, 64.0 kept as a float in the payload), or were refused in words naming
+    another thing (0 GPUs as "stride must be >= 1")."""
     v = _scalar(value)
+    top = f"{cap:.0e}" if cap >= 10**6 else f"{cap:,}"
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v):
         shown = f"an array of shape {np.shape(v)}" if isinstance(v, np.ndarray) else repr(v)[:60]
-        raise InputError(f"{shown} is not a whole number of {what}", where=name,
-                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
-    if not 1 <= v <= MAX_COUNT:
-        raise InputError(f"{int(v)} {what} is outside 1 to {MAX_COUNT:.0e}", where=name,
-                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
+        raise InputError(f"{shown} is not a whole number of {what}", where=name, allowed=f"an integer from 1 to {top}")
+    if not 1 <= v <= cap:
+        shown = f"{int(v):,}" if cap < 10**6 else f"{int(v)}"
+        raise InputError(f"{shown} {what} is outside 1 to {top}", where=name, allowed=f"an integer from 1 to {top}")
     return int(v)
 
 
@@ -109,6 +122,34 @@ def _counts(values: Any, name: str = "gpus") -> list[int]:
     if not out:
         raise InputError("no GPU counts", where=name, allowed="at least one GPU count, e.g. [128, 256, 512]")
     return out
+
+
+#: The command line's option -> the argument that is its value here: the engine's range checks name the option
+#: (``--straggler-cv``, ``--factor``, ``--size``, ``--algo``, the cluster's ``--gpus`` bound), which a Python caller
+#: never wrote (review22g: fuzz22 named the argument for a value of the wrong type, not for one out of range).
+#: ``--sync`` is the strategy field ``sync`` here, plan's ``sync_modes`` there.
+_ARGUMENTS = {"--gpus": "gpus", "--straggler-cv": "straggler_cv", "--factor": "factor", "--size": "size",
+              "--algo": "algo", "--stride": "stride", "--dtype-bytes": "dtype_bytes", "--top": "top",
+              "--staleness-kappa": "kappa", "--op": "op", "--mode": "mode", "--objective": "objective",
+              "--constraint": "constraints", "--sync": "sync"}
+
+
+def _located(names: dict[str, str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator: an InputError located at a command-line option of ``names`` re-located at its argument."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except InputError as exc:
+                if exc.where not in names:
+                    raise
+                raise InputError(exc.what, where=names[exc.where], allowed=exc.allowed) from None
+        return call
+    return wrap
+
+
+_named_as_arguments = _located(_ARGUMENTS)
 
 
 def cluster_spec(cluster: Any) -> ClusterSpec:
@@ -184,6 +225,7 @@ def _specs(cluster: Any, model: Any, training: Any, strategy: Any, fields: dict[
             strategy_spec(strategy, **st_fields))
 
 
+@_named_as_arguments
 def predict(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None,
             strategy: Any = None, *, straggler_cv: float | None = None, kappa: float | None = None,
             inputs: dict[str, Any] | None = None, **fields: Any) -> Any:
@@ -199,6 +241,7 @@ def predict(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 102
         "cluster": cl.name, "model": wl.name, "model_kind": wl.kind, "gpus": gpus})
 
 
+@_named_as_arguments
 def memory(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None,
            strategy: Any = None, **fields: Any) -> Any:
     """Per-GPU memory by part and the largest micro-batch that fits (as `scalemodel memory`)."""
@@ -208,13 +251,15 @@ def memory(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024
     return run_memory(cl, wl, gpus, tr, st)
 
 
+@_located({**_ARGUMENTS, "--sync": "sync_modes"})
 def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None, *,
          objective: str = "throughput", top: int = 5, constraints: dict[str, Any] | None = None,
          sync_modes: tuple[str, ...] = ("bsp",), straggler_cv: float | None = None, **fields: Any) -> Any:
     """Rank every valid strategy (as `scalemodel plan`): a PlanResult whose ``ranked`` holds Predictions, best
     first, and ``why`` the explanation in words. ``fields`` are TrainingSpec fields (e.g. ``global_batch``)."""
 
-    gpus, top, straggler_cv = _count(gpus, "gpus"), _count(top, "top", "plans"), _real(straggler_cv, "straggler_cv")
+    gpus, straggler_cv = _count(gpus, "gpus"), _real(straggler_cv, "straggler_cv")
+    top = _count(top, "top", "plans", MAX_TOP)  # --top's cap: top=10**6 ranked and explained for 520 s
     tr_fields, st_fields = _split(fields)
     if st_fields:
         raise InputError(f"plan searches the strategy; {sorted(st_fields)[0]!r} cannot be fixed here",
@@ -224,6 +269,7 @@ def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, 
                          straggler_cv=straggler_cv))
 
 
+@_named_as_arguments
 def scale(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: list[int] | tuple[int, ...] = (128, 256, 512),
           training: Any = None, strategy: Any = None, *, mode: str = "weak", best: bool = False,
           straggler_cv: float | None = None, **fields: Any) -> Any:
@@ -236,6 +282,7 @@ def scale(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: list[int] |
                inputs={"cluster": cl.name, "model": wl.name, "gpus": list(gpus), "mode": mode})
 
 
+@_named_as_arguments
 def sensitivity(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None,
                 strategy: Any = None, *, factor: float = 2.0, **fields: Any) -> Any:
     """Elasticity of throughput to each hardware parameter (as `scalemodel sensitivity`)."""
@@ -247,6 +294,7 @@ def sensitivity(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int =
                            inputs={"cluster": cl.name, "model": wl.name, "gpus": gpus})
 
 
+@_named_as_arguments
 def collective(cluster: Any = "dgx-h100", op: str = "allreduce", size: float | str = "1GiB", gpus: int = 8, *,
                algo: str = "auto", stride: int = 1, dtype_bytes: int = 2) -> Any:
     """One collective's time, algbw and busbw per algorithm (as `scalemodel collective`); ``size`` in bytes

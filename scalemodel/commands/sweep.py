@@ -61,11 +61,14 @@ COMMAND = Command("sweep", sweep, (
 
 
 def _distinct_outputs(outs: list[str]) -> None:
-    """Refuse two --out that name one file (the same path, or one through a link): round 22, `-o t.jsonl -o
-    link.csv` with link.csv -> t.jsonl wrote the JSONL table and then the CSV over it, exit 0, one table of two."""
-    seen: dict[str, str] = {}
+    """Refuse two --out that name one file (the same path, or one through a symbolic or hard link): round 22, `-o
+    t.jsonl -o link.csv` with link.csv -> t.jsonl wrote the JSONL table and then the CSV over it, exit 0, one table of
+    two."""
+    seen: dict[object, str] = {}
     for path in outs:
-        real = os.path.realpath(path)
+        # an existing file by its identity: a hard link to t.jsonl has its own realpath (review22g)
+        st = os.stat(path) if os.path.exists(path) else None
+        real = (st.st_dev, st.st_ino) if st is not None else os.path.realpath(path)
         if real in seen:
             raise InputError(f"{path!r} is the same file as {seen[real]!r}, given before", where="--out",
                              allowed="one --out for each file")

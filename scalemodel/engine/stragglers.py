@@ -61,10 +61,13 @@ def stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, s
     _scalars(mean_s=mean_s, cv=cv, comm_s=comm_s, kappa=kappa)
     if samples is not None:
         try:
-            arr = np.asarray(samples, dtype=float)
-        except (TypeError, ValueError):  # a ragged list, strings: "setting an array element with a sequence"
+            arr = np.asarray(samples)
+        except (TypeError, ValueError):  # a ragged list: "setting an array element with a sequence"
             arr = np.zeros((0, 0))
-        if arr.ndim != 1:
+        # review22g: asarray(dtype=float) parsed text and cast booleans (["1.0", "1.1"] and [True, 1.1] ran as step
+        # times) while ["1 s"] was refused; a list's booleans are cast before the dtype shows them, so each is looked at
+        if arr.ndim != 1 or arr.dtype.kind not in "iuf" or (isinstance(samples, (list, tuple)) and any(
+                isinstance(x, (bool, np.bool_)) for x in samples)):
             raise InputError(f"samples: {str(samples)[:60]} is not a list of numbers", where="stragglers",
                              allowed="a list or 1-d array of step times in seconds")
         samples = [float(x) for x in arr]

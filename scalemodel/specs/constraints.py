@@ -104,6 +104,9 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
     if isinstance(constraints, _Parsed):
         return constraints
     out: Constraints = _Parsed()
+    if constraints is not None and not isinstance(constraints, dict):  # the Python API's: .items() AttributeError
+        raise InputError(f"{str(constraints)[:60]} is not a dict of constraints", where=where,
+                         allowed="{key: value | (op, value) | [(op, value), ...]}, e.g. {'tp': ('<=', 8)}")
     for raw_key, spec in (constraints or {}).items():
         key = constraint_key(raw_key)
         if key not in CONSTRAINT_KEYS:
@@ -114,7 +117,12 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
             pairs = [spec]
         else:
             pairs = [("=", spec)]
-        for op, value in pairs:
+        for pair in pairs:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:  # {"tp": [2, 4]}: "cannot unpack non-iterable"
+                raise InputError(f"{repr(pair)[:40]} in the constraints on {key} is not an (op, value) pair",
+                                 where=where, allowed="a value, an (op, value) pair or a list of pairs, e.g. "
+                                                      "[('>=', 2), ('<=', 8)]")
+            op, value = pair
             if op not in OPS:
                 raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
                                  allowed=_CONSTRAINT_ALLOWED)

@@ -153,6 +153,25 @@ def _keys_read_by(data: Any) -> str | None:
     return "deepspeed" if deepspeed and not scalemodel else "scalemodel" if scalemodel and not deepspeed else None
 
 
+def _other_formats_key(key: str, read_as: str) -> str:
+    """An unused key of a file read as a DeepSpeed config (``read_as``) that is a scalemodel strategy file's, or of one
+    read as a scalemodel strategy that is a DeepSpeed config's, said to be so, with why it was not read and how to give
+    it (review22g: a file of both formats' keys warned "deepspeed settings not used: tp" and priced tp 1, or
+    "scalemodel settings not used: train_batch_size", not saying what the key was taken for)."""
+    if read_as == "scalemodel":
+        if key not in _DS_HARMLESS or key in STRATEGY_FIELDS or key in TRAINING_FIELDS:
+            return key
+        return (f"{key} (a DeepSpeed config's key: a file with scalemodel strategy keys is read as a scalemodel "
+                "strategy; give the strategy file's field instead, e.g. global_batch, micro_batch, zero)")
+    why = "a file with DeepSpeed keys is read as a DeepSpeed config"
+    if key in ("strategy", "training"):
+        return f"{key} (a scalemodel strategy file's section: {why}; give its fields as --set {key}.FIELD=...)"
+    section = "strategy" if key in STRATEGY_FIELDS else "training" if key in TRAINING_FIELDS else None
+    if section is None or key in _DS_HARMLESS:
+        return key
+    return f"{key} (a scalemodel strategy file's field: {why}; give it as --set {section}.{key}=...)"
+
+
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
@@ -175,7 +194,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
         # the default strategy priced (tp 1, pp 1) with exit 0
         out = StrategyFile(where, "scalemodel" if _keys_read_by(data) == "scalemodel" else "deepspeed")
         if not isinstance(data, dict):
-            raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config")
+            raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config, or a scalemodel "
+                             'strategy\'s fields as a JSON object (e.g. {"tp": 2, "pp": 4})')
         try:
             (_scalemodel if out.format == "scalemodel" else _deepspeed)(data, out)
         except InputError as exc:
@@ -207,6 +227,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             _scalemodel(data, out)
         except InputError as exc:
             raise exc.at(where) from None
+    if out.format in ("deepspeed", "scalemodel"):  # a key of the other format said to be one, with why
+        out.unused = [_other_formats_key(u, out.format) for u in out.unused]
     _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file
     _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
     # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
