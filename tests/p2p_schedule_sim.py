@@ -128,6 +128,18 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
             blocking(None, None, True, False)
         recv_prev_q: list[_End] = []
         recv_next_q: list[_End] = []
+
+        def post_grad(bk: int, pending: _End | None, first: bool = first, ops: list = ops,
+                      recv_next_q: list[_End] = recv_next_q) -> _End | None:
+            """Post the steady phase's gradient send (and the next receive), wait the previous gradient send
+            (the one-backward lag of schedules.py); the new send's end is the next one to wait."""
+            grad = None if (chunk(bk, False) == 0 and first) else bwd(bk)
+            h = exchange(None, grad, False, recv_from_prev(bk, False))
+            if pending is not None:
+                ops.append(("wait", [pending]))
+            if "recv_next" in h:
+                recv_next_q.append(h["recv_next"])
+            return h.get("send_prev")
         send_next_h: _End | None = None
         send_prev_h: _End | None = None
         for k in range(warm):
@@ -155,13 +167,7 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
                 h = exchange(out, None, recv_from_prev(fk, True) and k != rem - 1, False)
                 if "recv_prev" in h:
                     recv_prev_q.append(h["recv_prev"])
-                grad = None if (chunk(bk, False) == 0 and first) else bwd(bk)
-                h = exchange(None, grad, False, recv_from_prev(bk, False))
-                if send_prev_h is not None:
-                    ops.append(("wait", [send_prev_h]))
-                send_prev_h = h.get("send_prev")
-                if "recv_next" in h:
-                    recv_next_q.append(h["recv_next"])
+                send_prev_h = post_grad(bk, send_prev_h)
             elif overlap:
                 if not (chunk(fk, True) == 0 and first) and recv_prev_q:
                     ops.append(("wait", [recv_prev_q.pop(0)]))
@@ -180,13 +186,7 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
                 if not (chunk(bk, False) == v - 1 and last) and recv_next_q:
                     ops.append(("wait", [recv_next_q.pop(0)]))
                 ops.append(("B", bwd(bk)))
-                grad = None if (chunk(bk, False) == 0 and first) else bwd(bk)
-                h = exchange(None, grad, False, recv_from_prev(bk, False))
-                if send_prev_h is not None:
-                    ops.append(("wait", [send_prev_h]))
-                send_prev_h = h.get("send_prev")
-                if "recv_next" in h:
-                    recv_next_q.append(h["recv_next"])
+                send_prev_h = post_grad(bk, send_prev_h)
             else:
                 ops.append(("F", fwd(fk)))
                 ops.append(("B", bwd(bk)))
