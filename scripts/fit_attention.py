@@ -43,11 +43,12 @@ AITER's asm v3 (no attention benchmark).
 The curves are on the isolated basis (a kernel benchmark runs one call back to back): no in-layer factor is
 applied, unlike the GEMM curves (that factor was measured as what the layer pricing leaves out beside the GEMMs).
 
-``--windows`` prints the sliding-window evidence (:func:`window_check`; report only).
+``--windows`` prints the sliding-window evidence (:func:`window_check`; report only); ``--causal`` the causal /
+unmasked backward relation of the Hopper sweeps with both masks (:func:`causal_check`; report only).
 ``--check`` compares the fits with the accelerator YAMLs' ``attention_efficiency`` (rounded to 0.001 / 1 / 1)
 and exits 1 when they differ; ``--yaml`` prints the blocks; ``--write`` puts them into the YAMLs (then run
 scripts/build_catalog.py); ``-v`` every point's residual.
-Usage: python scripts/fit_attention.py [-v] [--check] [--windows] [--yaml] [--write]
+Usage: python scripts/fit_attention.py [-v] [--check] [--windows] [--causal] [--yaml] [--write]
 """
 
 from __future__ import annotations
@@ -652,6 +653,69 @@ def window_report(rows: list[dict[str, Any]]) -> None:
               f"alone need {r['window_seq_half']:.0f} ({r['window_seq_half'] / max(r['seq_half'], 1.0):.2f}x)")
 
 
+def backward_points(pts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each backward-only call of ``pts``: its ``bwd`` points, and for a shape timed forward and forward + backward
+    (not backward alone) a derived point, ``t_meas`` = t(fwd+bwd) - t(fwd) of the same source and shape (the
+    difference the raw sweep's bwd_tflops also takes)."""
+    fwd = {(p["src"], *_shape(p)[:1], *_shape(p)[2:]): p for p in pts if p["dir"] == "fwd"}
+    out = [p for p in pts if p["dir"] == "bwd"]
+    for p in pts:
+        f = fwd.get((p["src"], *_shape(p)[:1], *_shape(p)[2:]))
+        if p["dir"] == "fwd+bwd" and f is not None and p["t_meas"] > f["t_meas"]:
+            out.append({**p, "dir": "bwd", "t_meas": p["t_meas"] - f["t_meas"]})
+    return out
+
+
+def causal_check(path: Path = ATTENTION, accelerators: tuple[str, ...] = ("h200-sxm",)) -> list[dict[str, Any]]:
+    """The causal / unmasked backward relation (docs/model.md#causal-backward), report only: nothing here reaches
+    the catalog. Per source, accelerator, kernel and head dim measured backward with both masks
+    (:func:`backward_points`, windows left out): attn_max and seq_half fitted to the unmasked calls (head_half held
+    at the catalog curve's: one head dim cannot fit it), then the seq_half the causal calls need with that attn_max
+    held, each causal call at its (s + 1) / 2 keys. ``extra`` = causal seq_half - unmasked seq_half is the keys a
+    causal call costs beyond its (s + 1) / 2 at the unmasked rate (eff = attn_max k / (k + k0): a call computing
+    k + x keys' work at that rate takes as long as k keys at seq_half k0 + x); ``unmasked`` the causal calls' errors
+    on the unmasked fit (model time / measured - 1: negative where causal runs slower than unmasked at the same
+    keys), ``shifted`` on the shifted one."""
+    from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
+
+    pts = [p for p in backward_points(load_points(path, recorded=True))
+           if p["acc"] in accelerators and not p.get("window")]
+    ratio = FLASH_BACKWARD_FLOP_RATIO
+    out = []
+    for src, acc_name, kernel, d in sorted({(p["src"], p["acc"], p["kernel"], p["d"]) for p in pts}):
+        grp = [p for p in pts if (p["src"], p["acc"], p["kernel"], p["d"]) == (src, acc_name, kernel, d)]
+        full = sorted((p for p in grp if not p["causal"]), key=lambda p: p["s"])
+        causal = sorted((p for p in grp if p["causal"]), key=lambda p: p["s"])
+        if len(full) < 2 or not causal:
+            continue
+        acc = load_accelerator(acc_name, overrides=[])
+        held = acc.attention_efficiency[kernel].bwd.head_half
+        am, k0 = least_squares(_held_resid, x0=[0.7, 500.0], bounds=([1e-3, 0.0], [1.0, 1e5]),
+                               args=(full, acc, ratio, held)).x
+        k0c = float(least_squares(_held_resid, x0=[k0], bounds=([0.0], [1e5]),
+                                  args=(causal, acc, ratio, held, am)).x[0])
+        rel = np.exp(_held_resid(np.array([am, k0]), causal, acc, ratio, held)) - 1.0
+        rel_c = np.exp(_held_resid(np.array([am, k0c]), causal, acc, ratio, held)) - 1.0
+        rf = _held_resid(np.array([am, k0]), full, acc, ratio, held)
+        out.append({"src": src, "acc": acc_name, "kernel": kernel, "d": d, "n_full": len(full),
+                    "n_causal": len(causal), "attn_max": float(am), "seq_half": float(k0), "head_half": float(held),
+                    "rms_full": float(np.sqrt(np.mean(rf**2))), "causal_seq_half": k0c, "extra": k0c - float(k0),
+                    "calls": [(p["s"], float(e), float(c)) for p, e, c in zip(causal, rel, rel_c, strict=True)]})
+    return out
+
+
+def causal_report(rows: list[dict[str, Any]]) -> None:
+    print("causal backward against the unmasked backward of the same sweep, head dim and kernel (causal calls at "
+          "(s + 1) / 2 keys; error = model time / measured - 1)")
+    for r in rows:
+        errs = " ".join(f"{s}:{100 * e:+.1f}" for s, e, _ in r["calls"])
+        shifted = max(abs(c) for _, _, c in r["calls"])
+        print(f"  {r['src']:10s} {r['acc']:9s} {r['kernel']:6s} d {r['d']:3d}: unmasked n {r['n_full']} fit "
+              f"{r['attn_max']:.3f}/{r['seq_half']:.0f}/{r['head_half']:.0f} rms {r['rms_full']:.3f}; causal n "
+              f"{r['n_causal']} on it {errs} %; causal seq_half {r['causal_seq_half']:.0f} (extra "
+              f"{r['extra']:+.0f} keys), worst {100 * shifted:.1f} % on it")
+
+
 def main(argv: list[str]) -> int:
     recorded = load_points(recorded=True)
     fits = fit(load_points(), recorded)
@@ -660,6 +724,8 @@ def main(argv: list[str]) -> int:
     release_report(rel, "-v" in argv)
     if "--windows" in argv:
         window_report(window_check())
+    if "--causal" in argv:
+        causal_report(causal_check())
     if "--yaml" in argv:
         print(yaml_blocks(fits))
         print("\n".join(f"# {n}\n{b}" for n, b in sorted(release_blocks(rel).items())))
