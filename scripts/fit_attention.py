@@ -600,6 +600,18 @@ def _held_resid(x: np.ndarray, group: list[dict[str, Any]], acc: Any, ratio: flo
     return np.log(np.array([direction_time(q, acc, c, ratio) for q in group]) / np.array([q["t_meas"] for q in group]))
 
 
+def _fit_then_shift(ref: list[dict[str, Any]], other: list[dict[str, Any]], acc: Any, ratio: float,
+                    held: float) -> tuple[float, float, float]:
+    """attn_max and seq_half fitted to ``ref`` (head_half held), then the seq_half ``other`` needs with that attn_max
+    held: (attn_max, seq_half, other's seq_half)."""
+    from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
+
+    am, k0 = least_squares(_held_resid, x0=[0.7, 500.0], bounds=([1e-3, 0.0], [1.0, 1e5]),
+                           args=(ref, acc, ratio, held)).x
+    k0x = float(least_squares(_held_resid, x0=[k0], bounds=([0.0], [1e5]), args=(other, acc, ratio, held, am)).x[0])
+    return float(am), float(k0), k0x
+
+
 def window_check(path: Path = ATTENTION) -> list[dict[str, Any]]:
     """The sliding-window evidence (docs/model.md#window-calls), report only: nothing here reaches the catalog.
 
@@ -610,7 +622,6 @@ def window_check(path: Path = ATTENTION) -> list[dict[str, Any]]:
     the causal curve of its own release says); and the seq_half the window points alone would need on it (attn_max
     and head_half held). A seq_half below the twins' would mean a window row costs less fixed work than a causal
     one; above, more."""
-    from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     doc = _load(path)
     pts = load_points(path, recorded=True)
@@ -629,10 +640,7 @@ def window_check(path: Path = ATTENTION) -> list[dict[str, Any]]:
             if not tw:
                 continue
             ratio = PER_DIR[direction]
-            am, k0 = least_squares(_held_resid, x0=[0.7, 500.0], bounds=([1e-3, 0.0], [1.0, 1e5]),
-                                   args=(tw, acc, ratio, held)).x
-            k0w = float(least_squares(_held_resid, x0=[k0], bounds=([0.0], [1e5]),
-                                      args=(ws, acc, ratio, held, am)).x[0])
+            am, k0, k0w = _fit_then_shift(tw, ws, acc, ratio, held)
             err = np.exp(_held_resid(np.array([am, k0]), ws, acc, ratio, held)) - 1.0
             rt = _held_resid(np.array([am, k0]), tw, acc, ratio, held)
             out.append({"src": name, "acc": acc_name, "kernel": kernel, "dir": direction, "n_twins": len(tw),
@@ -676,7 +684,6 @@ def causal_check(path: Path = ATTENTION, accelerators: tuple[str, ...] = ("h200-
     k + x keys' work at that rate takes as long as k keys at seq_half k0 + x); ``unmasked`` the causal calls' errors
     on the unmasked fit (model time / measured - 1: negative where causal runs slower than unmasked at the same
     keys), ``shifted`` on the shifted one."""
-    from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     pts = [p for p in backward_points(load_points(path, recorded=True))
            if p["acc"] in accelerators and not p.get("window")]
@@ -690,10 +697,7 @@ def causal_check(path: Path = ATTENTION, accelerators: tuple[str, ...] = ("h200-
             continue
         acc = load_accelerator(acc_name, overrides=[])
         held = acc.attention_efficiency[kernel].bwd.head_half
-        am, k0 = least_squares(_held_resid, x0=[0.7, 500.0], bounds=([1e-3, 0.0], [1.0, 1e5]),
-                               args=(full, acc, ratio, held)).x
-        k0c = float(least_squares(_held_resid, x0=[k0], bounds=([0.0], [1e5]),
-                                  args=(causal, acc, ratio, held, am)).x[0])
+        am, k0, k0c = _fit_then_shift(full, causal, acc, ratio, held)
         rel = np.exp(_held_resid(np.array([am, k0]), causal, acc, ratio, held)) - 1.0
         rel_c = np.exp(_held_resid(np.array([am, k0c]), causal, acc, ratio, held)) - 1.0
         rf = _held_resid(np.array([am, k0]), full, acc, ratio, held)
