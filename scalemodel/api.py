@@ -82,6 +82,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _shown(value: Any) -> str:
+    """A refused argument as an error message shows it: an array by its shape, anything else by its repr, cut."""
+    return f"an array of shape {np.shape(value)}" if isinstance(value, np.ndarray) else repr(value)[:60]
+
+
 def _count(value: Any, name: str, what: str = "GPUs", cap: int = MAX_COUNT) -> int:
     """A count argument (``gpus``, ``top``, ``stride``) as an int from 1 to ``cap`` (the command line's bound:
     MAX_COUNT, plan's --top MAX_TOP): a Python or NumPy integer, a whole float, or a 0-d array of one. NaN / inf, a
@@ -91,8 +96,8 @@ def _count(value: Any, name: str, what: str = "GPUs", cap: int = MAX_COUNT) -> i
     v = _scalar(value)
     top = f"{cap:.0e}" if cap >= 10**6 else f"{cap:,}"
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v):
-        shown = f"an array of shape {np.shape(v)}" if isinstance(v, np.ndarray) else repr(v)[:60]
-        raise InputError(f"{shown} is not a whole number of {what}", where=name, allowed=f"an integer from 1 to {top}")
+        raise InputError(f"{_shown(v)} is not a whole number of {what}", where=name,
+                         allowed=f"an integer from 1 to {top}")
     if not 1 <= v <= cap:
         shown = f"{int(v):,}" if cap < 10**6 else f"{int(v)}"
         raise InputError(f"{shown} {what} is outside 1 to {top}", where=name, allowed=f"an integer from 1 to {top}")
@@ -106,8 +111,7 @@ def _real(value: Any, name: str, optional: bool = True) -> Any:
     if v is None and optional:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        shown = f"an array of shape {np.shape(v)}" if isinstance(v, np.ndarray) else repr(v)[:60]
-        raise InputError(f"{shown} is not a number", where=name, allowed="a real number")
+        raise InputError(f"{_shown(v)} is not a number", where=name, allowed="a real number")
     return float(v)
 
 
@@ -115,8 +119,7 @@ def _counts(values: Any, name: str = "gpus") -> list[int]:
     """scale's GPU counts: a list, tuple or 1-d array of counts (:func:`_count` each), at least one."""
     if (isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable)
             or (isinstance(values, np.ndarray) and values.ndim != 1)):
-        shown = f"an array of shape {np.shape(values)}" if isinstance(values, np.ndarray) else repr(values)[:60]
-        raise InputError(f"{shown} is not a list of GPU counts", where=name,
+        raise InputError(f"{_shown(values)} is not a list of GPU counts", where=name,
                          allowed="a list, tuple or 1-d array of GPU counts, e.g. [128, 256, 512]")
     out = [_count(v, name) for v in values]
     if not out:
