@@ -429,6 +429,37 @@ CAST_KERNEL_TIME_FACTORS: dict[str, dict[str, float]] = {
 CAST_KERNEL_BUS_FRACTION: dict[str, float] = {"b300": 7.5 / 8.0}
 
 
+#: Time factor of stochastic rounding on NVFP4's output-gradient casts over the same casts rounded to nearest, per
+#: accelerator family (:func:`stochastic_rounding_cast_factor`): NVFP4BlockScaling quantizes dY with
+#: ``stochastic_rounding`` (``fp4_quant_bwd_grad``; off only under NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1;
+#: transformer_engine/common/recipe/__init__.py at v2.16), inputs and weights round to nearest. Every dY element then
+#: needs 8 random bits for each of its two copies, drawn by Philox4x32 in the cast kernel and fed to
+#: ``cvt.rs.satfinite.e2m1x4.f32`` (common/hadamard_transform/row_cast_col_hadamard_transform_cast_fusion.cu at v2.16,
+#: the fused RHT cast the rows' dY go through: one ``random_uint4`` per 16 values and copy), so the memory-bound cast
+#: becomes issue-bound ("The SR kernel is issue-bound", TE pull request #3357). Source: TE pull request #2412
+#: ("Tuned NVFP4 cast kernel", commit fbb16f4a7, in v2.13 and every row's TE), measured on a B300, BF16 in, row- and
+#: column-wise (transposed) NVFP4 out: round to nearest 6.4 TB/s, stochastic rounding 4.5 TB/s, so
+#:
+#:     f_SR = 6.4 / 4.5 = 1.422      (row-wise only: 7.2 / 7.0 = 1.03, the second copy's random bits make the cost)
+#:
+#: multiplying the measured cast-kernel factor (:data:`CAST_KERNEL_TIME_FACTORS`' nvfp4 1.409, whose guide run
+#: quantizes only round-to-nearest inputs and weights). BORROWED: measured on the tuned non-RHT kernel, applied to the
+#: fused RHT kernel that draws the same random bits per element with the same Philox / cvt.rs code (its SR cost is
+#: not published), and by B200, GB200 and GB300 (the same sm_100 / sm_103 kernels). Not applied to MXFP8 (no SR).
+STOCHASTIC_ROUNDING_CAST_FACTORS: dict[str, float] = {
+    # TE-PR2412 (one B300): RN 6.4 TB/s / SR 4.5 TB/s, row- and column-wise NVFP4 cast of BF16
+    "blackwell": 6.4 / 4.5,
+}
+
+
+def stochastic_rounding_cast_factor(family: str, recipe: str) -> float:
+    """Time factor of a recipe's output-gradient casts for stochastic rounding on this accelerator family
+    (:data:`STOCHASTIC_ROUNDING_CAST_FACTORS`): NVFP4 only (1 for every other recipe and family)."""
+    if str(recipe) != "nvfp4":
+        return 1.0
+    return float(STOCHASTIC_ROUNDING_CAST_FACTORS.get(str(family).lower(), 1.0))
+
+
 def cast_kernel_time_factor(family: str, recipe: str, accelerator: str = "") -> float:
     """The time of a recipe's Transformer Engine quantization kernels on this accelerator family over their price at
     the HBM roofline (:data:`CAST_KERNEL_TIME_FACTORS`; 1 for a recipe or family without a measurement, and for
