@@ -2272,8 +2272,8 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
     Engine's current-scaling and NVFP4 quantizers run per transformer layer (the mean over the model's layer kinds)
     under sequence parallelism, at tp > 1 (the caller checks both).
 
-    Source: NVIDIA/TransformerEngine v2.14 (71bbefb, the 26.04 container's), v2.16 and v2.17.1, pytorch/module/
-    linear.py, layernorm_linear.py, layernorm_mlp.py ``_customize_quantizers_float8_current_scaling`` and
+    Source: NVIDIA/TransformerEngine v2.14 (71bbefb, the 26.04 container's), v2.16 and v2.17.1 (current scaling's
+    reduction since v2.2), pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py ``_customize_quantizers_float8_current_scaling`` and
     ``_customize_quantizers_nvfp4`` (v2.16 linear.py lines 2040-2105): with ``sequence_parallel`` a column-parallel
     linear's input quantizer and a row-parallel linear's grad-output quantizer get ``with_amax_reduction = True``
     over ``tp_group``; the quantizer then all-reduces its amax with MAX before the cast and waits on it
