@@ -2273,15 +2273,16 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
     under sequence parallelism, at tp > 1 (the caller checks both).
 
     Source: NVIDIA/TransformerEngine v2.14 (71bbefb, the 26.04 container's), v2.16 and v2.17.1 (current scaling's
-    reduction since v2.2), pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py ``_customize_quantizers_float8_current_scaling`` and
-    ``_customize_quantizers_nvfp4`` (v2.16 linear.py lines 2040-2105): with ``sequence_parallel`` a column-parallel
-    linear's input quantizer and a row-parallel linear's grad-output quantizer get ``with_amax_reduction = True``
-    over ``tp_group``; the quantizer then all-reduces its amax with MAX before the cast and waits on it
-    (pytorch/csrc/quantizer.cpp ``NVFP4Quantizer::quantize_impl``: ``amax_reduction_group->allreduce_coalesced(
-    amax_tensors, MAX)->wait()``, the row- and column-wise amaxes; ``Float8CurrentScalingQuantizer`` one amax), so
-    the cast, and the GEMM after it, wait for the all-reduce on the compute stream. GroupedLinear (routed experts)
-    sets no amax reduction; delayed scaling reduces once per chunk instead (:func:`delayed_amax_reduction`); MXFP8
-    and blockwise compute their block scales in the cast kernel (no per-tensor amax).
+    reduction since v2.2), pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py
+    ``_customize_quantizers_float8_current_scaling`` and ``_customize_quantizers_nvfp4`` (v2.16 linear.py lines
+    2040-2105): with ``sequence_parallel`` a column-parallel linear's input quantizer and a row-parallel linear's
+    grad-output quantizer get ``with_amax_reduction = True`` over ``tp_group``; the quantizer then all-reduces its
+    amax with MAX before the cast and waits on it (pytorch/csrc/quantizer.cpp ``NVFP4Quantizer::quantize_impl``:
+    ``amax_reduction_group->allreduce_coalesced(amax_tensors, MAX)->wait()``, the row- and column-wise amaxes;
+    ``Float8CurrentScalingQuantizer`` one amax), so the cast, and the GEMM after it, wait for the all-reduce on the
+    compute stream. GroupedLinear (routed experts) sets no amax reduction; delayed scaling reduces once per chunk
+    instead (:func:`delayed_amax_reduction`); MXFP8 and blockwise compute their block scales in the cast kernel (no
+    per-tensor amax).
 
     Per layer, Megatron-Core's Transformer Engine specs (column-parallel inputs forward, row-parallel output
     gradients backward), counted only for modules at ``recipe`` (``attention_recipe`` / ``mamba_out_recipe``: a
