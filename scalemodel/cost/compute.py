@@ -429,6 +429,37 @@ CAST_KERNEL_TIME_FACTORS: dict[str, dict[str, float]] = {
 CAST_KERNEL_BUS_FRACTION: dict[str, float] = {"b300": 7.5 / 8.0}
 
 
+#: Time factor of stochastic rounding on NVFP4's output-gradient casts over the same casts rounded to nearest, per
+#: accelerator family (:func:`stochastic_rounding_cast_factor`): NVFP4BlockScaling quantizes dY with
+#: ``stochastic_rounding`` (``fp4_quant_bwd_grad``; off only under NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1;
+#: transformer_engine/common/recipe/__init__.py at v2.16), inputs and weights round to nearest. Every dY element then
+#: needs 8 random bits for each of its two copies, drawn by Philox4x32 in the cast kernel and fed to
+#: ``cvt.rs.satfinite.e2m1x4.f32`` (common/hadamard_transform/row_cast_col_hadamard_transform_cast_fusion.cu at v2.16,
+#: the fused RHT cast the rows' dY go through: one ``random_uint4`` per 16 values and copy), so the memory-bound cast
+#: becomes issue-bound ("The SR kernel is issue-bound", TE pull request #3357). Source: TE pull request #2412
+#: ("Tuned NVFP4 cast kernel", commit fbb16f4a7, in v2.13 and every row's TE), measured on a B300, BF16 in, row- and
+#: column-wise (transposed) NVFP4 out: round to nearest 6.4 TB/s, stochastic rounding 4.5 TB/s, so
+#:
+#:     f_SR = 6.4 / 4.5 = 1.422      (row-wise only: 7.2 / 7.0 = 1.03, the second copy's random bits make the cost)
+#:
+#: multiplying the measured cast-kernel factor (:data:`CAST_KERNEL_TIME_FACTORS`' nvfp4 1.409, whose guide run
+#: quantizes only round-to-nearest inputs and weights). BORROWED: measured on the tuned non-RHT kernel, applied to the
+#: fused RHT kernel that draws the same random bits per element with the same Philox / cvt.rs code (its SR cost is
+#: not published), and by B200, GB200 and GB300 (the same sm_100 / sm_103 kernels). Not applied to MXFP8 (no SR).
+STOCHASTIC_ROUNDING_CAST_FACTORS: dict[str, float] = {
+    # TE-PR2412 (one B300): RN 6.4 TB/s / SR 4.5 TB/s, row- and column-wise NVFP4 cast of BF16
+    "blackwell": 6.4 / 4.5,
+}
+
+
+def stochastic_rounding_cast_factor(family: str, recipe: str) -> float:
+    """Time factor of a recipe's output-gradient casts for stochastic rounding on this accelerator family
+    (:data:`STOCHASTIC_ROUNDING_CAST_FACTORS`): NVFP4 only (1 for every other recipe and family)."""
+    if str(recipe) != "nvfp4":
+        return 1.0
+    return float(STOCHASTIC_ROUNDING_CAST_FACTORS.get(str(family).lower(), 1.0))
+
+
 def cast_kernel_time_factor(family: str, recipe: str, accelerator: str = "") -> float:
     """The time of a recipe's Transformer Engine quantization kernels on this accelerator family over their price at
     the HBM roofline (:data:`CAST_KERNEL_TIME_FACTORS`; 1 for a recipe or family without a measurement, and for
@@ -2224,6 +2255,60 @@ def delayed_amax_reduction(sh: Shape, *, layers: ArrayLike, ep: ArrayLike = 1, f
     amaxes = share * gemms * (3.0 if forward else 2.0)
     kernels = np.ceil(m / CAT_BATCH_INPUTS - 1e-9) + np.ceil(m / AMAX_UPDATE_MODULES - 1e-9)
     return 4.0 * amaxes, kernels, amaxes * (24.0 + 8.0 * float(history))
+
+
+#: Recipes whose quantizers all-reduce their amax over the tensor-parallel group under sequence parallelism
+#: (:func:`tp_amax_reductions`): current scaling and NVFP4, both computing a per-tensor amax at quantization time.
+TP_AMAX_RECIPES = ("tensorwise", "nvfp4")
+
+#: Bytes of one TP amax all-reduce (:func:`tp_amax_reductions`): the fp32 amaxes of the row- and column-wise usages,
+#: coalesced into one call (NVFP4: both, ``allreduce_coalesced``); current scaling's one amax (4).
+TP_AMAX_BYTES = {"tensorwise": 4.0, "nvfp4": 8.0}
+
+
+def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None = None,
+                       mamba_out_recipe: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) count of the blocking amax all-reduces over the tensor-parallel group that Transformer
+    Engine's current-scaling and NVFP4 quantizers run per transformer layer (the mean over the model's layer kinds)
+    under sequence parallelism, at tp > 1 (the caller checks both).
+
+    Source: NVIDIA/TransformerEngine v2.14 (71bbefb, the 26.04 container's), v2.16 and v2.17.1 (current scaling's
+    reduction since v2.2), pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py
+    ``_customize_quantizers_float8_current_scaling`` and ``_customize_quantizers_nvfp4`` (v2.16 linear.py lines
+    2040-2105): with ``sequence_parallel`` a column-parallel linear's input quantizer and a row-parallel linear's
+    grad-output quantizer get ``with_amax_reduction = True`` over ``tp_group``; the quantizer then all-reduces its
+    amax with MAX before the cast and waits on it (pytorch/csrc/quantizer.cpp ``NVFP4Quantizer::quantize_impl``:
+    ``amax_reduction_group->allreduce_coalesced(amax_tensors, MAX)->wait()``, the row- and column-wise amaxes;
+    ``Float8CurrentScalingQuantizer`` one amax), so the cast, and the GEMM after it, wait for the all-reduce on the
+    compute stream. GroupedLinear (routed experts) sets no amax reduction; delayed scaling reduces once per chunk
+    instead (:func:`delayed_amax_reduction`); MXFP8 and blockwise compute their block scales in the cast kernel (no
+    per-tensor amax).
+
+    Per layer, Megatron-Core's Transformer Engine specs (column-parallel inputs forward, row-parallel output
+    gradients backward), counted only for modules at ``recipe`` (``attention_recipe`` / ``mamba_out_recipe``: a
+    module at its own precision, ``""`` BF16; None = ``recipe``):
+        attention  forward: each TP-split input projection of :func:`transformer.attention_matrices` (QKV; MLA's
+                   q (up) and kv up); backward: linear_proj
+        dense MLP  forward linear_fc1, backward linear_fc2
+        MoE        the shared experts' linear_fc1 / linear_fc2 (if any); routed experts and LatentMoE's duplicated
+                   projections none
+        Mamba      forward in_proj (column-parallel), backward out_proj (row-parallel)
+    0 for another recipe."""
+    zero = np.zeros_like(np.asarray(sh.layers, dtype=float))
+    if recipe not in TP_AMAX_RECIPES:
+        return zero, zero
+    att_r = recipe if attention_recipe is None else attention_recipe
+    out_r = recipe if mamba_out_recipe is None else mamba_out_recipe
+    att_on = 1.0 if att_r in TP_AMAX_RECIPES else 0.0
+    out_on = 1.0 if out_r in TP_AMAX_RECIPES else 0.0
+    cols = sum(np.where(n_in * n_out > 0, 1.0, 0.0) for name, n_in, n_out, split
+               in attention_matrices(sh) if split and name != "o")
+    shared = np.where(sh.moe_shared_experts > 0, 1.0, 0.0)
+    per_model_f = (sh.attention_layers * att_on * cols + sh.mlp_layers + sh.moe_layers * shared
+                   + sh.mamba_layers)
+    per_model_b = sh.attention_layers * att_on + sh.mlp_layers + sh.moe_layers * shared + sh.mamba_layers * out_on
+    n = np.maximum(np.asarray(sh.layers, dtype=float), 1.0)
+    return zero + per_model_f / n, zero + per_model_b / n
 
 
 def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes: float = 2.0) -> float:

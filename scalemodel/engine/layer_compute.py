@@ -339,14 +339,18 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
     return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
 
-def _cast_seconds(job: Job, nbytes: Any, recipe: str | None = None) -> np.ndarray:
+def _cast_seconds(job: Job, nbytes: Any, recipe: str | None = None, gradient: bool = False) -> np.ndarray:
     """Seconds of an fp8 / fp4 run's Transformer Engine quantization of ``nbytes`` (signed: a difference from the
     BF16 run): :func:`_hbm_seconds` x :func:`scalemodel.cost.compute.cast_kernel_time_factor` of the accelerator
     (family, and b300's bus) and the recipe that quantizes them (``recipe``; None: the run's), Blackwell's measured
-    cast kernels, docs/model.md#cast-kernel-rate."""
+    cast kernels, docs/model.md#cast-kernel-rate; ``gradient``: output-gradient casts, x
+    :func:`scalemodel.cost.compute.stochastic_rounding_cast_factor` (NVFP4's stochastic rounding,
+    docs/model.md#nvfp4-stochastic-rounding)."""
     b = np.asarray(nbytes, dtype=float)
     r = job.fp8_recipe if recipe is None else recipe
     factor = compute.cast_kernel_time_factor(job.accelerator_family, r, job.accelerator)
+    if gradient:
+        factor *= compute.stochastic_rounding_cast_factor(job.accelerator_family, r)
     return np.sign(b) * _hbm_seconds(job, np.abs(b)) * factor
 
 
@@ -361,12 +365,13 @@ def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray,
            if (r := kw.get(k)) is not None and r != "" and r != run}
     if not own:
         f, b, w = compute.fp8_quantize_bytes(job.shape, **kw)
-        return _cast_seconds(job, f, run), _cast_seconds(job, b, run), _cast_seconds(job, w, run)
+        return _cast_seconds(job, f, run), _cast_seconds(job, b, run, True), _cast_seconds(job, w, run)
+    grads = (False, True, False)  # (forward, backward = the output gradients dY, weights)
     base = compute.fp8_quantize_bytes(job.shape, **dict(kw, **{k: "" for k in own}))
-    out = [_cast_seconds(job, x, run) for x in base]
+    out = [_cast_seconds(job, x, run, gr) for x, gr in zip(base, grads, strict=True)]
     for k, r in own.items():
         alone = compute.fp8_quantize_bytes(job.shape, **dict(kw, **{o: "" for o in own if o != k}))
-        out = [o + _cast_seconds(job, a - b0, r) for o, a, b0 in zip(out, alone, base, strict=True)]
+        out = [o + _cast_seconds(job, a - b0, r, gr) for o, a, b0, gr in zip(out, alone, base, grads, strict=True)]
     return out[0], out[1], out[2]
 
 
@@ -437,7 +442,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
             def mamba_times(recipe: str, **extra: Any) -> tuple[np.ndarray, np.ndarray]:
                 """out_proj's casts at ``recipe``, priced at that recipe's cast-kernel factor."""
                 parts = compute.mamba_out_proj_quantize_bytes(md, recipe=recipe, **mkw, **extra)
-                return times((_cast_seconds(job, parts[0], recipe), _cast_seconds(job, parts[1], recipe),
+                return times((_cast_seconds(job, parts[0], recipe), _cast_seconds(job, parts[1], recipe, True),
                               _cast_seconds(job, parts[2], recipe)))
 
             of, ob = mamba_times(r)

@@ -20,7 +20,7 @@ from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ep_dispatch, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
 from scalemodel.engine.job import Job, StrategyGrid
-from scalemodel.engine.layer_compute import moe_block_recomputed, moe_rank_load, xla_remat
+from scalemodel.engine.layer_compute import module_recipe, moe_block_recomputed, moe_rank_load, xla_remat
 from scalemodel.engine.pipeline_ranks import _etp, microbatches
 
 
@@ -374,6 +374,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
+    # current scaling's / NVFP4's per-linear TP amax all-reduces (tp_amax_time): each layer's forward and backward, a
+    # fully recomputed layer's forward again
+    rec_amax = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
+    amax = amax + (n + rec_amax) * coll.get("tp_amax_fwd", 0.0) + n * coll.get("tp_amax_bwd", 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "amax": amax, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1),
             "hidden_ub": hidden_ub, "ub_sms": ub_sms}
@@ -709,7 +713,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             cp_a2a = np.where(hier, _collective("alltoall", q_b, a2a_group) + _collective("alltoall", k_b, a2a_group)
                               + _collective("alltoall", v_b, a2a_group) + _collective("alltoall", o_b, a2a_group),
                               cp_a2a)
+    tp_amax_f, tp_amax_b = tp_amax_time(job, g, groups)
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
+            "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
@@ -752,6 +758,27 @@ def delayed_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.n
                  + compute.memory_time(hbm, memory_bandwidth=job.memory_bandwidth,
                                        memory_efficiency=job.memory_efficiency))
     return np.where(on, t, 0.0)
+
+
+def tp_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of one mean layer's blocking TP amax all-reduces (forward, backward) under Transformer Engine's current
+    scaling (``tensorwise``) or NVFP4 with sequence parallelism at tp > 1 (docs/model.md#tp-amax):
+
+        t_pass = n_pass(layer) x (1 - bf16 share) x all-reduce(TP_AMAX_BYTES, MAX) over the TP group
+
+    n_pass from :func:`scalemodel.cost.compute.tp_amax_reductions` (modules at their own precision counted by theirs:
+    training.module_precision attention_proj, mamba_out_proj); the layers of ``training.bf16_layers`` quantize nothing.
+    Latency-bound (4-8 bytes), on the compute stream's critical path (the quantizer waits on it before its cast).
+    0 unless Megatron-Core's Transformer Engine layer (``layer_impl`` megatron_te)."""
+    recipe = job.fp8_recipe
+    on = (g.layer_impl == int(LayerImpl.MEGATRON_TE)) & g.sequence_parallel & (g.tp > 1)
+    if not job.is_transformer or recipe not in compute.TP_AMAX_RECIPES or not np.any(on):
+        return np.zeros(1), np.zeros(1)
+    f, b = compute.tp_amax_reductions(job.shape, recipe=recipe, attention_recipe=module_recipe(job, "attention_proj"),
+                                      mamba_out_recipe=module_recipe(job, "mamba_out_proj"))
+    per = _collective("allreduce", np.asarray(compute.TP_AMAX_BYTES[recipe]), groups.tensor)
+    low = 1.0 - job.bf16_layer_share
+    return np.where(on, f * low * per, 0.0), np.where(on, b * low * per, 0.0)
 
 
 def pp_split(g: StrategyGrid) -> np.ndarray:

@@ -28,7 +28,7 @@ BREAKDOWN: tuple[Part, ...] = (
     Part("contention", "contend", "compute slowed by hidden communication",
          "compute slowed by the collectives hidden under it (they occupy SMs)", "0.8", "bright_white"),
     Part("tp_comm", "TP", "exposed TP communication",
-         "tensor-parallel all-reduces not hidden by compute (and FP8 delayed scaling's amax all-reduces)",
+         "tensor-parallel all-reduces not hidden by compute (and FP8 / NVFP4 amax all-reduces)",
          "tab:purple", "magenta"),
     Part("cp_comm", "CP", "exposed CP communication", "context-parallel attention exchange not hidden by compute",
          "orchid", "bright_magenta"),

@@ -13,7 +13,8 @@ Per micro-batch on the busiest pipeline stage (the slower of the last stage, wit
 logits, and the largest other stage; :func:`scalemodel.engine.pipeline_ranks._stage_layers` for uneven splits):
 
     t_mb = compute + TP comm + CP comm + EP comm + PP send/recv          (exposed parts only)
-           (+ FP8 delayed scaling's amax reductions, 2 per model chunk: model_parallel_comm.delayed_amax_time)
+           (+ FP8 delayed scaling's amax reductions, 2 per model chunk: model_parallel_comm.delayed_amax_time;
+            current scaling's / NVFP4's per-linear TP ones under SP: model_parallel_comm.tp_amax_time)
 
 and the pipelined part of the step is (m + bubble) * t_mb with m = B / (dp b) micro-batches and
 bubble = (p-1), (p-1)/v or (p-1)/3 micro-batch times (:mod:`scalemodel.cost.pipeline`). Then the
