@@ -31,10 +31,38 @@ def run(job, training, gpus, **strategy):  # type: ignore[no-untyped-def]
     ("h100-sxm", 16 / 132),  # 16 NVLS channels, 132 SMs
     ("h200-sxm", 16 / 132),
     ("h100-pcie", 0.0),  # SM count known, channel count not set
+    ("mi300x", 56 / 304),  # 56 RCCL ring channels on an 8-GPU xGMI mesh (test below), 304 CUs
+    ("mi325x", 56 / 304),  # the same gfx942 die and RCCL code path
     ("tpu-v5p", 0.0),  # ICI collectives do not run on the TensorCores
 ])
 def test_collective_share_from_the_catalog(name: str, expected: float) -> None:
     assert collective_share(load_accelerator(name)) == pytest.approx(expected, rel=1e-12)
+
+
+def rccl_gfx942_channels(rings: int, nic_rings: bool, cus: int = 304, ranks: int = 8) -> int:
+    """RCCL's collective channels on one gfx942 node, walked by hand from ncclTopoPostset (src/graph/connect.cc,
+    ROCm/rccl@0cbce2a7 and @08814b0a): maxChannels = MAXCHANNELS 128 unless the part has 80 / 20 / 38 CUs (then its
+    CU count), at most 64 when the rings run through NICs (nIntraChannels > 0) or across nodes; the model's rings are
+    doubled when they fit in half of it; nc = min(maxChannels / rings, nc0) x rings with nc0 = 2 at 8 ranks (init.cc;
+    16 at 2 ranks, 4 at 4), and copyChannels extends the channels to max(doubled, nc)."""
+    max_channels = cus if cus in (80, 20, 38) else 128
+    if nic_rings:
+        max_channels = min(64, max_channels)
+    doubled = min(max_channels, 2 * rings if rings <= max_channels // 2 else rings)
+    nc0 = {2: 16, 4: 4}.get(ranks, 2)
+    nc = min(max_channels // rings, nc0) * rings
+    return max(doubled, nc)
+
+
+def test_rccl_channel_count_on_an_mi300x_node() -> None:
+    """mi300x / mi325x collective_units: RCCL's topology model of an 8-GPU MI300X mesh without NICs
+    (src/graph/rome_models.cc rome_model_79) lists 28 rings -> 56 channels; the 8-NIC model (rome_model_81) lists 64
+    NIC rings -> 64 (the catalog keeps the lower 56)."""
+    assert rccl_gfx942_channels(28, nic_rings=False) == 56
+    assert rccl_gfx942_channels(64, nic_rings=True) == 64
+    for name in ("mi300x", "mi325x"):
+        acc = load_accelerator(name)
+        assert acc.collective_units == rccl_gfx942_channels(28, nic_rings=False) and acc.compute_units == 304
 
 
 def test_tensor_parallel_backward_overlap_slows_the_weight_gradient_gemms() -> None:
