@@ -681,7 +681,9 @@ UNFUSED_ATTENTION = "unfused:"
 #: torchao's float8 / MX training benchmarks, torchtitan's Llama 3 8B launched by pytorch/ao
 #: benchmarks/float8/training/{float8_training_benchmark.sh @8c81863ba, llama3.sh @853f87d1b, @e4e681be6}
 #: (validation/README.md "torchao training benchmarks").
-TORCHTITAN = frozenset({"titan24", "titan25", "tao25"})
+#: titan2404: torchtitan's first performance table (docs/performance.md at 395a52627 / 1ea476e9f, FSDP2 on 64 A100),
+#: whose parallelize_llama.py applies fully_shard with MixedPrecisionPolicy(bf16, reduce float32) and the op AC policy.
+TORCHTITAN = frozenset({"titan24", "titan25", "tao25", "titan2404"})
 
 
 def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, bool]:
@@ -728,7 +730,10 @@ def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
 #: FullyShardedDataParallel (composer v0.17.2, the release llm-foundry @5e85bd62d pins: mosaicml>=0.17.2,<0.18);
 #: the A100 40GB row ran Composer v0.13.2's MosaicFullyShardedDataParallel on torch 1.13.1's FSDP1 (mosaicml/examples
 #: release/v0.0.4), also one FlatParameter per unit (its gradient passes assumed the same: torch 1.13.1 not read).
-TORCH_FSDP1 = frozenset({"mpt"})
+#: fms24: IBM's foundation-model-stack/fms-fsdp at 5e522b4 main_training.py wraps the fms LLaMA in
+#: torch.distributed.fsdp.FullyShardedDataParallel with use_orig_params = use_torch_compile (False for the no-compile
+#: table recorded), auto-wrapped per LLaMABlock: one FlatParameter per unit.
+TORCH_FSDP1 = frozenset({"mpt", "fms24"})
 
 
 def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
@@ -787,6 +792,11 @@ NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 #: default there for torch 2.9 (pytorch/pytorch#162073, September 2025; #159582's test still asserts FLASH_ATTENTION
 #: on SM90 in July 2025), so titan24's torch 1963fc8 (Dec 2024) and titan25's 2.8.0a0 agree with torchtitan's list.
 TORCHTITAN_SDPA_KERNEL = "fa2"
+#: Sources whose attention is PyTorch's F.scaled_dot_product_attention with the default backend order (the kernel
+#: above below Blackwell): torchtitan's, and fms24 (foundation-model-stack fms/modules/attention.py MultiHeadAttention
+#: calls F.scaled_dot_product_attention, causal, no mask; the blog's "SDPA FlashAttention v2" on "PyTorch nightlies
+#: post-2.2", whose flash backend is FlashAttention-2 and precedes cuDNN).
+SDPA_SOURCES = TORCHTITAN | {"fms24"}
 
 
 #: Sources whose Transformer Engine refuses cuDNN's F16_arbitrary_seqlen fused attention on Blackwell for head dims
@@ -901,7 +911,7 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
     for marker, kernel in ATTN_IMPL_KERNEL:
         if marker in text:
             return "gemm" if (kernel, accelerator) in NOT_THE_SAME_KERNEL else kernel
-    if families(case)["source"] in TORCHTITAN and family in ("hopper", "ampere"):
+    if families(case)["source"] in SDPA_SOURCES and family in ("hopper", "ampere"):
         return TORCHTITAN_SDPA_KERNEL
     if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
         return NANOTRON_ATTENTION_KERNEL
@@ -1155,6 +1165,11 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
 #:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
 #:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
+#: - titan2404: torchtitan@395a52627 / 1ea476e9f train.py ``loss_fn`` = ``F.cross_entropy(pred.flatten(0, 1),
+#:   labels.flatten(0, 1))`` on the model's ``self.output(h).float()`` (models/llama/model.py), eager: titan24's loss.
+#: - fms24: fms-fsdp@5e522b4 fms_fsdp/utils/train_utils.py train: eager ``torch.nn.CrossEntropyLoss()`` on the model's
+#:   bf16 output (no ``.float()``: torch's ``torch`` pricing counts the fp32 cast both ways, about 12 of its 48 B a
+#:   logit, so this loss is priced slightly slow).
 #: - titan25 (tp 1 only, as titan24): torchtitan@e7c0cae torchtitan/components/loss.py ``build_cross_entropy_loss``
 #:   wraps the same ``cross_entropy_loss`` in ``torch.compile`` when ``job_config.training.compile`` ("Compiling the
 #:   loss function with torch.compile"), and the runs' command line passes ``--training.compile``: inductor.
@@ -1179,7 +1194,7 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #: - dgxc2505: NeMo@7a8f1cc7bc (and b4148d2169) scripts/performance/utils.py set_primary_perf_configs
 #:   ``cross_entropy_fusion_impl = "te"`` as at v2.3.0 (nemo2504).
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
-             "titan24": "torch",
+             "titan24": "torch", "fms24": "torch", "titan2404": "torch",
              "titan25": "inductor",
              "tao25": "inductor",
              "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te"}
@@ -1276,10 +1291,16 @@ def loss_impl(case: dict[str, Any]) -> str:
 #: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
 #:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
 #:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
+#: - titan2404: torchtitan's Llama TransformerBlock of April 2024 (models/llama/model.py at 1ea476e9f; compile not
+#:   stated, the TOMLs set false) -> torchtitan, by the compiled-or-not rule of docs/model.md;
+#: - fms24: IBM's fms LLaMA (foundation-model-stack fms/models/llama.py LLaMABlock: LayerNormParameterized RMS norm,
+#:   RotaryEmbedding, MultiHeadAttention over F.scaled_dot_product_attention, GatedLinearUnit) in PyTorch eager, no
+#:   torch.compile in the table recorded (fms-fsdp@5e522b4 use_torch_compile False) -> eager (ATen ops; the RMS norm
+#:   as several eager ops is not counted apart).
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
               "maxtext": "xla", "maxtext23": "xla", "mtv5e23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
-              "nanotron25": "nanotron"}
+              "nanotron25": "nanotron", "fms24": "eager", "titan2404": "torchtitan"}
 
 
 def layer_impl(case: dict[str, Any]) -> str:
@@ -1470,7 +1491,17 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
 #: Rows the model expresses that are listed, not compared, until a person decides, and why (row id -> reason).
 #: Empty: the DeepSeek-V3 B200 'w/ MTP' row, held while it changed the dgx-b200 extrapolation series, is compared
 #: since scripts/calibrate_extrapolation.py orders a mixed table by total parameters (its docstring).
-HELD_OUT: dict[str, str] = {}
+#: fms24 13B and the titan2404 "selective layer" rows: each checkpoints every k-th block (fms-fsdp's
+#: selective_checkpointing, torchtitan's integer selective_ac_option) with k not stated; the unstated-recompute rule
+#: would choose among none / selective (core_attn) / full, none of which is it.
+HELD_OUT: dict[str, str] = {f"fms24_{g}_llama2_13b_fsdp_{n}": (
+    "fms-fsdp selective activation checkpointing (every k-th LLaMABlock, fms_fsdp/policies/ac_handler.py) with k not "
+    "stated for the 13B rows (HFU / MFU 0.59 / 0.51 on A100, 0.40 / 0.35 on H100: about every second block; "
+    "not applied)") for g, n in (("a100", 128), ("h100", 96))} | {
+    f"titan2404_a100_{m}_fsdp64_sellayer": (
+        "torchtitan 'selective layer' activation checkpointing (every N-th TransformerBlock, parallelize_llama.py "
+        "checkpoint_wrapper) with N not printed beside the table (the CLI default '2', the TOMLs 'op')")
+    for m in ("llama3_8b", "llama2_13b")}
 
 #: A run whose own in-job network test (``hardware.in_job_allreduce_busbw_GBps``: the all-reduce bus bandwidth the
 #: job measured over all its GPUs before training) is below this fraction of the median of the same source's rows at
