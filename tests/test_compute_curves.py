@@ -642,3 +642,34 @@ def test_gb300_gb200_azure_ratio_spans_the_gb200_tables_driver_spread() -> None:
     curves = [load_accelerator(n, overrides=[]).compute_efficiency for n in ("gb200", "gb300")]
     assert all(c is not None for c in curves)
     assert curves[0].gemm("fp8") == curves[1].gemm("fp8") and curves[0].gemm("bf16") == curves[1].gemm("bf16")  # type: ignore[union-attr]
+
+
+def test_gb300_torch_matmul_recorded_over_the_borrowed_16bit_curve() -> None:
+    """bwshape23: tritonbench's torch.matmul on a GB300 (facebookexperimental/triton #740, gemm.yaml TLX740-GB300) is
+    transcribed right (each TFLOP/s = 2 x 8192^2 x K / the latency its `where` quotes, to 0.1 %), recorded, not fitted,
+    and runs 1.13-1.18 x gb300's borrowed 16-bit curve (isolated basis, eff = gemm_max / in-layer factor x prod
+    d/(d + d0), by hand) at K >= 4096 and 1.22-1.38 x below. Fitted free (the project's fitter on these six points
+    alone) its curve would be gemm_max 0.724 at d0 53; with d0 held at 175 the level reaches 0.798, over B300's MAMF
+    fraction 1769.0 / 2250 = 0.786, the highest Blackwell one (docs/model.md#blackwell-shape-audit)."""
+    src = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]["TLX740-GB300"]["where"]
+    lat = [float(x) for x in re.search(r"latency ([\d. /]+) ms", src)[1].split(" / ")]  # type: ignore[index]
+    pts = [p for p in POINTS if p["src"] == "TLX740-GB300"]
+    assert [p["k"] for p in pts] == [512, 1024, 2048, 4096, 8192, 16384] and len(lat) == 6
+    assert all(p["fit"] is False and (p["acc"], p["prec"], p["b"], p["m"], p["n"]) == ("gb300", "fp16", 1, 8192, 8192)
+               for p in pts)
+    for p, t in zip(pts, lat, strict=True):
+        assert p["tflops"] == pytest.approx(2 * 8192 * 8192 * p["k"] / (t * 1e-3) / 1e12, rel=1e-3)
+    peak, _, iso, d0 = _bf16_curves("gb300")
+    ratio = {p["k"]: p["tflops"] * 1e12 / (peak * iso * (8192 / (8192 + d0)) ** 2 * p["k"] / (p["k"] + d0))
+             for p in pts}
+    big = [r for k, r in ratio.items() if k >= 4096]
+    small = [r for k, r in ratio.items() if k < 4096]
+    assert (round(min(big), 2), round(max(big), 2), round(min(small), 2), round(max(small), 2)) == \
+        (1.13, 1.18, 1.22, 1.38)
+    acc = load_accelerator("gb300", overrides=[])
+    free = fit.fit_gemm(pts, acc, "16bit", 0.851, None, frozenset(), mamf_points=None)
+    held = fit.fit_gemm(pts, acc, "16bit", 0.851, 175.5, frozenset(), mamf_points=None)
+    assert (round(free["gemm_max"], 3), round(free["gemm_half_dim"])) == (0.724, 53)
+    assert round(held["gemm_max"], 3) == 0.798 > 1769.0 / 2250
+    doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
+    assert "runs 1.13-1.18 x gb300's borrowed 16-bit curve at K >= 4096 (1.22-1.38 x below)" in doc
