@@ -1064,10 +1064,10 @@ _PAD_TERMS = 32
 
 
 def expert_padded_rows(m: ArrayLike, sd: ArrayLike, tile: ArrayLike = EXPERT_TILE_ROWS) -> np.ndarray:
-    """Expected rows a GEMM kernel computes for an expert whose token count X is random, mean ``m``, standard
-    deviation ``sd`` (a dropless router's per-expert count), when the kernel covers M in whole tiles of ``tile``
-    rows (the tile quantisation of NVIDIA's "Matrix Multiplication Background" guide; a partial tile costs a whole
-    one)::
+    """Rows to price a routed expert's GEMM at: the expected rows a kernel computes for an expert whose token count X
+    is random, mean ``m``, standard deviation ``sd`` (a dropless router's per-expert count), when the kernel covers M
+    in whole tiles of ``tile`` rows (the tile quantisation of NVIDIA's "Matrix Multiplication Background" guide; a
+    partial tile costs a whole one)::
 
         rows = tile E[ceil(X / tile)]
              = m + tile/2 + (tile/pi) sum_k>=1 sin(2 pi k m/tile) exp(-2 pi^2 k^2 sd^2/tile^2) / k
@@ -1076,7 +1076,12 @@ def expert_padded_rows(m: ArrayLike, sd: ArrayLike, tile: ArrayLike = EXPERT_TIL
     E[sin(2 pi k Y)] = sin(2 pi k mu) exp(-2 pi^2 k^2 s^2) for Y ~ N(mu, s^2)), :data:`_PAD_TERMS` terms, held within
     [max(m, tile), m + tile] (one whole tile at least; never less than the tokens, never a whole tile more); a count
     without spread (sd 0: every token to every expert, k = E) is its ceiling, tile ceil(m / tile). Once sd >= tile/4
-    the series adds at most 0.093 tile (12 rows at 128): about half a tile per expert whatever the mean.
+    the series adds at most 0.093 tile (12 rows at 128): about half a tile per expert whatever the mean. The first
+    tile is the GEMM curve's: its small-M factor m/(m + d0) is fitted to dense kernels that run whole tiles at small M,
+    so below one tile only the chance of spilling into a second is added::
+
+        returned = m + rows - max(m, tile)      (= rows once m >= tile; m + tile P(X > tile) below, continuous)
+
     Source: Guo et al. 2025 (SonicMoE, arXiv 2512.14080: grouped GEMMs pad each expert's rows to the tile, the waste
     its token rounding removes); the tile :data:`EXPERT_TILE_ROWS`; docs/model.md#expert-tile-padding."""
     m = np.maximum(np.asarray(m, dtype=float), 0.0)
@@ -1085,8 +1090,10 @@ def expert_padded_rows(m: ArrayLike, sd: ArrayLike, tile: ArrayLike = EXPERT_TIL
     k = np.arange(1, _PAD_TERMS + 1, dtype=float)
     y, z = (m / tau)[..., None], (s / tau)[..., None]
     series = np.sum(np.sin(2.0 * np.pi * k * y) * np.exp(-2.0 * np.pi ** 2 * k ** 2 * z ** 2) / k, axis=-1)
-    rows = np.clip(m + tau / 2.0 + tau / np.pi * series, np.maximum(m, tau), m + tau)
-    return np.where(s > 0.0, rows, np.maximum(np.ceil(m / tau), 1.0) * tau)
+    first = np.maximum(m, tau)
+    rows = np.where(s > 0.0, np.clip(m + tau / 2.0 + tau / np.pi * series, first, m + tau),
+                    np.maximum(np.ceil(m / tau), 1.0) * tau)
+    return m + rows - first
 
 
 def routed_expert_gemm_time(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike, kw: dict[str, Any],
