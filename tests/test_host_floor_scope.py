@@ -105,9 +105,10 @@ def test_h100_fp8_partial_graph_recipe_gets_the_expert_path_floor(monkeypatch) -
     """mcrec26_h100_qwen3_30b_fp8blk (Megatron-LM 9c5258f109 examples/moe_recipes qwen3_30b/h100: HybridEP, dropless,
     EP 8 of 128 experts = 16 local, CUDA graphs of attn, moe_router and moe_preprocess) issues the expert path
     eagerly after the dispatcher's synchronisation: its floor is 0.7151 H = 6.56 ms, above the model's device time
-    per layer pass, so it binds and slows the prediction (+49.4 % fast with no floor -> +20.6 %; the floorless
-    figure was +45.9 % before h100cmp22 fitted h100-sxm's cuDNN backward to the FlashAttention-3 paper (a faster core
-    under the floor, docs/model.md#h100-attention-backward), +57.6 % before
+    per layer pass, so it binds and slows the prediction (+48.4 % fast with no floor -> +20.6 %; the floorless
+    figure was +49.4 % before moeh100_23 priced each expert's GEMM rows in whole 128-row tiles
+    (docs/model.md#expert-tile-padding), +45.9 % before h100cmp22 fitted h100-sxm's cuDNN backward to the
+    FlashAttention-3 paper (a faster core under the floor, docs/model.md#h100-attention-backward), +57.6 % before
     blkfp8_21 priced the recipe as blockwise FP8 (its GEMMs at 0.812 of per-tensor, its
     casts, no amax reductions: more device time under the floor, docs/model.md#fp8-blockwise), +57.8 % before NCCL's
     LL caps (llhost18's host row, review18e's one-node GPU row: the LL line no longer wins collectives NCCL runs on
@@ -126,7 +127,7 @@ def test_h100_fp8_partial_graph_recipe_gets_the_expert_path_floor(monkeypatch) -
     plain = mod.predict_new_case(cases[cid])
     assert plain.strategy.moe_layer_host_s == 0.0
     assert floored.predicted < plain.predicted  # throughput
-    assert plain.speed_error == pytest.approx(0.494, abs=0.002)
+    assert plain.speed_error == pytest.approx(0.484, abs=0.002)
     assert floored.speed_error == pytest.approx(0.206, abs=0.002)
 
 

@@ -53,9 +53,10 @@ def test_expert_gemms_use_the_per_expert_shape_by_hand() -> None:
     m_expert = EP * T * K_TOP / E
     assert m_expert == 4096  # 8 ranks x 8192 tokens x top-8 over 128 experts
     experts_here = E / EP
+    rows = m_expert + 64  # a 128-row tile multiple: each expert computes half a tile more (expert-tile-padding)
     by_hand = (attention + _roofline(T, E, H, 1, *args)  # router
-               + _roofline(m_expert, 2 * FE, H, experts_here, *args)  # fc1: up + gate
-               + _roofline(m_expert, H, FE, experts_here, *args))  # fc2: down
+               + _roofline(rows, 2 * FE, H, experts_here, *args)  # fc1: up + gate
+               + _roofline(rows, H, FE, experts_here, *args))  # fc2: down
     assert float(moe.forward_gemm) == pytest.approx(by_hand, rel=1e-9)
     # the expert GEMMs run at about half of the fp8 peak at this shape, not at gemm_max
     eff_fc1 = gmax * (4096 / (4096 + d0)) * (2 * FE / (2 * FE + d0)) * (H / (H + d0))

@@ -137,9 +137,10 @@ def _step(ep: int, imbalance: float | None, flex: bool = False) -> dict[str, flo
 
 def test_layer_compute_scales_the_routed_rows_by_hand() -> None:
     """``moe_load`` f adds the busiest rank's extra routed rows and nothing else: the forward grows by the expert
-    GEMMs at f M rows less those at M rows (E/ep experts, up T x 2 f_e x h, down T x h x f_e) plus (f - 1) of the
-    experts' activation bytes 3 eb T k f_e and of the dispatcher's sort and unsort of the received rows, 4 eb T k h
-    (16 local experts), at the HBM roofline; router, shared path and FLOPs unchanged."""
+    GEMMs at f M rows less those at M rows (each padded to whole tiles; E/ep experts, up T x 2 f_e x h, down
+    T x h x f_e) plus (f - 1) of the experts' activation bytes 3 eb T k f_e and of the dispatcher's sort and unsort
+    of the received rows, 4 eb T k h (16 local experts), at the HBM roofline; router, shared path and FLOPs
+    unchanged."""
     cl = load_cluster("dgx-h100")
     tr = TrainingSpec(global_batch=256, micro_batch=2, precision="bf16", seq_len=4096)
     job = build_job(cl, QWEN3_30B, tr)
@@ -154,7 +155,8 @@ def test_layer_compute_scales_the_routed_rows_by_hand() -> None:
     g = dict(peak_flops=job.peak_flops, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
              memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
-    def experts(rows: float) -> float:
+    def experts(rows: float) -> float:  # each expert's rows padded to whole M tiles (test_expert_tile_padding)
+        rows = float(compute.expert_padded_rows(rows, math.sqrt(M * (1 - k / E))))
         return float(compute.gemm_time(rows, 2 * fe, h, E / ep, **g) + compute.gemm_time(rows, h, fe, E / ep, **g))
 
     act = float(compute.memory_time((3 * 2.0 * T * k * fe + 4 * 2.0 * T * k * h) * (f - 1),

@@ -50,8 +50,9 @@ def _block(own: float, etp: int) -> float:
     """The MoE block's forward on one GPU (what selective recompute of moe repeats): router own x E x h; E/ep = 4
     experts of ep etp T k / (E tp) = 1024 etp rows each, up 2 f_e / etp x h, down h x f_e / etp; bytes: SwiGLU
     3 eb T k f_e / tp, permute eb h (own + own k), unpermute eb h (own k + own), sort + unsort 4 eb h R with
-    R = etp T k / tp the rows the exchange brings."""
-    rows = 1024 * etp
+    R = etp T k / tp the rows the exchange brings. The experts' GEMMs compute half a 128-row tile more than a
+    tile-multiple mean count (docs/model.md#expert-tile-padding)."""
+    rows = 1024 * etp + 64
     gemms = _gemm(own, E, H) + _gemm(rows, 2 * FE / etp, H, 4) + _gemm(rows, H, FE / etp, 4)
     R = etp * T * K / TP
     disp = 2 * H * (2 * own * (K + 1) + 4 * R)
@@ -93,10 +94,11 @@ def test_permutation_backward_moves_the_forward_bytes_once() -> None:
 
 def test_one_local_expert_has_no_sort() -> None:
     """ep = E: one expert a rank, ``num_local_experts > 1`` false, no sort_chunks_by_idxs: the bytes are the
-    permute and unpermute of the rank's own 2048 tokens only; 1 expert of 8 T k / (8 tp) = 4096 rows."""
+    permute and unpermute of the rank's own 2048 tokens only; 1 expert of 8 T k / (8 tp) = 4096 rows (+ 64, half
+    a 128-row tile, in its GEMMs)."""
     got = float(_layer(True, 1, ep=E).recompute)
     own = T / TP
-    gemms = _gemm(own, E, H) + _gemm(4096, 2 * FE, H) + _gemm(4096, H, FE)
+    gemms = _gemm(own, E, H) + _gemm(4160, 2 * FE, H) + _gemm(4160, H, FE)
     mem = (3 * 2 * T * K * FE / TP + 2 * H * 2 * own * (K + 1)) / (HBM * MEM)
     assert got == pytest.approx(gemms + mem, rel=1e-12)
 

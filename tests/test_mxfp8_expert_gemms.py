@@ -100,10 +100,12 @@ def test_mxfp8_moe_layers_expert_time_is_bf16_time_over_the_ratio_by_hand() -> N
     m, local = ep * T * top / E, E / ep
     assert (m, local) == (16384.0, 8.0)
 
+    r = m + 64.0  # the rows computed: m is a multiple of the 128-row tile, so half a tile more (expert-tile-padding)
+
     def t(n: float, k: float, peak: float, gmax: float, d0: float) -> float:
-        eff = gmax * m / (m + d0) * n / (n + d0) * k / (k + d0)
-        assert (m * k + k * n + m * n) * 2.0 / (GB200["bw"] * GB200["mem"]) < 2 * m * n * k / (peak * eff)
-        return local * 2 * m * n * k / (peak * eff)
+        eff = gmax * r / (r + d0) * n / (n + d0) * k / (k + d0)
+        assert (r * k + k * n + r * n) * 2.0 / (GB200["bw"] * GB200["mem"]) < 2 * r * n * k / (peak * eff)
+        return local * 2 * r * n * k / (peak * eff)
     shapes = ((2 * fe, h), (h, fe))  # FC1 (gate + up), FC2
     bf16_iso = sum(t(n, k, GB200["bf16_peak"], GB200["gm16"] / F16, GB200["d16"]) for n, k in shapes)
     expert = bf16_iso / (1.531 * F8)
@@ -125,7 +127,8 @@ def test_shared_experts_keep_the_run_curve() -> None:
     layer by exactly the routed GEMMs' difference, by hand as above (2 x 16384 x 8 local experts), not the shared
     expert's (dense shapes, the run's MXFP8 curve)."""
     kw = _gb200_kw()
-    fe, h, m, local = 768.0, 2048.0, 16384.0, 8.0  # m = 16 x 4 x 4096 x 8 / 128 rows per local expert
+    fe, h, local = 768.0, 2048.0, 8.0
+    m = 16384.0 + 64.0  # 16 x 4 x 4096 x 8 / 128 rows per local expert, a tile multiple: + half a 128-row tile
 
     def t(n: float, k: float, peak: float, gmax: float, d0: float) -> float:
         return local * 2 * m * n * k / (peak * gmax * m / (m + d0) * n / (n + d0) * k / (k + d0))

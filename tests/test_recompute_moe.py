@@ -47,10 +47,12 @@ def _layer(mods: int, moe: bool = True, sh=SH) -> compute.LayerTime:
 
 
 def _moe_block_forward() -> float:
-    """Router T x E x h, then per expert (16 local, T k / E = 128 tokens each) up T_e x 2 f_e x h and down
-    T_e x h x f_e; memory-bound: the experts' SwiGLU 3 eb T k f_e and the all-to-all dispatcher's permutations,
-    eb h (T + T k) to permute, (T k + T) to unpermute and, 16 local experts, 2 T k to sort and 2 T k to unsort."""
-    gemms = _gemm(T, 16, 1024) + _gemm(128, 512, 1024, 16) + _gemm(128, 1024, 256, 16)
+    """Router T x E x h, then per expert (16 local, T k / E = 128 tokens each, one 128-row tile: a random count
+    spills into a second tile half the time, 192 rows computed, docs/model.md#expert-tile-padding) up T_e x 2 f_e x h
+    and down T_e x h x f_e; memory-bound: the experts' SwiGLU 3 eb T k f_e and the all-to-all dispatcher's
+    permutations, eb h (T + T k) to permute, (T k + T) to unpermute and, 16 local experts, 2 T k to sort and 2 T k to
+    unsort."""
+    gemms = _gemm(T, 16, 1024) + _gemm(192, 512, 1024, 16) + _gemm(192, 1024, 256, 16)
     mem = (3 * 2 * T * 2 * 256 + 2 * 1024 * (2 * (T + T * 2) + 4 * T * 2)) / (HBM * MEM)
     return gemms + mem
 

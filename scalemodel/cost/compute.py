@@ -864,7 +864,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
             forward (it recomputes Q K^T) instead of the other operations' 2 x
       MoE   router T_r x E x h, T_r = T/t under sequence parallelism (each TP rank routes its own sequence shard:
             MoELayer.forward gives the router the [s/(cp t), b, h] hidden states), T without; per GPU E/ep experts,
-            each with ep*u*T*k/(E*t) tokens, widths f_e/u, where
+            each with ep*u*T*k/(E*t) tokens (its GEMMs' M: :func:`expert_padded_rows`, the random dropless count in
+            whole tiles, about half a tile more; docs/model.md#expert-tile-padding), widths f_e/u, where
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
             u = t this is ep*T*k/E tokens of width f_e/t; shared experts as a dense MLP of width shared*f_e.
@@ -987,6 +988,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         u = t if etp is None else _pos("etp", etp)
         load = np.asarray(moe_load, dtype=float)  # the busiest EP rank's routed rows over the mean
         tokens_per_expert = np.maximum(load * e * u * T * k / (E * t), 1.0)
+        # the rows the experts' GEMMs compute: each expert's random dropless count padded to whole M tiles, its
+        # spread that of a uniformly routed count, Binomial(ep u T / t, k / E): var = mean (1 - k / E)
+        expert_rows = expert_padded_rows(tokens_per_expert,
+                                         np.sqrt(e * u * T * k / (E * t) * np.maximum(1.0 - k / E, 0.0)))
         experts_here = E / e
         # the tokens this rank routes: its sequence shard under sequence parallelism (MoELayer.forward hands the
         # router and the dispatcher the [s/(cp t), b, h] hidden states), all T when TP replicates them
@@ -995,8 +1000,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         gemm = gemm + gemm_time(t_own, E, h, **rkw)  # router (reads the hidden-width input, also with LatentMoE)
         ekw = (None if expert_peak_flops is None and expert_gemm_max is None and expert_gemm_half_dim is None
                else _gemm_kwargs(kw, expert_peak_flops, expert_gemm_max, expert_gemm_half_dim))
-        routed_down = routed_expert_gemm_time(tokens_per_expert, w, fe / u, experts_here, kw, ekw)
-        gemm = gemm + routed_expert_gemm_time(tokens_per_expert, mats_up * fe / u, w, experts_here, kw, ekw)
+        routed_down = routed_expert_gemm_time(expert_rows, w, fe / u, experts_here, kw, ekw)
+        gemm = gemm + routed_expert_gemm_time(expert_rows, mats_up * fe / u, w, experts_here, kw, ekw)
         gemm = gemm + routed_down
         # LatentMoE's fc1_latent_proj (h -> l) before dispatch and fc2_latent_proj (l -> h) after combine: whole
         # on every TP rank (parallel_mode "duplicated"), on the layer's local tokens (T / t under sequence parallel)
@@ -1076,6 +1081,50 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops,
                      attention_forward=attention_forward)
+
+
+#: Rows of the M tile a routed expert's GEMM pads each expert's token count to (:func:`expert_padded_rows`):
+#: DeepGEMM's grouped contiguous layout aligns every expert's rows to its GEMM block, "which is always 128"
+#: (deepseek-ai/DeepGEMM@b34733898a deep_gemm/jit_kernels/utils.py ``get_m_alignment_for_contiguous_layout``), the
+#: tile Guo et al. 2025 (SonicMoE, arXiv 2512.14080, token rounding) name for Hopper grouped GEMMs. One value for
+#: every accelerator (docs/model.md#expert-tile-padding): no per-kernel tile is known for cuBLAS's per-expert calls.
+EXPERT_TILE_ROWS = 128.0
+#: Terms of the Fourier series in :func:`expert_padded_rows` (the k-th decays as exp(-2 pi^2 k^2 (sd/tile)^2): the
+#: 33rd under 3e-4 of the first once sd >= tile/50).
+_PAD_TERMS = 32
+
+
+def expert_padded_rows(m: ArrayLike, sd: ArrayLike, tile: ArrayLike = EXPERT_TILE_ROWS) -> np.ndarray:
+    """Rows to price a routed expert's GEMM at: the expected rows a kernel computes for an expert whose token count X
+    is random, mean ``m``, standard deviation ``sd`` (a dropless router's per-expert count), when the kernel covers M
+    in whole tiles of ``tile`` rows (the tile quantisation of NVIDIA's "Matrix Multiplication Background" guide; a
+    partial tile costs a whole one)::
+
+        rows = tile E[ceil(X / tile)]
+             = m + tile/2 + (tile/pi) sum_k>=1 sin(2 pi k m/tile) exp(-2 pi^2 k^2 sd^2/tile^2) / k
+
+    the exact expectation for X ~ N(m, sd^2) (ceil(y) = y + 1/2 + sum_k sin(2 pi k y)/(pi k), and
+    E[sin(2 pi k Y)] = sin(2 pi k mu) exp(-2 pi^2 k^2 s^2) for Y ~ N(mu, s^2)), :data:`_PAD_TERMS` terms, held within
+    [max(m, tile), m + tile] (one whole tile at least; never less than the tokens, never a whole tile more); a count
+    without spread (sd 0: every token to every expert, k = E) is its ceiling, tile ceil(m / tile). Once sd >= tile/4
+    the series adds at most 0.093 tile (12 rows at 128): about half a tile per expert whatever the mean. The first
+    tile is the GEMM curve's: its small-M factor m/(m + d0) is fitted to dense kernels that run whole tiles at small M,
+    so below one tile only the chance of spilling into a second is added::
+
+        returned = m + rows - max(m, tile)      (= rows once m >= tile; m + tile P(X > tile) below, continuous)
+
+    Source: Guo et al. 2025 (SonicMoE, arXiv 2512.14080: grouped GEMMs pad each expert's rows to the tile, the waste
+    its token rounding removes); the tile :data:`EXPERT_TILE_ROWS`; docs/model.md#expert-tile-padding."""
+    m = np.maximum(np.asarray(m, dtype=float), 0.0)
+    s = np.maximum(np.asarray(sd, dtype=float), 0.0)
+    tau = _pos("expert tile rows", tile)
+    k = np.arange(1, _PAD_TERMS + 1, dtype=float)
+    y, z = (m / tau)[..., None], (s / tau)[..., None]
+    series = np.sum(np.sin(2.0 * np.pi * k * y) * np.exp(-2.0 * np.pi ** 2 * k ** 2 * z ** 2) / k, axis=-1)
+    first = np.maximum(m, tau)
+    rows = np.where(s > 0.0, np.clip(m + tau / 2.0 + tau / np.pi * series, first, m + tau),
+                    np.maximum(np.ceil(m / tau), 1.0) * tau)
+    return m + rows - first
 
 
 def routed_expert_gemm_time(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike, kw: dict[str, Any],
