@@ -99,14 +99,19 @@ def test_weak_free_network_keeps_efficiency():
     Tolerance 3e-3 (was 2e-3, fsdp18): NCCL's own constants are not link properties. Since the LL line is capped at
     NCCL's llMaxBw across nodes (docs/model.md#nccl-ll-cap), the gradient all-reduce here (about 200 MB over 8-128
     nodes) runs Tree Simple. That pays NCCL's per-level hop increment (hwLat Tree Simple - Ring LL, 14 - 2.7 us on
-    the NET row) 2 log2(N) times however fast the links are: 0.21 % of the step at 2048 GPUs (0.04 % before)."""
+    the NET row) 2 log2(N) times however fast the links are: 0.21 % of the step at 2048 GPUs (0.04 % before).
+    Tolerance 5e-3 (tree23): NCCL's per-channel Tree caps across nodes (docs/model.md#nccl-tree-caps) are per-CTA
+    figures, not link properties: however fast the NIC, the Tree all-reduce runs at most 32 graph channels x
+    perChMaxTreeBw (Ampere N4 17.8 GB/s) = 570 GB/s busbw (about 0.7 ms for these gradients), so the 8-replica
+    baseline takes the free Ring and the larger runs the capped Tree: 0.27 % of the step at 256 GPUs, 0.43 % at
+    2048."""
     free = [f"cluster.tiers.{t}.{k}={v}" for t in ("pcie", "tcp")
             for k, v in (("bandwidth", "1PB/s"), ("latency", "1e-12"))]
     kw = dict(strategy={"tp": 2, "pp": 8, "zero": "0"}, training={"micro_batch": 1, "global_batch": 64})
     fast = run("weak", sets=free, **kw)
     slow = run("weak", **kw)
     for p in fast.points:
-        assert p.scaling_efficiency == pytest.approx(1.0, abs=3e-3)
+        assert p.scaling_efficiency == pytest.approx(1.0, abs=5e-3)
     assert slow.points[-1].scaling_efficiency < fast.points[-1].scaling_efficiency - 0.02  # the network matters
 
 

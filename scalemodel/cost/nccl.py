@@ -77,7 +77,7 @@ NET_OVERHEAD_SIMPLE = 3.0
 #: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
 #: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. The LL cap llMaxBw applies on one node (by GPU,
 #: :data:`NCCL_LL_MAX_BW_ONE_NODE`) and across nodes (by host, :data:`NCCL_LL_MAX_BW_MULTI_NODE`); the per-channel
-#: caps (perChMaxRingLL128Bw, perChMaxTreeBw) are not applied.
+#: cap perChMaxRingLL128Bw is not applied (the Tree caps are, across nodes: :func:`tree_channel_caps`).
 PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
 #: llMaxBws across nodes, (N2, N4+) in B/s, per host CPU row (NVIDIA/nccl v2.30.7-1 73cf1122 src/graph/tuning.cc
 #: tunerConstants.llMaxBws, the same file at 5067397; the same columns at v2.18.1-1, the NCCL of torch 2.1's wheels,
@@ -115,6 +115,32 @@ TREE_LL128_ONE_NODE = 7.0 / 9.0
 TREE_LL128_MULTI_NODE = 120.0 / 128.0
 #: Tree algBw = busBw x 0.5 (per-rank traffic ~2S of a double binary tree, nccl#457).
 TREE_ALGBW = 0.5
+#: NCCL's per-channel caps on the Tree all-reduce bus bandwidth, B/s per graph channel, columns (N2, N4+) = 2 nodes,
+#: 3 or more (NVIDIA/nccl v2.30.7-1 5067397 src/graph/tuning.cc:191-203 tunerConstants perChMaxTreeBws and
+#: perChMaxTreeLL128Bws, indexed by compCapIndex and ``index2 = nNodes <= 2 ? nNodes-1 : 2``, tuning.cc:268-275;
+#: applied at tuning.cc:330-335: ``busBw = min(busBw * .92, nChannels * perChMaxTreeBw)``, then LL128 ``busBw =
+#: min(busBw * 120/128, nChannels * perChMaxTreeLL128Bw)``). Rows by the accelerator family NCCL keys on (Pascal
+#: takes the Volta row, compCapIndex 0). :func:`tree_channel_caps`; docs/model.md#nccl-tree-caps.
+NCCL_TREE_CH_MAX_BW: dict[str, tuple[float, float]] = {
+    "pascal": (18.5e9, 10.0e9), "volta": (18.5e9, 10.0e9), "ampere": (23.6e9, 17.8e9),
+    "hopper": (41.4e9, 36.0e9), "blackwell": (42.8e9, 24.0e9)}
+NCCL_TREE_LL128_CH_MAX_BW: dict[str, tuple[float, float]] = {
+    "pascal": (20.0e9, 20.0e9), "volta": (20.0e9, 20.0e9), "ampere": (20.0e9, 20.0e9),
+    "hopper": (36.7e9, 29.0e9), "blackwell": (31.67e9, 20.0e9)}
+#: The per-channel network speeds NCCL's topology search tries across nodes, fastest first, GB/s (src/graph/
+#: search.cc:1052-1065 speedArrayInter, sm90SpeedArrayInter, sm100SpeedArrayInter; chosen at search.cc:1157-1170 by
+#: the smallest compute capability: >= 10.0 sm100, >= 9.0 sm90, else the first). The search starts at the fastest
+#: speed not above the GPU's NIC (system->maxBw, search.cc:1168-1171) and a NIC path carries as many channels of that
+#: speed as fit in its bandwidth (followPath subtracts each channel's bw, search.cc:81-122).
+NCCL_INTER_SPEEDS: dict[str, tuple[float, ...]] = {
+    "legacy": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
+               0.24, 0.12),
+    "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    "blackwell": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+                  2.4, 1.2, 0.24, 0.12)}
+#: The most channels a search graph holds: MAXCHANNELS / 2 (graph->maxChannels, src/graph/search.cc), the graph's
+#: channels being duplicated afterwards (src/graph/connect.cc:460).
+MAX_GRAPH_CHANNELS = 32.0
 #: treeCorrectionFactor[protocol][floor(log2(S/64))], S = 64 B .. 256 MiB (tuning.cc). NCCL uses
 #: it as a step function and only for index <= 22; here it is interpolated linearly in log2 S between
 #: bucket starts and is 1 from 512 MiB on, which keeps t(S) monotone (a step up in the factor would make
@@ -301,6 +327,50 @@ def tree_correction(proto: str, S: np.ndarray) -> np.ndarray:
 
 
 
+def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
+    """Channels of NCCL's search graph across nodes for the placed group (docs/model.md#nccl-tree-caps): each of
+    the group's ``c_0`` GPUs of a node has its own NIC of line rate ``b`` (the slowest per-GPU line rate of the outer
+    tiers the group spans), the search runs at ``s`` = the fastest per-channel speed of NCCL's list not above ``b``
+    (:data:`NCCL_INTER_SPEEDS`) and a NIC carries ``floor(b / s)`` channels of it, so ``nCh = min(32, c_0 max(1,
+    floor(b / s)))`` (search.cc:1157-1171, followPath). E.g. 8 GPUs with a 400 Gb/s NIC each on Hopper: s = 48 GB/s,
+    one channel a NIC, 8 channels (aws-ofi-nccl presents a p5 GPU's 4 EFA rails as one 400 Gb/s device:
+    aws/aws-ofi-nccl 2daf7d30 src/nccl_ofi_rdma.cpp:410-413 ``props->port_speed *= max_group_size``). ``nan`` where
+    the group spans no outer tier."""
+    gen = pl.network.generation.lower()
+    speeds = NCCL_INTER_SPEEDS["blackwell" if gen == "blackwell" else "hopper" if gen == "hopper" else "legacy"]
+    b = np.full(pl.p.shape, np.inf)
+    for i in range(1, pl.ntiers):
+        b = np.where(pl.level(i) > 1 + 1e-9, np.minimum(b, float(pl.bandwidth[i])), b)
+    gbs = b / 1e9
+    s = np.full(b.shape, speeds[-1])
+    for v in reversed(speeds):  # slowest first: the last one not above b wins, i.e. the fastest not above b
+        s = np.where(v <= gbs * (1 + 1e-9), v, s)
+    with np.errstate(invalid="ignore"):
+        per_gpu = np.maximum(1.0, np.floor(gbs / s + 1e-9))
+    return np.where(np.isfinite(b), np.minimum(MAX_GRAPH_CHANNELS, pl.c[0] * per_gpu), np.nan)
+
+
+def tree_channel_caps(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's caps on the Tree all-reduce bus bandwidth of the placed group, B/s: ``(nCh perChMaxTreeBw, nCh
+    perChMaxTreeLL128Bw)`` with ``nCh`` = :func:`nccl_graph_channels_inter` and the columns N2 (2 nodes) / N4 (3 or
+    more) of :data:`NCCL_TREE_CH_MAX_BW` and :data:`NCCL_TREE_LL128_CH_MAX_BW` (tuning.cc:330-335). ``inf`` (no cap)
+    on one node (the graph's channels there are NVLink's, not counted here), and on accelerators NCCL does not run
+    (:data:`NCCL_GPU_FAMILIES`). docs/model.md#nccl-tree-caps."""
+    nodes = pl.domains(0)
+    gen = pl.network.generation.lower()
+    inf = np.full(np.shape(nodes), np.inf)
+    if gen not in NCCL_GPU_FAMILIES or pl.ntiers < 2:
+        return inf, inf
+    nch = nccl_graph_channels_inter(pl)
+    multi = (nodes > 1.5) & np.isfinite(nch)
+    col = np.where(nodes > 2.5, 1, 0)
+    t2, t4 = NCCL_TREE_CH_MAX_BW[gen]
+    l2, l4 = NCCL_TREE_LL128_CH_MAX_BW[gen]
+    cap_t = np.where(multi, nch * np.where(col == 1, t4, t2), np.inf)
+    cap_l = np.where(multi, nch * np.where(col == 1, l4, l2), np.inf)
+    return cap_t, cap_l
+
+
 def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: np.ndarray,
                              channels: np.ndarray, gamma: float = 0.0) -> np.ndarray:
     """NCCL's Tree all-reduce for one protocol (tuning.cc; docs/model.md#nccl).
@@ -309,11 +379,12 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     (ppn = group ranks per innermost domain) and a double binary tree of depth ``d_i = max(1, floor(lg
     p_i))`` across each outer tier (NCCL: floor(log2 N) x interLat); alpha from :func:`hop_latency` with
     the Tree row (``pl`` is placed on that network).
-    Bandwidth: ``algbw = 0.5 x 0.92 x f_p x busbw x corr_p(S)``, busbw the bottleneck of :meth:`Placement.bottleneck`
-    with the tree's flow count (``TREE_FLOWS``, docs/model.md#flow-taper)
-    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8 (``0.92 f_LL busbw``
-    is capped at NCCL's llMaxBw, :func:`ll_max_busbw`: ``S / (0.5 llMaxBw corr)`` at least),
-    f_LL128 = 7/9 on one node else 120/128, f_Simple = 1, corr from :func:`tree_correction`.
+    Bandwidth: ``algbw = 0.5 x busBw_p x corr_p(S)`` with NCCL's refinements (tuning.cc:330-335) of busbw, the
+    bottleneck of :meth:`Placement.bottleneck` with the tree's flow count (``TREE_FLOWS``, docs/model.md#flow-taper)
+    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied): ``b = min(0.92 busbw, C_tree)``,
+    then ``busBw_LL = b / 3.8`` (capped at NCCL's llMaxBw, :func:`ll_max_busbw`: ``S / (0.5 llMaxBw corr)`` at
+    least), ``busBw_LL128 = min(f b, C_LL128)`` with f = 7/9 on one node else 120/128, ``busBw_Simple = b``; the
+    per-channel caps ``C`` of :func:`tree_channel_caps` (inf on one node); corr from :func:`tree_correction`.
     ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
     """
     hops = (pl.c[0] - 1.0) * pl.alpha[0]
@@ -322,14 +393,14 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
         hops = hops + np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0) * pl.alpha[i]
     lat = NCCL_BASE_LATENCY["tree"][_PI[proto]] + 2.0 * hops
     nodes = pl.domains(0)
+    cap_tree, cap_ll128 = tree_channel_caps(pl)
+    bus = np.minimum(TREE_AR_BW * bus_bw, cap_tree)  # busBw = min(busBw * .92, nChannels * perChMaxTreeBw)
     if proto == "ll":
-        f: np.ndarray | float = 1.0 / TREE_LL_DIV
+        bus = bus / TREE_LL_DIV
     elif proto == "ll128":
-        f = np.where(nodes > 1.5, TREE_LL128_MULTI_NODE, TREE_LL128_ONE_NODE)
-    else:
-        f = 1.0
+        bus = np.minimum(bus * np.where(nodes > 1.5, TREE_LL128_MULTI_NODE, TREE_LL128_ONE_NODE), cap_ll128)
     corr = tree_correction(proto, S)
-    alg = TREE_ALGBW * TREE_AR_BW * f * bus_bw * corr
+    alg = TREE_ALGBW * bus * corr
     S_eff = channel_ramp_size(S, proto, channels, pl.p)
     t_bw = S_eff / alg
     if proto == "ll":  # busBw = min(busBw / 3.8, llMaxBw) on the whole message (ll_max_busbw: GPU row on one node)
