@@ -37,7 +37,8 @@ Two case files (issue 5 and issue 13):
       gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data parallel across such nodes (MaxText ``dcn_dp``
       > 1 on A3 VMs: FSDP inside each VM) takes zero hsdp with shard_group = dp / dcn_dp, as multi-slice TPU.
     - FSDP over groups of nodes replicated across groups on the same fabric (``hsdp_replicas`` R: MaxText's
-      ``dcn_fsdp_parallelism`` x ``dcn_data_parallelism`` R on DGX nodes, the mtdgxc24 rows) -> zero hsdp with
+      ``dcn_fsdp_parallelism`` x ``dcn_data_parallelism`` R on DGX nodes, the mtdgxc24 rows; FSDP1 HYBRID_SHARD,
+      sharded over each node's 8 GPUs and replicated across the R nodes, the fms24 7B rows) -> zero hsdp with
       shard_group = dp / R on the accelerator's cluster (no separate network: the nodes share one fabric).
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
