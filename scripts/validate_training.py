@@ -37,7 +37,8 @@ Two case files (issue 5 and issue 13):
       gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data parallel across such nodes (MaxText ``dcn_dp``
       > 1 on A3 VMs: FSDP inside each VM) takes zero hsdp with shard_group = dp / dcn_dp, as multi-slice TPU.
     - FSDP over groups of nodes replicated across groups on the same fabric (``hsdp_replicas`` R: MaxText's
-      ``dcn_fsdp_parallelism`` x ``dcn_data_parallelism`` R on DGX nodes, the mtdgxc24 rows) -> zero hsdp with
+      ``dcn_fsdp_parallelism`` x ``dcn_data_parallelism`` R on DGX nodes, the mtdgxc24 rows; FSDP1 HYBRID_SHARD,
+      sharded over each node's 8 GPUs and replicated across the R nodes, the fms24 7B rows) -> zero hsdp with
       shard_group = dp / R on the accelerator's cluster (no separate network: the nodes share one fabric).
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
@@ -72,15 +73,16 @@ Two case files (issue 5 and issue 13):
     - interleaved:V when V is stated, else 1F1B; an interleaved schedule without V is listed.
     - a stated plain-pipeline layout "[first ... N layers] ... [N layers ... last]" sets the first/last
       stage layer counts; otherwise the model's balanced split.
-    - ZeRO: as stated (FSDP FULL_SHARD / ZeRO-3 -> fsdp; SHARD_GRAD_OP -> fsdp
-      without reshard after forward: torch ShardingStrategy.SHARD_GRAD_OP keeps the gathered parameters from
-      forward to backward and frees them after it, so memory holds sharded parameters, not ZeRO-2's
-      replicas); unstated -> 1 on NVIDIA Megatron-Core stacks (mlm24, mb2511, mb2608, nemo2407: the distributed
-      optimizer is their recipe default, and mlm24's --overlap-param-gather requires it), else 0.
-    - FSDP options (``fsdp_options``): parameters stated "not resharded" after forward (Llama 3) ->
-      fsdp_reshard_after_forward false, as for torchtitan runs (titan24) with pp > 1 (torchtitan 9dec370
-      parallelize_llama.py: "For PP, do not reshard after forward"); "float8 all-gather" in the precision
-      with fp8 -> fsdp_fp8_all_gather.
+    - ZeRO: as stated by the leading key of ``zero_stage`` (:data:`ZERO_KEYS`: 0, 1, 2, 3 / fsdp -> fsdp, DDP ->
+      unstated; the text after the key is evidence and is not read); unstated -> 1 on NVIDIA Megatron-Core stacks
+      (mlm24, mb2511, mb2608, nemo2407: the distributed optimizer is their recipe default, and mlm24's
+      --overlap-param-gather requires it), else 0. FSDP1 SHARD_GRAD_OP is fsdp with
+      ``fsdp_reshard_after_forward: false``: torch ShardingStrategy.SHARD_GRAD_OP keeps the gathered parameters
+      from forward to backward and frees them after it, so memory holds sharded parameters, not ZeRO-2's replicas.
+    - FSDP options (``fsdp_options``): the structured field ``parallelism.fsdp_reshard_after_forward`` (false for
+      SHARD_GRAD_OP and Llama 3's parameters "not resharded" after forward), and false for torchtitan runs (titan24)
+      with pp > 1 (torchtitan 9dec370 parallelize_llama.py: "For PP, do not reshard after forward"); "float8
+      all-gather" in the precision with fp8 -> fsdp_fp8_all_gather.
     - PyTorch FSDP1 (``TORCH_FSDP1`` sources: MosaicML llm-foundry on Composer, which wraps with
       torch FullyShardedDataParallel) with gradients sharded (zero 2, 3, fsdp, hsdp) -> fsdp_flat_param (the
       flat gradient's cat, cast and pre-divide every micro-batch); torchtitan (``TORCHTITAN``: FSDP2's fully_shard,
@@ -526,10 +528,7 @@ def precision_family(text: str, kind: str = "llm_training") -> str:
 
 
 def _sharded(par: dict[str, Any]) -> bool:
-    zero = str(par.get("zero_stage", "")).lower()
-    if "not fsdp" in zero:
-        return False
-    return "fsdp" in zero or "fsdp" in par or zero.startswith(("2", "3")) or "zero-3" in zero
+    return zero_key(par.get("zero_stage")) in ("2", "3", "fsdp") or "fsdp" in par
 
 
 def families(case: dict[str, Any]) -> dict[str, str]:
@@ -650,23 +649,31 @@ def overlap_flags(text: Any) -> dict[str, bool]:
     return {"tp_comm_overlap": "tp-comm-overlap" in t, "overlap_param_gather": "overlap-param-gather" in t}
 
 
-def parse_zero(text: Any, source: str) -> str:
+#: The keys a case's ``parallelism.zero_stage`` may start with, and the zero each prices ("" = unstated: the source's
+#: default, :func:`parse_zero`). Only this leading key is read; the text after it is the recorder's evidence ("fsdp
+#: SHARD_GRAD_OP (ZeRO-2)", "DDP, not FSDP (FSDP column 0)", "1 (optim.name distributed_fused_adam ...)"), which
+#: before review23b was searched for markers, so evidence naming another mode changed the strategy (titan2404's
+#: "not resharded"). Whether FSDP reshards after forward is the field ``fsdp_reshard_after_forward``.
+ZERO_KEYS = {"0": "0", "1": "1", "2": "2", "3": "fsdp", "fsdp": "fsdp", "ddp": ""}
+
+
+def zero_key(text: Any) -> str:
+    """The leading key of a ``zero_stage`` (:data:`ZERO_KEYS`, lower case; "" when unstated); ValueError for a key
+    not in it (a recording error, not a default)."""
     if text is None:
-        return "1" if source in MEGATRON_CORE else "0"
-    if isinstance(text, int):
+        return ""
+    match = re.match(r"\s*([a-z0-9_-]+)", str(text).lower())
+    key = match.group(1) if match else ""
+    if key not in ZERO_KEYS:
+        raise ValueError(f"zero_stage {str(text)[:60]!r}: leading key {key!r} is not one of {sorted(ZERO_KEYS)}")
+    return key
+
+
+def parse_zero(text: Any, source: str) -> str:
+    if isinstance(text, int) and not isinstance(text, bool):
         return str(text)
-    t = str(text).lower()
-    if "not fsdp" in t:  # "DDP, not FSDP ...; distributed-optimizer setting not printed"
-        return "1" if source in MEGATRON_CORE else "0"
-    if "shard_grad_op" in t:  # FSDP1 SHARD_GRAD_OP: sharded parameters, gathered in forward, kept to backward
-        return "fsdp"
-    if t.startswith("2"):
-        return "2"
-    if "fsdp" in t or "zero-3" in t or t.startswith("3"):
-        return "fsdp"
-    if t[:1].isdigit():
-        return t[0]
-    return "1" if source in MEGATRON_CORE else "0"
+    zero = ZERO_KEYS.get(zero_key(text), "")  # "" (unstated) is no key
+    return zero or ("1" if source in MEGATRON_CORE else "0")
 
 
 #: Marker of an attention a case states as unfused (the score matrix materialised), e.g. MaxText's
@@ -693,8 +700,10 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
     par = case["parallelism"]
     out: dict[str, bool] = {}
     titan_pp = families(case)["source"] in TORCHTITAN and int(par.get("pp", 1)) > 1
-    stage = str(par.get("zero_stage", "")).lower()
-    if "not resharded" in stage or "shard_grad_op" in stage or titan_pp:
+    stated = par.get("fsdp_reshard_after_forward")
+    if stated is not None and not isinstance(stated, bool):
+        raise ValueError(f"{case['id']}: parallelism.fsdp_reshard_after_forward {stated!r} is not true or false")
+    if stated is False or titan_pp:
         out["fsdp_reshard_after_forward"] = False
     text = str(case.get("precision", "")).lower()
     if precision == "fp8" and ("float8 all-gather" in text or "fp8 all-gather" in text):
