@@ -25,7 +25,10 @@ seconds per byte, ``gamma`` seconds per byte of reduction arithmetic.
    RD, direct, hierarchical levels) get the per-GPU rate. An oversubscribed tier is charged per flow
    (:meth:`~scalemodel.cost.placement.Placement.flow_bw`, docs/model.md#flow-taper): a flat ring leaves a
    child domain on ``a_i`` flows, a double binary tree on ``TREE_FLOWS a_i``, the others on every rank's;
-   the taper applies only as far as those flows exceed the domain's uplink. No protocol, base latency or channel effects
+   the taper applies only as far as those flows exceed the domain's uplink. On a full mesh of direct links
+   (tier 0 with ``Tier.full_mesh``, docs/model.md#full-mesh) ``B_0`` is the group's share, the links between its
+   members (:attr:`~scalemodel.cost.placement.Placement.bw`), and a pairwise exchange (send/recv, each RHD / RD
+   step) one link (:meth:`~scalemodel.cost.placement.Placement.pair_bw`). No protocol, base latency or channel effects
    here: those are NCCL's layer (:mod:`scalemodel.cost.nccl`).
 
 Sources: Thakur, Rabenseifner & Gropp, IJHPCA 19(1) 2005 (ring, RHD, RD, pairwise, Bruck);
@@ -344,7 +347,8 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
     """Recursive halving/doubling across tiers, nearest partner first (Thakur et al. 2005).
 
     Step k (k = 0 .. lg p' - 1) exchanges with the rank 2^k away; the pair lies in the innermost tier
-    t_k holding 2^(k+1) consecutive group ranks and every GPU sends at once (per-GPU B). Halving
+    t_k holding 2^(k+1) consecutive group ranks and every GPU sends at once (per-GPU B; one link on a full mesh,
+    :meth:`~scalemodel.cost.placement.Placement.pair_bw`: each step has one partner). Halving
     sends S/2^(k+1):  RS = sum_k (alpha_tk + S/2^(k+1) (beta_tk + gamma)); AG the same without gamma;
     all-reduce (Rabenseifner) = RS + AG. Non-power-of-two p adds 2 (alpha_t + S beta_t) (+ S gamma) on the tier t
     of a 2-rank block (MPICH pairs group ranks 2i and 2i+1 for the fold; tier 0 only for unstrided groups).
@@ -368,9 +372,9 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
         active = k < L
         t = pl.tier_for_block(2.0 ** (k + 1))
         m = S / 2.0 ** (k + 1)  # each halving step moves half of the remaining vector
-        half = half + np.where(active, pl.alpha[t] + m / pl.bw[t], 0.0)
+        half = half + np.where(active, pl.alpha[t] + m / pl.pair_bw(t), 0.0)
     t2 = pl.tier_for_block(2.0)  # MPICH folds rank 2i into 2i+1: adjacent group ranks, on their own tier
-    extra = np.where(pp < p, pl.alpha[t2] + S / pl.bw[t2], 0.0)
+    extra = np.where(pp < p, pl.alpha[t2] + S / pl.pair_bw(t2), 0.0)
     red = (pp - 1) / pp * S * gamma
     if op == "allreduce":
         t_all = 2 * half + 2 * extra + red + np.where(pp < p, S * gamma, 0.0)
@@ -388,7 +392,8 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
 def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
     """Recursive doubling (all-reduce: lg p exchanges of the full S; all-gather: doubling with S/2^(lg p - k);
     reduce-scatter: recursive halving = same volume; all-to-all: Bruck, ceil(lg p) steps of S/2)
-    (Thakur et al. 2005, Table 1). Step k crosses the tier of a 2^(k+1)-rank block, per-GPU bandwidth.
+    (Thakur et al. 2005, Table 1). Step k crosses the tier of a 2^(k+1)-rank block, per-GPU bandwidth
+    (one pair's: one link on a full mesh, :meth:`~scalemodel.cost.placement.Placement.pair_bw`).
 
     Partner orders of the stand-alone algorithms (Thakur et al. 2005 §4; MPICH src/mpi/coll/allgather/
     allgather_intra_recursive_doubling.c ``mask = 1 .. p/2``, reduce_scatter/
@@ -406,7 +411,7 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
         tot = np.zeros_like(p)
         for k in range(int(np.max(Lc)) if Lc.size else 0):
             t = pl.tier_for_block(np.minimum(2.0 ** (k + 1), p))
-            tot = tot + np.where(k < Lc, pl.alpha[t] + (S / 2) / pl.bw[t], 0.0)
+            tot = tot + np.where(k < Lc, pl.alpha[t] + (S / 2) / pl.pair_bw(t), 0.0)
         return np.where(p > 1, tot, 0.0)
     tot = np.zeros_like(p)
     for k in range(Lmax):
@@ -424,11 +429,12 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
             g = m * gamma
         else:
             raise InputError(f"rd does not model {op}", where="algorithm", allowed=allowed(op))
-        tot = tot + np.where(active, pl.alpha[t] + m / pl.bw[t] + g, 0.0)
+        tot = tot + np.where(active, pl.alpha[t] + m / pl.pair_bw(t) + g, 0.0)
     # non-power-of-two p: the p - 2^L extra ranks fold into partners and get the result back, over the tier
     # that holds the whole group (the extra ranks may sit in another domain)
     te = pl.tier_for_block(p)
-    extra = np.where(pp < p, 2 * (pl.alpha[te] + S / pl.bw[te]) + (S * gamma if op == "allreduce" else 0.0), 0.0)
+    extra = np.where(pp < p, 2 * (pl.alpha[te] + S / pl.pair_bw(te)) + (S * gamma if op == "allreduce" else 0.0),
+                     0.0)
     if op != "allreduce":
         extra = extra / 2
     return np.where(p > 1, tot + extra, 0.0)
@@ -442,7 +448,8 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     (send/recv to one neighbour). Tier 0 has its own port; all outer tiers share the NIC, so
     ``T_bw = max(bytes_0 / B_0, sum_(i>=1) bytes_i / B_i)``. Latency: one round, alpha of the outermost
     tier crossed, for the one-shot collectives; all-to-all is pairwise exchange (Thakur et al. 2005):
-    ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` over the
+    ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` (one pair's
+    bandwidth, :meth:`~scalemodel.cost.placement.Placement.pair_bw`: one link on a full mesh) over the
     tiers the ring of neighbours crosses. Across a rail-optimised tier the share of peers on another rail
     (:func:`scalemodel.cost.topology.pxn_fraction`) first crosses NVLink (PXN): ``+ share x bytes_i`` on the
     NVLink port and ``+ alpha_0`` per such peer (docs/model.md#rail).
@@ -454,7 +461,7 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         worst = np.zeros_like(p)
         for i in range(pl.ntiers):
             crossed = (pl.domains(i - 1) - pl.domains(i)) > 0.5
-            worst = np.maximum(worst, np.where(crossed, pl.alpha[i] + S / pl.bw[i], 0.0))
+            worst = np.maximum(worst, np.where(crossed, pl.alpha[i] + S / pl.pair_bw(i), 0.0))
         return np.where(p > 1, worst, 0.0)
     if op == "allreduce":
         m = S + 0 * p

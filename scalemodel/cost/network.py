@@ -28,6 +28,9 @@ class Tier:
     in_network_reduction: bool = False
     topology: str = "switch"  # switch | mesh | torus | ring | rail (docs/model.md#torus, #rail)
     protocol: str = ""  # nvlink | pcie | rdma | tcp ... (informational)
+    # the tier (innermost only) is a full mesh of direct links, span - 1 of them per GPU: a group reaches the links
+    # between its members only (Placement.bw, Placement.pair_bw; docs/model.md#full-mesh)
+    full_mesh: bool = False
     torus_dims: tuple[int, ...] = ()  # extents of a torus tier's dimensions (topology "torus"), docs/model.md#torus
     # transport profile (docs/model.md#transport): "" (latency and efficiency are end-to-end), tcp, roce or ib;
     # when set, latency and efficiency above already include its per-message cost and header overhead

@@ -16,7 +16,10 @@ a node's NVLink tier spans 8, a leaf 256, the spine the cluster; docs/model.md#p
 
 Per-tier link figures travel with the placement: hop latency ``alpha_i`` (``Tier.latency``) and the
 effective bandwidth per GPU per direction ``B_i = line rate x efficiency / oversubscription``
-(``Tier.effective_bandwidth``); the NCCL layer (:mod:`scalemodel.cost.nccl`) swaps in its own per-protocol
+(``Tier.effective_bandwidth``); on a full mesh of direct links (tier 0 with ``Tier.full_mesh``: AMD Instinct
+xGMI, ``span_0 - 1`` links a GPU) a group reaches only the links between its members, ``B_0 x max(c_0 - 1, 1) /
+(span_0 - 1)`` (:attr:`Placement.mesh_share`), and one pair of GPUs one link (:meth:`Placement.pair_bw`;
+docs/model.md#full-mesh); the NCCL layer (:mod:`scalemodel.cost.nccl`) swaps in its own per-protocol
 latencies and bandwidth factors without placing the group again (:meth:`Placement.relinked`), and
 :meth:`Placement.untapered` drops the oversubscription (traffic that does not fill the tapered tier).
 A flat ring or tree gets ``a_i = c_0`` parallel streams on outer tiers (NCCL stripes its channels over
@@ -103,9 +106,48 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         return tuple(bool(t.in_network_reduction) for t in self.network.tiers)
 
     @cached_property
+    def full_mesh(self) -> bool:
+        """Whether tier 0 is a full mesh of direct links (``Tier.full_mesh``, docs/model.md#full-mesh)."""
+        return bool(self.network.tiers[0].full_mesh)
+
+    @cached_property
+    def mesh_share(self) -> np.ndarray:
+        """The share of a full-mesh tier 0's per-GPU bandwidth the group reaches: the links between its members,
+        ``max(c_0 - 1, 1) / (span_0 - 1)`` (at most 1), shape of p (docs/model.md#full-mesh). The line rate is
+        ``span_0 - 1`` links busy at once, and a member of ``c_0`` ranks in one domain has a direct link to each
+        of the other ``c_0 - 1`` only; a group with one rank a domain still reaches one peer (PXN's hop). 1 on any
+        other tier 0."""
+        if not self.full_mesh:
+            return np.ones_like(self.p)
+        links = self.spans[0] - 1.0
+        return np.minimum(1.0, np.maximum(self.c[0] - 1.0, 1.0) / links)
+
+    @cached_property
+    def _pair_share(self) -> np.ndarray:
+        """Per tier, the share of its per-GPU bandwidth between one pair of GPUs: ``1 / (span_0 - 1)`` on a
+        full-mesh tier 0 (one direct link), 1 elsewhere (a switch port), shape (T,)."""
+        share = np.ones(self.ntiers)
+        if self.full_mesh:
+            share[0] = 1.0 / (self.spans[0] - 1.0)
+        return share
+
+    @cached_property
     def bw(self) -> np.ndarray:
-        """Effective bandwidth per GPU per direction: line rate x efficiency / oversubscription, shape (T,)."""
-        return self.bandwidth * self.efficiency / self.oversubscription
+        """Effective bandwidth per GPU per direction the group's collectives reach: line rate x efficiency /
+        oversubscription, shape (T,); on a full-mesh tier 0 its row is scaled by :attr:`mesh_share` and the
+        array is (T,) + p's shape (``bw[i]`` broadcasts with p either way; docs/model.md#full-mesh)."""
+        base = self.bandwidth * self.efficiency / self.oversubscription
+        if not self.full_mesh:
+            return base
+        out = np.broadcast_to(base.reshape((-1,) + (1,) * self.p.ndim), (len(base),) + self.p.shape).copy()
+        out[0] = base[0] * self.mesh_share
+        return out
+
+    def pair_bw(self, t: np.ndarray | int) -> np.ndarray:
+        """Effective bandwidth between ONE pair of GPUs on tier ``t`` (an index or an array of indices): the per-GPU
+        rate of a switched tier, one direct link (rate / (span_0 - 1)) on a full-mesh tier 0. Pairwise exchanges
+        (send/recv, the RHD / RD steps) price with it (docs/model.md#full-mesh)."""
+        return np.asarray((self.bandwidth * self.efficiency / self.oversubscription * self._pair_share)[t])
 
     def c_prev(self, i: int) -> np.ndarray:
         return np.ones_like(self.p) if i == 0 else self.c[i - 1]
@@ -175,10 +217,11 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         gives the full taper ``o_i``; a rack-contiguous flat ring that leaves a rack on ``a_i`` channels
         gets ``max(1, o_i a_i / c_(i-1))``. Tier 0's child is one GPU (``c_(-1) = 1``)."""
         o = self.oversubscription[i]
-        if o <= 1.0:  # untapered: the per-GPU rate whatever the flows (fast path, one scalar)
+        if o <= 1.0:  # untapered: the per-GPU rate whatever the flows (fast path)
             return self.bw[i]
         o_eff = np.clip(o * np.asarray(flows, dtype=float) / self.c_prev(i), 1.0, o)
-        return self.bandwidth[i] * self.efficiency[i] / o_eff
+        rate = self.bandwidth[i] * self.efficiency[i]
+        return (rate * self.mesh_share if i == 0 and self.full_mesh else rate) / o_eff
 
     def bottleneck(self, flows_per_stream: float = 1.0) -> np.ndarray:
         """Bus bandwidth of a flat ring (or, with ``flows_per_stream`` = the tree's crossing factor, a tree)

@@ -24,7 +24,8 @@ def _tier(t: Any, i: int = 1, nccl: bool = True, host_cpu: str = "") -> Tier:
     return Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency + extra,
                 efficiency=t.efficiency * wire, oversubscription=t.oversubscription,
                 in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol,
-                torus_dims=tuple(t.torus_dims or ()), transport=transport,
+                full_mesh=bool(getattr(t, "full_mesh", False)), torus_dims=tuple(t.torus_dims or ()),
+                transport=transport,
                 registration_reuse=math.inf if reuse is None else float(reuse), transport_latency=extra,
                 wire_efficiency=wire, net_overhead=_net_overhead(t, i, nccl, host_cpu))
 

@@ -58,6 +58,12 @@ class TierSpec(Sourced, kw_only=True):
         "(docs/model.md#ring-net-overhead). Omitted: NCCL's default for the cluster's host_cpu, 1 us (2 us on amd "
         "hosts), on a network tier (0 on the innermost tier, on NVLink/PCIe-class tiers and on clusters with an "
         "ici tier, which do not run NCCL)"))] = None
+    full_mesh: Annotated[bool, Meta(description=(
+        "the innermost tier is a full mesh of direct GPU-to-GPU links (topology: mesh, no switch; AMD Instinct "
+        "xGMI: 7 links to the 7 peers of an 8-GPU node): bandwidth is read as span - 1 links busy at once, a "
+        "collective over g GPUs of a domain reaches (g - 1) / (span - 1) of it and a send to one peer one link "
+        "(docs/model.md#full-mesh). Omitted: false (a hybrid cube mesh such as DGX-1's is priced as a switch)"))
+    ] = False
     torus_dims: Annotated[Annotated[list[Annotated[int, Meta(ge=1, le=MAX_GPUS)]], Meta(min_length=1, max_length=6)]
                           | None, Meta(
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
@@ -314,6 +320,11 @@ class ClusterSpec(Sourced, kw_only=True):
                 raise ValueError(
                     f"tiers[{i}] ({outer.name!r}) span {outer.span} is not a multiple of tiers[{i - 1}] "
                     f"({inner.name!r}) span {inner.span}; each tier must hold whole copies of the one inside it")
+        for i, t in enumerate(tiers):
+            if t.full_mesh and (i > 0 or t.topology != "mesh" or t.span < 2 or t.in_network_reduction):
+                raise ValueError(f"tiers[{i}] ({t.name!r}) full_mesh needs the innermost tier (tiers[0]), topology "
+                                 f"mesh, span >= 2 and no in_network_reduction (here: topology {t.topology!r}, span "
+                                 f"{t.span}); a full mesh of direct links between the GPUs of one node")
         for i, t in enumerate(tiers):
             if t.torus_dims is None:
                 continue
