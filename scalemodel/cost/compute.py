@@ -2267,7 +2267,8 @@ TP_AMAX_BYTES = {"tensorwise": 4.0, "nvfp4": 8.0}
 
 
 def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None = None,
-                       mamba_out_recipe: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       mamba_out_recipe: str | None = None,
+                       shared_expert_overlap: ArrayLike = False) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) count of the blocking amax all-reduces over the tensor-parallel group that Transformer
     Engine's current-scaling and NVFP4 quantizers run per transformer layer (the mean over the model's layer kinds)
     under sequence parallelism, at tp > 1 (the caller checks both).
@@ -2290,8 +2291,15 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
         attention  forward: each TP-split input projection of :func:`transformer.attention_matrices` (QKV; MLA's
                    q (up) and kv up); backward: linear_proj
         dense MLP  forward linear_fc1, backward linear_fc2
-        MoE        the shared experts' linear_fc1 / linear_fc2 (if any); routed experts and LatentMoE's duplicated
-                   projections none
+        MoE        the shared experts' (if any) linear_fc1 forward, and backward linear_fc2 and linear_fc1 again:
+                   Megatron-Core sets ``save_original_input`` on the shared linear_fc1 for fp8 other than delayed and
+                   fp4, so the backward quantizes the saved BF16 shard again with the same quantizer before gathering
+                   it for the wgrad GEMM (NVIDIA/Megatron-LM 2d1fa8d372 moe/shared_experts.py lines 131-145;
+                   TransformerEngine v2.16 linear.py lines 862-910; under selective recompute of shared_experts the
+                   recomputed forward takes that reduction instead); none with ``shared_expert_overlap``
+                   (strategy moe_shared_expert_overlap: both shared linears get ``parallel_mode = None``,
+                   shared_experts.py lines 147-152, Megatron gathers in BF16 itself); routed experts and LatentMoE's
+                   duplicated projections none
         Mamba      forward in_proj (column-parallel), backward out_proj (row-parallel)
     0 for another recipe."""
     zero = np.zeros_like(np.asarray(sh.layers, dtype=float))
@@ -2303,10 +2311,11 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
     out_on = 1.0 if out_r in TP_AMAX_RECIPES else 0.0
     cols = sum(np.where(n_in * n_out > 0, 1.0, 0.0) for name, n_in, n_out, split
                in attention_matrices(sh) if split and name != "o")
-    shared = np.where(sh.moe_shared_experts > 0, 1.0, 0.0)
+    shared = np.where((sh.moe_shared_experts > 0) & ~np.asarray(shared_expert_overlap, dtype=bool), 1.0, 0.0)
     per_model_f = (sh.attention_layers * att_on * cols + sh.mlp_layers + sh.moe_layers * shared
                    + sh.mamba_layers)
-    per_model_b = sh.attention_layers * att_on + sh.mlp_layers + sh.moe_layers * shared + sh.mamba_layers * out_on
+    per_model_b = (sh.attention_layers * att_on + sh.mlp_layers + 2.0 * sh.moe_layers * shared
+                   + sh.mamba_layers * out_on)
     n = np.maximum(np.asarray(sh.layers, dtype=float), 1.0)
     return zero + per_model_f / n, zero + per_model_b / n
 
