@@ -769,7 +769,8 @@ def tp_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> tuple[np.
     n_pass from :func:`scalemodel.cost.compute.tp_amax_reductions` (modules at their own precision counted by theirs:
     training.module_precision attention_proj, mamba_out_proj; the shared experts' none under the strategy's
     moe_shared_expert_overlap); the layers of ``training.bf16_layers`` quantize nothing.
-    Latency-bound (4-8 bytes), on the compute stream's critical path (the quantizer waits on it before its cast).
+    Latency-bound (4-8 bytes), on the compute stream's critical path: ProcessGroupNCCL's ``wait()`` blocks the compute
+    stream (not the host) on the NCCL stream until the all-reduce ends, before the scale, the cast and the GEMM.
     0 unless Megatron-Core's Transformer Engine layer (``layer_impl`` megatron_te)."""
     recipe = job.fp8_recipe
     on = (g.layer_impl == int(LayerImpl.MEGATRON_TE)) & g.sequence_parallel & (g.tp > 1)
