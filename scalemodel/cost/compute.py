@@ -2267,8 +2267,8 @@ TP_AMAX_BYTES = {"tensorwise": 4.0, "nvfp4": 8.0}
 
 
 def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None = None,
-                       mamba_out_recipe: str | None = None,
-                       shared_expert_overlap: ArrayLike = False) -> tuple[np.ndarray, np.ndarray]:
+                       mamba_out_recipe: str | None = None, shared_expert_overlap: ArrayLike = False,
+                       recompute: ArrayLike = 0, recompute_modules: ArrayLike = 0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) count of the blocking amax all-reduces over the tensor-parallel group that Transformer
     Engine's current-scaling and NVFP4 quantizers run per transformer layer (the mean over the model's layer kinds)
     under sequence parallelism, at tp > 1 (the caller checks both).
@@ -2301,7 +2301,14 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
                    shared_experts.py lines 147-152, Megatron gathers in BF16 itself); routed experts and LatentMoE's
                    duplicated projections none
         Mamba      forward in_proj (column-parallel), backward out_proj (row-parallel)
-    0 for another recipe."""
+    Selective recompute (``recompute`` / ``recompute_modules``, :func:`transformer.recomputed_modules`) re-runs a
+    module's forward in the backward, its reductions with it, counted in the backward (NVIDIA/Megatron-LM
+    d98e8a64dd): mla_up_proj MLA's q and kv up-projections (multi_latent_attention.py lines 855-875 under
+    ``qkv_up_checkpoint``, lines 983-988), mlp a dense layer's linear_fc1 (transformer_layer.py lines 992-1010), moe
+    the shared linear_fc1 with the block; shared_experts re-runs the shared linear_fc1 but sets no
+    ``save_original_input``, one for one (net 0); core_attn, moe_act and layernorm re-run no TP-split linear (a norm
+    fused into a LayerNormLinear is not recomputed on its own). Full recompute is the caller's (each layer's forward
+    again). 0 for another recipe."""
     zero = np.zeros_like(np.asarray(sh.layers, dtype=float))
     if recipe not in TP_AMAX_RECIPES:
         return zero, zero
@@ -2314,8 +2321,10 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
     shared = np.where((sh.moe_shared_experts > 0) & ~np.asarray(shared_expert_overlap, dtype=bool), 1.0, 0.0)
     per_model_f = (sh.attention_layers * att_on * cols + sh.mlp_layers + sh.moe_layers * shared
                    + sh.mamba_layers)
-    per_model_b = (sh.attention_layers * att_on + sh.mlp_layers + 2.0 * sh.moe_layers * shared
-                   + sh.mamba_layers * out_on)
+    again = recomputed_modules(sh, recompute, recompute_modules)
+    per_model_b = (sh.attention_layers * att_on * (1.0 + np.where(again.mla_up_proj, cols, 0.0))
+                   + sh.mlp_layers * (1.0 + np.where(again.mlp, 1.0, 0.0))
+                   + sh.moe_layers * shared * (2.0 + np.where(again.moe, 1.0, 0.0)) + sh.mamba_layers * out_on)
     n = np.maximum(np.asarray(sh.layers, dtype=float), 1.0)
     return zero + per_model_f / n, zero + per_model_b / n
 
