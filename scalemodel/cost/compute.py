@@ -445,7 +445,9 @@ CAST_KERNEL_BUS_FRACTION: dict[str, float] = {"b300": 7.5 / 8.0}
 #: multiplying the measured cast-kernel factor (:data:`CAST_KERNEL_TIME_FACTORS`' nvfp4 1.409, whose guide run
 #: quantizes only round-to-nearest inputs and weights). BORROWED: measured on the tuned non-RHT kernel, applied to the
 #: fused RHT kernel that draws the same random bits per element with the same Philox / cvt.rs code (its SR cost is
-#: not published), and by B200, GB200 and GB300 (the same sm_100 / sm_103 kernels). Not applied to MXFP8 (no SR).
+#: not published) and to the routed experts' grouped RHT casts (group_row_cast_col_hadamard_transform_cast_fusion.cu,
+#: SR on both copies, csrc/extensions/cast.cpp ``setup_stochastic_rounding_rng_states_helper``; unpublished too), and
+#: by B200, GB200 and GB300 (the same sm_100 / sm_103 kernels). Not applied to MXFP8 (no SR).
 STOCHASTIC_ROUNDING_CAST_FACTORS: dict[str, float] = {
     # TE-PR2412 (one B300): RN 6.4 TB/s / SR 4.5 TB/s, row- and column-wise NVFP4 cast of BF16
     "blackwell": 6.4 / 4.5,
