@@ -186,7 +186,7 @@ def test_selective_recompute_repeats_the_reductions_it_reruns(modules: str, extr
     """Selective recompute re-runs a module's forward in the backward, its quantizers' reductions with it (Megatron-LM
     d98e8a64dd): mla_up_proj the q_up and kv_up projections (multi_latent_attention.py lines 855-875, 983-988: 2),
     moe the whole MoE block with the shared linear_fc1 (1); shared_experts re-runs the shared linear_fc1 but then sets
-    no save_original_input (shared_experts.py lines 137-145), so its backward re-quantization goes: net 0; core_attn
+    no save_original_input (shared_experts.py lines 147-161), so its backward re-quantization goes: net 0; core_attn
     and moe_act re-run no linear. Every layer MLA + MoE with one shared expert: 3 forward, 3 + extra backward."""
     mla = dict(kv_heads=4, mla=MLASpec(kv_lora_rank=16, q_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
                                       v_head_dim=16))
