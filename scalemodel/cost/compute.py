@@ -445,7 +445,9 @@ CAST_KERNEL_BUS_FRACTION: dict[str, float] = {"b300": 7.5 / 8.0}
 #: multiplying the measured cast-kernel factor (:data:`CAST_KERNEL_TIME_FACTORS`' nvfp4 1.409, whose guide run
 #: quantizes only round-to-nearest inputs and weights). BORROWED: measured on the tuned non-RHT kernel, applied to the
 #: fused RHT kernel that draws the same random bits per element with the same Philox / cvt.rs code (its SR cost is
-#: not published), and by B200, GB200 and GB300 (the same sm_100 / sm_103 kernels). Not applied to MXFP8 (no SR).
+#: not published) and to the routed experts' grouped RHT casts (group_row_cast_col_hadamard_transform_cast_fusion.cu,
+#: SR on both copies, csrc/extensions/cast.cpp ``setup_stochastic_rounding_rng_states_helper``; unpublished too), and
+#: by B200, GB200 and GB300 (the same sm_100 / sm_103 kernels). Not applied to MXFP8 (no SR).
 STOCHASTIC_ROUNDING_CAST_FACTORS: dict[str, float] = {
     # TE-PR2412 (one B300): RN 6.4 TB/s / SR 4.5 TB/s, row- and column-wise NVFP4 cast of BF16
     "blackwell": 6.4 / 4.5,
@@ -2316,7 +2318,8 @@ TP_AMAX_BYTES = {"tensorwise": 4.0, "nvfp4": 8.0}
 
 
 def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None = None,
-                       mamba_out_recipe: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       mamba_out_recipe: str | None = None, shared_expert_overlap: ArrayLike = False,
+                       recompute: ArrayLike = 0, recompute_modules: ArrayLike = 0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) count of the blocking amax all-reduces over the tensor-parallel group that Transformer
     Engine's current-scaling and NVFP4 quantizers run per transformer layer (the mean over the model's layer kinds)
     under sequence parallelism, at tp > 1 (the caller checks both).
@@ -2339,10 +2342,24 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
         attention  forward: each TP-split input projection of :func:`transformer.attention_matrices` (QKV; MLA's
                    q (up) and kv up); backward: linear_proj
         dense MLP  forward linear_fc1, backward linear_fc2
-        MoE        the shared experts' linear_fc1 / linear_fc2 (if any); routed experts and LatentMoE's duplicated
-                   projections none
+        MoE        the shared experts' (if any) linear_fc1 forward, and backward linear_fc2 and linear_fc1 again:
+                   Megatron-Core sets ``save_original_input`` on the shared linear_fc1 for fp8 other than delayed and
+                   fp4, so the backward quantizes the saved BF16 shard again with the same quantizer before gathering
+                   it for the wgrad GEMM (NVIDIA/Megatron-LM 2d1fa8d372 moe/shared_experts.py lines 131-145;
+                   TransformerEngine v2.16 linear.py lines 862-910; under selective recompute of shared_experts the
+                   recomputed forward takes that reduction instead); none with ``shared_expert_overlap``
+                   (strategy moe_shared_expert_overlap: both shared linears get ``parallel_mode = None``,
+                   shared_experts.py lines 147-152, Megatron gathers in BF16 itself); routed experts and LatentMoE's
+                   duplicated projections none
         Mamba      forward in_proj (column-parallel), backward out_proj (row-parallel)
-    0 for another recipe."""
+    Selective recompute (``recompute`` / ``recompute_modules``, :func:`transformer.recomputed_modules`) re-runs a
+    module's forward in the backward, its reductions with it, counted in the backward (NVIDIA/Megatron-LM
+    d98e8a64dd): mla_up_proj MLA's q and kv up-projections (multi_latent_attention.py lines 855-875 under
+    ``qkv_up_checkpoint``, lines 983-988), mlp a dense layer's linear_fc1 (transformer_layer.py lines 992-1010), moe
+    the shared linear_fc1 with the block; shared_experts re-runs the shared linear_fc1 but sets no
+    ``save_original_input``, one for one (net 0); core_attn, moe_act and layernorm re-run no TP-split linear (a norm
+    fused into a LayerNormLinear is not recomputed on its own). Full recompute is the caller's (each layer's forward
+    again). 0 for another recipe."""
     zero = np.zeros_like(np.asarray(sh.layers, dtype=float))
     if recipe not in TP_AMAX_RECIPES:
         return zero, zero
@@ -2352,10 +2369,13 @@ def tp_amax_reductions(sh: Shape, *, recipe: str, attention_recipe: str | None =
     out_on = 1.0 if out_r in TP_AMAX_RECIPES else 0.0
     cols = sum(np.where(n_in * n_out > 0, 1.0, 0.0) for name, n_in, n_out, split
                in attention_matrices(sh) if split and name != "o")
-    shared = np.where(sh.moe_shared_experts > 0, 1.0, 0.0)
+    shared = np.where((sh.moe_shared_experts > 0) & ~np.asarray(shared_expert_overlap, dtype=bool), 1.0, 0.0)
     per_model_f = (sh.attention_layers * att_on * cols + sh.mlp_layers + sh.moe_layers * shared
                    + sh.mamba_layers)
-    per_model_b = sh.attention_layers * att_on + sh.mlp_layers + sh.moe_layers * shared + sh.mamba_layers * out_on
+    again = recomputed_modules(sh, recompute, recompute_modules)
+    per_model_b = (sh.attention_layers * att_on * (1.0 + np.where(again.mla_up_proj, cols, 0.0))
+                   + sh.mlp_layers * (1.0 + np.where(again.mlp, 1.0, 0.0))
+                   + sh.moe_layers * shared * (2.0 + np.where(again.moe, 1.0, 0.0)) + sh.mamba_layers * out_on)
     n = np.maximum(np.asarray(sh.layers, dtype=float), 1.0)
     return zero + per_model_f / n, zero + per_model_b / n
 

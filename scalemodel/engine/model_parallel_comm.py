@@ -767,15 +767,20 @@ def tp_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> tuple[np.
         t_pass = n_pass(layer) x (1 - bf16 share) x all-reduce(TP_AMAX_BYTES, MAX) over the TP group
 
     n_pass from :func:`scalemodel.cost.compute.tp_amax_reductions` (modules at their own precision counted by theirs:
-    training.module_precision attention_proj, mamba_out_proj); the layers of ``training.bf16_layers`` quantize nothing.
-    Latency-bound (4-8 bytes), on the compute stream's critical path (the quantizer waits on it before its cast).
+    training.module_precision attention_proj, mamba_out_proj; the shared experts' none under the strategy's
+    moe_shared_expert_overlap; selective recompute's re-run forwards in the backward's); the layers of
+    ``training.bf16_layers`` quantize nothing.
+    Latency-bound (4-8 bytes), on the compute stream's critical path: ProcessGroupNCCL's ``wait()`` blocks the compute
+    stream (not the host) on the NCCL stream until the all-reduce ends, before the scale, the cast and the GEMM.
     0 unless Megatron-Core's Transformer Engine layer (``layer_impl`` megatron_te)."""
     recipe = job.fp8_recipe
     on = (g.layer_impl == int(LayerImpl.MEGATRON_TE)) & g.sequence_parallel & (g.tp > 1)
     if not job.is_transformer or recipe not in compute.TP_AMAX_RECIPES or not np.any(on):
         return np.zeros(1), np.zeros(1)
     f, b = compute.tp_amax_reductions(job.shape, recipe=recipe, attention_recipe=module_recipe(job, "attention_proj"),
-                                      mamba_out_recipe=module_recipe(job, "mamba_out_proj"))
+                                      mamba_out_recipe=module_recipe(job, "mamba_out_proj"),
+                                      shared_expert_overlap=g.moe_shared_expert_overlap, recompute=g.recompute,
+                                      recompute_modules=g.recompute_modules)
     per = _collective("allreduce", np.asarray(compute.TP_AMAX_BYTES[recipe]), groups.tensor)
     low = 1.0 - job.bf16_layer_share
     return np.where(on, f * low * per, 0.0), np.where(on, b * low * per, 0.0)
