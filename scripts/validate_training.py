@@ -145,10 +145,12 @@ Two case files (issue 5 and issue 13):
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
-      keeps align_param_gather true: docs/model.md#interleaved-dp-sync). Primus (tprimat26's MI300X rows,
-      :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with gradient-accumulation
-      fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an fp32 main_grad
-      (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+      keeps align_param_gather true: docs/model.md#interleaved-dp-sync). NeMo 2's callback sets the data-parallel
+      overlap and that bucket only at data-parallel size > 1 without CP: a row at dp 1 (:data:`NEMO2_DP1_NO_DP_OVERLAP`:
+      dgxc2504's 30-layer proxy) -> overlap and overlap_param_gather false, Megatron-Core's own bucket. Primus
+      (tprimat26's MI300X rows, :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with
+      gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an
+      fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
@@ -366,7 +368,8 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
-            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "dgxc2505": 2025, "nemotron340": 2024,
+            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "dgxc2505": 2025, "dgxc2504": 2025,
+            "nemotron340": 2024,
             "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
@@ -390,8 +393,10 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: dgxc2505 (NVIDIA/dgxc-benchmarking v25.05 on NeMo@7a8f1cc7bc / b4148d2169, the r2.3.0 'llmb-nemo' commits its
 #: setup.sh files pin; branch commits beside the v2.3.0 tag, not after it): the same optimizer; no row runs FSDP
 #: (llama3.1 launch.sh ``-fsdp 0``; nemotron ``-fsdp 0`` on gb200, the h100 CSV rows' use_mcore_fsdp 0).
+#: dgxc2504 (NVIDIA/dgxc-benchmarking v25.04-v25.04.02 llama3.1: recipes built by NeMo@d2b21556f2, run in the
+#: nvcr.io/nvidia/nemo:25.02.01 container): the same recipes/optim/adam.py optimizer (use_distributed_optimizer True).
 MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504",
-                 "dgxc2505"}
+                 "dgxc2505", "dgxc2504"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -1003,8 +1008,17 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: 6f2c6fdaff (r2.3.0 llmb-nemo) hold megatron_parallel.py, megatron_strategy.py, megatron_comm_overlap.py and
 #: mixed_precision.py as at v2.3.0 (git diff v2.3.0 7a8f1cc7bc empty for them; b4148d2169 changes two perf scripts'
 #: checkpoint lines, 6f2c6fdaff the 405B script's H100 userbuffers flags), so this rule and the two below hold.
+#: dgxc2504 (dgxc-benchmarking v25.04 llama3.1): the recipe is built on the launching host by NeMo@d2b21556f2 (a main
+#: commit of 2025-03-20, the recipe's setup.sh NEMO_COMMIT) with gsw_nemo.patch, and run inside
+#: nvcr.io/nvidia/nemo:25.02.01 with the container's own NeMo: gsw_nemo.patch and llama3.1/llama31_utils.py set
+#: ``packager=run.Packager()``, whose ``package`` returns nothing, so NeMo-Run (fb550a37
+#: nemo_run/core/execution/slurm.py SlurmExecutor.package) ships no code. That NeMo's release was not read from the
+#: container (ASSUMED the 25.02 line, v2.2.0 / v2.2.1, whose manifests pin Megatron-Core core_r0.11.0 791b70e031 /
+#: f62eb5b5c2); megatron_comm_overlap.py, recipes/precision/mixed_precision.py and the two recipes' pretrain settings
+#: are identical at v2.2.0, v2.2.1 and d2b21556f2, and megatron_parallel.py's DDP wrapping and extract_ddp_funcs agree,
+#: so the nemo2502 rules below hold for it.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
-                          "dgxc2505", "tprimat26"})
+                          "dgxc2505", "dgxc2504", "tprimat26"})
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
 #: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
 #: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
@@ -1025,10 +1039,10 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: backward). Megatron-LM (mlm24: ``--no-delay-grad-reduce`` not given) and Megatron-Bridge
 #: (``DistributedInitConfig.align_grad_reduce = True``) set it. NeMo 2.3 (nemo2504, v2.3.0 @2b03b748bb
 #: megatron_parallel.py L125 ``if getattr(ddp_config, "align_grad_reduce", False)``): unchanged.
-NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
+NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
 #: Sources whose interleaved runs post the pipeline's sends asynchronously (strategy overlap_p2p_comm,
 #: docs/model.md#pp-comm-overlap), each where the schedule is interleaved and pp > 1:
-#: - NeMo 2 (nemo2502, nemo2504, dgxc2505): MegatronCommOverlapCallback sets ``overlap_p2p_comm = True`` and
+#: - NeMo 2 (nemo2502, nemo2504, dgxc2505, dgxc2504): MegatronCommOverlapCallback sets ``overlap_p2p_comm = True`` and
 #:   ``batch_p2p_comm = False`` whenever the virtual pipeline size is > 1 (nemo/lightning/pytorch/callbacks/
 #:   megatron_comm_overlap.py ``_get_model_comm_overlap_cfgs`` "# PP overlap", at v2.2.0 7192a2c944, v2.3.0 and
 #:   7a8f1cc7bc); every perf recipe of these rows adds the callback (above, and the dgxc2505 / nemo2504 notes).
@@ -1041,17 +1055,18 @@ NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
 #:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
 #: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
 #: Megatron-LM rows (before f9283c5a8a, 2023-05-31, brought it).
-OVERLAP_P2P_SOURCES = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25", "mb2511", "mb2604", "mb2606", "mb2608",
-                                 "mcrec26", "mcore26"})
+OVERLAP_P2P_SOURCES = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504", "dgxc25", "mb2511", "mb2604", "mb2606",
+                                 "mb2608", "mcrec26", "mcore26"})
 #: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (2026-04-16, first in core_v0.18.0:
 #: "wait for async P2P send before deallocating output tensor"), which waits each steady forward send as soon as it
 #: is posted (deallocate_pipeline_outputs is set by all of them): strategy overlap_p2p_send_wait false, each send
-#: waited one chunk later (docs/model.md#pp-comm-overlap). NeMo 2 (nemo2502, nemo2504, dgxc2505: 2025 containers),
+#: waited one chunk later (docs/model.md#pp-comm-overlap). NeMo 2 (nemo2502, nemo2504, dgxc2505, dgxc2504: 2025
+#: containers; dgxc2504's core_r0.11.0),
 #: NeMo 1 (dgxc25), Megatron-Bridge v0.2.0 (mb2511: 3rdparty/Megatron-LM 0d8e0714cd, 2025-11-17), mcore26 (Megatron-Core
 #: v0.16, the report). Kept at the default (the wait): mb2604 / mb2606 / mb2608 (3rdparty/Megatron-LM 2d1fa8d372,
 #: 002255075c, 24bad8e677, each after 260cba7133; Megatron-Bridge installs megatron-core from it, pyproject.toml
 #: ``megatron-core = { path = "3rdparty/Megatron-LM/" }``) and mcrec26 (9c5258f109).
-OVERLAP_P2P_SEND_LAGGED = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25", "mb2511", "mcore26"})
+OVERLAP_P2P_SEND_LAGGED = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504", "dgxc25", "mb2511", "mcore26"})
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -1067,7 +1082,20 @@ OVERLAP_P2P_SEND_LAGGED = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25
 #: comm_overlap_cfg.bucket_size = 128 * 1024 * 1024``; the four GB200 perf recipes add the callback as in v2.2.0.
 #: dgxc2505: the same file at NeMo@7a8f1cc7bc; recipes/llama31_405b.py and nemotron4_{15b,340b}.py
 #: pretrain_performance_optimizations add the callback.
-BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502", "nemo2504", "dgxc2505"})
+#: dgxc2504: megatron_comm_overlap.py as at v2.2.0; recipes/llama3_70b.py and llama31_405b.py
+#: pretrain_performance_optimizations add the callback (NeMo@d2b21556f2).
+BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502", "nemo2504", "dgxc2505",
+                                  "dgxc2504"})
+#: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
+#: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
+#: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
+#: own True (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py L168-195 at NeMo@d2b21556f2, identical at v2.2.0
+#: / v2.2.1; AppState.data_parallel_size = parallel_state.get_data_parallel_world_size(), without CP,
+#: nemo/lightning/_strategy_lib.py L143). A row with dp 1 then reduces its gradients over the context-parallel group
+#: after the last backward, and gathers its parameters after the optimizer step (strategy overlap false,
+#: overlap_param_gather false, Megatron-Core's own bucket). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
+#: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
+NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
@@ -1118,7 +1146,10 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: sets ``cfg.fp8_param_gather = True`` (L135); nothing there turns it off without Megatron-FSDP.
 #: dgxc2505 (NeMo@7a8f1cc7bc): argument_parser.py's ``--fp8_recipe`` default "ds" -> set_primary_perf_configs
 #: ``bf16_with_fp8_mixed()``, whose ``cfg.fp8_param_gather = True`` (recipes/precision/mixed_precision.py L70).
-NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504", "dgxc2505"})
+#: dgxc2504 (NeMo@d2b21556f2): llama3.1/pretrain_llama31.py sets ``recipe.trainer.plugins = bf16_with_fp8_mixed()`` for
+#: fp8, whose ``cfg.fp8_params = True`` (recipes/precision/mixed_precision.py L53) MegatronMixedPrecision turns into
+#: fp8_param_gather (the same at v2.2.1, the container's line).
+NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
 #: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
@@ -1202,11 +1233,16 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #:   Megatron-Core (configure.sh model.mcore_gpt=True) in the NeMo 24.09 container: Megatron-Core's native fused loss.
 #: - dgxc2505: NeMo@7a8f1cc7bc (and b4148d2169) scripts/performance/utils.py set_primary_perf_configs
 #:   ``cross_entropy_fusion_impl = "te"`` as at v2.3.0 (nemo2504).
+#: - dgxc2504: NeMo@d2b21556f2 scripts/performance/utils.py set_primary_perf_configs (with gsw_nemo.patch) sets no
+#:   cross-entropy field, and GPTConfig keeps ``cross_entropy_loss_fusion: bool = True`` (gpt/model/base.py L268; L184
+#:   at v2.2.1); the container's Megatron-Core (core_r0.11.0, 791b70e031 / f62eb5b5c2) has no cross_entropy_fusion_impl,
+#:   only the native fused loss (language_module.py L78): as nemo2502.
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
              "titan24": "torch", "fms24": "torch", "titan2404": "torch",
              "titan25": "inductor",
              "tao25": "inductor",
-             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te"}
+             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te",
+             "dgxc2504": "megatron_fused"}
 #: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
 #: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
 #: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
@@ -1332,11 +1368,18 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["align_grad_reduce"] = False
     if case.get("id") in NO_GRAD_ACCUMULATION_FUSION:
         out["grad_accumulation_fusion"] = False
-    if src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG:
+    if (src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG
+            and not nemo2_dp1(case)):
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     return out
+
+
+def nemo2_dp1(case: dict[str, Any]) -> bool:
+    """Whether a NeMo 2 row's MegatronCommOverlapCallback leaves the data-parallel overlap and bucket off
+    (:data:`NEMO2_DP1_NO_DP_OVERLAP`: data-parallel size 1 without context parallelism)."""
+    return families(case)["source"] in NEMO2_DP1_NO_DP_OVERLAP and int(case["parallelism"].get("dp", 0)) == 1
 
 
 def parse_grad_reduce(text: Any) -> float | None:
@@ -1735,6 +1778,13 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # and its v25.05.01 H100 table (NeMo@6f2c6fdaff, the same recipe file: TP 8, PP 8 x VP 8, CP 2 on 512 GPUs)
     "dgxc2505_h100_llama31_405b_bf16_512": ("account", True, True),
     "dgxc2505_h100_llama31_405b_fp8_512": ("account", True, True),
+    # NVIDIA/dgxc-benchmarking v25.04 H100 Llama 3.1 405B (NeMo@d2b21556f2 recipes/llama31_405b.py trainer(): the same
+    # two flags, passed to the container's core_r0.11.0 get_num_layers_to_build): 126 layers over PP 8 x VP 8 at
+    # 1024 / 2048 GPUs, and the 30- and 62-layer proxies over PP 4 x VP 8 (32 and 64 slots: first / last chunk 0 and 1
+    # decoder layers). The 8-layer proxy runs PP 1, where the flags leave the one stage its 8 layers.
+    **{f"dgxc2504_h100_llama31_405b_{p}_{g}": ("account", True, True) for p in ("bf16", "fp8") for g in (1024, 2048)},
+    **{f"dgxc2504_h100_llama31_405b_{n}l_{p}_{g}": ("account", True, True)
+       for p in ("bf16", "fp8") for n, g in ((30, 64), (62, 128))},
 }
 
 
@@ -2401,8 +2451,10 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: FROM the jax image) carries ``ENV NCCL_NVLS_ENABLE=0`` (NVIDIA/JAX-Toolbox@bae53fc1, the last commit before the image
 #: date, .github/container/Dockerfile.jax line 89: set by 2aa961a9 of 2023-11-20 "Disable NVLS in nightly containers as
 #: the initialization of NCCL communicators is memory intensive", removed only by 64d686a5 of 2025-10-06).
+#: dgxc2504: NVIDIA/dgxc-benchmarking v25.04.01 llama3.1/llama31_utils.py llama31_slurm_executor env_vars
+#: ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save memory``.
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
-                           "dgxc25", "dgxc2505", "mtdgxc24"})
+                           "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -2537,7 +2589,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           else "p2p",
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
-                          overlap=src not in DEEPSPEED_PIPELINE,
+                          overlap=src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case),
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           overlap_p2p_comm=p2p_overlap,
