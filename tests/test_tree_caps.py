@@ -33,9 +33,10 @@ def _slope(net: Network, ranks: int, proto: str) -> float:
 def test_graph_channels_one_per_nic_at_the_search_speed() -> None:
     # 8 GPUs of a node, each with its NIC: 400 Gb/s -> Hopper speed 48 GB/s, one channel a NIC -> 8
     assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(50e9)))) == 8.0
-    # 800 Gb/s on Hopper: 100 / 48 -> 2 channels a NIC -> 16; on Blackwell the search starts at 96 -> 1 -> 8
+    # 800 Gb/s on Hopper: 100 / 48 -> 2 channels a NIC -> 16; on Blackwell the search starts at 96 -> 1 -> 8, and
+    # channels of 96 GB/s (>= 50) are doubled: 16 (test_graph_channels_duplicated_as_the_search_does)
     assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9)))) == 16.0
-    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9, "blackwell")))) == 8.0
+    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9, "blackwell")))) == 16.0
     # 200 Gb/s: 25 GB/s -> speed 24 -> one channel a NIC; 4 GPUs of each node in the group -> 4 channels
     assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(25e9)))) == 8.0
     assert float(nccl.nccl_graph_channels_inter(place(64, 2, _net(25e9)))) == 4.0
@@ -74,3 +75,21 @@ def test_cap_does_not_bind_on_a_slow_nic_or_one_node() -> None:
             assert _slope(_net(25e9), ranks, proto) == pytest.approx(_slope(_net(25e9, ""), ranks, proto), rel=1e-12)
     # one node: the same with a 400 Gb/s NIC (the NIC is not crossed)
     assert _slope(_net(50e9), 8, "simple") == pytest.approx(_slope(_net(50e9, ""), 8, "simple"), rel=1e-12)
+
+
+def test_graph_channels_duplicated_as_the_search_does() -> None:
+    """ncclTopoDupChannels (NVIDIA/nccl 5067397 src/graph/search.cc:1036-1048) doubles the search graph's channels
+    (halving their bw) unless bw < 25 GB/s, or, on compute capability > 8.0, unless bw < 50 with more than 4 channels;
+    the Tree graph then takes the Ring graph's count (src/init.cc:1184-1185, min = max = ring nChannels). Published:
+    nccl#1189's H20 log, 2 GPUs a node with 400 Gb/s NICs, prints the ring graph as 'nChannels 4, bw 24' (2 NICs x
+    1 channel of 48 GB/s, doubled). review23c: these were 2, 1, 4 and 8 before."""
+    assert float(nccl.nccl_graph_channels_inter(place(32, 4, _net(50e9)))) == 4.0  # 2 GPUs a node: 2 -> 4
+    assert float(nccl.nccl_graph_channels_inter(place(64, 8, _net(50e9)))) == 2.0  # 1 GPU a node: 1 -> 2
+    assert float(nccl.nccl_graph_channels_inter(place(64, 2, _net(50e9)))) == 8.0  # 4 GPUs a node: 4 -> 8
+    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(50e9)))) == 8.0  # 8 at 48 GB/s: not doubled
+    # Blackwell at 800 Gb/s: 8 channels of 96 GB/s (>= 50) -> 16; Hopper at 200 Gb/s: 24 GB/s (< 25) never doubled
+    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9, "blackwell")))) == 16.0
+    assert float(nccl.nccl_graph_channels_inter(place(64, 8, _net(25e9)))) == 1.0
+    # so a DP group of one GPU a node on Hopper is capped at 2 x 36 GB/s, above 0.92 x its 44 GB/s NIC: not binding
+    cap_t, _ = nccl.tree_channel_caps(place(64, 8, _net(50e9)))
+    assert float(cap_t) == pytest.approx(2 * 36.0e9)

@@ -141,6 +141,10 @@ NCCL_INTER_SPEEDS: dict[str, tuple[float, ...]] = {
 #: The most channels a search graph holds: MAXCHANNELS / 2 (graph->maxChannels, src/graph/search.cc), the graph's
 #: channels being duplicated afterwards (src/graph/connect.cc:460).
 MAX_GRAPH_CHANNELS = 32.0
+#: ncclTopoDupChannels (src/graph/search.cc:1036-1048 at 5067397): after the first search pass a graph's channels are
+#: doubled (their bw halved, up to :data:`MAX_GRAPH_CHANNELS`) unless its bw is under 25 GB/s, or, on compute
+#: capability above 8.0 (Hopper, Blackwell), under 50 GB/s with more than 4 channels (GB/s, GB/s, channels).
+DUP_MIN_SPEED, DUP_SM90_SPEED, DUP_SM90_CHANNELS = 25.0, 50.0, 4.0
 #: treeCorrectionFactor[protocol][floor(log2(S/64))], S = 64 B .. 256 MiB (tuning.cc). NCCL uses
 #: it as a step function and only for index <= 22; here it is interpolated linearly in log2 S between
 #: bucket starts and is 1 from 512 MiB on, which keeps t(S) monotone (a step up in the factor would make
@@ -332,8 +336,11 @@ def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
     the group's ``c_0`` GPUs of a node has its own NIC of line rate ``b`` (the slowest per-GPU line rate of the outer
     tiers the group spans), the search runs at ``s`` = the fastest per-channel speed of NCCL's list not above ``b``
     (:data:`NCCL_INTER_SPEEDS`) and a NIC carries ``floor(b / s)`` channels of it, so ``nCh = min(32, c_0 max(1,
-    floor(b / s)))`` (search.cc:1157-1171, followPath). E.g. 8 GPUs with a 400 Gb/s NIC each on Hopper: s = 48 GB/s,
-    one channel a NIC, 8 channels (aws-ofi-nccl presents a p5 GPU's 4 EFA rails as one 400 Gb/s device:
+    floor(b / s)))`` (search.cc:1157-1171, followPath), doubled as ncclTopoDupChannels does (:data:`DUP_MIN_SPEED`:
+    unless s < 25, or on Hopper / Blackwell s < 50 with nCh > 4; the Tree graph takes the Ring graph's count,
+    init.cc:1184-1185). E.g. 8 GPUs with a 400 Gb/s NIC each on Hopper: s = 48 GB/s, one channel a NIC, 8 channels, not
+    doubled; 1 GPU a node (a DP group under TP 8): 1 doubled to 2 (aws-ofi-nccl presents a p5 GPU's 4 EFA rails as one
+    400 Gb/s device:
     aws/aws-ofi-nccl 2daf7d30 src/nccl_ofi_rdma.cpp:410-413 ``props->port_speed *= max_group_size``). ``nan`` where
     the group spans no outer tier."""
     gen = pl.network.generation.lower()
@@ -347,7 +354,12 @@ def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
         s = np.where(v <= gbs * (1 + 1e-9), v, s)
     with np.errstate(invalid="ignore"):
         per_gpu = np.maximum(1.0, np.floor(gbs / s + 1e-9))
-    return np.where(np.isfinite(b), np.minimum(MAX_GRAPH_CHANNELS, pl.c[0] * per_gpu), np.nan)
+    n = np.minimum(MAX_GRAPH_CHANNELS, pl.c[0] * per_gpu)
+    # ncclTopoDupChannels (search.cc:1036-1048): doubled unless bw < 25 GB/s, or, above compute capability 8.0,
+    # unless bw < 50 GB/s with more than 4 channels; the Tree graph takes the Ring graph's count (init.cc:1184-1185)
+    keep = (s < DUP_MIN_SPEED) | ((gen in ("hopper", "blackwell")) & (s < DUP_SM90_SPEED) & (n > DUP_SM90_CHANNELS))
+    n = np.where(keep, n, np.minimum(MAX_GRAPH_CHANNELS, 2.0 * n))
+    return np.where(np.isfinite(b), n, np.nan)
 
 
 def tree_channel_caps(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
