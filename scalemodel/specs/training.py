@@ -838,8 +838,11 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
             own = "fp4" in (getattr(acc, "peak_flops", None) or {})
             note = (f" (its fp4 peak is its own FP4 format, e.g. MXFP4 on CDNA4, not NVFP4; no FP4 training recipe "
                     f"is priced for {acc.family})") if own else ""
+            # an A100 / V100 (no fp8 peak) was offered "bf16, fp16 or fp8", and --precision fp8 is refused there
+            fp8 = "fp8" in (getattr(acc, "peak_flops", None) or {})
             raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}{note}",
-                             where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
+                             where="training.precision",
+                             allowed=f"{'bf16, fp16 or fp8' if fp8 else 'bf16 or fp16'} on this accelerator")
         return "nvfp4"
     if Precision.parse(training.precision) != Precision.FP8:
         return ""
