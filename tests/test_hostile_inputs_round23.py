@@ -210,3 +210,21 @@ def test_api_predict_echo_is_strict_json(inputs: Any, said: str) -> None:
 def test_fp4_refusal_offers_only_precisions_the_chip_runs(cli, cluster: str, offered: str) -> None:  # type: ignore[no-untyped-def]
     line = refused(cli, "predict", "-c", cluster, "-m", "llama3-8b", "-n", "16", "--precision", "fp4", "--json")
     assert line.startswith("error: --precision: precision fp4 (NVFP4) needs Blackwell") and line.endswith(offered), line
+
+
+# --- an output path ending in / ------------------------------------------------------------------------------------
+# Every option was offered "a file path, e.g. out.yaml": `sweep -o o.csv/` and `scale --plot o.svg/` a YAML name.
+
+@pytest.mark.parametrize("args, example", [
+    (["sweep", "{sweep}", "-o", "o.csv/"], "a file path, e.g. o.csv (without the trailing /)"),
+    (["scale", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8,16", "--plot", "o.svg/"],
+     "a file path, e.g. o.svg (without the trailing /)"),
+    (["calibrate", "runs", "{runs}", "--out", "d/"], "a file path, e.g. out.yaml"),
+])
+def test_an_output_path_ending_in_a_slash_is_offered_its_own_name(cli, tmp_path: Path, args: list[str],  # type: ignore[no-untyped-def]
+                                                                   example: str) -> None:
+    sweep = Path(__file__).resolve().parent.parent / "examples" / "sweeps" / "capacity.yaml"
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("- {name: a, cluster: dgx-h100, model: gpt-1.7b, gpus: 8, global_batch: 16, step_time: 5 s}\n")
+    line = refused(cli, *[a.format(sweep=sweep, runs=runs) for a in args], inputs=(runs,))
+    assert "names a folder, not a file; " in line and line.endswith(example), line
