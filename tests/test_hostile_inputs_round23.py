@@ -228,3 +228,15 @@ def test_an_output_path_ending_in_a_slash_is_offered_its_own_name(cli, tmp_path:
     runs.write_text("- {name: a, cluster: dgx-h100, model: gpt-1.7b, gpus: 8, global_batch: 16, step_time: 5 s}\n")
     line = refused(cli, *[a.format(sweep=sweep, runs=runs) for a in args], inputs=(runs,))
     assert "names a folder, not a file; " in line and line.endswith(example), line
+
+
+# --- collective_units against a compute_units set on the command line ---------------------------------------------
+# `--set cluster.accelerator.compute_units=1` on dgx-h100 was refused at the built-in file's line ("hardware/clusters/
+# dgx-h100.yaml:6: accelerator.collective_units: 16 is more than the chip's compute_units 1; 0 to 1"), a line the user
+# never wrote, offering a range for the field they did not set.
+
+def test_compute_units_below_collective_units_is_refused_at_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8",
+                   "--set", "cluster.accelerator.compute_units=1")
+    assert line.startswith("error: --set cluster.accelerator.compute_units: ") and ".yaml:" not in line, line
+    assert line.endswith("or compute_units of at least 16"), line
