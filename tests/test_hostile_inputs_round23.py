@@ -240,3 +240,15 @@ def test_compute_units_below_collective_units_is_refused_at_the_set_item(cli) ->
                    "--set", "cluster.accelerator.compute_units=1")
     assert line.startswith("error: --set cluster.accelerator.compute_units: ") and ".yaml:" not in line, line
     assert line.endswith("or compute_units of at least 16"), line
+
+
+# --- fp8-only training fields in an fp4 run ---------------------------------------------------------------------------
+# `--precision fp4 --set training.fp8_recipe=delayed` (and fp8_attention) was told to "leave it out for 16- and 32-bit
+# runs", and an fp4 run is neither.
+
+@pytest.mark.parametrize("field", ["fp8_recipe=delayed", "fp8_recipe=mxfp8", "fp8_attention=true"])
+def test_fp8_only_fields_in_an_fp4_run_say_what_fp4_is(cli, field: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-b200", "-m", "llama3-8b", "-n", "8", "--precision", "fp4",
+                   "--set", f"training.{field}")
+    assert "needs precision fp8 (got 'fp4'); precision fp8, or leave it out (an fp4 run is NVFP4" in line, line
+    assert "16- and 32-bit" not in line, line
