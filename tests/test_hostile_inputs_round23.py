@@ -242,7 +242,7 @@ def test_compute_units_below_collective_units_is_refused_at_the_set_item(cli) ->
     assert line.endswith("or compute_units of at least 16"), line
 
 
-# --- fp8-only training fields in an fp4 run ---------------------------------------------------------------------------
+# --- fp8-only training fields in an fp4 run -------------------------------------------------------------------------
 # `--precision fp4 --set training.fp8_recipe=delayed` (and fp8_attention) was told to "leave it out for 16- and 32-bit
 # runs", and an fp4 run is neither.
 
@@ -252,3 +252,15 @@ def test_fp8_only_fields_in_an_fp4_run_say_what_fp4_is(cli, field: str) -> None:
                    "--set", f"training.{field}")
     assert "needs precision fp8 (got 'fp4'); precision fp8, or leave it out (an fp4 run is NVFP4" in line, line
     assert "16- and 32-bit" not in line, line
+
+
+# --- learned positions with MLA -------------------------------------------------------------------------------------
+# A workload with mla and position_embeddings > 0 priced a learned position table and no rotary embedding (strategy
+# eager_rope was "not priced: it needs rotary position embeddings"), though MLA's keys carry one
+# (mla.qk_rope_head_dim > 0 is required).
+
+def test_learned_positions_with_mla_are_refused(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--ep", "64", "--pp", "16",
+                   "--set", "model.position_embeddings=4096")
+    assert line == ("error: --set model.position_embeddings: 4096 learned positions with mla, whose keys carry rotary "
+                    "embeddings (mla.qk_rope_head_dim = 64); leave position_embeddings out (0) with mla"), line
