@@ -264,3 +264,19 @@ def test_learned_positions_with_mla_are_refused(cli) -> None:  # type: ignore[no
                    "--set", "model.position_embeddings=4096")
     assert line == ("error: --set model.position_embeddings: 4096 learned positions with mla, whose keys carry rotary "
                     "embeddings (mla.qk_rope_head_dim = 64); leave position_embeddings out (0) with mla"), line
+
+
+# --- the 16-bit warning in a measured-runs file ---------------------------------------------------------------------
+# A runs file on a V100 cluster (no bf16 peak) was told to "give --precision fp16 (precision)": calibrate runs has no
+# --precision; a run writes precision: fp16.
+
+def test_runs_file_on_a_v100_is_told_the_runs_field(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("- {name: a, cluster: dgx-1-v100, model: gpt-1.7b, gpus: 8, global_batch: 16, step_time: 5 s}\n"
+                    "- {name: b, cluster: dgx-1-v100, model: gpt-1.7b, gpus: 16, global_batch: 32, step_time: 6 s}\n")
+    r = cli("calibrate", "runs", str(runs), "--json")
+    assert r.code == 0, r.err
+    said = [w for w in json.loads(r.out)["warnings"] if "no bf16 peak" in w]
+    assert said and all("give precision: fp16, the 16-bit format" in w and "--precision" not in w for w in said), said
+    line = cli("predict", "-c", "dgx-1-v100", "-m", "gpt-1.7b", "-n", "8").err
+    assert "give --precision fp16 (training.precision), the 16-bit format" in line, line
