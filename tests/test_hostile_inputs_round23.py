@@ -280,3 +280,16 @@ def test_runs_file_on_a_v100_is_told_the_runs_field(cli, tmp_path: Path) -> None
     assert said and all("give precision: fp16, the 16-bit format" in w and "--precision" not in w for w in said), said
     line = cli("predict", "-c", "dgx-1-v100", "-m", "gpt-1.7b", "-n", "8").err
     assert "give --precision fp16 (training.precision), the 16-bit format" in line, line
+
+
+# --- check's cost assertion at a price of 0 -------------------------------------------------------------------------
+# `--set cluster.price_per_gpu_hour=0` was refused as "the cluster 'dgx-h100' has no price_per_gpu_hour".
+
+def test_check_cost_at_a_zero_price_says_zero(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cap = tmp_path / "cap.yaml"
+    cap.write_text("kind: scenario\nname: c\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [8, 16]\n"
+                   "training: {global_batch: 64, train_tokens: 1B}\nassertions: {max_cost_usd: 10}\n")
+    line = refused(cli, "check", str(cap), "--set", "cluster.price_per_gpu_hour=0", inputs=(cap,))
+    assert "the cluster 'dgx-h100' has a price_per_gpu_hour of 0, so cost cannot be computed; " in line, line
+    line = refused(cli, "check", str(cap), inputs=(cap,))
+    assert "the cluster 'dgx-h100' has no price_per_gpu_hour, so cost cannot be computed; " in line, line
