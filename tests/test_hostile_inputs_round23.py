@@ -293,3 +293,21 @@ def test_check_cost_at_a_zero_price_says_zero(cli, tmp_path: Path) -> None:  # t
     assert "the cluster 'dgx-h100' has a price_per_gpu_hour of 0, so cost cannot be computed; " in line, line
     line = refused(cli, "check", str(cap), inputs=(cap,))
     assert "the cluster 'dgx-h100' has no price_per_gpu_hour, so cost cannot be computed; " in line, line
+
+
+# --- a spec file whose name does not say it is one ------------------------------------------------------------------
+# `-m w.svg` beside a workload YAML named w.svg was "unknown built-in workload 'w.svg'; did you mean vgg16? (or give a
+# path to a YAML file ...)", though the path was given and the file exists.
+
+@pytest.mark.parametrize("option, kind", [("-m", "workload"), ("-c", "cluster")])
+def test_an_existing_file_read_as_a_name_says_how_to_read_it(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                                             option: str, kind: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.svg").write_text("kind: transformer\nname: w\nlayers: 4\nhidden: 512\nheads: 8\nvocab: 1000\n"
+                                    "seq_len: 256\n")
+    args = {"-m": ["-c", "dgx-h100", "-m", "w.svg"], "-c": ["-c", "w.svg", "-m", "gpt-1.7b"]}[option]
+    line = refused(cli, "predict", *args, "-n", "8", inputs=(tmp_path / "w.svg",))
+    assert line == (f"error: {kind}: 'w.svg' is a file, but read as a built-in {kind} name: a spec file's name ends "
+                    f"in .yaml, .yml or .json, or holds a /; ./w.svg to read it as a {kind} file, or a name ending "
+                    "in .yaml"), line
+    assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "./w.svg", "-n", "8")["inputs"]["model"] == "w"
