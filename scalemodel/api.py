@@ -43,6 +43,7 @@ from scalemodel.report.explain import explained
 from scalemodel.report.output import to_json
 from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, load_cluster, load_workload
 from scalemodel.specs.constraints import OPS, normalize_constraints
+from scalemodel.specs.files import MAX_SPEC_BYTES
 from scalemodel.specs.loader import derived, validate
 from scalemodel.specs.nccl_tests import read_nccl_tests
 from scalemodel.specs.runs import read_runs
@@ -75,15 +76,22 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, where: str = "") -> Any:
     """A dict / list of spec fields with NumPy scalars and arrays as the Python numbers and lists they hold: the
     specs took np.float64(1024.0) and refused np.int64(8) as "Input should be a valid integer (got np.int64(8))",
-    np.True_ as "a valid boolean", and stage_layers=np.array([8, 8]) as "a valid list"."""
+    np.True_ as "a valid boolean", and stage_layers=np.array([8, 8]) as "a valid list". An array of more values
+    than a spec file can hold is refused before its list is made: eager_rope=np.ones(10**8, dtype=bool) took 27 s
+    and gigabytes to be refused as "not a valid boolean"."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, f"{where}.{k}".lstrip(".")) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, where) for v in value]
     if isinstance(value, (np.ndarray, np.generic)) or (hasattr(value, "ndim") and hasattr(value, "tolist")):
+        size = int(getattr(value, "size", 0) or 0)
+        if size > MAX_SPEC_BYTES:
+            raise InputError(f"an array of shape {np.shape(value)} ({size:,} values) is larger than any spec field",
+                             where=where or "fields", allowed=f"at most {MAX_SPEC_BYTES:,} values (what a spec file "
+                                                              "of at most 256 KiB holds)")
         return value.tolist()  # a pandas Series / Index as its list: "got 0    8\ndtype: int64" was two lines
     return value
 
@@ -212,7 +220,7 @@ def cluster_spec(cluster: Any) -> ClusterSpec:
     if isinstance(cluster, (str, os.PathLike)):
         return load_cluster(cluster if isinstance(cluster, str) else Path(cluster))
     if isinstance(cluster, dict):
-        return validate(ClusterSpec, _extended("cluster", _plain(cluster), "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
+        return validate(ClusterSpec, _extended("cluster", _plain(cluster, "cluster"), "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
     raise InputError(f"cannot make a cluster from a {type(cluster).__name__}", where="cluster",
                      allowed="a built-in name, a YAML path, a dict of cluster fields or a ClusterSpec")
 
@@ -222,7 +230,7 @@ def workload_spec(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
         return load_workload(model if isinstance(model, str) else Path(model))
     if isinstance(model, dict):
-        return validate(Workload, _extended("workload", _plain(model), "model"), prefix=["model"])
+        return validate(Workload, _extended("workload", _plain(model, "model"), "model"), prefix=["model"])
     if hasattr(model, "kind") and hasattr(model, "model_dump"):
         return model
     raise InputError(f"cannot make a workload from a {type(model).__name__}", where="model",
@@ -258,7 +266,7 @@ def _spec(model: Any, value: Any, extra: dict[str, Any], name: str) -> Any:
     else:
         raise InputError(f"cannot make a {name} spec from a {type(value).__name__}", where=name,
                          allowed=f"a dict of {name} fields or a {model.__name__}")
-    return validate(model, _plain({**base, **extra}), prefix=[name])
+    return validate(model, _plain({**base, **extra}, name), prefix=[name])
 
 
 def training_spec(training: Any = None, **fields: Any) -> TrainingSpec:

@@ -311,3 +311,18 @@ def test_an_existing_file_read_as_a_name_says_how_to_read_it(cli, tmp_path: Path
                     f"in .yaml, .yml or .json, or holds a /; ./w.svg to read it as a {kind} file, or a name ending "
                     "in .yaml"), line
     assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "./w.svg", "-n", "8")["inputs"]["model"] == "w"
+
+
+# --- huge arrays in spec fields -------------------------------------------------------------------------------------
+# eager_rope=np.ones(10**8, dtype=bool) was turned into a 10**8-item list (27 s, gigabytes) to be refused as "not a
+# valid boolean"; an array of more values than a 256 KiB spec file can hold is refused before that.
+
+@pytest.mark.parametrize("call, said", [
+    (lambda: scalemodel.predict("dgx-h100", "gpt-1.7b", 8, eager_rope=np.ones(10**7, dtype=bool)),
+     "strategy.eager_rope: an array of shape (10000000,) (10,000,000 values) is larger than any spec field; "
+     "at most 262,144 values"),
+    (lambda: scalemodel.predict("dgx-h100", {"extends": "gpt-1.7b", "layers": np.zeros(10**6)}, 8),
+     "model.layers: an array of shape (1000000,) (1,000,000 values) is larger than any spec field"),
+], ids=["strategy", "model"])
+def test_api_huge_arrays_in_spec_fields_are_refused_before_listing(call: Any, said: str) -> None:
+    assert _refused(call).startswith(said)
