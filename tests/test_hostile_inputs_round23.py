@@ -326,3 +326,15 @@ def test_an_existing_file_read_as_a_name_says_how_to_read_it(cli, tmp_path: Path
 ], ids=["strategy", "model"])
 def test_api_huge_arrays_in_spec_fields_are_refused_before_listing(call: Any, said: str) -> None:
     assert _refused(call).startswith(said)
+
+
+@pytest.mark.parametrize("cluster, item, at", [
+    ("tpu-v5p-pod", "cluster.accelerator.collective_units=8", "--set cluster.accelerator.collective_units: 8 without"),
+    ("dgx-h100", "cluster.accelerator.compute_units=null",
+     "--set cluster.accelerator.compute_units: accelerator.collective_units: 16 without"),
+])
+def test_collective_units_without_compute_units_are_refused(cli, cluster: str, item: str, at: str) -> None:  # type: ignore[no-untyped-def]
+    # collective_units 8 on a TPU (no compute_units) priced exactly the step without them and said nothing
+    line = refused(cli, "predict", "-c", cluster, "-m", "llama3-8b", "-n", "64", "--set", item)
+    assert line.startswith(f"error: {at} compute_units: the share of the chip a collective occupies"), line
+    assert line.endswith("; compute_units (the chip's SMs / CUs) too, or collective_units 0 or null"), line
