@@ -28,7 +28,7 @@ import numpy as np
 
 from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
 from scalemodel.commands.plan import MAX_TOP
-from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
+from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
 from scalemodel.engine.collective import collective as run_collective
@@ -40,7 +40,10 @@ from scalemodel.engine.scaling import sweep as run_scale
 from scalemodel.engine.sensitivity import sensitivity_for as run_sensitivity
 from scalemodel.errors import InputError
 from scalemodel.report.explain import explained
+from scalemodel.report.output import to_json
 from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, load_cluster, load_workload
+from scalemodel.specs.constraints import OPS, normalize_constraints
+from scalemodel.specs.files import MAX_SPEC_BYTES
 from scalemodel.specs.loader import derived, validate
 from scalemodel.specs.nccl_tests import read_nccl_tests
 from scalemodel.specs.runs import read_runs
@@ -59,6 +62,10 @@ def _scalar(value: Any) -> Any:
     gpus=Fraction(8) was refused as "not a whole number"); anything else as it is."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
+    if isinstance(value, (np.timedelta64, np.datetime64)):  # .item() of np.timedelta64(8) is 8: ran as 8 GPUs
+        return value
+    if isinstance(value, np.floating):  # .item() of np.longdouble is itself: refused as "not a whole number"
+        return float(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (numbers.Rational, Decimal)) and not isinstance(value, int):
@@ -69,22 +76,30 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, where: str = "") -> Any:
     """A dict / list of spec fields with NumPy scalars and arrays as the Python numbers and lists they hold: the
     specs took np.float64(1024.0) and refused np.int64(8) as "Input should be a valid integer (got np.int64(8))",
-    np.True_ as "a valid boolean", and stage_layers=np.array([8, 8]) as "a valid list"."""
+    np.True_ as "a valid boolean", and stage_layers=np.array([8, 8]) as "a valid list". An array of more values
+    than a spec file can hold is refused before its list is made: eager_rope=np.ones(10**8, dtype=bool) took 27 s
+    and gigabytes to be refused as "not a valid boolean"."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, f"{where}.{k}".lstrip(".")) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
+        return [_plain(v, where) for v in value]
+    if isinstance(value, (np.ndarray, np.generic)) or (hasattr(value, "ndim") and hasattr(value, "tolist")):
+        size = int(getattr(value, "size", 0) or 0)
+        if size > MAX_SPEC_BYTES:
+            raise InputError(f"an array of shape {np.shape(value)} ({size:,} values) is larger than any spec field",
+                             where=where or "fields", allowed=f"at most {MAX_SPEC_BYTES:,} values (what a spec file "
+                                                              "of at most 256 KiB holds)")
+        return value.tolist()  # a pandas Series / Index as its list: "got 0    8\ndtype: int64" was two lines
     return value
 
 
 def _shown(value: Any) -> str:
     """A refused argument as an error message shows it: an array by its shape, anything else by its repr, cut."""
-    return f"an array of shape {np.shape(value)}" if isinstance(value, np.ndarray) else repr(value)[:60]
+    array = isinstance(value, np.ndarray) or (hasattr(value, "ndim") and not isinstance(value, np.generic))
+    return f"an array of shape {np.shape(value)}" if array else repr(value)[:60]  # a DataFrame's repr is lines
 
 
 def _count(value: Any, name: str, what: str = "GPUs", cap: int = MAX_COUNT) -> int:
@@ -99,7 +114,7 @@ def _count(value: Any, name: str, what: str = "GPUs", cap: int = MAX_COUNT) -> i
         raise InputError(f"{_shown(v)} is not a whole number of {what}", where=name,
                          allowed=f"an integer from 1 to {top}")
     if not 1 <= v <= cap:
-        shown = f"{int(v):,}" if cap < 10**6 else f"{int(v)}"
+        shown = (f"{v:.4g}" if abs(v) >= 10**15 else f"{int(v):,}" if cap < 10**6 else f"{int(v)}")  # 1e300: 301 digits
         raise InputError(f"{shown} {what} is outside 1 to {top}", where=name, allowed=f"an integer from 1 to {top}")
     return int(v)
 
@@ -115,10 +130,53 @@ def _real(value: Any, name: str, optional: bool = True) -> Any:
     return float(v)
 
 
+def _name(value: Any, name: str, allowed: str) -> str:
+    """A name argument (collective's ``op`` and ``algo``) as a str: a NumPy string or 0-d array of one as the str it
+    holds. None, a number or a list raised AttributeError ("'NoneType' object has no attribute 'lower'")."""
+    v = _scalar(value)
+    if not isinstance(v, str):
+        raise InputError(f"{_shown(v)} is not a name", where=name, allowed=allowed)
+    return v
+
+
+def _path(value: Any, name: str, what: str) -> Path:
+    """A file argument (``runs_file``, ``log``, ``sweep_file``) as a Path: a str, bytes, os.PathLike or NumPy string.
+    None or a number raised TypeError in pathlib ("expected str, bytes or os.PathLike object, not int"), and bytes
+    ("argument should be a str object or an os.PathLike object returning str")."""
+    v = _scalar(value)
+    if isinstance(v, bytes):
+        v = os.fsdecode(v)
+    if not isinstance(v, (str, os.PathLike)):
+        raise InputError(f"{_shown(v)} is not a path", where=name, allowed=f"the path of {what}, a str or a Path")
+    return Path(v)
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A yes/no argument (scale's ``best``) as a bool: True / False, NumPy's or a 0-d array of one. 'false' ran the
+    planner (a non-empty string is true) and np.array([True, False]) raised "truth value of an array is ambiguous"."""
+    v = _scalar(value)
+    if not isinstance(v, bool):
+        raise InputError(f"{_shown(v)} is not True or False", where=name, allowed="True or False")
+    return v
+
+
+def _check_echo(inputs: Any) -> None:
+    """predict's ``inputs`` (what the payload echoes): None or a dict strict JSON can write. inputs=5 was echoed as
+    the payload's "inputs": 5, and {'x': nan} as NaN, which json.dumps(allow_nan=False) refuses."""
+    allowed = "a dict of JSON values (str, finite numbers, bools, None, lists, dicts), or None"
+    if inputs is not None and not isinstance(inputs, dict):
+        raise InputError(f"{_shown(inputs)} is not a dict", where="inputs", allowed=allowed)
+    try:
+        to_json(inputs or {}, "predict")
+    except (InputError, TypeError, ValueError) as exc:
+        raise InputError(f"{_shown(inputs)} holds a value strict JSON cannot write ({type(exc).__name__})",
+                         where="inputs", allowed=allowed) from None
+
+
 def _counts(values: Any, name: str = "gpus") -> list[int]:
     """scale's GPU counts: a list, tuple or 1-d array of counts (:func:`_count` each), at least one."""
-    if (isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable)
-            or (isinstance(values, np.ndarray) and values.ndim != 1)):
+    if (isinstance(values, (str, bytes, dict, set, frozenset)) or not isinstance(values, Iterable)
+            or getattr(values, "ndim", 1) != 1):  # a set has no order; a DataFrame's (ndim 2) are its column names
         raise InputError(f"{_shown(values)} is not a list of GPU counts", where=name,
                          allowed="a list, tuple or 1-d array of GPU counts, e.g. [128, 256, 512]")
     out = [_count(v, name) for v in values]
@@ -162,7 +220,7 @@ def cluster_spec(cluster: Any) -> ClusterSpec:
     if isinstance(cluster, (str, os.PathLike)):
         return load_cluster(cluster if isinstance(cluster, str) else Path(cluster))
     if isinstance(cluster, dict):
-        return validate(ClusterSpec, _extended("cluster", _plain(cluster), "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
+        return validate(ClusterSpec, _extended("cluster", _plain(cluster, "cluster"), "cluster"), prefix=["cluster"])  # type: ignore[no-any-return]
     raise InputError(f"cannot make a cluster from a {type(cluster).__name__}", where="cluster",
                      allowed="a built-in name, a YAML path, a dict of cluster fields or a ClusterSpec")
 
@@ -172,7 +230,7 @@ def workload_spec(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
         return load_workload(model if isinstance(model, str) else Path(model))
     if isinstance(model, dict):
-        return validate(Workload, _extended("workload", _plain(model), "model"), prefix=["model"])
+        return validate(Workload, _extended("workload", _plain(model, "model"), "model"), prefix=["model"])
     if hasattr(model, "kind") and hasattr(model, "model_dump"):
         return model
     raise InputError(f"cannot make a workload from a {type(model).__name__}", where="model",
@@ -208,7 +266,7 @@ def _spec(model: Any, value: Any, extra: dict[str, Any], name: str) -> Any:
     else:
         raise InputError(f"cannot make a {name} spec from a {type(value).__name__}", where=name,
                          allowed=f"a dict of {name} fields or a {model.__name__}")
-    return validate(model, _plain({**base, **extra}), prefix=[name])
+    return validate(model, _plain({**base, **extra}, name), prefix=[name])
 
 
 def training_spec(training: Any = None, **fields: Any) -> TrainingSpec:
@@ -237,6 +295,7 @@ def predict(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 102
 
     gpus = _count(gpus, "gpus")
     straggler_cv, kappa = _real(straggler_cv, "straggler_cv"), _real(kappa, "kappa")
+    _check_echo(inputs)
     check_kappa(kappa, "kappa")  # --staleness-kappa's range: 2**80 ran here
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     cl.require_gpus(gpus, "gpus")
@@ -267,9 +326,37 @@ def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, 
     if st_fields:
         raise InputError(f"plan searches the strategy; {sorted(st_fields)[0]!r} cannot be fixed here",
                          where="keyword arguments", allowed="TrainingSpec fields, or constraints={'tp': 8}")
+    modes = tuple(_names(sync_modes, "sync_modes", "('bsp', 'ssp:3')"))
+    if not modes:  # () was refused as "--constraint sync: the sync constraint leaves none of the searched modes ()"
+        raise InputError("no sync modes", where="sync_modes", allowed="at least one sync mode, e.g. ('bsp',)")
+    cons = normalize_constraints(constraints, where="constraints")
     return explained(run_plan(cluster_spec(cluster), workload_spec(model), gpus, training_spec(training, **tr_fields),
-                         objective=objective, top=top, constraints=constraints, sync_modes=sync_modes,
-                         straggler_cv=straggler_cv))
+                         objective=objective, top=top, constraints=cons, sync_modes=modes, straggler_cv=straggler_cv,
+                         echo={"constraints": _constraints_said(constraints)}))
+
+
+def _names(values: Any, name: str, example: str) -> list[Any]:
+    """A list-of-names argument (plan's ``sync_modes``, calibrate_runs' ``factors``): a string as the command line's
+    comma-separated list ('bsp' was searched as the modes 'b', 's', 'p': "unknown sync strategy 'b'"; factors
+    'compute' as "unknown factor 'c'"), NumPy strings as str; a number raised TypeError ("'int' object is not
+    iterable")."""
+    if isinstance(values, str):
+        return [v for v in values.split(",") if v.strip()]
+    if isinstance(values, (bytes, dict, set, frozenset)) or not isinstance(values, Iterable):
+        raise InputError(f"{_shown(values)} is not a list of names", where=name,
+                         allowed=f"a list or tuple of names, e.g. {example}, or one comma-separated string")
+    return [_scalar(v) for v in values]
+
+
+def _constraints_said(constraints: Any) -> list[str]:
+    """A constraint dict as the KEY OP VALUE strings the payload echoes (``inputs.constraints`` was [] for every
+    dict, so a plan that no split met was explained as asked under "no constraints")."""
+    said = []
+    for key, spec in (constraints or {}).items():
+        pairs = spec if isinstance(spec, list) else [spec] if (
+            isinstance(spec, tuple) and len(spec) == 2 and spec[0] in OPS) else [("=", spec)]
+        said += [f"{key}{p[0]}{_plain(p[1])}" for p in pairs]
+    return said
 
 
 @_named_as_arguments
@@ -278,7 +365,7 @@ def scale(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: list[int] |
           straggler_cv: float | None = None, **fields: Any) -> Any:
     """A weak or strong scaling sweep with the lost efficiency attributed to its causes (as `scalemodel scale`)."""
 
-    gpus, straggler_cv = _counts(gpus), _real(straggler_cv, "straggler_cv")
+    gpus, straggler_cv, best = _counts(gpus), _real(straggler_cv, "straggler_cv"), _flag(best, "best")
     cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
     cl.require_gpus(max(gpus), "gpus")
     return run_scale(cl, wl, tr, st, list(gpus), mode, best=best, straggler_cv=straggler_cv,
@@ -305,32 +392,52 @@ def collective(cluster: Any = "dgx-h100", op: str = "allreduce", size: float | s
 
     nbytes = in_range(parse_quantity(size, "bytes", where="size") if isinstance(size, str)
                       else _real(size, "size", False), "bytes", "size")  # 2**80 bytes ran, --size refuses it
+    op = _name(op, "op", "a collective: allreduce, reducescatter, allgather, alltoall, broadcast, reduce, sendrecv")
+    algo = _name(algo, "algo", "ring, tree, rhd, rd, direct, hierarchical or auto")
     return run_collective(cluster_spec(cluster), op, [nbytes], _count(gpus, "gpus", "ranks"), algo=algo,
                           stride=_count(stride, "stride"), dtype_bytes=_count(dtype_bytes, "dtype_bytes", "bytes"))
 
 
+@_located({**_ARGUMENTS, "--ranks": "ranks", "--tier": "tier", "--algo": "algorithm", "--tolerance": "tolerance"})
 def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ranks: int | None = None,
                   tier: str | None = None, algorithm: str = "ring", op: str | None = None,
                   tolerance: float | None = None) -> Any:
     """Fit a tier to an nccl-tests log (as `scalemodel calibrate`): ``result.fit`` has the values and 95 %
     intervals, ``result.problems`` why the fit should not be trusted (empty when accepted)."""
 
-    parsed = read_nccl_tests(Path(log), op=collective_op(op))
-    return run_calibrate(parsed, cluster_spec(cluster), source=os.fspath(log), ranks=ranks, tier=tier,
+    # ranks=0 / -1 / True were "not given" ("cannot tell how many ranks the log used"), '8', tolerance='0.1' and
+    # op=5 raised TypeError / AttributeError, np.array([8]) "only 0-dimensional arrays can be converted"
+    ranks = None if ranks is None else _count(ranks, "ranks", "ranks")
+    tolerance = _real(tolerance, "tolerance")
+    op = None if op is None else _name(op, "op", "a collective: allreduce, reducescatter, allgather, alltoall, "
+                                                 "broadcast, reduce, sendrecv")
+    tier = None if tier is None else _name(tier, "tier", "the name of one of the cluster's network tiers")
+    algorithm = _name(algorithm, "algorithm", "ring, tree, rhd, rd, direct, hierarchical or auto")
+    path = _path(log, "log", "an nccl-tests log")
+    parsed = read_nccl_tests(path, op=collective_op(op))
+    check_ranks(ranks, parsed)
+    return run_calibrate(parsed, cluster_spec(cluster), source=os.fspath(path), ranks=ranks, tier=tier,
                          algorithm=algorithm, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
 
 
+@_located({"--factors": "factors"})
 def calibrate_runs(runs_file: str | os.PathLike[str], *, factors: list[str] | None = None) -> RunsFit:
     """Fit compute, per-tier bandwidth, overlap efficiency and per-step overhead to measured runs (as
     `scalemodel calibrate runs`): ``result.factors`` (values, 95 % intervals, ``determined``), ``result.runs``
     (residuals), ``result.warnings``."""
-    return fit_runs(read_runs(Path(runs_file)), source=os.fspath(runs_file), only=factors)
+    only = None if factors is None else _names(factors, "factors", "['compute', 'overhead_s']")
+    path = _path(runs_file, "runs_file", "a runs file (YAML or CSV)")
+    return fit_runs(read_runs(path), source=os.fspath(path), only=only)
 
 
+@_located({"--workers": "workers", "--scheduler": "scheduler"})
 def study(sweep_file: str | os.PathLike[str], *, workers: int | None = None, scheduler: str | None = None
           ) -> GridResult:
     """Run a sweep file (as `scalemodel sweep`): ``result.rows`` is the tidy table, one dict per point;
     ``result.warnings`` what pricing the points raised, once each, after the first point that raised it."""
-    spec, models, clusters = load_sweep(Path(sweep_file))
+    path = _path(sweep_file, "sweep_file", "a sweep file")
+    # workers=1.5 / nan / True ran (as 1 process), '2' raised TypeError ("'<' not supported between 'str' and 'int'")
+    workers = None if workers is None else _count(workers, "workers", "processes")
+    spec, models, clusters = load_sweep(path)
     return run_grid(spec, models, clusters, workers=workers, scheduler=scheduler,
-                    inputs={"file": os.fspath(sweep_file), "name": spec.name})
+                    inputs={"file": os.fspath(path), "name": spec.name})

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from scalemodel.commands.args import Command, arg, integer, number, opt, switch
 from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int
-from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op, overlay_yaml
+from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
 from scalemodel.engine.calibrate_runs import fit_runs, scale_change, scale_target
 from scalemodel.engine.calibrate_runs import overlay_yaml as runs_overlay_yaml
@@ -57,15 +57,11 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
         raise InputError("missing --cluster", where="calibrate nccl-tests",
                          allowed="--cluster NAME or a cluster YAML")
     positive_int(ranks, "--ranks")
-    if ranks == 1:  # was taken for "not given" and answered "cannot tell how many ranks the log used; pass --ranks"
-        raise InputError("a collective needs at least 2 ranks, got 1", where="--ranks",
-                         allowed="the number of ranks in the log (2 or more)")
+    check_ranks(ranks)
     if out is not None:
         check_output_path(out, "--out", OVERLAY_SUFFIXES)  # before the work; write_file checks again, inputs included
     log = read_nccl_tests(log_path, op=collective_op(op))
-    if ranks is not None and log.ranks is not None and ranks != log.ranks:  # --ranks is for a log that does not say
-        raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
-                         allowed=f"{log.ranks}, or leave --ranks out (it is for a log that does not list its ranks)")
+    check_ranks(ranks, log)
     spec = load_cluster_with(cluster, sets, "calibrate nccl-tests")
     result = run(log, spec, source=str(Path(log_path)), ranks=ranks, tier=tier, algorithm=algo,
                  out=str(out) if out else None, sets=sets, tolerance=tolerance)

@@ -215,7 +215,9 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                          allowed="set training.train_tokens (e.g. 300B) in the scenario, "
                                  "or --set training.train_tokens=300B")
     if "max_cost_usd" in active and price <= 0:
-        raise InputError(f"the cluster {scenario.cluster.name!r} has no price_per_gpu_hour, so cost cannot be computed",
+        # a price of 0 (--set cluster.price_per_gpu_hour=0) was reported as "has no price_per_gpu_hour"
+        has = "no price_per_gpu_hour" if scenario.cluster.price_per_gpu_hour is None else "a price_per_gpu_hour of 0"
+        raise InputError(f"the cluster {scenario.cluster.name!r} has {has}, so cost cannot be computed",
                          where=f"{where}.max_cost_usd",
                          allowed="set cluster.price_per_gpu_hour (e.g. cluster: {extends: dgx-h100, "
                                  "price_per_gpu_hour: 2.5 USD/h}) or --set cluster.price_per_gpu_hour=2.5USD/h")

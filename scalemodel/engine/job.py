@@ -319,9 +319,11 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         other = "fp16" if precision == "bf16" else "bf16"
         # "the format its spec rates", not "the format it runs": Volta and TPUs have no bf16 / fp16 arithmetic, but
         # Gaudi 3 runs fp16 too (its spec here, like Intel's table, rates bf16 and fp8 only)
+        # a measured-runs file (fields written flat) has no --precision: it was told "give --precision fp16 (precision)"
+        name = notices.field_name("training.precision")
+        give = f"{name}: {other}" if name == "precision" else f"--precision {other} ({name})"
         notices.warn(f"{acc.name} has no {precision} peak (its 16-bit peak is {other}): priced at the {other} peak; "
-                     f"give --precision {other} ({notices.field_name('training.precision')}), the 16-bit format its "
-                     "spec rates")
+                     f"give {give}, the 16-bit format its spec rates")
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None

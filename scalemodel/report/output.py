@@ -244,7 +244,12 @@ def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple
     text = os.fspath(path)
     shown = text if len(text) <= 200 else text[:200] + "..."
     if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
-        raise InputError(f"{shown!r} names a folder, not a file", where=option, allowed="a file path, e.g. out.yaml")
+        # the example was out.yaml for every option: `sweep -o o.csv/` was offered a YAML name
+        name = Path(text.rstrip("/" + os.sep)).name
+        example = (f"{name} (without the trailing /)" if Path(name).suffix and text.endswith(("/", os.sep))
+                   else f"out{suffixes[0]}" if suffixes else "")
+        raise InputError(f"{shown!r} names a folder, not a file", where=option,
+                         allowed="a file path" + (f", e.g. {example}" if example else ""))
     p = Path(text)
     _refuse_foreign_link(p, shown, option)
     try:

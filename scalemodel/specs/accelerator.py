@@ -133,11 +133,20 @@ class AcceleratorSpec(Sourced, kw_only=True):
         if self.memory_reserved is not None and self.memory_reserved >= self.memory:
             raise field_error("memory_reserved", f"{self.memory_reserved:.0f} B is not less than memory "
                               f"{self.memory:.0f} B", "a slice of memory, less than memory (e.g. 454 MiB)")
+        if self.collective_units and not self.compute_units:
+            # fuzz23: collective_units 8 on a TPU (no compute_units) priced nothing and said nothing: the share a
+            # collective occupies is collective_units / compute_units
+            raise field_error("collective_units", f"{self.collective_units} without compute_units: the share of the "
+                              "chip a collective occupies is collective_units / compute_units",
+                              "compute_units (the chip's SMs / CUs) too, or collective_units 0 or null",
+                              also="compute_units")
         if self.compute_units and self.collective_units and self.collective_units > self.compute_units:
             # 500 of 132 SMs was priced as every SM busy (the share is clamped at 1) without a word
+            # also: `--set cluster.accelerator.compute_units=1` was refused at the built-in file's collective_units
             raise field_error("collective_units", f"{self.collective_units} is more than the chip's compute_units "
                               f"{self.compute_units}", f"0 to {self.compute_units} (a collective's CTAs run on the "
-                                                       "chip's own compute units)")
+                              f"chip's own compute units), or compute_units of at least {self.collective_units}",
+                              also="compute_units")
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""

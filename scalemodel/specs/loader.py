@@ -162,6 +162,13 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
             p = relative_to / p
         if os.path.isdir(p):
             return _config_in_folder(p, ref)
+    p = files.expand_user(ref)
+    if relative_to is not None and not p.is_absolute():
+        p = relative_to / p
+    if files.exists(p) and len(ref) <= 200:  # `-m w.svg` beside a YAML file w.svg: "unknown built-in workload"
+        raise InputError(f"{ref!r} is a file, but read as a built-in {kind} name: a spec file's name ends in .yaml, "
+                         ".yml or .json, or holds a /", where=kind, allowed=f"./{ref} to read it as a {kind} file, "
+                                                                            "or a name ending in .yaml")
     names = builtin_names(kind)
     import difflib  # error path only: a query never loads difflib
     near = difflib.get_close_matches(ref[:100], names, n=3, cutoff=0.4)

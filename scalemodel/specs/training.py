@@ -236,8 +236,8 @@ class TrainingSpec(Spec, kw_only=True):
 
     def _check(self) -> None:
         if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
-            raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r}); "
-                              "leave it out for 16- and 32-bit runs")
+            raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r})",
+                              _not_fp8(self.precision), also="precision")
         if self.bf16_layers and Precision.parse(self.precision) not in (Precision.FP8, Precision.FP4):
             raise field_error("bf16_layers", f"{self.bf16_layers} needs precision fp8 or fp4 (got "
                               f"{self.precision!r}): every layer of a 16- or 32-bit run is in that precision",
@@ -249,8 +249,8 @@ class TrainingSpec(Spec, kw_only=True):
                               f"{self.precision!r}): every module of a 16- or 32-bit run is in that precision",
                               "leave module_precision out, or precision fp8 / fp4")
         if self.fp8_attention and Precision.parse(self.precision) != Precision.FP8:
-            raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r}); "
-                              "leave it out for 16- and 32-bit runs")
+            raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r})",
+                              _not_fp8(self.precision), also="precision")
         if self.fp8_recipe in ROWWISE_FP8_RECIPES and (named or self.fp8_attention):
             what = "module_precision" if named else "fp8_attention"
             raise field_error(what, f"{what} is Transformer Engine's, but fp8_recipe {self.fp8_recipe} is torchao's "
@@ -826,6 +826,13 @@ def trainer_what_if_refusal(trainer: str, zero: int | None, dp_comm: Any, sync: 
     return None
 
 
+def _not_fp8(precision: str) -> str:
+    """What an fp8-only training field allows in a run of another precision: an fp4 run was told to "leave it out
+    for 16- and 32-bit runs" (fuzz23), which it is not."""
+    fp4 = Precision.parse(precision) == Precision.FP4
+    return "precision fp8, or leave it out" + (" (an fp4 run is NVFP4: no fp8 recipe or FP8 attention)" if fp4 else "")
+
+
 def low_precision_recipe(training: Any, acc: Any) -> str:
     """The Transformer Engine scaling recipe of a low-precision run ("" for 16- and 32-bit runs): an fp8 run's
     training.fp8_recipe, else Megatron-Core's default 'delayed' (TransformerConfig.fp8_recipe); an fp4 run's
@@ -838,8 +845,11 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
             own = "fp4" in (getattr(acc, "peak_flops", None) or {})
             note = (f" (its fp4 peak is its own FP4 format, e.g. MXFP4 on CDNA4, not NVFP4; no FP4 training recipe "
                     f"is priced for {acc.family})") if own else ""
+            # an A100 / V100 (no fp8 peak) was offered "bf16, fp16 or fp8", and --precision fp8 is refused there
+            fp8 = "fp8" in (getattr(acc, "peak_flops", None) or {})
             raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}{note}",
-                             where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
+                             where="training.precision",
+                             allowed=f"{'bf16, fp16 or fp8' if fp8 else 'bf16 or fp16'} on this accelerator")
         return "nvfp4"
     if Precision.parse(training.precision) != Precision.FP8:
         return ""

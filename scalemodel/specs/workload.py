@@ -174,6 +174,12 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             raise field_error("head_dim", f"{self.head_dim} with mla, whose query/key head width is "
                               f"mla.qk_nope_head_dim + mla.qk_rope_head_dim = {qk} (values: mla.v_head_dim)",
                               f"leave head_dim out with mla (or {qk}); the MLA widths are set under mla")
+        if self.position_embeddings:
+            # fuzz23: learned positions with mla priced a learned position table and no RoPE (eager_rope was "not
+            # priced: it needs rotary position embeddings"), while mla.qk_rope_head_dim is the rotary key's width
+            raise field_error("position_embeddings", f"{self.position_embeddings} learned positions with mla, whose "
+                              f"keys carry rotary embeddings (mla.qk_rope_head_dim = {mla.qk_rope_head_dim})",
+                              "leave position_embeddings out (0) with mla", also="mla")
 
     def _check_hybrid(self, hy: "HybridSpec") -> None:
         # each refusal names its field (was "(top level): hybrid.mamba: ...", at the file's first line)
