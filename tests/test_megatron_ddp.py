@@ -236,7 +236,9 @@ def test_tree_choice_prices_zero1_like_ring_on_a_multi_node_group(h100) -> None:
     assert times["tree"] == pytest.approx(times["ring"], rel=1e-12)
     group = _groups(job, g).data.sharding.dense
     as_allreduce = float(coll.group_time("allreduce", np.asarray(P * 3.0), group, algorithm="tree")[()])
-    assert as_allreduce < 0.8 * times["tree"]  # 2.01 ms against 2.66 ms on this cluster
+    # 2.47 ms against 2.66 ms on this cluster since NCCL's per-channel tree caps (docs/model.md#nccl-tree-caps;
+    # 2.01 ms before them): still the faster answer a tree choice would wrongly give ZeRO 1
+    assert as_allreduce < 0.95 * times["tree"]
 
 
 # --- the validation rule -------------------------------------------------------------------------------------
