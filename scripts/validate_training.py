@@ -147,7 +147,7 @@ Two case files (issue 5 and issue 13):
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
       keeps align_param_gather true: docs/model.md#interleaved-dp-sync). NeMo 2's callback sets the data-parallel
       overlap and that bucket only at data-parallel size > 1 without CP: a row at dp 1 (:data:`NEMO2_DP1_NO_DP_OVERLAP`:
-      dgxc2504's 30-layer proxy) -> overlap and overlap_param_gather false, Megatron-Core's own bucket. Primus
+      dgxc2504's 30-layer proxy) -> overlap and overlap_param_gather false, one bucket per buffer. Primus
       (tprimat26's MI300X rows, :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with
       gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an
       fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
@@ -1093,7 +1093,9 @@ BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2
 #: / v2.2.1; AppState.data_parallel_size = parallel_state.get_data_parallel_world_size(), without CP,
 #: nemo/lightning/_strategy_lib.py L143). A row with dp 1 then reduces its gradients over the context-parallel group
 #: after the last backward, and gathers its parameters after the optimizer step (strategy overlap false,
-#: overlap_param_gather false, Megatron-Core's own bucket). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
+#: overlap_param_gather false; one bucket per buffer: with overlap_grad_reduce off Megatron-Core sets bucket_size None,
+#: distributed_data_parallel.py L59-61 at f62eb5b5c2 / 791b70e031, as dp_comm._bucket_bytes prices a Megatron DDP
+#: without overlap). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
 #: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
 NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:

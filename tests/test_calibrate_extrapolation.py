@@ -95,8 +95,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # shrinks and the table is no longer a "model grows with GPUs" series (it was 16/256/512)
         "dgxc2505_gb200_dsv3_bf16 (128/256/512)": ("same model", [128, 256, 512]),
         "dgxc2505_h100_dsv3_bf16 (512/1024)": ("same model", [512, 1024]),
-        # dgxc2504_23: the v25.04 H100 llama3.1 tables (dgxc2504): the 70B FP8 and full 405B columns are same-model series;
-        # the 405B table's 8 / 30 / 62-layer proxies on 32 / 64 / 128 GPUs and its full model on 1024 / 2048 grow with GPUs
+        # dgxc2504_23: the v25.04 H100 llama3.1 tables (dgxc2504): the 70B FP8 and full 405B columns are same-model
+        # series; the 405B table's 8 / 30 / 62-layer proxies on 32 / 64 / 128 GPUs and its full model on 1024 / 2048
+        # grow with GPUs
         "dgxc2504_h100_llama31_70b_fp8 (64/128/256/512/1024/2048)": ("same model", [64, 128, 256, 512, 1024, 2048]),
         "dgxc2504_h100_llama31_405b_bf16 (1024/2048)": ("same model", [1024, 2048]),
         "dgxc2504_h100_llama31_405b_fp8 (1024/2048)": ("same model", [1024, 2048]),

@@ -324,7 +324,8 @@ class ClusterSpec(Sourced, kw_only=True):
             if t.full_mesh and (i > 0 or t.topology != "mesh" or t.span < 2 or t.in_network_reduction):
                 raise ValueError(f"tiers[{i}] ({t.name!r}) full_mesh needs the innermost tier (tiers[0]), topology "
                                  f"mesh, span >= 2 and no in_network_reduction (here: topology {t.topology!r}, span "
-                                 f"{t.span}); a full mesh of direct links between the GPUs of one node")
+                                 f"{t.span}, in_network_reduction {t.in_network_reduction}); a full mesh of direct "
+                                 f"links between the GPUs of one node")
         for i, t in enumerate(tiers):
             if t.torus_dims is None:
                 continue
