@@ -1,0 +1,65 @@
+"""Small all-reduces inside one Hopper NVLink node (docs/model.md#hopper-small-allreduce, smallar23).
+
+NCCL's Ring / Tree LL all-reduce over p ranks of one node costs baseLat + 2(p-1) hops (NVIDIA/nccl v2.30.7,
+5067397, src/graph/tuning.cc: baseLatencies Ring LL 6.6 us, Tree LL 6.8 us). The model reads the hop from the
+cluster's NVLink tier (2 us on every Hopper cluster). Values here are worked by hand from that formula and from
+the published 4x H100 points recorded in hardware/measurements/nccl.yaml (held out: nothing is fitted to them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import load_yaml
+
+from scalemodel.cost import collectives as C
+from scalemodel.engine.job import build_network
+from scalemodel.specs import load_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {c["id"]: c for c in load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")}
+HOP_US = 2.0           # the Hopper clusters' NVLink tier latency
+RING_LL_BASE_US = 6.6  # NCCL baseLatencies Ring LL
+TREE_LL_BASE_US = 6.8  # NCCL baseLatencies Tree LL
+HOPPER_NVLINK_CLUSTERS = ("dgx-h100", "hgx-h200", "h800-8", "aws-p5", "gcp-a3-high")
+
+
+def _t_us(cluster: str, size: float, p: int, algo: str) -> float:
+    net = build_network(load_cluster(cluster, []))
+    return float(C.collective_time("allreduce", size, p, net, algorithm=algo, family="nccl")) * 1e6
+
+
+@pytest.mark.parametrize("cluster", ["dgx-h100", "hgx-h200"])
+@pytest.mark.parametrize(("algo", "base"), [("ring", RING_LL_BASE_US), ("tree", TREE_LL_BASE_US)])
+def test_8_byte_allreduce_over_8_hopper_gpus_is_14_hops(cluster: str, algo: str, base: float) -> None:
+    # 6.6 + 14 x 2 = 34.6 us (Ring), 6.8 + 28 = 34.8 us (Tree: the tree inside a node is a chain, the same
+    # 2(p-1) hops); 8 bytes add about 0.01 us of bandwidth time.
+    assert _t_us(cluster, 8, 8, algo) == pytest.approx(base + 14 * HOP_US, abs=0.05)
+
+
+def test_auto_takes_nvls_on_8_h100() -> None:
+    # NVLS's latency is NCCL's hwLatencies NVLINK NVLS Simple, 25 us, under the Ring LL line's 34.6 us.
+    assert _t_us("dgx-h100", 8, 8, "auto") == pytest.approx(25.0, abs=0.05)
+
+
+def test_4_rank_ring_lies_between_the_published_eager_and_graph_points() -> None:
+    # 6.6 + 6 x 2 = 18.6 us, between the CUDA-graph run (16.08 us at 8 B) and the eager one (23.30 us), both one
+    # process driving 4 H100 (nccl-tests -g 4, NCCL 2.29.2, auto: Ring/Tree LL).
+    eager = CASES["wh8_h100_4gpu_allreduce_latency"]["measured"]["latency_us"]
+    graph = CASES["wh8_h100_4gpu_allreduce_latency_graph"]["measured"]["latency_us"]
+    assert (graph, eager) == (16.08, 23.3)
+    t = _t_us("dgx-h100", 8, 4, "ring")
+    assert t == pytest.approx(RING_LL_BASE_US + 6 * HOP_US, abs=0.05)
+    assert graph < t < eager
+
+
+@pytest.mark.parametrize("cluster", HOPPER_NVLINK_CLUSTERS)
+def test_every_hopper_nvlink_hop_is_inside_the_published_bracket(cluster: str) -> None:
+    # The hop each 4x H100 point implies: (16.08 - 6.6) / 6 = 1.58 us (CUDA graphs), (23.30 - 6.6) / 6 = 2.78 us
+    # (eager); NCCL's own absolute 0.6 us lies under both.
+    lo = (16.08 - RING_LL_BASE_US) / 6
+    hi = (23.30 - RING_LL_BASE_US) / 6
+    assert (round(lo, 2), round(hi, 2)) == (1.58, 2.78)
+    hop = load_cluster(cluster, []).tiers[0].latency * 1e6
+    assert lo < hop < hi
