@@ -324,11 +324,11 @@ class ClusterSpec(Sourced, kw_only=True):
             if n is None:
                 continue
             if i == 0:
-                raise field_error("tiers.0.nics_per_node", f"{n} on the innermost tier ({t.name!r}), whose GPUs "
+                raise field_error("tiers", f"tiers[0] ({t.name!r}) nics_per_node {n}: the innermost tier's GPUs "
                                   "reach each other without a NIC", "leave it out there, or give it on a network tier")
             if g % n and n % g:
-                raise field_error(f"tiers.{i}.nics_per_node", f"{n} NICs for {g} GPUs a node: neither a whole "
-                                  "number of GPUs a NIC nor of NICs a GPU", f"a divisor or a multiple of "
+                raise field_error("tiers", f"tiers[{i}] ({t.name!r}) nics_per_node {n} for {g} GPUs a node: neither "
+                                  "a whole number of GPUs a NIC nor of NICs a GPU", f"a divisor or a multiple of "
                                   f"gpus_per_node ({g})")
 
     @staticmethod
