@@ -46,9 +46,9 @@ CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "ma
               "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner", "host_cpu"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
-               "topology", "protocol", "sources", "torus_dims", "net_overhead", "full_mesh"}
+               "topology", "protocol", "sources", "torus_dims", "net_overhead", "full_mesh", "nics_per_node"}
 TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims",
-                "net_overhead", "full_mesh")
+                "net_overhead", "full_mesh", "nics_per_node")
 
 ACC_FILES = sorted(ACC_DIR.glob("*.yaml"))
 CLU_FILES = sorted(CLU_DIR.glob("*.yaml"))

@@ -107,9 +107,10 @@ LL_CAP_HOST = "intel"
 #: not read, TPUs run no NCCL: the LL cap is applied on these alone.
 NCCL_GPU_FAMILIES = frozenset({"pascal", "volta", "ampere", "hopper", "blackwell"})
 #: Tree all-reduce bandwidth factors (tuning.cc): x0.92 for every protocol, then LL /3.8 and LL128
-#: x7/9 on one node, x120/128 across nodes. The "pure TREE pattern" x0.85 depends on NCCL's topology
-#: search and is not applied.
+#: x7/9 on one node, x120/128 across nodes; x0.85 for a "pure TREE pattern" graph, which a group of one GPU a node
+#: always has (:func:`tree_pattern_factor`).
 TREE_AR_BW = 0.92
+TREE_PURE_PATTERN = 0.85
 TREE_LL_DIV = 3.8
 TREE_LL128_ONE_NODE = 7.0 / 9.0
 TREE_LL128_MULTI_NODE = 120.0 / 128.0
@@ -332,34 +333,61 @@ def tree_correction(proto: str, S: np.ndarray) -> np.ndarray:
 
 
 def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
-    """Channels of NCCL's search graph across nodes for the placed group (docs/model.md#nccl-tree-caps): each of
-    the group's ``c_0`` GPUs of a node has its own NIC of line rate ``b`` (the slowest per-GPU line rate of the outer
-    tiers the group spans), the search runs at ``s`` = the fastest per-channel speed of NCCL's list not above ``b``
-    (:data:`NCCL_INTER_SPEEDS`) and a NIC carries ``floor(b / s)`` channels of it, so ``nCh = min(32, c_0 max(1,
-    floor(b / s)))`` (search.cc:1157-1171, followPath), doubled as ncclTopoDupChannels does (:data:`DUP_MIN_SPEED`:
-    unless s < 25, or on Hopper / Blackwell s < 50 with nCh > 4; the Tree graph takes the Ring graph's count,
-    init.cc:1184-1185). E.g. 8 GPUs with a 400 Gb/s NIC each on Hopper: s = 48 GB/s, one channel a NIC, 8 channels, not
-    doubled; 1 GPU a node (a DP group under TP 8): 1 doubled to 2 (aws-ofi-nccl presents a p5 GPU's 4 EFA rails as one
-    400 Gb/s device:
-    aws/aws-ofi-nccl 2daf7d30 src/nccl_ofi_rdma.cpp:410-413 ``props->port_speed *= max_group_size``). ``nan`` where
-    the group spans no outer tier."""
+    """Channels of NCCL's search graph across nodes for the placed group (docs/model.md#nccl-tree-caps).
+
+    A node's NICs on the outer tiers the group spans run at ``b = bandwidth x gpus_per_nic`` (the per-GPU line rate
+    times the GPUs behind one NIC; the slowest such NIC where several tiers are spanned). The search runs at ``s`` =
+    the fastest per-channel speed of NCCL's list not above ``b`` (:data:`NCCL_INTER_SPEEDS`, search.cc:1157-1171) and
+    a NIC carries ``floor(b / s)`` channels of it (ncclTopoSearchRecNet skips a NIC whose ``net.bw`` left is under
+    ``s`` and takes ``s`` off it a channel, search.cc:739-750). The group's ``c_0`` GPUs of a node reach ``n = min(c_0
+    max(1, 1 / g), span_0 / g)`` NICs, ``g`` GPUs a NIC: each its own (or its ``1 / g``) where a GPU has a NIC, and
+    where ``g`` GPUs share one, one NIC a GPU up to the node's ``span_0 / g`` **[assumption: the group's GPUs of a node
+    sit behind different NICs, as a DP group under TP does in Megatron's rank order; a GPU's own PCIe link holds one
+    channel of the speed on the built-in shared-NIC nodes, so it cannot feed a second NIC]**. Then ``nCh = min(32,
+    n max(1, floor(b / s)))``, doubled as ncclTopoDupChannels does (:data:`DUP_MIN_SPEED`: unless s < 25, or on
+    Hopper / Blackwell s < 50 with nCh > 4; the Tree graph takes the Ring graph's count, init.cc:1184-1185). E.g. 8
+    GPUs with a 400 Gb/s NIC each on Hopper: s = 48 GB/s, one channel a NIC, 8 channels, not doubled; 1 GPU a node (a
+    DP group under TP 8): 1 doubled to 2 (aws-ofi-nccl presents a p5 GPU's 4 EFA rails as one 400 Gb/s device:
+    aws/aws-ofi-nccl 2daf7d30 src/nccl_ofi_rdma.cpp:410-413 ``props->port_speed *= max_group_size``); 8 A100 on 4
+    HDR NICs of 25 GB/s (2 GPUs a NIC): s = 24, 4 NICs x 1 = 4 channels, not doubled (24 < 25). ``nan`` where the
+    group spans no outer tier."""
     gen = pl.network.generation.lower()
     speeds = NCCL_INTER_SPEEDS["blackwell" if gen == "blackwell" else "hopper" if gen == "hopper" else "legacy"]
     b = np.full(pl.p.shape, np.inf)
+    g = np.ones(pl.p.shape)
     for i in range(1, pl.ntiers):
-        b = np.where(pl.level(i) > 1 + 1e-9, np.minimum(b, float(pl.bandwidth[i])), b)
+        gpn = float(pl.network.tiers[i].gpus_per_nic)
+        nic = float(pl.bandwidth[i]) * gpn
+        take = (pl.level(i) > 1 + 1e-9) & (nic < b)
+        b, g = np.where(take, nic, b), np.where(take, gpn, g)
     gbs = b / 1e9
     s = np.full(b.shape, speeds[-1])
     for v in reversed(speeds):  # slowest first: the last one not above b wins, i.e. the fastest not above b
         s = np.where(v <= gbs * (1 + 1e-9), v, s)
     with np.errstate(invalid="ignore"):
-        per_gpu = np.maximum(1.0, np.floor(gbs / s + 1e-9))
-    n = np.minimum(MAX_GRAPH_CHANNELS, pl.c[0] * per_gpu)
+        per_nic = np.maximum(1.0, np.floor(gbs / s + 1e-9))
+    nics = np.minimum(pl.c[0] * np.maximum(1.0, 1.0 / g), float(pl.spans[0]) / g)
+    n = np.minimum(MAX_GRAPH_CHANNELS, np.floor(nics + 1e-9) * per_nic)
     # ncclTopoDupChannels (search.cc:1036-1048): doubled unless bw < 25 GB/s, or, above compute capability 8.0,
     # unless bw < 50 GB/s with more than 4 channels; the Tree graph takes the Ring graph's count (init.cc:1184-1185)
     keep = (s < DUP_MIN_SPEED) | ((gen in ("hopper", "blackwell")) & (s < DUP_SM90_SPEED) & (n > DUP_SM90_CHANNELS))
     n = np.where(keep, n, np.minimum(MAX_GRAPH_CHANNELS, 2.0 * n))
     return np.where(np.isfinite(b), n, np.nan)
+
+
+def tree_pattern_factor(pl: Placement) -> np.ndarray:
+    """NCCL's x0.85 on the Tree all-reduce bus bandwidth of a "pure TREE pattern" graph (NVIDIA/nccl 5067397
+    src/graph/tuning.cc:336 ``if (a == NCCL_ALGO_TREE && comm->maxTreePattern == NCCL_TOPO_PATTERN_TREE) busBw *=
+    .85``, after the caps; since v2.18.3-1, the rank's own graph before v2.26.2-1). The Tree graph is searched as
+    BALANCED_TREE (src/init.cc:1183) and ncclTopoCompute makes it TREE wherever the communicator has one GPU on the node
+    (search.cc:1133 ``if (ngpus == 1 && graph->pattern != NCCL_TOPO_PATTERN_RING) graph->pattern =
+    NCCL_TOPO_PATTERN_TREE``); ``maxTreePattern`` is the largest over the ranks (init.cc:1447), and TREE (3) is the
+    largest a Tree graph takes. So :data:`TREE_PURE_PATTERN` where the group has one GPU a node across 2 or more nodes
+    (``c_0 = 1``) on the families NCCL runs, else 1. Hopper and Blackwell may also fall back to TREE from a larger
+    node ("Try a simpler tree", search.cc:1215-1219) when the search finds it better; that depends on the search and
+    is not applied."""
+    one = (pl.c[0] < 1.5) & (pl.domains(0) > 1.5) & (pl.network.generation.lower() in NCCL_GPU_FAMILIES)
+    return np.where(one, TREE_PURE_PATTERN, 1.0)
 
 
 def tree_channel_caps(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
@@ -396,7 +424,8 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied): ``b = min(0.92 busbw, C_tree)``,
     then ``busBw_LL = b / 3.8`` (capped at NCCL's llMaxBw, :func:`ll_max_busbw`: ``S / (0.5 llMaxBw corr)`` at
     least), ``busBw_LL128 = min(f b, C_LL128)`` with f = 7/9 on one node else 120/128, ``busBw_Simple = b``; the
-    per-channel caps ``C`` of :func:`tree_channel_caps` (inf on one node); corr from :func:`tree_correction`.
+    per-channel caps ``C`` of :func:`tree_channel_caps` (inf on one node); each then x0.85 for a group of one GPU a
+    node (:func:`tree_pattern_factor`); corr from :func:`tree_correction`.
     ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
     """
     hops = (pl.c[0] - 1.0) * pl.alpha[0]
@@ -411,12 +440,13 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
         bus = bus / TREE_LL_DIV
     elif proto == "ll128":
         bus = np.minimum(bus * np.where(nodes > 1.5, TREE_LL128_MULTI_NODE, TREE_LL128_ONE_NODE), cap_ll128)
+    pure = tree_pattern_factor(pl)  # busBw *= .85 for a pure TREE pattern (one GPU a node), after the caps
     corr = tree_correction(proto, S)
-    alg = TREE_ALGBW * bus * corr
+    alg = TREE_ALGBW * bus * pure * corr
     S_eff = channel_ramp_size(S, proto, channels, pl.p)
     t_bw = S_eff / alg
     if proto == "ll":  # busBw = min(busBw / 3.8, llMaxBw) on the whole message (ll_max_busbw: GPU row on one node)
-        t_bw = np.maximum(t_bw, S / (TREE_ALGBW * ll_max_busbw(pl) * corr))
+        t_bw = np.maximum(t_bw, S / (TREE_ALGBW * ll_max_busbw(pl) * pure * corr))
     return np.where(pl.p > 1, lat + t_bw + S * gamma, 0.0)
 
 

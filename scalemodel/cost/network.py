@@ -43,6 +43,10 @@ class Tier:
     # tiers NCCL's default for the cluster's host_cpu (scalemodel.cost.nccl.net_overhead_default: 1 us, 2 us on
     # AMD x86) unless the cluster states one
     net_overhead: float = 0.0
+    # GPUs of a node behind one NIC of this tier (a network tier; 0.5: two NICs a GPU), as NCCL's topology search sees
+    # them: gpus_per_node / the cluster's nics_per_node, 1 when it states none (nccl.nccl_graph_channels_inter,
+    # docs/model.md#nccl-tree-caps)
+    gpus_per_nic: float = 1.0
 
     @property
     def effective_bandwidth(self) -> float:

@@ -64,6 +64,12 @@ class TierSpec(Sourced, kw_only=True):
         "collective over g GPUs of a domain reaches (g - 1) / (span - 1) of it and a send to one peer one link "
         "(docs/model.md#full-mesh). Omitted: false (a hybrid cube mesh such as DGX-1's is priced as a switch)"))
     ] = False
+    nics_per_node: Annotated[Annotated[int, Meta(gt=0, le=MAX_GPUS)] | None, Meta(description=(
+        "network devices a node has on this (network) tier as NCCL's topology search sees them: one per NIC port "
+        "(aws-ofi-nccl's grouped EFA rails of one GPU count once). NCCL's search graph carries whole channels a NIC, "
+        "so NICs shared by several GPUs hold fewer channels across nodes than one NIC a GPU, and cap the Tree "
+        "all-reduce lower (docs/model.md#nccl-tree-caps); must divide gpus_per_node or be a multiple of it. "
+        "Omitted: one NIC a GPU"))] = None
     torus_dims: Annotated[Annotated[list[Annotated[int, Meta(ge=1, le=MAX_GPUS)]], Meta(min_length=1, max_length=6)]
                           | None, Meta(
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
@@ -296,6 +302,7 @@ class ClusterSpec(Sourced, kw_only=True):
             raise field_error("tiers", f"tiers[0] ({inner.name!r}) net_overhead {inner.net_overhead:g} s: the innermost"
                               " tier's ring steps never leave a node, and NCCL pays its net overhead only on rings"
                               " that cross a network tier", "leave it out there, or give it on an outer (network) tier")
+        self._check_nics()
         acc = self.accelerator
         if self.nccl_tuner == "aws-ofi-p5" and (str(getattr(acc, "family", "")) != "hopper"
                                                  or self.gpus_per_node != 8
@@ -307,6 +314,22 @@ class ClusterSpec(Sourced, kw_only=True):
                               f"accelerators a node ({getattr(acc, 'family', '?')}): aws-ofi-nccl loads its p5/p5e "
                               "regions only on p5.48xlarge / p5e.48xlarge instances (8 H100 or H200 GPUs)",
                               "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node")
+
+    def _check_nics(self) -> None:
+        """``nics_per_node`` only on a network tier (the innermost tier's GPUs reach each other without a NIC), and a
+        whole number of GPUs a NIC or of NICs a GPU (docs/model.md#nccl-tree-caps)."""
+        g = self.gpus_per_node
+        for i, t in enumerate(self.tiers):
+            n = t.nics_per_node
+            if n is None:
+                continue
+            if i == 0:
+                raise field_error("tiers", f"tiers[0] ({t.name!r}) nics_per_node {n}: the innermost tier's GPUs "
+                                  "reach each other without a NIC", "leave it out there, or give it on a network tier")
+            if g % n and n % g:
+                raise field_error("tiers", f"tiers[{i}] ({t.name!r}) nics_per_node {n} for {g} GPUs a node: neither "
+                                  "a whole number of GPUs a NIC nor of NICs a GPU", f"a divisor or a multiple of "
+                                  f"gpus_per_node ({g})")
 
     @staticmethod
     def _tiers_nest(tiers: list[TierSpec]) -> None:
