@@ -394,7 +394,7 @@ class LayerImpl(Choice):
     - ``llmfoundry``: llm-foundry's MPTBlock under PyTorch eager (LPLayerNorm, eager GELU, flash-attn on unpadded
       tokens whose gather/scatter copies strategy.attention_unpad prices).
     - ``torchtitan``: torchtitan's Llama TransformerBlock compiled per block by torch.compile (inductor fusions of
-      RMSNorm with the residual add, RoPE with repeat_kv, SwiGLU; SDPA; the output's contiguous copy).
+      RMSNorm with the residual add, RoPE with repeat_kv, SwiGLU; SDPA, whose output needs no copy).
     - ``xla``: a layer compiled by XLA (MaxText): the torchtitan fusions without the layout copies (XLA's layout
       assignment feeds the dots transposed operands), not read from an HLO dump.
     - ``nanotron``: Hugging Face nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430

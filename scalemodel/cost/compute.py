@@ -1429,7 +1429,10 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         fwd  attention_norm 2e x; h = x + attn fused with ffn_norm (reads x and attn, writes h and its norm) 4e x;
              out = h + ffn 3e x; RoPE (complex multiply) fused with repeat_kv: e (2Q + K + K_r), K_r = a d / t with
              GQA, else K (without RoPE only the repeat: GQA e (K + K_r)); repeat_kv of V with GQA e (V + V_r);
-             output.transpose(1, 2).contiguous() 2e O; SwiGLU 3e F (gelu 2e F)
+             SwiGLU 3e F (gelu 2e F); no output copy: SDPA's output is [b, s, a, d] in memory (flash and cuDNN
+             allocate it in the query's layout, torch/_meta_registrations.py meta__scaled_dot_product_flash_attention
+             ``empty_like(query)``, cudnn ``alloc_with_matching_layout``), so ``.transpose(1, 2).contiguous()`` is
+             a no-op clone inductor's remove_noop_ops drops (checked in inductor's output code, torch 2.13 CPU)
         bwd  ffn_norm: dx kernel reads the w1 and w3 gradients, h and the residual gradient, writes dh (5e x),
              dweight reduction reads the two gradients and h (3e x); attention_norm likewise with wq, wk, wv
              (6e x + 4e x): 18e x; RoPE / repeat backward as forward; SwiGLU 5e F (gelu 3e F)
@@ -1563,7 +1566,7 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
 
     def compiled() -> tuple[Any, Any]:  # torch.compile'd block (torchtitan)
         rot = one(rope) * e * (2 * q + k + k_rep) + one(~rope & gqa) * e * (k + k_rep) + one(gqa) * e * (v + v_rep)
-        return 9 * e * x + rot + 2 * e * o + ff, 18 * e * x + rot + np.where(gated, 5.0, 3.0) * e * f
+        return 9 * e * x + rot + ff, 18 * e * x + rot + np.where(gated, 5.0, 3.0) * e * f
 
     # torchtitan's RMSNorm / fms's LayerNormParameterized(use_high_precision_pow) as ATen ops: x.float() and
     # .type_as(x) move e + 4 B an element (no-ops in fp32), pow / mul 8, mean 4, the weight product 2e; backward the
