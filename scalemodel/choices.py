@@ -394,13 +394,21 @@ class LayerImpl(Choice):
     - ``llmfoundry``: llm-foundry's MPTBlock under PyTorch eager (LPLayerNorm, eager GELU, flash-attn on unpadded
       tokens whose gather/scatter copies strategy.attention_unpad prices).
     - ``torchtitan``: torchtitan's Llama TransformerBlock compiled per block by torch.compile (inductor fusions of
-      RMSNorm with the residual add, RoPE with repeat_kv, SwiGLU; SDPA; the output's contiguous copy).
+      RMSNorm with the residual add, RoPE with repeat_kv, SwiGLU; SDPA, whose output needs no copy).
     - ``xla``: a layer compiled by XLA (MaxText): the torchtitan fusions without the layout copies (XLA's layout
       assignment feeds the dots transposed operands), not read from an HLO dump.
     - ``nanotron``: Hugging Face nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430
       src/nanotron/models/llama.py: flash-attn's Triton RMSNorm and in-place rotary, the QKV and packed-KV layout
       copies, eager SiLU-gate, the transposed attention output; tensor_parallel/functional.py's linears with
       tp_linear_async_communication, the benchmark grid's setting).
+    - ``torchtitan_eager``: torchtitan's Llama TransformerBlock without torch.compile (norm_type rmsnorm: its RMSNorm
+      as ATen ops in fp32, the complex-multiply RoPE, repeat_kv's copies, eager residual adds and silu x up, autograd's
+      sums of the separate projections' input gradients; torchtitan@9dec370 / 1ea476e9f models/llama/model.py).
+    - ``torchtitan_eager_fused_rmsnorm``: the same with norm_type fused_rmsnorm (torchtitan's Triton RMSNorm,
+      models/norms.py TritonFusedRMSNorm).
+    - ``fms``: IBM foundation-model-stack's LLaMABlock under PyTorch eager (fms@f29e546d LayerNormParameterized RMS
+      norm in fp32, RotaryEmbedding's 2 x 2 rotation matrices product and sum, separate query / key / value and
+      w1 / wg linears, F.scaled_dot_product_attention).
     """
 
     MEGATRON_TE = 0, "megatron_te", "mcore", "megatron_core", "te"
@@ -410,10 +418,19 @@ class LayerImpl(Choice):
     TORCHTITAN = 4, "torchtitan", "titan", "inductor", "compiled"
     XLA = 5, "xla", "maxtext", "jax"
     NANOTRON = 6, "nanotron"
+    TORCHTITAN_EAGER = 7, "torchtitan_eager", "titan_eager"
+    TORCHTITAN_EAGER_FUSED_RMSNORM = 8, "torchtitan_eager_fused_rmsnorm", "titan_eager_fused_rmsnorm"
+    FMS = 9, "fms", "foundation_model_stack"
 
     @classmethod
     def noun(cls) -> str:
         return "layer implementation"
+
+
+#: The layer implementations that are torchtitan's (its framework defaults: expert TP 1, sequence parallelism on at
+#: tp > 1), compiled or not.
+TORCHTITAN_LAYERS = (int(LayerImpl.TORCHTITAN), int(LayerImpl.TORCHTITAN_EAGER),
+                     int(LayerImpl.TORCHTITAN_EAGER_FUSED_RMSNORM))
 
 
 class SyncKind(str, Enum):

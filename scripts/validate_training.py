@@ -171,7 +171,9 @@ Two case files (issue 5 and issue 13):
       docs/model.md#train-metric-sync); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
-      (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
+      (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25/titan2404 ->
+      torchtitan but the uncompiled rows (:data:`UNCOMPILED_TORCHTITAN_LAYER`: torchtitan_eager or, with the TOML's
+      norm_type fused_rmsnorm, torchtitan_eager_fused_rmsnorm), fms24 -> fms,
       maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
       flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other
       source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
@@ -1347,12 +1349,32 @@ def loss_impl(case: dict[str, Any]) -> str:
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
               "maxtext": "xla", "maxtext23": "xla", "mtv5e23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
-              "nanotron25": "nanotron", "fms24": "eager", "titan2404": "torchtitan"}
+              "nanotron25": "nanotron", "fms24": "fms", "titan2404": "torchtitan"}
+
+
+#: torchtitan rows run without torch.compile, by the norm_type their TOML sets (the compiled block is the source's
+#: LAYER_IMPL): titan2404 (docs/performance.md of 395a52627 / 1ea476e9f: compile not stated beside the tables, and
+#: every train_configs TOML at both commits sets ``compile = false``, config_manager.py ``--training.compile``
+#: store_true, default off): llama3_8b.toml / llama2_13b.toml L21 ``norm_type = "fused_rmsnorm"`` (models/norms.py
+#: TritonFusedRMSNorm), llama3_70b.toml / llama2_70b.toml L21 ``norm_type = "rmsnorm"`` (models/norms.py RMSNorm, ATen
+#: ops); titan24's 'FSDP' row ("no torch.compile, no Float8"), 9dec370 train_configs/llama3_8b.toml L21
+#: ``norm_type = "rmsnorm"``. The other titan24 rows, titan25 and tao25 name torch.compile (``--training.compile``).
+UNCOMPILED_TORCHTITAN_LAYER = {
+    "titan24_h100_llama31_8b_fsdp128_bf16": "torchtitan_eager",
+    "titan2404_a100_llama3_8b_fsdp64_sellayer": "torchtitan_eager_fused_rmsnorm",
+    "titan2404_a100_llama3_8b_fsdp64_selop": "torchtitan_eager_fused_rmsnorm",
+    "titan2404_a100_llama3_70b_fsdp64_full": "torchtitan_eager",
+    "titan2404_a100_llama2_13b_fsdp64_noac": "torchtitan_eager_fused_rmsnorm",
+    "titan2404_a100_llama2_13b_fsdp64_sellayer": "torchtitan_eager_fused_rmsnorm",
+    "titan2404_a100_llama2_13b_fsdp64_selop": "torchtitan_eager_fused_rmsnorm",
+    "titan2404_a100_llama2_70b_fsdp64_selop_lbs1": "torchtitan_eager",
+    "titan2404_a100_llama2_70b_fsdp64_full": "torchtitan_eager"}
 
 
 def layer_impl(case: dict[str, Any]) -> str:
-    """The case's strategy layer_impl (:data:`LAYER_IMPL`, else the strategy default megatron_te)."""
-    return LAYER_IMPL.get(families(case)["source"], "megatron_te")
+    """The case's strategy layer_impl (:data:`UNCOMPILED_TORCHTITAN_LAYER`, else :data:`LAYER_IMPL`, else the
+    strategy default megatron_te)."""
+    return UNCOMPILED_TORCHTITAN_LAYER.get(case.get("id", ""), LAYER_IMPL.get(families(case)["source"], "megatron_te"))
 
 
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:

@@ -91,9 +91,9 @@ def test_torchtitan_tomls() -> None:
     # selective_ac_option "op": torchtitan's op-level policy (was the Megatron core_attn default before titan_op);
     # compile = false at tp 1: the eager F.cross_entropy(pred.float())
     # FSDP is FSDP2's fully_shard: its copy-out / copy-in around the collectives (fsdp_per_param)
-    # torchtitan's TransformerBlock: layer_impl torchtitan (priced as compiled whether or not it is)
+    # torchtitan's TransformerBlock with compile = false: its eager ATen ops (layer_impl torchtitan_eager)
     assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "fsdp_per_param": True, "recompute": "selective",
-                           "recompute_modules": "titan_op", "loss_impl": "torch", "layer_impl": "torchtitan"}
+                           "recompute_modules": "titan_op", "loss_impl": "torch", "layer_impl": "torchtitan_eager"}
     sf = read("torchtitan_llama3_70b.toml")
     assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16",
                            "grad_bytes_per_param": 4.0}
@@ -101,8 +101,8 @@ def test_torchtitan_tomls() -> None:
     # tp 8: torchtitan's TP plan is sequence-parallel (parallelize_llama.py apply_tp @e7c0cae: SequenceParallel norms,
     # row-parallel outputs Shard(1)), so SP is on
     assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full",
-                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True, "layer_impl": "torchtitan",
-                           "sequence_parallel": True}
+                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True,
+                           "layer_impl": "torchtitan_eager", "sequence_parallel": True}  # no compile key: eager
     assert any("Interleaved1F1B" in u for u in sf.unused)
 
 
@@ -146,7 +146,7 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
       "--set", "strategy.fsdp_reshard_after_forward=false",  # torchtitan's default with PP
       "--set", "training.grad_bytes_per_param=4",  # its only FSDP reduce dtype, float32
       "--set", "strategy.fsdp_per_param=true",  # FSDP2's fully_shard
-      "--set", "strategy.layer_impl=torchtitan",  # torchtitan's TransformerBlock
+      "--set", "strategy.layer_impl=torchtitan_eager",  # torchtitan's TransformerBlock, not compiled
       "--sequence-parallel"]),  # torchtitan's TP plan is sequence-parallel
     ("llama3-70b", "256", "strategy.yaml",
      ["--tp", "8", "--pp", "4", "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule",
@@ -248,22 +248,34 @@ def test_torchtitan_reduce_dtype_sets_the_gradient_width(tmp_path: Path) -> None
     assert "grad_bytes_per_param" not in read_strategy_file(f).training
 
 
-@pytest.mark.parametrize(("text", "impl"), [
-    ("[training]\ncompile = true\n", "inductor"),  # torchtitan e7c0cae: build_cross_entropy_loss compiles it
-    ("[training]\ncompile = false\n", "torch"),
-    ("", "torch"),  # compile's default is false
-    ("[compile]\nenable = true\n", "inductor"),  # HEAD: CompileConfig.components default ["model", "loss"]
-    ('[compile]\nenable = true\ncomponents = ["model"]\n', "torch"),
-    ("[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\n", None),  # loss_parallel
+@pytest.mark.parametrize(("text", "impl", "layer"), [
+    ("[training]\ncompile = true\n", "inductor", "torchtitan"),  # e7c0cae: build_cross_entropy_loss compiles it
+    ("[training]\ncompile = false\n", "torch", "torchtitan_eager"),
+    ("", "torch", "torchtitan_eager"),  # compile's default is false
+    ("[compile]\nenable = true\n", "inductor", "torchtitan"),  # HEAD: CompileConfig.components ["model", "loss"]
+    ('[compile]\nenable = true\ncomponents = ["model"]\n', "torch", "torchtitan"),
+    ("[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\n", None, "torchtitan"),  # loss_parallel
     ("[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = true\n",
-     "inductor"),
+     "inductor", "torchtitan"),
 ])
-def test_torchtitan_loss_follows_compile(tmp_path: Path, text: str, impl: str | None) -> None:
+def test_torchtitan_loss_follows_compile(tmp_path: Path, text: str, impl: str | None, layer: str) -> None:
     f = tmp_path / "t.toml"
     f.write_text(text)
     sf = read_strategy_file(f)
     assert sf.strategy.get("loss_impl") == impl
-    assert sf.strategy["layer_impl"] == "torchtitan"  # torchtitan's block either way
+    assert sf.strategy["layer_impl"] == layer  # the block compiled with the model, else its eager ops
+
+
+@pytest.mark.parametrize(("text", "impl"), [
+    ("[model]\nnorm_type = \"fused_rmsnorm\"\n", "torchtitan_eager_fused_rmsnorm"),  # 1ea476e9f's Triton norm
+    ("[model]\nnorm_type = \"rmsnorm\"\n", "torchtitan_eager"),
+    ("[model]\nnorm_type = \"fused_rmsnorm\"\n[training]\ncompile = true\n", "torchtitan"),
+    ('[compile]\nenable = true\ncomponents = ["loss"]\n', "torchtitan_eager"),  # only the loss compiled
+])
+def test_torchtitan_layer_follows_compile_and_norm_type(tmp_path: Path, text: str, impl: str) -> None:
+    f = tmp_path / "t.toml"
+    f.write_text(text)
+    assert read_strategy_file(f).strategy["layer_impl"] == impl
 
 
 def test_torchtitan_bad_compile_switch(tmp_path: Path) -> None:

@@ -108,7 +108,8 @@ def test_torchtitan_llama3_8b_by_op_list() -> None:
            ("h = x + attn fused with ffn_norm: read x, attn; write h, norm", 4 * E * h),
            ("out = h + ffn", 3 * E * h),
            ("RoPE of xq: read, write", 2 * E * q), ("RoPE of xk fused with repeat_kv: read K, write K_r", E * (k + kr)),
-           ("repeat_kv of xv", E * (v + vr)), ("output.transpose(1, 2).contiguous()", 2 * E * o),
+           ("repeat_kv of xv", E * (v + vr)),
+           ("output.transpose(1, 2).contiguous(): SDPA wrote [b, s, a, d], a no-op clone", 0 * E * o),
            ("silu(w1 x) * w3 x", 3 * E * f)]
     bwd = [("ffn_norm dx: read dw1, dw3, h, residual grad; write dh", 5 * E * h),
            ("ffn_norm dweight: read dw1, dw3, h", 3 * E * h),

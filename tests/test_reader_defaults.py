@@ -117,7 +117,7 @@ def test_torchtitan_marks_the_defaults_it_fills(tmp_path: Path) -> None:
         "strategy.zero": "fsdp",  # data_parallel_shard_degree -1
         "training.grad_bytes_per_param": 4.0,  # mixed_precision_reduce float32
         "strategy.fsdp_per_param": True,  # fully_shard
-        "strategy.layer_impl": "torchtitan",
+        "strategy.layer_impl": "torchtitan_eager",  # compile false (default): the block's eager ops
         "strategy.recompute": "full",  # mode selective with option "2": every 2nd block, priced as full
         "strategy.sequence_parallel": True,  # enable_sequence_parallel True
         "strategy.fsdp_reshard_after_forward": False,  # "default" under PP: no reshard

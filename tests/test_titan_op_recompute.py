@@ -47,8 +47,8 @@ def _titan_fwd_bytes_per_token(eb: float, f: float, gated: bool) -> float:
     """torchtitan's compiled block forward (compute.layer_eltwise_bytes, layer_impl torchtitan), h 1024,
     Q = O = 8 x 128,
     K = V = 2 x 128, repeated to 1024: norms and residuals 9 eb h, RoPE fused with repeat_kv eb (2Q + K + K_rep),
-    repeat_kv of V eb (V + V_rep), the output's contiguous copy 2 eb O, SwiGLU 3 eb f (GELU 2 eb f)."""
-    return eb * (9 * 1024 + (2 * 1024 + 256 + 1024) + (256 + 1024) + 2 * 1024) + (3 if gated else 2) * eb * f
+    repeat_kv of V eb (V + V_rep), no output copy (SDPA wrote [b, s, a, d]), SwiGLU 3 eb f (GELU 2 eb f)."""
+    return eb * (9 * 1024 + (2 * 1024 + 256 + 1024) + (256 + 1024)) + (3 if gated else 2) * eb * f
 
 
 @pytest.mark.parametrize(("peak", "eb"), [(1000e12, 2.0), (2000e12, 1.0)], ids=["bf16", "fp8"])

@@ -1429,10 +1429,36 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         fwd  attention_norm 2e x; h = x + attn fused with ffn_norm (reads x and attn, writes h and its norm) 4e x;
              out = h + ffn 3e x; RoPE (complex multiply) fused with repeat_kv: e (2Q + K + K_r), K_r = a d / t with
              GQA, else K (without RoPE only the repeat: GQA e (K + K_r)); repeat_kv of V with GQA e (V + V_r);
-             output.transpose(1, 2).contiguous() 2e O; SwiGLU 3e F (gelu 2e F)
+             SwiGLU 3e F (gelu 2e F); no output copy: SDPA's output is [b, s, a, d] in memory (flash and cuDNN
+             allocate it in the query's layout, torch/_meta_registrations.py meta__scaled_dot_product_flash_attention
+             ``empty_like(query)``, cudnn ``alloc_with_matching_layout``), so ``.transpose(1, 2).contiguous()`` is
+             a no-op clone inductor's remove_noop_ops drops (checked in inductor's output code, torch 2.13 CPU)
         bwd  ffn_norm: dx kernel reads the w1 and w3 gradients, h and the residual gradient, writes dh (5e x),
              dweight reduction reads the two gradients and h (3e x); attention_norm likewise with wq, wk, wv
              (6e x + 4e x): 18e x; RoPE / repeat backward as forward; SwiGLU 5e F (gelu 3e F)
+
+    torchtitan_eager (the same block without torch.compile, pytorch/torchtitan@1ea476e9f = 9dec370 for these ops:
+    models/llama/model.py, models/norms.py RMSNorm; autograd's formulas of PyTorch's derivatives.yaml), per token::
+
+        norm      fwd 2 c + 20 + 2e B x each: x.float() (c = e + 4; 0 in fp32), pow 8, mean 4, x * rsqrt 8,
+                  type_as c, * weight 2e; bwd 2 c + 68 + 6e B x each: weight product grad * w 2e, grad * y 3e and
+                  its sum e; casts c; rsqrt product 8, its grad * x 12 and row sum 4; mean's expanded division 4;
+                  pow_backward 28 (x.pow(1) copy 8, x 2 8, x grad 12); the two fp32 gradients' sum 12
+        residual  fwd 3e x each, bwd 3e x each (accumulation)
+        inputs    bwd 3 x 3e h: autograd sums the input gradients of wq, wk, wv (two sums) and of w1, w3 (one) on the
+                  projections' input (the gathered h under TP)
+        RoPE      fwd and bwd (2 c + 8)(Q + K): xq.float(), complex multiply by freqs_cis (read 4, write 4), type_as
+                  (freqs_cis is per position, read from cache; its conj in the backward not counted)
+        repeat    GQA e (K + K_r) + e (V + V_r) each way (expand().reshape() copies; ExpandBackward's sums)
+        output    none: flash's output is [b, s, a, d] in memory, so output.transpose(1, 2).contiguous() is a no-op
+        act       fwd 5e F gated (silu, mul), bwd 9e F (mul's two products, silu_backward); eager's ungated counts
+
+    torchtitan_eager_fused_rmsnorm: the same with torchtitan's Triton RMSNorm (models/norms.py TritonFusedRMSNorm:
+    fwd read x, write y 2e x; bwd read x and dy, write dx 3e x, dw as per-SM partial sums). fms (foundation-model-
+    stack@f29e546d LLaMABlock: LayerNormParameterized(use_high_precision_pow) = the same ATen norm, separate query /
+    key / value and w1 / wg linears, silu(wg x) * w1 x): as torchtitan_eager but RotaryEmbedding.adjusted_qk's RoPE
+    (2 c + 24)(Q + K) each way: q.float(), the [.., D/2, 2, 2] rotation times q_.unsqueeze(-2) (read 4, write 8), sum(5)
+    (read 8, write 4), type_as (its per-layer freqs[position_ids] gather, 8 d B a token, not counted).
 
     xla (MaxText on TPU): the torchtitan fusions without the output copy and the repeats (XLA's layout assignment
     gives the dots their transposed operands and broadcasts the KV heads): fwd 9e x + RoPE 2e (Q + K) + act,
@@ -1540,7 +1566,23 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
 
     def compiled() -> tuple[Any, Any]:  # torch.compile'd block (torchtitan)
         rot = one(rope) * e * (2 * q + k + k_rep) + one(~rope & gqa) * e * (k + k_rep) + one(gqa) * e * (v + v_rep)
-        return 9 * e * x + rot + 2 * e * o + ff, 18 * e * x + rot + np.where(gated, 5.0, 3.0) * e * f
+        return 9 * e * x + rot + ff, 18 * e * x + rot + np.where(gated, 5.0, 3.0) * e * f
+
+    # torchtitan's RMSNorm / fms's LayerNormParameterized(use_high_precision_pow) as ATen ops: x.float() and
+    # .type_as(x) move e + 4 B an element (no-ops in fp32), pow / mul 8, mean 4, the weight product 2e; backward the
+    # weight product's two products and sum 6e, the casts, rsqrt-mul's product 8 and its grad x product 12 + row sum 4,
+    # mean's expanded division 4, pow_backward 28 (pow(1) copy, x 2, x grad), the two fp32 gradients' sum 12
+    up32 = np.where(e == 4.0, 0.0, e + 4.0)
+    rms_f, rms_b = 2 * up32 + 20 + 2 * e, 2 * up32 + 68 + 6 * e
+
+    def eager_llama(norm_f: Any, norm_b: Any, rope_b: Any) -> tuple[Any, Any]:  # torchtitan / fms without compile
+        # norms, residual adds 3e x each; RoPE rope_b B per rotated element each way; repeat_kv's copies with GQA;
+        # silu x up 5e F (mul's two products 6e + silu_backward 3e back); autograd sums the input gradients of
+        # the separate wq / wk / wv (two sums) and w1 / w3 (one) on the gathered input h: 3e h each
+        rot = one(rope) * rope_b * (q + k) + one(gqa) * e * (k + k_rep + v + v_rep)
+        acc = 3 * e * h * (2.0 * _attn + (one(gated) if mlp else 0.0))
+        return (n * norm_f * x + 3 * n * e * x + rot + np.where(sq, 4.0, np.where(gated, 5.0, 2.0)) * e * f,
+                n * norm_b * x + 3 * n * e * x + acc + rot + np.where(sq, 10.0, np.where(gated, 9.0, 3.0)) * e * f)
 
     def xla() -> tuple[Any, Any]:  # XLA (MaxText)
         rot = one(rope) * 2 * e * (q + k)
@@ -1562,7 +1604,10 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     fwd, bwd = np.zeros(()), np.zeros(())
     for impl, price in ((LayerImpl.MEGATRON_TE, te), (LayerImpl.MEGATRON_LEGACY, legacy),
                         (LayerImpl.EAGER, lambda: eager(True)), (LayerImpl.LLMFOUNDRY, lambda: eager(False)),
-                        (LayerImpl.TORCHTITAN, compiled), (LayerImpl.XLA, xla), (LayerImpl.NANOTRON, nanotron)):
+                        (LayerImpl.TORCHTITAN, compiled), (LayerImpl.XLA, xla), (LayerImpl.NANOTRON, nanotron),
+                        (LayerImpl.TORCHTITAN_EAGER, lambda: eager_llama(rms_f, rms_b, 2 * up32 + 8)),
+                        (LayerImpl.TORCHTITAN_EAGER_FUSED_RMSNORM, lambda: eager_llama(2 * e, 3 * e, 2 * up32 + 8)),
+                        (LayerImpl.FMS, lambda: eager_llama(rms_f, rms_b, 2 * up32 + 24))):
         here = code == impl
         if np.any(here):
             f_i, b_i = price()

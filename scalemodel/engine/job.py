@@ -17,6 +17,7 @@ import numpy as np
 from scalemodel.choices import (
     ROWWISE_FP8_RECIPES,
     TE_FP8_RECIPES_TEXT,
+    TORCHTITAN_LAYERS,
     Algorithm,
     Assignment,
     Compression,
@@ -904,7 +905,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     # torchtitan's default expert TP is 1 where ep > 1 (specs.torchtitan_config._titan_etp; _grid_from_strategy
     # applies it to predict's grid): the planner's candidates take it here too, or plan priced a torchtitan candidate
     # at Megatron's etp = tp and predict of the plan's own strategy at etp 1
-    titan = (out["layer_impl"] == int(LayerImpl.TORCHTITAN)) & (out["etp"] == 0) & (out["ep"] > 1)
+    titan = np.isin(out["layer_impl"], TORCHTITAN_LAYERS) & (out["etp"] == 0) & (out["ep"] > 1)
     if np.any(titan):
         out["etp"] = np.asarray(np.where(titan, 1, out["etp"]), dtype=np.int64)
     try:
@@ -1080,8 +1081,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     # after c4b409af: specs.torchtitan_config._titan_etp); its reader sets it where the TOML gives ep, but an ep from
     # the command line (--ep 8 beside a TOML without expert_parallel_degree) was priced at Megatron's etp = tp
     titan_etp = (given_etp is None and ep > 1
-                 and LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
-                 == LayerImpl.TORCHTITAN)
+                 and int(LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"))
+                 in TORCHTITAN_LAYERS)
     if titan_etp:
         etp = 1
     if ep > 1 or given_etp is not None:
@@ -1478,7 +1479,7 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
     # torchtitan's TP plan is sequence-parallel unless switched off (apply_tp: SequenceParallel norms, Shard(1)
     # row-parallel outputs, torchtitan@e7c0cae parallelize_llama.py; parallelism.enable_sequence_parallel defaults
     # true @b5bcd76c66), as its TOML reader already reads it
-    titan = impl == LayerImpl.TORCHTITAN and tp > 1
+    titan = int(impl) in TORCHTITAN_LAYERS and tp > 1
     if need:
         _warn_field("strategy.sequence_parallel",
                     f" is unset: priced on, the only choice Megatron-Core trains an MoE "

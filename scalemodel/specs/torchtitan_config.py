@@ -70,6 +70,7 @@ _TITAN_FSDP2 = "pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_
 _TITAN_AC = f"{_TITAN_CONFIG} L437, L440: activation_checkpoint mode = \"selective\", selective_ac_option = \"2\""
 _TITAN_SP = "pytorch/torchtitan@b5bcd76c66 torchtitan/config/configs.py L169: enable_sequence_parallel = True"
 _TITAN_COMPILE = f"{_TITAN_CONFIG} L233: compile = False (the loss runs eager)"
+_TITAN_EAGER = f"{_TITAN_CONFIG} L233: compile = False (the TransformerBlock runs eager ATen ops)"
 _TITAN_BLOCK = "pytorch/torchtitan@e7c0cae torchtitan/models/llama3/model.py TransformerBlock"
 _TITAN_RESHARD = (f"{_TITAN_CONFIG} L282: fsdp_reshard_after_forward = \"default\" (no reshard under pipeline "
                   "parallelism: torchtitan/models/llama3/parallelize_llama.py L349-367)")
@@ -190,7 +191,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.default("training", "grad_bytes_per_param", 4.0, _TITAN_REDUCE)
         out.default("strategy", "fsdp_per_param", True, _TITAN_FSDP2)  # fully_shard is FSDP2: its copies
     _titan_loss(data, training, par, out)
-    _titan_layer(out)
+    _titan_layer(data, training, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
             raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
@@ -393,13 +394,20 @@ def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: s
     return _bool(training.get("compile", False), "training.compile")
 
 
-def _titan_layer(out: StrategyFile) -> None:
+def _titan_layer(data: dict[str, Any], training: dict[str, Any], out: StrategyFile) -> None:
     """A torchtitan run's layer memory-bound ops (strategy layer_impl, docs/model.md#layer-eltwise): torchtitan's
-    Llama TransformerBlock, priced as compiled per block (layer_impl torchtitan, torchtitan@e7c0cae
-    models/llama3/model.py, parallelize.py apply_compile), as scripts/validate_training.py LAYER_IMPL prices every
-    torchtitan row, compiled or not (an eager torchtitan block, whose ops run unfused, is not counted apart: an
-    approximation, as validation's titan24 rows)."""
-    out.default("strategy", "layer_impl", "torchtitan", _TITAN_BLOCK)
+    Llama TransformerBlock compiled per block where the model is compiled (layer_impl torchtitan, torchtitan@e7c0cae
+    models/llama3/model.py, parallelize.py apply_compile), else its eager ATen ops (``[training] compile`` defaults
+    false): ``[model] norm_type = "fused_rmsnorm"`` (torchtitan before the norm_type key was dropped, e.g. 1ea476e9f
+    models/norms.py TritonFusedRMSNorm) -> torchtitan_eager_fused_rmsnorm, any other -> torchtitan_eager (its
+    RMSNorm as ATen ops; torch.nn.RMSNorm's composite is the same op sequence)."""
+    if _titan_compiled(data, training, "model"):
+        out.default("strategy", "layer_impl", "torchtitan", _TITAN_BLOCK)
+        return
+    model = data.get("model") or {}
+    fused = str(model.get("norm_type", "rmsnorm")).lower() == "fused_rmsnorm"
+    out.default("strategy", "layer_impl", "torchtitan_eager_fused_rmsnorm" if fused else "torchtitan_eager",
+                f"{_TITAN_EAGER}; [model] norm_type fused_rmsnorm" if fused else _TITAN_EAGER)
 
 
 def _titan_selective_ac(option: Any, out: StrategyFile) -> None:

@@ -584,7 +584,9 @@ class StrategySpec(Spec, kw_only=True):
         "attention core's layout copies), whose HBM bytes per token are counted from its code: megatron_te "
         "(Megatron-Core with Transformer Engine, the default), megatron_legacy (Megatron-LM before Megatron-Core, "
         "Megatron-DeepSpeed), eager (PyTorch eager nn modules), llmfoundry (llm-foundry MPT, eager), torchtitan "
-        "(torch.compile'd blocks), xla (MaxText), nanotron (Hugging Face nanotron's eager Llama layer); "
+        "(torch.compile'd blocks), xla (MaxText), nanotron (Hugging Face nanotron's eager Llama layer), "
+        "torchtitan_eager / torchtitan_eager_fused_rmsnorm (torchtitan's block without torch.compile, its RMSNorm as "
+        "ATen ops / its Triton kernel), fms (IBM foundation-model-stack's eager LLaMA block); "
         "docs/model.md#layer-eltwise"))] = "megatron_te"
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
