@@ -77,3 +77,15 @@ def test_graph_point_states_the_published_8b_to_4kib_range() -> None:
     assert f"{lo:.2f}-{hi:.2f} us from 8 B to 4 KiB" in CASES["wh8_h100_4gpu_allreduce_latency_graph"]["source"]
     doc = (ROOT / "docs" / "model.md").read_text()
     assert f"15.3-{hi:.1f} to 4 KiB" in doc
+
+
+def test_one_process_per_gpu_points_bracket_the_4_rank_ring() -> None:
+    # waynehacking8/nccl-collectives-bench@8ab7496d results/quiet/tp_latency.json (torchrun, one process per GPU,
+    # 4 H100, bf16) at 1 KiB: eager 22.50 us, CUDA graph 11.82 us, copied by hand (review23f). The model's 18.6 us
+    # lies between; the eager point implies a hop of (22.50 - 6.6) / 6 = 2.65 us, the graph one 0.87 us.
+    eager, graph = 22.50, 11.82
+    t = _t_us("dgx-h100", 1024, 4, "ring")
+    assert graph < t < eager
+    assert round((eager - RING_LL_BASE_US) / 6, 2) == 2.65 and round((graph - RING_LL_BASE_US) / 6, 2) == 0.87
+    doc = (ROOT / "docs" / "model.md").read_text()
+    assert "22.5 / 11.8 µs at 1 KiB" in doc and "bracket the hop at 0.87-2.78 µs" in doc
