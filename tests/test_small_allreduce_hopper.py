@@ -14,6 +14,7 @@ import pytest
 from conftest import load_yaml
 
 from scalemodel.cost import collectives as C
+from scalemodel.cost import nccl
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
@@ -89,3 +90,21 @@ def test_one_process_per_gpu_points_bracket_the_4_rank_ring() -> None:
     assert round((eager - RING_LL_BASE_US) / 6, 2) == 2.65 and round((graph - RING_LL_BASE_US) / 6, 2) == 0.87
     doc = (ROOT / "docs" / "model.md").read_text()
     assert "22.5 / 11.8 µs at 1 KiB" in doc and "bracket the hop at 0.87-2.78 µs" in doc
+
+
+# NCCL 2.29.2's own tuning table on the same 4 H100 (waynehacking8/nccl-collectives-bench@38c093e
+# results/scaling_attributed/g4_auto.log, rank 0, 'AllReduce' row, latency in us), copied by hand (review23f):
+# Tree LL / LL128 / Simple, Ring LL / LL128 / Simple; NVLS Simple 25.0
+G4_AUTO_ALLREDUCE_LAT_US = {("tree", "ll"): 10.4, ("tree", "ll128"): 21.5, ("tree", "simple"): 32.4,
+                            ("ring", "ll"): 10.2, ("ring", "ll128"): 25.4, ("ring", "simple"): 28.8}
+
+
+def test_nccl_tables_give_nccls_own_4_rank_estimates() -> None:
+    # one node of 4 ranks: baseLat + 2(4-1) hwLat[NVLINK] for Ring and for Tree (a chain inside a node), so NCCL's tuner
+    # runs Ring LL (10.2 us) at 8 B, under Tree LL's 10.4 and NVLS's 25.0: the premise of the wh8 records' notes
+    for (algo, proto), want in G4_AUTO_ALLREDUCE_LAT_US.items():
+        i = nccl._PI[proto]
+        got = (nccl.NCCL_BASE_LATENCY[algo][i] + 6 * nccl.NCCL_HW_LATENCY["nvlink"][algo][i]) * 1e6
+        assert got == pytest.approx(want, abs=0.05), (algo, proto)
+    assert nccl.NVLS_LATENCY * 1e6 == pytest.approx(25.0)
+    assert min(G4_AUTO_ALLREDUCE_LAT_US, key=G4_AUTO_ALLREDUCE_LAT_US.__getitem__) == ("ring", "ll")
