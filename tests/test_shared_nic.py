@@ -124,3 +124,16 @@ def test_shared_nic_clusters_state_their_nics() -> None:
         assert [t.nics_per_node for t in c.tiers[1:]] == [n] * (len(c.tiers) - 1), name
         assert Path(__file__).parent.parent.joinpath("hardware", "clusters", f"{name}.yaml").read_text().count(
             "      nics_per_node: \"") == len(c.tiers) - 1, name
+
+
+def test_one_gpu_a_node_on_a3_high_reaches_one_nic() -> None:
+    # gcp-a3-high, mtgpu24's replica all-reduce (one GPU a VM, stride 8): n = min(1 x max(1, 1/2), 8 / 2) = 1 NIC of
+    # 2 x 12.5 = 25 GB/s, Hopper speed 24, 1 channel, 24 < 25 not doubled -> caps 1 x 41.4 (N2) / 1 x 36.0 (N4); the
+    # docs' account of why those rows do not move read '4-channel caps' (review23f)
+    net = build_network(load_cluster("gcp-a3-high"))
+    for vms, cap in ((2, 41.4e9), (4, 36.0e9)):
+        pl = place(vms, 8, net)
+        assert float(nccl.nccl_graph_channels_inter(pl)) == 1.0
+        assert float(nccl.tree_channel_caps(pl)[0]) == pytest.approx(cap)
+    doc = Path(__file__).parent.parent.joinpath("docs", "model.md").read_text()
+    assert "under the 4-channel caps" not in doc and "caps 41.4 / 36.0 GB/s at 2 / 4 VMs" in doc

@@ -14,6 +14,7 @@ import pytest
 from conftest import load_yaml
 
 from scalemodel.cost import collectives as C
+from scalemodel.cost import nccl
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
@@ -63,3 +64,47 @@ def test_every_hopper_nvlink_hop_is_inside_the_published_bracket(cluster: str) -
     assert (round(lo, 2), round(hi, 2)) == (1.58, 2.78)
     hop = load_cluster(cluster, []).tiers[0].latency * 1e6
     assert lo < hop < hi
+
+
+# waynehacking8/nccl-collectives-bench@207ff755 results/symmetric/all_reduce_reg0_graph1.txt, out-of-place time (us)
+# of the 10 sizes 8 B .. 4 KiB, copied by hand from the file (review23f): 256 B is the largest, 17.03
+GRAPH_8B_TO_4KIB_US = (16.08, 15.33, 15.76, 16.40, 16.34, 17.03, 16.78, 16.88, 15.25, 15.52)
+
+
+def test_graph_point_states_the_published_8b_to_4kib_range() -> None:
+    # the record's source states the spread its 8 B point sits in; it read 15.25-16.88 (256 B's 17.03 missed)
+    lo, hi = min(GRAPH_8B_TO_4KIB_US), max(GRAPH_8B_TO_4KIB_US)
+    assert CASES["wh8_h100_4gpu_allreduce_latency_graph"]["measured"]["latency_us"] == GRAPH_8B_TO_4KIB_US[0]
+    assert f"{lo:.2f}-{hi:.2f} us from 8 B to 4 KiB" in CASES["wh8_h100_4gpu_allreduce_latency_graph"]["source"]
+    doc = (ROOT / "docs" / "model.md").read_text()
+    assert f"15.3-{hi:.1f} to 4 KiB" in doc
+
+
+def test_one_process_per_gpu_points_bracket_the_4_rank_ring() -> None:
+    # waynehacking8/nccl-collectives-bench@8ab7496d results/quiet/tp_latency.json (torchrun, one process per GPU,
+    # 4 H100, bf16) at 1 KiB: eager 22.50 us, CUDA graph 11.82 us, copied by hand (review23f). The model's 18.6 us
+    # lies between; the eager point implies a hop of (22.50 - 6.6) / 6 = 2.65 us, the graph one 0.87 us.
+    eager, graph = 22.50, 11.82
+    t = _t_us("dgx-h100", 1024, 4, "ring")
+    assert graph < t < eager
+    assert round((eager - RING_LL_BASE_US) / 6, 2) == 2.65 and round((graph - RING_LL_BASE_US) / 6, 2) == 0.87
+    doc = (ROOT / "docs" / "model.md").read_text()
+    assert "22.5 / 11.8 µs at 1 KiB" in doc and "bracket the hop at 0.87-2.78 µs" in doc
+
+
+# NCCL 2.29.2's own tuning table on the same 4 H100 (waynehacking8/nccl-collectives-bench@38c093e
+# results/scaling_attributed/g4_auto.log, rank 0, 'AllReduce' row, latency in us), copied by hand (review23f):
+# Tree LL / LL128 / Simple, Ring LL / LL128 / Simple; NVLS Simple 25.0
+G4_AUTO_ALLREDUCE_LAT_US = {("tree", "ll"): 10.4, ("tree", "ll128"): 21.5, ("tree", "simple"): 32.4,
+                            ("ring", "ll"): 10.2, ("ring", "ll128"): 25.4, ("ring", "simple"): 28.8}
+
+
+def test_nccl_tables_give_nccls_own_4_rank_estimates() -> None:
+    # one node of 4 ranks: baseLat + 2(4-1) hwLat[NVLINK] for Ring and for Tree (a chain inside a node), so NCCL's tuner
+    # runs Ring LL (10.2 us) at 8 B, under Tree LL's 10.4 and NVLS's 25.0: the premise of the wh8 records' notes
+    for (algo, proto), want in G4_AUTO_ALLREDUCE_LAT_US.items():
+        i = nccl._PI[proto]
+        got = (nccl.NCCL_BASE_LATENCY[algo][i] + 6 * nccl.NCCL_HW_LATENCY["nvlink"][algo][i]) * 1e6
+        assert got == pytest.approx(want, abs=0.05), (algo, proto)
+    assert nccl.NVLS_LATENCY * 1e6 == pytest.approx(25.0)
+    assert min(G4_AUTO_ALLREDUCE_LAT_US, key=G4_AUTO_ALLREDUCE_LAT_US.__getitem__) == ("ring", "ll")
