@@ -278,6 +278,17 @@ def test_torchtitan_layer_follows_compile_and_norm_type(tmp_path: Path, text: st
     assert read_strategy_file(f).strategy["layer_impl"] == impl
 
 
+@pytest.mark.parametrize("norm", ["layernorm", "np_layernorm", "rmsnrom"])
+def test_torchtitan_eager_norm_type_not_priced_is_refused(tmp_path: Path, norm: str) -> None:
+    # torchtitan@1ea476e9f models/norms.py build_norm: layernorm / np_layernorm are nn.LayerNorm (one ATen
+    # layer_norm kernel, not the 36 + 92 B a element of the Python RMSNorm torchtitan_eager prices); any other name
+    # raises NotImplementedError there. Uncompiled, the reader must not price them as the Python RMSNorm.
+    f = tmp_path / "t.toml"
+    f.write_text(f'[model]\nnorm_type = "{norm}"\n')
+    with pytest.raises(InputError, match="model.norm_type"):
+        read_strategy_file(f)
+
+
 def test_torchtitan_bad_compile_switch(tmp_path: Path) -> None:
     f = tmp_path / "t.toml"
     f.write_text('[training]\ncompile = "yes"\n')

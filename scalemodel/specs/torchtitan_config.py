@@ -399,13 +399,19 @@ def _titan_layer(data: dict[str, Any], training: dict[str, Any], out: StrategyFi
     Llama TransformerBlock compiled per block where the model is compiled (layer_impl torchtitan, torchtitan@e7c0cae
     models/llama3/model.py, parallelize.py apply_compile), else its eager ATen ops (``[training] compile`` defaults
     false): ``[model] norm_type = "fused_rmsnorm"`` (torchtitan before the norm_type key was dropped, e.g. 1ea476e9f
-    models/norms.py TritonFusedRMSNorm) -> torchtitan_eager_fused_rmsnorm, any other -> torchtitan_eager (its
-    RMSNorm as ATen ops; torch.nn.RMSNorm's composite is the same op sequence)."""
+    models/norms.py TritonFusedRMSNorm) -> torchtitan_eager_fused_rmsnorm, "rmsnorm" (the default) -> torchtitan_eager
+    (its RMSNorm as ATen ops; torch.nn.RMSNorm's composite is the same op sequence); another norm_type (layernorm /
+    np_layernorm: nn.LayerNorm) is refused, not priced as the Python RMSNorm."""
     if _titan_compiled(data, training, "model"):
         out.default("strategy", "layer_impl", "torchtitan", _TITAN_BLOCK)
         return
     model = data.get("model") or {}
-    fused = str(model.get("norm_type", "rmsnorm")).lower() == "fused_rmsnorm"
+    norm = str(model.get("norm_type", "rmsnorm")).lower()
+    if norm not in ("rmsnorm", "fused_rmsnorm"):  # 1ea476e9f build_norm: layernorm / np_layernorm are nn.LayerNorm
+        # (one ATen kernel, not the Python RMSNorm's ops); any other name raises NotImplementedError there
+        raise InputError(f"norm_type {norm[:40]!r} is not priced without torch.compile", where="model.norm_type",
+                         allowed='"rmsnorm" or "fused_rmsnorm" (or compile the model: [training] compile = true)')
+    fused = norm == "fused_rmsnorm"
     out.default("strategy", "layer_impl", "torchtitan_eager_fused_rmsnorm" if fused else "torchtitan_eager",
                 f"{_TITAN_EAGER}; [model] norm_type fused_rmsnorm" if fused else _TITAN_EAGER)
 
