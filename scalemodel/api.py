@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
+from scalemodel.commands.options import MAX_COUNT, check_kappa, comma_list, in_range
 from scalemodel.commands.plan import MAX_TOP
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
@@ -341,7 +341,7 @@ def _names(values: Any, name: str, example: str) -> list[Any]:
     'compute' as "unknown factor 'c'"), NumPy strings as str; a number raised TypeError ("'int' object is not
     iterable")."""
     if isinstance(values, str):
-        return [v for v in values.split(",") if v.strip()]
+        return comma_list(values)  # as --sync-modes: "bsp, ssp:2" echoed ' ssp:2'
     if isinstance(values, (bytes, dict, set, frozenset)) or not isinstance(values, Iterable):
         raise InputError(f"{_shown(values)} is not a list of names", where=name,
                          allowed=f"a list or tuple of names, e.g. {example}, or one comma-separated string")
