@@ -415,7 +415,7 @@ def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ran
     algorithm = _name(algorithm, "algorithm", "ring, tree, rhd, rd, direct, hierarchical or auto")
     path = _path(log, "log", "an nccl-tests log")
     parsed = read_nccl_tests(path, op=collective_op(op))
-    check_ranks(ranks, parsed)
+    check_ranks(ranks, parsed, "ranks")  # the API's name in the text too: it said "--ranks 3, ... leave --ranks out"
     return run_calibrate(parsed, cluster_spec(cluster), source=os.fspath(path), ranks=ranks, tier=tier,
                          algorithm=algorithm, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_hostile_inputs import refused
 
 import scalemodel
 from scalemodel.errors import InputError
@@ -52,3 +53,18 @@ def test_api_sync_modes_with_spaces_after_commas_echo_as_the_command_lines(cli) 
             "--json")
     assert r.code == 0, r.err
     assert doc["inputs"]["sync_modes"] == json.loads(r.out)["inputs"]["sync_modes"] == ["bsp", "ssp:2"]
+
+
+# --- the shared rank check names the argument in the API -------------------------------------------------------------
+# calibrate_log(ranks=3) said "ranks: --ranks 3, but the log lists 8 ranks; 8, or leave --ranks out (...)": the
+# location was re-named, the text was not (docs/api.md: messages name the argument, not the command line's option).
+
+def test_calibrate_log_rank_refusals_name_the_argument(cli) -> None:  # type: ignore[no-untyped-def]
+    api = _refused(lambda: scalemodel.calibrate_log(LOG, "dgx-a100", ranks=3))
+    assert api == ("ranks: ranks 3, but the log lists 8 ranks; 8, or leave ranks out (it is for a log that does "
+                   "not list its ranks)"), api
+    line = refused(cli, "calibrate", str(LOG), "--cluster", "dgx-a100", "--ranks", "3")
+    assert line == ("error: --ranks: --ranks 3, but the log lists 8 ranks; 8, or leave --ranks out (it is for a "
+                    "log that does not list its ranks)"), line  # the command line's message as it was
+    assert _refused(lambda: scalemodel.calibrate_log(LOG, "dgx-a100", ranks=1)).startswith(
+        "ranks: a collective needs at least 2 ranks, got 1; ")
