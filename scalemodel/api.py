@@ -86,13 +86,21 @@ def _plain(value: Any, where: str = "") -> Any:
         return {k: _plain(v, f"{where}.{k}".lstrip(".")) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v, where) for v in value]
-    if isinstance(value, (np.ndarray, np.generic)) or (hasattr(value, "ndim") and hasattr(value, "tolist")):
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        # as an argument's (review23e): .item() / .tolist() turned np.timedelta64(64) into 64 (global_batch ran as 64
+        # sequences) and kept np.longdouble(2), refused as "not a valid integer" where np.float64(2.0) runs
+        return _scalar(value)
+    if isinstance(value, np.ndarray) or (hasattr(value, "ndim") and hasattr(value, "tolist")):
         size = int(getattr(value, "size", 0) or 0)
         if size > MAX_SPEC_BYTES:
             raise InputError(f"an array of shape {np.shape(value)} ({size:,} values) is larger than any spec field",
                              where=where or "fields", allowed=f"at most {MAX_SPEC_BYTES:,} values (what a spec file "
                                                               "of at most 256 KiB holds)")
-        return value.tolist()  # a pandas Series / Index as its list: "got 0    8\ndtype: int64" was two lines
+        if getattr(getattr(value, "dtype", None), "kind", None) in ("m", "M"):  # times: .tolist() gives their ints
+            return [_plain(v, where) for v in value]
+        # a pandas Series / Index as its list ("got 0    8\ndtype: int64" was two lines); a longdouble array's list
+        # holds np.longdouble, made float here
+        return _plain(value.tolist(), where)
     return value
 
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_hostile_inputs import refused
 
@@ -68,3 +69,28 @@ def test_calibrate_log_rank_refusals_name_the_argument(cli) -> None:  # type: ig
                     "log that does not list its ranks)"), line  # the command line's message as it was
     assert _refused(lambda: scalemodel.calibrate_log(LOG, "dgx-a100", ranks=1)).startswith(
         "ranks: a collective needs at least 2 ranks, got 1; ")
+
+
+# --- spec fields take the NumPy scalars the arguments take -----------------------------------------------------------
+# fuzz23 fixed np.longdouble / np.timedelta64 in _scalar (gpus, straggler_cv) only: a field's np.timedelta64(64)
+# still became 64 through .tolist() (global_batch=np.timedelta64(64) ran as 64 sequences), and tp=np.longdouble(2)
+# was refused as "not a valid integer (got np.longdouble('2.0'))" while tp=np.float64(2.0) runs.
+
+def test_fields_take_longdouble_as_float64() -> None:
+    base = scalemodel.predict("dgx-h100", "llama3-8b", 16, tp=2, global_batch=64).step_time_s
+    for tp, gb in ((np.longdouble(2), 64), (2, np.longdouble(64)), (np.array(2, dtype=np.longdouble), 64)):
+        assert scalemodel.predict("dgx-h100", "llama3-8b", 16, tp=tp, global_batch=gb).step_time_s == base
+    stages = scalemodel.predict("dgx-h100", "llama3-8b", 16, pp=2, global_batch=64,
+                                stage_layers=np.array([16, 16], dtype=np.longdouble))
+    assert stages.step_time_s == scalemodel.predict("dgx-h100", "llama3-8b", 16, pp=2, global_batch=64,
+                                                    stage_layers=[16, 16]).step_time_s
+
+
+@pytest.mark.parametrize("fields", [{"global_batch": np.timedelta64(64)}, {"tp": np.timedelta64(2)},
+                                    {"stage_layers": np.array([16, 16], dtype="timedelta64"), "pp": 2},
+                                    {"global_batch": np.array(64, dtype="timedelta64[s]")}],
+                         ids=["global_batch", "tp", "stage_layers", "0-d"])
+def test_fields_refuse_timedelta64(fields: dict[str, Any]) -> None:
+    said = _refused(lambda: scalemodel.predict("dgx-h100", "llama3-8b", 16, **fields))
+    name = next(iter(fields))
+    assert said.startswith(("training." + name, "strategy." + name)) and "timedelta64" in said, said
