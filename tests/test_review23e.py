@@ -94,3 +94,15 @@ def test_fields_refuse_timedelta64(fields: dict[str, Any]) -> None:
     said = _refused(lambda: scalemodel.predict("dgx-h100", "llama3-8b", 16, **fields))
     name = next(iter(fields))
     assert said.startswith(("training." + name, "strategy." + name)) and "timedelta64" in said, said
+
+
+# --- a path ending in / for an option that writes one format ---------------------------------------------------------
+# `calibrate runs F --out o.txt/` was offered "a file path, e.g. o.txt (without the trailing /)", and --out o.txt is
+# then refused ("--out writes YAML only").
+
+def test_a_folder_path_is_offered_a_name_the_option_takes(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = _runs(tmp_path)
+    line = refused(cli, "calibrate", "runs", str(runs), "--out", "o.txt/")
+    assert line.endswith("a file path, e.g. out.yaml"), line
+    line = refused(cli, "calibrate", "runs", str(runs), "--out", "o.yml/")
+    assert line.endswith("a file path, e.g. o.yml (without the trailing /)"), line
