@@ -42,7 +42,7 @@ from scalemodel.errors import InputError
 from scalemodel.report.explain import explained
 from scalemodel.report.output import to_json
 from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, load_cluster, load_workload
-from scalemodel.specs.constraints import OPS, normalize_constraints
+from scalemodel.specs.constraints import constraint_pairs, normalize_constraints
 from scalemodel.specs.files import MAX_SPEC_BYTES
 from scalemodel.specs.loader import derived, validate
 from scalemodel.specs.nccl_tests import read_nccl_tests
@@ -361,9 +361,7 @@ def _constraints_said(constraints: Any) -> list[str]:
     dict, so a plan that no split met was explained as asked under "no constraints")."""
     said = []
     for key, spec in (constraints or {}).items():
-        pairs = spec if isinstance(spec, list) else [spec] if (
-            isinstance(spec, tuple) and len(spec) == 2 and spec[0] in OPS) else [("=", spec)]
-        said += [f"{key}{p[0]}{_plain(p[1])}" for p in pairs]
+        said += [f"{key}{p[0]}{_plain(p[1])}" for p in constraint_pairs(spec)]
     return said
 
 
