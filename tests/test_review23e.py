@@ -106,3 +106,13 @@ def test_a_folder_path_is_offered_a_name_the_option_takes(cli, tmp_path: Path) -
     assert line.endswith("a file path, e.g. out.yaml"), line
     line = refused(cli, "calibrate", "runs", str(runs), "--out", "o.yml/")
     assert line.endswith("a file path, e.g. o.yml (without the trailing /)"), line
+
+
+# --- a constraint whose operator is not hashable ----------------------------------------------------------------------
+# plan(constraints={'tp': ([1], 2)}) and {'tp': [([1], 2)]} raised TypeError ("unhashable type: 'list'") from
+# `op in OPS`, a traceback where every other malformed constraint is an InputError at "constraints".
+
+@pytest.mark.parametrize("spec", [([1], 2), [([1], 2)], [({"<": 1}, 2)]], ids=["pair", "list", "dict-op"])
+def test_an_unhashable_constraint_operator_is_refused(spec: Any) -> None:
+    said = _refused(lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 16, top=1, constraints={"tp": spec}))
+    assert said.startswith("constraints: ") and "; " in said, said

@@ -103,7 +103,7 @@ def constraint_pairs(spec: Any) -> list[Any]:
     pair, a bare value as equality."""
     if isinstance(spec, list):
         return spec
-    if isinstance(spec, tuple) and len(spec) == 2 and spec[0] in OPS:
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) and spec[0] in OPS:
         return [spec]
     return [("=", spec)]
 
@@ -127,7 +127,7 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
                                  where=where, allowed="a value, an (op, value) pair or a list of pairs, e.g. "
                                                       "[('>=', 2), ('<=', 8)]")
             op, value = pair
-            if op not in OPS:
+            if not isinstance(op, str) or op not in OPS:  # ([1], 2): "unhashable type: 'list'" from `in OPS`
                 raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
                                  allowed=_CONSTRAINT_ALLOWED)
             out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
