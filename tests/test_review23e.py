@@ -116,3 +116,13 @@ def test_a_folder_path_is_offered_a_name_the_option_takes(cli, tmp_path: Path) -
 def test_an_unhashable_constraint_operator_is_refused(spec: Any) -> None:
     said = _refused(lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 16, top=1, constraints={"tp": spec}))
     assert said.startswith("constraints: ") and "; " in said, said
+
+
+# --- a sync mode that is not a string -----------------------------------------------------------------------------------
+# plan(sync_modes=['bsp', 5]) said "sync_modes: empty sync strategy 5": 5 is not empty, it is not a name.
+
+def test_a_sync_mode_that_is_not_a_string_is_not_called_empty() -> None:
+    said = _refused(lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, top=1, sync_modes=["bsp", 5]))
+    assert said.startswith("sync_modes: 5 is not a sync strategy name; bsp | "), said
+    assert _refused(lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, top=1, sync_modes=["bsp", " "])).startswith(
+        "sync_modes: empty sync strategy ' '; ")
