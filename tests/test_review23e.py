@@ -118,7 +118,7 @@ def test_an_unhashable_constraint_operator_is_refused(spec: Any) -> None:
     assert said.startswith("constraints: ") and "; " in said, said
 
 
-# --- a sync mode that is not a string -----------------------------------------------------------------------------------
+# --- a sync mode that is not a string --------------------------------------------------------------------------------
 # plan(sync_modes=['bsp', 5]) said "sync_modes: empty sync strategy 5": 5 is not empty, it is not a name.
 
 def test_a_sync_mode_that_is_not_a_string_is_not_called_empty() -> None:
