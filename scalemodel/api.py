@@ -28,6 +28,7 @@ import numpy as np
 
 from scalemodel.commands.options import MAX_COUNT, check_kappa, comma_list, in_range
 from scalemodel.commands.plan import MAX_TOP
+from scalemodel.commands.sweep import MAX_WORKERS, check_runner
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
@@ -443,7 +444,8 @@ def study(sweep_file: str | os.PathLike[str], *, workers: int | None = None, sch
     ``result.warnings`` what pricing the points raised, once each, after the first point that raised it."""
     path = _path(sweep_file, "sweep_file", "a sweep file")
     # workers=1.5 / nan / True ran (as 1 process), '2' raised TypeError ("'<' not supported between 'str' and 'int'")
-    workers = None if workers is None else _count(workers, "workers", "processes")
+    workers = None if workers is None else _count(workers, "workers", "processes", cap=MAX_WORKERS)
+    check_runner(workers, scheduler, "workers", "scheduler")  # as sweep's: 5000 processes, blank address, both given
     spec, models, clusters = load_sweep(path)
     return run_grid(spec, models, clusters, workers=workers, scheduler=scheduler,
                     inputs={"file": os.fspath(path), "name": spec.name})

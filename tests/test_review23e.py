@@ -126,3 +126,22 @@ def test_a_sync_mode_that_is_not_a_string_is_not_called_empty() -> None:
     assert said.startswith("sync_modes: 5 is not a sync strategy name; bsp | "), said
     assert _refused(lambda: scalemodel.plan("dgx-h100", "gpt-1.7b", 8, top=1, sync_modes=["bsp", " "])).startswith(
         "sync_modes: empty sync strategy ' '; ")
+
+
+# --- study's workers and scheduler as `sweep`'s --workers and --scheduler ------------------------------------------
+# fuzz23 checked workers as a count up to 1e8: study(workers=5000) ran where `sweep --workers 5000` is refused (1 to
+# 4096: a sweep of as many points forked that many processes); study(workers=2, scheduler=ADDRESS) waited 10 s on the
+# scheduler where the command line refuses both, and scheduler=' ' ran on local processes (round 17's --scheduler '').
+# (A scheduler that is not a str is left to Dask's Client, which also takes a Cluster object.)
+
+SWEEP = Path(__file__).resolve().parent.parent / "examples" / "sweeps" / "capacity.yaml"
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"workers": 5000}, "workers: 5,000 processes is outside 1 to 4,096; an integer from 1 to 4,096"),
+    ({"workers": 2, "scheduler": "tcp://127.0.0.1:1"},
+     "workers: workers and scheduler both given; workers for local processes, or scheduler for a Dask cluster"),
+    ({"scheduler": " "}, "scheduler: no address given; the address of a running Dask scheduler"),
+], ids=["workers", "both", "empty"])
+def test_study_refuses_what_sweep_refuses(kw: dict[str, Any], said: str) -> None:
+    assert _refused(lambda: scalemodel.study(SWEEP, **kw)).startswith(said)
