@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.commands.options import MAX_COUNT, check_kappa, in_range
+from scalemodel.commands.options import MAX_COUNT, check_kappa, comma_list, in_range
 from scalemodel.commands.plan import MAX_TOP
+from scalemodel.commands.sweep import MAX_WORKERS, check_runner
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
 from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
@@ -42,7 +43,7 @@ from scalemodel.errors import InputError
 from scalemodel.report.explain import explained
 from scalemodel.report.output import to_json
 from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, load_cluster, load_workload
-from scalemodel.specs.constraints import OPS, normalize_constraints
+from scalemodel.specs.constraints import constraint_pairs, normalize_constraints
 from scalemodel.specs.files import MAX_SPEC_BYTES
 from scalemodel.specs.loader import derived, validate
 from scalemodel.specs.nccl_tests import read_nccl_tests
@@ -86,13 +87,21 @@ def _plain(value: Any, where: str = "") -> Any:
         return {k: _plain(v, f"{where}.{k}".lstrip(".")) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v, where) for v in value]
-    if isinstance(value, (np.ndarray, np.generic)) or (hasattr(value, "ndim") and hasattr(value, "tolist")):
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        # as an argument's (review23e): .item() / .tolist() turned np.timedelta64(64) into 64 (global_batch ran as 64
+        # sequences) and kept np.longdouble(2), refused as "not a valid integer" where np.float64(2.0) runs
+        return _scalar(value)
+    if isinstance(value, np.ndarray) or (hasattr(value, "ndim") and hasattr(value, "tolist")):
         size = int(getattr(value, "size", 0) or 0)
         if size > MAX_SPEC_BYTES:
             raise InputError(f"an array of shape {np.shape(value)} ({size:,} values) is larger than any spec field",
                              where=where or "fields", allowed=f"at most {MAX_SPEC_BYTES:,} values (what a spec file "
                                                               "of at most 256 KiB holds)")
-        return value.tolist()  # a pandas Series / Index as its list: "got 0    8\ndtype: int64" was two lines
+        if getattr(getattr(value, "dtype", None), "kind", None) in ("m", "M"):  # times: .tolist() gives their ints
+            return [_plain(v, where) for v in value]
+        # a pandas Series / Index as its list ("got 0    8\ndtype: int64" was two lines); a longdouble array's list
+        # holds np.longdouble, made float here
+        return _plain(value.tolist(), where)
     return value
 
 
@@ -341,7 +350,7 @@ def _names(values: Any, name: str, example: str) -> list[Any]:
     'compute' as "unknown factor 'c'"), NumPy strings as str; a number raised TypeError ("'int' object is not
     iterable")."""
     if isinstance(values, str):
-        return [v for v in values.split(",") if v.strip()]
+        return comma_list(values)  # as --sync-modes: "bsp, ssp:2" echoed ' ssp:2'
     if isinstance(values, (bytes, dict, set, frozenset)) or not isinstance(values, Iterable):
         raise InputError(f"{_shown(values)} is not a list of names", where=name,
                          allowed=f"a list or tuple of names, e.g. {example}, or one comma-separated string")
@@ -353,9 +362,7 @@ def _constraints_said(constraints: Any) -> list[str]:
     dict, so a plan that no split met was explained as asked under "no constraints")."""
     said = []
     for key, spec in (constraints or {}).items():
-        pairs = spec if isinstance(spec, list) else [spec] if (
-            isinstance(spec, tuple) and len(spec) == 2 and spec[0] in OPS) else [("=", spec)]
-        said += [f"{key}{p[0]}{_plain(p[1])}" for p in pairs]
+        said += [f"{key}{p[0]}{_plain(p[1])}" for p in constraint_pairs(spec)]
     return said
 
 
@@ -415,7 +422,7 @@ def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ran
     algorithm = _name(algorithm, "algorithm", "ring, tree, rhd, rd, direct, hierarchical or auto")
     path = _path(log, "log", "an nccl-tests log")
     parsed = read_nccl_tests(path, op=collective_op(op))
-    check_ranks(ranks, parsed)
+    check_ranks(ranks, parsed, "ranks")  # the API's name in the text too: it said "--ranks 3, ... leave --ranks out"
     return run_calibrate(parsed, cluster_spec(cluster), source=os.fspath(path), ranks=ranks, tier=tier,
                          algorithm=algorithm, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
 
@@ -437,7 +444,8 @@ def study(sweep_file: str | os.PathLike[str], *, workers: int | None = None, sch
     ``result.warnings`` what pricing the points raised, once each, after the first point that raised it."""
     path = _path(sweep_file, "sweep_file", "a sweep file")
     # workers=1.5 / nan / True ran (as 1 process), '2' raised TypeError ("'<' not supported between 'str' and 'int'")
-    workers = None if workers is None else _count(workers, "workers", "processes")
+    workers = None if workers is None else _count(workers, "workers", "processes", cap=MAX_WORKERS)
+    check_runner(workers, scheduler, "workers", "scheduler")  # as sweep's: 5000 processes, blank address, both given
     spec, models, clusters = load_sweep(path)
     return run_grid(spec, models, clusters, workers=workers, scheduler=scheduler,
                     inputs={"file": os.fspath(path), "name": spec.name})

@@ -629,7 +629,9 @@ def parse_sync(text: Any, where: str = "--sync") -> SyncMode:
     """Parse ``bsp|backup:B|asp|ssp:S|local:H|hier:G[:H]``; raise InputError on anything else."""
     if isinstance(text, SyncMode):
         return text
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):  # the API's sync_modes=['bsp', 5] said "empty sync strategy 5"
+        raise InputError(f"{str(text)[:60]} is not a sync strategy name", where=where, allowed=SYNC_ALLOWED)
+    if not text.strip():
         raise InputError(f"empty sync strategy {text!r}", where=where, allowed=SYNC_ALLOWED)
     parts = text.strip().lower().split(":")
     name, args = parts[0], parts[1:]

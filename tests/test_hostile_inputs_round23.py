@@ -186,7 +186,7 @@ def test_api_calibrate_log_arguments_are_checked(kw: dict[str, Any], said: str) 
 @pytest.mark.parametrize("workers, said", [
     (1.5, "workers: 1.5 is not a whole number of processes"), (np.nan, "workers: nan is not a whole number"),
     (True, "workers: True is not a whole number"), ("2", "workers: '2' is not a whole number"),
-    (0, "workers: 0 processes is outside 1 to 1e+08"),
+    (0, "workers: 0 processes is outside 1 to 4,096"),
 ], ids=repr)
 def test_api_study_workers_are_counts(workers: Any, said: str) -> None:
     sweep = Path(__file__).resolve().parent.parent / "examples" / "sweeps" / "capacity.yaml"

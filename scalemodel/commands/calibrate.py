@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalemodel.commands.args import Command, arg, integer, number, opt, switch
-from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int
+from scalemodel.commands.options import CLUSTER, JSON, SET, comma_list, load_cluster_with, positive_int
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
 from scalemodel.engine.calibrate_runs import fit_runs, scale_change, scale_target
@@ -108,7 +108,7 @@ def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | Non
     if out is not None:
         check_output_path(out, "--out", OVERLAY_SUFFIXES)  # after reading: the runs file (and its specs) are inputs
     at = None if predict_at is None else scale_target(runs, predict_at, mode=mode)  # before the fit's seconds
-    only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
+    only = None if factors is None else comma_list(factors)
     result = fit_runs(runs, source=file, out=out, only=only)
     change = None if at is None else scale_change(result, at)
     if out is not None:

@@ -64,6 +64,12 @@ def load_cluster_with(ref: str, sets: list[str] | None, command: str) -> Any:
     return cluster
 
 
+def comma_list(text: str) -> list[str]:
+    """A comma-separated option value (--sync-modes, --factors, --allow; the API's sync_modes / factors given as one
+    string) as its items, spaces around each dropped and empty items left out: "bsp, ssp:2" is ['bsp', 'ssp:2']."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 #: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.
 MAX_COUNT = 10**8
 

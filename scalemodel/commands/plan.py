@@ -8,6 +8,7 @@ from typing import Any
 from scalemodel.choices import FlexBackend, parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
+from scalemodel.commands.options import comma_list
 from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
@@ -45,7 +46,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     file_pins = o.strategy_constraints(sf, replaced, reported=file_fields(sf))
     if sf is not None:
         merge_constraints(constraints, file_pins, where=f"--strategy: {sf.path}")
-    modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
+    modes = comma_list(sync_modes)
     if not modes:
         raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
     for m in modes:
@@ -63,7 +64,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
                                      "or --constraint sync=... to pin another")
     training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                 "train_tokens": train_tokens}
-    allowed = [a.strip() for a in allow.split(",") if a.strip()]
+    allowed = comma_list(allow)
     if allow and not allowed:  # "--allow ,," opened nothing without a word (as --sync-modes refuses its empty list)
         raise InputError(f"no search named in {allow[:40]!r}", where="--allow", allowed=" | ".join(ALLOW))
     for a in allowed:

@@ -4,6 +4,7 @@ on all local cores or a Dask cluster, written as one tidy table."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from scalemodel.commands.args import Command, arg, integer, opt, repeat, switch
 from scalemodel.commands.options import JSON
@@ -12,22 +13,33 @@ from scalemodel.errors import InputError
 from scalemodel.report.sweep import SweepProgress, output_format, render_sweep, write_tables
 from scalemodel.specs.sweep import load_sweep
 
+#: The most local processes a sweep takes (--workers; the API's ``workers``).
+MAX_WORKERS = 4096
+
+
+def check_runner(workers: int | None, scheduler: Any, option: str = "--workers",
+                 scheduler_option: str = "--scheduler") -> None:
+    """--workers and --scheduler (the API's ``workers`` and ``scheduler``, named by the options): at most
+    MAX_WORKERS processes, a scheduler address that is not blank (round 17: --scheduler '' ran on local processes),
+    and not both. A scheduler that is not a str is Dask's to judge (its Client also takes a Cluster)."""
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"{option} must be from 1 to {MAX_WORKERS}, got {workers}", where=option,
+                         allowed=f"an integer from 1 to {MAX_WORKERS}")
+    if isinstance(scheduler, str) and not scheduler.strip():
+        raise InputError("no address given", where=scheduler_option,
+                         allowed="the address of a running Dask scheduler, e.g. tcp://10.0.0.1:8786, or leave "
+                                 f"{scheduler_option} out for local processes")
+    if scheduler is not None and workers is not None:
+        raise InputError(f"{option} and {scheduler_option} both given", where=option,
+                         allowed=f"{option} for local processes, or {scheduler_option} for a Dask cluster")
+
 
 def sweep(*, file: str, out: list[str] | None, workers: int | None, scheduler: str | None, as_csv: bool,
           as_json: bool) -> None:
     """Run a grid of models x clusters x GPU counts x strategies; one row per point (plan or predict)."""
     if as_json and as_csv:
         raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
-    if workers is not None and not 1 <= workers <= 4096:
-        raise InputError(f"--workers must be from 1 to 4096, got {workers}", where="--workers",
-                         allowed="an integer from 1 to 4096")
-    if scheduler is not None and not scheduler.strip():  # round 17: --scheduler '' ran the sweep on local processes
-        raise InputError("no address given", where="--scheduler",
-                         allowed="the address of a running Dask scheduler, e.g. tcp://10.0.0.1:8786, or leave "
-                                 "--scheduler out for local processes")
-    if scheduler is not None and workers is not None:
-        raise InputError("--workers and --scheduler both given", where="--workers",
-                         allowed="--workers for local processes, or --scheduler for a Dask cluster")
+    check_runner(workers, scheduler)
     outs = list(out or [])
     for path in outs:
         output_format(path)  # before the work: extension, folder, not an input

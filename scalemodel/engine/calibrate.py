@@ -344,16 +344,16 @@ def collective_op(op: str | None) -> str | None:
     return op_n
 
 
-def check_ranks(ranks: int | None, log: Any = None) -> None:
-    """--ranks (the API's ``ranks``) against the log: at least 2 (1 was taken for "not given" and answered "cannot
-    tell how many ranks the log used; pass --ranks"), and the log's own count where it lists one (--ranks is for a
-    log that does not say)."""
+def check_ranks(ranks: int | None, log: Any = None, option: str = "--ranks") -> None:
+    """--ranks (the API's ``ranks``, named by ``option`` as check_kappa names its own) against the log: at least 2
+    (1 was taken for "not given" and answered "cannot tell how many ranks the log used; pass --ranks"), and the
+    log's own count where it lists one (--ranks is for a log that does not say)."""
     if ranks == 1:
-        raise InputError("a collective needs at least 2 ranks, got 1", where="--ranks",
+        raise InputError("a collective needs at least 2 ranks, got 1", where=option,
                          allowed="the number of ranks in the log (2 or more)")
     if ranks is not None and log is not None and log.ranks is not None and ranks != log.ranks:
-        raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
-                         allowed=f"{log.ranks}, or leave --ranks out (it is for a log that does not list its ranks)")
+        raise InputError(f"{option} {ranks}, but the log lists {log.ranks} ranks", where=option,
+                         allowed=f"{log.ranks}, or leave {option} out (it is for a log that does not list its ranks)")
 
 
 def calibrate(log: NcclLog, cluster: Any, *, source: str, ranks: int | None = None, tier: str | None = None,

@@ -246,8 +246,10 @@ def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple
     if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
         # the example was out.yaml for every option: `sweep -o o.csv/` was offered a YAML name
         name = Path(text.rstrip("/" + os.sep)).name
-        example = (f"{name} (without the trailing /)" if Path(name).suffix and text.endswith(("/", os.sep))
-                   else f"out{suffixes[0]}" if suffixes else "")
+        # and a name whose suffix the option refuses is not offered (`calibrate runs F --out o.txt/`: "e.g. o.txt")
+        suffix = Path(name).suffix
+        example = (f"{name} (without the trailing /)" if suffix and text.endswith(("/", os.sep))
+                   and (not suffixes or suffix.lower() in suffixes) else f"out{suffixes[0]}" if suffixes else "")
         raise InputError(f"{shown!r} names a folder, not a file", where=option,
                          allowed="a file path" + (f", e.g. {example}" if example else ""))
     p = Path(text)

@@ -98,6 +98,16 @@ def merge_constraints(into: dict[str, Any], texts: list[str], where: str) -> Non
         into[key] = [*into.get(key, []), *pairs]
 
 
+def constraint_pairs(spec: Any) -> list[Any]:
+    """One constraint's value as its list of (op, value) pairs: a list as it is, an (op, value) tuple as the one
+    pair, a bare value as equality."""
+    if isinstance(spec, list):
+        return spec
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) and spec[0] in OPS:
+        return [spec]
+    return [("=", spec)]
+
+
 def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
     """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
     list of pairs; string values are parsed (names, integers, byte quantities)."""
@@ -111,19 +121,13 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
         key = constraint_key(raw_key)
         if key not in CONSTRAINT_KEYS:
             raise InputError(f"unknown constraint key {raw_key!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-        if isinstance(spec, list):
-            pairs = spec
-        elif isinstance(spec, tuple) and len(spec) == 2 and spec[0] in OPS:
-            pairs = [spec]
-        else:
-            pairs = [("=", spec)]
-        for pair in pairs:
+        for pair in constraint_pairs(spec):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:  # {"tp": [2, 4]}: "cannot unpack non-iterable"
                 raise InputError(f"{repr(pair)[:40]} in the constraints on {key} is not an (op, value) pair",
                                  where=where, allowed="a value, an (op, value) pair or a list of pairs, e.g. "
                                                       "[('>=', 2), ('<=', 8)]")
             op, value = pair
-            if op not in OPS:
+            if not isinstance(op, str) or op not in OPS:  # ([1], 2): "unhashable type: 'list'" from `in OPS`
                 raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
                                  allowed=_CONSTRAINT_ALLOWED)
             out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))

@@ -126,6 +126,12 @@ def _config_in_folder(folder: Path, ref: str) -> Path:
                              "its config.json, a workload YAML or a built-in workload name")
 
 
+def _beside(ref: str, relative_to: Path | None) -> Path:
+    """``ref`` as a path: ~ expanded, a relative one taken from ``relative_to`` (the folder of the file naming it)."""
+    p = files.expand_user(ref)
+    return relative_to / p if relative_to is not None and not p.is_absolute() else p
+
+
 def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
     """A built-in name or a file path -> an existing file, or an error suggesting the nearest names.
 
@@ -135,9 +141,7 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
         raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not a {kind}",
                          where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
     if _looks_like_path(ref):
-        p = files.expand_user(ref)
-        if relative_to is not None and not p.is_absolute():
-            p = relative_to / p
+        p = _beside(ref, relative_to)
         if ref.endswith("/"):  # the Path dropped it: "cluster.yaml/" was read as the file
             files.refuse_trailing_slash(f"{p}/", f"{kind} file")
         if kind == "workload" and not ref.endswith((".yaml", ".yml", ".json")) and os.path.isdir(p):
@@ -156,15 +160,9 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
     found = builtin_path(kind, ref)
     if found is not None:
         return found
-    if kind == "workload":
-        p = files.expand_user(ref)
-        if relative_to is not None and not p.is_absolute():
-            p = relative_to / p
-        if os.path.isdir(p):
-            return _config_in_folder(p, ref)
-    p = files.expand_user(ref)
-    if relative_to is not None and not p.is_absolute():
-        p = relative_to / p
+    p = _beside(ref, relative_to)
+    if kind == "workload" and os.path.isdir(p):
+        return _config_in_folder(p, ref)
     if files.exists(p) and len(ref) <= 200:  # `-m w.svg` beside a YAML file w.svg: "unknown built-in workload"
         raise InputError(f"{ref!r} is a file, but read as a built-in {kind} name: a spec file's name ends in .yaml, "
                          ".yml or .json, or holds a /", where=kind, allowed=f"./{ref} to read it as a {kind} file, "
