@@ -3,6 +3,7 @@ carries what its own source uses, and what each kind costs is checked against va
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,16 @@ def test_validation_rows_state_their_sources_position_encoding() -> None:
         w, _ = vt.case_workload(cases[cid])
         sh = transformer_shape(w)
         assert (float(sh.position_embeddings), bool(sh.rope)) == (rows, rope), cid
+
+
+def test_gpt3_learned_table_is_whole_on_every_tp_rank_of_the_first_stage(cli) -> None:  # type: ignore[no-untyped-def]
+    # Megatron's position table is a serial torch.nn.Embedding (language_model.py "Position embedding (serial)"), whole
+    # on every TP rank of the first stage: 12 layers of (12 h^2 + 7 h) / 8 + 6 h whole, the word table V h / 8 and
+    # 2048 h, 25.2 M parameters more than the last stage's final LayerNorm 2 h, so the first stage holds the peak
+    h, v, t = 12288, 51200, 8
+    r = cli("memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "64", "--tp", "8", "--pp", "8", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["peak_stage"] == {"rank": 0, "role": "first"}
+    assert doc["params_per_gpu"] == pytest.approx((12 * (12 * h * h + 7 * h) + v * h) / t + 12 * 6 * h + 2048 * h,
+                                                  rel=1e-12)
