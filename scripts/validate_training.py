@@ -66,7 +66,10 @@ Two case files (issue 5 and issue 13):
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
       mpt, bloom), untied otherwise; biases: none for :data:`NO_BIAS_TYPES` (NeMo's NemotronConfig), linear
-      biases for :data:`BIAS_TYPES` (GPT-OSS: add_bias_linear), else the workload default; no learned position table.
+      biases for :data:`BIAS_TYPES` (GPT-OSS: add_bias_linear), else the workload default; no learned position table
+      (RoPE) unless the case states ``position_embeddings`` (its learned table's rows: GPT-2/3, OPT, MPT's
+      MosaicGPT defaults, Megatron GPT, NeMo GPTConfig's learned_absolute), which also holds over a built-in's;
+      a stated ``rotary: false`` (ALiBi: BLOOM; no position encoding) prices no RoPE pass.
   Parallelism and schedule
     - degrees, global batch and micro-batch as stated; unstated micro-batch = 1; a per-device batch
       (MaxText, no accumulation) = micro-batch global_batch / dp.
@@ -272,8 +275,11 @@ CLUSTER_FOR_GPU = {"A100-SXM4-80GB": "dgx-a100"}
 
 def workload(case: dict) -> TransformerWorkload:
     m = case["model"]
+    # Megatron-LM of 2021-2022 (Narayanan 2021, Korthikanti 2022) has learned absolute positions only:
+    # megatron/model/language_model.py Embedding, torch.nn.Embedding(max_sequence_length, hidden), 2048 rows
     return TransformerWorkload(name=case["id"], layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
-                               vocab=m["vocab"], seq_len=m["seq_len"], tied_embeddings=True)
+                               vocab=m["vocab"], seq_len=m["seq_len"], tied_embeddings=True,
+                               position_embeddings=m["seq_len"])
 
 
 def interleave(layers: int, pp: int, microbatches: int) -> str:
@@ -1525,6 +1531,10 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
             stated = {"dropout": bool(m["dropout"])} if "dropout" in m else {}
             if "causal" in m:
                 stated["causal"] = bool(m["causal"])
+            if "position_embeddings" in m:
+                stated["position_embeddings"] = int(m["position_embeddings"])
+            if "rotary" in m:
+                stated["rotary"] = bool(m["rotary"])
             stated.update(_stated_mtp(m, w.hybrid, w.mtp_shared))
             return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
                                         "squared_relu": squared_relu(m) or w.squared_relu, **stated}), w.name
@@ -1541,6 +1551,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "biases": m.get("biases", False if m.get("type") in NO_BIAS_TYPES else
                         True if m.get("type") in BIAS_TYPES else None),
         "sliding_window": m.get("sliding_window"), "sliding_window_pattern": int(m.get("sliding_window_pattern", 0)),
+        "position_embeddings": int(m.get("position_embeddings", 0)),
+        "rotary": bool(m["rotary"]) if "rotary" in m else None,
     }
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),

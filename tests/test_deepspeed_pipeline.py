@@ -133,12 +133,13 @@ def test_gradient_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-un
     """bf16 with an fp32 gradient buffer: 18 bytes per parameter per micro-batch (BF16_Optimizer's cast and
     add); 16-bit gradients: autograd's in-place add, 3 x 2 bytes for all micro-batches but the first. Parameters
     per GPU: / (tp pp), but the weights every TP rank holds whole (per layer two LayerNorms' gains and biases and the
-    O-proj and FC2 biases, 6 h; the final LayerNorm 2 h; h = 4096, 36 layers) only / pp."""
+    O-proj and FC2 biases, 6 h; the final LayerNorm 2 h; the learned position table 2048 h; h = 4096, 36 layers)
+    only / pp."""
     wl = load_workload("gpt-7.5b")
     for grad_bytes, per_param in ((4.0, 18.0), (2.0, 3 * 2.0 * 7 / 8)):
         training = TrainingSpec(global_batch=64, micro_batch=1, grad_bytes_per_param=grad_bytes)
         job, g, _ = evaluated(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
-        whole = 36 * 6 * 4096 + 2 * 4096
+        whole = 36 * 6 * 4096 + 2 * 4096 + 2048 * 4096  # and the positions (Megatron's serial Embedding)
         params_gpu = (job.params - whole) / (2 * 4) + whole / 4  # tp 2 x pp 4, m = 8 micro-batches
         expected = params_gpu * per_param / (job.memory_bandwidth * job.memory_efficiency)
         assert first(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
@@ -171,12 +172,12 @@ def test_plan_with_deepspeed_pipeline_searches_1f1b_only(cli) -> None:  # type: 
 
 
 def _last_rank_params() -> int:
-    """gpt-7.5b's parameters on one GPU of its last pipeline rank at tp 1, pp 4, the rank holding the most: 9 of the 36
-    layers (12 h^2 + 13 h each: biases, two LayerNorms), the tied output layer's own copy V h (DeepSpeed's
-    TiedLayerSpec and Megatron-Core both keep the tied weight on the first and the last stage) and the final LayerNorm
-    2 h (rank 0: the embedding V h, no final norm)."""
+    """gpt-7.5b's parameters on one GPU of the pipeline rank holding the most at tp 1, pp 4, the first: 9 of the 36
+    layers (12 h^2 + 13 h each: biases, two LayerNorms), the embedding V h and the learned position table 2048 h (the
+    last rank: the tied output layer's own copy V h, as DeepSpeed's TiedLayerSpec and Megatron-Core keep the tied
+    weight on the first and the last stage, and the final LayerNorm 2 h)."""
     h = 4096
-    return 9 * (12 * h * h + 13 * h) + 51200 * h + 2 * h
+    return 9 * (12 * h * h + 13 * h) + 51200 * h + 2048 * h
 
 
 def _dp_total(cluster, wl, training, gpus, **strategy) -> float:  # type: ignore[no-untyped-def]

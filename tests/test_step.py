@@ -385,15 +385,15 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
     # DDP's 25 MiB = 26,214,400-byte buckets (bucket_cap_mb * 1024 * 1024) hold 13,107,200 bf16 elements at tp 8
     # (dp_comm.bucket_count): only the embedding's shard (51200 x 4096 / 8 = 26,214,400) exceeds one (the largest
     # layer shards, fc1 and fc2, are 4 h^2 / 8 = 8,388,608); the rest, 36 x (12 h^2/8 + 7 h/8 split + 6 h whole
-    # biases and norms) + 2 h = 906,991,616 elements at h = 4096, fills ceil(906,991,616 / 13,107,200) =
-    # ceil(69.20) = 70: 71 buckets (ceil(grads / 25 MiB) = ceil(71.20) = 72); the cross-group shard, grads / 4,
-    # keeps ceil(grads / 4 / 25 MiB) = ceil(17.80) = 18 (fewer than the tensors' 71). (With 25e6-byte buckets,
-    # 12.5e6 elements, this was 74 and 19.)
+    # biases and norms) + 2 h + the learned positions 2048 h (whole: Megatron's serial Embedding) = 915,380,224
+    # elements at h = 4096, fills ceil(915,380,224 / 13,107,200) = ceil(69.84) = 70: 71 buckets; the cross-group
+    # shard, grads / 4, keeps ceil(grads / 4 / 25 MiB) = ceil(17.96) = 18 (fewer than the tensors' 71). (Without
+    # the position table 906,991,616 elements, the same 71 and 18; with 25e6-byte buckets, 12.5e6 elements, 74 and 19.)
     h = 4096
-    small = 36 * (12 * h * h // 8 + 7 * h // 8 + 6 * h) + 2 * h
-    assert small == 906_991_616
-    # per GPU: the split weights / 8, the whole ones (6 h a layer, the final LayerNorm's 2 h) whole
-    whole = 36 * 6 * h + 2 * h
+    small = 36 * (12 * h * h // 8 + 7 * h // 8 + 6 * h) + 2 * h + 2048 * h
+    assert small == 915_380_224
+    # per GPU: the split weights / 8, the whole ones (6 h a layer, the final LayerNorm's 2 h, the positions) whole
+    whole = 36 * 6 * h + 2 * h + 2048 * h
     grads = ((job.params - whole) / 8 + whole) * 2.0
     mib25 = 25 * 1024 * 1024
     assert mib25 == 26_214_400
@@ -407,15 +407,15 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
 def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """hier:G with ZeRO: the groups step apart, so the states are sharded over the G replicas of a group (HSDP's
     layout), in memory and in traffic alike. By hand, gpt-7.5b on 128 A100s, tp 8, dp 16, hier:4, P = (params - W) /
-    8 + W per GPU (W = 36 x 6 h + 2 h the weights every TP rank holds whole: two LayerNorms' gains and biases and
-    the O-proj and FC2 biases a layer, the final LayerNorm; h = 4096), L = 36 layers, m = 8 micro-batches: ZeRO-1
-    optimizer 12 P / 4 bytes (bsp: 12 P / 16); ZeRO-2 gradients 2 P / 4; ZeRO-1 traffic = the in-group all-reduce
-    volume (2 DeepSpeed buckets of 5e8 elements) + the cross-group all-reduce of the 2 P / 4 shard over the 4
-    groups, 32 GPUs apart; FSDP = m ((2L - 1) AG + L RS) of one layer over the group + that cross-group all-reduce
-    once per step; hsdp under hier = fsdp."""
+    8 + W per GPU (W = 36 x 6 h + 2 h + 2048 h the weights every TP rank holds whole: two LayerNorms' gains and biases
+    and the O-proj and FC2 biases a layer, the final LayerNorm, the learned position table; h = 4096), L = 36 layers,
+    m = 8 micro-batches: ZeRO-1 optimizer 12 P / 4 bytes (bsp: 12 P / 16); ZeRO-2 gradients 2 P / 4; ZeRO-1 traffic =
+    the in-group all-reduce volume (2 DeepSpeed buckets of 5e8 elements) + the cross-group all-reduce of the 2 P / 4
+    shard over the 4 groups, 32 GPUs apart; FSDP = m ((2L - 1) AG + L RS) of one layer over the group + that
+    cross-group all-reduce once per step; hsdp under hier = fsdp."""
     training = dict(global_batch=128, micro_batch=1)
     job = job_for(a100, gpt, **training)
-    W = 36 * 6 * 4096 + 2 * 4096
+    W = 36 * 6 * 4096 + 2 * 4096 + 2048 * 4096
     P, L, m = (job.params - W) / 8 + W, 36, 8
 
     def t(op: str, nbytes: float, ranks: int, stride: int) -> float:

@@ -1358,7 +1358,8 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     V = g d_v / t, O = a d_v / t, F = f / t (the dense MLP's width; 0 when ``mlp`` is False: an MoE layer prices its
     experts' activation in :func:`layer_compute_time`), U = 2F gated, F otherwise (the up-projection's output);
     n = the norms per layer, 2 residual adds; flags from the shape: dropout (``sh.dropout``), biases, RoPE
-    (``position_embeddings`` 0), GQA (g < a), gated. ``micro_batch`` (b; None: b > 1) matters to nanotron only.
+    (``sh.rope``: no learned table and ``rotary`` not false), GQA (g < a), gated. ``micro_batch`` (b; None: b > 1)
+    matters to nanotron only.
 
     megatron_te (NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0, megatron/core/transformer/transformer_layer.py with the
     TE spec, megatron/training/arguments.py: bias-dropout, bias-gelu/swiglu and RoPE fusions on by default;
@@ -1532,7 +1533,7 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     n = sh.norms_per_layer if sh.hybrid is None else 2.0  # a hybrid's block: half an attention + MLP pair (part)
     drop = np.asarray(sh.dropout, dtype=bool)
     bias = np.asarray(sh.biases, dtype=bool)
-    rope = np.asarray(sh.position_embeddings, dtype=float) == 0
+    rope = np.asarray(sh.rope, dtype=bool)
     gqa = g < a
     one = lambda c: np.where(c, 1.0, 0.0)  # noqa: E731
     mask_f, mask_b = one(drop) * 2.0 * x, one(drop) * 2.0 * (2.0 * e + 1.0) * x  # two dropouts: fwd mask, bwd pass
@@ -2564,7 +2565,7 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     e = _pos("elem_bytes", elem_bytes)
     mla = np.asarray(sh.mla, dtype=bool)
     rotated = rope_rotated_elements(sh, _pos("tp", tp))
-    on = np.where(np.asarray(sh.position_embeddings, dtype=float) == 0, 1.0, 0.0)
+    on = np.where(np.asarray(sh.rope, dtype=bool), 1.0, 0.0)
     return on * np.where(mla, 12.0, 10.0) * e * rotated * T, on * np.where(mla, 19.0, 12.0) * e * rotated * T
 
 

@@ -280,6 +280,9 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     # dense-MLP layer, "e" an MoE layer (:func:`layer_kinds`; engine.pipeline_ranks._part_job): every per-layer formula
     # then prices the rank's own kinds at their share of its layers (moe_layers = e's x layers / len); "" = the model's
     rank_kinds: str = ""
+    # bool: RoPE rotates Q and K (every layer's memory-bound pass, compute.rope_rotated_elements); false with a learned
+    # position table, ALiBi or no position encoding (:func:`shape`: position_embeddings 0 and rotary not false)
+    rope: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))
 
     @property
     def attention_layers(self) -> np.ndarray:
@@ -416,11 +419,12 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
           mtp_layers: ArrayLike = 0, causal: ArrayLike = True, squared_relu: ArrayLike = False,
           moe_latent: ArrayLike = 0, mtp_shared: ArrayLike = False, mtp_block: str = "",
-          hybrid: LayerCounts | None = None,
+          rotary: ArrayLike = True, hybrid: LayerCounts | None = None,
           mamba: MambaDims | None = None) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
-    d_v = d). ``hybrid`` (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with
-    one pre-norm (norms_per_layer 1); ``mamba`` gives the widths of its Mamba-2 layers."""
+    d_v = d, RoPE unless ``rotary`` is false or a learned table is set). ``hybrid``
+    (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with one pre-norm
+    (norms_per_layer 1); ``mamba`` gives the widths of its Mamba-2 layers."""
     L = _arr("layers", layers)
     h = _arr("hidden", hidden)
     a = _arr("heads", heads)
@@ -446,6 +450,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
     if np.any((kv_rank > 0) & (rope >= d)):
         raise InputError("MLA with qk_rope_head_dim >= head_dim", where="qk_rope_head_dim",
                          allowed="qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)")
+    positions = _arr("position_embeddings", position_embeddings, strict=False)
     if hybrid is not None:
         _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers, mtp_block)
         norms_per_layer = 1
@@ -458,7 +463,8 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         moe_shared_experts=_arr("moe_shared_experts", moe_shared_experts, strict=False),
         moe_every=_arr("moe_every", moe_every, minimum=1.0, strict=False),
         moe_first_dense=_arr("moe_first_dense", moe_first_dense, strict=False),
-        position_embeddings=_arr("position_embeddings", position_embeddings, strict=False),
+        position_embeddings=positions,
+        rope=np.asarray(rotary, dtype=bool) & (positions == 0),
         head_dim=d,
         v_head_dim=_default(v_head_dim, d),
         q_lora_rank=_arr("q_lora_rank", q_lora_rank, strict=False),

@@ -282,7 +282,8 @@ def transformer_shape(workload: Any) -> Any:
         head_dim=(mla.qk_nope_head_dim + mla.qk_rope_head_dim) if mla else workload.head_dim,
         v_head_dim=mla.v_head_dim if mla else None, q_lora_rank=mla.q_lora_rank if mla else 0,
         kv_lora_rank=mla.kv_lora_rank if mla else 0, qk_rope_head_dim=mla.qk_rope_head_dim if mla else 0,
-        position_embeddings=workload.position_embeddings, parallel_block=workload.parallel_block,
+        position_embeddings=workload.position_embeddings, rotary=workload.rotary is not False,
+        parallel_block=workload.parallel_block,
         norms_per_layer=workload.norms_per_layer, sliding_window=workload.sliding_window or 0,
         sliding_window_pattern=workload.sliding_window_pattern, dropout=workload.dropout,
         moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
@@ -1805,7 +1806,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_flex_backend",
                     f" = {backend} is not priced: moe_flex_dispatcher is off (the "
                     "expert-parallel tokens move with NCCL's all-to-all)")
-    if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0):
+    if getattr(strategy, "eager_rope", False) and not (job.is_transformer and bool(job.shape.rope)):
         _warn_field("strategy.eager_rope", " is not priced: it needs rotary position embeddings")
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),

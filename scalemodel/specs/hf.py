@@ -53,6 +53,11 @@ TIE_DEFAULT = {"llama": False, "mistral": False, "mixtral": False, "qwen2": Fals
 #: (OPTLearnedPositionalEmbedding, offset = 2).
 LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 0),
                      "opt": ("max_position_embeddings", 2)}
+#: Families without rotary embeddings or a learned table (workload rotary false): BLOOM's ALiBi (transformers
+#: models/bloom/modeling_bloom.py build_alibi_tensor, added to the attention scores) and Nemotron-H, whose attention
+#: layers have no position encoding (models/nemotron_h/modeling_nemotron_h.py NemotronHAttention has no rotary
+#: embedding; Megatron-Bridge mamba_provider.py position_embedding_type "none").
+NO_ROTARY = frozenset({"bloom", "nemotron_h"})
 
 #: Dropout rates of the residual stream and attention (transformers' names per family): all stated and 0 ->
 #: workload.dropout false (no dropout masks stored, scalemodel.cost.memory); any > 0 or none stated -> the default.
@@ -380,6 +385,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
         "ffn_hidden": ffn, "vocab": vocab, "seq_len": 2048 if seq_len is None else seq_len,
         "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "position_embeddings": positions,
+        "rotary": False if model_type in NO_ROTARY else None,
         "parallel_block": parallel, "norms_per_layer": norms,
         # transformers' ACT2FN "relu2" = ReLUSquaredActivation, relu(x)^2 (Nemotron-4's NemotronConfig default)
         "squared_relu": act == "relu2" and not gated,

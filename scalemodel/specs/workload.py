@@ -94,7 +94,14 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
     biases: Annotated[bool | None, Meta(description=(
         "linear biases and LayerNorm (GPT/BERT style); default: true unless gated_mlp"))] = None
     position_embeddings: Annotated[int, Meta(ge=0, description=(
-        "learned absolute positions (GPT-2, OPT, BLOOM has none); 0 for rotary/ALiBi"))] = 0
+        "rows of a learned absolute position table (GPT-2/3, OPT, BERT, Megatron GPT, MPT's MosaicGPT defaults); "
+        "0 for rotary / ALiBi / none"))] = 0
+    rotary: Annotated[bool | None, Meta(description=(
+        "rotary position embeddings (RoPE) on queries and keys, on the whole head or a part of it (GPT-J "
+        "rotary_dim, GPT-NeoX rotary_pct, Nemotron-4 rotary_percent: the fused kernel reads and writes whole heads "
+        "either way); false: no pass over Q and K, for ALiBi (BLOOM; its bias is built inside the fused attention "
+        "kernel) or no position encoding (the attention layers of Nemotron-H / Nemotron 3); default: true unless "
+        "position_embeddings"))] = None
     parallel_block: Annotated[bool, Meta(description=(
         "attention and MLP read the same input and are summed (GPT-J, GPT-NeoX, PaLM, Falcon)"))] = False
     norms_per_layer: Annotated[int, Meta(ge=1, le=2, description=(
@@ -141,6 +148,10 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}; kv_heads that divide heads")
         if self.mla is not None:
             self._check_mla(self.mla)
+        if self.rotary and self.position_embeddings:
+            raise field_error("rotary", f"true with {self.position_embeddings} learned positions: a model adds a "
+                              "learned position table or rotates Q and K, not both", "leave rotary out (or false) with "
+                              "position_embeddings, or position_embeddings 0", also="position_embeddings")
         if self.squared_relu and self.gated_mlp:
             raise field_error("squared_relu", "true with gated_mlp true: squared ReLU is the activation of an "
                               "ungated MLP", "gated_mlp false, or squared_relu false (a gated MLP's activation is "
@@ -180,6 +191,9 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             raise field_error("position_embeddings", f"{self.position_embeddings} learned positions with mla, whose "
                               f"keys carry rotary embeddings (mla.qk_rope_head_dim = {mla.qk_rope_head_dim})",
                               "leave position_embeddings out (0) with mla", also="mla")
+        if self.rotary is False:
+            raise field_error("rotary", f"false with mla, whose keys carry rotary embeddings (mla.qk_rope_head_dim = "
+                              f"{mla.qk_rope_head_dim})", "leave rotary out (or true) with mla", also="mla")
 
     def _check_hybrid(self, hy: "HybridSpec") -> None:
         # each refusal names its field (was "(top level): hybrid.mamba: ...", at the file's first line)
