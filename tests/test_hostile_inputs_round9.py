@@ -230,11 +230,12 @@ def test_torchtitan_replicate_by_shard_is_hsdp_with_the_shard_group(cli, tmp_pat
     got = json.loads(r.out)
     assert (got["strategy"]["zero"], got["strategy"]["shard_group"], got["strategy"]["dp"]) == ("hsdp", 8, 32)
     # torchtitan's only FSDP reduce dtype, float32; its FSDP is FSDP2's fully_shard (fsdp_per_param); its layer
-    # torchtitan's TransformerBlock (layer_impl); its TP plan sequence-parallel (apply_tp: SequenceParallel norms)
+    # torchtitan's TransformerBlock, uncompiled as the TOML gives no compile (layer_impl torchtitan_eager since titan23:
+    # torchtitan's compile switch defaults off); its TP plan sequence-parallel (apply_tp: SequenceParallel norms)
     # and, the TOML giving no activation_checkpoint.mode, torchtitan's default AC (selective, option '2'), priced
     # as the reader prices a given option N > 1: full recompute
     fp32 = ("--set", "training.grad_bytes_per_param=4", "--set", "strategy.fsdp_per_param=true",
-            "--set", "strategy.layer_impl=torchtitan", "--sequence-parallel", "--recompute", "full")
+            "--set", "strategy.layer_impl=torchtitan_eager", "--sequence-parallel", "--recompute", "full")
     same = accepted(cli, "predict", *_LLAMA, "--tp", "2", "--zero", "hsdp", "--set", "strategy.shard_group=8", *fp32)
     flat = accepted(cli, "predict", *_LLAMA, "--tp", "2", "--zero", "fsdp", *fp32)
     assert got["step_time_s"] == same["step_time_s"] != flat["step_time_s"]
