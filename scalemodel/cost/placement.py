@@ -123,20 +123,26 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         return np.minimum(1.0, np.maximum(self.c[0] - 1.0, 1.0) / links)
 
     @cached_property
-    def _pair_share(self) -> np.ndarray:
-        """Per tier, the share of its per-GPU bandwidth between one pair of GPUs: ``1 / (span_0 - 1)`` on a
-        full-mesh tier 0 (one direct link), 1 elsewhere (a switch port), shape (T,)."""
-        share = np.ones(self.ntiers)
+    def _rate(self) -> np.ndarray:
+        """Line rate x efficiency / oversubscription per tier, shape (T,): the per-GPU rate before a full mesh's
+        group share (:attr:`bw`, :meth:`pair_bw`)."""
+        return self.bandwidth * self.efficiency / self.oversubscription
+
+    @cached_property
+    def _pair_rate(self) -> np.ndarray:
+        """Per tier, the bandwidth between one pair of GPUs, shape (T,): :attr:`_rate`, over ``span_0 - 1`` on a
+        full-mesh tier 0 (one direct link), whole elsewhere (a switch port)."""
+        rate = self._rate.copy()
         if self.full_mesh:
-            share[0] = 1.0 / (self.spans[0] - 1.0)
-        return share
+            rate[0] = rate[0] / (self.spans[0] - 1.0)
+        return rate
 
     @cached_property
     def bw(self) -> np.ndarray:
         """Effective bandwidth per GPU per direction the group's collectives reach: line rate x efficiency /
         oversubscription, shape (T,); on a full-mesh tier 0 its row is scaled by :attr:`mesh_share` and the
         array is (T,) + p's shape (``bw[i]`` broadcasts with p either way; docs/model.md#full-mesh)."""
-        base = self.bandwidth * self.efficiency / self.oversubscription
+        base = self._rate
         if not self.full_mesh:
             return base
         out = np.broadcast_to(base.reshape((-1,) + (1,) * self.p.ndim), (len(base),) + self.p.shape).copy()
@@ -147,7 +153,7 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         """Effective bandwidth between ONE pair of GPUs on tier ``t`` (an index or an array of indices): the per-GPU
         rate of a switched tier, one direct link (rate / (span_0 - 1)) on a full-mesh tier 0. Pairwise exchanges
         (send/recv, the RHD / RD steps) price with it (docs/model.md#full-mesh)."""
-        return np.asarray((self.bandwidth * self.efficiency / self.oversubscription * self._pair_share)[t])
+        return np.asarray(self._pair_rate[t])
 
     def c_prev(self, i: int) -> np.ndarray:
         return np.ones_like(self.p) if i == 0 else self.c[i - 1]
