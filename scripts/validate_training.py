@@ -1039,6 +1039,10 @@ NO_GRAD_ACCUMULATION_FUSION = PRIMUS_CASES
 #: Unchanged at 4ab94dfad (26.08, mb2608: ``if self.data_parallel_size > 1: comm_overlap_cfg.bucket_size = 128 * 1024 *
 #: 1024``), and every mb2608 preset sets a CommOverlapConfig (the full-iteration MXFP8 helpers build one).
 BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
+#: The NeMo 2 sources (NeMo 2.2-2.4 through NeMo-Run: nemo2502, nemo2504, dgxc2505, dgxc2504): the rules below that
+#: follow NeMo 2's code (MegatronCommOverlapCallback, megatron_parallel.py, its mixed-precision plugins) start from
+#: this one set, so a new NeMo 2 source is added once.
+NEMO2 = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
 #: Megatron-Core DDP sources whose training loop sets no ``grad_sync_func`` (strategy align_grad_reduce false,
 #: docs/model.md#interleaved-dp-sync): NeMo 2.2 (nemo2502, NVIDIA/NeMo@7192a2c944 nemo/lightning/megatron_parallel.py
 #: ``extract_ddp_funcs`` sets it only when ``getattr(ddp_config, "align_grad_reduce", False)``, and Megatron-Core's
@@ -1047,7 +1051,7 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: backward). Megatron-LM (mlm24: ``--no-delay-grad-reduce`` not given) and Megatron-Bridge
 #: (``DistributedInitConfig.align_grad_reduce = True``) set it. NeMo 2.3 (nemo2504, v2.3.0 @2b03b748bb
 #: megatron_parallel.py L125 ``if getattr(ddp_config, "align_grad_reduce", False)``): unchanged.
-NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
+NO_GRAD_SYNC_FUNC = NEMO2
 #: Sources whose interleaved runs post the pipeline's sends asynchronously (strategy overlap_p2p_comm,
 #: docs/model.md#pp-comm-overlap), each where the schedule is interleaved and pp > 1:
 #: - NeMo 2 (nemo2502, nemo2504, dgxc2505, dgxc2504): MegatronCommOverlapCallback sets ``overlap_p2p_comm = True`` and
@@ -1063,8 +1067,7 @@ NO_GRAD_SYNC_FUNC = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
 #:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
 #: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
 #: Megatron-LM rows (before f9283c5a8a, 2023-05-31, brought it).
-OVERLAP_P2P_SOURCES = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504", "dgxc25", "mb2511", "mb2604", "mb2606",
-                                 "mb2608", "mcrec26", "mcore26"})
+OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mcore26"}
 #: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (2026-04-16, first in core_v0.18.0:
 #: "wait for async P2P send before deallocating output tensor"), which waits each steady forward send as soon as it
 #: is posted (deallocate_pipeline_outputs is set by all of them): strategy overlap_p2p_send_wait false, each send
@@ -1074,7 +1077,7 @@ OVERLAP_P2P_SOURCES = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504",
 #: v0.16, the report). Kept at the default (the wait): mb2604 / mb2606 / mb2608 (3rdparty/Megatron-LM 2d1fa8d372,
 #: 002255075c, 24bad8e677, each after 260cba7133; Megatron-Bridge installs megatron-core from it, pyproject.toml
 #: ``megatron-core = { path = "3rdparty/Megatron-LM/" }``) and mcrec26 (9c5258f109).
-OVERLAP_P2P_SEND_LAGGED = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504", "dgxc25", "mb2511", "mcore26"})
+OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"}
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -1092,8 +1095,7 @@ OVERLAP_P2P_SEND_LAGGED = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc25
 #: pretrain_performance_optimizations add the callback.
 #: dgxc2504: megatron_comm_overlap.py as at v2.2.0; recipes/llama3_70b.py and llama31_405b.py
 #: pretrain_performance_optimizations add the callback (NeMo@d2b21556f2).
-BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502", "nemo2504", "dgxc2505",
-                                  "dgxc2504"})
+BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"}
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1159,7 +1161,7 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: dgxc2504 (NeMo@d2b21556f2): llama3.1/pretrain_llama31.py sets ``recipe.trainer.plugins = bf16_with_fp8_mixed()`` for
 #: fp8, whose ``cfg.fp8_params = True`` (recipes/precision/mixed_precision.py L53) MegatronMixedPrecision turns into
 #: fp8_param_gather (the same at v2.2.1, the container's line).
-NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
+NEMO2_FP8_PARAM_GATHER = NEMO2
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
 #: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
