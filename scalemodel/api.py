@@ -19,6 +19,7 @@ import functools
 import math
 import numbers
 import os
+import re
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
@@ -204,6 +205,14 @@ _ARGUMENTS = {"--gpus": "gpus", "--straggler-cv": "straggler_cv", "--factor": "f
               "--constraint": "constraints", "--sync": "sync"}
 
 
+def _argument_words(text: str, names: dict[str, str]) -> str:
+    """``text`` with each command-line option of ``names`` that it mentions named as the API's argument (the
+    engine's "pass --ranks N" read at calibrate_log, where there is no --ranks)."""
+    if "--" not in text:
+        return text
+    return re.sub(r"(?<![\w-])--[a-z][\w-]*", lambda m: names.get(m.group(0), m.group(0)), text)
+
+
 def _located(names: dict[str, str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A decorator: an InputError located at a command-line option of ``names`` re-located at its argument."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -212,9 +221,11 @@ def _located(names: dict[str, str]) -> Callable[[Callable[..., Any]], Callable[.
             try:
                 return fn(*args, **kwargs)
             except InputError as exc:
-                if exc.where not in names:
+                where = names.get(exc.where, exc.where)
+                what, allowed = _argument_words(exc.what, names), _argument_words(exc.allowed, names)
+                if (where, what, allowed) == (exc.where, exc.what, exc.allowed):
                     raise
-                raise InputError(exc.what, where=names[exc.where], allowed=exc.allowed) from None
+                raise InputError(what, where=where, allowed=allowed) from None
         return call
     return wrap
 
