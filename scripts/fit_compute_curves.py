@@ -41,7 +41,9 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   in PyTorch). MI300X: MAMF's point (torch 2.5.1+rocm6.3 with TunableOp on) and AMD's MAF (ROCm/hipBLASLt@db8e93b4,
   a development branch) are records; the public torch 2.8.0+rocm6.4 torch.mm timing (gemm.yaml LC-MI300X) is fitted.
   The rule is the build a training run uses, not which level matches a run: with all three fitted the level would
-  be 0.521, capped at MAMF's 0.511; MAMF alone gave 0.511 (bound), the default build gives 0.461.
+  be 0.521, capped at MAMF's 0.511; MAMF alone gave 0.511 (bound), the default build gives 0.461. An older
+  default build is a record too (gemm.yaml TE73-MI300X: two torch.matmul rows of October 2024, before the ROCm 6.4
+  hipBLASLt that LC-MI300X and the priced runs use); fitted beside LC-MI300X they would give 0.457.
   MI325X: MAMF (TunableOp on) and AMD's MAF (development branch) are records, HipKittens' torch.matmul baseline
   (no TunableOp set) is fitted; its FP8 has no default-build timing and takes a level transfer (below). MI355X: MAMF
   ran with TunableOp off, learn-cuda's torch.mm on the public ROCm 7.14 wheel and HipKittens' torch.matmul and
