@@ -371,9 +371,12 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # nanotron: the activation and its gradient one after the other, with its metadata messages and the sequence mask
     # (nanotron_p2p_extra_time), on each boundary the rank exchanges on (pp_exchanges)
     nano = pp_exchanges(g) * (2.0 * p2p + coll.get("pp_meta", 0.0))
+    # Megatron's 1F1B: one batched exchange (activation out, gradient in, both ways at once) per boundary the rank
+    # exchanges on; interleaved (a ring of chunks: both neighbours at any pp), GPipe and ZB-H1 two per micro-batch
+    exchanges = np.where(g.schedule == ScheduleKind.ONE_F_ONE_B, pp_exchanges(g), 2.0 * v)
     pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
                                      np.where(np.asarray(g.nanotron_trainer, dtype=bool), nano,
-                                              2.0 * v * (p2p + sg))), 0.0)
+                                              exchanges * (p2p + sg))), 0.0)
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
     # current scaling's / NVFP4's per-linear TP amax all-reduces (tp_amax_time): each layer's forward and backward, a
@@ -883,13 +886,16 @@ def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
 
 
 def pp_exchanges(g: StrategyGrid) -> np.ndarray:
-    """Stage boundaries a pipeline rank exchanges on per micro-batch in a non-interleaved schedule whose activation
-    and gradient cross a boundary one after the other (DeepSpeed's PipelineEngine, nanotron's 1F1B engine):
+    """Stage boundaries a pipeline rank exchanges on per micro-batch in a non-interleaved 1F1B schedule:
     min(pp - 1, 2). A middle rank receives its input from the rank before and sends that rank the gradient, and
     sends its output to the rank after and receives the gradient from it; with blocking (rendezvous) transfers both
-    exchanges lie on its own timeline, so the steady state grows by t_f + t_b + 2 x (2 transfers) a micro-batch. At
-    pp = 2 each rank has one neighbour: one exchange (step-by-step simulations of both schedules:
-    tests/test_pipeline_exchanges.py, tests/test_deepspeed_pipeline.py). 0 without a pipeline."""
+    exchanges lie on its own timeline, so the steady state grows by t_f + t_b + 2 exchanges a micro-batch. At pp = 2
+    each rank has one neighbour: one exchange. An exchange is one batched send/recv pair under Megatron's 1F1B
+    (``send_forward_recv_backward`` / ``send_backward_recv_forward``, both directions at once: NVIDIA/Megatron-LM@
+    d98e8a64dd megatron/core/pipeline_parallel/schedules.py lines 2379-2450, p2p_communication.py lines 22-57 and
+    536-600, ``batch_p2p_comm`` True) and two transfers one after the other under DeepSpeed's PipelineEngine and
+    nanotron's engine. Step-by-step simulations of the three schedules: tests/test_pipeline_exchanges.py,
+    tests/test_deepspeed_pipeline.py. 0 without a pipeline."""
     return np.asarray(np.clip(np.asarray(g.pp, dtype=float) - 1.0, 0.0, 2.0))
 
 
