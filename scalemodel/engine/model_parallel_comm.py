@@ -368,10 +368,15 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     # legacy Megatron-LM's scatter/gather: each receive all-gathers the split tensor over TP (pp_split)
     sg = np.where(pp_split(g), coll["pp_gather"], 0.0)
+    # nanotron: the activation and its gradient one after the other, with its metadata messages and the sequence mask
+    # (nanotron_p2p_extra_time), on each boundary the rank exchanges on (pp_exchanges)
+    nano = pp_exchanges(g) * (2.0 * p2p + coll.get("pp_meta", 0.0))
+    # Megatron's 1F1B: one batched exchange (activation out, gradient in, both ways at once) per boundary the rank
+    # exchanges on; interleaved (a ring of chunks: both neighbours at any pp), GPipe and ZB-H1 two per micro-batch
+    exchanges = np.where(g.schedule == ScheduleKind.ONE_F_ONE_B, pp_exchanges(g), 2.0 * v)
     pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
-                                     2.0 * v * (p2p + sg)), 0.0)
-    # nanotron's metadata messages and the sequence mask beside each boundary's activation (nanotron_p2p_extra_time)
-    pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
+                                     np.where(np.asarray(g.nanotron_trainer, dtype=bool), nano,
+                                              exchanges * (p2p + sg))), 0.0)
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
     # current scaling's / NVFP4's per-linear TP amax all-reduces (tp_amax_time): each layer's forward and backward, a
@@ -832,8 +837,9 @@ def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
         forward   2 x (first 56 B) + second 48 B (hidden) + second 32 B (mask) + the mask, b s bytes (torch.bool)
         backward  first 56 B + second 48 B
 
-    (the activation and its gradient are the step's 2 sends, :func:`_stage_boundary_time` ``pp``). ``tokens``:
-    b s / cp of the micro-batch."""
+    (the activation and its gradient are the boundary's 2 sends, :func:`_stage_boundary_time` ``pp``); a rank pays
+    all of it on each boundary it exchanges on, :func:`pp_exchanges` of them. ``tokens``: b s / cp of the
+    micro-batch."""
     def send(nbytes: Any) -> np.ndarray:
         return _stage_boundary_time(groups, np.asarray(nbytes, dtype=float) + 0.0 * np.asarray(tokens, dtype=float))
 
@@ -879,24 +885,39 @@ def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
     return np.asarray(t), np.asarray(fwd - 2.0 * t)
 
 
+def pp_exchanges(g: StrategyGrid) -> np.ndarray:
+    """Stage boundaries a pipeline rank exchanges on per micro-batch in a non-interleaved 1F1B schedule:
+    min(pp - 1, 2). A middle rank receives its input from the rank before and sends that rank the gradient, and
+    sends its output to the rank after and receives the gradient from it; with blocking (rendezvous) transfers both
+    exchanges lie on its own timeline, so the steady state grows by t_f + t_b + 2 exchanges a micro-batch. At pp = 2
+    each rank has one neighbour: one exchange. An exchange is one batched send/recv pair under Megatron's 1F1B
+    (``send_forward_recv_backward`` / ``send_backward_recv_forward``, both directions at once: NVIDIA/Megatron-LM@
+    d98e8a64dd megatron/core/pipeline_parallel/schedules.py lines 2379-2450, p2p_communication.py lines 22-57 and
+    536-600, ``batch_p2p_comm`` True) and two transfers one after the other under DeepSpeed's PipelineEngine and
+    nanotron's engine. Step-by-step simulations of the three schedules: tests/test_pipeline_exchanges.py,
+    tests/test_deepspeed_pipeline.py. 0 without a pipeline."""
+    return np.asarray(np.clip(np.asarray(g.pp, dtype=float) - 1.0, 0.0, 2.0))
+
+
 def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
     """Pipeline communication seconds per micro-batch on one stage under DeepSpeed's PipelineEngine:
 
-        t_pp = 4 p2p + 3 [tp > 1] t_allgather_tp(b s h eb)
+        t_pp = 2 n_x p2p + 3 [tp > 1] t_allgather_tp(b s h eb),   n_x = min(pp - 1, 2)  (pp_exchanges)
 
     DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py, v0.5.0-v0.6.5) gives every stage, per
     micro-batch, a forward step that opens with RecvActivation then SendGrad (with the stage before) and a
     backward step that opens with SendActivation then RecvGrad (with the stage after). p2p.send/recv are
     blocking broadcasts in a 2-rank group (deepspeed/runtime/pipe/p2p.py), so the activation and the gradient of
     one exchange follow each other instead of sharing the link both ways as Megatron's batched
-    send_forward_recv_backward does: 4 send/recvs per micro-batch on a stage, against Megatron's 2. Both are
+    send_forward_recv_backward does: 4 send/recvs per micro-batch on a middle stage, against Megatron's 2; 2 at
+    pp = 2, where each stage has one neighbour (:func:`pp_exchanges`). Both are
     partitioned over the TP group (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = model-parallel,
     since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as legacy Megatron-LM's scatter/gather) and rebuilt with
     PartitionedTensor.full(), an all-gather over TP of the whole b s h activation: the received input before
     the forward, the stage's own output and the received gradient before the backward (3 per micro-batch).
-    A step-by-step simulation of the schedule with blocking exchanges (tests/test_step.py) gives a steady state
-    of t_f + t_b + 4 p2p per micro-batch; DeepSpeed has no interleaved schedule."""
-    return np.asarray(4.0 * p2p + np.where(g.tp > 1, 3.0 * gather, 0.0))
+    A step-by-step simulation of the schedule with blocking exchanges (tests/test_deepspeed_pipeline.py) gives a
+    steady state of t_f + t_b + 4 p2p per micro-batch (2 p2p at pp = 2); DeepSpeed has no interleaved schedule."""
+    return np.asarray(2.0 * pp_exchanges(g) * p2p + np.where(g.tp > 1, 3.0 * gather, 0.0))
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray, op: str = "sendrecv") -> np.ndarray:

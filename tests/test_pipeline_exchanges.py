@@ -1,0 +1,246 @@
+"""How many stage-boundary exchanges a pipeline rank pays per micro-batch in the non-interleaved schedules
+(docs/model.md#pp-comm, ``model_parallel_comm.pp_exchanges``): a middle rank exchanges with both neighbours, a
+pipeline of 2 ranks has one boundary, so each rank exchanges once. nanotron's OneForwardOneBackwardPipelineEngine is
+transcribed here step by step (huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/engine.py lines
+222-330, state.py ``run_communication`` lines 124-172, block.py lines 60-163, functional.py), every transfer a
+rendezvous of its two ranks (a blocking send / recv: ``P2P.send_tensors`` / ``recv_tensors`` wait each future),
+and the priced pp_comm is checked against it and by hand."""
+
+from __future__ import annotations
+
+import pytest
+from grid_helpers import evaluated, first
+from test_deepspeed_pipeline import simulate as ds_simulate
+
+from scalemodel.cost import collectives as coll
+from scalemodel.specs import TrainingSpec, load_workload
+
+Op = tuple[str, int, int]  # (kind, peer rank, micro-batch); compute ops have peer -1
+
+
+def nanotron_program(r: int, p: int, m: int) -> list[Op]:
+    """Rank r's operations in nanotron's 1F1B engine. The hidden states (H), with their gradient (G) back, and the
+    sequence mask (M, no gradient) cross each boundary (models/llama.py: a decoder block's inputs are hidden_states
+    and sequence_mask). A forward on a rank > 0 opens with ``recv_from_pipeline_state_buffer`` for each input in
+    sorted order: ``run_communication`` receives H, then (H requires grad) sends the gradient the last backward left
+    pending, then receives M. A forward's outputs are registered to send lazily: in the warm-up the engine sends them
+    at once (engine.py lines 254-269); in the steady phase the next backward's ``SendTensorToPipelineBuffer.backward``
+    runs ``run_communication``: send H, receive G, and the mask's send after it. A backward's input gradient is
+    registered to send lazily (``RecvTensorFromPipelineBuffer.backward``), sent by the next forward's receive or, in
+    the cool-down, at once (lines 307-325). Warm-up: p - r - 1 forwards (line 249)."""
+    w = p - r - 1
+    first_r, last_r = r == 0, r == p - 1
+    out: list[Op] = []
+    pending: int | None = None
+
+    def forward(i: int, eager: bool) -> None:
+        nonlocal pending
+        if not first_r:
+            out.append(("recv_H", r - 1, i))
+            if pending is not None:
+                out.append(("send_G", r - 1, pending))
+                pending = None
+            out.append(("recv_M", r - 1, i))
+        out.append(("F", -1, i))
+        if eager and not last_r:
+            out.extend([("send_H", r + 1, i), ("send_M", r + 1, i)])
+
+    def backward(j: int, sent: int | None) -> None:
+        nonlocal pending
+        if not last_r:
+            if sent is not None:
+                out.append(("send_H", r + 1, sent))
+            out.append(("recv_G", r + 1, j))
+            if sent is not None:
+                out.append(("send_M", r + 1, sent))
+        out.append(("B", -1, j))
+        if not first_r:
+            pending = j
+
+    for i in range(w):
+        forward(i, eager=True)
+    for i in range(w, m):
+        forward(i, eager=False)
+        backward(i - w, sent=i)
+    if pending is not None:
+        out.append(("send_G", r - 1, pending))
+        pending = None
+    for j in range(m - w, m):
+        backward(j, sent=None)
+        if pending is not None:
+            out.append(("send_G", r - 1, pending))
+            pending = None
+    return out
+
+
+PARTNER = {"recv_H": "send_H", "send_H": "recv_H", "recv_G": "send_G", "send_G": "recv_G", "recv_M": "send_M",
+           "send_M": "recv_M"}
+
+
+def nanotron_simulate(p: int, m: int, f: float, b: float, c: float, c_mask: float = 0.0) -> float:
+    """Wall time of one batch: compute in each rank's order; each transfer starts when both ranks reach it and takes
+    ``c`` seconds (H, G) or ``c_mask`` (M)."""
+    prog = [nanotron_program(r, p, m) for r in range(p)]
+    pc, t = [0] * p, [0.0] * p
+    while any(pc[r] < len(prog[r]) for r in range(p)):
+        moved = False
+        for r in range(p):
+            while pc[r] < len(prog[r]):
+                op, peer, k = prog[r][pc[r]]
+                if op in ("F", "B"):
+                    t[r] += f if op == "F" else b
+                elif pc[peer] < len(prog[peer]) and prog[peer][pc[peer]] == (PARTNER[op], r, k):
+                    t[r] = t[peer] = max(t[r], t[peer]) + (c_mask if op.endswith("M") else c)
+                    pc[peer] += 1
+                else:
+                    break
+                pc[r] += 1
+                moved = True
+        assert moved, "deadlock"
+    return max(t)
+
+
+def test_nanotron_engine_is_1f1b_without_traffic() -> None:
+    for p, m in ((2, 4), (4, 8), (5, 5), (8, 20)):
+        assert nanotron_simulate(p, m, 1.0, 2.0, 0.0) == pytest.approx((m + p - 1) * 3.0)
+
+
+@pytest.mark.parametrize(("p", "exchanges"), [(2, 1), (3, 2), (4, 2), (8, 2)])
+def test_nanotron_steady_state_pays_two_sequential_transfers_per_boundary(p: int, exchanges: int) -> None:
+    """Each added micro-batch costs f + b + 2 c per boundary the rank exchanges on (H then G, one after the other, not
+    Megatron's batched send_forward_recv_backward), plus the mask's transfer: 1 boundary at p = 2, 2 on a middle
+    rank. The batch stays under (m + p - 1) x that micro-batch, what pp_comm and the bubble price."""
+    f, b, c, cm = 1.0, 2.0, 0.1, 0.01
+    slope = nanotron_simulate(p, 41, f, b, c, cm) - nanotron_simulate(p, 40, f, b, c, cm)
+    assert slope == pytest.approx(f + b + exchanges * (2 * c + cm), rel=1e-9)
+    assert nanotron_simulate(p, 40, f, b, c, cm) <= (40 + p - 1) * (f + b + exchanges * (2 * c + cm)) + 1e-9
+
+
+@pytest.mark.parametrize(("p", "exchanges"), [(2, 1), (3, 2), (6, 2)])
+def test_deepspeed_train_schedule_exchanges(p: int, exchanges: int) -> None:
+    """DeepSpeed's TrainSchedule (tests/test_deepspeed_pipeline.py's simulation): at p = 2 a stage has one
+    neighbour, so 2 c a micro-batch, not the middle rank's 4 c."""
+    slope = ds_simulate(p, 41, 1.0, 2.0, 0.1) - ds_simulate(p, 40, 1.0, 2.0, 0.1)
+    assert slope == pytest.approx(3.0 + exchanges * 2 * 0.1, rel=1e-9)
+
+
+def test_priced_exchanges_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
+    """gpt-7.5b, tp 1 x dp 2 x pp 4 and tp 1 x dp 4 x pp 2 in one DGX A100 node, micro-batch 1, 16 micro-batches:
+    nanotron's pp_comm at pp 4 is 2 x (2 T(act) + metadata and mask) a micro-batch, at pp 2 once; DeepSpeed's 4 T(shard)
+    at pp 4 and 2 T(shard) at pp 2 (tp 1: no TP gathers); Megatron's 1F1B 2 T(act) at pp 4 and T(act) at pp 2, its
+    interleaved schedule 2 v T(act) at either (without overlap_p2p_comm)."""
+    wl = load_workload("gpt-7.5b")
+    s, h = float(wl.seq_len), float(wl.hidden)
+    act = s * h * 2.0
+    for pp, dp, n in ((4, 2, 2.0), (2, 4, 1.0)):
+        tr = TrainingSpec(global_batch=16 * dp, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+        job, _, nano = evaluated(a100, wl, tr, 8, tp=1, pp=pp, zero="1", nanotron_trainer=True)
+        _, _, ds = evaluated(a100, wl, tr, 8, tp=1, pp=pp, deepspeed_pipeline=True)
+        _, _, mega = evaluated(a100, wl, tr, 8, tp=1, pp=pp, zero="1")
+        _, _, inter = evaluated(a100, wl, tr, 8, tp=1, pp=pp, zero="1", schedule="interleaved:2")
+
+        def t(nbytes: float, net=job.network, stride=dp) -> float:  # type: ignore[no-untyped-def]
+            return first(coll.collective_time("sendrecv", nbytes, 2, net, stride=stride))  # neighbours dp apart
+
+        meta = 3 * t(56.0) + 2 * t(48.0) + t(32.0) + t(s)
+        assert first(nano.breakdown["pp_comm"]) == pytest.approx(16 * n * (2 * t(act) + meta), rel=1e-6)
+        assert first(ds.breakdown["pp_comm"]) == pytest.approx(16 * n * 2 * t(act), rel=1e-6)
+        assert first(mega.breakdown["pp_comm"]) == pytest.approx(16 * n * t(act), rel=1e-6)
+        assert first(inter.breakdown["pp_comm"]) == pytest.approx(16 * 2 * 2 * t(act), rel=1e-6)
+
+
+Transfer = tuple[str, int, int, int]  # (A or G, micro-batch, from rank, to rank)
+
+
+def megatron_program(r: int, p: int, m: int) -> list[tuple[str, int, list[Transfer]]]:
+    """Rank r's operations in Megatron-Core's 1F1B (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/pipeline_parallel/
+    schedules.py ``forward_backward_pipelining_without_interleaving``, lines 2277-2474): min(p - r - 1, m) warm-up
+    forwards, each after a blocking ``recv_forward`` and before a blocking ``send_forward``; one ``recv_forward``
+    before the steady phase; each steady iteration a forward, ``send_forward_recv_backward`` (one batch: the
+    activation to the next rank and its gradient from it), a backward and ``send_backward_recv_forward`` (one batch:
+    the gradient to the previous rank and the next activation from it; ``send_backward`` on the last iteration);
+    cool-down ``recv_backward``, backward, ``send_backward``. Every call is one ``_communicate``: with
+    ``batch_p2p_comm`` (True, model_parallel_config.py line 390; Megatron-LM sets it unless overlap_p2p_comm, which
+    1F1B refuses) one ``batch_isend_irecv`` of the call's sends and receives, all waited (p2p_communication.py lines
+    22-57, 370-420); the first stage's and the last stage's calls toward no neighbour send nothing (lines 536-600).
+    Each entry: ("F" / "B", micro-batch, []) or ("X", -1, the batch's transfers)."""
+    w = min(p - r - 1, m)
+    prev_ok, next_ok = r > 0, r < p - 1
+    out: list[tuple[str, int, list[Transfer]]] = []
+
+    def comm(*xs: Transfer | None) -> None:
+        batch = [x for x in xs if x is not None]
+        if batch:
+            out.append(("X", -1, batch))
+
+    def act_in(k: int) -> Transfer | None:
+        return ("A", k, r - 1, r) if prev_ok else None
+
+    def act_out(k: int) -> Transfer | None:
+        return ("A", k, r, r + 1) if next_ok else None
+
+    def grad_in(k: int) -> Transfer | None:
+        return ("G", k, r + 1, r) if next_ok else None
+
+    def grad_out(k: int) -> Transfer | None:
+        return ("G", k, r, r - 1) if prev_ok else None
+
+    for i in range(w):
+        comm(act_in(i))
+        out.append(("F", i, []))
+        comm(act_out(i))
+    if m - w > 0:
+        comm(act_in(w))
+    for i in range(m - w):
+        out.append(("F", w + i, []))
+        comm(act_out(w + i), grad_in(i))
+        out.append(("B", i, []))
+        comm(grad_out(i), act_in(w + i + 1) if i < m - w - 1 else None)
+    for j in range(m - w, m):
+        comm(grad_in(j))
+        out.append(("B", j, []))
+        comm(grad_out(j))
+    return out
+
+
+def megatron_simulate(p: int, m: int, f: float, b: float, c: float) -> float:
+    """Wall time of one batch: compute in each rank's order; a batch posts its transfers when its rank reaches it and
+    holds the rank until all of them end; a transfer runs from the later of its two posts for ``c`` seconds (the two
+    directions of a boundary at once, NVLink and InfiniBand being full duplex)."""
+    prog = [megatron_program(r, p, m) for r in range(p)]
+    pc, t = [0] * p, [0.0] * p
+    posts: dict[tuple[Transfer, int], float] = {}  # (transfer, posting rank) -> time
+    while any(pc[r] < len(prog[r]) for r in range(p)):
+        moved = False
+        for r in range(p):
+            while pc[r] < len(prog[r]):
+                kind, _, batch = prog[r][pc[r]]
+                if kind in ("F", "B"):
+                    t[r] += f if kind == "F" else b
+                else:
+                    for x in batch:
+                        posts.setdefault((x, r), t[r])
+                    peers = [(x, x[3] if x[2] == r else x[2]) for x in batch]
+                    if not all((x, q) in posts for x, q in peers):
+                        break
+                    t[r] = max(max(posts[(x, r)], posts[(x, q)]) + c for x, q in peers)
+                pc[r] += 1
+                moved = True
+        assert moved, "deadlock"
+    return max(t)
+
+
+def test_megatron_1f1b_without_traffic() -> None:
+    for p, m in ((2, 4), (4, 8), (5, 5), (8, 20)):
+        assert megatron_simulate(p, m, 1.0, 2.0, 0.0) == pytest.approx((m + p - 1) * 3.0)
+
+
+@pytest.mark.parametrize(("p", "exchanges"), [(2, 1), (3, 2), (4, 2), (8, 2)])
+def test_megatron_1f1b_steady_state_pays_one_batched_exchange_per_boundary(p: int, exchanges: int) -> None:
+    """Each added micro-batch costs f + b + c per boundary the rank exchanges on: the activation out and the gradient
+    in share one batch. At p = 2 one boundary: f + b + c, where 2 c were priced. The batch stays under (m + p - 1) x
+    that micro-batch, what pp_comm and the bubble price."""
+    f, b, c = 1.0, 2.0, 0.1
+    slope = megatron_simulate(p, 41, f, b, c) - megatron_simulate(p, 40, f, b, c)
+    assert slope == pytest.approx(f + b + exchanges * c, rel=1e-9)
+    assert megatron_simulate(p, 40, f, b, c) <= (40 + p - 1) * (f + b + exchanges * c) + 1e-9
