@@ -152,7 +152,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
     rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
-    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * (logits.backward + train_metric_time(job, g)) \
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l \
+        + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)) \
         + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
@@ -710,10 +711,39 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     if not job.is_transformer or not np.any(on):
         return np.zeros(1)
     sh = job.shape
-    shard = sh.vocab * sh.hidden / g.tp
     uses = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0) + sh.mtp_layers
-    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
-    return np.asarray(np.where(on & (g.pp <= 1), t, 0.0))
+    return np.asarray(np.where(on & (g.pp <= 1), _embedding_grad_seconds(job, g, uses), 0.0))
+
+
+def _embedding_grad_seconds(job: Job, g: StrategyGrid, uses: Any) -> np.ndarray:
+    """The word embedding shard's dense gradient, ``uses`` more dense gradients summed into it, and the DDP hook's
+    add into main_grad, at the HBM roofline: ``V h / tp x (2 e + 2 g + 4 e uses)`` bytes
+    (:func:`embedding_grad_time`)."""
+    sh = job.shape
+    shard = sh.vocab * sh.hidden / g.tp
+    return _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
+
+
+def mtp_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of the last pipeline stage's word-embedding gradient when it holds D multi-token
+    prediction modules at pp > 1 (at pp 1 :func:`embedding_grad_time` counts the modules' uses with the first's),
+    under Megatron-Core's DDP, 0 otherwise. Megatron-Core builds the word embedding on a stage that runs the modules
+    as well as on the first (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/gpt/gpt_model.py lines 173-174,
+    ``if self.pre_process or self.mtp_process: self.embedding = LanguageModelEmbedding(...)``), and each module
+    embeds its shifted input through it (megatron/core/transformer/multi_token_prediction.py line 1302,
+    ``decoder_input = embedding(input_ids=input_ids, position_ids=position_ids)``): the same F.embedding backward and
+    DDP hook as :func:`embedding_grad_time`, the first module's dense gradient and D - 1 more summed into it::
+
+        bytes = V h / tp x (2 e + 2 g + 4 e (D - 1))
+
+    The weight's gradient is all-reduced with the first stage's once a step (:func:`~scalemodel.engine.
+    model_parallel_comm.tied_embedding_allreduce`); this is its per-micro-batch work on the last stage, part of the
+    backward of the micro-batch that carries the logits."""
+    on = megatron_ddp_on(g)
+    if not job.is_transformer or not np.any(on) or float(job.shape.mtp_layers) <= 0:
+        return np.zeros(1)
+    t = _embedding_grad_seconds(job, g, job.shape.mtp_layers - 1.0)
+    return np.asarray(np.where(on & (g.pp > 1), t, 0.0))
 
 
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:

@@ -807,6 +807,50 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any, recomputed: An
     return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
 
 
+def mtp_recomputed_host_share(job: Job, g: StrategyGrid) -> np.ndarray:
+    """The host time a multi-token prediction module's recomputed forward adds to its MoE block's H, as a share of
+    H (docs/model.md#host-mtp): selective recompute of moe repeats the module's MoE block as every MoE layer's,
+    :data:`MOE_FORWARD_HOST_SHARE`; full recompute repeats the whole module whatever the recomputed layer count
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1705-1706:
+    ``_checkpointed_forward`` whenever ``recompute_granularity == 'full'``), its block's forward share,
+    :data:`LAYER_FORWARD_HOST_SHARE` (attention's and the MoE block's), :data:`MOE_FORWARD_HOST_SHARE` in a hybrid
+    pattern (as :func:`recomputed_host_share`); else 0."""
+    hybrid = job.is_transformer and job.shape.hybrid is not None
+    full = np.where(g.recompute == Recompute.FULL, MOE_FORWARD_HOST_SHARE if hybrid else LAYER_FORWARD_HOST_SHARE,
+                    0.0)
+    return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
+
+
+def mtp_host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, logits: bool, base: np.ndarray,
+                  coll: dict[str, np.ndarray] | None, short: np.ndarray) -> np.ndarray:
+    """Seconds per micro-batch the last rank's GPU waits for the host at the MoE blocks of its D multi-token
+    prediction passes (docs/model.md#host-mtp). Megatron-Core builds an MTP module's block from the decoder's last
+    layer spec (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/gpt/gpt_layer_specs.py lines 767-769, "get the
+    spec for the last layer of decoder block"), so where that layer is an MoE layer the block's MoELayer runs the
+    same dropless token dispatcher and waits on the host at the same point as the decoder's
+    (token_dispatcher.py ``_maybe_dtoh_and_synchronize``, docs/model.md#host): each pass is one more interval
+    from a synchronisation to the next, on the rank that holds the modules (the one with the logits). Its device
+    time is what follows the block's synchronisation up to the next one: the D passes and the output heads with
+    their losses, ``base`` (the rank without layers, logits on) less the same rank without the logits, split
+    evenly over the D passes (the lower end of the D waits, max being convex):
+
+        D_mtp = (time_0(logits) - time_0(no logits)) / D
+        wait  = D max(H (1 + r_mtp) - D_mtp, short, 0)
+
+    r_mtp (:func:`mtp_recomputed_host_share`) the module's recomputed forward, ``short`` the decoder MoE layer's
+    expert-path shortfall (:func:`expert_issue_shortfall`; the block's expert path is the same layer's). 0 where the
+    rank has no logits, the module's block is not MoE, or H = 0."""
+    sh = job.shape
+    D = float(sh.mtp_layers)
+    if not logits or D <= 0 or float(sh.mtp_moe_layers) <= 0:
+        return np.zeros(1)
+    H = g.moe_layer_host_s
+    zero = np.zeros_like(np.asarray(base, dtype=float))
+    tail = (base - _stage_device(job, g, groups, zero, False, coll)[0]) / D
+    host = H * (1.0 + mtp_recomputed_host_share(job, g))
+    return np.asarray(np.where(H > 0, D * np.maximum(np.maximum(host - tail, short), 0.0), 0.0), dtype=float)
+
+
 def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
                            coll: dict[str, np.ndarray] | None, recomputed: Any, H: np.ndarray, d_moe: np.ndarray,
                            scale: Any = 1.0) -> np.ndarray:
@@ -909,7 +953,10 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
     wait = sum((count_i / L * np.maximum(np.maximum(
         host - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)), short), 0.0)
                 for between, count_i in intervals), np.zeros(1))
-    return np.asarray(np.where(H > 0, n * wait, 0.0))
+    # the MTP modules' MoE blocks on the rank with the logits: one interval each (the shortfall where the rank has
+    # MoE layers to price it from, else 0: the lower end)
+    mtp = mtp_host_wait(job, g, groups, logits, base, coll, np.where(n > 0, short, 0.0))
+    return np.asarray(np.where(H > 0, n * wait + mtp, 0.0))
 
 
 def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:
