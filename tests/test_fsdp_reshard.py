@@ -262,3 +262,22 @@ def test_torchtitan_float8_hint_names_the_recipe(tmp_path, recipe_line, recipe) 
     sf = read_strategy_file(_toml(tmp_path, '[model]\nconverters = "float8"\n[float8]\n' + recipe_line))
     hint = next(u for u in sf.unused if u.startswith("[float8]"))
     assert f"--set training.fp8_recipe={recipe} " in hint
+
+
+@pytest.mark.parametrize(("layer_impl", "precision", "recipe", "fp8"), [
+    ("xla", "fp8", "delayed", True), ("xla", "fp8", "tensorwise", True), ("xla", "bf16", None, False),
+    ("megatron_te", "fp8", "delayed", False), ("xla", "fp8", "blockwise", False)])
+def test_xla_fp8_gathers_the_linear_weights_in_float8(h100, monkeypatch, layer_impl, precision, recipe, fp8) -> None:  # type: ignore[no-untyped-def]
+    """An XLA-compiled fp8 layer (MaxText's Flax Fp8DotGeneralOp, per-tensor scales) has its FSDP weight gather
+    moved onto the E4M3 data by XLA (gemm_rewriter's all-gather in the FP8 pattern, the collective quantizer;
+    layer_compute.fsdp_fp8_gather) without fsdp_fp8_all_gather: one unit gathers (2 P - LINEAR) / L =
+    (199,772,160 - 67,108,864) / 4 = 33,165,824 bytes; a bf16 XLA run, a Transformer Engine layer without the
+    flag and a block-scaled recipe gather 2 P / L = 49,943,040."""
+    fp8_recipe = {"fp8_recipe": recipe} if recipe else {}
+    job = build_job(h100, TINY, TrainingSpec(precision=precision, grad_bytes_per_param=2, **fp8_recipe))
+    g = grid_from_strategy(StrategySpec(dp=8, zero="fsdp", layer_impl=layer_impl),
+                           TrainingSpec(global_batch=8, precision=precision, **fp8_recipe), 8, job)
+    _, calls = _dp_traffic(job, g, monkeypatch, per_byte=1.0)
+    expected = 33_165_824 if fp8 else 49_943_040
+    assert [size for op, size in calls if op == "allgather"] == [pytest.approx(expected, rel=1e-12)]
+    assert pytest.approx(49_943_040, rel=1e-12) in [size for op, size in calls if op == "reducescatter"]

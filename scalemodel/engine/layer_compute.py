@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import ROWWISE_FP8_RECIPES, FlexBackend, Recompute, ScheduleKind, Zero
+from scalemodel.choices import ROWWISE_FP8_RECIPES, FlexBackend, LayerImpl, Precision, Recompute, ScheduleKind, Zero
 from scalemodel.cost import compute, moe_routing, transformer
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.pipeline_ranks import (
@@ -1137,6 +1137,12 @@ def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.nda
     return np.where(fp8, nbytes - linear, nbytes)
 
 
+#: The fp8 recipes whose XLA-compiled weight gathers run in FP8 (:func:`fsdp_fp8_gather`): Flax's per-tensor
+#: ``Fp8DotGeneralOp`` scales are the scalars the gemm rewriter and the collective quantizer need (a broadcast scalar
+#: scale); block-scaled recipes are not XLA's pattern.
+XLA_FP8_GATHER_RECIPES = ("delayed", "tensorwise")
+
+
 def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether FSDP (zero fsdp/hsdp) gathers the dense linear weights in float8: torchao's
     ``fsdp_fp8_all_gather``, or Megatron-FSDP with ``fp8_param_gather`` (Megatron-LM --fp8-param-gather
@@ -1146,9 +1152,22 @@ def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced.
     Delayed, tensorwise and blockwise (Megatron-FSDP quantizes ``Float8BlockwiseQTensor`` parameters into its
     buffers, param_and_grad_buffer.py "Special handling of blockwise FP8", NVIDIA/Megatron-LM@9c5258f109 line
-    3525): the mxfp8 case is not verified, and priced at 16 bits."""
+    3525): the mxfp8 case is not verified, and priced at 16 bits.
+
+    XLA (``layer_impl`` xla, an fp8 run with a per-tensor recipe, the Flax ``Fp8DotGeneralOp`` MaxText's
+    ``quantization=fp8`` runs): every dot's operand is quantize-dequantized (q / scale, clamp, convert to E4M3,
+    convert back, x scale; google/flax@10f34608 flax/linen/fp8_ops.py ``in_qdq``) on the FSDP-sharded weight, and the
+    SPMD partitioner's all-gather sits between the dequantization and the dot. XLA moves that gather onto the FP8
+    data: gemm_rewriter's FP8 pattern takes an all-gather between the dequantization and the dot since
+    openxla/xla#4462 (2023-07, "This effectively causes an FP16 or FP32 all-gather to be converted to an FP8
+    all-gather"; NVIDIA/JAX-Toolbox@bae53fc1 rosetta/docs/NATIVE_FP8.md lists AllGather among the ops the pattern
+    allows), and the collective quantizer swaps a dequantization and the collective after it (openxla/xla#15584,
+    2024-08; run before the collective pipeliner since #17453, 2024-09). So the linear weights cross the wire in
+    FP8, as torchao's; the norms' scales are no dot operand and stay 16-bit."""
     megatron = g.fp8_param_gather & (g.zero >= Zero.FSDP) & (job.fp8_recipe != "mxfp8")
-    return np.asarray(g.fsdp_fp8_all_gather | megatron)
+    xla = ((g.layer_impl == LayerImpl.XLA) & (g.zero >= Zero.FSDP)
+           & (Precision.parse(job.precision) == Precision.FP8) & (job.fp8_recipe in XLA_FP8_GATHER_RECIPES))
+    return np.asarray(g.fsdp_fp8_all_gather | megatron | xla)
 
 
 def fsdp_root_params(job: Job, g: StrategyGrid) -> np.ndarray:
