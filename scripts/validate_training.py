@@ -2529,9 +2529,10 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save memory``.
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
                            "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"})
-#: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B (config_common.sh
-#: ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1).
-NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64"})
+#: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B and Cisco H100 8B (their
+#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1).
+NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
+                               "mlpt51_h100_llama31_8b_128_tp2"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
