@@ -382,7 +382,8 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
             "bloom": 2022, "opt": 2022, "dsv3": 2024,
-            "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
+            "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024,
+            "mlpt51": 2025}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -403,8 +404,11 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: (llama3.1 launch.sh ``-fsdp 0``; nemotron ``-fsdp 0`` on gb200, the h100 CSV rows' use_mcore_fsdp 0).
 #: dgxc2504 (NVIDIA/dgxc-benchmarking v25.04-v25.04.02 llama3.1: recipes built by NeMo@d2b21556f2, run in the
 #: nvcr.io/nvidia/nemo:25.02.01 container): the same recipes/optim/adam.py optimizer (use_distributed_optimizer True).
+#: MLPerf Training v5.1 (mlpt51: mlcommons/training_results_v5.1@441d65f4): NVIDIA's NeMo 2 implementation as run by
+#: Nebius and HPE (config_common.sh ``USE_DIST_OPTIMIZER=True``) and AMD's NeMo 2 llama31_8b (src/train.py
+#: OptimizerConfig / DistributedDataParallelConfig ``use_distributed_optimizer=True``).
 MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504",
-                 "dgxc2505", "dgxc2504"}
+                 "dgxc2505", "dgxc2504", "mlpt51"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -1026,7 +1030,8 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: are identical at v2.2.0, v2.2.1 and d2b21556f2, and megatron_parallel.py's DDP wrapping and extract_ddp_funcs agree,
 #: so the nemo2502 rules below hold for it.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
-                          "dgxc2505", "dgxc2504", "tprimat26"})
+                          "dgxc2505", "dgxc2504", "tprimat26"}) \
+    | frozenset({"mlpt51"})  # every MLPerf v5.1 row: Megatron-Core's DistributedDataParallelConfig (logs, train.py)
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
 #: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
 #: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
@@ -1067,7 +1072,10 @@ NO_GRAD_SYNC_FUNC = NEMO2
 #:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
 #: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
 #: Megatron-LM rows (before f9283c5a8a, 2023-05-31, brought it).
-OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mcore26"}
+#: - MLPerf v5.1's NVIDIA NeMo 2 implementation (mlpt51, the interleaved 405B rows): conf/custom.yaml
+#:   ``overlap_p2p_comm: ${oc.decode:${oc.env:OVERLAP_P2P_COMM,True}}``, ``batch_p2p_comm`` False, not overridden by the
+#:   configs (Nebius/benchmarks/llama31_405b/implementations/nebius_h200_n64 at 441d65f4).
+OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mcore26"} | {"mlpt51"}
 #: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (2026-04-16, first in core_v0.18.0:
 #: "wait for async P2P send before deallocating output tensor"), which waits each steady forward send as soon as it
 #: is posted (deallocate_pipeline_outputs is set by all of them): strategy overlap_p2p_send_wait false, each send
@@ -1077,7 +1085,9 @@ OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608",
 #: v0.16, the report). Kept at the default (the wait): mb2604 / mb2606 / mb2608 (3rdparty/Megatron-LM 2d1fa8d372,
 #: 002255075c, 24bad8e677, each after 260cba7133; Megatron-Bridge installs megatron-core from it, pyproject.toml
 #: ``megatron-core = { path = "3rdparty/Megatron-LM/" }``) and mcrec26 (9c5258f109).
-OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"}
+#: mlpt51's 405B rows: their Dockerfile installs Megatron-Core ``MCORE_REVISION=core_r0.11.0`` (2025), before
+#: 260cba7133.
+OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51"}
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -1095,7 +1105,10 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"}
 #: pretrain_performance_optimizations add the callback.
 #: dgxc2504: megatron_comm_overlap.py as at v2.2.0; recipes/llama3_70b.py and llama31_405b.py
 #: pretrain_performance_optimizations add the callback (NeMo@d2b21556f2).
-BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"}
+#: mlpt51: the Nebius and HPE logs print ``DistributedDataParallelConfig(... bucket_size=134217728 ...)`` (= 128 Mi
+#: elements); the AMD rows run without the data-parallel overlap (:data:`RECIPE_NO_DP_OVERLAP`), where Megatron keeps
+#: no bucket (resolve_ddp_bucket_size: None without overlap_grad_reduce).
+BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51"}
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1108,6 +1121,14 @@ BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"}
 #: without overlap). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
 #: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
 NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
+#: Rows whose run leaves Megatron-Core's data-parallel overlap off (strategy overlap false): MLPerf v5.1 AMD llama31_8b
+#: (mlcommons/training_results_v5.1@441d65f4 AMD/benchmarks/llama31_8b/implementations/
+#: MI355X_EPYC_9575F_pytorch_llama3_8b/src/train.py get_strategy: ``DistributedDataParallelConfig(
+#: check_for_nan_in_grad=..., grad_reduce_in_fp32=False, average_in_collective=True, use_distributed_optimizer=True,
+#: fp8_param_gather=True)``, no overlap_grad_reduce /
+#: overlap_param_gather, whose DistributedDataParallelConfig defaults are False), run by AMD and GigaComputing.
+RECIPE_NO_DP_OVERLAP = frozenset({"mlpt51_mi355x_llama31_8b_8", "mlpt51_mi355x_llama31_8b_8_mbs4",
+                                  "mlpt51_mi350x_llama31_8b_8"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
@@ -1162,7 +1183,10 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: fp8, whose ``cfg.fp8_params = True`` (recipes/precision/mixed_precision.py L53) MegatronMixedPrecision turns into
 #: fp8_param_gather (the same at v2.2.1, the container's line).
 NEMO2_FP8_PARAM_GATHER = NEMO2
-FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
+#: mlpt51 (every FP8 row): Nebius / HPE config_common.sh ``FP8_PARAMS=True`` / ``FP8_PARAM_GATHER=True`` (their logs'
+#: DistributedDataParallelConfig ``fp8_param_gather=True``); AMD src/train.py DistributedDataParallelConfig
+#: ``fp8_param_gather=True`` with MegatronMixedPrecision ``fp8_params`` (FP8_PARAMS=1).
+FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51"}
 #: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
 #: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
 #: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
@@ -1254,7 +1278,14 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
              "titan25": "inductor",
              "tao25": "inductor",
              "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te",
-             "dgxc2504": "megatron_fused"}
+             "dgxc2504": "megatron_fused",
+             "mlpt51": "megatron_fused"}
+#: Rows whose loss implementation differs from their source's :data:`LOSS_IMPL`. mlpt51: the Nebius 405B rows'
+#: custom.yaml ``cross_entropy_loss_fusion`` True on core_r0.11.0 (no cross_entropy_fusion_impl: the native fused
+#: loss, as dgxc2504) and AMD's train.py (Llama31Config8B keeps GPTConfig's cross_entropy_loss_fusion True, no
+#: fusion impl set) take the source's; HPE's 8B config_common_8b.sh sets ``CE_FUSION_IMPL=te`` (its log prints
+#: ``cross_entropy_fusion_impl: te``).
+LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te"}
 #: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
 #: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
 #: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
@@ -1329,7 +1360,7 @@ def loss_impl(case: dict[str, Any]) -> str:
         return "torch"
     if case.get("id") in UNFUSED_LOSS_IDS:
         return "megatron"
-    return LOSS_IMPL.get(src, "megatron")
+    return LOSS_IMPL_IDS.get(case.get("id", ""), LOSS_IMPL.get(src, "megatron"))
 
 
 #: The implementation of each source's layer memory-bound ops (StrategySpec.layer_impl; docs/model.md#layer-eltwise),
@@ -1823,6 +1854,10 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     **{f"dgxc2504_h100_llama31_405b_{p}_{g}": ("account", True, True) for p in ("bf16", "fp8") for g in (1024, 2048)},
     **{f"dgxc2504_h100_llama31_405b_{n}l_{p}_{g}": ("account", True, True)
        for p in ("bf16", "fp8") for n, g in ((30, 64), (62, 128))},
+    # MLPerf v5.1 Nebius H200 405B (ASYM_PP_EMBED / ASYM_PP_LOSS True -> custom.yaml
+    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, passed by pretrain.py to
+    # MegatronStrategy): 126 layers over PP 8 x VP 8
+    "mlpt51_h200_llama31_405b_512": ("account", True, True), "mlpt51_h200_llama31_405b_1024": ("account", True, True),
 }
 
 
@@ -1963,7 +1998,8 @@ RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb2
                                   "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
                                   "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
                                   "mb2608_gb300_dsv3_mtp_fp8mx"}) \
-    | frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
+    | frozenset({"mb2606_b300_qwen3_30b_fp8mx",  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
+                 "mlpt51_h200_llama31_8b_64"})  # HPE config_common_fp8attn.sh FP8_DPA=True (MLPerf v5.1, 441d65f4)
 #   fp8_dot_product_attention=True -> utils/overrides.py cfg.mixed_precision.fp8_dot_product_attention (no sliding
 #   window: nothing priced); the other B300 presets leave it None
 
@@ -2493,6 +2529,10 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save memory``.
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
                            "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"})
+#: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B and Cisco H100 8B (their
+#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1).
+NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
+                               "mlpt51_h100_llama31_8b_128_tp2"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -2504,7 +2544,7 @@ def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
         return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
     cluster = load_cluster(cname)
     out = _nic_overrides(case, cluster)
-    if families(case)["source"] in NVLS_DISABLED:
+    if families(case)["source"] in NVLS_DISABLED or case.get("id") in NVLS_DISABLED_IDS:
         out += [f"tiers.{t.name}.in_network_reduction=false" for t in cluster.tiers
                 if t.in_network_reduction and str(getattr(t, "protocol", "")) == "nvlink"]
     return out
@@ -2627,7 +2667,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           else "p2p",
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
-                          overlap=src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case),
+                          overlap=(src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case)
+                                   and case["id"] not in RECIPE_NO_DP_OVERLAP),
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           overlap_p2p_comm=p2p_overlap,

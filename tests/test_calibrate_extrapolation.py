@@ -108,6 +108,10 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mtv5e23_v5e_32b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
         "mtv5e23_v5e_64b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
         "mtv5e23_v5e_128b (512/1024/2048/4096/8192)": ("same model", [512, 1024, 2048, 4096, 8192]),
+        # MLPerf Training v5.1 (data24): Nebius' Llama 3.1 405B on 64 and 128 H200 nodes, the same GBS 1152
+        "mlpt51_h200_llama31_405b (512/1024)": ("same model", [512, 1024]),
+        # and Cisco's Llama 3.1 8B on 8 and 16 H100 nodes (TP 1 and TP 2, the same GBS 64)
+        "mlpt51_h100_llama31_8b (64/128)": ("same model", [64, 128]),
     }
 
 
