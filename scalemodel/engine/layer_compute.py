@@ -34,10 +34,13 @@ from scalemodel.engine.pipeline_ranks import (
 
 
 def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
-                            logits_on_stage: bool = True, recomputed: Any = None) -> dict[str, np.ndarray]:
+                            logits_on_stage: bool = True, recomputed: Any = None,
+                            embedding_on_stage: bool = False) -> dict[str, np.ndarray]:
     """Compute seconds for one micro-batch on a stage of ``layers_per_stage`` layers (with the logits
     when ``logits_on_stage``), and the pieces overlap needs. ``recomputed``: the stage's recomputed layers where
     they are not :func:`recomputed_layers`' (a model chunk, or a rank of unequal chunks: :func:`_block_recomputed`).
+    ``embedding_on_stage``: the stage is pipeline rank 0's (or its first model chunk), which holds the word embedding
+    (:func:`first_stage_embedding_grad_time`, at pp > 1; at pp 1 the one stage's is :func:`embedding_grad_time`'s).
 
     A low-precision run with layers kept in BF16 (Job.bf16_layer_share s, training.bf16_layers): every piece is
     (1 - s) x the all-low-precision one + s x the same stage priced with BF16 layers (the BF16 peak and 16-bit
@@ -47,11 +50,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     s = float(job.bf16_layer_share)
     if s > 0.0 and job.fp8_recipe and job.attention_peak_flops > 0:
         low = _compute_per_microbatch(replace(job, bf16_layer_share=0.0), g, layers_per_stage, logits_on_stage,
-                                      recomputed)
+                                      recomputed, embedding_on_stage)
         bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
                        gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
                        fp8_attention=False)
-        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage, recomputed)
+        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage, recomputed, embedding_on_stage)
         # equal pieces (layer counts, logits) kept as they are, not re-rounded by the mix
         return {k: v if np.array_equal(v, high[k]) else (1.0 - s) * np.asarray(v, dtype=float) + s * np.asarray(
                 high[k], dtype=float) for k, v in low.items()}
@@ -154,7 +157,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l \
         + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)) \
-        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g)
+        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g) \
+        + (first_stage_embedding_grad_time(job, g) if embedding_on_stage else 0.0)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
@@ -722,6 +726,42 @@ def _embedding_grad_seconds(job: Job, g: StrategyGrid, uses: Any) -> np.ndarray:
     sh = job.shape
     shard = sh.vocab * sh.hidden / g.tp
     return _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
+
+
+def first_stage_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of the word embedding's weight gradient on pipeline rank 0 at pp > 1 (the stage that
+    holds the embedding: :func:`_compute_per_microbatch` adds it where ``embedding_on_stage``), under Megatron-Core's
+    DDP (:func:`megatron_ddp_on`), 0 otherwise (at pp 1 :func:`embedding_grad_time` prices the one stage's):
+
+        E     = V h / tp                    the rank's vocab-parallel shard
+        bytes = E (2 e + 2 g)               gradient-accumulation fusion on (the DDP hook's add priced here)
+              = E e                         fusion off: :func:`grad_accumulation_time` prices every parameter's
+                                            add into main_grad over the stages' mean, the embedding's among them
+        t     = bytes / (HBM bandwidth x memory efficiency)      (:func:`_embedding_grad_seconds`, u = 0)
+
+    The same F.embedding backward and DDP hook as :func:`embedding_grad_time`: ``LanguageModelEmbedding`` is built
+    where ``pre_process`` (rank 0; NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/gpt/gpt_model.py lines
+    173-174) and its VocabParallelEmbedding calls ``F.embedding(masked_input, self.weight)``; PyTorch's CUDA backward
+    (pytorch/pytorch@1c94016e03 aten/src/ATen/native/cuda/Embedding.cu ``embedding_dense_backward_cuda``) allocates
+    ``at::zeros({num_weights, grad_.size(-1)})`` for 3072 tokens or fewer and scatters them with
+    ``embedding_backward_feature_kernel``, else radix-sorts the token ids and hands them to
+    ``embedding_backward_cuda_kernel``, which allocates the same zero-filled V x h gradient and writes the segments'
+    sums into the token rows: either way a dense e-byte V/tp x h tensor a micro-batch (the token rows' work, b s/cp
+    rows of h, left out as at pp 1); the DDP hook then adds it into main_grad (read g + e, write g). No other use of
+    the weight on rank 0: a tied output layer and the MTP modules use the last stage's copy
+    (:func:`mtp_embedding_grad_time`). Part of rank 0's backward: 1F1B's three-class pipeline
+    (:func:`scalemodel.cost.pipeline.one_f_one_b_three_class_time`) and the interleaved one run rank 0 at its own
+    time, so it sets the pace where rank 0 is the busiest rank and lengthens the bubble's path through it
+    otherwise. docs/model.md#first-stage-embedding-grad"""
+    on = megatron_ddp_on(g) & (g.pp > 1)
+    if not job.is_transformer or not np.any(on):
+        return np.zeros(1)
+    t = _embedding_grad_seconds(job, g, 0.0)
+    # fusion off: the hook's add (e + 2 g bytes an element) is grad_accumulation_time's, over the stages' mean
+    add = _hbm_seconds(job, job.shape.vocab * job.shape.hidden / g.tp
+                       * megatron_unfused_accumulate_bytes(job.elem_bytes, job.grad_bytes))
+    fused = np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    return np.asarray(np.where(on, np.where(fused, t, t - add), 0.0))
 
 
 def mtp_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:

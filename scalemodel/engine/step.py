@@ -339,12 +339,13 @@ def _busiest(stages: list[_Stage]) -> _Stage:
 def _segment_rank_stages(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
                          ) -> list[tuple[_RankSplit, list[_Stage]]] | None:
     """For each split of :func:`_rank_layers`: (the split, every rank's stage priced on its own layers' kinds
-    (:func:`_part_job`)); the last rank with the logits. None for a model that is not hybrid."""
+    (:func:`_part_job`)); the last rank with the logits, rank 0 with the word embedding. None for a model that is not
+    hybrid."""
     splits = _rank_layers(job, g)
     if splits is None:
         return None
-    return [(sp, [stage(np.full(1, float(len(s))), r == sp.p - 1, _part_job(job, s), _split_rank_recomputed(g, sp, r))
-                  for r, s in enumerate(sp.ranks)]) for sp in splits]
+    return [(sp, [stage(np.full(1, float(len(s))), r == sp.p - 1, _part_job(job, s), _split_rank_recomputed(g, sp, r),
+                        r == 0) for r, s in enumerate(sp.ranks)]) for sp in splits]
 
 
 def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
@@ -372,11 +373,11 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
                 out.append((sp.on, _empty_chunk_waits(job, stage, m, sp, stages)))
                 continue
             chunks, pieces = [], []
-            for s in sp.chunks[:p - 1]:
+            for i, s in enumerate(sp.chunks[:p - 1]):
                 part = _part_job(job, s)
                 pp_only = stage(np.zeros(1), False, part).time
-                # one model chunk: its own first N layers recomputed (_block_recomputed)
-                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)])))
+                # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's with the embedding
+                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)]), i == 0))
                 chunks.append(pieces[-1].time - pp_only + pp_only / v)
             if same and all(x is pieces[-1] for x in pieces[1:]):
                 mid = stages[1] if p >= 3 else stages[0]
@@ -410,10 +411,11 @@ def _empty_chunk_waits(job: Job, stage: Callable[..., _Stage], m: np.ndarray, sp
     kinds, its two send/recvs: the empty stage's 2 v less (2 v - 2))."""
     p, v, segs = sp.p, float(sp.v), sp.segments
     times: list[np.ndarray] = []
-    for s in segs:
+    for i, s in enumerate(segs):
         part = _part_job(job, s)
         pp_only = stage(np.zeros(1), False, part).time
-        times.append(stage(np.full(1, float(len(s))), False, part).time - pp_only + pp_only / v)
+        # virtual stage 0 (rank 0's first chunk) holds the word embedding
+        times.append(stage(np.full(1, float(len(s))), False, part, None, i == 0).time - pp_only + pp_only / v)
     waits = []
     for r in range(p):
         first = next((c * p + r for c in range(len(segs) // p) if segs[c * p + r]), r)
@@ -551,10 +553,10 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     dp_rank = None if own else _dp_rank(job, g, last_layers, other_layers, first_layers)
     if dp_rank is not None:
         n_dp, r_dp = dp_rank
-        for layers_c, rec_c, on_c in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2)),
-                                      (first_layers, rec_first, (r_dp == 0) & (g.pp > 1))):
+        for layers_c, rec_c, on_c, emb in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2), False),
+                                           (first_layers, rec_first, (r_dp == 0) & (g.pp > 1), True)):
             if np.any(on_c):
-                busy_c = stage(layers_c, False, None, rec_c).busy
+                busy_c = stage(layers_c, False, None, rec_c, emb).busy
                 comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
     if job.is_transformer and not own and np.any(other_layers > last_layers):
@@ -681,23 +683,25 @@ class _Stage(NamedTuple):
 
 
 def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
-           coll: dict[str, np.ndarray] | None = None, recomputed: Any = None) -> _Stage:
-    """A pipeline rank of ``layers`` layers (with the logits when ``logits``): the one route by which
-    :func:`evaluate` and the pipeline formulas price a rank (``coll``: the grid's :func:`_mp_collectives`,
-    priced here when not given; ``recomputed``: :func:`_compute_per_microbatch`'s)."""
+           coll: dict[str, np.ndarray] | None = None, recomputed: Any = None, embedding: bool = False) -> _Stage:
+    """A pipeline rank of ``layers`` layers (with the logits when ``logits``; with the word embedding when
+    ``embedding``, pipeline rank 0 or its first model chunk): the one route by which :func:`evaluate` and the pipeline
+    formulas price a rank (``coll``: the grid's :func:`_mp_collectives`, priced here when not given; ``recomputed``,
+    ``embedding``: :func:`_compute_per_microbatch`'s ``recomputed``, ``embedding_on_stage``)."""
     if coll is None and job.is_transformer:
         coll = _mp_collectives(job, g, groups)
-    time, raw, busy, mp = _stage_device(job, g, groups, layers, logits, coll, recomputed)
-    host = _host_wait(job, g, groups, layers, logits, time, coll, recomputed)
+    time, raw, busy, mp = _stage_device(job, g, groups, layers, logits, coll, recomputed, embedding)
+    host = _host_wait(job, g, groups, layers, logits, time, coll, recomputed, embedding)
     return _Stage(np.asarray(time + host), raw, busy, mp, host)
 
 
 def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
-                  coll: dict[str, np.ndarray] | None, recomputed: Any = None
+                  coll: dict[str, np.ndarray] | None, recomputed: Any = None, embedding: bool = False
                   ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(device seconds, raw compute, busy windows, model-parallel traffic) of one micro-batch on a rank of
     ``layers`` layers: :func:`_stage` without the host's wait."""
-    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits, recomputed=recomputed)
+    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits, recomputed=recomputed,
+                                  embedding_on_stage=embedding)
     comp = _overlap_windows(raw, job.overlap_efficiency)
     mp = _model_parallel_comm(job, g, comp, coll)
     # the flex dispatcher's default SM count (HybridEP) depends on whether the EP group leaves its NVLink domain
@@ -889,7 +893,8 @@ def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, la
 
 
 def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
-               time: np.ndarray, coll: dict[str, np.ndarray] | None, recomputed: Any = None) -> np.ndarray:
+               time: np.ndarray, coll: dict[str, np.ndarray] | None, recomputed: Any = None,
+               embedding: bool = False) -> np.ndarray:
     """Seconds per micro-batch the GPU waits for the host when every MoE layer synchronises the host
     (docs/model.md#host): strategy ``moe_layer_host_s`` = H, the host's time to issue one MoE layer's forward and
     backward. A synchronisation drains the host's run-ahead, so the interval from one MoE layer's synchronisation to
@@ -924,7 +929,8 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
     sh = job.shape
     L = float(sh.layers)
     intervals = moe_intervals(sh)
-    base = _stage_device(job, g, groups, np.zeros_like(n), logits, coll)[0]  # no layers: no MoE, no wait
+    # no layers: no MoE, no wait (rank 0's embedding gradient, as in ``time``)
+    base = _stage_device(job, g, groups, np.zeros_like(n), logits, coll, None, embedding)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         d_mean = np.where(n > 0, (time - base) / n, 0.0)  # the rank's device time per layer
     kinds = sorted({k for between, _ in intervals for k in between})
@@ -975,13 +981,14 @@ def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[.
     held: dict[int, Job] = {}
     coll = _mp_collectives(job, g, groups) if job.is_transformer else None
 
-    def stage(layers: np.ndarray, logits: bool, part: Job | None = None, recomputed: Any = None) -> _Stage:
+    def stage(layers: np.ndarray, logits: bool, part: Job | None = None, recomputed: Any = None,
+              embedding: bool = False) -> _Stage:
         a = np.asarray(layers, dtype=float)
         who = job if part is None else part
         rec = None if recomputed is None else np.asarray(recomputed, dtype=float)
-        key = (a.shape, a.tobytes(), logits, id(who), None if rec is None else (rec.shape, rec.tobytes()))
+        key = (a.shape, a.tobytes(), logits, id(who), None if rec is None else (rec.shape, rec.tobytes()), embedding)
         if key not in seen:
-            seen[key] = _stage(who, g, groups, a, logits, coll, rec)
+            seen[key] = _stage(who, g, groups, a, logits, coll, rec, embedding)
             held[id(who)] = who  # its id stays its own while remembered
         return seen[key]
     return stage
@@ -1027,15 +1034,17 @@ def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], 
         c = _chunked(g) & (g.pp >= 2)
         rec_first, rec_mid, rec_last = (np.asarray(np.where(c, x, recomputed_layers(g, n)))
                                         for x, n in zip(ranks, (r_first, r_mid, r_last), strict=True))
-    w_first = stage(r_first, False, None, rec_first).time
+    w_first = stage(r_first, False, None, rec_first, embedding=True).time  # rank 0: the word embedding's gradient
     w_mid = stage(r_mid, False, None, rec_mid).time
     w_last = stage(r_last, True, None, rec_last).time
     pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
-    def chunk(n: np.ndarray) -> np.ndarray:  # one model chunk: its own first N layers recomputed (_block_recomputed)
-        return stage(n, False, None, _block_recomputed(g, [n])).time - pp_only + pp_only / v
+    def chunk(n: np.ndarray, embedding: bool = False) -> np.ndarray:
+        # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's first with the embedding
+        return stage(n, False, None, _block_recomputed(g, [n]), embedding).time - pp_only + pp_only / v
 
-    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid)))
+    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first, True),
+                                                       chunk(mid)))
 
 
 def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
@@ -1073,8 +1082,8 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
         t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
                                                            recomputed=rec_other)["total"])
         before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
-                                         logits_on_stage=False)["total"]
-    seen: dict[tuple[int, int, bool, bytes | None], np.ndarray] = {}
+                                         logits_on_stage=False, embedding_on_stage=True)["total"]  # rank 0's too
+    seen: dict[tuple[int, int, bool, bool, bytes | None], np.ndarray] = {}
     for sp in splits or ():
         # a hybrid pattern's ranks of their own kinds (_rank_layers): each rank's own compute (_part_job), as evaluate
         # prices its stage; the ranks before the last one by one (each stage's forward + backward is at least its
@@ -1083,10 +1092,10 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
         for r, s in enumerate(sp.ranks):
             part, last_r = _part_job(job, s), r == sp.p - 1
             rec = _split_rank_recomputed(g, sp, r)
-            key = (id(part), len(s), last_r, None if rec is None else rec.tobytes())  # the same ranks: one pricing
+            key = (id(part), len(s), last_r, r == 0, None if rec is None else rec.tobytes())  # one pricing each
             if key not in seen:
                 seen[key] = _compute_per_microbatch(part, g, np.full(1, float(len(s))), logits_on_stage=last_r,
-                                                    recomputed=rec)["total"]
+                                                    recomputed=rec, embedding_on_stage=r == 0)["total"]
             own.append(seen[key])
         t_max = np.where(sp.on, np.maximum.reduce(own), t_max)
         t_last = np.where(sp.on, own[-1], t_last)
@@ -1138,7 +1147,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         dp_job = _rank_dp_job(job, s)
         dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
         comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1,
-                                         recomputed=_split_rank_recomputed(g, sp, r))
+                                         recomputed=_split_rank_recomputed(g, sp, r), embedding_on_stage=r == 0)
         out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
                                          comp_r["backward"], np.maximum(n, 1.0)), out)
     return np.asarray(out)
@@ -1157,10 +1166,11 @@ def _mean_gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGro
         # evaluate's comp_dp: the rank holding the most parameters (_dp_rank), its own parameters and compute
         stage, r_dp = dp_rank
         dense, expert = _rank_params_per_gpu(job, g, stage, r_dp)
-        for layers_c, rec_c, on_c in ((other, rec_other, (r_dp == 1) & (g.pp > 2)),
-                                      (first, rec_first, (r_dp == 0) & (g.pp > 1))):
+        for layers_c, rec_c, on_c, emb in ((other, rec_other, (r_dp == 1) & (g.pp > 2), False),
+                                           (first, rec_first, (r_dp == 0) & (g.pp > 1), True)):
             if np.any(on_c):
-                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False, recomputed=rec_c)
+                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False, recomputed=rec_c,
+                                                 embedding_on_stage=emb)
                 fwd, bwd = np.where(on_c, comp_c["forward"], fwd), np.where(on_c, comp_c["backward"], bwd)
     else:
         stage = np.ones(1)
@@ -1305,7 +1315,7 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
         total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
     else:
         last, other, first = _stage_layers(job, g)
-        ff, bf = _stage_forward_backward(stage(first, False))
+        ff, bf = _stage_forward_backward(stage(first, False, embedding=True))
         fm, bm = _stage_forward_backward(stage(other, False))
         fl, bl = _stage_forward_backward(stage(last, True))
         total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
