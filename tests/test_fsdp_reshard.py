@@ -281,3 +281,18 @@ def test_xla_fp8_gathers_the_linear_weights_in_float8(h100, monkeypatch, layer_i
     expected = 33_165_824 if fp8 else 49_943_040
     assert [size for op, size in calls if op == "allgather"] == [pytest.approx(expected, rel=1e-12)]
     assert pytest.approx(49_943_040, rel=1e-12) in [size for op, size in calls if op == "reducescatter"]
+
+
+def test_xla_fp8_gathers_stay_16_bit_on_a_tpu(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The FP8 gather of an XLA fp8 layer rests on XLA's GPU compiler (gemm_rewriter's FP8 pattern and the
+    collective quantizer in gpu_compiler.cc's collective pipeline) and on MaxText's Fp8Quantization, "Fp8
+    quantization for NVIDIA GPUs" (AI-Hypercomputer/maxtext@9551c2ade MaxText/layers/quantizations.py line 194). A
+    TPU compiles through its own (unpublished) passes: its gather stays 16-bit, 2 P / L = 199,772,160 / 4 =
+    49,943,040 bytes a unit, as a bf16 run's."""
+    tpu = load_cluster("tpu-v5p-pod")
+    job = build_job(tpu, TINY, TrainingSpec(precision="fp8", grad_bytes_per_param=2, fp8_recipe="delayed"))
+    g = grid_from_strategy(StrategySpec(dp=8, zero="fsdp", layer_impl="xla"),
+                           TrainingSpec(global_batch=8, precision="fp8", fp8_recipe="delayed"), 8, job)
+    _, calls = _dp_traffic(job, g, monkeypatch, per_byte=1.0)
+    assert [size for op, size in calls if op == "allgather"] == [pytest.approx(2 * P / L, rel=1e-12)]
+    assert 2 * P / L == 49_943_040

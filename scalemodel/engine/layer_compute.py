@@ -1203,9 +1203,13 @@ def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     all-gather"; NVIDIA/JAX-Toolbox@bae53fc1 rosetta/docs/NATIVE_FP8.md lists AllGather among the ops the pattern
     allows), and the collective quantizer swaps a dequantization and the collective after it (openxla/xla#15584,
     2024-08; run before the collective pipeliner since #17453, 2024-09). So the linear weights cross the wire in
-    FP8, as torchao's; the norms' scales are no dot operand and stay 16-bit."""
+    FP8, as torchao's; the norms' scales are no dot operand and stay 16-bit. GPUs only: both passes are XLA's GPU
+    compiler's (gpu_compiler.cc's collective pipeline, xla/service/gpu's gemm rewriter) and MaxText's
+    ``Fp8Quantization`` is "Fp8 quantization for NVIDIA GPUs" (AI-Hypercomputer/maxtext@9551c2ade
+    MaxText/layers/quantizations.py line 194); a TPU compiles through its own, unpublished passes, so its gathers
+    stay 16-bit."""
     megatron = g.fp8_param_gather & (g.zero >= Zero.FSDP) & (job.fp8_recipe != "mxfp8")
-    xla = ((g.layer_impl == LayerImpl.XLA) & (g.zero >= Zero.FSDP)
+    xla = ((g.layer_impl == LayerImpl.XLA) & (g.zero >= Zero.FSDP) & (job.accelerator_family != "tpu")
            & (Precision.parse(job.precision) == Precision.FP8) & (job.fp8_recipe in XLA_FP8_GATHER_RECIPES))
     return np.asarray(g.fsdp_fp8_all_gather | megatron | xla)
 
