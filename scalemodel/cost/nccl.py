@@ -332,6 +332,15 @@ def tree_correction(proto: str, S: np.ndarray) -> np.ndarray:
 
 
 
+def inter_speed(gbs: np.ndarray, speeds: tuple[float, ...]) -> np.ndarray:
+    """The per-channel speed NCCL's search runs at for NICs of ``gbs`` GB/s: the fastest of ``speeds`` (one of
+    :data:`NCCL_INTER_SPEEDS`, fastest first) not above ``gbs`` (to 1e-9 relative), the slowest where none is (and
+    where ``gbs`` is NaN). One binary search of the sorted list, not a comparison against each speed in turn."""
+    asc = np.sort(np.asarray(speeds, dtype=float))
+    at = np.searchsorted(asc, gbs * (1 + 1e-9), side="right") - 1
+    return np.where(np.isnan(gbs) | (at < 0), speeds[-1], asc[np.clip(at, 0, len(asc) - 1)])
+
+
 def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
     """Channels of NCCL's search graph across nodes for the placed group (docs/model.md#nccl-tree-caps).
 
@@ -361,9 +370,7 @@ def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
         take = (pl.level(i) > 1 + 1e-9) & (nic < b)
         b, g = np.where(take, nic, b), np.where(take, gpn, g)
     gbs = b / 1e9
-    s = np.full(b.shape, speeds[-1])
-    for v in reversed(speeds):  # slowest first: the last one not above b wins, i.e. the fastest not above b
-        s = np.where(v <= gbs * (1 + 1e-9), v, s)
+    s = inter_speed(gbs, speeds)
     with np.errstate(invalid="ignore"):
         per_nic = np.maximum(1.0, np.floor(gbs / s + 1e-9))
     nics = np.minimum(pl.c[0] * np.maximum(1.0, 1.0 / g), float(pl.spans[0]) / g)
@@ -412,7 +419,8 @@ def tree_channel_caps(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: np.ndarray,
-                             channels: np.ndarray, gamma: float = 0.0) -> np.ndarray:
+                             channels: np.ndarray, gamma: float = 0.0,
+                             caps: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """NCCL's Tree all-reduce for one protocol (tuning.cc; docs/model.md#nccl).
 
     Latency: ``base_tree[p] + 2 ((ppn - 1) alpha_0 + sum_(i>=1) d_i alpha_i)``: a chain inside the node
@@ -426,7 +434,9 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     least), ``busBw_LL128 = min(f b, C_LL128)`` with f = 7/9 on one node else 120/128, ``busBw_Simple = b``; the
     per-channel caps ``C`` of :func:`tree_channel_caps` (inf on one node); each then x0.85 for a group of one GPU a
     node (:func:`tree_pattern_factor`); corr from :func:`tree_correction`.
-    ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
+    ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`. ``caps``: the group's
+    :func:`tree_channel_caps` where already priced (they read the group and its line rates, which every protocol's
+    links share: :func:`algorithm_time` prices them once for the three).
     """
     hops = (pl.c[0] - 1.0) * pl.alpha[0]
     for i in range(1, pl.ntiers):
@@ -434,7 +444,7 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
         hops = hops + np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0) * pl.alpha[i]
     lat = NCCL_BASE_LATENCY["tree"][_PI[proto]] + 2.0 * hops
     nodes = pl.domains(0)
-    cap_tree, cap_ll128 = tree_channel_caps(pl)
+    cap_tree, cap_ll128 = tree_channel_caps(pl) if caps is None else caps
     bus = np.minimum(TREE_AR_BW * bus_bw, cap_tree)  # busBw = min(busBw * .92, nChannels * perChMaxTreeBw)
     if proto == "ll":
         bus = bus / TREE_LL_DIV
@@ -942,10 +952,12 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
     nc = nccl_channels(bus)
     multi_node = pl.domains(0) > 1.5
     best = None
+    # the Tree links of every protocol keep the group's line rates (bw_factor 1): one pricing of its caps
+    caps = tree_channel_caps(pl) if algorithm == "tree" and op == "allreduce" else None
     for proto in protos:
         if algorithm == "tree" and op == "allreduce":
             t = nccl_tree_allreduce_time(S, protocol_links(pl, proto, "tree", bw_factor=1.0), proto,
-                                         pl.bottleneck(TREE_FLOWS), nc, gamma)
+                                         pl.bottleneck(TREE_FLOWS), nc, gamma, caps=caps)
         else:
             pp = protocol_links(pl, proto, "ring")
             fn = ALGO_FUNCS[algorithm]
