@@ -822,6 +822,18 @@ def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(again, f_t, 0.0)
 
 
+def mtp_module_recomputed(g: StrategyGrid) -> np.ndarray:
+    """Where full recompute re-runs a multi-token prediction module's forward in the backward: full recompute with
+    ``recompute_method`` uniform, or without a layer count (every layer recomputed); not with method block and a
+    count N. Megatron-Core's MultiTokenPredictionLayer.forward calls ``_checkpointed_forward`` whenever
+    recompute_granularity is 'full', which checkpoints the module under 'uniform' (asserting recompute_num_layers 1)
+    and under 'block' warns "recompute_method == 'block' is not supported for MTP yet. Skipping recompute." and runs
+    it plainly (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1621-1634,
+    1705-1706; core_v0.15.0 0d7e02bd26 lines 632-644, 702). The partial-block test is :func:`recomputed_layers`'."""
+    return np.asarray((g.recompute == Recompute.FULL) & ~((g.recompute_layers >= 0) & ~g.recompute_uniform),
+                      dtype=bool)
+
+
 def moe_block_recomputed(job: Job, g: StrategyGrid) -> np.ndarray:
     """Where selective recompute repeats the whole MoE block's forward (``recompute_modules`` moe,
     :func:`scalemodel.cost.transformer.recomputed_modules`; False for a model that is not a transformer)."""
