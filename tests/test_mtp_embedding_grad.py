@@ -70,3 +70,26 @@ def test_only_the_stage_with_the_logits_carries_it() -> None:
         b = layer_compute._compute_per_microbatch(job, on, layers, logits_on_stage=logits)
         assert one(b["forward"] - a["forward"]) == 0.0
         assert one(b["backward"] - a["backward"]) == pytest.approx(extra, abs=1e-15)
+
+
+@pytest.mark.parametrize(("mtp", "fusion", "per_element"), [
+    # fused output GEMM: it writes main_grad itself and hands autograd a torch.empty dummy (nothing written: at pp > 1
+    # the model sets zero_out_wgrad only at pp 1), which autograd sums with the modules' dense gradients (read 2e,
+    # write e); the DDP hook then skips the add (grad_added_to_main_grad, no zero_out_wgrad)
+    # the D + 1 output-layer calls (main head and each module's head: multi_token_prediction.py lines 1012-1016)
+    (1, True, 2 + 2 * (3 * 2)),  # one embedding gradient written, two dummies summed in
+    (2, True, 2 + (2 + 3 * 2) + 3 * (3 * 2)),  # two embedding gradients written and summed, three dummies summed
+    # unfused: each output GEMM's 16-bit gradient is one more dense gradient (e, summed: 3e), then the hook's add
+    (1, False, 2 + 2 * (2 + 3 * 2) + (4 + 2 + 4)),
+])
+def test_tied_output_layer_shares_the_copy(mtp: int, fusion: bool, per_element: int) -> None:
+    """Tied embeddings at pp > 1: the last stage's output layer runs on the MTP embedding copy
+    (NVIDIA/Megatron-LM@d98e8a64dd language_module.py lines 345-353, shared_embedding_or_output_weight returns the
+    embedding's weight where mtp_process), so its weight gradient joins the copy's. The fused wgrad's dummy is
+    torch.empty where zero_out_wgrad is unset (tensor_parallel/layers.py lines 738-762; zero_out_wgrad set only at
+    pp 1, language_module.py lines 263-268), and the DDP hook adds param.grad only where grad_added_to_main_grad is
+    False or zero_out_wgrad is set (distributed_data_parallel.py lines 575-578). Bytes by hand, e 2, g 4 (review24b)."""
+    wl = TINY.model_copy(update={"mtp_layers": mtp, "tied_embeddings": True})
+    job = build_job(load_cluster("dgx-h100"), wl, TrainingSpec(grad_bytes_per_param=4))
+    g = _grid(job, pp=2, zero="1", megatron_ddp=True, grad_accumulation_fusion=fusion)
+    assert one(layer_compute.mtp_embedding_grad_time(job, g)) == pytest.approx(EMB * per_element / HBM)

@@ -680,7 +680,8 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     stage's, which the step does not price apart from the busiest one), 0 otherwise:
 
         E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
-        u     = [tied] + D                      other uses of the weight in the backward (D MTP modules)
+        u     = [tied] (1 + D) + D              other uses of the weight in the backward (D MTP modules; tied,
+                                                the output layer of the main head and of each module's head)
         bytes = E (e + (g + e + g) + u (e + 3 e)) = E (2 e + 2 g + 4 e u)
         t     = bytes / (HBM bandwidth x memory efficiency)
 
@@ -706,12 +707,16 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     ``setup_embeddings_and_output_layer``, megatron/core/models/common/language_module/language_module.py, and
     LinearWithGradAccumulationAndAsyncCommunication.backward, tensor_parallel/layers.py, at baf94af3c6, 0d7e02bd26
     and 791b70e031); each MTP module, which embeds its input through the same VocabParallelEmbedding (its own
-    zero-filled gradient, e)."""
+    zero-filled gradient, e). With MTP and tied embeddings the output layer runs D + 1 times on the shared weight,
+    the main head's and each module's (``process_mtp_loss`` calls ``output_layer(..., weight=output_weight)`` per
+    module: NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1012-1016), each
+    handing autograd its own zeros dummy (review24b: one before)."""
     on = megatron_ddp_on(g)
     if not job.is_transformer or not np.any(on):
         return np.zeros(1)
     sh = job.shape
-    uses = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0) + sh.mtp_layers
+    tied = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0)
+    uses = tied * (1.0 + sh.mtp_layers) + sh.mtp_layers
     return np.asarray(np.where(on & (g.pp <= 1), _embedding_grad_seconds(job, g, uses), 0.0))
 
 
@@ -738,11 +743,26 @@ def mtp_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
 
     The weight's gradient is all-reduced with the first stage's once a step (:func:`~scalemodel.engine.
     model_parallel_comm.tied_embedding_allreduce`); this is its per-micro-batch work on the last stage, part of the
-    backward of the micro-batch that carries the logits."""
+    backward of the micro-batch that carries the logits.
+
+    Tied embeddings (review24b): the stage's output layer runs on this copy, ``shared_embedding_or_output_weight``
+    returning the embedding's weight where ``mtp_process`` (language_module.py lines 345-353), D + 1 times (the main
+    head and each module's, :func:`embedding_grad_time`), so 2 D gradients join the first. Without
+    gradient-accumulation fusion each is a 16-bit GEMM output, as above with D - 1 -> 2 D:
+    ``V h / tp x (2 e + 2 g + 8 e D)``. With it, the fused GEMM writes main_grad itself and hands autograd a
+    dummy that is ``torch.empty`` (nothing written), since the model sets ``zero_out_wgrad`` only at pp 1
+    (language_module.py lines 263-268; tensor_parallel/layers.py lines 738-762), and the DDP hook adds param.grad
+    only where ``grad_added_to_main_grad`` is False or ``zero_out_wgrad`` is set (distributed_data_parallel.py lines
+    575-578): the D embedding gradients written (e) and 2 D sums (3 e), no hook add, ``V h / tp x 7 e D``."""
     on = megatron_ddp_on(g)
-    if not job.is_transformer or not np.any(on) or float(job.shape.mtp_layers) <= 0:
+    sh = job.shape
+    if not job.is_transformer or not np.any(on) or float(sh.mtp_layers) <= 0:
         return np.zeros(1)
-    t = _embedding_grad_seconds(job, g, job.shape.mtp_layers - 1.0)
+    D = sh.mtp_layers
+    tied = np.asarray(sh.tied_embeddings, dtype=bool)
+    t = _embedding_grad_seconds(job, g, np.where(tied, 2.0 * D, D - 1.0))
+    fused_tied = tied & np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    t = np.where(fused_tied, _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 7.0 * job.elem_bytes * D), t)
     return np.asarray(np.where(on & (g.pp > 1), t, 0.0))
 
 
