@@ -153,7 +153,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
     rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l \
-        + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)) \
+        + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)
+                         + mtp_output_grad_sum_time(job, g)) \
         + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
@@ -764,6 +765,31 @@ def mtp_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     fused_tied = tied & np.asarray(g.grad_accumulation_fusion, dtype=bool)
     t = np.where(fused_tied, _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 7.0 * job.elem_bytes * D), t)
     return np.asarray(np.where(on & (g.pp > 1), t, 0.0))
+
+
+def mtp_output_grad_sum_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of autograd summing the output layer's D + 1 weight gradients with D multi-token
+    prediction modules and an untied output layer, under Megatron-Core's DDP, on the stage with the logits (any pp;
+    tied, :func:`embedding_grad_time` and :func:`mtp_embedding_grad_time` count them with the embedding's), 0
+    otherwise. The output layer runs once for the main head and once per module's head on the same weight
+    (``process_mtp_loss``: ``output_layer(..., weight=output_weight)`` per module, NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/multi_token_prediction.py lines 1012-1016), and each call's backward hands autograd a
+    dense V/tp x h gradient in the 16-bit dtype (fused: the dummy of tensor_parallel/layers.py lines 738-762, the
+    real GEMM output unfused), which autograd sums before the weight's hook (input_buffer.cpp ``accumulate``, read
+    2e, write e)::
+
+        bytes = V h / tp x 3 e D
+
+    The calls' own writes are the GEMMs' (the dummy: nothing written; unfused, the GEMM's epilogue, priced in
+    neither case as :func:`grad_accumulation_time` leaves it), and the hook's add is :func:`grad_accumulation_time`'s
+    (unfused; fused, the hook skips it: ``grad_added_to_main_grad``)."""
+    on = megatron_ddp_on(g)
+    sh = job.shape
+    if not job.is_transformer or not np.any(on) or float(sh.mtp_layers) <= 0:
+        return np.zeros(1)
+    untied = ~np.asarray(sh.tied_embeddings, dtype=bool)
+    t = _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 3.0 * job.elem_bytes * sh.mtp_layers)
+    return np.asarray(np.where(on & untied, t, 0.0))
 
 
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
