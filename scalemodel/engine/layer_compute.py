@@ -552,14 +552,16 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     DeepSeek-V3) with the per-layer casts and copies of :func:`_mtp_block`, ``proj``
     :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
     ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`).
-    Megatron-Core recomputes a module under full recompute (``_checkpointed_forward`` whenever
-    recompute_granularity is 'full', whatever --recompute-num-layers says), and its block's attention core under
-    selective recompute, as every layer's."""
+    Megatron-Core recomputes a module under full recompute with recompute_method uniform (or no layer count),
+    whatever --recompute-num-layers says, and not at all under method block with a count
+    (:func:`mtp_module_recomputed`: ``_checkpointed_forward``'s block branch skips the recompute; review24b), and
+    its block's attention core under selective recompute, as every layer's."""
     sh = job.shape
     D = float(sh.mtp_layers)
     proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
+    again = np.where((g.recompute == Recompute.FULL) & ~mtp_module_recomputed(g), 0.0, 1.0)
     fwd = D * (block.forward + proj.forward + logits.forward)
-    bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+    bwd = D * (block.backward + again * (block.recompute + proj.recompute) + proj.backward + logits.backward)
     # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
     # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
     blocks = D * (2.0 if sh.hybrid is not None else 1.0)
