@@ -816,10 +816,9 @@ def mtp_recomputed_host_share(job: Job, g: StrategyGrid) -> np.ndarray:
     (:func:`~scalemodel.engine.layer_compute.mtp_module_recomputed`: NVIDIA/Megatron-LM@d98e8a64dd
     megatron/core/transformer/multi_token_prediction.py lines 1621-1634, 1705-1706, block "Skipping recompute"),
     its block's forward share, :data:`LAYER_FORWARD_HOST_SHARE` (attention's and the MoE block's),
-    :data:`MOE_FORWARD_HOST_SHARE` in a hybrid pattern (as :func:`recomputed_host_share`); else 0."""
-    hybrid = job.is_transformer and job.shape.hybrid is not None
-    full = np.where(mtp_module_recomputed(g), MOE_FORWARD_HOST_SHARE if hybrid else LAYER_FORWARD_HOST_SHARE, 0.0)
-    return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
+    :data:`MOE_FORWARD_HOST_SHARE` in a hybrid pattern: :func:`recomputed_host_share` of one layer, recomputed or
+    not; else 0."""
+    return recomputed_host_share(job, g, 1.0, np.where(mtp_module_recomputed(g), 1.0, 0.0))
 
 
 def mtp_host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, logits: bool, base: np.ndarray,
