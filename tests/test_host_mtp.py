@@ -4,8 +4,8 @@ Megatron-Core builds an MTP module's transformer block from the decoder's last l
 (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/gpt/gpt_layer_specs.py lines 767-769), so with an MoE last layer
 the block's MoELayer runs the same dropless dispatcher and its device-to-host synchronisation: each of the D passes
 is one more interval from a synchronisation to the next on the rank with the logits, holding the passes and the
-output heads with their losses. A full recompute re-runs the module whatever the recomputed layer count
-(multi_token_prediction.py lines 1705-1706).
+output heads with their losses. A full recompute re-runs the module under recompute_method uniform and skips it
+under block (multi_token_prediction.py lines 1621-1634, 1705-1706).
 
 Checked here from the step only (not from the implementation): where every interval binds, a micro-batch on a single
 rank takes (L + D) H (1 + r) and nothing else, the logits and the MTP passes hidden under the module's interval; its
@@ -59,14 +59,25 @@ def test_slope_counts_one_interval_per_pass_shared_or_not() -> None:
 
 def test_recomputed_module_adds_its_forward_share() -> None:
     """Selective recompute of moe: every interval's host work H (1 + 0.3199), the module's as the layers':
-    slope (8 + 1) x 1.3199 = 11.8791. Full recompute of 2 of the 8 layers: the layers' share pro rata,
-    8 (1 + 0.4512 x 2 / 8) = 8.9024, but the module recomputed whole whatever the count, 1 x 1.4512: 10.3536."""
+    slope (8 + 1) x 1.3199 = 11.8791. Full recompute, method uniform (chunks of 1): every layer's whole forward
+    again and the module's too (MultiTokenPredictionLayer._checkpointed_forward's 'uniform' branch, which asserts
+    recompute_num_layers 1): 9 x 1.4512 = 13.0608."""
     moe = dict(recompute="selective", recompute_modules="moe_act,moe")
     assert _t_mb(2.0, 1, **moe) - _t_mb(1.0, 1, **moe) == pytest.approx(9 * 1.3199, rel=1e-9)
-    full = dict(recompute="full", recompute_layers=2)
-    assert _t_mb(2.0, 1, **full) - _t_mb(1.0, 1, **full) == pytest.approx(8 * (1 + 0.4512 * 2 / 8) + 1.4512,
-                                                                         rel=1e-9)
-    assert _t_mb(2.0, 0, **full) - _t_mb(1.0, 0, **full) == pytest.approx(8 * (1 + 0.4512 * 2 / 8), rel=1e-9)
+    uniform = dict(recompute="full", recompute_method="uniform", recompute_layers=1)
+    assert _t_mb(2.0, 1, **uniform) - _t_mb(1.0, 1, **uniform) == pytest.approx(9 * 1.4512, rel=1e-9)
+
+
+def test_block_recompute_skips_the_module() -> None:
+    """Full recompute, method block, 2 of the 8 layers: the layers' share pro rata, 8 (1 + 0.4512 x 2 / 8) = 8.9024,
+    and the module is not recomputed at all: MultiTokenPredictionLayer._checkpointed_forward's 'block' branch warns
+    "recompute_method == 'block' is not supported for MTP yet. Skipping recompute." and runs the module plainly
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1630-1634; the same
+    at core_v0.15.0 lines 640-644), so its interval's host work is H: 8.9024 + 1 = 9.9024 (review24b)."""
+    block = dict(recompute="full", recompute_method="block", recompute_layers=2)
+    assert _t_mb(2.0, 1, **block) - _t_mb(1.0, 1, **block) == pytest.approx(8 * (1 + 0.4512 * 2 / 8) + 1.0,
+                                                                           rel=1e-9)
+    assert _t_mb(2.0, 0, **block) - _t_mb(1.0, 0, **block) == pytest.approx(8 * (1 + 0.4512 * 2 / 8), rel=1e-9)
 
 
 def test_no_host_time_no_wait() -> None:

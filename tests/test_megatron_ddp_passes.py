@@ -52,11 +52,13 @@ def test_embedding_grad_by_hand(h100, grad_bytes, per_element) -> None:  # type:
 @pytest.mark.parametrize(("tied", "mtp", "per_element"), [
     (True, 0, 2 + (4 + 2 + 4) + (2 + 3 * 2)),  # the output layer's zeros dummy 2, autograd's sum of the two 3 x 2
     (False, 1, 2 + (4 + 2 + 4) + (2 + 3 * 2)),  # the MTP module's own zero-filled embedding gradient 2, the sum 6
-    (True, 2, 2 + (4 + 2 + 4) + 3 * (2 + 3 * 2))])
+    # 2 modules' embeddings and 3 output-layer calls on the tied weight (the main head and each module's head,
+    # NVIDIA/Megatron-LM@d98e8a64dd multi_token_prediction.py lines 1012-1016: review24b, 3 uses before)
+    (True, 2, 2 + (4 + 2 + 4) + 5 * (2 + 3 * 2))])
 def test_embedding_grad_with_other_uses_of_the_weight(h100, tied, mtp, per_element) -> None:  # type: ignore[no-untyped-def]
-    """A tied output layer (zero_out_wgrad at pp 1: a torch.zeros dummy gradient) and each MTP module (its own
-    F.embedding backward) hand autograd another dense V x h bf16 gradient, summed with the first (read 2 + 2, write
-    2) before the hook's add into the fp32 main_grad."""
+    """A tied output layer (zero_out_wgrad at pp 1: a torch.zeros dummy gradient, one per call: the main head and
+    each MTP module's head) and each MTP module (its own F.embedding backward) hand autograd another dense V x h
+    bf16 gradient, summed with the first (read 2 + 2, write 2) before the hook's add into the fp32 main_grad."""
     wl = TINY.model_copy(update={"tied_embeddings": tied, "mtp_layers": mtp})
     job = build_job(h100, wl, TrainingSpec(grad_bytes_per_param=4))
     assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(

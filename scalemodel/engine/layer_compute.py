@@ -156,7 +156,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
     rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l \
-        + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)) \
+        + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)
+                         + mtp_output_grad_sum_time(job, g)) \
         + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g) \
         + (first_stage_embedding_grad_time(job, g) if embedding_on_stage else 0.0)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
@@ -555,14 +556,16 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     DeepSeek-V3) with the per-layer casts and copies of :func:`_mtp_block`, ``proj``
     :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
     ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`).
-    Megatron-Core recomputes a module under full recompute (``_checkpointed_forward`` whenever
-    recompute_granularity is 'full', whatever --recompute-num-layers says), and its block's attention core under
-    selective recompute, as every layer's."""
+    Megatron-Core recomputes a module under full recompute with recompute_method uniform (or no layer count),
+    whatever --recompute-num-layers says, and not at all under method block with a count
+    (:func:`mtp_module_recomputed`: ``_checkpointed_forward``'s block branch skips the recompute; review24b), and
+    its block's attention core under selective recompute, as every layer's."""
     sh = job.shape
     D = float(sh.mtp_layers)
     proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
+    again = np.where((g.recompute == Recompute.FULL) & ~mtp_module_recomputed(g), 0.0, 1.0)
     fwd = D * (block.forward + proj.forward + logits.forward)
-    bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+    bwd = D * (block.backward + again * (block.recompute + proj.recompute) + proj.backward + logits.backward)
     # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
     # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
     blocks = D * (2.0 if sh.hybrid is not None else 1.0)
@@ -684,7 +687,8 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     stage's, which the step does not price apart from the busiest one), 0 otherwise:
 
         E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
-        u     = [tied] + D                      other uses of the weight in the backward (D MTP modules)
+        u     = [tied] (1 + D) + D              other uses of the weight in the backward (D MTP modules; tied,
+                                                the output layer of the main head and of each module's head)
         bytes = E (e + (g + e + g) + u (e + 3 e)) = E (2 e + 2 g + 4 e u)
         t     = bytes / (HBM bandwidth x memory efficiency)
 
@@ -710,12 +714,16 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     ``setup_embeddings_and_output_layer``, megatron/core/models/common/language_module/language_module.py, and
     LinearWithGradAccumulationAndAsyncCommunication.backward, tensor_parallel/layers.py, at baf94af3c6, 0d7e02bd26
     and 791b70e031); each MTP module, which embeds its input through the same VocabParallelEmbedding (its own
-    zero-filled gradient, e)."""
+    zero-filled gradient, e). With MTP and tied embeddings the output layer runs D + 1 times on the shared weight,
+    the main head's and each module's (``process_mtp_loss`` calls ``output_layer(..., weight=output_weight)`` per
+    module: NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1012-1016), each
+    handing autograd its own zeros dummy (review24b: one before)."""
     on = megatron_ddp_on(g)
     if not job.is_transformer or not np.any(on):
         return np.zeros(1)
     sh = job.shape
-    uses = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0) + sh.mtp_layers
+    tied = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0)
+    uses = tied * (1.0 + sh.mtp_layers) + sh.mtp_layers
     return np.asarray(np.where(on & (g.pp <= 1), _embedding_grad_seconds(job, g, uses), 0.0))
 
 
@@ -778,12 +786,52 @@ def mtp_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
 
     The weight's gradient is all-reduced with the first stage's once a step (:func:`~scalemodel.engine.
     model_parallel_comm.tied_embedding_allreduce`); this is its per-micro-batch work on the last stage, part of the
-    backward of the micro-batch that carries the logits."""
+    backward of the micro-batch that carries the logits.
+
+    Tied embeddings (review24b): the stage's output layer runs on this copy, ``shared_embedding_or_output_weight``
+    returning the embedding's weight where ``mtp_process`` (language_module.py lines 345-353), D + 1 times (the main
+    head and each module's, :func:`embedding_grad_time`), so 2 D gradients join the first. Without
+    gradient-accumulation fusion each is a 16-bit GEMM output, as above with D - 1 -> 2 D:
+    ``V h / tp x (2 e + 2 g + 8 e D)``. With it, the fused GEMM writes main_grad itself and hands autograd a
+    dummy that is ``torch.empty`` (nothing written), since the model sets ``zero_out_wgrad`` only at pp 1
+    (language_module.py lines 263-268; tensor_parallel/layers.py lines 738-762), and the DDP hook adds param.grad
+    only where ``grad_added_to_main_grad`` is False or ``zero_out_wgrad`` is set (distributed_data_parallel.py lines
+    575-578): the D embedding gradients written (e) and 2 D sums (3 e), no hook add, ``V h / tp x 7 e D``."""
     on = megatron_ddp_on(g)
-    if not job.is_transformer or not np.any(on) or float(job.shape.mtp_layers) <= 0:
+    sh = job.shape
+    if not job.is_transformer or not np.any(on) or float(sh.mtp_layers) <= 0:
         return np.zeros(1)
-    t = _embedding_grad_seconds(job, g, job.shape.mtp_layers - 1.0)
+    D = sh.mtp_layers
+    tied = np.asarray(sh.tied_embeddings, dtype=bool)
+    t = _embedding_grad_seconds(job, g, np.where(tied, 2.0 * D, D - 1.0))
+    fused_tied = tied & np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    t = np.where(fused_tied, _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 7.0 * job.elem_bytes * D), t)
     return np.asarray(np.where(on & (g.pp > 1), t, 0.0))
+
+
+def mtp_output_grad_sum_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of autograd summing the output layer's D + 1 weight gradients with D multi-token
+    prediction modules and an untied output layer, under Megatron-Core's DDP, on the stage with the logits (any pp;
+    tied, :func:`embedding_grad_time` and :func:`mtp_embedding_grad_time` count them with the embedding's), 0
+    otherwise. The output layer runs once for the main head and once per module's head on the same weight
+    (``process_mtp_loss``: ``output_layer(..., weight=output_weight)`` per module, NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/multi_token_prediction.py lines 1012-1016), and each call's backward hands autograd a
+    dense V/tp x h gradient in the 16-bit dtype (fused: the dummy of tensor_parallel/layers.py lines 738-762, the
+    real GEMM output unfused), which autograd sums before the weight's hook (input_buffer.cpp ``accumulate``, read
+    2e, write e)::
+
+        bytes = V h / tp x 3 e D
+
+    The calls' own writes are the GEMMs' (the dummy: nothing written; unfused, the GEMM's epilogue, priced in
+    neither case as :func:`grad_accumulation_time` leaves it), and the hook's add is :func:`grad_accumulation_time`'s
+    (unfused; fused, the hook skips it: ``grad_added_to_main_grad``)."""
+    on = megatron_ddp_on(g)
+    sh = job.shape
+    if not job.is_transformer or not np.any(on) or float(sh.mtp_layers) <= 0:
+        return np.zeros(1)
+    untied = ~np.asarray(sh.tied_embeddings, dtype=bool)
+    t = _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 3.0 * job.elem_bytes * sh.mtp_layers)
+    return np.asarray(np.where(on & untied, t, 0.0))
 
 
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -860,6 +908,18 @@ def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l
     recompute of moe, :func:`moe_block_recomputed`; MLA's RoPE under mla_up_proj)."""
     again = (g.recompute == Recompute.FULL) | np.asarray(moe_block, dtype=bool)
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(again, f_t, 0.0)
+
+
+def mtp_module_recomputed(g: StrategyGrid) -> np.ndarray:
+    """Where full recompute re-runs a multi-token prediction module's forward in the backward: full recompute with
+    ``recompute_method`` uniform, or without a layer count (every layer recomputed); not with method block and a
+    count N. Megatron-Core's MultiTokenPredictionLayer.forward calls ``_checkpointed_forward`` whenever
+    recompute_granularity is 'full', which checkpoints the module under 'uniform' (asserting recompute_num_layers 1)
+    and under 'block' warns "recompute_method == 'block' is not supported for MTP yet. Skipping recompute." and runs
+    it plainly (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1621-1634,
+    1705-1706; core_v0.15.0 0d7e02bd26 lines 632-644, 702). The partial-block test is :func:`recomputed_layers`'."""
+    return np.asarray((g.recompute == Recompute.FULL) & ~((g.recompute_layers >= 0) & ~g.recompute_uniform),
+                      dtype=bool)
 
 
 def moe_block_recomputed(job: Job, g: StrategyGrid) -> np.ndarray:

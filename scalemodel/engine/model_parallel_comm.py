@@ -20,7 +20,13 @@ from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ep_dispatch, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
 from scalemodel.engine.job import Job, StrategyGrid
-from scalemodel.engine.layer_compute import module_recipe, moe_block_recomputed, moe_rank_load, xla_remat
+from scalemodel.engine.layer_compute import (
+    module_recipe,
+    moe_block_recomputed,
+    moe_rank_load,
+    mtp_module_recomputed,
+    xla_remat,
+)
 from scalemodel.engine.pipeline_ranks import _etp, microbatches
 
 
@@ -208,9 +214,10 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     GEMM time ``mtp_gemm``, of the block's kind and at training.module_precision mtp's rate, and its curve's d0
     ``mtp_gemm_half_dim``: BF16's for a BF16 module, MXFP8's for an MXFP8 one), as :func:`_model_parallel_comm`
     counts their TP collectives and the GEMMs beside them (:func:`_tp_comm_overlap`): full recompute repeats the
-    recomputed layers' and every block's forward (Megatron-Core checkpoints every MTP module under 'full').
+    recomputed layers' and every block's forward (Megatron-Core checkpoints every MTP module under 'full', but not
+    under recompute_method block with a count: :func:`~scalemodel.engine.layer_compute.mtp_module_recomputed`).
 
-        dt = per(d0) gemm_l ((L_s + rec) fwd + L_s dgrad) + per(d0_mtp) gemm_mtp ((1 + [full]) fwd + dgrad)
+        dt = per(d0) gemm_l ((L_s + rec) fwd + L_s dgrad) + per(d0_mtp) gemm_mtp ((1 + [mtp recomputed]) fwd + dgrad)
     """
     if not job.is_transformer:
         return np.zeros(1)
@@ -227,7 +234,7 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     gemm = comp["gemm_per_layer"]
     fwd = a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
     dgrad = r * (t - 1.0)
-    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(full, 1.0, 0.0)) * fwd + dgrad)
+    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(mtp_module_recomputed(g), 1.0, 0.0)) * fwd + dgrad)
     return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
 
 
@@ -244,14 +251,16 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
     # the stage's layers, and each MTP pass's block once by kind (mtp_compute): TP as layers, CP as attention layers,
-    # EP as MoE layers; full recompute repeats the blocks (Megatron-Core checkpoints every module under 'full')
+    # EP as MoE layers; full recompute repeats the blocks (Megatron-Core checkpoints every module under 'full', but
+    # not under recompute_method block with a count: mtp_module_recomputed)
     n = comp["layers_per_stage"]
     mtp_tp = comp.get("mtp_blocks", 0.0)
+    mtp_again = np.where(mtp_module_recomputed(g), 1.0, 0.0)
     L = n + mtp_tp
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
-    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp_tp, 0.0)  # forward repeated
+    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp_again * mtp_tp, 0.0)
     # an MoE block's own TP collectives (docs/model.md#tp-comm-moe): with SP, ``adj`` block collectives per MoE block
     # leave the layers' count (-1 without shared experts or with theirs off userbuffers), ``ext`` seconds per pass run
     # exposed (the dispatcher's expert-TP all-gather / reduce-scatter; the shared experts' pair under
@@ -259,7 +268,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     adj, ext, _ = _moe_tp_collectives(job, g, coll)
     moe_f = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
     moe_r = np.where(g.recompute == Recompute.FULL,
-                     comp["recomputed_layers"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0),
+                     comp["recomputed_layers"] * float(sh.moe_layers / sh.layers)
+                     + mtp_again * comp.get("mtp_moe_blocks", 0.0),
                      0.0)
     pool_f = (L * per_pass + adj * moe_f) * per  # one pass's collectives in the layers' count
     pool_r = (rec_n * per_pass + adj * moe_r) * per
@@ -299,7 +309,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         # block's kind and training.module_precision mtp)
         gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
         gemm_r = np.where(g.recompute == Recompute.FULL,
-                          comp["recomputed_layers"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0), 0.0)
+                          comp["recomputed_layers"] * comp["gemm_per_layer"] + mtp_again * comp.get("mtp_gemm", 0.0),
+                          0.0)
         ov = _tp_comm_overlap(pool_f, pool_r, pool_f, gemm_f, gemm_r, 2.0 * gemm_f)
         tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
@@ -340,7 +351,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
     if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
-        exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_att)
+        exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_again * mtp_att)
         ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
         cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
         cp_hidden = np.where(ag, 0.0, cp_hidden)
@@ -355,7 +366,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     moe_recomputed = moe_block_recomputed(job, g)
     again_moe = np.where(moe_recomputed, 1.0, 0.0)
     again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
-    rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_moe, 0.0)
+    rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_again * mtp_moe, 0.0)
     ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
     # the allgather dispatcher gathers over etp x ep: at ep 1 too when etp > 1 (docs/model.md#ep-allgather)
     gathers = (g.ep > 1) | (np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (_etp(g) > 1))

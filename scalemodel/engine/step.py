@@ -104,6 +104,7 @@ from scalemodel.engine.layer_compute import (
     _stage_recomputed,
     fsdp_root_params,
     moe_block_recomputed,
+    mtp_module_recomputed,
     recomputed_layers,
     xla_remat,
 )
@@ -815,14 +816,13 @@ def mtp_recomputed_host_share(job: Job, g: StrategyGrid) -> np.ndarray:
     """The host time a multi-token prediction module's recomputed forward adds to its MoE block's H, as a share of
     H (docs/model.md#host-mtp): selective recompute of moe repeats the module's MoE block as every MoE layer's,
     :data:`MOE_FORWARD_HOST_SHARE`; full recompute repeats the whole module whatever the recomputed layer count
-    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py lines 1705-1706:
-    ``_checkpointed_forward`` whenever ``recompute_granularity == 'full'``), its block's forward share,
-    :data:`LAYER_FORWARD_HOST_SHARE` (attention's and the MoE block's), :data:`MOE_FORWARD_HOST_SHARE` in a hybrid
-    pattern (as :func:`recomputed_host_share`); else 0."""
-    hybrid = job.is_transformer and job.shape.hybrid is not None
-    full = np.where(g.recompute == Recompute.FULL, MOE_FORWARD_HOST_SHARE if hybrid else LAYER_FORWARD_HOST_SHARE,
-                    0.0)
-    return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
+    under method uniform (or without a count), and not at all under method block with a count
+    (:func:`~scalemodel.engine.layer_compute.mtp_module_recomputed`: NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/multi_token_prediction.py lines 1621-1634, 1705-1706, block "Skipping recompute"),
+    its block's forward share, :data:`LAYER_FORWARD_HOST_SHARE` (attention's and the MoE block's),
+    :data:`MOE_FORWARD_HOST_SHARE` in a hybrid pattern: :func:`recomputed_host_share` of one layer, recomputed or
+    not; else 0."""
+    return recomputed_host_share(job, g, 1.0, np.where(mtp_module_recomputed(g), 1.0, 0.0))
 
 
 def mtp_host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, logits: bool, base: np.ndarray,
