@@ -1998,10 +1998,15 @@ RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb2
                                   "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
                                   "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
                                   "mb2608_gb300_dsv3_mtp_fp8mx"}) \
-    | frozenset({"mb2606_b300_qwen3_30b_fp8mx",  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-                 "mlpt51_h200_llama31_8b_64"})  # HPE config_common_fp8attn.sh FP8_DPA=True (MLPerf v5.1, 441d65f4)
+    | frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
 #   fp8_dot_product_attention=True -> utils/overrides.py cfg.mixed_precision.fp8_dot_product_attention (no sliding
 #   window: nothing priced); the other B300 presets leave it None
+#   Not MLPerf v5.1 HPE H200 8B (mlpt51_h200_llama31_8b_64): its committed config_common_fp8attn.sh exports FP8_DPA=True
+#   and custom.yaml L127 reads it, but the ten logged runs were launched from an older tree: their printed experiment
+#   configuration has no fp8_dot_product_attention key (nor custom.yaml's fp4 keys) and their Llama31Config8B prints
+#   ``fp8_dot_product_attention=False``
+#   (HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09/llama31_8b/result_{1..10}.txt at 441d65f4), so its attention
+#   ran in BF16.
 
 
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
