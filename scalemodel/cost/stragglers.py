@@ -325,6 +325,8 @@ def hartley_david_bound(n: Array, mean: Array, sd: Array) -> np.ndarray:
 #: The grid of :func:`normal_expected_max`: x from -10 to 12 in steps of 0.005, with the standard normal's density
 #: and the log of its CDF there (filled on first use: 4401 math.erfc calls, about a millisecond).
 _NORMAL_GRID: dict[str, np.ndarray] = {}
+#: :func:`normal_expected_max` by n, memoised (group sizes are few: products of the parallel degrees)
+_NORMAL_MAX: dict[float, float] = {}
 
 
 def normal_expected_max(n: Array) -> np.ndarray:
@@ -344,10 +346,13 @@ def normal_expected_max(n: Array) -> np.ndarray:
     x, pdf, log_cdf = _NORMAL_GRID["x"], _NORMAL_GRID["pdf"], _NORMAL_GRID["log_cdf"]
     flat = np.sort(nn.ravel())  # the distinct n without np.unique, which imports numpy.ma (10 ms) from numpy 2.3 on
     uniq = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
-    dens = uniq[:, None] * pdf * np.exp((uniq[:, None] - 1.0) * log_cdf)
-    f = x * dens
-    e = np.where(uniq <= 1.0, 0.0, np.sum(f[:, 1:] + f[:, :-1], axis=-1) * 0.5 * (x[1] - x[0]))  # trapezoid rule
-    return np.asarray(e[np.searchsorted(uniq, nn)], dtype=float)
+    todo = np.asarray([n for n in uniq.tolist() if n not in _NORMAL_MAX], dtype=float)
+    if todo.size:  # each distinct n once per process (a planner evaluates the same group sizes again and again)
+        f = x * todo[:, None] * pdf * np.exp((todo[:, None] - 1.0) * log_cdf)
+        e = np.sum(f[:, 1:] + f[:, :-1], axis=-1) * 0.5 * (x[1] - x[0])  # the trapezoid rule
+        _NORMAL_MAX.update(zip(todo.tolist(), np.where(todo <= 1.0, 0.0, e).tolist(), strict=True))
+    e_uniq = np.asarray([_NORMAL_MAX[n] for n in uniq.tolist()], dtype=float)
+    return np.asarray(e_uniq[np.searchsorted(uniq, nn)], dtype=float)
 
 
 _CACHE: dict[tuple[str, float, float, float], float] = {}
