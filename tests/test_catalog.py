@@ -39,7 +39,7 @@ PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
               "compute_efficiency", "compute_units", "collective_units",
-              "tdp", "sources", "attention_efficiency", "attention_releases", "memory_reserved"}
+              "tdp", "sources", "attention_efficiency", "attention_releases", "memory_reserved", "clock_jitter_cv"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
@@ -106,7 +106,7 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
     assert d["family"] in FAMILIES
     sources = d["sources"]
     assert isinstance(sources, dict)
-    sourced = set(ACC_NUMERIC) | set(ACC_UNITS) | {"memory_reserved"}
+    sourced = set(ACC_NUMERIC) | set(ACC_UNITS) | {"memory_reserved", "clock_jitter_cv"}
     assert set(sources) <= sourced, f"sources for unknown fields {set(sources) - sourced}"
     for field in ACC_NUMERIC:
         assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
@@ -117,6 +117,10 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
     if "memory_reserved" in d:  # the driver's slice (docs/model.md#memory-allowance): optional, always cited
         src = sources.get("memory_reserved")
         assert isinstance(src, str) and ("deviceQuery" in src or "torch" in src), "memory_reserved needs CUDA's total"
+    if "clock_jitter_cv" in d:  # the clock's swing at the power limit (docs/model.md#jitter): measured or borrowed
+        src = sources.get("clock_jitter_cv")
+        assert 0 < d["clock_jitter_cv"] < 0.1, "a CV of the compute rate, a fraction"
+        assert isinstance(src, str) and ("measured" in src or "borrowed" in src), "clock_jitter_cv needs a source"
     if "collective_units" in d:
         assert "compute_units" in d and d["collective_units"] < d["compute_units"]
     for kernel, curves in (d.get("attention_efficiency") or {}).items():  # fitted or borrowed, always said which

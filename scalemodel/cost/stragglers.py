@@ -29,7 +29,7 @@ the integral accurate for N up to 1e7 and beyond (tested).
 
 from __future__ import annotations
 
-from math import exp, gamma, sqrt
+from math import erfc, exp, gamma, pi, sqrt
 from typing import Any
 
 import numpy as np
@@ -321,6 +321,39 @@ def hartley_david_bound(n: Array, mean: Array, sd: Array) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- fast path for the planner
+
+#: The grid of :func:`normal_expected_max`: x from -10 to 12 in steps of 0.005, with the standard normal's density
+#: and the log of its CDF there (filled on first use: 4401 math.erfc calls, about a millisecond).
+_NORMAL_GRID: dict[str, np.ndarray] = {}
+#: :func:`normal_expected_max` by n, memoised (group sizes are few: products of the parallel degrees)
+_NORMAL_MAX: dict[float, float] = {}
+
+
+def normal_expected_max(n: Array) -> np.ndarray:
+    """E[max of n independent standard normals] for n >= 1 (0 at n = 1), without scipy:
+
+        e_n = integral of x n phi(x) Phi(x)^(n-1) dx          (David & Nagaraja 2003, eq. 2.1.6 with k = n)
+
+    by the trapezoid rule on x in [-10, 12] at steps of 0.005 (:data:`_NORMAL_GRID`), once per distinct n. A normal
+    of mean mu and CV c has E[max of n] = mu (1 + c e_n). Agrees with the exact quadrature of
+    :func:`expected_max_step` and the closed forms 1/sqrt(pi), 3/(2 sqrt(pi)) at n = 2, 3 to 1e-6 (tested); what
+    a query on every candidate can afford where :func:`expected_max_step` would load scipy (~150 ms)."""
+    nn, _ = _check_nk(n)
+    if not _NORMAL_GRID:
+        x = np.linspace(-10.0, 12.0, 4401)
+        cdf = np.asarray([0.5 * erfc(-v / sqrt(2.0)) for v in x])  # erfc: no cancellation in the lower tail
+        _NORMAL_GRID.update(x=x, pdf=np.exp(-0.5 * x * x) / sqrt(2.0 * pi), log_cdf=np.log(cdf))
+    x, pdf, log_cdf = _NORMAL_GRID["x"], _NORMAL_GRID["pdf"], _NORMAL_GRID["log_cdf"]
+    flat = np.sort(nn.ravel())  # the distinct n without np.unique, which imports numpy.ma (10 ms) from numpy 2.3 on
+    uniq = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
+    todo = np.asarray([n for n in uniq.tolist() if n not in _NORMAL_MAX], dtype=float)
+    if todo.size:  # each distinct n once per process (a planner evaluates the same group sizes again and again)
+        f = x * todo[:, None] * pdf * np.exp((todo[:, None] - 1.0) * log_cdf)
+        e = np.sum(f[:, 1:] + f[:, :-1], axis=-1) * 0.5 * (x[1] - x[0])  # the trapezoid rule
+        _NORMAL_MAX.update(zip(todo.tolist(), np.where(todo <= 1.0, 0.0, e).tolist(), strict=True))
+    e_uniq = np.asarray([_NORMAL_MAX[n] for n in uniq.tolist()], dtype=float)
+    return np.asarray(e_uniq[np.searchsorted(uniq, nn)], dtype=float)
+
 
 _CACHE: dict[tuple[str, float, float, float], float] = {}
 _CACHE_MAX = 200_000

@@ -120,6 +120,9 @@ class Job:
     # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
     collective_share: float = 0.0
     compute_units: int = 0  # SMs / CUs on the chip (AcceleratorSpec.compute_units; 0 when not given)
+    # CV of the chip's compute rate over time at its power limit (AcceleratorSpec.clock_jitter_cv; 0: not priced):
+    # the lock-stepped GPUs' wait for the slowest of them (docs/model.md#jitter)
+    clock_jitter_cv: float = 0.0
     # staleness penalty of async / stale-sync modes for this optimizer and model family, and its provenance
     # (scalemodel/cost/staleness.py); --staleness-kappa overrides it per call
     staleness_kappa: float = field(default_factory=staleness.fallback_kappa)
@@ -383,6 +386,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc), compute_units=int(getattr(acc, "compute_units", None) or 0),
+        clock_jitter_cv=float(getattr(acc, "clock_jitter_cv", 0.0) or 0.0),
         attention_peak_flops=bf16_peak, attention_gemm_max=bf16_gm, attention_gemm_half_dim=bf16_d0,
         logits_peak_flops=bf16_peak, logits_gemm_max=bf16_gm, logits_gemm_half_dim=bf16_d0,
         **_staleness_kappa(training, workload),

@@ -745,6 +745,13 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            if np.any(g.deepspeed_pipeline | np.asarray(g.pp_scatter_gather, dtype=bool)) else 0.0 * act}
 
 
+def delayed_amax_on(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Where Transformer Engine's delayed scaling reduces its amaxes over the stage's tp cp dp GPUs twice a chunk
+    (:func:`delayed_amax_time`): an fp8 run with the delayed recipe on Megatron-Core's Transformer Engine layer
+    (``layer_impl`` megatron_te)."""
+    return np.asarray((job.fp8_recipe == "delayed") & (g.layer_impl == int(LayerImpl.MEGATRON_TE)))
+
+
 def delayed_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.ndarray:
     """Seconds of one model chunk's two amax reductions (its forward's and its backward's) under Transformer Engine's
     delayed scaling, on the compute stream's critical path (docs/model.md#fp8-amax):
@@ -762,8 +769,8 @@ def delayed_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.n
     Transformer Engine reduces the forward buffer on the outermost autocast's exit (fp8.py ``fp8_autocast_exit``) and
     the backward buffer in the backward of the chunk's first FP8 module (``ctx.reduce_and_update_bwd_fp8_tensors =
     is_first_fp8_module()``, module/linear.py, layernorm_linear.py): one of each per chunk and micro-batch. 0 unless
-    an fp8 run with the delayed recipe and Megatron-Core's Transformer Engine layer (``layer_impl`` megatron_te)."""
-    on = (job.fp8_recipe == "delayed") & (g.layer_impl == int(LayerImpl.MEGATRON_TE))
+    :func:`delayed_amax_on`."""
+    on = delayed_amax_on(job, g)
     if not job.is_transformer or not np.any(on):
         return np.zeros(1)
     layers = job.shape.layers / g.pp

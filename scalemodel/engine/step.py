@@ -108,6 +108,7 @@ from scalemodel.engine.layer_compute import (
     recomputed_layers,
     xla_remat,
 )
+from scalemodel.engine.lockstep import jitter_wait
 from scalemodel.engine.model_parallel_comm import (
     _collective,
     _model_parallel_comm,
@@ -592,7 +593,10 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
                                                              comp_dp.get("pipeline_rank", np.zeros(1)))
     # the host's per-step gather of the training metrics' states, the device idle (docs/model.md#train-metric-sync)
     metric_sync = train_metric_sync_time(job, g)
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync  # one worker's step alone
+    # the lock-stepped GPUs' wait for the slowest of them under the clock's power-management swing
+    # (docs/model.md#jitter): the compute of every micro-batch and of the bubble's
+    jitter = jitter_wait(job, g, (m + bubble_mb) * comp["total"])
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync + jitter  # one worker alone
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
         cross, in_group, dp_total = zero, None if hier_group(g, sync) is None else zero, zero
@@ -610,7 +614,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             dp_job = _rank_dp_job(job, s)
             opt_r = _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r)))
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
-            local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync
+            local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
             cross_r, in_group_r, total_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
             opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
@@ -634,7 +638,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         "tp_comm": m * (mp["tp"] + mp["amax"]) + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "host": m * host + metric_sync, "offload": off, "bubble": bubble_mb * t_mb,
         "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
-        "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
+        "optimizer": opt, "straggler": straggler, "jitter": jitter, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }
     breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
