@@ -8,12 +8,17 @@ and the priced pp_comm is checked against it and by hand."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from grid_helpers import evaluated, first
 from test_deepspeed_pipeline import simulate as ds_simulate
 
 from scalemodel.cost import collectives as coll
-from scalemodel.specs import TrainingSpec, load_workload
+from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import _stage, evaluate
+from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+from scalemodel.specs.training import StrategySpec
 
 Op = tuple[str, int, int]  # (kind, peer rank, micro-batch); compute ops have peer -1
 
@@ -203,10 +208,13 @@ def megatron_program(r: int, p: int, m: int) -> list[tuple[str, int, list[Transf
     return out
 
 
-def megatron_simulate(p: int, m: int, f: float, b: float, c: float) -> float:
-    """Wall time of one batch: compute in each rank's order; a batch posts its transfers when its rank reaches it and
-    holds the rank until all of them end; a transfer runs from the later of its two posts for ``c`` seconds (the two
-    directions of a boundary at once, NVLink and InfiniBand being full duplex)."""
+def megatron_simulate(p: int, m: int, f: float | list[float], b: float | list[float], c: float) -> float:
+    """Wall time of one batch: compute in each rank's order (``f`` / ``b`` one value for every rank or one per rank);
+    a batch posts its transfers when its rank reaches it and holds the rank until all of them end; a transfer runs
+    from the later of its two posts for ``c`` seconds (the two directions of a boundary at once, NVLink and
+    InfiniBand being full duplex)."""
+    fs = f if isinstance(f, list) else [f] * p
+    bs = b if isinstance(b, list) else [b] * p
     prog = [megatron_program(r, p, m) for r in range(p)]
     pc, t = [0] * p, [0.0] * p
     posts: dict[tuple[Transfer, int], float] = {}  # (transfer, posting rank) -> time
@@ -216,7 +224,7 @@ def megatron_simulate(p: int, m: int, f: float, b: float, c: float) -> float:
             while pc[r] < len(prog[r]):
                 kind, _, batch = prog[r][pc[r]]
                 if kind in ("F", "B"):
-                    t[r] += f if kind == "F" else b
+                    t[r] += fs[r] if kind == "F" else bs[r]
                 else:
                     for x in batch:
                         posts.setdefault((x, r), t[r])
@@ -244,3 +252,35 @@ def test_megatron_1f1b_steady_state_pays_one_batched_exchange_per_boundary(p: in
     slope = megatron_simulate(p, 41, f, b, c) - megatron_simulate(p, 40, f, b, c)
     assert slope == pytest.approx(f + b + exchanges * c, rel=1e-9)
     assert megatron_simulate(p, 40, f, b, c) <= (40 + p - 1) * (f + b + exchanges * c) + 1e-9
+
+
+@pytest.mark.parametrize(("p", "layers"), [(4, (18, 24, 30)), (4, (24, 24, 24)), (8, (12, 12, 12)), (8, (9, 12, 15))])
+def test_megatron_1f1b_end_ranks_exchange_on_one_boundary(p: int, layers: tuple[int, int, int]) -> None:
+    """The first and the last rank exchange with one neighbour (their calls toward no neighbour move nothing), so
+    at pp > 2 they pay one batched exchange a micro-batch, not the middle ranks' two; where an end rank is the
+    busiest (the last with the logits and more layers) the step runs at its pace, t_f + t_b + 1 exchange. GPT-3 175B
+    on DGX H100 nodes, tp 8: each rank's compute is the engine's own stage less its exposed pipeline traffic, c one
+    boundary's exchange (its pp_comm over the middle rank's two), and the step-by-step simulation of Megatron's 1F1B
+    over the p ranks with those times is what the engine's pipelined time (m + bubble) t_mb must give (the closed
+    form is exact on these three-class stages without traffic, tests/test_pipeline_uneven.py)."""
+    first_n, mid_n, last_n = layers
+    tr = TrainingSpec(global_batch=32, micro_batch=1)
+    job = build_job(load_cluster("dgx-h100"), load_workload("gpt3-175b"), tr)
+    g = grid_from_strategy(StrategySpec(tp=8, pp=p, first_stage_layers=first_n, last_stage_layers=last_n), tr,
+                           8 * p, job)
+    res = evaluate(job, g)
+    m = int(first(res.microbatches))
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+    stages = [_stage(job, g, groups, np.asarray([float(n)]), lg) for n, lg in
+              [(first_n, False)] + [(mid_n, False)] * (p - 2) + [(last_n, True)]]
+    c = first(stages[1].mp["pp"]) / 2.0  # a middle rank's two exchanges
+    assert c > 0.0
+    f, b = [], []
+    for st in stages:
+        work = first(st.time) - first(st.mp["pp"])
+        share = first(st.compute["forward"]) / first(st.compute["total"])
+        f.append(work * share)
+        b.append(work * (1.0 - share))
+    sim = megatron_simulate(p, m, f, b, c)
+    pipelined = (m + first(res.extras["bubble_microbatches"])) * first(res.extras["microbatch_time"])
+    assert pipelined == pytest.approx(sim, rel=1e-9)
