@@ -82,9 +82,12 @@ PARTNER = {"recv_H": "send_H", "send_H": "recv_H", "recv_G": "send_G", "send_G":
            "send_M": "recv_M"}
 
 
-def nanotron_simulate(p: int, m: int, f: float, b: float, c: float, c_mask: float = 0.0) -> float:
-    """Wall time of one batch: compute in each rank's order; each transfer starts when both ranks reach it and takes
-    ``c`` seconds (H, G) or ``c_mask`` (M)."""
+def nanotron_simulate(p: int, m: int, f: float | list[float], b: float | list[float], c: float,
+                      c_mask: float = 0.0) -> float:
+    """Wall time of one batch: compute in each rank's order (``f`` / ``b`` one value for every rank or one per rank);
+    each transfer starts when both ranks reach it and takes ``c`` seconds (H, G) or ``c_mask`` (M)."""
+    fs = f if isinstance(f, list) else [f] * p
+    bs = b if isinstance(b, list) else [b] * p
     prog = [nanotron_program(r, p, m) for r in range(p)]
     pc, t = [0] * p, [0.0] * p
     while any(pc[r] < len(prog[r]) for r in range(p)):
@@ -93,7 +96,7 @@ def nanotron_simulate(p: int, m: int, f: float, b: float, c: float, c_mask: floa
             while pc[r] < len(prog[r]):
                 op, peer, k = prog[r][pc[r]]
                 if op in ("F", "B"):
-                    t[r] += f if op == "F" else b
+                    t[r] += fs[r] if op == "F" else bs[r]
                 elif pc[peer] < len(prog[peer]) and prog[peer][pc[peer]] == (PARTNER[op], r, k):
                     t[r] = t[peer] = max(t[r], t[peer]) + (c_mask if op.endswith("M") else c)
                     pc[peer] += 1
@@ -284,3 +287,22 @@ def test_megatron_1f1b_end_ranks_exchange_on_one_boundary(p: int, layers: tuple[
     sim = megatron_simulate(p, m, f, b, c)
     pipelined = (m + first(res.extras["bubble_microbatches"])) * first(res.extras["microbatch_time"])
     assert pipelined == pytest.approx(sim, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [3, 4, 8])
+@pytest.mark.parametrize("end", [0, -1])
+def test_a_busier_end_rank_paces_the_pipeline_with_one_boundary(p: int, end: int) -> None:
+    """The first or the last rank twice as slow as the others: each added micro-batch costs its own f + b and the one
+    boundary it exchanges on (Megatron one batched exchange c, nanotron 2 c + the mask's c_mask, DeepSpeed 2 c), not
+    a middle rank's two (what mp['pp_edge'] takes off the end ranks, test above for Megatron on the engine)."""
+    f = [1.0] * p
+    f[end] = 2.0
+    b = [2.0 * x for x in f]
+    c, cm = 0.1, 0.01
+
+    def slope(sim, *extra: float) -> float:  # type: ignore[no-untyped-def]
+        return float(sim(p, 41, f, b, *extra) - sim(p, 40, f, b, *extra))
+
+    assert slope(megatron_simulate, c) == pytest.approx(6.0 + c, rel=1e-9)
+    assert slope(nanotron_simulate, c, cm) == pytest.approx(6.0 + 2 * c + cm, rel=1e-9)
+    assert slope(ds_simulate, c) == pytest.approx(6.0 + 2 * c, rel=1e-9)
