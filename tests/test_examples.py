@@ -136,9 +136,10 @@ def test_default_pipeline_boundary_fills_the_racks_share_of_the_spine(cli: Any) 
         expected = untapered + (full - untapered) * (boundary_taper(n // 8) - 1) / (TAPER - 1)
         assert b["pp_comm"] == pytest.approx(expected, rel=0.01), n  # 3.33, 3.33, 3.33, 4.99, 9.98 s
         # 1F1B bubble: p - 1 = 7 slots of the stages in front of the last one, which holds the same 6 layers
-        # plus the logits (issue 13: not the last stage's own time), so a little under 7/m of its work
+        # plus the logits (issue 13: not the last stage's own time), so under 7/m of its work; the first and last
+        # rank exchange on one boundary (docs/model.md#pp-comm, the end ranks), so part of the send/recv leaves it
         busiest = (8 - 1) / MICRO * (b["compute"] + b["tp_comm"] + b["pp_comm"])
-        assert 0.9 * busiest < b["bubble"] < busiest
+        assert 0.9 * (8 - 1) / MICRO * (b["compute"] + b["tp_comm"]) < b["bubble"] < busiest
     # at 512 the 64-GPU stage does not bind the taper: the default and the non-blocking spine are identical
     assert point(d, 512)["step_time_s"] == pytest.approx(point(flat, 512)["step_time_s"], rel=1e-4)
     assert point(d, 1024)["tflops_per_gpu"] < 0.95 * point(flat, 1024)["tflops_per_gpu"]

@@ -8,12 +8,17 @@ and the priced pp_comm is checked against it and by hand."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from grid_helpers import evaluated, first
 from test_deepspeed_pipeline import simulate as ds_simulate
 
 from scalemodel.cost import collectives as coll
-from scalemodel.specs import TrainingSpec, load_workload
+from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import _stage, evaluate
+from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+from scalemodel.specs.training import StrategySpec
 
 Op = tuple[str, int, int]  # (kind, peer rank, micro-batch); compute ops have peer -1
 
@@ -77,9 +82,12 @@ PARTNER = {"recv_H": "send_H", "send_H": "recv_H", "recv_G": "send_G", "send_G":
            "send_M": "recv_M"}
 
 
-def nanotron_simulate(p: int, m: int, f: float, b: float, c: float, c_mask: float = 0.0) -> float:
-    """Wall time of one batch: compute in each rank's order; each transfer starts when both ranks reach it and takes
-    ``c`` seconds (H, G) or ``c_mask`` (M)."""
+def nanotron_simulate(p: int, m: int, f: float | list[float], b: float | list[float], c: float,
+                      c_mask: float = 0.0) -> float:
+    """Wall time of one batch: compute in each rank's order (``f`` / ``b`` one value for every rank or one per rank);
+    each transfer starts when both ranks reach it and takes ``c`` seconds (H, G) or ``c_mask`` (M)."""
+    fs = f if isinstance(f, list) else [f] * p
+    bs = b if isinstance(b, list) else [b] * p
     prog = [nanotron_program(r, p, m) for r in range(p)]
     pc, t = [0] * p, [0.0] * p
     while any(pc[r] < len(prog[r]) for r in range(p)):
@@ -88,7 +96,7 @@ def nanotron_simulate(p: int, m: int, f: float, b: float, c: float, c_mask: floa
             while pc[r] < len(prog[r]):
                 op, peer, k = prog[r][pc[r]]
                 if op in ("F", "B"):
-                    t[r] += f if op == "F" else b
+                    t[r] += fs[r] if op == "F" else bs[r]
                 elif pc[peer] < len(prog[peer]) and prog[peer][pc[peer]] == (PARTNER[op], r, k):
                     t[r] = t[peer] = max(t[r], t[peer]) + (c_mask if op.endswith("M") else c)
                     pc[peer] += 1
@@ -203,10 +211,13 @@ def megatron_program(r: int, p: int, m: int) -> list[tuple[str, int, list[Transf
     return out
 
 
-def megatron_simulate(p: int, m: int, f: float, b: float, c: float) -> float:
-    """Wall time of one batch: compute in each rank's order; a batch posts its transfers when its rank reaches it and
-    holds the rank until all of them end; a transfer runs from the later of its two posts for ``c`` seconds (the two
-    directions of a boundary at once, NVLink and InfiniBand being full duplex)."""
+def megatron_simulate(p: int, m: int, f: float | list[float], b: float | list[float], c: float) -> float:
+    """Wall time of one batch: compute in each rank's order (``f`` / ``b`` one value for every rank or one per rank);
+    a batch posts its transfers when its rank reaches it and holds the rank until all of them end; a transfer runs
+    from the later of its two posts for ``c`` seconds (the two directions of a boundary at once, NVLink and
+    InfiniBand being full duplex)."""
+    fs = f if isinstance(f, list) else [f] * p
+    bs = b if isinstance(b, list) else [b] * p
     prog = [megatron_program(r, p, m) for r in range(p)]
     pc, t = [0] * p, [0.0] * p
     posts: dict[tuple[Transfer, int], float] = {}  # (transfer, posting rank) -> time
@@ -216,7 +227,7 @@ def megatron_simulate(p: int, m: int, f: float, b: float, c: float) -> float:
             while pc[r] < len(prog[r]):
                 kind, _, batch = prog[r][pc[r]]
                 if kind in ("F", "B"):
-                    t[r] += f if kind == "F" else b
+                    t[r] += fs[r] if kind == "F" else bs[r]
                 else:
                     for x in batch:
                         posts.setdefault((x, r), t[r])
@@ -244,3 +255,54 @@ def test_megatron_1f1b_steady_state_pays_one_batched_exchange_per_boundary(p: in
     slope = megatron_simulate(p, 41, f, b, c) - megatron_simulate(p, 40, f, b, c)
     assert slope == pytest.approx(f + b + exchanges * c, rel=1e-9)
     assert megatron_simulate(p, 40, f, b, c) <= (40 + p - 1) * (f + b + exchanges * c) + 1e-9
+
+
+@pytest.mark.parametrize(("p", "layers"), [(4, (18, 24, 30)), (4, (24, 24, 24)), (8, (12, 12, 12)), (8, (9, 12, 15))])
+def test_megatron_1f1b_end_ranks_exchange_on_one_boundary(p: int, layers: tuple[int, int, int]) -> None:
+    """The first and the last rank exchange with one neighbour (their calls toward no neighbour move nothing), so
+    at pp > 2 they pay one batched exchange a micro-batch, not the middle ranks' two; where an end rank is the
+    busiest (the last with the logits and more layers) the step runs at its pace, t_f + t_b + 1 exchange. GPT-3 175B
+    on DGX H100 nodes, tp 8: each rank's compute is the engine's own stage less its exposed pipeline traffic, c one
+    boundary's exchange (its pp_comm over the middle rank's two), and the step-by-step simulation of Megatron's 1F1B
+    over the p ranks with those times is what the engine's pipelined time (m + bubble) t_mb must give (the closed
+    form is exact on these three-class stages without traffic, tests/test_pipeline_uneven.py)."""
+    first_n, mid_n, last_n = layers
+    tr = TrainingSpec(global_batch=32, micro_batch=1)
+    job = build_job(load_cluster("dgx-h100"), load_workload("gpt3-175b"), tr)
+    g = grid_from_strategy(StrategySpec(tp=8, pp=p, first_stage_layers=first_n, last_stage_layers=last_n), tr,
+                           8 * p, job)
+    res = evaluate(job, g)
+    m = int(first(res.microbatches))
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+    stages = [_stage(job, g, groups, np.asarray([float(n)]), lg) for n, lg in
+              [(first_n, False)] + [(mid_n, False)] * (p - 2) + [(last_n, True)]]
+    c = first(stages[1].mp["pp"]) / 2.0  # a middle rank's two exchanges
+    assert c > 0.0
+    f, b = [], []
+    for st in stages:
+        work = first(st.time) - first(st.mp["pp"])
+        share = first(st.compute["forward"]) / first(st.compute["total"])
+        f.append(work * share)
+        b.append(work * (1.0 - share))
+    sim = megatron_simulate(p, m, f, b, c)
+    pipelined = (m + first(res.extras["bubble_microbatches"])) * first(res.extras["microbatch_time"])
+    assert pipelined == pytest.approx(sim, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [3, 4, 8])
+@pytest.mark.parametrize("end", [0, -1])
+def test_a_busier_end_rank_paces_the_pipeline_with_one_boundary(p: int, end: int) -> None:
+    """The first or the last rank twice as slow as the others: each added micro-batch costs its own f + b and the one
+    boundary it exchanges on (Megatron one batched exchange c, nanotron 2 c + the mask's c_mask, DeepSpeed 2 c), not
+    a middle rank's two (what mp['pp_edge'] takes off the end ranks, test above for Megatron on the engine)."""
+    f = [1.0] * p
+    f[end] = 2.0
+    b = [2.0 * x for x in f]
+    c, cm = 0.1, 0.01
+
+    def slope(sim, *extra: float) -> float:  # type: ignore[no-untyped-def]
+        return float(sim(p, 41, f, b, *extra) - sim(p, 40, f, b, *extra))
+
+    assert slope(megatron_simulate, c) == pytest.approx(6.0 + c, rel=1e-9)
+    assert slope(nanotron_simulate, c, cm) == pytest.approx(6.0 + 2 * c + cm, rel=1e-9)
+    assert slope(ds_simulate, c) == pytest.approx(6.0 + 2 * c, rel=1e-9)

@@ -758,7 +758,10 @@ FAMILY_MEDIAN_BOUNDS = {
     ("source", "mpt"): 0.111,  # n=7, now 11.6% (20.6% before Hopper's factor, 17.4% before the causal core)
     # tightened 0.22 -> 0.17 at the end of the 2026-12-05 (second) session: the bound sat 5.3% above
     # the median, 16.72% (n 3), so a regression of that size passed (review20g)
-    ("source", "mtnlg"): 0.17,  # n=3, now 16.7%
+    # mtnlg raised 0.17 -> 0.175 by review24a: the pipeline's first and last rank exchange on one boundary (DeepSpeed's
+    # end stages send and receive with one neighbour), every row 0.3-0.4 points faster (-15.7/-16.7/-19.1 ->
+    # -16.1/-17.1/-19.4 %, iter s)
+    ("source", "mtnlg"): 0.175,  # n=3, now 17.1%
     ("source", "nar21"): 0.050,  # n=10, now 4.7% (was 6.1%)
     # nemo2407 raised 0.05 -> 0.06 by Hopper's in-layer factor (see H100): 128/512 GPUs +6.3/-3.5% -> +10.9/+0.8%
     # nemo2407 lowered 0.06 -> 0.05 by the FP8 factor's casts (see H100): +10.9/+0.8% -> +8.8/-1.2%

@@ -384,19 +384,24 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     nano = pp_exchanges(g) * (2.0 * p2p + coll.get("pp_meta", 0.0))
     # Megatron's 1F1B: one batched exchange (activation out, gradient in, both ways at once) per boundary the rank
     # exchanges on; interleaved (a ring of chunks: both neighbours at any pp), GPipe and ZB-H1 two per micro-batch
-    exchanges = np.where(g.schedule == ScheduleKind.ONE_F_ONE_B, pp_exchanges(g), 2.0 * v)
-    pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
-                                     np.where(np.asarray(g.nanotron_trainer, dtype=bool), nano,
-                                              exchanges * (p2p + sg))), 0.0)
+    onef1b = g.schedule == ScheduleKind.ONE_F_ONE_B
+    exchanges = np.where(onef1b, pp_exchanges(g), 2.0 * v)
+    ds, nt = np.asarray(g.deepspeed_pipeline, dtype=bool), np.asarray(g.nanotron_trainer, dtype=bool)
+    pp = np.where(g.pp > 1, np.where(ds, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
+                                     np.where(nt, nano, exchanges * (p2p + sg))), 0.0)
+    # the pipeline's first and last rank exchange on one boundary: what a middle rank pays on its second (pp > 2),
+    # taken off the end ranks' time by the non-interleaved pipeline formulas (step._stage_forward_backward)
+    boundary = np.where(ds, 2.0 * p2p, np.where(nt, 2.0 * p2p + coll.get("pp_meta", 0.0), p2p + sg))
+    edge = np.where((g.pp > 1) & onef1b, np.maximum(pp_exchanges(g) - 1.0, 0.0) * boundary, 0.0)
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
     # current scaling's / NVFP4's per-linear TP amax all-reduces (tp_amax_time): each layer's forward and backward, a
     # fully recomputed layer's forward again
     rec_amax = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
     amax = amax + (n + rec_amax) * coll.get("tp_amax_fwd", 0.0) + n * coll.get("tp_amax_bwd", 0.0)
-    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "amax": amax, "hidden_fwd": cp_hidden + tp_hidden_fwd,
-            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1),
-            "hidden_ub": hidden_ub, "ub_sms": ub_sms}
+    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "pp_edge": edge, "amax": amax,
+           "hidden_fwd": cp_hidden + tp_hidden_fwd, "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking,
+           "hidden_ep": np.zeros(1), "hidden_ub": hidden_ub, "ub_sms": ub_sms}
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe
@@ -912,8 +917,9 @@ def pp_exchanges(g: StrategyGrid) -> np.ndarray:
     (``send_forward_recv_backward`` / ``send_backward_recv_forward``, both directions at once: NVIDIA/Megatron-LM@
     d98e8a64dd megatron/core/pipeline_parallel/schedules.py lines 2379-2450, p2p_communication.py lines 22-57 and
     536-600, ``batch_p2p_comm`` True) and two transfers one after the other under DeepSpeed's PipelineEngine and
-    nanotron's engine. Step-by-step simulations of the three schedules: tests/test_pipeline_exchanges.py,
-    tests/test_deepspeed_pipeline.py. 0 without a pipeline."""
+    nanotron's engine. The first and the last rank exchange on one boundary whatever pp: the pipeline formulas take
+    the second one off their time (``pp_edge``, step._stage_forward_backward). Step-by-step simulations of the three
+    schedules: tests/test_pipeline_exchanges.py, tests/test_deepspeed_pipeline.py. 0 without a pipeline."""
     return np.asarray(np.clip(np.asarray(g.pp, dtype=float) - 1.0, 0.0, 2.0))
 
 

@@ -392,7 +392,7 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
             out.append((sp.on, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
         else:
-            fb = [_stage_forward_backward(x) for x in stages]
+            fb = [_stage_forward_backward(x, end=k in (0, p - 1)) for k, x in enumerate(stages)]
             if same:
                 mid_fb = fb[1] if p >= 3 else fb[0]
                 out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
@@ -1295,10 +1295,12 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
 
 
-def _stage_forward_backward(stage: _Stage) -> tuple[np.ndarray, np.ndarray]:
+def _stage_forward_backward(stage: _Stage, end: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """One micro-batch's (forward, backward) seconds on a pipeline rank: its time split in the proportion
-    of the rank's forward and backward (+ recompute) compute."""
-    total, comp = stage.time, stage.compute
+    of the rank's forward and backward (+ recompute) compute. ``end``: the pipeline's first or last rank of a
+    non-interleaved schedule, which exchanges on one boundary only: its time less the second boundary's exchange a
+    middle rank pays (``mp['pp_edge']``, model_parallel_comm.pp_exchanges; 0 at pp 2 and interleaved)."""
+    total, comp = stage.time - (stage.mp.get("pp_edge", 0.0) if end else 0.0), stage.compute
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
     return total * share, total * (1.0 - share)
@@ -1319,9 +1321,9 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
         total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
     else:
         last, other, first = _stage_layers(job, g)
-        ff, bf = _stage_forward_backward(stage(first, False, embedding=True))
+        ff, bf = _stage_forward_backward(stage(first, False, embedding=True), end=True)
         fm, bm = _stage_forward_backward(stage(other, False))
-        fl, bl = _stage_forward_backward(stage(last, True))
+        fl, bl = _stage_forward_backward(stage(last, True), end=True)
         total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
         total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
