@@ -1,0 +1,60 @@
+"""Hostile-input round 24: the fields of round 23 (nics_per_node, full_mesh, collective_units, the torchtitan_eager /
+fms layer implementations, rotary false and learned position tables, fsdp_reshard_after_forward, the FP8 / NVFP4
+recipe fields), the torchtitan / Megatron-LM readers, every command's numeric options and units, the environment
+variables the command line reads, sweep and study products, and the Python API with NumPy / pandas values.
+
+Each case is one finding of a corpus run one process per case (timeout and memory cap, sequentially, under /tmp);
+the CLI contract is test_hostile_inputs.py's, the API's docs/api.md's (bad values raise InputError naming the
+argument).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+import scalemodel
+from scalemodel.errors import InputError
+
+# --- a learned position table shorter than the sequence -------------------------------------------------------------
+# gpt-1.7b's learned table has 2048 rows (position_embeddings); --seq-len 8192 was priced as if positions 2048-8191
+# had embeddings. Megatron-LM's validate_args asserts max_position_embeddings >= seq_length, and HF's GPT-2 / OPT
+# index their table past its end.
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--seq-len", "8192"], "error: --seq-len: 8192 is longer than the model's learned position table of 2048 rows"),
+    (["--set", "training.seq_len=4096"], "error: --set training.seq_len: 4096 is longer than the model's learned"),
+    (["--set", "model.seq_len=4096"], "error: --set model.seq_len: 4096 is longer than the learned position table"),
+    (["--set", "model.position_embeddings=1024"], "error: --set model.position_embeddings: seq_len: 2048 is longer"),
+], ids=["seq-len", "training", "model-seq", "model-table"])
+@pytest.mark.parametrize("command", ["predict", "memory", "plan"])
+def test_a_sequence_longer_than_the_learned_position_table_is_refused(cli, command: str, args: list[str],
+                                                                       said: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, command, "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", *args)
+    assert line.startswith(said), line
+    assert "; " in line
+
+
+def test_a_learned_table_as_long_as_the_sequence_still_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--seq-len", "2048")
+    assert doc["step_time_s"] > 0
+    longer = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--seq-len", "4096",
+                      "--set", "model.position_embeddings=4096")
+    assert longer["step_time_s"] > doc["step_time_s"]
+
+
+def test_api_sequence_longer_than_the_learned_table_is_refused() -> None:
+    with pytest.raises(InputError) as exc:
+        scalemodel.predict("dgx-h100", "gpt-1.7b", 8, seq_len=4096)
+    assert "learned position table of 2048 rows" in str(exc.value) and "; " in str(exc.value)
+
+
+def test_a_workload_file_with_a_short_table_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "m.yaml"
+    f.write_text("kind: transformer\nname: m\nlayers: 4\nhidden: 512\nheads: 8\nvocab: 1000\nseq_len: 1024\n"
+                 "position_embeddings: 512\n")
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", inputs=(f,))
+    assert "seq_len: 1024 is longer than the learned position table of 512 rows" in line, line
