@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 import scalemodel
 from scalemodel.errors import InputError
@@ -58,3 +58,22 @@ def test_a_workload_file_with_a_short_table_is_refused(cli, tmp_path: Path) -> N
                  "position_embeddings: 512\n")
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", inputs=(f,))
     assert "seq_len: 1024 is longer than the learned position table of 512 rows" in line, line
+
+
+# --- Megatron-LM's --fp8-recipe without its value ---------------------------------------------------------------------
+# argparse refuses "--fp8-recipe" followed by nothing or by another flag ("expected one argument"); the reader dropped
+# it without a word (priced delayed scaling beside --fp8-format, said nothing without it), where --fp4-recipe and
+# --fp8-format without a value were refused.
+
+@pytest.mark.parametrize("flags", ["--fp8-recipe", "--fp8-format hybrid --fp8-recipe",
+                                   "--fp8-recipe --fp8-format hybrid"])
+def test_megatron_fp8_recipe_without_a_value_is_refused(cli, tmp_path: Path, flags: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    refused(cli, "predict", *MEG_BASE, "--strategy", str(f), inputs=(f,),
+            match="--fp8-recipe: unknown fp8 recipe: no value; a recipe name after the flag")
+
+
+def test_megatron_fp8_recipe_with_a_value_still_reads(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--fp8-format hybrid --fp8-recipe tensorwise")
+    doc = accepted(cli, "predict", *MEG_BASE, "--strategy", str(f))
+    assert doc["inputs"]["strategy_file"]["training"]["fp8_recipe"] == "tensorwise"
