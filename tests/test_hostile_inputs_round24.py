@@ -77,3 +77,27 @@ def test_megatron_fp8_recipe_with_a_value_still_reads(cli, tmp_path: Path) -> No
     f = megatron_launch(tmp_path, "--fp8-format hybrid --fp8-recipe tensorwise")
     doc = accepted(cli, "predict", *MEG_BASE, "--strategy", str(f))
     assert doc["inputs"]["strategy_file"]["training"]["fp8_recipe"] == "tensorwise"
+
+
+# --- a framework default refused for an option given beside the file ------------------------------------------------
+# A torchtitan TOML shards with FSDP2 (the reader fills strategy.fsdp_per_param true, torchtitan's default); --zero 3
+# beside it was refused as "--strategy: t.toml: strategy.fsdp_per_param: true needs PyTorch FSDP2", a field the file
+# never wrote, with nothing to say where the true came from.
+
+TITAN = Path(__file__).resolve().parent / "data" / "frameworks" / "torchtitan_llama3_8b.toml"
+
+
+@pytest.mark.parametrize("zero", [["--zero", "3"], ["--set", "strategy.zero=1"]])
+def test_a_framework_default_refused_for_an_option_says_it_is_the_default(cli, zero: list[str]) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(TITAN), *zero,
+                   inputs=(TITAN,))
+    assert "strategy.fsdp_per_param: true needs PyTorch FSDP2" in line, line
+    assert "where fsdp_per_param is torchtitan's own default (the file does not write it); " in line, line
+
+
+def test_a_field_the_file_writes_is_not_called_a_default(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("fsdp_per_param: true\n")
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f),
+                   "--zero", "3", inputs=(f,))
+    assert "strategy.fsdp_per_param: true needs PyTorch FSDP2" in line and "own default" not in line, line

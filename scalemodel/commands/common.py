@@ -303,10 +303,14 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
         where = written_at(section, key, given, sf, sets, scenario) if key else None
         if where is None or where == exc.where:
             raise
+        # a framework default the file's reader filled (torchtitan's FSDP2 fsdp_per_param) refused for a value given
+        # beside the file (--zero 3) was named as if the file wrote it (fuzz24): say it is the framework's default
+        what = exc.what
+        if sf is not None and sf.is_default(section, key) and where.startswith("--strategy: "):
+            what = f"{what}, where {key} is {sf.format}'s own default (the file does not write it)"
         # the field's sub-path too: --set training.module_precision.attention_proj=BF16 was refused as
         # "--set training.module_precision: ..." without the module it named
-        raise InputError(exc.what, where=where + sub_path(exc.where, f"{section}.{key}"),
-                         allowed=exc.allowed) from None
+        raise InputError(what, where=where + sub_path(exc.where, f"{section}.{key}"), allowed=exc.allowed) from None
 
 
 def _check_rank_imbalance_at_ep(wl: Any, tr: Any, st: Any, given: dict[str, Any], sf: StrategyFile | None,
