@@ -101,3 +101,24 @@ def test_a_field_the_file_writes_is_not_called_a_default(cli, tmp_path: Path) ->
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f),
                    "--zero", "3", inputs=(f,))
     assert "strategy.fsdp_per_param: true needs PyTorch FSDP2" in line and "own default" not in line, line
+
+
+# --- --staleness-kappa below 0 --------------------------------------------------------------------------------------
+# predict / scale / sensitivity read it with an argparse type that said "argument --staleness-kappa: -1 is not >= 0;
+# see `scalemodel predict --help`" (and "nan is not >= 0"), where inf, 1e308 and stragglers' option got the range;
+# the one check (check_kappa) now says it for every value.
+
+@pytest.mark.parametrize("value", ["-1", "nan", "-inf", "inf"])
+@pytest.mark.parametrize("command", ["predict", "scale"])
+def test_staleness_kappa_out_of_range_gives_the_range(cli, command: str, value: str) -> None:  # type: ignore[no-untyped-def]
+    gpus = "8,16" if command == "scale" else "8"
+    refused(cli, command, "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", gpus, "--sync", "ssp:2",
+            f"--staleness-kappa={value}",
+            match=f"error: --staleness-kappa: --staleness-kappa must be a finite number from 0 to 1e+06, got {value}; "
+                  "a number from 0 to 1e+06")
+
+
+def test_staleness_kappa_in_range_still_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--sync", "ssp:2",
+                   "--staleness-kappa", "0")
+    assert doc["step_time_s"] > 0

@@ -51,18 +51,6 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
-def number_at_least(low: float) -> Callable[[str], float]:
-    """A number option's value that must be >= ``low``."""
-
-    def parse(text: str) -> float:
-        value = number(text)
-        if not value >= low:
-            raise argparse.ArgumentTypeError(f"{text} is not >= {low:g}")
-        return value
-
-    return parse
-
-
 _METAVAR: dict[Any, str] = {integer: "<int>", number: "<float>", None: "<str>"}
 
 

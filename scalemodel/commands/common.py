@@ -7,7 +7,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from scalemodel.choices import Zero, zero_label
-from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
+from scalemodel.commands.args import integer, number, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
 from scalemodel.commands.options import MAX_BATCH as MAX_BATCH
@@ -85,8 +85,8 @@ WORK_CV = opt("--work-cv", type=number,
 FLASH = pair("--flash-attention", help="Fused attention (default on): no s x s scores in memory.")
 LAYOUT = opt("--layout",
              help="Rank order, innermost first: tp-cp-dp-pp (default, PP outermost) | tp-cp-pp-dp (PP inside DP).")
-KAPPA = opt(
-    "--staleness-kappa", type=number_at_least(0.0),
+KAPPA = opt(  # its range is check_kappa's, as stragglers' (argparse said "-1 is not >= 0; see --help", fuzz24)
+    "--staleness-kappa", type=number,
     help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness); default: fitted for "
     "training.optimizer and the model family (scalemodel/data/staleness_kappa.json), else a documented fallback.")
 TRAIN_TOKENS = opt("--train-tokens", help="Tokens to train, e.g. 300B.")
