@@ -122,3 +122,22 @@ def test_staleness_kappa_in_range_still_runs(cli) -> None:  # type: ignore[no-un
     doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--sync", "ssp:2",
                    "--staleness-kappa", "0")
     assert doc["step_time_s"] > 0
+
+
+# --- units: a count's range and an accelerator's memory below its reserve -------------------------------------------
+# "--train-tokens '1e-30 B'" said "1e-21  is outside the physical range 1 .. 1e+30" (a blank where a count has no
+# unit); --set accelerator.memory=1.5B was refused at the built-in file's line ("hardware/clusters/dgx-h100.yaml:6:
+# accelerator.memory_reserved: ...") though the --set item made the conflict.
+
+@pytest.mark.parametrize("option", ["--train-tokens", "--critical-batch"])
+def test_a_count_outside_its_range_is_said_without_a_blank_unit(cli, option: str) -> None:  # type: ignore[no-untyped-def]
+    command = "scale" if option == "--critical-batch" else "predict"
+    line = refused(cli, command, "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", option, "1e-30 B")
+    assert f"error: {option}: 1e-21 is outside the physical range 1 .. 1e+30; " in line, line
+
+
+@pytest.mark.parametrize("item", ["accelerator.memory=1.5B", "cluster.accelerator.memory=100MB"])
+def test_memory_below_the_reserve_is_refused_at_the_set_item(cli, item: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set", item)
+    assert line.startswith(f"error: --set {item.split('=')[0]}: accelerator.memory_reserved: 475332608 B is not less "
+                           "than memory"), line
