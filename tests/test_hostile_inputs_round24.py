@@ -141,3 +141,24 @@ def test_memory_below_the_reserve_is_refused_at_the_set_item(cli, item: str) -> 
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set", item)
     assert line.startswith(f"error: --set {item.split('=')[0]}: accelerator.memory_reserved: 475332608 B is not less "
                            "than memory"), line
+
+
+# --- COLUMNS the console cannot print in ----------------------------------------------------------------------------
+# rich takes any all-digit COLUMNS: COLUMNS=0 printed nothing at all (exit 0, empty stdout), COLUMNS=1 one character a
+# line. 0 now reads as unset (the --help formatter's and shutil's rule: the terminal's width, else 80) and widths
+# below 20 as 20.
+
+@pytest.mark.parametrize("columns", ["0", "1", "3"])
+def test_tiny_columns_still_print_a_readable_result(cli, monkeypatch: pytest.MonkeyPatch, columns: str) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("COLUMNS", columns)
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8")
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert first.startswith("gpt-1.7b on 8 x"), r.out[:300]
+    assert 15 <= max(len(line) for line in r.out.splitlines()) <= (80 if columns == "0" else 20), r.out[:300]
+
+
+def test_ordinary_columns_are_kept(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("COLUMNS", "100")
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8")
+    assert r.code == 0 and 80 < max(len(line) for line in r.out.splitlines()) <= 100, r.out[:300]
