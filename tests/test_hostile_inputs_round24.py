@@ -162,3 +162,33 @@ def test_ordinary_columns_are_kept(cli, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("COLUMNS", "100")
     r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8")
     assert r.code == 0 and 80 < max(len(line) for line in r.out.splitlines()) <= 100, r.out[:300]
+
+
+# --- --install-completion where the shell's rc file cannot be written -----------------------------------------------
+# HOME naming a file (HOME=/etc/passwd: FileExistsError from mkdir), a folder that cannot hold it, or an rc file that
+# is not UTF-8 text (UnicodeDecodeError) was a traceback with exit status 1.
+
+def test_install_completion_into_an_unwritable_home_is_refused(cli, monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a_file = tmp_path / "home-is-a-file"
+    a_file.write_text("x\n")
+    monkeypatch.setenv("HOME", str(a_file))
+    line = refused(cli, "--install-completion", "bash", inputs=(a_file,))
+    assert line.startswith(f"error: --install-completion: cannot add the completion script to {a_file}/.bashrc: "), line
+    assert line.endswith("; a HOME whose .bashrc can be written, or --show-completion bash to print the script and "
+                         "add it by hand"), line
+
+
+def test_install_completion_next_to_an_rc_file_that_is_not_text_is_refused(cli, monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rc = tmp_path / ".bashrc"
+    rc.write_bytes(b"\xff\xfe")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    refused(cli, "--install-completion", "bash", inputs=(rc,), match=".bashrc: not UTF-8 text; ")
+
+
+def test_install_completion_into_a_fresh_home_still_writes(cli, monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = cli("--install-completion", "bash")
+    assert r.code == 0 and "_SCALEMODEL_COMPLETE" in (tmp_path / ".bashrc").read_text(), r.err
