@@ -10,6 +10,10 @@ argument).
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +196,52 @@ def test_install_completion_into_a_fresh_home_still_writes(cli, monkeypatch: pyt
     monkeypatch.setenv("HOME", str(tmp_path))
     r = cli("--install-completion", "bash")
     assert r.code == 0 and "_SCALEMODEL_COMPLETE" in (tmp_path / ".bashrc").read_text(), r.err
+
+
+# --- SIGTERM to a sweep with local workers --------------------------------------------------------------------------
+# kill / timeout(1) / a cancelled CI job send SIGTERM to the sweep alone: it ended at once and its worker processes
+# went on computing their chunks as orphans (minutes of CPU each on a 100,000-point grid). Now the workers are
+# stopped and the sweep exits with SIGTERM's status, 143, having printed nothing.
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads child processes from /proc")
+def test_sigterm_to_a_sweep_stops_its_workers(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    gpus = ",".join(str(8 * (i + 1)) for i in range(1000))
+    f.write_text(f"kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [{gpus}]\n"
+                 "strategies: [{tp: 1, label: a}, {tp: 2, label: b}]\n")
+    p = subprocess.Popen([sys.executable, "-m", "scalemodel", "sweep", str(f), "-j", "2", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    workers: set[int] = set()
+    deadline = time.monotonic() + 15
+    while len(workers) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+        workers = _children(p.pid)
+    assert len(workers) == 2 and p.poll() is None, "the sweep ended before its workers could be seen"
+    time.sleep(1)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=15)
+    assert p.returncode == 143 and out == b""
+    deadline = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)], "workers outlived the sweep"
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (its parent gone, init reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
