@@ -177,11 +177,17 @@ def completion_script(show: str | None, install: str | None) -> None:
         return
     shell = _shell(install)
     rc = Path.home() / RC_FILES[shell]
-    text = rc.read_text() if rc.is_file() else ""
-    if "_SCALEMODEL_COMPLETE" not in text:
-        rc.parent.mkdir(parents=True, exist_ok=True)
-        with rc.open("a") as f:
-            f.write(("\n" if text and not text.endswith("\n") else "") + SCRIPTS[shell])
+    try:
+        text = rc.read_text() if rc.is_file() else ""
+        if "_SCALEMODEL_COMPLETE" not in text:
+            rc.parent.mkdir(parents=True, exist_ok=True)
+            with rc.open("a") as f:
+                f.write(("\n" if text and not text.endswith("\n") else "") + SCRIPTS[shell])
+    except (OSError, UnicodeDecodeError) as exc:  # fuzz24: HOME=/etc/passwd (a file) or /proc was a traceback
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise InputError(f"cannot add the completion script to {str(rc)[:200]}: {why}", where="--install-completion",
+                         allowed=f"a HOME whose {RC_FILES[shell]} can be written, or --show-completion {shell} to "
+                                 "print the script and add it by hand") from None
     sys.stdout.write(f"{shell} completion installed in {rc}; it works in new shells\n")
 
 

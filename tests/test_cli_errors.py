@@ -55,7 +55,6 @@ def test_group_without_subcommand_shows_help(cli) -> None:  # type: ignore[no-un
 
 @pytest.mark.parametrize(("args", "needle"), [
     (("predict", "--tp"), "--tp: expected one argument"),                      # missing value
-    (("predict", "--staleness-kappa", "-1"), "--staleness-kappa: -1 is not >= 0"),
     (("predict", "--straggler-cv", "x"), "'x' is not a number"),
     (("predict", "--gpus", "1.5"), "'1.5' is not an integer"),
     (("predict", "--jso"), "No such option: --jso (Possible options: --json"),  # no abbreviations

@@ -205,6 +205,7 @@ def test_fp8_layer_that_saves_bytes_is_priced_not_refused() -> None:
     out = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "gpt-1.7b", "-c", "gb200-nvl72",
                           "-n", "8", "--tp", "8", "--micro-batch", "4", "--global-batch", "32", "--no-flash-attention",
                           "--set", "training.precision=fp8", "--set", "training.fp8_recipe=delayed",
-                          "--set", "training.seq_len=4096", "--json"], capture_output=True, text=True, timeout=60)
+                          "--set", "training.seq_len=4096", "--set", "model.position_embeddings=4096",  # 2048 rows
+                          "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert 0 < json.loads(out.stdout)["step_time_s"] < float("inf")

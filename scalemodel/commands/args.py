@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import msgspec
 
+from scalemodel.report.output import terminal_columns
 from scalemodel.specs.base import digit_grouping
 
 
@@ -49,18 +48,6 @@ def number(text: str) -> float:
         return float(text.replace("_", "")) + 0.0
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
-def number_at_least(low: float) -> Callable[[str], float]:
-    """A number option's value that must be >= ``low``."""
-
-    def parse(text: str) -> float:
-        value = number(text)
-        if not value >= low:
-            raise argparse.ArgumentTypeError(f"{text} is not >= {low:g}")
-        return value
-
-    return parse
 
 
 _METAVAR: dict[Any, str] = {integer: "<int>", number: "<float>", None: "<str>"}
@@ -186,28 +173,12 @@ class Command(msgspec.Struct, frozen=True):
         return next((c for c in self.subcommands if c.name == name), None)
 
 
-def _columns() -> int:
-    """The terminal's width as ``shutil.get_terminal_size()`` gives it to argparse (``COLUMNS``, else the
-    terminal on stdout, else 80), without importing shutil, which loads zlib, bz2 and lzma (~2 ms): argparse
-    builds a formatter for every option it adds, so each query would import it."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
-            columns = 0
-    return columns or 80
-
-
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Docstrings as written; an option's value shown once (``-n, --gpus <int>``), short flag first."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
                  width: int | None = None) -> None:
-        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
 
     def _format_action_invocation(self, action: argparse.Action) -> str:
         if not action.option_strings or action.nargs == 0:

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from scalemodel.choices import Zero, zero_label
-from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
+from scalemodel.commands.args import integer, number, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
 from scalemodel.commands.options import MAX_BATCH as MAX_BATCH
@@ -85,8 +85,8 @@ WORK_CV = opt("--work-cv", type=number,
 FLASH = pair("--flash-attention", help="Fused attention (default on): no s x s scores in memory.")
 LAYOUT = opt("--layout",
              help="Rank order, innermost first: tp-cp-dp-pp (default, PP outermost) | tp-cp-pp-dp (PP inside DP).")
-KAPPA = opt(
-    "--staleness-kappa", type=number_at_least(0.0),
+KAPPA = opt(  # its range is check_kappa's, as stragglers' (argparse said "-1 is not >= 0; see --help", fuzz24)
+    "--staleness-kappa", type=number,
     help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness); default: fitted for "
     "training.optimizer and the model family (scalemodel/data/staleness_kappa.json), else a documented fallback.")
 TRAIN_TOKENS = opt("--train-tokens", help="Tokens to train, e.g. 300B.")
@@ -303,10 +303,14 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
         where = written_at(section, key, given, sf, sets, scenario) if key else None
         if where is None or where == exc.where:
             raise
+        # a framework default the file's reader filled (torchtitan's FSDP2 fsdp_per_param) refused for a value given
+        # beside the file (--zero 3) was named as if the file wrote it (fuzz24): say it is the framework's default
+        what = exc.what
+        if sf is not None and sf.is_default(section, key) and where.startswith("--strategy: "):
+            what = f"{what}, where {key} is {sf.format}'s own default (the file does not write it)"
         # the field's sub-path too: --set training.module_precision.attention_proj=BF16 was refused as
         # "--set training.module_precision: ..." without the module it named
-        raise InputError(exc.what, where=where + sub_path(exc.where, f"{section}.{key}"),
-                         allowed=exc.allowed) from None
+        raise InputError(what, where=where + sub_path(exc.where, f"{section}.{key}"), allowed=exc.allowed) from None
 
 
 def _check_rank_imbalance_at_ep(wl: Any, tr: Any, st: Any, given: dict[str, Any], sf: StrategyFile | None,

@@ -15,6 +15,7 @@ per point, the columns of :data:`COLUMNS`.
 from __future__ import annotations
 
 import os
+import signal
 import threading  # concurrent.futures imports it already: no cost to a sweep without --scheduler
 import time
 from collections.abc import Callable, Iterator
@@ -256,13 +257,27 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[st
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run_points, c) for c in chunks]
+        # SIGTERM (kill, timeout(1), a CI job cancelled) ended this process at once and left its workers computing
+        # their chunks as orphans, minutes of CPU each on a large grid (fuzz24); Ctrl-C reaches them as a group
+        main = threading.current_thread() is threading.main_thread()
+        before = signal.signal(signal.SIGTERM, _terminated) if main else None
         try:
             for f in as_completed(futures):
                 yield f.result()
-        except BaseException:  # Ctrl-C or an error: do not start the remaining chunks
+        except BaseException:  # Ctrl-C, SIGTERM or an error: do not start the remaining chunks, stop the running ones
             for f in futures:
                 f.cancel()
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):  # the executor keeps no public handle
+                proc.terminate()
             raise
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, before)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM while local workers run: exit as SIGTERM's default does (status 128 + 15), through the pool's cleanup."""
+    raise SystemExit(128 + signum)
 
 
 def _connect(distributed: Any, address: str) -> Any:

@@ -55,6 +55,7 @@ from scalemodel.specs.training import (
     check_attention_kernel,
     cudnn_release_curves,
     cudnn_release_held,
+    learned_positions_fit,
     low_precision_recipe,
     module_precisions,
 )
@@ -221,7 +222,8 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
         ("precision", lambda: acc.peak(training.precision)),
         ("bf16_layers", lambda: bf16_layer_share(training, workload if transformer_wl else None)),
         ("attention_kernel", lambda: check_attention_kernel(training, acc)),
-        ("cudnn_release", lambda: cudnn_release_curves(training, acc))]
+        ("cudnn_release", lambda: cudnn_release_curves(training, acc)),
+        ("seq_len", lambda: learned_positions_fit(training, workload))]
     if training.sequence_lengths is not None:  # work_cv given too, HI past seq_len, a generic workload: all were
         # "training.sequence_lengths: ..." to a user who wrote --set training.sequence_lengths or a scenario's field
         seq_len = int(training.seq_len or getattr(workload, "seq_len", 0) or 0)
@@ -346,6 +348,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     grad_bytes = training.grad_bytes_per_param or Precision.parse(precision).gradient_bytes
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
+        learned_positions_fit(training, workload)
         sh = transformer_shape(workload)
         params, expert = model_param_counts(sh)
         gen_flops = gen_bwd = gen_act = gen_time = 0.0

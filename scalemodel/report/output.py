@@ -100,6 +100,35 @@ def emit_data(text: str) -> None:
 
 # --- tables within the terminal width ------------------------------------------------------------
 
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size()`` gives it to argparse (``COLUMNS``, else the
+    terminal on stdout, else 80), without importing shutil, which loads zlib, bz2 and lzma (~2 ms): argparse
+    builds a formatter for every option it adds, so each query would import it."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            columns = 0
+    return columns or 80
+
+
+#: The narrowest console a table is printed in: its compact layout ("header: value" lines) still reads there.
+MIN_COLUMNS = 20
+
+
+def _console_width() -> int | None:
+    """The width to give rich's Console where ``COLUMNS`` is one it cannot print in, else None (rich's own: COLUMNS,
+    the terminal, 80). rich takes any all-digit COLUMNS: COLUMNS=0 printed nothing at all with exit status 0, and
+    COLUMNS=1 a character a line (fuzz24). 0 is unset, as for --help (:func:`terminal_columns`, shutil's rule);
+    below :data:`MIN_COLUMNS`, that."""
+    text = os.environ.get("COLUMNS", "")
+    return max(terminal_columns(), MIN_COLUMNS) if text.isdigit() and int(text) < MIN_COLUMNS else None
+
+
 def new_console() -> Console:
     """The rich Console every table and line goes through (stdout). Emoji codes are off, so names and
     values print verbatim (``:x:`` in a model name stays text); rich's repr highlighter (it colours
@@ -107,8 +136,9 @@ def new_console() -> Console:
     ``TERM=dumb``) its styles are dropped anyway, and its regexes cost ~2 ms of a query's first print. A line
     it wraps keeps each number with its unit ("500 MB", as tables do: :func:`print_table`)."""
     cls = _console_class()
-    console = cls(emoji=False)
-    return console if console.color_system else cls(emoji=False, highlight=False)
+    width = _console_width()
+    console = cls(emoji=False, width=width)
+    return console if console.color_system else cls(emoji=False, highlight=False, width=width)
 
 
 _CONSOLE: Any = None

@@ -611,6 +611,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append(f"{' '.join(given)[:80]} (no --recompute-granularity: Megatron-LM recomputes nothing; "
                           "give --recompute-granularity full beside them)")
     _recompute_modules(args, out)
+    if "--fp8-recipe" in args and args["--fp8-recipe"] is None:  # argparse: "expected one argument" (fuzz24: the
+        # flag without its value was dropped without a word, with or without --fp8-format), as --fp4-recipe below
+        raise InputError("unknown fp8 recipe: no value", where="--fp8-recipe",
+                         allowed="a recipe name after the flag, e.g. delayed, tensorwise, mxfp8 or blockwise")
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])

@@ -41,8 +41,9 @@ def outside_range(x: float, kind: str) -> str | None:
     lo, hi = RANGES[kind]
     if x == 0 or lo <= abs(x) <= hi:
         return None
-    unit = _SI_UNIT[kind]
-    return f"{x:.4g} {unit} is outside the physical range {lo:g} .. {hi:g} {unit}".replace(" ,", ",")
+    # a count has no unit: "1e-21  is outside the physical range 1 .. 1e+30 " had a blank where it stood (fuzz24)
+    unit = f" {_SI_UNIT[kind]}" if _SI_UNIT[kind] else ""
+    return f"{x:.4g}{unit} is outside the physical range {lo:g} .. {hi:g}{unit}"
 
 
 def range_text(kind: str) -> str:

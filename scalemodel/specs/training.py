@@ -926,6 +926,20 @@ def bf16_layer_share(training: Any, sh: Any) -> float:
     return n / layers
 
 
+def learned_positions_fit(training: Any, workload: Any) -> None:
+    """A learned absolute position table (workload ``position_embeddings``, rows) holds one row a position: a run's
+    sequence (training.seq_len, else the model's) longer than the table has no row for its last positions, and the
+    frameworks refuse it: Megatron-LM validate_args asserts ``args.max_position_embeddings >= args.seq_length``
+    (NVIDIA/Megatron-LM@307dcf37 megatron/training/arguments.py), and HF's GPT-2 / OPT index their ``wpe`` /
+    ``embed_positions`` table past its end. A sequence of 8192 on GPT-2's 1024 rows was priced (fuzz24)."""
+    rows = int(getattr(workload, "position_embeddings", 0) or 0)
+    seq = int(getattr(training, "seq_len", None) or getattr(workload, "seq_len", 0) or 0)
+    if rows and seq > rows:
+        raise InputError(f"{seq} is longer than the model's learned position table of {rows} rows (position_"
+                         "embeddings): no position past it has an embedding", where="training.seq_len",
+                         allowed=f"a seq_len of at most {rows}, or a model with a table of as many rows")
+
+
 def cudnn_release_held(training: Any, acc: Any) -> str | None:
     """The ``attention_releases`` key that prices the run's cuDNN release (training.cudnn_release; None when unset):
     the nearest release the accelerator holds **at or below** it, by (major, minor) (a patch, 9.21.1, prices as its

@@ -152,6 +152,11 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             raise field_error("rotary", f"true with {self.position_embeddings} learned positions: a model adds a "
                               "learned position table or rotates Q and K, not both", "leave rotary out (or false) with "
                               "position_embeddings, or position_embeddings 0", also="position_embeddings")
+        if self.position_embeddings and self.seq_len > self.position_embeddings:  # specs.training.learned_positions_fit
+            raise field_error("seq_len", f"{self.seq_len} is longer than the learned position table of "
+                              f"{self.position_embeddings} rows (position_embeddings): no position past it has an "
+                              "embedding", f"seq_len at most {self.position_embeddings}, or position_embeddings of at "
+                              f"least {self.seq_len}", also="position_embeddings")
         if self.squared_relu and self.gated_mlp:
             raise field_error("squared_relu", "true with gated_mlp true: squared ReLU is the activation of an "
                               "ungated MLP", "gated_mlp false, or squared_relu false (a gated MLP's activation is "
