@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 from dataclasses import dataclass
 
 import pytest
@@ -34,21 +36,36 @@ class CliResult:
     err: str
 
 
+def _exit_code(*args: str) -> int:
+    """Run ``scalemodel`` in-process; its exit status."""
+    from scalemodel.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:  # main() always ends with SystemExit
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """Call ``scalemodel`` with a list of arguments; returns exit code, stdout and stderr."""
-    from scalemodel.cli import main
 
     def run(*args: str) -> CliResult:
-        code = 0
-        try:
-            main(list(args))
-        except SystemExit as exc:  # main() always ends with SystemExit
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = _exit_code(*args)
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+def cli_once(*args: str) -> CliResult:
+    """:func:`cli` for a module- or session-scoped fixture (where capsys is not available): the output is captured
+    by redirecting sys.stdout / sys.stderr, so a command whose output several tests read runs once."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = _exit_code(*args)
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 def validation_cases_path():  # type: ignore[no-untyped-def]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import cli_once
 
 from scalemodel.units import format_quantity
 
@@ -117,13 +119,20 @@ RUNS = """
 """
 
 
-def test_calibrate_does_not_call_nonzero_residuals_zero(cli: Any, tmp_path: Any) -> None:
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """:data:`RUNS` written to a runs file and `calibrate runs FILE --json`'s document, fitted once for the two tests
+    that read it (a fit of five factors takes ~13 s)."""
+    f = tmp_path_factory.mktemp("walkthrough") / "runs.yaml"
+    f.write_text(RUNS)
+    return f, json.loads(cli_once("calibrate", "runs", str(f), "--json").out)
+
+
+def test_calibrate_does_not_call_nonzero_residuals_zero(walkthrough: tuple[Path, dict[str, Any]]) -> None:
     """docs/calibration.md's walk-through with three runs and the default factors (5 fitted): the fit put factors on
     their bounds and left residuals of +2.8 %, +5.1 %, -6.2 %, printed in the table, and the band line under it said
     'the fit's residuals are zero by construction'."""
-    f = tmp_path / "runs.yaml"
-    f.write_text(RUNS)
-    doc = json.loads(cli("calibrate", "runs", str(f), "--json").out)
+    doc = walkthrough[1]
     worst = max(abs(r["error_after"]) for r in doc["runs"])
     assert worst > 0.01 and len(doc["runs"]) <= len([k for k in doc["factors"]])
     cal = doc["calibration"]
@@ -205,13 +214,11 @@ def test_weak_scaling_summary_names_the_statistical_efficiency_lost(cli: Any) ->
     assert "batch efficiency" not in json.loads(cli(*args, "--mode", "strong").out)["summary"]
 
 
-def test_calibrate_factor_table_reads_plainly(cli: Any, tmp_path: Any) -> None:
+def test_calibrate_factor_table_reads_plainly(cli: Any, walkthrough: tuple[Path, dict[str, Any]]) -> None:
     """The walk-through's fit printed the overhead on its lower bound 0 as 'overhead_s 2.173e-10 s' (the solver's
     last step, read as a fitted overhead) and each tier's meaning as "x tier 'nvlink''s efficiency"."""
-    f = tmp_path / "runs.yaml"
-    f.write_text(RUNS)
+    f, doc = walkthrough
     r = cli("calibrate", "runs", str(f))
-    doc = json.loads(cli("calibrate", "runs", str(f), "--json").out)
     over = next(x for x in doc["factors"] if x["name"] == "overhead_s")
     assert over["at_bound"] == "lower"
     out = " ".join(r.out.split())
