@@ -684,8 +684,9 @@ def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
 
 def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of the word embedding's weight gradient outside any GEMM, under Megatron-Core's DDP
-    (:func:`megatron_ddp_on`) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is the first
-    stage's, which the step does not price apart from the busiest one), 0 otherwise:
+    (:func:`megatron_ddp_on`) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is pipeline
+    rank 0's, :func:`first_stage_embedding_grad_time`, and the MTP copy's, :func:`mtp_embedding_grad_time`), 0
+    otherwise:
 
         E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
         u     = [tied] + D                      other uses of the weight in the backward (D MTP modules)
