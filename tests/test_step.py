@@ -101,7 +101,8 @@ def test_tp_term_is_four_allreduces_per_layer(a100, gpt) -> None:  # type: ignor
                                        tp=8, flash_attention=True)
     wgrad = L * val(layer.forward_gemm)
     m = 8 // b  # micro-batches (dp = 1)
-    expected = m * (L * 2 * t_ar + max(L * 2 * t_ar - wgrad, 0.0))
+    # + the word embedding's output all-reduce, once a micro-batch (docs/model.md#embedding-tp-comm)
+    expected = m * (L * 2 * t_ar + max(L * 2 * t_ar - wgrad, 0.0) + t_ar)
     assert val(res.breakdown["tp_comm"]) == pytest.approx(expected, rel=1e-9)
     # full recompute repeats the two forward all-reduces
     g2, res2 = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, recompute="full")
@@ -117,9 +118,11 @@ def test_synchronous_tp_allreduce_exposes_the_backward_ones(a100, gpt) -> None: 
     t_ar = val(coll.collective_time("allreduce", b * s * h * 2.0, 8, job.network, stride=1))
     m = 8 // b
     _, sync = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, tp_async_allreduce=False)
-    assert val(sync.breakdown["tp_comm"]) == pytest.approx(m * L * 4 * t_ar, rel=1e-9)
+    # + the word embedding's output all-reduce, once a micro-batch (docs/model.md#embedding-tp-comm)
+    assert val(sync.breakdown["tp_comm"]) == pytest.approx(m * (L * 4 + 1) * t_ar, rel=1e-9)
     _, sync_rec = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, tp_async_allreduce=False, recompute="full")
-    assert val(sync_rec.breakdown["tp_comm"]) == pytest.approx(m * L * 6 * t_ar, rel=1e-9)
+    # the embedding is outside the recomputed layers: its all-reduce once
+    assert val(sync_rec.breakdown["tp_comm"]) == pytest.approx(m * (L * 6 + 1) * t_ar, rel=1e-9)
     # nothing hidden under the backward: no contention from TP traffic, and never faster than the async form
     _, asyn = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8)
     assert val(sync.step_time) >= val(asyn.step_time)
@@ -144,7 +147,11 @@ def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> Non
     wgrad = L * val(layer.forward_gemm)
     m = 8 // b
     sp_grads = val(coll.collective_time("allreduce", (L * 6 * h + 2 * h) * job.grad_bytes, 8, job.network, stride=1))
-    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0)) + sp_grads
+    # + the word embedding's output: learned positions, so an all-reduce and the scatter's backward all-gather
+    # (docs/model.md#embedding-tp-comm)
+    emb = sum(val(coll.collective_time(k, b * s * h * 2.0, 8, job.network, stride=1))
+              for k in ("allreduce", "allgather"))
+    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0) + emb) + sp_grads
     for flag in (True, False):
         _, res = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, sequence_parallel=True,
                      tp_async_allreduce=flag)
@@ -169,10 +176,13 @@ def test_pp_term_and_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
     t_front = val(_stage_time(job, g, groups, np.asarray([gpt.layers / 4]), False))
     assert t_front < t_mb
-    assert val(res.breakdown["bubble"]) == pytest.approx(3 * t_front - (8 + 1) * t_p2p, rel=1e-9)
+    # rank 0 also all-reduces the word embedding's output over its 2 TP ranks (docs/model.md#embedding-tp-comm)
+    t_emb = val(coll.collective_time("allreduce", b * s * h * 2.0, 2, job.network, stride=1))
+    assert val(res.breakdown["bubble"]) == pytest.approx(3 * t_front - (8 + 1) * t_p2p + t_emb, rel=1e-9)
     g2, res2 = one(job, training, 64, tp=2, pp=4, schedule="interleaved:2")
     t_front2 = val(_stage_time(job, g2, groups, np.asarray([gpt.layers / 4]), False))
-    assert val(res2.breakdown["bubble"]) == pytest.approx(1.5 * t_front2, rel=1e-9)
+    # rank 0's first chunk with it: its forward starts the step, its backward ends it, t_emb once on the path
+    assert val(res2.breakdown["bubble"]) == pytest.approx(1.5 * t_front2 + t_emb, rel=1e-9)
 
 
 def test_zero3_gathers_parameters_every_microbatch(a100, gpt) -> None:  # type: ignore[no-untyped-def]

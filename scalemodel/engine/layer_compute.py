@@ -167,7 +167,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
            "attention_forward": layers_per_stage * attn_l,  # the attention blocks' forward GEMMs and core
            "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
-           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
+           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim)),
+           # word-embedding lookups (model_parallel_comm.embedding_tp_collective): rank 0's (the one stage's at pp 1)
+           # and each MTP module's on the stage with the logits (multi_token_prediction.py embeds through it)
+           "embedding_uses": np.where(g.pp > 1, 1.0 if embedding_on_stage else 0.0, 1.0)
+           + with_logits * float(sh.mtp_layers)}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         mjob, mkw = _mtp_job(job, kw)
         if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
@@ -683,8 +687,9 @@ def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
 
 def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of the word embedding's weight gradient outside any GEMM, under Megatron-Core's DDP
-    (:func:`megatron_ddp_on`) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is the first
-    stage's, which the step does not price apart from the busiest one), 0 otherwise:
+    (:func:`megatron_ddp_on`) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is pipeline
+    rank 0's, :func:`first_stage_embedding_grad_time`, and the MTP copy's, :func:`mtp_embedding_grad_time`), 0
+    otherwise:
 
         E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
         u     = [tied] (1 + D) + D              other uses of the weight in the backward (D MTP modules; tied,

@@ -338,6 +338,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         ub_sms = np.where(nt, 0.0, ub_sms)
     # tp 1, etp > 1: the dispatcher's expert-TP pair, outside the attention TP group (_moe_tp_collectives)
     tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
+    # the word embedding's output reduction on the stages that embed (embedding_tp_collective), exposed
+    tp = tp + comp.get("embedding_uses", 0.0) * coll.get("tp_embed", 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
     # ring level; a2a: none); hidden under the attention core.
     n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
@@ -649,7 +651,8 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     tokens = _tokens_per_microbatch(job, g)
     act = tokens * float(sh.hidden) * job.elem_bytes
     ar = _collective("allreduce", act, groups.tensor)
-    rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
+    rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
+    rs_ag = rs + ag
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -738,6 +741,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
+           "tp_embed": embedding_tp_collective(job, g, ar, rs, ag),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
@@ -786,6 +790,33 @@ def delayed_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.n
                  + compute.memory_time(hbm, memory_bandwidth=job.memory_bandwidth,
                                        memory_efficiency=job.memory_efficiency))
     return np.where(on, t, 0.0)
+
+
+def embedding_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any) -> np.ndarray:
+    """Seconds per micro-batch of one word-embedding lookup's TP collectives (forward and backward), b s / cp x h
+    elements of e bytes over the TP group (``ar``, ``rs``, ``ag``: :func:`_mp_collectives`' one-activation all-reduce,
+    reduce-scatter and all-gather). The vocab-parallel embedding's output is a partial sum over the TP ranks' vocabulary
+    rows (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/tensor_parallel/layers.py VocabParallelEmbedding.forward, lines
+    367-385):
+
+        sequence parallelism, no learned positions   reduce-scatter (forward) + all-gather (its backward)
+                                                     (reduce_scatter_embeddings: language_model_embedding.py 51-56)
+        sequence parallelism, learned positions      all-reduce + all-gather (scatter_to_sequence_parallel_region's
+                                                     backward, language_model_embedding.py 143-147); legacy
+                                                     Megatron-LM / Megatron-DeepSpeed (layer_impl megatron_legacy)
+                                                     always so (megatron/model/language_model.py Embedding.forward)
+        no sequence parallelism                      all-reduce (reduce_from_tensor_model_parallel_region; its
+                                                     backward is the identity)
+
+    Not the layers' (:func:`~scalemodel.cost.transformer.tp_allreduces_per_layer`): :func:`_model_parallel_comm` adds
+    it, exposed (the first layer waits for it; its backward's all-gather ends the backward), on the stages that embed
+    (``embedding_uses`` of :func:`~scalemodel.engine.layer_compute._compute_per_microbatch`). A TPU's or an XLA
+    layer's partitioner places its own collectives: 0 there. docs/model.md#embedding-tp-comm"""
+    learned = (np.asarray(job.shape.position_embeddings, dtype=float) > 0) | (
+        np.asarray(g.layer_impl) == int(LayerImpl.MEGATRON_LEGACY))
+    t = np.where(g.sequence_parallel, np.where(learned, ar, rs) + ag, ar)
+    xla = (np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | (job.accelerator_family == "tpu")
+    return np.asarray(np.where((g.tp > 1) & ~xla, t, 0.0))
 
 
 def tp_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> tuple[np.ndarray, np.ndarray]:
