@@ -8,6 +8,7 @@ constant is recomputed from the raw measurement files by the rule its source sta
 from __future__ import annotations
 
 import json
+import tracemalloc
 from math import atan, pi, sqrt
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scalemodel.cost import stragglers
 from scalemodel.cost.stragglers import expected_max_step, normal_expected_max
 from scalemodel.engine import step
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -113,3 +115,24 @@ def test_pipeline_bubble_runs_at_the_slow_pace() -> None:
     beta = float(np.ravel(res.extras["bubble_microbatches"])[0])
     assert beta > 0
     assert b["jitter"] == pytest.approx(b["compute"] / m * (m + beta) * job.clock_jitter_cv * E4, rel=1e-6)
+
+
+def test_normal_expected_max_memo_and_work_are_bounded() -> None:
+    """The per-n memo stays under its cap however many distinct group sizes a long-running planner or library user
+    asks for, and one call with thousands of distinct n works in blocks (not one n x grid matrix: 5000 n x 4401
+    points would be 176 MB a temporary); the values are those of the one-at-a-time calls."""
+    stragglers._NORMAL_MAX.clear()
+    n = 1.0 + np.arange(5000.0)
+    tracemalloc.start()
+    got = normal_expected_max(n)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 40e6
+    assert len(stragglers._NORMAL_MAX) <= stragglers._NORMAL_MAX_SIZE
+    for _ in range(3):
+        normal_expected_max(1.0 + np.arange(5000.0) + 0.5)
+        assert len(stragglers._NORMAL_MAX) <= stragglers._NORMAL_MAX_SIZE
+    stragglers._NORMAL_MAX.clear()
+    picks = [0, 1, 2, 3, 9, 999, 4999]
+    assert got[picks].tolist() == pytest.approx([float(normal_expected_max(n[i])) for i in picks], rel=1e-12)
+    assert got[[1, 2, 3]].tolist() == pytest.approx([E2, E3, E4], abs=1e-7)
