@@ -136,3 +136,18 @@ def test_normal_expected_max_memo_and_work_are_bounded() -> None:
     picks = [0, 1, 2, 3, 9, 999, 4999]
     assert got[picks].tolist() == pytest.approx([float(normal_expected_max(n[i])) for i in picks], rel=1e-12)
     assert got[[1, 2, 3]].tolist() == pytest.approx([E2, E3, E4], abs=1e-7)
+
+
+@pytest.mark.parametrize("zero", ["fsdp", "3", "hsdp"])
+def test_hier_groups_shard_and_lock_only_their_replicas(zero: str) -> None:
+    """Under hier:2 the states are sharded inside each group of 2 replicas (dp_comm._state_replicas, as the memory
+    and dp_comm parts price them) and the groups step apart: the per-layer gathers lock G = 2 GPUs at tp 1, not the 8
+    of bsp."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=512)
+    job = build_job(load_cluster("dgx-h100"), TransformerWorkload(**DENSE), tr, straggler_cv=0.0)
+    g = grid_from_strategy(StrategySpec(tp=1, dp=8, zero=zero), tr, 8, job)
+    assert float(np.ravel(lockstep_group(job, g, "hier:2"))[0]) == 2.0
+    b = {k: float(np.ravel(v)[0]) for k, v in step.evaluate(job, g, sync="hier:2").breakdown.items()}
+    assert b["jitter"] == pytest.approx(b["compute"] * job.clock_jitter_cv * E2, rel=1e-6)
+    if zero != "hsdp":  # bsp: every replica (HSDP's own group is the node's 8 here too)
+        assert float(np.ravel(lockstep_group(job, g))[0]) == 8.0
