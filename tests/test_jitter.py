@@ -151,3 +151,31 @@ def test_hier_groups_shard_and_lock_only_their_replicas(zero: str) -> None:
     assert b["jitter"] == pytest.approx(b["compute"] * job.clock_jitter_cv * E2, rel=1e-6)
     if zero != "hsdp":  # bsp: every replica (HSDP's own group is the node's 8 here too)
         assert float(np.ravel(lockstep_group(job, g))[0]) == 8.0
+
+
+@pytest.mark.parametrize("value", ["-0.01", "nan", ".inf", "abc", "true", "0.1", "0.3", "[0.01]"])
+def test_hostile_clock_jitter_cv_is_one_line_and_exit_2(cli: Any, tmp_path: Path, value: str) -> None:
+    """A negative, non-finite, non-numeric or >= 0.1 clock_jitter_cv (8x the measured 1.18 %; at 0.1 the slowest of
+    1e6 normal rates is still 1 - 0.1 x 4.86 = 0.51 of the mean, from about 0.21 on it is negative) is refused on
+    --set and in an accelerator file, one line naming the field and the range, exit 2."""
+    args = ("predict", "-m", "gpt-1.7b", "-n", "8", "--tp", "8")
+    res = cli(*args, "-c", "dgx-h100", "--set", f"cluster.accelerator.clock_jitter_cv={value}")
+    assert res.code == 2, res.out
+    assert res.err.count("\n") == 1 and res.err.startswith("error: ") and "clock_jitter_cv" in res.err
+    assert "Traceback" not in res.err
+    acc = (RAW.parents[2] / "hardware" / "accelerators" / "h100-sxm.yaml").read_text()
+    (tmp_path / "acc.yaml").write_text(acc.replace("clock_jitter_cv: 0.0118", f"clock_jitter_cv: {value}"))
+    (tmp_path / "cl.yaml").write_text(f"kind: cluster\nextends: dgx-h100\nname: c\naccelerator: {tmp_path}/acc.yaml\n")
+    res = cli(*args, "-c", str(tmp_path / "cl.yaml"))
+    assert res.code == 2, res.out
+    assert res.err.count("\n") == 1 and "clock_jitter_cv" in res.err, res.err
+
+
+def test_clock_jitter_cv_just_under_the_bound_is_priced(cli: Any) -> None:
+    res = cli("predict", "-m", "gpt-1.7b", "-n", "8", "--tp", "8", "-c", "dgx-h100", "--json",
+              "--set", "cluster.accelerator.clock_jitter_cv=0.099")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    b = doc["breakdown_s"]
+    e8 = float(normal_expected_max(8.0))
+    assert b["jitter"] == pytest.approx(b["compute"] * 0.099 * e8, rel=1e-6)
