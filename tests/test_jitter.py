@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scalemodel.choices import Zero
 from scalemodel.cost import stragglers
 from scalemodel.cost.stragglers import expected_max_step, normal_expected_max
 from scalemodel.engine import step
-from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 from scalemodel.engine.lockstep import lockstep_group
+from scalemodel.engine.planner import take_one
 from scalemodel.specs import TransformerWorkload, load_accelerator, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -179,3 +181,29 @@ def test_clock_jitter_cv_just_under_the_bound_is_priced(cli: Any) -> None:
     b = doc["breakdown_s"]
     e8 = float(normal_expected_max(8.0))
     assert b["jitter"] == pytest.approx(b["compute"] * 0.099 * e8, rel=1e-6)
+
+
+@pytest.mark.parametrize(("precision", "recipe"), [("bf16", None), ("fp8", "delayed")])
+@pytest.mark.parametrize("sync", ["bsp", "hier:4"])
+def test_group_broadcasts_over_a_planner_grid(precision: str, recipe: str | None, sync: str) -> None:
+    """A broadcast (5, 2, 4) grid of (tp, pp, dp, ep) x etp x ZeRO (none, FSDP, HSDP, ZeRO-3), as the planner builds
+    them: every candidate's G is the one it has alone (planner.take_one), and by hand on a few: tp 2 pp 1 dp 32
+    FSDP under bsp ties all 64; ep 8 etp 1 at tp 2 pp 2 (dp 16, no sharding) ties ceil(8 / 2) = 4 replicas: 16;
+    FP8 delayed scaling ties every GPU (tp pp dp = 64) whatever else."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1, precision=precision, seq_len=512, fp8_recipe=recipe)
+    wl = TransformerWorkload(**DENSE, moe={"experts": 8, "top_k": 2, "ffn_hidden": 256})
+    job = build_job(load_cluster("dgx-h100"), wl, tr, straggler_cv=0.0)
+    tp = np.array([1, 2, 4, 1, 2]).reshape(-1, 1, 1)
+    pp = np.array([1, 1, 2, 4, 2]).reshape(-1, 1, 1)
+    zero = np.array([int(Zero.NONE), int(Zero.FSDP), int(Zero.HSDP), int(Zero.PARAMETERS)]).reshape(1, 1, -1)
+    g = grid_from_arrays(gpus=64, global_batch=64, dp=64 // (tp * pp), tp=tp, pp=pp,
+                         ep=np.array([1, 2, 4, 8, 8]).reshape(-1, 1, 1), etp=np.array([0, 1]).reshape(1, -1, 1),
+                         zero=zero, micro_batch=1)
+    full = np.broadcast_to(lockstep_group(job, g, sync), g.shape)
+    one = [float(np.ravel(lockstep_group(job, take_one(g, i), sync))[0]) for i in range(full.size)]
+    assert full.ravel().tolist() == one
+    if recipe == "delayed":
+        assert set(one) == {64.0}
+    else:
+        assert full[1, 0, 1] == (64.0 if sync == "bsp" else 8.0)  # tp 2 x (dp 32, or hier:4's group of 4)
+        assert full[4, 1, 0] == 16.0
