@@ -8,6 +8,7 @@ constant is recomputed from the raw measurement files by the rule its source sta
 from __future__ import annotations
 
 import json
+import tracemalloc
 from math import atan, pi, sqrt
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scalemodel.choices import Zero
+from scalemodel.cost import stragglers
 from scalemodel.cost.stragglers import expected_max_step, normal_expected_max
 from scalemodel.engine import step
-from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 from scalemodel.engine.lockstep import lockstep_group
+from scalemodel.engine.planner import take_one
 from scalemodel.specs import TransformerWorkload, load_accelerator, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -189,3 +193,92 @@ def test_pipeline_stages_are_tied_no_more_than_lock_step() -> None:
         stretch.append(_one_f_one_b(p, m, fwd, slow, dt) / _one_f_one_b(p, m, fwd, np.ones((n, p)), dt) - 1.0)
     got = float(np.mean(stretch))
     assert c * float(normal_expected_max(tp)) < got < c * float(normal_expected_max(p * tp))
+
+def test_normal_expected_max_memo_and_work_are_bounded() -> None:
+    """The per-n memo stays under its cap however many distinct group sizes a long-running planner or library user
+    asks for, and one call with thousands of distinct n works in blocks (not one n x grid matrix: 5000 n x 4401
+    points would be 176 MB a temporary); the values are those of the one-at-a-time calls."""
+    stragglers._NORMAL_MAX.clear()
+    n = 1.0 + np.arange(5000.0)
+    tracemalloc.start()
+    got = normal_expected_max(n)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 40e6
+    assert len(stragglers._NORMAL_MAX) <= stragglers._NORMAL_MAX_SIZE
+    for _ in range(3):
+        normal_expected_max(1.0 + np.arange(5000.0) + 0.5)
+        assert len(stragglers._NORMAL_MAX) <= stragglers._NORMAL_MAX_SIZE
+    stragglers._NORMAL_MAX.clear()
+    picks = [0, 1, 2, 3, 9, 999, 4999]
+    assert got[picks].tolist() == pytest.approx([float(normal_expected_max(n[i])) for i in picks], rel=1e-12)
+    assert got[[1, 2, 3]].tolist() == pytest.approx([E2, E3, E4], abs=1e-7)
+
+
+@pytest.mark.parametrize("zero", ["fsdp", "3", "hsdp"])
+def test_hier_groups_shard_and_lock_only_their_replicas(zero: str) -> None:
+    """Under hier:2 the states are sharded inside each group of 2 replicas (dp_comm._state_replicas, as the memory
+    and dp_comm parts price them) and the groups step apart: the per-layer gathers lock G = 2 GPUs at tp 1, not the 8
+    of bsp."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=512)
+    job = build_job(load_cluster("dgx-h100"), TransformerWorkload(**DENSE), tr, straggler_cv=0.0)
+    g = grid_from_strategy(StrategySpec(tp=1, dp=8, zero=zero), tr, 8, job)
+    assert float(np.ravel(lockstep_group(job, g, "hier:2"))[0]) == 2.0
+    b = {k: float(np.ravel(v)[0]) for k, v in step.evaluate(job, g, sync="hier:2").breakdown.items()}
+    assert b["jitter"] == pytest.approx(b["compute"] * job.clock_jitter_cv * E2, rel=1e-6)
+    if zero != "hsdp":  # bsp: every replica (HSDP's own group is the node's 8 here too)
+        assert float(np.ravel(lockstep_group(job, g))[0]) == 8.0
+
+
+@pytest.mark.parametrize("value", ["-0.01", "nan", ".inf", "abc", "true", "0.1", "0.3", "[0.01]"])
+def test_hostile_clock_jitter_cv_is_one_line_and_exit_2(cli: Any, tmp_path: Path, value: str) -> None:
+    """A negative, non-finite, non-numeric or >= 0.1 clock_jitter_cv (8x the measured 1.18 %; at 0.1 the slowest of
+    1e6 normal rates is still 1 - 0.1 x 4.86 = 0.51 of the mean, from about 0.21 on it is negative) is refused on
+    --set and in an accelerator file, one line naming the field and the range, exit 2."""
+    args = ("predict", "-m", "gpt-1.7b", "-n", "8", "--tp", "8")
+    res = cli(*args, "-c", "dgx-h100", "--set", f"cluster.accelerator.clock_jitter_cv={value}")
+    assert res.code == 2, res.out
+    assert res.err.count("\n") == 1 and res.err.startswith("error: ") and "clock_jitter_cv" in res.err
+    assert "Traceback" not in res.err
+    acc = (RAW.parents[2] / "hardware" / "accelerators" / "h100-sxm.yaml").read_text()
+    (tmp_path / "acc.yaml").write_text(acc.replace("clock_jitter_cv: 0.0118", f"clock_jitter_cv: {value}"))
+    (tmp_path / "cl.yaml").write_text(f"kind: cluster\nextends: dgx-h100\nname: c\naccelerator: {tmp_path}/acc.yaml\n")
+    res = cli(*args, "-c", str(tmp_path / "cl.yaml"))
+    assert res.code == 2, res.out
+    assert res.err.count("\n") == 1 and "clock_jitter_cv" in res.err, res.err
+
+
+def test_clock_jitter_cv_just_under_the_bound_is_priced(cli: Any) -> None:
+    res = cli("predict", "-m", "gpt-1.7b", "-n", "8", "--tp", "8", "-c", "dgx-h100", "--json",
+              "--set", "cluster.accelerator.clock_jitter_cv=0.099")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    b = doc["breakdown_s"]
+    e8 = float(normal_expected_max(8.0))
+    assert b["jitter"] == pytest.approx(b["compute"] * 0.099 * e8, rel=1e-6)
+
+
+@pytest.mark.parametrize(("precision", "recipe"), [("bf16", None), ("fp8", "delayed")])
+@pytest.mark.parametrize("sync", ["bsp", "hier:4"])
+def test_group_broadcasts_over_a_planner_grid(precision: str, recipe: str | None, sync: str) -> None:
+    """A broadcast (5, 2, 4) grid of (tp, pp, dp, ep) x etp x ZeRO (none, FSDP, HSDP, ZeRO-3), as the planner builds
+    them: every candidate's G is the one it has alone (planner.take_one), and by hand on a few: tp 2 pp 1 dp 32
+    FSDP under bsp ties all 64; ep 8 etp 1 at tp 2 pp 2 (dp 16, no sharding) ties ceil(8 / 2) = 4 replicas: 16;
+    FP8 delayed scaling ties every GPU (tp pp dp = 64) whatever else."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1, precision=precision, seq_len=512, fp8_recipe=recipe)
+    wl = TransformerWorkload(**DENSE, moe={"experts": 8, "top_k": 2, "ffn_hidden": 256})
+    job = build_job(load_cluster("dgx-h100"), wl, tr, straggler_cv=0.0)
+    tp = np.array([1, 2, 4, 1, 2]).reshape(-1, 1, 1)
+    pp = np.array([1, 1, 2, 4, 2]).reshape(-1, 1, 1)
+    zero = np.array([int(Zero.NONE), int(Zero.FSDP), int(Zero.HSDP), int(Zero.PARAMETERS)]).reshape(1, 1, -1)
+    g = grid_from_arrays(gpus=64, global_batch=64, dp=64 // (tp * pp), tp=tp, pp=pp,
+                         ep=np.array([1, 2, 4, 8, 8]).reshape(-1, 1, 1), etp=np.array([0, 1]).reshape(1, -1, 1),
+                         zero=zero, micro_batch=1)
+    full = np.broadcast_to(lockstep_group(job, g, sync), g.shape)
+    one = [float(np.ravel(lockstep_group(job, take_one(g, i), sync))[0]) for i in range(full.size)]
+    assert full.ravel().tolist() == one
+    if recipe == "delayed":
+        assert set(one) == {64.0}
+    else:
+        assert full[1, 0, 1] == (64.0 if sync == "bsp" else 8.0)  # tp 2 x (dp 32, or hier:4's group of 4)
+        assert full[4, 1, 0] == 16.0

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import scalemodel
 from scalemodel.commands.common import build_specs
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.sensitivity import sensitivity, sensitivity_for
@@ -181,3 +182,19 @@ def test_a_kink_is_named(cli):
     assert "ib-leaf bandwidth" in flat and "ib-spine bandwidth" in flat
     (note,) = [n for n in doc["notes"] if "kink" in n]
     assert set(note.split(":")[0].split(", ")) == set(flat)
+
+
+def test_clock_jitter_cv_is_a_hardware_parameter() -> None:
+    """The jitter part is linear in the accelerator's clock_jitter_cv (t_jit = busy x cv x e_G, docs/model.md#jitter),
+    so throughput's elasticity to it is -t_jit / T (d ln(1/T) / d ln cv); halving it buys T / (T - t_jit / 2). An
+    accelerator without the field: elasticity 0, nothing bought."""
+    pred = scalemodel.predict("dgx-h100", "gpt-1.7b", 16, tp=8)
+    jit, t = pred.breakdown_s["jitter"], pred.step_time_s
+    assert jit > 0
+    p = by_name(run("dgx-h100", "gpt-1.7b", 16, strategy={"tp": 8}))["clock jitter CV"]
+    assert p.group == "stragglers" and p.improved_by == "/2"
+    assert p.value == pytest.approx(0.0118, abs=1e-4)
+    assert p.elasticity == pytest.approx(-jit / t, rel=1e-3)
+    assert p.throughput_ratio == pytest.approx(t / (t - jit / 2), rel=1e-6)
+    q = by_name(run("dgx-a100", "gpt-1.7b", 16, strategy={"tp": 8}))["clock jitter CV"]
+    assert q.value == 0.0 and q.elasticity == 0.0 and q.throughput_ratio == 1.0

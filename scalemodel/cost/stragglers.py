@@ -325,8 +325,12 @@ def hartley_david_bound(n: Array, mean: Array, sd: Array) -> np.ndarray:
 #: The grid of :func:`normal_expected_max`: x from -10 to 12 in steps of 0.005, with the standard normal's density
 #: and the log of its CDF there (filled on first use: 4401 math.erfc calls, about a millisecond).
 _NORMAL_GRID: dict[str, np.ndarray] = {}
-#: :func:`normal_expected_max` by n, memoised (group sizes are few: products of the parallel degrees)
+#: :func:`normal_expected_max` by n, memoised (group sizes are few: products of the parallel degrees); cleared when
+#: full, as :data:`_CACHE` is, so a long-running process asking for ever new n keeps it bounded
 _NORMAL_MAX: dict[float, float] = {}
+_NORMAL_MAX_SIZE = 4096
+#: distinct n integrated at once: a block's n x grid temporaries stay a few MB
+_NORMAL_BLOCK = 64
 
 
 def normal_expected_max(n: Array) -> np.ndarray:
@@ -346,12 +350,19 @@ def normal_expected_max(n: Array) -> np.ndarray:
     x, pdf, log_cdf = _NORMAL_GRID["x"], _NORMAL_GRID["pdf"], _NORMAL_GRID["log_cdf"]
     flat = np.sort(nn.ravel())  # the distinct n without np.unique, which imports numpy.ma (10 ms) from numpy 2.3 on
     uniq = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
-    todo = np.asarray([n for n in uniq.tolist() if n not in _NORMAL_MAX], dtype=float)
-    if todo.size:  # each distinct n once per process (a planner evaluates the same group sizes again and again)
-        f = x * todo[:, None] * pdf * np.exp((todo[:, None] - 1.0) * log_cdf)
+    e_uniq = np.asarray([_NORMAL_MAX.get(n, np.nan) for n in uniq.tolist()], dtype=float)
+    todo = np.flatnonzero(np.isnan(e_uniq))  # each distinct n once per process (a planner repeats its group sizes)
+    for lo in range(0, todo.size, _NORMAL_BLOCK):
+        at = todo[lo:lo + _NORMAL_BLOCK]
+        block = uniq[at][:, None]
+        f = x * block * pdf * np.exp((block - 1.0) * log_cdf)
         e = np.sum(f[:, 1:] + f[:, :-1], axis=-1) * 0.5 * (x[1] - x[0])  # the trapezoid rule
-        _NORMAL_MAX.update(zip(todo.tolist(), np.where(todo <= 1.0, 0.0, e).tolist(), strict=True))
-    e_uniq = np.asarray([_NORMAL_MAX[n] for n in uniq.tolist()], dtype=float)
+        e_uniq[at] = np.where(uniq[at] <= 1.0, 0.0, e)
+    if todo.size:
+        if len(_NORMAL_MAX) + todo.size > _NORMAL_MAX_SIZE:
+            _NORMAL_MAX.clear()
+        _NORMAL_MAX.update(zip(uniq[todo[:_NORMAL_MAX_SIZE]].tolist(), e_uniq[todo[:_NORMAL_MAX_SIZE]].tolist(),
+                               strict=True))
     return np.asarray(e_uniq[np.searchsorted(uniq, nn)], dtype=float)
 
 

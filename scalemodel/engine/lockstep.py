@@ -24,12 +24,12 @@ import numpy as np
 
 from scalemodel.choices import Zero
 from scalemodel.cost.stragglers import normal_expected_max
-from scalemodel.engine.dp_comm import hsdp_shard_group
+from scalemodel.engine.dp_comm import _state_replicas
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.model_parallel_comm import delayed_amax_on
 
 
-def lockstep_group(job: Job, g: StrategyGrid) -> np.ndarray:
+def lockstep_group(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """GPUs that wait for each other within a step, per candidate: one model replica, ``tp cp pp`` (the TP and CP
     collectives of every layer, the pipeline's send/recv of every micro-batch), times the data-parallel replicas a
     per-layer or per-chunk collective also ties to it:
@@ -37,17 +37,18 @@ def lockstep_group(job: Job, g: StrategyGrid) -> np.ndarray:
     * ``dp`` under Transformer Engine's delayed scaling (:func:`~scalemodel.engine.model_parallel_comm.
       delayed_amax_on`): a blocking amax all-reduce over the stage's ``tp cp dp`` GPUs in every chunk's forward
       and backward;
-    * ``dp`` under ZeRO-3 and FSDP, the HSDP shard group under HSDP: every layer's parameter all-gather;
+    * the replicas the states are sharded over under ZeRO-3, FSDP and HSDP (:func:`~scalemodel.engine.dp_comm.
+      _state_replicas`: ``dp``, HSDP's shard group, or under ``hier:G`` its group of ``min(dp, G)``, whose
+      groups step apart): every layer's parameter all-gather;
     * ``ceil(ep etp / (tp cp))`` (at most ``dp``) in a MoE model: every MoE layer's expert all-to-all over the
       ``ep etp`` ranks, carved from the stage's ``tp cp dp`` (Megatron-Core's expert groups; ``etp`` 0 is ``tp``).
     """
     tp, cp, pp, dp = (np.asarray(x, dtype=float) for x in (g.tp, g.cp, g.pp, g.dp))
     replicas = np.where(delayed_amax_on(job, g), dp, 1.0)
     zero = np.asarray(g.zero)
-    sharded = (zero == int(Zero.PARAMETERS)) | (zero == int(Zero.FSDP))
-    replicas = np.maximum(replicas, np.where(sharded, dp, 1.0))
-    if np.any(zero == int(Zero.HSDP)):
-        replicas = np.maximum(replicas, np.where(zero == int(Zero.HSDP), hsdp_shard_group(job, g), 1.0))
+    sharded = (zero == int(Zero.PARAMETERS)) | (zero == int(Zero.FSDP)) | (zero == int(Zero.HSDP))
+    if np.any(sharded):
+        replicas = np.maximum(replicas, np.where(sharded, _state_replicas(job, g, sync), 1.0))
     if job.expert_params > 0:
         etp = np.where(np.asarray(g.etp) > 0, g.etp, tp).astype(float)
         expert = np.minimum(dp, np.maximum(np.ceil(np.asarray(g.ep, dtype=float) * etp / (tp * cp)), 1.0))
@@ -55,10 +56,10 @@ def lockstep_group(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(tp * cp * pp * replicas, dtype=float)
 
 
-def jitter_wait(job: Job, g: StrategyGrid, busy_s: np.ndarray) -> np.ndarray:
+def jitter_wait(job: Job, g: StrategyGrid, busy_s: np.ndarray, sync: str = "bsp") -> np.ndarray:
     """Seconds the slowest of the :func:`lockstep_group` GPUs adds to ``busy_s`` seconds of compute, at the
     accelerator's ``clock_jitter_cv`` (module docstring); zeros(1) when the accelerator has none."""
     if job.clock_jitter_cv <= 0.0:
         return np.zeros(1)
-    stretch = job.clock_jitter_cv * normal_expected_max(lockstep_group(job, g))
+    stretch = job.clock_jitter_cv * normal_expected_max(lockstep_group(job, g, sync))
     return np.asarray(np.asarray(busy_s, dtype=float) * stretch, dtype=float)

@@ -154,6 +154,9 @@ def hardware_parameters(job: Job) -> list[_Param]:
                              _tier_perturb(i, "bandwidth")))
         params.append(_Param(f"{t.name} latency", t.latency, "time", "network", -1, _tier_perturb(i, "latency")))
     params.append(_Param("straggler CV", job.straggler_cv, "", "stragglers", -1, _job_perturb("straggler_cv")))
+    # the accelerator's clock swing, which the lock-stepped GPUs wait on (the jitter part, docs/model.md#jitter)
+    params.append(_Param("clock jitter CV", job.clock_jitter_cv, "", "stragglers", -1,
+                         _job_perturb("clock_jitter_cv")))
     params.append(_Param("memory capacity", job.memory_capacity, "bytes", "capacity", +1,
                          _job_perturb("memory_capacity")))
     return params

@@ -595,7 +595,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     metric_sync = train_metric_sync_time(job, g)
     # the lock-stepped GPUs' wait for the slowest of them under the clock's power-management swing
     # (docs/model.md#jitter): the compute of every micro-batch and of the bubble's
-    jitter = jitter_wait(job, g, (m + bubble_mb) * comp["total"])
+    jitter = jitter_wait(job, g, (m + bubble_mb) * comp["total"], sync)
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync + jitter  # one worker alone
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
