@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import nccl
+from scalemodel.cost.placement import place
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job
+from scalemodel.engine.network import build_network
 from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.constraints import parse_constraints
 
@@ -113,3 +115,34 @@ def test_family_best_ties_go_to_the_first_candidate(monkeypatch):
     assert ref["DP+TP+PP+CP"]["strategy"]["sync"] == "bsp" and ref["DP+TP+PP+CP"]["strategy"]["zero"] == "0"
     assert ref["TP"]["strategy"]["zero"] == "0" and ref["TP"]["strategy"]["sync"] == "bsp"
 
+
+TREE_CLUSTERS = ["dgx-h100", "dgx-b200", "dgx-1-v100", "a100-4nic-hdr", "pcie-25gbe", "mi300x-8", "tpu-v5p-pod"]
+
+
+@pytest.mark.parametrize("cluster", TREE_CLUSTERS)
+def test_tree_caps_priced_once_for_every_protocol(cluster, monkeypatch):
+    """algorithm_time prices the Tree caps once per group (nccl.py, 3ab5da58) where they were priced on each protocol's
+    Tree links: valid only while those links keep every figure tree_channel_caps reads. Checked on one node, 2 and
+    16 nodes, a strided group, shared and non-NCCL NICs: the caps on each protocol's links, and the time as priced
+    with the caps recomputed per protocol (``caps`` dropped), equal the hoisted ones bit for bit."""
+    net = build_network(load_cluster(cluster, []))
+    ranks, stride = np.array([2, 8, 16, 64, 128, 32]), np.array([1, 1, 1, 2, 1, 4])
+    pl = place(ranks, stride, net)
+    caps = nccl.tree_channel_caps(pl)
+    protos = nccl.protocols_for(net)
+    for proto in protos:
+        linked = nccl.tree_channel_caps(nccl.protocol_links(pl, proto, "tree", bw_factor=1.0))
+        assert all(np.array_equal(a, b) for a, b in zip(linked, caps, strict=True)), proto
+    S = np.array([[1e3], [1e6], [3e8], [2.0**31]])
+    hoisted = nccl.algorithm_time("allreduce", "tree", S, pl)
+    tree_time = nccl.nccl_tree_allreduce_time
+    seen = []
+
+    def per_protocol(*args, caps=None, **kw):
+        seen.append(caps is not None)
+        return tree_time(*args, **kw)  # the caps priced again on this protocol's links
+
+    monkeypatch.setattr(nccl, "nccl_tree_allreduce_time", per_protocol)
+    assert np.array_equal(nccl.algorithm_time("allreduce", "tree", S, pl), hoisted)
+    assert len(seen) == len(protos) and all(seen)  # the hoisted caps reached every protocol
+    assert np.all(np.isfinite(hoisted)) and np.all(hoisted > 0)
