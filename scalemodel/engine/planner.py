@@ -1430,13 +1430,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             fin = np.isfinite(bv)
             best.add([k for k, f in zip(keys, fin.tolist(), strict=True) if f], bv[fin])
             limit = best.threshold
-            # only rows within the limit or under their family's threshold and pick as they stand can make a pick
-            # (both only fall in the loop): the others are passed over before it, not one by one in it
-            fam_cut = np.asarray([max(fam_thr.get(f, math.inf), fam_pick[f].score if f in fam_pick else math.inf)
-                                  for f in range(n_fam)])
-            for j in np.nonzero(fin & ((bv <= limit) | (bv < fam_cut[fams])))[0]:
+            # only rows within the limit or not above their family's pick as it stands can make a pick (both only
+            # fall in the loop): the others are passed over before it, not one by one in it. A family's tie is
+            # taken in and decided by the pick order, as the ranked plans' are, not by which batch evaluated first
+            fam_cut = np.asarray([fam_pick[f].score if f in fam_pick else math.inf for f in range(n_fam)])
+            for j in np.nonzero(fin & ((bv <= limit) | (bv <= fam_cut[fams])))[0]:
                 v, f = float(bv[j]), int(fams[j])
-                is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
+                is_fam = f not in fam_pick or v <= fam_pick[f].score
                 if v > limit and not is_fam:
                     continue
                 blk = int(np.searchsorted(block_start, bi[j], side="right")) - 1
