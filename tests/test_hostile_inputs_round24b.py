@@ -18,3 +18,35 @@ from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, re
 def test_memory_below_the_reserve_is_said_as_given(cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set", item)
     assert "accelerator.memory_reserved: 475332608 B is not less than " + said in line, line
+
+
+# --- Megatron-LM choice flags the reader passed over ------------------------------------------------------------------
+# --transformer-impl and --data-parallel-sharding-strategy were read as harmless whatever they said; Megatron-LM's
+# argparse refuses a value outside their choices (NVIDIA/Megatron-LM@d98e8a64dd: TransformerConfig.transformer_impl
+# Literal['local', 'transformer_engine', 'inference_optimized'], transformer_config.py L1314; arguments.py L3190-3192
+# choices=['no_shard', 'optim', 'optim_grads', 'optim_grads_params']) and a flag without its value.
+
+@pytest.mark.parametrize("flags, said", [
+    ("--transformer-impl x", "--transformer-impl: unknown transformer implementation: 'x'; local, transformer_engine "
+                             "or inference_optimized (Megatron-LM's choices)"),
+    ("--transformer-impl", "--transformer-impl: unknown transformer implementation: no value; local, "),
+    ("--transformer-impl --sequence-parallel", "--transformer-impl: unknown transformer implementation: no value; "),
+    ("--transformer-impl=te", "--transformer-impl: unknown transformer implementation: 'te'; "),
+    ("--data-parallel-sharding-strategy x", "--data-parallel-sharding-strategy: unknown sharding strategy: 'x'; "
+                                            "no_shard, optim, optim_grads or optim_grads_params (Megatron-LM's "
+                                            "choices)"),
+    ("--data-parallel-sharding-strategy", "--data-parallel-sharding-strategy: unknown sharding strategy: no value; "),
+], ids=["impl", "impl-none", "impl-flag", "impl-eq", "sharding", "sharding-none"])
+def test_megatron_choice_flag_outside_its_choices_is_refused(cli, tmp_path, flags: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    refused(cli, "predict", *MEG_BASE, "--strategy", str(f), inputs=(f,), match=said)
+
+
+@pytest.mark.parametrize("flags", ["--transformer-impl local", "--transformer-impl transformer_engine",
+                                   "--transformer-impl=inference_optimized",
+                                   "--data-parallel-sharding-strategy no_shard",
+                                   "--data-parallel-sharding-strategy optim_grads_params"])
+def test_megatron_choice_flag_within_its_choices_still_reads(cli, tmp_path, flags: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    doc = accepted(cli, "predict", *MEG_BASE, "--strategy", str(f))
+    assert doc["inputs"]["strategy_file"]["unused"] == [], doc["inputs"]["strategy_file"]["unused"]
