@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
+from test_hostile_inputs_round21 import TITAN, _titan_unused
 
 # --- the memory-reserve refusal says the memory as given ------------------------------------------------------------
 # --set accelerator.memory=1.5B was said as "not less than memory 2 B" (the value printed with .0f); 1.5 B is what
@@ -50,3 +51,25 @@ def test_megatron_choice_flag_within_its_choices_still_reads(cli, tmp_path, flag
     f = megatron_launch(tmp_path, flags)
     doc = accepted(cli, "predict", *MEG_BASE, "--strategy", str(f))
     assert doc["inputs"]["strategy_file"]["unused"] == [], doc["inputs"]["strategy_file"]["unused"]
+
+
+# --- a torchtitan TOML's keys outside torchtitan's JobConfig sections -----------------------------------------------
+# "include = 'base.toml'" and an unknown [section] were passed over without a word, where an unknown key in
+# [parallelism] or [activation_checkpoint] is said not used. torchtitan's ConfigManager raises "Invalid field names"
+# on a top-level key its JobConfig does not have (pytorch/torchtitan@9810191bb^ torchtitan/config/manager.py
+# L160-171) unless a custom_args_module adds the section.
+
+CUSTOM = "(not a torchtitan JobConfig section: torchtitan refuses it unless experimental.custom_args_module adds it)"
+
+
+@pytest.mark.parametrize("extra, said", [
+    ("include = 'base.toml'\n", [f"include = base.toml {CUSTOM}"]),
+    ("[bogus]\nx = 1\n", [f"[bogus] {CUSTOM}"]),
+    ("[training.extra]\nx = 1\n[bogus]\n", [f"[bogus] {CUSTOM}"]),
+    ("[job]\ndump_folder = 'out'\n[metrics]\nlog_freq = 10\n[optimizer]\nname = 'AdamW'\n[checkpoint]\n"
+     "enable_checkpoint = false\n[comm]\ntrace_buf_size = 0\n", []),
+], ids=["include", "section", "empty-section", "known-sections"])
+def test_titan_keys_outside_its_sections_are_said_not_used(cli, tmp_path, extra: str, said: list[str]) -> None:  # type: ignore[no-untyped-def]
+    # a top-level key must come before the first table in TOML; a table after the others
+    text = extra + TITAN if not extra.startswith("[") else TITAN + extra
+    assert _titan_unused(cli, tmp_path, text) == said
