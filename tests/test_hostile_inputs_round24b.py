@@ -9,6 +9,9 @@ import pytest
 from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
 from test_hostile_inputs_round21 import TITAN, _titan_unused
 
+import scalemodel
+from scalemodel.errors import InputError
+
 # --- the memory-reserve refusal says the memory as given ------------------------------------------------------------
 # --set accelerator.memory=1.5B was said as "not less than memory 2 B" (the value printed with .0f); 1.5 B is what
 # was given and what the check compared.
@@ -73,3 +76,56 @@ def test_titan_keys_outside_its_sections_are_said_not_used(cli, tmp_path, extra:
     # a top-level key must come before the first table in TOML; a table after the others
     text = extra + TITAN if not extra.startswith("[") else TITAN + extra
     assert _titan_unused(cli, tmp_path, text) == said
+
+
+# --- uniform full recompute of N != 1 layers on a model with multi-token prediction --------------------------------
+# Megatron-Core checkpoints an MTP module under recompute_method 'uniform' only after asserting recompute_num_layers
+# == 1 ("recompute_num_layers must be 1 for MTP recompute": MultiTokenPredictionLayer._checkpointed_forward,
+# NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/multi_token_prediction.py L1621-1627); such a launch stops
+# at its first step, and was priced. deepseek-v3 has one MTP module (num_nextn_predict_layers 1).
+
+MTP = ["-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--tp", "8", "--pp", "8", "--ep", "16"]
+UNIFORM = ["--set", "strategy.recompute=full", "--set", "strategy.recompute_method=uniform"]
+MTP_SAID = ("recompute_layers 2 with recompute_method uniform on a model with 1 multi-token prediction layer(s): "
+            "Megatron-Core asserts recompute_num_layers == 1 for MTP recompute (NVIDIA/Megatron-LM@d98e8a64dd "
+            "megatron/core/transformer/multi_token_prediction.py L1621-1627); recompute_layers 1 with recompute_method "
+            "uniform, or recompute_method block")
+
+
+@pytest.mark.parametrize("command", ["predict", "memory", "plan"])
+def test_mtp_with_uniform_recompute_of_more_than_one_layer_is_refused(cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    args = MTP[:6] if command == "plan" else MTP
+    refused(cli, command, *args, *UNIFORM, "--set", "strategy.recompute_layers=2",
+            match="error: --set strategy.recompute_layers: " + MTP_SAID)
+
+
+def test_mtp_uniform_recompute_from_a_megatron_launch_names_the_flag(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 "
+                 "--expert-model-parallel-size 16 --micro-batch-size 1 --bf16 --recompute-granularity full "
+                 "--recompute-method uniform --recompute-num-layers 2\n")
+    refused(cli, "predict", *MTP[:6], "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: --recompute-num-layers: " + MTP_SAID)
+
+
+def test_api_mtp_with_uniform_recompute_of_more_than_one_layer_is_refused() -> None:
+    with pytest.raises(InputError) as exc:
+        scalemodel.predict("dgx-h100", "deepseek-v3", 1024, strategy={
+            "tp": 8, "pp": 8, "ep": 16, "recompute": "full", "recompute_method": "uniform", "recompute_layers": 4})
+    assert "Megatron-Core asserts recompute_num_layers == 1 for MTP recompute" in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("model, settings", [
+    ("deepseek-v3", ["--set", "strategy.recompute_layers=1"]),  # the one count Megatron-Core takes
+    ("deepseek-v3", ["--set", "strategy.recompute_method=block", "--set", "strategy.recompute_layers=2"]),
+    ("deepseek-v3", []),  # uniform without a count: every layer
+], ids=["uniform-1", "block-2", "uniform-all"])
+def test_mtp_recompute_megatron_runs_still_prices(cli, model: str, settings: list[str]) -> None:  # type: ignore[no-untyped-def]
+    doc = accepted(cli, "memory", *MTP, *UNIFORM, *settings)
+    assert doc["inputs"]["model"] == model
+
+
+def test_uniform_recompute_of_more_than_one_layer_without_mtp_still_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--tp", "8", *UNIFORM,
+                   "--set", "strategy.recompute_layers=2")
+    assert doc["step_time_s"] > 0

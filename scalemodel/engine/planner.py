@@ -96,6 +96,7 @@ from scalemodel.engine.job import (
     build_job,
     check_ep_dispatch_sms,
     check_fp8_all_gather,
+    check_mtp_recompute,
     check_stage_layers,
     grid_from_arrays,
     refuse_two_splits,
@@ -1859,6 +1860,9 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                 if key not in (written or {}):
                     raise
                 raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
+        if int(fixed.get("recompute_layers", -1)) >= 0:  # pinned uniform implies recompute full (StrategySpec)
+            check_mtp_recompute(job, bool(fixed.get("recompute_uniform", False)), int(fixed["recompute_layers"]),
+                                (written or {}).get("recompute_layers", "--set strategy.recompute_layers"))
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
         if sync is not None:

@@ -616,6 +616,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
             out.strategy["recompute_layers"] = n_rec  # block: first N layers per chunk; uniform: chunks of N
             out.strategy["recompute_method"] = method
+            out.fields["recompute_layers"] = "--recompute-num-layers"  # a refusal names the flag written
         elif method == "uniform" and n_rec == 1:
             out.unused.append("--recompute-method uniform --recompute-num-layers 1 (checkpoints every layer: "
                               "full recompute, as modelled)")
