@@ -129,3 +129,37 @@ def test_uniform_recompute_of_more_than_one_layer_without_mtp_still_runs(cli) ->
     doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--tp", "8", *UNIFORM,
                    "--set", "strategy.recompute_layers=2")
     assert doc["step_time_s"] > 0
+
+
+# --- an fp8 recipe given by an alias ----------------------------------------------------------------------------------
+# --set training.fp8_recipe=current was echoed as 'tensorwise' without a word of why. The echo stays the recipe's name
+# (one spelling per recipe in --json, as precision nvfp4 is echoed fp4), and the aliases are now said where the
+# recipes are listed: the refusal of an unknown recipe, the field's schema description and README.
+
+FP8 = ["-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--precision", "fp8"]
+
+
+def test_unknown_fp8_recipe_lists_the_aliases_and_the_echo(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *FP8, "--set", "training.fp8_recipe=foo",
+            match="error: --set training.fp8_recipe: unknown fp8 recipe 'foo'; use delayed, tensorwise (aliases "
+                  "current, fp8-cs, fp8_cs), mxfp8 (aliases fp8-mx, fp8_mx), rowwise, rowwise_with_gw_hp or blockwise; "
+                  "an alias is echoed as its recipe's name")
+
+
+@pytest.mark.parametrize("alias, cluster, recipe", [("current", "dgx-h100", "tensorwise"),
+                                                    ("FP8-CS", "dgx-h100", "tensorwise"),
+                                                    ("fp8_cs", "dgx-h100", "tensorwise"),
+                                                    ("fp8-mx", "dgx-b200", "mxfp8")])
+def test_an_fp8_recipe_alias_is_echoed_and_priced_as_its_recipe(cli, alias: str, cluster: str, recipe: str) -> None:  # type: ignore[no-untyped-def]
+    run = ["predict", "-c", cluster, *FP8[2:]]
+    by_alias = accepted(cli, *run, "--set", f"training.fp8_recipe={alias}")
+    by_name = accepted(cli, *run, "--set", f"training.fp8_recipe={recipe}")
+    assert by_alias["inputs"]["training"]["fp8_recipe"] == recipe
+    assert by_alias["step_time_s"] == by_name["step_time_s"]
+    assert f"training.fp8_recipe={alias}" in str(by_alias["inputs"])  # the --set as given stays in the echo
+
+
+def test_the_schema_says_the_fp8_recipe_aliases(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("schema", "scenario")
+    assert r.code == 0, r.err
+    assert "aliases current, fp8-cs, fp8_cs, echoed as tensorwise" in r.out and "aliases fp8-mx, fp8_mx" in r.out
