@@ -92,10 +92,12 @@ MTP_SAID = ("recompute_layers 2 with recompute_method uniform on a model with 1 
             "uniform, or recompute_method block")
 
 
-@pytest.mark.parametrize("command", ["predict", "memory", "plan"])
-def test_mtp_with_uniform_recompute_of_more_than_one_layer_is_refused(cli, command: str) -> None:  # type: ignore[no-untyped-def]
-    args = MTP[:6] if command == "plan" else MTP
-    refused(cli, command, *args, *UNIFORM, "--set", "strategy.recompute_layers=2",
+@pytest.mark.parametrize("command", [["predict", *MTP], ["memory", *MTP], ["plan", *MTP[:6]],
+                                     ["scale", *MTP[:4], "-n", "1024,2048", *MTP[6:]],
+                                     ["scale", *MTP[:4], "-n", "512,1024", "--best"]],
+                         ids=["predict", "memory", "plan", "scale", "scale-best"])
+def test_mtp_with_uniform_recompute_of_more_than_one_layer_is_refused(cli, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, *command, *UNIFORM, "--set", "strategy.recompute_layers=2",
             match="error: --set strategy.recompute_layers: " + MTP_SAID)
 
 

@@ -1062,6 +1062,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          where=(written or {}).get("moe_allgather_dispatcher",
                                                    "--set strategy.moe_allgather_dispatcher"),
                          allowed="one of moe_allgather_dispatcher and moe_shared_expert_overlap")
+    if int(fixed.get("recompute_layers", -1)) >= 0:  # plan's and scale --best's pins (predict: job.py's check);
+        # a pinned uniform method implies recompute full (StrategySpec refuses it otherwise)
+        check_mtp_recompute(job, bool(fixed.get("recompute_uniform", False)), int(fixed["recompute_layers"]),
+                            (written or {}).get("recompute_layers", "--set strategy.recompute_layers"))
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         # a --strategy file's SM count (``written``: --moe-flex-dispatcher-num-sms) is named as the file wrote it; it
         # was refused as "--set strategy.ep_dispatch_sms", an option never given (round 16)
@@ -1860,9 +1864,6 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                 if key not in (written or {}):
                     raise
                 raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
-        if int(fixed.get("recompute_layers", -1)) >= 0:  # pinned uniform implies recompute full (StrategySpec)
-            check_mtp_recompute(job, bool(fixed.get("recompute_uniform", False)), int(fixed["recompute_layers"]),
-                                (written or {}).get("recompute_layers", "--set strategy.recompute_layers"))
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
         if sync is not None:
