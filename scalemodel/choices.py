@@ -137,6 +137,16 @@ class Fp8Recipe(Choice):
     def noun(cls) -> str:
         return "fp8 recipe"
 
+    @classmethod
+    def allowed(cls) -> str:
+        """The recipes with the aliases each is read from. An alias is read as its recipe and echoed by the recipe's
+        name (``current`` as ``tensorwise``), as every choice's alias is (precision ``nvfp4`` as ``fp4``): one
+        spelling per recipe in ``--json`` and in the engine's comparisons; the refusal lists them so that the echo is
+        no surprise (review24b)."""
+        names = [m.label + (f" (alias{'es' if len(m.aliases) > 1 else ''} {', '.join(m.aliases)})" if m.aliases else "")
+                 for m in cls]
+        return "use " + ", ".join(names[:-1]) + " or " + names[-1] + "; an alias is echoed as its recipe's name"
+
 
 #: torchao's float8 row-wise recipes by label (cost.compute.rowwise_quantize_bytes prices them)
 ROWWISE_FP8_RECIPES = (Fp8Recipe.ROWWISE.label, Fp8Recipe.ROWWISE_GW_HP.label)

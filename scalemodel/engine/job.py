@@ -1130,6 +1130,9 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
     _check_moe_rank_imbalance(job, ep)
+    check_mtp_recompute(job, RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM
+                        and Recompute.parse(strategy.recompute) == Recompute.FULL, strategy.recompute_layers,
+                        "strategy.recompute_layers" if origin is None else origin.field("recompute_layers"))
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -1265,6 +1268,24 @@ def _check_rowwise_workload(recipe: str, sh: Any, workload: Any) -> None:
         raise InputError(f"fp8 recipe {recipe} is priced for dense transformers (torchao Float8Linear on their "
                          f"nn.Linear layers); {workload.name} is {kind}", where="training.fp8_recipe",
                          allowed=f"a dense transformer, or fp8_recipe {TE_FP8_RECIPES_TEXT}")
+
+
+def check_mtp_recompute(job: Job, uniform: bool, layers: int | None, where: str) -> None:
+    """Refuse full recompute with ``recompute_method`` uniform and a layer count other than 1 on a model with
+    multi-token prediction: Megatron-Core checkpoints each MTP module under 'uniform' only after asserting
+    ``recompute_num_layers == 1`` ("recompute_num_layers must be 1 for MTP recompute",
+    MultiTokenPredictionLayer._checkpointed_forward, NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/multi_token_prediction.py L1621-1627), so such a run stops at its first step.
+    ``uniform``: full recompute with method uniform; ``layers``: the count (None: not given, every layer)."""
+    if not (uniform and layers is not None and layers != 1 and job.is_transformer
+            and bool(np.any(job.shape.mtp_layers))):
+        return
+    raise InputError(f"recompute_layers {layers} with recompute_method uniform on a model with "
+                     f"{int(np.max(job.shape.mtp_layers))} multi-token prediction layer(s): Megatron-Core asserts "
+                     "recompute_num_layers == 1 for MTP recompute (NVIDIA/Megatron-LM@d98e8a64dd "
+                     "megatron/core/transformer/multi_token_prediction.py L1621-1627)", where=where,
+                     allowed="recompute_layers 1 with recompute_method uniform, or recompute_method block (which "
+                             "does not recompute the MTP modules)")
 
 
 def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:

@@ -96,6 +96,7 @@ from scalemodel.engine.job import (
     build_job,
     check_ep_dispatch_sms,
     check_fp8_all_gather,
+    check_mtp_recompute,
     check_stage_layers,
     grid_from_arrays,
     refuse_two_splits,
@@ -1061,6 +1062,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          where=(written or {}).get("moe_allgather_dispatcher",
                                                    "--set strategy.moe_allgather_dispatcher"),
                          allowed="one of moe_allgather_dispatcher and moe_shared_expert_overlap")
+    if int(fixed.get("recompute_layers", -1)) >= 0:  # plan's and scale --best's pins (predict: job.py's check);
+        # a pinned uniform method implies recompute full (StrategySpec refuses it otherwise)
+        check_mtp_recompute(job, bool(fixed.get("recompute_uniform", False)), int(fixed["recompute_layers"]),
+                            (written or {}).get("recompute_layers", "--set strategy.recompute_layers"))
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         # a --strategy file's SM count (``written``: --moe-flex-dispatcher-num-sms) is named as the file wrote it; it
         # was refused as "--set strategy.ep_dispatch_sms", an option never given (round 16)

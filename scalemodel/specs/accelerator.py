@@ -137,8 +137,9 @@ class AcceleratorSpec(Sourced, kw_only=True):
             raise field_error("peak_flops", "needs at least one precision",
                               "a mapping of precision to peak FLOP/s, e.g. bf16: 312 TFLOP/s")
         if self.memory_reserved is not None and self.memory_reserved >= self.memory:
-            raise field_error("memory_reserved", f"{self.memory_reserved:.0f} B is not less than memory "
-                              f"{self.memory:.0f} B", "a slice of memory, less than memory (e.g. 454 MiB)",
+            # review24b: as given (.15g, not .0f: memory 1.5 B was said as "2 B")
+            raise field_error("memory_reserved", f"{self.memory_reserved:.15g} B is not less than memory "
+                              f"{self.memory:.15g} B", "a slice of memory, less than memory (e.g. 454 MiB)",
                               also="memory")  # --set accelerator.memory=1GB was refused at the built-in file's line
         if self.collective_units and not self.compute_units:
             # fuzz23: collective_units 8 on a TPU (no compute_units) priced nothing and said nothing: the share a

@@ -90,7 +90,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--save", "--load", "--data-", "--tokenizer", "--vocab-file", "--merge-file", "--split",
                           "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
                           "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
-                          "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
+                          "--use-mcore-models", "--attention-softmax-in-fp32",
                           "--timing-log",
                           "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
                           "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
@@ -120,7 +120,19 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--moe-flex-dispatcher-backend", "--moe-deepep-num-sms", "--moe-hybridep-num-sms",
                     "--moe-flex-dispatcher-num-sms",
                     # read for training.moe_router_dtype (the routing probabilities' dtype: docs/model.md#router-dtype)
-                    "--moe-router-dtype"}
+                    "--moe-router-dtype",
+                    # not priced, their values checked against argparse's choices (_MEG_CHOICES)
+                    "--transformer-impl", "--data-parallel-sharding-strategy"}
+#: Flags read only to refuse what Megatron-LM's argparse refuses (a value outside ``choices=``; "no value" for a flag
+#: without one), at NVIDIA/Megatron-LM@d98e8a64dd: --transformer-impl is generated from TransformerConfig.
+#: transformer_impl, Literal['local', 'transformer_engine', 'inference_optimized'] (megatron/core/transformer/
+#: transformer_config.py L1314; core_v0.15.0's arguments.py lists the first two); --data-parallel-sharding-strategy
+#: choices=['no_shard', 'optim', 'optim_grads', 'optim_grads_params'] (megatron/training/arguments.py L3190-3192).
+#: Either was passed over as harmless whatever it said (review24b).
+_MEG_CHOICES = {"--transformer-impl": ("transformer implementation", ("local", "transformer_engine",
+                                                                       "inference_optimized")),
+                "--data-parallel-sharding-strategy": ("sharding strategy", ("no_shard", "optim", "optim_grads",
+                                                                           "optim_grads_params"))}
 
 
 #: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
@@ -318,6 +330,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: training.attention_kernel's default auto, so nothing is set. unfused and
 #: local run the unfused core (strategy flash_attention false).
 _MEG_ATTENTION_BACKEND = {"fused": "cudnn", "flash": "fa2"}
+
+
+def _choice_flags(args: dict[str, str | None]) -> None:
+    """Refuse a :data:`_MEG_CHOICES` flag's value outside Megatron-LM's argparse choices (or no value at all)."""
+    for flag, (noun, choices) in _MEG_CHOICES.items():
+        if flag in args and args[flag] not in choices:
+            value = args[flag]
+            shown = "no value" if value is None else repr(value[:40])
+            raise InputError(f"unknown {noun}: {shown}", where=flag,
+                             allowed=f"{', '.join(choices[:-1])} or {choices[-1]} (Megatron-LM's choices)")
 
 
 def _attention_backend(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -594,6 +616,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
             out.strategy["recompute_layers"] = n_rec  # block: first N layers per chunk; uniform: chunks of N
             out.strategy["recompute_method"] = method
+            out.fields["recompute_layers"] = "--recompute-num-layers"  # a refusal names the flag written
         elif method == "uniform" and n_rec == 1:
             out.unused.append("--recompute-method uniform --recompute-num-layers 1 (checkpoints every layer: "
                               "full recompute, as modelled)")
@@ -663,6 +686,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if counts:
             out.unused.append(f"{' and '.join(counts)} without --first-last-layers-bf16 (every layer in the run's "
                               "precision)")
+    _choice_flags(args)
     _attention_backend(args, out)
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):

@@ -75,6 +75,26 @@ _TITAN_BLOCK = "pytorch/torchtitan@e7c0cae torchtitan/models/llama3/model.py Tra
 _TITAN_RESHARD = (f"{_TITAN_CONFIG} L282: fsdp_reshard_after_forward = \"default\" (no reshard under pipeline "
                   "parallelism: torchtitan/models/llama3/parallelize_llama.py L349-367)")
 
+#: torchtitan's JobConfig sections: pytorch/torchtitan@e7c0cae torchtitan/config_manager.py L586-603 (float8, mx) and
+#: the last TOML JobConfig, 9810191bb^ torchtitan/config/job_config.py L1005-1024 (compile, quantize, validation,
+#: debug). Its ConfigManager._dict_to_dataclass raises "Invalid field names" on any other top-level key (9810191bb^
+#: torchtitan/config/manager.py L160-171) unless --experimental.custom_args_module adds the section: another key is
+#: said not read here (review24b: "include = 'base.toml'" and an unknown [section] were passed over without a word).
+_TITAN_SECTIONS = frozenset({"job", "profiling", "metrics", "model", "optimizer", "lr_scheduler", "training",
+                             "parallelism", "checkpoint", "activation_checkpoint", "float8", "mx", "compile",
+                             "quantize", "comm", "memory_estimation", "fault_tolerance", "experimental", "validation",
+                             "debug"})
+
+
+def _titan_unknown_sections(data: dict[str, Any], out: StrategyFile) -> None:
+    """Say each top-level key of the TOML that is not a torchtitan JobConfig section (:data:`_TITAN_SECTIONS`)."""
+    for k, v in data.items():
+        if k in _TITAN_SECTIONS:
+            continue
+        what = f"[{str(k)[:60]}]" if isinstance(v, dict) else f"{str(k)[:60]} = {str(v)[:40]}"
+        out.unused.append(f"{what} (not a torchtitan JobConfig section: torchtitan refuses it unless "
+                          "experimental.custom_args_module adds it)")
+
 
 def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     training = data.get("training") or {}
@@ -260,6 +280,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
                 "expert_tensor_parallel_degree", "enable_sequence_parallel"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+    _titan_unknown_sections(data, out)
     _titan_unpriced_parallelism(par, out)
 
 

@@ -155,7 +155,8 @@ class TrainingSpec(Spec, kw_only=True):
     seq_len: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default: the workload's seq_len")] = None
     precision: TrainPrecision = "bf16"
     fp8_recipe: Annotated[Fp8RecipeText | None, Meta(description=(
-        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise | mxfp8 | blockwise "
+        "with precision fp8: the scaling recipe, Transformer Engine's delayed | tensorwise (current scaling; "
+        "aliases current, fp8-cs, fp8_cs, echoed as tensorwise) | mxfp8 (aliases fp8-mx, fp8_mx) | blockwise "
         "(Megatron-Core --fp8-recipe; mxfp8 needs a Blackwell accelerator, blockwise (Float8BlockScaling, 1x128 / "
         "128x128 tiles) a Hopper one: docs/model.md#fp8-blockwise) or torchao's rowwise | rowwise_with_gw_hp "
         "(torchtitan --float8.recipe_name; dense transformers on Hopper, Blackwell, CDNA3 or CDNA4: "
