@@ -15,8 +15,8 @@ STEP = ROOT / "scalemodel" / "engine" / "step.py"
 
 #: `step.NAME` / `engine.step.NAME` in code spans
 DOTTED = re.compile(r"`(?:scalemodel\.)?(?:engine\.)?step\.(?!py\b)([A-Za-z_][A-Za-z_0-9]*)")
-#: step.py `NAME` and step.py` (`NAME`, `NAME`, ...): the names a step.py citation lists
-CITED = re.compile(r"step\.py`?\s*(\(`[^)]*\)|`[A-Za-z_][A-Za-z_0-9]*`)")
+#: step.py `NAME` and step.py` (`NAME`, `NAME`, ...): the names a step.py citation lists (not lockstep.py's)
+CITED = re.compile(r"(?<![A-Za-z_])step\.py`?\s*(\(`[^)]*\)|`[A-Za-z_][A-Za-z_0-9]*`)")
 
 
 def _defined_in_step() -> set[str]:
