@@ -419,11 +419,12 @@ def test_fit_convergence_never_writes_over_its_input(tmp_path: Path) -> None:
 def test_stage_layers_beyond_the_model_are_infeasible_not_a_cost_error(cli, tmp_path: Path, last: str) -> None:  # type: ignore[no-untyped-def]
     """``--decoder-last-pipeline-num-layers 999999999`` (or last_stage_layers 33 of 32 layers) left the other stages
     a negative share of layers: the cost layer refused it as "stage_layers: stage_layers must be finite and >= 0"
-    (no --set or file named), and plan failed as a whole. The split is infeasible, as any split that does not fit."""
+    (no --set or file named), and plan failed as a whole. plan counts the split infeasible, as any split that does not
+    fit; predict refuses it since round 24 (split24: Megatron-Core's rule, tests/test_pipeline_split_rules.py)."""
     f = tmp_path / "launch.sh"
     f.write_text(f"--pipeline-model-parallel-size 4 --micro-batch-size 1 --decoder-last-pipeline-num-layers {last}\n")
-    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f))
-    assert out["feasible"] is False and "layers do not split" in out["infeasible_reason"]
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f), inputs=(f,))
+    assert "--decoder-last-pipeline-num-layers: last" in line and "leaves the 3 stages between none" in line, line
     out = accepted(cli, "plan", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set",
                    f"strategy.last_stage_layers={last}")
     assert out["ranked"] == [] and set(out["infeasible_by_reason"]) == {"layers_not_divisible"}, out["why"]
@@ -431,7 +432,7 @@ def test_stage_layers_beyond_the_model_are_infeasible_not_a_cost_error(cli, tmp_
 
 def test_chunk_layers_beyond_the_model_are_infeasible_not_a_cost_error(cli) -> None:  # type: ignore[no-untyped-def]
     """The interleaved form of the same finding: last_chunk_layers 999999999 left the other model chunks a negative
-    share of DeepSeek-V3's 61 layers."""
-    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--pp", "8", "--ep", "8",
+    share of DeepSeek-V3's 61 layers (refused since round 24, as the stages' form above)."""
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--pp", "8", "--ep", "8",
                    "--schedule", "interleaved:2", "--set", "strategy.last_chunk_layers=999999999")
-    assert out["feasible"] is False and "layers do not split" in out["infeasible_reason"]
+    assert "strategy.last_chunk_layers: last 999999999 of 61 layers leaves the 15 model chunks between none" in line

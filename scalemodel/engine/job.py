@@ -1007,6 +1007,61 @@ def _check_chunk_layers(strategy: Any) -> None:
                              where="strategy.first_chunk_layers", allowed="one way of splitting the layers")
 
 
+def _even_rest_text(layers: int, parts: int, taken: str, what: str) -> str:
+    """What an edge split may be: with no part between the edges, edges summing to the layers; else a rest that
+    the ``parts`` between share evenly, at least one layer each."""
+    if parts == 0:
+        return f"{taken} summing to the model's {layers} layers"
+    return f"{taken} leaving the {parts} {what} between an equal share of at least 1 layer each"
+
+
+def _check_edge_split(job: Job, strategy: Any) -> None:
+    """Given first/last stage (or model-chunk) layers split the model's layers as Megatron-Core's TransformerConfig
+    does (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_config.py L2294-2367): the layers
+    left once the given edge stages take theirs go to the stages between, "either ... middle pp stages and layers
+    or none of them" (L2340-2345: at pp 2 with both edges given, first + last = L) and an equal share each (L2347-
+    2353: the rest divisible by the middle stages). Refused here rather than priced infeasible (round 24: 1 + 1 of
+    12 layers at pp 2 showed a step below its own compute floor). Interleaved:V chunks alike over pp x V chunks
+    (the account-for-embedding/loss split's chunk sizes, pipeline_ranks._chunk_layers). A hybrid pattern's
+    segments and a non-transformer's are refused elsewhere (pipeline_ranks._layers_split)."""
+    if not job.is_transformer or (job.shape.hybrid is not None and int(job.shape.hybrid.segments) > 1):
+        return
+    layers = int(job.shape.layers)
+    sch = parse_schedule(strategy.schedule)
+    v = sch.virtual_stages if sch.kind == ScheduleKind.INTERLEAVED else 1
+    for kind, parts_n, what in (("stage", strategy.pp, "stages"), ("chunk", strategy.pp * v, "model chunks")):
+        first, last = getattr(strategy, f"first_{kind}_layers"), getattr(strategy, f"last_{kind}_layers")
+        if first is None and last is None:
+            continue
+        name = f"first_{kind}_layers" if first is not None else f"last_{kind}_layers"
+        where = f"strategy.{name}"
+        if strategy.pp < 2:
+            raise InputError(f"{name} with pp {strategy.pp}: no pipeline to split", where=where,
+                             allowed=f"pp >= 2, or leave {name} out")
+        given = [n for n in (first, last) if n is not None]
+        mid = parts_n - len(given)
+        rest = layers - sum(given)
+        what = what if mid != 1 else what[:-1]
+        taken = " + ".join(f"{e} {n}" for e, n in (("first", first), ("last", last)) if n is not None)
+        if mid == 0 and rest != 0:
+            raise InputError(f"{taken} = {sum(given)} layers but the model has {layers} and pp {strategy.pp} has "
+                             f"no {what} between", where=where,
+                             allowed=_even_rest_text(layers, 0, f"first + last {kind} layers", what))
+        if mid > 0 and (rest < mid or rest % mid):
+            share = "none" if rest <= 0 else f"{rest} / {mid} = {rest / mid:g} each"
+            raise InputError(f"{taken} of {layers} layers leaves the {mid} {what} between {share}", where=where,
+                             allowed=_even_rest_text(layers, mid, f"first/last {kind} layers", what))
+        uneven = [n for n in (*given, rest // mid if mid else 0) if n % v]
+        if kind == "stage" and uneven:
+            # with virtual stages each rank's layers split into V chunks (L2305-2316, L2324-2335, L2355-2367): priced
+            # as before where Megatron-Core accepts it (infeasible: first/last_chunk_layers give an interleaved
+            # pipeline's edges, pipeline_ranks._layers_split)
+            raise InputError(f"{taken} of {layers} layers gives a stage of {uneven[0]} layers, not a multiple of "
+                             f"{strategy.schedule}'s {v} virtual stages", where=where,
+                             allowed=f"each stage's layers a multiple of {v} (Megatron-Core's rule), or "
+                                     "first/last_chunk_layers for an interleaved pipeline's edges")
+
+
 def _option(origin: Origin | None, name: str) -> str:
     """The command-line option (``--tp``) or, for a strategy read from a file, that file's field."""
     if origin is None:
@@ -1122,6 +1177,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_stage_layers(job, strategy)
+    _check_edge_split(job, strategy)
     _check_moe_a2a_overlap(strategy, ep)
     _check_shared_expert_overlap(job, strategy)
     _check_allgather_dispatcher(job, strategy)
