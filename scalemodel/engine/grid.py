@@ -265,10 +265,12 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[st
             for f in as_completed(futures):
                 yield f.result()
         except BaseException:  # Ctrl-C, SIGTERM or an error: do not start the remaining chunks, stop the running ones
-            for f in futures:
-                f.cancel()
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):  # the executor keeps no public handle
-                proc.terminate()
+            procs = list((getattr(pool, "_processes", None) or {}).values())  # the executor keeps no public handle
+            for proc in procs:  # the pool, broken, fails every pending future itself: one cancelled first made
+                proc.terminate()  # Python 3.11's manager die (InvalidStateError) and the exit hang on its call queue
+            if not procs:
+                for f in futures:
+                    f.cancel()
             raise
         finally:
             if main:
