@@ -11,6 +11,7 @@ argument).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -22,7 +23,9 @@ import pytest
 from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 import scalemodel
+from scalemodel.engine.grid import run_grid
 from scalemodel.errors import InputError
+from scalemodel.specs.sweep import load_sweep
 
 # --- a learned position table shorter than the sequence -------------------------------------------------------------
 # gpt-1.7b's learned table has 2048 rows (position_embeddings); --seq-len 8192 was priced as if positions 2048-8191
@@ -252,6 +255,32 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+# review24i: the sweep's stream is closed when its consumer raises, and a SIGTERM the caller ignores stays ignored.
+
+def _small_sweep(tmp_path: Path) -> Path:
+    f = tmp_path / "small.yaml"
+    f.write_text("kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8, 16, 32, 64]\n"
+                 "strategies: [{tp: 1, label: a}, {tp: 2, label: b}]\n")
+    return f
+
+
+def test_a_sweep_whose_consumer_raises_stops_its_workers(tmp_path: Path) -> None:
+    """SIGTERM (or any error) landing in the progress callback, between two chunks, raised outside the stream's
+    generator: it stayed suspended (the traceback holds run_grid's frame), its pool's workers went on, and the
+    interpreter's exit joined the pool, waiting for every chunk. run_grid now closes the stream."""
+    def progress(done: int, total: int) -> None:
+        if done:
+            raise RuntimeError("stop")
+
+    spec, models, clusters = load_sweep(_small_sweep(tmp_path))
+    try:
+        with pytest.raises(RuntimeError, match="stop") as caught:  # held, as the CLI holds a SystemExit to the end
+            run_grid(spec, models, clusters, workers=2, progress=progress)
+        assert multiprocessing.active_children() == []
+    finally:  # before the fix: the generator closes with run_grid's frame, which the traceback held
+        del caught
 
 
 def test_sigterm_between_chunks_exits_at_once_without_a_traceback(tmp_path: Path) -> None:

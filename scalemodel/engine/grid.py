@@ -18,7 +18,7 @@ import os
 import signal
 import threading  # concurrent.futures imports it already: no cost to a sweep without --scheduler
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,7 +250,7 @@ def _chunks(points: list[GridPoint], workers: int) -> list[list[GridPoint]]:
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
-def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[str, Any]]]:
+def _local(chunks: list[list[GridPoint]], workers: int) -> Generator[list[dict[str, Any]], None, None]:
     if workers == 1:
         for c in chunks:
             yield run_points(c)
@@ -307,7 +307,7 @@ def _connect(distributed: Any, address: str) -> Any:
     return box["client"]
 
 
-def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str, Any]]]:
+def _dask(chunks: list[list[GridPoint]], address: str) -> Generator[list[dict[str, Any]], None, None]:
     try:
         import distributed  # optional heavy dependency (the `dask` extra): only --scheduler needs it
     except ImportError:
@@ -353,10 +353,13 @@ def run_grid(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]
     rows: list[dict[str, Any]] = []
     if progress is not None:
         progress(0, len(points))
-    for part in stream:
-        rows.extend(part)
-        if progress is not None:
-            progress(len(rows), len(points))
+    try:
+        for part in stream:
+            rows.extend(part)
+            if progress is not None:
+                progress(len(rows), len(points))
+    finally:  # an error or a signal in progress() (between chunks) stops the workers now, not at the generator's
+        stream.close()  # collection (the traceback holds this frame): the interpreter's exit joined the pool's chunks
     rows.sort(key=lambda r: r["point"])
     warnings = _point_warnings(rows)
     for w in warnings:  # to stderr with the inputs' own warnings (the --json `warnings` has them from payload)
