@@ -283,6 +283,23 @@ def test_a_sweep_whose_consumer_raises_stops_its_workers(tmp_path: Path) -> None
         del caught
 
 
+def test_a_sweep_under_an_ignored_sigterm_runs_on(tmp_path: Path) -> None:
+    """A sweep started with SIGTERM ignored (a supervisor's choice, inherited across exec) exited 143 on SIGTERM:
+    the grid's handler replaced SIG_IGN. It is installed only where SIGTERM has its default action."""
+    script = ("import os, signal, sys\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "from scalemodel.engine.grid import run_grid\n"
+              "from scalemodel.specs.sweep import load_sweep\n"
+              "def progress(done, total):\n"
+              "    if done:\n"
+              "        os.kill(os.getpid(), signal.SIGTERM)\n"
+              "r = run_grid(*load_sweep(sys.argv[1]), workers=2, progress=progress)\n"
+              "print(len(r.rows))\n")
+    p = subprocess.run([sys.executable, "-c", script, str(_small_sweep(tmp_path))], capture_output=True, text=True,
+                       timeout=15)
+    assert p.returncode == 0 and p.stdout.split() == ["8"], (p.returncode, p.stderr[-2000:])
+
+
 def test_sigterm_between_chunks_exits_at_once_without_a_traceback(tmp_path: Path) -> None:
     """SIGTERM landing in the progress callback (between two chunks) with chunks still queued: the stream cancelled
     the queued futures and then terminated the workers; Python 3.11's pool manager, finding the pool broken, set

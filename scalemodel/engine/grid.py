@@ -259,8 +259,12 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Generator[list[dict[s
         futures = [pool.submit(run_points, c) for c in chunks]
         # SIGTERM (kill, timeout(1), a CI job cancelled) ended this process at once and left its workers computing
         # their chunks as orphans, minutes of CPU each on a large grid (fuzz24); Ctrl-C reaches them as a group
-        main = threading.current_thread() is threading.main_thread()
-        before = signal.signal(signal.SIGTERM, _terminated) if main else None
+        # only where SIGTERM has its default action: one the caller ignores (SIG_IGN, inherited across exec) or
+        # handles itself (an application's handler; None: set from C) stays as it is
+        main = threading.current_thread() is threading.main_thread() and signal.getsignal(
+            signal.SIGTERM) == signal.SIG_DFL
+        if main:
+            signal.signal(signal.SIGTERM, _terminated)
         try:
             for f in as_completed(futures):
                 yield f.result()
@@ -274,7 +278,7 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Generator[list[dict[s
             raise
         finally:
             if main:
-                signal.signal(signal.SIGTERM, before)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _terminated(signum: int, frame: Any) -> None:
