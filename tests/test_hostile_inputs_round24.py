@@ -10,6 +10,9 @@ argument).
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +23,9 @@ import pytest
 from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 import scalemodel
+from scalemodel.engine.grid import run_grid
 from scalemodel.errors import InputError
+from scalemodel.specs.sweep import load_sweep
 
 # --- a learned position table shorter than the sequence -------------------------------------------------------------
 # gpt-1.7b's learned table has 2048 rows (position_embeddings); --seq-len 8192 was priced as if positions 2048-8191
@@ -222,21 +227,26 @@ def test_sigterm_to_a_sweep_stops_its_workers(tmp_path: Path) -> None:
     f.write_text(f"kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [{gpus}]\n"
                  "strategies: [{tp: 1, label: a}, {tp: 2, label: b}]\n")
     p = subprocess.Popen([sys.executable, "-m", "scalemodel", "sweep", str(f), "-j", "2", "--json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, start_new_session=True)
     workers: set[int] = set()
-    deadline = time.monotonic() + 15
-    while len(workers) < 2 and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.2)
-        workers = _children(p.pid)
-    assert len(workers) == 2 and p.poll() is None, "the sweep ended before its workers could be seen"
-    time.sleep(1)
-    p.send_signal(signal.SIGTERM)
-    out, _ = p.communicate(timeout=15)
-    assert p.returncode == 143 and out == b""
-    deadline = time.monotonic() + 5
-    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [w for w in workers if _alive(w)], "workers outlived the sweep"
+    try:
+        deadline = time.monotonic() + 10
+        while len(workers) < 2 and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+            workers = _children(p.pid)
+        assert len(workers) == 2 and p.poll() is None, "the sweep ended before its workers could be seen"
+        time.sleep(1)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=5)
+        assert p.returncode == 143 and out == b"" and b"Traceback" not in err, err[-2000:]
+        deadline = time.monotonic() + 2
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [w for w in workers if _alive(w)], "workers outlived the sweep"
+    finally:  # whatever failed (review24i): the sweep and any worker it left (its own session) do not outlive the test
+        with contextlib.suppress(ProcessLookupError):  # workers keep the pipes: killed before reading them to EOF
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
 
 
 def _alive(pid: int) -> bool:
@@ -245,3 +255,74 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+# review24i: the sweep's stream is closed when its consumer raises, and a SIGTERM the caller ignores stays ignored.
+
+def _small_sweep(tmp_path: Path) -> Path:
+    f = tmp_path / "small.yaml"
+    f.write_text("kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8, 16, 32, 64]\n"
+                 "strategies: [{tp: 1, label: a}, {tp: 2, label: b}]\n")
+    return f
+
+
+def test_a_sweep_whose_consumer_raises_stops_its_workers(tmp_path: Path) -> None:
+    """SIGTERM (or any error) landing in the progress callback, between two chunks, raised outside the stream's
+    generator: it stayed suspended (the traceback holds run_grid's frame), its pool's workers went on, and the
+    interpreter's exit joined the pool, waiting for every chunk. run_grid now closes the stream."""
+    def progress(done: int, total: int) -> None:
+        if done:
+            raise RuntimeError("stop")
+
+    spec, models, clusters = load_sweep(_small_sweep(tmp_path))
+    try:
+        with pytest.raises(RuntimeError, match="stop") as caught:  # held, as the CLI holds a SystemExit to the end
+            run_grid(spec, models, clusters, workers=2, progress=progress)
+        assert multiprocessing.active_children() == []
+    finally:  # before the fix: the generator closes with run_grid's frame, which the traceback held
+        del caught
+
+
+def test_a_sweep_under_an_ignored_sigterm_runs_on(tmp_path: Path) -> None:
+    """A sweep started with SIGTERM ignored (a supervisor's choice, inherited across exec) exited 143 on SIGTERM:
+    the grid's handler replaced SIG_IGN. It is installed only where SIGTERM has its default action."""
+    script = ("import os, signal, sys\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "from scalemodel.engine.grid import run_grid\n"
+              "from scalemodel.specs.sweep import load_sweep\n"
+              "def progress(done, total):\n"
+              "    if done:\n"
+              "        os.kill(os.getpid(), signal.SIGTERM)\n"
+              "r = run_grid(*load_sweep(sys.argv[1]), workers=2, progress=progress)\n"
+              "print(len(r.rows))\n")
+    p = subprocess.run([sys.executable, "-c", script, str(_small_sweep(tmp_path))], capture_output=True, text=True,
+                       timeout=15)
+    assert p.returncode == 0 and p.stdout.split() == ["8"], (p.returncode, p.stderr[-2000:])
+
+
+def test_sigterm_between_chunks_exits_at_once_without_a_traceback(tmp_path: Path) -> None:
+    """SIGTERM landing in the progress callback (between two chunks) with chunks still queued: the stream cancelled
+    the queued futures and then terminated the workers; Python 3.11's pool manager, finding the pool broken, set
+    BrokenProcessPool on every pending future, cancelled ones included (InvalidStateError, 'Exception in thread'
+    on stderr), died before closing the call queue's reader, and the interpreter's exit waited forever on the queue's
+    feeder thread (its pipe no longer read). The futures are left to the manager, which fails them itself."""
+    f = tmp_path / "grid.yaml"
+    gpus = ",".join(str(8 * (i + 1)) for i in range(48))
+    f.write_text(f"kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [{gpus}]\n"
+                 "strategies: [{tp: 1, label: a}, {tp: 2, label: b}]\n")
+    script = ("import os, signal, sys\n"
+              "from scalemodel.engine.grid import run_grid\n"
+              "from scalemodel.specs.sweep import load_sweep\n"
+              "def progress(done, total):\n"
+              "    if done:\n"
+              "        os.kill(os.getpid(), signal.SIGTERM)\n"
+              "run_grid(*load_sweep(sys.argv[1]), workers=2, progress=progress)\n")
+    p = subprocess.Popen([sys.executable, "-c", script, str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=15)
+    finally:  # a hung run is killed with its workers (its own session)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+    assert p.returncode == 143 and "Traceback" not in err and out == "", (p.returncode, err[-2000:])

@@ -18,7 +18,7 @@ import os
 import signal
 import threading  # concurrent.futures imports it already: no cost to a sweep without --scheduler
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,7 +250,7 @@ def _chunks(points: list[GridPoint], workers: int) -> list[list[GridPoint]]:
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
-def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[str, Any]]]:
+def _local(chunks: list[list[GridPoint]], workers: int) -> Generator[list[dict[str, Any]], None, None]:
     if workers == 1:
         for c in chunks:
             yield run_points(c)
@@ -259,20 +259,26 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[st
         futures = [pool.submit(run_points, c) for c in chunks]
         # SIGTERM (kill, timeout(1), a CI job cancelled) ended this process at once and left its workers computing
         # their chunks as orphans, minutes of CPU each on a large grid (fuzz24); Ctrl-C reaches them as a group
-        main = threading.current_thread() is threading.main_thread()
-        before = signal.signal(signal.SIGTERM, _terminated) if main else None
+        # only where SIGTERM has its default action: one the caller ignores (SIG_IGN, inherited across exec) or
+        # handles itself (an application's handler; None: set from C) stays as it is
+        main = threading.current_thread() is threading.main_thread() and signal.getsignal(
+            signal.SIGTERM) == signal.SIG_DFL
+        if main:
+            signal.signal(signal.SIGTERM, _terminated)
         try:
             for f in as_completed(futures):
                 yield f.result()
         except BaseException:  # Ctrl-C, SIGTERM or an error: do not start the remaining chunks, stop the running ones
-            for f in futures:
-                f.cancel()
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):  # the executor keeps no public handle
-                proc.terminate()
+            procs = list((getattr(pool, "_processes", None) or {}).values())  # the executor keeps no public handle
+            for proc in procs:  # the pool, broken, fails every pending future itself: one cancelled first made
+                proc.terminate()  # Python 3.11's manager die (InvalidStateError) and the exit hang on its call queue
+            if not procs:
+                for f in futures:
+                    f.cancel()
             raise
         finally:
             if main:
-                signal.signal(signal.SIGTERM, before)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _terminated(signum: int, frame: Any) -> None:
@@ -305,7 +311,7 @@ def _connect(distributed: Any, address: str) -> Any:
     return box["client"]
 
 
-def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str, Any]]]:
+def _dask(chunks: list[list[GridPoint]], address: str) -> Generator[list[dict[str, Any]], None, None]:
     try:
         import distributed  # optional heavy dependency (the `dask` extra): only --scheduler needs it
     except ImportError:
@@ -351,10 +357,13 @@ def run_grid(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]
     rows: list[dict[str, Any]] = []
     if progress is not None:
         progress(0, len(points))
-    for part in stream:
-        rows.extend(part)
-        if progress is not None:
-            progress(len(rows), len(points))
+    try:
+        for part in stream:
+            rows.extend(part)
+            if progress is not None:
+                progress(len(rows), len(points))
+    finally:  # an error or a signal in progress() (between chunks) stops the workers now, not at the generator's
+        stream.close()  # collection (the traceback holds this frame): the interpreter's exit joined the pool's chunks
     rows.sort(key=lambda r: r["point"])
     warnings = _point_warnings(rows)
     for w in warnings:  # to stderr with the inputs' own warnings (the --json `warnings` has them from payload)
