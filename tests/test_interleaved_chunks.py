@@ -159,9 +159,9 @@ def test_balanced_chunk_sizes_reproduce_the_plain_interleaved_step():
     w_mid = float(_stage_time(job, g, groups, np.asarray([18.0]), False)[0])
     w_last = float(_stage_time(job, g, groups, np.asarray([18.0]), True)[0])
     assert w_last > w_mid
-    # rank 0's first chunk also runs the word embedding (its gradient and TP collective, docs/model.md#first-stage-
-    # embedding-grad, #embedding-tp-comm): its forward starts the step and its backward ends it, so what it adds to
-    # a chunk is on the path once
+    # rank 0's first chunk also runs the word embedding (its gradient and TP collective,
+    # docs/model.md#first-stage-embedding-grad, #embedding-tp-comm): its forward starts the step and its backward
+    # ends it, so what it adds to a chunk is on the path once
     w_emb = float(_stage(job, g, groups, np.asarray([18.0]), False, embedding=True).time[0]) - w_mid
     assert w_emb > 0.0
     assert float(plain.breakdown["bubble"][0]) == pytest.approx(6 / 2 * w_mid + w_emb, rel=1e-12)

@@ -42,6 +42,10 @@ def _job(cluster: str, model: str, precision: str, seq: int, mix: bool = False):
     if precision == "fp4" and cl.accelerator.family != "blackwell":  # NVFP4 needs Blackwell tensor cores
         precision = "bf16"
     wl = load_workload(model)
+    if getattr(wl, "position_embeddings", 0) and seq > wl.position_embeddings:
+        # a learned position table as long as the drawn sequence (a sequence past the table is refused, as Megatron
+        # refuses it: specs/training.learned_positions_fit); the properties here are about the step, not the table
+        wl = wl.model_copy(update={"position_embeddings": seq})
     # ``mix``: nemotron-3-super's modules at te_quant.cfg's precisions (training.module_precision) in a low-precision
     # run on Blackwell (mxfp8 needs it)
     modules = None

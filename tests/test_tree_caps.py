@@ -8,13 +8,18 @@ floor(50 / 48) = 1 a GPU).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from scalemodel.cost import collectives as coll
 from scalemodel.cost import nccl
 from scalemodel.cost.algorithms import TREE_FLOWS
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import place
+from scalemodel.engine.network import build_network
+from scalemodel.specs import load_cluster
 
 NVL = Tier("nvlink", 8, 450e9, 2e-6, efficiency=0.82, protocol="nvlink")
 
@@ -93,3 +98,18 @@ def test_graph_channels_duplicated_as_the_search_does() -> None:
     # so a DP group of one GPU a node on Hopper is capped at 2 x 36 GB/s, above 0.92 x its 44 GB/s NIC: not binding
     cap_t, _ = nccl.tree_channel_caps(place(64, 8, _net(50e9)))
     assert float(cap_t) == pytest.approx(2 * 36.0e9)
+
+
+def test_a_faster_intra_node_tier_never_slows_the_capped_tree() -> None:
+    """A 64-GPU DGX H100 group's tree all-reduce of 100 B-100 kB: the inter-node per-channel cap binds, so a 1.5x
+    NVLink leaves the tree's bandwidth where it was; its channel ramp counted the channels of the uncapped
+    bottleneck, so the faster NVLink charged more ramp bytes at the same capped rate and the collective got slower
+    (found by tests/test_review15c.py's monotonicity property at 0.2 us). Now the ramp's channels run what the caps
+    leave: never slower, and at these sizes the same time (the cap alone sets both)."""
+    job_net = build_network(load_cluster("dgx-h100"))
+    tiers = list(job_net.tiers)
+    faster = replace(job_net, tiers=tuple([replace(tiers[0], bandwidth=tiers[0].bandwidth * 1.5)] + tiers[1:]))
+    for size in (1e2, 1e3, 1e4, 1e5):
+        slow = coll.collective_time("allreduce", size, 64, job_net, algorithm="tree")
+        fast = coll.collective_time("allreduce", size, 64, faster, algorithm="tree")
+        assert float(fast) <= float(slow) * (1 + 1e-12), (size, float(fast), float(slow))

@@ -453,6 +453,11 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     pure = tree_pattern_factor(pl)  # busBw *= .85 for a pure TREE pattern (one GPU a node), after the caps
     corr = tree_correction(proto, S)
     alg = TREE_ALGBW * bus * pure * corr
+    # the channels the ramp counts run the bandwidth the caps leave (busBw = nChannels x per-channel bw): where the
+    # per-channel cap binds, as many fewer channels; channels from the uncapped bottleneck charged a faster intra-node
+    # tier more ramp bytes at the same capped rate (a step slower with more bandwidth, tests/test_review15c.py)
+    uncapped = TREE_AR_BW * np.asarray(bus_bw, dtype=float)
+    channels = channels * np.minimum(1.0, np.asarray(cap_tree, dtype=float) / np.maximum(uncapped, 1e-300))
     S_eff = channel_ramp_size(S, proto, channels, pl.p)
     t_bw = S_eff / alg
     if proto == "ll":  # busBw = min(busBw / 3.8, llMaxBw) on the whole message (ll_max_busbw: GPU row on one node)
