@@ -274,8 +274,9 @@ def test_megatron_1f1b_end_ranks_exchange_on_one_boundary(p: int, layers: tuple[
     res = evaluate(job, g)
     m = int(first(res.microbatches))
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
-    stages = [_stage(job, g, groups, np.asarray([float(n)]), lg) for n, lg in
-              [(first_n, False)] + [(mid_n, False)] * (p - 2) + [(last_n, True)]]
+    # rank 0 with the word embedding, as the engine prices it (step._uneven_1f1b_bubble: embedding=True)
+    stages = [_stage(job, g, groups, np.asarray([float(n)]), lg, embedding=e) for n, lg, e in
+              [(first_n, False, True)] + [(mid_n, False, False)] * (p - 2) + [(last_n, True, False)]]
     c = first(stages[1].mp["pp"]) / 2.0  # a middle rank's two exchanges
     assert c > 0.0
     f, b = [], []
