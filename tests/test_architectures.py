@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost.collectives import collective_time
+from scalemodel.cost.compute import logits_compute_time
 from scalemodel.cost.transformer import (
     active_param_count,
     attention_core_flops,
@@ -110,9 +111,18 @@ def test_parallel_block_step_pays_half_the_exposed_tensor_parallel_forward():
     seq = _predict("gpt-j-6b", "parallel_block=false", "norms_per_layer=2")
     norm = (2 + 3) * 2 * 4096 * 2048 * 28 * 8 / (2.039e12 * 0.85)
     assert float(seq.breakdown["compute"][0]) - float(par.breakdown["compute"][0]) == pytest.approx(norm, rel=1e-9)
-    # both also all-reduce the word embedding's output once a micro-batch (docs/model.md#embedding-tp-comm)
-    network = build_job(load_cluster("dgx-a100"), load_workload("gpt-j-6b"), TrainingSpec(global_batch=64)).network
-    emb = 8 * float(np.ravel(collective_time("allreduce", 2048 * 4096 * 2.0, 8, network, stride=1))[0])
+    # both also all-reduce the word embedding's output once a micro-batch (docs/model.md#embedding-tp-comm), and the
+    # output layer's input gradient beyond the output GEMM that hides it, with the loss's 3 all-reduces of s fp32
+    # values (docs/model.md#output-tp-comm)
+    job = build_job(load_cluster("dgx-a100"), load_workload("gpt-j-6b"), TrainingSpec(global_batch=64))
+    network = job.network
+    ar = float(np.ravel(collective_time("allreduce", 2048 * 4096 * 2.0, 8, network, stride=1))[0])
+    gemm = float(np.ravel(logits_compute_time(
+        job.shape, micro_batch=1, seq_len=2048, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
+        gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+        tp=8).forward_gemm)[0])
+    loss = 3.0 * float(np.ravel(collective_time("allreduce", 2048 * 4.0, 8, network, stride=1))[0])
+    emb = 8 * (ar + max(ar - gemm, 0.0) + loss)
     assert float(par.breakdown["tp_comm"][0]) - emb == pytest.approx(
         0.5 * (float(seq.breakdown["tp_comm"][0]) - emb), rel=1e-9)
 

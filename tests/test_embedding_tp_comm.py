@@ -47,7 +47,8 @@ def _tp(job, g, c, embedding: bool, logits: bool = True) -> float:  # type: igno
 
 @pytest.mark.parametrize(("sp", "positions", "ops"), [
     (True, 0, ("reducescatter", "allgather")),  # reduce_scatter_embeddings
-    (True, 2048, ("allreduce", "allgather")),  # learned positions: all-reduce, then the scatter (backward gathers)
+    # learned positions (a table as long as S): all-reduce, then the scatter (backward gathers)
+    (True, 4096, ("allreduce", "allgather")),
     (False, 0, ("allreduce",))])  # no SP: the all-reduce, backward the identity
 def test_pp1_stage_pays_the_collectives(sp: bool, positions: int, ops: tuple[str, ...]) -> None:
     job, g, c = _setup(positions, tp=4, pp=1, dp=2, sequence_parallel=sp, zero="1", megatron_ddp=True)

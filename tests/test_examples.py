@@ -196,21 +196,26 @@ def test_what_removes_the_weak_scaling_loss(cli: Any) -> None:
     rdma = scale(cli, "weak-scaling-rdma.yaml")
     assert point(rdma, 2048)["tflops_per_gpu"] > 1.2 * base
     assert point(rdma, 2048)["scaling_efficiency"] < 0.75  # ... but the relative loss stays
-    # the planner at 2048 (changed when the tied-embedding all-reduce between the first and last stage was priced,
-    # embed_comm: it crosses the spine as the pipeline's boundary does): on the tapered spine the search keeps
-    # each whole pipeline inside one rack, PP inside DP (tp-cp-pp-dp), TP 8 x PP 8 = 64 GPUs, so neither the
-    # send/recv nor the embedding all-reduce crosses the spine; with the non-blocking spine it still picks the
+    # the planner at 2048 on the tapered spine: two layouts within 0.2 % of each other. TP 8 x PP 8 with PP inside DP
+    # (tp-cp-pp-dp) keeps each whole pipeline inside one rack (TP 8 x PP 8 = 64 GPUs), so neither the send/recv nor
+    # the tied-embedding all-reduce crosses the spine (picked once embed_comm was priced); TP 4 x PP 16 in the default
+    # order crosses it but halves the TP traffic over PCIe, and since the output layer's TP collectives were priced
+    # (docs/model.md#output-tp-comm) it is the faster by 0.1 %. With the non-blocking spine the search picks the
     # deepest pipeline, PP 16 = gcd(48 layers, 2048 GPUs), in the default order
     at_2048 = ("--best", "--gpus", "2048", "--global-batch", "3072")
     best = point(scale(cli, "default.yaml", *at_2048), 2048)
     flat = point(scale(cli, "default.yaml", *at_2048, *FLAT_SPINE), 2048)
+    rack = point(scale(cli, "default.yaml", "--gpus", "2048", "--global-batch", "3072", "--tp", "8", "--pp", "8",
+                       "--schedule", "zb", "--layout", "tp-cp-pp-dp"), 2048)
     s = best["strategy"]
     assert s["pp"] <= math.gcd(LAYERS, 2048) == 16
-    assert s["layout"] == "tp-cp-pp-dp" and s["tp"] * s["pp"] <= LEAF  # the pipeline inside one rack
+    assert best["tflops_per_gpu"] >= rack["tflops_per_gpu"] > 0.99 * best["tflops_per_gpu"]  # the search's optimum
+    assert rack["strategy"]["tp"] * rack["strategy"]["pp"] <= LEAF  # the pipeline inside one rack ...
+    assert rack["breakdown_s"]["embed_comm"] < flat["breakdown_s"]["embed_comm"]  # TP 8 shards: 1/8 of V h each
+    assert rack["breakdown_s"]["pp_comm"] < best["breakdown_s"]["pp_comm"] or s["layout"] == "tp-cp-pp-dp"
     assert flat["strategy"]["pp"] == math.gcd(LAYERS, 2048) and flat["strategy"]["layout"] == "tp-cp-dp-pp"
-    assert best["breakdown_s"]["embed_comm"] < flat["breakdown_s"]["embed_comm"]  # TP 8 shards: 1/8 of V h each
-    assert 1.2 * base < best["tflops_per_gpu"] < 1.4 * base  # README: +30 % over the fixed layout
-    assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 33.6 vs 40.5
+    assert 1.2 * base < best["tflops_per_gpu"] < 1.4 * base  # README: +28 % over the fixed layout
+    assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 32.1 vs 38.6
     int8 = point(scale(cli, "default.yaml", "--compression", "int8"), 2048)
     assert int8["tflops_per_gpu"] > base  # int8 cuts dp_comm but not the spine-bound pp_comm ...
     # the scenario is ZeRO-1: int8 halves the gradients' reduce-scatter (2 -> 1 byte), not the all-gather of the

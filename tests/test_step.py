@@ -44,6 +44,20 @@ def val(a) -> float:  # type: ignore[no-untyped-def]
     return float(np.asarray(a).reshape(-1)[0])
 
 
+def head_gemm(job, b: int, s: int, tp: int) -> float:  # type: ignore[no-untyped-def]
+    """The output GEMM's forward seconds (T x V/t x h), the window of the output layer's backward TP collectives
+    (docs/model.md#output-tp-comm)."""
+    return val(compute.logits_compute_time(job.shape, micro_batch=b, seq_len=s, peak_flops=job.peak_flops,
+                                           memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+                                           gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+                                           tp=tp).forward_gemm)
+
+
+def loss_allreduces(job, b: int, s: int, tp: int) -> float:  # type: ignore[no-untyped-def]
+    """The vocab-parallel cross-entropy's 3 all-reduces of b s fp32 values (docs/model.md#output-tp-comm)."""
+    return 3.0 * val(coll.collective_time("allreduce", b * s * 4.0, tp, job.network, stride=1))
+
+
 #: DDP buckets of gpt-7.5b's gradients at tp 1 in 12.5 M-element buckets (25 MB of bf16): no framework splits a tensor
 #: (dp_comm.bucket_count), and its 36 x 4 weight matrices (QKV 4096 x 12288, proj 4096 x 4096, fc1, fc2) and the
 #: 51200 x 4096 embedding each exceed the bucket and close one; its biases and LayerNorms, 36 x 53,248 + 8,192 =
@@ -101,8 +115,10 @@ def test_tp_term_is_four_allreduces_per_layer(a100, gpt) -> None:  # type: ignor
                                        tp=8, flash_attention=True)
     wgrad = L * val(layer.forward_gemm)
     m = 8 // b  # micro-batches (dp = 1)
-    # + the word embedding's output all-reduce, once a micro-batch (docs/model.md#embedding-tp-comm)
-    expected = m * (L * 2 * t_ar + max(L * 2 * t_ar - wgrad, 0.0) + t_ar)
+    # + the word embedding's output all-reduce, once a micro-batch (docs/model.md#embedding-tp-comm), and the output
+    # layer's backward all-reduce beyond its weight-gradient GEMM with the loss's 3 (docs/model.md#output-tp-comm)
+    head = max(t_ar - head_gemm(job, b, s, 8), 0.0) + loss_allreduces(job, b, s, 8)
+    expected = m * (L * 2 * t_ar + max(L * 2 * t_ar - wgrad, 0.0) + t_ar + head)
     assert val(res.breakdown["tp_comm"]) == pytest.approx(expected, rel=1e-9)
     # full recompute repeats the two forward all-reduces
     g2, res2 = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, recompute="full")
@@ -118,11 +134,13 @@ def test_synchronous_tp_allreduce_exposes_the_backward_ones(a100, gpt) -> None: 
     t_ar = val(coll.collective_time("allreduce", b * s * h * 2.0, 8, job.network, stride=1))
     m = 8 // b
     _, sync = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, tp_async_allreduce=False)
-    # + the word embedding's output all-reduce, once a micro-batch (docs/model.md#embedding-tp-comm)
-    assert val(sync.breakdown["tp_comm"]) == pytest.approx(m * (L * 4 + 1) * t_ar, rel=1e-9)
+    # + the word embedding's output all-reduce and the output layer's backward one, once a micro-batch, and the loss's
+    # 3 small ones (docs/model.md#embedding-tp-comm, #output-tp-comm)
+    loss = loss_allreduces(job, b, s, 8)
+    assert val(sync.breakdown["tp_comm"]) == pytest.approx(m * ((L * 4 + 2) * t_ar + loss), rel=1e-9)
     _, sync_rec = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, tp_async_allreduce=False, recompute="full")
-    # the embedding is outside the recomputed layers: its all-reduce once
-    assert val(sync_rec.breakdown["tp_comm"]) == pytest.approx(m * (L * 6 + 1) * t_ar, rel=1e-9)
+    # the embedding and the output layer are outside the recomputed layers: theirs once
+    assert val(sync_rec.breakdown["tp_comm"]) == pytest.approx(m * ((L * 6 + 2) * t_ar + loss), rel=1e-9)
     # nothing hidden under the backward: no contention from TP traffic, and never faster than the async form
     _, asyn = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8)
     assert val(sync.step_time) >= val(asyn.step_time)
@@ -151,7 +169,13 @@ def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> Non
     # (docs/model.md#embedding-tp-comm)
     emb = sum(val(coll.collective_time(k, b * s * h * 2.0, 8, job.network, stride=1))
               for k in ("allreduce", "allgather"))
-    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0) + emb) + sp_grads
+    # + the output layer's forward all-gather, its backward re-gather and reduce-scatter beyond the data- and
+    # weight-gradient GEMMs, and the loss's 3 all-reduces (docs/model.md#output-tp-comm)
+    ag, rs = (val(coll.collective_time(k, b * s * h * 2.0, 8, job.network, stride=1))
+              for k in ("allgather", "reducescatter"))
+    G = head_gemm(job, b, s, 8)
+    head = ag + max(ag - G, 0.0) + max(rs - G, 0.0) + loss_allreduces(job, b, s, 8)
+    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0) + emb + head) + sp_grads
     for flag in (True, False):
         _, res = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, sequence_parallel=True,
                      tp_async_allreduce=flag)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from scalemodel.cost.collectives import collective_time
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.model_parallel_comm import _ub_shares, userbuffers_sm_time
 from scalemodel.engine.step import evaluate
@@ -37,8 +38,11 @@ def test_no_userbuffers_cost_without_sms_on_which_it_runs(units: int, shared: bo
 
 def test_userbuffers_traffic_is_not_priced_at_nccl_share() -> None:
     """TP 8 with sequence parallelism and tp_comm_overlap on one GB200 NVL72 domain, dp 1 (no DP traffic, no CP):
-    every hidden collective is a userbuffers one, so the contention term does not move with NCCL's channel share;
-    without tp_comm_overlap the hidden backward traffic is NCCL's and it does."""
+    every hidden collective of the layers is a userbuffers one, so the contention term moves with NCCL's channel
+    share only by the output layer's, a plain ColumnParallelLinear whose backward re-gather and reduce-scatter run on
+    NCCL under the output GEMMs (docs/model.md#output-tp-comm): (0.5 - 32/148) x m x (AG + RS) of one b s h bf16
+    activation over the 8 ranks, each shorter than the GEMM that hides it; without tp_comm_overlap the layers'
+    hidden backward traffic is NCCL's too and it moves more."""
     cluster, gpt = load_cluster("gb200-nvl72"), load_workload("gpt-7.5b")
     training = dict(global_batch=8, micro_batch=1)
     job = build_job(cluster, gpt, TrainingSpec(**training))
@@ -51,8 +55,11 @@ def test_userbuffers_traffic_is_not_priced_at_nccl_share() -> None:
     assert job.collective_share == pytest.approx(32 / 148)
     on = contention(job, True)
     assert on > 0.0
-    assert contention(replace(job, collective_share=0.5), True) == pytest.approx(on, rel=1e-12)
-    assert contention(replace(job, collective_share=0.5), False) > contention(job, False)
+    act = 1 * gpt.seq_len * gpt.hidden * 2.0
+    head = sum(val(collective_time(op, act, 8, job.network, stride=1)) for op in ("allgather", "reducescatter"))
+    moved_on = contention(replace(job, collective_share=0.5), True) - on
+    assert moved_on == pytest.approx((0.5 - 32 / 148) * 8 * head, rel=1e-9)
+    assert contention(replace(job, collective_share=0.5), False) - contention(job, False) > moved_on
 
 
 def test_userbuffers_gemms_leave_routed_experts_out() -> None:

@@ -809,9 +809,10 @@ FAMILY_MEDIAN_BOUNDS = {
     # docs/model.md#layer-eltwise): the three rows -0.1 / +0.2 / -8.6% -> +1.7 / +1.9 / -7.0% (iteration time); then
     # without linear biases (NeMo's NemotronConfig, validate_training NO_BIAS_TYPES): +1.2 / +1.4 / -7.5%; then
     # without dropout masks (the report's "dropout rate of zero", NO_DROPOUT_TYPES): +1.0 / +1.2 / -7.7%
-    # n=3, now 2.0%: round 24's jitter part slows the 768 / 1536-GPU rows +0.6 / +0.9 -> -1.8 / -2.0 % (the
-    # 2304-GPU row +8.7 -> +7.4 %); 1.2% before, 0.2% before squared ReLU, 3.5% before Hopper's factor
-    ("source", "nemotron4"): 0.021,
+    # n=3: round 24's jitter part slows the 768 / 1536-GPU rows +0.6 / +0.9 -> -1.8 / -2.0 % (the 2304-GPU row
+    # +8.7 -> +7.4 %), outtp24's output-layer and loss TP collectives (docs/model.md#output-tp-comm) every row a little
+    # more (1536: -2.0 -> -2.2 %); 1.2% before, 0.2% before squared ReLU, 3.5% before Hopper's factor
+    ("source", "nemotron4"): 0.024,
     # all raised 0.08 -> 0.081 by the exact pipeline critical path (see TP/PP/DP above): the median run,
     # nemo2407_h100_gpt3_175b_128, moved +7.96% -> +8.02%
     # all lowered 0.08 -> 0.07 by the FP8 factor's casts (see B200)

@@ -171,7 +171,10 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            # word-embedding lookups (model_parallel_comm.embedding_tp_collective): rank 0's (the one stage's at pp 1)
            # and each MTP module's on the stage with the logits (multi_token_prediction.py embeds through it)
            "embedding_uses": np.where(g.pp > 1, 1.0 if embedding_on_stage else 0.0, 1.0)
-           + with_logits * float(sh.mtp_layers)}
+           + with_logits * float(sh.mtp_layers),
+           # output-head passes (model_parallel_comm.output_layer_tp_collective, cross_entropy_tp_collective): the
+           # main head and each MTP module's through the shared output layer, on the stage with the logits
+           "head_uses": with_logits * (1.0 + float(sh.mtp_layers)), "head_gemm": logits.forward_gemm}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         mjob, mkw = _mtp_job(job, kw)
         if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, CpCommType, FlexBackend, LayerImpl, Recompute, ScheduleKind
+from scalemodel.choices import Algorithm, CpCommType, FlexBackend, LayerImpl, LossImpl, Recompute, ScheduleKind
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ep_dispatch, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
@@ -340,6 +340,14 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
     # the word embedding's output reduction on the stages that embed (embedding_tp_collective), exposed
     tp = tp + comp.get("embedding_uses", 0.0) * coll.get("tp_embed", 0.0)
+    # the output layer's TP collectives and the vocab-parallel cross-entropy's on the stage with the logits, once per
+    # head (the main one and each MTP module's): output_layer_tp_collective, cross_entropy_tp_collective
+    heads = comp.get("head_uses", 0.0)
+    if np.any(np.asarray(heads) > 0) and "tp_ag" in coll:
+        head = output_layer_tp_collective(job, g, coll["tp_ar"], coll["tp_rs"], coll["tp_ag"], comp["head_gemm"])
+        tp = tp + heads * (head["exposed"] + coll["tp_loss"])
+        tp_hidden_fwd = tp_hidden_fwd + heads * head["hidden_fwd"]
+        tp_hidden = tp_hidden + heads * head["hidden_bwd"]
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
     # ring level; a2a: none); hidden under the attention core.
     n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
@@ -741,7 +749,8 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
-           "tp_embed": embedding_tp_collective(job, g, ar, rs, ag),
+           "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
+           "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
@@ -815,8 +824,95 @@ def embedding_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any
     learned = (np.asarray(job.shape.position_embeddings, dtype=float) > 0) | (
         np.asarray(g.layer_impl) == int(LayerImpl.MEGATRON_LEGACY))
     t = np.where(g.sequence_parallel, np.where(learned, ar, rs) + ag, ar)
+    return np.asarray(np.where(_no_tp_comm(job, g), 0.0, t))
+
+
+def _no_tp_comm(job: Job, g: StrategyGrid) -> np.ndarray:
+    """bool: no priced TP collectives around the embedding and the output head: tp 1, or a TPU's or an XLA layer's
+    partitioner, which places its own."""
     xla = (np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | (job.accelerator_family == "tpu")
-    return np.asarray(np.where((g.tp > 1) & ~xla, t, 0.0))
+    return np.asarray((g.tp <= 1) | xla)
+
+
+def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any, gemm: Any
+                               ) -> dict[str, np.ndarray]:
+    """Seconds per micro-batch and head of the output layer's TP collectives, exposed and hidden (forward,
+    backward), ``ar``, ``rs``, ``ag`` one b s / cp x h activation's all-reduce, reduce-scatter, all-gather over TP
+    (:func:`_mp_collectives`), ``gemm`` G the output GEMM's forward seconds (T x V/t x h; its data- and its
+    weight-gradient GEMM each take G, :func:`scalemodel.cost.compute.logits_compute_time`).
+
+    Megatron-Core's output layer is a ``tensor_parallel.ColumnParallelLinear`` (gather_output False: the logits stay
+    vocab-parallel; NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/gpt/gpt_model.py lines 271-295), not a
+    Transformer Engine module, so userbuffers (tp_comm_overlap) never covers it. Its
+    ``LinearWithGradAccumulationAndAsyncCommunication`` (tensor_parallel/layers.py):
+
+    - sequence parallelism: the forward all-gathers the sequence-sharded input, blocking, before the GEMM (lines
+      619-631); the backward all-gathers the saved shard again (``async_op=True``) under the data-gradient GEMM
+      (lines 666-687), then reduce-scatters the input gradient (``async_op=True``) under the weight-gradient GEMM
+      (lines 700-710)::
+
+          exposed = AG + max(AG - G, 0) + max(RS - G, 0)      hidden (backward) = min(AG, G) + min(RS, G)
+
+    - no sequence parallelism: the forward is the identity; the backward all-reduces the input gradient
+      (``allreduce_dgrad``, ``async_op=True``, lines 694-698, 1144-1146) under the weight-gradient GEMM, or, with the
+      async all-reduce off (strategy tp_async_allreduce: older Megatron's ``copy_to_tensor_model_parallel_region``,
+      lines 1217-1225), after it, blocking::
+
+          exposed = max(AR - G, 0) (async) or AR              hidden (backward) = min(AR, G) (async) or 0
+
+    Legacy Megatron-LM's ``parallel_lm_logits`` runs the same function with the same flags. nanotron's LM head is a
+    ``TensorParallelColumnLinear`` (huggingface/nanotron@c2528430 src/nanotron/models/llama.py lines 856-870) run as
+    its layers' column linears are (:func:`nanotron_tp_time`): with SP the forward's all-gather hides under the
+    rank's own shard's GEMM, G / t (exposed max(AG - G / t, 0), hidden min(AG, G / t)), the backward as above;
+    without SP (tp_mode ALL_REDUCE, synchronous) the backward all-reduce is blocking. Not in the layers' count
+    (:func:`~scalemodel.cost.transformer.tp_allreduces_per_layer`: each layer's own pairs). 0 where
+    :func:`_no_tp_comm`. docs/model.md#output-tp-comm"""
+    ar, rs, ag, gemm = (np.asarray(v, dtype=float) for v in (ar, rs, ag, gemm))
+    nt = np.asarray(g.nanotron_trainer, dtype=bool)
+    sp = np.asarray(g.sequence_parallel, dtype=bool)
+    own = gemm / np.asarray(g.tp, dtype=float)
+    fwd_e = np.where(nt, np.maximum(ag - own, 0.0), ag)
+    fwd_h = np.where(nt, np.minimum(ag, own), 0.0)
+    bwd_sp_e = np.maximum(ag - gemm, 0.0) + np.maximum(rs - gemm, 0.0)
+    bwd_sp_h = np.minimum(ag, gemm) + np.minimum(rs, gemm)
+    hides = np.asarray(g.tp_async_allreduce, dtype=bool) & ~nt
+    bwd_ar_e = np.where(hides, np.maximum(ar - gemm, 0.0), ar)
+    bwd_ar_h = np.where(hides, np.minimum(ar, gemm), 0.0)
+    off = _no_tp_comm(job, g)
+    return {"exposed": np.where(off, 0.0, np.where(sp, fwd_e + bwd_sp_e, bwd_ar_e)),
+            "hidden_fwd": np.where(off | ~sp, 0.0, fwd_h),
+            "hidden_bwd": np.where(off, 0.0, np.where(sp, bwd_sp_h, bwd_ar_h))}
+
+
+def cross_entropy_tp_collective(job: Job, g: StrategyGrid, groups: ParallelGroups, tokens: Any) -> np.ndarray:
+    """Seconds per micro-batch and head of the vocab-parallel cross-entropy's TP collectives, blocking in its forward
+    (the backward has none), on T = b s / cp tokens of fp32 per-token values (the logits are cast to float first),
+    over the TP group, by ``loss_impl``:
+
+        megatron      3 all-reduces of 4 T bytes: the max (MAX), the predicted logit and the sum of exp (SUM)
+                      (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/tensor_parallel/cross_entropy.py lines 130-152;
+                      nanotron's sharded_cross_entropy the same three, huggingface/nanotron@c2528430
+                      src/nanotron/parallel/tensor_parallel/functional.py lines 41-76, whatever loss_impl says)
+        megatron_fused  all-reduce 4 T (max) + all-reduce 8 T (predicted logit and sum of exp concatenated)
+                      (megatron/core/fusions/fused_cross_entropy.py lines 42, 94-114)
+        te            one all-gather of (max, sum, target logit), 12 T bytes a rank: gathered 12 T t
+                      (NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/triton/cross_entropy.py line 85)
+        flash_attn    an all-gather of the log-sum-exp, gathered 4 T t, + an all-reduce of the losses, 4 T
+                      (Dao-AILab/flash-attention flash_attn/ops/triton/cross_entropy.py lines 225-230)
+        torch, inductor  as megatron (PyTorch's loss_parallel reduces the max, the sum of exp and the target logit)
+
+    0 where :func:`_no_tp_comm`. docs/model.md#output-tp-comm"""
+    tg = groups.tensor
+    row = 4.0 * np.asarray(tokens, dtype=float)
+    three = 3.0 * _collective("allreduce", row, tg)
+    impl = np.asarray(g.loss_impl)
+    fused = _collective("allreduce", row, tg) + _collective("allreduce", 2.0 * row, tg)
+    te = _collective("allgather", 3.0 * row * g.tp, tg)
+    fa = _collective("allgather", row * g.tp, tg) + _collective("allreduce", row, tg)
+    nt = np.asarray(g.nanotron_trainer, dtype=bool)
+    t = np.where(impl == int(LossImpl.MEGATRON_FUSED), fused,
+                 np.where(impl == int(LossImpl.TE), te, np.where(impl == int(LossImpl.FLASH_ATTN), fa, three)))
+    return np.asarray(np.where(_no_tp_comm(job, g), 0.0, np.where(nt, three, t)))
 
 
 def tp_amax_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> tuple[np.ndarray, np.ndarray]:

@@ -431,11 +431,12 @@ def _empty_chunk_waits(job: Job, stage: Callable[..., _Stage], m: np.ndarray, sp
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
     """``comp`` with the windows that hide communication cut to ``efficiency`` of their compute
     (docs/model.md#overlap-efficiency): the forward and backward passes (DP and FSDP/ZeRO-3 traffic), the
-    weight-gradient GEMMs (TP backward) and the attention core (CP). Those keys serve only as windows;
-    the compute itself (``total``) is unchanged. Efficiency 1 leaves ``comp`` as it is."""
+    weight-gradient GEMMs (TP backward), the output GEMM (the output layer's TP backward) and the attention core
+    (CP). Those keys serve only as windows; the compute itself (``total``) is unchanged. Efficiency 1 leaves
+    ``comp`` as it is."""
     if efficiency == 1.0:
         return comp
-    keys = ("forward", "backward", "wgrad", "attention_core", "core_per_layer")
+    keys = ("forward", "backward", "wgrad", "head_gemm", "attention_core", "core_per_layer")
     return dict(comp, **{k: efficiency * comp[k] for k in keys if k in comp})
 
 
