@@ -391,18 +391,19 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     sg = np.where(pp_split(g), coll["pp_gather"], 0.0)
     # nanotron: the activation and its gradient one after the other, with its metadata messages and the sequence mask
     # (nanotron_p2p_extra_time), on each boundary the rank exchanges on (pp_exchanges)
-    nano = pp_exchanges(g) * (2.0 * p2p + coll.get("pp_meta", 0.0))
+    n_x = pp_exchanges(g)
+    nano = n_x * (2.0 * p2p + coll.get("pp_meta", 0.0))
     # Megatron's 1F1B: one batched exchange (activation out, gradient in, both ways at once) per boundary the rank
     # exchanges on; interleaved (a ring of chunks: both neighbours at any pp), GPipe and ZB-H1 two per micro-batch
     onef1b = g.schedule == ScheduleKind.ONE_F_ONE_B
-    exchanges = np.where(onef1b, pp_exchanges(g), 2.0 * v)
+    exchanges = np.where(onef1b, n_x, 2.0 * v)
     ds, nt = np.asarray(g.deepspeed_pipeline, dtype=bool), np.asarray(g.nanotron_trainer, dtype=bool)
     pp = np.where(g.pp > 1, np.where(ds, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
                                      np.where(nt, nano, exchanges * (p2p + sg))), 0.0)
     # the pipeline's first and last rank exchange on one boundary: what a middle rank pays on its second (pp > 2),
     # taken off the end ranks' time by the non-interleaved pipeline formulas (step._stage_forward_backward)
     boundary = np.where(ds, 2.0 * p2p, np.where(nt, 2.0 * p2p + coll.get("pp_meta", 0.0), p2p + sg))
-    edge = np.where((g.pp > 1) & onef1b, np.maximum(pp_exchanges(g) - 1.0, 0.0) * boundary, 0.0)
+    edge = np.where((g.pp > 1) & onef1b, np.maximum(n_x - 1.0, 0.0) * boundary, 0.0)
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
     # current scaling's / NVFP4's per-linear TP amax all-reduces (tp_amax_time): each layer's forward and backward, a
@@ -751,7 +752,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
-            "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
+            "tp_last": np.where(g.sequence_parallel, rs, ar),
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
            # the activation each TP rank sends (pp_send_divisor, docs/model.md#pp-comm)
