@@ -2331,6 +2331,13 @@ RECIPE_EAGER_ROPE_GPT_OSS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_
 #: (multi_latent_attention.py ``if self.config.apply_rope_fusion`` -> fused_apply_mla_rope_for_q / _for_kv,
 #: megatron/core/fusions/fused_mla_yarn_rope_apply.py; L524 at 92c8482e6d).
 RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
+#: MLA's down-projections as tensor-parallel column linears (StrategySpec.mla_column_down_proj; docs/model.md#mla-tp):
+#: the Megatron-LM NeMo 25.04.01 runs (setup.sh MEGATRON_COMMIT 7094270c6f, 2025-05-23) builds linear_q_down_proj and
+#: linear_kv_down_proj as TEColumnParallelLinear (megatron/core/models/gpt/gpt_layer_specs.py L117 / L123, from
+#: 1c425a8313 until e63aee46b2 "perf(MLA): MLA down proj switch back to TELinear", 2025-06-13, not an ancestor of
+#: 7094270c6f), and NeMo@7a8f1cc7bc DeepSeekConfig takes that spec (get_gpt_decoder_block_spec). TP 2 with sequence
+#: parallelism in all five rows. The Megatron-Bridge DeepSeek-V3 rows run later Megatron-Cores (duplicated TELinear).
+RECIPE_MLA_COLUMN_DOWN_PROJ = DGXC2505_DSV3
 #: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
 #: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,
 #: bias_activation_fusion True: GPTOSSBridge) on Megatron-Core's TEGroupedMLP without the Transformer Engine op fuser,
@@ -2663,6 +2670,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           moe_permute_fusion=case["id"] not in RECIPE_MOE_PERMUTE_FUSION_FALSE,
                           eager_rope=case["id"] in RECIPE_EAGER_ROPE,
+                          mla_column_down_proj=case["id"] in RECIPE_MLA_COLUMN_DOWN_PROJ,
                           eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           eager_bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD,

@@ -761,6 +761,7 @@ class StrategyGrid:
     overlap_p2p_comm: np.ndarray  # bool: the interleaved pipeline's p2p hidden in the steady phase (pp_overlap)
     overlap_p2p_send_wait: np.ndarray  # bool: under it, each forward send waited at once (activation sends exposed)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
+    mla_column_down_proj: np.ndarray  # bool: MLA's down-projections TP column linears (tp_attention_gather_width)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)
@@ -857,6 +858,7 @@ class StrategyGrid:
             "overlap_p2p_comm": bool(self.overlap_p2p_comm[i]),
             "overlap_p2p_send_wait": bool(self.overlap_p2p_send_wait[i]),
             "eager_rope": bool(self.eager_rope[i]),
+            "mla_column_down_proj": bool(self.mla_column_down_proj[i]),
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
             "eager_bias_dropout_add": bool(self.eager_bias_dropout_add[i]),
@@ -885,8 +887,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
-    eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
-    train_metric_passes=0, train_metric_states=0)
+    eager_rope=False, mla_column_down_proj=False, eager_glu_clamp=False, eager_expert_bias=False,
+    eager_bias_dropout_add=False, train_metric_passes=0, train_metric_states=0)
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
@@ -1251,6 +1253,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         overlap_p2p_comm=getattr(strategy, "overlap_p2p_comm", False),
         overlap_p2p_send_wait=getattr(strategy, "overlap_p2p_send_wait", True),
         eager_rope=getattr(strategy, "eager_rope", False),
+        mla_column_down_proj=getattr(strategy, "mla_column_down_proj", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
         eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
@@ -1892,6 +1895,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     "expert-parallel tokens move with NCCL's all-to-all)")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and bool(job.shape.rope)):
         _warn_field("strategy.eager_rope", " is not priced: it needs rotary position embeddings")
+    if getattr(strategy, "mla_column_down_proj", False) and not (job.is_transformer and bool(np.any(job.shape.mla))):
+        _warn_field("strategy.mla_column_down_proj", " is not priced: it needs multi-head latent attention")
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),
                              ("eager_bias_dropout_add", job.is_transformer

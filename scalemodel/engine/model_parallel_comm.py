@@ -273,6 +273,14 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                      0.0)
     pool_f = (L * per_pass + adj * moe_f) * per  # one pass's collectives in the layers' count
     pool_r = (rec_n * per_pass + adj * moe_r) * per
+    # each attention block's gathers beyond the h-wide one (MLA's, coll['tp_att']): the stage's attention layers and
+    # each MTP pass's attention block, again where full recompute repeats them
+    att_share = float(sh.attention_layers / sh.layers)
+    mtp_att_blocks = comp.get("mtp_attention_blocks", 0.0)
+    pool_f = pool_f + (n * att_share + mtp_att_blocks) * coll.get("tp_att", 0.0)
+    pool_r = pool_r + np.where(g.recompute == Recompute.FULL,
+                               comp["recomputed_layers"] * att_share + mtp_again * mtp_att_blocks,
+                               0.0) * coll.get("tp_att", 0.0)
     moe_ext = ext * (2.0 * moe_f + moe_r)  # forward, backward, recomputed forward
     # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
     tp_fwd = pool_f + pool_r - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
@@ -299,7 +307,12 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # collectives with it): the model's one block collective per MoE layer (and MoE MTP block) once per repeat,
     # exposed as the mlp's above (_moe_tp_recompute)
     moe_rec = _moe_tp_recompute(job, g, comp, coll)
-    mlp_rec = mlp_rec + moe_rec + moe_ext
+    # selective recompute of mla_up_proj: the up-projections' input gathers again in the backward (sequence
+    # parallelism; transformer.mla_up_proj_gather_width), exposed as the mlp's above
+    up_rec = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mla_up_proj
+    mla_rec = np.where(up_rec & g.sequence_parallel & (g.tp > 1),
+                       (n * att_share + mtp_att_blocks) * coll.get("tp_mla_up", 0.0), 0.0)
+    mlp_rec = mlp_rec + moe_rec + moe_ext + mla_rec
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window), 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
@@ -662,6 +675,11 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ar = _collective("allreduce", act, groups.tensor)
     rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
     rs_ag = rs + ag
+    # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism
+    # (docs/model.md#mla-tp): MLA's are narrower (duplicated down-projections) or wider (column-parallel ones)
+    gather_w = transformer.tp_attention_gather_width(sh, g.mla_column_down_proj)
+    att_gather = np.where(g.sequence_parallel & (g.tp > 1) & np.asarray(sh.mla, dtype=bool),
+                          _collective("allgather", tokens * gather_w * job.elem_bytes, groups.tensor) - ag, 0.0)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -749,7 +767,10 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     tp_amax_f, tp_amax_b = tp_amax_time(job, g, groups)
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
-            "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
+            "tp": np.where(g.sequence_parallel, rs_ag, ar), "tp_att": att_gather,
+            "tp_mla_up": _collective("allgather", tokens * transformer.mla_up_proj_gather_width(sh) * job.elem_bytes,
+                                     groups.tensor),
+            "moe_disp": moe_disp,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
             "tp_last": np.where(g.sequence_parallel, rs, ar),

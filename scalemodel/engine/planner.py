@@ -195,7 +195,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion",
              "fp8_param_gather", "loss_impl", "layer_impl", "pp_scatter_gather", "overlap_p2p_comm",
              "overlap_p2p_send_wait",
-             "eager_rope", "eager_glu_clamp", "eager_expert_bias",
+             "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
              "eager_bias_dropout_add", "train_metric_passes", "train_metric_states")
 
 # --------------------------------------------------------------------------------------------

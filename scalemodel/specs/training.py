@@ -545,6 +545,13 @@ class StrategySpec(Spec, kw_only=True):
         "rotated Q/K element, forward + backward (multi-head latent attention: its RoPE part only, 12e + 19e, "
         "de-interleaved first; NeMo 25.04's DeepSeek-V3); docs/model.md#eager-layer-ops"
     ))] = False
+    mla_column_down_proj: Annotated[bool, Meta(description=(
+        "multi-head latent attention's Q and KV down-projections are tensor-parallel column linears, as Megatron-Core "
+        "built them from 1c425a8313 (2025-02-24) to e63aee46b2 (2025-06-13; NeMo 25.04's DeepSeek-V3): with sequence "
+        "parallelism each gathers its h-wide input and then its output, 2h + 2r_q + 2r_kv + d_rope elements a token "
+        "all-gathered per attention block; false: duplicated down-projections (Megatron-Core before and after), "
+        "r_q + r_kv + d_rope; docs/model.md#mla-tp"
+    ))] = False
     eager_glu_clamp: Annotated[bool, Meta(description=(
         "the routed experts' gated activation is clamped by ATen kernels outside the fused activation (Megatron-Core "
         "weighted_bias_quick_geglu_impl with activation_func_clamp_value, GPT-OSS, without the Transformer Engine op "

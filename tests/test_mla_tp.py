@@ -1,0 +1,103 @@
+"""Multi-head latent attention's tensor-parallel all-gathers with sequence parallelism (docs/model.md#mla-tp), worked
+out by hand from Megatron-Core's MLASelfAttention: duplicated down-projections (NVIDIA/Megatron-LM@e63aee46b2 and
+later) gather the up-projections' inputs and the RoPE key, r_q + r_kv + d_rope a token; column-parallel ones
+(1c425a8313 to e63aee46b2, the Megatron-LM 7094270c6f NeMo 25.04 runs) gather each down-projection's h-wide input
+and its output again, 2h + 2r_q + 2r_kv + d_rope. An ordinary attention block gathers h. The times are the
+collectives model's for those bytes on the placed TP group (the primitive, tested in tests/test_collectives*.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost.placement import parallel_groups, place
+from scalemodel.cost.transformer import mla_up_proj_gather_width, shape, tp_attention_gather_width
+from scalemodel.engine import model_parallel_comm
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.predict import predict
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.workload import MLASpec, MoESpec
+
+# DeepSeek-V3's attention (arXiv 2412.19437 §4.2): h 7168, 128 heads, r_q 1536, r_kv 512, d_rope 64
+DSV3 = shape(layers=61, hidden=7168, heads=128, ffn_hidden=18432, vocab=129_280, kv_lora_rank=512, q_lora_rank=1536,
+             qk_rope_head_dim=64, head_dim=192, v_head_dim=128)
+# DeepSeek-V2-Lite's (arXiv 2405.04434 appendix): full-rank Q (r_q 0), h 2048, r_kv 512, d_rope 64
+V2_LITE = shape(layers=27, hidden=2048, heads=16, ffn_hidden=10944, vocab=102_400, kv_lora_rank=512, q_lora_rank=0,
+                qk_rope_head_dim=64, head_dim=192, v_head_dim=128)
+LLAMA = shape(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128_256)
+
+
+def test_gather_widths_by_hand() -> None:
+    # DeepSeek-V3: duplicated 1536 + 512 + 64; column 2 x 7168 + 2 x 1536 + 2 x 512 + 64
+    assert float(tp_attention_gather_width(DSV3, False)) == 2112.0
+    assert float(tp_attention_gather_width(DSV3, True)) == 18_496.0
+    # full-rank Q: linear_q_proj gathers h in both; column adds kv_down's h and the latent's second gather
+    assert float(tp_attention_gather_width(V2_LITE, False)) == 2048 + 512 + 64
+    assert float(tp_attention_gather_width(V2_LITE, True)) == 2 * 2048 + 2 * 512 + 64
+    # no MLA: the fused QKV's input, whatever the flag
+    assert float(tp_attention_gather_width(LLAMA, False)) == float(tp_attention_gather_width(LLAMA, True)) == 4096.0
+    # the up-projections' inputs, gathered again under selective recompute of mla_up_proj
+    assert float(mla_up_proj_gather_width(DSV3)) == 1536 + 512
+    assert float(mla_up_proj_gather_width(V2_LITE)) == 2048 + 512
+    assert float(mla_up_proj_gather_width(LLAMA)) == 0.0
+
+
+H, S, LAYERS = 1024, 2048, 4
+MLA = MLASpec(kv_lora_rank=128, q_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+
+
+def _parts(mla: MLASpec | None, moe: bool = True, **strategy):  # type: ignore[no-untyped-def]
+    wl = TransformerWorkload(name="mla", layers=LAYERS, hidden=H, heads=8, ffn_hidden=4096, gated_mlp=True,
+                             vocab=32_000, seq_len=S, tied_embeddings=False, mla=mla,
+                             moe=MoESpec(experts=8, top_k=2, ffn_hidden=512) if moe else None)
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=S, moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), wl, tr)
+    st = StrategySpec(**strategy)
+    g = grid_from_strategy(st, tr, st.tp * st.pp * (st.dp or 1), job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    return job, model_parallel_comm._mp_collectives(job, g, groups)
+
+
+def _ag(nbytes: float, ranks: int, job) -> float:  # type: ignore[no-untyped-def]
+    return float(coll.group_time("allgather", np.asarray(nbytes), place(float(ranks), 1.0, job.network)))
+
+
+@pytest.mark.parametrize("column", [False, True])
+def test_attention_gather_beyond_the_block_pair_by_hand(column: bool) -> None:
+    """tp 4 with SP, b 1 x s 2048 tokens, bf16: the block pair (c['tp']) gathers h = 1024 a token; MLA's attention
+    block gathers r_q + r_kv + d_rope = 256 + 128 + 32 = 416 (duplicated) or 2 x 1024 + 2 x 256 + 2 x 128 + 32 =
+    2848 (column) instead; c['tp_att'] is the difference of the two gathers' times, c['tp_mla_up'] the up-projections'
+    256 + 128 = 384."""
+    job, c = _parts(MLA, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, mla_column_down_proj=column)
+    width = 2848 if column else 416
+    want = _ag(S * width * 2.0, 4, job) - _ag(S * H * 2.0, 4, job)
+    assert float(np.ravel(c["tp_att"])[0]) == pytest.approx(want, rel=1e-12)
+    assert (want > 0) == column  # column-parallel gathers more than the h-wide pair, duplicated less
+    assert float(np.ravel(c["tp_mla_up"])[0]) == pytest.approx(_ag(S * 384 * 2.0, 4, job), rel=1e-12)
+
+
+def test_no_extra_gather_without_mla_or_sp() -> None:
+    _, c = _parts(None, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, mla_column_down_proj=True)
+    assert float(np.ravel(c["tp_att"])[0]) == 0.0
+    _, c = _parts(MLA, moe=False, tp=4, dp=2, sequence_parallel=False, mla_column_down_proj=True)
+    assert float(np.ravel(c["tp_att"])[0]) == 0.0
+
+
+def test_step_tp_comm_grows_with_column_down_projections() -> None:
+    """8 GPUs, tp 4 with SP, 4 MLA layers: the step's TP part grows with column-parallel down-projections by at
+    least the forward's extra gathers (4 layers x 8 micro-batches x the difference of the two blocks' gathers), at
+    most by that twice (the backward's, partly hidden under the weight-gradient GEMMs)."""
+    wl = TransformerWorkload(name="mla", layers=LAYERS, hidden=H, heads=8, ffn_hidden=4096, gated_mlp=True,
+                             vocab=32_000, seq_len=S, tied_embeddings=False, mla=MLA,
+                             moe=MoESpec(experts=8, top_k=2, ffn_hidden=512))
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=S, moe_rank_imbalance=1.0)
+    h100 = load_cluster("dgx-h100")
+    kw = dict(tp=4, dp=2, ep=2, sequence_parallel=True)
+    dup = predict(h100, wl, 8, tr, StrategySpec(**kw))
+    col = predict(h100, wl, 8, tr, StrategySpec(**kw, mla_column_down_proj=True))
+    job = build_job(h100, wl, tr)
+    fwd = LAYERS * 8 * (_ag(S * 2848 * 2.0, 4, job) - _ag(S * 416 * 2.0, 4, job))
+    grew = col.breakdown_s["tp_comm"] - dup.breakdown_s["tp_comm"]
+    assert fwd * (1 - 1e-9) <= grew <= 2 * fwd * (1 + 1e-9)
+    assert col.strategy["mla_column_down_proj"] is True and dup.strategy["mla_column_down_proj"] is False
