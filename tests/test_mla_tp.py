@@ -101,3 +101,22 @@ def test_step_tp_comm_grows_with_column_down_projections() -> None:
     grew = col.breakdown_s["tp_comm"] - dup.breakdown_s["tp_comm"]
     assert fwd * (1 - 1e-9) <= grew <= 2 * fwd * (1 + 1e-9)
     assert col.strategy["mla_column_down_proj"] is True and dup.strategy["mla_column_down_proj"] is False
+
+
+def test_flag_without_mla_is_a_warning(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    on = tmp_path / "on.yaml"
+    on.write_text("mla_column_down_proj: true\n")
+    r = cli("predict", "--model", "llama2-7b", "--gpus", "8", "--strategy", str(on))
+    assert r.code == 0 and "mla_column_down_proj is not priced" in r.err, r.err
+    on.write_text("mla_column_down_proj: true\netp: 1\n")
+    r = cli("predict", "--model", "deepseek-v3", "--gpus", "1024", "--tp", "2", "--pp", "16", "--ep", "64",
+            "--strategy", str(on))
+    assert r.code == 0 and "mla_column_down_proj" not in r.err, r.err
+
+
+def test_bad_value_is_a_one_line_error(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mla_column_down_proj: sometimes\n")
+    r = cli("predict", "--model", "deepseek-v3", "--gpus", "64", "--strategy", str(bad))
+    assert r.code == 2 and r.err.startswith("error: ") and "mla_column_down_proj" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1
