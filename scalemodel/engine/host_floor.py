@@ -20,7 +20,8 @@ Engine release_v2.9), held here as :data:`CALL_COST_US` and :data:`CALLS` (tests
 against the YAML). The lower of the two pricings' ratios is taken, as for the recomputed share ``r``
 (:data:`scalemodel.engine.step.MOE_FORWARD_HOST_SHARE`), so the floor stays the lower end.
 
-What the count does not hold, each left at zero (so the floor stays a lower bound where a run issues it): the router
+What the count does not hold, each left at zero (so the floor stays a lower bound where a run issues it; the
+unfused layer paths' op calls are added apart, :func:`eager_ops_host_s`): the router
 and the dispatcher's preprocess (graphed in the source; a run that leaves them eager issues more), shared experts,
 a latent MoE's projections and MLA's extra attention linears (none in the source's Qwen3 layer), and the
 precision's own calls (the count is MXFP8's: a BF16 run issues no per-expert quantize kernels, which the ratio does
@@ -62,6 +63,51 @@ CALLS: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
     ("moe", "fwd"): {"module": (2, 0), "op": (11, 0), "launch": (2, 4), "event": (26, 0), "basic": (0, 12)},
     ("moe", "bwd"): {"module": (2, 0), "op": (11, 0), "launch": (6, 6), "event": (52, 0), "basic": (0, 12)},
 }
+
+
+#: Host calls one MoE layer issues beyond ``H``'s source layer where Megatron-Core runs an unfused path
+#: (docs/model.md#eager-layer-ops, the rows' StrategySpec.eager_* flags), as (forward, backward), each (fixed, per local
+#: expert), counted from the code at NVIDIA/Megatron-LM 2d1fa8d372 (the 26.04 submodule; the same files at
+#: d1410e15e1): forward, eager ops issued from Python that launch device work (views not counted), class 'op';
+#: backward, the kernels autograd's C++ engine launches for them, class 'launch' (:func:`eager_ops_host_s`). The
+#: source's count already holds fused RoPE (one call each way for q and for k), one bias-dropout-add and the compiled
+#: activation, so only the difference is here (the base count's own differences, such as GPT-OSS's missing QK norms,
+#: are left to it, as for every row):
+#:
+#:   rope              _apply_rotary_pos_emb_bshd (rope_utils.py L110-126) for q and k, 12 each forward (cos, mul,
+#:                     cast, sin, mul, cast of the freqs; t cos, neg, cat, mul, add, cat), 7 each backward (two muls,
+#:                     neg, chunk's cat, two gradient adds, a slice's zeros): 24 - 2 forward, 14 - 2 backward
+#:   bias_dropout_add  _bias_dropout_add_func (fused_bias_dropout.py): x + bias, then residual + out (dropout p 0
+#:                     returns its input): 2 - 1 forward; backward the bias sum against the compiled kernel's: 0
+#:   glu_clamp         weighted_bias_quick_geglu_impl (fused_bias_geglu.py L422-434): two clamps, cat and the
+#:                     linear_offset tensor forward (4); backward two clamp_backwards (compare + where; two compares,
+#:                     logical_and_, where) and chunk's cat (7)
+#:   expert_bias       TEGroupedMLP._apply_bias (experts.py L252-269): b p and t + b p per local expert, one cat
+#:                     (2n + 1); backward per expert grad p, its sum to b, grad b, its sum to p, and the two splits'
+#:                     cats (4n + 2)
+#:
+#: ``rope`` and ``bias_dropout_add`` sit in the attention block: a graph of attention issues them, so they count only
+#: where attention runs eagerly.
+EAGER_OP_CALLS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "rope": ((22, 0), (12, 0)), "bias_dropout_add": ((1, 0), (0, 0)),
+    "glu_clamp": ((4, 0), (7, 0)), "expert_bias": ((1, 2), (2, 4))}
+
+
+def eager_ops_host_s(local_experts: float, attention: bool = True, *, rope: bool = False,
+                     bias_dropout_add: bool = False, glu_clamp: bool = False, expert_bias: bool = False) -> float:
+    """Host seconds per MoE layer (forward + backward) of the calls of :data:`EAGER_OP_CALLS` a row issues beyond
+    ``H``'s source (each flag one unfused path), at the count's low per-call costs (:data:`CALL_COST_US`): a forward
+    op from Python 8.3 us ('op'), a backward kernel from autograd's C++ engine 5 us ('launch'). Added to the row's
+    floor, not scaled with it, so the floor stays the lower end (each call costs at least its own issue time; how the
+    unpriced rest of ``H`` follows extra calls is not measured, and for per-expert calls the held-out runs refute the
+    count's ratio, module docstring). At 16 local experts with attention eager and every path: 60 forward calls and
+    85 backward launches, 498 + 425 = 923 us; attention graphed 37 and 73, 307.1 + 365 = 672.1 us."""
+    on = {"rope": rope and attention, "bias_dropout_add": bias_dropout_add and attention, "glu_clamp": glu_clamp,
+          "expert_bias": expert_bias}
+    n = float(local_experts)
+    fwd = sum(f[0] + f[1] * n for path, (f, _) in EAGER_OP_CALLS.items() if on[path])
+    bwd = sum(b[0] + b[1] * n for path, (_, b) in EAGER_OP_CALLS.items() if on[path])
+    return float(fwd * CALL_COST_US["op"][0] + bwd * CALL_COST_US["launch"][0]) * 1e-6
 
 
 def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int = 0) -> np.ndarray:
