@@ -308,7 +308,8 @@ def _ep_time(flex: bool, ep: int = 16, cluster: str = "dgx-h100", backend: str =
 
 def test_step_switch_prices_the_flex_path_and_leaves_nccl_alone() -> None:
     """The step's ep_comm with moe_flex_dispatcher and the hybridep backend is 4 x the hierarchical time per MoE layer
-    (two of the four with the routing probabilities); without it the NCCL all-to-all of T k h bytes, as before."""
+    (two of the four with the routing probabilities); without it the NCCL all-to-all of T k h bytes and the alltoall
+    dispatcher's probabilities and counts."""
     cl = load_cluster("dgx-h100")
     net = build_network(cl)
     x = 4096 * 2048 * 2.0
@@ -320,6 +321,11 @@ def test_step_switch_prices_the_flex_path_and_leaves_nccl_alone() -> None:
     # (docs/model.md#hybridep-preprocess): 16 ranks x 4096 tokens x 128 one-byte flags
     per_layer_flex += 0.25 * float(coll.group_time("allgather", np.asarray(16 * 4096 * 128.0), pl))
     per_layer_nccl = float(coll.group_time("alltoall", x * 8, pl))
+    # Megatron-Core's alltoall dispatcher also moves the routing probabilities (4096 x 8 rows of 2 bytes, forward
+    # dispatch and its backward: half an all-to-all a call) and all-gathers the 128 int64 counts of each of the 16
+    # ranks before each forward dispatch (a quarter a call; docs/model.md#ep-probs-counts)
+    per_layer_nccl += (0.5 * float(coll.group_time("alltoall", np.asarray(4096 * 8 * 2.0), pl))
+                       + 0.25 * float(coll.group_time("allgather", np.asarray(16 * 128 * 8.0), pl)))
     flex, nccl = _ep_time(True), _ep_time(False)
     # the same number of micro-batches and MoE layers multiply both
     assert flex / nccl == pytest.approx(per_layer_flex / per_layer_nccl, rel=1e-9)

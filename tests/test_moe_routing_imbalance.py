@@ -176,9 +176,10 @@ def test_step_uses_the_stated_imbalance_and_defaults_to_random_routing() -> None
     for key in ("compute", "ep_comm", "step"):
         assert flat[key] < dflt[key] < worse[key]
     # the all-to-all: its bandwidth term carries f x the bytes, its latency does not: (f - 1) / 0.25 of the stated
-    # 1.25's growth (to 1e-4: NCCL's per-size protocol and chunking are not exactly linear in the bytes)
+    # 1.25's growth (to 5e-4: NCCL's per-size protocol and chunking are not exactly linear in the bytes, nor is the
+    # dispatcher's latency-bound all-to-all of the routing probabilities, 2 bytes a row, docs/model.md#ep-probs-counts)
     grow = (dflt["ep_comm"] - flat["ep_comm"]) / (worse["ep_comm"] - flat["ep_comm"])
-    assert grow == pytest.approx((f - 1) / 0.25, rel=1e-4)
+    assert grow == pytest.approx((f - 1) / 0.25, rel=5e-4)
     assert _step(1, 1.0)["step"] == _step(1, 2.0)["step"] == _step(1, None)["step"]
 
 

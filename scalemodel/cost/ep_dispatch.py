@@ -123,7 +123,8 @@ DeepEP: the published DeepEP numbers (same file, GB200 and B200) are Torch-API o
 Megatron-Core's default 20 SMs they still rise steeply with SMs (GB200 8 ranks BF16 dispatch 362.01 / 512.72 /
 615.78 GB/s at 16 / 24 / 32 SMs; B200 348 / 494 / 560 / 619 / 635 at 16 / 24 / 28 / 32 / 36), so no kernel
 efficiency for DeepEP follows from them. **[assumption]** The flex path prices DeepEP with HybridEP's kernel
-efficiencies.
+efficiencies. DeepEP's README table (@92fe2de, H800, 24 SMs; hardware/measurements/ep_alltoall.yaml) agrees with
+that price within 3 % at 4 nodes (RDMA-bound) and is 6-9 % slower inside one node (tests/test_ep_probs_counts.py).
 
 DeepEP's bytes (strategy ``moe_flex_backend`` deepep, Megatron-Core's default): its internode kernels move each
 token copy, over RDMA and again in the NVLink forward, as one slot of ``get_num_bytes_per_token`` bytes =

@@ -687,9 +687,17 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # the busiest EP rank receives (dispatch) and sends back (combine) max / mean x the mean copies
     # (docs/model.md#moe-rank-imbalance): each expert-TP slice's all-to-all, mean k b s / (cp tp) copies a rank
     moe = int(sh.moe_experts) > 0
-    a2a_bytes = token_bytes * float(sh.moe_top_k) * (
-        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if moe else 1.0)
+    copies = tokens / g.tp * float(sh.moe_top_k)  # the mean rank's routed rows a dispatch
+    load = moe_rank_load(job, g, copies) if moe else 1.0
+    a2a_bytes = token_bytes * float(sh.moe_top_k) * load
     ep = _collective("alltoall", a2a_bytes, groups.expert)
+    # seconds a recomputed MoE forward's EP traffic runs beyond the 2 of the 4 per-layer operations the step counts for
+    # it (docs/model.md#hybridep-preprocess, #ep-allgather, #ep-probs-counts): 0 where the forward and backward ops
+    # are alike
+    ep_refwd = np.zeros(1)
+    if moe:  # Megatron-Core's alltoall dispatcher: the probabilities' all-to-all and the counts' all-gather besides
+        extra, ep_refwd = _alltoall_dispatcher_extras(job, g, groups, copies * load)
+        ep = ep + extra
     # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
     # ranks at stride 1 (the expert grid's innermost dimension). Its busiest EP index gathers the rows every slice
@@ -708,9 +716,6 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                           + _collective("reducescatter", disp_bytes, etp_group)
                           + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
-    # seconds a recomputed MoE forward's EP traffic runs beyond the 2 of the 4 per-layer operations the step counts for
-    # it (docs/model.md#hybridep-preprocess, #ep-allgather): 0 where the forward and backward ops are alike
-    ep_refwd = np.zeros(1)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
         # the flex dispatcher's group is tp_ep: etp x ep ranks, stride 1 (token_dispatcher.py @d98e8a64dd
@@ -736,7 +741,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, etp * k)
             hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp, **busy),
                             hier)
-            ep_refwd = np.where(deepep, 0.0, ep_refwd)
+            ep_refwd = np.where(flex & deepep, 0.0, ep_refwd)
         ep = np.where(flex, hier, ep)
     gather = np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(gather):  # Megatron-Core's allgather dispatcher (docs/model.md#ep-allgather)
@@ -1018,6 +1023,33 @@ def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
     first = send(NANOTRON_META_FIRST_BYTES)
     return (3.0 * first + 2.0 * send(NANOTRON_META_HIDDEN_BYTES) + send(NANOTRON_META_MASK_BYTES)
             + send(np.asarray(tokens, dtype=float)))
+
+
+def _alltoall_dispatcher_extras(job: Job, g: StrategyGrid, groups: ParallelGroups,
+                                rows: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds Megatron-Core's alltoall token dispatcher adds to the mean of the four per-layer EP operations beyond
+    the tokens' all-to-all, and what a recomputed forward runs beyond its 2 of them (docs/model.md#ep-probs-counts).
+    NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``
+    (the same calls at core_r0.15.0 0d8e0714, lines 547-548 and 677): ``preprocess`` (lines 570-575) all-gathers
+    ``num_local_tokens_per_expert`` (``routing_map.sum(dim=0).long()``: E int64 a rank, no gradient) over
+    ``tp_ep_group`` (the etp x ep expert ranks, stride 1) before every forward dispatch; ``token_dispatch`` (lines
+    705-724) sends the permuted routing probabilities (one a routed row, the router's dtype) in a second
+    ``all_to_all`` over the EP group with the tokens' splits, whose backward is the same all-to-all of their
+    gradient; the combine moves the tokens only. With A the tokens' all-to-all, P the probabilities' (``rows`` x pb
+    bytes a rank) and C the counts' all-gather (etp x ep x E x 8 bytes gathered)::
+
+        fwd = A + P + C + A          bwd = A + A + P
+        t   = (fwd + bwd) / 4 = A + P / 2 + C / 4,   extra = P / 2 + C / 4
+        refwd = fwd - 2 t = C / 2    (a recomputed forward's preprocess gathers again)
+
+    Only for Megatron-Core layers (``layer_impl`` megatron_te) at ep > 1; 0 elsewhere (at ep 1 the step prices no
+    EP operation: the counts' gather over the etp ranks that runs there when tp > 1 is left out)."""
+    sh = job.shape
+    pb = job.router_bytes or job.elem_bytes
+    probs = _collective("alltoall", np.asarray(rows, dtype=float) * pb, groups.expert)
+    counts = _collective("allgather", g.ep * _etp(g) * float(sh.moe_experts) * 8.0, _tp_ep_group(g, groups))
+    on = (np.asarray(g.layer_impl) == int(LayerImpl.MEGATRON_TE)) & (g.ep > 1)
+    return np.asarray(np.where(on, 0.5 * probs + 0.25 * counts, 0.0)), np.asarray(np.where(on, 0.5 * counts, 0.0))
 
 
 def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
