@@ -907,6 +907,17 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
+#: MLPerf Training v5.1 University of Florida rows on DGX B200 (HiPerGator): NVIDIA's NeMo 2 implementation, as HPE's
+#: (conf/custom.yaml and pretrain.py byte-identical), Llama 3.1 8B on 1-32 nodes and 405B on 32 / 56 nodes.
+MLPT51_UF_B200 = frozenset({f"mlpt51_b200_llama31_8b_{g}" for g in (8, 16, 32, 64, 128, 256)}
+                           | {"mlpt51_b200_llama31_405b_256", "mlpt51_b200_llama31_405b_448"})
+#: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
+#: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
+#: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
+#: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
+CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_UF_B200}
+
+
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
     """(training.cudnn_release, note) of a case: on Blackwell, its container's cuDNN version itself
     (:data:`CONTAINER_CUDNN`), which the engine prices on the nearest release the accelerator holds at or below it
@@ -916,9 +927,10 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if accelerator.family != "blackwell":
         return None, ""
     src = families(case)["source"]
-    if src not in CONTAINER_CUDNN:
+    pinned = CONTAINER_CUDNN_IDS.get(case.get("id", "")) or CONTAINER_CUDNN.get(src)
+    if pinned is None:
         return None, "cuDNN: container not mapped, default attention curve"
-    version, how = CONTAINER_CUDNN[src]
+    version, how = pinned
     held = sorted(accelerator.attention_releases or {}, key=cudnn_release_key)
     below = [] if version.startswith("<") else [r for r in held if cudnn_release_key(r) <= cudnn_release_key(version)]
     if not below:
@@ -1284,8 +1296,10 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
 #: custom.yaml ``cross_entropy_loss_fusion`` True on core_r0.11.0 (no cross_entropy_fusion_impl: the native fused
 #: loss, as dgxc2504) and AMD's train.py (Llama31Config8B keeps GPTConfig's cross_entropy_loss_fusion True, no
 #: fusion impl set) take the source's; HPE's 8B config_common_8b.sh sets ``CE_FUSION_IMPL=te`` (its log prints
-#: ``cross_entropy_fusion_impl: te``).
-LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te"}
+#: ``cross_entropy_fusion_impl: te``), as does the identical b200_nemo config_common_8b.sh of University of Florida's 8B
+#: runs (and their 1- and 2-node configs again); its 405B configs leave it unset (custom.yaml ``native``).
+LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te",
+                 **{i: "te" for i in MLPT51_UF_B200 if "_8b_" in i}}
 #: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
 #: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
 #: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
@@ -1858,6 +1872,9 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, passed by pretrain.py to
     # MegatronStrategy): 126 layers over PP 8 x VP 8
     "mlpt51_h200_llama31_405b_512": ("account", True, True), "mlpt51_h200_llama31_405b_1024": ("account", True, True),
+    # and University of Florida's DGX B200 405B runs (hpg.dgxb200x8 config_DGXB200_{32,56}x8x144xtp4pp8cp2_cg.sh: the
+    # same two flags, PP 8 x VP 8)
+    "mlpt51_b200_llama31_405b_256": ("account", True, True), "mlpt51_b200_llama31_405b_448": ("account", True, True),
 }
 
 
@@ -2535,9 +2552,12 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
                            "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"})
 #: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B and Cisco H100 8B (their
-#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1).
+#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1), and University of
+#: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
+#: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
 NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"})
+                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_UF_B200
+
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
