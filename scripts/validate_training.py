@@ -911,11 +911,16 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
 #: (conf/custom.yaml and pretrain.py byte-identical), Llama 3.1 8B on 1-32 nodes and 405B on 32 / 56 nodes.
 MLPT51_UF_B200 = frozenset({f"mlpt51_b200_llama31_8b_{g}" for g in (8, 16, 32, 64, 128, 256)}
                            | {"mlpt51_b200_llama31_405b_256", "mlpt51_b200_llama31_405b_448"})
+#: The same implementation on Dell's XE9780 (8 x B300; Dell/benchmarks/llama31_8b/implementations/nemo: custom.yaml and
+#: pretrain.py byte-identical, config_common.sh with NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te, the
+#: Dockerfile's libcudnn9-cuda-13=9.13.1.26-1).
+MLPT51_DELL_B300 = frozenset({"mlpt51_b300_llama31_8b_8"})
 #: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
 #: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
 #: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
 #: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
-CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_UF_B200}
+CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26")
+                       for i in MLPT51_UF_B200 | MLPT51_DELL_B300}
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1299,7 +1304,7 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
 #: ``cross_entropy_fusion_impl: te``), as does the identical b200_nemo config_common_8b.sh of University of Florida's 8B
 #: runs (and their 1- and 2-node configs again); its 405B configs leave it unset (custom.yaml ``native``).
 LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te",
-                 **{i: "te" for i in MLPT51_UF_B200 if "_8b_" in i}}
+                 **{i: "te" for i in MLPT51_UF_B200 | MLPT51_DELL_B300 if "_8b_" in i}}
 #: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
 #: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
 #: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
@@ -1720,8 +1725,15 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
 #: :func:`recipe_module_precision` (TrainingSpec.module_precision). torchao's float8 rowwise recipes (tao25 rows:
 #: ``--float8.recipe_name=rowwise`` / ``rowwise_with_gw_hp``) are TrainingSpec.fp8_recipe rowwise /
-#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). None is left unpriced.
-UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
+#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). Left unpriced: NVFP4 linears with an FP8
+#: attention core, MLPerf v5.1's NVIDIA llama31_8b fp4 configs (config_common_fp8attn.sh ``FP8_DPA=True`` beside
+#: config_common_fp4.sh ``FP4=True``, ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``): the model's fp4 keeps the
+#: attention core BF16 (NVFP4's recipe sets fp8_dpa False; training.fp8_attention is fp8-only, docs/model.md#nvfp4).
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
+    ("nvfp4 with fp8 dot-product attention",
+     "NVFP4 linears with FP8 dot-product attention (FP8_DPA with a current-scaling attention recipe): the model's fp4 "
+     "precision keeps the attention core in BF16 and fp8_attention is fp8-only"),
+)
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
 #: src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (loaded by perf_recipes/nemotronh/{b200,b300,gb200,gb300}/
@@ -2556,7 +2568,7 @@ NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "m
 #: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
 #: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
 NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_UF_B200
+                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_UF_B200 | MLPT51_DELL_B300
 
 
 
