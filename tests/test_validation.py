@@ -1523,6 +1523,27 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
 
 
 @needs_new_cases
+def test_mlperf_v50_eos_rows_read_their_submission_configs() -> None:
+    """mlpt50 (MLPerf Training v5.0, NVIDIA llama31_405b on Eos-dfw H100; data25): GBS = MINIBS x DP with DP = GPUs /
+    (TP 8 x PP 8 x CP 2), the rate by hand from the median step, and the Nebius 405B implementation's settings (the
+    same custom.yaml / pretrain.py / Dockerfile blobs) with NVLS off (Eos config_common.sh)."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    for gpus, minibs, step in ((512, 288, 55.13385), (2048, 72, 14.22015), (2432, 64, 12.72865), (2560, 56, 11.17417),
+                               (8192, 24, 5.18015)):
+        case = cases[f"mlpt50_h100_llama31_405b_{gpus}"]
+        dp = gpus // (8 * 8 * 2)
+        assert case["parallelism"]["dp"] == dp and case["parallelism"]["global_batch_seqs"] == minibs * dp
+        assert case["measured"]["tokens_per_s_per_gpu"] == pytest.approx(minibs * dp * 8192 / step / gpus, rel=2e-4)
+    by_id = {r.id: r for r in mod.validate_all()[0]}
+    row = by_id["mlpt50_h100_llama31_405b_8192"]
+    assert (row.strategy.first_chunk_layers, row.strategy.last_chunk_layers) == (1, 1)
+    assert row.strategy.tp_comm_overlap and row.strategy.fp8_param_gather and row.strategy.overlap_p2p_comm
+    assert row.strategy.loss_impl == "megatron_fused" and row.training.fp8_recipe is None  # delayed
+    assert any("in_network_reduction=false" in o for o in mod.cluster_overrides(cases[row.id], "dgx-h100"))
+
+
+@needs_new_cases
 def test_h100_qwen3_30b_2511_reads_the_released_preset() -> None:
     """mb2511_h100_qwen3_30b_fp8cs is read at the preset the 25.11 container ran, not at the table's MBS 2 / VP 24
     (the 25.09 row's columns verbatim): NVIDIA-NeMo/Megatron-Bridge v0.2.0 (7af9601c9)
