@@ -919,12 +919,17 @@ MLPT51_UF_B200 = frozenset({f"mlpt51_b200_llama31_8b_{g}" for g in (8, 16, 32, 6
 #: pretrain.py byte-identical, config_common.sh with NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te, the
 #: Dockerfile's libcudnn9-cuda-13=9.13.1.26-1).
 MLPT51_DELL_B300 = frozenset({"mlpt51_b300_llama31_8b_8"})
+#: NVIDIA's own runs on GB200 / GB300 NVL72 (Tyche / Theia; NVIDIA/benchmarks/llama31_8b/implementations/nemo:
+#: custom.yaml, pretrain.py and Dockerfile identical to University of Florida's, config_common.sh with
+#: NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te): the FP8 configs on 72 and 512 GPUs.
+MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300") for g in (72, 512))
+#: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
+MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB
 #: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
 #: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
 #: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
 #: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
-CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26")
-                       for i in MLPT51_UF_B200 | MLPT51_DELL_B300}
+CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_NEMO2509}
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1309,7 +1314,7 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
 #: ``cross_entropy_fusion_impl: te``), as does the identical b200_nemo config_common_8b.sh of University of Florida's 8B
 #: runs (and their 1- and 2-node configs again); its 405B configs leave it unset (custom.yaml ``native``).
 LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te",
-                 **{i: "te" for i in MLPT51_UF_B200 | MLPT51_DELL_B300 if "_8b_" in i}}
+                 **{i: "te" for i in MLPT51_NEMO2509 if "_8b_" in i}}
 #: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
 #: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
 #: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
@@ -2576,7 +2581,7 @@ NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "m
 #: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
 #: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
 NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_UF_B200 | MLPT51_DELL_B300
+                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509
 
 
 
