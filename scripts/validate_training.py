@@ -1739,10 +1739,18 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: attention core, MLPerf v5.1's NVIDIA llama31_8b fp4 configs (config_common_fp8attn.sh ``FP8_DPA=True`` beside
 #: config_common_fp4.sh ``FP4=True``, ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``): the model's fp4 keeps the
 #: attention core BF16 (NVFP4's recipe sets fp8_dpa False; training.fp8_attention is fp8-only, docs/model.md#nvfp4).
+#: Also left unpriced: the same configs' "Vanilla recipe" (config_common_fp4.sh NVTE_NVFP4_DISABLE_RHT /
+#: _STOCHASTIC_ROUNDING / _2D_QUANTIZATION = 1, reset to 0 for stochastic rounding and 2D quantization only where
+#: config_common_8b.sh is sourced after it): the model's fp4 prices stochastic rounding on the gradient casts.
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
     ("nvfp4 with fp8 dot-product attention",
      "NVFP4 linears with FP8 dot-product attention (FP8_DPA with a current-scaling attention recipe): the model's fp4 "
      "precision keeps the attention core in BF16 and fp8_attention is fp8-only"),
+    ("stochastic rounding off",
+     "NVFP4 with stochastic rounding off (config_common_fp4.sh's 'Vanilla recipe', "
+     "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1, with RHT and 2D weight quantization off too): the model's fp4 prices "
+     "Transformer Engine's recipe, whose "
+     "output-gradient casts round stochastically (STOCHASTIC_ROUNDING_CAST_FACTORS)"),
 )
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad

@@ -1508,7 +1508,11 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
                                  ("mlpt51_gb300_llama31_8b_72", 36, 0.14790, 72),
                                  ("mlpt51_gb300_llama31_8b_512", 64, 0.08541, 512),
                                  ("mlpt51_gb200_llama31_8b_72", 36, 0.17111, 72),
-                                 ("mlpt51_gb200_llama31_8b_512", 64, 0.08890, 512)):
+                                 ("mlpt51_gb200_llama31_8b_512", 64, 0.08890, 512),
+                                 ("mlpt51_gb200_llama31_405b_512_nvfp4", 1152, 17.29604, 512),
+                                 ("mlpt51_gb300_llama31_405b_512_nvfp4", 1152, 13.14700, 512),
+                                 ("mlpt51_gb200_llama31_405b_2560_nvfp4", 960, 3.18922, 2560),
+                                 ("mlpt51_gb200_llama31_405b_5120_nvfp4", 1280, 2.22751, 5120)):
         assert cases[cid]["measured"]["tokens_per_s_per_gpu"] == pytest.approx(gbs * 8192 / step / gpus, rel=2e-4)
     by_id = {r.id: r for r in mod.validate_all()[0]}
     big = by_id["mlpt51_b200_llama31_405b_256"]
@@ -1531,6 +1535,10 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
     for cid in ("mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4", "mlpt51_b300_llama31_8b_8_nvfp4"):
         assert cid not in by_id
         assert any("FP8 dot-product attention" in w for w in mod.case_limits(cases[cid]))
+    assert any("stochastic rounding off" in w for w in mod.case_limits(cases["mlpt51_b300_llama31_8b_8_nvfp4"]))
+    for g in (512, 2560, 5120):  # NVIDIA's NVFP4 405B runs: BF16 attention, but the 'Vanilla recipe'
+        why = mod.case_limits(cases[f"mlpt51_gb200_llama31_405b_{g}_nvfp4"])
+        assert any("stochastic rounding off" in w for w in why) and not any("dot-product" in w for w in why)
 
 
 @needs_new_cases
