@@ -383,7 +383,7 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
             "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024,
-            "mlpt51": 2025}
+            "mlpt51": 2025, "mlpt50": 2025}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -407,8 +407,12 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: MLPerf Training v5.1 (mlpt51: mlcommons/training_results_v5.1@441d65f4): NVIDIA's NeMo 2 implementation as run by
 #: Nebius and HPE (config_common.sh ``USE_DIST_OPTIMIZER=True``) and AMD's NeMo 2 llama31_8b (src/train.py
 #: OptimizerConfig / DistributedDataParallelConfig ``use_distributed_optimizer=True``).
+#: MLPerf Training v5.0 (mlpt50: mlcommons/training_results_v5.0@0fdc28f): NVIDIA's llama31_405b on Eos-dfw H100,
+#: the same implementation as mlpt51's Nebius 405B rows (conf/custom.yaml, pretrain.py, Dockerfile and
+#: custom_callbacks.py the same git blobs; config_common.sh ``USE_DIST_OPTIMIZER=True``, differing only in
+#: ``export NCCL_NVLS_ENABLE=0``). Every rule below that names mlpt51 for those rows holds for mlpt50 by that identity.
 MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504",
-                 "dgxc2505", "dgxc2504", "mlpt51"}
+                 "dgxc2505", "dgxc2504", "mlpt51", "mlpt50"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -907,6 +911,27 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
+#: MLPerf Training v5.1 University of Florida rows on DGX B200 (HiPerGator): NVIDIA's NeMo 2 implementation, as HPE's
+#: (conf/custom.yaml and pretrain.py byte-identical), Llama 3.1 8B on 1-32 nodes and 405B on 32 / 56 nodes.
+MLPT51_UF_B200 = frozenset({f"mlpt51_b200_llama31_8b_{g}" for g in (8, 16, 32, 64, 128, 256)}
+                           | {"mlpt51_b200_llama31_405b_256", "mlpt51_b200_llama31_405b_448"})
+#: The same implementation on Dell's XE9780 (8 x B300; Dell/benchmarks/llama31_8b/implementations/nemo: custom.yaml and
+#: pretrain.py byte-identical, config_common.sh with NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te, the
+#: Dockerfile's libcudnn9-cuda-13=9.13.1.26-1).
+MLPT51_DELL_B300 = frozenset({"mlpt51_b300_llama31_8b_8"})
+#: NVIDIA's own runs on GB200 / GB300 NVL72 (Tyche / Theia; NVIDIA/benchmarks/llama31_8b/implementations/nemo:
+#: custom.yaml, pretrain.py and Dockerfile identical to University of Florida's, config_common.sh with
+#: NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te): the FP8 configs on 72 and 512 GPUs.
+MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300") for g in (72, 512))
+#: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
+MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB
+#: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
+#: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
+#: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
+#: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
+CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_NEMO2509}
+
+
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
     """(training.cudnn_release, note) of a case: on Blackwell, its container's cuDNN version itself
     (:data:`CONTAINER_CUDNN`), which the engine prices on the nearest release the accelerator holds at or below it
@@ -916,9 +941,10 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if accelerator.family != "blackwell":
         return None, ""
     src = families(case)["source"]
-    if src not in CONTAINER_CUDNN:
+    pinned = CONTAINER_CUDNN_IDS.get(case.get("id", "")) or CONTAINER_CUDNN.get(src)
+    if pinned is None:
         return None, "cuDNN: container not mapped, default attention curve"
-    version, how = CONTAINER_CUDNN[src]
+    version, how = pinned
     held = sorted(accelerator.attention_releases or {}, key=cudnn_release_key)
     below = [] if version.startswith("<") else [r for r in held if cudnn_release_key(r) <= cudnn_release_key(version)]
     if not below:
@@ -1031,7 +1057,7 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: so the nemo2502 rules below hold for it.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
                           "dgxc2505", "dgxc2504", "tprimat26"}) \
-    | frozenset({"mlpt51"})  # every MLPerf v5.1 row: Megatron-Core's DistributedDataParallelConfig (logs, train.py)
+    | frozenset({"mlpt51", "mlpt50"})  # every MLPerf v5.0 / v5.1 row: Megatron-Core's DistributedDataParallelConfig
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
 #: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
 #: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
@@ -1075,7 +1101,8 @@ NO_GRAD_SYNC_FUNC = NEMO2
 #: - MLPerf v5.1's NVIDIA NeMo 2 implementation (mlpt51, the interleaved 405B rows): conf/custom.yaml
 #:   ``overlap_p2p_comm: ${oc.decode:${oc.env:OVERLAP_P2P_COMM,True}}``, ``batch_p2p_comm`` False, not overridden by the
 #:   configs (Nebius/benchmarks/llama31_405b/implementations/nebius_h200_n64 at 441d65f4).
-OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mcore26"} | {"mlpt51"}
+OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mcore26"} \
+    | {"mlpt51", "mlpt50"}
 #: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (2026-04-16, first in core_v0.18.0:
 #: "wait for async P2P send before deallocating output tensor"), which waits each steady forward send as soon as it
 #: is posted (deallocate_pipeline_outputs is set by all of them): strategy overlap_p2p_send_wait false, each send
@@ -1087,7 +1114,7 @@ OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608",
 #: ``megatron-core = { path = "3rdparty/Megatron-LM/" }``) and mcrec26 (9c5258f109).
 #: mlpt51's 405B rows: their Dockerfile installs Megatron-Core ``MCORE_REVISION=core_r0.11.0`` (2025), before
 #: 260cba7133.
-OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51"}
+OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "mlpt50"}
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -1108,7 +1135,7 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51"}
 #: mlpt51: the Nebius and HPE logs print ``DistributedDataParallelConfig(... bucket_size=134217728 ...)`` (= 128 Mi
 #: elements); the AMD rows run without the data-parallel overlap (:data:`RECIPE_NO_DP_OVERLAP`), where Megatron keeps
 #: no bucket (resolve_ddp_bucket_size: None without overlap_grad_reduce).
-BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51"}
+BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51", "mlpt50"}
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1186,7 +1213,7 @@ NEMO2_FP8_PARAM_GATHER = NEMO2
 #: mlpt51 (every FP8 row): Nebius / HPE config_common.sh ``FP8_PARAMS=True`` / ``FP8_PARAM_GATHER=True`` (their logs'
 #: DistributedDataParallelConfig ``fp8_param_gather=True``); AMD src/train.py DistributedDataParallelConfig
 #: ``fp8_param_gather=True`` with MegatronMixedPrecision ``fp8_params`` (FP8_PARAMS=1).
-FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51"}
+FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50"}
 #: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
 #: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
 #: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
@@ -1279,13 +1306,15 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
              "tao25": "inductor",
              "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te",
              "dgxc2504": "megatron_fused",
-             "mlpt51": "megatron_fused"}
+             "mlpt51": "megatron_fused", "mlpt50": "megatron_fused"}
 #: Rows whose loss implementation differs from their source's :data:`LOSS_IMPL`. mlpt51: the Nebius 405B rows'
 #: custom.yaml ``cross_entropy_loss_fusion`` True on core_r0.11.0 (no cross_entropy_fusion_impl: the native fused
 #: loss, as dgxc2504) and AMD's train.py (Llama31Config8B keeps GPTConfig's cross_entropy_loss_fusion True, no
 #: fusion impl set) take the source's; HPE's 8B config_common_8b.sh sets ``CE_FUSION_IMPL=te`` (its log prints
-#: ``cross_entropy_fusion_impl: te``).
-LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te"}
+#: ``cross_entropy_fusion_impl: te``), as does the identical b200_nemo config_common_8b.sh of University of Florida's 8B
+#: runs (and their 1- and 2-node configs again); its 405B configs leave it unset (custom.yaml ``native``).
+LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te",
+                 **{i: "te" for i in MLPT51_NEMO2509 if "_8b_" in i}}
 #: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
 #: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
 #: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
@@ -1706,8 +1735,23 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
 #: :func:`recipe_module_precision` (TrainingSpec.module_precision). torchao's float8 rowwise recipes (tao25 rows:
 #: ``--float8.recipe_name=rowwise`` / ``rowwise_with_gw_hp``) are TrainingSpec.fp8_recipe rowwise /
-#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). None is left unpriced.
-UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
+#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). Left unpriced: NVFP4 linears with an FP8
+#: attention core, MLPerf v5.1's NVIDIA llama31_8b fp4 configs (config_common_fp8attn.sh ``FP8_DPA=True`` beside
+#: config_common_fp4.sh ``FP4=True``, ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``): the model's fp4 keeps the
+#: attention core BF16 (NVFP4's recipe sets fp8_dpa False; training.fp8_attention is fp8-only, docs/model.md#nvfp4).
+#: Also left unpriced: the same configs' "Vanilla recipe" (config_common_fp4.sh NVTE_NVFP4_DISABLE_RHT /
+#: _STOCHASTIC_ROUNDING / _2D_QUANTIZATION = 1, reset to 0 for stochastic rounding and 2D quantization only where
+#: config_common_8b.sh is sourced after it): the model's fp4 prices stochastic rounding on the gradient casts.
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
+    ("nvfp4 with fp8 dot-product attention",
+     "NVFP4 linears with FP8 dot-product attention (FP8_DPA with a current-scaling attention recipe): the model's fp4 "
+     "precision keeps the attention core in BF16 and fp8_attention is fp8-only"),
+    ("stochastic rounding off",
+     "NVFP4 with stochastic rounding off (config_common_fp4.sh's 'Vanilla recipe', "
+     "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1, with RHT and 2D weight quantization off too): the model's fp4 prices "
+     "Transformer Engine's recipe, whose "
+     "output-gradient casts round stochastically (STOCHASTIC_ROUNDING_CAST_FACTORS)"),
+)
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
 #: src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (loaded by perf_recipes/nemotronh/{b200,b300,gb200,gb300}/
@@ -1858,6 +1902,11 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, passed by pretrain.py to
     # MegatronStrategy): 126 layers over PP 8 x VP 8
     "mlpt51_h200_llama31_405b_512": ("account", True, True), "mlpt51_h200_llama31_405b_1024": ("account", True, True),
+    # and University of Florida's DGX B200 405B runs (hpg.dgxb200x8 config_DGXB200_{32,56}x8x144xtp4pp8cp2_cg.sh: the
+    # same two flags, PP 8 x VP 8)
+    "mlpt51_b200_llama31_405b_256": ("account", True, True), "mlpt51_b200_llama31_405b_448": ("account", True, True),
+    # and MLPerf v5.0 NVIDIA Eos-dfw H100 (config_DGXH100_*x8x*xtp8pp8cp2.sh: the same flags, PP 8 x VP 8)
+    **{f"mlpt50_h100_llama31_405b_{g}": ("account", True, True) for g in (512, 2048, 2432, 2560, 8192)},
 }
 
 
@@ -2557,11 +2606,15 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: dgxc2504: NVIDIA/dgxc-benchmarking v25.04.01 llama3.1/llama31_utils.py llama31_slurm_executor env_vars
 #: ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save memory``.
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
-                           "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"})
+                           "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"}) \
+    | frozenset({"mlpt50"})  # MLPerf v5.0 Eos-dfw: config_common.sh ``export NCCL_NVLS_ENABLE=0``
 #: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B and Cisco H100 8B (their
-#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1).
+#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1), and University of
+#: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
+#: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
 NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"})
+                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509
+
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
