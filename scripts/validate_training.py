@@ -227,7 +227,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalemodel.choices import Precision
+from scalemodel.choices import INTRA_PROTOCOLS, Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, eager_ops_host_s, moe_layer_host_floor
 from scalemodel.engine.job import transformer_shape
@@ -2557,14 +2557,16 @@ def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[i
 
 
 def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
-    """The stated per-GPU NIC rate on every tier beyond the node, where it differs from the cluster's."""
+    """The stated per-GPU NIC rate on every network tier beyond the node, where it differs from the cluster's."""
     hw = case["hardware"]
     if not all(k in hw for k in ("nic_Gbps", "nics_per_node", "gpus_per_node")):
         return []
     if hw["gpus_per_node"] != cluster.gpus_per_node:
         return []
     rate = hw["nic_Gbps"] * hw["nics_per_node"] / hw["gpus_per_node"] * 1e9 / 8  # bytes/s per GPU
-    outer = [t for t in cluster.tiers if t.span > cluster.gpus_per_node]
+    # network tiers only: an NVLink-class tier wider than a node (an NVL72 rack's 72-GPU domain) never uses the NICs
+    outer = [t for i, t in enumerate(cluster.tiers) if t.span > cluster.gpus_per_node
+             and str(t.protocol).lower() not in INTRA_PROTOCOLS and (i > 0 or t.protocol)]
     if all(abs(float(t.bandwidth) - rate) <= 0.01 * rate for t in outer):
         return []
     return [f"tiers.{t.name}.bandwidth={rate * 8 / 1e9:g} Gbit/s" for t in outer]
