@@ -128,7 +128,7 @@ def _part_job(job: Job, layers: str) -> Job:
         new = msgspec.structs.replace(hy, mamba=counts[0] * s, attention=counts[1] * s, mlp=counts[2] * s,
                                       moe=counts[3] * s, moe_intervals=tuple((b, c * s) for b, c in intervals),
                                       segment_layers=(), layers_as_written="")
-        memo[1][key] = replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
+        memo[1][key] = msgspec.structs.replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
     return memo[1][key]
 
 
@@ -201,7 +201,7 @@ def _kinds_part(job: Job, layers: str, parts: dict[Any, Job]) -> Job:
     key = ("kinds", Fraction(n_e, n), tuple(sorted((gap, Fraction(c, n)) for gap, c in
                                                    transformer.kind_intervals(layers))) if n_e else ())
     if key not in parts:
-        parts[key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
+        parts[key] = msgspec.structs.replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
     return parts[key]
 
 
@@ -415,7 +415,8 @@ def _rank_dp_job(job: Job, layers: str) -> Job:
         _DP_JOB_MEMO["last"] = memo
     if id(part) not in memo[1]:
         params, expert = model_param_counts(part.shape)
-        memo[1][id(part)] = (part, replace(part, params=params, expert_params=expert))  # the part held: its id stays
+        # the part held: its id stays
+        memo[1][id(part)] = (part, msgspec.structs.replace(part, params=params, expert_params=expert))
     return memo[1][id(part)][1]
 
 
@@ -506,8 +507,8 @@ def _split_rows(job: Job, g: StrategyGrid) -> list[_Rows] | None:
     out = []
     for k in groups:
         rows = np.nonzero(key == k)[0]
-        out.append(_Rows(rows, replace(g, **{f.name: _cut_rows(getattr(g, f.name), rows, n, nd)
-                                             for f in dataclass_fields(g)})))
+        out.append(_Rows(rows, msgspec.structs.replace(g, **{name: _cut_rows(getattr(g, name), rows, n, nd)
+                                                             for name in g.__struct_fields__})))
     return out
 
 

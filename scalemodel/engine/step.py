@@ -755,14 +755,13 @@ def _one_kind_job(job: Job, kind: str) -> Job:
         symbol = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[kind]
         new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_layers=(),
                                       layers_as_written="", **counts)
-        return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
+        return msgspec.structs.replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
     if kind == "moe":  # every layer MoE
-        return replace(job, shape=msgspec.structs.replace(sh, moe_every=np.ones_like(sh.moe_every),
-                                                          moe_first_dense=np.zeros_like(sh.moe_first_dense),
-                                                          rank_kinds=""))
+        return msgspec.structs.replace(job, shape=msgspec.structs.replace(
+            sh, moe_every=np.ones_like(sh.moe_every), moe_first_dense=np.zeros_like(sh.moe_first_dense), rank_kinds=""))
     # no MoE layer: the dense prefix covers them all
-    return replace(job, shape=msgspec.structs.replace(sh, moe_first_dense=np.asarray(sh.layers, dtype=float),
-                                                      rank_kinds=""))
+    return msgspec.structs.replace(job, shape=msgspec.structs.replace(
+        sh, moe_first_dense=np.asarray(sh.layers, dtype=float), rank_kinds=""))
 
 
 #: The share of ``moe_layer_host_s`` (H, the host's issue time of one MoE layer's forward and backward) that a
