@@ -14,8 +14,6 @@ Memos of the last job's splits live here (_PART_MEMO, _KINDS_MEMO, _KINDS_RANKS_
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from dataclasses import fields as dataclass_fields
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -530,7 +528,8 @@ def _join_rows(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> np.ndarr
 
 
 def _join_results(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> Any:
-    """:func:`_join_rows` of every array (and dict of arrays) field of like results (a dataclass or a NamedTuple)."""
+    """:func:`_join_rows` of every array (and dict of arrays) field of like results (a msgspec Struct or a
+    NamedTuple)."""
     first = parts[0][1]
 
     def join(values: list[Any]) -> Any:
@@ -540,8 +539,8 @@ def _join_results(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> Any:
 
     if isinstance(first, tuple):  # NamedTuple
         return type(first)(*(join([r[i] for _rows, r in parts]) for i in range(len(first))))
-    return replace(first, **{f.name: join([getattr(r, f.name) for _rows, r in parts])
-                             for f in dataclass_fields(first)})
+    return msgspec.structs.replace(first, **{f: join([getattr(r, f) for _rows, r in parts])
+                                             for f in first.__struct_fields__})
 
 
 class _RowsMemo(MutableMapping[str, np.ndarray]):

@@ -59,7 +59,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -800,7 +800,8 @@ def _result_one(res: StepArrays, i: int) -> StepArrays:
         arr = np.asarray(a)
         return arr[at].reshape(1) if arr.ndim else arr.reshape(1)
 
-    return replace(res, **{f.name: one(getattr(res, f.name)) for f in fields(res) if f.name != "extras"}, extras={})
+    return msgspec.structs.replace(res, **{f: one(getattr(res, f)) for f in res.__struct_fields__ if f != "extras"},
+                                   extras={})
 
 
 def _predict_all(job: Job, picks: list[_Pick]) -> list[Prediction]:

@@ -64,7 +64,6 @@ micro-batch (:mod:`scalemodel.engine.layer_compute`), TP / CP / EP / PP communic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -215,9 +214,11 @@ REASON_KEYS = {int(r): r.key for r in Infeasible}
 
 
 
-@dataclass(eq=False)  # numpy fields: == has no single truth value
-class StepArrays:
-    """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``."""
+class StepArrays(msgspec.Struct, eq=False):  # numpy fields: == has no single truth value
+    """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``.
+
+    A msgspec Struct, as :class:`~scalemodel.engine.job.Job` is (a dataclass of these 18 fields compiled its methods
+    at import, ~10 M instructions); copies with changes are :func:`msgspec.structs.replace`."""
 
     step_time: np.ndarray
     breakdown: dict[str, np.ndarray]
@@ -236,7 +237,7 @@ class StepArrays:
     statistical_efficiency: np.ndarray  # staleness penalty of the sync mode (1 for bsp)
     updates_per_s: np.ndarray
     mean_staleness: np.ndarray
-    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    extras: dict[str, np.ndarray] = msgspec.field(default_factory=dict)
 
 
 def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
@@ -1259,7 +1260,7 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
     if needs_replicas(sync):
         open_ = (reason == 0) | (reason == Infeasible.OUT_OF_MEMORY)  # evaluate flags it before memory
         reason = np.where(open_ & (g.zero != Zero.NONE), int(Infeasible.SYNC_NEEDS_REPLICAS), reason)
-    return replace(
+    return msgspec.structs.replace(
         res, step_time=full(step), breakdown={k: full(v) for k, v in breakdown.items()},
         reason=full(reason), feasible=full(reason == 0),
         tokens_per_s=full(samples * job.seq_len / safe), samples_per_s=full(samples / safe),
