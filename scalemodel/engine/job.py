@@ -74,7 +74,7 @@ class Job(msgspec.Struct, frozen=True):
     """Everything about the job that does not vary across candidate strategies (SI units).
 
     A msgspec Struct, not a dataclass: Python 3.11 compiles a frozen dataclass's generated methods from source at
-    import, ~30 M instructions for these 70 fields, 4% of a query (a Struct class is built in C); copies with
+    import, ~27 M instructions for these 70 fields, 3% of a query (a Struct class is built in C); copies with
     changes are :func:`msgspec.structs.replace`, the field names ``__struct_fields__``."""
 
     name: str
@@ -691,7 +691,7 @@ def collective_share(acc: Any) -> float:
 class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """Candidate strategies as mutually broadcastable numpy arrays (the planner's unit of work).
 
-    A msgspec Struct, as :class:`Job` is (its 73 fields as a dataclass: ~20 M instructions at import).
+    A msgspec Struct, as :class:`Job` is (its 73 fields as a dataclass: ~22 M instructions at import).
 
     Fields may have different but broadcast-compatible shapes: a planner puts each choice on its
     own axis (tp of shape (4,1,1), pp (1,5,1), ...), so a cost that depends on few choices is

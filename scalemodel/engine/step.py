@@ -218,7 +218,7 @@ class StepArrays(msgspec.Struct, eq=False):  # numpy fields: == has no single tr
     """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``.
 
     A msgspec Struct, as :class:`~scalemodel.engine.job.Job` is (a dataclass of these 18 fields compiled its methods
-    at import, ~10 M instructions); copies with changes are :func:`msgspec.structs.replace`."""
+    at import, ~3 M instructions); copies with changes are :func:`msgspec.structs.replace`."""
 
     step_time: np.ndarray
     breakdown: dict[str, np.ndarray]
