@@ -47,8 +47,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")

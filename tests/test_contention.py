@@ -4,10 +4,9 @@ composition of the overlap rules."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute

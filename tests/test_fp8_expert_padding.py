@@ -147,7 +147,7 @@ def test_the_mtp_block_carries_the_copies_and_casts(monkeypatch: pytest.MonkeyPa
     # the casts: the module's share of the stage, with and without the recipe (same peaks, curves and layers); the
     # routed experts' MXFP8 grouped-GEMM rate, which goes with the recipe, held off in both (tested on its own in
     # tests/test_mxfp8_expert_gemms.py)
-    from dataclasses import replace
+    from msgspec.structs import replace
     monkeypatch.setattr(compute, "MXFP8_GROUPED_GEMM_SPEEDUPS", {})
     no_casts = replace(job, fp8_recipe="")
     g = grid()

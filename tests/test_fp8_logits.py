@@ -7,11 +7,11 @@ peak on the 16-bit GEMM curve (scalemodel/engine/job.py _bf16_gemms).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
 from scalemodel.engine import layer_compute

@@ -11,12 +11,12 @@ rate on H100: pytorch/FBGEMM#2764's cuBLAS per-tensor vs CUTLASS row-wise median
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
+from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, memory, transformer

@@ -4,11 +4,11 @@ optimizer. Each against a value computed by hand from the formula's source, not 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.cost import compute, memory, transformer
 from scalemodel.engine import planner

@@ -98,7 +98,7 @@ def test_floor_counts_the_root_gather_and_stays_below(job) -> None:  # type: ign
 def test_floor_below_evaluate_across_a_grid() -> None:
     """dp_exposed_floor (the planner's bound) stays below evaluate's exposed DP time with the root unit, for FSDP,
     HSDP and hierarchical sync, with and without overlap, FSDP1 and FSDP2 wrapping."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from scalemodel.engine.step import dp_exposed_floor, evaluate
     big = build_job(load_cluster("dgx-h100"), msgspec.structs.replace(TINY, layers=8),

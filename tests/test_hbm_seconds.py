@@ -4,11 +4,11 @@ it, must reach each of them. The values themselves are unchanged by routing (scr
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.engine import dp_comm, layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy

@@ -18,10 +18,10 @@ floors stay below the evaluated step on random patterns (property), and an empty
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec

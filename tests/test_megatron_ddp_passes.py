@@ -5,8 +5,7 @@ every step (dp_comm.grad_buffer_reset_time), against bytes worked out by hand fr
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
@@ -99,7 +98,7 @@ def test_not_where_a_plan_searches_sharded_stages(h100, zero) -> None:  # type: 
     those candidates run a sharded wrapper, not Megatron-Core's DDP, so neither pass is priced there (as its
     buckets are not)."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
-    sharded = dataclasses.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
+    sharded = msgspec.structs.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
     assert one(layer_compute.embedding_grad_time(job, sharded)) == 0.0
     assert one(dp_comm.grad_buffer_reset_time(job, sharded)) == 0.0
 

@@ -205,9 +205,8 @@ def test_memory_total_is_the_total_of_the_parts(model: str, cluster: str, gpus: 
     """The planner's feasibility pass prices only the peak stage's total (stage_memory.memory_total: the stages' totals
     compared and selected, no part selected apart); on the planner's whole outer grid at every ZeRO stage (first,
     middle and last stages, uneven splits, MTP) it is the sum of the parts memory_parts reports, to the bit."""
-    from dataclasses import replace
-
     import numpy as np
+    from msgspec.structs import replace
 
     from scalemodel.engine import planner
     from scalemodel.engine.job import build_job

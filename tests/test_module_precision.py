@@ -133,7 +133,7 @@ def test_engine_prices_attention_proj_bf16_between_the_runs() -> None:
     assert layer_compute.module_gemm_kwargs(jm, "attention_proj", "proj") == {
         "proj_peak_flops": jm.attention_peak_flops, "proj_gemm_max": jm.attention_gemm_max,
         "proj_gemm_half_dim": jm.attention_gemm_half_dim}
-    from dataclasses import replace
+    from msgspec.structs import replace
     # a BF16 layer is BF16 whole
     assert layer_compute.module_recipe(replace(jm, fp8_recipe=""), "attention_proj") is None
 
@@ -377,7 +377,7 @@ def test_tp_chunking_prices_the_mtp_block_at_its_own_gemm_time_by_hand(full: boo
     r (splits - 1), dgrad = r (2 - 1); T = 2048 tokens, d0 366 (B200 fp4 curve), the MTP block's 175 (BF16's)."""
     job, g = _tp2("fp4", "gpt-7.5b")
     if full:
-        from dataclasses import replace
+        from msgspec.structs import replace
         g = replace(g, recompute=np.asarray([int(tr.Recompute.FULL)]))
     assert (job.gemm_half_dim, job.attention_gemm_half_dim, job.seq_len) == (366.0, 175.0, 2048)
     r = 5.0 / 12.0

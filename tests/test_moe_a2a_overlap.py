@@ -4,10 +4,9 @@ and against the compute under it; Megatron's refusals are refused here too."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.choices import Recompute
 from scalemodel.engine.job import build_job, grid_from_strategy

@@ -200,7 +200,7 @@ def test_field_is_checked() -> None:
 def test_a_grid_of_ep_candidates_prices_each_as_alone() -> None:
     """The planner's unit: one grid holding ep 2, 4, 8, 16 (the factor varies per candidate) prices each candidate
     as a grid of that one strategy does, with the random-routing default and with a stated figure."""
-    from dataclasses import fields, replace
+    from msgspec.structs import replace
 
     cl = load_cluster("dgx-h100")
     for imbalance in (None, 1.1):
@@ -208,8 +208,8 @@ def test_a_grid_of_ep_candidates_prices_each_as_alone() -> None:
                           moe_rank_imbalance=imbalance)
         job = build_job(cl, QWEN3_30B, tr)
         grids = [grid_from_strategy(StrategySpec(tp=1, pp=1, ep=e, dp=16), tr, 16, job) for e in (2, 4, 8, 16)]
-        arrays = {f.name: np.concatenate([np.ravel(getattr(gr, f.name)) for gr in grids]) for f in fields(grids[0])
-                  if isinstance(getattr(grids[0], f.name), np.ndarray) and np.size(getattr(grids[0], f.name)) == 1}
+        arrays = {f: np.concatenate([np.ravel(getattr(gr, f)) for gr in grids]) for f in grids[0].__struct_fields__
+                  if isinstance(getattr(grids[0], f), np.ndarray) and np.size(getattr(grids[0], f)) == 1}
         assert "ep" in arrays
         together = evaluate(job, replace(grids[0], **arrays)).step_time
         assert np.shape(together) == (4,)

@@ -10,12 +10,12 @@ those formulas, not read back from the implementation.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, memory, transformer

@@ -10,13 +10,13 @@ combine, forward and backward). The collectives are priced at 1 s each here, so 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import msgspec
 import numpy as np
 import pytest
 import yaml
+from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import transformer

@@ -16,13 +16,13 @@ model's mxfp8 run against a hand count of its fp8 GEMMs.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import load_yaml
+from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute

@@ -86,9 +86,8 @@ def test_less_overlap_is_never_faster_and_one_is_the_default(model: str, gpus: i
 def test_planner_stays_exact_with_overhead_and_partial_overlap(seed: int) -> None:
     """The decomposed search's bounds still hold when windows shrink and every step carries an overhead:
     it finds the brute force's best (the planner tests' own brute force, on the modified job)."""
-    from dataclasses import replace
-
     import numpy as np
+    from msgspec.structs import replace
     from test_planner import _brute_force_best, _job  # the planner tests' independent enumeration
 
     from scalemodel.engine import planner

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -103,7 +104,7 @@ def _eval(job, arrays, **kw):  # type: ignore[no-untyped-def]
 def _scaled_network(job, factor: float, tier: int | None = None):  # type: ignore[no-untyped-def]
     tiers = tuple(replace(t, bandwidth=t.bandwidth * (factor if tier in (None, i) else 1.0))
                   for i, t in enumerate(job.network.tiers))
-    return replace(job, network=replace(job.network, tiers=tiers))
+    return msgspec.structs.replace(job, network=replace(job.network, tiers=tiers))
 
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -190,7 +191,8 @@ XLA_FSDP = dict(XLA_HSDP, zero=4, bucket_bytes=0.0)
 def test_faster_accelerator_never_slower(case, factor) -> None:  # type: ignore[no-untyped-def]
     job, arrays = case
     base = float(_eval(job, arrays).step_time[0])
-    quick = replace(job, peak_flops=job.peak_flops * factor, memory_bandwidth=job.memory_bandwidth * factor)
+    quick = msgspec.structs.replace(job, peak_flops=job.peak_flops * factor,
+                                    memory_bandwidth=job.memory_bandwidth * factor)
     assert float(_eval(quick, arrays).step_time[0]) <= base * (1 + 1e-9)
 
 
@@ -199,7 +201,7 @@ def test_faster_accelerator_never_slower(case, factor) -> None:  # type: ignore[
 def test_more_memory_changes_only_what_fits(case) -> None:  # type: ignore[no-untyped-def]
     job, arrays = case
     base = _eval(job, arrays)
-    roomy = _eval(replace(job, memory_capacity=job.memory_capacity * 4), arrays)
+    roomy = _eval(msgspec.structs.replace(job, memory_capacity=job.memory_capacity * 4), arrays)
     assert float(roomy.step_time[0]) == float(base.step_time[0])
     assert bool(roomy.fits[0]) or not bool(base.fits[0])
 

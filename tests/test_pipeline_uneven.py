@@ -148,7 +148,7 @@ def test_pipeline_ranks_are_priced_as_evaluate_prices_its_micro_batch(eta: float
     """The rank times the pipeline formulas use are evaluate's own: with the overlap efficiency below 1 the
     busiest rank's time is still the micro-batch time t_mb the bubble is counted in (the formulas once priced
     ranks with full overlap windows while t_mb used the cut ones)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     job = build_job(load_cluster("dgx-h100"), load_workload("gpt3-175b"), TrainingSpec(global_batch=32, micro_batch=1))
     job = replace(job, overlap_efficiency=eta)

@@ -92,7 +92,7 @@ def test_all_to_all_exchanges_only_where_te_runs_them():
 def test_all_gather_memory_is_the_p2p_memory_plus_the_gathered_bytes():
     """The planner prices memory once per row that differs in something else, adding all_gather's gathered K, V
     (planner._memory_rows): the step's own memory of the all_gather row says the same."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from scalemodel.cost.compute import cp_gathered_bytes
     from scalemodel.engine.pipeline_ranks import microbatches

@@ -4,10 +4,9 @@ strategy on its own gives (grid_from_strategy + evaluate + result_at, the route 
 re-evaluation produced (step time, breakdown, memory, throughput, FLOPs, sync, time to train, interval, notes)."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import msgspec
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy

@@ -161,7 +161,7 @@ def test_constraints_respected_and_memory_limit_counted():
 def test_time_to_train_divides_by_statistical_efficiency():
     """A model whose ZeRO 0 replica fits (asp needs one per rank) and stragglers (CV 0.3: bsp waits for the
     slowest of 16, asp does not), so asp plans rank beside bsp's and the efficiency check below runs."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     job, _cl, _wl = _job(cluster="dgx-a100", model="gpt-1.7b", global_batch=32)
     job = replace(job, straggler_cv=0.3)
@@ -190,7 +190,7 @@ def test_cost_objective_needs_a_price():
         res = planner.search(job, 16, 32, top=2, objective="cost", constraints={"tp": 1, "algorithm": "auto"})
         assert res.objective_values[0] == pytest.approx(
             16 * job.price_per_gpu_s / res.ranked[0].throughput["tokens_per_s"], rel=1e-9)
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     with pytest.raises(InputError):
         planner.search(replace(job, price_per_gpu_s=0.0), 16, 32, objective="cost")
@@ -388,7 +388,7 @@ def test_decomposed_search_equals_brute_force(seed):
     job, _cl, _wl = _job(cluster=cluster, model=model, sets=[f"layers={layers}"], global_batch=batch,
                          seq_len=int(rng.choice([512, 2048])))
     if seed % 4 == 3:  # stragglers and load imbalance make the sync and imbalance terms non-zero
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         job = replace(job, straggler_cv=0.05, work_cv=0.2)
     cons = {"cp": [("<=", 2)]}
@@ -454,7 +454,7 @@ def test_decomposed_search_equals_brute_force_across_sync_modes(seed):
     """Several sync modes at once (those sharing bsp's traffic are re-priced from one evaluation, each bounded
     by its own straggler and efficiency factors), on random clusters, models, stragglers and objectives: the
     decomposed search finds the brute-force best (every mode evaluated on its own) and covers its count."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     rng = np.random.default_rng(100 + seed)
     cluster = str(rng.choice(["dgx-a100-40g", "dgx-h100", "aws-p4d", "pcie-25gbe", "mi300x-8", "dgx-1-v100"]))
@@ -686,7 +686,7 @@ def test_decomposed_search_equals_brute_force_where_replicas_prune(modes, cv, ob
     """The bound of the modes that need a replica per rank holds at ZeRO 0 only (code 15), pass 2 re-prices them on
     ZeRO 0 batches only, and GPipe/ZB-H1 are bounded with their bubble: on a memory-tight job where ZeRO 0 and
     ZeRO > 0 both fit somewhere, the decomposed search still finds the brute-force best and count."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)
     job = replace(job, straggler_cv=cv)

@@ -191,7 +191,7 @@ M_BELOW_PP = (_job("mi300x-8", "llama2-7b", "bf16", 2048),
 def test_interleaved_sync_is_monotone(case, tier, net, gpu) -> None:  # type: ignore[no-untyped-def]
     """More bandwidth or a faster accelerator never makes an interleaved step slower (the per-chunk windows shrink
     with the compute by at most what the compute saves: with m < pp the chunks are m chunk-passes apart, not pp)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     job, arrays = case
     if tier is not None and tier >= len(job.network.tiers):

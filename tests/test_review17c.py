@@ -9,11 +9,10 @@ accelerator datasheets in hardware/accelerators, not from the functions under te
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from conftest import load_yaml, script_module
+from msgspec.structs import replace
 
 from scalemodel.cost import compute
 from scalemodel.engine import layer_compute
@@ -119,12 +118,10 @@ def test_sensitivity_peak_moves_every_peak_a_job_prices_at() -> None:
     _peaks_perturb). moe17 added Job.router_peak_flops (the fp32 router's TF32 GEMMs) outside PEAK_FIELDS, as
     Job.mxfp8_peak_flops was: a 2x faster chip left those GEMMs at the old speed while the 16-bit GEMM subtracted from
     the router's (cost.compute.router_dtype_times) got faster, so the router's added time grew with the peak."""
-    import dataclasses
-
     from scalemodel.engine.job import Job
     from scalemodel.engine.sensitivity import PEAK_FIELDS, _peaks_perturb
 
-    peaks = {f.name for f in dataclasses.fields(Job) if f.name.endswith("peak_flops")}
+    peaks = {f for f in Job.__struct_fields__ if f.endswith("peak_flops")}
     assert peaks == set(PEAK_FIELDS)
     tr = TrainingSpec(global_batch=16, micro_batch=2, precision="bf16", seq_len=S, moe_router_dtype="fp32",
                       moe_rank_imbalance=1.0)

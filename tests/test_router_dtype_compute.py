@@ -8,10 +8,9 @@ written out from the roofline (FLOPs at peak x gemm_max x prod d/(d + d0), or by
 by hand, not by calling the function under test's helpers."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.cost import compute
 from scalemodel.engine import layer_compute

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import load_yaml
+from msgspec.structs import replace
 
 from scalemodel.cost import staleness
 from scalemodel.cost.staleness import default_kappa, fit_kappa

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -253,7 +254,7 @@ def test_zero3_gathers_parameters_every_microbatch(a100, gpt) -> None:  # type: 
     with pytest.raises(InputError, match="shard_group = 3 does not divide dp = 64"):
         one(job, training, 64, zero="hsdp", shard_group=3)
     g_ok, _ = one(job, training, 64, zero="hsdp")
-    bad = evaluate(job, replace(g_ok, shard_group=np.asarray(3, dtype=np.int64)), sync="bsp")
+    bad = evaluate(job, msgspec.structs.replace(g_ok, shard_group=np.asarray(3, dtype=np.int64)), sync="bsp")
     assert not bool(bad.feasible[0])
     # with a ring, reduce-scatter + 2 all-gathers is 1.5 all-reduces of the same buffer (m = 1)
     ring = {op: val(coll.collective_time(op, 1e9, 64, job.network, algorithm="ring"))
@@ -311,7 +312,7 @@ def test_more_bandwidth_is_never_slower(a100, gpt) -> None:  # type: ignore[no-u
     base = evaluate(job, g).step_time
     for factor in (2.0, 10.0):
         tiers = tuple(replace(t, bandwidth=t.bandwidth * factor) for t in job.network.tiers)
-        fast = replace(job, network=replace(job.network, tiers=tiers))
+        fast = msgspec.structs.replace(job, network=replace(job.network, tiers=tiers))
         assert np.all(evaluate(fast, g).step_time <= base * (1 + 1e-12))
 
 
@@ -389,7 +390,7 @@ def test_load_imbalance_static_vs_dynamic(a100, gpt) -> None:  # type: ignore[no
     from scalemodel.cost import stragglers as st
 
     training = dict(global_batch=512, micro_batch=1)
-    job = replace(job_for(a100, gpt, **training), work_cv=0.3)
+    job = msgspec.structs.replace(job_for(a100, gpt, **training), work_cv=0.3)
     _, r = one(job, training, 64, tp=8)  # dp = 8, m = 64 micro-batches per replica
     m, n = 64, 8
     task = val(r.breakdown["compute"]) / m
@@ -401,7 +402,7 @@ def test_load_imbalance_static_vs_dynamic(a100, gpt) -> None:  # type: ignore[no
     M = m * n
     expected_dynamic = M * t / n - n * t / (2 * n) + t - m * task
     assert val(d.breakdown["imbalance"]) == pytest.approx(expected_dynamic, rel=1e-9)
-    balanced = replace(job, work_cv=0.0)
+    balanced = msgspec.structs.replace(job, work_cv=0.0)
     _, z = one(balanced, training, 64, tp=8)
     assert val(z.breakdown["imbalance"]) == 0.0
 
@@ -524,7 +525,7 @@ def test_with_sync_is_evaluate_under_that_mode(a100, gpt, cv) -> None:  # type: 
     under the mode bit for bit (the planner ranks on them); hier and asp-on-a-parameter-server are refused."""
     from scalemodel.engine.step import shares_bsp_comm, with_sync
 
-    job = replace(job_for(a100, gpt, global_batch=512), straggler_cv=cv, work_cv=0.1)
+    job = msgspec.structs.replace(job_for(a100, gpt, global_batch=512), straggler_cv=cv, work_cv=0.1)
     tp = np.array([1, 2, 8]).reshape(3, 1, 1)
     zero = np.array([0, 1, 3]).reshape(1, 3, 1)
     bucket = np.array([0.0, 5e6, 2e9]).reshape(1, 1, 3)
@@ -580,7 +581,7 @@ def test_dp_exposed_floor_is_below_every_communication_choice(a100, model) -> No
     g = grid_from_arrays(gpus=96, dp=96 // (tp * pp), tp=tp, pp=pp, ep=ep, micro_batch=1, global_batch=256 // 32 * 48,
                          zero=zero, algorithm=alg, compression=comp, bucket_bytes=bucket)
     for overlap in (True, False):
-        gg = replace(g, overlap=np.asarray(overlap))
+        gg = msgspec.structs.replace(g, overlap=np.asarray(overlap))
         res = evaluate(job, gg)
         floor = np.broadcast_to(dp_exposed_floor(job, gg), res.step_time.shape)
         dp = np.asarray(res.breakdown["dp_comm"])

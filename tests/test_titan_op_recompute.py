@@ -9,12 +9,12 @@ module docstring and the byte counts of cost/memory.py's, not read back from the
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, memory

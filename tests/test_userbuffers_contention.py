@@ -4,10 +4,9 @@ not at NCCL's channel share."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.cost.collectives import collective_time
 from scalemodel.engine.job import build_job, grid_from_strategy

@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 import yaml
 
@@ -115,7 +116,7 @@ def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float
     step overhead (replacing the cluster's)."""
     tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
     gemm = fp8 if fp8 is not None and job.precision in FP8_CURVE_PRECISIONS else compute
-    return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
+    return msgspec.structs.replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
                    attention_gemm_max=job.attention_gemm_max * compute,  # a BF16 core takes the 16-bit factor
                    logits_gemm_max=job.logits_gemm_max * compute,  # so does a BF16 logits GEMM
                    attention_fwd=_scaled_curve(job.attention_fwd, compute),  # and a fitted attention kernel
@@ -273,8 +274,9 @@ def _batched(items: list[tuple[Job, Any, str]]) -> list[tuple[Job, Any, str, np.
     out = []
     for job, sync, members in groups:
         grids = [items[i][1] for i in members]
-        stacked = replace(grids[0], **{f.name: np.stack([np.asarray(getattr(g, f.name)).reshape(())
-                                                         for g in grids]) for f in fields(grids[0])})
+        stacked = msgspec.structs.replace(grids[0], **{
+            name: np.stack([np.asarray(getattr(g, name)).reshape(()) for g in grids])
+            for name in grids[0].__struct_fields__})
         out.append((job, stacked, sync, np.array(members, dtype=np.intp)))
     return out
 

@@ -10,10 +10,10 @@ kernels (:func:`_optimizer_time`: Adam, weight copy, grad-buffer reset, fp8 para
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from msgspec.structs import replace
 
 from scalemodel.choices import (
     Algorithm,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec.structs import replace
 
 from scalemodel.choices import (
     ROWWISE_FP8_RECIPES,
@@ -69,9 +70,12 @@ DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 
 
-@dataclass(frozen=True)
-class Job:
-    """Everything about the job that does not vary across candidate strategies (SI units)."""
+class Job(msgspec.Struct, frozen=True):
+    """Everything about the job that does not vary across candidate strategies (SI units).
+
+    A msgspec Struct, not a dataclass: Python 3.11 compiles a frozen dataclass's generated methods from source at
+    import, ~27 M instructions for these 70 fields, 3% of a query (a Struct class is built in C); copies with
+    changes are :func:`msgspec.structs.replace`, the field names ``__struct_fields__``."""
 
     name: str
     cluster_name: str
@@ -105,7 +109,7 @@ class Job:
     train_tokens: float  # 0 = not given
     critical_batch: float  # B_noise in samples, 0 = not given
     work_cv: float  # CV of one micro-batch's compute time (load imbalance)
-    inputs: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = msgspec.field(default_factory=dict)
     #: bytes of a routing probability (training.moe_router_dtype: 4 fp32, 8 fp64); 0: the activations' elem_bytes
     router_bytes: float = 0.0
     #: peak of the router's fp32 / fp64 GEMMs (Transformer Engine's TF32 for fp32, FP64 for fp64;
@@ -126,7 +130,7 @@ class Job:
     clock_jitter_cv: float = 0.0
     # staleness penalty of async / stale-sync modes for this optimizer and model family, and its provenance
     # (scalemodel/cost/staleness.py); --staleness-kappa overrides it per call
-    staleness_kappa: float = field(default_factory=staleness.fallback_kappa)
+    staleness_kappa: float = msgspec.field(default_factory=staleness.fallback_kappa)
     staleness_kappa_source: str = ""
     critical_batch_source: str = ""  # where critical_batch (B_noise) came from, one line ("" when not known)
     # fixed seconds added to every step (ClusterSpec.step_overhead, docs/model.md#overhead) and the fraction of
@@ -684,9 +688,10 @@ def collective_share(acc: Any) -> float:
     return min(float(coll_units) / float(units), 1.0)
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class StrategyGrid:
+class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """Candidate strategies as mutually broadcastable numpy arrays (the planner's unit of work).
+
+    A msgspec Struct, as :class:`Job` is (its 73 fields as a dataclass: ~22 M instructions at import).
 
     Fields may have different but broadcast-compatible shapes: a planner puts each choice on its
     own axis (tp of shape (4,1,1), pp (1,5,1), ...), so a cost that depends on few choices is
@@ -781,14 +786,13 @@ class StrategyGrid:
     def flat(self) -> StrategyGrid:
         """The same candidates as 1-D arrays of length ``size`` (materialised)."""
         shape = self.shape
-        return replace(self, **{f.name: np.broadcast_to(getattr(self, f.name), shape).ravel()
-                                for f in fields(self)})
+        return replace(self, **{name: np.broadcast_to(getattr(self, name), shape).ravel() for name in _GRID_FIELDS})
 
     def take(self, index: Any) -> StrategyGrid:
         """Candidates at flat positions ``index``."""
         shape = self.shape
-        return replace(self, **{f.name: np.broadcast_to(getattr(self, f.name), shape).ravel()[index]
-                                for f in fields(self)})
+        return replace(self, **{name: np.broadcast_to(getattr(self, name), shape).ravel()[index]
+                                for name in _GRID_FIELDS})
 
     def describe(self, i: int) -> dict[str, Any]:
         """Candidate i (flat position) as the strategy dict of the JSON output."""
@@ -892,7 +896,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
-_GRID_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StrategyGrid))
+_GRID_FIELDS: tuple[str, ...] = StrategyGrid.__struct_fields__
 
 
 def grid_from_arrays(**arrays: Any) -> StrategyGrid:
@@ -901,7 +905,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     Shapes are kept (not materialised): pass axis-shaped arrays for a cartesian product.
     """
     values = {**GRID_DEFAULTS, **arrays}
-    names = [f.name for f in fields(StrategyGrid)]
+    names = _GRID_FIELDS
     missing = [n for n in names if n not in values]
     if missing:
         raise TypeError(f"missing strategy arrays: {missing}")

@@ -13,10 +13,10 @@ lives here (_KIND_MEMO).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from msgspec.structs import replace
 
 from scalemodel.choices import ROWWISE_FP8_RECIPES, FlexBackend, LayerImpl, Precision, Recompute, ScheduleKind, Zero
 from scalemodel.cost import compute, moe_routing, transformer

@@ -9,9 +9,10 @@ them under 1F1B (:func:`scalemodel.cost.memory.inflight_microbatches`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.cost import memory as M
@@ -88,7 +89,7 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
                                   workspace=workspace))
 
         def fits(n: int) -> bool:
-            trial = replace(grid, micro_batch=np.asarray([n], dtype=np.int64))
+            trial = msgspec.structs.replace(grid, micro_batch=np.asarray([n], dtype=np.int64))
             total = memory_total(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
                                  sync=sync)
             return bool(np.asarray(total <= job.memory_capacity).ravel()[0])
@@ -101,7 +102,7 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
             lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         return lo
     candidates = _divisors(global_batch // dp)
-    trial = replace(grid, micro_batch=candidates.astype(np.int64))
+    trial = msgspec.structs.replace(grid, micro_batch=candidates.astype(np.int64))
     total = memory_total(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
                          sync=sync)
     fitting = candidates[np.asarray(total <= job.memory_capacity)]

@@ -14,8 +14,6 @@ Memos of the last job's splits live here (_PART_MEMO, _KINDS_MEMO, _KINDS_RANKS_
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from dataclasses import fields as dataclass_fields
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -128,7 +126,7 @@ def _part_job(job: Job, layers: str) -> Job:
         new = msgspec.structs.replace(hy, mamba=counts[0] * s, attention=counts[1] * s, mlp=counts[2] * s,
                                       moe=counts[3] * s, moe_intervals=tuple((b, c * s) for b, c in intervals),
                                       segment_layers=(), layers_as_written="")
-        memo[1][key] = replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
+        memo[1][key] = msgspec.structs.replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
     return memo[1][key]
 
 
@@ -201,7 +199,7 @@ def _kinds_part(job: Job, layers: str, parts: dict[Any, Job]) -> Job:
     key = ("kinds", Fraction(n_e, n), tuple(sorted((gap, Fraction(c, n)) for gap, c in
                                                    transformer.kind_intervals(layers))) if n_e else ())
     if key not in parts:
-        parts[key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
+        parts[key] = msgspec.structs.replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
     return parts[key]
 
 
@@ -415,7 +413,8 @@ def _rank_dp_job(job: Job, layers: str) -> Job:
         _DP_JOB_MEMO["last"] = memo
     if id(part) not in memo[1]:
         params, expert = model_param_counts(part.shape)
-        memo[1][id(part)] = (part, replace(part, params=params, expert_params=expert))  # the part held: its id stays
+        # the part held: its id stays
+        memo[1][id(part)] = (part, msgspec.structs.replace(part, params=params, expert_params=expert))
     return memo[1][id(part)][1]
 
 
@@ -506,8 +505,8 @@ def _split_rows(job: Job, g: StrategyGrid) -> list[_Rows] | None:
     out = []
     for k in groups:
         rows = np.nonzero(key == k)[0]
-        out.append(_Rows(rows, replace(g, **{f.name: _cut_rows(getattr(g, f.name), rows, n, nd)
-                                             for f in dataclass_fields(g)})))
+        out.append(_Rows(rows, msgspec.structs.replace(g, **{name: _cut_rows(getattr(g, name), rows, n, nd)
+                                                             for name in g.__struct_fields__})))
     return out
 
 
@@ -529,7 +528,8 @@ def _join_rows(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> np.ndarr
 
 
 def _join_results(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> Any:
-    """:func:`_join_rows` of every array (and dict of arrays) field of like results (a dataclass or a NamedTuple)."""
+    """:func:`_join_rows` of every array (and dict of arrays) field of like results (a msgspec Struct or a
+    NamedTuple)."""
     first = parts[0][1]
 
     def join(values: list[Any]) -> Any:
@@ -539,8 +539,8 @@ def _join_results(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> Any:
 
     if isinstance(first, tuple):  # NamedTuple
         return type(first)(*(join([r[i] for _rows, r in parts]) for i in range(len(first))))
-    return replace(first, **{f.name: join([getattr(r, f.name) for _rows, r in parts])
-                             for f in dataclass_fields(first)})
+    return msgspec.structs.replace(first, **{f: join([getattr(r, f) for _rows, r in parts])
+                                             for f in first.__struct_fields__})
 
 
 class _RowsMemo(MutableMapping[str, np.ndarray]):

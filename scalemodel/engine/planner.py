@@ -59,9 +59,10 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import (
@@ -554,13 +555,13 @@ def take_one(grid: StrategyGrid, i: int) -> StrategyGrid:
     at: dict[tuple[int, ...], tuple[Any, ...]] = {}  # the position in each field shape (the grid's ~100 fields
     # share a handful of shapes), worked out once per shape
     out = {}
-    for f in fields(grid):
-        a = getattr(grid, f.name)
+    for name in grid.__struct_fields__:
+        a = getattr(grid, name)
         if a.shape not in at:
             full = (1,) * (len(shape) - a.ndim) + a.shape
             at[a.shape] = tuple(ix if n > 1 else 0 for ix, n in zip(idx, full, strict=True))[len(shape) - a.ndim:]
-        out[f.name] = a[at[a.shape]].reshape(1)
-    return replace(grid, **out)
+        out[name] = a[at[a.shape]].reshape(1)
+    return msgspec.structs.replace(grid, **out)
 
 
 def family(tp: int, pp: int, cp: int, ep: int, dp: int) -> str:
@@ -799,7 +800,8 @@ def _result_one(res: StepArrays, i: int) -> StepArrays:
         arr = np.asarray(a)
         return arr[at].reshape(1) if arr.ndim else arr.reshape(1)
 
-    return replace(res, **{f.name: one(getattr(res, f.name)) for f in fields(res) if f.name != "extras"}, extras={})
+    return msgspec.structs.replace(res, **{f: one(getattr(res, f)) for f in res.__struct_fields__ if f != "extras"},
+                                   extras={})
 
 
 def _predict_all(job: Job, picks: list[_Pick]) -> list[Prediction]:
@@ -872,7 +874,8 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
             continue
         diff = [f for f in COMM_FIELDS if choices[f][i] != choices[f][best]]
         if len(diff) == 1 or diff == ["compression", "topk_ratio"]:
-            one = take_one(replace(p.grid, **{f: np.asarray([choices[f][i]]) for f in COMM_FIELDS}), 0).describe(0)
+            one = take_one(msgspec.structs.replace(p.grid, **{f: np.asarray([choices[f][i]]) for f in COMM_FIELDS}),
+                           0).describe(0)
             name = {"ps_servers": "dp_comm", "ps_colocated": "dp_comm", "topk_ratio": "compression",
                     "bucket_bytes": "bucket_bytes", "dynamic_assignment": "assignment"}.get(diff[0], diff[0])
             mine = p.grid.describe(0)[name]
@@ -1204,13 +1207,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
-        full = replace(grid, zero=zeros)
+        full = msgspec.structs.replace(grid, zero=zeros)
         shape = full.shape
         # memory reads no exchange choice but all_gather's gathered K, V (added per row, _memory_rows): priced once
         # per row that differs in something else
         rep, inv, gathered = _memory_rows(job, all_cfg, lo, hi)
         g_rep = grid if rep is None else _outer_grid(gpus, global_batch, rep, 0, len(rep["dp"]), axes, comm0, fixed)
-        full_rep = replace(g_rep, zero=zeros)
+        full_rep = msgspec.structs.replace(g_rep, zero=zeros)
         acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
         mem = _per_row(np.broadcast_to(memory_total(job, full_rep, microbatches(full_rep), activations=acts),
                                        full_rep.shape), inv, gathered)
@@ -1231,7 +1234,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 # Only the model states differ, and only where ZeRO shards them: ZeRO 0 keeps bsp's bytes (the
                 # replicas enter only through the sharded stages' terms) and the activation bytes are bsp's
                 mem_h = np.array(mem)
-                hz = replace(g_rep, zero=axes["zero"][sharded_z].reshape(1, -1, 1, 1))
+                hz = msgspec.structs.replace(g_rep, zero=axes["zero"][sharded_z].reshape(1, -1, 1, 1))
                 mem_h[:, sharded_z] = _per_row(np.broadcast_to(memory_total(
                     job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), hz.shape), inv, gathered)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
@@ -1306,7 +1309,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         good_idx = good_all[idx]
         zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
         sub = {k: v[idx] for k, v in all_cfg.items()}
-        grid = replace(_outer_grid(gpus, global_batch, sub, 0, len(idx), axes, comm0, fixed),
+        grid = msgspec.structs.replace(_outer_grid(gpus, global_batch, sub, 0, len(idx), axes, comm0, fixed),
                        zero=axes["zero"][zstar].reshape(-1, 1, 1, 1))
         res = evaluate(job, grid, sync="bsp", kappa=kappa)
         computed += grid.size
@@ -1349,7 +1352,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             rows3 = np.nonzero(need)[0]
             if len(rows3):
                 sub3 = {k: v[rows3] for k, v in sub.items()}
-                g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
+                g3 = msgspec.structs.replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
                              zero=axes["zero"][z3].reshape(1, -1, 1, 1))
                 fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
                                                                   (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import CompressionKind, Zero, parse_compression
@@ -198,7 +199,7 @@ def _topk_slower_note(job: Job, grid: StrategyGrid, pred: Prediction, sync: str,
     latency, since the all-gather's dp - 1 terms per bucket are fewer than the ring all-reduce's 2(dp - 1). dp is
     the group that reduces the gradients, the replicas with their cp ranks (dp x cp, as dp_comm prices both
     exchanges over DataParallelGroups.sharding)."""
-    dense = replace(grid, compression=np.full_like(grid.compression, int(CompressionKind.NONE)),
+    dense = msgspec.structs.replace(grid, compression=np.full_like(grid.compression, int(CompressionKind.NONE)),
                     topk_ratio=np.ones_like(grid.topk_ratio))
     base = sum(_f(_pick(v, 0)) for v in evaluate(job, dense, sync=sync, kappa=kappa).breakdown.values())
     if not pred.step_time_s > base:

@@ -37,8 +37,10 @@ efficiency).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from scalemodel.choices import parse_compression
 from scalemodel.cost import compression, efficiency
@@ -265,8 +267,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
                                  + (f" (candidates infeasible by reason: {why})" if why else ""), where="--best",
                                  allowed="fewer GPUs, another global batch, or relaxed constraints")
             pred = found[0]
-            free = plan_search(replace(job, memory_capacity=job.memory_capacity * _UNLIMITED_MEMORY), n, batch,
-                               top=1, **kw).ranked
+            roomy = msgspec.structs.replace(job, memory_capacity=job.memory_capacity * _UNLIMITED_MEMORY)
+            free = plan_search(roomy, n, batch, top=1, **kw).ranked
             own = _parts_per_sample(pred, n, batch)
             t = sum(own.values())
             unconstrained = _parts_per_sample(free[0], n, batch) if free else own

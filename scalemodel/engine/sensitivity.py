@@ -26,7 +26,7 @@ bandwidth on one path) the central difference is half the downward slope; a note
 GEMM with its fp8 GEMMs, an fp32 / fp64 router's TF32 / FP64 GEMMs, an MXFP8 module's FP8 GEMMs in an fp4 run,
 :func:`_peaks_perturb`), so the identity above holds at every precision.
 
-Perturbations are :func:`dataclasses.replace` copies of the :class:`~scalemodel.engine.job.Job`
+Perturbations are :func:`msgspec.structs.replace` copies of the :class:`~scalemodel.engine.job.Job`
 (and of its :class:`~scalemodel.cost.network.Tier` objects); each is one vectorised
 :func:`~scalemodel.engine.step.evaluate` call.
 """
@@ -37,6 +37,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
@@ -118,13 +120,13 @@ def _tier_perturb(index: int, attr: str) -> Perturb:
         tiers = list(job.network.tiers)
         t = tiers[index]
         tiers[index] = replace(t, **{attr: getattr(t, attr) * mult})
-        return replace(job, network=replace(job.network, tiers=tuple(tiers)))
+        return msgspec.structs.replace(job, network=replace(job.network, tiers=tuple(tiers)))
     return apply
 
 
 def _job_perturb(attr: str) -> Perturb:
     def apply(job: Job, mult: float) -> Job:
-        return replace(job, **{attr: getattr(job, attr) * mult})
+        return msgspec.structs.replace(job, **{attr: getattr(job, attr) * mult})
     return apply
 
 
@@ -140,7 +142,7 @@ def _peaks_perturb(job: Job, mult: float) -> Job:
     "Peak FLOP/s" is the accelerator's compute speed: a faster chip is faster at every precision, so the
     BF16 parts of an fp8 run (attention core, logits GEMM) move with its fp8 GEMMs. Moving only ``peak_flops``
     would leave their time fixed and break the single-GPU identity e_peak + e_memory_bandwidth = 1."""
-    return replace(job, **{f: getattr(job, f) * mult for f in PEAK_FIELDS})
+    return msgspec.structs.replace(job, **{f: getattr(job, f) * mult for f in PEAK_FIELDS})
 
 
 def hardware_parameters(job: Job) -> list[_Param]:

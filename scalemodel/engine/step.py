@@ -64,7 +64,6 @@ micro-batch (:mod:`scalemodel.engine.layer_compute`), TP / CP / EP / PP communic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -215,9 +214,11 @@ REASON_KEYS = {int(r): r.key for r in Infeasible}
 
 
 
-@dataclass(eq=False)  # numpy fields: == has no single truth value
-class StepArrays:
-    """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``."""
+class StepArrays(msgspec.Struct, eq=False):  # numpy fields: == has no single truth value
+    """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``.
+
+    A msgspec Struct, as :class:`~scalemodel.engine.job.Job` is (a dataclass of these 18 fields compiled its methods
+    at import, ~3 M instructions); copies with changes are :func:`msgspec.structs.replace`."""
 
     step_time: np.ndarray
     breakdown: dict[str, np.ndarray]
@@ -236,7 +237,7 @@ class StepArrays:
     statistical_efficiency: np.ndarray  # staleness penalty of the sync mode (1 for bsp)
     updates_per_s: np.ndarray
     mean_staleness: np.ndarray
-    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    extras: dict[str, np.ndarray] = msgspec.field(default_factory=dict)
 
 
 def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
@@ -755,14 +756,13 @@ def _one_kind_job(job: Job, kind: str) -> Job:
         symbol = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[kind]
         new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_layers=(),
                                       layers_as_written="", **counts)
-        return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
+        return msgspec.structs.replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
     if kind == "moe":  # every layer MoE
-        return replace(job, shape=msgspec.structs.replace(sh, moe_every=np.ones_like(sh.moe_every),
-                                                          moe_first_dense=np.zeros_like(sh.moe_first_dense),
-                                                          rank_kinds=""))
+        return msgspec.structs.replace(job, shape=msgspec.structs.replace(
+            sh, moe_every=np.ones_like(sh.moe_every), moe_first_dense=np.zeros_like(sh.moe_first_dense), rank_kinds=""))
     # no MoE layer: the dense prefix covers them all
-    return replace(job, shape=msgspec.structs.replace(sh, moe_first_dense=np.asarray(sh.layers, dtype=float),
-                                                      rank_kinds=""))
+    return msgspec.structs.replace(job, shape=msgspec.structs.replace(
+        sh, moe_first_dense=np.asarray(sh.layers, dtype=float), rank_kinds=""))
 
 
 #: The share of ``moe_layer_host_s`` (H, the host's issue time of one MoE layer's forward and backward) that a
@@ -1260,7 +1260,7 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
     if needs_replicas(sync):
         open_ = (reason == 0) | (reason == Infeasible.OUT_OF_MEMORY)  # evaluate flags it before memory
         reason = np.where(open_ & (g.zero != Zero.NONE), int(Infeasible.SYNC_NEEDS_REPLICAS), reason)
-    return replace(
+    return msgspec.structs.replace(
         res, step_time=full(step), breakdown={k: full(v) for k, v in breakdown.items()},
         reason=full(reason), feasible=full(reason == 0),
         tokens_per_s=full(samples * job.seq_len / safe), samples_per_s=full(samples / safe),
