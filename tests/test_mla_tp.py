@@ -11,7 +11,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.cost.transformer import mla_up_proj_gather_width, shape, tp_attention_gather_width
+from scalemodel.cost.transformer import mla_up_proj_gathers, shape, tp_attention_gathers
 from scalemodel.engine import model_parallel_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
@@ -29,18 +29,22 @@ LLAMA = shape(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vo
 
 
 def test_gather_widths_by_hand() -> None:
-    # DeepSeek-V3: duplicated 1536 + 512 + 64; column 2 x 7168 + 2 x 1536 + 2 x 512 + 64
-    assert float(tp_attention_gather_width(DSV3, False)) == 2112.0
-    assert float(tp_attention_gather_width(DSV3, True)) == 18_496.0
-    # full-rank Q: linear_q_proj gathers h in both; column adds kv_down's h and the latent's second gather
-    assert float(tp_attention_gather_width(V2_LITE, False)) == 2048 + 512 + 64
-    assert float(tp_attention_gather_width(V2_LITE, True)) == 2 * 2048 + 2 * 512 + 64
+    def widths(sh, column):  # type: ignore[no-untyped-def]
+        return [float(np.ravel(w)[0]) for w in tp_attention_gathers(sh, column)]
+
+    # DeepSeek-V3: duplicated r_q, r_kv, d_rope = 1536, 512, 64 (2112 a token); column h, r_q, r_q, h, r_kv + d_rope,
+    # r_kv (2 x 7168 + 2 x 1536 + 2 x 512 + 64 = 18,496)
+    assert widths(DSV3, False) == [1536, 0, 0, 512, 64, 0]
+    assert widths(DSV3, True) == [7168, 1536, 1536, 7168, 576, 512] and sum(widths(DSV3, True)) == 18_496
+    # full-rank Q: linear_q_proj gathers h in both; column adds kv_down's h and the KV latent's second gather
+    assert widths(V2_LITE, False) == [2048, 0, 0, 512, 64, 0]
+    assert widths(V2_LITE, True) == [2048, 0, 0, 2048, 576, 512]
     # no MLA: the fused QKV's input, whatever the flag
-    assert float(tp_attention_gather_width(LLAMA, False)) == float(tp_attention_gather_width(LLAMA, True)) == 4096.0
+    assert widths(LLAMA, False) == widths(LLAMA, True) == [4096, 0, 0, 0, 0, 0]
     # the up-projections' inputs, gathered again under selective recompute of mla_up_proj
-    assert float(mla_up_proj_gather_width(DSV3)) == 1536 + 512
-    assert float(mla_up_proj_gather_width(V2_LITE)) == 2048 + 512
-    assert float(mla_up_proj_gather_width(LLAMA)) == 0.0
+    assert [float(np.ravel(w)[0]) for w in mla_up_proj_gathers(DSV3)] == [1536, 512]
+    assert [float(np.ravel(w)[0]) for w in mla_up_proj_gathers(V2_LITE)] == [2048, 512]
+    assert [float(np.ravel(w)[0]) for w in mla_up_proj_gathers(LLAMA)] == [0, 0]
 
 
 H, S, LAYERS = 1024, 2048, 4
@@ -65,16 +69,32 @@ def _ag(nbytes: float, ranks: int, job) -> float:  # type: ignore[no-untyped-def
 
 @pytest.mark.parametrize("column", [False, True])
 def test_attention_gather_beyond_the_block_pair_by_hand(column: bool) -> None:
-    """tp 4 with SP, b 1 x s 2048 tokens, bf16: the block pair (c['tp']) gathers h = 1024 a token; MLA's attention
-    block gathers r_q + r_kv + d_rope = 256 + 128 + 32 = 416 (duplicated) or 2 x 1024 + 2 x 256 + 2 x 128 + 32 =
-    2848 (column) instead; c['tp_att'] is the difference of the two gathers' times, c['tp_mla_up'] the up-projections'
-    256 + 128 = 384."""
+    """tp 4 with SP, b 1 x s 2048 tokens, bf16: the block pair (c['tp']) gathers h = 1024 a token in one all-gather;
+    MLA's attention block runs its own all-gathers instead, each its own NCCL collective (its own launch and ramp):
+    duplicated, the two up-projections' inputs r_q = 256 and r_kv = 128 (TE column linears) and the RoPE key d_rope
+    = 32 (gather_from_sequence_parallel_region); column-parallel (multi_latent_attention.py L381-411 at
+    NVIDIA/Megatron-LM@7094270c6f), each down-projection's h-wide input (TE), the Q latent r_q and the KV latent
+    with the RoPE key r_kv + d_rope (gather_from_tensor_model_parallel_region), then the up-projections' r_q and r_kv.
+    c['tp_att'] is those gathers' times less the pair's h-wide one; c['tp_mla_up'] the up-projections' two."""
     job, c = _parts(MLA, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, mla_column_down_proj=column)
-    width = 2848 if column else 416
-    want = _ag(S * width * 2.0, 4, job) - _ag(S * H * 2.0, 4, job)
+    widths = [H, H, 256, 128 + 32, 256, 128] if column else [256, 128, 32]
+    want = sum(_ag(S * w * 2.0, 4, job) for w in widths) - _ag(S * H * 2.0, 4, job)
     assert float(np.ravel(c["tp_att"])[0]) == pytest.approx(want, rel=1e-12)
-    assert (want > 0) == column  # column-parallel gathers more than the h-wide pair, duplicated less
-    assert float(np.ravel(c["tp_mla_up"])[0]) == pytest.approx(_ag(S * 384 * 2.0, 4, job), rel=1e-12)
+    assert float(np.ravel(c["tp_mla_up"])[0]) == pytest.approx(_ag(S * 256 * 2.0, 4, job) + _ag(S * 128 * 2.0, 4, job),
+                                                              rel=1e-12)
+
+
+@pytest.mark.parametrize("column", [False, True])
+def test_full_rank_query_gathers_by_hand(column: bool) -> None:
+    """r_q = 0 (DeepSeek-V2-Lite's full-rank query): linear_q_proj (a TE column linear) gathers the h-wide hidden
+    states in both builds; the KV side as above: duplicated r_kv + d_rope, column h, r_kv + d_rope and r_kv."""
+    mla = MLASpec(kv_lora_rank=128, q_lora_rank=0, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+    job, c = _parts(mla, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, mla_column_down_proj=column)
+    widths = [H, H, 128 + 32, 128] if column else [H, 128, 32]
+    want = sum(_ag(S * w * 2.0, 4, job) for w in widths) - _ag(S * H * 2.0, 4, job)
+    assert float(np.ravel(c["tp_att"])[0]) == pytest.approx(want, rel=1e-12)
+    assert float(np.ravel(c["tp_mla_up"])[0]) == pytest.approx(_ag(S * H * 2.0, 4, job) + _ag(S * 128 * 2.0, 4, job),
+                                                              rel=1e-12)
 
 
 def test_no_extra_gather_without_mla_or_sp() -> None:
@@ -86,7 +106,8 @@ def test_no_extra_gather_without_mla_or_sp() -> None:
 
 def test_step_tp_comm_grows_with_column_down_projections() -> None:
     """8 GPUs, tp 4 with SP, 4 MLA layers: the step's TP part grows with column-parallel down-projections by at
-    least the forward's extra gathers (4 layers x 8 micro-batches x the difference of the two blocks' gathers), at
+    least the forward's extra gathers (4 layers x 8 micro-batches x the difference of the two blocks' gathers, each
+    its own collective), at
     most by that twice (the backward's, partly hidden under the weight-gradient GEMMs)."""
     wl = TransformerWorkload(name="mla", layers=LAYERS, hidden=H, heads=8, ffn_hidden=4096, gated_mlp=True,
                              vocab=32_000, seq_len=S, tied_embeddings=False, mla=MLA,
@@ -97,7 +118,8 @@ def test_step_tp_comm_grows_with_column_down_projections() -> None:
     dup = predict(h100, wl, 8, tr, StrategySpec(**kw))
     col = predict(h100, wl, 8, tr, StrategySpec(**kw, mla_column_down_proj=True))
     job = build_job(h100, wl, tr)
-    fwd = LAYERS * 8 * (_ag(S * 2848 * 2.0, 4, job) - _ag(S * 416 * 2.0, 4, job))
+    fwd = LAYERS * 8 * (sum(_ag(S * w * 2.0, 4, job) for w in (H, H, 256, 128 + 32, 256, 128))
+                        - sum(_ag(S * w * 2.0, 4, job) for w in (256, 128, 32)))
     grew = col.breakdown_s["tp_comm"] - dup.breakdown_s["tp_comm"]
     assert fwd * (1 - 1e-9) <= grew <= 2 * fwd * (1 + 1e-9)
     assert col.strategy["mla_column_down_proj"] is True and dup.strategy["mla_column_down_proj"] is False

@@ -578,42 +578,49 @@ def tp_allreduces_per_layer(sh: Shape) -> np.ndarray:
     return np.where(sh.parallel_block | (sh.hybrid is not None), 1.0, 2.0)
 
 
-def tp_attention_gather_width(sh: Shape, mla_column_down_proj: ArrayLike = False) -> np.ndarray:
-    """Elements a token that one attention block all-gathers over the tensor-parallel group with sequence
-    parallelism (its reduce-scatter is the output projection's ``h`` in every case; docs/model.md#mla-tp):
+def tp_attention_gathers(sh: Shape, mla_column_down_proj: ArrayLike = False) -> tuple[np.ndarray, ...]:
+    """Elements a token of each all-gather one attention block runs over the tensor-parallel group with sequence
+    parallelism, one NCCL collective each (0: not run); its reduce-scatter is the output projection's ``h`` in every
+    case (docs/model.md#mla-tp). Six slots: the query side's first gather, its latent, its up-projection's input; the
+    KV side's first gather, its latent (with the RoPE key), its up-projection's input:
 
-        ordinary attention                      h           (the fused QKV's input)
-        MLA, duplicated down-projections        [r_q = 0] h + r_q + r_kv + d_rope
-        MLA, column-parallel down-projections   2 h + 2 r_q + 2 r_kv + d_rope
+        ordinary attention                      h, 0, 0, 0, 0, 0                 (the fused QKV's input)
+        MLA, duplicated down-projections        [r_q > 0] r_q + [r_q = 0] h, 0, 0, r_kv, d_rope, 0
+        MLA, column-parallel down-projections   h, r_q, r_q, h, r_kv + d_rope, r_kv   (r_q = 0: h, 0, 0, ...)
 
-    MLA with duplicated (TELinear) down-projections (NVIDIA/Megatron-LM@e63aee46b2, 2025-06-13, "perf(MLA): MLA down
-    proj switch back to TELinear", and later; multi_latent_attention.py ``get_query_key_value_tensors``): the
-    down-projections run on the rank's s/t tokens, so the gathers are the Q and KV up-projections' inputs (column
-    linears: r_q and r_kv wide; the full-rank ``linear_q_proj`` gathers h where r_q = 0) and the RoPE key
-    (``gather_from_sequence_parallel_region(k_pos_emb)``, d_rope). Column-parallel down-projections
-    (TEColumnParallelLinear, from 1c425a8313, 2025-02-24, to e63aee46b2; gpt_layer_specs.py L117 / L123 at
-    7094270c6f, which NeMo 25.04 runs): each of the two gathers its h-wide input (a TE column linear with sequence
-    parallelism gathers it inside the module), then ``gather_from_tensor_model_parallel_region`` gathers each output
-    whole (r_q, r_kv + d_rope) before ``scatter_to_sequence_parallel_region`` splits it again, and the
-    up-projections gather their inputs as above (r_q, r_kv); multi_latent_attention.py L381-411 at 7094270c6f."""
+    summing to h, [r_q = 0] h + r_q + r_kv + d_rope and 2 h + 2 r_q + 2 r_kv + d_rope. MLA with duplicated (TELinear)
+    down-projections (NVIDIA/Megatron-LM@720c8b40d8, 2025-07-29, core_v0.14.0, and later;
+    multi_latent_attention.py ``get_query_key_value_tensors``): the down-projections run on the rank's s/t tokens,
+    so the gathers are the Q and KV up-projections' inputs (column linears: r_q and r_kv wide; the full-rank
+    ``linear_q_proj`` gathers h where r_q = 0) and the RoPE key (``gather_from_sequence_parallel_region(k_pos_emb)``,
+    d_rope). Column-parallel down-projections (TEColumnParallelLinear from 1c425a8313, 2025-02-24, through
+    core_v0.12.x and core_v0.13.x; gpt_layer_specs.py L117 / L123 at 7094270c6f, which NeMo 25.04 runs): each of
+    the two gathers its h-wide input (a TE column linear with sequence parallelism gathers it inside the module),
+    then ``gather_from_tensor_model_parallel_region`` gathers each output whole (r_q, r_kv + d_rope) before
+    ``scatter_to_sequence_parallel_region`` splits it again, and the up-projections gather their inputs as above
+    (r_q, r_kv); multi_latent_attention.py L381-411 at 7094270c6f."""
     h = np.asarray(sh.hidden, dtype=float)
     q = np.asarray(sh.q_lora_rank, dtype=float)
     kv, rope = np.asarray(sh.kv_lora_rank, dtype=float), np.asarray(sh.qk_rope_head_dim, dtype=float)
-    has_q = q > 0
-    duplicated = np.where(has_q, q, h) + kv + rope
-    column = 2.0 * h + 2.0 * q + 2.0 * kv + rope
-    col = np.asarray(mla_column_down_proj, dtype=bool)
-    return np.asarray(np.where(sh.mla, np.where(col, column, duplicated), h))
+    mla, col = np.asarray(sh.mla, dtype=bool), np.asarray(mla_column_down_proj, dtype=bool) & np.asarray(sh.mla)
+    up_q = np.where(q > 0, q, h)  # the query's column linear: linear_q_up_proj, or the full-rank linear_q_proj
+    zero = np.zeros(1)
+    return (np.where(col, h, np.where(mla, up_q, h)),
+            np.where(col, q, zero), np.where(col, q, zero),
+            np.where(col, h, np.where(mla, kv, zero)),
+            np.where(col, kv + rope, np.where(mla, rope, zero)),
+            np.where(col, kv, zero))
 
 
-def mla_up_proj_gather_width(sh: Shape) -> np.ndarray:
-    """Elements a token that MLA's up-projections all-gather over TP with sequence parallelism, the inputs of the Q
-    (r_q, or h for the full-rank ``linear_q_proj``) and KV (r_kv) column linears: what selective recompute of
+def mla_up_proj_gathers(sh: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """Elements a token of the two all-gathers MLA's up-projections run over TP with sequence parallelism, the inputs
+    of the Q (r_q, or h for the full-rank ``linear_q_proj``) and KV (r_kv) column linears: what selective recompute of
     ``mla_up_proj`` gathers again in the backward, as the checkpointed function (``qkv_up_proj_and_rope_apply``,
     multi_latent_attention.py at NVIDIA/Megatron-LM@7094270c6f and later) starts from the sequence-split latents.
     0 without MLA."""
     h, q = np.asarray(sh.hidden, dtype=float), np.asarray(sh.q_lora_rank, dtype=float)
-    return np.asarray(np.where(sh.mla, np.where(q > 0, q, h) + np.asarray(sh.kv_lora_rank, dtype=float), 0.0))
+    mla = np.asarray(sh.mla, dtype=bool)
+    return np.where(mla, np.where(q > 0, q, h), 0.0), np.where(mla, np.asarray(sh.kv_lora_rank, dtype=float), 0.0)
 
 
 def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:
