@@ -1,10 +1,14 @@
 """Multi-head latent attention's tensor-parallel all-gathers with sequence parallelism (docs/model.md#mla-tp), worked
-out by hand from Megatron-Core's MLASelfAttention: duplicated down-projections (NVIDIA/Megatron-LM@e63aee46b2 and
-later) gather the up-projections' inputs and the RoPE key, r_q + r_kv + d_rope a token; column-parallel ones
-(1c425a8313 to e63aee46b2, the Megatron-LM 7094270c6f NeMo 25.04 runs) gather each down-projection's h-wide input
-and its output again, 2h + 2r_q + 2r_kv + d_rope. An ordinary attention block gathers h. The times are the
-collectives model's for those bytes on the placed TP group (the primitive, tested in tests/test_collectives*.py)."""
+out by hand from Megatron-Core's MLASelfAttention: duplicated down-projections (NVIDIA/Megatron-LM@720c8b40d8,
+core_v0.14.0, and later) gather the up-projections' inputs and the RoPE key, r_q + r_kv + d_rope a token;
+column-parallel ones (1c425a8313 through core_v0.13.x, the Megatron-LM 7094270c6f NeMo 25.04 runs among them) gather
+each down-projection's h-wide input and its output again, 2h + 2r_q + 2r_kv + d_rope, each gather its own collective.
+An ordinary attention block gathers h. The times are the collectives model's for those bytes on the placed TP group
+(the primitive, tested in tests/test_collectives*.py)."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,3 +146,29 @@ def test_bad_value_is_a_one_line_error(cli, tmp_path) -> None:  # type: ignore[n
     r = cli("predict", "--model", "deepseek-v3", "--gpus", "64", "--strategy", str(bad))
     assert r.code == 2 and r.err.startswith("error: ") and "mla_column_down_proj" in r.err, r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+def test_column_window_is_cited_to_the_switch_that_lasted() -> None:
+    """NVIDIA/Megatron-LM e63aee46b2 (2025-06-13, "perf(MLA): MLA down proj switch back to TELinear") was reverted the
+    same day (f21a28b478), and f7e46419ac (2025-06-16) built the down-projections with backend.column_parallel_linear()
+    again; the switch landed for good as 720c8b40d8 (2025-07-29, first in core_v0.14.0), so core_v0.13.x builds them
+    column-parallel too. The field's description (the schema) and docs/model.md#mla-tp name that window."""
+    root = Path(__file__).resolve().parent.parent
+    schema = json.loads((root / "schemas" / "scenario.schema.json").read_text())
+    texts = [d["description"] for d in _find(schema, "mla_column_down_proj")]
+    doc = (root / "docs" / "model.md").read_text()
+    texts.append(doc[doc.index('<a id="mla-tp">'):doc.index('<a id="tp-comm-moe">')])
+    assert texts[0] and len(texts) >= 2
+    for text in texts:
+        assert "720c8b40d8" in text and "core_v0.13" in text, text[:200]
+
+
+def _find(node, key):  # type: ignore[no-untyped-def]
+    """Every value under ``key`` anywhere in a JSON document."""
+    if isinstance(node, dict):
+        yield from ([node[key]] if key in node else [])
+        for v in node.values():
+            yield from _find(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _find(v, key)

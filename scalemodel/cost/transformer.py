@@ -589,7 +589,8 @@ def tp_attention_gathers(sh: Shape, mla_column_down_proj: ArrayLike = False) -> 
         MLA, column-parallel down-projections   h, r_q, r_q, h, r_kv + d_rope, r_kv   (r_q = 0: h, 0, 0, ...)
 
     summing to h, [r_q = 0] h + r_q + r_kv + d_rope and 2 h + 2 r_q + 2 r_kv + d_rope. MLA with duplicated (TELinear)
-    down-projections (NVIDIA/Megatron-LM@720c8b40d8, 2025-07-29, core_v0.14.0, and later;
+    down-projections (NVIDIA/Megatron-LM@720c8b40d8, 2025-07-29, core_v0.14.0, and later: e63aee46b2 of 2025-06-13
+    was reverted the same day by f21a28b478;
     multi_latent_attention.py ``get_query_key_value_tensors``): the down-projections run on the rank's s/t tokens,
     so the gathers are the Q and KV up-projections' inputs (column linears: r_q and r_kv wide; the full-rank
     ``linear_q_proj`` gathers h where r_q = 0) and the RoPE key (``gather_from_sequence_parallel_region(k_pos_emb)``,
