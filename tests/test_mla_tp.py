@@ -140,6 +140,26 @@ def test_flag_without_mla_is_a_warning(cli, tmp_path) -> None:  # type: ignore[n
     assert r.code == 0 and "mla_column_down_proj" not in r.err, r.err
 
 
+def test_flag_without_its_gathers_is_a_warning(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """At tp 1 or without sequence parallelism the flag prices nothing (tp_att needs SP at tp > 1; without SP the
+    count's all-reduce stays, docs/model.md#mla-tp): a warning, as for the other fields the model gives nothing to act
+    on, one line, exit 0. A dense MLA model (an MoE one at tp > 1 needs SP under Megatron-Core)."""
+    model = tmp_path / "mla.yaml"
+    model.write_text("kind: transformer\nname: mla-dense\nlayers: 4\nhidden: 1024\nheads: 8\nffn_hidden: 4096\n"
+                     "vocab: 32000\nseq_len: 2048\ngated_mlp: true\nmla:\n  kv_lora_rank: 128\n  q_lora_rank: 256\n"
+                     "  qk_nope_head_dim: 64\n  qk_rope_head_dim: 32\n  v_head_dim: 64\n")
+    on = tmp_path / "on.yaml"
+    for text, why in (("mla_column_down_proj: true\ntp: 1\n", "tp is 1"),
+                      ("mla_column_down_proj: true\ntp: 2\nsequence_parallel: false\n", "sequence_parallel")):
+        on.write_text(text)
+        r = cli("predict", "--model", str(model), "--gpus", "8", "--strategy", str(on))
+        lines = [ln for ln in r.err.splitlines() if "mla_column_down_proj" in ln]
+        assert r.code == 0 and len(lines) == 1 and "is not priced" in lines[0] and why in lines[0], r.err
+    on.write_text("mla_column_down_proj: true\ntp: 2\nsequence_parallel: true\n")
+    r = cli("predict", "--model", str(model), "--gpus", "8", "--strategy", str(on))
+    assert r.code == 0 and "mla_column_down_proj" not in r.err, r.err
+
+
 def test_bad_value_is_a_one_line_error(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.yaml"
     bad.write_text("mla_column_down_proj: sometimes\n")
