@@ -15,7 +15,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.cost.transformer import mla_up_proj_gathers, shape, tp_attention_gathers
+from scalemodel.cost.transformer import mla_down_proj_gathers, mla_up_proj_gathers, shape
 from scalemodel.engine import model_parallel_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
@@ -33,22 +33,21 @@ LLAMA = shape(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vo
 
 
 def test_gather_widths_by_hand() -> None:
-    def widths(sh, column):  # type: ignore[no-untyped-def]
-        return [float(np.ravel(w)[0]) for w in tp_attention_gathers(sh, column)]
+    def widths(sh, column=None):  # type: ignore[no-untyped-def]
+        got = mla_up_proj_gathers(sh) if column is None else mla_down_proj_gathers(sh, column)
+        return [float(np.ravel(w)[0]) for w in got]
 
-    # DeepSeek-V3: duplicated r_q, r_kv, d_rope = 1536, 512, 64 (2112 a token); column h, r_q, r_q, h, r_kv + d_rope,
-    # r_kv (2 x 7168 + 2 x 1536 + 2 x 512 + 64 = 18,496)
-    assert widths(DSV3, False) == [1536, 0, 0, 512, 64, 0]
-    assert widths(DSV3, True) == [7168, 1536, 1536, 7168, 576, 512] and sum(widths(DSV3, True)) == 18_496
-    # full-rank Q: linear_q_proj gathers h in both; column adds kv_down's h and the KV latent's second gather
-    assert widths(V2_LITE, False) == [2048, 0, 0, 512, 64, 0]
-    assert widths(V2_LITE, True) == [2048, 0, 0, 2048, 576, 512]
-    # no MLA: the fused QKV's input, whatever the flag
-    assert widths(LLAMA, False) == widths(LLAMA, True) == [4096, 0, 0, 0, 0, 0]
-    # the up-projections' inputs, gathered again under selective recompute of mla_up_proj
-    assert [float(np.ravel(w)[0]) for w in mla_up_proj_gathers(DSV3)] == [1536, 512]
-    assert [float(np.ravel(w)[0]) for w in mla_up_proj_gathers(V2_LITE)] == [2048, 512]
-    assert [float(np.ravel(w)[0]) for w in mla_up_proj_gathers(LLAMA)] == [0, 0]
+    # DeepSeek-V3: the up-projections' r_q, r_kv = 1536, 512 in both builds; duplicated adds d_rope (2112 a token),
+    # column h, r_q, h, r_kv + d_rope (2 x 7168 + 2 x 1536 + 2 x 512 + 64 = 18,496)
+    assert widths(DSV3) == [1536, 512]
+    assert widths(DSV3, False) == [0, 0, 0, 64]
+    assert widths(DSV3, True) == [7168, 1536, 7168, 576] and sum(widths(DSV3, True) + widths(DSV3)) == 18_496
+    # full-rank Q: linear_q_proj gathers h in both (the up-projection's own); column adds kv_down's h and the KV latent
+    assert widths(V2_LITE) == [2048, 512]
+    assert widths(V2_LITE, False) == [0, 0, 0, 64]
+    assert widths(V2_LITE, True) == [0, 0, 2048, 576]
+    # no MLA: none of MLA's gathers, whatever the flag (the fused QKV's one h-wide gather is the count's)
+    assert widths(LLAMA) == [0, 0] and widths(LLAMA, False) == widths(LLAMA, True) == [0, 0, 0, 0]
 
 
 H, S, LAYERS = 1024, 2048, 4
@@ -99,6 +98,27 @@ def test_full_rank_query_gathers_by_hand(column: bool) -> None:
     assert float(np.ravel(c["tp_att"])[0]) == pytest.approx(want, rel=1e-12)
     assert float(np.ravel(c["tp_mla_up"])[0]) == pytest.approx(_ag(S * H * 2.0, 4, job) + _ag(S * 128 * 2.0, 4, job),
                                                               rel=1e-12)
+
+
+@pytest.mark.parametrize("column, gathers", [(False, 3), (True, 6)])
+def test_each_gather_priced_once(monkeypatch, column: bool, gathers: int) -> None:  # type: ignore[no-untyped-def]
+    """The planner's hot path: _mp_collectives prices MLA's gathers once each, the up-projections' two shared by the
+    block and mla_up_proj's recompute, and nothing of MLA's for a model without it: three collectives more than the
+    same model without MLA (duplicated: r_q, r_kv, d_rope), six column-parallel (h, r_q, h, r_kv + d_rope too)."""
+    calls: list[str] = []
+    priced = model_parallel_comm._collective
+
+    def counted(op, *args, **kw):  # type: ignore[no-untyped-def]
+        calls.append(op)
+        return priced(op, *args, **kw)
+
+    monkeypatch.setattr(model_parallel_comm, "_collective", counted)
+    kw = dict(tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, mla_column_down_proj=column)
+    _parts(None, **kw)
+    plain = len(calls)
+    calls.clear()
+    _parts(MLA, **kw)
+    assert len(calls) - plain == gathers and calls.count("allgather") >= gathers
 
 
 def test_no_extra_gather_without_mla_or_sp() -> None:

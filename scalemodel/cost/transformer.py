@@ -578,39 +578,35 @@ def tp_allreduces_per_layer(sh: Shape) -> np.ndarray:
     return np.where(sh.parallel_block | (sh.hybrid is not None), 1.0, 2.0)
 
 
-def tp_attention_gathers(sh: Shape, mla_column_down_proj: ArrayLike = False) -> tuple[np.ndarray, ...]:
-    """Elements a token of each all-gather one attention block runs over the tensor-parallel group with sequence
-    parallelism, one NCCL collective each (0: not run); its reduce-scatter is the output projection's ``h`` in every
-    case (docs/model.md#mla-tp). Six slots: the query side's first gather, its latent, its up-projection's input; the
-    KV side's first gather, its latent (with the RoPE key), its up-projection's input:
+def mla_down_proj_gathers(sh: Shape, mla_column_down_proj: ArrayLike = False) -> tuple[np.ndarray, ...]:
+    """Elements a token of each all-gather an MLA attention block runs over the tensor-parallel group with sequence
+    parallelism besides its up-projections' two (:func:`mla_up_proj_gathers`), one NCCL collective each (0: not run;
+    all 0 without MLA); its reduce-scatter is the output projection's ``h`` in every case (docs/model.md#mla-tp).
+    Four slots, the query side's input and latent, the KV side's input and latent (with the RoPE key):
 
-        ordinary attention                      h, 0, 0, 0, 0, 0                 (the fused QKV's input)
-        MLA, duplicated down-projections        [r_q > 0] r_q + [r_q = 0] h, 0, 0, r_kv, d_rope, 0
-        MLA, column-parallel down-projections   h, r_q, r_q, h, r_kv + d_rope, r_kv   (r_q = 0: h, 0, 0, ...)
+        duplicated down-projections        0, 0, 0, d_rope
+        column-parallel down-projections   h, r_q, h, r_kv + d_rope      (r_q = 0: 0, 0, h, r_kv + d_rope)
 
-    summing to h, [r_q = 0] h + r_q + r_kv + d_rope and 2 h + 2 r_q + 2 r_kv + d_rope. MLA with duplicated (TELinear)
+    with the up-projections' r_q (h where r_q = 0) and r_kv, [r_q = 0] h + r_q + r_kv + d_rope and 2 h + 2 r_q +
+    2 r_kv + d_rope a block (an ordinary block gathers h once, the fused QKV's input). Duplicated (TELinear)
     down-projections (NVIDIA/Megatron-LM@720c8b40d8, 2025-07-29, core_v0.14.0, and later: e63aee46b2 of 2025-06-13
-    was reverted the same day by f21a28b478;
-    multi_latent_attention.py ``get_query_key_value_tensors``): the down-projections run on the rank's s/t tokens,
-    so the gathers are the Q and KV up-projections' inputs (column linears: r_q and r_kv wide; the full-rank
-    ``linear_q_proj`` gathers h where r_q = 0) and the RoPE key (``gather_from_sequence_parallel_region(k_pos_emb)``,
-    d_rope). Column-parallel down-projections (TEColumnParallelLinear from 1c425a8313, 2025-02-24, through
-    core_v0.12.x and core_v0.13.x; gpt_layer_specs.py L117 / L123 at 7094270c6f, which NeMo 25.04 runs): each of
-    the two gathers its h-wide input (a TE column linear with sequence parallelism gathers it inside the module),
-    then ``gather_from_tensor_model_parallel_region`` gathers each output whole (r_q, r_kv + d_rope) before
-    ``scatter_to_sequence_parallel_region`` splits it again, and the up-projections gather their inputs as above
-    (r_q, r_kv); multi_latent_attention.py L381-411 at 7094270c6f."""
+    was reverted the same day by f21a28b478; multi_latent_attention.py ``get_query_key_value_tensors``) run on the
+    rank's s/t tokens, so besides the up-projections' inputs only the RoPE key is gathered
+    (``gather_from_sequence_parallel_region(k_pos_emb)``, d_rope). Column-parallel down-projections
+    (TEColumnParallelLinear from 1c425a8313, 2025-02-24, through core_v0.12.x and core_v0.13.x; gpt_layer_specs.py
+    L117 / L123 at 7094270c6f, which NeMo 25.04 runs): each of the two gathers its h-wide input (a TE column linear
+    with sequence parallelism gathers it inside the module; where r_q = 0 the query's is linear_q_proj's, the
+    up-projection's own), then ``gather_from_tensor_model_parallel_region`` gathers each output whole (r_q,
+    r_kv + d_rope) before ``scatter_to_sequence_parallel_region`` splits it again; multi_latent_attention.py
+    L381-411 at 7094270c6f."""
     h = np.asarray(sh.hidden, dtype=float)
     q = np.asarray(sh.q_lora_rank, dtype=float)
     kv, rope = np.asarray(sh.kv_lora_rank, dtype=float), np.asarray(sh.qk_rope_head_dim, dtype=float)
-    mla, col = np.asarray(sh.mla, dtype=bool), np.asarray(mla_column_down_proj, dtype=bool) & np.asarray(sh.mla)
-    up_q = np.where(q > 0, q, h)  # the query's column linear: linear_q_up_proj, or the full-rank linear_q_proj
+    mla = np.asarray(sh.mla, dtype=bool)
+    col = np.asarray(mla_column_down_proj, dtype=bool) & mla
     zero = np.zeros(1)
-    return (np.where(col, h, np.where(mla, up_q, h)),
-            np.where(col, q, zero), np.where(col, q, zero),
-            np.where(col, h, np.where(mla, kv, zero)),
-            np.where(col, kv + rope, np.where(mla, rope, zero)),
-            np.where(col, kv, zero))
+    return (np.where(col & (q > 0), h, zero), np.where(col, q, zero), np.where(col, h, zero),
+            np.where(col, kv + rope, np.where(mla, rope, zero)))
 
 
 def mla_up_proj_gathers(sh: Shape) -> tuple[np.ndarray, np.ndarray]:

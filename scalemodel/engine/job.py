@@ -761,7 +761,7 @@ class StrategyGrid:
     overlap_p2p_comm: np.ndarray  # bool: the interleaved pipeline's p2p hidden in the steady phase (pp_overlap)
     overlap_p2p_send_wait: np.ndarray  # bool: under it, each forward send waited at once (activation sends exposed)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
-    mla_column_down_proj: np.ndarray  # bool: MLA's down-projections TP column linears (tp_attention_gathers)
+    mla_column_down_proj: np.ndarray  # bool: MLA's down-projections TP column linears (mla_down_proj_gathers)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)

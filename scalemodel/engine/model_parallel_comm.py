@@ -661,9 +661,9 @@ def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
 
 def _allgathers(widths: tuple[np.ndarray, ...], tokens: np.ndarray, job: Job, group: Placement) -> np.ndarray:
     """Seconds of one all-gather per width (elements a token; a width of 0 runs none) of ``tokens`` tokens over
-    ``group``, each its own collective (:func:`_collective`)."""
-    return np.asarray(sum(np.where(w > 0, _collective("allgather", tokens * w * job.elem_bytes, group), 0.0)
-                          for w in widths), dtype=float)
+    ``group``, each its own collective (:func:`_collective`; a width 0 in every candidate is not priced at all)."""
+    return np.asarray(sum((np.where(w > 0, _collective("allgather", tokens * w * job.elem_bytes, group), 0.0)
+                           for w in widths if np.any(w > 0)), np.zeros(1)), dtype=float)
 
 
 def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -686,10 +686,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is rs_ag's)
     att_gather = mla_up = np.zeros(1)
     if np.any(sh.mla):
-        att_gather = np.where(g.sequence_parallel & (g.tp > 1),
-                              _allgathers(transformer.tp_attention_gathers(sh, g.mla_column_down_proj), tokens, job,
-                                          groups.tensor) - ag, 0.0)
         mla_up = _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor)
+        down = _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor)
+        att_gather = np.where(g.sequence_parallel & (g.tp > 1), mla_up + down - ag, 0.0)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
