@@ -2336,7 +2336,8 @@ RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
 #: linear_kv_down_proj as TEColumnParallelLinear (megatron/core/models/gpt/gpt_layer_specs.py L117 / L123, from
 #: 1c425a8313 until 720c8b40d8 "perf(MLA): MLA down proj switch back to TELinear", 2025-07-29, first in core_v0.14.0;
 #: its first landing e63aee46b2 was reverted the same day by f21a28b478; every core_v0.12.x and core_v0.13.x tag is
-#: column-parallel, so the container's own Megatron-Core would be too), and NeMo@7a8f1cc7bc DeepSeekConfig takes that
+#: column-parallel, so the container's own Megatron-Core would be too: the rows' MTP (mtp_num_layers) needs >= 0.12,
+#: multi_token_prediction.py being absent at core_v0.11.0), and NeMo@7a8f1cc7bc DeepSeekConfig takes that
 #: spec (get_gpt_decoder_block_spec). TP 2 with sequence parallelism in all five rows. The other compared MLA rows
 #: (Megatron-Bridge mb25xx / mb26xx, mcrec26) run later Megatron-Cores (duplicated TELinear) and all at TP 1.
 RECIPE_MLA_COLUMN_DOWN_PROJ = DGXC2505_DSV3
