@@ -2383,9 +2383,12 @@ RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
 #: MLA's down-projections as tensor-parallel column linears (StrategySpec.mla_column_down_proj; docs/model.md#mla-tp):
 #: the Megatron-LM NeMo 25.04.01 runs (setup.sh MEGATRON_COMMIT 7094270c6f, 2025-05-23) builds linear_q_down_proj and
 #: linear_kv_down_proj as TEColumnParallelLinear (megatron/core/models/gpt/gpt_layer_specs.py L117 / L123, from
-#: 1c425a8313 until e63aee46b2 "perf(MLA): MLA down proj switch back to TELinear", 2025-06-13, not an ancestor of
-#: 7094270c6f), and NeMo@7a8f1cc7bc DeepSeekConfig takes that spec (get_gpt_decoder_block_spec). TP 2 with sequence
-#: parallelism in all five rows. The Megatron-Bridge DeepSeek-V3 rows run later Megatron-Cores (duplicated TELinear).
+#: 1c425a8313 until 720c8b40d8 "perf(MLA): MLA down proj switch back to TELinear", 2025-07-29, first in core_v0.14.0;
+#: its first landing e63aee46b2 was reverted the same day by f21a28b478; every core_v0.12.x and core_v0.13.x tag is
+#: column-parallel, so the container's own Megatron-Core would be too: the rows' MTP (mtp_num_layers) needs >= 0.12,
+#: multi_token_prediction.py being absent at core_v0.11.0), and NeMo@7a8f1cc7bc DeepSeekConfig takes that
+#: spec (get_gpt_decoder_block_spec). TP 2 with sequence parallelism in all five rows. The other compared MLA rows
+#: (Megatron-Bridge mb25xx / mb26xx, mcrec26) run later Megatron-Cores (duplicated TELinear) and all at TP 1.
 RECIPE_MLA_COLUMN_DOWN_PROJ = DGXC2505_DSV3
 #: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
 #: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,

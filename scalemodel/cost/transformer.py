@@ -578,42 +578,46 @@ def tp_allreduces_per_layer(sh: Shape) -> np.ndarray:
     return np.where(sh.parallel_block | (sh.hybrid is not None), 1.0, 2.0)
 
 
-def tp_attention_gather_width(sh: Shape, mla_column_down_proj: ArrayLike = False) -> np.ndarray:
-    """Elements a token that one attention block all-gathers over the tensor-parallel group with sequence
-    parallelism (its reduce-scatter is the output projection's ``h`` in every case; docs/model.md#mla-tp):
+def mla_down_proj_gathers(sh: Shape, mla_column_down_proj: ArrayLike = False) -> tuple[np.ndarray, ...]:
+    """Elements a token of each all-gather an MLA attention block runs over the tensor-parallel group with sequence
+    parallelism besides its up-projections' two (:func:`mla_up_proj_gathers`), one NCCL collective each (0: not run;
+    all 0 without MLA); its reduce-scatter is the output projection's ``h`` in every case (docs/model.md#mla-tp).
+    Four slots, the query side's input and latent, the KV side's input and latent (with the RoPE key):
 
-        ordinary attention                      h           (the fused QKV's input)
-        MLA, duplicated down-projections        [r_q = 0] h + r_q + r_kv + d_rope
-        MLA, column-parallel down-projections   2 h + 2 r_q + 2 r_kv + d_rope
+        duplicated down-projections        0, 0, 0, d_rope
+        column-parallel down-projections   h, r_q, h, r_kv + d_rope      (r_q = 0: 0, 0, h, r_kv + d_rope)
 
-    MLA with duplicated (TELinear) down-projections (NVIDIA/Megatron-LM@e63aee46b2, 2025-06-13, "perf(MLA): MLA down
-    proj switch back to TELinear", and later; multi_latent_attention.py ``get_query_key_value_tensors``): the
-    down-projections run on the rank's s/t tokens, so the gathers are the Q and KV up-projections' inputs (column
-    linears: r_q and r_kv wide; the full-rank ``linear_q_proj`` gathers h where r_q = 0) and the RoPE key
+    with the up-projections' r_q (h where r_q = 0) and r_kv, [r_q = 0] h + r_q + r_kv + d_rope and 2 h + 2 r_q +
+    2 r_kv + d_rope a block (an ordinary block gathers h once, the fused QKV's input). Duplicated (TELinear)
+    down-projections (NVIDIA/Megatron-LM@720c8b40d8, 2025-07-29, core_v0.14.0, and later: e63aee46b2 of 2025-06-13
+    was reverted the same day by f21a28b478; multi_latent_attention.py ``get_query_key_value_tensors``) run on the
+    rank's s/t tokens, so besides the up-projections' inputs only the RoPE key is gathered
     (``gather_from_sequence_parallel_region(k_pos_emb)``, d_rope). Column-parallel down-projections
-    (TEColumnParallelLinear, from 1c425a8313, 2025-02-24, to e63aee46b2; gpt_layer_specs.py L117 / L123 at
-    7094270c6f, which NeMo 25.04 runs): each of the two gathers its h-wide input (a TE column linear with sequence
-    parallelism gathers it inside the module), then ``gather_from_tensor_model_parallel_region`` gathers each output
-    whole (r_q, r_kv + d_rope) before ``scatter_to_sequence_parallel_region`` splits it again, and the
-    up-projections gather their inputs as above (r_q, r_kv); multi_latent_attention.py L381-411 at 7094270c6f."""
+    (TEColumnParallelLinear from 1c425a8313, 2025-02-24, through core_v0.12.x and core_v0.13.x; gpt_layer_specs.py
+    L117 / L123 at 7094270c6f, which NeMo 25.04 runs): each of the two gathers its h-wide input (a TE column linear
+    with sequence parallelism gathers it inside the module; where r_q = 0 the query's is linear_q_proj's, the
+    up-projection's own), then ``gather_from_tensor_model_parallel_region`` gathers each output whole (r_q,
+    r_kv + d_rope) before ``scatter_to_sequence_parallel_region`` splits it again; multi_latent_attention.py
+    L381-411 at 7094270c6f."""
     h = np.asarray(sh.hidden, dtype=float)
     q = np.asarray(sh.q_lora_rank, dtype=float)
     kv, rope = np.asarray(sh.kv_lora_rank, dtype=float), np.asarray(sh.qk_rope_head_dim, dtype=float)
-    has_q = q > 0
-    duplicated = np.where(has_q, q, h) + kv + rope
-    column = 2.0 * h + 2.0 * q + 2.0 * kv + rope
-    col = np.asarray(mla_column_down_proj, dtype=bool)
-    return np.asarray(np.where(sh.mla, np.where(col, column, duplicated), h))
+    mla = np.asarray(sh.mla, dtype=bool)
+    col = np.asarray(mla_column_down_proj, dtype=bool) & mla
+    zero = np.zeros(1)
+    return (np.where(col & (q > 0), h, zero), np.where(col, q, zero), np.where(col, h, zero),
+            np.where(col, kv + rope, np.where(mla, rope, zero)))
 
 
-def mla_up_proj_gather_width(sh: Shape) -> np.ndarray:
-    """Elements a token that MLA's up-projections all-gather over TP with sequence parallelism, the inputs of the Q
-    (r_q, or h for the full-rank ``linear_q_proj``) and KV (r_kv) column linears: what selective recompute of
+def mla_up_proj_gathers(sh: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """Elements a token of the two all-gathers MLA's up-projections run over TP with sequence parallelism, the inputs
+    of the Q (r_q, or h for the full-rank ``linear_q_proj``) and KV (r_kv) column linears: what selective recompute of
     ``mla_up_proj`` gathers again in the backward, as the checkpointed function (``qkv_up_proj_and_rope_apply``,
     multi_latent_attention.py at NVIDIA/Megatron-LM@7094270c6f and later) starts from the sequence-split latents.
     0 without MLA."""
     h, q = np.asarray(sh.hidden, dtype=float), np.asarray(sh.q_lora_rank, dtype=float)
-    return np.asarray(np.where(sh.mla, np.where(q > 0, q, h) + np.asarray(sh.kv_lora_rank, dtype=float), 0.0))
+    mla = np.asarray(sh.mla, dtype=bool)
+    return np.where(mla, np.where(q > 0, q, h), 0.0), np.where(mla, np.asarray(sh.kv_lora_rank, dtype=float), 0.0)
 
 
 def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:

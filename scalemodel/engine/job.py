@@ -766,7 +766,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
     overlap_p2p_comm: np.ndarray  # bool: the interleaved pipeline's p2p hidden in the steady phase (pp_overlap)
     overlap_p2p_send_wait: np.ndarray  # bool: under it, each forward send waited at once (activation sends exposed)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
-    mla_column_down_proj: np.ndarray  # bool: MLA's down-projections TP column linears (tp_attention_gather_width)
+    mla_column_down_proj: np.ndarray  # bool: MLA's down-projections TP column linears (mla_down_proj_gathers)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)
@@ -1783,7 +1783,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
     without MoE layers, moe_fp8_padding without MoE layers or fp8, moe_permute_fusion false without MoE layers or
     with the HybridEP flex backend, mla_up_proj without multi-head latent
-    attention, layernorm without a norm of its own (MoE layers or MLA), mlp without dense MLP layers,
+    attention, mla_column_down_proj without it or at tp 1 or without sequence_parallel, layernorm without a norm of
+    its own (MoE layers or MLA), mlp without dense MLP layers,
     shared_experts without shared experts, shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap,
     tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a model without
     sliding-window layers, training.moe_rank_imbalance without MoE layers (at ep 1:
@@ -1899,8 +1900,15 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     "expert-parallel tokens move with NCCL's all-to-all)")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and bool(job.shape.rope)):
         _warn_field("strategy.eager_rope", " is not priced: it needs rotary position embeddings")
-    if getattr(strategy, "mla_column_down_proj", False) and not (job.is_transformer and bool(np.any(job.shape.mla))):
-        _warn_field("strategy.mla_column_down_proj", " is not priced: it needs multi-head latent attention")
+    if getattr(strategy, "mla_column_down_proj", False):
+        # model_parallel_comm._mp_collectives tp_att: MLA's gathers with sequence parallelism at tp > 1 only (without
+        # SP the count's all-reduce stays: docs/model.md#mla-tp)
+        tp_mla = int(getattr(strategy, "tp", 1))
+        why = ("it needs multi-head latent attention" if not mla else "tp is 1 (no tensor-parallel gathers)"
+               if tp_mla == 1 else None if getattr(strategy, "sequence_parallel", False) else
+               "it prices the all-gathers of sequence_parallel, which is off (docs/model.md#mla-tp)")
+        if why:
+            _warn_field("strategy.mla_column_down_proj", " is not priced: " + why)
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),
                              ("eager_bias_dropout_add", job.is_transformer

@@ -308,7 +308,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # exposed as the mlp's above (_moe_tp_recompute)
     moe_rec = _moe_tp_recompute(job, g, comp, coll)
     # selective recompute of mla_up_proj: the up-projections' input gathers again in the backward (sequence
-    # parallelism; transformer.mla_up_proj_gather_width), exposed as the mlp's above
+    # parallelism; transformer.mla_up_proj_gathers), exposed as the mlp's above
     up_rec = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mla_up_proj
     mla_rec = np.where(up_rec & g.sequence_parallel & (g.tp > 1),
                        (n * att_share + mtp_att_blocks) * coll.get("tp_mla_up", 0.0), 0.0)
@@ -659,6 +659,13 @@ def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     return np.asarray(att_layers * (fwd + bwd) + repeats * fwd)
 
 
+def _allgathers(widths: tuple[np.ndarray, ...], tokens: np.ndarray, job: Job, group: Placement) -> np.ndarray:
+    """Seconds of one all-gather per width (elements a token; a width of 0 runs none) of ``tokens`` tokens over
+    ``group``, each its own collective (:func:`_collective`; a width 0 in every candidate is not priced at all)."""
+    return np.asarray(sum((np.where(w > 0, _collective("allgather", tokens * w * job.elem_bytes, group), 0.0)
+                           for w in widths if np.any(w > 0)), np.zeros(1)), dtype=float)
+
+
 def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
     """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
     return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
@@ -675,11 +682,13 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ar = _collective("allreduce", act, groups.tensor)
     rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
     rs_ag = rs + ag
-    # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism
-    # (docs/model.md#mla-tp): MLA's are narrower (duplicated down-projections) or wider (column-parallel ones)
-    gather_w = transformer.tp_attention_gather_width(sh, g.mla_column_down_proj)
-    att_gather = np.where(g.sequence_parallel & (g.tp > 1) & np.asarray(sh.mla, dtype=bool),
-                          _collective("allgather", tokens * gather_w * job.elem_bytes, groups.tensor) - ag, 0.0)
+    # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism, each its
+    # own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is rs_ag's)
+    att_gather = mla_up = np.zeros(1)
+    if np.any(sh.mla):
+        mla_up = _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor)
+        down = _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor)
+        att_gather = np.where(g.sequence_parallel & (g.tp > 1), mla_up + down - ag, 0.0)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -773,8 +782,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "tp_att": att_gather,
-            "tp_mla_up": _collective("allgather", tokens * transformer.mla_up_proj_gather_width(sh) * job.elem_bytes,
-                                     groups.tensor),
+            "tp_mla_up": mla_up,
             "moe_disp": moe_disp,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),

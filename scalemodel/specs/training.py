@@ -546,11 +546,12 @@ class StrategySpec(Spec, kw_only=True):
         "de-interleaved first; NeMo 25.04's DeepSeek-V3); docs/model.md#eager-layer-ops"
     ))] = False
     mla_column_down_proj: Annotated[bool, Meta(description=(
-        "multi-head latent attention's Q and KV down-projections are tensor-parallel column linears, as Megatron-Core "
-        "built them from 1c425a8313 (2025-02-24) to e63aee46b2 (2025-06-13; NeMo 25.04's DeepSeek-V3): with sequence "
-        "parallelism each gathers its h-wide input and then its output, 2h + 2r_q + 2r_kv + d_rope elements a token "
-        "all-gathered per attention block; false: duplicated down-projections (Megatron-Core before and after), "
-        "r_q + r_kv + d_rope; docs/model.md#mla-tp"
+        "multi-head latent attention's Q and KV down-projections are tensor-parallel column linears, as Megatron-Core's"
+        " Transformer Engine spec built them from 1c425a8313 (2025-02-24) to 720c8b40d8 (2025-07-29): core_v0.12.x and "
+        "core_v0.13.x (NeMo 25.04's DeepSeek-V3), and its local spec still does (mla_down_proj_use_column_parallel): "
+        "with sequence parallelism each gathers its h-wide input and then its output, six all-gathers of 2h + 2r_q + "
+        "2r_kv + d_rope elements a token per attention block; false: duplicated down-projections (the TE spec before "
+        "and from core_v0.14.0), three of r_q + r_kv + d_rope; docs/model.md#mla-tp"
     ))] = False
     eager_glu_clamp: Annotated[bool, Meta(description=(
         "the routed experts' gated activation is clamped by ATen kernels outside the fused activation (Megatron-Core "
