@@ -9,6 +9,9 @@ from conftest import script_module
 
 @pytest.fixture(scope="module")
 def found():  # type: ignore[no-untyped-def]
+    # the session's validator module first: the script's `import validate_training` is then that module, whose cached
+    # validate_all() (every row priced, ~20 s) the script shares with test_validation.py and test_intervals.py
+    script_module("validate_training")
     mod = script_module("calibrate_extrapolation")
     if mod.vt.CASES is None:
         pytest.skip("validation cases not found")

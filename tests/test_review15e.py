@@ -60,19 +60,19 @@ def test_a_megatron_plan_keeps_etp_tp(cli) -> None:  # type: ignore[no-untyped-d
 def test_an_overlay_from_a_non_utf8_log_name_is_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import os
 
-    root = Path("/tmp/review15e")
-    root.mkdir(parents=True, exist_ok=True)
+    root = tmp_path / "logs"  # the test's own folder: a fixed /tmp path was shared by concurrent runs (xdist, CI)
+    root.mkdir()
     log = os.fsdecode(os.fsencode(str(root)) + b"/bad\xff.log")
     Path(log).write_bytes((Path(__file__).parent / "data" / "nccl" / "synthetic_current.log").read_bytes())
     out = tmp_path / "overlay.yaml"
     r = cli("calibrate", "nccl-tests", log, "-c", "dgx-h100", "--out", str(out))
     assert r.code == 0, r.err
     text = out.read_text(encoding="utf-8")  # strict UTF-8
-    assert "/tmp/review15e/bad\\xff.log" in text  # the byte, as --json and errors write it
+    assert f"{root}/bad\\xff.log" in text  # the byte, as --json and errors write it
     assert yaml.safe_load(text)  # still a YAML document
     # an ordinary name is written as it is (no escaping of what needs none)
-    ok = Path("/tmp/review15e/plain é.log")
+    ok = root / "plain é.log"
     ok.write_bytes(Path(log).read_bytes())
     r = cli("calibrate", "nccl-tests", str(ok), "-c", "dgx-h100", "--out", str(out))
     assert r.code == 0, r.err
-    assert "/tmp/review15e/plain é.log" in out.read_text(encoding="utf-8")
+    assert f"{root}/plain é.log" in out.read_text(encoding="utf-8")
