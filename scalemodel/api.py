@@ -202,7 +202,11 @@ def _counts(values: Any, name: str = "gpus") -> list[int]:
 _ARGUMENTS = {"--gpus": "gpus", "--straggler-cv": "straggler_cv", "--factor": "factor", "--size": "size",
               "--algo": "algo", "--stride": "stride", "--dtype-bytes": "dtype_bytes", "--top": "top",
               "--staleness-kappa": "kappa", "--op": "op", "--mode": "mode", "--objective": "objective",
-              "--constraint": "constraints", "--sync": "sync"}
+              "--constraint": "constraints", "--sync": "sync",
+              # round 25: the strategy / training options that are keyword arguments of the same name here ("--ep:
+              # --ep 3 x etp 1 needs ...", "or change --tp/--pp/--cp", "leave --dp out" reached predict(ep=3), tp=3)
+              "--tp": "tp", "--pp": "pp", "--cp": "cp", "--ep": "ep", "--dp": "dp", "--micro-batch": "micro_batch",
+              "--global-batch": "global_batch", "--seq-len": "seq_len"}
 
 
 def _argument_words(text: str, names: dict[str, str]) -> str:
@@ -221,7 +225,7 @@ def _located(names: dict[str, str]) -> Callable[[Callable[..., Any]], Callable[.
             try:
                 return fn(*args, **kwargs)
             except InputError as exc:
-                where = names.get(exc.where, exc.where)
+                where = names.get(exc.where) or _argument_words(exc.where, names)  # "--ep / strategy.etp" too
                 what, allowed = _argument_words(exc.what, names), _argument_words(exc.allowed, names)
                 if (where, what, allowed) == (exc.where, exc.what, exc.allowed):
                     raise

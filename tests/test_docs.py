@@ -179,7 +179,7 @@ FOREIGN_FLAGS = {"--bf16", "--decoder-first", "--grad-reduce-in-bf16", "--use-di
                  "--overlap-param-gather", "--tp-comm-overlap", "--pipeline-model-parallel-layout", "--num-layers",
                  "--recompute-num-layers",
                  # Megatron-LM choice flags README's --strategy paragraph names (refused outside argparse's choices)
-                 "--transformer-impl", "--data-parallel-sharding-strategy"}
+                 "--transformer-impl", "--data-parallel-sharding-strategy", "--fp8-recipe"}
 #: Top-level folders of the repository: a backquoted path starting with one must exist.
 _REPO_DIRS = ("scalemodel", "scripts", "tests", "docs", "examples", "hardware", "benchmarks", "validation", "schemas")
 

@@ -12,6 +12,7 @@ from scalemodel.engine.calibrate import CalibrationResult, layout_text
 from scalemodel.engine.calibrate_runs import RunsFit, ScaleChange
 from scalemodel.engine.intervals import MIN_CASES
 from scalemodel.engine.parts import PARTS
+from scalemodel.errors import one_line
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
@@ -60,7 +61,14 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
         c.print("the fit is not accepted: exit status 1" + (", no overlay written" if inp["out"] and not wrote
                                                              else "") + " (--force accepts it)")
     if wrote:
-        c.print(f"wrote {inp['out']} (use it as --cluster {inp['out']})")
+        c.print(_wrote(inp["out"]), highlight=False, markup=False)
+
+
+def _wrote(out: str) -> str:
+    """The line naming the overlay written, its name as one escaped line and printed without rich markup (fuzz25: a
+    name with a line break printed on two lines, "[red]r.yaml" as "wrote r.yaml", the name rich's markup ate)."""
+    name = one_line(str(out))
+    return f"wrote {name} (use it as --cluster {name})"
 
 
 def _factor_value(f: Any) -> str:
@@ -164,4 +172,4 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
     if change is not None:
         _render_scale_change(c, change)
     if wrote:
-        c.print(f"wrote {inp['out']} (use it as --cluster {inp['out']})", highlight=False)
+        c.print(_wrote(inp["out"]), highlight=False, markup=False)

@@ -13,6 +13,7 @@ from rich.table import Table
 from scalemodel.choices import zero_label
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
+from scalemodel.errors import one_line
 from scalemodel.report.explain import describe_settings
 from scalemodel.report.output import duration, emit_data, emit_json, new_console, print_table
 from scalemodel.report.plot import plot_scaling
@@ -125,7 +126,7 @@ def render_scale(result: ScalingResult, *, as_json: bool = False, as_csv: bool =
     else:
         render_scaling(result)
         if plot is not None:
-            new_console().print(f"plot written to {plot}")
+            new_console().print(f"plot written to {one_line(str(plot))}", highlight=False, markup=False)
 
 
 def render_scaling(result: Any) -> None:

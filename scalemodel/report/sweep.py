@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from scalemodel.engine.grid import COLUMNS, GridResult
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, one_line
 from scalemodel.report.output import (
     _plain,
     check_output_path,
@@ -137,4 +137,4 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
             console.print(f"point {r['point']} ({r['model']}, {r['cluster']}, {r['gpus']} GPUs, {r['strategy']}): "
                           f"{r['message']}", highlight=False)
     for path in outs:
-        console.print(f"wrote {path}", highlight=False)
+        console.print(f"wrote {one_line(str(path))}", highlight=False, markup=False)  # as calibrate's _wrote

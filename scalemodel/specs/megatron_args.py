@@ -135,6 +135,12 @@ _MEG_CHOICES = {"--transformer-impl": ("transformer implementation", ("local", "
                                                                            "optim_grads_params"))}
 
 
+#: Megatron-LM's --fp8-recipe choices: TransformerConfig.fp8_recipe, Optional[Literal['tensorwise', 'delayed', 'mxfp8',
+#: 'blockwise', 'custom']] (megatron/core/transformer/transformer_config.py; argparse's choices= are generated from it;
+#: 'custom' is read and not priced)
+_MEG_FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise", "custom")
+
+
 #: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
 #: Engine's attn_forward_func_with_cp spells allgather "all_gather") -> strategy.cp_comm_type
 _MEG_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "all_gather": "all_gather"}
@@ -638,6 +644,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # flag without its value was dropped without a word, with or without --fp8-format), as --fp4-recipe below
         raise InputError("unknown fp8 recipe: no value", where="--fp8-recipe",
                          allowed="a recipe name after the flag, e.g. delayed, tensorwise, mxfp8 or blockwise")
+    if args.get("--fp8-recipe") is not None and args["--fp8-recipe"] not in _MEG_FP8_RECIPES:
+        # fuzz25: "--fp8-recipe current" (the spec's alias of tensorwise, not a Megatron word) was priced as delayed
+        # scaling with a warning; Megatron-LM's argparse refuses it (choices from TransformerConfig.fp8_recipe)
+        raise InputError(f"unknown fp8 recipe: {str(args['--fp8-recipe'])[:40]!r}", where="--fp8-recipe",
+                         allowed=", ".join(_MEG_FP8_RECIPES[:-1]) + f" or {_MEG_FP8_RECIPES[-1]} (Megatron-LM's "
+                                 "choices)")
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])

@@ -38,7 +38,9 @@ from scalemodel.specs import files
 #: Logged steps at or below this are warm-up and dropped, unless a run says otherwise (``warmup_steps``).
 DEFAULT_WARMUP = 10
 
-_NUM = r"([0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf)"
+#: a sign is read (fuzz25): "elapsed time per iteration (ms): -1500.0" was passed over as no speed line at all ("no
+#: iteration-speed line found" of a log of nothing but speed lines); read, it is refused as not positive
+_NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|-?nan|-?inf)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: a number whose commas group thousands (torchtitan logs tps with ``:,``): 1,234 and 12,345.6, not 1,2,3,4
 _GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
@@ -95,7 +97,7 @@ def read_train_log(path: str | Path, *, warmup_steps: int = DEFAULT_WARMUP) -> L
             if not (math.isfinite(value) and value > 0):
                 shown = m.group(1) if len(m.group(1)) <= 40 else f"{m.group(1)[:40]}... ({len(m.group(1))} characters)"
                 raise InputError(f"{shown!r} is not a positive finite {quantity}", where=f"{name}: line {i}",
-                                 allowed="a log of iterations that ran (no nan or zero speeds)")
+                                 allowed="a log of iterations that ran (no negative, nan or zero speeds)")
             found.append((int(at.group(1)), value))
         if not found:
             continue
