@@ -93,21 +93,27 @@ EAGER_OP_CALLS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "glu_clamp": ((4, 0), (7, 0)), "expert_bias": ((1, 2), (2, 4))}
 
 
-def eager_ops_host_s(local_experts: float, attention: bool = True, *, rope: bool = False,
-                     bias_dropout_add: bool = False, glu_clamp: bool = False, expert_bias: bool = False) -> float:
+def eager_ops_host_s(local_experts: Any, attention: Any = True, *, rope: Any = False, bias_dropout_add: Any = False,
+                     glu_clamp: Any = False, expert_bias: Any = False) -> np.ndarray:
     """Host seconds per MoE layer (forward + backward) of the calls of :data:`EAGER_OP_CALLS` a row issues beyond
-    ``H``'s source (each flag one unfused path), at the count's low per-call costs (:data:`CALL_COST_US`): a forward
-    op from Python 8.3 us ('op'), a backward kernel from autograd's C++ engine 5 us ('launch'). Added to the row's
-    floor, not scaled with it, so the floor stays the lower end (each call costs at least its own issue time; how the
-    unpriced rest of ``H`` follows extra calls is not measured, and for per-expert calls the held-out runs refute the
-    count's ratio, module docstring). At 16 local experts with attention eager and every path: 60 forward calls and
-    85 backward launches, 498 + 425 = 923 us; attention graphed 37 and 73, 307.1 + 365 = 672.1 us."""
-    on = {"rope": rope and attention, "bias_dropout_add": bias_dropout_add and attention, "glu_clamp": glu_clamp,
-          "expert_bias": expert_bias}
-    n = float(local_experts)
-    fwd = sum(f[0] + f[1] * n for path, (f, _) in EAGER_OP_CALLS.items() if on[path])
-    bwd = sum(b[0] + b[1] * n for path, (_, b) in EAGER_OP_CALLS.items() if on[path])
-    return float(fwd * CALL_COST_US["op"][0] + bwd * CALL_COST_US["launch"][0]) * 1e-6
+    ``H``'s source (each flag one unfused path; numpy-broadcasting), at the count's low per-call costs
+    (:data:`CALL_COST_US`): a forward op from Python 8.3 us ('op'), a backward kernel from autograd's C++ engine 5 us
+    ('launch'). Added to the row's floor, not scaled with it, so the floor stays the lower end (each call costs at
+    least its own issue time; how the unpriced rest of ``H`` follows extra calls is not measured, and for per-expert
+    calls the held-out runs refute the count's ratio, module docstring). The step model adds it to strategy
+    ``moe_layer_host_s`` from the strategy's eager_* flags (:func:`scalemodel.engine.step.moe_host_s`). At 16 local
+    experts with attention eager and every path: 60 forward calls and 85 backward launches, 498 + 425 = 923 us;
+    attention graphed 37 and 73, 307.1 + 365 = 672.1 us."""
+    att = np.asarray(attention, dtype=bool)
+    on = {"rope": np.asarray(rope, dtype=bool) & att,
+          "bias_dropout_add": np.asarray(bias_dropout_add, dtype=bool) & att,
+          "glu_clamp": np.asarray(glu_clamp, dtype=bool), "expert_bias": np.asarray(expert_bias, dtype=bool)}
+    n = np.asarray(local_experts, dtype=float)
+    total = np.zeros(np.broadcast(n, *on.values()).shape)
+    for path, ((f0, f1), (b0, b1)) in EAGER_OP_CALLS.items():
+        us = (f0 + f1 * n) * CALL_COST_US["op"][0] + (b0 + b1 * n) * CALL_COST_US["launch"][0]
+        total = total + np.where(on[path], us, 0.0)
+    return np.asarray(total * 1e-6, dtype=float)
 
 
 def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int = 0) -> np.ndarray:
