@@ -40,35 +40,37 @@ def test_each_path_counted_by_hand() -> None:
     """rope: per rotated tensor 12 forward calls (cos, x mscale, cast, sin, x mscale, cast; t cos, neg, cat, x sin,
     add, cat) and 7 backward (two muls, neg, chunk's cat, two gradient adds, the empty slice's zeros), for q and k,
     less the source's fused RoPE (1 call each for q and k, each way): 22 + 12. bias-dropout-add: x + bias beside the
-    compiled kernel's one call: 1 + 0. clamp: two clamps, cat, the linear_offset tensor; backward 2 + 4 + 1: 4 + 7.
+    compiled kernel's one call: 1 + 0. clamp: two clamps, cat, the linear_offset tensor; backward the one-sided clamp's
+    3 (its CUDA zero scalar's fill, le, where) + the two-sided's 5 (fill, ge, le, logical_and_, where) + chunk's cat:
+    4 + 9 (review25b: PyTorch's clamp_backward builds ``at::scalar_tensor(0., grad.options())``, a fill kernel on CUDA).
     expert bias at 16 local experts: 2 x 16 + 1 forward, 4 x 16 + 2 backward: 33 + 66."""
     one = {name: host_floor.eager_ops_host_s(16, True, **{name: True}) * 1e6
            for name in ("rope", "bias_dropout_add", "glu_clamp", "expert_bias")}
-    assert one == pytest.approx({"rope": _us(22, 12), "bias_dropout_add": _us(1, 0), "glu_clamp": _us(4, 7),
+    assert one == pytest.approx({"rope": _us(22, 12), "bias_dropout_add": _us(1, 0), "glu_clamp": _us(4, 9),
                                  "expert_bias": _us(33, 66)}, rel=1e-12)
     assert host_floor.eager_ops_host_s(8, True, expert_bias=True) * 1e6 == pytest.approx(_us(17, 34), rel=1e-12)
 
 
 def test_attention_paths_drop_under_an_attention_graph() -> None:
-    """A graph of attention issues RoPE and the attention block's bias-dropout-add: 60 forward calls and 85 backward
-    launches eager (498 + 425 = 923 us), 37 and 73 with attention graphed (307.1 + 365 = 672.1 us); none, nothing."""
+    """A graph of attention issues RoPE and the attention block's bias-dropout-add: 60 forward calls and 87 backward
+    launches eager (498 + 435 = 933 us), 37 and 75 with attention graphed (307.1 + 375 = 682.1 us); none, nothing."""
     every = dict(rope=True, bias_dropout_add=True, glu_clamp=True, expert_bias=True)
-    assert host_floor.eager_ops_host_s(16, True, **every) * 1e6 == pytest.approx(923.0, rel=1e-12)
-    assert host_floor.eager_ops_host_s(16, False, **every) * 1e6 == pytest.approx(672.1, rel=1e-12)
+    assert host_floor.eager_ops_host_s(16, True, **every) * 1e6 == pytest.approx(933.0, rel=1e-12)
+    assert host_floor.eager_ops_host_s(16, False, **every) * 1e6 == pytest.approx(682.1, rel=1e-12)
     assert host_floor.eager_ops_host_s(16, True) == 0.0
 
 
 @pytest.mark.parametrize(("case_id", "scale", "eager_us"), [
-    ("mb2604_h100_gpt_oss_120b_bf16", 1.0, 923.0),  # no graphs: every path, 16 local experts (128 / EP 8)
-    ("mb2604_b200_gpt_oss_120b_bf16", 1.0, 923.0),
-    ("mb2606_b300_gpt_oss_120b_fp8mx", 0.715141, 672.1),  # attention graphed: clamp and expert bias only
+    ("mb2604_h100_gpt_oss_120b_bf16", 1.0, 933.0),  # no graphs: every path, 16 local experts (128 / EP 8)
+    ("mb2604_b200_gpt_oss_120b_bf16", 1.0, 933.0),
+    ("mb2606_b300_gpt_oss_120b_fp8mx", 0.715141, 682.1),  # attention graphed: clamp and expert bias only
     ("mb2608_gb200_gpt_oss_120b_fp8mx", 0.0, 0.0),  # full-iteration graph: no floor at all
     ("mb2604_h100_qwen3_235b_fp8cs", 1.0, 0.0),  # fused paths: the floor as before
 ])
 def test_validator_floor_adds_the_rows_eager_calls(case_id: str, scale: float, eager_us: float) -> None:
     """The GPT-OSS floor rows: the validator gives H x the graph scope's share (moe_layer_host_s) with the rows'
     eager_* flags and moe_host_attention_graphed, and the step model adds the eager calls (H100 / B200 9.1766 +
-    0.923 = 10.100 ms; B300 6.5626 + 0.6721 = 7.235 ms), the route a user's strategy takes."""
+    0.933 = 10.110 ms; B300 6.5626 + 0.6821 = 7.245 ms), the route a user's strategy takes."""
     case = next(c for c in vt.read_yaml(vt.NEW_CASES) if c["id"] == case_id)
     res = vt.predict_new_case(case)
     st = res.strategy
@@ -104,12 +106,12 @@ def _mb(host_s: float, **strategy: Any) -> float:
     return float(np.asarray(evaluate(job, grid_from_strategy(st, tr, 8, job)).extras["microbatch_time"]).reshape(-1)[0])
 
 
-@pytest.mark.parametrize(("graphed", "eager_us"), [(False, 923.0), (True, 672.1)])
+@pytest.mark.parametrize(("graphed", "eager_us"), [(False, 933.0), (True, 682.1)])
 def test_strategy_flags_add_the_eager_calls_to_a_binding_floor(graphed: bool, eager_us: float) -> None:
     """With H far above a layer's device time (1 s) every layer takes H and the micro-batch is t_0 + L H (tests/
     test_host_floor.py); the eager paths' device bytes hide under it. So a strategy that sets the four eager flags
     (with moe_host_attention_graphed: the attention graph issues RoPE and its bias-dropout-add) must add exactly
-    L x the eager calls at 16 local experts, by hand above: 12 x 923 us (12 x 672.1 us graphed), as the validator
+    L x the eager calls at 16 local experts, by hand above: 12 x 933 us (12 x 682.1 us graphed), as the validator
     adds them to its rows' floor. Without moe_layer_host_s nothing is added (no host floor)."""
     extra = {"moe_host_attention_graphed": True} if graphed else {}
     on, off = _mb(1.0, **EVERY, **extra), _mb(1.0, **extra)
