@@ -229,10 +229,10 @@ from typing import Any
 
 from scalemodel.choices import Precision
 from scalemodel.cost import pipeline, transformer
-from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, eager_ops_host_s, moe_layer_host_floor
-from scalemodel.engine.job import transformer_shape
+from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
+from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
 from scalemodel.engine.predict import Prediction, predict
-from scalemodel.engine.step import Infeasible
+from scalemodel.engine.step import Infeasible, moe_host_s
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
@@ -2742,11 +2742,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         # the local experts are not priced (host_floor_s): say so where the row's differ from the source's
         local = (f"{SOURCE_LOCAL_EXPERTS} local experts, as the source" if wl.moe.experts == SOURCE_LOCAL_EXPERTS * ep
                  else f"local experts held at the source's {SOURCE_LOCAL_EXPERTS}, the row's {wl.moe.experts / ep:g}")
-        # the eager paths' calls the step model adds (scalemodel.engine.step.moe_host_s), for the note
-        eager = float(eager_ops_host_s(wl.moe.experts / ep, not st.moe_host_attention_graphed and wl.hybrid is None,
-                                       rope=st.eager_rope, bias_dropout_add=st.eager_bias_dropout_add,
-                                       glu_clamp=st.eager_glu_clamp, expert_bias=st.eager_expert_bias))
-        eager = eager if st.moe_layer_host_s > 0 else 0.0
+        # the eager paths' calls the step model adds to moe_layer_host_s (scalemodel.engine.step.moe_host_s)
+        job = build_job(cluster, wl, tr)
+        priced = float(moe_host_s(job, grid_from_strategy(st, tr, gpus, job)).flat[0])
+        eager = priced - st.moe_layer_host_s
         plus = f" + {eager * 1e3:.2f} ms of eager op calls" if eager > 0 else ""
         notes.append(f"host floor {(st.moe_layer_host_s + eager) * 1e3:.2f} ms per MoE layer "
                      f"({MCORE_2511_MOE_LAYER_HOST_S * 1e3:.2f} ms x "

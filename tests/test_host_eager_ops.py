@@ -63,14 +63,15 @@ def test_attention_paths_drop_under_an_attention_graph() -> None:
 @pytest.mark.parametrize(("case_id", "scale", "eager_us"), [
     ("mb2604_h100_gpt_oss_120b_bf16", 1.0, 933.0),  # no graphs: every path, 16 local experts (128 / EP 8)
     ("mb2604_b200_gpt_oss_120b_bf16", 1.0, 933.0),
-    ("mb2606_b300_gpt_oss_120b_fp8mx", 0.715141, 682.1),  # attention graphed: clamp and expert bias only
+    # attention graphed: clamp and expert bias only, HybridEP's fp32 probabilities: + 8.3 + 33 x 5 = 855.4 us
+    ("mb2606_b300_gpt_oss_120b_fp8mx", 0.715141, 855.4),
     ("mb2608_gb200_gpt_oss_120b_fp8mx", 0.0, 0.0),  # full-iteration graph: no floor at all
     ("mb2604_h100_qwen3_235b_fp8cs", 1.0, 0.0),  # fused paths: the floor as before
 ])
 def test_validator_floor_adds_the_rows_eager_calls(case_id: str, scale: float, eager_us: float) -> None:
     """The GPT-OSS floor rows: the validator gives H x the graph scope's share (moe_layer_host_s) with the rows'
     eager_* flags and moe_host_attention_graphed, and the step model adds the eager calls (H100 / B200 9.1766 +
-    0.933 = 10.110 ms; B300 6.5626 + 0.6821 = 7.245 ms), the route a user's strategy takes."""
+    0.933 = 10.110 ms; B300 6.5626 + 0.8554 = 7.418 ms), the route a user's strategy takes."""
     case = next(c for c in vt.read_yaml(vt.NEW_CASES) if c["id"] == case_id)
     res = vt.predict_new_case(case)
     st = res.strategy
@@ -142,3 +143,17 @@ def test_cli_prices_the_flags_and_warns_without_a_floor(cli, tmp_path) -> None: 
     on.write_text("moe_host_attention_graphed: sometimes\n")
     r = cli("predict", "--model", "mixtral-8x7b", "--gpus", "8", "--strategy", str(on))
     assert r.code == 2 and r.err.startswith("error: ") and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_fp32_probabilities_add_the_casts_of_the_expert_bias() -> None:
+    """With the probabilities in fp32 (the flex dispatcher: HybridEP and DeepEP upcast them, Megatron-LM 2d1fa8d372
+    token_dispatcher.py L1058-1064 / L1207-1213; or moe_router_dtype fp32) and 16-bit activations, ``t + b * p`` is
+    fp32, so _apply_bias ends in a real ``.to(bf16)`` (1 more forward call), whose backward casts up (1), and autograd
+    casts t's and b's gradients back down per expert (2n): at 16 local experts 1 x 8.3 + 33 x 5 = 173.3 us more."""
+    narrow = host_floor.eager_ops_host_s(16, True, expert_bias=True) * 1e6
+    wide = host_floor.eager_ops_host_s(16, True, expert_bias=True, wide_probs=True) * 1e6
+    assert wide - narrow == pytest.approx(_us(1, 33), rel=1e-12)
+    assert host_floor.eager_ops_host_s(16, True, wide_probs=True) == 0.0  # no expert bias: nothing to cast
+    # the step model: the flex dispatcher's probabilities are fp32 whatever the router's dtype
+    flex = _mb(1.0, **EVERY, moe_flex_dispatcher=True) - _mb(1.0, moe_flex_dispatcher=True)
+    assert flex == pytest.approx(12 * (933.0 + _us(1, 33)) * 1e-6, rel=1e-9)

@@ -90,18 +90,25 @@ CALLS: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
 #:   expert_bias       TEGroupedMLP._apply_bias (experts.py L252-269): b p and t + b p per local expert, one cat
 #:                     (2n + 1); backward per expert grad p, its sum to b, grad b, its sum to p, and the two splits'
 #:                     cats (4n + 2)
+#:   expert_bias_wide  with the probabilities wider than the 16-bit activations (fp32: the flex dispatcher, whose
+#:                     HybridEP and DeepEP upcast them, token_dispatcher.py L1058-1064 / L1207-1213 at 2d1fa8d372; or
+#:                     moe_router_dtype fp32), ``t + b p`` is fp32 and _apply_bias's final ``.to(dtype)`` casts
+#:                     (1 forward); backward its cast up (1) and autograd's engine casting t's and b's gradients down
+#:                     to their 16-bit inputs per expert (validate_outputs: 2n) (review25b)
 #:
 #: ``rope`` and ``bias_dropout_add`` sit in the attention block: a graph of attention issues them, so they count only
 #: where attention runs eagerly.
 EAGER_OP_CALLS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "rope": ((22, 0), (12, 0)), "bias_dropout_add": ((1, 0), (0, 0)),
-    "glu_clamp": ((4, 0), (9, 0)), "expert_bias": ((1, 2), (2, 4))}
+    "glu_clamp": ((4, 0), (9, 0)), "expert_bias": ((1, 2), (2, 4)),
+    "expert_bias_wide": ((1, 0), (1, 2))}
 
 
 def eager_ops_host_s(local_experts: Any, attention: Any = True, *, rope: Any = False, bias_dropout_add: Any = False,
-                     glu_clamp: Any = False, expert_bias: Any = False) -> np.ndarray:
+                     glu_clamp: Any = False, expert_bias: Any = False, wide_probs: Any = False) -> np.ndarray:
     """Host seconds per MoE layer (forward + backward) of the calls of :data:`EAGER_OP_CALLS` a row issues beyond
-    ``H``'s source (each flag one unfused path; numpy-broadcasting), at the count's low per-call costs
+    ``H``'s source (each flag one unfused path, ``wide_probs`` the expert bias's casts with fp32 probabilities;
+    numpy-broadcasting), at the count's low per-call costs
     (:data:`CALL_COST_US`): a forward op from Python 8.3 us ('op'), a backward kernel from autograd's C++ engine 5 us
     ('launch'). Added to the row's floor, not scaled with it, so the floor stays the lower end (each call costs at
     least its own issue time; how the unpriced rest of ``H`` follows extra calls is not measured, and for per-expert
@@ -112,7 +119,8 @@ def eager_ops_host_s(local_experts: Any, attention: Any = True, *, rope: Any = F
     att = np.asarray(attention, dtype=bool)
     on = {"rope": np.asarray(rope, dtype=bool) & att,
           "bias_dropout_add": np.asarray(bias_dropout_add, dtype=bool) & att,
-          "glu_clamp": np.asarray(glu_clamp, dtype=bool), "expert_bias": np.asarray(expert_bias, dtype=bool)}
+          "glu_clamp": np.asarray(glu_clamp, dtype=bool), "expert_bias": np.asarray(expert_bias, dtype=bool),
+          "expert_bias_wide": np.asarray(expert_bias, dtype=bool) & np.asarray(wide_probs, dtype=bool)}
     n = np.asarray(local_experts, dtype=float)
     total = np.zeros(np.broadcast(n, *on.values()).shape)
     for path, ((f0, f1), (b0, b1)) in EAGER_OP_CALLS.items():

@@ -789,7 +789,9 @@ def moe_host_s(job: Job, g: StrategyGrid) -> np.ndarray:
     experts / ep, at least 1); the attention block's paths (RoPE, its bias-dropout-add) only where attention runs
     eagerly in the MoE layer: not under ``moe_host_attention_graphed`` (the graph issues them), nor in a hybrid
     pattern's E layer (the MoE block alone, as ``attention`` of the count). Each path only where the model has what
-    it acts on, as its device bytes: rotary embeddings, linear biases (the count's ``x + bias``), a gated MLP."""
+    it acts on, as its device bytes: rotary embeddings, linear biases (the count's ``x + bias``), a gated MLP; the
+    expert bias's casts where the probabilities are wider than the activations (moe_router_dtype fp32 / fp64, or the
+    flex dispatcher, whose HybridEP and DeepEP carry fp32 probabilities)."""
     H = np.asarray(g.moe_layer_host_s, dtype=float)
     sh = job.shape
     attention = ~np.asarray(g.moe_host_attention_graphed, dtype=bool) & (sh.hybrid is None)
@@ -798,7 +800,9 @@ def moe_host_s(job: Job, g: StrategyGrid) -> np.ndarray:
                              rope=np.asarray(g.eager_rope, dtype=bool) & bool(sh.rope),
                              bias_dropout_add=np.asarray(g.eager_bias_dropout_add, dtype=bool) & biased,
                              glu_clamp=np.asarray(g.eager_glu_clamp, dtype=bool) & bool(sh.gated_mlp),
-                             expert_bias=g.eager_expert_bias)
+                             expert_bias=g.eager_expert_bias,
+                             wide_probs=(job.router_bytes > job.elem_bytes)
+                             | (np.asarray(g.moe_flex_dispatcher, dtype=bool) & (job.elem_bytes < 4.0)))
     return np.asarray(np.where(H > 0, H + eager, H), dtype=float)
 
 
