@@ -229,10 +229,10 @@ from typing import Any
 
 from scalemodel.choices import INTRA_PROTOCOLS, Precision
 from scalemodel.cost import pipeline, transformer
-from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, eager_ops_host_s, moe_layer_host_floor
-from scalemodel.engine.job import transformer_shape
+from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
+from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
 from scalemodel.engine.predict import Prediction, predict
-from scalemodel.engine.step import Infeasible
+from scalemodel.engine.step import Infeasible, moe_host_s
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
@@ -2518,33 +2518,20 @@ def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> floa
     MoE layer holds none (a hybrid pattern's E layer: MoE block only); scalemodel.engine.host_floor,
     docs/model.md#host.
 
-    The count's local experts are held at the source's 16 (``ep`` serves only the eager calls below): its per-expert
-    slope is refuted by the two held-out DGX-H100 Qwen3-30B runs at EP 16 (8 local experts), which the unscaled H
-    predicts at -0.7 % and +6.6 % and the slope at +30.9 % and +40.4 % (tests/test_host_floor.py). The priced
-    per-expert calls are a small part of H (the count prices 30-43 % of it) and the rest evidently does not follow
-    them, so no dependence on the local experts is priced until a measurement shows one.
+    The count's local experts are held at the source's 16 (``ep`` is not used): its per-expert slope is refuted by
+    the two held-out DGX-H100 Qwen3-30B runs at EP 16 (8 local experts), which the unscaled H predicts at -0.7 % and
+    +6.6 % and the slope at +30.9 % and +40.4 % (tests/test_host_floor.py). The priced per-expert calls are a small
+    part of H (the count prices 30-43 % of it) and the rest evidently does not follow them, so no dependence on the
+    local experts is priced until a measurement shows one.
 
-    Added to it, not scaled: the host time of the eager op calls the row's unfused paths issue beyond H's source
-    (:func:`host_eager_ops_s`)."""
+    The eager op calls of the row's unfused paths beyond H's source are added by the step model from the strategy's
+    eager_* flags and moe_host_attention_graphed (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`), as for any user's strategy
+    (scalemodel.engine.step.moe_host_s, docs/model.md#host-eager-ops)."""
+    del ep
     if case["id"] not in RECIPE_HOST_SYNC_EAGER or wl.moe is None:
         return 0.0
     attention = case["id"] not in RECIPE_HOST_SYNC_ATTN_GRAPHED and wl.hybrid is None
-    return (float(moe_layer_host_floor(MCORE_2511_MOE_LAYER_HOST_S, SOURCE_LOCAL_EXPERTS, attention))
-            + host_eager_ops_s(case, wl, ep))
-
-
-def host_eager_ops_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> float:
-    """Host seconds per MoE layer of the eager op calls of Megatron-Core's unfused paths the row runs
-    (:data:`RECIPE_EAGER_ROPE`, :data:`RECIPE_EAGER_BIAS_DROPOUT_ADD`, :data:`RECIPE_EAGER_EXPERT_OPS`: the clamp and
-    the expert biases) beyond those of H's source, at the row's own local experts and attention graph scope
-    (scalemodel.engine.host_floor.eager_ops_host_s, docs/model.md#host "Eager paths"); 0 outside the floor set."""
-    if case["id"] not in RECIPE_HOST_SYNC_EAGER or wl.moe is None:
-        return 0.0
-    attention = case["id"] not in RECIPE_HOST_SYNC_ATTN_GRAPHED and wl.hybrid is None
-    experts = case["id"] in RECIPE_EAGER_EXPERT_OPS
-    return eager_ops_host_s(wl.moe.experts / ep, attention, rope=case["id"] in RECIPE_EAGER_ROPE,
-                            bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD, glu_clamp=experts,
-                            expert_bias=experts)
+    return float(moe_layer_host_floor(MCORE_2511_MOE_LAYER_HOST_S, SOURCE_LOCAL_EXPERTS, attention))
 
 
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
@@ -2742,6 +2729,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
                           moe_flex_backend="hybridep" if case["id"] in RECIPE_HYBRIDEP else "deepep",
                           moe_layer_host_s=host_floor_s(case, wl, ep),
+                          moe_host_attention_graphed=case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           moe_permute_fusion=case["id"] not in RECIPE_MOE_PERMUTE_FUSION_FALSE,
                           eager_rope=case["id"] in RECIPE_EAGER_ROPE,
@@ -2812,11 +2800,14 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         # the local experts are not priced (host_floor_s): say so where the row's differ from the source's
         local = (f"{SOURCE_LOCAL_EXPERTS} local experts, as the source" if wl.moe.experts == SOURCE_LOCAL_EXPERTS * ep
                  else f"local experts held at the source's {SOURCE_LOCAL_EXPERTS}, the row's {wl.moe.experts / ep:g}")
-        eager = host_eager_ops_s(case, wl, ep)
+        # the eager paths' calls the step model adds to moe_layer_host_s (scalemodel.engine.step.moe_host_s)
+        job = build_job(cluster, wl, tr)
+        priced = float(moe_host_s(job, grid_from_strategy(st, tr, gpus, job)).flat[0])
+        eager = priced - st.moe_layer_host_s
         plus = f" + {eager * 1e3:.2f} ms of eager op calls" if eager > 0 else ""
-        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer "
+        notes.append(f"host floor {(st.moe_layer_host_s + eager) * 1e3:.2f} ms per MoE layer "
                      f"({MCORE_2511_MOE_LAYER_HOST_S * 1e3:.2f} ms x "
-                     f"{(st.moe_layer_host_s - eager) / MCORE_2511_MOE_LAYER_HOST_S:.4f}{plus}: {att}, {local}): "
+                     f"{st.moe_layer_host_s / MCORE_2511_MOE_LAYER_HOST_S:.4f}{plus}: {att}, {local}): "
                      f"{sync}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,

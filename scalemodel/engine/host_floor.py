@@ -80,34 +80,53 @@ CALLS: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
 #:   bias_dropout_add  _bias_dropout_add_func (fused_bias_dropout.py): x + bias, then residual + out (dropout p 0
 #:                     returns its input): 2 - 1 forward; backward the bias sum against the compiled kernel's: 0
 #:   glu_clamp         weighted_bias_quick_geglu_impl (fused_bias_geglu.py L422-434): two clamps, cat and the
-#:                     linear_offset tensor forward (4); backward two clamp_backwards (compare + where; two compares,
-#:                     logical_and_, where) and chunk's cat (7)
+#:                     linear_offset tensor forward (4); backward two clamp_backwards and chunk's cat (9): PyTorch's
+#:                     clamp_backward (torch/csrc/autograd/FunctionsManual.cpp, Scalar overload) builds
+#:                     ``at::scalar_tensor(0., grad.options())``, on CUDA an empty tensor and a fill_ kernel, then
+#:                     the one-sided clamp ``where(self <= max, grad, zero)`` (fill, le, where: 3) and the two-sided
+#:                     ``where((self >= min).logical_and_(self <= max), grad, zero)`` (fill, ge, le, logical_and_,
+#:                     where: 5); chunk's SplitBackward is one cat (split_with_sizes_backward). (7 before review25b,
+#:                     which left out the two fills.)
 #:   expert_bias       TEGroupedMLP._apply_bias (experts.py L252-269): b p and t + b p per local expert, one cat
 #:                     (2n + 1); backward per expert grad p, its sum to b, grad b, its sum to p, and the two splits'
 #:                     cats (4n + 2)
+#:   expert_bias_wide  with the probabilities wider than the 16-bit activations (fp32: the flex dispatcher, whose
+#:                     HybridEP and DeepEP upcast them, token_dispatcher.py L1058-1064 / L1207-1213 at 2d1fa8d372; or
+#:                     moe_router_dtype fp32), ``t + b p`` is fp32 and _apply_bias's final ``.to(dtype)`` casts
+#:                     (1 forward); backward its cast up (1) and autograd's engine casting t's and b's gradients down
+#:                     to their 16-bit inputs per expert (validate_outputs: 2n) (review25b)
 #:
 #: ``rope`` and ``bias_dropout_add`` sit in the attention block: a graph of attention issues them, so they count only
 #: where attention runs eagerly.
 EAGER_OP_CALLS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "rope": ((22, 0), (12, 0)), "bias_dropout_add": ((1, 0), (0, 0)),
-    "glu_clamp": ((4, 0), (7, 0)), "expert_bias": ((1, 2), (2, 4))}
+    "glu_clamp": ((4, 0), (9, 0)), "expert_bias": ((1, 2), (2, 4)),
+    "expert_bias_wide": ((1, 0), (1, 2))}
 
 
-def eager_ops_host_s(local_experts: float, attention: bool = True, *, rope: bool = False,
-                     bias_dropout_add: bool = False, glu_clamp: bool = False, expert_bias: bool = False) -> float:
+def eager_ops_host_s(local_experts: Any, attention: Any = True, *, rope: Any = False, bias_dropout_add: Any = False,
+                     glu_clamp: Any = False, expert_bias: Any = False, wide_probs: Any = False) -> np.ndarray:
     """Host seconds per MoE layer (forward + backward) of the calls of :data:`EAGER_OP_CALLS` a row issues beyond
-    ``H``'s source (each flag one unfused path), at the count's low per-call costs (:data:`CALL_COST_US`): a forward
-    op from Python 8.3 us ('op'), a backward kernel from autograd's C++ engine 5 us ('launch'). Added to the row's
-    floor, not scaled with it, so the floor stays the lower end (each call costs at least its own issue time; how the
-    unpriced rest of ``H`` follows extra calls is not measured, and for per-expert calls the held-out runs refute the
-    count's ratio, module docstring). At 16 local experts with attention eager and every path: 60 forward calls and
-    85 backward launches, 498 + 425 = 923 us; attention graphed 37 and 73, 307.1 + 365 = 672.1 us."""
-    on = {"rope": rope and attention, "bias_dropout_add": bias_dropout_add and attention, "glu_clamp": glu_clamp,
-          "expert_bias": expert_bias}
-    n = float(local_experts)
-    fwd = sum(f[0] + f[1] * n for path, (f, _) in EAGER_OP_CALLS.items() if on[path])
-    bwd = sum(b[0] + b[1] * n for path, (_, b) in EAGER_OP_CALLS.items() if on[path])
-    return float(fwd * CALL_COST_US["op"][0] + bwd * CALL_COST_US["launch"][0]) * 1e-6
+    ``H``'s source (each flag one unfused path, ``wide_probs`` the expert bias's casts with fp32 probabilities;
+    numpy-broadcasting), at the count's low per-call costs
+    (:data:`CALL_COST_US`): a forward op from Python 8.3 us ('op'), a backward kernel from autograd's C++ engine 5 us
+    ('launch'). Added to the row's floor, not scaled with it, so the floor stays the lower end (each call costs at
+    least its own issue time; how the unpriced rest of ``H`` follows extra calls is not measured, and for per-expert
+    calls the held-out runs refute the count's ratio, module docstring). The step model adds it to strategy
+    ``moe_layer_host_s`` from the strategy's eager_* flags (:func:`scalemodel.engine.step.moe_host_s`). At 16 local
+    experts with attention eager and every path: 60 forward calls and 87 backward launches, 498 + 435 = 933 us;
+    attention graphed 37 and 75, 307.1 + 375 = 682.1 us."""
+    att = np.asarray(attention, dtype=bool)
+    on = {"rope": np.asarray(rope, dtype=bool) & att,
+          "bias_dropout_add": np.asarray(bias_dropout_add, dtype=bool) & att,
+          "glu_clamp": np.asarray(glu_clamp, dtype=bool), "expert_bias": np.asarray(expert_bias, dtype=bool),
+          "expert_bias_wide": np.asarray(expert_bias, dtype=bool) & np.asarray(wide_probs, dtype=bool)}
+    n = np.asarray(local_experts, dtype=float)
+    total = np.zeros(np.broadcast(n, *on.values()).shape)
+    for path, ((f0, f1), (b0, b1)) in EAGER_OP_CALLS.items():
+        us = (f0 + f1 * n) * CALL_COST_US["op"][0] + (b0 + b1 * n) * CALL_COST_US["launch"][0]
+        total = total + np.where(on[path], us, 0.0)
+    return np.asarray(total * 1e-6, dtype=float)
 
 
 def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int = 0) -> np.ndarray:

@@ -770,6 +770,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)
+    moe_host_attention_graphed: np.ndarray  # bool: attention CUDA-graphed: its eager calls add no host time (step)
     train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
     train_metric_states: np.ndarray  # metric states gathered over all ranks once a step (train_metric_sync_time)
 
@@ -866,6 +867,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
             "eager_bias_dropout_add": bool(self.eager_bias_dropout_add[i]),
+            "moe_host_attention_graphed": bool(self.moe_host_attention_graphed[i]),
             "train_metric_passes": int(self.train_metric_passes[i]),
             "train_metric_states": int(self.train_metric_states[i]),
         }
@@ -892,7 +894,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
     eager_rope=False, mla_column_down_proj=False, eager_glu_clamp=False, eager_expert_bias=False,
-    eager_bias_dropout_add=False, train_metric_passes=0, train_metric_states=0)
+    eager_bias_dropout_add=False, moe_host_attention_graphed=False, train_metric_passes=0, train_metric_states=0)
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
@@ -1261,6 +1263,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
         eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
+        moe_host_attention_graphed=getattr(strategy, "moe_host_attention_graphed", False),
         train_metric_passes=getattr(strategy, "train_metric_passes", 0),
         train_metric_states=getattr(strategy, "train_metric_states", 0))
 
@@ -1779,7 +1782,8 @@ def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
+    moe_host_attention_graphed without a host floor (MoE layers and moe_layer_host_s > 0), ep_dispatch_sms,
+    moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
     shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
     without MoE layers, moe_fp8_padding without MoE layers or fp8, moe_permute_fusion false without MoE layers or
     with the HybridEP flex backend, mla_up_proj without multi-head latent
@@ -1804,6 +1808,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_layer_host_s",
                     f" = {strategy.moe_layer_host_s:g} s is not priced: the model has no "
                     "MoE layers")
+    if getattr(strategy, "moe_host_attention_graphed", False) and not (
+            moe and float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0):
+        _warn_field("strategy.moe_host_attention_graphed",
+                    " is not priced: it acts on the host floor of MoE layers (moe_layer_host_s > 0)")
     if getattr(strategy, "ep_dispatch_sms", None) is not None and not moe:
         _warn_field("strategy.ep_dispatch_sms",
                     f" = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "

@@ -197,7 +197,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "fp8_param_gather", "loss_impl", "layer_impl", "pp_scatter_gather", "overlap_p2p_comm",
              "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
-             "eager_bias_dropout_add", "train_metric_passes", "train_metric_states")
+             "eager_bias_dropout_add", "moe_host_attention_graphed", "train_metric_passes", "train_metric_states")
 
 # --------------------------------------------------------------------------------------------
 # search space

@@ -83,7 +83,7 @@ from scalemodel.engine.dp_comm import (
     hsdp_shard_group,
     train_metric_sync_time,
 )
-from scalemodel.engine.host_floor import expert_forward_host_share
+from scalemodel.engine.host_floor import eager_ops_host_s, expert_forward_host_share
 from scalemodel.engine.job import (
     Job,
     StrategyGrid,
@@ -781,6 +781,31 @@ MOE_FORWARD_HOST_SHARE = 0.3199
 LAYER_FORWARD_HOST_SHARE = 0.4512
 
 
+def moe_host_s(job: Job, g: StrategyGrid) -> np.ndarray:
+    """H of one MoE layer (docs/model.md#host, #host-eager-ops): strategy ``moe_layer_host_s`` plus, where it is
+    priced (> 0), the host calls that the unfused paths the strategy sets (eager_rope, eager_bias_dropout_add,
+    eager_glu_clamp, eager_expert_bias) issue beyond H's source layer
+    (:func:`scalemodel.engine.host_floor.eager_ops_host_s`, added, not scaled), at the rank's local experts (routed
+    experts / ep, at least 1); the attention block's paths (RoPE, its bias-dropout-add) only where attention runs
+    eagerly in the MoE layer: not under ``moe_host_attention_graphed`` (the graph issues them), nor in a hybrid
+    pattern's E layer (the MoE block alone, as ``attention`` of the count). Each path only where the model has what
+    it acts on, as its device bytes: rotary embeddings, linear biases (the count's ``x + bias``), a gated MLP; the
+    expert bias's casts where the probabilities are wider than the activations (moe_router_dtype fp32 / fp64, or the
+    flex dispatcher, whose HybridEP and DeepEP carry fp32 probabilities)."""
+    H = np.asarray(g.moe_layer_host_s, dtype=float)
+    sh = job.shape
+    attention = ~np.asarray(g.moe_host_attention_graphed, dtype=bool) & (sh.hybrid is None)
+    biased = bool(np.any(sh.biases))
+    eager = eager_ops_host_s(np.maximum(float(sh.moe_experts) / g.ep, 1.0), attention,
+                             rope=np.asarray(g.eager_rope, dtype=bool) & bool(sh.rope),
+                             bias_dropout_add=np.asarray(g.eager_bias_dropout_add, dtype=bool) & biased,
+                             glu_clamp=np.asarray(g.eager_glu_clamp, dtype=bool) & bool(sh.gated_mlp),
+                             expert_bias=g.eager_expert_bias,
+                             wide_probs=(job.router_bytes > job.elem_bytes)
+                             | (np.asarray(g.moe_flex_dispatcher, dtype=bool) & (job.elem_bytes < 4.0)))
+    return np.asarray(np.where(H > 0, H + eager, H), dtype=float)
+
+
 def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any, recomputed: Any = None) -> np.ndarray:
     """The host time a rank's recomputed forwards add per MoE layer, as a share of H (docs/model.md#host): a
     recomputed forward re-runs the MoE block's route, preprocess and dropless dispatch, and so its device-to-host
@@ -853,7 +878,7 @@ def mtp_host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, logits: boo
     D = float(sh.mtp_layers)
     if not logits or D <= 0 or float(sh.mtp_moe_layers) <= 0:
         return np.zeros(1)
-    H = g.moe_layer_host_s
+    H = moe_host_s(job, g)
     zero = np.zeros_like(np.asarray(base, dtype=float))
     tail = (base - _stage_device(job, g, groups, zero, False, coll)[0]) / D
     host = H * (1.0 + mtp_recomputed_host_share(job, g))
@@ -925,9 +950,9 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
     backward compute). H is one unit of forward and backward with no split, so the backward's intervals are priced
     with the forward's, as before: a separate backward interval max(r H - D_i,bwd, 0) would let the backward's
     device time hide H's backward share (inside max(D_i, H)) and the recomputed forward's host time both."""
-    H = g.moe_layer_host_s
-    if not job.is_transformer or job.shape.moe_layers == 0 or not np.any(H > 0):
+    if not job.is_transformer or job.shape.moe_layers == 0 or not np.any(g.moe_layer_host_s > 0):
         return np.zeros(1)
+    H = moe_host_s(job, g)
     n = np.asarray(layers, dtype=float)
     if not np.any(n > 0):
         return np.zeros(1)

@@ -332,7 +332,9 @@ class StrategySpec(Spec, kw_only=True):
         "this long (docs/model.md#host). 0: not priced. Megatron-Bridge 25.11 on a DGX B200 host: 9.18 ms. Where the "
         "run CUDA-graphs attention but not the dispatch (cuda_graph_scope attn, moe_router, moe_preprocess), or the "
         "MoE layer holds no attention (a hybrid model's), give 0.7151 of it (6.56 ms: the expert path's share, "
-        "scalemodel.engine.host_floor.host_floor_scale(16, False))"))] = 0.0
+        "scalemodel.engine.host_floor.host_floor_scale(16, False)) and set moe_host_attention_graphed. The eager "
+        "op calls of the unfused paths the strategy sets (eager_rope, eager_bias_dropout_add, eager_glu_clamp, "
+        "eager_expert_bias) are added to it (docs/model.md#host-eager-ops)"))] = 0.0
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: Annotated[bool | None, Meta(description=(
@@ -568,6 +570,13 @@ class StrategySpec(Spec, kw_only=True):
         "bias-dropout-add (bias_dropout_fusion false: x + bias, dropout and the residual add as separate eager "
         "kernels, GPT-OSS); 2e bytes more per residual-stream element and biased add, forward (+ the dropout's own "
         "pass with dropout); docs/model.md#eager-layer-ops"
+    ))] = False
+    moe_host_attention_graphed: Annotated[bool, Meta(description=(
+        "with moe_layer_host_s: the run CUDA-graphs the MoE layers' attention (Megatron-Core cuda_graph_scope attn), "
+        "so the graph, not the host, issues the attention block's eager RoPE and bias-dropout-add calls that "
+        "eager_rope and eager_bias_dropout_add add to the host floor (the GLU clamp's and the expert bias's calls, "
+        "after the dispatcher's synchronisation, stay); give moe_layer_host_s the expert path's share of H then "
+        "(0.7151 H); docs/model.md#host-eager-ops"
     ))] = False
     train_metric_passes: Annotated[int, Meta(ge=0, le=MAX_TRAIN_METRIC_PASSES, description=(
         "eager cross-entropy evaluations of the logits after each micro-batch's backward, outside autograd: a "
