@@ -722,11 +722,15 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         gathered = _etp(g) * tokens / g.tp * float(sh.moe_top_k)
         disp_bytes = _etp(g) * token_bytes * float(sh.moe_top_k) * moe_rank_load(job, g, gathered)
         # forward AG (eb) + RS in the probabilities' dtype (combine_preprocess: hidden_states.to(self.probs.dtype));
-        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype)
+        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype); and the
+        # routing probabilities gathered with the tokens (dispatch_postprocess L749-751, one a row in their dtype:
+        # the cast buffer / w), their gradient reduce-scattered in the backward (docs/model.md#ep-probs-counts)
         cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
+        probs = cast / float(sh.moe_width)
         moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
                           + _collective("reducescatter", disp_bytes, etp_group)
-                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
+                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group)
+                          + _collective("allgather", probs, etp_group) + _collective("reducescatter", probs, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
