@@ -434,7 +434,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     probs, counts = coll.get("ep_probs", 0.0), coll.get("ep_counts", 0.0)
     out = _with_shared_expert_overlap(job, g, out, coll["ep"] - 0.5 * probs - 0.25 * counts, blocks,
                                       blocks * again_moe + rec_moe, comp, probs)
-    out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+    # the counts' gathers in ep (a quarter of each op's mean, half of each recomputed forward's beyond its 2): never
+    # hidden by the EP overlap, which runs them in the compute stream's attention node
+    counts_total = np.where(gathers, (0.25 * ep_moe + 0.5 * refwds) * counts, 0.0)
+    out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed, fixed=counts_total)
     return pp_overlap(g, comp, out, p2p, v)
 
 
@@ -1268,7 +1271,7 @@ def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
 
 
 def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
-                          refused: Any = False) -> dict[str, np.ndarray]:
+                          refused: Any = False, fixed: Any = 0.0) -> dict[str, np.ndarray]:
     """EP all-to-alls hidden under another micro-batch's computation (``moe_a2a_overlap``).
 
     Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute, as Megatron-Bridge's
@@ -1281,8 +1284,13 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     (:func:`moe_a2a_steady_share`), and the hidden traffic slows that compute (``contention``, via
     ``hidden_ep``, at the dispatcher's share of the SMs, strategy ``ep_dispatch_sms``):
 
-        hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
-        exposed ep = ep - hidden_f - hidden_b
+        hidden_f = s min(e / 2, backward - hidden_bwd),  hidden_b = s min(e / 2, forward - hidden_fwd)
+        exposed ep = ep - hidden_f - hidden_b,          e = ep - fixed
+
+    ``fixed`` the part of ep no overlap hides: the alltoall dispatcher's counts all-gathers, which
+    ``layer.mlp.preprocess`` runs in the attention node on the compute stream (models/gpt/fine_grained_callables.py
+    ``submodule_pre_dispatch_forward`` lines 67-150, moe_layer.py line 491 ``dispatch_preprocess``), not in the
+    dispatch node on the communication stream (docs/model.md#ep-probs-counts).
     """
     # where Megatron-Core would refuse the overlap (job.grid_from_strategy says so for one strategy; a planner
     # grid with the flag pinned also holds such candidates) the all-to-alls stay exposed
@@ -1292,7 +1300,7 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     if not np.any(on):
         return mp
     share = moe_a2a_steady_share(g)
-    per_pass = mp["ep"] / 2.0
+    per_pass = np.maximum(mp["ep"] - fixed, 0.0) / 2.0
     fwd_free = np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0)
     bwd_free = np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0)
     hid_f = np.where(on, share * np.minimum(per_pass, bwd_free), 0.0)  # forward a2a under the other's backward
