@@ -112,3 +112,59 @@ def test_deepep_readme_against_the_flex_price(ep: int) -> None:
             assert 0.75 < ratio < 0.95, ratio
         else:
             assert abs(ratio - 1) <= (0.04 if ep == 32 else 0.10), ratio
+
+
+# a big shared expert beside a small routed exchange: top-1 of 64, h 4096, 16 shared experts of 1024 (one SwiGLU MLP
+# of width 16384): fc1 alone is 2 x 4096 x 32768 x 4096 = 1.1 TFLOP a micro-batch, far more than any of its
+# all-to-alls (4096 x 4096 x 2 bytes over 8 NVLink ranks)
+BIG_SHARED = TransformerWorkload(name="bs", layers=4, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                                 gated_mlp=True, vocab=32000, seq_len=4096, tied_embeddings=False,
+                                 moe={"experts": 64, "top_k": 1, "ffn_hidden": 1024, "shared_experts": 16})
+
+
+def _shared_ep_comm(**strategy: object) -> float:
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096, moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), BIG_SHARED, tr)
+    st = StrategySpec(**{"tp": 1, "pp": 1, "ep": 8, "dp": 8, "moe_shared_expert_overlap": True,
+                         **strategy})  # type: ignore[arg-type]
+    return float(evaluate(job, grid_from_strategy(st, tr, 8, job)).breakdown["ep_comm"][0])
+
+
+@pytest.mark.parametrize("strategy, forwards", [({}, 1), ({"recompute": "selective", "recompute_modules": "moe"}, 2)])
+def test_shared_expert_overlap_leaves_the_counts_gather_exposed(strategy: dict, forwards: int) -> None:  # type: ignore[type-arg]
+    """The counts' all-gather runs in ``preprocess`` (token_dispatcher.py @d98e8a64dd lines 570-575), before the host
+    waits for the split sizes and before the shared experts' stream is even forked (``pre_forward_comm`` /
+    ``wait_current_stream``, lines 658-659, 700-701): the shared experts' fc1 runs beside the tokens' and the
+    probabilities' all-to-alls only, fc2 beside the combine's. With shared experts far longer than every
+    all-to-all, the tokens' and probabilities' exchanges hide whole and the counts' gathers stay: one a forward,
+    2 micro-batches (16 / dp 8) x 4 MoE layers, and again in each recomputed forward (selective moe)."""
+    pl = place(8, 1, build_network(load_cluster("dgx-h100")))
+    c = float(coll.group_time("allgather", np.asarray(8 * 64 * 8.0), pl))
+    assert _shared_ep_comm(**strategy) == pytest.approx(2 * 4 * forwards * c, rel=1e-9)
+
+
+# top-1 of 64 experts of 8192 at h 4096: each layer's expert GEMMs (1.2 TFLOP a micro-batch forward) far outlast its
+# all-to-alls (4096 x 4096 x 2 bytes over 8 NVLink ranks)
+WIDE_EXPERTS = TransformerWorkload(name="we", layers=4, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                                   gated_mlp=True, vocab=32000, seq_len=4096, tied_embeddings=False,
+                                   moe={"experts": 64, "top_k": 1, "ffn_hidden": 8192})
+
+
+def test_a2a_overlap_leaves_the_counts_gather_exposed() -> None:
+    """Under the 1F1B EP overlap (moe_a2a_overlap) Megatron-Core runs ``layer.mlp.preprocess`` (the dispatcher's
+    ``dispatch_preprocess``, whose ``preprocess`` all-gathers the counts) inside the attention node on the compute
+    stream (models/gpt/fine_grained_callables.py @d98e8a64dd ``submodule_pre_dispatch_forward``, lines 67-146):
+    only the dispatch node's tokens' and probabilities' all-to-alls and the combine's run on the communication
+    stream beside the other micro-batch. By hand, 2 micro-batches (16 / dp 8), pp 1: the steady share s = 1/2 of
+    each pass's hideable traffic hides, per layer and micro-batch 4 A + 2 P of it, the counts' C never:
+
+        ep_comm = 2 x 4 x (4 A + 2 P + C - s (4 A + 2 P)) = 8 (2 A + P + C)"""
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096, moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), WIDE_EXPERTS, tr)
+    st = StrategySpec(tp=1, pp=1, ep=8, dp=8, moe_a2a_overlap=True)
+    got = float(evaluate(job, grid_from_strategy(st, tr, 8, job)).breakdown["ep_comm"][0])
+    pl = place(8, 1, build_network(load_cluster("dgx-h100")))
+    a = float(coll.group_time("alltoall", np.asarray(4096 * 4096 * 2.0), pl))
+    p = float(coll.group_time("alltoall", np.asarray(4096 * 2.0), pl))
+    c = float(coll.group_time("allgather", np.asarray(8 * 64 * 8.0), pl))
+    assert got == pytest.approx(8 * (2 * a + p + c), rel=1e-9)

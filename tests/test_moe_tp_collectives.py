@@ -67,20 +67,27 @@ def test_etp1_no_shared_experts_runs_no_moe_tp_collective() -> None:
 
 def test_etp_equal_tp_dispatcher_gather_by_hand() -> None:
     """etp = tp = 4: the dispatcher gathers etp x (b s / tp) k tokens of h = b s k h eb = 64 MiB over the 4 expert-TP
-    ranks and reduce-scatters the same buffer; k = 2 times the attention block's 32 MiB."""
+    ranks and reduce-scatters the same buffer; k = 2 times the attention block's 32 MiB. Beside the tokens the
+    dispatcher gathers their routing probabilities over the same group (dispatch_postprocess, token_dispatcher.py
+    @d98e8a64dd lines 749-751: etp x (b s / tp) k of them in the router's dtype, here bf16, 16 KiB) in the forward
+    and reduce-scatters their gradient in the backward: half the pair a pass (docs/model.md#ep-probs-counts)."""
     _, _, c, (adj, ext, block) = _parts(0, tp=4, dp=2, ep=2, sequence_parallel=True)
     disp_bytes = 4 * (B * S / 4) * K * H * EB
     assert disp_bytes == 64 * 2**20
-    disp = _t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)
+    probs = 4 * (B * S / 4) * K * EB
+    disp = (_t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)
+            + 0.5 * (_t("allgather", probs, 4) + _t("reducescatter", probs, 4)))
     assert float(np.ravel(c["moe_disp"])[0]) == pytest.approx(disp, rel=1e-12)
     assert float(np.ravel(adj)[0]) == -1.0
     assert float(np.ravel(ext)[0]) == pytest.approx(disp, rel=1e-12)
     assert float(np.ravel(block)[0]) == pytest.approx(disp, rel=1e-12)
     # etp 2 under tp 4: 2 x (b s / 4) k h eb = 32 MiB over 2 ranks
     _, _, c2, _ = _parts(0, tp=4, dp=2, ep=2, etp=2, sequence_parallel=True)
-    d2 = 2 * (B * S / 4) * K * H * EB
-    assert float(np.ravel(c2["moe_disp"])[0]) == pytest.approx(_t("allgather", d2, 2) + _t("reducescatter", d2, 2),
-                                                               rel=1e-12)
+    d2, p2 = 2 * (B * S / 4) * K * H * EB, 2 * (B * S / 4) * K * EB
+    assert float(np.ravel(c2["moe_disp"])[0]) == pytest.approx(
+        _t("allgather", d2, 2) + _t("reducescatter", d2, 2)
+        + 0.5 * (_t("allgather", p2, 2) + _t("reducescatter", p2, 2)),
+        rel=1e-12)
 
 
 def test_shared_experts_and_their_overlap() -> None:
@@ -122,9 +129,10 @@ def test_recompute_moe_repeats_the_blocks_own_collectives_by_hand() -> None:
     assert _tp_comm(0, etp=1, recompute_modules="core_attn,moe", **kw) == pytest.approx(base, rel=1e-12)
     base4 = _tp_comm(0, recompute_modules="core_attn", **kw)
     moe4 = _tp_comm(0, recompute_modules="core_attn,moe", **kw)
-    disp_bytes = B * S * K * H * EB
+    disp_bytes, probs = B * S * K * H * EB, B * S * K * EB  # the probabilities' pair: half of it a pass
     assert moe4 - base4 == pytest.approx(
-        8 * LAYERS * (_t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)), rel=1e-9)
+        8 * LAYERS * (_t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)
+                      + 0.5 * (_t("allgather", probs, 4) + _t("reducescatter", probs, 4))), rel=1e-9)
 
 
 def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
@@ -149,6 +157,8 @@ def test_tp1_etp2_dispatcher_pair_by_hand() -> None:
     base = _tp_comm(0, tp=1, dp=8, ep=4, etp=1)
     assert base == 0.0
     got = _tp_comm(0, tp=1, dp=8, ep=4, etp=2)
-    d = 2 * B * S * K * H * EB
+    d, p = 2 * B * S * K * H * EB, 2 * B * S * K * EB  # the tokens, and their probabilities (half the pair a pass)
     assert d == 128 * 2**20
-    assert got == pytest.approx(2 * LAYERS * 2 * (_t("allgather", d, 2) + _t("reducescatter", d, 2)), rel=1e-9)
+    assert got == pytest.approx(2 * LAYERS * 2 * (_t("allgather", d, 2) + _t("reducescatter", d, 2)
+                                                  + 0.5 * (_t("allgather", p, 2) + _t("reducescatter", p, 2))),
+                                rel=1e-9)

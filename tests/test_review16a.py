@@ -81,8 +81,11 @@ def test_step_prices_the_expert_tp_gather_at_the_gathered_rows_load() -> None:
     f = 1.0 + math.sqrt(6.0 / (7.0 * 8192.0)) / math.sqrt(math.pi)
     disp = 4 * (S / 4) * K * H * 2.0 * f
     group = place(4.0, 1.0, job.network)
+    probs = disp / H  # the routing probabilities gathered with the rows (bf16: 2 bytes a row against h x 2)
     want = float(coll.group_time("allgather", np.asarray(disp), group)
-                 + coll.group_time("reducescatter", np.asarray(disp), group))
+                 + coll.group_time("reducescatter", np.asarray(disp), group)
+                 + 0.5 * (coll.group_time("allgather", np.asarray(probs), group)
+                          + coll.group_time("reducescatter", np.asarray(probs), group)))
     assert float(np.ravel(c["moe_disp"])[0]) == pytest.approx(want, rel=1e-12)
 
 

@@ -55,15 +55,22 @@ def test_allgather_dispatcher_fp32_probabilities_and_combine() -> None:
 
 
 def test_alltoall_expert_tp_reduce_scatter_in_fp32() -> None:
-    """etp = tp = 4 with SP: forward AG (bf16) + RS (fp32), backward RS (bf16) + AG (fp32); the pair's mean."""
+    """etp = tp = 4 with SP: forward AG (bf16) + RS (fp32), backward RS (bf16) + AG (fp32); the pair's mean; and the
+    routing probabilities' AG (forward) and their gradient's RS (backward), one a gathered row in the router's
+    dtype (docs/model.md#ep-probs-counts)."""
     d = 4 * (B * S / 4) * K * H * EB
+    p = 4 * (B * S / 4) * K * PB
     want = 0.5 * (_t("allgather", d, 4) + _t("reducescatter", d, 4)
-                  + _t("allgather", d * PB / EB, 4) + _t("reducescatter", d * PB / EB, 4))
+                  + _t("allgather", d * PB / EB, 4) + _t("reducescatter", d * PB / EB, 4)
+                  + _t("allgather", p, 4) + _t("reducescatter", p, 4))
     _, c = _coll("fp32", tp=4, dp=2, ep=2, sequence_parallel=True)
     assert float(np.ravel(c["moe_disp"])[0]) == pytest.approx(want, rel=1e-12)
     _, c16 = _coll(None, tp=4, dp=2, ep=2, sequence_parallel=True)
-    assert float(np.ravel(c16["moe_disp"])[0]) == pytest.approx(_t("allgather", d, 4) + _t("reducescatter", d, 4),
-                                                                 rel=1e-12)
+    p16 = p * EB / PB
+    assert float(np.ravel(c16["moe_disp"])[0]) == pytest.approx(
+        _t("allgather", d, 4) + _t("reducescatter", d, 4)
+        + 0.5 * (_t("allgather", p16, 4) + _t("reducescatter", p16, 4)),
+        rel=1e-12)
 
 
 def test_the_alltoall_itself_stays_in_the_activations_dtype() -> None:

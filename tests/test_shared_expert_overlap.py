@@ -85,6 +85,7 @@ def test_hidden_is_the_smaller_of_each_all_to_all_and_the_compute_beside_it(a2a:
     assert float(np.ravel(out["hidden_fwd"])[0]) == pytest.approx(want_f, rel=1e-12)
     assert float(np.ravel(out["hidden_bwd"])[0]) == pytest.approx(want_b, rel=1e-12)
     assert float(np.ravel(out["ep"])[0]) == pytest.approx(ep - want_f - want_b, rel=1e-9, abs=1e-18)
+    assert float(np.ravel(out["ep"])[0]) == pytest.approx(ep - want_f - want_b, rel=1e-9, abs=1e-18)
     assert float(np.ravel(out["hidden_ep"])[0]) == pytest.approx(want_f + want_b, rel=1e-12)
     if a2a < 1e-3:
         assert float(np.ravel(out["ep"])[0]) == pytest.approx(0.0, abs=1e-15)
@@ -150,3 +151,22 @@ def test_never_hides_under_compute_already_hiding_other_traffic() -> None:
     assert float(np.ravel(out["hidden_fwd"])[0]) - 1.0 == pytest.approx(1e-6, rel=1e-6)
     assert float(np.ravel(out["hidden_bwd"])[0]) == 2.0
     assert float(np.ravel(out["ep"])[0]) == pytest.approx(10.0 - 1e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("a2a, probs", [(1e-6, 1.0), (1e-6, 1e-6), (1.0, 1e-6)])
+def test_probabilities_all_to_all_hides_beside_fc1_only(a2a: float, probs: float) -> None:
+    """The alltoall dispatcher's probabilities' all-to-all follows the dispatch's tokens' all-to-all
+    (token_dispatcher.py @d98e8a64dd lines 705-724) and precedes its backward: it runs beside fc1 (forward and
+    backward), never beside fc2, which sits at the combine (tokens only). By hand: forward min(a + p, fc1_f)
+    + min(a, fc2_f), backward min(a, fc2_b) + min(a + p, fc1_b) per block; a recomputed forward repeats the forward
+    pair."""
+    job, g = _job(ep=8, dp=8, moe_shared_expert_overlap=True)
+    f1, f2, b1, b2 = _sides(job, g)
+    ep = 8 * (4 * a2a + 2 * probs) + 2 * (2 * a2a + probs)  # 8 blocks' 4 ops, 2 recomputed forwards' 2
+    mp = {"ep": np.asarray([ep]), "hidden_fwd": np.zeros(1), "hidden_bwd": np.zeros(1), "hidden_ep": np.zeros(1)}
+    out = model_parallel_comm._with_shared_expert_overlap(job, g, mp, a2a, 8.0, 2.0, None, probs)
+    want_f = 8 * (min(a2a + probs, f1) + min(a2a, f2))
+    want_b = 8 * (min(a2a, b2) + min(a2a + probs, b1)) + 2 * (min(a2a + probs, f1) + min(a2a, f2))
+    assert float(np.ravel(out["hidden_fwd"])[0]) == pytest.approx(want_f, rel=1e-12)
+    assert float(np.ravel(out["hidden_bwd"])[0]) == pytest.approx(want_b, rel=1e-12)
+    assert float(np.ravel(out["ep"])[0]) == pytest.approx(ep - want_f - want_b, rel=1e-9, abs=1e-18)

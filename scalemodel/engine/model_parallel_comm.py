@@ -429,8 +429,15 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe
-    out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe, comp)
-    out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+    # beside the shared experts: the tokens' all-to-all (the 4 ops' mean less the alltoall dispatcher's probabilities
+    # and counts) and the probabilities' with the dispatch; the counts' gather precedes the shared stream's fork
+    probs, counts = coll.get("ep_probs", 0.0), coll.get("ep_counts", 0.0)
+    out = _with_shared_expert_overlap(job, g, out, coll["ep"] - 0.5 * probs - 0.25 * counts, blocks,
+                                      blocks * again_moe + rec_moe, comp, probs)
+    # the counts' gathers in ep (a quarter of each op's mean, half of each recomputed forward's beyond its 2): never
+    # hidden by the EP overlap, which runs them in the compute stream's attention node
+    counts_total = np.where(gathers, (0.25 * ep_moe + 0.5 * refwds) * counts, 0.0)
+    out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed, fixed=counts_total)
     return pp_overlap(g, comp, out, p2p, v)
 
 
@@ -497,7 +504,8 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
 
 
 def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndarray], a2a: Any, blocks: Any,
-                                rec_passes: Any, comp: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                                rec_passes: Any, comp: dict[str, np.ndarray] | None = None,
+                                probs: Any = 0.0) -> dict[str, np.ndarray]:
     """EP all-to-alls hidden under the shared experts' compute (``moe_shared_expert_overlap``,
     docs/model.md#shared-expert-overlap).
 
@@ -509,12 +517,18 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
     (DeepEP / HybridEP) likewise after its dispatch (lines 1971-1979) and beside its combine (lines 2029-2051,
     the shared stream synchronised before the combine, fc2 launched after it). Autograd runs each op's backward on
     its forward's stream, and the dispatcher orders the backward so that the all-to-all is launched first
-    ("Backward launch order: probs A2A -> tokens A2A -> shared experts fc1"). So per MoE block, a of one
-    all-to-all (dispatch = combine here):
+    ("Backward launch order: probs A2A -> tokens A2A -> shared experts fc1"). So per MoE block, a of the tokens'
+    all-to-all (dispatch = combine here) and p of the alltoall dispatcher's probabilities' all-to-all that follows
+    the dispatch's and precedes its backward (0 for the flex and allgather dispatchers;
+    docs/model.md#ep-probs-counts):
 
-        hidden forward  = blocks (min(a, fc1_f) + min(a, fc2_f))
-        hidden backward = blocks (min(a, fc2_b) + min(a, fc1_b)) + rec (min(a, fc1_f) + min(a, fc2_f))
-        exposed ep      = ep - hidden                          (never below 0: each term <= one all-to-all)
+        hidden forward  = blocks (min(a + p, fc1_f) + min(a, fc2_f))
+        hidden backward = blocks (min(a, fc2_b) + min(a + p, fc1_b)) + rec (min(a + p, fc1_f) + min(a, fc2_f))
+        exposed ep      = ep - hidden                          (never below 0: each term <= its all-to-alls)
+
+    The alltoall dispatcher's counts all-gather stays exposed: ``preprocess`` runs it before the shared experts'
+    stream forks (``pre_forward_comm``, ``wait_current_stream``: token_dispatcher.py lines 570-575, 658, 700) and
+    the host waits on it before the dispatch.
 
     ``blocks`` the stage's MoE blocks per micro-batch, ``rec`` the forward passes recomputed in the backward
     (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks); fc1 / fc2 forward and
@@ -536,10 +550,10 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
         job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
         peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
         gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency, elem_bytes=job.elem_bytes)
-    a = np.asarray(a2a, dtype=float)
-    fwd = np.minimum(a, f1) + np.minimum(a, f2)
+    a, p = np.asarray(a2a, dtype=float), np.asarray(probs, dtype=float)
+    fwd = np.minimum(a + p, f1) + np.minimum(a, f2)
     hid_f = np.where(on, blocks * fwd, 0.0)
-    hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a, b1)) + rec_passes * fwd, 0.0)
+    hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a + p, b1)) + rec_passes * fwd, 0.0)
     if comp is not None:  # only compute not already hiding TP/CP traffic
         hid_f = np.minimum(hid_f, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0))
         hid_b = np.minimum(hid_b, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
@@ -703,10 +717,11 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # seconds a recomputed MoE forward's EP traffic runs beyond the 2 of the 4 per-layer operations the step counts for
     # it (docs/model.md#hybridep-preprocess, #ep-allgather, #ep-probs-counts): 0 where the forward and backward ops
     # are alike
-    ep_refwd = np.zeros(1)
+    ep_refwd = ep_probs = ep_counts = np.zeros(1)
     if moe:  # Megatron-Core's alltoall dispatcher: the probabilities' all-to-all and the counts' all-gather besides
-        extra, ep_refwd = _alltoall_dispatcher_extras(job, g, groups, copies * load)
-        ep = ep + extra
+        ep_probs, ep_counts = _alltoall_dispatcher_extras(job, g, groups, copies * load)
+        ep = ep + 0.5 * ep_probs + 0.25 * ep_counts
+        ep_refwd = 0.5 * ep_counts
     # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
     # ranks at stride 1 (the expert grid's innermost dimension). Its busiest EP index gathers the rows every slice
@@ -719,11 +734,15 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         gathered = _etp(g) * tokens / g.tp * float(sh.moe_top_k)
         disp_bytes = _etp(g) * token_bytes * float(sh.moe_top_k) * moe_rank_load(job, g, gathered)
         # forward AG (eb) + RS in the probabilities' dtype (combine_preprocess: hidden_states.to(self.probs.dtype));
-        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype)
+        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype); and the
+        # routing probabilities gathered with the tokens (dispatch_postprocess L749-751, one a row in their dtype:
+        # the cast buffer / w), their gradient reduce-scattered in the backward (docs/model.md#ep-probs-counts)
         cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
+        probs = cast / float(sh.moe_width)
         moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
                           + _collective("reducescatter", disp_bytes, etp_group)
-                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
+                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group)
+                          + _collective("allgather", probs, etp_group) + _collective("reducescatter", probs, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
@@ -752,11 +771,13 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                             hier)
             ep_refwd = np.where(flex & deepep, 0.0, ep_refwd)
         ep = np.where(flex, hier, ep)
+        ep_probs, ep_counts = np.where(flex, 0.0, ep_probs), np.where(flex, 0.0, ep_counts)
     gather = np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(gather):  # Megatron-Core's allgather dispatcher (docs/model.md#ep-allgather)
         mean, refwd = _allgather_dispatch_time(job, g, groups, tokens / g.tp)
         ep = np.where(gather, mean, ep)
         ep_refwd = np.where(gather, refwd, ep_refwd)
+        ep_probs, ep_counts = np.where(gather, 0.0, ep_probs), np.where(gather, 0.0, ep_counts)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
     if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
@@ -788,7 +809,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
             "tp_last": np.where(g.sequence_parallel, rs, ar),
            "cp": cp_ring,
-           "ep": ep, "ep_refwd": ep_refwd,
+           "ep": ep, "ep_refwd": ep_refwd, "ep_probs": ep_probs, "ep_counts": ep_counts,
            # the activation each TP rank sends (pp_send_divisor, docs/model.md#pp-comm)
            "pp": _stage_boundary_time(groups, act / pp_send_divisor(g)),
            "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
@@ -1035,8 +1056,10 @@ def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
 
 def _alltoall_dispatcher_extras(job: Job, g: StrategyGrid, groups: ParallelGroups,
                                 rows: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds Megatron-Core's alltoall token dispatcher adds to the mean of the four per-layer EP operations beyond
-    the tokens' all-to-all, and what a recomputed forward runs beyond its 2 of them (docs/model.md#ep-probs-counts).
+    """Seconds of the two collectives Megatron-Core's alltoall token dispatcher runs beside the tokens' all-to-all,
+    P the probabilities' all-to-all and C the counts' all-gather, 0 where it does not run them; the caller adds
+    P / 2 + C / 4 to the mean of the four per-layer EP operations and C / 2 to a recomputed forward beyond its 2 of
+    them (docs/model.md#ep-probs-counts).
     NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``
     (the same calls at core_r0.15.0 0d8e0714, lines 547-548 and 677): ``preprocess`` (lines 570-575) all-gathers
     ``num_local_tokens_per_expert`` (``routing_map.sum(dim=0).long()``: E int64 a rank, no gradient) over
@@ -1057,7 +1080,7 @@ def _alltoall_dispatcher_extras(job: Job, g: StrategyGrid, groups: ParallelGroup
     probs = _collective("alltoall", np.asarray(rows, dtype=float) * pb, groups.expert)
     counts = _collective("allgather", g.ep * _etp(g) * float(sh.moe_experts) * 8.0, _tp_ep_group(g, groups))
     on = (np.asarray(g.layer_impl) == int(LayerImpl.MEGATRON_TE)) & (g.ep > 1)
-    return np.asarray(np.where(on, 0.5 * probs + 0.25 * counts, 0.0)), np.asarray(np.where(on, 0.5 * counts, 0.0))
+    return np.asarray(np.where(on, probs, 0.0)), np.asarray(np.where(on, counts, 0.0))
 
 
 def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
@@ -1256,7 +1279,7 @@ def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
 
 
 def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
-                          refused: Any = False) -> dict[str, np.ndarray]:
+                          refused: Any = False, fixed: Any = 0.0) -> dict[str, np.ndarray]:
     """EP all-to-alls hidden under another micro-batch's computation (``moe_a2a_overlap``).
 
     Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute, as Megatron-Bridge's
@@ -1269,8 +1292,13 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     (:func:`moe_a2a_steady_share`), and the hidden traffic slows that compute (``contention``, via
     ``hidden_ep``, at the dispatcher's share of the SMs, strategy ``ep_dispatch_sms``):
 
-        hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
-        exposed ep = ep - hidden_f - hidden_b
+        hidden_f = s min(e / 2, backward - hidden_bwd),  hidden_b = s min(e / 2, forward - hidden_fwd)
+        exposed ep = ep - hidden_f - hidden_b,          e = ep - fixed
+
+    ``fixed`` the part of ep no overlap hides: the alltoall dispatcher's counts all-gathers, which
+    ``layer.mlp.preprocess`` runs in the attention node on the compute stream (models/gpt/fine_grained_callables.py
+    ``submodule_pre_dispatch_forward`` lines 67-150, moe_layer.py line 491 ``dispatch_preprocess``), not in the
+    dispatch node on the communication stream (docs/model.md#ep-probs-counts).
     """
     # where Megatron-Core would refuse the overlap (job.grid_from_strategy says so for one strategy; a planner
     # grid with the flag pinned also holds such candidates) the all-to-alls stay exposed
@@ -1280,7 +1308,7 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     if not np.any(on):
         return mp
     share = moe_a2a_steady_share(g)
-    per_pass = mp["ep"] / 2.0
+    per_pass = np.maximum(mp["ep"] - fixed, 0.0) / 2.0
     fwd_free = np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0)
     bwd_free = np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0)
     hid_f = np.where(on, share * np.minimum(per_pass, bwd_free), 0.0)  # forward a2a under the other's backward
