@@ -1,0 +1,27 @@
+"""ux25: an expert user's pass over the CLI (DeepSeek-V3 on GB200, Llama 3.1 405B on H100, 8B FSDP on MI300X, plan,
+sweep, hardware list): each test failed before its fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalemodel.report.predict import interval_line
+
+
+def test_an_out_of_distribution_band_wholly_above_the_step_says_why() -> None:
+    """Llama 3 8B under FSDP on 64 MI300X printed 'Step time 4.137 s' then 'out of distribution: ...; likely 6.698 s
+    to 8.122 s per step (cdna3 FSDP/ZeRO-3 dense: 4 published runs)': the band does not contain the step and, unlike
+    an in-distribution band, nothing said why (the 4 similar runs were all measured slower than predicted). Band
+    made by hand: speed errors +0.31..+0.48 doubled."""
+    band: dict[str, Any] = {"step_time_s": [10.0 * 1.62, 10.0 * 1.96], "speed_error_range": [0.62, 0.96],
+                            "cases": 4, "family": {"generation": "cdna3"}, "out_of_distribution": True,
+                            "basis": "64 GPUs is outside the 8-8 GPUs of the similar validated runs: their error "
+                                     "range, doubled"}
+    text = interval_line(band)
+    assert text.startswith("[bold yellow]out of distribution:[/bold yellow] 64 GPUs is outside")
+    assert text.endswith("likely 16.2 s to 19.6 s per step (cdna3: 4 published runs; the model was too fast on every "
+                         "one of them, so the band lies above the step)")
+    below = dict(band, step_time_s=[5.0, 9.0], speed_error_range=[-0.5, -0.1])
+    assert interval_line(below).endswith("so the band lies below the step)")
+    across = dict(band, step_time_s=[9.0, 11.0], speed_error_range=[-0.1, 0.1])
+    assert interval_line(across).endswith("4 published runs)")
