@@ -3,6 +3,7 @@ sweep, hardware list): each test failed before its fix."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from scalemodel.report.predict import interval_line
@@ -25,3 +26,16 @@ def test_an_out_of_distribution_band_wholly_above_the_step_says_why() -> None:
     assert interval_line(below).endswith("so the band lies below the step)")
     across = dict(band, step_time_s=[9.0, 11.0], speed_error_range=[-0.1, 0.1])
     assert interval_line(across).endswith("4 published runs)")
+
+
+def test_sweep_table_explains_its_memory_mark(cli: Any, tmp_path: Path) -> None:
+    """`sweep`'s table marked Llama 3 70B at TP 8, ZeRO-1 on 64 H100s '115.9 GB !' (more than the 85 GB a GPU has)
+    and said nowhere what the mark meant, nor that the row's step time is priced as if the point ran."""
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nmodels: [llama3-70b, llama3-8b]\nclusters: [dgx-h100]\ngpus: [64]\n"
+                 "training: {global_batch: 64}\nstrategies:\n  - {tp: 8, pp: 1, zero: '1'}\n")
+    out = " ".join(cli("sweep", str(f), "-j", "1").out.split())
+    assert " ! " in out  # 70B at TP 8, ZeRO-1: about 116 GB a GPU against 85 GB
+    assert "! does not fit in accelerator memory: priced as if it ran" in out
+    f.write_text(f.read_text().replace("llama3-70b, ", ""))
+    assert "does not fit" not in cli("sweep", str(f), "-j", "1").out  # 8B fits: no legend

@@ -130,6 +130,9 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
                   f"{r['tokens_per_s_per_gpu']:,.0f}", f"{r['mfu']:.1%}",
                   fq(r["memory_per_gpu_bytes"], "bytes") + ("" if r["fits"] else " !"))
     print_table(console, t)
+    if any(r["status"] != "error" and not r["fits"] for r in result.rows):  # the mark was nowhere explained
+        console.print("! does not fit in accelerator memory: priced as if it ran (the files' `fits` column)",
+                      highlight=False)
     for note in result.notes:
         console.print(f"note: {note}")
     for r in result.rows:
