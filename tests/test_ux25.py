@@ -3,9 +3,12 @@ sweep, hardware list): each test failed before its fix."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.planner import family
+from scalemodel.report.explain import describe_strategy
 from scalemodel.report.predict import interval_line
 
 
@@ -39,3 +42,15 @@ def test_sweep_table_explains_its_memory_mark(cli: Any, tmp_path: Path) -> None:
     assert "! does not fit in accelerator memory: priced as if it ran" in out
     f.write_text(f.read_text().replace("llama3-70b, ", ""))
     assert "does not fit" not in cli("sweep", str(f), "-j", "1").out  # 8B fits: no legend
+
+
+def test_plan_why_does_not_weigh_the_runner_up_twice(cli: Any) -> None:
+    """Llama 3 70B on 512 H100s at 60 GB: the runner-up (DP 128 x TP 2 x PP 1 x CP 2, FSDP, SP) is also the best
+    DP+TP+CP plan, and `why` weighed it twice, the same 0.2 % and the same four seconds figures in two sentences."""
+    doc = json.loads(cli("plan", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", "--global-batch", "512",
+                         "--set", "accelerator.memory=60GB", "-k", "2", "--json").out)
+    why, ru = doc["why"], doc["ranked"][1]["strategy"]
+    label = describe_strategy(ru)
+    fam = family(ru["tp"], ru["pp"], ru["cp"], ru["ep"], ru["dp"])
+    assert why.count(label) == 1, why
+    assert f"The runner-up is the best {fam} plan." in why
