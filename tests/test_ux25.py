@@ -10,6 +10,7 @@ from typing import Any
 from scalemodel.engine.planner import family
 from scalemodel.report.explain import describe_strategy
 from scalemodel.report.predict import interval_line
+from scalemodel.units import format_quantity
 
 
 def test_an_out_of_distribution_band_wholly_above_the_step_says_why() -> None:
@@ -54,3 +55,19 @@ def test_plan_why_does_not_weigh_the_runner_up_twice(cli: Any) -> None:
     fam = family(ru["tp"], ru["pp"], ru["cp"], ru["ep"], ru["dp"])
     assert why.count(label) == 1, why
     assert f"The runner-up is the best {fam} plan." in why
+
+
+def test_memory_compared_in_one_unit(cli: Any, monkeypatch: Any) -> None:
+    """`hardware list`'s usable-memory column printed GB300's 288 GiB (309.2 GB) under B300's 288.4 GB, reading as
+    the smaller, and TPUs' in GiB among GB; predict on a GB300 said '178.8 GB of 288 GiB per GPU'. Capacities now
+    print in the decimal units of the figures they are compared with; a bucket size keeps its exact MiB."""
+    monkeypatch.setenv("COLUMNS", "200")
+    out = cli("hardware", "list").out
+    accel = out.split("Clusters")[0]
+    assert "GiB" not in accel and "309.2 GB" in accel  # 288 x 2**30 B
+    assert "TDP n/p: not published" in " ".join(accel.split())
+    line = next(x for x in cli("predict", "-m", "llama3-8b", "-c", "gb300-nvl72", "-n", "64").out.splitlines()
+                if x.startswith("memory:"))
+    assert line.endswith("of 309.2 GB per GPU (fits)"), line
+    assert format_quantity(25 * 2**20, "bytes") == "25 MiB"
+    assert format_quantity(25 * 2**20, "bytes", binary=False) == "26.21 MB"

@@ -128,8 +128,9 @@ def _memory_floor_hint(result: PlanResult) -> str:
     if not floor or floor["gpus"] <= gpus:
         return ""
     return (f" The model states alone ({floor['params']:.4g} parameters x {floor['bytes_per_param']:g} bytes of "
-            f"weights, gradients and optimizer = {format_quantity(floor['state_bytes'], 'bytes')}) need at least "
-            f"{floor['gpus']:,} GPUs of {format_quantity(floor['capacity_bytes'], 'bytes')} even sharded over all "
+            f"weights, gradients and optimizer = {format_quantity(floor['state_bytes'], 'bytes', binary=False)}) need "
+            f"at least {floor['gpus']:,} GPUs of {format_quantity(floor['capacity_bytes'], 'bytes', binary=False)} "
+            "even sharded over all "
             f"of them (ZeRO-3), before any activation; this job has {gpus:,}.")
 
 

@@ -67,7 +67,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
                   f"HFU {fl['hfu']:.1%} of the {fq(fl['peak_flops_per_gpu'], 'flop_rate')} {fl['peak_format']} "
                   "dense peak")
-    console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"
+    console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of "
+                  f"{fq(mem['capacity_bytes'], 'bytes', binary=False)} per GPU"
                   f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})"
                   # the parts and the levers left are memory's (report.memory._nothing_fits); predict named neither
                   + ("" if mem["fits"] else "; `scalemodel memory` with the same options shows the parts and what "
