@@ -85,3 +85,21 @@ def test_every_option_of_every_command_is_in_the_user_docs() -> None:
     missing = sorted({f"{name} {f}" for name, cmd in _commands().items() for f in _flags(cmd)
                       if f.startswith("--") and f not in named and f != "--help"})
     assert not missing, missing
+
+
+def test_predict_table_says_what_each_part_is_and_which_are_zero(cli: Any, monkeypatch: Any) -> None:
+    """DeepSeek-V3 on 256 GB200: the table listed 'contention 2.06 ms', 'ep_comm 2.464 s', 'embed_comm' with no word
+    of what they are (only the dominant part was described), and left out the parts at 0 (jitter: GB200 has no
+    measured clock_jitter_cv) while --json lists all 16: a reader looking for `jitter` found nothing. Each listed part
+    now carries its description (engine.parts, the JSON's key in the first column) and the zero ones are named."""
+    monkeypatch.setenv("COLUMNS", "250")
+    args = ("predict", "-m", "deepseek-v3", "-c", "gb200-nvl72", "-n", "256", "--pp", "8", "--ep", "32",
+            "--global-batch", "2048", "--zero", "1", "--recompute", "full", "--precision", "fp8")
+    out = cli(*args).out
+    parts = json.loads(cli(*args, "--json").out)["breakdown_s"]
+    rows = {ln.split("│")[1].strip(): ln.split("│")[4].strip() for ln in out.splitlines() if ln.count("│") == 5}
+    listed = {k for k, v in parts.items() if v > 0}
+    assert set(rows) == listed and "ep_comm" in listed and "jitter" not in listed
+    assert rows["contention"] == "compute slowed by the collectives hidden under it (they occupy SMs)"
+    zero = next(ln for ln in out.splitlines() if ln.startswith("0 s (not listed): "))
+    assert zero.split(": ", 1)[1].split(";")[0].split(", ") == [k for k, v in parts.items() if v == 0]

@@ -6,6 +6,7 @@ from typing import Any
 
 from scalemodel.choices import zero_label
 from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
+from scalemodel.engine.parts import PARTS
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import _DISPLAY
@@ -51,10 +52,17 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     t.add_column("part")
     t.add_column("time", justify="right")
     t.add_column("share", justify="right")
+    # what each part is (the --json breakdown_s keys, docs/model.md#<part>): the table named parts such as
+    # 'contention' and 'jitter' and explained only the dominant one
+    t.add_column("what it is")
     for k, v in p.breakdown_s.items():
         if v > 0:
-            t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
+            t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-", PARTS[k].description)
     print_table(console, t)
+    zero = [k for k, v in p.breakdown_s.items() if v <= 0]
+    if zero:  # the JSON lists every part; the table left the zero ones out without a word
+        console.print(f"0 s (not listed): {', '.join(zero)}; each part's formula: docs/model.md#<part> "
+                      "(tp_comm: #tp-comm)", highlight=False)
     if p.reported_interval:  # the validated runs' band is for a step that runs
         console.print(interval_line(p.reported_interval))
     th, fl, mem = p.throughput, p.flops, p.memory
