@@ -103,3 +103,17 @@ def test_predict_table_says_what_each_part_is_and_which_are_zero(cli: Any, monke
     assert rows["contention"] == "compute slowed by the collectives hidden under it (they occupy SMs)"
     zero = next(ln for ln in out.splitlines() if ln.startswith("0 s (not listed): "))
     assert zero.split(": ", 1)[1].split(";")[0].split(", ") == [k for k, v in parts.items() if v == 0]
+
+
+def test_predict_header_names_an_uneven_pipeline_split(cli: Any, monkeypatch: Any) -> None:
+    """Llama 3.1 405B (126 layers) on 1024 H100s at PP 16 with 7-layer end stages (Llama 3's own split) printed the
+    header of an even split: nothing said the priced stages were not 126 / 16."""
+    monkeypatch.setenv("COLUMNS", "250")
+    base = ("predict", "-m", "llama3-405b", "-c", "dgx-h100", "-n", "1024", "--tp", "8", "--pp", "16")
+    first = " ".join(cli(*base).out.split()).split(" Step time")[0]
+    assert "layers" not in first.split("rank order")[1]
+    ends = cli(*base, "--set", "strategy.first_stage_layers=7", "--set", "strategy.last_stage_layers=7").out
+    assert "rank order tp-cp-dp-pp, first stage 7 / last stage 7 layers, seq 8,192" in " ".join(ends.split())
+    split = "[7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7]"
+    listed = cli(*base, "--set", f"strategy.stage_layers={split}").out
+    assert "rank order tp-cp-dp-pp, layers per stage 7, 8 x14, 7, seq 8,192" in " ".join(listed.split())

@@ -29,7 +29,25 @@ def strategy_header(model: object, gpus: object, where: object, s: dict[str, Any
             f"{s['micro_batch']}, " + (f"global batch {batch}, " if batch is not None else "")
             + f"{s['schedule']}, {zero_label(s['zero'], ' ')}, "
             f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")
-            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + seq)
+            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + _stage_split(s) + seq)
+
+
+def _stage_split(s: dict[str, Any]) -> str:
+    """', layers per stage 7, 8 x14, 7' or ', first stage 7 / last stage 7 layers': an uneven pipeline split given with
+    --set strategy.stage_layers / first_stage_layers / ... (Llama 3.1 405B on PP 16 printed the header of an even
+    split)."""
+    stages = s.get("stage_layers")
+    if stages:
+        runs: list[list[int]] = []
+        for n in stages:
+            if runs and runs[-1][0] == n:
+                runs[-1][1] += 1
+            else:
+                runs.append([n, 1])
+        return ", layers per stage " + ", ".join(f"{n} x{k}" if k > 1 else str(n) for n, k in runs)
+    ends = [f"{w} {unit} {s[f'{w}_{unit}_layers']}" for unit in ("stage", "chunk") for w in ("first", "last")
+            if s.get(f"{w}_{unit}_layers") is not None]
+    return f", {' / '.join(ends)} layers" if ends else ""
 
 
 def render_prediction(p: Prediction, *, as_json: bool) -> None:
