@@ -10,6 +10,7 @@ from typing import Any
 
 from test_docs import ROOT, USER_DOCS, _commands, _flags
 
+from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import family
 from scalemodel.report.explain import describe_strategy
 from scalemodel.report.predict import interval_line
@@ -117,3 +118,11 @@ def test_predict_header_names_an_uneven_pipeline_split(cli: Any, monkeypatch: An
     split = "[7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7]"
     listed = cli(*base, "--set", f"strategy.stage_layers={split}").out
     assert "rank order tp-cp-dp-pp, layers per stage 7, 8 x14, 7, seq 8,192" in " ".join(listed.split())
+
+
+def test_ep_comm_says_what_it_carries() -> None:
+    """ep_comm was described as 'MoE all-to-all' while it prices, per docs/model.md#ep-probs-counts, the routing
+    probabilities' all-to-all and the per-expert counts' all-gather besides the tokens, and only what compute does not
+    hide: the predict table's 'what it is' and a dominant ep_comm's sentence said less than the part holds."""
+    text = PARTS["ep_comm"].description
+    assert "not hidden" in text and "routing probabilities" in text and "per-expert token counts" in text
