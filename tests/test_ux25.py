@@ -127,3 +127,12 @@ def test_ep_comm_says_what_it_carries() -> None:
     hide: the predict table's 'what it is' and a dominant ep_comm's sentence said less than the part holds."""
     text = PARTS["ep_comm"].description
     assert "not hidden" in text and "routing probabilities" in text and "per-expert token counts" in text
+
+
+def test_critical_batch_note_names_the_flags_that_set_it(cli: Any) -> None:
+    """scale's note said 'set training.critical_batch to the workload's measured gradient noise scale' while scale
+    itself takes --critical-batch, and the other commands --set training.critical_batch=N: the note now names both."""
+    out = " ".join(cli("scale", "-m", "llama3-8b", "-c", "dgx-h100", "--gpus", "8,64").out.split())
+    assert "--set training.critical_batch=N (scale: --critical-batch N)" in out
+    given = cli("scale", "-m", "llama3-8b", "-c", "dgx-h100", "--gpus", "8,64", "--critical-batch", "500").out
+    assert "--critical-batch N" not in given
