@@ -167,8 +167,12 @@ def _binary_reads_exact(value: float, digits: int) -> bool:
     return binary.is_integer() and abs(binary) < 10**digits and decimal != float(f"{decimal:.{digits}g}")
 
 
-def format_quantity(value: float, kind: str, digits: int = 4) -> str:
+def format_quantity(value: float, kind: str, digits: int = 4, *, binary: bool = True) -> str:
     """Format an SI value with the largest display unit not above it, to ``digits`` significant digits.
+
+    ``binary=False`` keeps a byte count in decimal units even where a binary one reads exact: where it is compared
+    with decimal figures beside it ('178.8 GB of 288 GiB per GPU' on a GB300; GB300's 288 GiB above B300's 288.4 GB
+    in `hardware list`'s column, when it is the larger).
 
     ``parse_quantity(format_quantity(x, k, digits=17), k) == x`` for finite x; with the default
     precision the round trip is within a relative 10**-(digits-1).
@@ -176,7 +180,7 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     if not math.isfinite(value):
         raise InputError(f"a result ({kind}) is not finite", where="result",
                          allowed="inputs within physical ranges (sizes, bandwidths, latencies, times)")
-    if kind == "bytes" and _binary_reads_exact(value, digits):
+    if kind == "bytes" and binary and _binary_reads_exact(value, digits):
         kind = "bytes_binary"  # 1 GiB reads better than 1.074 GB, a 25 MiB bucket better than 26.21 MB
     units = _DISPLAY[kind]
     mag = abs(value)

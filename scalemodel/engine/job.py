@@ -575,7 +575,8 @@ def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:
     b = _critical_batch(training, shape, seq_len)
     return (f"critical batch {b:.0f} sequences: the documented default, Kaplan et al. 2020's B_crit(L) at the loss "
             "L(N) of the non-embedding parameter count (a WebText2-era fit, docs/model.md#statistical-efficiency); "
-            "set training.critical_batch to the workload's measured gradient noise scale")
+            "give the workload's measured gradient noise scale with --set training.critical_batch=N (scale: "
+            "--critical-batch N)")
 
 
 def _staleness_kappa(training: Any, workload: Any) -> dict[str, Any]:

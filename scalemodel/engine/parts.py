@@ -32,7 +32,10 @@ BREAKDOWN: tuple[Part, ...] = (
          "tab:purple", "magenta"),
     Part("cp_comm", "CP", "exposed CP communication", "context-parallel attention exchange not hidden by compute",
          "orchid", "bright_magenta"),
-    Part("ep_comm", "EP", "MoE all-to-all", "MoE all-to-all", "tab:blue", "blue"),
+    Part("ep_comm", "EP", "MoE all-to-all",
+         "MoE token dispatch and combine not hidden by compute (all-to-alls, or the DeepEP / all-gather dispatcher's; "
+         "Megatron-Core's also sends the routing probabilities and gathers the per-expert token counts)",
+         "tab:blue", "blue"),
     Part("pp_comm", "PP", "pipeline send/recv", "pipeline send/recv of activations", "tab:cyan", "cyan"),
     Part("host", "host", "wait on the host",
          "GPU idle while the host issues each MoE layer's kernels after its host synchronisation, and while it "

@@ -24,14 +24,14 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
     if as_json:
         emit_json(data.payload(), "hardware list")
         return
-    t = Table(title="Accelerators")
+    t = Table(title="Accelerators (TDP n/p: not published)")
     # memory: what the commands take as the capacity ('of 85.05 GB per GPU'), not the driver's total (85.52 GB on
     # an H100, hardware show's accelerator.memory), which the list printed beside every command's smaller figure
     for col in ("name", "bf16 dense", "usable memory", "mem bw", "TDP", "description"):
         t.add_column(col)
     for a in data.accelerators:
         bf16 = fq(a["bf16_flops_per_s"], "flop_rate") if a["bf16_flops_per_s"] else "-"
-        t.add_row(a["name"], bf16, fq(a["memory_allocatable_bytes"], "bytes"),
+        t.add_row(a["name"], bf16, fq(a["memory_allocatable_bytes"], "bytes", binary=False),
                   fq(a["memory_bandwidth_Bps"], "bandwidth"),
                   fq(a["tdp_w"], "power") if a["tdp_w"] else "n/p", _short(a["description"]))
     c = Table(title="Clusters (tiers innermost first: span x per-GPU bandwidth)")

@@ -34,7 +34,7 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     t.add_column("share", justify="right")
     for key, label in _ROWS:
         t.add_row(label, fq(br[key], "bytes"), f"{br[key] / br['total']:.1%}" if br["total"] > 0 else "-")
-    t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes')}")
+    t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes', binary=False)}")
     print_table(console, t)
     verdict = "fits" if result.fits else "does NOT fit"
     if result.fits and not result.feasible:
@@ -65,7 +65,7 @@ def _nothing_fits(result: MemoryResult) -> str:
     held = states * (1.0 + float(result.inputs["fragmentation"])) + br["workspace"]
     if held >= cap:
         return (f"no micro-batch fits: model states alone ({fq(held, 'bytes')} with the allowances) exceed the "
-                f"{fq(cap, 'bytes')}; try {_levers(result.inputs, states_only=True)}")
+                f"{fq(cap, 'bytes', binary=False)}; try {_levers(result.inputs, states_only=True)}")
     return (f"no micro-batch fits: the model states take {fq(held, 'bytes')} with the allowances, and the "
             f"activations at micro-batch 1 do not fit in the {fq(cap - held, 'bytes')} left; try "
             f"{_levers(result.inputs, states_only=False)}")

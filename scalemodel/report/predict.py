@@ -6,6 +6,7 @@ from typing import Any
 
 from scalemodel.choices import zero_label
 from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
+from scalemodel.engine.parts import PARTS
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import _DISPLAY
@@ -28,7 +29,25 @@ def strategy_header(model: object, gpus: object, where: object, s: dict[str, Any
             f"{s['micro_batch']}, " + (f"global batch {batch}, " if batch is not None else "")
             + f"{s['schedule']}, {zero_label(s['zero'], ' ')}, "
             f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")
-            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + seq)
+            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + _stage_split(s) + seq)
+
+
+def _stage_split(s: dict[str, Any]) -> str:
+    """', layers per stage 7, 8 x14, 7' or ', first stage 7 / last stage 7 layers': an uneven pipeline split given with
+    --set strategy.stage_layers / first_stage_layers / ... (Llama 3.1 405B on PP 16 printed the header of an even
+    split)."""
+    stages = s.get("stage_layers")
+    if stages:
+        runs: list[list[int]] = []
+        for n in stages:
+            if runs and runs[-1][0] == n:
+                runs[-1][1] += 1
+            else:
+                runs.append([n, 1])
+        return ", layers per stage " + ", ".join(f"{n} x{k}" if k > 1 else str(n) for n, k in runs)
+    ends = [f"{w} {unit} {s[f'{w}_{unit}_layers']}" for unit in ("stage", "chunk") for w in ("first", "last")
+            if s.get(f"{w}_{unit}_layers") is not None]
+    return f", {' / '.join(ends)} layers" if ends else ""
 
 
 def render_prediction(p: Prediction, *, as_json: bool) -> None:
@@ -51,10 +70,17 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     t.add_column("part")
     t.add_column("time", justify="right")
     t.add_column("share", justify="right")
+    # what each part is (the --json breakdown_s keys, docs/model.md#<part>): the table named parts such as
+    # 'contention' and 'jitter' and explained only the dominant one
+    t.add_column("what it is")
     for k, v in p.breakdown_s.items():
         if v > 0:
-            t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
+            t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-", PARTS[k].description)
     print_table(console, t)
+    zero = [k for k, v in p.breakdown_s.items() if v <= 0]
+    if zero:  # the JSON lists every part; the table left the zero ones out without a word
+        console.print(f"0 s (not listed): {', '.join(zero)}; each part's formula: docs/model.md#<part> "
+                      "(tp_comm: #tp-comm)", highlight=False)
     if p.reported_interval:  # the validated runs' band is for a step that runs
         console.print(interval_line(p.reported_interval))
     th, fl, mem = p.throughput, p.flops, p.memory
@@ -67,7 +93,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
                   f"HFU {fl['hfu']:.1%} of the {fq(fl['peak_flops_per_gpu'], 'flop_rate')} {fl['peak_format']} "
                   "dense peak")
-    console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"
+    console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of "
+                  f"{fq(mem['capacity_bytes'], 'bytes', binary=False)} per GPU"
                   f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})"
                   # the parts and the levers left are memory's (report.memory._nothing_fits); predict named neither
                   + ("" if mem["fits"] else "; `scalemodel memory` with the same options shows the parts and what "
@@ -111,14 +138,16 @@ def interval_line(band: dict) -> str:  # type: ignore[type-arg]
     lo, hi = band["step_time_s"]
     fam = " ".join(band["family"].values()) or "all validated runs"
     text = f"likely {_same_unit(lo, hi)} per step ({fam}: {runs_phrase(band)}"
-    if band["out_of_distribution"]:
-        return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text})"
-    if band.get("calibration") is not None:  # a calibrated cluster: which errors the band is, or why not its runs'
-        text = f"{text}: {band['basis']}"
     # a band wholly on one side of the step printed above read as a second, contradicting answer (12.13 s, 'likely
-    # 12.82 s to 15.08 s'): it is the step time corrected by the model's error on those runs, which all went one way
+    # 12.82 s to 15.08 s'): it is the step time corrected by the model's error on those runs, which all went one way.
+    # Said out of distribution too (its range doubled keeps the side): llama3-8b FSDP on 64 MI300X printed 'Step
+    # time 4.137 s' then 'likely 6.698 s to 8.122 s per step' with no word why
     lo_e, hi_e = band["speed_error_range"]
     share = "every one of" if band["cases"] < QUANTILE_FROM else f"at least {_beyond_decile(band['cases'])} of"
     side = (f"; the model was too fast on {share} them, so the band lies above the step" if lo_e > 0 else
             f"; the model was too slow on {share} them, so the band lies below the step" if hi_e < 0 else "")
+    if band["out_of_distribution"]:
+        return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text}{side})"
+    if band.get("calibration") is not None:  # a calibrated cluster: which errors the band is, or why not its runs'
+        text = f"{text}: {band['basis']}"
     return f"{text}{side}; docs/model.md#intervals)"

@@ -115,7 +115,10 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
         return
     console = new_console()
     inp = result.inputs
-    console.print(f"sweep {inp.get('name', '')}: {len(result.rows)} points in {result.elapsed_s:.1f} s "
+    # an unnamed sweep file printed 'sweep sweep: 8 points' (SweepSpec's default name): its path names it then
+    name = inp.get("name") or "sweep"
+    label = inp.get("file") or name if name == "sweep" else name
+    console.print(f"sweep {label}: {len(result.rows)} points in {result.elapsed_s:.1f} s "
                   f"({result.backend}; {result.points_per_cpu_s:.2f} points per CPU-second)")
     t = Table(title="one row per point (every column: --out FILE.csv | .jsonl | .parquet)")
     for col, just in (("model", "left"), ("cluster", "left"), ("GPUs", "right"), ("strategy", "left"),
@@ -130,6 +133,9 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
                   f"{r['tokens_per_s_per_gpu']:,.0f}", f"{r['mfu']:.1%}",
                   fq(r["memory_per_gpu_bytes"], "bytes") + ("" if r["fits"] else " !"))
     print_table(console, t)
+    if any(r["status"] != "error" and not r["fits"] for r in result.rows):  # the mark was nowhere explained
+        console.print("! does not fit in accelerator memory: priced as if it ran (the files' `fits` column)",
+                      highlight=False)
     for note in result.notes:
         console.print(f"note: {note}")
     for r in result.rows:
