@@ -28,3 +28,31 @@ def test_plan_breakdown_names_the_parts_by_their_json_keys(cli: Any, monkeypatch
             assert k in BREAKDOWN_KEYS
             assert f"{k} {v / step:.0%}" in out, (k, out)
     assert ", TP " not in out and "DP 3%" not in out
+
+
+SENS = ("sensitivity", "--cluster", "pcie-25gbe", "--model", "gpt-39b", "--gpus", "2048", "--tp", "4", "--pp", "8",
+        "--zero", "1", "--sequence-parallel", "--global-batch", "3072")
+
+
+def _row(out: str, name: str) -> list[str]:
+    line = next(x for x in out.splitlines() if x.strip("│ ").startswith(name))
+    return [c.strip() for c in line.strip().strip("│").split("│")]
+
+
+def test_sensitivity_shows_small_elasticities_and_cvs(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpt-39b on 2048 PCIe / 25 GbE GPUs printed the NIC latency's elasticity as '-0.000' and its gain as '+0.0%'
+    (their size hidden by rounding); H100's clock-jitter CV printed 0.0118 where the docs say 1.18 %. Expected
+    strings made from the JSON's numbers by hand: two significant figures with the sign, the CV x 100."""
+    monkeypatch.setenv("COLUMNS", "160")
+    doc = json.loads(cli(*SENS, "--json").out)
+    p = next(p for p in doc["parameters"] if p["name"] == "tcp latency")
+    e, gain = p["elasticity"], 100 * (p["throughput_ratio"] - 1)
+    assert -0.001 < e < -0.0001 and 0 < gain < 0.05  # the case: both round to zero at 3 / 1 decimals
+    row = _row(cli(*SENS).out, "tcp latency")
+    assert row[2].startswith("-0.000") and row[2] != "-0.000" and float(row[2]) == pytest.approx(e, rel=0.06)
+    assert row[4].startswith("+0.0") and float(row[4].rstrip("%")) == pytest.approx(gain, rel=0.06)
+    assert _row(cli(*SENS).out, "straggler CV")[2] == "0"  # exactly none: no sign, no decimals
+    h100 = ("sensitivity", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "64", "--tp", "8", "--pp", "2")
+    cv = next(p for p in json.loads(cli(*h100, "--json").out)["parameters"] if p["name"] == "clock jitter CV")
+    assert cv["value"] == 0.0118 and cv["unit"] == "fraction"
+    assert _row(cli(*h100).out, "clock jitter CV")[1] == "1.18%"
