@@ -56,3 +56,18 @@ def test_sensitivity_shows_small_elasticities_and_cvs(cli: Any, monkeypatch: pyt
     cv = next(p for p in json.loads(cli(*h100, "--json").out)["parameters"] if p["name"] == "clock jitter CV")
     assert cv["value"] == 0.0118 and cv["unit"] == "fraction"
     assert _row(cli(*h100).out, "clock jitter CV")[1] == "1.18%"
+
+
+def test_predict_says_why_jitter_is_zero(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zero-parts line listed `jitter` on an A100 (no measured clock_jitter_cv: hardware/accelerators/
+    a100-sxm-80g.yaml has none) without saying why, while on an H100 (1.18 %) the part is priced; the line now says
+    so for an accelerator without one, and says nothing where the part is 0 for another reason."""
+    monkeypatch.setenv("COLUMNS", "250")
+    a100 = ("predict", "-m", "llama3-8b", "-c", "dgx-a100", "-n", "8")
+    assert json.loads(cli(*a100, "--json").out)["breakdown_s"]["jitter"] == 0
+    zero = next(ln for ln in cli(*a100).out.splitlines() if ln.startswith("0 s (not listed): "))
+    assert ", jitter (no measured clock_jitter_cv for this accelerator), " in zero
+    h100 = ("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "1")  # one GPU: nothing to wait for, CV 1.18 %
+    assert json.loads(cli(*h100, "--json").out)["breakdown_s"]["jitter"] == 0
+    zero = next(ln for ln in cli(*h100).out.splitlines() if ln.startswith("0 s (not listed): "))
+    assert "jitter" in zero and "clock_jitter_cv" not in zero
