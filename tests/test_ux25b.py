@@ -71,3 +71,16 @@ def test_predict_says_why_jitter_is_zero(cli: Any, monkeypatch: pytest.MonkeyPat
     assert json.loads(cli(*h100, "--json").out)["breakdown_s"]["jitter"] == 0
     zero = next(ln for ln in cli(*h100).out.splitlines() if ln.startswith("0 s (not listed): "))
     assert "jitter" in zero and "clock_jitter_cv" not in zero
+
+
+def test_embed_comm_description_covers_mtp(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSeek-V3 (tied_embeddings: false, mtp_layers: 1) at PP 8 prices embed_comm, whose description said 'the
+    tied word-embedding gradient': with MTP the last stage's embedding copy is shared, not tied
+    (model_parallel_comm.tied_embedding_allreduce's docstring: Megatron-Core finalize_model_grads)."""
+    monkeypatch.setenv("COLUMNS", "250")
+    args = ("predict", "-m", "deepseek-v3", "-c", "gb200-nvl72", "-n", "256", "--pp", "8", "--ep", "32",
+            "--global-batch", "2048", "--zero", "1", "--recompute", "full", "--precision", "fp8")
+    assert json.loads(cli(*args, "--json").out)["breakdown_s"]["embed_comm"] > 0
+    row = next(ln for ln in cli(*args).out.splitlines() if ln.startswith("│ embed_comm "))
+    text = row.split("│")[4].strip()
+    assert "tied" in text and "multi-token prediction" in text and "shared" in text
