@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from scalemodel.engine.job import build_job
 from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 
 PLAN = ("plan", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", "--global-batch", "512", "-k", "2")
 
@@ -84,3 +86,16 @@ def test_embed_comm_description_covers_mtp(cli: Any, monkeypatch: pytest.MonkeyP
     row = next(ln for ln in cli(*args).out.splitlines() if ln.startswith("│ embed_comm "))
     text = row.split("│")[4].strip()
     assert "tied" in text and "multi-token prediction" in text and "shared" in text
+
+
+def test_critical_batch_note_has_one_unit() -> None:
+    """The critical-batch note said '... sequences: the documented default' for Kaplan's default and '... samples
+    from training.critical_batch' for the user's value of the same quantity on the same language model (B_noise
+    counts the global batch's units, its sequences); a generic workload, which has no sequences, keeps samples."""
+    cluster, gpt = load_cluster("dgx-a100"), load_workload("llama3-8b")
+    default = build_job(cluster, gpt, TrainingSpec()).critical_batch_source
+    given = build_job(cluster, gpt, TrainingSpec(critical_batch=512)).critical_batch_source
+    assert default.startswith("critical batch ") and default.split(":")[0].endswith(" sequences")
+    assert given == "critical batch 512 sequences from training.critical_batch"
+    assert build_job(cluster, load_workload("resnet50"), TrainingSpec(critical_batch=512)).critical_batch_source \
+        == "critical batch 512 samples from training.critical_batch"
