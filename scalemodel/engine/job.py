@@ -568,8 +568,9 @@ def _router_peak(acc: Any, training: Any) -> float:
 
 def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:
     """Where :func:`_critical_batch`'s B_noise comes from, for the report."""
-    if training.critical_batch is not None:
-        return f"critical batch {training.critical_batch:g} samples from training.critical_batch"
+    if training.critical_batch is not None:  # the default's unit: a language model's samples are its sequences
+        unit = "sequences" if shape is not None else "samples"
+        return f"critical batch {training.critical_batch:g} {unit} from training.critical_batch"
     if shape is None:
         return ""
     b = _critical_batch(training, shape, seq_len)

@@ -47,8 +47,9 @@ BREAKDOWN: tuple[Part, ...] = (
          "pipeline bubble (stages idle while the pipeline fills and drains)", "gold", "yellow"),
     Part("dp_comm", "DP", "exposed gradient sync", "gradient synchronisation not hidden under the backward pass",
          "tab:red", "red"),
-    Part("embed_comm", "embed", "tied-embedding gradient all-reduce",
-         "all-reduce of the tied word-embedding gradient between the first and last pipeline stage, after the flush",
+    Part("embed_comm", "embed", "word-embedding gradient all-reduce",
+         "all-reduce of the word-embedding gradient between the first and last pipeline stage, after the flush: the "
+         "embedding tied to the output layer, or shared with the last stage's multi-token prediction (MTP) modules",
          "tab:olive", "bright_green"),
     Part("optimizer", "optim", "optimizer step", "optimizer step (memory-bound)", "0.35", "bright_black"),
     Part("straggler", "strag", "straggler wait", "waiting for the slowest worker", "tab:orange", "bright_red"),

@@ -39,6 +39,9 @@ class Prediction:
     notes: list[str] = field(default_factory=list)
     interval: dict[str, Any] | None = None  # engine/intervals.py: band from the validation residuals
     infeasible_detail: str | None = None  # what in this strategy makes infeasible_reason (where it can be named)
+    # why a part is 0 where the reason is an input rather than the strategy (the table's zero-parts line; not in the
+    # JSON, whose inputs say it): jitter on an accelerator with no measured clock_jitter_cv
+    zero_because: dict[str, str] = field(default_factory=dict)
 
     @property
     def reported_interval(self) -> dict[str, Any] | None:
@@ -127,6 +130,8 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
         notes=notes,
         interval=band.payload(step, tokens, mfu) if band is not None and step > 0 else None,
         infeasible_detail=detail,
+        zero_because={"jitter": "no measured clock_jitter_cv for this accelerator"}
+        if job.clock_jitter_cv <= 0.0 and breakdown["jitter"] <= 0.0 else {},
     )
 
 

@@ -58,7 +58,7 @@ Perturb = Callable[[Job, float], Job]
 class _Param:
     name: str
     value: float
-    unit: str  # units.format_quantity kind, or "" for a plain number
+    unit: str  # units.format_quantity kind, "fraction" (a CV: 0.0118 is 1.18 %), or "" for a plain number
     group: str  # compute | memory | network | stragglers | capacity
     better: int  # +1: larger is better (multiply by the factor), -1: smaller is better (divide)
     perturb: Perturb
@@ -155,9 +155,9 @@ def hardware_parameters(job: Job) -> list[_Param]:
         params.append(_Param(f"{t.name} bandwidth", t.bandwidth, "bandwidth", "network", +1,
                              _tier_perturb(i, "bandwidth")))
         params.append(_Param(f"{t.name} latency", t.latency, "time", "network", -1, _tier_perturb(i, "latency")))
-    params.append(_Param("straggler CV", job.straggler_cv, "", "stragglers", -1, _job_perturb("straggler_cv")))
+    params.append(_Param("straggler CV", job.straggler_cv, "fraction", "stragglers", -1, _job_perturb("straggler_cv")))
     # the accelerator's clock swing, which the lock-stepped GPUs wait on (the jitter part, docs/model.md#jitter)
-    params.append(_Param("clock jitter CV", job.clock_jitter_cv, "", "stragglers", -1,
+    params.append(_Param("clock jitter CV", job.clock_jitter_cv, "fraction", "stragglers", -1,
                          _job_perturb("clock_jitter_cv")))
     params.append(_Param("memory capacity", job.memory_capacity, "bytes", "capacity", +1,
                          _job_perturb("memory_capacity")))

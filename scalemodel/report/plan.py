@@ -7,7 +7,6 @@ import sys
 import time
 from typing import Any
 
-from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import PlanResult
 from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
 from scalemodel.report.explain import describe_layout, describe_settings, explained
@@ -85,8 +84,11 @@ def _choice(key: str, value: Any) -> str:
 
 
 def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
+    """The ``n`` largest parts' shares of the step, named by their JSON keys as predict's and scale's tables and
+    --json name them ('contention 10%', not a short label of its own), one a line so a narrow terminal never
+    splits a name from its share."""
     parts = sorted(((v, k) for k, v in breakdown.items() if v > 0), reverse=True)[:n]
-    return ", ".join(f"{PARTS[k].label} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
+    return "\n".join(f"{k} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
 
 
 def render_plan(result: PlanResult, *, as_json: bool) -> None:
@@ -112,8 +114,10 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
     if result.ranked:
         t = Table(title=f"Top {len(result.ranked)} strategies" if len(result.ranked) > 1 else "Top strategy")
         for col, just in (("#", "right"), ("layout", "left"), ("settings", "left"), ("step", "right"),
-                          ("tokens/s", "right"), ("MFU", "right"), ("mem/GPU", "right"), ("breakdown", "left")):
+                          ("tokens/s", "right"), ("MFU", "right"), ("mem/GPU", "right")):
             t.add_column(col, justify=just)  # type: ignore[arg-type]
+        shares = [_shares(p.breakdown_s, p.step_time_s) for p in result.ranked]
+        t.add_column("breakdown", no_wrap=True)  # one 'part share' a line: a narrow terminal wraps the others
         # a ranked asp/ssp/local/backup row trades statistical efficiency for step time: the table ranked 'local:8'
         # first on throughput with nothing on its row of the 80 % it keeps (the JSON's statistical_efficiency)
         # "sync eff.": the sync mode's; "batch eff.": the critical-batch efficiency a batch-searched time to train
@@ -135,7 +139,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                 settings = f"batch {p.strategy['global_batch']:,}, {settings}"
             row = [str(i + 1), describe_layout(p.strategy), settings, fq(p.step_time_s, "time"),
                    f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
-                   fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
+                   fq(p.memory["per_gpu_bytes"], "bytes"), shares[i]]
             if stat:
                 row.append(f"{p.sync['statistical_efficiency']:.1%}")
             if batch_eff:

@@ -79,6 +79,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     print_table(console, t)
     zero = [k for k, v in p.breakdown_s.items() if v <= 0]
     if zero:  # the JSON lists every part; the table left the zero ones out without a word
+        zero = [f"{k} ({p.zero_because[k]})" if k in p.zero_because else k for k in zero]
         console.print(f"0 s (not listed): {', '.join(zero)}; each part's formula: docs/model.md#<part> "
                       "(tp_comm: #tp-comm)", highlight=False)
     if p.reported_interval:  # the validated runs' band is for a step that runs

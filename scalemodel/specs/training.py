@@ -186,7 +186,8 @@ class TrainingSpec(Spec, kw_only=True):
                     "16-bit)")] = None
     train_tokens: Count | None = None
     train_samples: Count | None = None
-    critical_batch: Annotated[Count | None, Meta(description="gradient noise scale B_noise, in samples")] = None
+    critical_batch: Annotated[Count | None, Meta(description=(
+        "gradient noise scale B_noise, in global_batch's unit: sequences (samples for a generic workload)"))] = None
     work_cv: Annotated[float, Meta(ge=0.0, lt=10.0, description=(
         "coefficient of variation of one micro-batch's compute time (variable sequence lengths, "
         "data-dependent work); drives the load-imbalance term; derived from sequence_lengths when that is given"
