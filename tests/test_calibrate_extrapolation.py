@@ -115,6 +115,14 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mlpt51_h200_llama31_405b (512/1024)": ("same model", [512, 1024]),
         # and Cisco's Llama 3.1 8B on 8 and 16 H100 nodes (TP 1 and TP 2, the same GBS 64)
         "mlpt51_h100_llama31_8b (64/128)": ("same model", [64, 128]),
+        # data25: University of Florida's DGX B200 rows (8B on 1-32 nodes, 405B on 32 / 56; the table's two models
+        # also make a growing series), NVIDIA's GB300 / GB200 8B at 72 and 512 GPUs, and Eos' H100 405B (v5.0)
+        "mlpt51_b200_llama31_8b (8/16/32/64/128/256)": ("same model", [8, 16, 32, 64, 128, 256]),
+        "mlpt51_b200_llama31_405b (256/448)": ("same model", [256, 448]),
+        "mlpt51 dgx-b200 (8-448)": ("model grows with GPUs", [8, 16, 32, 64, 128, 256, 256, 448]),
+        "mlpt51_gb300_llama31_8b (72/512)": ("same model", [72, 512]),
+        "mlpt51_gb200_llama31_8b (72/512)": ("same model", [72, 512]),
+        "mlpt50_h100_llama31_405b (512/2048/2432/2560/8192)": ("same model", [512, 2048, 2432, 2560, 8192]),
     }
 
 
