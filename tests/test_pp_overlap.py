@@ -70,7 +70,7 @@ def test_hidden_never_more_than_the_chunk_compute() -> None:
     hid_f, hid_b = steady * (2.0 - 0.8) / 2, steady * 4.0 / 2
     assert np.isclose(out["pp"][0], 20.0 - hid_f - hid_b)
     assert np.isclose(out["hidden_fwd"][0], 0.8 + hid_f) and np.isclose(out["hidden_bwd"][0], hid_b)
-    waited = pp_overlap(StrategyGrid(**{**g.__dict__, "overlap_p2p_send_wait": np.full(1, True)}), comp, mp,
+    waited = pp_overlap(msgspec.structs.replace(g, overlap_p2p_send_wait=np.full(1, True)), comp, mp,
                         np.full(1, 5.0), v)
     assert np.isclose(waited["pp"][0], 20.0 - hid_f) and np.isclose(waited["hidden_bwd"][0], 0.0)
 
