@@ -1,0 +1,47 @@
+"""review25d: a spec built, copied or assigned in Python (``StrategySpec(tp=-1)``, ``spec.model_copy(update=...)``,
+``msgspec.structs.replace(spec, ...)``, ``spec.tp = -1``) refuses a bad value as the Python API's other routes do
+(docs/api.md: "Bad input raises scalemodel.InputError, whose str() is the CLI's one-line message"); it raised the
+spec layer's SpecError, a ValueError but no InputError, whose text had no "(got ...)" and no allowed part. The spec
+classes are exported as ``scalemodel.StrategySpec`` / ``TrainingSpec`` / ``ClusterSpec`` and are what
+``scalemodel.strategy_spec`` / ``training_spec`` return."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import pytest
+
+import scalemodel
+from scalemodel.errors import InputError
+
+TP = "tp: Input should be greater than 0 (got -1); an integer from 1 to 1e+09"
+
+
+@pytest.mark.parametrize("make", [
+    lambda st: scalemodel.StrategySpec(tp=-1),
+    lambda st: st.model_copy(update={"tp": -1}),
+    lambda st: msgspec.structs.replace(st, tp=-1),
+    lambda st: setattr(st, "tp", -1),
+], ids=["built", "model_copy", "replace", "assigned"])
+def test_a_spec_made_in_python_refuses_as_input_error(make: Callable[[Any], Any]) -> None:
+    st = scalemodel.strategy_spec(tp=8)
+    with pytest.raises(InputError) as exc:
+        make(st)
+    assert str(exc.value) == TP
+    assert st.tp == 8  # a refused assignment leaves the spec as it was
+
+
+def test_a_training_rule_across_fields_keeps_its_message() -> None:
+    tr = scalemodel.training_spec(global_batch=64)
+    with pytest.raises(InputError) as exc:
+        tr.model_copy(update={"global_batch": 0})
+    assert str(exc.value).startswith("global_batch: ") and "; " in str(exc.value), str(exc.value)
+
+
+def test_valid_copies_still_work() -> None:
+    st = scalemodel.strategy_spec(tp=8)
+    assert st.model_copy(update={"tp": 4}).tp == 4 and msgspec.structs.replace(st, pp=2).pp == 2
+    st.tp = 2
+    assert st.tp == 2
