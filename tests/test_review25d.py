@@ -8,6 +8,7 @@ classes are exported as ``scalemodel.StrategySpec`` / ``TrainingSpec`` / ``Clust
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -45,3 +46,36 @@ def test_valid_copies_still_work() -> None:
     assert st.model_copy(update={"tp": 4}).tp == 4 and msgspec.structs.replace(st, pp=2).pp == 2
     st.tp = 2
     assert st.tp == 2
+
+
+# --- a spec's name in a table's header line ------------------------------------------------------------------------
+# The headers of predict, memory, plan, scale, sensitivity, check and hardware show printed the cluster's, model's
+# and scenario's names through rich's markup: a cluster named "[red]mine" was said as "mine" (the fuzz25 defect of
+# the output paths, in the names). Names print as written.
+
+def _named(tmp_path: Path) -> tuple[Path, Path]:
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text('kind: cluster\nextends: dgx-h100\nname: "[red]mine"\n')
+    model = tmp_path / "m.yaml"
+    model.write_text('kind: transformer\nextends: gpt-1.7b\nname: "[b]m"\n')
+    return cluster, model
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["predict", "-n", "8"], "[b]m on 8 x [red]mine: "),
+    (["memory", "-n", "8"], "[b]m on 8 x "),
+    (["sensitivity", "-n", "8"], "[b]m on 8 x [red]mine: "),
+    (["scale", "-n", "8,16"], "[b]m on [red]mine, weak scaling"),
+    (["plan", "-n", "8", "--global-batch", "8"], "[b]m on 8 x [red]mine, global batch 8"),
+], ids=["predict", "memory", "sensitivity", "scale", "plan"])
+def test_headers_print_the_names_as_written(cli, tmp_path: Path, args: list[str], shown: str) -> None:  # type: ignore[no-untyped-def]
+    cluster, model = _named(tmp_path)
+    r = cli(*args, "-c", str(cluster), "-m", str(model))
+    assert r.code == 0, r.err
+    assert " ".join(r.out.split()).startswith(shown), r.out[:300]
+
+
+def test_hardware_show_prints_the_name_as_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = _named(tmp_path)
+    r = cli("hardware", "show", str(cluster))
+    assert r.code == 0 and r.out.splitlines()[0] == "cluster [red]mine", r.out[:200]
