@@ -79,3 +79,16 @@ def test_hardware_show_prints_the_name_as_written(cli, tmp_path: Path) -> None: 
     cluster, _ = _named(tmp_path)
     r = cli("hardware", "show", str(cluster))
     assert r.code == 0 and r.out.splitlines()[0] == "cluster [red]mine", r.out[:200]
+
+
+def test_sweep_prints_its_names_and_labels_as_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """sweep's summary line and table: a sweep named "[i]s" was said as "sweep s", a strategy label "[red]a" as
+    "a" in its row."""
+    cluster, model = _named(tmp_path)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f'kind: sweep\nname: "[i]s"\nmodels: [{model}]\nclusters: [{cluster}]\ngpus: [8]\n'
+                     'strategies: [{tp: 1, label: "[red]a"}]\n')
+    r = cli("sweep", str(sweep))
+    assert r.code == 0, r.err
+    assert r.out.startswith("sweep [i]s: 1 points"), r.out[:200]
+    assert any(line.split()[-1:] == ["[red]a"] or " [red]a " in line for line in r.out.splitlines()), r.out
