@@ -92,3 +92,16 @@ def test_sweep_prints_its_names_and_labels_as_written(cli, tmp_path: Path) -> No
     assert r.code == 0, r.err
     assert r.out.startswith("sweep [i]s: 1 points"), r.out[:200]
     assert any(line.split()[-1:] == ["[red]a"] or " [red]a " in line for line in r.out.splitlines()), r.out
+
+
+def test_calibrate_runs_prints_the_run_names_as_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """calibrate runs' residual table: a run named "[red]r1" printed as "r1"."""
+    log = tmp_path / "l.log"
+    log.write_text("".join(f" iteration {i}/ 1000 | consumed samples: 64 | elapsed time per iteration (ms): 1500.0 |\n"
+                           for i in range(1, 30)))
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(f'- name: "[red]r1"\n  cluster: dgx-h100\n  model: gpt-1.7b\n  gpus: 16\n  global_batch: 64\n'
+                    f"  log: {log}\n")
+    r = cli("calibrate", "runs", str(runs), "--factors", "overhead_s")
+    assert r.code == 0, r.err
+    assert "[red]r1" in r.out, r.out  # the run column (no other line names the run)
