@@ -13,7 +13,7 @@ from scalemodel.engine.calibrate_runs import RunsFit, ScaleChange
 from scalemodel.engine.intervals import MIN_CASES
 from scalemodel.engine.parts import PARTS
 from scalemodel.errors import one_line
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import emit_json, new_console, print_table, verbatim
 from scalemodel.units import format_quantity as fq
 
 
@@ -164,7 +164,7 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
             ("left out", "error  ") if loo else ()):
         r.add_column(col, justify="left" if col == "run" else "right")
     for x in result.runs:
-        r.add_row(x["name"], str(x["gpus"]), fq(x["measured_s"], "time"), fq(x["before_s"], "time"),
+        r.add_row(verbatim(x["name"]), str(x["gpus"]), fq(x["measured_s"], "time"), fq(x["before_s"], "time"),
                   f"{x['error_before']:+.1%}", fq(x["after_s"], "time"), f"{x['error_after']:+.1%}",
                   *((fq(x["loo_s"], "time"), f"{x['error_loo']:+.1%}") if loo else ()))
     print_table(c, r)

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from scalemodel.engine.check import CheckResult
 from scalemodel.report.explain import describe_layout, describe_settings
-from scalemodel.report.output import duration, emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table, verbatim
 from scalemodel.units import format_quantity as fq
 
 
@@ -31,7 +31,8 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
         return
     console = new_console()
     inp = r.inputs
-    console.print(f"[bold]{r.name}[/bold]: {inp.get('model', '')} on {inp.get('cluster', '')}, "
+    console.print(f"[bold]{verbatim(r.name)}[/bold]: {verbatim(inp.get('model', ''))} on "
+                  f"{verbatim(inp.get('cluster', ''))}, "
                   f"{r.mode} scaling over {', '.join(str(p['gpus']) for p in r.points)} GPUs"
                   + (f", seq {inp['seq_len']:,}" if isinstance(inp.get("seq_len"), int) else ""))
     if len(r.points) > 1:

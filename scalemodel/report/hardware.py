@@ -10,7 +10,7 @@ import yaml
 from rich.table import Table
 
 from scalemodel.engine.hardware import Catalog, SpecView
-from scalemodel.report.output import emit_json, new_console, print_table, stdout_encodes
+from scalemodel.report.output import emit_json, new_console, print_table, stdout_encodes, verbatim
 from scalemodel.units import format_quantity as fq
 
 
@@ -90,7 +90,7 @@ def render_spec(view: SpecView, *, as_json: bool) -> None:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
     console = new_console()
-    console.print(f"[bold]{view.kind}[/bold] {view.spec.name}")
+    console.print(f"[bold]{view.kind}[/bold] {verbatim(view.spec.name)}")
     text = yaml_within(_sources_last(data), console.width)
     if not stdout_encodes(text):  # YAML's escapes ("\xA7"), not '?' (cli._tolerant_stdout): the same values
         text = yaml_within(_sources_last(data), console.width, allow_unicode=False)

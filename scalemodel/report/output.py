@@ -129,6 +129,13 @@ def _console_width() -> int | None:
     return max(terminal_columns(), MIN_COLUMNS) if text.isdigit() and int(text) < MIN_COLUMNS else None
 
 
+def verbatim(text: object) -> str:
+    """``text``, a name the user gave (a cluster's, model's or scenario's), as rich markup that prints it as written:
+    "[red]mine" printed as "mine" in the header lines (review25d; fuzz25 the same of the output paths)."""
+    from rich.markup import escape  # tables only: the header line above a table (a --json query never loads rich)
+    return escape(str(text))
+
+
 def new_console() -> Console:
     """The rich Console every table and line goes through (stdout). Emoji codes are off, so names and
     values print verbatim (``:x:`` in a model name stays text); rich's repr highlighter (it colours

@@ -10,7 +10,7 @@ from typing import Any
 from scalemodel.engine.planner import PlanResult
 from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
 from scalemodel.report.explain import describe_layout, describe_settings, explained
-from scalemodel.report.output import duration, emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table, verbatim
 from scalemodel.units import format_quantity as fq
 
 
@@ -106,7 +106,8 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
     batch = (f"global batch searched over {', '.join(map(str, batches))} sequences" if searched  # type: ignore[arg-type]
              else f"global batch {batches}")
     console.print(
-        f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, {batch} "
+        f"[bold]{verbatim(inp.get('model', ''))}[/bold] on {inp.get('gpus', '')} x {verbatim(inp.get('cluster', ''))}, "
+        f"{batch} "
         f"x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective {result.objective}")
     evaluated = result.search.get("evaluated", result.candidates_evaluated)
     console.print(f"searched {result.candidates_evaluated:,} candidates ({evaluated:,} evaluated, the rest bounded) "

@@ -8,7 +8,7 @@ from scalemodel.choices import zero_label
 from scalemodel.engine.intervals import QUANTILE_FROM, runs_phrase
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.predict import Prediction
-from scalemodel.report.output import duration, emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table, verbatim
 from scalemodel.units import _DISPLAY
 from scalemodel.units import format_quantity as fq
 
@@ -24,7 +24,7 @@ def strategy_header(model: object, gpus: object, where: object, s: dict[str, Any
     TP 4", as plan's rows). ``s`` holds the strategy's keys; a global batch of None (memory without one) and a rank
     order memory does not price are left out."""
     batch = s.get("global_batch")
-    return (f"[bold]{model}[/bold] on {gpus} x {where}: "
+    return (f"[bold]{verbatim(model)}[/bold] on {gpus} x {verbatim(where)}: "
             f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
             f"{s['micro_batch']}, " + (f"global batch {batch}, " if batch is not None else "")
             + f"{s['schedule']}, {zero_label(s['zero'], ' ')}, "

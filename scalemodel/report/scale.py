@@ -15,7 +15,7 @@ from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
 from scalemodel.errors import one_line
 from scalemodel.report.explain import describe_settings
-from scalemodel.report.output import duration, emit_data, emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_data, emit_json, new_console, print_table, verbatim
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
@@ -140,8 +140,9 @@ def render_scaling(result: Any) -> None:
         + ("SP, " if s["sequence_parallel"] else "") + f"sync {s['sync']}")  # SP: as memory's header says it
     if isinstance(inp.get("seq_len"), int):
         what += f", seq {inp['seq_len']:,}"
-    scen = f" [dim](scenario {inp['scenario']})[/dim]" if inp.get("scenario") else ""
-    console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('cluster', '')}, {result.mode} scaling: "
+    scen = f" [dim](scenario {verbatim(inp['scenario'])})[/dim]" if inp.get("scenario") else ""
+    console.print(f"[bold]{verbatim(inp.get('model', ''))}[/bold] on {verbatim(inp.get('cluster', ''))}, "
+                  f"{result.mode} scaling: "
                   f"{what}{scen}")
     stat = any(p.batch_efficiency is not None for p in result.points)
     ttt = any(p.time_to_target_s is not None for p in result.points)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from scalemodel.engine.sensitivity import SensitivityResult
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import emit_json, new_console, print_table, verbatim
 from scalemodel.units import format_quantity as fq
 
 
@@ -34,7 +34,8 @@ def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
         return
     console = new_console()
     inp = r.inputs
-    console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}: "
+    console.print(f"[bold]{verbatim(inp.get('model', ''))}[/bold] on {inp.get('gpus', '')} x "
+                  f"{verbatim(inp.get('cluster', ''))}: "
                   f"{r.baseline_tokens_per_s:,.0f} tokens/s, step {fq(r.baseline_step_time_s, 'time')}"
                   + (f", seq {inp['seq_len']:,}" if isinstance(inp.get("seq_len"), int) else ""))
     t = Table(title="Sensitivity of throughput to each hardware parameter (ranked by |elasticity|)")

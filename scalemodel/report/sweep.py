@@ -21,6 +21,7 @@ from scalemodel.report.output import (
     emit_json,
     new_console,
     print_table,
+    verbatim,
     write_file,
 )
 from scalemodel.units import format_quantity as fq
@@ -118,7 +119,7 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
     # an unnamed sweep file printed 'sweep sweep: 8 points' (SweepSpec's default name): its path names it then
     name = inp.get("name") or "sweep"
     label = inp.get("file") or name if name == "sweep" else name
-    console.print(f"sweep {label}: {len(result.rows)} points in {result.elapsed_s:.1f} s "
+    console.print(f"sweep {verbatim(label)}: {len(result.rows)} points in {result.elapsed_s:.1f} s "
                   f"({result.backend}; {result.points_per_cpu_s:.2f} points per CPU-second)")
     t = Table(title="one row per point (every column: --out FILE.csv | .jsonl | .parquet)")
     for col, just in (("model", "left"), ("cluster", "left"), ("GPUs", "right"), ("strategy", "left"),
@@ -126,10 +127,13 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for r in result.rows:
         if r["status"] == "error":
-            t.add_row(r["model"], r["cluster"], str(r["gpus"]), r["strategy"], "error", "-", "-", "-")
+            t.add_row(verbatim(r["model"]), verbatim(r["cluster"]), str(r["gpus"]), verbatim(r["strategy"]), "error",
+                      "-", "-", "-")
             continue
         layout = f"{r['strategy']}" if r["strategy"] != "best" else f"best: tp{r['tp']} pp{r['pp']} dp{r['dp']}"
-        t.add_row(r["model"], r["cluster"], str(r["gpus"]), layout, fq(r["step_time_s"], "time"),
+        # names and labels as written (review25d: a label "[red]a" printed as "a")
+        t.add_row(verbatim(r["model"]), verbatim(r["cluster"]), str(r["gpus"]), verbatim(layout),
+                  fq(r["step_time_s"], "time"),
                   f"{r['tokens_per_s_per_gpu']:,.0f}", f"{r['mfu']:.1%}",
                   fq(r["memory_per_gpu_bytes"], "bytes") + ("" if r["fits"] else " !"))
     print_table(console, t)

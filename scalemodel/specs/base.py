@@ -13,7 +13,8 @@ constraints, and each spec's :meth:`Spec._check` (its cross-field rules) runs in
 A spec built directly in Python (``StrategySpec(tp=8)``) goes through the same two passes, so it is
 normalised and refused exactly as the same values in a YAML file; so is an assignment to a field (the
 whole spec is validated again, as pydantic's ``validate_assignment`` did), and a changed copy,
-``spec.model_copy(update={...})``.
+``spec.model_copy(update={...})``; these Python routes refuse with the loader's one-line :class:`InputError`
+(:func:`_python_checked`), as the Python API does, not with the :class:`SpecError` the loader words.
 
 The modules defining specs do not use ``from __future__ import annotations``: their field types are
 evaluated once at import, and msgspec reads them without compiling strings on first use. This module
@@ -552,7 +553,7 @@ class Spec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def __setattr__(self, name: str, value: Any) -> None:
         """An assignment is validated with the whole spec, as pydantic's validate_assignment did."""
         fields = self.__struct_fields__
-        checked = convert(type(self), {**{f: getattr(self, f) for f in fields}, name: value})
+        checked = _python_checked(type(self), {**{f: getattr(self, f) for f in fields}, name: value})
         for f in fields:
             msgspec.structs.force_setattr(self, f, getattr(checked, f))
 
@@ -562,7 +563,7 @@ class Spec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             return
         # Built directly in Python (or copied, or unpickled): validate as the same fields in a file would be.
         fields = self.__struct_fields__
-        checked = convert(type(self), {name: getattr(self, name) for name in fields})
+        checked = _python_checked(type(self), {name: getattr(self, name) for name in fields})
         for name in fields:
             msgspec.structs.force_setattr(self, name, getattr(checked, name))
 
@@ -620,6 +621,31 @@ def set_reference_loader(load: Callable[[str, str], Any]) -> None:
     """Register the function that loads a spec named inside another spec (see :func:`builtin_ref`)."""
     global _reference_loader
     _reference_loader = load
+
+
+#: Words a spec's refusal as the one-line :class:`InputError` (``(exc, model, data) -> InputError``): the loader's
+#: ``validation_error`` (the field's path, what, "(got ...)", what the field takes), registered as the reference
+#: loader is.
+_refusal: Callable[[SpecError, Any, Any], InputError] | None = None
+
+
+def set_refusal(word: Callable[[SpecError, Any, Any], InputError]) -> None:
+    """Register the function that words a spec's refusal for :func:`_python_checked`."""
+    global _refusal
+    _refusal = word
+
+
+def _python_checked(cls: type, data: dict[str, Any]) -> Any:
+    """:func:`convert` of a spec built, copied (``model_copy``, ``msgspec.structs.replace``), assigned or unpickled
+    in Python: a refusal is the :class:`InputError` the Python API promises (docs/api.md), not the SpecError the
+    loader words with a file's line (review25d: ``StrategySpec(tp=-1)`` raised a ValueError that is no InputError,
+    "tp: Input should be greater than 0", without the value or what is allowed)."""
+    try:
+        return convert(cls, data)
+    except SpecError as exc:
+        if _refusal is None:
+            raise
+        raise _refusal(exc, cls, data) from None
 
 
 def builtin_ref(kind: str) -> Before:

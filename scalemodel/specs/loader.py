@@ -30,6 +30,7 @@ from scalemodel.specs.base import (
     convert,
     loc_text,
     set_reference_loader,
+    set_refusal,
     type_at,
 )
 from scalemodel.specs.hf import from_hf_config
@@ -809,3 +810,4 @@ def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = 
 
 
 set_reference_loader(load_raw)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads it here
+set_refusal(lambda exc, model, data: validation_error(exc, model, None, None, data=data))  # a spec made in Python

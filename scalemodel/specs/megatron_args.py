@@ -341,11 +341,16 @@ _MEG_ATTENTION_BACKEND = {"fused": "cudnn", "flash": "fa2"}
 def _choice_flags(args: dict[str, str | None]) -> None:
     """Refuse a :data:`_MEG_CHOICES` flag's value outside Megatron-LM's argparse choices (or no value at all)."""
     for flag, (noun, choices) in _MEG_CHOICES.items():
-        if flag in args and args[flag] not in choices:
-            value = args[flag]
-            shown = "no value" if value is None else repr(value[:40])
-            raise InputError(f"unknown {noun}: {shown}", where=flag,
-                             allowed=f"{', '.join(choices[:-1])} or {choices[-1]} (Megatron-LM's choices)")
+        _choice(args, flag, noun, choices)
+
+
+def _choice(args: dict[str, str | None], flag: str, noun: str, choices: tuple[str, ...]) -> None:
+    """Refuse ``flag``'s value outside Megatron-LM's argparse ``choices`` (or no value at all) as argparse does."""
+    if flag in args and args[flag] not in choices:
+        value = args[flag]
+        shown = "no value" if value is None else repr(value[:40])
+        raise InputError(f"unknown {noun}: {shown}", where=flag,
+                         allowed=f"{', '.join(choices[:-1])} or {choices[-1]} (Megatron-LM's choices)")
 
 
 def _attention_backend(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -644,12 +649,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # flag without its value was dropped without a word, with or without --fp8-format), as --fp4-recipe below
         raise InputError("unknown fp8 recipe: no value", where="--fp8-recipe",
                          allowed="a recipe name after the flag, e.g. delayed, tensorwise, mxfp8 or blockwise")
-    if args.get("--fp8-recipe") is not None and args["--fp8-recipe"] not in _MEG_FP8_RECIPES:
-        # fuzz25: "--fp8-recipe current" (the spec's alias of tensorwise, not a Megatron word) was priced as delayed
-        # scaling with a warning; Megatron-LM's argparse refuses it (choices from TransformerConfig.fp8_recipe)
-        raise InputError(f"unknown fp8 recipe: {str(args['--fp8-recipe'])[:40]!r}", where="--fp8-recipe",
-                         allowed=", ".join(_MEG_FP8_RECIPES[:-1]) + f" or {_MEG_FP8_RECIPES[-1]} (Megatron-LM's "
-                                 "choices)")
+    # fuzz25: "--fp8-recipe current" (the spec's alias of tensorwise, not a Megatron word) was priced as delayed
+    # scaling with a warning; Megatron-LM's argparse refuses it (choices from TransformerConfig.fp8_recipe)
+    _choice(args, "--fp8-recipe", "fp8 recipe", _MEG_FP8_RECIPES)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
