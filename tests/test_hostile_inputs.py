@@ -9,6 +9,7 @@ text and ``--set`` values, and the corpus runs in-process well under a minute.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -52,19 +53,48 @@ assertions: {max_step_time: 100s}
 """
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """Fail (instead of blocking the suite) when a case runs longer than 20 s."""
-    def boom(signum, frame):  # type: ignore[no-untyped-def]
-        raise TimeoutError("hostile input case hung for 20 s")
+#: A case that computes for this long is hung (CPU seconds of this process: a loaded machine, e.g. pytest-xdist
+#: workers sharing its cores, does not stretch it), and one blocked this long in wall time (a read or a child process
+#: that never returns, which burns no CPU here).
+HANG_CPU_S, HANG_WALL_S = 20, 120
 
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(20)
+
+@contextlib.contextmanager
+def _hang_guard(cpu_s: float, wall_s: int) -> Iterator[None]:
+    """Raise TimeoutError in the block after ``cpu_s`` CPU seconds of this process or ``wall_s`` s of wall time."""
+    def boom(signum, frame):  # type: ignore[no-untyped-def]
+        raise TimeoutError(f"hostile input case hung ({cpu_s:g} s of CPU or {wall_s} s of wall time)")
+
+    old_prof, old_alarm = signal.signal(signal.SIGPROF, boom), signal.signal(signal.SIGALRM, boom)
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    signal.alarm(wall_s)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old_prof)
+        signal.signal(signal.SIGALRM, old_alarm)
+
+
+@pytest.fixture(autouse=True)
+def no_hang() -> Iterator[None]:
+    """Fail (instead of blocking the suite) when a case computes for 20 CPU seconds or blocks for 120 s."""
+    with _hang_guard(HANG_CPU_S, HANG_WALL_S):
+        yield
+
+
+def test_the_hang_guard_fires_on_cpu_time_and_on_wall_time() -> None:
+    """The guard itself: a busy loop is stopped by its CPU budget, a blocked call by its wall-clock backstop."""
+    start = time.process_time()
+    with pytest.raises(TimeoutError, match="hung"), _hang_guard(0.2, 30):
+        while time.process_time() - start < 10:
+            pass
+    assert time.process_time() - start < 5
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="hung"), _hang_guard(30, 1):
+        time.sleep(10)
+    assert time.monotonic() - t0 < 5
 
 
 def _snapshot(paths: list[Path]) -> dict[Path, bytes | None]:
