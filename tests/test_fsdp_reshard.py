@@ -17,7 +17,6 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import dp_exposed_floor, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
-from scalemodel.specs.base import SpecError
 from scalemodel.specs.frameworks import read_strategy_file
 from scalemodel.specs.workload import TransformerWorkload
 
@@ -167,13 +166,13 @@ def test_defaults_change_nothing(h100) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_the_fields_need_sharded_parameters_and_fp8() -> None:
-    with pytest.raises(SpecError, match="fsdp_reshard_after_forward"):
+    with pytest.raises(InputError, match="fsdp_reshard_after_forward"):
         StrategySpec(fsdp_reshard_after_forward=False)
-    with pytest.raises(SpecError, match="fsdp_reshard_after_forward"):
+    with pytest.raises(InputError, match="fsdp_reshard_after_forward"):
         StrategySpec(zero="2", fsdp_reshard_after_forward=False)
     for zero in ("3", "fsdp", "hsdp"):
         StrategySpec(zero=zero, fsdp_reshard_after_forward=False)
-    with pytest.raises(SpecError, match="fsdp_fp8_all_gather"):
+    with pytest.raises(InputError, match="fsdp_fp8_all_gather"):
         StrategySpec(zero="3", fsdp_fp8_all_gather=True)  # torchao's float8 gather is an FSDP2 hook
     StrategySpec(zero="hsdp", fsdp_fp8_all_gather=True)
 

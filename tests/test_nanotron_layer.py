@@ -181,10 +181,10 @@ def test_nanotron_tp_time_by_hand() -> None:
 
 def test_nanotron_refuses_userbuffers() -> None:
     """nanotron has no Transformer Engine userbuffers: tp_comm_overlap with nanotron_trainer is refused at the field."""
+    from scalemodel.errors import InputError
     from scalemodel.specs import StrategySpec
-    from scalemodel.specs.base import SpecError
 
-    with pytest.raises(SpecError, match="nanotron_trainer.*tp_comm_overlap"):
+    with pytest.raises(InputError, match="nanotron_trainer.*tp_comm_overlap"):
         StrategySpec(tp=8, sequence_parallel=True, tp_comm_overlap=True, nanotron_trainer=True)
 
 

@@ -10,8 +10,8 @@ from grid_helpers import evaluated, first
 from scalemodel.cost import collectives as coll
 from scalemodel.engine.dp_comm import nanotron_grad_buffer_time
 from scalemodel.engine.layer_compute import grad_accumulation_time
+from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_workload
-from scalemodel.specs.base import SpecError
 
 BF16_FP32 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
 
@@ -97,7 +97,7 @@ def test_fp32_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untype
 def test_nanotron_zero_is_stage_one_only() -> None:
     """nanotron builds ZeroDistributedOptimizer (optimizer states only) for any zero_stage > 0 (helpers.py 381)."""
     for zero in ("2", "3", "fsdp"):
-        with pytest.raises(SpecError, match="nanotron_trainer"):
+        with pytest.raises(InputError, match="nanotron_trainer"):
             StrategySpec(zero=zero, nanotron_trainer=True)
     assert StrategySpec(zero="1", nanotron_trainer=True).nanotron_trainer
 
@@ -156,7 +156,7 @@ def test_nanotron_is_not_megatron_ddp_or_deepspeed_pipeline(cli, tmp_path) -> No
     a strategy that also names Megatron-Core's DDP or DeepSpeed's PipelineEngine is refused at the field, and the CLI
     exits 2 with one line, no traceback."""
     for other in ("megatron_ddp", "deepspeed_pipeline"):
-        with pytest.raises(SpecError, match=f"nanotron_trainer.*{other}"):
+        with pytest.raises(InputError, match=f"nanotron_trainer.*{other}"):
             StrategySpec(nanotron_trainer=True, **{other: True})
     f = tmp_path / "s.yaml"
     f.write_text("strategy:\n  tp: 2\n  nanotron_trainer: true\n  megatron_ddp: true\n")
@@ -173,7 +173,7 @@ def test_nanotron_runs_its_own_schedules_and_no_cp(cli) -> None:  # type: ignore
     import json
 
     for kw in ({"pp": 4, "schedule": "interleaved:2"}, {"pp": 4, "schedule": "zb"}, {"cp": 2}):
-        with pytest.raises(SpecError, match="nanotron_trainer"):
+        with pytest.raises(InputError, match="nanotron_trainer"):
             StrategySpec(nanotron_trainer=True, **kw)  # type: ignore[arg-type]
     for sched in ("1f1b", "gpipe"):
         assert StrategySpec(pp=4, schedule=sched, nanotron_trainer=True).nanotron_trainer

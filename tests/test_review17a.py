@@ -159,9 +159,9 @@ def test_nanotron_refuses_overlap_param_gather(cli) -> None:  # type: ignore[no-
     16-bit gradients (DDP's buckets: last bucket < 1) the switch hid nanotron's gather under the next forward (dp_comm
     8.0 -> 1.6 ms for a 16-layer 2048-wide model on 64 H100s); it is refused with the switch, one line, exit 2, in
     predict and plan alike, as the other things nanotron does not run are."""
-    from scalemodel.specs.base import SpecError
+    from scalemodel.errors import InputError
 
-    with pytest.raises(SpecError, match="nanotron_trainer.*overlap_param_gather"):
+    with pytest.raises(InputError, match="nanotron_trainer.*overlap_param_gather"):
         StrategySpec(zero="1", nanotron_trainer=True, overlap_param_gather=True)
     assert not StrategySpec(zero="1", nanotron_trainer=True).overlap_param_gather
     for command in (("predict", "--tp", "8", "--zero", "1"), ("plan",)):
@@ -176,9 +176,9 @@ def test_deepspeed_pipeline_refuses_overlap_param_gather(cli) -> None:  # type: 
     deepspeed/runtime/zero/stage_1_and_2.py L2367-2370, all_gather_dp_groups, "ready for next round forward"), the
     same synchronous gather as nanotron's: Megatron-LM's --overlap-param-gather does not exist there. Before, the
     switch hid the gather under the next forward; it is refused, one line, exit 2, in predict and plan."""
-    from scalemodel.specs.base import SpecError
+    from scalemodel.errors import InputError
 
-    with pytest.raises(SpecError, match="deepspeed_pipeline.*overlap_param_gather"):
+    with pytest.raises(InputError, match="deepspeed_pipeline.*overlap_param_gather"):
         StrategySpec(zero="1", deepspeed_pipeline=True, overlap_param_gather=True)
     assert StrategySpec(zero="1", deepspeed_pipeline=True).deepspeed_pipeline
     for command in (("predict", "--tp", "8", "--pp", "4", "--zero", "1"), ("plan",)):

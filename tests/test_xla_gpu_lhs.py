@@ -20,8 +20,8 @@ from test_hostile_inputs import refused
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
-from scalemodel.specs.base import SpecError
 from scalemodel.specs.workload import TransformerWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,9 +132,9 @@ def test_the_hsdp_sync_moves_the_same_bytes_and_exposes_them(a3, monkeypatch) ->
 
 
 def test_spec_needs_fsdp_or_hsdp() -> None:
-    with pytest.raises(SpecError, match="xla_gpu_lhs"):
+    with pytest.raises(InputError, match="xla_gpu_lhs"):
         StrategySpec(zero=3, xla_gpu_lhs=True)
-    with pytest.raises(SpecError, match="xla_gpu_lhs"):
+    with pytest.raises(InputError, match="xla_gpu_lhs"):
         StrategySpec(xla_gpu_lhs=True)
     StrategySpec(zero="hsdp", xla_gpu_lhs=True)
     StrategySpec(zero="fsdp", xla_gpu_lhs=True)
