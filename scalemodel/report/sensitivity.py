@@ -48,11 +48,11 @@ def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
         note = ""
         if p.group == "capacity":
             note = " (fits)" if p.fits_when_improved else " (does not fit)"
-        t.add_row(p.name, _value(p.value, p.unit), _signed(p.elasticity, 3), p.improved_by,
+        t.add_row(verbatim(p.name), _value(p.value, p.unit), _signed(p.elasticity, 3), p.improved_by,
                   _signed(100 * (p.throughput_ratio - 1.0), 1, "%") + note)
     print_table(console, t)
     console.print("elasticity = % change in tokens/s per 1% change of the parameter; "
                   "throughput = gain when the parameter is improved as shown")
     for note in r.notes:
-        console.print(f"note: {note}")
-    console.print(f"[italic]{r.conclusion}[/italic]")
+        console.print(f"note: {verbatim(note)}")  # a kink note names parameters, tier names among them
+    console.print(f"[italic]{verbatim(r.conclusion)}[/italic]")

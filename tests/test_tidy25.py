@@ -1,0 +1,44 @@
+"""tidy25: four follow-ups the reviewers left on the output paths and the spec classes.
+
+(1) names a user gave print as written in table cells too (review25d escaped the header lines): sensitivity's
+parameter names carry the cluster file's tier names, and its kink note and conclusion name them again; check's
+point table prints its strategy cell and notes without rich markup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import scalemodel.report.check as report_check
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tier_named(tmp_path: Path, catalog: str, tier: str, name: str) -> Path:
+    """The catalog cluster ``catalog`` with its tier ``tier`` renamed ``name`` (a user's cluster file)."""
+    text = (ROOT / "hardware" / "clusters" / f"{catalog}.yaml").read_text()
+    assert f"  - name: {tier}\n" in text
+    path = tmp_path / "c.yaml"
+    path.write_text(text.replace(f"  - name: {tier}\n", f'  - name: "{name}"\n'))
+    return path
+
+
+def test_sensitivity_prints_tier_names_as_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster = _tier_named(tmp_path, "dgx-h100", "ib-leaf", "[red]ib")
+    r = cli("sensitivity", "-m", "gpt-1.7b", "-c", str(cluster), "-n", "512")
+    assert r.code == 0, r.err
+    assert "[red]ib bandwidth" in r.out and "[red]ib latency" in r.out, r.out
+
+
+def test_check_point_table_prints_its_cells_as_written(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # no strategy word a scenario accepts holds brackets today: the cell's text is made so, to pin that the
+    # table prints it as written (as sweep's strategy cells, review25d), whatever describe_settings says
+    monkeypatch.setattr(report_check, "describe_settings", lambda s: "[red]mb 1")
+    scen = tmp_path / "s.yaml"
+    scen.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [8, 16]\nmode: weak\n"
+                    "best: true\ntraining:\n  global_batch: 64\nassertions:\n  max_step_time: 100s\n")
+    r = cli("check", str(scen))
+    assert r.code == 0, r.err
+    assert "[red]mb 1" in " ".join(r.out.split()), r.out
