@@ -6,6 +6,7 @@ point table prints its strategy cell and notes without rich markup."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,21 @@ def test_check_point_table_prints_its_cells_as_written(cli, tmp_path: Path,  # t
     r = cli("check", str(scen))
     assert r.code == 0, r.err
     assert "[red]mb 1" in " ".join(r.out.split()), r.out
+
+
+# (3) calibrate's scale-change table names each part by its key, as predict's breakdown, plan and --json do: it said
+# 'contend' and 'TP' where the JSON beside it says 'contention' and 'tp_comm'.
+
+def test_calibrate_scale_change_table_names_parts_by_their_keys(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("- {name: 7.5b-128, cluster: dgx-a100, model: gpt-7.5b, gpus: 128, tp: 8, global_batch: 128, "
+                    "micro_batch: 1, overlap: false, step_time: 1.2}\n")
+    args = ("calibrate", "runs", str(runs), "--factors", "compute", "--predict-at", "1024")
+    doc = json.loads(cli(*args, "--json").out)
+    keys = [x["part"] for x in doc["predict_at"]["parts"]]
+    assert "tp_comm" in keys, keys
+    r = cli(*args)
+    assert r.code == 0, r.err
+    table = r.out[r.out.index("breakdown at the largest measured run"):]
+    shown = [line.split("│")[1].strip() for line in table.splitlines() if line.count("│") >= 6]
+    assert shown[:len(keys)] == keys and shown[len(keys)] == "step", shown
