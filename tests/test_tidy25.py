@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import scalemodel.report.check as report_check
+from scalemodel.units import format_signed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,3 +62,30 @@ def test_calibrate_scale_change_table_names_parts_by_their_keys(cli, tmp_path: P
     table = r.out[r.out.index("breakdown at the largest measured run"):]
     shown = [line.split("│")[1].strip() for line in table.splitlines() if line.count("│") >= 6]
     assert shown[:len(keys)] == keys and shown[len(keys)] == "step", shown
+
+
+# (4) sensitivity's conclusion line rounded a small gain to '+0%' ('2x memory bandwidth buys +0%' on the gpt-39b PCIe
+# example of examples/README.md, where the table says the memory bandwidth buys +0.21%): it now says the gain with its
+# sign to two significant figures, as the table does (ux25b).
+
+PCIE_39B = ("--cluster", "pcie-25gbe", "--model", "gpt-39b", "--gpus", "2048", "--tp", "4", "--pp", "8", "--zero", "1",
+            "--sequence-parallel", "--global-batch", "3072")
+
+
+def test_sensitivity_conclusion_shows_a_small_gain(cli) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(cli("sensitivity", *PCIE_39B, "--json").out)
+    mem = next(p for p in doc["parameters"] if p["name"] == "memory bandwidth")
+    assert 0.00205 < mem["throughput_ratio"] - 1 < 0.00215  # the table's +0.21%: 2x memory bandwidth alone
+    assert doc["conclusion"].endswith("2x network buys +69%, 2x peak FLOP/s buys +7%, 2x memory bandwidth buys "
+                                      "+0.21%"), doc["conclusion"]
+    r = cli("sensitivity", *PCIE_39B)
+    assert r.code == 0 and "2x memory bandwidth buys +0.21%" in " ".join(r.out.split()), r.out
+
+
+@pytest.mark.parametrize(("x", "places", "shown"), [
+    (0.0, 0, "0%"), (0.21330, 0, "+0.21%"), (69.4, 0, "+69%"), (-0.000041, 3, "-4.1e-05"), (0.739, 3, "+0.739"),
+    (-3.6, 0, "-4%"),
+])
+def test_format_signed(x: float, places: int, shown: str) -> None:
+    suffix = "%" if shown.endswith("%") else ""
+    assert format_signed(x, places, suffix) == shown
