@@ -7,11 +7,15 @@ point table prints its strategy cell and notes without rich markup."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import scalemodel
 import scalemodel.report.check as report_check
+from scalemodel.errors import InputError
 from scalemodel.units import format_signed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,3 +93,35 @@ def test_sensitivity_conclusion_shows_a_small_gain(cli) -> None:  # type: ignore
 def test_format_signed(x: float, places: int, shown: str) -> None:
     suffix = "%" if shown.endswith("%") else ""
     assert format_signed(x, places, suffix) == shown
+
+
+# (2) a spec class built in Python with a keyword it has not refused with msgspec's TypeError ("Unexpected keyword
+# argument 'foo'"), no InputError, no field suggested; now as a file's unknown key: the one-line
+# `<where>: <what>; <what is allowed>` of docs/api.md, naming the field and the closest one.
+
+@pytest.mark.parametrize(("make", "head"), [
+    (lambda: scalemodel.StrategySpec(tpp=8), "tpp: unknown key 'tpp'; did you mean 'tp'? known keys: dp, tp, pp, "),
+    (lambda: scalemodel.StrategySpec(tp=2, sequence_paralel=True),
+     "sequence_paralel: unknown key 'sequence_paralel'; did you mean 'sequence_parallel'? known keys: dp, "),
+    (lambda: scalemodel.TrainingSpec(global_bach=8),
+     "global_bach: unknown key 'global_bach'; did you mean 'global_batch'? known keys: global_batch, "),
+    (lambda: scalemodel.StrategySpec(foo=1), "foo: unknown key 'foo'; known keys: dp, tp, "),
+], ids=["tpp", "second", "training", "no-near"])
+def test_an_unknown_keyword_refuses_as_input_error(make: Callable[[], Any], head: str) -> None:
+    with pytest.raises(InputError) as exc:
+        make()
+    assert str(exc.value).startswith(head), str(exc.value)
+
+
+def test_the_same_words_as_the_apis_unknown_key() -> None:  # strategy_spec names the group first
+    with pytest.raises(InputError) as exc:
+        scalemodel.StrategySpec(tpp=8)
+    with pytest.raises(InputError) as from_api:
+        scalemodel.strategy_spec(tpp=8)
+    assert str(from_api.value) == f"strategy.{exc.value}"
+
+
+def test_other_type_errors_are_untouched() -> None:
+    assert scalemodel.StrategySpec(tp=2).tp == 2
+    with pytest.raises(TypeError, match="positional"):
+        scalemodel.StrategySpec(2)  # type: ignore[misc]
