@@ -194,3 +194,14 @@ def format_quantity(value: float, kind: str, digits: int = 4, *, binary: bool = 
     text = f"{number:.{digits}g}"
     sep = " " if name else ""
     return f"{text}{sep}{name}"
+
+
+def format_signed(x: float, places: int, suffix: str = "") -> str:
+    """``x`` with its sign to ``places`` decimals; a nonzero ``x`` that would round to zero there to two significant
+    figures (a latency's -4.1e-05, not -0.000, which hides its size; a gain of +0.21%, not +0%), and exactly 0 as
+    '0'. Sensitivity's table and its conclusion line."""
+    if x == 0:
+        return f"0{suffix}"
+    if round(abs(x), places) == 0:
+        return f"{x:+.2g}{suffix}"
+    return f"{x:+.{places}f}{suffix}"

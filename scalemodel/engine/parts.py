@@ -11,11 +11,10 @@ import msgspec
 
 
 class Part(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a dataclass (~0.5 ms, Python 3.11)
-    """One breakdown part: JSON key, short column label, phrase for sentences, one-line description,
+    """One breakdown part: JSON key (the tables' and --json's name of it), phrase for sentences, one-line description,
     matplotlib colour and rich terminal style."""
 
     name: str
-    label: str
     words: str
     description: str
     colour: str
@@ -24,45 +23,45 @@ class Part(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a datacl
 
 #: The step-time breakdown, in the order of the sum (and of every table and JSON object).
 BREAKDOWN: tuple[Part, ...] = (
-    Part("compute", "compute", "compute", "GPU compute (GEMMs and memory-bound kernels)", "0.6", "white"),
-    Part("contention", "contend", "compute slowed by hidden communication",
+    Part("compute", "compute", "GPU compute (GEMMs and memory-bound kernels)", "0.6", "white"),
+    Part("contention", "compute slowed by hidden communication",
          "compute slowed by the collectives hidden under it (they occupy SMs)", "0.8", "bright_white"),
-    Part("tp_comm", "TP", "exposed TP communication",
+    Part("tp_comm", "exposed TP communication",
          "tensor-parallel all-reduces not hidden by compute (and FP8 / NVFP4 amax all-reduces)",
          "tab:purple", "magenta"),
-    Part("cp_comm", "CP", "exposed CP communication", "context-parallel attention exchange not hidden by compute",
+    Part("cp_comm", "exposed CP communication", "context-parallel attention exchange not hidden by compute",
          "orchid", "bright_magenta"),
-    Part("ep_comm", "EP", "MoE all-to-all",
+    Part("ep_comm", "MoE all-to-all",
          "MoE token dispatch and combine not hidden by compute (all-to-alls, or the DeepEP / all-gather dispatcher's; "
          "Megatron-Core's also sends the routing probabilities and gathers the per-expert token counts)",
          "tab:blue", "blue"),
-    Part("pp_comm", "PP", "pipeline send/recv", "pipeline send/recv of activations", "tab:cyan", "cyan"),
-    Part("host", "host", "wait on the host",
+    Part("pp_comm", "pipeline send/recv", "pipeline send/recv of activations", "tab:cyan", "cyan"),
+    Part("host", "wait on the host",
          "GPU idle while the host issues each MoE layer's kernels after its host synchronisation, and while it "
          "gathers the training metrics' states once a step", "tab:olive",
          "green"),
-    Part("offload", "offload", "exposed activation offload",
+    Part("offload", "exposed activation offload",
          "activation copies to and from host memory not hidden by the layers' compute", "sienna", "bright_cyan"),
-    Part("bubble", "bubble", "pipeline bubble",
+    Part("bubble", "pipeline bubble",
          "pipeline bubble (stages idle while the pipeline fills and drains)", "gold", "yellow"),
-    Part("dp_comm", "DP", "exposed gradient sync", "gradient synchronisation not hidden under the backward pass",
+    Part("dp_comm", "exposed gradient sync", "gradient synchronisation not hidden under the backward pass",
          "tab:red", "red"),
-    Part("embed_comm", "embed", "word-embedding gradient all-reduce",
+    Part("embed_comm", "word-embedding gradient all-reduce",
          "all-reduce of the word-embedding gradient between the first and last pipeline stage, after the flush: the "
          "embedding tied to the output layer, or shared with the last stage's multi-token prediction (MTP) modules",
          "tab:olive", "bright_green"),
-    Part("optimizer", "optim", "optimizer step", "optimizer step (memory-bound)", "0.35", "bright_black"),
-    Part("straggler", "strag", "straggler wait", "waiting for the slowest worker", "tab:orange", "bright_red"),
-    Part("jitter", "jitter", "clock-jitter wait",
+    Part("optimizer", "optimizer step", "optimizer step (memory-bound)", "0.35", "bright_black"),
+    Part("straggler", "straggler wait", "waiting for the slowest worker", "tab:orange", "bright_red"),
+    Part("jitter", "clock-jitter wait",
          "waiting for the slowest of the GPUs that synchronise within the step, whose clocks swing at the power limit",
          "tab:gray", "bright_black"),
-    Part("imbalance", "imbal", "load imbalance", "load imbalance", "khaki", "bright_yellow"),
-    Part("overhead", "ovhd", "fixed per-step overhead",
+    Part("imbalance", "load imbalance", "load imbalance", "khaki", "bright_yellow"),
+    Part("overhead", "fixed per-step overhead",
          "fixed per-step overhead outside the modelled parts (the cluster's step_overhead, e.g. calibrated)",
          "tab:pink", "bright_cyan"),
 )
 #: The scaling-sweep cause beyond the breakdown (``best=True`` only).
-MEMORY_FORCED = Part("memory_forced", "memory", "memory-forced strategy", "memory limit forcing a slower strategy",
+MEMORY_FORCED = Part("memory_forced", "memory-forced strategy", "memory limit forcing a slower strategy",
                      "tab:brown", "bright_blue")
 
 #: JSON keys of the breakdown, in order.

@@ -43,6 +43,7 @@ import msgspec
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError, Origin
+from scalemodel.units import format_signed
 
 #: Half-width of the central difference in log space (1%: small enough to stay on one branch of
 #: the model's max()/min() kinks in practice, large enough to be far above rounding error).
@@ -265,7 +266,7 @@ def _conclusion(bound: str, elasticity: dict[str, float], ratios: dict[str, floa
     f = _fmt_factor(factor)
     total = sum(elasticity.values())
     share = elasticity[bound] / total if total > 0 else 0.0
-    buys = ", ".join(f"{f}x {_GROUP_NAMES[g]} buys {ratios[g] - 1.0:+.0%}"
+    buys = ", ".join(f"{f}x {_GROUP_NAMES[g]} buys {format_signed(100 * (ratios[g] - 1.0), 0, '%')}"
                      for g in ("network", "compute", "memory") if g in ratios)
     return f"the step is {_GROUP_WORDS[bound]} ({share:.0%} of the sensitivity): {buys}"
 

@@ -108,7 +108,7 @@ def _render_scale_change(c: Console, ch: ScaleChange) -> None:
     for col in ("part", f"{a['gpus']} GPUs", "share", f"{b['gpus']} GPUs", "share ", "change"):
         t.add_column(col, justify="left" if col == "part" else "right")
     for r in ch.parts:
-        t.add_row(PARTS[r["part"]].label, fq(r["from_s"], "time"), f"{r['from_share']:.1%}", fq(r["to_s"], "time"),
+        t.add_row(r["part"], fq(r["from_s"], "time"), f"{r['from_share']:.1%}", fq(r["to_s"], "time"),
                   f"{r['to_share']:.1%}", f"{100 * r['change_share']:+.1f} pt")
     t.add_row("step", fq(a["step_s"], "time"), "", fq(b["step_s"], "time"), "", "")
     print_table(c, t)

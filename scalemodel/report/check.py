@@ -51,7 +51,7 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
             if best:
                 s = p["strategy"]
                 # plan's words (scale --best's table too): 'DP TP PP CP mb' left out ZeRO, SP, the schedule, EP
-                row.append(f"{describe_layout(s)}, {describe_settings(s)}")
+                row.append(verbatim(f"{describe_layout(s)}, {describe_settings(s)}"))
             pt.add_row(*row)
         print_table(console, pt)
     t = Table(title="Assertions")
@@ -76,7 +76,7 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
                     if v.name != "must_fit_memory" and v.at_gpus != r.largest_gpus)
     console.print(f"single-size assertions are checked at the largest GPU count ({r.largest_gpus}){moved}{every}")
     for note in r.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {verbatim(note)}")
     failed = [v.name for v in r.verdicts if not v.passed]
     if failed:
         console.print(f"[bold red]FAIL[/bold red]: {len(failed)} of {len(r.verdicts)} assertions failed "

@@ -7,6 +7,7 @@ from rich.table import Table
 from scalemodel.engine.sensitivity import SensitivityResult
 from scalemodel.report.output import emit_json, new_console, print_table, verbatim
 from scalemodel.units import format_quantity as fq
+from scalemodel.units import format_signed
 
 
 def _value(v: float, unit: str) -> str:
@@ -15,16 +16,6 @@ def _value(v: float, unit: str) -> str:
     if unit == "fraction":
         return f"{100 * v:.3g}%"
     return fq(v, unit) if unit else f"{v:g}"
-
-
-def _signed(x: float, places: int, suffix: str = "") -> str:
-    """``x`` with its sign to ``places`` decimals; a nonzero ``x`` that would round to zero there to two significant
-    figures (a latency's -4.1e-05, not -0.000, which hides its size), and exactly 0 as '0'."""
-    if x == 0:
-        return f"0{suffix}"
-    if round(abs(x), places) == 0:
-        return f"{x:+.2g}{suffix}"
-    return f"{x:+.{places}f}{suffix}"
 
 
 def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
@@ -48,11 +39,11 @@ def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
         note = ""
         if p.group == "capacity":
             note = " (fits)" if p.fits_when_improved else " (does not fit)"
-        t.add_row(p.name, _value(p.value, p.unit), _signed(p.elasticity, 3), p.improved_by,
-                  _signed(100 * (p.throughput_ratio - 1.0), 1, "%") + note)
+        t.add_row(verbatim(p.name), _value(p.value, p.unit), format_signed(p.elasticity, 3), p.improved_by,
+                  format_signed(100 * (p.throughput_ratio - 1.0), 1, "%") + note)
     print_table(console, t)
     console.print("elasticity = % change in tokens/s per 1% change of the parameter; "
                   "throughput = gain when the parameter is improved as shown")
     for note in r.notes:
-        console.print(f"note: {note}")
-    console.print(f"[italic]{r.conclusion}[/italic]")
+        console.print(f"note: {verbatim(note)}")  # a kink note names parameters, tier names among them
+    console.print(f"[italic]{verbatim(r.conclusion)}[/italic]")

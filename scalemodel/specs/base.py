@@ -547,7 +547,24 @@ def _dump(v: Any, exclude_none: bool, exclude_unset: bool) -> Any:
     return v
 
 
-class Spec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class _SpecMeta(msgspec.StructMeta):
+    """A spec class built in Python with a keyword it has not (``StrategySpec(tpp=8)``) refuses with the one-line
+    :class:`InputError` a file's unknown key gets (its name, the closest field, the known ones), not msgspec's
+    TypeError "Unexpected keyword argument" (tidy25). The loader's specs are built by :func:`convert`, which
+    never calls the class: the check sits on the error path of a construction in Python alone."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except TypeError:
+            unknown = [k for k in kwargs if k not in cls.__struct_fields__]  # type: ignore[attr-defined]
+            if not unknown or _refusal is None:
+                raise
+            raise _refusal(SpecError(f"unknown key {unknown[0]!r}", (unknown[0],), kind="unknown"), cls,
+                           kwargs) from None
+
+
+class Spec(msgspec.Struct, metaclass=_SpecMeta, kw_only=True, forbid_unknown_fields=True):
     model_fields: ClassVar[_FieldsView] = _FieldsView()
 
     def __setattr__(self, name: str, value: Any) -> None:
