@@ -1998,8 +1998,9 @@ RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 #: _apply_gpt_oss_120b_full_iter_fp8mx_configs and perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8
 #: (called by qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config and qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config)
 #: set cfg.mixed_precision.fp8_dot_product_attention = True; the DeepSeek-V3 GB200 preset leaves it False
-#: (_enable_deepseek_full_iteration_mxfp8's default; only its B300/GB300 presets pass True). Priced only where a
-#: layer has a sliding window (GPT-OSS): docs/model.md#fp8-attention. The GB300 presets call the same helpers
+#: (_enable_deepseek_full_iteration_mxfp8's default; only its B300/GB300 presets pass True). Priced as the measured
+#: FP8 / BF16 core time on Blackwell (docs/model.md#fp8-attention-rate) and, where a layer has a sliding window
+#: (GPT-OSS), its window-blind backward (docs/model.md#fp8-attention). The GB300 presets call the same helpers
 #: (perf_recipes/{gpt_oss,qwen}/gb300/*.py), and perf_recipes/deepseek/gb300/deepseek_v3.py
 #: deepseek_v3_pretrain_256gpu_gb300_fp8mx_config passes fp8_dot_product_attention=True.
 #: Transformer layers the rows' NVFP4 preset keeps in BF16 (TrainingSpec.bf16_layers): Megatron-Bridge's Nemotron 3
@@ -2049,7 +2050,7 @@ RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb2
                                   "mb2608_gb300_dsv3_mtp_fp8mx"}) \
     | frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
 #   fp8_dot_product_attention=True -> utils/overrides.py cfg.mixed_precision.fp8_dot_product_attention (no sliding
-#   window: nothing priced); the other B300 presets leave it None
+#   window: the measured FP8 / BF16 core rate only); the other B300 presets leave it None
 #   Not MLPerf v5.1 HPE H200 8B (mlpt51_h200_llama31_8b_64): its committed config_common_fp8attn.sh exports FP8_DPA=True
 #   and custom.yaml L127 reads it, but the ten logged runs were launched from an older tree: their printed experiment
 #   configuration has no fp8_dot_product_attention key (nor custom.yaml's fp4 keys) and their Llama31Config8B prints

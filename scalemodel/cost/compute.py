@@ -332,6 +332,48 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 }
 
 
+#: Time of cuDNN's FP8 / MXFP8 fused attention over its BF16 kernel's on the same GPU, shape and release
+#: (:func:`fp8_attention_time_ratios`; docs/model.md#fp8-attention-rate): accelerator -> scaling ("mxfp8": the
+#: block-scaled MXFP8 SDPA of an fp8_recipe mxfp8 run; "fp8": the per-tensor FP8 SDPA of the delayed and current
+#: scaling recipes) -> head-dim class (the largest of 64, 128, 192 at or above the Q K head dim; 192 = the MLA
+#: shape, qk 192 / v 128) -> (forward, backward). Source: NVIDIA/cudnn-frontend@3929da2
+#: benchmark/sdpa_benchmark_training/results/{gpt_oss,llama3.1,dsv3}/{gb200,gb300}/*_20260424_*.csv (cuDNN 9.22.0, one
+#: GB200 and one GB300 GPU, each sweep running bfloat16, fp8 and mxfp8 on the same shapes minutes apart): the median
+#: over the causal (top_left), non-deterministic rows at s 2048, 4096, 8192, 16384, 32768 of the FP8 time over the
+#: BF16 time. Shapes: dsv3 b 2, 128 heads, d 192 / 128; llama3.1 b 2, GQA 64 / 8, d 128; gpt_oss b 2, 128 heads,
+#: d 64, window 128 (its forward only: the backward of a window layer is the window-blind rule's, which
+#: layer_compute_time prices against the measured MXFP8 time, and no d-64 sweep without a window exists, so 1).
+#: b200 and b300 BORROW gb200's and gb300's (the same sm_100 / sm_103 dies and cuDNN kernels; no B200 / B300 sweep
+#: with FP8 rows published); every other accelerator has none (1: the core on the 16-bit curve, as before).
+FP8_ATTENTION_TIME_RATIOS: dict[str, dict[str, dict[int, tuple[float, float]]]] = {
+    # median (range) over s 2k-32k; dsv3 mxfp8 fwd 0.714 (0.698-0.749), bwd 0.774 (0.702-0.809); llama3.1 mxfp8 fwd
+    # 0.827 (0.793-0.854), bwd 1.035 (0.860-1.185); gpt_oss mxfp8 fwd 1.000 (0.621-1.007)
+    "gb200": {"mxfp8": {64: (1.000, 1.0), 128: (0.827, 1.035), 192: (0.714, 0.774)},
+              "fp8": {64: (0.929, 1.0), 128: (0.776, 0.916), 192: (0.671, 0.609)}},
+    # dsv3 mxfp8 fwd 0.645 (0.619-0.673), bwd 0.725 (0.692-0.790); llama3.1 mxfp8 fwd 0.722 (0.701-0.790), bwd 1.022
+    # (0.938-1.191); gpt_oss mxfp8 fwd 0.861 (0.532-0.885)
+    "gb300": {"mxfp8": {64: (0.861, 1.0), 128: (0.722, 1.022), 192: (0.645, 0.725)},
+              "fp8": {64: (0.824, 1.0), 128: (0.641, 0.806), 192: (0.583, 0.559)}},
+}
+#: Accelerators that borrow another's FP8 attention ratios (the same die and kernels).
+FP8_ATTENTION_BORROWED: dict[str, str] = {"b200": "gb200", "b300": "gb300"}
+
+
+def fp8_attention_time_ratios(accelerator: str, recipe: str, head_dim: float) -> tuple[float, float]:
+    """(forward, backward) time of an FP8 attention core over the BF16 core's on ``accelerator`` for an fp8 run of
+    ``recipe`` (mxfp8: block-scaled; any other: per-tensor) at Q K head dim ``head_dim``
+    (:data:`FP8_ATTENTION_TIME_RATIOS`: the smallest measured head-dim class at or above it, the largest beyond);
+    (1, 1) for an accelerator without a measurement."""
+    name = str(accelerator).lower()
+    table = FP8_ATTENTION_TIME_RATIOS.get(FP8_ATTENTION_BORROWED.get(name, name))
+    if table is None:
+        return 1.0, 1.0
+    by_dim = table["mxfp8" if str(recipe) == "mxfp8" else "fp8"]
+    dims = sorted(by_dim)
+    cls = next((x for x in dims if float(head_dim) <= x), dims[-1])
+    return by_dim[cls]
+
+
 #: Speed of an MXFP8 grouped (routed-expert) GEMM over the same BF16 grouped GEMM at MoE expert shapes, per
 #: accelerator family (:func:`mxfp8_grouped_gemm_speedup`; docs/model.md#mxfp8-expert-gemms). An mxfp8 run's routed
 #: experts' GEMMs (:func:`layer_compute_time`'s ``expert_*``, engine/layer_compute.py ``expert_gemm_kwargs``) take
@@ -747,7 +789,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        attention_fwd: dict[str, float] | None = None,
                        attention_bwd: dict[str, float] | None = None,
                        layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False,
-                       attention: bool = True, mlp: bool = True, cp_comm_type: ArrayLike = 0,
+                       fp8_attention_ratios: tuple[float, float] = (1.0, 1.0), attention: bool = True,
+                       mlp: bool = True, cp_comm_type: ArrayLike = 0,
                        cp_a2a_size: ArrayLike = 1, proj_peak_flops: ArrayLike | None = None,
                        proj_gemm_max: ArrayLike | None = None, proj_gemm_half_dim: ArrayLike | None = None,
                        latent_peak_flops: ArrayLike | None = None, latent_gemm_max: ArrayLike | None = None,
@@ -842,10 +885,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``fp8_attention`` (Transformer Engine's fp8_dpa, Megatron-Core ``fp8_dot_product_attention``: the core runs
     cuDNN's FP8 / MXFP8 SDPA): the backward of a sliding-window layer works through the causal keys of the whole
     sequence, Shape.window_blind_keys ((s + 1) / 2), not the window's; the forward skips the blocks outside the
-    window as the 16-bit kernel does. Both stay on the core's 16-bit curve and peak (no FP8 attention curve is
-    fitted). Source: NVIDIA/cudnn-frontend's GB200 SDPA sweeps of the GPT-OSS shape (head dim 64, causal with a
-    sliding window, b 2, s 2048-32768): benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/
-    gpt_oss_20260424_100011.csv at 3929da2 (cuDNN 9.22, window 128, 128 heads): BF16 backward 0.237 / 0.465 /
+    window as the 16-bit kernel does. Both are priced on the core's 16-bit curve and peak, the fused core's forward
+    and backward then x ``fp8_attention_ratios`` (forward, backward: the measured FP8 / BF16 time of the same shape
+    on the same GPU, :func:`fp8_attention_time_ratios`; (1, 1) where none is measured). Source of the window rule:
+    NVIDIA/cudnn-frontend's GB200 SDPA sweeps of the GPT-OSS shape (head dim 64, causal with a sliding window, b 2,
+    s 2048-32768): benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/gpt_oss_20260424_100011.csv at 3929da2
+    (cuDNN 9.22, window 128, 128 heads): BF16 backward 0.237 / 0.465 /
     0.911 / 1.818 / 3.692 ms, linear in s, MXFP8 0.642 / 2.080 / 7.427 / 27.94 / 108.4 ms and FP8 0.536 / 1.731 /
     6.176 / 23.23 / 90.35 ms, quadratic in s (the forward 0.109-1.637 ms, linear, in every dtype); and
     results/gb200_919_only_cudnn/gpt_oss_20260226_175022.csv at df73764 (cuDNN 9.19, window 1024, 64 / 8 heads): FP8
@@ -964,6 +1009,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         fused = flash_core_time(q_rows, sh.causal_keys(s), d, dv, heads_core, **ckw)
         fused_bwd = FLASH_BACKWARD_FLOP_RATIO * np.where(
             fp8_attn, flash_core_time(q_rows, bwd_keys, d, dv, heads_core, **ckw), fused)
+    # an FP8 core: the measured FP8 / BF16 kernel time of its shape class (docs/model.md#fp8-attention-rate)
+    fused = fused * np.where(fp8_attn, float(fp8_attention_ratios[0]), 1.0)
+    fused_bwd = fused_bwd * np.where(fp8_attn, float(fp8_attention_ratios[1]), 1.0)
     core_gemm = att * np.where(flash, fused, unfused)
     fused_bwd = att * fused_bwd
     core_flops = att * 2 * heads_local * s_local * keys * (d + dv)

@@ -181,6 +181,9 @@ class Job(msgspec.Struct, frozen=True):
     # an fp8 run's attention core in FP8 too (training.fp8_attention): its backward in sliding-window layers works
     # through the causal keys of the whole sequence (cost.compute.layer_compute_time)
     fp8_attention: bool = False
+    # that core's time over the BF16 core's, (forward, backward), measured on this accelerator for the run's recipe
+    # and head dim (cost.compute.fp8_attention_time_ratios; (1, 1) without fp8_attention or a measurement)
+    fp8_attention_ratios: tuple[float, float] = (1.0, 1.0)
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
@@ -404,6 +407,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
+        fp8_attention_ratios=(compute.fp8_attention_time_ratios(acc.name, recipe, float(sh.head_dim))
+                              if sh is not None and getattr(training, "fp8_attention", False) else (1.0, 1.0)),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         **_attention_kernel(training, acc, workload),
     )
@@ -1964,11 +1969,13 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         # because tensor model parallelism is disabled", megatron/training/arguments.py L1430-1439 at d98e8a64dd)
         _warn_field("strategy.sequence_parallel", " = true is not priced: tp is 1 (no tensor-parallel ranks to split "
                     "the sequence over; Megatron-LM turns it off)")
-    if job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0):
-        # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
+    if (job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0)
+            and job.fp8_attention_ratios == (1.0, 1.0)):
+        # the FP8 core is priced on the 16-bit curve, x its measured FP8 / BF16 time where one is (docs/model.md)
         _warn_field("training.fp8_attention",
-                    " = true is not priced: it prices the FP8 backward of sliding-window layers "
-                    "(docs/model.md#fp8-attention), and the model has none")
+                    f" = true is not priced: it prices the FP8 backward of sliding-window layers "
+                    f"(docs/model.md#fp8-attention), and the model has none, and the FP8 core's measured time over "
+                    f"the BF16 core's (docs/model.md#fp8-attention-rate), which {job.accelerator} has none of")
     if job.moe_rank_imbalance and not moe:  # at ep 1, or above what a rank can take: _check_moe_rank_imbalance
         _warn_field("training.moe_rank_imbalance", " is not priced: the model has no MoE layers")
     if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
