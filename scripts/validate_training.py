@@ -1751,6 +1751,13 @@ UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
      "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1, with RHT and 2D weight quantization off too): the model's fp4 prices "
      "Transformer Engine's recipe, whose "
      "output-gradient casts round stochastically (STOCHASTIC_ROUNDING_CAST_FACTORS)"),
+    # Megatron-Bridge's Llama NVFP4 presets (data26): bf16_with_nvfp4_mixed sets fp4_param_gather = True, which sets
+    # fp4_param (src/megatron/bridge/training/mixed_precision.py L405-417 and MixedPrecisionConfig.__setattr__ at
+    # 17a381f95 / 63b08b397); no Llama perf config resets it (the Nemotron 3 Super configs do: fp4_param_gather False).
+    ("fp4_param_gather true",
+     "NVFP4 parameters (fp4_param_gather / fp4_param True: the weights held and all-gathered in FP4): the model's fp4 "
+     "quantizes BF16 weights each micro-batch and gathers them in BF16 (FP4 parameters are not modelled, "
+     "scalemodel.cost.compute fp8_param_quantize_bytes)"),
 )
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
@@ -1870,6 +1877,13 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True.
     "mb2606_h100_llama31_405b_fp8cs": ("account", True, True),
     "mb2604_h100_qwen3_235b_fp8cs": ("account", True, True),
+    # data26 (DGX-GB300 / DGX-GB200 Llama 3.1 405B, 26.06 at 63b08b397): the same recipe, llama31_405b_pretrain_config
+    # L1146-1147, which llama31_llm_pretrain.py llama31_405b_pretrain_config_{gb300,gb200} build on.
+    "mb2606_gb300_llama31_405b_fp8cs": ("account", True, True),
+    "mb2606_gb300_llama31_405b_fp8mx": ("account", True, True),
+    "mb2606_gb200_llama31_405b_fp8mx": ("account", True, True),
+    "mb2606_gb300_llama31_405b_nvfp4": ("account", True, True),
+    "mb2606_gb200_llama31_405b_nvfp4": ("account", True, True),
     # Round 5 (DGX-B200, 26.04.01 at 17a381f95): scripts/performance/configs/deepseek/deepseek_llm_pretrain.py
     # deepseek_v3_pretrain_config_b200 calls recipes/deepseek/deepseek_v3.py
     # set_deepseek_v3_pipeline_model_parallel_layout, whose layout_map[(8, 2)] = [embedding + 4 decoders],
