@@ -383,7 +383,7 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
             "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024,
-            "mlpt51": 2025, "mlpt50": 2025}
+            "mlpt51": 2025, "mlpt50": 2025, "mlpt60": 2026}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -411,8 +411,12 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: the same implementation as mlpt51's Nebius 405B rows (conf/custom.yaml, pretrain.py, Dockerfile and
 #: custom_callbacks.py the same git blobs; config_common.sh ``USE_DIST_OPTIMIZER=True``, differing only in
 #: ``export NCCL_NVLS_ENABLE=0``). Every rule below that names mlpt51 for those rows holds for mlpt50 by that identity.
+#: MLPerf Training v6.0 (mlpt60: read in the fork Richardyu114/training_results_v6.0@eabf23a0, the official repository
+#: not being reachable here): NVIDIA's llama31_8b implementation, now on Megatron-Bridge (its logs print the
+#: Megatron-Core OptimizerConfig ``use_distributed_optimizer=True`` and DistributedDataParallelConfig, Cisco
+#: results/2xC885A_M8-8xH200-SXM-141GB/llama31_8b/result_*.txt).
 MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504",
-                 "dgxc2505", "dgxc2504", "mlpt51", "mlpt50"}
+                 "dgxc2505", "dgxc2504", "mlpt51", "mlpt50", "mlpt60"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -1057,7 +1061,9 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: so the nemo2502 rules below hold for it.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
                           "dgxc2505", "dgxc2504", "tprimat26"}) \
-    | frozenset({"mlpt51", "mlpt50"})  # every MLPerf v5.0 / v5.1 row: Megatron-Core's DistributedDataParallelConfig
+    | frozenset({"mlpt51", "mlpt50", "mlpt60"})  # every MLPerf v5.0 / v5.1 / v6.0 row: Megatron-Core's
+#     DistributedDataParallelConfig (v6.0: the log's ``use_megatron_fsdp=False``; its
+#     data_parallel_sharding_strategy 'optim_grads_params' is read by Megatron-FSDP only)
 #: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
 #: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
 #: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
@@ -1136,6 +1142,9 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "
 #: elements); the AMD rows run without the data-parallel overlap (:data:`RECIPE_NO_DP_OVERLAP`), where Megatron keeps
 #: no bucket (resolve_ddp_bucket_size: None without overlap_grad_reduce).
 BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51", "mlpt50"}
+#: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
+#: ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` (result_0.txt).
+SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1213,7 +1222,9 @@ NEMO2_FP8_PARAM_GATHER = NEMO2
 #: mlpt51 (every FP8 row): Nebius / HPE config_common.sh ``FP8_PARAMS=True`` / ``FP8_PARAM_GATHER=True`` (their logs'
 #: DistributedDataParallelConfig ``fp8_param_gather=True``); AMD src/train.py DistributedDataParallelConfig
 #: ``fp8_param_gather=True`` with MegatronMixedPrecision ``fp8_params`` (FP8_PARAMS=1).
-FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50"}
+#: mlpt60: the Cisco H200 log prints ``fp8_param_gather=True`` in its DistributedDataParallelConfig (and the model
+#: config's ``fp8_param: True``).
+FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50", "mlpt60"}
 #: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
 #: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
 #: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
@@ -1306,7 +1317,10 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
              "tao25": "inductor",
              "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te",
              "dgxc2504": "megatron_fused",
-             "mlpt51": "megatron_fused", "mlpt50": "megatron_fused"}
+             "mlpt51": "megatron_fused", "mlpt50": "megatron_fused",
+             # mlpt60: the Cisco H200 log's non-default model config ``cross_entropy_fusion_impl: 'te'``,
+             # ``cross_entropy_loss_fusion: True`` (its output layer prints as LinearCrossEntropyModule)
+             "mlpt60": "te"}
 #: Rows whose loss implementation differs from their source's :data:`LOSS_IMPL`. mlpt51: the Nebius 405B rows'
 #: custom.yaml ``cross_entropy_loss_fusion`` True on core_r0.11.0 (no cross_entropy_fusion_impl: the native fused
 #: loss, as dgxc2504) and AMD's train.py (Llama31Config8B keeps GPTConfig's cross_entropy_loss_fusion True, no
@@ -1463,6 +1477,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     if (src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG
             and not nemo2_dp1(case)):
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
+    if src in SOURCE_BUCKET_ELEMENTS and zero == "1":
+        out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     return out
@@ -1751,6 +1767,13 @@ UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
      "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1, with RHT and 2D weight quantization off too): the model's fp4 prices "
      "Transformer Engine's recipe, whose "
      "output-gradient casts round stochastically (STOCHASTIC_ROUNDING_CAST_FACTORS)"),
+    # Megatron-Bridge's Llama NVFP4 presets (data26): bf16_with_nvfp4_mixed sets fp4_param_gather = True, which sets
+    # fp4_param (src/megatron/bridge/training/mixed_precision.py L405-417 and MixedPrecisionConfig.__setattr__ at
+    # 17a381f95 / 63b08b397); no Llama perf config resets it (the Nemotron 3 Super configs do: fp4_param_gather False).
+    ("fp4_param_gather true",
+     "NVFP4 parameters (fp4_param_gather / fp4_param True: the weights held and all-gathered in FP4): the model's fp4 "
+     "quantizes BF16 weights each micro-batch and gathers them in BF16 (FP4 parameters are not modelled, "
+     "scalemodel.cost.compute fp8_param_quantize_bytes)"),
 )
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
@@ -1870,6 +1893,13 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True.
     "mb2606_h100_llama31_405b_fp8cs": ("account", True, True),
     "mb2604_h100_qwen3_235b_fp8cs": ("account", True, True),
+    # data26 (DGX-GB300 / DGX-GB200 Llama 3.1 405B, 26.06 at 63b08b397): the same recipe, llama31_405b_pretrain_config
+    # L1146-1147, which llama31_llm_pretrain.py llama31_405b_pretrain_config_{gb300,gb200} build on.
+    "mb2606_gb300_llama31_405b_fp8cs": ("account", True, True),
+    "mb2606_gb300_llama31_405b_fp8mx": ("account", True, True),
+    "mb2606_gb200_llama31_405b_fp8mx": ("account", True, True),
+    "mb2606_gb300_llama31_405b_nvfp4": ("account", True, True),
+    "mb2606_gb200_llama31_405b_nvfp4": ("account", True, True),
     # Round 5 (DGX-B200, 26.04.01 at 17a381f95): scripts/performance/configs/deepseek/deepseek_llm_pretrain.py
     # deepseek_v3_pretrain_config_b200 calls recipes/deepseek/deepseek_v3.py
     # set_deepseek_v3_pipeline_model_parallel_layout, whose layout_map[(8, 2)] = [embedding + 4 decoders],
