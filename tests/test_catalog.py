@@ -38,10 +38,10 @@ TOPOLOGIES = {"switch", "mesh", "torus", "ring", "rail"}
 PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn"}
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
-              "compute_efficiency", "compute_units", "collective_units",
+              "compute_efficiency", "compute_units", "collective_units", "collective_units_nvls",
               "tdp", "sources", "attention_efficiency", "attention_releases", "memory_reserved", "clock_jitter_cv"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
-ACC_UNITS = ("compute_units", "collective_units")
+ACC_UNITS = ("compute_units", "collective_units", "collective_units_nvls")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
               "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner", "host_cpu"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
@@ -121,8 +121,9 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
         src = sources.get("clock_jitter_cv")
         assert 0 < d["clock_jitter_cv"] < 0.1, "a CV of the compute rate, a fraction"
         assert isinstance(src, str) and ("measured" in src or "borrowed" in src), "clock_jitter_cv needs a source"
-    if "collective_units" in d:
-        assert "compute_units" in d and d["collective_units"] < d["compute_units"]
+    for units in ("collective_units", "collective_units_nvls"):
+        if units in d:
+            assert "compute_units" in d and d[units] < d["compute_units"], units
     for kernel, curves in (d.get("attention_efficiency") or {}).items():  # fitted or borrowed, always said which
         assert "scripts/fit_attention.py" in curves["source"], kernel
         assert "BORROWED" in curves["source"] or "fitted to" in curves["source"], kernel

@@ -239,7 +239,7 @@ def test_compute_units_below_collective_units_is_refused_at_the_set_item(cli) ->
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8",
                    "--set", "cluster.accelerator.compute_units=1")
     assert line.startswith("error: --set cluster.accelerator.compute_units: ") and ".yaml:" not in line, line
-    assert line.endswith("or compute_units of at least 16"), line
+    assert line.endswith("or compute_units of at least 24"), line
 
 
 # --- fp8-only training fields in an fp4 run -------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def test_api_huge_arrays_in_spec_fields_are_refused_before_listing(call: Any, sa
 @pytest.mark.parametrize("cluster, item, at", [
     ("tpu-v5p-pod", "cluster.accelerator.collective_units=8", "--set cluster.accelerator.collective_units: 8 without"),
     ("dgx-h100", "cluster.accelerator.compute_units=null",
-     "--set cluster.accelerator.compute_units: accelerator.collective_units: 16 without"),
+     "--set cluster.accelerator.compute_units: accelerator.collective_units: 24 without"),
 ])
 def test_collective_units_without_compute_units_are_refused(cli, cluster: str, item: str, at: str) -> None:  # type: ignore[no-untyped-def]
     # collective_units 8 on a TPU (no compute_units) priced exactly the step without them and said nothing

@@ -210,6 +210,13 @@ def _link_class(tier: Tier, i: int) -> str:
 
 
 
+def nvls_on(tiers: Sequence[Tier]) -> bool:
+    """NCCL runs NVLink SHARP (NVLS) here: the innermost tier is NVLink-class and reduces in its switches, the
+    condition the NVLS pricing below keys on (``pl.inr[0] and _link_class(tiers[0], 0) == "nvlink"``); a run with
+    NCCL_NVLS_ENABLE=0 states in_network_reduction false on that tier. False for an empty network."""
+    return bool(tiers) and bool(tiers[0].in_network_reduction) and _link_class(tiers[0], 0) == "nvlink"
+
+
 def _hop(latency: float, link: str, algorithm: str, proto: str) -> float:
     row = NCCL_HW_LATENCY[link]
     return latency + row[algorithm][_PI[proto]] - row["ring"][0]

@@ -42,7 +42,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, staleness, transformer
+from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, nccl, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
 from scalemodel.engine.intervals import Calibration, calibration_of
@@ -372,8 +372,9 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     cv = var.cv if straggler_cv is None else straggler_cv
     if not (0.0 <= cv < 10.0):
         raise InputError(f"straggler CV {cv} out of range", where="--straggler-cv", allowed="0 <= cv < 10")
+    network = build_network(cluster)
     return Job(
-        name=workload.name, cluster_name=cluster.name, network=build_network(cluster),
+        name=workload.name, cluster_name=cluster.name, network=network,
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
         accelerator_family=acc.family,
         peak_flops=peak, peak_format=acc.peak_format(precision), memory_bandwidth=acc.memory_bandwidth,
@@ -395,7 +396,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_server_memory_bandwidth=float(cluster.parameter_server.memory_bandwidth),
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
-        collective_share=collective_share(acc), compute_units=int(getattr(acc, "compute_units", None) or 0),
+        collective_share=collective_share(acc, nccl.nvls_on(network.tiers)),
+        compute_units=int(getattr(acc, "compute_units", None) or 0),
         clock_jitter_cv=float(getattr(acc, "clock_jitter_cv", 0.0) or 0.0),
         attention_peak_flops=bf16_peak, attention_gemm_max=bf16_gm, attention_gemm_half_dim=bf16_d0,
         logits_peak_flops=bf16_peak, logits_gemm_max=bf16_gm, logits_gemm_half_dim=bf16_d0,
@@ -685,11 +687,16 @@ def ep_dispatch_share(job: Job, g: StrategyGrid, spans_domains: Any = False) -> 
     return np.asarray(np.where(sms >= 0, own, unset), dtype=float)
 
 
-def collective_share(acc: Any) -> float:
+def collective_share(acc: Any, nvls: bool = True) -> float:
     """Fraction of the chip's compute units the collective library occupies while a collective runs:
     NCCL runs each channel as one CTA on one SM (docs/model.md#contention); 0 when either count is
-    unknown or the collectives run on other engines."""
+    unknown or the collectives run on other engines. ``nvls``: NCCL runs NVLink SHARP on the node's NVLink
+    tier (:func:`scalemodel.cost.nccl.nvls_on`), which takes the accelerator's ``collective_units_nvls``
+    channels where it states them (Hopper: 16 NVLS against 24 ring channels), else ``collective_units``."""
     units, coll_units = getattr(acc, "compute_units", None), getattr(acc, "collective_units", None)
+    nvls_units = getattr(acc, "collective_units_nvls", None)
+    if nvls and nvls_units is not None:
+        coll_units = nvls_units
     if not units or not coll_units:
         return 0.0
     return min(float(coll_units) / float(units), 1.0)

@@ -125,6 +125,10 @@ class AcceleratorSpec(Sourced, kw_only=True):
         "CTA per channel); with compute_units, compute overlapped with communication runs on the rest "
         "(docs/model.md#contention). None or 0: collectives take no compute units (DMA/ICI engines, or "
         "not known)"))] = None
+    collective_units_nvls: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
+        "compute units a collective occupies where NCCL runs NVLink SHARP (NVLS): the cluster's innermost NVLink "
+        "tier has in_network_reduction (docs/model.md#contention); collective_units is then the count without "
+        "it (ring / tree channels). None: collective_units either way"))] = None
     clock_jitter_cv: Annotated[float, Meta(ge=0.0, lt=0.1, description=(
         "coefficient of variation of the chip's compute rate over time at its power limit (the clock's power-"
         "management swing, measured in windows of tens of milliseconds under back-to-back GEMMs): GPUs that "
@@ -141,20 +145,22 @@ class AcceleratorSpec(Sourced, kw_only=True):
             raise field_error("memory_reserved", f"{self.memory_reserved:.15g} B is not less than memory "
                               f"{self.memory:.15g} B", "a slice of memory, less than memory (e.g. 454 MiB)",
                               also="memory")  # --set accelerator.memory=1GB was refused at the built-in file's line
-        if self.collective_units and not self.compute_units:
-            # fuzz23: collective_units 8 on a TPU (no compute_units) priced nothing and said nothing: the share a
-            # collective occupies is collective_units / compute_units
-            raise field_error("collective_units", f"{self.collective_units} without compute_units: the share of the "
-                              "chip a collective occupies is collective_units / compute_units",
-                              "compute_units (the chip's SMs / CUs) too, or collective_units 0 or null",
-                              also="compute_units")
-        if self.compute_units and self.collective_units and self.collective_units > self.compute_units:
-            # 500 of 132 SMs was priced as every SM busy (the share is clamped at 1) without a word
-            # also: `--set cluster.accelerator.compute_units=1` was refused at the built-in file's collective_units
-            raise field_error("collective_units", f"{self.collective_units} is more than the chip's compute_units "
-                              f"{self.compute_units}", f"0 to {self.compute_units} (a collective's CTAs run on the "
-                              f"chip's own compute units), or compute_units of at least {self.collective_units}",
-                              also="compute_units")
+        for name in ("collective_units", "collective_units_nvls"):
+            units = getattr(self, name)
+            if units and not self.compute_units:
+                # fuzz23: collective_units 8 on a TPU (no compute_units) priced nothing and said nothing: the share a
+                # collective occupies is collective_units / compute_units
+                raise field_error(name, f"{units} without compute_units: the share of the chip a collective "
+                                  f"occupies is {name} / compute_units",
+                                  f"compute_units (the chip's SMs / CUs) too, or {name} 0 or null",
+                                  also="compute_units")
+            if self.compute_units and units and units > self.compute_units:
+                # 500 of 132 SMs was priced as every SM busy (the share is clamped at 1) without a word
+                # also: `--set cluster.accelerator.compute_units=1` was refused at the built-in file's
+                # collective_units
+                raise field_error(name, f"{units} is more than the chip's compute_units {self.compute_units}",
+                                  f"0 to {self.compute_units} (a collective's CTAs run on the chip's own compute "
+                                  f"units), or compute_units of at least {units}", also="compute_units")
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""

@@ -1,0 +1,64 @@
+"""The collective library's SM share with and without NVLink SHARP (docs/model.md#contention): NCCL runs 16 NVLS
+channels on an 8-GPU NVSwitch Hopper node, and with NVLS off (NCCL_NVLS_ENABLE=0, a tier's in_network_reduction
+false) the ring channels of its topology search, walked here by hand from NCCL's constants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scalemodel.cost import nccl
+from scalemodel.engine.job import build_job, collective_share
+from scalemodel.engine.network import build_network
+from scalemodel.errors import InputError
+from scalemodel.specs import TrainingSpec, load_accelerator, load_cluster, load_workload
+
+
+def ring_channels(links: int, link_bw: float, speeds: tuple[float, ...], dup_above: float = 50.0) -> int:
+    """NCCL's ring channels on an NVSwitch node (src/graph/search.cc, topo.h, connect.cc): the first intra speed
+    whose channels fit the GPU's NVLink bandwidth (links x per-link bandwidth) sets floor(bw / speed) search
+    channels; ncclTopoDupChannels doubles them at a speed >= 50 GB/s (sm > 80), ncclTopoPostset doubles again."""
+    bw = links * link_bw
+    speed = next(s for s in speeds if bw / s >= 1.0)
+    search = math.floor(bw / speed)
+    return search * (2 if speed >= dup_above else 1) * 2
+
+
+SM90_SPEEDS = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+
+
+def test_hopper_ring_channels_by_hand() -> None:
+    # 18 NVLink4 links x SM90_NVLINK_BW 20.6 GB/s = 370.8 GB/s -> 6 channels at 60 -> 12 -> 24
+    assert ring_channels(18, 20.6, SM90_SPEEDS) == 24
+    for name in ("h100-sxm", "h200-sxm"):
+        acc = load_accelerator(name)
+        assert acc.collective_units == 24 and acc.collective_units_nvls == 16 and acc.compute_units == 132
+
+
+@pytest.mark.parametrize(("name", "nvls", "expected"), [
+    ("h100-sxm", True, 16 / 132),   # NVLS on: 16 channels
+    ("h100-sxm", False, 24 / 132),  # NVLS off: 24 ring channels
+    ("h200-sxm", False, 24 / 132),
+    ("b200", True, 32 / 148),       # no NVLS count stated: collective_units both ways
+    ("b200", False, 32 / 148),
+    ("h800", False, 16 / 132),
+])
+def test_share_follows_nvls(name: str, nvls: bool, expected: float) -> None:
+    assert collective_share(load_accelerator(name), nvls) == pytest.approx(expected, rel=1e-12)
+
+
+def test_job_reads_nvls_from_the_nvlink_tier() -> None:
+    on = load_cluster("dgx-h100")
+    off = load_cluster("dgx-h100", ["tiers.nvlink.in_network_reduction=false"])
+    assert nccl.nvls_on(build_network(on).tiers) and not nccl.nvls_on(build_network(off).tiers)
+    wl, tr = load_workload("llama3-8b"), TrainingSpec(global_batch=64, micro_batch=1, precision="bf16")
+    assert build_job(on, wl, tr).collective_share == pytest.approx(16 / 132, rel=1e-12)
+    assert build_job(off, wl, tr).collective_share == pytest.approx(24 / 132, rel=1e-12)
+    # the network tier of a PCIe or network-only node never runs NVLS
+    assert not nccl.nvls_on(build_network(load_cluster("dgx-h100", ["tiers.nvlink.protocol=pcie"])).tiers)
+
+
+def test_nvls_units_need_compute_units() -> None:
+    with pytest.raises(InputError, match="collective_units_nvls: 200 is more than the chip's compute_units 132"):
+        load_cluster("dgx-h100", ["accelerator.collective_units_nvls=200"])
