@@ -227,8 +227,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # the median, 10.26% (n 9), so a regression of that size passed (review20g)
     # lowered 0.11 -> 0.083 at round 21's stop (the lead): the median is 7.2%, the bound sat
     # 3.8 points above it; one point of room left for the next movement
-    # raised 0.071 -> 0.109 at round 26 (n 11 -> 16, 6.2% -> 9.9%): data26's five dense Megatron-Bridge GB300 rows joined,
-    # all too slow (-13..-23%: the catalog's gb300 shares gb200's peaks and curves), no model change
+    # raised 0.071 -> 0.109 at round 26 (n 11 -> 16, 6.2% -> 9.9%): data26's five dense Megatron-Bridge GB300
+    # rows joined, all too slow (-13..-23%: the catalog's gb300 shares gb200's peaks and curves), no model change
     ("accelerator", "GB300"): 0.109,  # n=16, now 9.9%
     # B300 raised 0.104 -> 0.13 (n 5 -> 6, 7.6% -> 12.6%): the Nemotron 3 Super B300 row joined (+34.0%; see GB300)
     # B300 raised 0.13 -> 0.135 (12.6% -> 13.2%) by counting each MTP pass's MoE block once in the EP traffic (it was
@@ -938,7 +938,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
     # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.7% -> 14.1%
-    # raised 0.15 -> 0.17 at round 26: data26's GB300 / GB200 Llama 3 70B rows joined (-19.0, -19.9, +3.4%), no model change
+    # raised 0.15 -> 0.17 at round 26: data26's GB300 / GB200 Llama 3 70B rows joined (-19.0, -19.9, +3.4%),
+    # no model change
     ("source", "mb2604"): 0.17,  # now 16.0%
     # + the B300 Nemotron 3 Nano row (+19.5%): 6.6%
     # mb2606 raised 0.066 -> 0.08 (n 6 -> 7, 6.4% -> 7.6%): the B300 Nemotron 3 Super row joined (+34.0%; see GB300)
@@ -969,7 +970,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # the median, 14.96% (n 9), so a regression of that size passed (review20g)
     # lowered 0.155 -> 0.134 at round 21's stop (the lead): the median is 12.3%, the bound sat
     # 3.2 points above it; one point of room left for the next movement
-    # raised 0.076 -> 0.14 at round 26: data26's GB300 / GB200 Llama 3.1 405B rows joined (-23.2, -19.8, -8.0%), no model change
+    # raised 0.076 -> 0.14 at round 26: data26's GB300 / GB200 Llama 3.1 405B rows joined (-23.2, -19.8, -8.0%),
+    # no model change
     ("source", "mb2606"): 0.14,  # now 13.0%
     # new family (mcrec26: NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes, validation/README.md): bound at its first
     # median; rows never tuned
