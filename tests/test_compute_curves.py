@@ -673,3 +673,36 @@ def test_gb300_torch_matmul_recorded_over_the_borrowed_16bit_curve() -> None:
     assert round(held["gemm_max"], 3) == 0.798 > 1769.0 / 2250
     doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
     assert "runs 1.13-1.18 x gb300's borrowed 16-bit curve at K >= 4096 (1.22-1.38 x below)" in doc
+
+
+def test_gb300_same_build_kernel_ratios_quoted_and_curves_kept() -> None:
+    """gb300_26: the only same-build GB300 / GB200 pairs of tensor-core kernels held are cuDNN SDPA sweeps of one
+    release, one day (attention.yaml CUDNN-919: cuDNN 9.19.1; CUDNN-GB300-9.22 / CUDNN-GB200-9.22: cuDNN 9.22.0). Each
+    ratio here is the GB200 time over the GB300 time of the same shape (b, heads, d, s, mask, direction), computed from
+    the printed ms: backward 1.060 / 1.090 x median (1.036-1.084 over 10 shapes, 1.045-1.216 over 20), forward 1.172 /
+    1.184 x. docs/model.md#blackwell-shape-audit quotes them as the check against which the dense GB300 rows'
+    1.19-1.31 x is larger; they are not GEMMs, so gb300 keeps gb200's GEMM curves (asserted)."""
+    pts = load_yaml(ROOT / "hardware" / "measurements" / "attention.yaml")["points"]
+
+    def ratios(src300: str, src200: str, direction: str) -> list[float]:
+        def key(p: dict) -> tuple:  # type: ignore[type-arg]
+            return (p["panel"], p["causal"], p["b"], p["h"], p.get("h_kv"), p["d"], p["s"], p.get("window"))
+        mine = {key(p): p["ms"] for p in pts if p["src"] == src300 and p["acc"] == "gb300" and p["dir"] == direction}
+        theirs = {key(p): p["ms"] for p in pts if p["src"] == src200 and p["acc"] == "gb200" and p["dir"] == direction}
+        return sorted(theirs[k] / t for k, t in mine.items() if k in theirs)
+
+    got = {}
+    for name, (s300, s200) in {"9.19": ("CUDNN-919", "CUDNN-919"),
+                               "9.22": ("CUDNN-GB300-9.22", "CUDNN-GB200-9.22")}.items():
+        for direction in ("fwd", "bwd"):
+            r = ratios(s300, s200, direction)
+            got[name, direction] = (len(r), round(float(np.median(r)), 3), round(r[0], 3), round(r[-1], 3))
+    assert got["9.19", "bwd"] == (10, 1.060, 1.036, 1.084)
+    assert got["9.22", "bwd"] == (20, 1.090, 1.045, 1.216)
+    assert (got["9.19", "fwd"][1], got["9.22", "fwd"][1]) == (1.172, 1.184)
+    doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
+    assert "cuDNN SDPA backward, 9.19 1.060 x median (1.036-1.084, 10 shapes" in doc
+    assert "9.22 1.090 x (1.045-1.216, 20" in doc and "forward 1.172 / 1.184 x" in doc
+    curves = [load_accelerator(n, overrides=[]).compute_efficiency for n in ("gb200", "gb300")]
+    assert curves[0] is not None and curves[1] is not None
+    assert curves[0].gemm("bf16") == curves[1].gemm("bf16") and curves[0].gemm("fp8") == curves[1].gemm("fp8")
