@@ -63,7 +63,7 @@ def test_class_recipe_and_borrowing() -> None:
     assert fp8_attention_time_ratios("gb300", "mxfp8", 96) == FP8_ATTENTION_TIME_RATIOS["gb300"]["mxfp8"][128]
     assert fp8_attention_time_ratios("b200", "delayed", 64) == FP8_ATTENTION_TIME_RATIOS["gb200"]["fp8"][64]
     assert fp8_attention_time_ratios("b200", "tensorwise", 128) == FP8_ATTENTION_TIME_RATIOS["gb200"]["fp8"][128]
-    assert fp8_attention_time_ratios("h100-sxm", "delayed", 128) == NO_FP8_ATTENTION_RATIOS  # no sweep: as before
+    assert fp8_attention_time_ratios("mi300x", "delayed", 128) == NO_FP8_ATTENTION_RATIOS  # no sweep: as before
 
 
 def _layer(fp8: bool, ratios: Any, seq_len: int = 4096) -> tuple[float, float, float]:
@@ -96,15 +96,15 @@ def test_the_ratios_scale_the_fused_core_and_nothing_else() -> None:
 
 def test_the_job_carries_its_accelerators_ratios() -> None:
     """DeepSeek-V3 (MLA, Q K head dim 192) with MXFP8 and fp8_attention on a GB300 gets GB300's d-192 MXFP8 pair;
-    on an H100 (no sweep) and without fp8_attention (1, 1)."""
+    on an MI300X (no sweep) and without fp8_attention (1, 1)."""
     ds = load_workload("deepseek-v3")
     tr = TrainingSpec(precision="fp8", fp8_recipe="mxfp8", fp8_attention=True)
     assert build_job(load_cluster("gb300-nvl72", overrides=[]), ds, tr).fp8_attention_ratios == \
         FP8_ATTENTION_TIME_RATIOS["gb300"]["mxfp8"][192]
     off = TrainingSpec(precision="fp8", fp8_recipe="mxfp8")
     assert build_job(load_cluster("gb300-nvl72", overrides=[]), ds, off).fp8_attention_ratios == NO_FP8_ATTENTION_RATIOS
-    h100 = TrainingSpec(precision="fp8", fp8_attention=True)
-    assert build_job(load_cluster("dgx-h100", overrides=[]), ds, h100).fp8_attention_ratios == NO_FP8_ATTENTION_RATIOS
+    amd = TrainingSpec(precision="fp8", fp8_attention=True)
+    assert build_job(load_cluster("mi300x-8", overrides=[]), ds, amd).fp8_attention_ratios == NO_FP8_ATTENTION_RATIOS
 
 
 #: Every time the table reads (review26a): NVIDIA/cudnn-frontend@3929da2 benchmark/sdpa_benchmark_training/results/
@@ -147,7 +147,7 @@ def test_the_d128_core_runs_at_the_measured_ratio_of_its_sequence(gpu: str, reci
     ratios = fp8_attention_time_ratios(gpu, recipe, 128)
     f0, b0, core0 = _layer(False, ratios, s)
     f1, b1, core1 = _layer(True, ratios, s)
-    _, b2, _ = _layer(True, fp8_attention_time_ratios("h100-pcie", recipe, 128), s)  # no measurement: the BF16 core
+    _, b2, _ = _layer(True, fp8_attention_time_ratios("mi300x", recipe, 128), s)  # no measurement: the BF16 core
     fwd = CSV_MS[("llama3.1", gpu, "fwd")][i]
     bwd = CSV_MS[("llama3.1", gpu, "bwd")][i]
     assert core1 / core0 == pytest.approx(fwd[col] / fwd[0], abs=6e-4)
@@ -158,3 +158,24 @@ def test_the_d128_core_runs_at_the_measured_ratio_of_its_sequence(gpu: str, reci
 def _core_bwd(s: int) -> float:
     """The BF16 fused core's backward in :func:`_layer`: the backward with the core x 2 less the one with x 1."""
     return _layer(True, (2.0, 2.0), s)[1] - _layer(True, (1.0, 1.0), s)[1]
+
+
+#: NVIDIA/cudnn-frontend@3929da2 benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/
+#: llama3.1_20260227_034703.csv (one NVIDIA H200, cuDNN 9.19.1, b 1, GQA 64 / 8, d 128, top_left, deterministic_bwd
+#: False, profile_pass both): (fwd_time_ms, bwd_time_ms) of bfloat16 and fp8 at s 2048-32768, copied from the file
+H200_MS = {"bfloat16": [(0.142, 0.464), (0.465, 1.450), (1.708, 5.083), (6.531, 19.002), (25.566, 75.688)],
+           "fp8": [(0.098, 0.437), (0.322, 1.459), (1.141, 6.392), (4.357, 29.422), (16.884, 118.729)]}
+
+
+@pytest.mark.parametrize("acc", ["h200-sxm", "h100-sxm", "h100-pcie", "h800"])
+def test_hopper_takes_the_h200_twin_sweep(acc: str) -> None:
+    """review26a: Hopper's per-tensor FP8 SDPA has a published twin sweep (H200, same frontend script, bfloat16 and
+    fp8 on the same shapes): forward 0.66-0.69 of BF16's time, backward 0.94 at 2k to 1.57 at 32k. Before, every
+    Hopper core was priced as a BF16 one (1). The H100s and H800 borrow the H200's (one GH100 die)."""
+    fwd, bwd = fp8_attention_time_ratios(acc, "delayed", 128)
+    for i in range(len(SWEEP_S)):
+        bf, f8 = H200_MS["bfloat16"][i], H200_MS["fp8"][i]
+        assert fwd[i] == pytest.approx(f8[0] / bf[0], abs=6e-4)
+        assert bwd[i] == pytest.approx(f8[1] / bf[1], abs=6e-4)
+    assert fp8_attention_time_ratios(acc, "tensorwise", 64) == (fwd, bwd)  # the only class measured there
+    assert fp8_attention_time_ratios(acc, "tensorwise", 192) == (fwd, bwd)

@@ -348,7 +348,12 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: measured MXFP8 time, and no d-64 sweep without a window exists, so 1; its 32k forward ratio is low because the
 #: BF16 forward jumps 3.2x from 16k to 32k where FP8's doubles, as measured).
 #: b200 and b300 BORROW gb200's and gb300's (the same sm_100 / sm_103 dies and cuDNN kernels; no B200 / B300 sweep
-#: with FP8 rows published); every other accelerator has none (1: the core on the 16-bit curve, as before).
+#: with FP8 rows published). Hopper (review26a): the twin sweep results/h200_919_only_cudnn/llama3.1_20260227_034703.csv
+#: at 3929da2 (one H200, cuDNN 9.19.1, b 1, GQA 64 / 8, d 128, top_left, deterministic_bwd False, bfloat16 and
+#: per-tensor fp8, fwd_time_ms and bwd_time_ms timed apart): its FP8 / BF16 times, the d-128 class, the only one
+#: (the same sweep's dsv3 d-192 and gpt_oss d-64 fp8 rows failed: cuDNN 9.19's Hopper FP8 graph takes head dim 128
+#: only), so every head dim takes it; h100-sxm, h100-pcie and h800 borrow it (the same GH100 die and kernels).
+#: Every other accelerator has none (1: the core on the 16-bit curve, as before).
 FP8_ATTENTION_SEQS: tuple[float, ...] = (2048.0, 4096.0, 8192.0, 16384.0, 32768.0)
 _ONE = (1.0, 1.0, 1.0, 1.0, 1.0)
 FP8_ATTENTION_TIME_RATIOS: dict[str, dict[str, dict[int, tuple[tuple[float, ...], tuple[float, ...]]]]] = {
@@ -368,9 +373,11 @@ FP8_ATTENTION_TIME_RATIOS: dict[str, dict[str, dict[int, tuple[tuple[float, ...]
                 128: ((0.700, 0.672, 0.641, 0.627, 0.628), (1.022, 0.895, 0.806, 0.740, 0.700)),
                 192: ((0.560, 0.571, 0.583, 0.595, 0.592), (0.605, 0.577, 0.559, 0.530, 0.536))},
     },
+    "h200-sxm": {"fp8": {128: ((0.690, 0.692, 0.668, 0.667, 0.660), (0.942, 1.006, 1.258, 1.548, 1.569))}},
 }
 #: Accelerators that borrow another's FP8 attention ratios (the same die and kernels).
-FP8_ATTENTION_BORROWED: dict[str, str] = {"b200": "gb200", "b300": "gb300"}
+FP8_ATTENTION_BORROWED: dict[str, str] = {"b200": "gb200", "b300": "gb300", "h100-sxm": "h200-sxm",
+                                          "h100-pcie": "h200-sxm", "h800": "h200-sxm"}
 #: The ratios of an accelerator without a measurement: the core as a BF16 one.
 NO_FP8_ATTENTION_RATIOS: tuple[tuple[float, ...], tuple[float, ...]] = (_ONE, _ONE)
 _LOG_SEQS = np.log2(FP8_ATTENTION_SEQS)
@@ -393,7 +400,7 @@ def fp8_attention_time_ratios(accelerator: str, recipe: str, head_dim: float
     table = FP8_ATTENTION_TIME_RATIOS.get(FP8_ATTENTION_BORROWED.get(name, name))
     if table is None:
         return NO_FP8_ATTENTION_RATIOS
-    by_dim = table["mxfp8" if str(recipe) == "mxfp8" else "fp8"]
+    by_dim = table.get("mxfp8" if str(recipe) == "mxfp8" else "fp8", table["fp8"])  # Hopper: per-tensor only
     dims = sorted(by_dim)
     cls = next((x for x in dims if float(head_dim) <= x), dims[-1])
     return by_dim[cls]
