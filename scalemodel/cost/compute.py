@@ -70,6 +70,7 @@ pipeline bubble); see tests/test_compute.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -336,42 +337,83 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: (:func:`fp8_attention_time_ratios`; docs/model.md#fp8-attention-rate): accelerator -> scaling ("mxfp8": the
 #: block-scaled MXFP8 SDPA of an fp8_recipe mxfp8 run; "fp8": the per-tensor FP8 SDPA of the delayed and current
 #: scaling recipes) -> head-dim class (the largest of 64, 128, 192 at or above the Q K head dim; 192 = the MLA
-#: shape, qk 192 / v 128) -> (forward, backward). Source: NVIDIA/cudnn-frontend@3929da2
+#: shape, qk 192 / v 128) -> (forward, backward), each the ratio at s = :data:`FP8_ATTENTION_SEQS` (the ratio trends
+#: with s: the d-128 MXFP8 backward runs 1.19x BF16's time at 2k and 0.94x at 32k on GB300; a run's core takes the
+#: ratio at its kernel's query rows, :func:`fp8_attention_ratio_at`, review26a). Source: NVIDIA/cudnn-frontend@3929da2
 #: benchmark/sdpa_benchmark_training/results/{gpt_oss,llama3.1,dsv3}/{gb200,gb300}/*_20260424_*.csv (cuDNN 9.22.0, one
-#: GB200 and one GB300 GPU, each sweep running bfloat16, fp8 and mxfp8 on the same shapes minutes apart): the median
-#: over the causal (top_left), non-deterministic rows at s 2048, 4096, 8192, 16384, 32768 of the FP8 time over the
-#: BF16 time. Shapes: dsv3 b 2, 128 heads, d 192 / 128; llama3.1 b 2, GQA 64 / 8, d 128; gpt_oss b 2, 128 heads,
-#: d 64, window 128 (its forward only: the backward of a window layer is the window-blind rule's, which
-#: layer_compute_time prices against the measured MXFP8 time, and no d-64 sweep without a window exists, so 1).
+#: GB200 and one GB300 GPU, each sweep running bfloat16, fp8 and mxfp8 on the same shapes minutes apart): the FP8 time
+#: over the BF16 time of the causal (top_left), non-deterministic rows at each s, 3 decimals. Shapes: dsv3 b 2,
+#: 128 heads, d 192 / 128; llama3.1 b 2, GQA 64 / 8, d 128; gpt_oss b 2, 128 heads, d 64, window 128 (its forward
+#: only: the backward of a window layer is the window-blind rule's, which layer_compute_time prices against the
+#: measured MXFP8 time, and no d-64 sweep without a window exists, so 1; its 32k forward ratio is low because the
+#: BF16 forward jumps 3.2x from 16k to 32k where FP8's doubles, as measured).
 #: b200 and b300 BORROW gb200's and gb300's (the same sm_100 / sm_103 dies and cuDNN kernels; no B200 / B300 sweep
-#: with FP8 rows published); every other accelerator has none (1: the core on the 16-bit curve, as before).
-FP8_ATTENTION_TIME_RATIOS: dict[str, dict[str, dict[int, tuple[float, float]]]] = {
-    # median (range) over s 2k-32k; dsv3 mxfp8 fwd 0.714 (0.698-0.749), bwd 0.774 (0.702-0.809); llama3.1 mxfp8 fwd
-    # 0.827 (0.793-0.854), bwd 1.035 (0.860-1.185); gpt_oss mxfp8 fwd 1.000 (0.621-1.007)
-    "gb200": {"mxfp8": {64: (1.000, 1.0), 128: (0.827, 1.035), 192: (0.714, 0.774)},
-              "fp8": {64: (0.929, 1.0), 128: (0.776, 0.916), 192: (0.671, 0.609)}},
-    # dsv3 mxfp8 fwd 0.645 (0.619-0.673), bwd 0.725 (0.692-0.790); llama3.1 mxfp8 fwd 0.722 (0.701-0.790), bwd 1.022
-    # (0.938-1.191); gpt_oss mxfp8 fwd 0.861 (0.532-0.885)
-    "gb300": {"mxfp8": {64: (0.861, 1.0), 128: (0.722, 1.022), 192: (0.645, 0.725)},
-              "fp8": {64: (0.824, 1.0), 128: (0.641, 0.806), 192: (0.583, 0.559)}},
+#: with FP8 rows published). Hopper (review26a): the twin sweep results/h200_919_only_cudnn/llama3.1_20260227_034703.csv
+#: at 3929da2 (one H200, cuDNN 9.19.1, b 1, GQA 64 / 8, d 128, top_left, deterministic_bwd False, bfloat16 and
+#: per-tensor fp8, fwd_time_ms and bwd_time_ms timed apart): its FP8 / BF16 times, the d-128 class, the only one
+#: (the same sweep's dsv3 d-192 and gpt_oss d-64 fp8 rows failed: cuDNN 9.19's Hopper FP8 graph takes head dim 128
+#: only), so every head dim takes it; h100-sxm, h100-pcie and h800 borrow it (the same GH100 die and kernels).
+#: Every other accelerator has none (1: the core on the 16-bit curve, as before).
+FP8_ATTENTION_SEQS: tuple[float, ...] = (2048.0, 4096.0, 8192.0, 16384.0, 32768.0)
+_ONE = (1.0, 1.0, 1.0, 1.0, 1.0)
+FP8_ATTENTION_TIME_RATIOS: dict[str, dict[str, dict[int, tuple[tuple[float, ...], tuple[float, ...]]]]] = {
+    "gb200": {
+        "mxfp8": {64: ((1.000, 1.000, 1.007, 1.005, 0.621), _ONE),
+                  128: ((0.824, 0.834, 0.827, 0.854, 0.793), (1.185, 1.089, 1.035, 0.925, 0.860)),
+                  192: ((0.698, 0.731, 0.714, 0.713, 0.749), (0.809, 0.774, 0.798, 0.731, 0.702))},
+        "fp8": {64: ((0.927, 0.929, 0.930, 0.932, 0.580), _ONE),
+                128: ((0.776, 0.780, 0.769, 0.793, 0.738), (1.064, 0.974, 0.916, 0.814, 0.727)),
+                192: ((0.645, 0.671, 0.661, 0.675, 0.712), (0.645, 0.624, 0.609, 0.576, 0.580))},
+    },
+    "gb300": {
+        "mxfp8": {64: ((0.885, 0.866, 0.861, 0.856, 0.532), _ONE),
+                  128: ((0.790, 0.749, 0.722, 0.702, 0.701), (1.191, 1.093, 1.022, 0.964, 0.938)),
+                  192: ((0.619, 0.632, 0.645, 0.656, 0.673), (0.790, 0.751, 0.725, 0.706, 0.692))},
+        "fp8": {64: ((0.827, 0.827, 0.824, 0.823, 0.512), _ONE),
+                128: ((0.700, 0.672, 0.641, 0.627, 0.628), (1.022, 0.895, 0.806, 0.740, 0.700)),
+                192: ((0.560, 0.571, 0.583, 0.595, 0.592), (0.605, 0.577, 0.559, 0.530, 0.536))},
+    },
+    "h200-sxm": {"fp8": {128: ((0.690, 0.692, 0.668, 0.667, 0.660), (0.942, 1.006, 1.258, 1.548, 1.569))}},
 }
 #: Accelerators that borrow another's FP8 attention ratios (the same die and kernels).
-FP8_ATTENTION_BORROWED: dict[str, str] = {"b200": "gb200", "b300": "gb300"}
+FP8_ATTENTION_BORROWED: dict[str, str] = {"b200": "gb200", "b300": "gb300", "h100-sxm": "h200-sxm",
+                                          "h100-pcie": "h200-sxm", "h800": "h200-sxm"}
+#: The ratios of an accelerator without a measurement: the core as a BF16 one.
+NO_FP8_ATTENTION_RATIOS: tuple[tuple[float, ...], tuple[float, ...]] = (_ONE, _ONE)
+_LOG_SEQS = np.log2(FP8_ATTENTION_SEQS)
 
 
-def fp8_attention_time_ratios(accelerator: str, recipe: str, head_dim: float) -> tuple[float, float]:
+def has_fp8_attention_ratios(accelerator: str) -> bool:
+    """Whether ``accelerator`` has (or borrows) a measured FP8 / BF16 attention time
+    (:data:`FP8_ATTENTION_TIME_RATIOS`)."""
+    name = str(accelerator).lower()
+    return FP8_ATTENTION_BORROWED.get(name, name) in FP8_ATTENTION_TIME_RATIOS
+
+
+def fp8_attention_time_ratios(accelerator: str, recipe: str, head_dim: float
+                              ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(forward, backward) time of an FP8 attention core over the BF16 core's on ``accelerator`` for an fp8 run of
-    ``recipe`` (mxfp8: block-scaled; any other: per-tensor) at Q K head dim ``head_dim``
-    (:data:`FP8_ATTENTION_TIME_RATIOS`: the smallest measured head-dim class at or above it, the largest beyond);
-    (1, 1) for an accelerator without a measurement."""
+    ``recipe`` (mxfp8: block-scaled; any other: per-tensor) at Q K head dim ``head_dim``, each at s =
+    :data:`FP8_ATTENTION_SEQS` (:data:`FP8_ATTENTION_TIME_RATIOS`: the smallest measured head-dim class at or above
+    it, the largest beyond); :data:`NO_FP8_ATTENTION_RATIOS` for an accelerator without a measurement."""
     name = str(accelerator).lower()
     table = FP8_ATTENTION_TIME_RATIOS.get(FP8_ATTENTION_BORROWED.get(name, name))
     if table is None:
-        return 1.0, 1.0
-    by_dim = table["mxfp8" if str(recipe) == "mxfp8" else "fp8"]
+        return NO_FP8_ATTENTION_RATIOS
+    by_dim = table.get("mxfp8" if str(recipe) == "mxfp8" else "fp8", table["fp8"])  # Hopper: per-tensor only
     dims = sorted(by_dim)
     cls = next((x for x in dims if float(head_dim) <= x), dims[-1])
     return by_dim[cls]
+
+
+def fp8_attention_ratio_at(ratio: float | Sequence[float], seq: ArrayLike) -> np.ndarray:
+    """One direction's FP8 / BF16 attention time (:func:`fp8_attention_time_ratios`) at a kernel call of ``seq``
+    query rows: linear in log2 s between the swept :data:`FP8_ATTENTION_SEQS`, the end value beyond them (no
+    extrapolation); a scalar ``ratio`` is that ratio at every s."""
+    r = np.asarray(ratio, dtype=float)
+    if r.ndim == 0:
+        return np.broadcast_to(r, np.shape(seq)).astype(float)
+    return np.interp(np.log2(np.asarray(seq, dtype=float)), _LOG_SEQS, r)
 
 
 #: Speed of an MXFP8 grouped (routed-expert) GEMM over the same BF16 grouped GEMM at MoE expert shapes, per
@@ -789,7 +831,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        attention_fwd: dict[str, float] | None = None,
                        attention_bwd: dict[str, float] | None = None,
                        layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False,
-                       fp8_attention_ratios: tuple[float, float] = (1.0, 1.0), attention: bool = True,
+                       fp8_attention_ratios: tuple[float | Sequence[float], float | Sequence[float]] = (1.0, 1.0),
+                       attention: bool = True,
                        mlp: bool = True, cp_comm_type: ArrayLike = 0,
                        cp_a2a_size: ArrayLike = 1, proj_peak_flops: ArrayLike | None = None,
                        proj_gemm_max: ArrayLike | None = None, proj_gemm_half_dim: ArrayLike | None = None,
@@ -887,7 +930,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     sequence, Shape.window_blind_keys ((s + 1) / 2), not the window's; the forward skips the blocks outside the
     window as the 16-bit kernel does. Both are priced on the core's 16-bit curve and peak, the fused core's forward
     and backward then x ``fp8_attention_ratios`` (forward, backward: the measured FP8 / BF16 time of the same shape
-    on the same GPU, :func:`fp8_attention_time_ratios`; (1, 1) where none is measured). Source of the window rule:
+    on the same GPU, :func:`fp8_attention_time_ratios`, each a ratio or one per :data:`FP8_ATTENTION_SEQS` read at
+    the call's query rows, :func:`fp8_attention_ratio_at`; (1, 1) where none is measured). Source of the window rule:
     NVIDIA/cudnn-frontend's GB200 SDPA sweeps of the GPT-OSS shape (head dim 64, causal with a sliding window, b 2,
     s 2048-32768): benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/gpt_oss_20260424_100011.csv at 3929da2
     (cuDNN 9.22, window 128, 128 heads): BF16 backward 0.237 / 0.465 /
@@ -1009,9 +1053,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         fused = flash_core_time(q_rows, sh.causal_keys(s), d, dv, heads_core, **ckw)
         fused_bwd = FLASH_BACKWARD_FLOP_RATIO * np.where(
             fp8_attn, flash_core_time(q_rows, bwd_keys, d, dv, heads_core, **ckw), fused)
-    # an FP8 core: the measured FP8 / BF16 kernel time of its shape class (docs/model.md#fp8-attention-rate)
-    fused = fused * np.where(fp8_attn, float(fp8_attention_ratios[0]), 1.0)
-    fused_bwd = fused_bwd * np.where(fp8_attn, float(fp8_attention_ratios[1]), 1.0)
+    # an FP8 core: the measured FP8 / BF16 kernel time of its shape class at the call's query rows
+    # (docs/model.md#fp8-attention-rate)
+    if np.any(fp8_attn):
+        fused = fused * np.where(fp8_attn, fp8_attention_ratio_at(fp8_attention_ratios[0], q_rows), 1.0)
+        fused_bwd = fused_bwd * np.where(fp8_attn, fp8_attention_ratio_at(fp8_attention_ratios[1], q_rows), 1.0)
     core_gemm = att * np.where(flash, fused, unfused)
     fused_bwd = att * fused_bwd
     core_flops = att * 2 * heads_local * s_local * keys * (d + dv)

@@ -182,8 +182,9 @@ class Job(msgspec.Struct, frozen=True):
     # through the causal keys of the whole sequence (cost.compute.layer_compute_time)
     fp8_attention: bool = False
     # that core's time over the BF16 core's, (forward, backward), measured on this accelerator for the run's recipe
-    # and head dim (cost.compute.fp8_attention_time_ratios; (1, 1) without fp8_attention or a measurement)
-    fp8_attention_ratios: tuple[float, float] = (1.0, 1.0)
+    # and head dim, each at s = cost.compute.FP8_ATTENTION_SEQS (cost.compute.fp8_attention_time_ratios; all 1
+    # without fp8_attention or a measurement)
+    fp8_attention_ratios: tuple[tuple[float, ...], tuple[float, ...]] = compute.NO_FP8_ATTENTION_RATIOS
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
@@ -410,7 +411,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
         fp8_attention_ratios=(compute.fp8_attention_time_ratios(acc.name, recipe, float(sh.head_dim))
-                              if sh is not None and getattr(training, "fp8_attention", False) else (1.0, 1.0)),
+                              if sh is not None and getattr(training, "fp8_attention", False)
+                              else compute.NO_FP8_ATTENTION_RATIOS),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         **_attention_kernel(training, acc, workload),
     )
@@ -1977,7 +1979,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.sequence_parallel", " = true is not priced: tp is 1 (no tensor-parallel ranks to split "
                     "the sequence over; Megatron-LM turns it off)")
     if (job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0)
-            and job.fp8_attention_ratios == (1.0, 1.0)):
+            and not compute.has_fp8_attention_ratios(job.accelerator)):
         # the FP8 core is priced on the 16-bit curve, x its measured FP8 / BF16 time where one is (docs/model.md)
         _warn_field("training.fp8_attention",
                     f" = true is not priced: it prices the FP8 backward of sliding-window layers "
