@@ -1,0 +1,71 @@
+"""The dgxc25 rows on Apex's DistributedFusedAdam sync their gradients in the buckets their configs set.
+
+Each NeMo 1 config of NVIDIA/dgxc-benchmarking v25.02 (@8f5cbb3) names ``optim.name: distributed_fused_adam`` and an
+``optim.bucket_cap_mb``: nemotron4-340b-synth.yaml 50, llama3.1_70b.yaml and llama3.1_8b.yaml 75, llama3.1_405b.yaml
+125, gpt3_175b_hydra.yaml 220; nemotron4-15b-synth.yaml names ``mcore_distributed_optim`` instead (Megatron-Core's DDP,
+whose bucket NeMo takes from ``ddp_bucket_size``, not bucket_cap_mb). Apex sizes a bucket as
+``1024 * 1024 * bucket_cap_mb / dtype_size`` elements of the gradient's sync dtype (NVIDIA/apex@6424da3b
+apex/contrib/optimizers/distributed_fused_adam.py L720-726), i.e. bucket_cap_mb MiB of gradient whatever the dtype:
+the strategy's ``bucket_size`` (bytes of gradient at the reduce's element). The values below are typed from the
+configs, not read from the validator."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import script_module, training_cases
+
+from scalemodel.engine import dp_comm
+
+MIB = 1024 * 1024
+CONFIG_CAP_MB = {"nemotron4_340b": 50, "llama31_70b": 75, "llama31_8b": 75, "llama31_405b": 125,
+                 "llama31_405b_7l": 125, "llama31_405b_21l": 125, "llama31_405b_42l": 125, "gpt3_175b": 220}
+
+
+@pytest.mark.parametrize("cid, cap_mb", [
+    ("dgxc25_h100_nemotron4_340b_bf16_128", 50), ("dgxc25_h100_nemotron4_340b_fp8_2048", 50),
+    ("dgxc25_h100_llama31_70b_bf16_64", 75), ("dgxc25_h100_llama31_70b_fp8_2048", 75),
+    ("dgxc25_h100_llama31_8b_bf16_128", 75), ("dgxc25_h100_llama31_405b_bf16_2304", 125),
+    ("dgxc25_h100_llama31_405b_7l_fp8_32", 125), ("dgxc25_h100_gpt3_175b_bf16_128", 220),
+    ("dgxc25_h100_gpt3_175b_fp8_2048", 220)])
+def test_apex_rows_take_the_configs_bucket(cid: str, cap_mb: int) -> None:
+    """The predicted strategy's bucket is the config's bucket_cap_mb MiB, and at the row's 2-byte bf16 gradient sync
+    (optim.grad_sync_dtype bf16) it holds Apex's element count, 1024 * 1024 * cap / 2; the FP8 rows keep their FP8
+    parameter gather."""
+    r = script_module("validate_training").predict_new_case(training_cases()[cid])
+    assert r.strategy.bucket_size == cap_mb * MIB
+    assert r.training.grad_bytes_per_param == 2.0
+    assert r.strategy.bucket_size / r.training.grad_bytes_per_param == 1024 * 1024 * cap_mb / 2
+    assert r.strategy.fp8_param_gather == ("_fp8_" in cid)
+
+
+def test_only_the_apex_rows() -> None:
+    """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket; no other source does."""
+    vt = script_module("validate_training")
+    apex = {i for i in vt.DGXC25_IDS if "_nemotron4_15b_" not in i}
+    assert set(vt.APEX_BUCKET_BYTES) == apex and len(apex) == 54
+    for i, b in vt.APEX_BUCKET_BYTES.items():
+        group = i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]
+        assert b == CONFIG_CAP_MB[group] * MIB
+    r = vt.predict_new_case(training_cases()["dgxc25_h100_nemotron4_15b_bf16_2048"])
+    assert r.strategy.bucket_size is None
+
+
+def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama 3.1 8B at tp 1 (the 128-GPU row): 75 MiB buckets of bf16 hold e = 78,643,200 / 2 = 39,321,600 elements.
+    Its tensors: embedding and untied output 128,256 x 4,096 = 525,336,576 each; per layer (32) fc1 2 x 14,336 x 4,096
+    = 117,440,512, fc2 58,720,256, QKV 4,096 x (4,096 + 2 x 1,024) = 25,165,824, proj 16,777,216, two norms of 4,096;
+    the final norm 4,096. Tensors of >= e elements: 2 + 32 + 32 = 66; the rest 32 x 41,951,232 + 4,096 =
+    1,342,443,520 elements, ceil(/ e) = 35; so big + ceil(S / e) = 101 buckets, under the payload's
+    ceil(8,030,261,248 x 2 / 78,643,200) = 205 (docs/model.md#dp-comm). DeepSpeed's 5e8-element default, which the row
+    took before, gave 2 + ceil(6,979,588,096 / 5e8) = 2 + 14 = 16 (under the payload's 17)."""
+    counts: list[float] = []
+    real = dp_comm.bucket_count
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(*args, **kwargs)
+        counts.extend(float(x) for x in out)
+        return out
+
+    monkeypatch.setattr(dp_comm, "bucket_count", spy)
+    script_module("validate_training").predict_new_case(training_cases()["dgxc25_h100_llama31_8b_bf16_128"])
+    assert counts and set(counts) == {101.0}
