@@ -145,7 +145,8 @@ Two case files (issue 5 and issue 13):
       megatron_ddp (its default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
       :data:`BUCKET_128MI_SOURCES`); NeMo 1's Apex DistributedFusedAdam (the dgxc25 rows but Nemotron-4 15B) ->
-      bucket_size = the config's bucket_cap_mb MiB (:data:`APEX_BUCKET_BYTES`); with fp8,
+      bucket_size = the config's bucket_cap_mb MiB (:data:`APEX_BUCKET_BYTES`), bucket_fragments on (Apex cuts
+      parameters at bucket boundaries); with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
@@ -1468,7 +1469,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     src = families(case)["source"]
     out: dict[str, Any] = {}
     if case.get("id") in APEX_BUCKET_BYTES and zero == "1":
-        out["bucket_size"] = APEX_BUCKET_BYTES[case["id"]]  # Apex's DistributedFusedAdam: the config's bucket_cap_mb
+        # Apex's DistributedFusedAdam: the config's bucket_cap_mb, its buckets cutting parameters (ParameterFragment)
+        out.update(bucket_size=APEX_BUCKET_BYTES[case["id"]], bucket_fragments=True)
     if case.get("id") in APEX_FP8_PARAMS and zero == "1" and precision == "fp8":
         # NeMo 1's fp8_params on Apex's distributed Adam (not Megatron-Core DDP)
         return {**out, "fp8_param_gather": True}

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import script_module, training_cases
+from msgspec.structs import replace
 
+from scalemodel.api import predict
 from scalemodel.engine import dp_comm
 
 MIB = 1024 * 1024
@@ -36,6 +38,7 @@ def test_apex_rows_take_the_configs_bucket(cid: str, cap_mb: int) -> None:
     assert r.training.grad_bytes_per_param == 2.0
     assert r.strategy.bucket_size / r.training.grad_bytes_per_param == 1024 * 1024 * cap_mb / 2
     assert r.strategy.fp8_param_gather == ("_fp8_" in cid)
+    assert r.strategy.bucket_fragments  # Apex cuts parameters at bucket boundaries (ParameterFragment)
 
 
 def test_only_the_apex_rows() -> None:
@@ -47,17 +50,16 @@ def test_only_the_apex_rows() -> None:
         group = i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]
         assert b == CONFIG_CAP_MB[group] * MIB
     r = vt.predict_new_case(training_cases()["dgxc25_h100_nemotron4_15b_bf16_2048"])
-    assert r.strategy.bucket_size is None
+    assert r.strategy.bucket_size is None and not r.strategy.bucket_fragments
 
 
-def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Llama 3.1 8B at tp 1 (the 128-GPU row): 75 MiB buckets of bf16 hold e = 78,643,200 / 2 = 39,321,600 elements.
-    Its tensors: embedding and untied output 128,256 x 4,096 = 525,336,576 each; per layer (32) fc1 2 x 14,336 x 4,096
-    = 117,440,512, fc2 58,720,256, QKV 4,096 x (4,096 + 2 x 1,024) = 25,165,824, proj 16,777,216, two norms of 4,096;
-    the final norm 4,096. Tensors of >= e elements: 2 + 32 + 32 = 66; the rest 32 x 41,951,232 + 4,096 =
-    1,342,443,520 elements, ceil(/ e) = 35; so big + ceil(S / e) = 101 buckets, under the payload's
-    ceil(8,030,261,248 x 2 / 78,643,200) = 205 (docs/model.md#dp-comm). DeepSpeed's 5e8-element default, which the row
-    took before, gave 2 + ceil(6,979,588,096 / 5e8) = 2 + 14 = 16 (under the payload's 17)."""
+def _bucket_counts(monkeypatch: pytest.MonkeyPatch, fragments: bool) -> set[float]:
+    """The bucket counts the step model prices for the Llama 3.1 8B 128-GPU row, with the validator's strategy and
+    its ``bucket_fragments`` set as given."""
+    vt = script_module("validate_training")
+    case = training_cases()["dgxc25_h100_llama31_8b_bf16_128"]
+    r = vt.predict_new_case(case)
+    assert r.strategy.bucket_fragments  # the validator's rule for Apex's DistributedFusedAdam
     counts: list[float] = []
     real = dp_comm.bucket_count
 
@@ -67,5 +69,23 @@ def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> Non
         return out
 
     monkeypatch.setattr(dp_comm, "bucket_count", spy)
-    script_module("validate_training").predict_new_case(training_cases()["dgxc25_h100_llama31_8b_bf16_128"])
-    assert counts and set(counts) == {101.0}
+    cluster = vt.load_cluster(r.settings["cluster"], vt.cluster_overrides(case, r.settings["cluster"]))
+    predict(cluster, vt.case_workload(case)[0], 128, r.training, replace(r.strategy, bucket_fragments=fragments))
+    return set(counts)
+
+
+def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama 3.1 8B at tp 1 (the 128-GPU row): 75 MiB buckets of bf16 hold e = 78,643,200 / 2 = 39,321,600 elements.
+    Its tensors: embedding and untied output 128,256 x 4,096 = 525,336,576 each; per layer (32) fc1 2 x 14,336 x 4,096
+    = 117,440,512, fc2 58,720,256, QKV 4,096 x (4,096 + 2 x 1,024) = 25,165,824, proj 16,777,216, two norms of 4,096;
+    the final norm 4,096: 8,030,261,248 elements. Apex cuts tensors at bucket boundaries, so its buckets are
+    ceil(8,030,261,248 x 2 / 78,643,200) = 205. Buckets of whole tensors (bucket_fragments false) would be fewer:
+    tensors of >= e elements 2 + 32 + 32 = 66, the rest 32 x 41,951,232 + 4,096 = 1,342,443,520 elements,
+    ceil(/ e) = 35, so 101 (docs/model.md#dp-comm). DeepSpeed's 5e8-element default, which the row took before
+    scale26, gave 2 + ceil(6,979,588,096 / 5e8) = 2 + 14 = 16 (under the payload's 17)."""
+    assert _bucket_counts(monkeypatch, True) == {205.0}
+
+
+def test_whole_tensor_buckets_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same row with bucket_fragments off: 101 buckets of whole tensors (above)."""
+    assert _bucket_counts(monkeypatch, False) == {101.0}
