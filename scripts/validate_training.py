@@ -146,7 +146,8 @@ Two case files (issue 5 and issue 13):
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
       :data:`BUCKET_128MI_SOURCES`); NeMo 1's Apex DistributedFusedAdam (the dgxc25 rows but Nemotron-4 15B) ->
       bucket_size = the config's bucket_cap_mb MiB (:data:`APEX_BUCKET_BYTES`), bucket_fragments on (Apex cuts
-      parameters at bucket boundaries); with fp8,
+      parameters at bucket boundaries); NeMo 1's mcore_distributed_optim (the dgxc25 Nemotron-4 15B rows,
+      :data:`NEMO1_MCORE_DIST_OPTIM`) -> megatron_ddp; with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
@@ -1227,7 +1228,16 @@ DGXC25_IDS = [f"dgxc25_h100_{m}_{p}_{g}" for p in ("bf16", "fp8") for m, sizes i
     ("nemotron4_15b", (16, 32, 64, 128, 256, 512, 1024, 2048)), ("llama31_405b", (576, 1152, 2304)),
     ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,)),
     ("llama31_8b", (8, 16, 32, 64, 128)), ("gpt3_175b", (128, 256, 512, 1024, 2048))) for g in sizes]
-APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i)
+#: The dgxc25 Nemotron-4 15B rows run ``optim.name: mcore_distributed_optim`` (nemotron4-15b-synth.yaml L179 at
+#: v25.02 @8f5cbb3; configure.sh overrides no optim key), not Apex: NeMo v2.1.0 megatron_gpt_model.py
+#: ``setup_mcore_distributed_parallel`` (L583-600) wraps each chunk in Megatron-Core's DDP with
+#: ``use_distributed_optimizer=True``, ``bucket_size=optim.ddp_bucket_size`` (unset: Megatron-Core's default buckets),
+#: ``grad_reduce_in_fp32`` unless ``optim.grad_sync_dtype`` says otherwise (unset: the cases' grad_reduce fp32) and
+#: ``fp8_param_gather=cfg.fp8_params`` (configure.sh ``+model.fp8_params=${FP8_ENABLED}``): megatron_ddp, with
+#: fp8_param_gather on the FP8 rows, and Megatron-Core's fp32 master weights (12 bytes of state). Recorded as Apex rows
+#: until scale26.
+NEMO1_MCORE_DIST_OPTIM = frozenset(i for i in DGXC25_IDS if "_nemotron4_15b_" in i)
+APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i and i not in NEMO1_MCORE_DIST_OPTIM)
 #: Optimizer-state bytes per parameter (TrainingSpec.optimizer_bytes_per_param) of the NeMo 1 BF16 rows on Apex's
 #: distributed_fused_adam: megatron_base_model.py setup_optimization (NeMo v2.0.0 L802-811, v2.1.0 the same at L814)
 #: sets ``store_params = False, store_param_remainders = True`` when the optimizer dtype is fp32 and the model dtype
@@ -1237,7 +1247,8 @@ APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i)
 #: whatever the precision (configure.sh overrides only model.fp8), and setup_optimization's first branch
 #: (``if self.cfg.get('fp8_params', False): store_params = True``, v2.1.0 L808-809) keeps fp32 master weights, the
 #: default 12 bytes; the FP8 weights themselves need fp8 on as well (megatron_gpt_model.py v2.1.0 L396).
-APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS if "_bf16_" in i and "_gpt3_175b_" not in i}
+APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS
+                        if "_bf16_" in i and "_gpt3_175b_" not in i and i not in NEMO1_MCORE_DIST_OPTIM}
 #: Gradient-bucket size of the dgxc25 rows on Apex's DistributedFusedAdam (``optim.name distributed_fused_adam``), in
 #: MiB: each config's ``optim.bucket_cap_mb`` (NVIDIA/dgxc-benchmarking v25.02 @8f5cbb3
 #: nemotron/nemotron4-340b-synth.yaml L184: 50, llama3.1/llama3.1_70b.yaml L151 and llama3.1_8b.yaml L147: 75,
@@ -1468,6 +1479,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
+    if case.get("id") in NEMO1_MCORE_DIST_OPTIM and zero == "1":
+        return {"megatron_ddp": True, **({"fp8_param_gather": True} if precision == "fp8" else {})}
     if case.get("id") in APEX_BUCKET_BYTES and zero == "1":
         # Apex's DistributedFusedAdam: the config's bucket_cap_mb, its buckets cutting parameters (ParameterFragment)
         out.update(bucket_size=APEX_BUCKET_BYTES[case["id"]], bucket_fragments=True)

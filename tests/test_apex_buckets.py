@@ -89,3 +89,17 @@ def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_whole_tensor_buckets_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same row with bucket_fragments off: 101 buckets of whole tensors (above)."""
     assert _bucket_counts(monkeypatch, False) == {101.0}
+
+
+@pytest.mark.parametrize("cid", ["dgxc25_h100_nemotron4_15b_bf16_16", "dgxc25_h100_nemotron4_15b_fp8_2048"])
+def test_nemotron4_15b_runs_megatron_core_ddp(cid: str) -> None:
+    """nemotron4-15b-synth.yaml (v25.02 @8f5cbb3 L179) names mcore_distributed_optim and no grad_sync_dtype: NeMo
+    v2.1.0 megatron_gpt_model.py L583-600 builds Megatron-Core's DDP with grad_reduce_in_fp32 = ('fp32' == 'fp32'),
+    its default buckets (ddp_bucket_size unset) and fp8_param_gather = fp8_params (configure.sh sets it with FP8):
+    4-byte gradient reduction, Megatron-Core's fp32 master weights (12 bytes of state, not Apex's 10), no Apex
+    bucket."""
+    r = script_module("validate_training").predict_new_case(training_cases()[cid])
+    assert r.strategy.megatron_ddp and r.strategy.bucket_size is None and not r.strategy.bucket_fragments
+    assert r.training.grad_bytes_per_param == 4.0
+    assert r.training.optimizer_bytes_per_param == 12.0
+    assert r.strategy.fp8_param_gather == ("_fp8_" in cid)
