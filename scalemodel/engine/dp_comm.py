@@ -869,6 +869,16 @@ def tensor_bucket_count(bucket: Any, wire: Any, tensors: Tensors) -> np.ndarray 
     return np.asarray(big + np.ceil(small / e), dtype=float)
 
 
+def _whole_tensors(g: StrategyGrid, by_tensors: np.ndarray | None) -> np.ndarray | None:
+    """The tensor bound of :func:`bucket_count` where buckets hold whole tensors, none (inf) where they cut them
+    (``bucket_fragments``: Apex's DistributedFusedAdam splits a parameter into ``ParameterFragment`` s at bucket
+    boundaries, NVIDIA/apex@6424da3b apex/contrib/optimizers/distributed_fused_adam.py L1347-1496, so its count is
+    ceil(nbytes / bucket))."""
+    if by_tensors is None or not np.any(g.bucket_fragments):
+        return by_tensors
+    return np.where(np.asarray(g.bucket_fragments, dtype=bool), np.inf, by_tensors)
+
+
 def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = None,
                  by_tensors: np.ndarray | None = None) -> np.ndarray:
     """Gradient buckets of a payload of ``nbytes`` in buckets of ``bucket`` bytes (``wire`` bytes an element) over
@@ -962,10 +972,11 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
     dense_tensors, expert_tensors = param_tensors(job, g, comp)
     both_tensors = None if dense_tensors is None or expert_tensors is None else dense_tensors + expert_tensors
-    # the tensors' bucket counts (bucket_count), once per list
-    dense_nt = tensor_bucket_count(bucket, q, dense_tensors)
-    expert_nt = tensor_bucket_count(bucket, q, expert_tensors) if job.expert_params > 0 else None
-    both_nt = tensor_bucket_count(bucket, q, both_tensors) if job.expert_params > 0 else dense_nt
+    # the tensors' bucket counts (bucket_count), once per list; buckets that cut tensors (bucket_fragments: Apex's
+    # DistributedFusedAdam) are bounded by the payload alone
+    dense_nt = _whole_tensors(g, tensor_bucket_count(bucket, q, dense_tensors))
+    expert_nt = _whole_tensors(g, tensor_bucket_count(bucket, q, expert_tensors)) if job.expert_params > 0 else None
+    both_nt = _whole_tensors(g, tensor_bucket_count(bucket, q, both_tensors)) if job.expert_params > 0 else dense_nt
 
     def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None,
                  by_tensors: np.ndarray | None = None) -> np.ndarray:

@@ -772,6 +772,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     align_grad_reduce: np.ndarray  # bool: interleaved Megatron-Core DDP syncs a chunk after its last backward
     grad_accumulation_fusion: np.ndarray  # bool: Megatron wgrad GEMMs accumulate into main_grad (False: a DDP add)
+    bucket_fragments: np.ndarray  # bool: gradient buckets cut tensors (Apex DistributedFusedAdam): ceil(X / S) buckets
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
@@ -869,6 +870,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
             "megatron_ddp": bool(self.megatron_ddp[i]),
             "align_grad_reduce": bool(self.align_grad_reduce[i]),
             "grad_accumulation_fusion": bool(self.grad_accumulation_fusion[i]),
+            "bucket_fragments": bool(self.bucket_fragments[i]),
             "align_param_gather": bool(self.align_param_gather[i]),
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
@@ -904,7 +906,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
     fsdp_per_param=False, xla_gpu_lhs=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
-    megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True,
+    megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
@@ -1265,6 +1267,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
         align_grad_reduce=getattr(strategy, "align_grad_reduce", True),
         grad_accumulation_fusion=getattr(strategy, "grad_accumulation_fusion", True),
+        bucket_fragments=getattr(strategy, "bucket_fragments", False),
         align_param_gather=getattr(strategy, "align_param_gather", True),
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),

@@ -193,7 +193,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "fsdp_flat_param", "fsdp_per_param", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
              "moe_permute_fusion",
              "megatron_ddp",
-             "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion",
+             "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion", "bucket_fragments",
              "fp8_param_gather", "loss_impl", "layer_impl", "pp_scatter_gather", "overlap_p2p_comm",
              "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",

@@ -458,6 +458,11 @@ class StrategySpec(Spec, kw_only=True):
         "turns it off); false: the GEMM returns a 16-bit gradient and Megatron-Core DDP's backward hook adds it "
         "into main_grad, one extra pass over every parameter per micro-batch "
         "(docs/model.md#grad-accum-fusion)"))] = True
+    bucket_fragments: Annotated[bool, Meta(description=(
+        "the data-parallel gradient buckets cut parameter tensors at their boundaries, so a payload of X bytes in "
+        "buckets of S bytes is ceil(X / S) buckets (Apex's DistributedFusedAdam, NeMo 1's distributed_fused_adam: "
+        "ParameterFragment); false: every bucket holds whole tensors and a tensor larger than a bucket closes one "
+        "of its own (Megatron-Core, PyTorch DDP, DeepSpeed ZeRO-1/2); docs/model.md#dp-comm"))] = False
     align_param_gather: Annotated[bool, Meta(description=(
         "megatron_ddp with the interleaved schedule and overlap_param_gather: the schedule gathers the first two "
         "model chunks' parameters when it starts and chunk j + 1's at chunk j's first forward, pp chunk-forwards "

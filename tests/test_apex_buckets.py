@@ -1,0 +1,105 @@
+"""The dgxc25 rows on Apex's DistributedFusedAdam sync their gradients in the buckets their configs set.
+
+Each NeMo 1 config of NVIDIA/dgxc-benchmarking v25.02 (@8f5cbb3) names ``optim.name: distributed_fused_adam`` and an
+``optim.bucket_cap_mb``: nemotron4-340b-synth.yaml 50, llama3.1_70b.yaml and llama3.1_8b.yaml 75, llama3.1_405b.yaml
+125, gpt3_175b_hydra.yaml 220; nemotron4-15b-synth.yaml names ``mcore_distributed_optim`` instead (Megatron-Core's DDP,
+whose bucket NeMo takes from ``ddp_bucket_size``, not bucket_cap_mb). Apex sizes a bucket as
+``1024 * 1024 * bucket_cap_mb / dtype_size`` elements of the gradient's sync dtype (NVIDIA/apex@6424da3b
+apex/contrib/optimizers/distributed_fused_adam.py L720-726), i.e. bucket_cap_mb MiB of gradient whatever the dtype:
+the strategy's ``bucket_size`` (bytes of gradient at the reduce's element). The values below are typed from the
+configs, not read from the validator."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import script_module, training_cases
+from msgspec.structs import replace
+
+from scalemodel.api import predict
+from scalemodel.engine import dp_comm
+
+MIB = 1024 * 1024
+CONFIG_CAP_MB = {"nemotron4_340b": 50, "llama31_70b": 75, "llama31_8b": 75, "llama31_405b": 125,
+                 "llama31_405b_7l": 125, "llama31_405b_21l": 125, "llama31_405b_42l": 125, "gpt3_175b": 220}
+
+
+@pytest.mark.parametrize("cid, cap_mb", [
+    ("dgxc25_h100_nemotron4_340b_bf16_128", 50), ("dgxc25_h100_nemotron4_340b_fp8_2048", 50),
+    ("dgxc25_h100_llama31_70b_bf16_64", 75), ("dgxc25_h100_llama31_70b_fp8_2048", 75),
+    ("dgxc25_h100_llama31_8b_bf16_128", 75), ("dgxc25_h100_llama31_405b_bf16_2304", 125),
+    ("dgxc25_h100_llama31_405b_7l_fp8_32", 125), ("dgxc25_h100_gpt3_175b_bf16_128", 220),
+    ("dgxc25_h100_gpt3_175b_fp8_2048", 220)])
+def test_apex_rows_take_the_configs_bucket(cid: str, cap_mb: int) -> None:
+    """The predicted strategy's bucket is the config's bucket_cap_mb MiB, and at the row's 2-byte bf16 gradient sync
+    (optim.grad_sync_dtype bf16) it holds Apex's element count, 1024 * 1024 * cap / 2; the FP8 rows keep their FP8
+    parameter gather."""
+    r = script_module("validate_training").predict_new_case(training_cases()[cid])
+    assert r.strategy.bucket_size == cap_mb * MIB
+    assert r.training.grad_bytes_per_param == 2.0
+    assert r.strategy.bucket_size / r.training.grad_bytes_per_param == 1024 * 1024 * cap_mb / 2
+    assert r.strategy.fp8_param_gather == ("_fp8_" in cid)
+    assert r.strategy.bucket_fragments  # Apex cuts parameters at bucket boundaries (ParameterFragment)
+
+
+def test_only_the_apex_rows() -> None:
+    """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket; no other source does."""
+    vt = script_module("validate_training")
+    apex = {i for i in vt.DGXC25_IDS if "_nemotron4_15b_" not in i}
+    assert set(vt.APEX_BUCKET_BYTES) == apex and len(apex) == 54
+    for i, b in vt.APEX_BUCKET_BYTES.items():
+        group = i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]
+        assert b == CONFIG_CAP_MB[group] * MIB
+    r = vt.predict_new_case(training_cases()["dgxc25_h100_nemotron4_15b_bf16_2048"])
+    assert r.strategy.bucket_size is None and not r.strategy.bucket_fragments
+
+
+def _bucket_counts(monkeypatch: pytest.MonkeyPatch, fragments: bool) -> set[float]:
+    """The bucket counts the step model prices for the Llama 3.1 8B 128-GPU row, with the validator's strategy and
+    its ``bucket_fragments`` set as given."""
+    vt = script_module("validate_training")
+    case = training_cases()["dgxc25_h100_llama31_8b_bf16_128"]
+    r = vt.predict_new_case(case)
+    assert r.strategy.bucket_fragments  # the validator's rule for Apex's DistributedFusedAdam
+    counts: list[float] = []
+    real = dp_comm.bucket_count
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(*args, **kwargs)
+        counts.extend(float(x) for x in out)
+        return out
+
+    monkeypatch.setattr(dp_comm, "bucket_count", spy)
+    cluster = vt.load_cluster(r.settings["cluster"], vt.cluster_overrides(case, r.settings["cluster"]))
+    predict(cluster, vt.case_workload(case)[0], 128, r.training, replace(r.strategy, bucket_fragments=fragments))
+    return set(counts)
+
+
+def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama 3.1 8B at tp 1 (the 128-GPU row): 75 MiB buckets of bf16 hold e = 78,643,200 / 2 = 39,321,600 elements.
+    Its tensors: embedding and untied output 128,256 x 4,096 = 525,336,576 each; per layer (32) fc1 2 x 14,336 x 4,096
+    = 117,440,512, fc2 58,720,256, QKV 4,096 x (4,096 + 2 x 1,024) = 25,165,824, proj 16,777,216, two norms of 4,096;
+    the final norm 4,096: 8,030,261,248 elements. Apex cuts tensors at bucket boundaries, so its buckets are
+    ceil(8,030,261,248 x 2 / 78,643,200) = 205. Buckets of whole tensors (bucket_fragments false) would be fewer:
+    tensors of >= e elements 2 + 32 + 32 = 66, the rest 32 x 41,951,232 + 4,096 = 1,342,443,520 elements,
+    ceil(/ e) = 35, so 101 (docs/model.md#dp-comm). DeepSpeed's 5e8-element default, which the row took before
+    scale26, gave 2 + ceil(6,979,588,096 / 5e8) = 2 + 14 = 16 (under the payload's 17)."""
+    assert _bucket_counts(monkeypatch, True) == {205.0}
+
+
+def test_whole_tensor_buckets_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same row with bucket_fragments off: 101 buckets of whole tensors (above)."""
+    assert _bucket_counts(monkeypatch, False) == {101.0}
+
+
+@pytest.mark.parametrize("cid", ["dgxc25_h100_nemotron4_15b_bf16_16", "dgxc25_h100_nemotron4_15b_fp8_2048"])
+def test_nemotron4_15b_runs_megatron_core_ddp(cid: str) -> None:
+    """nemotron4-15b-synth.yaml (v25.02 @8f5cbb3 L179) names mcore_distributed_optim and no grad_sync_dtype: NeMo
+    v2.1.0 megatron_gpt_model.py L583-600 builds Megatron-Core's DDP with grad_reduce_in_fp32 = ('fp32' == 'fp32'),
+    its default buckets (ddp_bucket_size unset) and fp8_param_gather = fp8_params (configure.sh sets it with FP8):
+    4-byte gradient reduction, Megatron-Core's fp32 master weights (12 bytes of state, not Apex's 10), no Apex
+    bucket."""
+    r = script_module("validate_training").predict_new_case(training_cases()[cid])
+    assert r.strategy.megatron_ddp and r.strategy.bucket_size is None and not r.strategy.bucket_fragments
+    assert r.training.grad_bytes_per_param == 4.0
+    assert r.training.optimizer_bytes_per_param == 12.0
+    assert r.strategy.fp8_param_gather == ("_fp8_" in cid)
