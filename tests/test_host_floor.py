@@ -179,3 +179,16 @@ def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, 
         assert sloped.error > 0.25, f"{label}: {sloped.error:+.1%}"
     else:
         assert sloped.predicted == pytest.approx(scaled.predicted, rel=1e-12)
+    # the count's per-expert calls added rather than scaled (hostexp26, docs/model.md#host "The local experts added
+    # rather than scaled"): H - (16 - n) x 124 us (the high per-expert cost, 10 launches x 10 us + 24 Python steps x
+    # 1 us, below 16 experts) = 9.1766 - 0.992 = 8.1846 ms at 8 experts; it too moves both 8-expert runs faster than
+    # measured than H itself does (+9.8 % and +17.6 % against -0.7 % and +6.6 %), one out of the 10 % band
+    added = mod.MCORE_2511_MOE_LAYER_HOST_S - (16 - local) * (10 * 10 + 24 * 1) * 1e-6
+    monkeypatch.setattr(mod, "host_floor_s",
+                        lambda c, w, ep: added if c["id"] == case["id"] else 0.0)
+    additive = mod.predict_new_case(case)
+    if local != 16:
+        assert additive.strategy.moe_layer_host_s == pytest.approx(8.1846e-3, rel=1e-4)
+        assert additive.error > scaled.error + 0.08, f"{label}: {additive.error:+.1%}"
+    else:
+        assert additive.predicted == pytest.approx(scaled.predicted, rel=1e-12)
