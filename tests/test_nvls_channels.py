@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from scalemodel.cost import nccl
+from scalemodel.cost.placement import place
 from scalemodel.engine.job import build_job, collective_share
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
@@ -62,3 +64,17 @@ def test_job_reads_nvls_from_the_nvlink_tier() -> None:
 def test_nvls_units_need_compute_units() -> None:
     with pytest.raises(InputError, match="collective_units_nvls: 200 is more than the chip's compute_units 132"):
         load_cluster("dgx-h100", ["accelerator.collective_units_nvls=200"])
+
+
+def test_nvls_pricing_and_sm_share_key_on_one_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review26b: nvls_on was a fourth copy of the condition the NVLS all-reduce, inr_applies and the NVLS
+    # reduce-scatter / all-gather each spelled inline; a change to one would leave the SM share and the prices
+    # disagreeing on whether a run has NVLS. One helper: switching it off switches every NVLS price off.
+    pl = place(8, 1, build_network(load_cluster("dgx-h100")))  # one NVSwitch node, NVLS on
+    S = np.array(1e9)
+    assert bool(nccl.inr_applies(pl)) and bool(nccl.nvls_gather_applies(pl))
+    assert np.isfinite(nccl.nccl_inr_allreduce_time(S, pl))
+    monkeypatch.setattr(nccl, "nvls_on", lambda tiers: False)
+    assert not bool(nccl.inr_applies(pl)) and not bool(nccl.nvls_gather_applies(pl))
+    assert not np.isfinite(nccl.nccl_inr_allreduce_time(S, pl))
+    assert not np.isfinite(nccl.nccl_nvls_gather_time("allgather", S, pl))
