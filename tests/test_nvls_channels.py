@@ -78,3 +78,17 @@ def test_nvls_pricing_and_sm_share_key_on_one_condition(monkeypatch: pytest.Monk
     assert not bool(nccl.inr_applies(pl)) and not bool(nccl.nvls_gather_applies(pl))
     assert not np.isfinite(nccl.nccl_inr_allreduce_time(S, pl))
     assert not np.isfinite(nccl.nccl_nvls_gather_time("allgather", S, pl))
+
+
+@pytest.mark.parametrize("item", ["cluster.accelerator.collective_units=null",
+                                  "cluster.accelerator.collective_units=0"])
+def test_nvls_units_without_ring_units_are_refused(cli, item: str) -> None:  # type: ignore[no-untyped-def]
+    # review26b: collective_units null / 0 says "collectives take no compute units", yet dgx-h100 (NVLS on) kept
+    # charging collective_units_nvls' 16 SMs (and none with NVLS off) without a word
+    res = cli("predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--set", item)
+    line = res.err.strip()
+    assert res.code == 2 and len(line.splitlines()) == 1, res.err
+    assert line.startswith("error: --set cluster.accelerator.collective_units: accelerator.collective_units_nvls: "
+                           "16 without collective_units"), line
+    assert line.endswith("; collective_units (the channels NCCL runs with NVLS off) too, or collective_units_nvls "
+                         "0 or null"), line
