@@ -212,8 +212,10 @@ def _link_class(tier: Tier, i: int) -> str:
 
 def nvls_on(tiers: Sequence[Tier]) -> bool:
     """NCCL runs NVLink SHARP (NVLS) here: the innermost tier is NVLink-class and reduces in its switches, the
-    condition the NVLS pricing below keys on (``pl.inr[0] and _link_class(tiers[0], 0) == "nvlink"``); a run with
-    NCCL_NVLS_ENABLE=0 states in_network_reduction false on that tier. False for an empty network."""
+    one condition the NVLS all-reduce (:func:`nccl_inr_allreduce_time`, :func:`inr_applies`), the NVLS
+    reduce-scatter / all-gather (:func:`nvls_gather_applies`) and the collective library's SM share
+    (``engine.job.collective_share``) key on; a run with NCCL_NVLS_ENABLE=0 states in_network_reduction false on
+    that tier. False for an empty network."""
     return bool(tiers) and bool(tiers[0].in_network_reduction) and _link_class(tiers[0], 0) == "nvlink"
 
 
@@ -595,7 +597,7 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     multi = N > 1 + 1e-9
     red = (p - 1) / np.maximum(p, 1.0) * S * gamma
     bus_factor = 2.0 * (p - 1) / np.maximum(p, 1.0)
-    if pl.inr[0] and _link_class(tiers[0], 0) == "nvlink":
+    if nvls_on(tiers):
         gen = nvls_generation(tiers[0], pl.network.generation)
         eff = NVLS_EFFICIENCY[gen]
         k = np.minimum(NVLS_MAX_ARITY, n0)
@@ -640,7 +642,7 @@ def inr_applies(pl: Placement) -> np.ndarray:
     outer tier the group spans reduces in the network and the group spans several tier-0 domains
     (CollNet/SHARP)."""
     ok = np.zeros(pl.p.shape, dtype=bool)
-    if pl.inr[0] and _link_class(pl.network.tiers[0], 0) == "nvlink":
+    if nvls_on(pl.network.tiers):
         ok = ok | (pl.c[0] > 1.5)
     for i in range(1, pl.ntiers):
         if pl.inr[i]:
@@ -670,7 +672,7 @@ def nvls_gather_applies(pl: Placement) -> np.ndarray:
     channels; enqueue.cc skips non-AllReduce NVLS when localRanks > NCCL_MAX_NVLS_ARITY = 32; the ranks of the
     NVLink domain are read as NCCL's local ranks, modelling assumption for multi-node NVLink)."""
     ok = np.zeros(pl.p.shape, dtype=bool)
-    if pl.inr[0] and _link_class(pl.network.tiers[0], 0) == "nvlink":
+    if nvls_on(pl.network.tiers):
         ok = (pl.domains(0) < 1.5) & (pl.c[0] > 1.5) & (pl.c[0] <= NVLS_MAX_ARITY + 1e-9)
     return ok
 

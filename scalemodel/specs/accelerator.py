@@ -128,7 +128,7 @@ class AcceleratorSpec(Sourced, kw_only=True):
     collective_units_nvls: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "compute units a collective occupies where NCCL runs NVLink SHARP (NVLS): the cluster's innermost NVLink "
         "tier has in_network_reduction (docs/model.md#contention); collective_units is then the count without "
-        "it (ring / tree channels). None: collective_units either way"))] = None
+        "it (ring / tree channels), so it needs collective_units. None: collective_units either way"))] = None
     clock_jitter_cv: Annotated[float, Meta(ge=0.0, lt=0.1, description=(
         "coefficient of variation of the chip's compute rate over time at its power limit (the clock's power-"
         "management swing, measured in windows of tens of milliseconds under back-to-back GEMMs): GPUs that "
@@ -161,6 +161,14 @@ class AcceleratorSpec(Sourced, kw_only=True):
                 raise field_error(name, f"{units} is more than the chip's compute_units {self.compute_units}",
                                   f"0 to {self.compute_units} (a collective's CTAs run on the chip's own compute "
                                   f"units), or compute_units of at least {units}", also="compute_units")
+
+        if self.collective_units_nvls and not self.collective_units:
+            # review26b: collective_units null / 0 ("collectives take no compute units") kept the NVLS count's SMs
+            # charged where NVLS runs and none elsewhere, without a word
+            raise field_error("collective_units_nvls", f"{self.collective_units_nvls} without collective_units: "
+                              "the NVLS count replaces collective_units only where the NVLink tier runs NVLS",
+                              "collective_units (the channels NCCL runs with NVLS off) too, or "
+                              "collective_units_nvls 0 or null", also="collective_units")
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""
