@@ -1,0 +1,45 @@
+"""tidy26: the MoE communication's parts carried as their own keys, shared helpers, and user-facing rough edges
+(``--set`` against an explicit flag, sensitivity's elasticity of a latency, the capped known-keys list, tests run
+from any directory)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost.placement import parallel_groups, place
+from scalemodel.engine import model_parallel_comm
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.network import build_network
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+
+# a small MoE: 128 experts top-8, hidden 2048, on 16 H100s at ep 16 (the mean EP rank: moe_rank_imbalance 1)
+SMALL = TransformerWorkload(name="q4", layers=4, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144,
+                            gated_mlp=True, vocab=151936, seq_len=4096, tied_embeddings=False,
+                            moe={"experts": 128, "top_k": 8, "ffn_hidden": 768})
+
+
+def _coll() -> dict[str, np.ndarray]:
+    tr = TrainingSpec(global_batch=32, micro_batch=1, precision="bf16", seq_len=4096, moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), SMALL, tr)
+    g = grid_from_strategy(StrategySpec(tp=1, pp=1, ep=16, dp=16), tr, 16, job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    return model_parallel_comm._mp_collectives(job, g, groups)
+
+
+def test_ep_tokens_is_the_tokens_alltoall_alone() -> None:
+    """(1) The alltoall dispatcher's per-layer collectives carry the tokens' all-to-all (T k h bf16 rows), the
+    probabilities' all-to-all (T k bf16) and the counts' all-gather (16 ranks x 128 int64) as three keys, by hand;
+    the 4 ops' mean is A + P / 2 + C / 4 (docs/model.md#ep-probs-counts)."""
+    c = _coll()
+    pl = place(16, 1, build_network(load_cluster("dgx-h100")))
+    rows = 4096 * 8
+    a = float(coll.group_time("alltoall", np.asarray(rows * 2048 * 2.0), pl))
+    p = float(coll.group_time("alltoall", np.asarray(rows * 2.0), pl))
+    cnt = float(coll.group_time("allgather", np.asarray(16 * 128 * 8.0), pl))
+    assert float(np.ravel(c["ep_tokens"])[0]) == pytest.approx(a, rel=1e-12)
+    assert float(np.ravel(c["ep_probs"])[0]) == pytest.approx(p, rel=1e-12)
+    assert float(np.ravel(c["ep_counts"])[0]) == pytest.approx(cnt, rel=1e-12)
+    assert float(np.ravel(model_parallel_comm.ep_op_mean(c))[0]) == pytest.approx(a + p / 2 + cnt / 4, rel=1e-12)
+    assert "ep" not in c
