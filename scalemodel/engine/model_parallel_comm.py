@@ -690,6 +690,12 @@ def ep_op_mean(coll: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(coll["ep_tokens"] + 0.5 * coll.get("ep_probs", 0.0) + 0.25 * coll.get("ep_counts", 0.0))
 
 
+def _gather_scatter(size: np.ndarray, group: Placement) -> np.ndarray:
+    """Seconds of an all-gather and a reduce-scatter of the same ``size`` bytes (the gathered buffer) over
+    ``group``: a forward gather and its backward's reduce-scatter, or the reverse (:func:`_collective`)."""
+    return np.asarray(_collective("allgather", size, group) + _collective("reducescatter", size, group))
+
+
 def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
     """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
     return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
@@ -749,10 +755,8 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         # the cast buffer / w), their gradient reduce-scattered in the backward (docs/model.md#ep-probs-counts)
         cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
         probs = cast / float(sh.moe_width)
-        moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
-                          + _collective("reducescatter", disp_bytes, etp_group)
-                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group)
-                          + _collective("allgather", probs, etp_group) + _collective("reducescatter", probs, etp_group))
+        moe_disp = 0.5 * (_gather_scatter(disp_bytes, etp_group) + _gather_scatter(cast, etp_group)
+                          + _gather_scatter(probs, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
