@@ -25,6 +25,7 @@ from scalemodel.engine.layer_compute import (
     moe_block_recomputed,
     moe_rank_load,
     mtp_module_recomputed,
+    vocab_shard_elements,
     xla_remat,
 )
 from scalemodel.engine.pipeline_ranks import _etp, microbatches
@@ -1225,7 +1226,7 @@ def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) 
     if not job.is_transformer:
         return np.zeros(1)
     sh = job.shape
-    nbytes = float(sh.vocab) * float(sh.hidden) / g.tp * job.grad_bytes
+    nbytes = vocab_shard_elements(job, g) * job.grad_bytes
     t = _stage_boundary_time(groups, np.asarray(nbytes, dtype=float), "allreduce")
     return np.asarray(np.where((sh.tied_embeddings | (sh.mtp_layers > 0)) & (g.pp > 1), t, 0.0))
 
