@@ -43,3 +43,27 @@ def test_ep_tokens_is_the_tokens_alltoall_alone() -> None:
     assert float(np.ravel(c["ep_counts"])[0]) == pytest.approx(cnt, rel=1e-12)
     assert float(np.ravel(model_parallel_comm.ep_op_mean(c))[0]) == pytest.approx(a + p / 2 + cnt / 4, rel=1e-12)
     assert "ep" not in c
+
+
+@pytest.mark.parametrize("command, args, flag, item", [
+    ("predict", ["-n", "1024", "--tp", "4", "--set", "strategy.tp=8"], "--tp 4", "--set strategy.tp=8"),
+    ("predict", ["-n", "1024", "--set", "training.micro_batch=1", "--micro-batch", "2"], "--micro-batch 2",
+     "--set training.micro_batch=1"),
+    ("memory", ["-n", "1024", "--zero", "1", "--set", "strategy.zero=3"], "--zero 1", "--set strategy.zero=3"),
+    ("scale", ["--gpus", "64,128", "--pp", "2", "--set", "strategy.pp=4"], "--pp 2", "--set strategy.pp=4"),
+])
+def test_flag_and_set_on_one_field_is_refused(cli, command: str, args: list[str], flag: str,  # type: ignore[no-untyped-def]
+                                              item: str) -> None:
+    """(4) README documents no precedence between an option and ``--set`` on the same field; ``--set`` won without a
+    word (``--tp 4 --set strategy.tp=8`` priced tp 8). Now one error line naming both, exit 2."""
+    r = cli(command, "-m", "gpt3-175b", "-c", "dgx-a100", *args)
+    assert r.code == 2 and r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --set "), r.err
+    assert flag in lines[0] and item in lines[0]
+
+
+def test_set_on_another_field_beside_a_flag_is_taken(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--set", "strategy.pp=2",
+            "--json")
+    assert r.code == 0, r.err
