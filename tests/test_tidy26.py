@@ -8,10 +8,11 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import model_parallel_comm
+from scalemodel.engine import model_parallel_comm, sensitivity
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.network import build_network
-from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.engine.step import evaluate
+from scalemodel.specs import TransformerWorkload, load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 # a small MoE: 128 experts top-8, hidden 2048, on 16 H100s at ep 16 (the mean EP rank: moe_rank_imbalance 1)
@@ -67,3 +68,23 @@ def test_set_on_another_field_beside_a_flag_is_taken(cli) -> None:  # type: igno
     r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--set", "strategy.pp=2",
             "--json")
     assert r.code == 0, r.err
+
+
+
+def test_sensitivity_names_a_zero_elasticity_beside_a_gain() -> None:
+    """(5) Llama-3 70B at tp 8 pp 4 on 512 H100s: the NVLink latency row's elasticity is 0 (the step is the same at
+    latency x 1.01 and / 1.01: the TP term it enters is held by another there) while halving it saves time, so the
+    table showed 0 beside a gain without a word. Both are true (the step recomputed here at the three latencies);
+    a note names every parameter with elasticity 0 and a gain, and no other."""
+    cl, wl = load_cluster("dgx-h100"), load_workload("llama3-70b")
+    tr, st = TrainingSpec(), StrategySpec(tp=8, pp=4)
+    job = build_job(cl, wl, tr)
+    grid = grid_from_strategy(st, tr, 512, job)
+    (lat,) = [p for p in sensitivity.hardware_parameters(job) if p.name == "nvlink latency"]
+    step = {m: float(np.ravel(evaluate(lat.perturb(job, m), grid).step_time)[0]) for m in (0.99, 1.0, 1.01, 0.5)}
+    assert step[0.99] == step[1.0] == step[1.01] and step[0.5] < step[1.0]
+    r = sensitivity.sensitivity_for(cl, wl, 512, tr, st)
+    flat = [p.name for p in r.parameters if p.elasticity == 0.0 and p.throughput_ratio != 1.0]
+    assert "nvlink latency" in flat
+    (note,) = [n for n in r.notes if "does not move" in n]
+    assert note.startswith(", ".join(flat) + ": ") and "within 1%" in note
