@@ -12,7 +12,8 @@ from scalemodel.engine import model_parallel_comm, sensitivity
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.network import build_network
 from scalemodel.engine.step import evaluate
-from scalemodel.specs import TransformerWorkload, load_cluster, load_workload
+from scalemodel.specs import AcceleratorSpec, TransformerWorkload, load_cluster, load_workload
+from scalemodel.specs.cluster import TierSpec
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 # a small MoE: 128 experts top-8, hidden 2048, on 16 H100s at ep 16 (the mean EP rank: moe_rank_imbalance 1)
@@ -88,3 +89,26 @@ def test_sensitivity_names_a_zero_elasticity_beside_a_gain() -> None:
     assert "nvlink latency" in flat
     (note,) = [n for n in r.notes if "does not move" in n]
     assert note.startswith(", ".join(flat) + ": ") and "within 1%" in note
+
+
+@pytest.mark.parametrize("item, near, kind, fields", [
+    ("strategy.tpp=8", "did you mean 'tp'? ", "scenario", StrategySpec.model_fields),
+    ("model.layer=4", "did you mean 'layers'? ", "workload", TransformerWorkload.model_fields),
+    ("accelerator.peak_flop=1", "did you mean 'peak_flops'? ", "accelerator", AcceleratorSpec.model_fields),
+    ("cluster.tiers.0.bandwdth=1", "did you mean 'bandwidth'? ", "cluster", TierSpec.model_fields),
+])
+def test_unknown_key_lists_twelve_known_keys(cli, item: str, near: str, kind: str,  # type: ignore[no-untyped-def]
+                                            fields: tuple[str, ...]) -> None:
+    """(6) An unknown key's error listed every field of its spec (StrategySpec's 70: a 1,200-character line); it keeps
+    the did-you-mean, lists the first 12 in field order and says how many more and which schema has them."""
+    r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--set", item)
+    assert r.code == 2
+    (line,) = r.err.strip().splitlines()
+    assert len(fields) > 12
+    shown = ", ".join(list(fields)[:12])
+    assert line.endswith(f"{near}known keys: {shown} and {len(fields) - 12} more; see `scalemodel schema {kind}`"), line
+
+
+def test_a_short_known_keys_list_is_whole(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64", "--set", "model.moe.bogus=1")
+    assert r.code == 2 and "known keys: " in r.err and " more; see" not in r.err
