@@ -25,7 +25,7 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
-ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep")}
+ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep_tokens")}
 UNIT = {**ONE, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
 
 
