@@ -6,6 +6,7 @@ import contextlib
 import functools
 import io
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -17,6 +18,11 @@ from scalemodel.specs import load_cluster
 # (speed is measured in benchmarks/); on a loaded machine it failed a quantile property that holds (round 19).
 settings.register_profile("scalemodel", deadline=None)
 settings.load_profile("scalemodel")
+
+
+#: The checkout's root: tests open the repository's files (examples/, hardware/, README.md) under it, never relative to
+#: the working directory, so that pytest runs from any directory.
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from scalemodel import api
 from scalemodel.specs import load_cluster
@@ -47,7 +48,7 @@ def test_check_says_a_set_network_tier_bandwidth_is_per_gpu_as_predict_does(cli)
     """`check SCENARIO --set cluster.tiers.ib-leaf.bandwidth=...` priced the value per GPU without the note that
     predict's --set of the same tier prints (commands.common.build_specs): 25 Gbit/s per GPU is a 200 Gbit/s node NIC
     on dgx-h100's 8-GPU nodes. A tier inside the node is not noted, by either command."""
-    scenario = "examples/capacity/gpt3-175b-dgx-h100.yaml"
+    scenario = str(ROOT / "examples/capacity/gpt3-175b-dgx-h100.yaml")
     item = "tiers.ib-leaf.bandwidth=25Gbit/s"
     predicted = cli("predict", "-c", "dgx-h100", "-m", "gpt3-175b", "-n", "128", "--tp", "8", "--pp", "16",
                      "--global-batch", "256", "--micro-batch", "1", "--set", f"cluster.{item}")
@@ -145,12 +146,12 @@ def test_a_mapping_without_kind_extending_a_spec_of_another_kind_is_refused(tmp_
     model.write_text("kind: transformer\nname: m\nlayers: 2\nhidden: 64\nheads: 2\nvocab: 100\nseq_len: 64\n")
     with pytest.raises(api.InputError, match="is a transformer spec, this mapping a cluster spec"):
         api.cluster_spec({"extends": str(model)})
-    cluster = Path("hardware/clusters/dgx-a100.yaml").resolve()  # a cluster file, by path (a name is a workload's)
+    cluster = ROOT / "hardware/clusters/dgx-a100.yaml"  # a cluster file, by path (a name is a workload's)
     with pytest.raises(api.InputError, match="is a cluster spec, this mapping a transformer or generic spec"):
         api.workload_spec({"extends": str(cluster)})
     assert api.workload_spec({"extends": str(model), "layers": 4}).layers == 4  # the control: a workload base
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(Path("examples/capacity/gpt3-175b-dgx-h100.yaml").read_text().replace(
+    scenario.write_text((ROOT / "examples/capacity/gpt3-175b-dgx-h100.yaml").read_text().replace(
         "\ncluster: dgx-h100\n", "\ncluster: {extends: m.yaml}\n"))
     got = cli("check", str(scenario))
     assert got.code == 2 and "'m.yaml' is a transformer spec, this mapping a cluster spec" in got.err, got.err

@@ -57,23 +57,24 @@ def test_allgather_dispatch_by_hand_ep4() -> None:
     """tp 1, ep 4: every rank's b s = 4096 tokens gathered over the 4 EP ranks (64 MiB of tokens), no k in it."""
     _, _, c = _coll(tp=1, dp=4, ep=4, moe_allgather_dispatcher=True)
     assert 4 * B * S * H * EB == 128 * 2**20
-    assert float(np.ravel(c["ep"])[0]) == pytest.approx(_by_hand(B * S, 4), rel=1e-12)
+    assert float(np.ravel(model_parallel_comm.ep_op_mean(c))[0]) == pytest.approx(_by_hand(B * S, 4), rel=1e-12)
     # not the alltoall dispatcher's price of the same layout
     _, _, a2a = _coll(tp=1, dp=4, ep=4)
-    assert float(np.ravel(a2a["ep"])[0]) != pytest.approx(float(np.ravel(c["ep"])[0]), rel=1e-3)
+    mean = model_parallel_comm.ep_op_mean
+    assert float(np.ravel(mean(a2a))[0]) != pytest.approx(float(np.ravel(mean(c))[0]), rel=1e-3)
 
 
 def test_allgather_dispatch_spans_etp_x_ep() -> None:
     """tp = etp = 2 with SP, ep 2: the rank's b s / tp rows over the 4 tp_ep ranks; the alltoall dispatcher's
     expert-TP pair (moe_disp) is not added beside it."""
     job, g, c = _coll(tp=2, dp=2, ep=2, sequence_parallel=True, moe_allgather_dispatcher=True)
-    assert float(np.ravel(c["ep"])[0]) == pytest.approx(_by_hand(B * S / 2, 4), rel=1e-12)
+    assert float(np.ravel(model_parallel_comm.ep_op_mean(c))[0]) == pytest.approx(_by_hand(B * S / 2, 4), rel=1e-12)
     adj, ext, block = model_parallel_comm._moe_tp_collectives(job, g, c)
     assert float(np.ravel(ext)[0]) == 0.0 and float(np.ravel(block)[0]) == 0.0
 
 
 def test_allgather_layer_count_four_ops_make_fwd_plus_bwd() -> None:
-    """The step counts 4 of coll['ep'] per MoE layer and micro-batch: the layer's forward + backward traffic."""
+    """The step counts 4 of ep_op_mean(coll) per MoE layer and micro-batch: the layer's forward + backward traffic."""
     job, g, c = _coll(tp=1, dp=4, ep=4, moe_allgather_dispatcher=True)
     per_layer = 4.0 * _by_hand(B * S, 4)
     raw = layer_compute._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from conftest import ROOT
 
 from scalemodel.report.output import print_table
 
@@ -22,8 +23,8 @@ COMMANDS = [
     ("collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"),
     ("memory", "--tp", "8", "--pp", "8"),
     # a longer header (SP, seq 4,096): it wrapped within the 55-column table, "seq" on one line and 4,096 below
-    ("memory", "-m", "llama3-8b", "-n", "64", "--strategy", "tests/data/frameworks/strategy.yaml"),
-    ("calibrate", "tests/data/nccl/synthetic_current.log", "-c", "dgx-a100"),
+    ("memory", "-m", "llama3-8b", "-n", "64", "--strategy", str(ROOT / "tests/data/frameworks/strategy.yaml")),
+    ("calibrate", str(ROOT / "tests/data/nccl/synthetic_current.log"), "-c", "dgx-a100"),
 ]
 #: a line holding nothing but a unit or the tail of a number: a quantity broken across lines
 BROKEN = re.compile(r"^[\s│┃|]*(s|ms|us|GB|GiB|MB|TB/s|GB/s|%|\d[\d,.]*)[\s│┃|]*$")

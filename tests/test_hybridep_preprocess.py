@@ -31,7 +31,7 @@ def _ep(backend: str, **strategy) -> float:  # type: ignore[no-untyped-def]
     st = StrategySpec(moe_flex_dispatcher=True, moe_flex_backend=backend, **strategy)
     g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    return float(np.ravel(model_parallel_comm._mp_collectives(job, g, groups)["ep"])[0])
+    return float(np.ravel(model_parallel_comm.ep_op_mean(model_parallel_comm._mp_collectives(job, g, groups)))[0])
 
 
 def test_routing_map_gather_by_hand_ep8() -> None:

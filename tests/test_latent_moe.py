@@ -8,6 +8,7 @@ import json
 
 import msgspec
 import pytest
+from conftest import ROOT
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, memory
@@ -67,7 +68,8 @@ def test_none_is_the_model_of_today() -> None:
     Nemotron 3 Nano count, 31.58 B (examples/workloads/nemotron-3-nano.yaml: 31.6 B in arXiv 2512.20848)."""
     import yaml
 
-    nano = msgspec.convert(yaml.safe_load(open("examples/workloads/nemotron-3-nano.yaml")), TransformerWorkload)
+    nano = msgspec.convert(yaml.safe_load((ROOT / "examples/workloads/nemotron-3-nano.yaml").read_text()),
+                           TransformerWorkload)
     assert nano.moe is not None and nano.moe.latent_size is None
     sh = transformer_shape(nano)
     assert float(sh.moe_latent) == 0.0
@@ -151,7 +153,8 @@ def test_spec_and_hf_checks(tmp_path) -> None:  # type: ignore[no-untyped-def]
 def _super() -> TransformerWorkload:
     import yaml
 
-    return msgspec.convert(yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml")), TransformerWorkload)
+    return msgspec.convert(yaml.safe_load((ROOT / "examples/workloads/nemotron-3-super.yaml").read_text()),
+                           TransformerWorkload)
 
 
 def test_nemotron_3_super_trains_the_checkpoints_weights() -> None:

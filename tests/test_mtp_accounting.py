@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import pytest
 import yaml
+from conftest import ROOT
 from msgspec.structs import replace
 
 from scalemodel.commands.common import build_specs
@@ -25,7 +26,7 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
-ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep")}
+ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep_tokens")}
 UNIT = {**ONE, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
 
 
@@ -122,7 +123,8 @@ def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: s
 
 
 def _super_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
-    w = msgspec.convert(yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml")), TransformerWorkload)
+    w = msgspec.convert(yaml.safe_load((ROOT / "examples/workloads/nemotron-3-super.yaml").read_text()),
+                        TransformerWorkload)
     w = w.model_copy(update={"mtp_layers": mtp})
     tr = TrainingSpec(global_batch=256, micro_batch=1, precision="bf16", seq_len=8192)
     job = build_job(load_cluster("dgx-h100"), w, tr, straggler_cv=0.0)
@@ -135,7 +137,7 @@ def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
     Per pass the block adds two one-block layers' TP reductions (1 each, forward and backward), one attention
     layer's CP ring and one MoE layer's all-to-alls:
         EP 4 (40 + D),  TP 2 (88 + 2 D),  CP 3 (8 + D)."""
-    pattern = yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml"))["hybrid"]["pattern"]
+    pattern = yaml.safe_load((ROOT / "examples/workloads/nemotron-3-super.yaml").read_text())["hybrid"]["pattern"]
     n_att, n_moe, n_all = pattern.count("*"), pattern.count("E"), len(pattern)
     assert (n_att, n_moe, n_all) == (8, 40, 88)
     job, g = _super_job(mtp, {"ep": 2})

@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from scalemodel.cost import compute, memory
 from scalemodel.cost.transformer import shape, training_flops
@@ -139,7 +140,7 @@ def test_parallel_block_recomputes_nothing() -> None:
 
 
 def test_cli_warns_on_a_parallel_block(cli) -> None:  # type: ignore[no-untyped-def]
-    args = ["predict", "-c", "dgx-h100", "-n", "8", "--tp", "2", "-m", "examples/workloads/gpt-j-6b.yaml",
+    args = ["predict", "-c", "dgx-h100", "-n", "8", "--tp", "2", "-m", str(ROOT / "examples/workloads/gpt-j-6b.yaml"),
             "--set", "strategy.recompute=selective"]
     base = cli(*args, "--json")
     mlp = cli(*args, "--set", "strategy.recompute_modules=core_attn,mlp", "--json")

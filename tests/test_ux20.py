@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import cli_once
+from conftest import ROOT, cli_once
 
 from scalemodel.units import format_quantity
 
@@ -102,10 +102,10 @@ def test_an_infeasible_step_is_not_printed_as_a_plan(cli: Any) -> None:
 def test_check_says_where_an_at_moved_an_assertion(cli: Any) -> None:
     """examples/capacity/llama2-7b-25gbe.yaml checks min_scaling_efficiency at 256 GPUs (its 'at: 256'): the table's
     row said 256, the line under it 'single-size assertions are checked at the largest GPU count (512)'."""
-    out = " ".join(cli("check", "examples/capacity/llama2-7b-25gbe.yaml").out.split())
+    out = " ".join(cli("check", str(ROOT / "examples/capacity/llama2-7b-25gbe.yaml")).out.split())
     assert ("checked at the largest GPU count (512), min_scaling_efficiency at 256 (the scenario's at:); "
             "must_fit_memory at every count") in out
-    out = " ".join(cli("check", "examples/capacity/gpt3-175b-dgx-h100.yaml").out.split())
+    out = " ".join(cli("check", str(ROOT / "examples/capacity/gpt3-175b-dgx-h100.yaml")).out.split())
     assert "checked at the largest GPU count (1024); must_fit_memory at every count" in out
 
 

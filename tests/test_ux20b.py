@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import ROOT
 
 #: One strategy, given to memory and to predict alike.
 STRATEGY = ("-m", "gpt3-175b", "-c", "dgx-h100", "-n", "1024", "--tp", "4", "--pp", "8", "--global-batch", "1024",
@@ -82,7 +82,7 @@ def test_plan_strategy_twins_name_their_units(cli: Any, tmp_path: Any) -> None:
     word of the former's unit; the contract is the file's field (README: written as a strategy YAML, a plan prices
     the same step), so README says its unit, and the round trip holds: a plan's strategy with dynamic assignment,
     written back as a file, prices the same step, reading a bare dispatch_overhead as seconds."""
-    readme = " ".join(open("README.md", encoding="utf-8").read().split())
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "its dispatch overhead in `dispatch_overhead`, in seconds" in readme
     assert "`bucket_bytes` and `dispatch_overhead_s`" in readme
     args = ("-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8")
@@ -110,7 +110,7 @@ def test_hardware_show_wraps_to_the_width(cli: Any, monkeypatch: Any) -> None:
     226 columns where every table keeps to COLUMNS / 80 when piped. Each line is now within the width unless it is
     one word (a URL: never broken), and the text still loads back to the spec --json gives."""
     names = sorted(p.stem for folder in ("accelerators", "clusters")
-                   for p in (Path("hardware") / folder).glob("*.yaml"))
+                   for p in (ROOT / "hardware" / folder).glob("*.yaml"))
     assert len(names) > 10
     for width in (80, 100):
         monkeypatch.setenv("COLUMNS", str(width))

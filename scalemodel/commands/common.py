@@ -177,6 +177,22 @@ def set_keys(sets: list[str] | None, section: str) -> list[str]:
     return [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])[section]]
 
 
+def check_flags_against_sets(training: dict[str, Any], strategy: dict[str, Any], sets: list[str] | None) -> None:
+    """Refuse a field written both by its option and by ``--set`` (``--tp 4 --set strategy.tp=8``): neither is
+    documented to win, and the ``--set`` one was taken without a word. ``training`` / ``strategy``: the options' own
+    values (None: not given)."""
+    for section, given in (("training", training), ("strategy", strategy)):
+        for item in split_overrides(sets or [])[section]:
+            key = item.split("=", 1)[0].split(".", 1)[0].strip()
+            if given.get(key) is None:
+                continue
+            flag = written_at(section, key, given, None, None)
+            value = str(item).split("=", 1)[1].strip() if "=" in item else ""
+            raise InputError(f"{flag} {given[key]} and --set {getattr(item, 'shown', item)}={value} both set "
+                             f"{section}.{key}", where=f"--set {section}.{key}",
+                             allowed=f"one of them ({flag} or --set {section}.{key})")
+
+
 def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, reported: Collection[str] = ()) -> list[str]:
     """The ``--strategy`` file's axes as planner constraints (``tp=8``), except the keys that a
     ``--constraint`` already restricts; what the planner cannot pin is warned about, except the fields in
@@ -221,12 +237,14 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     """Cluster, workload, TrainingSpec and StrategySpec from CLI values plus --set overrides.
 
     Values left as None keep the ``--strategy`` file's values, then the spec defaults;
-    ``--set training.x=...`` and ``--set strategy.x=...`` apply on top of the flags. ``training_from``: (the
+    ``--set training.x=...`` and ``--set strategy.x=...`` apply on top of the flags, a field written by both refused
+    (:func:`check_flags_against_sets`). ``training_from``: (the
     options' own training values, the file) when ``training`` already holds a --strategy file's training values
     (plan merges them itself), so that a refusal names the file's field, not an option never given.
     """
     routed = split_overrides(sets or [])
     tr_opts, tr_file = training_from if training_from is not None else (training, strategy_file)
+    check_flags_against_sets(tr_opts, strategy, sets)
     batch_counts(tr_opts)
     cl = load_cluster(cluster, routed["cluster"])
     note_tier_bandwidth(cl, routed["cluster"])
@@ -255,9 +273,9 @@ def written_at(section: str, key: str, given: dict[str, Any], sf: StrategyFile |
                scenario: tuple[str, Any] | None = None) -> str | None:
     """Where the command line wrote field ``key`` of ``section`` (strategy or training), or None for a default.
 
-    The precedence is build_specs' and scale's: ``--set section.K`` over the option ``--K`` over the ``--strategy``
-    file over a scenario's section. ``given``: the options' values (None: not given); ``scenario``: (its name as
-    given, its section's keys)."""
+    The precedence is build_specs' and scale's: ``--set section.K`` (refused beside the option ``--K``:
+    :func:`check_flags_against_sets`), the option ``--K``, the ``--strategy`` file, a scenario's section.
+    ``given``: the options' values (None: not given); ``scenario``: (its name as given, its section's keys)."""
     if key in set_keys(sets, section):
         return f"--set {section}.{key}"
     if given.get(key) is not None:

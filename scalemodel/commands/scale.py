@@ -81,8 +81,9 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
                   mode: str | None, best: bool | None, sets: list[str] | None, training: dict[str, Any],
                   strategy: dict[str, Any], strategy_file: o.StrategyFile | None = None) -> dict[str, Any]:
     """Specs for the sweep: scenario (explicit or the default) or flags, then the --strategy file,
-    then flags, then --set."""
+    then flags, then --set (a field given by both a flag and --set refused)."""
     routed = split_overrides(sets or [])
+    o.check_flags_against_sets(training, strategy, sets)
     use_scenario = scenario is not None or (cluster is None and model is None)
     scen = load_scenario(scenario or "default") if use_scenario else None
 

@@ -37,6 +37,7 @@ from scalemodel.engine.layer_compute import (
     megatron_ddp_on,
     module_recipe,
     recomputed_layers,
+    vocab_shard_elements,
     xla_remat,
 )
 from scalemodel.engine.model_parallel_comm import _collective
@@ -928,8 +929,7 @@ def embedding_bucket_share(job: Job, g: StrategyGrid, n_params: Any) -> np.ndarr
     that stage's tail for every stage (:func:`megatron_bucket_elements`)."""
     if not job.is_transformer:
         return np.zeros(1)
-    sh = job.shape
-    embedding = float(sh.vocab * sh.hidden) / g.tp
+    embedding = vocab_shard_elements(job, g)
     return np.asarray(np.minimum(embedding / np.maximum(n_params, 1.0), 1.0), dtype=float)
 
 

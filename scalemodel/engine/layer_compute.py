@@ -673,7 +673,7 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     per_param = np.where(fp32_buffer, fp32_pass, 3.0 * job.grad_bytes * (m - 1.0) / m)
     t = _hbm_seconds(job, (dense + expert) * per_param)
     if np.any(megatron):
-        embedding = (job.shape.vocab * job.shape.hidden / g.tp if job.is_transformer else 0.0) * (g.pp <= 1)
+        embedding = (vocab_shard_elements(job, g) if job.is_transformer else 0.0) * (g.pp <= 1)
         # a 16-bit (or FP8-module) run's weight gradient is the 16-bit parameter's dtype: e is at least 2 bytes
         grad_elem = np.maximum(job.elem_bytes, 2.0)
         t_meg = _hbm_seconds(job, (dense + expert - embedding)
@@ -687,6 +687,12 @@ def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
     optimizer). StrategySpec refuses it with ZeRO 2, 3, fsdp or hsdp, but a plan that pins it still searches those
     stages, whose candidates run a sharded data-parallel wrapper instead: none of its terms apply there."""
     return np.asarray(g.megatron_ddp & (g.zero <= Zero.OPTIMIZER))
+
+
+def vocab_shard_elements(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Elements of a rank's vocab-parallel shard of the V x h word embedding (or untied output layer): ``V h / tp``
+    (Megatron-Core's VocabParallelEmbedding and ColumnParallelLinear output layer split the vocabulary over TP)."""
+    return np.asarray(job.shape.vocab * job.shape.hidden / g.tp)
 
 
 def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -740,9 +746,8 @@ def _embedding_grad_seconds(job: Job, g: StrategyGrid, uses: Any) -> np.ndarray:
     """The word embedding shard's dense gradient, ``uses`` more dense gradients summed into it, and the DDP hook's
     add into main_grad, at the HBM roofline: ``V h / tp x (2 e + 2 g + 4 e uses)`` bytes
     (:func:`embedding_grad_time`)."""
-    sh = job.shape
-    shard = sh.vocab * sh.hidden / g.tp
-    return _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
+    return _hbm_seconds(job, vocab_shard_elements(job, g)
+                        * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
 
 
 def first_stage_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -775,7 +780,7 @@ def first_stage_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
         return np.zeros(1)
     t = _embedding_grad_seconds(job, g, 0.0)
     # fusion off: the hook's add (e + 2 g bytes an element) is grad_accumulation_time's, over the stages' mean
-    add = _hbm_seconds(job, job.shape.vocab * job.shape.hidden / g.tp
+    add = _hbm_seconds(job, vocab_shard_elements(job, g)
                        * megatron_unfused_accumulate_bytes(job.elem_bytes, job.grad_bytes))
     fused = np.asarray(g.grad_accumulation_fusion, dtype=bool)
     return np.asarray(np.where(on, np.where(fused, t, t - add), 0.0))
@@ -814,7 +819,7 @@ def mtp_embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     tied = np.asarray(sh.tied_embeddings, dtype=bool)
     t = _embedding_grad_seconds(job, g, np.where(tied, 2.0 * D, D - 1.0))
     fused_tied = tied & np.asarray(g.grad_accumulation_fusion, dtype=bool)
-    t = np.where(fused_tied, _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 7.0 * job.elem_bytes * D), t)
+    t = np.where(fused_tied, _hbm_seconds(job, vocab_shard_elements(job, g) * 7.0 * job.elem_bytes * D), t)
     return np.asarray(np.where(on & (g.pp > 1), t, 0.0))
 
 
@@ -839,7 +844,7 @@ def mtp_output_grad_sum_time(job: Job, g: StrategyGrid) -> np.ndarray:
     if not job.is_transformer or not np.any(on) or float(sh.mtp_layers) <= 0:
         return np.zeros(1)
     untied = ~np.asarray(sh.tied_embeddings, dtype=bool)
-    t = _hbm_seconds(job, sh.vocab * sh.hidden / g.tp * 3.0 * job.elem_bytes * sh.mtp_layers)
+    t = _hbm_seconds(job, vocab_shard_elements(job, g) * 3.0 * job.elem_bytes * sh.mtp_layers)
     return np.asarray(np.where(on & untied, t, 0.0))
 
 

@@ -25,6 +25,7 @@ from scalemodel.engine.layer_compute import (
     moe_block_recomputed,
     moe_rank_load,
     mtp_module_recomputed,
+    vocab_shard_elements,
     xla_remat,
 )
 from scalemodel.engine.pipeline_ranks import _etp, microbatches
@@ -396,7 +397,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # a recomputed forward's traffic beyond the 2 ops counted for it (HybridEP's routing-map gather runs whole again,
     # the allgather dispatcher's forward differs from its backward; coll['ep_refwd'], 0 for the all-to-alls)
     refwds = (n * moe_share + mtp_moe) * again_moe + rec_moe
-    ep = np.where(gathers, ep_moe * coll["ep"] + refwds * coll.get("ep_refwd", 0.0), 0.0)
+    ep = np.where(gathers, ep_moe * ep_op_mean(coll) + refwds * coll.get("ep_refwd", 0.0), 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
@@ -429,11 +430,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe
-    # beside the shared experts: the tokens' all-to-all (the 4 ops' mean less the alltoall dispatcher's probabilities
-    # and counts) and the probabilities' with the dispatch; the counts' gather precedes the shared stream's fork
+    # beside the shared experts: the tokens' all-to-all and the probabilities' with the dispatch; the counts' gather
+    # precedes the shared stream's fork
     probs, counts = coll.get("ep_probs", 0.0), coll.get("ep_counts", 0.0)
-    out = _with_shared_expert_overlap(job, g, out, coll["ep"] - 0.5 * probs - 0.25 * counts, blocks,
-                                      blocks * again_moe + rec_moe, comp, probs)
+    out = _with_shared_expert_overlap(job, g, out, coll["ep_tokens"], blocks, blocks * again_moe + rec_moe, comp, probs)
     # the counts' gathers in ep (a quarter of each op's mean, half of each recomputed forward's beyond its 2): never
     # hidden by the EP overlap, which runs them in the compute stream's attention node
     counts_total = np.where(gathers, (0.25 * ep_moe + 0.5 * refwds) * counts, 0.0)
@@ -680,6 +680,23 @@ def _allgathers(widths: tuple[np.ndarray, ...], tokens: np.ndarray, job: Job, gr
                            for w in widths if np.any(w > 0)), np.zeros(1)), dtype=float)
 
 
+def ep_op_mean(coll: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds of the mean of a MoE layer's four EP operations (dispatch and combine, forward and backward) from
+    :func:`_mp_collectives`' parts: the tokens' exchange ``ep_tokens`` (the alltoall dispatcher's all-to-all, the
+    flex dispatcher's hierarchical one, the allgather dispatcher's gathers' mean) and the alltoall dispatcher's
+    extras, P its probabilities' all-to-all and C its counts' all-gather (:func:`_alltoall_dispatcher_extras`, 0
+    for the other dispatchers; docs/model.md#ep-probs-counts)::
+
+        t = A + P / 2 + C / 4"""
+    return np.asarray(coll["ep_tokens"] + 0.5 * coll.get("ep_probs", 0.0) + 0.25 * coll.get("ep_counts", 0.0))
+
+
+def _gather_scatter(size: np.ndarray, group: Placement) -> np.ndarray:
+    """Seconds of an all-gather and a reduce-scatter of the same ``size`` bytes (the gathered buffer) over
+    ``group``: a forward gather and its backward's reduce-scatter, or the reverse (:func:`_collective`)."""
+    return np.asarray(_collective("allgather", size, group) + _collective("reducescatter", size, group))
+
+
 def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
     """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
     return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
@@ -688,7 +705,8 @@ def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
 def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[str, np.ndarray]:
     """The per-layer collectives of :func:`_model_parallel_comm`, which do not depend on the stage's layers:
     one TP all-reduce (or reduce-scatter + all-gather with sequence parallelism) of the activation, one CP
-    ring step of K and V, one EP all-to-all, one pipeline send/recv. Priced once per grid
+    ring step of K and V, one EP all-to-all (``ep_tokens``, the dispatcher's extras ``ep_probs`` and ``ep_counts``
+    beside it: :func:`ep_op_mean`), one pipeline send/recv. Priced once per grid
     (:func:`~scalemodel.engine.step._stage_memo`): a pipeline's first, middle and last ranks share them."""
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
@@ -720,7 +738,6 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ep_refwd = ep_probs = ep_counts = np.zeros(1)
     if moe:  # Megatron-Core's alltoall dispatcher: the probabilities' all-to-all and the counts' all-gather besides
         ep_probs, ep_counts = _alltoall_dispatcher_extras(job, g, groups, copies * load)
-        ep = ep + 0.5 * ep_probs + 0.25 * ep_counts
         ep_refwd = 0.5 * ep_counts
     # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
@@ -739,10 +756,8 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         # the cast buffer / w), their gradient reduce-scattered in the backward (docs/model.md#ep-probs-counts)
         cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
         probs = cast / float(sh.moe_width)
-        moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
-                          + _collective("reducescatter", disp_bytes, etp_group)
-                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group)
-                          + _collective("allgather", probs, etp_group) + _collective("reducescatter", probs, etp_group))
+        moe_disp = 0.5 * (_gather_scatter(disp_bytes, etp_group) + _gather_scatter(cast, etp_group)
+                          + _gather_scatter(probs, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
@@ -809,7 +824,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
             "tp_last": np.where(g.sequence_parallel, rs, ar),
            "cp": cp_ring,
-           "ep": ep, "ep_refwd": ep_refwd, "ep_probs": ep_probs, "ep_counts": ep_counts,
+           "ep_tokens": ep, "ep_refwd": ep_refwd, "ep_probs": ep_probs, "ep_counts": ep_counts,
            # the activation each TP rank sends (pp_send_divisor, docs/model.md#pp-comm)
            "pp": _stage_boundary_time(groups, act / pp_send_divisor(g)),
            "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
@@ -1057,9 +1072,9 @@ def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
 def _alltoall_dispatcher_extras(job: Job, g: StrategyGrid, groups: ParallelGroups,
                                 rows: Any) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of the two collectives Megatron-Core's alltoall token dispatcher runs beside the tokens' all-to-all,
-    P the probabilities' all-to-all and C the counts' all-gather, 0 where it does not run them; the caller adds
-    P / 2 + C / 4 to the mean of the four per-layer EP operations and C / 2 to a recomputed forward beyond its 2 of
-    them (docs/model.md#ep-probs-counts).
+    P the probabilities' all-to-all and C the counts' all-gather, 0 where it does not run them; :func:`ep_op_mean`
+    adds P / 2 + C / 4 to the tokens' all-to-all for the mean of the four per-layer EP operations, and the caller C / 2
+    to a recomputed forward beyond its 2 of them (docs/model.md#ep-probs-counts).
     NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``
     (the same calls at core_r0.15.0 0d8e0714, lines 547-548 and 677): ``preprocess`` (lines 570-575) all-gathers
     ``num_local_tokens_per_expert`` (``routing_map.sum(dim=0).long()``: E int64 a rank, no gradient) over
@@ -1211,7 +1226,7 @@ def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) 
     if not job.is_transformer:
         return np.zeros(1)
     sh = job.shape
-    nbytes = float(sh.vocab) * float(sh.hidden) / g.tp * job.grad_bytes
+    nbytes = vocab_shard_elements(job, g) * job.grad_bytes
     t = _stage_boundary_time(groups, np.asarray(nbytes, dtype=float), "allreduce")
     return np.asarray(np.where((sh.tied_embeddings | (sh.mtp_layers > 0)) & (g.pp > 1), t, 0.0))
 

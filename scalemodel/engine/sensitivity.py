@@ -21,7 +21,10 @@ latency / f, ...) and the throughput ratio reported: "what a 2x better network b
 ratio with every tier improved at once. Memory capacity does not change the step time of a fixed
 strategy (elasticity 0); its row says whether the strategy fits before and after the improvement.
 Where a parameter sits at a kink (less of it slows the step, more of it alone changes nothing: two tiers of equal
-bandwidth on one path) the central difference is half the downward slope; a note names those parameters.
+bandwidth on one path) the central difference is half the downward slope; a note names those parameters. Where the
+step does not move within the log step either way but the full improvement changes it (the parameter enters through a
+max, a min or a threshold that another term holds near the value and the improvement passes), the elasticity is 0,
+the local derivative, beside a nonzero improved gain; a note names those parameters too.
 "Peak FLOP/s" scales every compute peak the job prices work at (an fp8 run's BF16 attention core and logits
 GEMM with its fp8 GEMMs, an fp32 / fp64 router's TF32 / FP64 GEMMs, an MXFP8 module's FP8 GEMMs in an fp4 run,
 :func:`_peaks_perturb`), so the identity above holds at every precision.
@@ -210,6 +213,7 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
     rows: list[ParameterSensitivity] = []
     params = hardware_parameters(job)
     kinks: list[str] = []  # worse hurts, better buys nothing: the central difference averages the two sides
+    flat: list[str] = []  # nothing changes within the log step, the full improvement does: a max / min reached further
     for p in params:
         x_up = _evaluate_one(p.perturb(job, up), grid, sync, kappa)[0]
         x_dn = _evaluate_one(p.perturb(job, down), grid, sync, kappa)[0]
@@ -221,6 +225,8 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
         x_imp, _, _, fits_imp, _ = _evaluate_one(improved, grid, sync, kappa)
         if abs(elasticity) < 1e-12:
             elasticity = 0.0
+            if abs(math.log(x_imp / base_x)) > 1e-12:
+                flat.append(p.name)
         rows.append(ParameterSensitivity(
             name=p.name, value=p.value, unit=p.unit, group=p.group, elasticity=elasticity,
             improved_by=("x" if p.better > 0 else "/") + _fmt_factor(factor),
@@ -249,6 +255,11 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
         notes.append(f"{', '.join(kinks)}: at a kink, worse slows the step but better alone buys nothing (another "
                      "part binds at the same value, such as a tier of equal bandwidth); the elasticity is the mean "
                      "of the two sides, the improved column what improving it alone buys")
+    if flat:
+        notes.append(f"{', '.join(flat)}: the step does not move within {log_step:.0%} of the value (elasticity 0: the "
+                     "parameter enters through a max, a min or a threshold, such as traffic hidden under compute, "
+                     "that another term holds here), but the full improvement passes the point where it counts; the "
+                     "improved column is what it buys")
     return SensitivityResult(
         inputs=inputs or {}, factor=factor, baseline_tokens_per_s=base_x, baseline_step_time_s=base_t,
         feasible=feasible, fits=fits, memory_per_gpu_bytes=mem, memory_capacity_bytes=job.memory_capacity,

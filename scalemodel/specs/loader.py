@@ -618,15 +618,36 @@ def _spec_classes(t: Any) -> list[Any]:
     return [c for c in cands if isinstance(c, type) and issubclass(c, Spec)]
 
 
-def _known_keys(model: Any, loc: Sequence[Any], data: Any) -> list[str]:
-    """Field names of the spec at ``loc`` (for an unknown key's hint); ``data`` (the raw fields) picks the member
+def _spec_at(model: Any, loc: Sequence[Any], data: Any) -> Any:
+    """The spec class at ``loc`` (for an unknown key's hint), or None; ``data`` (the raw fields) picks the member
     of a union of tagged specs by its ``kind``."""
     t = type_at(model, loc, data)
     for part in loc:
         data = data.get(part) if isinstance(data, dict) else (
             data[part] if isinstance(data, list) and isinstance(part, int) and part < len(data) else None)
-    cls = _pick(_spec_classes(t), data) if t is not None else None
-    return list(cls.model_fields) if cls is not None else []
+    return _pick(_spec_classes(t), data) if t is not None else None
+
+
+#: The most known keys an unknown key's error lists (StrategySpec has over 60: the line ran to 1,200 characters).
+KNOWN_KEYS_SHOWN = 12
+#: The `scalemodel schema` kind that documents each top-level spec's fields (a strategy's and a training's are a
+#: scenario's sections).
+_SCHEMA_KINDS = {"ClusterSpec": "cluster", "AcceleratorSpec": "accelerator", "TransformerWorkload": "workload",
+                 "GenericWorkload": "workload", "ScenarioSpec": "scenario", "SweepSpec": "sweep",
+                 "StrategySpec": "scenario", "TrainingSpec": "scenario"}
+
+
+def _known_keys_text(known: list[str], cls: Any, model: Any) -> str:
+    """``known keys: a, b, ...`` for an unknown key's error in spec ``cls`` (within ``model``): the first
+    :data:`KNOWN_KEYS_SHOWN`, then how many more and the `scalemodel schema` kind that lists them all (``cls``'s own,
+    else the top-level spec's: a tier's fields are in the cluster schema)."""
+    if len(known) <= KNOWN_KEYS_SHOWN:
+        return f"known keys: {', '.join(known)}" if known else ""
+    top = typing.get_args(model)[0] if typing.get_args(model) else model  # Annotated[Union, ...]: the union
+    names = [getattr(c, "__name__", "") for c in (cls, *(typing.get_args(top) or (top,)))]
+    kind = next((_SCHEMA_KINDS[n] for n in names if n in _SCHEMA_KINDS), None)
+    return (f"known keys: {', '.join(known[:KNOWN_KEYS_SHOWN])} and {len(known) - KNOWN_KEYS_SHOWN} more; see "
+            f"`scalemodel schema {kind or '<kind>'}`")
 
 
 def _pick(cands: list[Any], data: Any) -> Any:
@@ -666,10 +687,11 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
     full = list(prefix) + loc
     msg, allowed = exc.what, exc.allowed
     if exc.kind == "unknown":
-        known = _known_keys(model, loc[:-1], data)
+        cls = _spec_at(model, loc[:-1], data)
+        known = list(cls.model_fields) if cls is not None else []
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        allowed = (f"did you mean {near[0]!r}? " if near else "") + (f"known keys: {', '.join(known)}" if known else "")
+        allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
     elif exc.kind == "missing":
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
