@@ -1207,12 +1207,18 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         """(candidates feasible within the memory constraint, per configuration and ZeRO group (0, > 0) the
         choices of each code (code n_codes: feasible but over the memory constraint), per configuration the
         candidates whose parameter-server choices ZeRO > 0 rules out, and those whose top-k choices ZeRO >= 2 rules
-        out: job.topk_refused) from memory and the codes before it."""
+        out: job.topk_refused) from memory and the codes before it (``r1`` at its own shape, broadcast here).
+        An open code (0, or a first choice's refusal at some ZeRO stage) becomes the code a candidate takes where
+        it fits and the one where it does not, both at the codes' own shape (and the ZeRO stages' where the first
+        choice is refused at some), so one comparison and one selection run over the whole chunk."""
         open_ = (r1 == 0) | (r1 == ps_bad) | (r1 == topk_bad)
-        fits = np.where(mem <= job.memory_capacity, 0, oom)
-        reason = np.where(open_, np.where(zb > 0, ps_bad, fits) if first_is_ps else fits, r1)
-        if first_is_topk:
-            reason = np.where(open_ & (zb >= sharded_grads), topk_bad, reason)
+        fit_code, oom_code = np.where(open_, 0, r1), np.where(open_, oom, r1)
+        for first_refused, refused, code_then in ((first_is_ps, zb > 0, ps_bad),
+                                                  (first_is_topk, zb >= sharded_grads, topk_bad)):
+            if first_refused:  # the first choice refused at these ZeRO stages whether or not the candidate fits
+                fit_code = np.where(open_ & refused, code_then, fit_code)
+                oom_code = np.where(open_ & refused, code_then, oom_code)
+        reason = np.where(mem <= job.memory_capacity, fit_code, oom_code)
         feas = reason == 0
         code, good = reason, feas
         if "memory" in c:  # feasible but over the memory constraint: code n_codes
@@ -1244,7 +1250,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         valid_all = np.broadcast_to(outer_valid(job, grid), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
-        r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
+        r1 = feasibility(job, full if hsdp_pinned else grid)  # the codes at their own shape (classify broadcasts)
         zb = np.broadcast_to(zeros, shape)
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
         good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
@@ -1262,7 +1268,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 mem_h[:, sharded_z] = _per_row(np.broadcast_to(memory_total(
                     job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), hz.shape), inv, gathered)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
-                r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
+                r1_h = feasibility(job, full, sync=f"hier:{key}") if hsdp_pinned else r1
                 _good, hist_h, ps_hits, topk_hits = classify(mem_h, r1_h, valid_all, zb)
                 h = hist_h.sum(axis=1)
             else:
