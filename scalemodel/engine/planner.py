@@ -88,6 +88,7 @@ from scalemodel.cost import compression, compute, efficiency, memory, transforme
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
+from scalemodel.engine.dp_comm import hsdp_shard_group
 from scalemodel.engine.job import (
     GRID_DEFAULTS,
     OTHER_SPLITS,
@@ -892,17 +893,28 @@ FLOOR_BLIND = ("layout", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_bac
 MEMORY_BLIND = ("cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 
 
-def _memory_rows(job: Job, cfg: dict[str, np.ndarray], lo: int, hi: int
+def _memory_rows(job: Job, cfg: dict[str, np.ndarray], lo: int, hi: int, hsdp: np.ndarray | None = None
                  ) -> tuple[dict[str, np.ndarray] | None, np.ndarray, np.ndarray | float]:
     """For configuration rows lo:hi: (the configurations whose memory is priced, None for the rows themselves; each
-    row's index among them; the bytes a row adds to it). Rows that differ only in :data:`MEMORY_BLIND` columns take
-    one pricing, at cp_comm_type p2p: memory reads none of them but cp_comm_type all_gather's transient gathered K,
-    V and their gradients (``workspace``, added to each stage's total, so to the peak), added here per row."""
-    cols = [cfg[k][lo:hi] for k in MEMORY_BLIND if k in cfg]
-    if not cols or all(np.all(v == v[0]) for v in cols if len(v)):
+    row's index among them; the bytes a row adds to it). Rows that differ only in the rank order and in
+    :data:`MEMORY_BLIND` columns take one pricing. Memory reads the rank order only through HSDP's default shard group
+    (dp_comm.hsdp_shard_group: the replicas in a node, by the order's data-parallel stride), so ``hsdp``, each row's
+    group where HSDP is searched (None where not), is compared in its place: plan (b)'s rank-order twins halve the
+    rows priced. Where the :data:`MEMORY_BLIND` columns differ, the pricing is at cp_comm_type p2p: memory reads
+    none of them but cp_comm_type all_gather's transient gathered K, V and their gradients (``workspace``, added to
+    each stage's total, so to the peak), added here per row; where they do not, a row takes its twin's memory as is
+    (gathered 0.0, not added)."""
+    blind = [cfg[k][lo:hi] for k in MEMORY_BLIND if k in cfg]
+    same_blind = all(np.all(v == v[0]) for v in blind if len(v))
+    cols = [v[lo:hi] for k, v in cfg.items() if k not in MEMORY_BLIND and k != "layout"]
+    if hsdp is not None:
+        cols.append(hsdp)
+    _u, first, inv = np.unique(_row_key(cols), return_index=True, return_inverse=True)
+    if len(first) == hi - lo and same_blind:
         return None, np.arange(hi - lo), 0.0
-    _u, first, inv = np.unique(_row_key([v[lo:hi] for k, v in cfg.items() if k not in MEMORY_BLIND]),
-                               return_index=True, return_inverse=True)
+    rep = {k: v[lo + first] for k, v in cfg.items()}
+    if same_blind:
+        return rep, np.ravel(inv), 0.0
     gathered: np.ndarray | float = 0.0
     ag = (cfg["cp_comm_type"][lo:hi] == CpCommType.ALL_GATHER) & (cfg["cp"][lo:hi] > 1)
     if job.is_transformer and np.any(ag):
@@ -910,30 +922,40 @@ def _memory_rows(job: Job, cfg: dict[str, np.ndarray], lo: int, hi: int
             job.shape, micro_batch=cfg["micro_batch"][lo:hi], seq_len=job.seq_len, tp=cfg["tp"][lo:hi],
             cp=cfg["cp"][lo:hi], cp_comm_type=cfg["cp_comm_type"][lo:hi],
             elem_bytes=job.elem_bytes).reshape(-1, 1, 1, 1)
-    rep = {k: v[lo + first] for k, v in cfg.items()}
     rep["cp_comm_type"] = np.zeros(len(first), dtype=np.int64)  # p2p: no gathered bytes (memory_total)
     return rep, np.ravel(inv), gathered
 
 
 def _row_key(cols: list[np.ndarray]) -> np.ndarray:
     """One int64 per row, equal exactly where the rows are equal in every column (each column ranked, the ranks
-    combined in mixed radix, re-ranked before the product could overflow): 1-D, so np.unique sorts integers."""
+    combined in mixed radix, re-ranked before the product could overflow): 1-D, so np.unique sorts integers. An
+    integer column whose values span at most 4x its length is ranked by its offset from its least value, without the
+    sort np.unique's ranks take (the configuration columns: 11 of pass 1a's 15 ms a chunk of plan (b))."""
     key = np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
     span = 1
     for col in cols:
-        vals, rank = np.unique(col, return_inverse=True)
-        if span * len(vals) >= 2 ** 62:
+        least = int(col.min()) if col.dtype.kind in "biu" and len(col) else 0
+        n_vals = int(col.max()) - least + 1 if col.dtype.kind in "biu" and len(col) else 0
+        if 0 < n_vals <= 4 * len(col):
+            rank = col.astype(np.int64) - least
+        else:
+            vals, rank = np.unique(col, return_inverse=True)
+            n_vals = len(vals)
+        if span * n_vals >= 2 ** 62:
             uk, key = np.unique(key, return_inverse=True)
             span = len(uk)
-        key = key * len(vals) + np.ravel(rank)
-        span *= len(vals)
+        key = key * n_vals + np.ravel(rank)
+        span *= n_vals
     return key
 
 
 def _per_row(mem: np.ndarray, inv: np.ndarray, gathered: np.ndarray | float) -> np.ndarray:
-    """Memory of the priced rows (:func:`_memory_rows`) on every row of the chunk."""
-    if isinstance(gathered, float) and len(inv) == len(mem) and np.array_equal(inv, np.arange(len(inv))):
-        return mem
+    """Memory of the priced rows (:func:`_memory_rows`) on every row of the chunk (a row's gathered bytes added only
+    where it has some: a twin's memory is taken bit for bit)."""
+    if isinstance(gathered, float) and gathered == 0.0:
+        if len(inv) == len(mem) and np.array_equal(inv, np.arange(len(inv))):
+            return mem
+        return np.asarray(mem[inv])
     return np.asarray(mem[inv] + gathered)
 
 
@@ -1178,18 +1200,25 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k not in FLOOR_BLIND], axis=0)
     twin_of = np.cumsum(first) - 1
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
-    hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and bool(np.any(axes["zero"] == int(Zero.HSDP)))
+    hsdp_searched = bool(np.any(axes["zero"] == int(Zero.HSDP)))
+    hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and hsdp_searched
     def classify(mem: np.ndarray, r1: np.ndarray, valid_all: np.ndarray, zb: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(candidates feasible within the memory constraint, per configuration and ZeRO group (0, > 0) the
         choices of each code (code n_codes: feasible but over the memory constraint), per configuration the
         candidates whose parameter-server choices ZeRO > 0 rules out, and those whose top-k choices ZeRO >= 2 rules
-        out: job.topk_refused) from memory and the codes before it."""
+        out: job.topk_refused) from memory and the codes before it (``r1`` at its own shape, broadcast here).
+        An open code (0, or a first choice's refusal at some ZeRO stage) becomes the code a candidate takes where
+        it fits and the one where it does not, both at the codes' own shape (and the ZeRO stages' where the first
+        choice is refused at some), so one comparison and one selection run over the whole chunk."""
         open_ = (r1 == 0) | (r1 == ps_bad) | (r1 == topk_bad)
-        fits = np.where(mem <= job.memory_capacity, 0, oom)
-        reason = np.where(open_, np.where(zb > 0, ps_bad, fits) if first_is_ps else fits, r1)
-        if first_is_topk:
-            reason = np.where(open_ & (zb >= sharded_grads), topk_bad, reason)
+        fit_code, oom_code = np.where(open_, 0, r1), np.where(open_, oom, r1)
+        for first_refused, refused, code_then in ((first_is_ps, zb > 0, ps_bad),
+                                                  (first_is_topk, zb >= sharded_grads, topk_bad)):
+            if first_refused:  # the first choice refused at these ZeRO stages whether or not the candidate fits
+                fit_code = np.where(open_ & refused, code_then, fit_code)
+                oom_code = np.where(open_ & refused, code_then, oom_code)
+        reason = np.where(mem <= job.memory_capacity, fit_code, oom_code)
         feas = reason == 0
         code, good = reason, feas
         if "memory" in c:  # feasible but over the memory constraint: code n_codes
@@ -1209,9 +1238,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
         full = msgspec.structs.replace(grid, zero=zeros)
         shape = full.shape
-        # memory reads no exchange choice but all_gather's gathered K, V (added per row, _memory_rows): priced once
-        # per row that differs in something else
-        rep, inv, gathered = _memory_rows(job, all_cfg, lo, hi)
+        # memory reads no exchange choice but all_gather's gathered K, V (added per row) and the rank order only
+        # through HSDP's shard group (_memory_rows): priced once per row that differs in something else
+        rep, inv, gathered = _memory_rows(job, all_cfg, lo, hi, np.ravel(np.broadcast_to(hsdp_shard_group(
+            job, grid), (hi - lo, 1, 1, 1))) if hsdp_searched else None)
         g_rep = grid if rep is None else _outer_grid(gpus, global_batch, rep, 0, len(rep["dp"]), axes, comm0, fixed)
         full_rep = msgspec.structs.replace(g_rep, zero=zeros)
         acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
@@ -1220,7 +1250,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         valid_all = np.broadcast_to(outer_valid(job, grid), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
-        r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
+        r1 = feasibility(job, full if hsdp_pinned else grid)  # the codes at their own shape (classify broadcasts)
         zb = np.broadcast_to(zeros, shape)
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
         good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
@@ -1238,7 +1268,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 mem_h[:, sharded_z] = _per_row(np.broadcast_to(memory_total(
                     job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), hz.shape), inv, gathered)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
-                r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
+                r1_h = feasibility(job, full, sync=f"hier:{key}") if hsdp_pinned else r1
                 _good, hist_h, ps_hits, topk_hits = classify(mem_h, r1_h, valid_all, zb)
                 h = hist_h.sum(axis=1)
             else:
