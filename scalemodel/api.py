@@ -289,7 +289,7 @@ def memory(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024
     return run_memory(cl, wl, gpus, tr, st)
 
 
-@_located({**_ARGUMENTS, "--sync": "sync_modes"})
+@_located({**_ARGUMENTS, "--sync": "sync_modes", "--sync-modes": "sync_modes"})
 def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None, *,
          objective: str = "throughput", top: int = 5, constraints: dict[str, Any] | None = None,
          sync_modes: tuple[str, ...] = ("bsp",), straggler_cv: float | None = None, **fields: Any) -> Any:

@@ -163,3 +163,39 @@ def test_an_unknown_constraint_operator_is_said(op: str) -> None:
 def test_a_positional_refusal_is_still_a_type_error() -> None:  # tidy25: other TypeErrors stay TypeErrors
     with pytest.raises(TypeError, match="positional"):
         StrategySpec(2)
+
+
+# --- backup workers beyond the cluster -------------------------------------------------------------------------------
+# backup:B runs B data-parallel replicas beside the N GPUs (Chen et al. 2016; cost/sync.py: N + B machines).
+# backup:100000 on 16 of dgx-h100's 16,384 GPUs was priced as the 16th fastest of 100,016 workers (49.5 ms against
+# bsp's 64.9 ms), plan ranked it first; predict -n 16384 --sync backup:1 ran on a GPU the cluster has not.
+
+@pytest.mark.parametrize("args, said", [
+    (["predict", "-n", "16", "--sync", "backup:100000"],
+     "error: --sync: backup:100000 runs 100,000 backup workers of tp x pp x cp = 1 GPU beside the 16 GPUs: 100,016 "
+     "GPUs, more than the cluster's 16,384; backup:B with B <= 16,368"),
+    (["predict", "-n", "16368", "--tp", "8", "--sync", "backup:3"],  # 16,368 + 3 x 8 = 16,392
+     "error: --sync: backup:3 runs 3 backup workers of tp x pp x cp = 8 GPUs beside the 16,368 GPUs: 16,392 GPUs, "
+     "more than the cluster's 16,384; backup:B with B <= 2"),
+    (["predict", "-n", "16384", "--sync", "backup:1"],
+     "error: --sync: backup:1 runs 1 backup worker of tp x pp x cp = 1 GPU beside the 16,384 GPUs: 16,385 GPUs, more "
+     "than the cluster's 16,384; fewer GPUs (none is left for a backup worker)"),
+    (["plan", "-n", "16", "--sync-modes", "bsp,backup:100000"],
+     "error: --sync-modes: backup:100000 runs 100,000 backup workers of at least 1 GPU beside the 16 GPUs"),
+], ids=["predict", "model-parallel", "full", "plan"])
+def test_backup_workers_beyond_the_cluster_are_refused(cli, args: list[str], said: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, *args, "-c", "dgx-h100", "-m", "gpt-1.7b", "--json", match=said)
+
+
+def test_backup_workers_the_cluster_holds_still_run(cli) -> None:  # type: ignore[no-untyped-def]
+    doc = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16368", "--tp", "8", "--sync", "backup:2")
+    assert doc["sync"]["mode"] == "backup:2" and doc["feasible"]
+
+
+def test_api_backup_workers_beyond_the_cluster_name_the_argument() -> None:
+    with pytest.raises(InputError) as exc:
+        scalemodel.plan("dgx-h100", "gpt-1.7b", 16, sync_modes="backup:100000", top=1)
+    assert str(exc.value).startswith("sync_modes: backup:100000 runs 100,000 backup workers"), str(exc.value)
+    with pytest.raises(InputError) as exc:
+        scalemodel.predict("dgx-h100", "gpt-1.7b", 16, sync="backup:100000")
+    assert str(exc.value).startswith("sync: backup:100000 runs"), str(exc.value)
