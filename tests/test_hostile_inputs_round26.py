@@ -199,3 +199,12 @@ def test_api_backup_workers_beyond_the_cluster_name_the_argument() -> None:
     with pytest.raises(InputError) as exc:
         scalemodel.predict("dgx-h100", "gpt-1.7b", 16, sync="backup:100000")
     assert str(exc.value).startswith("sync: backup:100000 runs"), str(exc.value)
+
+
+def test_a_sweep_row_with_too_many_backup_workers_names_its_field(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [16]\n"
+                 "strategies: [{tp: 2, sync: 'backup:100000', label: b}]\n")
+    row = accepted(cli, "sweep", str(f), "-j", "1")["rows"][0]
+    assert row["status"] == "error" and row["message"].startswith(
+        f"{f}: strategies[0].sync: backup:100000 runs 100,000 backup workers of tp x pp x cp = 2 GPUs"), row["message"]
