@@ -70,8 +70,10 @@ def dispatch(argv: Sequence[str]) -> None:
         if name not in COMMAND_MODULES:
             from difflib import get_close_matches  # error path only: a query never loads difflib
             near = get_close_matches(name, COMMAND_MODULES)
-            hint = f" Did you mean {', '.join(repr(m) for m in near)}?" if near else ""
-            raise UsageError(PROG, f"No such command {name!r}.{hint}")
+            # without a near name, the commands (fuzz26: "No such command 'compare'.; see ..." named none)
+            hint = f". Did you mean {', '.join(repr(m) for m in near)}?" if near else \
+                f" (the commands: {', '.join(COMMAND_MODULES)})"
+            raise UsageError(PROG, f"No such command {name!r}{hint}")
         run(load(name), f"{PROG} {name}", argv[1:])
         return
     p = parser(PROG, root(), f"{PROG} [OPTIONS] COMMAND [ARGS]...")
@@ -90,7 +92,8 @@ def run(cmd: Command, prog: str, argv: Sequence[str]) -> None:
         if argv and not argv[0].startswith("-"):
             sub = cmd.sub(argv[0])
             if sub is None:
-                raise UsageError(prog, f"No such command {argv[0]!r}.")
+                raise UsageError(prog, f"No such command {argv[0]!r} (the commands: "
+                                       f"{', '.join(c.name for c in cmd.subcommands)})")
             run(sub, f"{prog} {sub.name}", argv[1:])
             return
         p = parser(prog, cmd, f"{prog} [OPTIONS] COMMAND [ARGS]...")

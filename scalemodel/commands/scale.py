@@ -85,7 +85,9 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     routed = split_overrides(sets or [])
     o.check_flags_against_sets(training, strategy, sets)
     use_scenario = scenario is not None or (cluster is None and model is None)
-    scen = load_scenario(scenario or "default") if use_scenario else None
+    # an empty -c / -m / --scenario is a name given, refused by the loader as predict refuses it (fuzz26: `scale -c ''`
+    # ran dgx-h100 and `-m ''` gpt3-175b, the defaults of an option left out)
+    scen = load_scenario(scenario if scenario is not None else "default") if use_scenario else None
 
     def dump(m: Spec) -> dict[str, Any]:
         return m.model_dump(exclude={"sources"}) if "sources" in type(m).model_fields else m.model_dump()
@@ -93,12 +95,12 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     if scen is not None and cluster is None:
         cl = validate(ClusterSpec, apply_overrides(dump(scen.cluster), routed["cluster"]), prefix=["cluster"])
     else:
-        cl = load_cluster(cluster or "dgx-h100", routed["cluster"])
+        cl = load_cluster(cluster if cluster is not None else "dgx-h100", routed["cluster"])
     note_tier_bandwidth(cl, routed["cluster"])  # as predict, plan and memory say it (build_specs): scale did not
     if scen is not None and model is None:
         wl = validate(Workload, apply_overrides(dump(scen.model), routed["model"]), prefix=["model"])
     else:
-        wl = load_workload(model or "gpt3-175b", routed["model"])
+        wl = load_workload(model if model is not None else "gpt3-175b", routed["model"])
     tr_base = scen.training.model_dump(exclude_unset=True) if scen is not None else {}
     st_base = scen.strategy.model_dump(exclude_unset=True) if scen is not None else {}
     counts = parse_gpus(gpus) if gpus is not None else (list(scen.gpus) if scen is not None else DEFAULT_GPUS)

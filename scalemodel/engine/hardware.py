@@ -17,7 +17,7 @@ from scalemodel.engine.job import (
 )
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
-from scalemodel.specs.files import exists
+from scalemodel.specs.files import exists, missing_what
 from scalemodel.specs.frameworks import MEGATRON_MARK
 from scalemodel.specs.loader import (
     _DEEPSPEED_KEYS,
@@ -184,7 +184,9 @@ def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
                              "does not read", where=str(file)[:200],
                              allowed=f"a spec file's path; `scalemodel hardware show {file}` loads and shows the "
                                      "built-in (with --set to check an override)")
-        raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
+        what = missing_what(file)  # a dangling link or '-' said as such (fuzz26: "-: file not found: -")
+        raise InputError(f"file not found: {str(file)[:200]}" if what == "file not found" else what,
+                         where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
     spec = _load(kind, file, sets)
     if kind == "workload" and not sets:  # the file's own count against its own shape (a --set is a what-if)

@@ -1143,6 +1143,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                              + ("--dp" if origin is None else opt["dp"] if origin.named else "dp")
                              + " out to derive it")
     sync = parse_sync(strategy.sync)
+    check_backup_workers(sync, gpus, model_parallel, job.max_gpus, opt["sync"])
     if sync.kind == SyncKind.HIER:
         group = sync.param
         if group < 1 or dp % group:
@@ -1285,6 +1286,24 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_host_attention_graphed=getattr(strategy, "moe_host_attention_graphed", False),
         train_metric_passes=getattr(strategy, "train_metric_passes", 0),
         train_metric_states=getattr(strategy, "train_metric_states", 0))
+
+
+def check_backup_workers(sync: Any, gpus: int, model_parallel: int | None, max_gpus: int, where: str) -> None:
+    """backup:B runs B workers beside the N whose gradients each update takes (Chen et al. 2016; cost/sync.py: N + B
+    machines occupied), each a data-parallel replica of tp x pp x cp GPUs: N GPUs + B replicas must fit the cluster
+    (fuzz26: backup:100000 on 16 of dgx-h100's 16,384 GPUs priced the 16th fastest of 100,016 workers, 24% faster
+    than bsp, on machines the cluster has not). ``model_parallel`` None: not known yet (plan), each worker at least
+    one GPU."""
+    mp = model_parallel or 1
+    if sync.kind != SyncKind.BACKUP or gpus + sync.param * mp <= max_gpus:
+        return
+    room = max(max_gpus - gpus, 0) // mp
+    size = "at least 1 GPU" if model_parallel is None else f"tp x pp x cp = {mp} GPU{'s' if mp > 1 else ''}"
+    raise InputError(f"{sync.label()} runs {sync.param:,} backup worker{'s' if sync.param > 1 else ''} of {size} "
+                     f"beside the {gpus:,} GPUs: {gpus + sync.param * mp:,} GPUs, more than the cluster's {max_gpus:,}",
+                     where=where, allowed=(f"backup:B with B <= {room:,}" if room else
+                                           "fewer GPUs (none is left for a backup worker)")
+                     + ", or a cluster spec with a larger max_gpus")
 
 
 def _joined(wheres: list[str]) -> str:

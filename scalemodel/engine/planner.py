@@ -96,6 +96,7 @@ from scalemodel.engine.job import (
     Job,
     StrategyGrid,
     build_job,
+    check_backup_workers,
     check_ep_dispatch_sms,
     check_fp8_all_gather,
     check_mtp_recompute,
@@ -1888,6 +1889,8 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     cons = dict(normalize_constraints(constraints))
     fixed: dict[str, Any] = {}
     modes = list(sync_modes)
+    for mode in modes:  # each backup worker is at least one GPU (a replica of tp x pp x cp; predict checks the exact)
+        check_backup_workers(parse_sync(mode), gpus, None, cluster.largest_gpus, "--sync-modes")
     if pinned:
         extra, fixed, sync = pins(strategy, pinned, written)
         for key in ("fsdp_fp8_all_gather", "fp8_param_gather"):

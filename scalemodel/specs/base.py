@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from scalemodel.errors import InputError
+from scalemodel.specs.plain import plain
 
 MAX_SPEC_INT = 10**9
 #: The most GPUs any spec or command accepts (the CLI's limit as well): beyond any machine.
@@ -547,6 +548,11 @@ def _dump(v: Any, exclude_none: bool, exclude_unset: bool) -> Any:
     return v
 
 
+class PositionalError(InputError, TypeError):
+    """A spec class called with positional arguments: the API's one-line InputError, and still the TypeError Python
+    raises for a call its signature does not take (``except TypeError`` around a construction keeps catching it)."""
+
+
 class _SpecMeta(msgspec.StructMeta):
     """A spec class built in Python with a keyword it has not (``StrategySpec(tpp=8)``) refuses with the one-line
     :class:`InputError` a file's unknown key gets (its name, the closest field, the known ones), not msgspec's
@@ -554,6 +560,13 @@ class _SpecMeta(msgspec.StructMeta):
     never calls the class: the check sits on the error path of a construction in Python alone."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if args:  # fuzz26: StrategySpec(8) raised msgspec's TypeError "Extra positional arguments provided"
+            n = len(args)
+            first = next(iter(cls.__struct_fields__), "field")  # type: ignore[attr-defined]
+            shown = ", ".join(repr(a)[:40] for a in args[:3]) + (", ..." if n > 3 else "")
+            raise PositionalError(f"{n} positional argument{'s' if n > 1 else ''} ({shown}): a spec's fields are "
+                                  "named", where=cls.__name__,
+                                  allowed=f"keyword arguments, e.g. {cls.__name__}({first}=...)")
         try:
             return super().__call__(*args, **kwargs)
         except TypeError:
@@ -617,8 +630,15 @@ class Spec(msgspec.Struct, metaclass=_SpecMeta, kw_only=True, forbid_unknown_fie
         return out
 
     def model_copy(self, *, update: dict[str, Any] | None = None) -> Any:
-        """A copy with ``update`` applied, validated as a new spec would be."""
-        return msgspec.structs.replace(self, **(update or {}))
+        """A copy with ``update`` applied, validated as a new spec would be. A key the spec has not is refused as
+        the constructor refuses it (fuzz26: ``model_copy(update={'tpp': 2})`` raised msgspec's TypeError "has no
+        field 'tpp'", ``{3: 2}`` "keywords must be strings")."""
+        update = update or {}
+        unknown = [k for k in update if k not in self.__struct_fields__]
+        if unknown and _refusal is not None:
+            key = str(unknown[0])
+            raise _refusal(SpecError(f"unknown key {unknown[0]!r}", (key,), kind="unknown"), type(self), update)
+        return msgspec.structs.replace(self, **update)
 
 
 class Sourced(Spec, kw_only=True):
@@ -657,6 +677,10 @@ def _python_checked(cls: type, data: dict[str, Any]) -> Any:
     in Python: a refusal is the :class:`InputError` the Python API promises (docs/api.md), not the SpecError the
     loader words with a file's line (review25d: ``StrategySpec(tp=-1)`` raised a ValueError that is no InputError,
     "tp: Input should be greater than 0", without the value or what is allowed)."""
+    # NumPy values as the Python ones they hold, as the API's arguments are (fuzz26: StrategySpec(tp=np.int64(8)) was
+    # "Input should be a valid integer (got np.int64(8))", eager_rope=np.True_ "a valid boolean", where
+    # np.float64(8.0) was taken and scalemodel.predict(..., tp=np.int64(8)) runs)
+    data = {name: plain(value, name) for name, value in data.items()}
     try:
         return convert(cls, data)
     except SpecError as exc:
@@ -681,5 +705,5 @@ def builtin_ref(kind: str) -> Before:
     return Before(resolve)
 
 
-__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Before", "Discriminator", "Sourced", "Spec", "SpecError", "allowed_for",
-           "builtin_ref", "convert", "field_error", "type_at"]
+__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Before", "Discriminator", "PositionalError", "Sourced", "Spec", "SpecError",
+           "allowed_for", "builtin_ref", "convert", "field_error", "type_at"]

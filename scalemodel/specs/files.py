@@ -213,7 +213,10 @@ def expand_user(ref: str | Path) -> Path:
 
 def missing_what(path: str | Path) -> str:
     """What to say of a path :func:`exists` found nothing at: a symbolic link whose target is missing or that loops
-    back on itself was said "file not found", while the link is there to be seen with ls."""
+    back on itself was said "file not found", while the link is there to be seen with ls. A missing ``-`` is said to
+    be a file name: a reader of standard input's ``-`` was told "file not found" of it (fuzz26)."""
+    if str(path) == "-":
+        return "'-' is a file name here, and no file has it: standard input is not read (save the piped text to a file)"
     try:
         if os.path.islink(path):
             try:

@@ -138,6 +138,14 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
 
     For a workload, a folder stands for its ``config.json`` (a HuggingFace snapshot folder), and a
     hub id ``org/name`` that is not a local path gets an error saying how to download it."""
+    if not ref.strip():  # fuzz26: '' was the current folder ("folder holds no config.json", "'' is a file")
+        raise InputError(f"an empty {kind} name ({ref!r})", where=kind,
+                         allowed=f"a built-in {kind} name or a path to a YAML file (`scalemodel hardware list` shows "
+                                 "the built-in ones)")
+    if ref == "-":  # fuzz26: "unknown built-in workload '-'" and the whole list of names
+        raise InputError("'-' (standard input) is not read", where=kind,
+                         allowed=f"a built-in {kind} name or a path to a YAML file (save the piped text to a file "
+                                 "first)")
     if ref.endswith(_FRAMEWORK_SUFFIXES):
         raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not a {kind}",
                          where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
