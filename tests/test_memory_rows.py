@@ -118,3 +118,23 @@ def test_row_key_equal_exactly_where_rows_are():
         for r, k in zip(rows, key.tolist(), strict=True):
             assert by_row.setdefault(r, k) == k
         assert len(set(by_row.values())) == len(by_row) < n
+
+
+def test_row_key_any_integer_range():
+    """planner._row_key on integer columns whose values sit anywhere in their type's range: negative, int8's
+    extremes (whose difference overflows int8), int64's ends and uint64 above 2^63 (the offset from the least value
+    must be taken where it fits int64; the column is ranked, not refused). Equal keys exactly where the rows are."""
+    i64, u64 = np.iinfo(np.int64), np.iinfo(np.uint64)
+    cols = [np.array([-5, -3, -5, -4, -3, -5]),
+            np.array([-128, 127, -128, 127, -128, -128], dtype=np.int8),
+            np.array([i64.min, i64.min + 1, i64.min, i64.min + 1, i64.min + 1, i64.min]),
+            np.array([i64.max, i64.max - 1, i64.max, i64.max - 1, i64.max - 1, i64.max]),
+            np.array([u64.max, u64.max - 1, u64.max, u64.max - 1, u64.max - 1, u64.max], dtype=np.uint64),
+            np.array([0, u64.max, 0, u64.max, u64.max, 0], dtype=np.uint64)]
+    for k in range(len(cols)):
+        for chosen in (cols[k:k + 1], cols[:k + 1]):
+            key = planner._row_key(chosen).tolist()
+            rows = list(zip(*(c.tolist() for c in chosen), strict=True))
+            for i in range(len(rows)):
+                for j in range(len(rows)):
+                    assert (key[i] == key[j]) == (rows[i] == rows[j]), (k, i, j)
