@@ -931,12 +931,14 @@ def _row_key(cols: list[np.ndarray]) -> np.ndarray:
     """One int64 per row, equal exactly where the rows are equal in every column (each column ranked, the ranks
     combined in mixed radix, re-ranked before the product could overflow): 1-D, so np.unique sorts integers. An
     integer column whose values span at most 4x its length is ranked by its offset from its least value, without the
-    sort np.unique's ranks take (the configuration columns: 11 of pass 1a's 15 ms a chunk of plan (b))."""
+    sort np.unique's ranks take (the configuration columns: 11 of pass 1a's 15 ms a chunk of plan (b)), where its
+    values fit int64 (a uint64 column above 2^63 is ranked by np.unique)."""
     key = np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
     span = 1
     for col in cols:
-        least = int(col.min()) if col.dtype.kind in "biu" and len(col) else 0
-        n_vals = int(col.max()) - least + 1 if col.dtype.kind in "biu" and len(col) else 0
+        most = int(col.max()) if col.dtype.kind in "biu" and len(col) else 2 ** 63
+        least = int(col.min()) if most < 2 ** 63 else 0
+        n_vals = most - least + 1 if most < 2 ** 63 else 0
         if 0 < n_vals <= 4 * len(col):
             rank = col.astype(np.int64) - least
         else:
