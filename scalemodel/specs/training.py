@@ -459,10 +459,13 @@ class StrategySpec(Spec, kw_only=True):
         "into main_grad, one extra pass over every parameter per micro-batch "
         "(docs/model.md#grad-accum-fusion)"))] = True
     bucket_fragments: Annotated[bool, Meta(description=(
-        "the data-parallel gradient buckets cut parameter tensors at their boundaries, so a payload of X bytes in "
-        "buckets of S bytes is ceil(X / S) buckets (Apex's DistributedFusedAdam, NeMo 1's distributed_fused_adam: "
-        "ParameterFragment); false: every bucket holds whole tensors and a tensor larger than a bucket closes one "
-        "of its own (Megatron-Core, PyTorch DDP, DeepSpeed ZeRO-1/2); docs/model.md#dp-comm"))] = False
+        "the data-parallel gradient buckets are Apex DistributedFusedAdam's as NeMo 1's distributed_fused_adam sets "
+        "them up: they cut parameter tensors at their boundaries (ParameterFragment), one group of buckets a "
+        "Transformer layer (a virtual stage under VPP), each group's buckets reduce-scattered and all-gathered in "
+        "one coalesced NCCL group: G layers x ceil(ceil(X / G / S) / channels) latencies for a payload of X bytes "
+        "in buckets of S bytes; false: every bucket holds whole tensors, a tensor larger than a bucket closes one "
+        "of its own, and each bucket is its own collective (Megatron-Core, PyTorch DDP, DeepSpeed ZeRO-1/2); "
+        "docs/model.md#dp-comm"))] = False
     align_param_gather: Annotated[bool, Meta(description=(
         "megatron_ddp with the interleaved schedule and overlap_param_gather: the schedule gathers the first two "
         "model chunks' parameters when it starts and chunk j + 1's at chunk j's first forward, pp chunk-forwards "
