@@ -81,8 +81,9 @@ def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> Non
     = 117,440,512, fc2 58,720,256, QKV 4,096 x (4,096 + 2 x 1,024) = 25,165,824, proj 16,777,216, two norms of 4,096;
     the final norm 4,096: 8,030,261,248 elements. Apex cuts tensors at bucket boundaries, so bucket_count's payload
     bound is ceil(8,030,261,248 x 2 / 78,643,200) = 205 (NeMo 1's groups of a layer make Apex's own 31 x 6 + 19 and
-    14 fp32 embedding buckets = 219; the latencies priced are coalesced_launches', below). Buckets of whole tensors (bucket_fragments false) would be fewer:
-    tensors of >= e elements 2 + 32 + 32 = 66, the rest 32 x 41,951,232 + 4,096 = 1,342,443,520 elements,
+    14 fp32 embedding buckets = 219; the latencies priced are coalesced_launches', below). Buckets of whole tensors
+    (bucket_fragments false) would be fewer: tensors of >= e elements 2 + 32 + 32 = 66, the rest 32 x 41,951,232
+    + 4,096 = 1,342,443,520 elements,
     ceil(/ e) = 35, so 101 (docs/model.md#dp-comm). DeepSpeed's 5e8-element default, which the row took before
     scale26, gave 2 + ceil(6,979,588,096 / 5e8) = 2 + 14 = 16 (under the payload's 17)."""
     assert _bucket_counts(monkeypatch, True) == {205.0}
