@@ -11,9 +11,12 @@ configs, not read from the validator."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-from conftest import script_module, training_cases
+from conftest import ROOT, script_module, training_cases
 from msgspec.structs import replace
 
 from scalemodel.api import predict
@@ -151,3 +154,28 @@ def test_more_buckets_than_channels(monkeypatch: pytest.MonkeyPatch) -> None:
     channels -> ceil(48 / 8) = 6 latencies a layer, 192 in all."""
     sizes = _reduce_scatter_sizes(monkeypatch, "dgxc25_h100_llama31_8b_bf16_128", 128, bucket_size=10.0 * MIB)
     assert sizes and {round(LLAMA8B_GRAD_BYTES / s, 6) for s in sizes} == {192.0}
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--zero", "3"], "got zero '3'"), (["--zero", "fsdp"], "got zero 'fsdp'"), ([], "got zero '0'"),
+    (["--zero", "1", "--set", "strategy.megatron_ddp=true"], "megatron_ddp true")])
+def test_bucket_fragments_needs_apex_zero12(extra: list[str], why: str) -> None:
+    """bucket_fragments prices Apex's DistributedFusedAdam as NeMo 1 sets it up, a ZeRO-1/2 optimizer (reduce-scatter
+    of the gradients, all-gather of the parameters) that is its own trainer's: with ZeRO-0, ZeRO-3 / FSDP or under
+    Megatron-Core's DDP it priced its coalesced launches over another framework's collectives without a word. One
+    line, exit 2."""
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
+                        "llama3-8b", "--gpus", "64", "--set", "strategy.bucket_fragments=true", *extra],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert "strategy.bucket_fragments: true" in lines[0] and why in lines[0], r.stderr
+
+
+def test_bucket_fragments_takes_zero_1_and_2() -> None:
+    for zero in ("1", "2"):
+        r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
+                            "llama3-8b", "--gpus", "64", "--zero", zero, "--set", "strategy.bucket_fragments=true"],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
