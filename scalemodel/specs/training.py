@@ -655,10 +655,11 @@ class StrategySpec(Spec, kw_only=True):
         if self.bucket_fragments and (zero not in (Zero.OPTIMIZER, Zero.GRADIENTS) or trainers):
             # Apex's DistributedFusedAdam (NeMo 1's distributed_fused_adam) reduce-scatters the gradients and
             # all-gathers the parameters (ZeRO-1/2) on its own: not ZeRO 0 / 3 / FSDP, nor under another trainer
-            got = f"{trainers[0]} true" if trainers else f"got zero {self.zero!r}"
+            got = f" ({trainers[0]} true)" if trainers else unset
             raise field_error("bucket_fragments", f"true prices Apex's DistributedFusedAdam as NeMo 1 runs it, a "
-                              f"ZeRO-1/2 optimizer of its own ({got})", "false (the default) with any zero; true "
-                              "with zero 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false")
+                              f"ZeRO-1/2 optimizer of its own{got}", "false (the default) with any zero; true with "
+                              "zero 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false"
+                              + ("" if trainers else pin))
         if self.deepspeed_pipeline and zero > Zero.OPTIMIZER:  # deepspeed/runtime/pipe/engine.py PipelineEngine
             raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
                               "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "
