@@ -146,7 +146,8 @@ Two case files (issue 5 and issue 13):
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
       :data:`BUCKET_128MI_SOURCES`); NeMo 1's Apex DistributedFusedAdam (the dgxc25 rows but Nemotron-4 15B) ->
       bucket_size = the config's bucket_cap_mb MiB (:data:`APEX_BUCKET_BYTES`), bucket_fragments on (Apex cuts
-      parameters at bucket boundaries); NeMo 1's mcore_distributed_optim (the dgxc25 Nemotron-4 15B rows,
+      parameters at bucket boundaries, NeMo 1 coalesces a layer's buckets); NeMo 1's mcore_distributed_optim (the
+      dgxc25 Nemotron-4 15B rows,
       :data:`NEMO1_MCORE_DIST_OPTIM`) -> megatron_ddp; with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func

@@ -11,8 +11,12 @@ configs, not read from the validator."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import numpy as np
 import pytest
-from conftest import script_module, training_cases
+from conftest import ROOT, script_module, training_cases
 from msgspec.structs import replace
 
 from scalemodel.api import predict
@@ -78,9 +82,11 @@ def test_llama31_8b_bucket_count_by_hand(monkeypatch: pytest.MonkeyPatch) -> Non
     """Llama 3.1 8B at tp 1 (the 128-GPU row): 75 MiB buckets of bf16 hold e = 78,643,200 / 2 = 39,321,600 elements.
     Its tensors: embedding and untied output 128,256 x 4,096 = 525,336,576 each; per layer (32) fc1 2 x 14,336 x 4,096
     = 117,440,512, fc2 58,720,256, QKV 4,096 x (4,096 + 2 x 1,024) = 25,165,824, proj 16,777,216, two norms of 4,096;
-    the final norm 4,096: 8,030,261,248 elements. Apex cuts tensors at bucket boundaries, so its buckets are
-    ceil(8,030,261,248 x 2 / 78,643,200) = 205. Buckets of whole tensors (bucket_fragments false) would be fewer:
-    tensors of >= e elements 2 + 32 + 32 = 66, the rest 32 x 41,951,232 + 4,096 = 1,342,443,520 elements,
+    the final norm 4,096: 8,030,261,248 elements. Apex cuts tensors at bucket boundaries, so bucket_count's payload
+    bound is ceil(8,030,261,248 x 2 / 78,643,200) = 205 (NeMo 1's groups of a layer make Apex's own 31 x 6 + 19 and
+    14 fp32 embedding buckets = 219; the latencies priced are coalesced_launches', below). Buckets of whole tensors
+    (bucket_fragments false) would be fewer: tensors of >= e elements 2 + 32 + 32 = 66, the rest 32 x 41,951,232
+    + 4,096 = 1,342,443,520 elements,
     ceil(/ e) = 35, so 101 (docs/model.md#dp-comm). DeepSpeed's 5e8-element default, which the row took before
     scale26, gave 2 + ceil(6,979,588,096 / 5e8) = 2 + 14 = 16 (under the payload's 17)."""
     assert _bucket_counts(monkeypatch, True) == {205.0}
@@ -103,3 +109,73 @@ def test_nemotron4_15b_runs_megatron_core_ddp(cid: str) -> None:
     assert r.training.grad_bytes_per_param == 4.0
     assert r.training.optimizer_bytes_per_param == 12.0
     assert r.strategy.fp8_param_gather == ("_fp8_" in cid)
+
+
+def _reduce_scatter_sizes(monkeypatch: pytest.MonkeyPatch, cid: str, gpus: int, **strategy: object) -> set[float]:
+    """The payloads of the ZeRO-1 gradient reduce-scatter calls the step prices for a dgxc25 row, at the
+    validator's strategy with ``strategy`` replaced."""
+    vt = script_module("validate_training")
+    case = training_cases()[cid]
+    r = vt.predict_new_case(case)
+    sizes: list[float] = []
+    real = dp_comm._collective
+
+    def spy(op, size, group, algorithm=None):  # type: ignore[no-untyped-def]
+        if op == "reducescatter":
+            sizes.extend(float(x) for x in np.atleast_1d(size))
+        return real(op, size, group, algorithm)
+
+    monkeypatch.setattr(dp_comm, "_collective", spy)
+    cluster = vt.load_cluster(r.settings["cluster"], vt.cluster_overrides(case, r.settings["cluster"]))
+    predict(cluster, vt.case_workload(case)[0], gpus, r.training, replace(r.strategy, **strategy))
+    return set(sizes)
+
+
+#: Llama 3.1 8B's gradient payload at tp 1, pp 1 (the tensors above): 8,030,261,248 bf16 elements.
+LLAMA8B_GRAD_BYTES = 8_030_261_248 * 2
+
+
+@pytest.mark.parametrize("gpus", [8, 128])
+def test_nemo1_coalesces_each_layers_buckets(monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
+    """NeMo 1 hands Apex one parameter group per Transformer layer (megatron_gpt_model.py v2.1.0 L668-697,
+    init_params_bucket per group, megatron_base_model.py L884-895); Apex closes the open buckets at each group and
+    makes every bucket of a group wait for all its parameters (apex@6424da3b L1275-1345), so a layer's buckets fill
+    together and ``_try_start_bucket_grad_sync`` reduce-scatters them in one ``_coalescing_manager`` (L1927-1946):
+    one NCCL group, which NCCL prices at ceil(tasks / channels) ring latencies (nccl v2.23.4 tuning.cc L464-465,
+    enqueue.cc L589). Llama 3.1 8B: 32 layers of 16,060,522,496 / 32 = 501,891,328 bytes, ceil(/ 78,643,200) = 7
+    buckets a layer; 8 GPUs (one node) or 128 (16 nodes, 8 NICs of 400 Gb/s: 8 channels) -> 1 launch a layer, 32
+    in all, each moving X / 32 (it was X / 205 with every bucket its own collective)."""
+    sizes = _reduce_scatter_sizes(monkeypatch, f"dgxc25_h100_llama31_8b_bf16_{gpus}", gpus)
+    assert sizes and {round(LLAMA8B_GRAD_BYTES / s, 6) for s in sizes} == {32.0}
+
+
+def test_more_buckets_than_channels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same 128-GPU row with 10 MiB buckets: ceil(501,891,328 / 10,485,760) = 48 buckets a layer over 8
+    channels -> ceil(48 / 8) = 6 latencies a layer, 192 in all."""
+    sizes = _reduce_scatter_sizes(monkeypatch, "dgxc25_h100_llama31_8b_bf16_128", 128, bucket_size=10.0 * MIB)
+    assert sizes and {round(LLAMA8B_GRAD_BYTES / s, 6) for s in sizes} == {192.0}
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--zero", "3"], "got zero '3'"), (["--zero", "fsdp"], "got zero 'fsdp'"), ([], "got zero '0'"),
+    (["--zero", "1", "--set", "strategy.megatron_ddp=true"], "megatron_ddp true")])
+def test_bucket_fragments_needs_apex_zero12(extra: list[str], why: str) -> None:
+    """bucket_fragments prices Apex's DistributedFusedAdam as NeMo 1 sets it up, a ZeRO-1/2 optimizer (reduce-scatter
+    of the gradients, all-gather of the parameters) that is its own trainer's: with ZeRO-0, ZeRO-3 / FSDP or under
+    Megatron-Core's DDP it priced its coalesced launches over another framework's collectives without a word. One
+    line, exit 2."""
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
+                        "llama3-8b", "--gpus", "64", "--set", "strategy.bucket_fragments=true", *extra],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert "strategy.bucket_fragments: true" in lines[0] and why in lines[0], r.stderr
+
+
+def test_bucket_fragments_takes_zero_1_and_2() -> None:
+    for zero in ("1", "2"):
+        r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
+                            "llama3-8b", "--gpus", "64", "--zero", zero, "--set", "strategy.bucket_fragments=true"],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr

@@ -26,6 +26,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.cost import compute, memory, ps, transformer
+from scalemodel.cost.nccl import nccl_graph_channels_inter
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, place, rank_strides
 from scalemodel.engine.host_floor import CALL_COST_US
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
@@ -874,10 +875,34 @@ def _whole_tensors(g: StrategyGrid, by_tensors: np.ndarray | None) -> np.ndarray
     """The tensor bound of :func:`bucket_count` where buckets hold whole tensors, none (inf) where they cut them
     (``bucket_fragments``: Apex's DistributedFusedAdam splits a parameter into ``ParameterFragment`` s at bucket
     boundaries, NVIDIA/apex@6424da3b apex/contrib/optimizers/distributed_fused_adam.py L1347-1496, so its count is
-    ceil(nbytes / bucket))."""
+    ceil(nbytes / bucket) at least; the latencies they pay: :func:`coalesced_launches`)."""
     if by_tensors is None or not np.any(g.bucket_fragments):
         return by_tensors
     return np.where(np.asarray(g.bucket_fragments, dtype=bool), np.inf, by_tensors)
+
+
+def coalesced_launches(g: StrategyGrid, layers: Any, nbytes: Any, bucket: Any, group: Placement) -> np.ndarray:
+    """Ring latencies of the gradient sync (and parameter gather) of ``nbytes`` in ``bucket``-byte buckets where
+    the buckets are Apex DistributedFusedAdam's as NeMo 1 sets them up (``bucket_fragments``):
+
+        G = layers on the stage (virtual stages under the interleaved schedule);  k = ceil(nbytes / G / bucket)
+        n = G ceil(k / C)     (C = the ring's inter-node channels; 1 launch a group within one node)
+
+    NeMo 1 hands Apex one parameter group per Transformer layer, or per virtual-stage module with VPP
+    (``configure_optimizers``, NVIDIA/NeMo v2.1.0 nemo/collections/nlp/models/language_modeling/megatron_gpt_model.py
+    L668-697; ``init_params_bucket`` per group, megatron_base_model.py L884-895). ``init_params_bucket`` closes the
+    open buckets and gives every bucket of the group a fragment of each of its parameters (NVIDIA/apex@6424da3b
+    apex/contrib/optimizers/distributed_fused_adam.py L1275-1345), so a group's k buckets fill together and
+    ``_try_start_bucket_grad_sync`` reduce-scatters them in one ``_coalescing_manager`` (L1827-1946; the parameter
+    all-gather the same, L2032-2082): one NCCL group. NCCL prices a group of ring tasks at ``lat x numPipeOps +
+    bytes / bw`` with numPipeOps = ceil(tasks / nChannels) (NVIDIA/nccl v2.23.4-1 src/graph/tuning.cc L464-465,
+    src/enqueue.cc L589-600), so the group pays ceil(k / C) latencies, not k. C is the search graph's channels
+    (:func:`~scalemodel.cost.nccl.nccl_graph_channels_inter`), never above the communicator's, so the count is an
+    upper bound; within one node the NVLink ring's channels (24 on Hopper) exceed every group's k here."""
+    groups = np.maximum(np.where(g.virtual_stages > 1, g.virtual_stages, layers), 1.0)
+    k = np.maximum(np.ceil(np.asarray(nbytes, dtype=float) / groups / np.maximum(bucket, 1e-300)), 1.0)
+    channels = nccl_graph_channels_inter(group)
+    return np.asarray(groups * np.where(np.isnan(channels), 1.0, np.ceil(k / np.maximum(channels, 1.0))), dtype=float)
 
 
 def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = None,
@@ -978,9 +1003,17 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     expert_nt = _whole_tensors(g, tensor_bucket_count(bucket, q, expert_tensors)) if job.expert_params > 0 else None
     both_nt = _whole_tensors(g, tensor_bucket_count(bucket, q, both_tensors)) if job.expert_params > 0 else dense_nt
 
+    def launches(nbytes: Any, group: Placement, by_tensors: np.ndarray | None) -> np.ndarray:
+        """The collectives, each paying its latency, that move ``nbytes`` in the buckets (bucket_count), or
+        NeMo 1's coalesced Apex bucket groups where ``bucket_fragments`` (coalesced_launches)."""
+        n = bucket_count(nbytes, bucket, by_tensors=by_tensors)
+        if not np.any(g.bucket_fragments):
+            return n
+        return np.where(g.bucket_fragments, coalesced_launches(g, comp["layers_per_stage"], nbytes, bucket, group), n)
+
     def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None,
                  by_tensors: np.ndarray | None = None) -> np.ndarray:
-        n = bucket_count(nbytes, bucket, by_tensors=by_tensors)
+        n = launches(nbytes, group, by_tensors)
         return n * _collective(op, nbytes / n, group, algorithm)
 
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
@@ -998,7 +1031,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
             out = np.where(zero3, bucketed("reducescatter", n * q, group, by_tensors=tensors), out)
         if not np.any(distopt):
             return out, np.zeros(1)
-        n_b = bucket_count(n * q, bucket, by_tensors=tensors)  # bucketed's count for the reduce-scatter
+        n_b = launches(n * q, group, tensors)  # bucketed's count for the reduce-scatter
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
         ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
         return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0)

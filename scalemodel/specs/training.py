@@ -459,10 +459,13 @@ class StrategySpec(Spec, kw_only=True):
         "into main_grad, one extra pass over every parameter per micro-batch "
         "(docs/model.md#grad-accum-fusion)"))] = True
     bucket_fragments: Annotated[bool, Meta(description=(
-        "the data-parallel gradient buckets cut parameter tensors at their boundaries, so a payload of X bytes in "
-        "buckets of S bytes is ceil(X / S) buckets (Apex's DistributedFusedAdam, NeMo 1's distributed_fused_adam: "
-        "ParameterFragment); false: every bucket holds whole tensors and a tensor larger than a bucket closes one "
-        "of its own (Megatron-Core, PyTorch DDP, DeepSpeed ZeRO-1/2); docs/model.md#dp-comm"))] = False
+        "the data-parallel gradient buckets are Apex DistributedFusedAdam's as NeMo 1's distributed_fused_adam sets "
+        "them up: they cut parameter tensors at their boundaries (ParameterFragment), one group of buckets a "
+        "Transformer layer (a virtual stage under VPP), each group's buckets reduce-scattered and all-gathered in "
+        "one coalesced NCCL group: G layers x ceil(ceil(X / G / S) / channels) latencies for a payload of X bytes "
+        "in buckets of S bytes (zero 1 or 2, no other trainer); false: every bucket holds whole tensors, a tensor "
+        "larger than a bucket closes one of its own, and each bucket is its own collective (Megatron-Core, PyTorch "
+        "DDP, DeepSpeed ZeRO-1/2); docs/model.md#dp-comm"))] = False
     align_param_gather: Annotated[bool, Meta(description=(
         "megatron_ddp with the interleaved schedule and overlap_param_gather: the schedule gathers the first two "
         "model chunks' parameters when it starts and chunk j + 1's at chunk j's first forward, pp chunk-forwards "
@@ -649,6 +652,14 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
                               f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
                                                                      "zero 0 or 1")
+        if self.bucket_fragments and (zero not in (Zero.OPTIMIZER, Zero.GRADIENTS) or trainers):
+            # Apex's DistributedFusedAdam (NeMo 1's distributed_fused_adam) reduce-scatters the gradients and
+            # all-gathers the parameters (ZeRO-1/2) on its own: not ZeRO 0 / 3 / FSDP, nor under another trainer
+            got = f" ({trainers[0]} true)" if trainers else unset
+            raise field_error("bucket_fragments", f"true prices Apex's DistributedFusedAdam as NeMo 1 runs it, a "
+                              f"ZeRO-1/2 optimizer of its own{got}", "false (the default) with any zero; true with "
+                              "zero 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false"
+                              + ("" if trainers else pin))
         if self.deepspeed_pipeline and zero > Zero.OPTIMIZER:  # deepspeed/runtime/pipe/engine.py PipelineEngine
             raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
                               "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "
