@@ -39,3 +39,14 @@ def test_straggler_cv_beside_another_variability_field_is_taken(cli) -> None:  #
     r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "64", "--straggler-cv", "0.1", "--set",
             "cluster.variability.dist=normal", "--json")
     assert r.code == 0, r.err
+
+
+def test_scales_no_switch_beside_its_set_is_named_as_given(cli) -> None:  # type: ignore[no-untyped-def]
+    """scale takes the pair --sequence-parallel / --no-sequence-parallel (False an explicit choice there): the refusal
+    named ``--no-sequence-parallel`` as ``--sequence-parallel False``."""
+    r = cli("scale", "-m", "gpt-1.7b", "-c", "dgx-h100", "--gpus", "8,16", "--no-sequence-parallel", "--set",
+            "strategy.sequence_parallel=true")
+    assert r.code == 2 and r.out == ""
+    assert r.err.strip() == ("error: --set strategy.sequence_parallel: --no-sequence-parallel and --set "
+                             "strategy.sequence_parallel=true both set strategy.sequence_parallel; one of them "
+                             "(--no-sequence-parallel or --set strategy.sequence_parallel)"), r.err

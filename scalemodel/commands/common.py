@@ -188,7 +188,9 @@ def check_flags_against_sets(training: dict[str, Any], strategy: dict[str, Any],
                 continue
             flag = written_at(section, key, given, None, None)
             value = str(item).split("=", 1)[1].strip() if "=" in item else ""
-            shown = flag if given[key] is True else f"{flag} {given[key]}"  # a switch (--sequence-parallel): no value
+            if given[key] is False and flag:  # scale's --no-sequence-parallel (its --/--no- pair)
+                flag = "--no-" + flag.removeprefix("--")
+            shown = flag if isinstance(given[key], bool) else f"{flag} {given[key]}"  # a switch: no value
             raise InputError(f"{shown} and --set {getattr(item, 'shown', item)}={value} both set "
                              f"{section}.{key}", where=f"--set {section}.{key}",
                              allowed=f"one of them ({flag} or --set {section}.{key})")
