@@ -1,8 +1,17 @@
 """review26d of tidy26: the refusal of a field given both by its option and by ``--set`` (9f5ce49a)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import ROOT
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost import nccl
+from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine import sensitivity
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import load_cluster, load_workload
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 
 def test_a_switch_beside_its_set_is_named_as_given(cli) -> None:  # type: ignore[no-untyped-def]
@@ -50,3 +59,29 @@ def test_scales_no_switch_beside_its_set_is_named_as_given(cli) -> None:  # type
     assert r.err.strip() == ("error: --set strategy.sequence_parallel: --no-sequence-parallel and --set "
                              "strategy.sequence_parallel=true both set strategy.sequence_parallel; one of them "
                              "(--no-sequence-parallel or --set strategy.sequence_parallel)"), r.err
+
+
+def _tp_cross_entropy_allreduce(m: float) -> dict[str, float]:
+    """Llama-3 70B at tp 8 pp 4 on 512 H100s with the NVLink latency x m: one of the vocab-parallel cross-entropy's
+    three all-reduces (4 T bytes, T = b s = 8,192 tokens) over the TP group, by NCCL algorithm."""
+    cl, wl = load_cluster("dgx-h100"), load_workload("llama3-70b")
+    tr, st = TrainingSpec(), StrategySpec(tp=8, pp=4)
+    job = build_job(cl, wl, tr)
+    (lat,) = [p for p in sensitivity.hardware_parameters(job) if p.name == "nvlink latency"]
+    job = lat.perturb(job, m)
+    g = grid_from_strategy(st, tr, 512, job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    assert float(np.ravel(g.micro_batch)[0]) * job.seq_len == 8192
+    return {a: float(np.ravel(coll.group_time("allreduce", 4.0 * 8192, groups.tensor, algorithm=a))[0])
+            for a in ("auto", "tree", "hierarchical")}
+
+
+def test_the_70b_tp_term_is_held_by_nvls_fixed_latency() -> None:
+    """docs (engine/sensitivity.py): the min that holds Llama-3 70B's TP term is NCCL's algorithm choice. The
+    cross-entropy's 32 KiB all-reduce runs NVLS (``hierarchical``), whose latency is NCCL's fixed NVLink NVLS
+    hwLatency (25 us, nccl.NVLS_LATENCY), not the tier's latency: the same at 1x, 1.01x and 0.6x; Tree, which the
+    tier's latency prices, is slower down to ~0.576x and the choice below it."""
+    one, up, low, below = (_tp_cross_entropy_allreduce(m) for m in (1.0, 1.01, 0.6, 0.57))
+    assert one["auto"] == one["hierarchical"] == up["auto"] == low["auto"]
+    assert one["hierarchical"] == pytest.approx(nccl.NVLS_LATENCY + 32768 / 1e11, rel=0.05)  # latency-bound
+    assert one["tree"] > low["tree"] > one["auto"] > below["tree"] == below["auto"]
