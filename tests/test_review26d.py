@@ -1,6 +1,8 @@
 """review26d of tidy26: the refusal of a field given both by its option and by ``--set`` (9f5ce49a)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from conftest import ROOT
@@ -85,3 +87,18 @@ def test_the_70b_tp_term_is_held_by_nvls_fixed_latency() -> None:
     assert one["auto"] == one["hierarchical"] == up["auto"] == low["auto"]
     assert one["hierarchical"] == pytest.approx(nccl.NVLS_LATENCY + 32768 / 1e11, rel=0.05)  # latency-bound
     assert one["tree"] > low["tree"] > one["auto"] > below["tree"] == below["auto"]
+
+
+def test_set_beside_a_flag_on_another_field_takes_both_and_a_repeated_set_its_last(cli) -> None:  # type: ignore[no-untyped-def]
+    """README: a field given by its option and by --set is refused; --set of another field beside the option takes
+    both (tidy26's test checked only the exit status), and the same field given twice by --set takes the last (a
+    base and its override, as a --strategy file under explicit flags)."""
+    r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--set", "strategy.pp=2",
+            "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)["inputs"]["strategy"]
+    assert (s["tp"], s["pp"]) == (8, 2)
+    r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--set", "strategy.tp=4", "--set",
+            "strategy.tp=8", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["inputs"]["strategy"]["tp"] == 8
