@@ -13,6 +13,7 @@ def check(*, file: str, straggler_cv: float | None, sets: list[str] | None, pess
 
     Exit 2 on bad input: the file, or a strategy that cannot run at one of the GPU counts for any reason but memory
     (not fitting memory alone is a note, or must_fit_memory's verdict)."""
+    o.check_straggler_cv_against_sets(straggler_cv, sets)
     result = check_file(file, list(sets or []), straggler_cv=straggler_cv, pessimistic=pessimistic)
     render_check(result, as_json=as_json)
     if not result.passed:

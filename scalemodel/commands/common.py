@@ -188,9 +188,26 @@ def check_flags_against_sets(training: dict[str, Any], strategy: dict[str, Any],
                 continue
             flag = written_at(section, key, given, None, None)
             value = str(item).split("=", 1)[1].strip() if "=" in item else ""
-            raise InputError(f"{flag} {given[key]} and --set {getattr(item, 'shown', item)}={value} both set "
+            if given[key] is False and flag:  # scale's --no-sequence-parallel (its --/--no- pair)
+                flag = "--no-" + flag.removeprefix("--")
+            shown = flag if isinstance(given[key], bool) else f"{flag} {given[key]}"  # a switch: no value
+            raise InputError(f"{shown} and --set {getattr(item, 'shown', item)}={value} both set "
                              f"{section}.{key}", where=f"--set {section}.{key}",
                              allowed=f"one of them ({flag} or --set {section}.{key})")
+
+
+def check_straggler_cv_against_sets(straggler_cv: float | None, sets: list[str] | None) -> None:
+    """Refuse ``--straggler-cv`` beside ``--set cluster.variability.cv`` (or the whole ``variability``): the option
+    is that field ("default: the cluster's"), and it was taken over the ``--set`` without a word
+    (:func:`check_flags_against_sets` for the training and strategy options)."""
+    if straggler_cv is None:
+        return
+    for item in sets or []:  # check's --set also takes assertions.X, which split_overrides refuses: read the path
+        path, _, value = str(item).partition("=")
+        if path.strip() in ("cluster.variability", "cluster.variability.cv"):
+            raise InputError(f"--straggler-cv {straggler_cv:g} and --set {path.strip()}={value.strip()} both set the "
+                             "cluster's variability.cv", where=f"--set {path.strip()}",
+                             allowed=f"one of them (--straggler-cv or --set {path.strip()})")
 
 
 def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, reported: Collection[str] = ()) -> list[str]:
@@ -439,6 +456,7 @@ def one_job(*, cluster: str, model: str, gpus: int, strategy_file: str | None, s
     :func:`strategy_origin` of a command that prices one strategy on ``gpus`` GPUs (predict, sensitivity): flags,
     the ``--strategy`` file and ``--set``."""
     positive_int(gpus, "--gpus")
+    check_straggler_cv_against_sets(echo.get("straggler_cv"), sets)
     training, strategy = split_flags(**flags)
     sf = read_strategy(strategy_file)
     cl, wl, tr, st = build_specs(cluster=cluster, model=model, sets=sets, training=training,

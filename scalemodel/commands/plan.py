@@ -64,6 +64,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
                                      "or --constraint sync=... to pin another")
     training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                 "train_tokens": train_tokens}
+    o.check_straggler_cv_against_sets(straggler_cv, sets)
     allowed = comma_list(allow)
     if allow and not allowed:  # "--allow ,," opened nothing without a word (as --sync-modes refuses its empty list)
         raise InputError(f"no search named in {allow[:40]!r}", where="--allow", allowed=" | ".join(ALLOW))

@@ -177,6 +177,7 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         tp=tp, pp=pp, cp=cp, ep=ep, **flags)
     strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
     sf = o.read_strategy(strategy_file)
+    o.check_straggler_cv_against_sets(straggler_cv, sets)
     spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
                          sets=sets, training=training, strategy=strategy, strategy_file=sf)
     cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
