@@ -677,17 +677,21 @@ class _Pick:
         return self.one
 
 
-def _sync_mask(cfg: dict[str, np.ndarray], sync: str) -> np.ndarray:
-    """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree."""
+def _sync_mask(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) -> np.ndarray:
+    """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree; backup:B needs its
+    B replicas of tp x pp x cp GPUs within the ``spare`` GPUs the cluster has beyond the N (None: no bound), the
+    bound predict refuses beyond (engine.job.check_backup_workers; review26f: plan ranked layouts predict refuses)."""
     strat = parse_sync(sync)
-    if strat.kind != SyncKind.HIER:
-        return np.ones(len(cfg["dp"]), dtype=bool)
-    return np.asarray(cfg["dp"] % strat.param == 0)
+    if strat.kind == SyncKind.HIER:
+        return np.asarray(cfg["dp"] % strat.param == 0)
+    if strat.kind == SyncKind.BACKUP and spare is not None:
+        return np.asarray(strat.param * cfg["tp"] * cfg["pp"] * cfg["cp"] <= spare)
+    return np.ones(len(cfg["dp"]), dtype=bool)
 
 
-def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+def _for_sync(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) -> dict[str, np.ndarray]:
     """The configurations of :func:`_sync_mask`."""
-    ok = _sync_mask(cfg, sync)
+    ok = _sync_mask(cfg, sync, spare)
     return {k: v[ok] for k, v in cfg.items()}
 
 
@@ -1135,7 +1139,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
     per_chunk = max(1, COUNT_CHUNK_CANDIDATES // max(inner, 1))
-    mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
+    mode_mask = [_sync_mask(all_cfg, sync, job.max_gpus - gpus) for sync in modes]
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
     keep = max(10 * top, 50)
@@ -1162,13 +1166,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     a_sharded = np.min([f[1][0] for f in f_class], axis=0)  # at ZeRO > 0
     sharded_z = axes["zero"] != int(Zero.NONE)  # the ZeRO stages the second factors apply to
     class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
-    # modes with the same configurations (all but hier:G) are counted once, times their number
-    mask_groups: dict[int, tuple[np.ndarray, int]] = {}
+    # modes with the same configurations (all but hier:G, and backup:B where the cluster has too few GPUs to spare
+    # for every layout's replicas) are counted once, times their number
+    mask_groups: dict[tuple[int, bytes], tuple[np.ndarray, int]] = {}
     # (asp, ssp:S and local:H need an unsharded replica per rank, so they count apart: key -1)
     for sync, mask in zip(modes, mode_mask, strict=True):
         spec = parse_sync(sync)
         key = int(spec.param) if spec.kind == SyncKind.HIER else (-1 if needs_replicas(sync) else 0)
-        mask_groups[key] = (mask, mask_groups.get(key, (mask, 0))[1] + 1)
+        group = (key, mask.tobytes())
+        mask_groups[group] = (mask, mask_groups.get(group, (mask, 0))[1] + 1)
 
     covered = feasible_n = computed = derived = 0
     over_limit = 0.0
@@ -1257,7 +1263,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
         good_all[lo:hi] = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
-        for key, (mask, count) in mask_groups.items():
+        for (key, _bytes), (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
                 # hier:G shards the states inside its groups of G (dp_comm.hier_group): more memory at ZeRO > 0, so

@@ -1,0 +1,40 @@
+"""review26f: fuzz26's backup-worker bound and NumPy spec values, checked against what they claim.
+
+backup:B runs B data-parallel replicas of tp x pp x cp GPUs beside the N replicas whose gradients an update takes
+(Chen et al. 2016, "Revisiting distributed synchronous SGD", §3: N + b workers; cost/sync.py prices N = dp). predict
+refuses N GPUs + B x tp pp cp beyond the cluster (engine.job.check_backup_workers); plan searched every candidate
+of the space whenever N + B GPUs fitted, so it ranked layouts predict then refuses."""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, no_hang  # noqa: F401 (no_hang: autouse)
+
+# 9 nodes of dgx-h100 (8 GPUs each): 72 GPUs, 8 beyond the 64 a plan runs on
+SMALL = ("-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--set", "cluster.max_gpus=72", "--json")
+
+
+def test_plan_counts_only_the_layouts_whose_backup_replicas_fit(cli) -> None:  # type: ignore[no-untyped-def]
+    """backup:8 with 8 GPUs to spare: only tp = pp = cp = 1 leaves room for 8 replicas (8 x 1 GPU), so the space is
+    the one bsp has with tp, pp and cp pinned to 1 (counted by the constraint path, not the sync mask)."""
+    backup = accepted(cli, "plan", *SMALL, "--sync-modes", "backup:8", "--top", "20")
+    pinned = accepted(cli, "plan", *SMALL, "--constraint", "tp=1,pp=1,cp=1", "--top", "1")
+    assert backup["candidates_evaluated"] == pinned["candidates_evaluated"] == 1296
+    assert backup["feasible"] == pinned["feasible"]
+    for row in backup["ranked"]:
+        st = row["strategy"]
+        assert (st["tp"], st["pp"], st["cp"]) == (1, 1, 1), st
+
+
+@pytest.mark.parametrize("backup", [2, 4])
+def test_plan_ranks_only_layouts_predict_runs(cli, backup: int) -> None:  # type: ignore[no-untyped-def]
+    """Every ranked candidate's B replicas fit the 8 spare GPUs (B x tp pp cp <= 8), and predict runs it."""
+    doc = accepted(cli, "plan", *SMALL, "--sync-modes", f"bsp,backup:{backup}", "--top", "30")
+    ranked = [r["strategy"] for r in doc["ranked"] if r["strategy"]["sync"] != "bsp"]
+    assert ranked
+    for st in ranked:
+        assert 64 + backup * st["tp"] * st["pp"] * st["cp"] <= 72, st
+    st = ranked[0]
+    one = accepted(cli, "predict", *SMALL, "--tp", str(st["tp"]), "--pp", str(st["pp"]), "--cp", str(st["cp"]),
+                   "--sync", f"backup:{backup}")
+    assert one["feasible"]
