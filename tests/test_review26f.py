@@ -38,3 +38,29 @@ def test_plan_ranks_only_layouts_predict_runs(cli, backup: int) -> None:  # type
     one = accepted(cli, "predict", *SMALL, "--tp", str(st["tp"]), "--pp", str(st["pp"]), "--cp", str(st["cp"]),
                    "--sync", f"backup:{backup}")
     assert one["feasible"]
+
+
+PRICED = ("--set", "cluster.price_per_gpu_hour=3.6USD/h", "--set", "training.train_tokens=1e9")  # 0.001 USD/GPU-s
+
+
+def test_predict_charges_the_backup_replicas(cli) -> None:  # type: ignore[no-untyped-def]
+    """backup:4 at tp 2 holds 64 + 4 x 2 = 72 GPUs (Chen et al. 2016: N + b machines run; cost/sync.py
+    workers_total): the cost is the time to train x 72 x 0.001 USD/s, not x 64 (the 8 backup GPUs were free)."""
+    doc = accepted(cli, "predict", *SMALL, *PRICED, "--tp", "2", "--sync", "backup:4")
+    assert doc["cost_usd"] == pytest.approx(doc["time_to_train_s"] * 72 * 0.001, rel=1e-12)
+    bsp = accepted(cli, "predict", *SMALL, *PRICED, "--tp", "2")
+    assert bsp["cost_usd"] == pytest.approx(bsp["time_to_train_s"] * 64 * 0.001, rel=1e-12)
+
+
+def test_plan_by_cost_charges_the_backup_replicas(cli) -> None:  # type: ignore[no-untyped-def]
+    """Under --objective cost every ranked backup:B candidate costs its time to train x (N + B x tp pp cp) GPUs,
+    and the ranking follows those costs."""
+    doc = accepted(cli, "plan", *SMALL, *PRICED, "--sync-modes", "bsp,backup:2", "--objective", "cost",
+                   "--top", "10")
+    costs = []
+    for row in doc["ranked"]:
+        st = row["strategy"]
+        held = 64 + (2 * st["tp"] * st["pp"] * st["cp"] if st["sync"] == "backup:2" else 0)
+        assert row["cost_usd"] == pytest.approx(row["time_to_train_s"] * held * 0.001, rel=1e-12), st
+        costs.append(row["cost_usd"])
+    assert costs == sorted(costs)

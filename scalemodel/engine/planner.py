@@ -102,6 +102,7 @@ from scalemodel.engine.job import (
     check_mtp_recompute,
     check_stage_layers,
     grid_from_arrays,
+    held_gpus,
     refuse_two_splits,
     stage_split_code,
     warn_unfused_attention,
@@ -647,14 +648,18 @@ def _scale(objective: str, job: Job, gpus: int, global_batch: int) -> float:
     return per_token * (gpus * job.price_per_gpu_s if objective == "cost" else 1.0)
 
 
-def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
-    """Lower is better: seconds per token (throughput), per effective token (time-to-train), or USD."""
+def _score(objective: str, job: Job, gpus: int, res: Any, grid: StrategyGrid | None = None, sync: str = "bsp"
+           ) -> np.ndarray:
+    """Lower is better: seconds per token (throughput), per effective token (time-to-train), or USD: the GPUs held
+    (backup:B's replicas of ``grid``'s tp x pp x cp too, :func:`held_gpus`) x their price per effective token.
+    :func:`_scale` charges the ``gpus`` alone: its bounds stay below."""
     tok = np.asarray(res.tokens_per_s)
     eff = np.asarray(1.0 if objective == "throughput" else res.statistical_efficiency)
     with np.errstate(divide="ignore", invalid="ignore"):
         score = 1.0 / (tok * eff)
     if objective == "cost":
-        score = score * (gpus * job.price_per_gpu_s)
+        held = gpus if grid is None else held_gpus(sync, gpus, grid.tp * grid.pp * grid.cp)
+        score = score * (held * job.price_per_gpu_s)
     return np.asarray(score)
 
 
@@ -1360,7 +1365,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 res_si = res if modes[si] == "bsp" else with_sync(job, grid, res, modes[si], kappa=kappa)
                 derived += 0 if modes[si] == "bsp" else grid.size
                 ok_si = at_z & in_mode & np.asarray(res_si.feasible)  # asp/ssp/local: ZeRO 0 only
-                score = np.where(ok_si, _score(objective, job, gpus, res_si), np.inf)
+                score = np.where(ok_si, _score(objective, job, gpus, res_si, grid, modes[si]), np.inf)
                 flat = score.ravel()
                 fin = np.nonzero(np.isfinite(flat))[0]
                 if fin.size:
@@ -1465,7 +1470,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
                 ress.append(res)
                 derived += 0 if res is res0 else grid.size
-                score = _score(objective, job, gpus, res).reshape(len(at), -1)
+                score = np.broadcast_to(_score(objective, job, gpus, res, grid, sync), grid.shape).reshape(len(at), -1)
                 ok = ok0 if res is res0 else ok0 & np.asarray(res.feasible).reshape(len(at), -1)
                 cols.append(np.where(ok & in_mode_rows[si], score, np.inf))
             sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
