@@ -7,6 +7,8 @@ of the space whenever N + B GPUs fitted, so it ranked layouts predict then refus
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_hostile_inputs import accepted, no_hang  # noqa: F401 (no_hang: autouse)
 
@@ -64,3 +66,19 @@ def test_plan_by_cost_charges_the_backup_replicas(cli) -> None:  # type: ignore[
         assert row["cost_usd"] == pytest.approx(row["time_to_train_s"] * held * 0.001, rel=1e-12), st
         costs.append(row["cost_usd"])
     assert costs == sorted(costs)
+
+
+def test_check_max_cost_charges_the_backup_replicas(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """check's max_cost_usd at the largest count: its time to train x (16 + 2 x tp 2) GPUs x 2 USD/h, as
+    predict's cost_usd (time to train from predict at the same point, the cost by hand)."""
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: scenario\nname: t\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [16]\nmode: weak\n"
+                 "training: {micro_batch: 1, train_tokens: 1B}\nstrategy: {tp: 2, sync: 'backup:2'}\n"
+                 "assertions:\n  max_cost_usd: 1e9\n")
+    res = cli("check", str(f), "--set", "cluster.price_per_gpu_hour=2 USD/h", "--json")
+    assert res.code == 0, res.err
+    (a,) = [a for a in json.loads(res.out)["assertions"] if a["name"] == "max_cost_usd"]
+    one = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--tp", "2", "--sync",
+                   "backup:2", "--micro-batch", "1", "--global-batch", "8", "--set", "training.train_tokens=1B",
+                   "--json")
+    assert a["value"] == pytest.approx(one["time_to_train_s"] * 20 * 2.0 / 3600, rel=1e-9)
