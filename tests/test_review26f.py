@@ -82,3 +82,13 @@ def test_check_max_cost_charges_the_backup_replicas(cli, tmp_path) -> None:  # t
                    "backup:2", "--micro-batch", "1", "--global-batch", "8", "--set", "training.train_tokens=1B",
                    "--json")
     assert a["value"] == pytest.approx(one["time_to_train_s"] * 20 * 2.0 / 3600, rel=1e-9)
+
+
+def test_plan_says_why_no_layout_takes_the_backup_replicas(cli) -> None:  # type: ignore[no-untyped-def]
+    """tp 8 pinned, backup:2: 2 x 8 GPUs beside the 64, 8 spare: no candidate, and the refusal says it is the backup
+    replicas, not the constraint alone (tp 8 splits 64 GPUs: bsp has candidates)."""
+    assert accepted(cli, "plan", *SMALL, "--constraint", "tp=8", "--top", "1")["candidates_evaluated"] > 0
+    doc = accepted(cli, "plan", *SMALL, "--constraint", "tp=8", "--sync-modes", "backup:2")
+    assert doc["candidates_evaluated"] == 0
+    assert doc["why"].endswith("meets what was asked (--constraint tp=8): backup:2 runs 2 replicas of tp x pp x cp "
+                               "GPUs beside the 64 GPUs, 8 to spare: no split has tp x pp x cp <= 4."), doc["why"]

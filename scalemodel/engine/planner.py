@@ -694,6 +694,20 @@ def _sync_mask(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) 
     return np.ones(len(cfg["dp"]), dtype=bool)
 
 
+def _no_sync_split(modes: Sequence[str], gpus: int, spare: int) -> str:
+    """Why no split takes any of ``modes`` (:func:`_sync_mask` empty for each), for plan's "no split" refusal."""
+    said = []
+    for sync in modes:
+        strat = parse_sync(sync)
+        if strat.kind == SyncKind.BACKUP:
+            said.append(f"{sync} runs {strat.param:,} replica{'s' if strat.param > 1 else ''} of tp x pp x cp GPUs "
+                        f"beside the {gpus:,} GPUs, {spare:,} to spare: no split has tp x pp x cp <= "
+                        f"{spare // strat.param:,}")
+        elif strat.kind == SyncKind.HIER:
+            said.append(f"{sync}'s group of {strat.param:,} divides no split's dp")
+    return "; ".join(said)
+
+
 def _for_sync(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) -> dict[str, np.ndarray]:
     """The configurations of :func:`_sync_mask`."""
     ok = _sync_mask(cfg, sync, spare)
@@ -1145,6 +1159,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     inner = int(np.prod([len(a) for a in axes.values()]))
     per_chunk = max(1, COUNT_CHUNK_CANDIDATES // max(inner, 1))
     mode_mask = [_sync_mask(all_cfg, sync, job.max_gpus - gpus) for sync in modes]
+    if len(all_cfg["dp"]) and not any(m.any() for m in mode_mask):  # splits, but none a sync mode applies to
+        no_split = _no_sync_split(modes, gpus, job.max_gpus - gpus)
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
     keep = max(10 * top, 50)
