@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from scalemodel.choices import Layout
+from scalemodel.choices import Layout, SyncKind, parse_sync
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import REASON_KEYS, evaluate
@@ -329,9 +329,11 @@ def _every_layout(job, gpus, batch, c, allow_keys=frozenset()):
 BRUTE_BLOCK = 1 << 19  # candidates per evaluate call of the brute force (a memory bound, not part of the claim)
 
 
-def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput", feasible=None):
+def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput", feasible=None,
+                      spare=None):
     """The best objective value over the whole space, every candidate evaluated in one flat grid (every
-    rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space)."""
+    rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space). ``spare``: the
+    GPUs beside the ``gpus`` that backup:B's replicas may take (None: any number)."""
     c = constraints.normalize_constraints(cons)
     keys = frozenset(k for a in allow for k in planner.ALLOW[a])
     cfg = _every_layout(job, gpus, batch, c, keys)
@@ -344,7 +346,7 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
     rows = max(1, BRUTE_BLOCK // max(inner, 1))
     best, n = np.inf, 0
     for sync in sync_modes:
-        cf_all = planner._for_sync(cfg, sync)
+        cf_all = planner._for_sync(cfg, sync, spare)
         if not len(cf_all["dp"]):
             continue
         n_ok = 0
@@ -744,3 +746,23 @@ def test_the_winners_advantages_add_up_to_the_gap():
     # only gains: the parts past the two named (50 ms dp + 20 ms bubble) are one "70 ms less in the other parts"
     text = _advantages(pred(compute=1.0), pred(compute=1.2, tp_comm=0.1, dp_comm=0.05, bubble=0.02))
     assert text == "200 ms less compute, 100 ms less exposed TP communication (70 ms less in the other parts)"
+
+
+@pytest.mark.parametrize("modes", [("bsp", "backup:2", "hier:2"), ("backup:1", "backup:4", "asp")])
+def test_decomposed_search_equals_brute_force_with_backup_replicas_bounded(modes):
+    """review26f: on a cluster with 4 GPUs beside the 8, backup:B searches only the layouts whose B replicas of
+    tp x pp x cp GPUs fit them (its configurations differ from bsp's, so its counts are its own): the decomposed
+    search finds the brute-force best and count of those layouts."""
+    from msgspec.structs import replace
+
+    job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)
+    job = replace(job, max_gpus=12, straggler_cv=0.1)
+    cons = {"cp": [("=", 1)]}
+    feasible: list[int] = []
+    expect, n = _brute_force_best(job, 8, 16, cons, modes, feasible=feasible, spare=4)
+    res = planner.search(job, 8, 16, top=50, constraints=cons, sync_modes=modes)
+    assert res.candidates_evaluated == n and res.feasible == sum(feasible)
+    assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+    for p in res.ranked:
+        b = parse_sync(p.strategy["sync"])
+        assert b.kind != SyncKind.BACKUP or b.param * p.strategy["tp"] * p.strategy["pp"] <= 4, p.strategy

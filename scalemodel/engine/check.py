@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel.engine.intervals import runs_phrase
-from scalemodel.engine.job import scenario_training_fits
+from scalemodel.engine.job import held_gpus, scenario_training_fits
 from scalemodel.engine.scaling import sweep
 from scalemodel.engine.step import Infeasible
 from scalemodel.errors import InputError, Origin
@@ -282,7 +282,10 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
             if time_to_train is None:
                 raise InputError("time to train cannot be computed (zero throughput)", where=f"{where}.{name}",
                                  allowed="a job with a positive throughput, or leave this assertion out")
-            value = time_to_train * slow if name == "max_time_to_train" else time_to_train * slow * largest * price
+            # the GPUs held: backup:B's replicas run beside the largest count (job.held_gpus; review26f)
+            st = pred.strategy
+            held = held_gpus(st["sync"], largest, st["tp"] * st["pp"] * st["cp"])
+            value = time_to_train * slow if name == "max_time_to_train" else time_to_train * slow * held * price
             values[name] = (value, float(limit), largest)
     verdicts = []
     for name, (value, limit, n) in values.items():

@@ -1288,6 +1288,14 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         train_metric_states=getattr(strategy, "train_metric_states", 0))
 
 
+def held_gpus(sync: str, gpus: Any, model_parallel: Any) -> Any:
+    """GPUs a job holds, what its cost charges: the ``gpus`` it trains on and, under backup:B, its B replicas of
+    ``model_parallel`` (tp x pp x cp) GPUs beside them, which run every step and whose gradients are dropped (Chen et
+    al. 2016: N + b machines; cost/sync.py ``workers_total``). review26f: the cost charged the N alone. Broadcasts."""
+    strat = parse_sync(sync)
+    return gpus + strat.param * model_parallel if strat.kind == SyncKind.BACKUP else gpus
+
+
 def check_backup_workers(sync: Any, gpus: int, model_parallel: int | None, max_gpus: int, where: str) -> None:
     """backup:B runs B workers beside the N whose gradients each update takes (Chen et al. 2016; cost/sync.py: N + B
     machines occupied), each a data-parallel replica of tp x pp x cp GPUs: N GPUs + B replicas must fit the cluster

@@ -102,6 +102,7 @@ from scalemodel.engine.job import (
     check_mtp_recompute,
     check_stage_layers,
     grid_from_arrays,
+    held_gpus,
     refuse_two_splits,
     stage_split_code,
     warn_unfused_attention,
@@ -647,14 +648,18 @@ def _scale(objective: str, job: Job, gpus: int, global_batch: int) -> float:
     return per_token * (gpus * job.price_per_gpu_s if objective == "cost" else 1.0)
 
 
-def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
-    """Lower is better: seconds per token (throughput), per effective token (time-to-train), or USD."""
+def _score(objective: str, job: Job, gpus: int, res: Any, grid: StrategyGrid | None = None, sync: str = "bsp"
+           ) -> np.ndarray:
+    """Lower is better: seconds per token (throughput), per effective token (time-to-train), or USD: the GPUs held
+    (backup:B's replicas of ``grid``'s tp x pp x cp too, :func:`held_gpus`) x their price per effective token.
+    :func:`_scale` charges the ``gpus`` alone: its bounds stay below."""
     tok = np.asarray(res.tokens_per_s)
     eff = np.asarray(1.0 if objective == "throughput" else res.statistical_efficiency)
     with np.errstate(divide="ignore", invalid="ignore"):
         score = 1.0 / (tok * eff)
     if objective == "cost":
-        score = score * (gpus * job.price_per_gpu_s)
+        held = gpus if grid is None else held_gpus(sync, gpus, grid.tp * grid.pp * grid.cp)
+        score = score * (held * job.price_per_gpu_s)
     return np.asarray(score)
 
 
@@ -677,17 +682,35 @@ class _Pick:
         return self.one
 
 
-def _sync_mask(cfg: dict[str, np.ndarray], sync: str) -> np.ndarray:
-    """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree."""
+def _sync_mask(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) -> np.ndarray:
+    """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree; backup:B needs its
+    B replicas of tp x pp x cp GPUs within the ``spare`` GPUs the cluster has beyond the N (None: no bound), the
+    bound predict refuses beyond (engine.job.check_backup_workers; review26f: plan ranked layouts predict refuses)."""
     strat = parse_sync(sync)
-    if strat.kind != SyncKind.HIER:
-        return np.ones(len(cfg["dp"]), dtype=bool)
-    return np.asarray(cfg["dp"] % strat.param == 0)
+    if strat.kind == SyncKind.HIER:
+        return np.asarray(cfg["dp"] % strat.param == 0)
+    if strat.kind == SyncKind.BACKUP and spare is not None:
+        return np.asarray(strat.param * cfg["tp"] * cfg["pp"] * cfg["cp"] <= spare)
+    return np.ones(len(cfg["dp"]), dtype=bool)
 
 
-def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+def _no_sync_split(modes: Sequence[str], gpus: int, spare: int) -> str:
+    """Why no split takes any of ``modes`` (:func:`_sync_mask` empty for each), for plan's "no split" refusal."""
+    said = []
+    for sync in modes:
+        strat = parse_sync(sync)
+        if strat.kind == SyncKind.BACKUP:
+            said.append(f"{sync} runs {strat.param:,} replica{'s' if strat.param > 1 else ''} of tp x pp x cp GPUs "
+                        f"beside the {gpus:,} GPUs, {spare:,} to spare: no split has tp x pp x cp <= "
+                        f"{spare // strat.param:,}")
+        elif strat.kind == SyncKind.HIER:
+            said.append(f"{sync}'s group of {strat.param:,} divides no split's dp")
+    return "; ".join(said)
+
+
+def _for_sync(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) -> dict[str, np.ndarray]:
     """The configurations of :func:`_sync_mask`."""
-    ok = _sync_mask(cfg, sync)
+    ok = _sync_mask(cfg, sync, spare)
     return {k: v[ok] for k, v in cfg.items()}
 
 
@@ -1137,7 +1160,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
     per_chunk = max(1, COUNT_CHUNK_CANDIDATES // max(inner, 1))
-    mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
+    mode_mask = [_sync_mask(all_cfg, sync, job.max_gpus - gpus) for sync in modes]
+    if len(all_cfg["dp"]) and not any(m.any() for m in mode_mask):  # splits, but none a sync mode applies to
+        no_split = _no_sync_split(modes, gpus, job.max_gpus - gpus)
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
     keep = max(10 * top, 50)
@@ -1164,13 +1189,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     a_sharded = np.min([f[1][0] for f in f_class], axis=0)  # at ZeRO > 0
     sharded_z = axes["zero"] != int(Zero.NONE)  # the ZeRO stages the second factors apply to
     class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
-    # modes with the same configurations (all but hier:G) are counted once, times their number
-    mask_groups: dict[int, tuple[np.ndarray, int]] = {}
+    # modes with the same configurations (all but hier:G, and backup:B where the cluster has too few GPUs to spare
+    # for every layout's replicas) are counted once, times their number
+    mask_groups: dict[tuple[int, bytes], tuple[np.ndarray, int]] = {}
     # (asp, ssp:S and local:H need an unsharded replica per rank, so they count apart: key -1)
     for sync, mask in zip(modes, mode_mask, strict=True):
         spec = parse_sync(sync)
         key = int(spec.param) if spec.kind == SyncKind.HIER else (-1 if needs_replicas(sync) else 0)
-        mask_groups[key] = (mask, mask_groups.get(key, (mask, 0))[1] + 1)
+        group = (key, mask.tobytes())
+        mask_groups[group] = (mask, mask_groups.get(group, (mask, 0))[1] + 1)
 
     covered = feasible_n = computed = derived = 0
     over_limit = 0.0
@@ -1259,7 +1286,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
         good_all[lo:hi] = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
-        for key, (mask, count) in mask_groups.items():
+        for (key, _bytes), (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
                 # hier:G shards the states inside its groups of G (dp_comm.hier_group): more memory at ZeRO > 0, so
@@ -1356,7 +1383,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 res_si = res if modes[si] == "bsp" else with_sync(job, grid, res, modes[si], kappa=kappa)
                 derived += 0 if modes[si] == "bsp" else grid.size
                 ok_si = at_z & in_mode & np.asarray(res_si.feasible)  # asp/ssp/local: ZeRO 0 only
-                score = np.where(ok_si, _score(objective, job, gpus, res_si), np.inf)
+                score = np.where(ok_si, _score(objective, job, gpus, res_si, grid, modes[si]), np.inf)
                 flat = score.ravel()
                 fin = np.nonzero(np.isfinite(flat))[0]
                 if fin.size:
@@ -1461,7 +1488,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
                 ress.append(res)
                 derived += 0 if res is res0 else grid.size
-                score = _score(objective, job, gpus, res).reshape(len(at), -1)
+                score = np.broadcast_to(_score(objective, job, gpus, res, grid, sync), grid.shape).reshape(len(at), -1)
                 ok = ok0 if res is res0 else ok0 & np.asarray(res.feasible).reshape(len(at), -1)
                 cols.append(np.where(ok & in_mode_rows[si], score, np.inf))
             sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)

@@ -12,7 +12,7 @@ from scalemodel.choices import CompressionKind, Zero, parse_compression
 from scalemodel.cost import compression
 from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
 from scalemodel.engine.intervals import family_of, generation_of, interval_for
-from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy, held_gpus
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, evaluate
 from scalemodel.errors import Origin
@@ -89,7 +89,8 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     tokens = _f(_pick(res.tokens_per_s, i))
     stat = _f(_pick(res.statistical_efficiency, i)) or 1.0
     time_to_train = job.train_tokens / (tokens * stat) if job.train_tokens > 0 and tokens > 0 else None
-    cost = time_to_train * gpus * job.price_per_gpu_s if time_to_train and job.price_per_gpu_s > 0 else None
+    held = held_gpus(sync, gpus, int(strategy["tp"]) * int(strategy["pp"]) * int(strategy["cp"]))
+    cost = time_to_train * held * job.price_per_gpu_s if time_to_train and job.price_per_gpu_s > 0 else None
     mem = {k: _f(_pick(v, i)) for k, v in res.memory.items()}
     top = max(breakdown, key=lambda k: breakdown[k])
     share = breakdown[top] / step if step > 0 else 0.0
