@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from msgspec.structs import replace
 
-from scalemodel.cost.placement import parallel_groups
+from scalemodel.cost import collectives as coll
+from scalemodel.cost.placement import parallel_groups, place
 from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.network import build_network
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
 RING, NVLS = 24 / 132, 16 / 132
@@ -104,3 +106,14 @@ def test_a_job_without_the_nvls_share_charges_the_ring() -> None:
     job, _ = _job(OFF)
     assert replace(job, collective_share_nvls=job.collective_share).collective_share_nvls == job.collective_share
     assert np.ndim(step._dp_share(job, np.ones((3, 4)), np.ones((3, 4)))) == 0
+
+
+def test_the_nvls_comparison_price_is_the_hierarchical_all_reduce() -> None:
+    # the planner's cheap comparison price (no alpha-beta hierarchical form for the rest of a mixed grid) is the
+    # all-reduce group_time prices as hierarchical wherever NVLS applies: 2 ranks, 8 ranks in a node, 16 over 2 nodes
+    net = build_network(load_cluster("dgx-h100"))
+    S = np.array([1e6, 64e6, 256e6])
+    for p in (2.0, 8.0, 16.0):
+        pl = place(p, 1.0, net)
+        assert coll.inr_allreduce_group_time(S, pl) == pytest.approx(
+            coll.group_time("allreduce", S, pl, algorithm="hierarchical"), rel=1e-12)

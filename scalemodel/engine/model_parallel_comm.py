@@ -57,10 +57,11 @@ def nvls_applies(group: Placement) -> np.ndarray:
 
 
 def nvls_allreduce_time(size: Any, group: Placement) -> np.ndarray:
-    """An all-reduce of ``size`` bytes on ``group`` priced as NVLS (the hierarchical name; where NVLS applies,
-    :func:`nvls_applies`): what :func:`nvls_allreduce` compares the priced choice with. Not a collective of the step
-    (a price to compare), so it does not go through :func:`_collective`."""
-    return np.asarray(coll.group_time("allreduce", np.maximum(size, 0.0), group, algorithm="hierarchical"))
+    """An all-reduce of ``size`` bytes on ``group`` priced as NVLS (the hierarchical name, where NVLS applies,
+    :func:`nvls_applies`; :func:`scalemodel.cost.collectives.inr_allreduce_group_time`): what :func:`nvls_allreduce`
+    compares the priced choice with. Not a collective of the step (a price to compare), so it does not go through
+    :func:`_collective`."""
+    return coll.inr_allreduce_group_time(np.asarray(size, dtype=float), group)
 
 
 def nvls_allreduce(group: Placement, algorithm: Any, chosen: Any, nvls: Any) -> np.ndarray:
