@@ -80,11 +80,11 @@ def _run(sms: int | None, overlap: bool = True, flex: bool = False):
 def test_hidden_ep_time_costs_the_dispatchers_sm_share() -> None:
     """Hidden EP time H (exposed ep_comm without overlap minus with it), dispatcher on n of the H100's 132 SMs:
     the step's contention grows by n/132 x H over the run without overlap; 0 SMs add nothing; unset is NCCL's
-    16/132."""
+    all-to-all on the ring channels, 24/132 (nvlsshare26: NVLS on keeps the rings' 24, ncclTopoPostset)."""
     _, _, off = _run(None, overlap=False)
     hidden = float(off.breakdown["ep_comm"][0])
     base = float(off.breakdown["contention"][0])
-    for sms, share in ((32, 32 / 132), (0, 0.0), (None, 16 / 132), (132, 1.0)):
+    for sms, share in ((32, 32 / 132), (0, 0.0), (None, 24 / 132), (132, 1.0)):
         _, _, on = _run(sms)
         h = hidden - float(on.breakdown["ep_comm"][0])
         assert h > 0

@@ -75,7 +75,10 @@ def test_job_reads_nvls_from_the_nvlink_tier() -> None:
     off = load_cluster("dgx-h100", ["tiers.nvlink.in_network_reduction=false"])
     assert nccl.nvls_on(build_network(on).tiers) and not nccl.nvls_on(build_network(off).tiers)
     wl, tr = load_workload("llama3-8b"), TrainingSpec(global_batch=64, micro_batch=1, precision="bf16")
-    assert build_job(on, wl, tr).collective_share == pytest.approx(16 / 132, rel=1e-12)
+    # nvlsshare26: with NVLS on the ring collectives keep 24 channels (collective_share), the NVLS all-reduce 16
+    assert build_job(on, wl, tr).collective_share_nvls == pytest.approx(16 / 132, rel=1e-12)
+    assert build_job(on, wl, tr).collective_share == pytest.approx(24 / 132, rel=1e-12)
+    assert build_job(off, wl, tr).collective_share_nvls == pytest.approx(24 / 132, rel=1e-12)
     assert build_job(off, wl, tr).collective_share == pytest.approx(24 / 132, rel=1e-12)
     # the network tier of a PCIe or network-only node never runs NVLS
     assert not nccl.nvls_on(build_network(load_cluster("dgx-h100", ["tiers.nvlink.protocol=pcie"])).tiers)

@@ -60,6 +60,16 @@ def _registration(S: np.ndarray, pl: Placement) -> np.ndarray:
     return np.where(pl.p > 1, transport.registration_per_call(S, pl.network.tiers, pl.tier), 0.0)
 
 
+def inr_allreduce_group_time(size_bytes: np.ndarray, placement: Placement) -> np.ndarray:
+    """An all-reduce of ``size_bytes`` on a placed group as NCCL's in-network reduction prices it
+    (:func:`scalemodel.cost.nccl.nccl_inr_allreduce_time`, inf where none applies) plus registration: what
+    :func:`group_time` gives with algorithm "hierarchical" where in-network reduction applies, without pricing the
+    alpha-beta hierarchical form for the rest of a mixed grid (docs/model.md#contention compares it with the auto
+    choice)."""
+    S = np.maximum(np.asarray(size_bytes, dtype=float), 0.0)
+    return np.asarray(nccl.nccl_inr_allreduce_time(S, placement) + _registration(S, placement))
+
+
 def group_time(op: str, size_bytes: object, placement: Placement, *, algorithm: str = "auto", dtype_bytes: int = 2,
                gamma: float = 0.0, family: str = "auto") -> np.ndarray:
     """:func:`collective_time` on a group already placed (:func:`scalemodel.cost.placement.place`)."""

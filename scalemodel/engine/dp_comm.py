@@ -41,7 +41,7 @@ from scalemodel.engine.layer_compute import (
     vocab_shard_elements,
     xla_remat,
 )
-from scalemodel.engine.model_parallel_comm import _collective
+from scalemodel.engine.model_parallel_comm import _collective, nvls_allreduce, nvls_allreduce_time, nvls_applies
 from scalemodel.engine.pipeline_ranks import (
     _etp,
     _params_per_gpu,
@@ -1023,26 +1023,32 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     fp8_dense, fp8_expert = fp8_param_elements(job, g, comp["layers_per_stage"] / shard, dense, expert)
     rs_ag = zero12_algorithm(g) if np.any(distopt) else g.algorithm
 
-    def reduce(n: Any, ag_bytes: Any, group: Placement, tensors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters in ``tensors``
-        parameter tensors."""
+    def reduce(n: Any, ag_bytes: Any, group: Placement, tensors: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sync seconds, the ZeRO-1/2 all-gather's part of them, the part that is an NVLS all-reduce) of the
+        gradients of n parameters in ``tensors`` parameter tensors."""
         out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm, tensors)
+        nvls = np.zeros(1)
+        if not np.all(distopt | zero3) and np.any(nvls_applies(group)):  # the same buckets priced as NVLS
+            n_b = launches(n * q, group, tensors)  # bucketed's count
+            hier = n_b * nvls_allreduce_time(n * q / n_b, group)
+            nvls = np.where(nvls_allreduce(group, g.algorithm, out, hier) & ~zero3 & ~distopt, out, 0.0)
         if np.any(zero3):
             out = np.where(zero3, bucketed("reducescatter", n * q, group, by_tensors=tensors), out)
         if not np.any(distopt):
-            return out, np.zeros(1)
+            return out, np.zeros(1), nvls
         n_b = launches(n * q, group, tensors)  # bucketed's count for the reduce-scatter
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
         ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
-        return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0)
+        return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0), nvls
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
-    total, param_gather = (np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
+    total, param_gather, nvls_ar = (np.zeros(1), np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
         dense, dense * w - fp8_dense * (w - 1.0), red.dense, dense_nt)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         # the same group as red.expert (their fold counts cp)
-        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_nt)
-        total, param_gather = total + t_e, param_gather + ag_e
+        t_e, ag_e, nv_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_nt)
+        total, param_gather, nvls_ar = total + t_e, param_gather + ag_e, nvls_ar + nv_e
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
         shards = np.maximum(np.floor(dense / DEEPSPEED_BUCKET_ELEMENTS), 1.0)  # all_gather_dp_groups' num_shards
@@ -1064,7 +1070,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
         n_b = bucket_count(n_params * job.grad_bytes, bucket, by_tensors=both_nt)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense) + param_gather, total)
+        nvls_ar = np.where(topk, 0.0, nvls_ar)
     total = np.where(dp > 1, total + codec, 0.0)
+    nvls_ar = np.where(dp > 1, nvls_ar, 0.0)
     param_gather = np.where(dp > 1, param_gather, 0.0)
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
@@ -1074,6 +1082,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         uses_ps = g.ps_servers > 0
         total = np.where(uses_ps, np.where(dp > 1, ex["time"] + codec, 0.0), total)
         param_gather = np.where(uses_ps, 0.0, param_gather)
+        nvls_ar = np.where(uses_ps, 0.0, nvls_ar)
         ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
         ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
@@ -1085,10 +1094,12 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         root = np.minimum(fsdp_root_params(job, g) / shard, dense)
         sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root=root)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
+        nvls_ar = np.where(zero3, 0.0, nvls_ar)
         gathers = np.where(zero3, sharded["total"], 0.0)
         gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
     return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket,
-            "ps_worker": ps_worker, "ps_server_round": ps_round, "param_gather": param_gather}
+            "ps_worker": ps_worker, "ps_server_round": ps_round, "param_gather": param_gather,
+            "nvls_allreduce": nvls_ar}
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1466,8 +1477,9 @@ def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, las
 
 def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
                sync: str, groups: ParallelGroups, *, local: Any = None
-               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
+               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total) seconds for the
+    sync mode (the first two exposed).
 
     hier:G first all-reduces inside each group of G replicas (with their cp ranks: G cp GPUs); then every member
     holds the group's gradient and exchanges its 1/(G cp) shard with its counterparts in the other N/G groups (G cp
@@ -1491,7 +1503,7 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
             worker = _expose(g, comp, dp["ps_worker"], dp["last_bucket"])
             busy = dp["ps_server_round"] - (0.0 if local is None else local)
             exposed = np.where(g.ps_servers > 0, np.maximum(worker, busy), exposed)
-        return exposed, None, dp["grads"] + dp["gathers"]
+        return exposed, None, dp["grads"] + dp["gathers"], dp["nvls_allreduce"]
     in_groups, across = groups.data_split(size)
     inner = _dp_comm(job, g, comp, m, in_groups)
     # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
@@ -1505,7 +1517,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     exposed = _expose(g, comp, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner["gathers_exposed"]
-    return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]
+    return (exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"],
+            inner["nvls_allreduce"] + outer["nvls_allreduce"])
 
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None

@@ -122,8 +122,12 @@ class Job(msgspec.Struct, frozen=True):
     ps_partition_bytes: float = 4096000.0
     ps_shard_imbalance: float = 0.0
     # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
-    # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
+    # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention). NCCL runs
+    # every ring / tree / p2p collective on its ring channels, NVLS on too (ncclTopoPostset raises nChannels to
+    # the NVLS count, never lowers it); only an NVLS all-reduce runs on the NVLS channels: collective_share_nvls
+    # (collective_units_nvls / compute_units where the NVLink tier runs NVLS, else collective_share)
     collective_share: float = 0.0
+    collective_share_nvls: float = 0.0
     compute_units: int = 0  # SMs / CUs on the chip (AcceleratorSpec.compute_units; 0 when not given)
     # CV of the chip's compute rate over time at its power limit (AcceleratorSpec.clock_jitter_cv; 0: not priced):
     # the lock-stepped GPUs' wait for the slowest of them (docs/model.md#jitter)
@@ -397,7 +401,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_server_memory_bandwidth=float(cluster.parameter_server.memory_bandwidth),
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
-        collective_share=collective_share(acc, nccl.nvls_on(network.tiers)),
+        collective_share=collective_share(acc, False),
+        collective_share_nvls=collective_share(acc, nccl.nvls_on(network.tiers)),
         compute_units=int(getattr(acc, "compute_units", None) or 0),
         clock_jitter_cv=float(getattr(acc, "clock_jitter_cv", 0.0) or 0.0),
         attention_peak_flops=bf16_peak, attention_gemm_max=bf16_gm, attention_gemm_half_dim=bf16_d0,
@@ -692,9 +697,10 @@ def ep_dispatch_share(job: Job, g: StrategyGrid, spans_domains: Any = False) -> 
 def collective_share(acc: Any, nvls: bool = True) -> float:
     """Fraction of the chip's compute units the collective library occupies while a collective runs:
     NCCL runs each channel as one CTA on one SM (docs/model.md#contention); 0 when either count is
-    unknown or the collectives run on other engines. ``nvls``: NCCL runs NVLink SHARP on the node's NVLink
-    tier (:func:`scalemodel.cost.nccl.nvls_on`), which takes the accelerator's ``collective_units_nvls``
-    channels where it states them (Hopper: 16 NVLS against 24 ring channels), else ``collective_units``."""
+    unknown or the collectives run on other engines. ``nvls``: the collective is an all-reduce NCCL runs as NVLink
+    SHARP on the node's NVLink tier (:func:`scalemodel.cost.nccl.nvls_on`), which takes the accelerator's
+    ``collective_units_nvls`` channels where it states them (Hopper: 16 NVLS against 24 ring channels), else
+    ``collective_units`` (every ring / tree / p2p collective, NVLS on or off: ``Job.collective_share``)."""
     units, coll_units = getattr(acc, "compute_units", None), getattr(acc, "collective_units", None)
     nvls_units = getattr(acc, "collective_units_nvls", None)
     if nvls and nvls_units is not None:

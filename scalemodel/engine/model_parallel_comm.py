@@ -17,7 +17,7 @@ import numpy as np
 
 from scalemodel.choices import Algorithm, CpCommType, FlexBackend, LayerImpl, LossImpl, Recompute, ScheduleKind
 from scalemodel.cost import collectives as coll
-from scalemodel.cost import compute, ep_dispatch, transformer
+from scalemodel.cost import compute, ep_dispatch, nccl, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
@@ -45,6 +45,35 @@ def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarr
         t = coll.group_time(op, size, group, algorithm=Algorithm.of(code).label)
         out = np.where(algorithm == code, t, out)
     return out
+
+
+def nvls_applies(group: Placement) -> np.ndarray:
+    """Whether NCCL can run an all-reduce on ``group`` as NVLS (NVLS / NVLSTree): the NVLink tier runs NVLS
+    (:func:`scalemodel.cost.nccl.nvls_on`) and the group has 2 or more ranks in a tier-0 domain (the NVLS clause of
+    :func:`scalemodel.cost.nccl.inr_applies`; CollNet across nodes is not NVLS)."""
+    if not nccl.nvls_on(group.network.tiers):
+        return np.zeros(np.shape(group.p), dtype=bool)
+    return np.asarray(np.asarray(group.c[0]) > 1.5)
+
+
+def nvls_allreduce_time(size: Any, group: Placement) -> np.ndarray:
+    """An all-reduce of ``size`` bytes on ``group`` priced as NVLS (the hierarchical name, where NVLS applies,
+    :func:`nvls_applies`; :func:`scalemodel.cost.collectives.inr_allreduce_group_time`): what :func:`nvls_allreduce`
+    compares the priced choice with. Not a collective of the step (a price to compare), so it does not go through
+    :func:`_collective`."""
+    return coll.inr_allreduce_group_time(np.asarray(size, dtype=float), group)
+
+
+def nvls_allreduce(group: Placement, algorithm: Any, chosen: Any, nvls: Any) -> np.ndarray:
+    """Whether an all-reduce on ``group`` runs as NCCL's NVLS, and so on its NVLS channels
+    (``Job.collective_share_nvls``, docs/model.md#contention): where NVLS applies (:func:`nvls_applies`), the
+    algorithm is named hierarchical (NVLS's name here), or it is NCCL's own choice (auto, None) and the priced time
+    ``chosen`` is NVLS's (``nvls``: the same all-reduce priced as hierarchical), i.e. the auto choice took NVLS
+    (a 2-rank group, or a small message across nodes, runs a ring or a tree instead)."""
+    code = np.asarray(int(Algorithm.AUTO) if algorithm is None else algorithm)
+    picked = np.asarray(nvls) <= np.asarray(chosen) * (1.0 + 1e-12)  # auto is the fastest: NVLS's time when NVLS won
+    return np.asarray(nvls_applies(group) & ((code == int(Algorithm.HIERARCHICAL))
+                                             | ((code == int(Algorithm.AUTO)) & picked)))
 
 
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
@@ -426,7 +455,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     amax = amax + (n + rec_amax) * coll.get("tp_amax_fwd", 0.0) + n * coll.get("tp_amax_bwd", 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "pp_edge": edge, "amax": amax,
            "hidden_fwd": cp_hidden + tp_hidden_fwd, "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking,
-           "hidden_ep": np.zeros(1), "hidden_ub": hidden_ub, "ub_sms": ub_sms}
+           "hidden_ep": np.zeros(1), "hidden_ub": hidden_ub, "ub_sms": ub_sms,
+           # the hidden TP traffic that is an NVLS all-reduce (without sequence parallelism every hidden TP
+           # collective is an all-reduce: the async backward one, the output layer's): on the NVLS channels
+           "hidden_nvls": coll.get("tp_nvls", 0.0) * np.where(g.tp > 1, tp_hidden_fwd + tp_hidden, 0.0)}
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe
@@ -714,6 +746,10 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ar = _collective("allreduce", act, groups.tensor)
     rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
     rs_ag = rs + ag
+    ar_nvls = np.zeros(1, dtype=bool)
+    if np.any(nvls_applies(groups.tensor)) and not np.all(g.sequence_parallel):
+        hier = nvls_allreduce_time(act, groups.tensor)
+        ar_nvls = nvls_allreduce(groups.tensor, None, ar, hier)
     # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism, each its
     # own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is rs_ag's)
     att_gather = mla_up = np.zeros(1)
@@ -818,6 +854,8 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "tp_att": att_gather,
+            # 1 where the TP collective is an all-reduce NCCL runs as NVLS (nvls_allreduce; contention's share)
+            "tp_nvls": np.where(~np.asarray(g.sequence_parallel, dtype=bool) & ar_nvls, 1.0, 0.0),
             "tp_mla_up": mla_up,
             "moe_disp": moe_disp,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,

@@ -452,7 +452,7 @@ def _with_overhead(rate: np.ndarray, step: np.ndarray, overhead: float) -> np.nd
 
 
 def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
-                       share: float = 0.0, ep_share: Any = None) -> dict[str, np.ndarray]:
+                       share: float = 0.0, ep_share: Any = None, nvls_share: Any = None) -> dict[str, np.ndarray]:
     """The stage's compute plus the forward and backward time left for data-parallel traffic once the
     tensor-, context- and (with moe_a2a_overlap) expert-parallel traffic has been hidden in it (no compute hides
     traffic twice), and the compute slowed by that hidden traffic (``contention``, :func:`_contention`): the
@@ -460,14 +460,31 @@ def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
     (:func:`scalemodel.engine.job.ep_dispatch_share`; ``share`` when None) for the hidden EP all-to-alls
     (``hidden_ep``, a part of ``hidden_fwd + hidden_bwd``); the TP traffic tp_comm_overlap hides (``hidden_ub``, a
     part too) runs on Transformer Engine's userbuffers SMs, priced in ``ub_sms``
-    (:func:`scalemodel.engine.model_parallel_comm.userbuffers_sm_time`), not at ``share``."""
+    (:func:`scalemodel.engine.model_parallel_comm.userbuffers_sm_time`), not at ``share``; the hidden TP all-reduces
+    NCCL runs as NVLS (``hidden_nvls``, a part too) on its NVLS channels, ``nvls_share`` (``share`` when None)."""
     hidden_ep = mp.get("hidden_ep", 0.0)
     hidden_ub = mp.get("hidden_ub", 0.0)
-    mp_hidden = mp["hidden_fwd"] + mp["hidden_bwd"] - hidden_ep - hidden_ub
-    contention = (_contention(share, mp_hidden) + _contention(share if ep_share is None else ep_share, hidden_ep)
+    hidden_nvls = mp.get("hidden_nvls", 0.0)
+    mp_hidden = mp["hidden_fwd"] + mp["hidden_bwd"] - hidden_ep - hidden_ub - hidden_nvls
+    contention = (_contention(share, mp_hidden) + _contention(share if nvls_share is None else nvls_share, hidden_nvls)
+                  + _contention(share if ep_share is None else ep_share, hidden_ep)
                   + mp.get("ub_sms", 0.0) + mp.get("chunking", 0.0))
     return dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
                 backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0), contention=contention)
+
+
+def _dp_share(job: Job, total: Any, nvls: Any) -> np.ndarray:
+    """The share of the compute units the hidden data-parallel traffic holds (docs/model.md#contention): its
+    collectives' shares weighted by their seconds, ``(s_nvls A + s (T - A)) / T`` with T the step's DP seconds, A
+    their NVLS all-reduce part (on the NVLS channels, ``collective_share_nvls``) and s the ring channels' share
+    (``collective_share``: reduce-scatters, all-gathers, ring / tree all-reduces); ``s`` where T is 0. The hidden
+    part is read as holding the kinds in the same proportion (the all-reduce buckets and the distributed
+    optimizer's reduce-scatters are hidden under the same backward)."""
+    s, s_nvls = job.collective_share, job.collective_share_nvls
+    if s_nvls == s:
+        return np.asarray(s)
+    frac = np.divide(nvls, total, out=np.zeros(np.broadcast(nvls, total).shape), where=np.asarray(total) > 0)
+    return np.asarray(s + (s_nvls - s) * np.clip(frac, 0.0, 1.0))
 
 
 def _contention(share: Any, hidden: Any) -> np.ndarray:
@@ -601,12 +618,12 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync + jitter  # one worker alone
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
-        cross, in_group, dp_total = zero, None if hier_group(g, sync) is None else zero, zero
+        cross, in_group, dp_total, dp_nvls = zero, None if hier_group(g, sync) is None else zero, zero, zero
     else:
         # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
         layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
         off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
-        cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local + off)
+        cross, in_group, dp_total, dp_nvls = _sync_comm(job, g, comp_dp, m, sync, groups, local=local + off)
     local = local + off
     for sp, ranks in rank_stages:
         for on, _sp, r in _dp_ranks(job, g, [sp]):
@@ -618,14 +635,15 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
-            cross_r, in_group_r, total_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
+            cross_r, in_group_r, total_r, nvls_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
             opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
-            cross, dp_total = np.where(on, cross_r, cross), np.where(on, total_r, dp_total)
+            cross, dp_total, dp_nvls = np.where(on, cross_r, cross), np.where(on, total_r, dp_total), np.where(
+                on, nvls_r, dp_nvls)
             if in_group is not None and in_group_r is not None:
                 in_group = np.where(on, in_group_r, in_group)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
     exposed_dp = cross + (in_group if in_group is not None else 0.0)
-    dp_contention = _contention(job.collective_share, dp_total - exposed_dp)
+    dp_contention = _contention(_dp_share(job, dp_total, dp_nvls), dp_total - exposed_dp)
     local = local + dp_contention
 
     kw: dict[str, Any] = {"kappa": job.staleness_kappa if kappa is None else kappa}
@@ -713,7 +731,8 @@ def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.
     mp = _model_parallel_comm(job, g, comp, coll)
     # the flex dispatcher's default SM count (HybridEP) depends on whether the EP group leaves its NVLink domain
     spans = groups.expert.c[0] < groups.expert.p - 1e-9 if np.any(g.moe_flex_dispatcher) else False
-    busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g, spans))
+    busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g, spans),
+                              job.collective_share_nvls)
     time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"] + mp["amax"]
     return time, raw, busy, mp
 

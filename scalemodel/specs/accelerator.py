@@ -126,9 +126,10 @@ class AcceleratorSpec(Sourced, kw_only=True):
         "(docs/model.md#contention). None or 0: collectives take no compute units (DMA/ICI engines, or "
         "not known)"))] = None
     collective_units_nvls: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
-        "compute units a collective occupies where NCCL runs NVLink SHARP (NVLS): the cluster's innermost NVLink "
-        "tier has in_network_reduction (docs/model.md#contention); collective_units is then the count without "
-        "it (ring / tree channels), so it needs collective_units. None: collective_units either way"))] = None
+        "compute units an all-reduce occupies where NCCL runs it as NVLink SHARP (NVLS): the cluster's innermost "
+        "NVLink tier has in_network_reduction and NVLS is the priced choice (docs/model.md#contention); every "
+        "other collective keeps collective_units (ring / tree channels, which NVLS does not lower), so it needs "
+        "collective_units. None: collective_units for every collective"))] = None
     clock_jitter_cv: Annotated[float, Meta(ge=0.0, lt=0.1, description=(
         "coefficient of variation of the chip's compute rate over time at its power limit (the clock's power-"
         "management swing, measured in windows of tens of milliseconds under back-to-back GEMMs): GPUs that "
