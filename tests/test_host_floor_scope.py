@@ -107,7 +107,8 @@ def test_h100_fp8_partial_graph_recipe_gets_the_expert_path_floor(monkeypatch) -
     eagerly after the dispatcher's synchronisation: its floor is 0.7151 H = 6.56 ms, above the model's device time
     per layer pass, so it binds and slows the prediction (+45.7 % fast with no floor -> +18.7 %; +46.5 / +19.2 % before
     mlpt26 / nvlsshare26 charged NCCL's ring collectives 24 of Hopper's 132 SMs, not 16 (docs/model.md#contention);
-    +48.4 / +20.6 % before round 24's jitter part (lock-stepped clocks, docs/model.md#jitter) and the word embedding's TP collective
+    +48.4 / +20.6 % before round 24's jitter part (lock-stepped clocks, docs/model.md#jitter) and the word
+    embedding's TP collective
     (docs/model.md#embedding-tp-comm); the floorless figure was +49.4 % before moeh100_23 priced each expert's GEMM
     rows in whole 128-row tiles
     (docs/model.md#expert-tile-padding), +45.9 % before h100cmp22 fitted h100-sxm's cuDNN backward to the
