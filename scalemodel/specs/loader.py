@@ -408,6 +408,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
                          allowed=f"a {kind} spec (a YAML mapping)")
     _anchor_accelerator(kind, data, path)
+    if kind == "cluster" and isinstance(data.get("accelerator"), dict) and "extends" in data["accelerator"]:
+        # fuzz26b: as a scenario's cluster takes it (_load_scenario_spec); a cluster file's was "unknown key 'extends'"
+        data["accelerator"] = derived("accelerator", data["accelerator"], by=f"{path}: accelerator",
+                                      relative_to=path.parent)
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
@@ -439,6 +443,16 @@ def _over(base: dict[str, Any], data: dict[str, Any], parent: str, *, by: str, w
         # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
         raise InputError(f"{parent[:200]!r} is a {theirs[:40]} spec, {what} a {mine} spec",
                          where=where, allowed=f"a {mine} spec to derive from")
+    acc, theirs_acc = data.get("accelerator"), base.get("accelerator")
+    if isinstance(acc, dict) and isinstance(theirs_acc, str) and not {"name", "extends"} & set(acc):
+        # fuzz26b: a cluster extending dgx-h100 with `accelerator: {collective_units_nvls: 8}` replaced h100-sxm by
+        # the one field and was refused as "accelerator.name: missing required field; add it", where adding it asks
+        # for every field of an accelerator
+        shown = os.path.basename(theirs_acc).removesuffix(".yaml")
+        raise InputError(f"a mapping without name or extends replaces the accelerator {shown[:200]!r} of "
+                         f"{parent[:200]!r} whole, not some of its fields", where=f"{by}: accelerator",
+                         allowed=f"accelerator: {{extends: {shown[:200]}, ...}} to change some of its fields "
+                                 "(or --set cluster.accelerator.FIELD=VALUE), or a whole accelerator spec")
     return _without_inherited_count(base, data, _merge(base, data, by))
 
 
@@ -551,6 +565,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
     """Apply ``a.b.c=value`` overrides. List items are addressed by index or by their ``name``. ``touched``
     collects where each item wrote, so that a refusal of its value names the ``--set`` item, not the file."""
     out = copy.deepcopy(raw)
+    written: dict[tuple[Any, ...], str] = {}  # where each item wrote: a field written twice is refused (fuzz26b)
     for item in overrides:
         if "=" not in item:
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
@@ -602,6 +617,14 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 raise InputError(f"{'.'.join(parts[:i])} is a value, not a group of fields",
                                  where=f"--set {path}", allowed="a path to an existing field")
         _restate_along(out, loc, f"--set {path}")
+        if tuple(loc) in written:
+            # `--set strategy.tp=8 --set strategy.tp=4` took the last without a word (a key given twice in a file is
+            # refused, yamlread; a flag and --set on one field too, commands.common.check_flags_against_sets);
+            # tiers.0 and tiers.ib name one tier, so the path is compared where it landed
+            first = written[tuple(loc)]
+            raise InputError(f"--set {first} and --set {path}={value.strip()} both set one field",
+                             where=f"--set {path}", allowed="one --set of a field")
+        written[tuple(loc)] = f"{path}={value.strip()}"
         if touched is not None:
             touched.append((tuple(loc), path))
             if created is not None:
