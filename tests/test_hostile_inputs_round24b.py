@@ -123,8 +123,7 @@ def test_api_mtp_with_uniform_recompute_of_more_than_one_layer_is_refused() -> N
     ("deepseek-v3", []),  # uniform without a count: every layer
 ], ids=["uniform-1", "block-2", "uniform-all"])
 def test_mtp_recompute_megatron_runs_still_prices(cli, model: str, settings: list[str]) -> None:  # type: ignore[no-untyped-def]
-    base = UNIFORM if "strategy.recompute_method=block" not in settings else UNIFORM[:2]  # one --set a field (26b)
-    doc = accepted(cli, "memory", *MTP, *base, *settings)
+    doc = accepted(cli, "memory", *MTP, *UNIFORM, *settings)
     assert doc["inputs"]["model"] == model
 
 

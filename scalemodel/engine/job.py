@@ -1895,13 +1895,6 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.bucket_size",
                     f" = {strategy.bucket_size:g} B is not priced: DeepSpeed's PipelineEngine all-reduces the "
                     "gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not reduce_bucket_size")
-    if getattr(strategy, "bucket_fragments", False) and Zero.parse(strategy.zero) >= Zero.PARAMETERS:
-        # fuzz26b: dp_comm prices fragments in the DDP / ZeRO-1/2 buckets only; ZeRO-3's reduce-scatters keep whole
-        # tensors (sharded_parameter_traffic) and FSDP / HSDP reduce one unit at a time, so it moved nothing, unsaid
-        _warn_field("strategy.bucket_fragments",
-                    f" is not priced: zero {Zero.parse(strategy.zero).label} reduces whole tensors (ZeRO-3) or one "
-                    "FSDP unit at a time; it acts on the DDP / ZeRO-1/2 gradient buckets (Apex's "
-                    "DistributedFusedAdam)")
     if getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "deepspeed_pipeline", False):
         # model_parallel_comm.pp_send_divisor / deepspeed_pipe_comm: the PipelineEngine partitions and gathers in its
         # own way

@@ -565,7 +565,6 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
     """Apply ``a.b.c=value`` overrides. List items are addressed by index or by their ``name``. ``touched``
     collects where each item wrote, so that a refusal of its value names the ``--set`` item, not the file."""
     out = copy.deepcopy(raw)
-    written: dict[tuple[Any, ...], str] = {}  # where each item wrote: a field written twice is refused (fuzz26b)
     for item in overrides:
         if "=" not in item:
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
@@ -617,14 +616,6 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 raise InputError(f"{'.'.join(parts[:i])} is a value, not a group of fields",
                                  where=f"--set {path}", allowed="a path to an existing field")
         _restate_along(out, loc, f"--set {path}")
-        if tuple(loc) in written:
-            # `--set strategy.tp=8 --set strategy.tp=4` took the last without a word (a key given twice in a file is
-            # refused, yamlread; a flag and --set on one field too, commands.common.check_flags_against_sets);
-            # tiers.0 and tiers.ib name one tier, so the path is compared where it landed
-            first = written[tuple(loc)]
-            raise InputError(f"--set {first} and --set {path}={value.strip()} both set one field",
-                             where=f"--set {path}", allowed="one --set of a field")
-        written[tuple(loc)] = f"{path}={value.strip()}"
         if touched is not None:
             touched.append((tuple(loc), path))
             if created is not None:
