@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 # --- a cluster file's accelerator: some fields of the one it extends ---
@@ -47,3 +48,29 @@ def test_an_accelerator_extension_in_a_cluster_file_is_checked(cli, tmp_path: Pa
     f = _cluster(tmp_path, "  extends: h100-sxm\n  collective_units: 0\n")
     refused(cli, "predict", "-c", str(f), "-m", "llama3-8b", "-n", "16",
             match="collective_units_nvls: 16 without collective_units")
+
+
+# --- a training field under strategy, a strategy field under training ---
+# With the known keys capped at 12 (tidy26), `--set training.recompute=none` said "unknown key 'recompute'; known keys:
+# global_batch, ..." and nothing of strategy.recompute; `--set strategy.fp8_attention` offered 'flash_attention'.
+
+@pytest.mark.parametrize("item, said", [
+    ("training.recompute=none", "recompute is a strategy field (strategy.recompute); known keys: global_batch"),
+    ("training.tp=2", "unknown key 'tp'; tp is a strategy field (strategy.tp)"),
+    ("strategy.micro_batch=2", "unknown key 'micro_batch'; micro_batch is a training field (training.micro_batch)"),
+    ("strategy.fp8_attention=true", "fp8_attention is a training field (training.fp8_attention)"),
+])
+def test_a_field_of_the_other_section_names_it(cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--set", item, match=said)
+
+
+def test_a_scenario_training_field_of_the_strategy_names_it(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "sc.yaml"
+    f.write_text("kind: scenario\nname: x\ncluster: dgx-h100\nmodel: llama3-8b\ngpus: [16]\ntraining:\n  tp: 2\n"
+                 "assertions:\n  max_step_time: 100s\n")
+    refused(cli, "check", str(f), match=f"{f}:7: training.tp: unknown key 'tp'; tp is a strategy field (strategy.tp)")
+
+
+def test_an_unknown_key_of_neither_section_still_lists_the_keys(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "16", "--set", "training.nonsense=1",
+            match="unknown key 'nonsense'; known keys: global_batch, micro_batch")

@@ -34,6 +34,7 @@ from scalemodel.specs.base import (
     type_at,
 )
 from scalemodel.specs.hf import from_hf_config
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 if TYPE_CHECKING:
     import yaml
@@ -701,6 +702,11 @@ def _spec_classes_only(t: Any, kind: str) -> bool:
         _spec_classes(a) for a in (typing.get_args(t) or (t,)) if a is not type(None))
 
 
+#: The section that holds a field a strategy or training mapping has not (fuzz26b: ``--set training.recompute=none``
+#: was "unknown key 'recompute'" with 12 training keys listed and no word that recompute is a strategy field).
+_OTHER_SECTION = {TrainingSpec: ("strategy", StrategySpec), StrategySpec: ("training", TrainingSpec)}
+
+
 def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | Unparsed | None,
                      prefix: Sequence[Any] = (), data: Any = None, touched: Touched | None = None) -> InputError:
     """A spec's refusal as one :class:`InputError`: file:line (or the ``--set`` item that wrote the value), the
@@ -713,7 +719,11 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         known = list(cls.model_fields) if cls is not None else []
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
+        other = _OTHER_SECTION.get(cls)  # an exact field there beats a near one here
+        if other is not None and loc[-1] in getattr(other[1], "model_fields", ()):
+            allowed = f"{loc[-1]} is a {other[0]} field ({other[0]}.{loc[-1]}); " + _known_keys_text(known, cls, model)
+        else:
+            allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
     elif exc.kind == "missing":
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
