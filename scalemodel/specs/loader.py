@@ -34,6 +34,7 @@ from scalemodel.specs.base import (
     type_at,
 )
 from scalemodel.specs.hf import from_hf_config
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 if TYPE_CHECKING:
     import yaml
@@ -408,6 +409,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
                          allowed=f"a {kind} spec (a YAML mapping)")
     _anchor_accelerator(kind, data, path)
+    if kind == "cluster" and isinstance(data.get("accelerator"), dict) and "extends" in data["accelerator"]:
+        # fuzz26b: as a scenario's cluster takes it (_load_scenario_spec); a cluster file's was "unknown key 'extends'"
+        data["accelerator"] = derived("accelerator", data["accelerator"], by=f"{path}: accelerator",
+                                      relative_to=path.parent)
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
@@ -439,6 +444,16 @@ def _over(base: dict[str, Any], data: dict[str, Any], parent: str, *, by: str, w
         # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
         raise InputError(f"{parent[:200]!r} is a {theirs[:40]} spec, {what} a {mine} spec",
                          where=where, allowed=f"a {mine} spec to derive from")
+    acc, theirs_acc = data.get("accelerator"), base.get("accelerator")
+    if isinstance(acc, dict) and isinstance(theirs_acc, str) and not {"name", "extends"} & set(acc):
+        # fuzz26b: a cluster extending dgx-h100 with `accelerator: {collective_units_nvls: 8}` replaced h100-sxm by
+        # the one field and was refused as "accelerator.name: missing required field; add it", where adding it asks
+        # for every field of an accelerator
+        shown = os.path.basename(theirs_acc).removesuffix(".yaml")
+        raise InputError(f"a mapping without name or extends replaces the accelerator {shown[:200]!r} of "
+                         f"{parent[:200]!r} whole, not some of its fields", where=f"{by}: accelerator",
+                         allowed=f"accelerator: {{extends: {shown[:200]}, ...}} to change some of its fields "
+                                 "(or --set cluster.accelerator.FIELD=VALUE), or a whole accelerator spec")
     return _without_inherited_count(base, data, _merge(base, data, by))
 
 
@@ -687,6 +702,11 @@ def _spec_classes_only(t: Any, kind: str) -> bool:
         _spec_classes(a) for a in (typing.get_args(t) or (t,)) if a is not type(None))
 
 
+#: The section that holds a field a strategy or training mapping has not (fuzz26b: ``--set training.recompute=none``
+#: was "unknown key 'recompute'" with 12 training keys listed and no word that recompute is a strategy field).
+_OTHER_SECTION = {TrainingSpec: ("strategy", StrategySpec), StrategySpec: ("training", TrainingSpec)}
+
+
 def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | Unparsed | None,
                      prefix: Sequence[Any] = (), data: Any = None, touched: Touched | None = None) -> InputError:
     """A spec's refusal as one :class:`InputError`: file:line (or the ``--set`` item that wrote the value), the
@@ -699,7 +719,11 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         known = list(cls.model_fields) if cls is not None else []
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
+        other = _OTHER_SECTION.get(cls)  # an exact field there beats a near one here
+        if other is not None and loc[-1] in getattr(other[1], "model_fields", ()):
+            allowed = f"{loc[-1]} is a {other[0]} field ({other[0]}.{loc[-1]}); " + _known_keys_text(known, cls, model)
+        else:
+            allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
     elif exc.kind == "missing":
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
