@@ -433,3 +433,19 @@ def test_wide_more_microbatches_never_grow_the_bubble_fraction(case) -> None:  #
     frac_few = float(few.breakdown["bubble"][0]) / float(few.breakdown["compute"][0])
     frac_many = float(many.breakdown["bubble"][0]) / float(many.breakdown["compute"][0])
     assert frac_many <= frac_few * (1 + 1e-9), (arrays, sync, frac_few, frac_many)
+
+
+def test_a_dense_only_stage_holding_the_mtp_block_is_priced() -> None:
+    """Shrunk from wide_cases (test_overlap_hides_no_more_than_the_compute_under_it raised UnboundLocalError):
+    deepseek-v3 interleaved:2 over pp 2 with stage_layers [0, 3, 58, 0] puts the dense layers 0-2 and the head with
+    its MTP block (an MoE layer: last_layer_moe) on rank 1, whose layers include no MoE layer; the MTP block is
+    priced as the MoE layer it is, and the step is never faster than its FLOPs at peak."""
+    job = _wide_job("aws-p5", "deepseek-v3", "bf16", None, 4096)
+    arrays = dict(gpus=2, dp=1, tp=1, pp=2, micro_batch=1, global_batch=4, schedule=int(ScheduleKind.INTERLEAVED),
+                  virtual_stages=2, stage_split=stage_split_code([0, 3, 58, 0]))
+    res = _eval(job, arrays)
+    step = float(res.step_time[0])
+    assert math.isfinite(step) and step >= float(res.model_flops[0]) / (2 * job.peak_flops)
+    pred = api.predict("aws-p5", "deepseek-v3", 2, strategy=dict(pp=2, schedule="interleaved:2",
+                                                                 stage_layers=[0, 3, 58, 0]))
+    assert math.isfinite(pred.payload()["step_time_s"])
