@@ -177,7 +177,7 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         cp_comm_type=draw(st.sampled_from((0, 1, 2, 3))), cp_a2a_size=draw(st.sampled_from((1, 2))),
         compression=draw(st.sampled_from((0, 0, 1, 2, 3))), topk_ratio=draw(st.sampled_from((1.0, 0.01))),
         ps_servers=draw(st.sampled_from((0, 0, 0, 2))), ps_colocated=draw(st.booleans()),
-        # the eager host-op fields (docs/model.md#host-floor): a host-bound MoE layer's Python ops
+        # the eager host-op fields (docs/model.md#host-eager-ops): a host-bound MoE layer's Python ops
         moe_layer_host_s=draw(st.sampled_from((0.0, 0.0, 2e-3))), eager_rope=draw(st.booleans()),
         eager_glu_clamp=draw(st.booleans()), eager_expert_bias=draw(st.booleans()),
         eager_bias_dropout_add=draw(st.booleans()), moe_host_attention_graphed=draw(st.booleans()),
