@@ -384,8 +384,10 @@ def test_an_overlapped_part_never_exceeds_its_raw_time(case, switch) -> None:  #
         # Megatron-Core's DDP runs one bucket per buffer with overlap off and 40 MB+ buckets with it
         # (dp_comm.megatron_bucket_elements): the switch changes the traffic itself, more and smaller collectives,
         # so the bound is the overlapped run's own traffic (hypothesis: vgg16 dp 8 on aws-p5, 1.24 ms exposed with
-        # overlap on beside 1.08 ms of one bucket with it off, the backward too short to hide the buckets' latency)
-        raw = float(res.extras["dp_comm_total"][0])
+        # overlap on beside 1.08 ms of one bucket with it off, the backward too short to hide the buckets' latency);
+        # the raw time stays a bound too: asp / ssp on parameter servers expose the servers' round beyond the
+        # traffic total (dp_comm._sync_comm's server cap), whatever the switch
+        raw = max(raw, float(res.extras["dp_comm_total"][0]))
     assert on <= raw * (1 + 1e-9) + 1e-15, (arrays, sync, flag, part, on, raw)
 
 
