@@ -121,9 +121,13 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     else:
         dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                            **flash)  # etp only shapes the expert GEMMs
-        if moe_share > 0:
-            moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                             moe=True, etp=_etp(g), **kw, **flash)
+        # the routed-expert layer: the stage's MoE layers, or its MTP block where the model's last layer is MoE (a
+        # stage of dense layers only may hold the logits and the MTP block: deepseek-v3's interleaved stage_layers
+        # [0, 3, 58, 0] puts layers 0-2 and the head on rank 1)
+        moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                         moe=True, etp=_etp(g), **kw, **flash) \
+            if moe_share > 0 or bool(sh.last_layer_moe) else None
+        if moe is not None and moe_share > 0:
             mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
             fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
                 dense.recompute, moe.recompute)
@@ -186,7 +190,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
                                                moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
         else:
-            block = moe if bool(sh.last_layer_moe) else dense
+            block = moe if moe is not None and bool(sh.last_layer_moe) else dense
         out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe)), logits, mkw))
     return out
 
