@@ -13,6 +13,7 @@ import copy
 import json
 import os
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -34,7 +35,6 @@ from scalemodel.specs.base import (
     type_at,
 )
 from scalemodel.specs.hf import from_hf_config
-from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 if TYPE_CHECKING:
     import yaml
@@ -704,7 +704,18 @@ def _spec_classes_only(t: Any, kind: str) -> bool:
 
 #: The section that holds a field a strategy or training mapping has not (fuzz26b: ``--set training.recompute=none``
 #: was "unknown key 'recompute'" with 12 training keys listed and no word that recompute is a strategy field).
-_OTHER_SECTION = {TrainingSpec: ("strategy", StrategySpec), StrategySpec: ("training", TrainingSpec)}
+#: By class name: importing specs.training here would load it for every cluster-only query (`collective`); where
+#: the refusing spec is one of the two, its module is loaded already.
+_OTHER_SECTION = {"TrainingSpec": ("strategy", "StrategySpec"), "StrategySpec": ("training", "TrainingSpec")}
+
+
+def _other_section_field(cls: Any, key: Any) -> str | None:
+    """The other section (``strategy`` or ``training``) when ``key`` is one of its fields and not ``cls``'s."""
+    other = _OTHER_SECTION.get(getattr(cls, "__name__", ""))
+    if other is None:
+        return None
+    other_cls = getattr(sys.modules.get(cls.__module__), other[1], None)
+    return other[0] if key in getattr(other_cls, "model_fields", ()) else None
 
 
 def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | Unparsed | None,
@@ -719,9 +730,9 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         known = list(cls.model_fields) if cls is not None else []
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        other = _OTHER_SECTION.get(cls)  # an exact field there beats a near one here
-        if other is not None and loc[-1] in getattr(other[1], "model_fields", ()):
-            allowed = f"{loc[-1]} is a {other[0]} field ({other[0]}.{loc[-1]}); " + _known_keys_text(known, cls, model)
+        other = _other_section_field(cls, loc[-1])  # an exact field there beats a near one here
+        if other is not None:
+            allowed = f"{loc[-1]} is a {other} field ({other}.{loc[-1]}); " + _known_keys_text(known, cls, model)
         else:
             allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
     elif exc.kind == "missing":
