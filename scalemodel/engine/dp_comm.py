@@ -1513,8 +1513,12 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
         g.zero >= Zero.PARAMETERS) else g
     outer = _dp_comm(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True)
     both = inner["grads"] + outer["grads"]
+    # the in-group ZeRO-3 traffic that hid took its compute: what it hid is not there again for the gradients'
+    # sync (no compute hides traffic twice; props26b's test_hier_zero3_hides_no_more_than_its_compute)
+    hidden = np.maximum(inner["gathers"] - inner["gathers_exposed"], 0.0)
+    left = dict(comp, backward_free=np.maximum(comp["backward_free"] - hidden, 0.0))
     # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
-    exposed = _expose(g, comp, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
+    exposed = _expose(g, left, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner["gathers_exposed"]
     return (exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"],
