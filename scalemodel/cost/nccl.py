@@ -636,14 +636,21 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     return np.where(p > 1, best, 0.0)
 
 
-def inr_applies(pl: Placement) -> np.ndarray:
-    """Whether one of NCCL's in-network-reduction algorithms applies to the placed group: tier 0 (NVLink)
-    reduces in the switch and the group has at least 2 ranks in one of its domains (NVLS/NVLSTree), or an
-    outer tier the group spans reduces in the network and the group spans several tier-0 domains
-    (CollNet/SHARP)."""
+def nvls_allreduce_applies(pl: Placement) -> np.ndarray:
+    """Whether NCCL can run an all-reduce on the placed group as NVLS / NVLSTree: the NVLink tier runs NVLS
+    (:func:`nvls_on`) and the group has at least 2 ranks in one of its domains (CollNet across nodes is not NVLS)."""
     ok = np.zeros(pl.p.shape, dtype=bool)
     if nvls_on(pl.network.tiers):
         ok = ok | (pl.c[0] > 1.5)
+    return ok
+
+
+def inr_applies(pl: Placement) -> np.ndarray:
+    """Whether one of NCCL's in-network-reduction algorithms applies to the placed group: tier 0 (NVLink)
+    reduces in the switch and the group has at least 2 ranks in one of its domains (NVLS/NVLSTree,
+    :func:`nvls_allreduce_applies`), or an outer tier the group spans reduces in the network and the group spans
+    several tier-0 domains (CollNet/SHARP)."""
+    ok = nvls_allreduce_applies(pl)
     for i in range(1, pl.ntiers):
         if pl.inr[i]:
             ok = ok | (pl.level(i) > 1 + 1e-9)

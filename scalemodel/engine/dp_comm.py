@@ -26,7 +26,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.cost import compute, memory, ps, transformer
-from scalemodel.cost.nccl import nccl_graph_channels_inter
+from scalemodel.cost.nccl import nccl_graph_channels_inter, nvls_allreduce_applies
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, place, rank_strides
 from scalemodel.engine.host_floor import CALL_COST_US
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
@@ -41,7 +41,7 @@ from scalemodel.engine.layer_compute import (
     vocab_shard_elements,
     xla_remat,
 )
-from scalemodel.engine.model_parallel_comm import _collective, nvls_allreduce, nvls_allreduce_time, nvls_applies
+from scalemodel.engine.model_parallel_comm import _collective, nvls_allreduce, nvls_allreduce_time
 from scalemodel.engine.pipeline_ranks import (
     _etp,
     _params_per_gpu,
@@ -1029,7 +1029,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         gradients of n parameters in ``tensors`` parameter tensors."""
         out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm, tensors)
         nvls = np.zeros(1)
-        if not np.all(distopt | zero3) and np.any(nvls_applies(group)):  # the same buckets priced as NVLS
+        if not np.all(distopt | zero3) and np.any(nvls_allreduce_applies(group)):  # the same buckets priced as NVLS
             n_b = launches(n * q, group, tensors)  # bucketed's count
             hier = n_b * nvls_allreduce_time(n * q / n_b, group)
             nvls = np.where(nvls_allreduce(group, g.algorithm, out, hier) & ~zero3 & ~distopt, out, 0.0)

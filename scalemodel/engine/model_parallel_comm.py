@@ -47,18 +47,10 @@ def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarr
     return out
 
 
-def nvls_applies(group: Placement) -> np.ndarray:
-    """Whether NCCL can run an all-reduce on ``group`` as NVLS (NVLS / NVLSTree): the NVLink tier runs NVLS
-    (:func:`scalemodel.cost.nccl.nvls_on`) and the group has 2 or more ranks in a tier-0 domain (the NVLS clause of
-    :func:`scalemodel.cost.nccl.inr_applies`; CollNet across nodes is not NVLS)."""
-    if not nccl.nvls_on(group.network.tiers):
-        return np.zeros(np.shape(group.p), dtype=bool)
-    return np.asarray(np.asarray(group.c[0]) > 1.5)
-
-
 def nvls_allreduce_time(size: Any, group: Placement) -> np.ndarray:
     """An all-reduce of ``size`` bytes on ``group`` priced as NVLS (the hierarchical name, where NVLS applies,
-    :func:`nvls_applies`; :func:`scalemodel.cost.collectives.inr_allreduce_group_time`): what :func:`nvls_allreduce`
+    :func:`scalemodel.cost.nccl.nvls_allreduce_applies`;
+    :func:`scalemodel.cost.collectives.inr_allreduce_group_time`): what :func:`nvls_allreduce`
     compares the priced choice with. Not a collective of the step (a price to compare), so it does not go through
     :func:`_collective`."""
     return coll.inr_allreduce_group_time(np.asarray(size, dtype=float), group)
@@ -66,14 +58,15 @@ def nvls_allreduce_time(size: Any, group: Placement) -> np.ndarray:
 
 def nvls_allreduce(group: Placement, algorithm: Any, chosen: Any, nvls: Any) -> np.ndarray:
     """Whether an all-reduce on ``group`` runs as NCCL's NVLS, and so on its NVLS channels
-    (``Job.collective_share_nvls``, docs/model.md#contention): where NVLS applies (:func:`nvls_applies`), the
-    algorithm is named hierarchical (NVLS's name here), or it is NCCL's own choice (auto, None) and the priced time
-    ``chosen`` is NVLS's (``nvls``: the same all-reduce priced as hierarchical), i.e. the auto choice took NVLS
-    (a 2-rank group, or a small message across nodes, runs a ring or a tree instead)."""
+    (``Job.collective_share_nvls``, docs/model.md#contention): where NVLS applies
+    (:func:`~scalemodel.cost.nccl.nvls_allreduce_applies`), the algorithm is named hierarchical (NVLS's name here),
+    or it is NCCL's own choice (auto, None) and the priced time ``chosen`` is NVLS's (``nvls``: the same all-reduce
+    priced as hierarchical), i.e. the auto choice took NVLS (a 2-rank group, or a small message across nodes, runs a
+    ring or a tree instead)."""
     code = np.asarray(int(Algorithm.AUTO) if algorithm is None else algorithm)
     picked = np.asarray(nvls) <= np.asarray(chosen) * (1.0 + 1e-12)  # auto is the fastest: NVLS's time when NVLS won
-    return np.asarray(nvls_applies(group) & ((code == int(Algorithm.HIERARCHICAL))
-                                             | ((code == int(Algorithm.AUTO)) & picked)))
+    return np.asarray(nccl.nvls_allreduce_applies(group) & ((code == int(Algorithm.HIERARCHICAL))
+                                                            | ((code == int(Algorithm.AUTO)) & picked)))
 
 
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
@@ -747,7 +740,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
     rs_ag = rs + ag
     ar_nvls = np.zeros(1, dtype=bool)
-    if np.any(nvls_applies(groups.tensor)) and not np.all(g.sequence_parallel):
+    if np.any(nccl.nvls_allreduce_applies(groups.tensor)) and not np.all(g.sequence_parallel):
         hier = nvls_allreduce_time(act, groups.tensor)
         ar_nvls = nvls_allreduce(groups.tensor, None, ar, hier)
     # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism, each its
