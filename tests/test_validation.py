@@ -16,6 +16,7 @@ import math
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -1483,6 +1484,13 @@ def test_amd_rows_cluster_and_launch_blocking_rule() -> None:
     assert not any("hardware missing" in w for w in why) and any("global batch" in w for w in why)
 
 
+def _assert_logged_rates(cases: dict[str, Any], rows: Any) -> None:
+    """Each row's recorded tokens/s/GPU is its log's GBS x 8192 tokens / step seconds / GPUs (MLPerf's Llama 3.1
+    sequence length), converted by hand: ``rows`` of (case id, GBS, step s, GPUs)."""
+    for cid, gbs, step, gpus in rows:
+        assert cases[cid]["measured"]["tokens_per_s_per_gpu"] == pytest.approx(gbs * 8192 / step / gpus, rel=2e-4)
+
+
 @needs_new_cases
 def test_mlperf_v51_rows_read_their_submission_configs() -> None:
     """mlpt51 (MLPerf Training v5.1 logs, validation/README.md "MLPerf Training v5.1"): the recorded rates are the
@@ -1490,12 +1498,11 @@ def test_mlperf_v51_rows_read_their_submission_configs() -> None:
     mod = load_script()
     cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
     # tokens/s/GPU = GBS x 8192 / step / GPUs (NVIDIA implementation) or samples/s x 8192 / 8 (AMD's)
-    for cid, gbs, step, gpus in (("mlpt51_h200_llama31_405b_512", 1152, 50.016, 512),
+    _assert_logged_rates(cases, (("mlpt51_h200_llama31_405b_512", 1152, 50.016, 512),
                                  ("mlpt51_h200_llama31_405b_1024", 1152, 25.356, 1024),
                                  ("mlpt51_h200_llama31_8b_64", 32, 0.35313, 64),
                                  ("mlpt51_h100_llama31_8b_64", 64, 0.72054, 64),
-                                 ("mlpt51_h100_llama31_8b_128_tp2", 64, 0.48497, 128)):
-        assert cases[cid]["measured"]["tokens_per_s_per_gpu"] == pytest.approx(gbs * 8192 / step / gpus, rel=2e-4)
+                                 ("mlpt51_h100_llama31_8b_128_tp2", 64, 0.48497, 128)))
     for cid, sps in (("mlpt51_mi355x_llama31_8b_8", 30.655), ("mlpt51_mi355x_llama31_8b_8_mbs4", 29.070)):
         assert cases[cid]["measured"]["tokens_per_s_per_gpu"] == pytest.approx(sps * 8192 / 8, rel=2e-4)
     by_id = {r.id: r for r in mod.validate_all()[0]}
@@ -1526,7 +1533,7 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
     Dockerfiles pin cuDNN 9.13.1.26); the NVFP4 rows with FP8 attention are listed, not compared."""
     mod = load_script()
     cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
-    for cid, gbs, step, gpus in (("mlpt51_b200_llama31_8b_8", 16, 0.54440, 8),
+    _assert_logged_rates(cases, (("mlpt51_b200_llama31_8b_8", 16, 0.54440, 8),
                                  ("mlpt51_b200_llama31_8b_16", 32, 0.57416, 16),
                                  ("mlpt51_b200_llama31_8b_32", 16, 0.18830, 32),
                                  ("mlpt51_b200_llama31_8b_64", 32, 0.18944, 64),
@@ -1545,8 +1552,7 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
                                  ("mlpt51_gb200_llama31_405b_512_nvfp4", 1152, 17.29604, 512),
                                  ("mlpt51_gb300_llama31_405b_512_nvfp4", 1152, 13.14700, 512),
                                  ("mlpt51_gb200_llama31_405b_2560_nvfp4", 960, 3.18922, 2560),
-                                 ("mlpt51_gb200_llama31_405b_5120_nvfp4", 1280, 2.22751, 5120)):
-        assert cases[cid]["measured"]["tokens_per_s_per_gpu"] == pytest.approx(gbs * 8192 / step / gpus, rel=2e-4)
+                                 ("mlpt51_gb200_llama31_405b_5120_nvfp4", 1280, 2.22751, 5120)))
     by_id = {r.id: r for r in mod.validate_all()[0]}
     big = by_id["mlpt51_b200_llama31_405b_256"]
     assert (big.strategy.first_chunk_layers, big.strategy.last_chunk_layers) == (1, 1)
