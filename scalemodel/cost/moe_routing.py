@@ -9,8 +9,11 @@ Routing. Megatron-Core's ``moe_router_force_load_balancing`` (set by the Megatro
 Megatron-LM's moe recipes that the validation rows run) replaces the router's logits by
 ``logits.clone().normal_()`` (``RandomSTE``, NVIDIA/Megatron-LM megatron/core/transformer/moe/moe_utils.py
 @d98e8a64dd L1258-1279, called from ``TopKRouter.forward``, router.py L861-863; the same at @002255075c,
-moe_utils.py L1158, router.py L725): i.i.d. normal logits per token, so the top-k of each token is a uniformly
-random k-subset of the E experts (k DISTINCT experts), independently of the other tokens. That is the default
+moe_utils.py L1158, router.py L725; at 0d8e0714cd, Megatron-Bridge 25.11's, a per-rank generator whose last eager
+draw a CUDA graph of the router replays, moe_utils.py L901-928): i.i.d. normal logits per token, so the top-k of
+each token is a uniformly random k-subset of the E experts (k DISTINCT experts), independently of the other tokens.
+The step's wait for the slowest of several EP groups is not priced (under 0.31 % of the routed experts' time at
+the validation rows' shapes even for independent, frozen groups: docs/model.md#moe-rank-imbalance). That is the default
 here: the random-routing baseline, not a measured figure. A learned router, even with an auxiliary
 load-balancing loss, is typically less balanced than this; a measured max/mean can be given instead
 (training.moe_rank_imbalance).
