@@ -19,6 +19,7 @@ from scalemodel.choices import Algorithm, CpCommType, FlexBackend, LayerImpl, Lo
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ep_dispatch, nccl, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
+from scalemodel.engine.host_floor import CALL_COST_US
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
     module_recipe,
@@ -1075,6 +1076,16 @@ NANOTRON_META_FIRST_BYTES = 7 * 8.0
 NANOTRON_META_HIDDEN_BYTES = 6 * 8.0
 NANOTRON_META_MASK_BYTES = 4 * 8.0
 
+#: Host synchronisations in series on one stage boundary per micro-batch, the lower count of the two P2P files
+#: (docs/model.md#nanotron, nano27). Per tensor crossing, the sender's host waits 4 times before its second header
+#: leaves (the two headers' ``copy_`` from a pageable CPU tensor, which PyTorch runs as ``cudaMemcpyAsync`` +
+#: ``cudaStreamSynchronize``, and two ``assert len(...) == self.first_metadata[i]``, a CUDA element read as a bool:
+#: huggingface/nanotron@c2528430 and 67c5ebb6 p2p.py ``_send_meta`` alike), and the receiver's at least 2 after the
+#: second header arrives and before it posts the data's receive (67c5ebb6 ``_recv_meta``: shape and stride each read
+#: with ``.tolist()``; c2528430 reads the header's elements as 0-d CUDA tensors, 8 + 2r for an r-dimensional tensor).
+#: Three tensors cross (hidden states and mask forward, the gradient backward): 3 x (4 + 2) = 18 (c2528430: 52).
+NANOTRON_META_HOST_SYNCS = 18.0
+
 
 def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
     """Seconds per micro-batch that nanotron's pipeline sends add on a stage boundary beyond the activation and its
@@ -1091,13 +1102,16 @@ def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
 
     (the activation and its gradient are the boundary's 2 sends, :func:`_stage_boundary_time` ``pp``); a rank pays
     all of it on each boundary it exchanges on, :func:`pp_exchanges` of them. ``tokens``: b s / cp of the
-    micro-batch."""
+    micro-batch. Beside the messages, the hosts' synchronisations between the first header and the data
+    (:data:`NANOTRON_META_HOST_SYNCS`), each at one eager op's host time, the low end of
+    ``host_floor.CALL_COST_US["op"]`` (8.3 us; a lower bound: the device's round trip is not counted)."""
     def send(nbytes: Any) -> np.ndarray:
         return _stage_boundary_time(groups, np.asarray(nbytes, dtype=float) + 0.0 * np.asarray(tokens, dtype=float))
 
     first = send(NANOTRON_META_FIRST_BYTES)
+    host = NANOTRON_META_HOST_SYNCS * CALL_COST_US["op"][0] * 1e-6
     return (3.0 * first + 2.0 * send(NANOTRON_META_HIDDEN_BYTES) + send(NANOTRON_META_MASK_BYTES)
-            + send(np.asarray(tokens, dtype=float)))
+            + send(np.asarray(tokens, dtype=float)) + host)
 
 
 def _alltoall_dispatcher_extras(job: Job, g: StrategyGrid, groups: ParallelGroups,
