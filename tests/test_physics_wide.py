@@ -262,7 +262,6 @@ def test_wide_more_bandwidth_never_slower(case, tier, factor) -> None:  # type: 
 @given(wide_cases(), st.sampled_from((1.25, 2.0)))
 def test_wide_faster_accelerator_never_slower(case, factor) -> None:  # type: ignore[no-untyped-def]
     job, arrays, sync = case
-    arrays = dict(arrays, moe_layer_host_s=0.0)  # a known defect: test_host_wait_hides_dp_traffic
     base = float(_eval(job, arrays, sync).step_time[0])
     quick = msgspec.structs.replace(job, peak_flops=job.peak_flops * factor,
                                     memory_bandwidth=job.memory_bandwidth * factor)
@@ -358,15 +357,16 @@ OVERLAPS = (("overlap", "dp_comm"), ("overlap_param_gather", "dp_comm"), ("tp_co
 @WIDE
 @given(wide_cases())
 def test_overlap_hides_no_more_than_the_compute_under_it(case) -> None:  # type: ignore[no-untyped-def]
-    """Data-parallel traffic hides under compute (backward, and the forward for ZeRO-3 / FSDP gathers) or under the
-    pipeline's idle bubble: what is hidden, dp_comm_total - the exposed dp_comm, is at most compute + bubble."""
+    """Data-parallel traffic hides under compute (backward, and the forward for ZeRO-3 / FSDP gathers), under the
+    pipeline's idle bubble or under the GPU's wait on the host (docs/model.md#host-dp-window): what is hidden,
+    dp_comm_total - the exposed dp_comm, is at most compute + bubble + host."""
     job, arrays, sync = case
     if _steps_per_sync(sync) != 1:
         sync = "bsp"
     res = _eval(job, arrays, sync)
     b = {k: float(v[0]) for k, v in res.breakdown.items()}
     hidden = float(res.extras["dp_comm_total"][0]) - b["dp_comm"]
-    assert hidden <= (b["compute"] + b["bubble"]) * (1 + 1e-9), (arrays, sync, hidden, b)
+    assert hidden <= (b["compute"] + b["bubble"] + b["host"]) * (1 + 1e-9), (arrays, sync, hidden, b)
 
 
 @WIDE_PAIR
@@ -521,14 +521,12 @@ def test_hier_zero3_hides_no_more_than_its_compute() -> None:
     assert fast <= float(res.step_time[0])
 
 
-@pytest.mark.xfail(strict=True, reason="known defect (props26b): the host wait of a host-bound MoE layer "
-                   "(moe_layer_host_s) is added beside DP / ZeRO-3 traffic exposed against the GPU's compute alone; "
-                   "test_wide_faster_accelerator_never_slower draws moe_layer_host_s 0 until it is fixed")
 def test_host_wait_hides_dp_traffic() -> None:
     """Shrunk from wide_cases (150-example hunt): mixtral-8x7b on dgx-h100, tp 4 x cp 2 (ZeRO-3 over the cp 2),
-    SP, overlap, moe_layer_host_s 2 ms. A 1.25x faster accelerator gives 0.4293 -> 0.4424 s: the host floor binds
-    (host 0.035 s) while the exposed DP part grows 0.073 -> 0.111 s, as if the GPU did not idle through the host
-    wait, under which the gathers could run; without the host time the same step falls to 0.4077 s."""
+    SP, overlap, moe_layer_host_s 2 ms. A 1.25x faster accelerator gave 0.4421 -> 0.4519 s: the host floor binds
+    (host 0.0337 s) while the exposed DP part grew 0.073 -> 0.111 s, as if the GPU did not idle through the host
+    wait, under which the gathers already issued run; without the host time the same step falls to 0.4182 s.
+    Fixed (hostwait27): the wait is a window of the DP traffic (dp_comm._sync_comm, docs/model.md#host-dp-window)."""
     job = _wide_job("dgx-h100", "mixtral-8x7b", "bf16", None, 2048)
     arrays = dict(gpus=8, dp=1, tp=4, cp=2, pp=1, micro_batch=1, global_batch=4, zero=3, overlap=True,
                   sequence_parallel=True, moe_layer_host_s=0.002, fsdp_reshard_after_forward=False,

@@ -1476,10 +1476,48 @@ def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, las
 
 
 def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-               sync: str, groups: ParallelGroups, *, local: Any = None
-               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+               sync: str, groups: ParallelGroups, *, local: Any = None, idle: Any = 0.0
+               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
+    """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total, the part of the
+    total hidden under the host wait) seconds for the sync mode (the first two exposed; :func:`_sync_comm_windows`
+    prices them under the compute windows of ``comp``).
+
+    ``idle``: seconds per micro-batch the DP rank's GPU waits on the host (:func:`scalemodel.engine.step._host_wait`,
+    a synchronising MoE layer; docs/model.md#host-dp-window). The data-parallel collectives run on their own streams
+    and are issued by hooks before the compute that needs them or as soon as their gradients exist (the gathers by
+    the forward pre-hooks, a unit or bucket ahead; the reduce-scatters and gradient buckets by the backward hooks),
+    so those in flight keep running while the compute stream idles on the host. The host wait is priced per interval
+    as max(D_i, H), forward and backward together with no split (docs/model.md#host), so the idle is read as
+    stretching the micro-batch's free windows alike: each of the forward and backward free windows (f, b) gains its
+    share of the idle ``w``,
+
+        f' = f + w f / (f + b),        b' = b + w b / (f + b)
+
+    and the traffic is exposed against (f', b') as it is against (f, b) (:func:`_sync_comm_windows`). The windows
+    gain w in all, once (the idle is not counted in the forward and the backward both); the first gather and the
+    last bucket, which no window hides, stay exposed. What the longer windows hide beyond the compute's is returned
+    apart: it runs while no compute runs, so it slows none (docs/model.md#contention prices the rest). ``idle`` 0
+    (no host wait) gives the compute windows' exposure exactly.
+    """
+    cross, in_group, total, nvls = _sync_comm_windows(job, g, comp, m, sync, groups, local=local)
+    w = np.maximum(np.asarray(idle, dtype=float), 0.0)
+    if not np.any(w > 0):
+        return cross, in_group, total, nvls, np.zeros(1)
+    f, b = comp["forward_free"], comp["backward_free"]
+    free = f + b
+    stretch = np.divide(w, free, out=np.zeros(np.broadcast(w, free).shape), where=free > 0)
+    longer = dict(comp, forward_free=f * (1.0 + stretch), backward_free=b * (1.0 + stretch))
+    cross_w, in_group_w, _, _ = _sync_comm_windows(job, g, longer, m, sync, groups, local=local)
+    e0 = cross + (0.0 if in_group is None else in_group)
+    ew = cross_w + (0.0 if in_group_w is None else in_group_w)
+    return cross_w, in_group_w, total, nvls, np.asarray(np.maximum(e0 - ew, 0.0), dtype=float)
+
+
+def _sync_comm_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
+                       sync: str, groups: ParallelGroups, *, local: Any = None
+                       ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total) seconds for the
-    sync mode (the first two exposed).
+    sync mode (the first two exposed) under the compute windows of ``comp``.
 
     hier:G first all-reduces inside each group of G replicas (with their cp ranks: G cp GPUs); then every member
     holds the group's gradient and exchanges its 1/(G cp) shard with its counterparts in the other N/G groups (G cp

@@ -571,14 +571,16 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         last = stage(last_layers, True, None, rec_last)
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
+    idle_dp = host  # its GPU's wait on the host per micro-batch, a window of the DP traffic (dp_comm._sync_comm)
     dp_rank = None if own else _dp_rank(job, g, last_layers, other_layers, first_layers)
     if dp_rank is not None:
         n_dp, r_dp = dp_rank
         for layers_c, rec_c, on_c, emb in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2), False),
                                            (first_layers, rec_first, (r_dp == 0) & (g.pp > 1), True)):
             if np.any(on_c):
-                busy_c = stage(layers_c, False, None, rec_c, emb).busy
-                comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
+                st_c = stage(layers_c, False, None, rec_c, emb)
+                comp_dp = {k: np.where(on_c, st_c.busy[k], v) for k, v in comp_dp.items()}
+                idle_dp = np.where(on_c, st_c.host, idle_dp)
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
     if job.is_transformer and not own and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
@@ -619,11 +621,13 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
         cross, in_group, dp_total, dp_nvls = zero, None if hier_group(g, sync) is None else zero, zero, zero
+        idle_hidden = zero
     else:
         # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
         layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
         off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
-        cross, in_group, dp_total, dp_nvls = _sync_comm(job, g, comp_dp, m, sync, groups, local=local + off)
+        cross, in_group, dp_total, dp_nvls, idle_hidden = _sync_comm(job, g, comp_dp, m, sync, groups,
+                                                                     local=local + off, idle=idle_dp)
     local = local + off
     for sp, ranks in rank_stages:
         for on, _sp, r in _dp_ranks(job, g, [sp]):
@@ -635,15 +639,18 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
-            cross_r, in_group_r, total_r, nvls_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
+            cross_r, in_group_r, total_r, nvls_r, idle_r = _sync_comm(dp_job, g, comp_r, m, sync, groups,
+                                                                      local=local_r, idle=ranks[r].host)
             opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
             cross, dp_total, dp_nvls = np.where(on, cross_r, cross), np.where(on, total_r, dp_total), np.where(
                 on, nvls_r, dp_nvls)
+            idle_hidden = np.where(on, idle_r, idle_hidden)
             if in_group is not None and in_group_r is not None:
                 in_group = np.where(on, in_group_r, in_group)
-    # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
+    # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention); what the host wait
+    # hid ran while no compute ran (docs/model.md#host-dp-window)
     exposed_dp = cross + (in_group if in_group is not None else 0.0)
-    dp_contention = _contention(_dp_share(job, dp_total, dp_nvls), dp_total - exposed_dp)
+    dp_contention = _contention(_dp_share(job, dp_total, dp_nvls), dp_total - exposed_dp - idle_hidden)
     local = local + dp_contention
 
     kw: dict[str, Any] = {"kappa": job.staleness_kappa if kappa is None else kappa}
