@@ -1149,6 +1149,13 @@ BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt
 #: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
 #: ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` (result_0.txt).
 SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
+#: MLPerf v6.0 rows that run NVIDIA's NeMo 2 llama31_8b implementation of v5.1, not v6.0's Megatron-Bridge one: Cisco's
+#: Zeus H100 runs (Richardyu114/training_results_v6.0@eabf23a0 Cisco/benchmarks/llama31_8b/nemo/Dockerfile: pytorch
+#: 25.08, NeMo eddf23fcba, Megatron-LM 4cd81e85d2; the MLLOG metadata names /workspace/llm/pretrain.py and
+#: custom_callbacks.py). Their logs print no DDP configuration; the implementation's MegatronCommOverlapCallback sets
+#: the 128 Mi-element bucket (:data:`BUCKET_128MI_SOURCES`, as the v5.1 logs of the same implementation print), not the
+#: Megatron-Bridge log's 768e6 of :data:`SOURCE_BUCKET_ELEMENTS`.
+MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_8b_128_tp2"})
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1511,10 +1518,10 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["align_grad_reduce"] = False
     if case.get("id") in NO_GRAD_ACCUMULATION_FUSION:
         out["grad_accumulation_fusion"] = False
-    if (src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG
-            and not nemo2_dp1(case)):
+    if ((src in BUCKET_128MI_SOURCES or case["id"] in MLPT60_NEMO2) and zero == "1"
+            and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG and not nemo2_dp1(case)):
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
-    if src in SOURCE_BUCKET_ELEMENTS and zero == "1":
+    if src in SOURCE_BUCKET_ELEMENTS and zero == "1" and case["id"] not in MLPT60_NEMO2:
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
@@ -2673,7 +2680,8 @@ NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "m
 #: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
 #: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
 NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509
+                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509 \
+    | MLPT60_NEMO2  # Cisco Zeus H100 (v6.0): Cisco/benchmarks/llama31_8b/nemo/config_common.sh NCCL_NVLS_ENABLE=0
 
 
 

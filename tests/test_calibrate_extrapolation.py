@@ -123,6 +123,8 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mlpt51_gb300_llama31_8b (72/512)": ("same model", [72, 512]),
         "mlpt51_gb200_llama31_8b (72/512)": ("same model", [72, 512]),
         "mlpt50_h100_llama31_405b (512/2048/2432/2560/8192)": ("same model", [512, 2048, 2432, 2560, 8192]),
+        # data27: Cisco's MLPerf v6.0 Llama 3.1 8B on 8 and 16 "Zeus" H100 nodes (TP 2, GBS 32 / 64)
+        "mlpt60_h100_llama31_8b_64 (64/128)": ("same model", [64, 128]),  # named after its first id less its tail
     }
 
 
