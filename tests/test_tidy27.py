@@ -5,7 +5,9 @@ integer": the regex read the operator '=' and the value '>8', and the message bl
 gets one line that says what is wrong with the text as written and names the forms plan reads (KEY OP VALUE, the
 operators, several separated by commas), exit 2, no traceback.
 
-(2) sensitivity's docs: the claims README's section makes about elasticity 0 beside a gain, and a negative gain."""
+(2) sensitivity's docs: the claims README's section makes about elasticity 0 beside a gain, and a negative gain.
+
+(4) which key a constraint item names is read by one function (constraints.named_key)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import json
 
 import pytest
 
-from scalemodel.specs.constraints import parse_constraints
+from scalemodel.specs.constraints import named_key, parse_constraints
 
 PLAN = ("plan", "-m", "gpt-1.7b", "-n", "8", "--top", "1")
 #: The forms every operator error names (the operators as plan --help lists them).
@@ -32,17 +34,6 @@ FORMS = "KEY OP VALUE with OP one of <=, >=, <, >, =, !="
     ("tp= >8", "'= >' in 'tp= >8' is not an operator (did you mean tp>=8?)"),
     ("tp\u22648", "'\u2264' in 'tp\u22648' is not an operator (did you mean tp<=8?)"),
     ("memory=>60GB", "'=>' in 'memory=>60GB' is not an operator (did you mean memory>=60GB?)"),
-])
-def test_a_mistyped_operator_is_named_with_what_was_meant(cli, text: str, what: str) -> None:  # type: ignore[no-untyped-def]
-    r = cli(*PLAN, "--constraint", text)
-    assert r.code == 2 and r.out == "", (r.code, r.out)
-    lines = r.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.err, r.err
-    assert lines[0].startswith(f"error: --constraint: {what}; {FORMS}"), lines[0]
-    assert "needs an integer" not in r.err
-
-
-@pytest.mark.parametrize(("text", "what"), [
     ("tp=8;pp=1", "constraint 'tp=8;pp=1' holds more than one operator"),
     ("tp=8=8", "constraint 'tp=8=8' holds more than one operator"),
     ("tp<=8 pp=1", "constraint 'tp<=8 pp=1' holds more than one operator"),
@@ -51,13 +42,13 @@ def test_a_mistyped_operator_is_named_with_what_was_meant(cli, text: str, what: 
     ("tp", "constraint 'tp' has no operator"),
     ("=8", "constraint '=8' names no key"),
 ])
-def test_other_malformed_constraints_say_what_is_wrong(cli, text: str, what: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_malformed_constraint_is_named(cli, text: str, what: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(*PLAN, "--constraint", text)
     assert r.code == 2 and r.out == "", (r.code, r.out)
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.err, r.err
     assert lines[0].startswith(f"error: --constraint: {what}; {FORMS}"), lines[0]
-    assert "several separated by commas" in lines[0]
+    assert "several separated by commas" in lines[0] and "needs an integer" not in lines[0]
 
 
 def test_the_help_names_the_operators(cli) -> None:  # type: ignore[no-untyped-def]
@@ -118,3 +109,17 @@ def test_a_better_network_can_slow_the_step_through_nccls_choice(cli) -> None:  
     assert auto["elasticity"] == 0.0 and auto["throughput_ratio"] < 0.995
     nvls = _sensitivity(cli, "-m", "llama3-8b", "-n", "64", "--algo", "hierarchical")["ib-leaf bandwidth"]
     assert nvls["elasticity"] == 0.0 and nvls["throughput_ratio"] == 1.0
+
+
+# (4) The same rule written once: which key a constraint item names (commands.common.strategy_constraints split the
+# text on its own list of operator characters).
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("tp<=8", "tp"), ("mb >= 2", "micro_batch"), ("flex_backend=deepep", "moe_flex_backend"), ("tp", "tp"),
+    ("sequence-parallel!=true", "sequence_parallel"), ("virtual_stages", "virtual_stages"),
+])
+def test_the_key_a_constraint_names_is_the_one_parse_constraints_reads(text: str, key: str) -> None:
+    assert named_key(text) == key
+    if any(c in text for c in "<>=!"):
+        assert list(parse_constraints([text])) == [key]

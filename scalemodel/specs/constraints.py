@@ -118,6 +118,13 @@ def constraint_key(raw: str) -> str:
     return _ALIASES.get(key, key.replace("-", "_"))
 
 
+def named_key(text: str) -> str:
+    """The constraint key a ``--constraint`` item (``tp<=8``, ``flex_backend=deepep``) or a bare field name (``tp``)
+    names: the text before its operator, as :func:`constraint_key` reads it (commands.common.strategy_constraints:
+    which of a --strategy file's axes the command line already restricts)."""
+    return constraint_key(re.split(f"[{_OP_CHARS}]", str(text).strip(), maxsplit=1)[0])
+
+
 def merge_constraints(into: dict[str, Any], texts: list[str], where: str) -> None:
     """Add the parsed ``texts`` (``micro_batch=4``, :func:`parse_constraints`) to the constraint dict ``into``,
     after what it holds for the same key."""
