@@ -76,11 +76,8 @@ def cli_once(*args: str) -> CliResult:
 
 def validation_cases_path():  # type: ignore[no-untyped-def]
     """../shared/validation/cases.yaml beside the checkout, else the copy kept in tests/data."""
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parent
-    shared = here.parents[1] / "shared" / "validation" / "cases.yaml"
-    return shared if shared.is_file() else here / "data" / "validation" / "cases.yaml"
+    shared = ROOT.parent / "shared" / "validation" / "cases.yaml"
+    return shared if shared.is_file() else ROOT / "tests" / "data" / "validation" / "cases.yaml"
 
 
 @functools.cache
@@ -88,9 +85,8 @@ def script_module(name: str):  # type: ignore[no-untyped-def]
     """scripts/<name>.py as a module, loaded once per test session (its caches are shared by the tests)."""
     import importlib.util
     import sys
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    path = ROOT / "scripts" / f"{name}.py"
     if str(path.parent) not in sys.path:  # the scripts import their siblings (measurement_file, generated_file)
         sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(name, path)
@@ -111,9 +107,7 @@ def load_yaml(path):  # type: ignore[no-untyped-def]
 
 def training_cases() -> dict:  # type: ignore[type-arg]
     """validation/training_cases.yaml by case id (the test is skipped where the file is absent)."""
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "validation" / "training_cases.yaml"
+    path = ROOT / "validation" / "training_cases.yaml"
     if not path.is_file():
         pytest.skip("validation/training_cases.yaml not present")
     return {c["id"]: c for c in load_yaml(path)}

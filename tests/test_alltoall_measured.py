@@ -11,16 +11,13 @@ priced on dgx-h100 between its own NIC floor and that floor plus the per-peer la
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 
 from scalemodel.cost import collectives as C
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 NCCL = ROOT / "hardware" / "measurements" / "nccl.yaml"
 CASES = {c["id"]: c for c in load_yaml(NCCL)}
 NODES = (2, 4, 8, 16, 32)

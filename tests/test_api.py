@@ -7,13 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import scalemodel
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_docs_api_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

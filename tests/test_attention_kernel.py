@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 
 from scalemodel.cost import transformer
 from scalemodel.cost.compute import (
@@ -25,7 +25,6 @@ from scalemodel.specs import load_accelerator, load_cluster, load_workload, noti
 from scalemodel.specs.frameworks import read_strategy_file
 from scalemodel.specs.training import TrainingSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
 PEAK_16 = {"a100-sxm-80g": 312e12, "h100-sxm": 989.4e12, "h200-sxm": 989.4e12,  # the YAMLs' fp16/bf16 peaks
            "b200": 2250e12, "gb200": 2500e12, "gb300": 2500e12}

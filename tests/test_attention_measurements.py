@@ -16,14 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import compute
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import validate_attention as va  # noqa: E402
-from conftest import load_yaml  # noqa: E402
 
 DOC = load_yaml(ROOT / "hardware" / "measurements" / "attention.yaml")
 SOURCES, POINTS = DOC["sources"], DOC["points"]

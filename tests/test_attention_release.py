@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 
 from scalemodel.engine.job import build_job, warn_unfused_attention
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, load_workload, notices
 from scalemodel.specs.training import TrainingSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
 PEAK_16 = {"b200": 2250e12, "gb200": 2500e12, "gb300": 2500e12}  # the YAMLs' bf16 peaks
 

@@ -10,16 +10,14 @@ zero-size latency from NCCL's ring composition with the per-step net overhead (d
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import collectives as C
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = {c["id"]: c for c in load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")}
 
 

@@ -17,17 +17,15 @@ import importlib.util
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.specs import load_accelerator, load_cluster
 from scalemodel.units import parse_quantity
 
-ROOT = Path(__file__).resolve().parents[1]
 HW = ROOT / "hardware"
 GEMM = load_yaml(HW / "measurements" / "gemm.yaml")["points"]
 IN_LAYER = 0.901  # Korthikanti et al. 2022 Table 4 factor, borrowed by every family without a layer timing

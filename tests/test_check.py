@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from scalemodel.commands.common import build_specs
 from scalemodel.engine.predict import predict
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "capacity"
 
 BASE = """kind: scenario

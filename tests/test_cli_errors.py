@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 LOG = str(ROOT / "tests" / "data" / "nccl" / "synthetic_current.log")
 
 

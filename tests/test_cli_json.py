@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 LOG = str(ROOT / "tests" / "data" / "nccl" / "synthetic_current.log")
 
 COMMANDS = [  # the first element is the `command` the document must name

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost.compute import (
     FLASH_BACKWARD_FLOP_RATIO,
@@ -25,10 +25,8 @@ from scalemodel.cost.compute import (
 from scalemodel.cost.transformer import shape
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
-from conftest import load_yaml  # noqa: E402
 
 POINTS = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["points"]
 

@@ -9,11 +9,8 @@ line that the command no longer prints fails, with the line as quoted and as pri
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from conftest import script_module
 
-ROOT = Path(__file__).resolve().parents[1]
 CHEAP = {"scalemodel scale", "scalemodel scale --scenario examples/scenarios/strong-scaling.yaml"}
 
 

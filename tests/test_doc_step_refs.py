@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 STEP = ROOT / "scalemodel" / "engine" / "step.py"
 
 #: `step.NAME` / `engine.step.NAME` in code spans

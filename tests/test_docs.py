@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL_MD = ROOT / "docs" / "model.md"
 CHECKED = ("scalemodel", "scripts", "benchmarks")
 #: Reference notes kept outside the repository (in the project's shared folder).

@@ -6,11 +6,10 @@ set against the published timings of hardware/measurements/ep_alltoall.yaml."""
 from __future__ import annotations
 
 from math import comb
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import ep_dispatch
@@ -21,7 +20,6 @@ from scalemodel.engine.step import evaluate
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = load_yaml(ROOT / "hardware" / "measurements" / "ep_alltoall.yaml")
 
 

@@ -7,11 +7,10 @@ quantize per expert), and the step's compute growing by them."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute
@@ -19,8 +18,6 @@ from scalemodel.cost.transformer import shape
 from scalemodel.engine.predict import predict
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
-
-ROOT = Path(__file__).resolve().parents[1]
 
 QWEN3_30B = shape(layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, vocab=151_936,
                   gated_mlp=True, moe_experts=128, moe_top_k=8, moe_ffn_hidden=768)

@@ -8,14 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import transformer
 from scalemodel.cost.compute import layer_compute_time
 from scalemodel.errors import InputError  # a spec built in Python refuses as the API does (review25d)
 from scalemodel.specs.training import TrainingSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 GB200_BF16_PEAK = 2500e12  # hardware/accelerators/gb200.yaml, dense BF16
 
 #: NVIDIA/cudnn-frontend@3929da2 benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/gpt_oss_20260424_100011.csv

@@ -4,11 +4,10 @@ FP8_ATTENTION_TIME_RATIOS; layer_compute_time ``fp8_attention_ratios``; docs/mod
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import transformer
 from scalemodel.cost.compute import (
@@ -20,8 +19,6 @@ from scalemodel.cost.compute import (
 )
 from scalemodel.engine.job import build_job
 from scalemodel.specs import TrainingSpec, load_cluster, load_workload
-
-ROOT = Path(__file__).resolve().parents[1]
 
 CLASS_SWEEP = {192: "dsv3", 128: "llama3.1", 64: "gpt_oss"}
 

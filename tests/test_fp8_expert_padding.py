@@ -19,9 +19,6 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 
 @pytest.fixture(scope="module")
 def h100():  # type: ignore[no-untyped-def]

@@ -5,7 +5,6 @@ attention_unpad): bytes and seconds against values worked out by hand from the c
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,6 @@ from scalemodel.engine.predict import predict
 from scalemodel.errors import InputError  # a spec built in Python refuses as the API does (review25d)
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # A 4-layer MPT-style model: h = 1024, 8 heads (d = 128, MHA), ungated MLP f = 4096, tied 32,000-token embedding.
 TINY = TransformerWorkload(name="tiny-mpt", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,

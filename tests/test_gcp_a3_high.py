@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import collectives as C
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 NICS, NIC_GBPS, GPUS = 4, 200, 8  # [GKE-TCPX] A3 High: up to four secondary 200 Gbps NICs; 8 H100 per VM
 #: [A3-TCPX-NCCL] 2 x 8 ranks, all_gather out-of-place busbw (GB/s) at 2^27 ... 2^33 B
 PUBLISHED_BUSBW = {2**27: 49.99, 2**28: 49.67, 2**29: 50.19, 2**30: 49.27, 2**31: 50.01, 2**32: 49.77, 2**33: 50.17}

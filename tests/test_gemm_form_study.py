@@ -4,19 +4,17 @@ is NVIDIA's wave quantisation counted by hand."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost.compute import gemm_time
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import compare_gemm_forms as study  # noqa: E402
 import fit_compute_curves as fcc  # noqa: E402
-from conftest import load_yaml  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -37,10 +37,9 @@ per-expert GEMM calls (compute.expert_gemm_calls x compute.KERNEL_FIXED_S):
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute
@@ -48,7 +47,6 @@ from scalemodel.cost.transformer import shape
 from scalemodel.engine.job import build_job
 from scalemodel.specs import TrainingSpec, load_accelerator, load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = load_yaml(ROOT / "hardware" / "measurements" / "grouped_gemm.yaml")
 
 #: (peak FP8 FLOP/s, isolated gemm_max, d0, recipe factor) by catalog accelerator, written out by hand:

@@ -13,9 +13,9 @@ import io
 import json
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost.compute import (
     HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
@@ -24,11 +24,9 @@ from scalemodel.cost.compute import (
 )
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fcc  # noqa: E402
 import fit_in_layer_factor as fl  # noqa: E402
-from conftest import load_yaml  # noqa: E402
 
 MEAS = ROOT / "hardware" / "measurements"
 RAW = [json.loads((MEAS / "raw" / f"gpu_kernels_h200_2026-12-04_run{i}.json").read_text(encoding="utf-8"))

@@ -13,13 +13,11 @@ already inside the module's published per-call time); each grouped GEMM makes 1 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 from test_host_floor import HELD_OUT, held_out_case
 
-ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / "hardware" / "measurements" / "host_overhead.yaml"
 H_MEASURED_US = 512 * 4096 / 8 / 9299 / (64 * 48) * 1e6  # docs/model.md#host: the 25.11 source run, 9177 us
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from scalemodel.engine import host_floor, step
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -21,7 +21,6 @@ from scalemodel.engine.step import evaluate
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import validate_training as vt  # noqa: E402
 

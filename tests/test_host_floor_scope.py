@@ -12,16 +12,13 @@ counts: per MoE layer (forward + backward) attention 6 modules and 10 ops; the e
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 
 from scalemodel.engine import host_floor
 from scalemodel.engine.step import LAYER_FORWARD_HOST_SHARE, MOE_FORWARD_HOST_SHARE
 
-ROOT = Path(__file__).resolve().parents[1]
 H = 512 * 4096 / 8 / 9299 / (64 * 48)  # docs/model.md#host, 9.1766 ms
 
 # the source: low 6 x 115 + 10 x 8.3 = 773 attention, 460 + 182.6 + 168 x 5 + 74.022 + 384 = 1940.622 expert path

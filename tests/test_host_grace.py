@@ -8,12 +8,10 @@ from __future__ import annotations
 import datetime
 import re
 import statistics
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
-ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / "hardware" / "measurements" / "host_overhead.yaml"
 DOCS = ROOT / "docs" / "model.md"
 

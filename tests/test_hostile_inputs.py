@@ -19,10 +19,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "tests" / "data" / "nccl" / "synthetic_current.log"
 BIG = "9" * 5000  # over Python's 4300-digit int-string limit
 

@@ -7,9 +7,9 @@ Each case is one finding; the contract is test_hostile_inputs.py's.
 from __future__ import annotations
 
 import pytest
+from conftest import ROOT
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 SUPER = ["-m", str(ROOT / "examples" / "workloads" / "nemotron-3-super.yaml"), "-n", "64", "--ep", "8"]
 GPT = ["-m", "gpt-1.7b", "-n", "8"]
 _NO_LATENT = "the model has no LatentMoE (moe.latent_size not set)"

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
-ROOT = Path(__file__).resolve().parent.parent
 NCCL = ROOT / "tests" / "data" / "nccl"
 
 

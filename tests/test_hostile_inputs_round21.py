@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
-ROOT = Path(__file__).resolve().parent.parent
 DSV3 = ["-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--pp", "16", "--ep", "64"]
 
 

@@ -5,18 +5,15 @@ nothing similar validated says so; check --pessimistic asserts on the slow end."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import script_module, validation_cases_path
+from conftest import ROOT, script_module, validation_cases_path
 from hypothesis import given
 from hypothesis import strategies as st
 
 from scalemodel.engine.intervals import RESIDUALS, interval_for, quantile
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cases() -> list[dict[str, Any]]:

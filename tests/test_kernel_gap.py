@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_in_layer_factor as fl  # noqa: E402
 import fit_kernel_gap as kg  # noqa: E402

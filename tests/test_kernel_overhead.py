@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_kernel_overhead as fko  # noqa: E402
 

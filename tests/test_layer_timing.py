@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from scalemodel.cost.compute import (
     BLACKWELL_FP8_IN_LAYER_GEMM_FACTOR,
@@ -24,7 +24,6 @@ from scalemodel.cost.compute import (
 )
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_in_layer_factor as fl  # noqa: E402
 

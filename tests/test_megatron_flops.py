@@ -22,12 +22,9 @@ not counted.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 
-ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "validation" / "training_cases.yaml"
 
 

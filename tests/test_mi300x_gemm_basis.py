@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost.compute import in_layer_gemm_factor
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
 

@@ -10,17 +10,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
-ROOT = Path(__file__).resolve().parents[1]
 DCN_PER_CHIP = 50e9 / 8  # [GCP-v5p] 50 Gb/s per chip, in bytes/s
 DCN_EFFICIENCY = 0.62  # the cluster file's stated stand-in (pcie-25gbe's measured kernel-TCP share)
 DCN_LATENCY = 35e-6

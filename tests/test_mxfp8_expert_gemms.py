@@ -12,12 +12,11 @@ other recipes and other families do not move and that the cap keeps the physics 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
@@ -25,7 +24,6 @@ from scalemodel.cost.transformer import shape
 from scalemodel.engine import layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 
-ROOT = Path(__file__).resolve().parents[1]
 # GB200's catalog curves (hardware/accelerators/gb200.yaml) and peaks, as printed there
 GB200 = {"bf16_peak": 2500e12, "fp8_peak": 5000e12, "bw": 8.0e12, "mem": 0.85,
          "gm16": 0.550, "d16": 175.0, "gm8": 0.496, "d8": 113.0}

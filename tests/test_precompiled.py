@@ -11,12 +11,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from conftest import ROOT
 
 import scalemodel.specs.yamlread as yamlread
 from scalemodel.specs import precompiled
 from scalemodel.specs.loader import CATALOG, Unparsed, read_document
 
-ROOT = Path(__file__).resolve().parents[1]
 CATALOG_FILES = [p for top, sub in CATALOG.values() for p in sorted((ROOT / top / sub).glob("*.yaml"))]
 
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, load_yaml
 
 #: case id -> (job id, Local Params as the benchmark table prints it)
 LOGGED = {

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 from scalemodel.cost import transformer
 from scalemodel.engine.job import published_params_tolerance, transformer_shape
-
-ROOT = Path(__file__).resolve().parent.parent
 
 NANO = ["predict", "-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "16", "--ep", "8"]
 

@@ -8,17 +8,14 @@ the published 4x H100 points recorded in hardware/measurements/nccl.yaml (held o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost import collectives as C
 from scalemodel.cost import nccl
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = {c["id"]: c for c in load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")}
 HOP_US = 2.0           # the Hopper clusters' NVLink tier latency
 RING_LL_BASE_US = 6.6  # NCCL baseLatencies Ring LL

@@ -10,14 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 from msgspec.structs import replace
 
 from scalemodel.cost import staleness
 from scalemodel.cost.staleness import default_kappa, fit_kappa
 from scalemodel.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fit_convergence.py"
 
 

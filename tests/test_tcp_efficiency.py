@@ -10,14 +10,12 @@ cluster overrides (per-GPU share x GPUs per node) and the busbw from the publish
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import pytest
-from conftest import load_yaml
+from conftest import ROOT, load_yaml
 
 from scalemodel.specs import load_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")
 TCP = [c for c in CASES if c["id"].startswith("tcp_")]
 

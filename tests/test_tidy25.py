@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 import scalemodel
 import scalemodel.report.check as report_check
 from scalemodel.errors import InputError
 from scalemodel.units import format_signed
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tier_named(tmp_path: Path, catalog: str, tier: str, name: str) -> Path:

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from scalemodel.choices import zero_label
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_predict_prints_its_notes(cli: Any) -> None:

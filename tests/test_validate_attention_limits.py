@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import script_module
+from conftest import ROOT, script_module
 
 from scalemodel.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
 
 

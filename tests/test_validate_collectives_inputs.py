@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import script_module
+from conftest import ROOT, script_module
 from test_hostile_inputs import no_hang  # noqa: F401 (autouse guard: a case that blocks fails after 20 s)
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "validate_collectives.py"
 NCCL = ROOT / "hardware" / "measurements" / "nccl.yaml"
 

@@ -20,13 +20,12 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 
 from scalemodel.cost.compute import layer_eltwise_bytes
 from scalemodel.cost.transformer import shape, training_param_count
 from scalemodel.engine.job import transformer_shape
 
-ROOT = Path(__file__).resolve().parent.parent
 NEW_CASES = ROOT / "validation" / "training_cases.yaml"
 
 

@@ -9,12 +9,11 @@ with every collective priced at a fixed number of seconds a byte (t(x) = c x), s
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 from test_hostile_inputs import refused
 
 from scalemodel.cost.placement import parallel_groups
@@ -24,7 +23,6 @@ from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
 
-ROOT = Path(__file__).resolve().parents[1]
 # 4 Llama-style layers, h = 1024, 8 heads x 128, gated MLP f = 4096, RMSNorm, no biases, tied 32,000-token embedding:
 # per layer qkv 1024 x 3072 + o 1024 x 1024 + MLP 3 x 1024 x 4096 + 2 norms x 1024 = 16,779,264; model 4 layers +
 # embedding 32,000 x 1024 + final norm 1024 = 99,886,080 (tests/test_fsdp_reshard.py works the same model out)

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, load_yaml
 
 from scalemodel.cost.compute import gemm_time, in_layer_gemm_factor
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
 import transcribe_xla_matmul as tx  # noqa: E402
-from conftest import load_yaml  # noqa: E402
 
 DOC = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")
 XLA = [p for p in DOC["points"] if p["src"] == "XLA-SM100"]

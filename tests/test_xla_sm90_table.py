@@ -13,14 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, load_yaml
 
 from scalemodel.specs import load_accelerator
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
 import transcribe_xla_matmul as tx  # noqa: E402
-from conftest import load_yaml  # noqa: E402
 
 DOC = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")
 XLA2 = [p for p in DOC["points"] if p["src"] == "XLA-SM90-2"]

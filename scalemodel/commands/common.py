@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ from scalemodel.specs import (
     split_overrides,
 )
 from scalemodel.specs.base import MAX_SPEC_INT
-from scalemodel.specs.constraints import constraint_key
+from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import check_derived_batch
@@ -218,8 +217,7 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
         return []
     # each key as parse_constraints reads it: an alias (--constraint flex_backend=deepep, mb=2) kept the file's pin
     # beside it, refused as "no moe_flex_backend meets moe_flex_backend=deepep, moe_flex_backend=hybridep together"
-    constrained = {constraint_key(re.split(r"[<>=!]", c.strip(), maxsplit=1)[0])
-                   for text in (given or []) for c in text.split(",")}
+    constrained = {named_key(c) for text in (given or []) for c in text.split(",")}
     out, unpinned = [], []
     for key, value in {**sf.strategy, **sf.training}.items():
         if key == "schedule":

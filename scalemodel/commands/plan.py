@@ -14,7 +14,7 @@ from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import notices
-from scalemodel.specs.constraints import merge_constraints, parse_constraints
+from scalemodel.specs.constraints import OPERATORS, merge_constraints, parse_constraints
 from scalemodel.units import format_quantity
 
 #: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
@@ -184,7 +184,8 @@ COMMAND = Command("plan", plan, (
     opt("--objective", default="throughput",
         help="throughput | time-to-train (throughput x statistical efficiency) | cost."),
     repeat("--constraint", metavar="KEY<=V",
-           help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
+           help=f"Restrict the search: KEY OP VALUE with OP one of {OPERATORS} (repeatable, or comma-separated): "
+                "tp<=8, pp=1, zero<=1, memory<=60GB, "
                 "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true, cp_comm_type=a2a, "
                 "moe_flex_dispatcher=true, moe_flex_backend=hybridep."),
     opt("--sync-modes", default="bsp",

@@ -699,7 +699,21 @@ def flash_kernel_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: Array
                       memory_time(nbytes, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency))
 
 
-class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
+class PassTimes(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
+    """A layer's compute time (seconds, arrays) for one micro-batch on one GPU by pass: ``forward`` and ``backward``
+    without recomputation, ``recompute`` the forward work the backward does again; ``total`` their sum. The fields
+    :class:`LayerTime` (a transformer layer) and :class:`MambaTime` (a Mamba-2 layer) share."""
+
+    forward: np.ndarray
+    backward: np.ndarray
+    recompute: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.forward + self.backward + self.recompute
+
+
+class LayerTime(PassTimes, frozen=True, eq=False):
     """Compute time (seconds, arrays) of one transformer layer for one micro-batch on one GPU.
 
     ``forward`` and ``backward`` exclude recomputation; ``recompute`` is the extra forward work done
@@ -708,9 +722,6 @@ class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
     is the forward FLOPs on this GPU (for HFU accounting).
     """
 
-    forward: np.ndarray
-    backward: np.ndarray
-    recompute: np.ndarray
     forward_gemm: np.ndarray
     forward_memory: np.ndarray
     attention_core: np.ndarray
@@ -718,10 +729,6 @@ class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
     #: the attention block's weight GEMMs and core in the forward (0 without an attention block): device work an MoE
     #: layer runs before its dispatcher's host synchronisation (docs/model.md#host-issue-order)
     attention_forward: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(1))
-
-    @property
-    def total(self) -> np.ndarray:
-        return self.forward + self.backward + self.recompute
 
 
 #: Backward / forward FLOPs of a fused (flash) attention core. The forward runs two GEMMs (S = Q K^T, O = P V); the
@@ -2862,24 +2869,17 @@ def fsdp2_copy_bytes(gathered_bytes: ArrayLike, grads: ArrayLike, *, grad_bytes:
     return 2.0 * gathered, (g + r) * n
 
 
-class MambaTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
+class MambaTime(PassTimes, frozen=True, eq=False):
     """Compute time (seconds) of one Mamba layer for one micro-batch on one GPU: ``forward``, ``backward``,
     ``recompute`` (the forward again under full recompute, else 0), the forward's parts (projection GEMMs, SSD
     matmuls, memory-bound bytes) and ``forward_flops`` on this GPU."""
 
-    forward: np.ndarray
-    backward: np.ndarray
-    recompute: np.ndarray
     forward_gemm: np.ndarray
     forward_ssd: np.ndarray
     forward_memory: np.ndarray
     forward_flops: np.ndarray
     #: 0: a Mamba layer has no attention block (the field :class:`LayerTime` carries, for the mix of a pattern's kinds)
     attention_forward: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(1))
-
-    @property
-    def total(self) -> np.ndarray:
-        return self.forward + self.backward + self.recompute
 
 
 #: fp32 passes over the chunk states (T/Q chunks x H P N) per forward: _chunk_state_fwd writes them, _state_passing_fwd

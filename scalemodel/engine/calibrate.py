@@ -142,7 +142,7 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     x0 = np.clip(np.log([max(base.latency, 1e-7), base.effective_bandwidth]), lo_b + 0.1, hi_b - 0.1)
     sol = least_squares(resid, x0, method="trf", x_scale=1.0, bounds=(lo_b, hi_b))
     lat, beff = float(np.exp(sol.x[0])), float(np.exp(sol.x[1]))
-    lat_ci, bw_ci = _intervals(np.asarray(sol.x), np.asarray(sol.jac), np.asarray(sol.fun))
+    lat_ci, bw_ci = fit_intervals(np.asarray(sol.x), np.asarray(sol.jac), np.asarray(sol.fun), log_params=2)
     at_bound: dict[str, str] = {}
     for k, name in enumerate(("latency_s", "effective_bandwidth_Bps")):
         if sol.x[k] - lo_b[k] < math.log(BOUND_FACTOR):
@@ -173,32 +173,34 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
                      wire_efficiency=base.wire_efficiency)
 
 
-def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray) -> tuple[list[float] | None, list[float] | None]:
-    """95 % intervals of exp(x_k) from the linearised covariance s^2 (J^T J)^-1 (module docstring)."""
+def fit_intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params: int) -> list[list[float] | None]:
+    """95 % intervals of the least-squares parameters ``x`` from the linearised covariance s^2 (J^T J)^-1 (module
+    docstring), one per parameter: the first ``log_params`` are logs (the interval mapped through exp, None where
+    exp would overflow), the rest plain (floored at 0); None where (J^T J) is singular or the fit has no degree of
+    freedom. The nccl-tests fit (both parameters logs) and ``calibrate runs`` (engine.calibrate_runs) use it."""
     from scipy.stats import t as student_t  # optional heavy dependency: only a fit needs it
 
     m, p = jac.shape
     dof = m - p
     if dof < 1:
-        return None, None
-    s2 = float(np.sum(fun**2)) / dof
+        return [None] * p
     jtj = jac.T @ jac
-    out: list[list[float] | None] = []
     try:
-        cov = s2 * np.linalg.inv(jtj) if np.linalg.cond(jtj) < 1e12 else None
+        cov = float(np.sum(fun**2)) / dof * np.linalg.inv(jtj) if np.linalg.cond(jtj) < 1e12 else None
     except np.linalg.LinAlgError:
         cov = None
     q = float(student_t.ppf(0.975, dof))
+    out: list[list[float] | None] = []
     for k in range(p):
         if cov is None or not np.isfinite(cov[k, k]) or cov[k, k] < 0:
             out.append(None)
             continue
         d = q * math.sqrt(float(cov[k, k]))
-        if d > 300:  # exp would overflow: no useful interval
-            out.append(None)
-            continue
-        out.append([float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])
-    return out[0], out[1]
+        if k < log_params:
+            out.append(None if d > 300 else [float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])  # 300: exp overflows
+        else:
+            out.append([max(0.0, float(x[k] - d)), float(x[k] + d)])
+    return out
 
 
 def model_layout(ranks: int, gpus_per_node: int) -> list[int]:

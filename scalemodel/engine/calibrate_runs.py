@@ -46,6 +46,7 @@ import yaml
 from scalemodel.choices import CompressionKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import compute as compute_cost
 from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine.calibrate import fit_intervals
 from scalemodel.engine.intervals import family_of
 from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
@@ -477,7 +478,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
         xk = x.copy()
         xk[k] += step
         jac[:, k] = (resid(xk) - fun) / step
-    cis = _intervals(x, jac, fun, log_params=len(active))
+    cis = fit_intervals(x, jac, fun, log_params=len(active))
     mults, overhead = unpack(x)
     after = predict_all(mults, overhead)
 
@@ -599,33 +600,6 @@ def _log_row(run: Any) -> dict[str, Any] | None:
         return None
     return {"path": log.path, "format": log.format, "quantity": log.quantity, "median": log.value,
             "lines_used": log.lines_used, "lines_dropped": log.lines_dropped}
-
-
-def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params: int) -> list[list[float] | None]:
-    """95 % intervals (module docstring); the first ``log_params`` parameters are logs (mapped through exp)."""
-    from scipy.stats import t as student_t  # optional heavy dependency: only a fit needs it
-
-    m, p = jac.shape
-    dof = m - p
-    if dof < 1:
-        return [None] * p
-    jtj = jac.T @ jac
-    try:
-        cov = float(np.sum(fun**2)) / dof * np.linalg.inv(jtj) if np.linalg.cond(jtj) < 1e12 else None
-    except np.linalg.LinAlgError:
-        cov = None
-    q = float(student_t.ppf(0.975, dof))
-    out: list[list[float] | None] = []
-    for k in range(p):
-        if cov is None or not np.isfinite(cov[k, k]) or cov[k, k] < 0:
-            out.append(None)
-            continue
-        d = q * math.sqrt(float(cov[k, k]))
-        if k < log_params:
-            out.append(None if d > 300 else [float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])
-        else:
-            out.append([max(0.0, float(x[k] - d)), float(x[k] + d)])
-    return out
 
 
 def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:

@@ -45,15 +45,26 @@ _ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "mi
 CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "zero", "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory",
                    "overlap", "compression", "dp_comm", "assignment", "bucket", "layout", "cp_comm_type",
                    "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
+#: The operators a constraint is written with, as --help and the errors list them (== reads as =).
+OPERATORS = "<=, >=, <, >, =, !="
 _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
-                       "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
+                       f"{OPERATORS} (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
                        "recompute=none, compression=int8, dp_comm=ps:8, overlap=false, assignment=dynamic, "
                        "bucket<=100MB, zero=fsdp, layout=tp-cp-pp-dp, cp_comm_type=a2a, cp_a2a_size=2, "
                        "moe_flex_dispatcher=true, moe_a2a_overlap=false, moe_flex_backend=hybridep)")
+#: What a constraint's text must look like, for the errors on its syntax (a mistyped operator, two in one item).
+_FORMS = (f"KEY OP VALUE with OP one of {OPERATORS} (e.g. tp<=8, pp=1, memory<=60GB, schedule=1f1b), several "
+          "separated by commas (tp<=8,pp=1)")
+#: Characters of an operator, as written or mistyped (the typographic ones too): the whole run after the key is the
+#: operator written, so tp=>8 is the operator '=>' (it was '=' and the value '>8': "needs an integer").
+_OP_CHARS = "<>=!\u2264\u2265\u2260"
+#: What a mistyped operator most likely meant.
+_MEANT = {"=>": ">=", "=<": "<=", "=!": "!=", "<>": "!=", "!": "!=", ">>": ">", "<<": "<", "===": "==",
+          "\u2264": "<=", "\u2265": ">=", "\u2260": "!="}
 # matched against the stripped text: "(\S.*?)\s*$" made a long run of blanks inside the value quadratic. A key
 # holds digits after its first letter: "[A-Za-z_\-]+" could not read cp_a2a_size or moe_a2a_overlap, two of
 # CONSTRAINT_KEYS (round 15: "cannot read constraint 'cp_a2a_size=2'", with that very example in the allowed list)
-_CONSTRAINT_RE = r"(?s)([A-Za-z_\-][A-Za-z0-9_\-]*)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*)"
+_CONSTRAINT_RE = rf"(?s)([A-Za-z_\-][A-Za-z0-9_\-]*)\s*([{_OP_CHARS}][{_OP_CHARS}\s]*)(.*)"
 
 Constraints = dict[str, list[tuple[str, Any]]]
 
@@ -76,12 +87,28 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
         for part in str(text).split(","):
             if not part.strip():
                 continue
-            mt = re.fullmatch(_CONSTRAINT_RE, part.strip())
-            if not mt:
-                raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-            key, op, value = constraint_key(mt.group(1)), mt.group(2), mt.group(3)
-            out.setdefault(key, []).append((op, value))
+            key, op, value = _split_constraint(part.strip(), where)
+            out.setdefault(constraint_key(key), []).append((op, value))
     return normalize_constraints(out, where=where)
+
+
+def _split_constraint(text: str, where: str) -> tuple[str, str, str]:
+    """One ``KEY OP VALUE`` text as its key, operator and value, or an InputError that says what is wrong with it as
+    written (no key, no operator, a mistyped one and what it likely meant, no value, a second operator)."""
+    mt = re.fullmatch(_CONSTRAINT_RE, text)
+    if not mt:
+        what = "has no operator" if re.match(r"[A-Za-z_\-]", text) else "names no key"
+        raise InputError(f"constraint {text!r} {what}", where=where, allowed=_FORMS)
+    key, written, value = mt.group(1), mt.group(2).strip(), mt.group(3)
+    op = re.sub(r"\s+", "", written)
+    if op not in OPS:
+        meant = f" (did you mean {key}{_MEANT[op]}{value}?)" if op in _MEANT else ""
+        raise InputError(f"{written!r} in {text!r} is not an operator{meant}", where=where, allowed=_FORMS)
+    if not value:
+        raise InputError(f"constraint {text!r} has no value", where=where, allowed=_FORMS)
+    if any(c in _OP_CHARS for c in value):  # tp=8;pp=1, tp<=8 pp=1: no value holds an operator's character
+        raise InputError(f"constraint {text!r} holds more than one operator", where=where, allowed=_FORMS)
+    return key, op, value
 
 
 def constraint_key(raw: str) -> str:
@@ -89,6 +116,13 @@ def constraint_key(raw: str) -> str:
     (``mb``, ``sp``, ``flex_backend``, ``moe_flex``, ...) as its key."""
     key = str(raw).strip().lower()
     return _ALIASES.get(key, key.replace("-", "_"))
+
+
+def named_key(text: str) -> str:
+    """The constraint key a ``--constraint`` item (``tp<=8``, ``flex_backend=deepep``) or a bare field name (``tp``)
+    names: the text before its operator, as :func:`constraint_key` reads it (commands.common.strategy_constraints:
+    which of a --strategy file's axes the command line already restricts)."""
+    return constraint_key(re.split(f"[{_OP_CHARS}]", str(text).strip(), maxsplit=1)[0])
 
 
 def merge_constraints(into: dict[str, Any], texts: list[str], where: str) -> None:
