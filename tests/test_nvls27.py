@@ -105,3 +105,18 @@ def test_mixed_codes_take_the_nvls_time_from_the_auto_candidates() -> None:
     # auto took NVLS (its time is NVLS's), the named ring runs on the ring's channels, named hierarchical is NVLS
     assert t[0] == nvls
     assert mpc.nvls_allreduce(pl, codes, t, hier).tolist() == [True, False, True]
+
+
+def test_a_tuner_pick_other_than_nvls_runs_on_the_ring_channels() -> None:
+    # aws-p5 with aws-ofi-nccl's p5 region tuner (v1.16.3): 64 ranks at 8 a node, 1 MB: the tuner picks Tree LL128,
+    # which NCCL runs on its ring channels, although the model's NVLSTree is faster there (the old test, NVLS time <=
+    # the chosen time, called it NVLS); 1024 ranks at 8 a node, 1.5 GB: the tuner picks NVLSTree, which is NVLS
+    net = build_network(load_cluster("aws-p5"))
+    for p, S, nvls in ((64, 1e6, False), (1024, 1.5e9, True)):
+        pl = place(p, 1, net)
+        pick, choices = nccl.tuner_plugin_choice("allreduce", np.asarray(S), pl)
+        assert choices[int(pick)][0] == ("hierarchical" if nvls else "tree")
+        priced = coll.priced_group_time("allreduce", S, pl)
+        if not nvls:  # the in-network all-reduce is the faster, and not what runs
+            assert float(nccl.nccl_inr_allreduce_time(np.asarray(S), pl)) < float(priced.time)
+        assert bool(mpc.nvls_allreduce(pl, None, priced.time, priced.hierarchical)) is nvls

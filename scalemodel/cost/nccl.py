@@ -1098,8 +1098,10 @@ class Priced(NamedTuple):
     """A collective's seconds (:func:`priced_collective`) and, for an all-reduce whose ``auto`` choice weighed
     ``hierarchical``, that algorithm's seconds as it weighed them: NCCL's in-network reduction (NVLS / NVLSTree /
     CollNetChain, :func:`nccl_inr_allreduce_time`, inf where none applies) on GPU clusters; inf where nothing was
-    weighed (another operation, a named algorithm, no element where it is eligible). What the contention model's
-    NVLS test compares with ``time`` (``engine.model_parallel_comm.nvls_allreduce``), so it is priced once."""
+    weighed (another operation, a named algorithm, no element where it is eligible) and where a tuner plugin
+    decides on another algorithm (:func:`tuner_plugin_choice`: NCCL runs the pick, not the faster NVLS). What the
+    contention model's NVLS test compares with ``time`` (``engine.model_parallel_comm.nvls_allreduce``), so it is
+    priced once."""
 
     time: np.ndarray
     hierarchical: np.ndarray
@@ -1144,5 +1146,10 @@ def priced_collective(op: str, S: np.ndarray, pl: Placement, *, algorithm: str =
     if fam == "nccl":  # a tuner plugin's pick replaces the fastest where it decides (tuner_plugin_choice)
         pick, choices = tuner_plugin_choice(op, S, pl)
         if np.any(pick >= 0):
-            best = np.where(pick >= 0, _tuner_time(op, S, pl, gamma, pick, choices), best)
+            t_pick = _tuner_time(op, S, pl, gamma, pick, choices)
+            best = np.where(pick >= 0, t_pick, best)
+            # there NCCL runs the pick: the hierarchical time only where it picked hierarchical, a faster NVLS
+            # the tuner passed over is not what runs
+            took = np.isin(pick, [r for r, (a, _) in enumerate(choices) if a == "hierarchical"])
+            hier = np.where(pick >= 0, np.where(took, t_pick, np.inf), hier)
     return Priced(best, hier)
