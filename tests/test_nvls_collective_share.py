@@ -109,11 +109,11 @@ def test_a_job_without_the_nvls_share_charges_the_ring() -> None:
 
 
 def test_the_nvls_comparison_price_is_the_hierarchical_all_reduce() -> None:
-    # the planner's cheap comparison price (no alpha-beta hierarchical form for the rest of a mixed grid) is the
-    # all-reduce group_time prices as hierarchical wherever NVLS applies: 2 ranks, 8 ranks in a node, 16 over 2 nodes
+    # the comparison price auto's choice reports (it weighs no alpha-beta hierarchical form for the rest of a mixed
+    # grid) is the all-reduce group_time prices as hierarchical wherever NVLS applies: 2 ranks, 8 in a node, 16 over 2
     net = build_network(load_cluster("dgx-h100"))
     S = np.array([1e6, 64e6, 256e6])
     for p in (2.0, 8.0, 16.0):
         pl = place(p, 1.0, net)
-        assert coll.inr_allreduce_group_time(S, pl) == pytest.approx(
+        assert coll.priced_group_time("allreduce", S, pl).hierarchical == pytest.approx(
             coll.group_time("allreduce", S, pl, algorithm="hierarchical"), rel=1e-12)

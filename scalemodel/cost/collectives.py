@@ -60,23 +60,24 @@ def _registration(S: np.ndarray, pl: Placement) -> np.ndarray:
     return np.where(pl.p > 1, transport.registration_per_call(S, pl.network.tiers, pl.tier), 0.0)
 
 
-def inr_allreduce_group_time(size_bytes: np.ndarray, placement: Placement) -> np.ndarray:
-    """An all-reduce of ``size_bytes`` on a placed group as NCCL's in-network reduction prices it
-    (:func:`scalemodel.cost.nccl.nccl_inr_allreduce_time`, inf where none applies) plus registration: what
-    :func:`group_time` gives with algorithm "hierarchical" where in-network reduction applies, without pricing the
-    alpha-beta hierarchical form for the rest of a mixed grid (docs/model.md#contention compares it with the auto
-    choice)."""
-    S = np.maximum(np.asarray(size_bytes, dtype=float), 0.0)
-    return np.asarray(nccl.nccl_inr_allreduce_time(S, placement) + _registration(S, placement))
-
-
 def group_time(op: str, size_bytes: object, placement: Placement, *, algorithm: str = "auto", dtype_bytes: int = 2,
                gamma: float = 0.0, family: str = "auto") -> np.ndarray:
     """:func:`collective_time` on a group already placed (:func:`scalemodel.cost.placement.place`)."""
+    return priced_group_time(op, size_bytes, placement, algorithm=algorithm, dtype_bytes=dtype_bytes, gamma=gamma,
+                             family=family).time
+
+
+def priced_group_time(op: str, size_bytes: object, placement: Placement, *, algorithm: str = "auto",
+                      dtype_bytes: int = 2, gamma: float = 0.0, family: str = "auto") -> nccl.Priced:
+    """:func:`group_time` with the hierarchical all-reduce's seconds its ``auto`` choice weighed, registration
+    included in both (:class:`scalemodel.cost.nccl.Priced`: NCCL's in-network reduction where it applies, inf
+    where nothing was weighed); docs/model.md#contention compares the two, so the NVLS price is not computed
+    again."""
     _check_request(op, algorithm, family, placement.network)
     S = _size(size_bytes, dtype_bytes)
-    return (nccl.collective_time(op, S, placement, algorithm=algorithm, gamma=gamma, family=family)
-            + _registration(S, placement))
+    t, hier = nccl.priced_collective(op, S, placement, algorithm=algorithm, gamma=gamma, family=family)
+    reg = _registration(S, placement)
+    return nccl.Priced(t + reg, hier + reg)
 
 
 def collective_time(op: str, size_bytes: object, ranks: object, network: Network, *, algorithm: str = "auto",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -1088,30 +1089,67 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
     return times, names, idx, best
 
 
+#: Priced.hierarchical where auto weighed no hierarchical all-reduce (read-only: shared by every such result)
+_UNWEIGHED = np.full((), np.inf)
+_UNWEIGHED.flags.writeable = False
+
+
+class Priced(NamedTuple):
+    """A collective's seconds (:func:`priced_collective`) and, for an all-reduce whose ``auto`` choice weighed
+    ``hierarchical``, that algorithm's seconds as it weighed them: NCCL's in-network reduction (NVLS / NVLSTree /
+    CollNetChain, :func:`nccl_inr_allreduce_time`, inf where none applies) on GPU clusters; inf where nothing was
+    weighed (another operation, a named algorithm, no element where it is eligible) and where a tuner plugin
+    decides on another algorithm (:func:`tuner_plugin_choice`: NCCL runs the pick, not the faster NVLS). What the
+    contention model's NVLS test compares with ``time`` (``engine.model_parallel_comm.nvls_allreduce``), so it is
+    priced once."""
+
+    time: np.ndarray
+    hierarchical: np.ndarray
+
+
 def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "auto", gamma: float = 0.0,
                     family: str = "auto") -> np.ndarray:
     """Seconds for collective ``op`` of ``S`` bytes on the placed group: the named algorithm
     (:func:`algorithm_time`), or with ``"auto"`` the fastest eligible algorithm of ``family`` per element
     (the same as ``best_algorithm(...)[3]``, evaluating only the family's eligible algorithms; a tuner plugin's
-    pick where it decides, :func:`tuner_plugin_choice`)."""
+    pick where it decides, :func:`tuner_plugin_choice`). :func:`priced_collective`'s ``time``."""
+    return priced_collective(op, S, pl, algorithm=algorithm, gamma=gamma, family=family).time
+
+
+def priced_collective(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "auto", gamma: float = 0.0,
+                      family: str = "auto") -> Priced:
+    """:func:`collective_time` with the hierarchical all-reduce's seconds the ``auto`` choice weighed
+    (:class:`Priced`). With family "nccl", auto prices NCCL's own algorithm for ``hierarchical`` (in-network
+    reduction for an all-reduce, NVLS / PAT for reduce-scatter and all-gather) and not the alpha-beta namesake,
+    which it could not pick where those do not apply."""
     if algorithm != "auto":
-        return algorithm_time(op, algorithm, S, pl, gamma=gamma)
+        return Priced(algorithm_time(op, algorithm, S, pl, gamma=gamma), _UNWEIGHED)
     fam = resolve_family(pl.network, family)
     shape = np.broadcast(S, pl.p).shape
     best = np.full(shape, np.inf)
+    hier = _UNWEIGHED
     for a in APPLICABLE[op]:
         if fam == "nccl" and a not in NCCL_FAMILY[op]:
             continue
         elig = np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape)
         if not np.any(elig):
             continue
-        own = NCCL_GATHER_OWN.get(a) if fam == "nccl" and op in ("reducescatter", "allgather") else None
-        # auto takes NVLS/PAT only where they apply, so their alpha-beta namesakes need not be priced
-        t = own[1](op, S, pl, gamma) if own is not None else algorithm_time(op, a, S, pl, gamma=gamma)
+        if fam == "nccl" and a == "hierarchical" and op == "allreduce":  # eligible where in-network reduction is
+            t = nccl_inr_allreduce_time(S, pl, gamma)
+        elif fam == "nccl" and op in ("reducescatter", "allgather") and a in NCCL_GATHER_OWN:
+            t = NCCL_GATHER_OWN[a][1](op, S, pl, gamma)
+        else:
+            t = algorithm_time(op, a, S, pl, gamma=gamma)
+        if a == "hierarchical" and op == "allreduce":
+            hier = t
         best = np.where(elig, np.minimum(best, t), best)
     if fam == "nccl":  # a tuner plugin's pick replaces the fastest where it decides (tuner_plugin_choice)
         pick, choices = tuner_plugin_choice(op, S, pl)
         if np.any(pick >= 0):
-            best = np.where(pick >= 0, _tuner_time(op, S, pl, gamma, pick, choices), best)
-    return best
-
+            t_pick = _tuner_time(op, S, pl, gamma, pick, choices)
+            best = np.where(pick >= 0, t_pick, best)
+            # there NCCL runs the pick: the hierarchical time only where it picked hierarchical, a faster NVLS
+            # the tuner passed over is not what runs
+            took = np.isin(pick, [r for r, (a, _) in enumerate(choices) if a == "hierarchical"])
+            hier = np.where(pick >= 0, np.where(took, t_pick, np.inf), hier)
+    return Priced(best, hier)

@@ -41,7 +41,7 @@ from scalemodel.engine.layer_compute import (
     vocab_shard_elements,
     xla_remat,
 )
-from scalemodel.engine.model_parallel_comm import _collective, nvls_allreduce, nvls_allreduce_time
+from scalemodel.engine.model_parallel_comm import _collective, _priced, nvls_allreduce
 from scalemodel.engine.pipeline_ranks import (
     _etp,
     _params_per_gpu,
@@ -1011,11 +1011,6 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
             return n
         return np.where(g.bucket_fragments, coalesced_launches(g, comp["layers_per_stage"], nbytes, bucket, group), n)
 
-    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None,
-                 by_tensors: np.ndarray | None = None) -> np.ndarray:
-        n = launches(nbytes, group, by_tensors)
-        return n * _collective(op, nbytes / n, group, algorithm)
-
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
     # ZeRO-1/2: RS(n q) + AG of the n updated parameters in the same buckets, on the algorithms NCCL has for them
     # (distributed_optimizer_sync, zero12_algorithm); the AG moves w bytes a parameter, 1 for fp8_param_gather's
@@ -1027,17 +1022,17 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(sync seconds, the ZeRO-1/2 all-gather's part of them, the part that is an NVLS all-reduce) of the
         gradients of n parameters in ``tensors`` parameter tensors."""
-        out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm, tensors)
-        nvls = np.zeros(1)
-        if not np.all(distopt | zero3) and np.any(nvls_allreduce_applies(group)):  # the same buckets priced as NVLS
-            n_b = launches(n * q, group, tensors)  # bucketed's count
-            hier = n_b * nvls_allreduce_time(n * q / n_b, group)
-            nvls = np.where(nvls_allreduce(group, g.algorithm, out, hier) & ~zero3 & ~distopt, out, 0.0)
+        n_b = launches(n * q, group, tensors)  # the buckets: one collective each, paying its latency
+        out, nvls = np.zeros(1), np.zeros(1)
+        if not np.all(distopt):
+            t, hier = _priced("allreduce", n * q / n_b, group, g.algorithm)
+            out = n_b * t
+            if not np.all(distopt | zero3) and np.any(nvls_allreduce_applies(group)):  # NVLS: what auto weighed
+                nvls = np.where(nvls_allreduce(group, g.algorithm, out, n_b * hier) & ~zero3 & ~distopt, out, 0.0)
         if np.any(zero3):
-            out = np.where(zero3, bucketed("reducescatter", n * q, group, by_tensors=tensors), out)
+            out = np.where(zero3, n_b * _collective("reducescatter", n * q / n_b, group), out)
         if not np.any(distopt):
             return out, np.zeros(1), nvls
-        n_b = launches(n * q, group, tensors)  # bucketed's count for the reduce-scatter
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
         ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
         return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0), nvls

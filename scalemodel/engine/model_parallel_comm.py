@@ -34,36 +34,38 @@ from scalemodel.engine.pipeline_ranks import _etp, microbatches
 
 def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarray | None = None) -> np.ndarray:
     """group_time on a placed group with a per-candidate algorithm code (a few vectorised calls, one per
-    code used)."""
+    code used): :func:`_priced`'s time."""
+    return _priced(op, size, group, algorithm).time
+
+
+def _priced(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarray | None = None) -> nccl.Priced:
+    """:func:`_collective` with the hierarchical (NVLS) all-reduce's seconds the candidates on NCCL's own choice
+    (auto) weighed (:func:`scalemodel.cost.collectives.priced_group_time`), which :func:`nvls_allreduce` compares
+    with the time."""
     size = np.maximum(size, 0.0)
     # return_counts keeps np.unique on its sorting path: the plain call imports numpy.ma (10 ms a query) in numpy >= 2.3
     codes = np.unique(algorithm, return_counts=True)[0] if algorithm is not None else np.asarray([0])
     if len(codes) == 1:
-        return np.asarray(coll.group_time(op, size, group, algorithm=Algorithm.of(codes[0]).label), dtype=float)
+        t, hier = coll.priced_group_time(op, size, group, algorithm=Algorithm.of(codes[0]).label)
+        return nccl.Priced(np.asarray(t, dtype=float), hier)
     assert algorithm is not None
     out = np.zeros(np.broadcast_shapes(np.shape(size), np.shape(group.p), np.shape(algorithm)))
+    hier = np.full((), np.inf)
     for code in codes:  # one vectorised call per algorithm in use (a handful), selected by broadcasting
-        t = coll.group_time(op, size, group, algorithm=Algorithm.of(code).label)
+        t, h = coll.priced_group_time(op, size, group, algorithm=Algorithm.of(code).label)
         out = np.where(algorithm == code, t, out)
-    return out
-
-
-def nvls_allreduce_time(size: Any, group: Placement) -> np.ndarray:
-    """An all-reduce of ``size`` bytes on ``group`` priced as NVLS (the hierarchical name, where NVLS applies,
-    :func:`scalemodel.cost.nccl.nvls_allreduce_applies`;
-    :func:`scalemodel.cost.collectives.inr_allreduce_group_time`): what :func:`nvls_allreduce`
-    compares the priced choice with. Not a collective of the step (a price to compare), so it does not go through
-    :func:`_collective`."""
-    return coll.inr_allreduce_group_time(np.asarray(size, dtype=float), group)
+        if code == int(Algorithm.AUTO):  # a named algorithm weighs none
+            hier = h
+    return nccl.Priced(out, hier)
 
 
 def nvls_allreduce(group: Placement, algorithm: Any, chosen: Any, nvls: Any) -> np.ndarray:
     """Whether an all-reduce on ``group`` runs as NCCL's NVLS, and so on its NVLS channels
     (``Job.collective_share_nvls``, docs/model.md#contention): where NVLS applies
     (:func:`~scalemodel.cost.nccl.nvls_allreduce_applies`), the algorithm is named hierarchical (NVLS's name here),
-    or it is NCCL's own choice (auto, None) and the priced time ``chosen`` is NVLS's (``nvls``: the same all-reduce
-    priced as hierarchical), i.e. the auto choice took NVLS (a 2-rank group, or a small message across nodes, runs a
-    ring or a tree instead)."""
+    or it is NCCL's own choice (auto, None) and the priced time ``chosen`` is NVLS's (``nvls``: the hierarchical
+    all-reduce's time that choice weighed, :func:`_priced`), i.e. the auto choice took NVLS (a 2-rank group, or a
+    small message across nodes, runs a ring or a tree instead)."""
     code = np.asarray(int(Algorithm.AUTO) if algorithm is None else algorithm)
     picked = np.asarray(nvls) <= np.asarray(chosen) * (1.0 + 1e-12)  # auto is the fastest: NVLS's time when NVLS won
     return np.asarray(nccl.nvls_allreduce_applies(group) & ((code == int(Algorithm.HIERARCHICAL))
@@ -737,13 +739,12 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
     act = tokens * float(sh.hidden) * job.elem_bytes
-    ar = _collective("allreduce", act, groups.tensor)
+    ar, ar_hier = _priced("allreduce", act, groups.tensor)
     rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
     rs_ag = rs + ag
     ar_nvls = np.zeros(1, dtype=bool)
     if np.any(nccl.nvls_allreduce_applies(groups.tensor)) and not np.all(g.sequence_parallel):
-        hier = nvls_allreduce_time(act, groups.tensor)
-        ar_nvls = nvls_allreduce(groups.tensor, None, ar, hier)
+        ar_nvls = nvls_allreduce(groups.tensor, None, ar, ar_hier)
     # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism, each its
     # own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is rs_ag's)
     att_gather = mla_up = np.zeros(1)
