@@ -213,10 +213,12 @@ def _peak(acc: Any, group: str) -> float:
 
 
 def fit_memory(points: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """memory efficiency per accelerator: mean of the streaming kernels' fractions of nominal bandwidth."""
+    """memory efficiency per accelerator: mean of the streaming kernels' fractions of nominal bandwidth.
+
+    A point marked ``fit: false`` (a superseded version of a table, kept as a record) is left out."""
     by_acc: dict[str, list[float]] = defaultdict(list)
     for p in points:
-        if p["kernel"] in STREAM_KERNELS:
+        if p["kernel"] in STREAM_KERNELS and p.get("fit", True):
             acc = load_accelerator(p["acc"], overrides=[])
             by_acc[p["acc"]].append(p["tbps"] * 1e12 / acc.memory_bandwidth)
     out = {}

@@ -29,7 +29,7 @@ from scalemodel.units import parse_quantity
 HW = ROOT / "hardware"
 GEMM = load_yaml(HW / "measurements" / "gemm.yaml")["points"]
 IN_LAYER = 0.901  # Korthikanti et al. 2022 Table 4 factor, borrowed by every family without a layer timing
-D0_MI300X_FP8 = 133.1  # mi300x's FP8 half-dimension (Azure hipBLASLt sweep), borrowed by both 16-bit curves
+D0_MI300X_FP8 = 119.3  # mi300x's FP8 d0 (Azure hipBLASLt sweep, 2025-03-27 revision), borrowed by both 16-bit curves
 T = 1e12
 
 
@@ -153,17 +153,17 @@ def _level_fixed_d0(pts: list[dict[str, Any]], peak: float, d0: float) -> float:
 
 
 def test_mi325x_16bit_curve_from_the_default_build() -> None:
-    """HipKittens' torch.matmul (no TunableOp) at 8192^3 and 16384^3: level 0.609 with d0 133.1, capped at MAMF's
+    """HipKittens' torch.matmul (no TunableOp) at 8192^3 and 16384^3: level 0.606 with d0 119.3, capped at MAMF's
     784.9 / 1307.4 = 0.600 (the best of a shape search bounds the supremum); in layer x 0.901 = 0.541 -> 0.54."""
     peak = _peak("mi325x", "bf16")
     pts = _fitted("mi325x", ("bf16", "fp16"))
     assert sorted((p["m"], p["src"]) for p in pts) == [(8192, "HK"), (16384, "HK")]
     g = _level_fixed_d0(pts, peak, D0_MI300X_FP8)
-    assert g == pytest.approx(0.609, abs=0.002)
+    assert g == pytest.approx(0.606, abs=0.002)
     cap = 784.9 * T / peak
     a = load_accelerator("mi325x", overrides=[])
     gm, d0 = a.compute_efficiency.gemm("bf16")  # type: ignore[union-attr]
-    assert d0 == 133 and gm == pytest.approx(min(g, cap) * IN_LAYER, abs=0.006)
+    assert d0 == 119 and gm == pytest.approx(min(g, cap) * IN_LAYER, abs=0.006)
 
 
 def test_mi325x_tuned_points_are_records() -> None:
@@ -183,30 +183,31 @@ def test_mi325x_tuned_points_are_records() -> None:
 
 
 def test_mi325x_fp8_is_mi300x_times_the_same_protocol_ratio() -> None:
-    """No default-build MI325X FP8 timing: mi300x's FP8 curve (Azure sweep, 0.385) x AMD's MAF ratio at the same
-    shape and hipBLASLt build, 1519 / 1273 = 1.193; in layer x 0.901 = 0.414 -> 0.41, d0 borrowed."""
+    """No default-build MI325X FP8 timing: mi300x's FP8 curve (Azure sweep, 2025-03-27 revision: 0.433) x AMD's MAF
+    ratio at the same shape and hipBLASLt build, 1519 / 1273 = 1.193; in layer x 0.901 = 0.465 -> 0.47, d0 borrowed
+    (0.385 / 0.41 on the sweep's first version)."""
     ratio = 1519.0 / 1273.0
     b = load_accelerator("mi325x", overrides=[])
     gm, d0 = b.compute_efficiency.gemm("fp8")  # type: ignore[union-attr]
     mi300 = load_accelerator("mi300x", overrides=[]).compute_efficiency.gemm("fp8")  # type: ignore[union-attr]
-    assert d0 == mi300[1] == 133
-    assert gm == pytest.approx(0.385 * ratio * IN_LAYER, abs=0.006)
+    assert d0 == mi300[1] == 119
+    assert gm == pytest.approx(0.433 * ratio * IN_LAYER, abs=0.006)
     # the BF16 ratio of the same protocol agrees within 0.3 % (the same die at a higher power limit)
     assert 843.0 / 708.0 == pytest.approx(ratio, rel=0.003)
 
 
 def test_mi355x_16bit_curve_from_the_default_builds() -> None:
     """Six default-heuristic points (MAMF TunableOp off, learn-cuda torch.mm 4096-16384^3, HipKittens torch.matmul
-    8192 / 16384^3): level 0.620 with d0 133.1, under MAMF's 1565.0 / 2516.6 = 0.622; in layer 0.558 -> 0.56."""
+    8192 / 16384^3): level 0.617 with d0 119.3, under MAMF's 1565.0 / 2516.6 = 0.622; in layer 0.556 -> 0.56."""
     peak = _peak("mi355x", "bf16")
     pts = _fitted("mi355x", ("bf16", "fp16"))
     assert sorted({p["src"] for p in pts}) == ["HK", "LC-MI355X", "MAMF"] and len(pts) == 6
     assert all("TUNABLEOP_ENABLED=1" not in p.get("note", "") for p in pts)
     g = _level_fixed_d0(pts, peak, D0_MI300X_FP8)
-    assert g == pytest.approx(0.620, abs=0.002) and g < 1565.0 * T / peak
+    assert g == pytest.approx(0.617, abs=0.002) and g < 1565.0 * T / peak
     a = load_accelerator("mi355x", overrides=[])
     gm, d0 = a.compute_efficiency.gemm("bf16")  # type: ignore[union-attr]
-    assert d0 == 133 and gm == pytest.approx(g * IN_LAYER, abs=0.006)
+    assert d0 == 119 and gm == pytest.approx(g * IN_LAYER, abs=0.006)
 
 
 def test_mi355x_fp8_curve_reproduces_hipblaslt_sweep() -> None:

@@ -162,10 +162,15 @@ def test_a_family_within_a_rounding_of_the_winner_is_a_near_tie(cli: Any) -> Non
     0.71 from Azure's RCCL sweep, its TP plans expose more communication and the tie this wording test needs is gone.
     Likewise collective_units is pinned at 0 (unset then): since mi300x23 RCCL's 56 channels slow the compute under
     hidden traffic (docs/model.md#contention), which moves the plans apart. And full_mesh is pinned off (unset
-    then): since mesh23 a TP 2 group of the xGMI mesh reaches one of its 7 links (docs/model.md#full-mesh)."""
+    then): since mesh23 a TP 2 group of the xGMI mesh reaches one of its 7 links (docs/model.md#full-mesh). And the
+    16-bit curve and memory are pinned at 0.42 / d0 133 / 0.78: since amd27 they follow Azure's revised MI300X table
+    (0.41 / 119 / 0.79, docs/model.md#amd-azure-revision), which moves the plans apart too."""
     why = json.loads(cli("plan", "-m", "llama3-70b", "-c", "mi300x-8", "-n", "64", "--global-batch", "128", "-k",
                          "1", "--set", "cluster.tiers.xgmi.efficiency=0.80", "--set", "accelerator.collective_units=0",
-                         "--set", "cluster.tiers.xgmi.full_mesh=false", "--json").out)["why"]
+                         "--set", "cluster.tiers.xgmi.full_mesh=false",
+                         "--set", "accelerator.compute_efficiency.gemm_max=0.42",
+                         "--set", "accelerator.compute_efficiency.gemm_half_dim=133",
+                         "--set", "accelerator.compute_efficiency.memory=0.78", "--json").out)["why"]
     assert "is 0.0% slower" not in why
     assert "The best DP+TP plan (DP 32 x TP 2 x PP 1, mb 1, FSDP, SP) is a near tie (0.0" in why
 
