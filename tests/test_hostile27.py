@@ -1,8 +1,9 @@
-"""Hostile-input round 27: what a corpus of ~12,000 cases, each in its own process (15 CPU s, 3 GiB address space),
-found beyond rounds 6-26: every command and spec kind with huge / tiny / zero / negative / NaN / inf numbers,
-strings, units, unicode, deep nesting, alias bombs, huge and empty files, directories, /dev/zero, FIFOs, extends
-cycles and chains, unknown keys, --set on every field of every spec, HuggingFace config.json keys, output paths
-that are inputs (same file, symlink, hard link, another spelling). The CLI contract is test_hostile_inputs.py's.
+"""Hostile-input round 27: what a corpus of 10,429 cases, each in its own process (15 CPU s, 3 GiB address space),
+found beyond rounds 6-26 (4,840 --set items, 984 spec / log / framework files, 2,361 options and output paths,
+2,244 HuggingFace config.json keys, and ~100 by hand): every command and spec kind with huge / tiny / zero /
+negative / NaN / inf numbers, strings, units, unicode, deep nesting, alias bombs, huge and empty files, directories,
+/dev/zero, FIFOs, extends cycles and chains, unknown keys, --set on every field of every spec, output paths that are
+inputs (same file, symlink, hard link, another spelling). The CLI contract is test_hostile_inputs.py's.
 """
 
 from __future__ import annotations
