@@ -163,6 +163,8 @@ def complete(env: Mapping[str, str]) -> None:
         cword = int(env.get("COMP_CWORD", len(words)))
     except ValueError:
         cword = len(words)
+    if not 0 <= cword <= len(words):  # fuzz27: COMP_CWORD=-100 (a hand-set variable) was an IndexError traceback
+        cword = len(words)
     sys.stdout.write("".join(f"{c}\n" for c in candidates(words, cword)))
 
 

@@ -291,10 +291,11 @@ class ClusterSpec(Sourced, kw_only=True):
         if self.max_gpus is not None and self.max_gpus > outer.span:  # no tier would connect the GPUs beyond it
             raise field_error("max_gpus", f"{self.max_gpus} GPUs is more than the outermost tier {outer.name!r} "
                               f"spans ({outer.span}): no tier connects them", f"max_gpus <= {outer.span}, or an outer "
-                                                                               "tier that spans them all")
+                                                                               "tier that spans them all",
+                              also="tiers")  # fuzz27: --set cluster.tiers.3.span was refused at the file's max_gpus
         if self.max_gpus is not None and self.max_gpus % self.gpus_per_node:
             raise field_error("max_gpus", f"{self.max_gpus} GPUs is not whole nodes of {self.gpus_per_node}",
-                              f"a multiple of gpus_per_node ({self.gpus_per_node})")
+                              f"a multiple of gpus_per_node ({self.gpus_per_node})", also="gpus_per_node")
         if self.tiers[0].net_overhead is not None:
             # round 18: accepted and never read. NCCL adds its net overhead to a ring's steps only where the ring
             # leaves its node (tuning.cc, nNodes > 1); cost.algorithms._ring_hops reads it on the crossed outer tiers
@@ -304,16 +305,17 @@ class ClusterSpec(Sourced, kw_only=True):
                               " that cross a network tier", "leave it out there, or give it on an outer (network) tier")
         self._check_nics()
         acc = self.accelerator
-        if self.nccl_tuner == "aws-ofi-p5" and (str(getattr(acc, "family", "")) != "hopper"
-                                                 or self.gpus_per_node != 8
-                                                 or any(str(t.protocol).lower() == "ici" for t in self.tiers)):
+        off_p5 = {"accelerator": str(getattr(acc, "family", "")) != "hopper", "gpus_per_node": self.gpus_per_node != 8,
+                  "tiers": any(str(t.protocol).lower() == "ici" for t in self.tiers)}
+        if self.nccl_tuner == "aws-ofi-p5" and any(off_p5.values()):
             # round 18: priced on an A100 or an MI300X cluster (and dropped without a word on a TPU pod). aws-ofi-nccl
             # v1.16.3 src/tuner/nccl_ofi_tuner.cpp lines 100-107 picks the p5/p5e regions only where the instance is
             # p5.48xlarge or p5e.48xlarge (8 H100 / H200 GPUs); elsewhere NCCL's own tuner decides
             raise field_error("nccl_tuner", f"'aws-ofi-p5' on {self.gpus_per_node} {getattr(acc, 'name', '?')} "
                               f"accelerators a node ({getattr(acc, 'family', '?')}): aws-ofi-nccl loads its p5/p5e "
                               "regions only on p5.48xlarge / p5e.48xlarge instances (8 H100 or H200 GPUs)",
-                              "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node")
+                              "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node",
+                              also=next(k for k, off in off_p5.items() if off))  # fuzz27: the --set that moved it
 
     def _check_nics(self) -> None:
         """``nics_per_node`` only on a network tier (the innermost tier's GPUs reach each other without a NIC), and a

@@ -751,8 +751,9 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
     items, deeper = _set_items(loc, touched) if touched else ("", False)
     also = list(exc.also)
     if touched and not items and also:  # a rule across two fields, the other one written by --set
-        items, deeper = _set_items(also, touched)
-        msg = f"{where}: {msg}" if items else msg
+        items, _ = _set_items(also, touched)
+        # the refused field named once, here (fuzz27: a --set inside the group was "max_gpus: max_gpus: ...")
+        msg, deeper = (f"{where}: {msg}" if items else msg), False
     if items:  # the value came from the command line: the file's line would point at a value that is fine
         return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed)
     if path is not None:

@@ -48,6 +48,11 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     except toml_reader.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {folded(exc)}", where=where,
                          allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
+    except ValueError as exc:  # fuzz27: an integer of 5,000 digits was int()'s own ValueError, a traceback
+        if "digits" not in str(exc):
+            raise
+        raise InputError("an integer of more than 4300 digits, beyond what Python reads from text", where=where,
+                         allowed="integers of a few digits (torchtitan's degrees, sizes and steps)") from None
     except RecursionError:  # the parser recurses per nested array or inline table
         raise InputError("arrays or inline tables nested too deeply", where=where,
                          allowed="a torchtitan job TOML (a few levels of tables)") from None

@@ -172,7 +172,8 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
                              "is given (head_dim defaults to hidden / heads); heads that divide hidden, or a head_dim")
         if self.moe is not None and self.moe.latent_size is not None and self.moe.latent_size >= self.hidden:
             raise field_error("moe.latent_size", f"{self.moe.latent_size} is not below hidden {self.hidden}",
-                              "a latent width from 1 to hidden - 1, or leave it out (no latent projection)")
+                              "a latent width from 1 to hidden - 1, or leave it out (no latent projection)",
+                              also="hidden")  # fuzz27: --set model.hidden was refused at the file's latent_size line
         if self.moe is not None and self.moe.every > self.layers:
             raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}; every from 1 to layers")
         if self.hybrid is not None:
@@ -204,10 +205,11 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         # each refusal names its field (was "(top level): hybrid.mamba: ...", at the file's first line)
         if hy.layers != self.layers:
             raise field_error("hybrid.pattern", f"has {hy.layers} layers, but layers is {self.layers}",
-                              "one character (M * - E) per layer, | not counted")
+                              "one character (M * - E) per layer, | not counted", also="layers")  # fuzz27
         has_e = "E" in hy.pattern
         if has_e != (self.moe is not None):
-            raise (field_error("hybrid.pattern", "E layers but no moe block", "a moe block for the E layers, or no E")
+            raise (field_error("hybrid.pattern", "E layers but no moe block", "a moe block for the E layers, or no E",
+                               also="moe")
                    if has_e else field_error("moe", "moe is set but hybrid.pattern has no E layer",
                                              "E for each MoE layer, or no moe block", also="hybrid.pattern"))
         if self.moe is not None and (self.moe.every != 1 or self.moe.first_dense != 0):
@@ -235,7 +237,8 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
                                   f"multiple of head_dim {m.head_dim}", "give heads, or a head_dim that divides it")
             if heads % m.groups:
                 raise field_error("hybrid.mamba.groups", f"heads {heads} is not a multiple of groups {m.groups}",
-                                  "groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
+                                  "groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)",
+                                  also="hybrid.mamba")  # fuzz27: --set model.hybrid.mamba.heads was refused at groups
 
     @property
     def ffn(self) -> int:
