@@ -97,8 +97,14 @@ def _split_constraint(text: str, where: str) -> tuple[str, str, str]:
     written (no key, no operator, a mistyped one and what it likely meant, no value, a second operator)."""
     mt = re.fullmatch(_CONSTRAINT_RE, text)
     if not mt:
-        what = "has no operator" if re.match(r"[A-Za-z_\-]", text) else "names no key"
-        raise InputError(f"constraint {text!r} {what}", where=where, allowed=_FORMS)
+        head = _split_at_operator(text)
+        if len(head) == 1:
+            raise InputError(f"constraint {text!r} has no operator", where=where, allowed=_FORMS)
+        if not head[0].strip():
+            raise InputError(f"constraint {text!r} names no key", where=where, allowed=_FORMS)
+        # an operator after a key it cannot read (micro batch=2, tp.x<=8, tpé=8): review27b, "has no operator" was false
+        raise InputError(f"{head[0].strip()!r} in {text!r} is not a constraint key (a key is ASCII letters, digits, "
+                         "'_' and '-')", where=where, allowed=_CONSTRAINT_ALLOWED)
     key, written, value = mt.group(1), mt.group(2).strip(), mt.group(3)
     op = re.sub(r"\s+", "", written)
     if op not in OPS:
@@ -122,7 +128,12 @@ def named_key(text: str) -> str:
     """The constraint key a ``--constraint`` item (``tp<=8``, ``flex_backend=deepep``) or a bare field name (``tp``)
     names: the text before its operator, as :func:`constraint_key` reads it (commands.common.strategy_constraints:
     which of a --strategy file's axes the command line already restricts)."""
-    return constraint_key(re.split(f"[{_OP_CHARS}]", str(text).strip(), maxsplit=1)[0])
+    return constraint_key(_split_at_operator(str(text).strip())[0])
+
+
+def _split_at_operator(text: str) -> list[str]:
+    """``text`` split at its first operator character (:data:`_OP_CHARS`): [before, after], or [text] without one."""
+    return re.split(f"[{_OP_CHARS}]", text, maxsplit=1)
 
 
 def merge_constraints(into: dict[str, Any], texts: list[str], where: str) -> None:
