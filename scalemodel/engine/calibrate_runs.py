@@ -28,7 +28,7 @@ Without ``--factors`` (``only`` None) only the factors the runs identify are fit
 greedy column pivoting of the log-space Jacobian, at most max(1, m - 1) factors, condition index <= COND_MAX;
 then :func:`_too_wide`: none whose 95 % interval spans more than a factor WIDE, none on a bound); every other is
 held at 1 (the overhead at the cluster's) and named with its reason (docs/model.md#calibrate-runs-identified).
-Fitting every factor to fewer runs than factors had extrapolated up to 11x worse than no calibration.
+Fitting every factor to fewer runs than factors had extrapolated up to 1104 % off (46 % uncalibrated).
 
 Each trial of the factors prices every run (a runs file refuses a repeated configuration, specs.runs ``_once``, and
 the public API, ``scalemodel.calibrate_runs``, reads only runs files); the runs whose jobs are equal and share a sync
