@@ -33,11 +33,14 @@ floor(n/2) runs on the fewest GPUs (at least one); the rest are predicted. Fits 
 * ``compute``: the GEMM factor of the runs' precision alone (``compute``, or ``compute:fp8`` for fp8
   runs; one parameter: possible with one run);
 * ``overhead``: the per-step overhead alone;
-* ``all``: every factor ``calibrate runs`` fits by default (compute, bandwidth per tier, overlap,
-  overhead); with fewer runs than factors it is underdetermined, as a user would get it.
+* ``default``: what ``calibrate runs`` fits without ``--factors``: of every factor (compute, bandwidth per
+  tier, overlap, overhead), the ones the runs identify (docs/model.md#calibrate-runs: at most max(1, m - 1) of
+  them, none nearly collinear with those before it, none with a 95 % interval wider than a factor 2), as a
+  user would get it. (Until calib27 this column was ``all``: every factor, underdetermined with fewer runs than
+  factors: worst 604 % on Megatron-Bridge H100, 1104 % on nanotron 80B.)
 
 Errors are in step time: predicted / measured - 1. Also printed per series: the parts whose share of the
-step grew most between the largest training run and the largest predicted run (fitted, all factors).
+step grew most between the largest training run and the largest predicted run (the default fit).
 
     python scripts/calibrate_extrapolation.py [--json]
 """
@@ -66,7 +69,7 @@ from scalemodel.specs import StrategySpec, TrainingSpec  # noqa: E402
 from scalemodel.specs.loader import builtin_path  # noqa: E402
 from scalemodel.specs.runs import MeasuredRun  # noqa: E402
 
-FITS = {"compute": ["compute"], "overhead": ["overhead_s"], "all": None}
+FITS = {"compute": ["compute"], "overhead": ["overhead_s"], "default": None}
 
 
 @dataclass
@@ -205,7 +208,7 @@ def study(name: str, kind: str, group: list[Case]) -> dict[str, Any]:
         doc["errors"][key] = [p / m - 1 for p, m in zip(got, measured, strict=True)]  # type: ignore[operator]
         doc["factors"][key] = {f.name: f.value for f in fit.factors if f.determined}
         doc["warnings"][key] = fit.warnings
-        if key == "all":  # each run its own configuration (batch, layout, model), not a sweep's rule
+        if key == "default":  # each run its own configuration (batch, layout, model), not a sweep's rule
             doc["grew"] = _grew(fit, train[-1], test[-1])
     doc["summary"] = {k: {"median": statistics.median(abs(e) for e in v), "worst": max(abs(e) for e in v)}
                       for k, v in doc["errors"].items()}

@@ -30,7 +30,8 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
     sits on a solver bound, a residual exceeds --tolerance, or the log's hosts x GPUs per host
     differ from the cluster's layout. `calibrate runs FILE` fits a compute factor, one bandwidth factor
     per tier, an overlap efficiency and a per-step overhead to measured step times, tokens/s or training
-    logs (docs/model.md#calibrate-runs); it warns, and exits 0. `--predict-at N` shows what changes
+    logs (docs/model.md#calibrate-runs): by default only those the runs identify, the others held at 1 and named
+    (`--factors all` fits every one); it warns, and exits 0. `--predict-at N` shows what changes
     between the largest run and N GPUs.
     """
     if len(args) == 2 and args[0] == "runs":
@@ -86,7 +87,8 @@ COMMAND = Command("calibrate", calibrate, (
     opt("--tolerance", type=number, default=DEFAULT_TOLERANCE,
         help="Largest accepted |model / measured - 1| at any size."),
     switch("--force", help="Write the overlay and exit 0 even when the fit is questioned (warnings stay)."),
-    opt("--factors", help="runs form: factors to fit, comma-separated (default all), e.g. compute,overhead_s"),
+    opt("--factors", help="runs form: factors to fit, comma-separated, e.g. compute,overhead_s, or all (default: "
+                          "those the runs identify; the others are held and named)"),
     opt("--predict-at", type=integer, help="runs form: also show the fitted breakdown at N GPUs beside the largest "
                                            "measured run's, and which parts grew"),
     opt("--mode", default="strong", help="runs form with --predict-at: strong keeps the global batch, weak grows "

@@ -24,6 +24,12 @@ step by more than :data:`INSENSITIVE` when moved from 1 to 0.9 (a tier no run's 
 is fully hidden under compute) is not fitted: it stays 1 and is named in a warning. A factor within 1 %
 of a bound is warned about (the data push it to a physical limit, so the other factors absorb the rest).
 
+Without ``--factors`` (``only`` None) only the factors the runs identify are fitted (:func:`_identifiable`:
+greedy column pivoting of the log-space Jacobian, at most max(1, m - 1) factors, condition index <= COND_MAX;
+then :func:`_too_wide`: none whose 95 % interval spans more than a factor WIDE, none on a bound); every other is
+held at 1 (the overhead at the cluster's) and named with its reason (docs/model.md#calibrate-runs-identified).
+Fitting every factor to fewer runs than factors had extrapolated up to 1104 % off (46 % uncalibrated).
+
 Each trial of the factors prices every run (a runs file refuses a repeated configuration, specs.runs ``_once``, and
 the public API, ``scalemodel.calibrate_runs``, reads only runs files); the runs whose jobs are equal and share a sync
 mode are stacked into one grid and priced by one vectorised :func:`evaluate` call. The step model prices each
@@ -80,6 +86,7 @@ class Factor:
     at_bound: str | None = None   # "lower" | "upper"
     bounds: list[float] = field(default_factory=list)
     description: str = ""
+    held: str | None = None  # the default fit: why the runs do not identify it (left at 1, the overhead the cluster's)
 
 
 @dataclass
@@ -329,12 +336,99 @@ def _curve(acc: Any) -> Any:
     return acc.compute_efficiency or compute_cost.default_efficiency(acc.family if acc.family != "other" else acc.name)
 
 
+#: The default fit's collinearity limit: a factor whose unit-scaled column of the log-space Jacobian raises the
+#: condition number of the factors chosen before it above this is not fitted. 30 is the condition index from which
+#: Belsley, Kuh & Welsch (*Regression Diagnostics*, 1980, ch. 3) find near-dependencies degrade the estimates.
+COND_MAX = 30.0
+#: The default fit's width limit: a factor whose 95 % interval spans more than this ratio (the overhead: more than
+#: ln of it as a share of the shortest measured step) is not identified by the runs, and is held.
+WIDE = 2.0
+
+
+class _Solution(NamedTuple):
+    """One least-squares fit of :func:`fit_runs`: its parameter names (multipliers, then the overhead), bounds, scales,
+    solution, residuals, 95 % intervals and the map from the solution to (multipliers, overhead)."""
+
+    names: list[str]
+    lo: np.ndarray
+    hi: np.ndarray
+    scale: np.ndarray
+    x: np.ndarray
+    fun: np.ndarray
+    cis: list[list[float] | None]
+    unpack: Any
+
+
+def _identifiable(active: list[str], fit_o: bool, jac: np.ndarray) -> tuple[list[str], bool, dict[str, str]]:
+    """The default fit's choice (docs/model.md#calibrate-runs): from the m x p Jacobian of the runs' ln T at the
+    start (columns: d ln T / d ln f for each multiplier of ``active``, then d ln T / d o for the overhead), the
+    multipliers in the order of greedy column pivoting (Businger & Golub 1965: each next the one whose column has
+    the largest part outside the span of those before it), the overhead last; a factor is fitted while fewer than
+    max(1, m - 1) are (so m >= 2 runs leave a residual to judge the fit by) and while the unit-scaled columns of the
+    chosen ones keep a condition number <= COND_MAX. Returns the multipliers fitted, whether the overhead is, and
+    why each other factor is held."""
+    m = jac.shape[0]
+    kmax = max(1, m - 1)
+    names = active + (["overhead_s"] if fit_o else [])
+    unit = jac / np.linalg.norm(jac, axis=0)
+    order: list[int] = []
+    left = list(range(len(active)))
+    while left:
+        def outside(j: int) -> float:
+            if not order:
+                return float(np.linalg.norm(jac[:, j]))
+            a = jac[:, order]
+            return float(np.linalg.norm(jac[:, j] - a @ np.linalg.lstsq(a, jac[:, j], rcond=None)[0]))
+        best = max(left, key=outside)
+        order.append(best)
+        left.remove(best)
+    kept: list[int] = []
+    why: dict[int, str] = {}
+    for k in order + ([len(active)] if fit_o else []):
+        cond = float(np.linalg.cond(unit[:, kept + [k]]))
+        if len(kept) >= kmax:
+            why[k] = f"{m} run{'s identify' if m > 1 else ' identifies'} at most {kmax} factor{'s' if kmax > 1 else ''}"
+            why[k] += " with a residual left to judge them" if m > 1 else ""
+        elif not cond <= COND_MAX:
+            why[k] = (f"its effect on the runs' steps is nearly a combination of the factors fitted before it "
+                      f"(condition index {cond:.3g} > {COND_MAX:g})")
+        else:
+            kept.append(k)
+    fitted = ", ".join(names[k] for k in kept) or "none"
+    held = {names[k]: f"{w} (fitted: {fitted})" for k, w in why.items()}
+    return [names[k] for k in kept if k < len(active)], fit_o and len(active) in kept, held
+
+
+def _too_wide(sol: _Solution, n_mult: int, t_min: float) -> dict[str, str]:
+    """The factors of a default fit the runs leave unidentified, with why: a multiplier on a bound (its interval
+    undefined), or one whose 95 % interval spans more than a factor WIDE (or has none while a residual is left);
+    the overhead when its interval is wider than ln WIDE of the shortest measured step (the same width in ln T)."""
+    out: dict[str, str] = {}
+    dof = len(sol.fun) - len(sol.x)
+    for k, name in enumerate(sol.names):
+        ci = sol.cis[k]
+        if k < n_mult and min(sol.x[k] - sol.lo[k], sol.hi[k] - sol.x[k]) < math.log(BOUND_FACTOR):
+            out[name] = f"the fit put it on a bound ({math.exp(sol.x[k]):.4g}), where no interval holds"
+        elif dof < 1:
+            continue
+        elif ci is None:
+            out[name] = "the runs give it no interval (their Jacobian is singular in it)"
+        elif k < n_mult and ci[1] / ci[0] > WIDE:
+            out[name] = f"its 95 % interval {ci[0]:.3g} to {ci[1]:.3g} spans more than a factor {WIDE:g}"
+        elif k >= n_mult and 2 * (ci[1] - sol.x[k]) / t_min > math.log(WIDE):
+            out[name] = (f"its 95 % interval +-{ci[1] - sol.x[k]:.3g} s is wider than ln {WIDE:g} of the shortest "
+                         f"measured step ({t_min:.3g} s)")
+    return out
+
+
 def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
              only: list[str] | None = None) -> RunsFit:
     """Fit the factors (module docstring) to ``runs`` (:class:`scalemodel.specs.runs.MeasuredRun`), one cluster.
 
-    ``only`` names the factors to fit (e.g. ``["compute", "overhead_s"]``); the others stay at 1 (the overhead at
-    the cluster's ``step_overhead``).
+    ``only`` names the factors to fit (e.g. ``["compute", "overhead_s"]``, or ``["all"]``: every one); the others
+    stay at 1 (the overhead at the cluster's ``step_overhead``). Without it, the factors the runs identify
+    (:func:`_identifiable`, then :func:`_too_wide`; docs/model.md#calibrate-runs): each other is held, its
+    ``Factor.held`` and a warning saying why.
     """
     from scipy.optimize import least_squares  # optional heavy dependency: only a fit needs it
 
@@ -420,6 +514,12 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
 
     predict_all = _Pricer(batches).steps
 
+    if only is not None and "all" in only:  # every factor, whether the runs identify it or not (before calib27)
+        if len(only) > 1:
+            raise InputError(f"'all' names every factor and comes alone, got {','.join(only)[:200]!r}",
+                             where="--factors", allowed="all, or a comma-separated list of: "
+                             + ", ".join((*mult_names, "overhead_s")))
+        only = [*mult_names, "overhead_s"]
     if only is not None:
         unknown = [n for n in only if n not in (*mult_names, "overhead_s")]
         if unknown or not only:
@@ -444,41 +544,64 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                    if name == "overlap" else "no run's step depends on it")
             warnings.append(f"{name}: not determined by the runs ({why}); left at 1 and not fitted")
     fit_o = "overhead_s" in chosen
-    names = active + (["overhead_s"] if fit_o else [])
-    his = [mult_hi[mult_names.index(n)] for n in active]
+    held: dict[str, str] = {}
+    if only is None:  # the default: only the factors the runs identify (docs/model.md#calibrate-runs)
+        jac0 = np.column_stack([np.log(predict_all({n: 0.9}, o0) / before) / math.log(0.9) for n in active]
+                               + ([1.0 / before] if fit_o else [])) if active or fit_o else np.zeros((len(t), 0))
+        active, fit_o, held = _identifiable(active, fit_o, jac0)
     o_hi = 10.0 * float(t.max())
-    lo = np.array([math.log(MULT_BOUNDS[0])] * len(active) + ([0.0] if fit_o else []))
-    hi = np.array([math.log(h) for h in his] + ([o_hi] if fit_o else []))
-    if not names:
+    if not active and not fit_o and only is not None:
         raise InputError("none of the chosen factors changes any run's predicted step", where="--factors",
                          allowed="include overhead_s or a factor the runs exercise")
-    if len(t) < len(names):
-        warnings.append(f"{len(t)} runs for {len(names)} factors: the fit is underdetermined and has no intervals")
+    if only is not None and len(t) < len(active) + fit_o:
+        warnings.append(f"{len(t)} runs for {len(active) + fit_o} factors: the fit is underdetermined and has no "
+                        "intervals")
 
-    def unpack(x: np.ndarray) -> tuple[dict[str, float], float]:
-        return {n: float(np.exp(x[i])) for i, n in enumerate(active)}, float(x[-1]) if fit_o else o0
+    def solve(act: list[str], fo: bool, start: dict[str, float]) -> _Solution:
+        """Least squares over the multipliers ``act`` (and the overhead when ``fo``), from ``start``."""
+        nm = act + (["overhead_s"] if fo else [])
+        lo = np.array([math.log(MULT_BOUNDS[0])] * len(act) + ([0.0] if fo else []))
+        hi = np.array([math.log(mult_hi[mult_names.index(n)]) for n in act] + ([o_hi] if fo else []))
+        scale = np.array([1.0] * len(act) + ([max(float(np.median(t)) * 0.1, 1e-6)] if fo else []))
 
-    def resid(x: np.ndarray) -> np.ndarray:
-        mults, o = unpack(x)
-        return np.log(np.maximum(predict_all(mults, o), 1e-15) / t)
+        def unpack(x: np.ndarray) -> tuple[dict[str, float], float]:
+            return {n: float(np.exp(x[i])) for i, n in enumerate(act)}, float(x[-1]) if fo else o0
 
-    x0 = np.clip(np.zeros(len(names)), lo + 1e-6, hi - 1e-6)
-    if fit_o:
-        x0[-1] = min(max(o0, 0.01 * float(np.min(t))), hi[-1] / 2)
-    scale = np.array([1.0] * len(active) + ([max(float(np.median(t)) * 0.1, 1e-6)] if fit_o else []))
-    sol = least_squares(resid, x0, method="trf", bounds=(lo, hi), x_scale=scale, diff_step=1e-4)
-    x, fun = np.asarray(sol.x), np.asarray(sol.fun)
-    # least_squares' own `jac` is scaled to zero in a column whose parameter sits on a bound (trf's
-    # Coleman-Li scaling), so the interval Jacobian is taken afresh: one-sided differences pointing
-    # into the feasible region
-    jac = np.empty((len(t), len(names)))
-    for k in range(len(names)):
-        h = 1e-4 * scale[k]
-        step = h if x[k] + h <= hi[k] else -h
-        xk = x.copy()
-        xk[k] += step
-        jac[:, k] = (resid(xk) - fun) / step
-    cis = fit_intervals(x, jac, fun, log_params=len(active))
+        def resid(x: np.ndarray) -> np.ndarray:
+            mults, o = unpack(x)
+            return np.log(np.maximum(predict_all(mults, o), 1e-15) / t)
+
+        if not nm:  # nothing identified: the cluster as it is
+            return _Solution(nm, lo, hi, scale, np.zeros(0), resid(np.zeros(0)), [], unpack)
+        x0 = np.array([math.log(start.get(n, 1.0)) for n in act] + ([start.get("overhead_s", 0.0)] if fo else []))
+        x0 = np.clip(x0, lo + 1e-6, hi - 1e-6)
+        if fo and "overhead_s" not in start:
+            x0[-1] = min(max(o0, 0.01 * float(np.min(t))), hi[-1] / 2)
+        sol = least_squares(resid, x0, method="trf", bounds=(lo, hi), x_scale=scale, diff_step=1e-4)
+        x, fun = np.asarray(sol.x), np.asarray(sol.fun)
+        # least_squares' own `jac` is scaled to zero in a column whose parameter sits on a bound (trf's
+        # Coleman-Li scaling), so the interval Jacobian is taken afresh: one-sided differences pointing
+        # into the feasible region
+        jac = np.empty((len(t), len(nm)))
+        for k in range(len(nm)):
+            h = 1e-4 * scale[k]
+            step = h if x[k] + h <= hi[k] else -h
+            xk = x.copy()
+            xk[k] += step
+            jac[:, k] = (resid(xk) - fun) / step
+        return _Solution(nm, lo, hi, scale, x, fun, fit_intervals(x, jac, fun, log_params=len(act)), unpack)
+
+    fitted = solve(active, fit_o, {})
+    while only is None:  # the default drops every factor whose interval the runs leave too wide, and fits again
+        wide = _too_wide(fitted, len(active), float(np.min(t)))
+        if not wide:
+            break
+        held.update(wide)
+        start = {n: float(np.exp(fitted.x[i])) for i, n in enumerate(active)}
+        active = [n for n in active if n not in wide]
+        fit_o = fit_o and "overhead_s" not in wide
+        fitted = solve(active, fit_o, start)
+    names, lo, hi, scale, x, fun, cis, unpack = fitted
     mults, overhead = unpack(x)
     after = predict_all(mults, overhead)
 
@@ -525,11 +648,16 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             value, ci, side = 1.0, None, None
         desc = descriptions.get(name, f"x the efficiency of tier {name.split(':', 1)[-1]!r} (fraction of line rate)")
         factors.append(Factor(name, value, ci, name in active, side,
-                              [MULT_BOUNDS[0], mult_hi[mult_names.index(name)]], desc))
+                              [MULT_BOUNDS[0], mult_hi[mult_names.index(name)]], desc, held.get(name)))
     o_side = (None if not fit_o else "lower" if overhead <= 1e-6 * float(np.min(t))
               else "upper" if o_hi - overhead < 1e-3 * o_hi else None)
     factors.append(Factor("overhead_s", overhead, cis[-1] if fit_o else None, fit_o, o_side, [0.0, o_hi],
-                          descriptions["overhead_s"]))
+                          descriptions["overhead_s"], held.get("overhead_s")))
+    for f in factors:
+        if f.held:
+            kept = f"left at the cluster's {o0:.4g} s" if f.name == "overhead_s" else "left at 1"
+            warnings.append(f"{f.name}: not identified by the runs, {kept} (the default fits only the factors the "
+                            f"runs identify; --factors fits it anyway): {f.held}")
     for f in factors:
         if f.at_bound:
             what = ("the runs show no per-step overhead beyond the model" if f.name == "overhead_s"
@@ -545,7 +673,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     calibration = {**_calibration_block(runs, prepared, t, after, loo, len(names), bounded),
                    "hardware": cluster.hardware()}
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
-              "factors": sorted(chosen)}
+              "factors": sorted(chosen), "selection": "identified" if only is None else "as asked"}
     return RunsFit(inputs, factors, run_rows, warnings,
                    float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))),
                    calibration)

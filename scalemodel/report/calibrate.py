@@ -154,7 +154,7 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
     for col in ("factor", "fitted", "95% interval", "meaning"):
         t.add_column(col, justify="left" if col in ("factor", "meaning") else "right")
     for f in result.factors:
-        kept = f"{f.value:.4g} s (kept)" if f.name == "overhead_s" else "x1 (kept)"
+        kept = (f"{f.value:.4g} s" if f.name == "overhead_s" else "x1") + (" (held)" if f.held else " (kept)")
         t.add_row(f.name, _factor_value(f) if f.determined else kept, _factor_ci(f), f.description)
     print_table(c, t)
     r = Table(title=f"residual per run (rms log error {result.rms_log_error_before:.3f} before, "
