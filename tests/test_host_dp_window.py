@@ -108,3 +108,22 @@ def test_host_wait_step_hides_under_the_idle_and_no_contention() -> None:
     assert with_host["dp_comm"] < without["dp_comm"]
     assert without["dp_comm"] - with_host["dp_comm"] <= with_host["host"]
     assert np.isclose(with_host["contention"], without["contention"], rtol=1e-12)
+
+
+def test_the_idle_is_a_window_where_no_compute_is_free() -> None:
+    """review27a: the idle is the GPU's wait on the host whatever the model-parallel traffic leaves of the compute's
+    windows. Where it leaves none (f = b = 0: the hidden TP/CP/EP/PP traffic fills the compute), the split
+    w f / (f + b) is 0 / 0; it gave the idle no window at all, so windows of a nanosecond hid a whole idle's worth
+    and windows of 0 none (a step that jumps slower as its free compute reaches 0). There the idle splits as the
+    compute does, (F, B) the forward and backward compute: the exposure equals that of windows (w F / (F + B),
+    w B / (F + B)) without idle, and tends to it from windows e (F, B) as e -> 0."""
+    job, g, groups, comp = _setup(zero=3, fsdp_reshard_after_forward=False)
+    F, B = float(comp["forward"][0]), float(comp["backward"][0])
+    w = 0.05
+    e_idle = _exposed(job, g, groups, comp, 0.0, 0.0, idle=w)[0]
+    e_none = _exposed(job, g, groups, comp, 0.0, 0.0)[0]
+    want = _exposed(job, g, groups, comp, w * F / (F + B), w * B / (F + B))[0]
+    assert e_idle < e_none
+    assert np.isclose(e_idle, want, rtol=1e-12)
+    eps = 1e-9
+    assert np.isclose(_exposed(job, g, groups, comp, eps * F, eps * B, idle=w)[0], want, rtol=1e-6)

@@ -1488,7 +1488,9 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 
         f' = f + w f / (f + b),        b' = b + w b / (f + b)
 
-    and the traffic is exposed against (f', b') as it is against (f, b) (:func:`_sync_comm_windows`). The windows
+    (where f = b = 0, in the proportion of the forward and backward compute, F / (F + B): the idle is there whatever
+    the model-parallel traffic leaves of the compute; half each without compute) and the traffic is exposed against
+    (f', b') as it is against (f, b) (:func:`_sync_comm_windows`). The windows
     gain w in all, once (the idle is not counted in the forward and the backward both); the first gather and the
     last bucket, which no window hides, stay exposed. What the longer windows hide beyond the compute's is returned
     apart: it runs while no compute runs, so it slows none (docs/model.md#contention prices the rest). ``idle`` 0
@@ -1500,8 +1502,12 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
         return cross, in_group, total, nvls, np.zeros(1)
     f, b = comp["forward_free"], comp["backward_free"]
     free = f + b
-    stretch = np.divide(w, free, out=np.zeros(np.broadcast(w, free).shape), where=free > 0)
-    longer = dict(comp, forward_free=f * (1.0 + stretch), backward_free=b * (1.0 + stretch))
+    # where the model-parallel traffic leaves no compute free (f = b = 0) the idle is still there: it splits as the
+    # compute does (review27a; before, it was no window at all there, and a whole one at windows of a nanosecond)
+    work = comp["forward"] + comp["backward"]
+    share = np.where(free > 0, np.divide(f, free, out=np.zeros(np.broadcast(f, free).shape), where=free > 0),
+                     np.divide(comp["forward"], work, out=np.full(np.broadcast(work).shape, 0.5), where=work > 0))
+    longer = dict(comp, forward_free=f + w * share, backward_free=b + w * (1.0 - share))
     cross_w, in_group_w, _, _ = _sync_comm_windows(job, g, longer, m, sync, groups, local=local)
     e0 = cross + (0.0 if in_group is None else in_group)
     ew = cross_w + (0.0 if in_group_w is None else in_group_w)
