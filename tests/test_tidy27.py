@@ -101,12 +101,13 @@ def test_an_elasticity_of_zero_beside_a_gain_is_named(cli) -> None:  # type: ign
     assert speeds - latencies == pytest.approx(1.0, abs=0.02)
 
 
-def test_a_better_network_can_slow_the_step_through_nccls_choice(cli) -> None:  # type: ignore[no-untyped-def]
-    """Llama-3 8B on 64 H100s: 2x ib-leaf bandwidth turns the DP all-reduce from NVLS to Tree on more channels, and
-    the step slows (README: the invariant it breaks, left open); pinned to NVLS (--algo hierarchical) it does not
-    move, so the loss is the algorithm choice."""
+def test_twice_the_ib_bandwidth_leaves_the_step_as_nccl_would(cli) -> None:  # type: ignore[no-untyped-def]
+    """Llama-3 8B on 64 H100s: 2x ib-leaf bandwidth gave -0.7% (the DP all-reduce turned from NVLS to Tree on a graph
+    of 16 channels, Tree's 24 CTAs slowing the backward); NCCL's search holds 8 channels there (each GPU's NVLink
+    sends 7 of 48 GB/s, inv27: tests/test_inv27.py), so the all-reduce stays on NVLS and the gain is 1, as pinned to
+    NVLS (--algo hierarchical)."""
     auto = _sensitivity(cli, "-m", "llama3-8b", "-n", "64")["ib-leaf bandwidth"]
-    assert auto["elasticity"] == 0.0 and auto["throughput_ratio"] < 0.995
+    assert auto["elasticity"] == 0.0 and auto["throughput_ratio"] == 1.0
     nvls = _sensitivity(cli, "-m", "llama3-8b", "-n", "64", "--algo", "hierarchical")["ib-leaf bandwidth"]
     assert nvls["elasticity"] == 0.0 and nvls["throughput_ratio"] == 1.0
 

@@ -38,10 +38,12 @@ def _slope(net: Network, ranks: int, proto: str) -> float:
 def test_graph_channels_one_per_nic_at_the_search_speed() -> None:
     # 8 GPUs of a node, each with its NIC: 400 Gb/s -> Hopper speed 48 GB/s, one channel a NIC -> 8
     assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(50e9)))) == 8.0
-    # 800 Gb/s on Hopper: 100 / 48 -> 2 channels a NIC -> 16; on Blackwell the search starts at 96 -> 1 -> 8, and
+    # 800 Gb/s on Hopper: 100 / 48 -> 2 channels a NIC, but the NVLink (18 x 20.6 = 370.8 GB/s, 7 channels of 48 a
+    # GPU) holds 8 (tests/test_inv27.py); on Blackwell (NVLink 5, 900 GB/s) the search starts at 96 -> 1 -> 8, and
     # channels of 96 GB/s (>= 50) are doubled: 16 (test_graph_channels_duplicated_as_the_search_does)
-    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9)))) == 16.0
-    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9, "blackwell")))) == 16.0
+    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9)))) == 8.0
+    nvl5 = Network((replace(NVL, bandwidth=900e9), _net(100e9).tiers[1]), 8, generation="blackwell")
+    assert float(nccl.nccl_graph_channels_inter(place(128, 1, nvl5))) == 16.0
     # 200 Gb/s: 25 GB/s -> speed 24 -> one channel a NIC; 4 GPUs of each node in the group -> 4 channels
     assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(25e9)))) == 8.0
     assert float(nccl.nccl_graph_channels_inter(place(64, 2, _net(25e9)))) == 4.0
@@ -92,8 +94,10 @@ def test_graph_channels_duplicated_as_the_search_does() -> None:
     assert float(nccl.nccl_graph_channels_inter(place(64, 8, _net(50e9)))) == 2.0  # 1 GPU a node: 1 -> 2
     assert float(nccl.nccl_graph_channels_inter(place(64, 2, _net(50e9)))) == 8.0  # 4 GPUs a node: 4 -> 8
     assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(50e9)))) == 8.0  # 8 at 48 GB/s: not doubled
-    # Blackwell at 800 Gb/s: 8 channels of 96 GB/s (>= 50) -> 16; Hopper at 200 Gb/s: 24 GB/s (< 25) never doubled
-    assert float(nccl.nccl_graph_channels_inter(place(128, 1, _net(100e9, "blackwell")))) == 16.0
+    # Blackwell (NVLink 5) at 800 Gb/s: 8 channels of 96 GB/s (>= 50) -> 16; Hopper at 200 Gb/s: 24 GB/s (< 25) never
+    # doubled
+    nvl5 = Network((replace(NVL, bandwidth=900e9), _net(100e9).tiers[1]), 8, generation="blackwell")
+    assert float(nccl.nccl_graph_channels_inter(place(128, 1, nvl5))) == 16.0
     assert float(nccl.nccl_graph_channels_inter(place(64, 8, _net(25e9)))) == 1.0
     # so a DP group of one GPU a node on Hopper is capped at 2 x 36 GB/s, above 0.92 x its 44 GB/s NIC: not binding
     cap_t, _ = nccl.tree_channel_caps(place(64, 8, _net(50e9)))

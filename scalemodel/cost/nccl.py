@@ -140,6 +140,13 @@ NCCL_INTER_SPEEDS: dict[str, tuple[float, ...]] = {
     "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
     "blackwell": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
                   2.4, 1.2, 0.24, 0.12)}
+#: NCCL's bandwidth of one NVLink in its topology search and the datasheet's rate of that link per direction, GB/s,
+#: by the accelerator family (NVIDIA/nccl 5067397 src/graph/topo.h:19-24 SM70/SM80 20.0, SM90 20.6, SM100 40.1,
+#: ncclTopoNVLinkBw topo.h:274-282; NVLink 2-4 25 GB/s a link per direction, NVLink 5 50): a GPU's NVLink tier of
+#: ``B`` per direction is ``B / datasheet`` links, NCCL's ``links x nccl`` (H100: 450 / 25 = 18 x 20.6 = 370.8 GB/s,
+#: the ``totalBw 370.8`` NCCL logs on an 18-link Hopper node, nccl#1189). :func:`nccl_graph_channels_inter`.
+NCCL_NVLINK_LINK_BW: dict[str, tuple[float, float]] = {
+    "volta": (20.0, 25.0), "ampere": (20.0, 25.0), "hopper": (20.6, 25.0), "blackwell": (40.1, 50.0)}
 #: The most channels a search graph holds: MAXCHANNELS / 2 (graph->maxChannels, src/graph/search.cc), the graph's
 #: channels being duplicated afterwards (src/graph/connect.cc:460).
 MAX_GRAPH_CHANNELS = 32.0
@@ -369,7 +376,18 @@ def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
     DP group under TP 8): 1 doubled to 2 (aws-ofi-nccl presents a p5 GPU's 4 EFA rails as one 400 Gb/s device:
     aws/aws-ofi-nccl 2daf7d30 src/nccl_ofi_rdma.cpp:410-413 ``props->port_speed *= max_group_size``); 8 A100 on 4
     HDR NICs of 25 GB/s (2 GPUs a NIC): s = 24, 4 NICs x 1 = 4 channels, not doubled (24 < 25). ``nan`` where the
-    group spans no outer tier."""
+    group spans no outer tier.
+
+    The channels also pass through the node's NVLink: a ring channel enters one of the group's ``c_0`` GPUs of a node
+    from its NIC and chains through the others to the NIC it leaves by, so every GPU but the chain's last sends it
+    over its NVLink to the switch, and the search takes the channel's speed off each link it follows (followPath,
+    search.cc:81-122, ``bwIntra = bwInter = s`` in a search across nodes, search.cc:1174). A GPU whose NVLink NCCL
+    counts as ``L`` (:data:`NCCL_NVLINK_LINK_BW`) sends at most ``floor(L / s)`` channels, the node's GPUs together
+    ``c_0 floor(L / s)`` sends of the ``c_0 - 1`` a channel: ``nCh <= floor(c_0 floor(L / s) / (c_0 - 1))`` before
+    the doubling (an NVLink-class innermost tier of an NCCL accelerator and c_0 >= 2), and the search walks its speeds
+    down while that gives more bandwidth (:func:`_nvlink_search_walk`). 8 H100 with a 400 Gb/s NIC each: L = 370.8,
+    floor(370.8 / 48) = 7, at most 8 channels, the 8 the NICs give (8 x 48 >= 370.8 ends the walk); with 800 Gb/s
+    NICs the NICs would take 16, the NVLink holds 8 (16 would need 14 sends of 48 GB/s from each GPU, 672 GB/s)."""
     gen = pl.network.generation.lower()
     speeds = NCCL_INTER_SPEEDS["blackwell" if gen == "blackwell" else "hopper" if gen == "hopper" else "legacy"]
     b = np.full(pl.p.shape, np.inf)
@@ -385,11 +403,44 @@ def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
         per_nic = np.maximum(1.0, np.floor(gbs / s + 1e-9))
     nics = np.minimum(pl.c[0] * np.maximum(1.0, 1.0 / g), float(pl.spans[0]) / g)
     n = np.minimum(MAX_GRAPH_CHANNELS, np.floor(nics + 1e-9) * per_nic)
+    link = NCCL_NVLINK_LINK_BW.get(gen)
+    if link is not None and _link_class(pl.network.tiers[0], 0) == "nvlink":
+        n, s = _nvlink_search_walk(gbs, np.floor(nics + 1e-9), np.asarray(pl.c[0], dtype=float),
+                                   float(pl.bandwidth[0]) / (link[1] * 1e9) * link[0], speeds, n, s)
     # ncclTopoDupChannels (search.cc:1036-1048): doubled unless bw < 25 GB/s, or, above compute capability 8.0,
     # unless bw < 50 GB/s with more than 4 channels; the Tree graph takes the Ring graph's count (init.cc:1184-1185)
     keep = (s < DUP_MIN_SPEED) | ((gen in ("hopper", "blackwell")) & (s < DUP_SM90_SPEED) & (n > DUP_SM90_CHANNELS))
     n = np.where(keep, n, np.minimum(MAX_GRAPH_CHANNELS, 2.0 * n))
     return np.where(np.isfinite(b), n, np.nan)
+
+
+def _nvlink_search_walk(gbs: np.ndarray, nics: np.ndarray, c0: np.ndarray, total: float, speeds: tuple[float, ...],
+                        n0: np.ndarray, s0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(channels, speed) of NCCL's search across nodes on an NVLink node (:func:`nccl_graph_channels_inter`; NVIDIA/nccl
+    5067397 src/graph/search.cc:1164-1252): from the fastest speed not above the NIC (``gbs`` GB/s), each speed ``v``
+    gives ``min(32, nics floor(gbs / v), floor(c0 floor(total / v) / (c0 - 1)))`` channels (the NICs' and, with c0 >= 2
+    GPUs of the node in the group, the NVLink's: ``total`` GB/s, NCCL's NVLink of one GPU, is also the search's
+    ``totalBw``, search.cc:30-37); the graph with the most ``channels x v`` is kept (a tie keeps the faster,
+    ncclTopoCompareGraphs), the walk stops once ``channels x v >= totalBw`` (search.cc:1198) and moves to the next
+    speed only while it is above 0.49 of the kept graph's (search.cc:1243). ``n0`` / ``s0``: where the NIC is not
+    finite (no outer tier)."""
+    best_n, best_s = np.zeros(gbs.shape), np.array(s0, dtype=float)
+    active = np.ones(gbs.shape, dtype=bool)
+    started = np.zeros(gbs.shape, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for v in speeds:
+            here = v <= gbs * (1 + 1e-9)
+            active = active & (~(started & here) | (best_n == 0) | (v / best_s > 0.49))
+            run = here & active
+            held = np.where(c0 > 1.5, np.floor(c0 * np.floor(total / v + 1e-9) / np.maximum(c0 - 1.0, 1.0) + 1e-9),
+                            np.inf)
+            ch = np.minimum(np.minimum(MAX_GRAPH_CHANNELS, nics * np.floor(gbs / v + 1e-9)), held)
+            better = run & (ch * v > best_n * best_s * (1 + 1e-12))
+            best_n, best_s = np.where(better, ch, best_n), np.where(better, v, best_s)
+            started = started | here
+            active = active & ~(run & (best_n * best_s >= total * (1 - 1e-12)))
+    ok = np.isfinite(gbs) & (best_n > 0)
+    return np.where(ok, best_n, n0), np.where(ok, best_s, s0)
 
 
 def tree_pattern_factor(pl: Placement) -> np.ndarray:

@@ -24,7 +24,7 @@ Where a parameter sits at a kink (less of it slows the step, more of it alone ch
 bandwidth on one path) the central difference is half the downward slope; a note names those parameters. Where the
 step does not move within the log step either way but the full improvement changes it (the parameter enters through a
 max, a min or a threshold that another term holds near the value and the improvement passes), the elasticity is 0,
-the local derivative, beside a nonzero improved gain; a note names those parameters too. Two such cases, checked:
+the local derivative, beside a nonzero improved gain; a note names those parameters too. Cases checked:
 
 - Llama-3 70B, tp 8 pp 4 on 512 H100s, NVLink latency: the TP all-reduces pick NCCL's fastest algorithm (``auto``,
   a min), and NVLS holds it: its latency is NCCL's fixed NVLink NVLS hwLatency (25 us,
@@ -32,11 +32,11 @@ the local derivative, beside a nonzero improved gain; a note names those paramet
   the vocab-parallel cross-entropy's three 32 KiB ones a micro-batch are NVLS (25.35 us) until Tree, which the
   tier's latency prices (37.2 us at 1x), undercuts it below ~0.576x: the step is flat from there up, halving the
   latency buys 5 us a step (tests/test_review26d.py).
-- Llama-3 8B on 64 H100s (dp 64, 8 nodes), ib-leaf bandwidth: the DP ring all-reduce is held from 0.982x up by
-  a 46.1 GB/s bound under ib-leaf's 47 GB/s (50 x 0.94; it matches NVLink's 450 x 0.82 / 8), and the 2x
-  improvement passes a threshold of NCCL's search: at 96 GB/s (1.92x) a NIC carries two 48 GB/s channels, so the
-  graph has 16, not 8 (:func:`~scalemodel.cost.nccl.nccl_graph_channels_inter`; Tree's channel caps scale with
-  it): the DP term falls at 1.921x, not at 1.919x.
+- (inv27) Llama-3 8B on 64 H100s (dp 64, 8 nodes), ib-leaf bandwidth, was the second: the 2x improvement passed a
+  threshold of the model's search graph (two 48 GB/s channels a NIC from 96 GB/s, 16 channels, Tree's channel caps
+  doubled) and the DP all-reduce turned from NVLS to Tree, a slower step (-0.7%). NCCL's search holds 8 channels
+  there (each GPU's NVLink, 370.8 GB/s as NCCL counts it, sends 7 of 48 GB/s:
+  :func:`~scalemodel.cost.nccl.nccl_graph_channels_inter`), so the all-reduce stays on NVLS and the gain is 0.
 "Peak FLOP/s" scales every compute peak the job prices work at (an fp8 run's BF16 attention core and logits
 GEMM with its fp8 GEMMs, an fp32 / fp64 router's TF32 / FP64 GEMMs, an MXFP8 module's FP8 GEMMs in an fp4 run,
 :func:`_peaks_perturb`), so the identity above holds at every precision.
