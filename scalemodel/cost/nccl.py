@@ -154,6 +154,10 @@ MAX_GRAPH_CHANNELS = 32.0
 #: doubled (their bw halved, up to :data:`MAX_GRAPH_CHANNELS`) unless its bw is under 25 GB/s, or, on compute
 #: capability above 8.0 (Hopper, Blackwell), under 50 GB/s with more than 4 channels (GB/s, GB/s, channels).
 DUP_MIN_SPEED, DUP_SM90_SPEED, DUP_SM90_CHANNELS = 25.0, 50.0, 4.0
+#: ncclTopoPostset's second doubling across nodes on compute capability >= 90 (NVIDIA/nccl 73cf112 v2.30.7-1
+#: src/graph/connect.cc:481): while the ring graph's bwIntra is above 45 GB/s and the channels are under 16
+#: (GB/s, channels). :func:`nccl_execution_channels`.
+SM90_EXEC_DOUBLE_BW, SM90_EXEC_DOUBLE_BELOW = 45.0, 16.0
 #: treeCorrectionFactor[protocol][floor(log2(S/64))], S = 64 B .. 256 MiB (tuning.cc). NCCL uses
 #: it as a step function and only for index <= 22; here it is interpolated linearly in log2 S between
 #: bucket starts and is 1 from 512 MiB on, which keeps t(S) monotone (a step up in the factor would make
@@ -358,8 +362,9 @@ def inter_speed(gbs: np.ndarray, speeds: tuple[float, ...]) -> np.ndarray:
     return np.where(np.isnan(gbs) | (at < 0), speeds[-1], asc[np.clip(at, 0, len(asc) - 1)])
 
 
-def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
-    """Channels of NCCL's search graph across nodes for the placed group (docs/model.md#nccl-tree-caps).
+def _inter_graph(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
+    """(channels, per-channel bwIntra GB/s) of NCCL's search graph across nodes for the placed group
+    (docs/model.md#nccl-tree-caps).
 
     A node's NICs on the outer tiers the group spans run at ``b = bandwidth x gpus_per_nic`` (the per-GPU line rate
     times the GPUs behind one NIC; the slowest such NIC where several tiers are spanned). The search runs at ``s`` =
@@ -410,8 +415,48 @@ def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
     # ncclTopoDupChannels (search.cc:1036-1048): doubled unless bw < 25 GB/s, or, above compute capability 8.0,
     # unless bw < 50 GB/s with more than 4 channels; the Tree graph takes the Ring graph's count (init.cc:1184-1185)
     keep = (s < DUP_MIN_SPEED) | ((gen in ("hopper", "blackwell")) & (s < DUP_SM90_SPEED) & (n > DUP_SM90_CHANNELS))
-    n = np.where(keep, n, np.minimum(MAX_GRAPH_CHANNELS, 2.0 * n))
-    return np.where(np.isfinite(b), n, np.nan)
+    dup = np.minimum(MAX_GRAPH_CHANNELS, 2.0 * n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bw = np.where(keep, s, s / np.ceil(dup / np.maximum(n, 1.0)))  # bwIntra /= DIVUP(dup, nCh), search.cc:1046
+    n = np.where(keep, n, dup)
+    return np.where(np.isfinite(b), n, np.nan), bw
+
+
+def nccl_graph_channels_inter(pl: Placement) -> np.ndarray:
+    """Channels of NCCL's search graph across nodes for the placed group (:func:`_inter_graph`)."""
+    return _inter_graph(pl)[0]
+
+
+def nccl_execution_channels(pl: Placement, nvls_channels: float = 0.0) -> np.ndarray:
+    """The channels (one CTA, one SM each) NCCL runs a ring / tree / p2p collective on for a group that spans nodes
+    (docs/model.md#contention); ``nan`` where the group stays in one node (there the accelerator's
+    ``collective_units``: the intra-node search's doubled count) or the family is not NCCL's. Derived, not yet
+    charged by the contention: the count grows with the NIC, so charged alone it would make more bandwidth slower
+    (docs/model.md#contention, chan27).
+
+    ncclTopoPostset duplicates the search graph's channels, ``c = min(MAXCHANNELS, 2 nCh)`` with ``nCh`` the graph's
+    channels after ncclTopoDupChannels (:func:`nccl_graph_channels_inter`): NVIDIA/nccl 73cf112 v2.30.7-1
+    src/graph/connect.cc:460 (v2.18.3-1 :391, v2.21.5-1 :443, v2.27.7-1 :452). Then, across nodes on compute
+    capability >= 90 (``== 90`` before v2.25), where the ring graph's ``bwIntra`` (the search speed, halved where
+    ncclTopoDupChannels doubled the graph, search.cc:1046-1047) is above 45 GB/s and ``c < 16``, it doubles again
+    ("4 compute channels per search channel to reach peak BW on <8 PPN"; v2.30.7-1 :481, v2.21.5-1 :457, v2.27.7-1
+    :466; v2.18.3-1 :405 has ``2 nCh <= MAXCHANNELS`` for ``c < 16``, not modelled). Where NCCL builds NVLS channels
+    the ring count is raised to theirs (``if (comm->nChannels < comm->nvlsChannels) copyChannels``, v2.20.3-1 :473,
+    v2.21.5-1 :478, v2.27.7-1 :493; gone by v2.28): ``nvls_channels`` (0 with NVLS off), where the group has more
+    than 2 GPUs a node (ncclNvlsInit builds none on ``gpuCount <= 2``, v2.27.7-1 src/transport/nvls.cc:160). Not
+    modelled: the UNPACK-network doubling below 16 (TCPX, v2.27.7-1 :472) and NCCL_MIN/MAX_CTAS.
+
+    8 H100 a node with a 400 Gb/s NIC each: 8 graph channels at 48 GB/s (not duplicated: 48 < 50 with 8 > 4) -> 16,
+    the "16 coll channels" of a multi-node H100 log (deepseek-ai/DeepEP#106; "execution channels are typically 2x the
+    search channels", NVIDIA/nccl#1041); one H100 a node: 1 -> 2 (ncclTopoDupChannels, bwIntra 24) -> 4, not doubled
+    again (24 <= 45)."""
+    n, bw = _inter_graph(pl)
+    c = np.minimum(MAX_CHANNELS, 2.0 * n)
+    sm90 = pl.network.generation.lower() in ("hopper", "blackwell")
+    c = np.where(sm90 & (bw > SM90_EXEC_DOUBLE_BW) & (c < SM90_EXEC_DOUBLE_BELOW), 2.0 * c, c)
+    c = np.where(pl.c[0] > 2.5, np.maximum(c, nvls_channels), c)  # NVLS needs > 2 GPUs a node (nvls.cc ncclNvlsInit)
+    fam = pl.network.generation.lower() in NCCL_GPU_FAMILIES
+    return np.where(np.isfinite(n) & fam & (pl.domains(0) > 1.5), c, np.nan)
 
 
 def _nvlink_search_walk(gbs: np.ndarray, nics: np.ndarray, c0: np.ndarray, total: float, speeds: tuple[float, ...],
