@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from test_calibrate_runs import RUNS, TRUE, synthetic
 
+from scalemodel.engine import calibrate_runs
 from scalemodel.engine.calibrate_runs import COND_MAX, WIDE, _identifiable, _Solution, _too_wide, fit_runs
 from scalemodel.specs.runs import read_runs
 
@@ -160,3 +161,16 @@ def test_a_held_factor_names_what_was_finally_fitted(tmp_path: Path) -> None:
     assert "spans more than a factor 2" in held["compute"]
     assert all(w.endswith("(fitted: none)") for w in held.values()), held
     assert not any("(fitted: compute)" in w for w in fit.warnings)
+
+
+def test_leave_one_out_refits_keep_the_full_fits_selection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """review27c (docs/model.md#calibrate-runs-identified): each leave-one-out refit of the default fit refits the
+    factors the full fit kept, no others: its predictions equal those of the same factors asked for by name."""
+    monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 40)  # conftest turns the refits off outside their own file
+    path = synthetic(tmp_path, RUNS)
+    fit = fit_runs(read_runs(path), source=str(path))
+    kept = [f.name for f in fit.factors if f.determined]
+    named = fit_runs(read_runs(path), source=str(path), only=kept)
+    assert kept == ["compute", "bandwidth:ib-leaf", "overhead_s"] and fit.calibration["method"] == "leave-one-out"
+    for a, b in zip(fit.runs, named.runs, strict=True):
+        assert a["loo_s"] == pytest.approx(b["loo_s"], rel=1e-3), (a["name"], a["loo_s"], b["loo_s"])

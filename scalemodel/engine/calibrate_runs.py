@@ -609,8 +609,9 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
 
     def refit_without(i: int) -> float:
         """Run i's step predicted by the factors refitted to the other runs (leave-one-out): a multiplier that only
-        run i determined is not fitted (stays 1), as the full fit leaves a factor no run determines; the refit
-        starts from the full fit's solution (the optimum, where the fit has one, does not depend on the start)."""
+        run i determined is not fitted (stays 1), as the full fit leaves a factor no run determines; the factors are
+        the full fit's selection (the default's held ones stay held: no fold reruns _identifiable, _too_wide); the
+        refit starts from the full fit's solution (the optimum, where the fit has one, does not depend on the start)."""
         keep = np.arange(len(t)) != i
         act = [n for n in active if float(np.max(sens[n][keep])) > INSENSITIVE]
         cols = [active.index(n) for n in act] + ([len(names) - 1] if fit_o else [])
