@@ -366,7 +366,8 @@ def _identifiable(active: list[str], fit_o: bool, jac: np.ndarray) -> tuple[list
     the largest part outside the span of those before it), the overhead last; a factor is fitted while fewer than
     max(1, m - 1) are (so m >= 2 runs leave a residual to judge the fit by) and while the unit-scaled columns of the
     chosen ones keep a condition number <= COND_MAX. Returns the multipliers fitted, whether the overhead is, and
-    why each other factor is held."""
+    why each other factor is held (without the list of factors fitted, which :func:`fit_runs` adds once the width
+    rule has run)."""
     m = jac.shape[0]
     kmax = max(1, m - 1)
     names = active + (["overhead_s"] if fit_o else [])
@@ -394,8 +395,7 @@ def _identifiable(active: list[str], fit_o: bool, jac: np.ndarray) -> tuple[list
                       f"(condition index {cond:.3g} > {COND_MAX:g})")
         else:
             kept.append(k)
-    fitted = ", ".join(names[k] for k in kept) or "none"
-    held = {names[k]: f"{w} (fitted: {fitted})" for k, w in why.items()}
+    held = {names[k]: w for k, w in why.items()}  # fit_runs names the factors finally fitted after each reason
     return [names[k] for k in kept if k < len(active)], fit_o and len(active) in kept, held
 
 
@@ -602,13 +602,16 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
         fit_o = fit_o and "overhead_s" not in wide
         fitted = solve(active, fit_o, start)
     names, lo, hi, scale, x, fun, cis, unpack = fitted
+    # each reason names the factors the fit finally kept: a width drop after _identifiable can remove one it chose
+    held = {n: f"{w} (fitted: {', '.join(names) or 'none'})" for n, w in held.items()}
     mults, overhead = unpack(x)
     after = predict_all(mults, overhead)
 
     def refit_without(i: int) -> float:
         """Run i's step predicted by the factors refitted to the other runs (leave-one-out): a multiplier that only
-        run i determined is not fitted (stays 1), as the full fit leaves a factor no run determines; the refit
-        starts from the full fit's solution (the optimum, where the fit has one, does not depend on the start)."""
+        run i determined is not fitted (stays 1), as the full fit leaves a factor no run determines; the factors are
+        the full fit's selection (the default's held ones stay held: no fold reruns _identifiable, _too_wide); the
+        refit starts from the full fit's solution (the optimum, where the fit has one, does not depend on the start)."""
         keep = np.arange(len(t)) != i
         act = [n for n in active if float(np.max(sens[n][keep])) > INSENSITIVE]
         cols = [active.index(n) for n in act] + ([len(names) - 1] if fit_o else [])
