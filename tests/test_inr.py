@@ -3,6 +3,8 @@ from tuning.cc v2.30.7's formulas (docs/model.md#in-network-reduction), not from
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -15,10 +17,13 @@ from scalemodel.specs import load_cluster
 GB = 1e9
 
 
-def h100_like(sharp: bool = False, nvl_bw: float = 450e9, span: int = 8) -> Network:
+def h100_like(sharp: bool = False, nvl_bw: float = 450e9, span: int = 8, transport: str = "",
+              reuse: float = math.inf) -> Network:
+    """8 GPUs a node on a 450 GB/s x 0.82 NVLink tier that reduces in its switches (NVLS), 50 GB/s IB across."""
     return Network(tiers=(
         Tier("nvlink", span, nvl_bw, 2e-6, efficiency=0.82, in_network_reduction=True, protocol="nvlink"),
-        Tier("ib", 4096, 50e9, 3.5e-6, efficiency=0.94, in_network_reduction=sharp, protocol="rdma"),
+        Tier("ib", 4096, 50e9, 3.5e-6, efficiency=0.94, in_network_reduction=sharp, protocol="rdma",
+             transport=transport, registration_reuse=reuse),
     ), gpus_per_node=8)
 
 

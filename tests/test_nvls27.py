@@ -10,25 +10,16 @@ import math
 
 import numpy as np
 import pytest
+from test_inr import h100_like
 
 from scalemodel.choices import Algorithm
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import nccl
 from scalemodel.cost.algorithms import ALGO_FUNCS
-from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import place
 from scalemodel.engine import model_parallel_comm as mpc
 from scalemodel.engine.network import build_network
 from scalemodel.specs import load_cluster
-
-
-def _h100_like(sharp: bool = False, transport: str = "", reuse: float = math.inf) -> Network:
-    """8 GPUs a node on a 450 GB/s x 0.82 NVLink tier that reduces in its switches (NVLS), 50 GB/s IB across."""
-    return Network(tiers=(
-        Tier("nvlink", 8, 450e9, 2e-6, efficiency=0.82, in_network_reduction=True, protocol="nvlink"),
-        Tier("ib", 4096, 50e9, 3.5e-6, efficiency=0.94, in_network_reduction=sharp, protocol="rdma",
-             transport=transport, registration_reuse=reuse),
-    ), gpus_per_node=8)
 
 
 def test_auto_reports_the_nvls_time_it_weighed_by_hand() -> None:
@@ -37,7 +28,7 @@ def test_auto_reports_the_nvls_time_it_weighed_by_hand() -> None:
     S = 8 * 2.0**30
     bus = 2 * 0.85 * 369e9 * (8 / 9) * (7 / 8)
     expect = 25e-6 + (S + 2 * 128 * 128 * 1024) * 1.75 / bus
-    pl = place(8, 1, _h100_like())
+    pl = place(8, 1, h100_like())
     priced = coll.priced_group_time("allreduce", S, pl)
     assert float(priced.hierarchical) == pytest.approx(expect, rel=1e-9)
     assert float(priced.time) == pytest.approx(expect, rel=1e-9)
@@ -74,7 +65,7 @@ def test_auto_never_prices_the_alpha_beta_hierarchical_form(monkeypatch: pytest.
 
 
 def test_nothing_weighed_is_inf() -> None:
-    pl = place(8, 1, _h100_like())
+    pl = place(8, 1, h100_like())
     assert math.isinf(float(coll.priced_group_time("allreduce", 64e6, pl, algorithm="ring").hierarchical))
     assert math.isinf(float(coll.priced_group_time("allreduce", 64e6, pl, algorithm="hierarchical").hierarchical))
     assert math.isinf(float(coll.priced_group_time("allgather", 64e6, pl).hierarchical))
@@ -84,7 +75,7 @@ def test_the_report_carries_the_registration() -> None:
     # 16 ranks over 2 nodes joined by SHARP (NVLS across nodes), registering every call on the IB tier:
     # the NVLS time the choice weighed includes S x 20 s / 256 GB (ofiwg/libfabric#4738), as the chosen time does
     S = 256e6
-    once, every = _h100_like(sharp=True, transport="ib"), _h100_like(sharp=True, transport="ib", reuse=1.0)
+    once, every = h100_like(sharp=True, transport="ib"), h100_like(sharp=True, transport="ib", reuse=1.0)
     a = coll.priced_group_time("allreduce", S, place(16, 1, once))
     b = coll.priced_group_time("allreduce", S, place(16, 1, every))
     assert float(b.hierarchical - a.hierarchical) == pytest.approx(S * 20.0 / 256e9, rel=1e-9)
