@@ -174,7 +174,8 @@ def test_step_places_each_group_once_and_copies_no_network(monkeypatch: pytest.M
     g = grid_from_arrays(gpus=64, dp=4, tp=2, pp=4, cp=2, ep=2, micro_batch=1, global_batch=64, zero=3,
                          algorithm=np.array([0, 1]))
     calls = {"place": 0, "network": 0, "collectives": 0}
-    real_place, real_init, real_group_time = placement.place, Network.__init__, model_parallel_comm.coll.group_time
+    real_place, real_init = placement.place, Network.__init__
+    real_group_time = model_parallel_comm.coll.priced_group_time
 
     def counting_place(*a: Any, **k: Any) -> Any:
         calls["place"] += 1
@@ -190,7 +191,8 @@ def test_step_places_each_group_once_and_copies_no_network(monkeypatch: pytest.M
 
     monkeypatch.setattr(placement, "place", counting_place)
     monkeypatch.setattr(Network, "__init__", counting_init)
-    monkeypatch.setattr(model_parallel_comm.coll, "group_time", counting_group_time)
+    # every collective is priced through priced_group_time (group_time wraps it; nvls27)
+    monkeypatch.setattr(model_parallel_comm.coll, "priced_group_time", counting_group_time)
     res = step.evaluate(job, g, sync=sync)
     assert np.all(np.isfinite(res.step_time))
     assert calls["place"] == expected
