@@ -18,6 +18,7 @@ import pytest
 from test_calibrate_runs import RUNS, TRUE, synthetic
 
 from scalemodel.engine import calibrate_runs
+from scalemodel.engine.calibrate import fit_intervals
 from scalemodel.engine.calibrate_runs import COND_MAX, WIDE, _identifiable, _Solution, _too_wide, fit_runs
 from scalemodel.specs.runs import read_runs
 
@@ -174,3 +175,14 @@ def test_leave_one_out_refits_keep_the_full_fits_selection(tmp_path: Path, monke
     assert kept == ["compute", "bandwidth:ib-leaf", "overhead_s"] and fit.calibration["method"] == "leave-one-out"
     for a, b in zip(fit.runs, named.runs, strict=True):
         assert a["loo_s"] == pytest.approx(b["loo_s"], rel=1e-3), (a["name"], a["loo_s"], b["loo_s"])
+
+
+def test_a_log_interval_whose_upper_end_would_overflow_is_none() -> None:
+    """review27b: the guard bounded the half-width d (<= 300), not x + d, so a log-parameter near exp's limit (709.78)
+    gave an upper end of inf. By hand: 3 points, 1 parameter, J = (1, 1, 1), residuals (0.1, -0.1, 0): s^2 = 0.02 / 2,
+    var = s^2 / 3, d = t(0.975, 2) sqrt(var) = 4.3027 x 0.0577 = 0.248; x = 600: finite; x = 709.9: None, not inf."""
+    jac = np.ones((3, 1))
+    fun = np.array([0.1, -0.1, 0.0])
+    lo, hi = fit_intervals(np.array([600.0]), jac, fun, log_params=1)[0]  # type: ignore[misc]
+    assert math.isfinite(hi) and hi == pytest.approx(math.exp(600.0 + 4.302652729911275 * math.sqrt(0.01 / 3)))
+    assert fit_intervals(np.array([709.9]), jac, fun, log_params=1) == [None]

@@ -197,7 +197,8 @@ def fit_intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params
             continue
         d = q * math.sqrt(float(cov[k, k]))
         if k < log_params:
-            out.append(None if d > 300 else [float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])  # 300: exp overflows
+            # None where the upper end would overflow to inf (exp past ~709.78) or the interval spans e^600
+            out.append(None if d > 300 or x[k] + d > 700 else [float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])
         else:
             out.append([max(0.0, float(x[k] - d)), float(x[k] + d)])
     return out
