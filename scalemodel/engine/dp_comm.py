@@ -1028,7 +1028,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
             t, hier = _priced("allreduce", n * q / n_b, group, g.algorithm)
             out = n_b * t
             if not np.all(distopt | zero3) and np.any(nvls_allreduce_applies(group)):  # NVLS: what auto weighed
-                nvls = np.where(nvls_allreduce(group, g.algorithm, out, n_b * hier) & ~zero3 & ~distopt, out, 0.0)
+                nvls = np.where(nvls_allreduce(group, g.algorithm, out, n_b * hier) & ~distopt, out, 0.0)  # zero3 later
         if np.any(zero3):
             out = np.where(zero3, n_b * _collective("reducescatter", n * q / n_b, group), out)
         if not np.any(distopt):
