@@ -109,6 +109,9 @@ def test_identified_factors_are_recovered_and_the_rest_held(eight: tuple[Path, A
     assert not nv.determined and nv.value == 1.0 and "spans more than a factor 2" in (nv.held or "")
     assert any(w.startswith("bandwidth:nvlink: not identified by the runs, left at 1") for w in fit.warnings)
     assert fit.calibration["factors"] == 3  # what the band's method counts: the fitted ones
+    # the candidates stay listed; `fitted` names the three the runs identify, nvlink (held) not among them
+    assert "bandwidth:nvlink" in fit.inputs["factors"]
+    assert sorted(fit.inputs["fitted"]) == ["bandwidth:ib-leaf", "compute", "overhead_s"]
 
 
 def test_two_runs_fit_one_factor_and_hold_the_rest(tmp_path: Path) -> None:

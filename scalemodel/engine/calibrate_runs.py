@@ -676,7 +676,9 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     calibration = {**_calibration_block(runs, prepared, t, after, loo, len(names), bounded),
                    "hardware": cluster.hardware()}
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
-              "factors": sorted(chosen), "selection": "identified" if only is None else "as asked"}
+              "factors": sorted(chosen), "selection": "identified" if only is None else "as asked",
+              # the candidates above; these the fit kept (the default holds what the runs do not identify)
+              "fitted": [f.name for f in factors if f.determined]}
     return RunsFit(inputs, factors, run_rows, warnings,
                    float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))),
                    calibration)
