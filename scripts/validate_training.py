@@ -150,7 +150,9 @@ Two case files (issue 5 and issue 13):
       dgxc25 Nemotron-4 15B rows,
       :data:`NEMO1_MCORE_DIST_OPTIM`) -> megatron_ddp; with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
-      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
+      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed); with fp4 at ZeRO 1, fp4_param_gather
+      where the case's precision records it (:data:`FP4_PARAM_GATHER_MARKER`: Megatron-Bridge's
+      bf16_with_nvfp4_mixed on the Llama rows). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
       keeps align_param_gather true: docs/model.md#interleaved-dp-sync). NeMo 2's callback sets the data-parallel
       overlap and that bucket only at data-parallel size > 1 without CP: a row at dp 1 (:data:`NEMO2_DP1_NO_DP_OVERLAP`:
@@ -1525,6 +1527,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
+    if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
+        out["fp4_param_gather"] = True
     return out
 
 
@@ -1811,14 +1815,13 @@ UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
      "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1, with RHT and 2D weight quantization off too): the model's fp4 prices "
      "Transformer Engine's recipe, whose "
      "output-gradient casts round stochastically (STOCHASTIC_ROUNDING_CAST_FACTORS)"),
-    # Megatron-Bridge's Llama NVFP4 presets (data26): bf16_with_nvfp4_mixed sets fp4_param_gather = True, which sets
-    # fp4_param (src/megatron/bridge/training/mixed_precision.py L405-417 and MixedPrecisionConfig.__setattr__ at
-    # 17a381f95 / 63b08b397); no Llama perf config resets it (the Nemotron 3 Super configs do: fp4_param_gather False).
-    ("fp4_param_gather true",
-     "NVFP4 parameters (fp4_param_gather / fp4_param True: the weights held and all-gathered in FP4): the model's fp4 "
-     "quantizes BF16 weights each micro-batch and gathers them in BF16 (FP4 parameters are not modelled, "
-     "scalemodel.cost.compute fp8_param_quantize_bytes)"),
 )
+#: Megatron-Bridge's Llama NVFP4 presets (data26): bf16_with_nvfp4_mixed sets fp4_param_gather = True, which sets
+#: fp4_param (src/megatron/bridge/training/mixed_precision.py L405-417 and MixedPrecisionConfig.__setattr__ at
+#: 17a381f95 / 63b08b397); no Llama perf config resets it (the Nemotron 3 Super configs do: fp4_param_gather False).
+#: A case whose precision text records it runs strategy fp4_param_gather (NVFP4 parameters,
+#: docs/model.md#fp4-param-gather) with its distributed optimizer (fp4p28; listed as not expressible before).
+FP4_PARAM_GATHER_MARKER = "fp4_param_gather true"
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
 #: src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (loaded by perf_recipes/nemotronh/{b200,b300,gb200,gb300}/

@@ -2134,8 +2134,9 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     FP8 weight once per step (Megatron-Core ``_ParamAndGradBuffer.finish_param_sync`` -> TE
     ``post_all_gather_processing`` -> ``Float8Tensor._create_transpose``; NVIDIA/Megatron-LM@d98e8a64dd
     param_and_grad_buffer.py, NVIDIA/TransformerEngine@d0067d0 pytorch/tensor/utils.py): weights = W (1 + 1)
-    bytes with the transposed copy, 0 without. mxfp8 ignores it (MXFP8 parameters are gathered in BF16 and
-    quantized after the gather: the cast above stays).
+    bytes with the transposed copy, 0 without; nvfp4 (Megatron's fp4_param_gather: NVFP4 parameters) W 2 (1/2 +
+    1/16), the column-wise copy made from the gathered row-wise one (:func:`held_param_step_bytes`). mxfp8
+    ignores it (MXFP8 parameters are gathered in BF16 and quantized after the gather: the cast above stays).
     Per module (training.module_precision, docs/model.md#module-precision): ``attention_recipe`` (the attention
     block's linears) and ``latent_recipe`` (LatentMoE's two projections) quantize their X, dY and W by their own
     recipe; "" = BF16, no cast (the module is outside the FP8 / FP4 autocast); None = ``recipe``.
@@ -2234,10 +2235,28 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     else:
         df, db, dw = mlp(sh.ffn_hidden, True)
         fwd, bwd, weights = fwd + df, bwd + db, weights + dw
-    # weights already FP8: transpose only (per-tensor recipes; block-scaled ones quantize after the gather)
-    held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
-    return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0),
+    # weights already quantized parameters: their per-step copy only (held_param_step_bytes; mxfp8 casts after
+    # the gather)
+    held = np.asarray(fp8_params, dtype=bool) & (recipe != "mxfp8")
+    return fwd, bwd, np.where(held, weights * held_param_step_bytes(recipe, transpose_copy),
                               q(weights, weight=True)) + other_w
+
+
+def held_param_step_bytes(recipe: str, transpose_copy: ArrayLike) -> np.ndarray:
+    """HBM bytes per local weight element that Transformer Engine moves once per step after the parameter
+    all-gather, for weights held as quantized parameters (Megatron-Core ``_ParamAndGradBuffer._post_param_sync``
+    -> TE ``post_all_gather_processing``; NVIDIA/Megatron-LM@d1410e15e1 param_and_grad_buffer.py L279-309,
+    NVIDIA/TransformerEngine@71bbefb pytorch/tensor/utils.py L981-1088, the same at v2.16 4220403e8):
+
+        per-tensor FP8 (fp8_param_gather)  Float8Tensor ``_create_transpose``: read 1 + write 1 where the GEMMs
+                                           need the transposed copy (Hopper), else 0
+        nvfp4 (fp4_param_gather)           ``_nvfp4_2d_multi_tensor_transpose``: the column-wise copy (K x M/2
+                                           bytes and its E4M3 scales) from the gathered row-wise one, a plain
+                                           transpose under 2D 16 x 16 weight scales: read 1/2 + 1/16, write the same,
+                                           on every accelerator (NVFP4 GEMMs take TN only)"""
+    if recipe == "nvfp4":
+        return np.full(np.shape(transpose_copy), 2.0 * NVFP4_COPY_BYTES)
+    return np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0)
 
 
 def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike,
@@ -2255,8 +2274,8 @@ def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike
     Used for a run whose out_proj runs at another recipe than its other linears (training.module_precision
     mamba_out_proj): the step adds (this at the module's recipe) - (this at the run's) to its cast estimate
     (docs/model.md#module-precision). ``fp8_params`` (fp8_param_gather, as :func:`fp8_quantize_bytes`'): a
-    per-tensor recipe's weight is FP8 already, W = 2 h d_in / t with the transposed copy, 0 without; block-scaled
-    recipes ignore it."""
+    per-tensor recipe's weight is FP8 already, W = 2 h d_in / t with the transposed copy, 0 without; nvfp4
+    (fp4_param_gather) W = 2 (1/2 + 1/16) h d_in / t (:func:`held_param_step_bytes`); mxfp8 ignores it."""
     if not recipe:
         z = np.zeros_like(_pos("micro_batch", micro_batch) * _pos("seq_len", seq_len))
         return z, z, z
@@ -2274,8 +2293,8 @@ def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike
     fwd = q(T * d_in / t)
     bwd = q(np.where(sp, T * h / t, T * h), T * h)
     w = h * d_in / t + 0 * T
-    held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
-    return fwd, bwd, np.where(held, w * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(w, weight=True))
+    held = np.asarray(fp8_params, dtype=bool) & (recipe != "mxfp8")
+    return fwd, bwd, np.where(held, w * held_param_step_bytes(recipe, transpose_copy), q(w, weight=True))
 
 
 #: Fixed device time of one small memory-bound kernel beyond its bytes (seconds): the intercept t0 of
@@ -2560,12 +2579,43 @@ def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes:
         blockwise   ``_cast_master_weights_to_fp8_blockwise_scaling``: ``fp8_block_scaling_compute_partial_amax``
                     over the shard's 128 x 128 tiles (read eb), the DP all-reduce of the tile amaxes (latency),
                     then ``fp8_block_scaling_partial_cast`` (read eb, write 1; tile scales 4 / 128^2, not counted)
-    so delayed 4 + 2 eb + 1 = 9 and tensorwise / blockwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2."""
+    so delayed 4 + 2 eb + 1 = 9 and tensorwise / blockwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2.
+
+    nvfp4 (Megatron's fp4_param_gather, NVFP4 parameters): ``_copy_main_params_to_model_params`` calls
+    ``quantize_nvfp4_param_shard`` (distrib_optimizer.py L2760-2763, fp4_utils.py L88-129 at
+    NVIDIA/Megatron-LM@d1410e15e1) -> TE ``quantize_master_weights`` (pytorch/tensor/utils.py at
+    NVIDIA/TransformerEngine@4220403e8 = v2.16): ``master_weight.to(model_weight.dtype)`` (read 4, write eb), then
+    ``_cast_master_weights_to_nvfp4_2d``: ``nvfp4_multi_tensor_compute_partial_amax`` over the shard's 16 x 16
+    tiles (read eb), the DP all-reduces of the tile and tensor amaxes (fp32, one per 256 elements of the whole
+    weight: not counted here, docs/model.md#fp4-param-gather), ``nvfp4_multi_tensor_fused_scale`` (scales only)
+    and ``nvfp4_multi_tensor_2d_partial_cast`` (read eb, write 1/2: the packed row-wise data of the shard), so
+    4 + 3 eb + 1/2 = 10.5 bytes an element at eb = 2. (The 26.04 container's TE build, 71bbefb, first
+    concatenates the fp32 shards, ``torch.cat``: 8 more, not counted; docs/model.md#fp4-param-gather.)"""
     _check_recipe(recipe)
-    if recipe in ("mxfp8", "nvfp4"):  # nvfp4: FP4 parameters are not modelled (fp8_param_gather needs fp8)
+    if recipe == "mxfp8":
         return 0.0
+    if recipe == "nvfp4":
+        return master_bytes + 3.0 * elem_bytes + 0.5
     reads = 3.0 if recipe in ("tensorwise", "blockwise") else 2.0
     return master_bytes + reads * elem_bytes + 1.0
+
+
+def param_gather_bytes(recipe: str) -> tuple[float, float]:
+    """Bytes per element that the distributed optimizer's parameter all-gather moves, and a replica holds, for a
+    linear weight held as a quantized parameter: (gathered, held).
+
+        per-tensor FP8 (fp8_param_gather)  (1, 1): uint8 data in the DDP buffer (scales per tensor, not counted)
+        nvfp4 (fp4_param_gather)           (1/2, 2 (1/2 + 1/16) = 1.125): the buffer holds the packed row-wise
+                                           E2M1 data only ("NVFP4 tensors use half the numel in the packed param
+                                           buffer", param_and_grad_buffer.py ``_compute_nvfp4_packed_layout``
+                                           L1289-1374, and the row-wise storage remapped into it, L1176-1188, at
+                                           NVIDIA/Megatron-LM@d1410e15e1; the same at 2d1fa8d372), its scales are
+                                           computed on every rank from all-reduced block amaxes (not gathered);
+                                           the NVFP4Tensor holds its row-wise and column-wise data and E4M3 scales
+                                           (TE ``post_all_gather_processing``, :func:`held_param_step_bytes`)
+    (MXFP8 parameters are gathered in BF16 through the gradient buffer: no quantized parameter elements,
+    ``engine.dp_comm.fp8_param_elements``; any recipe but nvfp4, or none, gives the FP8 pair.)"""
+    return (0.5, 2.0 * NVFP4_COPY_BYTES) if recipe == "nvfp4" else (1.0, 1.0)
 
 
 def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -754,7 +754,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
-                   head: ArrayLike = False, fp8_params: ArrayLike = False,
+                   head: ArrayLike = False, fp8_params: ArrayLike = False, fp8_param_bytes: ArrayLike = 1.0,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
                    root_unit: ArrayLike = False, activations: ArrayLike | None = None,
                    shared_input_copy: ArrayLike = True,
@@ -783,10 +783,12 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     :func:`activation_bytes`). ``fp8_params`` (ZeRO 0-2; Megatron-Core --fp8-param-gather, "keep the compute
     param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
     weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
-    expert parameter are held at 1 byte instead of ``weight_bytes`` (the fp32 master copy is in the optimizer
-    states); ``fp8_linear_per_layer`` (default: all of linear_weights_per_layer) the linear weights per layer that
-    are FP8 parameters, less those of modules at their own precision (training.module_precision: Megatron-Core
-    builds them under their own ``fp8_model_init``, BF16; docs/model.md#module-precision). ``per_layer``:
+    expert parameter are held at ``fp8_param_bytes`` (1; 2 (1/2 + 1/16) = 1.125 for NVFP4 parameters, both
+    copies with their scales: :func:`scalemodel.cost.compute.param_gather_bytes`) instead of ``weight_bytes`` (the
+    fp32 master copy is in the optimizer states); ``fp8_linear_per_layer`` (default: all of
+    linear_weights_per_layer) the linear weights per layer that are FP8 parameters, less those of modules at their
+    own precision (training.module_precision: Megatron-Core builds them under their own ``fp8_model_init``, BF16;
+    docs/model.md#module-precision). ``per_layer``:
     :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
@@ -826,7 +828,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
     if np.any(fp8_params):  # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
         on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
-        save = np.maximum(_nonneg("weight_bytes", weight_bytes), 1.0) - 1.0
+        held = _nonneg("fp8_param_bytes", fp8_param_bytes)
+        save = np.maximum(_nonneg("weight_bytes", weight_bytes), held) - held
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
             "fp8_linear_per_layer", fp8_linear_per_layer)

@@ -542,11 +542,12 @@ def distributed_optimizer_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     those two operations (:func:`zero12_algorithm`: no tree, which only all-reduces), not as an all-reduce,
     whose tree or NVLS choice would be optimistic. The all-gather alone is ``param_gather`` (which
     ``overlap_param_gather`` moves under the next forward); with ``fp8_param_gather`` it moves 1 byte for each
-    element of :func:`fp8_param_elements`.
+    element of :func:`fp8_param_elements`, with ``fp4_param_gather`` 1/2 (the packed NVFP4 row-wise data,
+    :func:`scalemodel.cost.compute.param_gather_bytes`).
 
     Sources. Megatron-Core's distributed optimizer: ``start_grad_sync`` reduce-scatters each bucket's
     ``grad_data`` (fp32 when ``grad_reduce_in_fp32``, else the parameter dtype) and ``start_param_sync``
-    all-gathers its ``param_data`` (the parameter dtype; uint8 with ``fp8_param_gather``)
+    all-gathers its ``param_data`` (the parameter dtype; uint8 with ``fp8_param_gather`` / ``fp4_param_gather``)
     (megatron/core/distributed/param_and_grad_buffer.py ``group_params_for_buffers``); Megatron-LM's --bf16 sets
     ``accumulate_allreduce_grads_in_fp32`` unless --grad-reduce-in-bf16 (megatron/training/arguments.py; at
     core_r0.8.0 always). DeepSpeed ZeRO-1/2 (``reduce_scatter: true``, its default): each bucket's partition
@@ -730,15 +731,18 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     outside it or are not TE linears and stay 16-bit. The DDP buffer stores quantized parameters as uint8, 1 byte
     an element (megatron/core/distributed/param_and_grad_buffer.py ``group_params_for_buffers``: "torch.uint8 for
     FP8/NVFP4 parameters"), which the distributed optimizer all-gathers (``start_param_sync``) (NVIDIA/Megatron-LM
-    @d98e8a64dd). Routed experts' biases, if any, are counted as FP8 (< 0.1 % of them). (0, 0) without the switch,
+    @d98e8a64dd). Routed experts' biases, if any, are counted as FP8 (< 0.1 % of them). Under ``fp4_param_gather``
+    (nvfp4) the same modules are built inside TE's ``quantized_model_init`` with the NVFP4 recipe
+    (fp4_utils.py ``get_fp4_context(..., is_init=True)`` -> ``config.fp4_param``, NVIDIA/Megatron-LM@d1410e15e1
+    L211) and own NVFP4 weights (docs/model.md#fp4-param-gather). (0, 0) without the switch,
     and (0, 0) for the mxfp8 recipe: MXFP8 parameters are all-gathered in BF16 into the gradient buffer and
     quantized after the gather ("For MXFP8 param: Create a shared buffer for param AG and grad RS ... only half of
     the buffer is used to store params in bf16", param_and_grad_buffer.py ``_ParamAndGradBuffer.__init__``;
     ``_post_param_sync`` ``copy_tensors_to_quantized_params``; the same at core_v0.15.0, 103851dcf4), so their
     gather and their held copy keep 16-bit-sized storage."""
-    if not job.is_transformer or not np.any(g.fp8_param_gather) or job.fp8_recipe == "mxfp8":
-        return 0.0, 0.0
     on = fp8_params_held(job, g)
+    if not np.any(on):
+        return 0.0, 0.0
     linear = np.minimum(layers * fp8_param_linear_per_layer(job) / g.tp, dense)
     return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
 
@@ -780,7 +784,8 @@ def fp8_param_linear_per_layer(job: Job) -> np.ndarray:
 
 def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None,
                             rank: Any = None) -> np.ndarray:
-    """Seconds per step the optimizer adds under fp8_param_gather: it quantizes its shard of the FP8 parameters
+    """Seconds per step the optimizer adds under fp8_param_gather (or fp4_param_gather: NVFP4 parameters, 10.5 bytes
+    an element, docs/model.md#fp4-param-gather): it quantizes its shard of the FP8 parameters
     (:func:`fp8_param_elements` of an average stage, L/pp layers, or of a stage of ``layers`` layers, over
     :func:`_state_shards` and :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
     shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes: the
@@ -1013,8 +1018,10 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
     # ZeRO-1/2: RS(n q) + AG of the n updated parameters in the same buckets, on the algorithms NCCL has for them
-    # (distributed_optimizer_sync, zero12_algorithm); the AG moves w bytes a parameter, 1 for fp8_param_gather's
+    # (distributed_optimizer_sync, zero12_algorithm); the AG moves w bytes a parameter, w_q (compute.param_gather_bytes:
+    # 1 for fp8_param_gather's, 1/2 for fp4_param_gather's)
     w = job.elem_bytes
+    w_q = compute.param_gather_bytes(job.fp8_recipe)[0]
     fp8_dense, fp8_expert = fp8_param_elements(job, g, comp["layers_per_stage"] / shard, dense, expert)
     rs_ag = zero12_algorithm(g) if np.any(distopt) else g.algorithm
 
@@ -1039,10 +1046,10 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
     total, param_gather, nvls_ar = (np.zeros(1), np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
-        dense, dense * w - fp8_dense * (w - 1.0), red.dense, dense_nt)
+        dense, dense * w - fp8_dense * (w - w_q), red.dense, dense_nt)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         # the same group as red.expert (their fold counts cp)
-        t_e, ag_e, nv_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_nt)
+        t_e, ag_e, nv_e = reduce(expert, expert * w - fp8_expert * (w - w_q), data.expert, expert_nt)
         total, param_gather, nvls_ar = total + t_e, param_gather + ag_e, nvls_ar + nv_e
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered

@@ -781,6 +781,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
     bucket_fragments: np.ndarray  # bool: NeMo 1's Apex buckets: cut tensors, coalesced a layer (coalesced_launches)
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
+    fp4_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in NVFP4 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
     cp_comm_type: np.ndarray  # choices.CpCommType codes: context parallelism's exchange (p2p ring, all_gather, a2a)
@@ -879,6 +880,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
             "bucket_fragments": bool(self.bucket_fragments[i]),
             "align_param_gather": bool(self.align_param_gather[i]),
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
+            "fp4_param_gather": bool(self.fp4_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
             "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
             "cp_comm_type": CpCommType.of(self.cp_comm_type[i]).label,
@@ -913,7 +915,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     fsdp_flat_param=False,
     fsdp_per_param=False, xla_gpu_lhs=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
     megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
-    align_param_gather=True, fp8_param_gather=False,
+    align_param_gather=True, fp8_param_gather=False, fp4_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
@@ -1224,6 +1226,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                         "strategy.recompute_layers" if origin is None else origin.field("recompute_layers"))
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
+    check_fp4_param_gather(job, bool(getattr(strategy, "fp4_param_gather", False)), "strategy.fp4_param_gather")
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -1277,6 +1280,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         bucket_fragments=getattr(strategy, "bucket_fragments", False),
         align_param_gather=getattr(strategy, "align_param_gather", True),
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
+        fp4_param_gather=getattr(strategy, "fp4_param_gather", False),
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
         layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),
         cp_comm_type=CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type"),
@@ -1434,6 +1438,21 @@ def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
         raise InputError(f"{name} gathers per-tensor FP8 weights; fp8 recipe {job.fp8_recipe} gathers BF16 and "
                          "casts row-wise after the gather", where=where,
                          allowed=f"{name} false, or fp8_recipe {recipes}")
+
+
+def check_fp4_param_gather(job: Job, on: bool, where: str) -> None:
+    """Megatron-Core's --fp4-param-gather needs --fp4-format ("fp4_param must be used together with fp4 mode",
+    TransformerConfig.__post_init__, NVIDIA/Megatron-LM@d1410e15e1 transformer_config.py L1317-1318): precision
+    fp4 (Transformer Engine's NVFP4BlockScaling) and a transformer workload, whose linear layers hold the NVFP4
+    weights. ``where`` names the field."""
+    if not on:
+        return
+    if Precision.parse(job.precision) != Precision.FP4:
+        raise InputError(f"fp4_param_gather holds the linear layers' weights as NVFP4 parameters, but precision is "
+                         f"{job.precision}", where=where, allowed="--precision fp4, or fp4_param_gather false")
+    if not job.is_transformer:
+        raise InputError(f"fp4_param_gather holds the linear layers of a transformer; workload {job.name} is a "
+                         "generic workload", where=where, allowed="a transformer workload, or fp4_param_gather false")
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -1230,13 +1230,16 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
 
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
-    """Whether the layers' linear weights are FP8 parameters (:func:`~scalemodel.engine.dp_comm.fp8_param_elements`):
-    fp8_param_gather with ZeRO 1-2 and a recipe whose parameters Megatron gathers in FP8 (delayed, tensorwise, and
-    blockwise, whose ``Float8BlockwiseQTensor`` parameters sit in the uint8 buffer, 128 x 128 tiles) on a
-    transformer: not mxfp8 and nvfp4, as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds
-    (job.check_fp8_all_gather refuses the flag in an fp4 run; a planner grid may still carry it)."""
-    on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
-    return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
+    """Whether the layers' linear weights are quantized parameters
+    (:func:`~scalemodel.engine.dp_comm.fp8_param_elements`), with ZeRO 1-2 on a transformer: FP8 under
+    fp8_param_gather with a recipe whose parameters Megatron gathers in FP8 (delayed, tensorwise, and blockwise,
+    whose ``Float8BlockwiseQTensor`` parameters sit in the uint8 buffer, 128 x 128 tiles; not mxfp8, as
+    :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds), NVFP4 under fp4_param_gather with the nvfp4 recipe
+    (docs/model.md#fp4-param-gather). job.check_fp8_all_gather / check_fp4_param_gather refuse either flag at the
+    other precision; a planner grid may still carry it, and it holds nothing there."""
+    on = (g.fp8_param_gather & (job.fp8_recipe not in ("mxfp8", "nvfp4"))) | (
+        g.fp4_param_gather & (job.fp8_recipe == "nvfp4"))
+    return np.asarray(on & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)) & bool(job.is_transformer))
 
 
 def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.ndarray) -> np.ndarray:

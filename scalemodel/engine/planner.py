@@ -98,6 +98,7 @@ from scalemodel.engine.job import (
     build_job,
     check_backup_workers,
     check_ep_dispatch_sms,
+    check_fp4_param_gather,
     check_fp8_all_gather,
     check_mtp_recompute,
     check_stage_layers,
@@ -197,7 +198,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "moe_permute_fusion",
              "megatron_ddp",
              "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion", "bucket_fragments",
-             "fp8_param_gather", "loss_impl", "layer_impl", "pp_scatter_gather", "overlap_p2p_comm",
+             "fp8_param_gather", "fp4_param_gather", "loss_impl", "layer_impl", "pp_scatter_gather", "overlap_p2p_comm",
              "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
              "eager_bias_dropout_add", "moe_host_attention_graphed", "train_metric_passes", "train_metric_states")
@@ -1922,9 +1923,10 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         check_backup_workers(parse_sync(mode), gpus, None, cluster.largest_gpus, "--sync-modes")
     if pinned:
         extra, fixed, sync = pins(strategy, pinned, written)
-        for key in ("fsdp_fp8_all_gather", "fp8_param_gather"):
+        for key, check in (("fsdp_fp8_all_gather", check_fp8_all_gather), ("fp8_param_gather", check_fp8_all_gather),
+                           ("fp4_param_gather", check_fp4_param_gather)):
             try:
-                check_fp8_all_gather(job, bool(fixed.get(key, False)), f"--set strategy.{key}")
+                check(job, bool(fixed.get(key, False)), f"--set strategy.{key}")
             except InputError as exc:  # a --strategy file's field: named as the file wrote it
                 if key not in (written or {}):
                     raise

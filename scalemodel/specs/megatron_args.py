@@ -66,6 +66,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                # (docs/model.md#grad-accum-fusion)
                "--no-gradient-accumulation-fusion": ("strategy", "grad_accumulation_fusion", False),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
+               # megatron/training/arguments.py at d1410e15e1: store_true, sets TransformerConfig.fp4_param
+               # (argument_utils.py L308) and DistributedDataParallelConfig.fp4_param_gather
+               "--fp4-param-gather": ("strategy", "fp4_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                # megatron/training/arguments.py at core_v0.15.0 (0d7e02bd26) line 3060: store_true, "Enable
                # overlapping between shared expert computations and dispatcher communications"

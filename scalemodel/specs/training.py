@@ -480,6 +480,15 @@ class StrategySpec(Spec, kw_only=True):
         "fsdp/hsdp (Megatron-FSDP) the dense linear weights are gathered in FP8 as fsdp_fp8_all_gather prices "
         "(Megatron-LM --fp8-param-gather; Megatron-Bridge fp8_param_gather, on in its FP8-CS and MXFP8 "
         "mixed-precision presets)"))] = False
+    fp4_param_gather: Annotated[bool, Meta(description=(
+        "zero 1/2 (Megatron-Core's distributed optimizer) with precision fp4: the transformer layers' linear "
+        "weights are Transformer Engine NVFP4 tensors (16 x 16 block scales), all-gathered after the optimizer "
+        "step as their packed 4-bit row-wise data (0.5 byte per element; each rank's scales come from an "
+        "all-reduce of the block amaxes) and held with both copies and their E4M3 scales (2 x (1/2 + 1/16) = "
+        "1.125 bytes); the optimizer quantizes its fp32 master shard once per step and each GPU transposes the "
+        "gathered weights; norms, embeddings and the output layer stay 16-bit (Megatron-LM --fp4-param-gather; "
+        "Megatron-Bridge fp4_param_gather, on in its bf16_with_nvfp4_mixed preset; docs/model.md#fp4-param-gather)"
+        ))] = False
     fsdp_flat_param: Annotated[bool, Meta(description=(
         "zero 2/3/fsdp/hsdp on PyTorch FSDP1 (FullyShardedDataParallel with FlatParameter, as Composer wraps "
         "models): every micro-batch, each unit's unsharded gradient crosses HBM up to three more times before its "
@@ -704,6 +713,11 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
                               f"false (the default), or true with zero 1, 2, fsdp or hsdp{pin}")
+        if self.fp4_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS):
+            # Megatron-Core's NVFP4 parameters are all-gathered by the distributed optimizer's buffers only
+            # (param_and_grad_buffer.py nvfp4_packed_param_index_map; distrib_optimizer.py quantize_nvfp4_param_shard)
+            raise field_error("fp4_param_gather", f"true needs the distributed optimizer's parameter all-gather "
+                              f"(zero 1 or 2){unset}", f"false (the default), or true with zero 1 or 2{pin}")
         if self.fsdp_per_param and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
                               f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
