@@ -189,6 +189,9 @@ class Job(msgspec.Struct, frozen=True):
     # and head dim, each at s = cost.compute.FP8_ATTENTION_SEQS (cost.compute.fp8_attention_time_ratios; all 1
     # without fp8_attention or a measurement)
     fp8_attention_ratios: tuple[tuple[float, ...], tuple[float, ...]] = compute.NO_FP8_ATTENTION_RATIOS
+    # an fp4 run's output-gradient casts round stochastically (NVFP4BlockScaling's default; False with
+    # training.nvfp4_disable stochastic_rounding: cost.compute.stochastic_rounding_cast_factor not applied)
+    nvfp4_stochastic_rounding: bool = True
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
@@ -418,6 +421,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_attention_ratios=(compute.fp8_attention_time_ratios(acc.name, recipe, float(sh.head_dim))
                               if sh is not None and getattr(training, "fp8_attention", False)
                               else compute.NO_FP8_ATTENTION_RATIOS),
+        nvfp4_stochastic_rounding="stochastic_rounding" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         **_attention_kernel(training, acc, workload),
     )
