@@ -1535,7 +1535,8 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
     """mlpt51's Blackwell rows (data25, validation/README.md "MLPerf Training v5.1 on DGX B200"): rates converted by
     hand from the logs' median step times, and each row's settings as its submission's configs state them (UF's 405B
     configs comment out TP_COMM_OVERLAP; every b200_nemo / Dell config_common.sh exports NCCL_NVLS_ENABLE=0; the
-    Dockerfiles pin cuDNN 9.13.1.26); the NVFP4 rows with FP8 attention are listed, not compared."""
+    Dockerfiles pin cuDNN 9.13.1.26); the NVFP4 rows compared since fp4a28 with their configs' FP8 attention and NVFP4
+    recipe options."""
     mod = load_script()
     cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
     _assert_logged_rates(cases, (("mlpt51_b200_llama31_8b_8", 16, 0.54440, 8),
@@ -1576,13 +1577,21 @@ def test_mlperf_v51_blackwell_rows_read_their_submission_configs() -> None:
     assert not any("bandwidth" in o for o in mod.cluster_overrides(cases[gb.id], "gb200-nvl72"))
     assert any("in_network_reduction=false" in o
                for o in mod.cluster_overrides(cases["mlpt51_b200_llama31_8b_256"], "dgx-b200"))
-    for cid in ("mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4", "mlpt51_b300_llama31_8b_8_nvfp4"):
-        assert cid not in by_id
-        assert any("FP8 dot-product attention" in w for w in mod.case_limits(cases[cid]))
-    assert any("stochastic rounding off" in w for w in mod.case_limits(cases["mlpt51_b300_llama31_8b_8_nvfp4"]))
-    for g in (512, 2560, 5120):  # NVIDIA's NVFP4 405B runs: BF16 attention, but the 'Vanilla recipe'
-        why = mod.case_limits(cases[f"mlpt51_gb200_llama31_405b_{g}_nvfp4"])
-        assert any("stochastic rounding off" in w for w in why) and not any("dot-product" in w for w in why)
+    # the NVFP4 rows, compared since fp4a28: the 8B configs' FP8 attention (config_common_fp8attn.sh FP8_DPA=True,
+    # current-scaling attention recipe) in an fp4 run; the 'Vanilla recipe' where config_common_fp4.sh is sourced
+    # last (Nebius B300) or not reset (NVIDIA's 405B); the B200 8B configs reset SR and 2D quantization (RHT stays off)
+    vanilla = ["rht", "stochastic_rounding", "2d_quantization"]
+    for cid, off in (("mlpt51_b200_llama31_8b_8_nvfp4", ["rht"]), ("mlpt51_b200_llama31_8b_16_nvfp4", ["rht"]),
+                     ("mlpt51_b300_llama31_8b_8_nvfp4", vanilla)):
+        row = by_id[cid]
+        assert row.training.precision == "fp4" and row.training.fp8_attention and row.training.nvfp4_disable == off
+        assert row.strategy.loss_impl == "te" and row.training.cudnn_release == "9.13.1", cid
+    for cid in ("mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
+                "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"):
+        row = by_id[cid]  # NVIDIA's NVFP4 405B runs: BF16 attention, the 'Vanilla recipe', no TP overlap
+        assert not row.training.fp8_attention and row.training.nvfp4_disable == vanilla, cid
+        assert (row.strategy.first_chunk_layers, row.strategy.last_chunk_layers) == (1, 1), cid
+        assert not row.strategy.tp_comm_overlap and row.strategy.loss_impl == "megatron_fused", cid
 
 
 @needs_new_cases
