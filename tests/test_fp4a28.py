@@ -10,6 +10,7 @@ drops the dY casts' SR factor; RHT and 2D quantization off keep the bytes (amax 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -145,3 +146,19 @@ def test_fp4_with_fp8_attention_and_the_vanilla_recipe_is_taken() -> None:
                                          "fp8_attention": True,
                                          "nvfp4_disable": ["rht", "stochastic_rounding", "2d_quantization"]})
     assert trs.fp8_attention and trs.nvfp4_disable == ["rht", "stochastic_rounding", "2d_quantization"]
+
+
+def test_tensorwise_fp8_attention_without_a_measured_core_is_priced_not_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """On an accelerator without a measured FP8 / BF16 core (mi300x) a tensorwise run's fp8_attention still prices its
+    Q, K, V and dO casts, so it is not warned as unpriced and the step grows; a delayed-scaling run's is warned (its
+    FP8 attention casts are not modelled) and does not move."""
+    base = ["predict", "-c", "mi300x-8", "-m", "gpt-1.7b", "-n", "64", "--precision", "fp8", "--json"]
+    for recipe, priced in (("tensorwise", True), ("delayed", False)):
+        args = [*base, "--set", f"training.fp8_recipe={recipe}"]
+        off = json.loads(cli(*args).out)
+        r = cli(*args, "--set", "training.fp8_attention=true")
+        assert r.code == 0, r.err
+        on = json.loads(r.out)
+        warned = any(w.startswith("training.fp8_attention = true is not priced") for w in on["warnings"])
+        assert warned is not priced, on["warnings"]
+        assert (on["step_time_s"] > off["step_time_s"]) is priced

@@ -2019,8 +2019,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.sequence_parallel", " = true is not priced: tp is 1 (no tensor-parallel ranks to split "
                     "the sequence over; Megatron-LM turns it off)")
     if (job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0)
-            and not compute.has_fp8_attention_ratios(job.accelerator)):
-        # the FP8 core is priced on the 16-bit curve, x its measured FP8 / BF16 time where one is (docs/model.md)
+            and not compute.has_fp8_attention_ratios(job.accelerator)
+            and job.fp8_recipe not in compute.FP8_ATTENTION_CS_RECIPES):
+        # the FP8 core is priced on the 16-bit curve, x its measured FP8 / BF16 time where one is (docs/model.md);
+        # under current scaling its Q, K, V and dO casts are priced anyway (docs/model.md#fp8-attention-casts)
         _warn_field("training.fp8_attention",
                     f" = true is not priced: it prices the FP8 backward of sliding-window layers "
                     f"(docs/model.md#fp8-attention), and the model has none, and the FP8 core's measured time over "
