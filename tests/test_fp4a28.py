@@ -56,6 +56,16 @@ def test_cast_bytes_by_hand() -> None:
     assert [_f(x) for x in quarter] == [402_653_184.0 / 4, 503_316_480.0 / 4, 335_544_320.0 / 4]
 
 
+def test_mla_cast_bytes_by_hand() -> None:
+    """DeepSeek-V3's MLA core (128 heads, Q K head dim 192, V 128; K and V per head), b 1, s 4096: Q, K, V 4096 x
+    (128 x 192 + 128 x 192 + 128 x 128) = 4096 x 65536 elements (copy 4, casts 5 bytes), dO 4096 x 128 x 128 (5)."""
+    cl, wl, trs, _ = build_specs(cluster="gb200-nvl72", model="deepseek-v3", sets=[], strategy={},
+                                 training={"precision": "fp4", "global_batch": 8, "micro_batch": 1, "seq_len": 4096})
+    sh = build_job(cl, wl, trs, straggler_cv=0.0).shape
+    got = [_f(x) for x in compute.fp8_attention_cast_bytes(sh, micro_batch=1, seq_len=4096)]
+    assert got == [4096 * 65536 * 4.0, 4096 * 65536 * 5.0, 4096 * 16384 * 5.0]
+
+
 def test_job_casts_by_hand() -> None:
     """The same layer at b 1 on a GB200: forward 201.3 MB of copy at 6.8 TB/s plus 251.7 MB of casts at 1.199 x it
     (29.6 + 44.4 = 74.0 us), backward 167.8 MB of dO casts at 1.199 x (29.6 us); no stochastic rounding (FP8)."""
