@@ -933,8 +933,18 @@ MLPT51_DELL_B300 = frozenset({"mlpt51_b300_llama31_8b_8"})
 #: custom.yaml, pretrain.py and Dockerfile identical to University of Florida's, config_common.sh with
 #: NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te): the FP8 configs on 72 and 512 GPUs.
 MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300") for g in (72, 512))
+#: The same implementation's NVFP4 runs (data25, compared since fp4a28): Dell's and Nebius' llama31_8b (Dell/benchmarks/
+#: llama31_8b/implementations/nemo, Nebius/benchmarks/llama31_8b: Dockerfile, custom.yaml, pretrain.py as above;
+#: config_common.sh NCCL_NVLS_ENABLE=0; config_common_8b.sh CE_FUSION_IMPL te) and NVIDIA's llama31_405b on Tyche /
+#: Theia / Tyche-hsg (NVIDIA/benchmarks/llama31_405b/implementations/{tyche,theia}_ngpu512_ngc25.09_nemo,
+#: hsg_ngpu{2560,5120}_ngc25.09_nemo: the same Dockerfile, libcudnn9-cuda-13=9.13.1.26-1, TE release_v2.8, MCORE
+#: 25.09-alpha.rc1; config_common.sh NCCL_NVLS_ENABLE=0; no CE_FUSION_IMPL: custom.yaml's native fused loss).
+MLPT51_NVFP4_8B = frozenset({"mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4",
+                             "mlpt51_b300_llama31_8b_8_nvfp4"})
+MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
+                               "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
 #: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
-MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB
+MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB | MLPT51_NVFP4_8B | MLPT51_NVFP4_405B
 #: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
 #: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
 #: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
@@ -1799,23 +1809,12 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
 #: :func:`recipe_module_precision` (TrainingSpec.module_precision). torchao's float8 rowwise recipes (tao25 rows:
 #: ``--float8.recipe_name=rowwise`` / ``rowwise_with_gw_hp``) are TrainingSpec.fp8_recipe rowwise /
-#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). Left unpriced: NVFP4 linears with an FP8
-#: attention core, MLPerf v5.1's NVIDIA llama31_8b fp4 configs (config_common_fp8attn.sh ``FP8_DPA=True`` beside
-#: config_common_fp4.sh ``FP4=True``, ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``): the model's fp4 keeps the
-#: attention core BF16 (NVFP4's recipe sets fp8_dpa False; training.fp8_attention is fp8-only, docs/model.md#nvfp4).
-#: Also left unpriced: the same configs' "Vanilla recipe" (config_common_fp4.sh NVTE_NVFP4_DISABLE_RHT /
-#: _STOCHASTIC_ROUNDING / _2D_QUANTIZATION = 1, reset to 0 for stochastic rounding and 2D quantization only where
-#: config_common_8b.sh is sourced after it): the model's fp4 prices stochastic rounding on the gradient casts.
-UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
-    ("nvfp4 with fp8 dot-product attention",
-     "NVFP4 linears with FP8 dot-product attention (FP8_DPA with a current-scaling attention recipe): the model's fp4 "
-     "precision keeps the attention core in BF16 and fp8_attention is fp8-only"),
-    ("stochastic rounding off",
-     "NVFP4 with stochastic rounding off (config_common_fp4.sh's 'Vanilla recipe', "
-     "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1, with RHT and 2D weight quantization off too): the model's fp4 prices "
-     "Transformer Engine's recipe, whose "
-     "output-gradient casts round stochastically (STOCHASTIC_ROUNDING_CAST_FACTORS)"),
-)
+#: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). MLPerf v5.1's NVFP4 runs with an FP8
+#: attention core (config_common_fp8attn.sh ``FP8_DPA=True`` beside config_common_fp4.sh ``FP4=True``,
+#: ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``) are TrainingSpec.fp8_attention in an fp4 run
+#: (:data:`RECIPE_FP8_ATTENTION`), their "Vanilla recipe" TrainingSpec.nvfp4_disable (:data:`RECIPE_NVFP4_DISABLE`;
+#: both since fp4a28, docs/model.md#fp8-attention-casts, #nvfp4-recipe-options).
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()  # none left since fp4a28 / fp4p28
 #: Megatron-Bridge's Llama NVFP4 presets (data26): bf16_with_nvfp4_mixed sets fp4_param_gather = True, which sets
 #: fp4_param (src/megatron/bridge/training/mixed_precision.py L405-417 and MixedPrecisionConfig.__setattr__ at
 #: 17a381f95 / 63b08b397); no Llama perf config resets it (the Nemotron 3 Super configs do: fp4_param_gather False).
@@ -1982,6 +1981,8 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # and University of Florida's DGX B200 405B runs (hpg.dgxb200x8 config_DGXB200_{32,56}x8x144xtp4pp8cp2_cg.sh: the
     # same two flags, PP 8 x VP 8)
     "mlpt51_b200_llama31_405b_256": ("account", True, True), "mlpt51_b200_llama31_405b_448": ("account", True, True),
+    # and NVIDIA's NVFP4 405B runs (config_{GB200,GB300}_*xtp{4,2}pp8cp2_cg_fp4.sh: the same flags, PP 8 x VP 8)
+    **{i: ("account", True, True) for i in MLPT51_NVFP4_405B},
     # and MLPerf v5.0 NVIDIA Eos-dfw H100 (config_DGXH100_*x8x*xtp8pp8cp2.sh: the same flags, PP 8 x VP 8)
     **{f"mlpt50_h100_llama31_405b_{g}": ("account", True, True) for g in (512, 2048, 2432, 2560, 8192)},
 }
@@ -2134,6 +2135,24 @@ RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb2
 #   ``fp8_dot_product_attention=False``
 #   (HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09/llama31_8b/result_{1..10}.txt at 441d65f4), so its attention
 #   ran in BF16.
+RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B
+#   MLPerf v5.1 NVFP4 8B (fp4a28): Dell config_1xXE9680Lx8B200-SXM-180GB.sh and Nebius nebius_b200_n2 /
+#   nebius_b300_n1 configs source config_common_fp8attn.sh (FP8_DPA=True -> custom.yaml L127
+#   fp8_dot_product_attention -> pretrain.py L254/L280) and config_common_fp4.sh (NVTE_DPA_FP8_RECIPE
+#   Float8CurrentScaling, after config_common.sh's F16 in every one); Megatron-Core 25.09-alpha.rc1 (d33919011)
+#   fp4_utils.py L66-67 passes fp8_dpa=config.fp8_dot_product_attention into NVFP4BlockScaling, and TE release_v2.8
+#   DotProductAttention.init_fp8_metadata (dot_product_attention.py L616-635) runs QKV, O, dO, dQKV in
+#   Float8CurrentScaling, S / dP in DelayedScaling. The 405B NVFP4 configs source no fp8attn file: BF16 attention.
+#: NVFP4 recipe options a row switches off (TrainingSpec.nvfp4_disable): TE release_v2.8 NVFP4BlockScaling reads
+#: NVTE_NVFP4_DISABLE_RHT / _STOCHASTIC_ROUNDING / _2D_QUANTIZATION (common/recipe/__init__.py L412-416).
+#: MLPerf v5.1 config_common_fp4.sh exports all three = 1 ("Vanilla recipe"); config_common_8b.sh resets
+#: _STOCHASTIC_ROUNDING and _2D_QUANTIZATION to 0 where it is sourced after it (Dell's 1-node and Nebius' 2-node
+#: B200 configs: RHT off only); Nebius' B300 config sources config_common_fp4.sh last (all three off), and NVIDIA's
+#: 405B configs' config_common_405b.sh sets none of them (all three off).
+RECIPE_NVFP4_DISABLE: dict[str, tuple[str, ...]] = {
+    "mlpt51_b200_llama31_8b_8_nvfp4": ("rht",), "mlpt51_b200_llama31_8b_16_nvfp4": ("rht",),
+    "mlpt51_b300_llama31_8b_8_nvfp4": ("rht", "stochastic_rounding", "2d_quantization"),
+    **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B}}
 
 
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
@@ -2776,6 +2795,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
+                      nvfp4_disable=list(RECIPE_NVFP4_DISABLE.get(case["id"], ())),
                       cudnn_release=release,
                       bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
                       moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),

@@ -416,6 +416,52 @@ def fp8_attention_ratio_at(ratio: float | Sequence[float], seq: ArrayLike) -> np
     return np.interp(np.log2(np.asarray(seq, dtype=float)), _LOG_SEQS, r)
 
 
+#: Run recipes whose FP8 attention (training.fp8_attention) quantizes Q, K, V and dO with Transformer Engine's
+#: current scaling (:func:`fp8_attention_cast_bytes`): tensorwise (the autocast's own Float8CurrentScaling) and
+#: nvfp4 (NVFP4BlockScaling has no FP8 attention of its own; Megatron-Core passes fp8_dpa into it and TE's
+#: DotProductAttention builds a Float8CurrentScaling recipe for QKV, O, dO, dQKV under NVTE_DPA_FP8_RECIPE
+#: "Float8CurrentScaling", the setting MLPerf v5.1's NVFP4 runs export). docs/model.md#fp8-attention-casts.
+FP8_ATTENTION_CS_RECIPES = ("tensorwise", "nvfp4")
+
+
+def fp8_attention_cast_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                             cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HBM bytes (forward copy, forward casts, backward casts) per layer and micro-batch on one GPU that an FP8
+    attention core (training.fp8_attention) under a current-scaling attention recipe
+    (:data:`FP8_ATTENTION_CS_RECIPES`) adds around the fused kernel. Price the casts at the tensorwise cast-kernel
+    factor (the same Float8CurrentScalingQuantizer), the copy at the HBM roofline.
+
+    Source: NVIDIA/TransformerEngine release_v2.8 (40c69e751, the MLPerf v5.1 NeMo containers' TE_REVISION),
+    transformer_engine/pytorch/attention/dot_product_attention/: backends.py ``FusedAttnFunc.forward`` (L1114)
+    quantizes the 16-bit Q, K, V with ``combine_and_quantize(qkv_layout, q, k, v, QKV_quantizer)``, whose separate
+    layouts (Megatron-Core's: q, k, v leave RoPE as three tensors) ``torch.cat`` them first (utils.py L2002-2047:
+    a copy, read eb + write eb an element), then the quantizer's amax pass and cast (read eb, read eb, write 1); the
+    kernel returns O in 16 bits (Float8CurrentScaling, ``NVTE_DPA_FP8CS_O_in_F16`` default 1, L139 / L1197: no O
+    cast, O saved in 16 bits); ``FusedAttnFunc.backward`` (L1387) quantizes dO (``dO_quantizer``: eb + eb + 1) and
+    the kernel returns dQ, dK, dV in 16 bits (no dequantize). S and dP are cuDNN-internal (a delayed-scaling recipe,
+    no HBM cast). Elements (T = b s / cp tokens, heads / t local):
+
+        forward copy   2 eb    x T (a d + g_k d + g_v d_v) / t       g_k = g_v = g (GQA); a for MLA (K, V per head)
+        forward casts  (2 eb + 1) x the same elements
+        backward casts (2 eb + 1) x T a d_v / t                       dO
+
+    Not counted: the delayed-scaling S / dP amax history update (a few scalars a layer, no amax reduction under
+    MLPerf's NVTE_DPA_FP8DS_REDUCE_AMAX 0), and the other recipes' FP8 attention casts (delayed: O and dQKV in FP8,
+    mxfp8: MXFP8 attention quantizers; not read), priced as none."""
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len)
+    t = _pos("tp", tp)
+    eb = _pos("elem_bytes", elem_bytes)
+    T = b * s / _pos("cp", cp)
+    a, g, d, dv = sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
+    kv = np.where(sh.mla, a, g)
+    qkv = T * (a * d + kv * d + kv * dv) / t
+    d_o = T * a * dv / t
+    cast = 2.0 * eb + 1.0
+    return 2.0 * eb * qkv, cast * qkv, cast * d_o
+
+
 #: Speed of an MXFP8 grouped (routed-expert) GEMM over the same BF16 grouped GEMM at MoE expert shapes, per
 #: accelerator family (:func:`mxfp8_grouped_gemm_speedup`; docs/model.md#mxfp8-expert-gemms). An mxfp8 run's routed
 #: experts' GEMMs (:func:`layer_compute_time`'s ``expert_*``, engine/layer_compute.py ``expert_gemm_kwargs``) take

@@ -189,6 +189,9 @@ class Job(msgspec.Struct, frozen=True):
     # and head dim, each at s = cost.compute.FP8_ATTENTION_SEQS (cost.compute.fp8_attention_time_ratios; all 1
     # without fp8_attention or a measurement)
     fp8_attention_ratios: tuple[tuple[float, ...], tuple[float, ...]] = compute.NO_FP8_ATTENTION_RATIOS
+    # an fp4 run's output-gradient casts round stochastically (NVFP4BlockScaling's default; False with
+    # training.nvfp4_disable stochastic_rounding: cost.compute.stochastic_rounding_cast_factor not applied)
+    nvfp4_stochastic_rounding: bool = True
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
@@ -418,6 +421,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_attention_ratios=(compute.fp8_attention_time_ratios(acc.name, recipe, float(sh.head_dim))
                               if sh is not None and getattr(training, "fp8_attention", False)
                               else compute.NO_FP8_ATTENTION_RATIOS),
+        nvfp4_stochastic_rounding="stochastic_rounding" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         **_attention_kernel(training, acc, workload),
     )
@@ -2034,8 +2038,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.sequence_parallel", " = true is not priced: tp is 1 (no tensor-parallel ranks to split "
                     "the sequence over; Megatron-LM turns it off)")
     if (job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0)
-            and not compute.has_fp8_attention_ratios(job.accelerator)):
-        # the FP8 core is priced on the 16-bit curve, x its measured FP8 / BF16 time where one is (docs/model.md)
+            and not compute.has_fp8_attention_ratios(job.accelerator)
+            and job.fp8_recipe not in compute.FP8_ATTENTION_CS_RECIPES):
+        # the FP8 core is priced on the 16-bit curve, x its measured FP8 / BF16 time where one is (docs/model.md);
+        # under current scaling its Q, K, V and dO casts are priced anyway (docs/model.md#fp8-attention-casts)
         _warn_field("training.fp8_attention",
                     f" = true is not priced: it prices the FP8 backward of sliding-window layers "
                     f"(docs/model.md#fp8-attention), and the model has none, and the FP8 core's measured time over "

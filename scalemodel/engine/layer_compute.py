@@ -367,9 +367,24 @@ def _cast_seconds(job: Job, nbytes: Any, recipe: str | None = None, gradient: bo
     b = np.asarray(nbytes, dtype=float)
     r = job.fp8_recipe if recipe is None else recipe
     factor = compute.cast_kernel_time_factor(job.accelerator_family, r, job.accelerator)
-    if gradient:
+    if gradient and job.nvfp4_stochastic_rounding:  # off: training.nvfp4_disable stochastic_rounding
         factor *= compute.stochastic_rounding_cast_factor(job.accelerator_family, r)
     return np.sign(b) * _hbm_seconds(job, np.abs(b)) * factor
+
+
+def fp8_attention_casts(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds (forward, backward) per attention layer and micro-batch of an FP8 attention core's Q, K, V and dO
+    casts under a current-scaling attention recipe (training.fp8_attention with fp8_recipe tensorwise, or in an fp4
+    run: :data:`scalemodel.cost.compute.FP8_ATTENTION_CS_RECIPES`): the ``torch.cat`` of Q, K, V at the HBM
+    roofline, the Float8CurrentScaling casts at the tensorwise cast-kernel factor (:func:`_cast_seconds`, no
+    stochastic rounding: FP8), :func:`scalemodel.cost.compute.fp8_attention_cast_bytes`
+    (docs/model.md#fp8-attention-casts). Zero without FP8 attention or under another recipe."""
+    if not (job.fp8_attention and job.fp8_recipe in compute.FP8_ATTENTION_CS_RECIPES):
+        return np.zeros(1), np.zeros(1)
+    copy, fwd, bwd = compute.fp8_attention_cast_bytes(job.shape, micro_batch=g.micro_batch.astype(float),
+                                                      seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+                                                      elem_bytes=job.elem_bytes)
+    return _hbm_seconds(job, copy) + _cast_seconds(job, fwd, "tensorwise"), _cast_seconds(job, bwd, "tensorwise")
 
 
 def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -470,12 +485,14 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
             # attention layers': half a layer's casts can be below the run's out_proj casts, e.g. BF16 out_proj)
             mam_f, mam_b = np.maximum(f / 2 + of - rf, 0.0), np.maximum(b / 2 + ob - rb, 0.0)
             out_f, out_b = out_f + hy.mamba / L * (mam_f - f / 2), out_b + hy.mamba / L * (mam_b - b / 2)
-        return out_f, out_b
+        dpa_f, dpa_b = fp8_attention_casts(job, g)  # the attention layers' FP8 core casts
+        return out_f + hy.attention / L * dpa_f, out_b + hy.attention / L * dpa_b
     f, b = times(_quantize_cast_seconds(job, **kw))
     if moe_share > 0:
         mf, mb = times(_quantize_cast_seconds(job, moe=True, etp=_etp(g), **kw))
         f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
-    return f, b
+    dpa_f, dpa_b = fp8_attention_casts(job, g)  # every layer's attention core (an MTP block's too)
+    return f + dpa_f, b + dpa_b
 
 
 def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:

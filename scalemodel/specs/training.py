@@ -230,11 +230,22 @@ class TrainingSpec(Spec, kw_only=True):
         "activations: the router's backward GEMMs at the TF32 (fp32) or FP64 peak and the casts of its input and input "
         "gradient, fp64's forward too (docs/model.md#router-dtype-compute). Not given: the activations' dtype"))] = None
     fp8_attention: Annotated[bool, Meta(description=(
-        "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
+        "with precision fp8 or fp4: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
         "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "
-        "FP8 / MXFP8 SDPA). Priced: the FP8 backward of a sliding-window layer "
-        "works through the causal keys of the whole sequence, not the window's (docs/model.md#fp8-attention); the "
-        "core stays on the 16-bit curve"))] = False
+        "FP8 / MXFP8 SDPA; an fp4 run's under TE's current-scaling attention recipe, NVTE_DPA_FP8_RECIPE "
+        "Float8CurrentScaling). Priced: the core on the 16-bit curve x its measured FP8 / BF16 time "
+        "(docs/model.md#fp8-attention-rate), the FP8 backward of a sliding-window layer through the causal keys of "
+        "the whole sequence (docs/model.md#fp8-attention), and with current scaling (fp8_recipe tensorwise, or fp4) "
+        "the Q, K, V and dO casts (docs/model.md#fp8-attention-casts)"))] = False
+    nvfp4_disable: Annotated[list[Literal["rht", "stochastic_rounding", "2d_quantization"]], Meta(
+        description=(
+            "with precision fp4: the options of Transformer Engine's NVFP4 recipe the run switches off "
+            "(NVFP4BlockScaling disable_rht / disable_stochastic_rounding / disable_2d_quantization, the "
+            "NVTE_NVFP4_DISABLE_RHT / _STOCHASTIC_ROUNDING / _2D_QUANTIZATION environment variables; MLPerf "
+            "v5.1's 'Vanilla recipe' sets all three). Priced: stochastic_rounding off takes the output-gradient "
+            "casts off the stochastic-rounding kernel rate (docs/model.md#nvfp4-stochastic-rounding); rht and "
+            "2d_quantization off leave the cast bytes and GEMMs as they are (docs/model.md#nvfp4-recipe-options)"
+        ))] = []
 
     def _check(self) -> None:
         if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
@@ -250,9 +261,17 @@ class TrainingSpec(Spec, kw_only=True):
             raise field_error(f"module_precision.{k}", f"{k}: {named[k]} needs precision fp8 or fp4 (got "
                               f"{self.precision!r}): every module of a 16- or 32-bit run is in that precision",
                               "leave module_precision out, or precision fp8 / fp4")
-        if self.fp8_attention and Precision.parse(self.precision) != Precision.FP8:
-            raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r})",
-                              _not_fp8(self.precision), also="precision")
+        if self.fp8_attention and Precision.parse(self.precision) not in (Precision.FP8, Precision.FP4):
+            raise field_error("fp8_attention", f"true needs precision fp8 or fp4 (got {self.precision!r}): the "
+                              "attention core of a 16- or 32-bit run is in that precision",
+                              "precision fp8 / fp4, or leave it out", also="precision")
+        if self.nvfp4_disable and Precision.parse(self.precision) != Precision.FP4:
+            raise field_error("nvfp4_disable", f"{list(self.nvfp4_disable)} needs precision fp4 (got "
+                              f"{self.precision!r}): they are options of the NVFP4 recipe",
+                              "precision fp4, or leave it out", also="precision")
+        if len(set(self.nvfp4_disable)) < len(self.nvfp4_disable):
+            raise field_error("nvfp4_disable", f"{list(self.nvfp4_disable)} names an option twice",
+                              "each of rht, stochastic_rounding, 2d_quantization at most once")
         if self.fp8_recipe in ROWWISE_FP8_RECIPES and (named or self.fp8_attention):
             what = "module_precision" if named else "fp8_attention"
             raise field_error(what, f"{what} is Transformer Engine's, but fp8_recipe {self.fp8_recipe} is torchao's "
@@ -881,7 +900,7 @@ def _not_fp8(precision: str) -> str:
     """What an fp8-only training field allows in a run of another precision: an fp4 run was told to "leave it out
     for 16- and 32-bit runs" (fuzz23), which it is not."""
     fp4 = Precision.parse(precision) == Precision.FP4
-    return "precision fp8, or leave it out" + (" (an fp4 run is NVFP4: no fp8 recipe or FP8 attention)" if fp4 else "")
+    return "precision fp8, or leave it out" + (" (an fp4 run is NVFP4: no fp8 recipe)" if fp4 else "")
 
 
 def low_precision_recipe(training: Any, acc: Any) -> str:
