@@ -97,7 +97,7 @@ ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100
 #: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
 KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
                  ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200",
-                 ("gb300", "fa2"): "b200", ("mi325x", "aiter"): "mi300x"}
+                 ("gb300", "fa2"): "b200", ("mi325x", "aiter"): "mi300x", ("mi350x", "aiter"): "mi355x"}
 #: (accelerator, kernel) fitted by RATIO -> (paired accelerator, paired source): each of its points is paired with the
 #: point of the same shape, direction and kernel in the paired source (same benchmark, same software, other GPU), and
 #: its target time is the paired accelerator's catalog curve at that shape x (this GPU's time / the paired GPU's
@@ -121,7 +121,10 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
                "no B300 SDPA sweep was found",
        "mi325x": "the MI300X's die (gfx942, 304 CUs, the same 1307.4 TFLOP/s dense BF16 peak) with HBM3E; the asm v3 "
                  "kernels are built per gfx arch (aiter's table names 'mi300/325' one column), so the curve is taken "
-                 "as a fraction of the same peak; no MI325X attention sweep was found"}
+                 "as a fraction of the same peak; no MI325X attention sweep was found",
+       "mi350x": "the MI355X's die (gfx950, 256 CUs) at a 2200 MHz peak engine clock against 2400 and 1000 W against "
+                 "1400; the asm v3 kernels are built per gfx arch, so the curve is taken as a fraction of this part's "
+                 "own (clock-scaled) peak; no MI350X attention sweep was found"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2"),

@@ -472,7 +472,7 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "TPU v6e": "tpu-v6e-pod", "MI300X": "mi300x-8",
-    "MI325X": "mi325x-8", "MI355X": "mi355x-8"}
+    "MI325X": "mi325x-8", "MI355X": "mi355x-8", "MI350X": "mi350x-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published",
@@ -536,6 +536,7 @@ def accelerator_variant(gpu: str) -> str:
         return "B200 power-limited"
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
+                       ("MI350X", "MI350X"),
                        ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"), ("TPU V6E", "TPU v6e"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:

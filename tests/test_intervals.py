@@ -70,12 +70,17 @@ def test_fewer_cases_fall_back_to_a_wider_family_and_say_which_keys_matched() ->
 
 
 def test_nothing_similar_validated_is_out_of_distribution_with_a_wide_band() -> None:
-    # cdna2 (MI250X): no validated run (cdna4 served here until data24's two MLPerf v5.1 MI355X rows)
+    # cdna2 (MI250X): no validated run (cdna4 served here until data24's two MLPerf v5.1 MI355X rows; the "few" case
+    # was cdna4's 2 runs until hw28's MI350X row made 3, a band's minimum: now pascal's one run, goyal17's P100)
     assert not [c for c in _cases() if c["generation"] == "cdna2"]
     band = interval_for("cdna2", "TP/PP/DP", "dense", "16-bit", 8)
     assert band is not None and band.out_of_distribution and "no validated run on cdna2" in band.reason
-    few = interval_for("cdna4", "TP/PP/DP", "dense", "16-bit", 8)  # 2 runs, fewer than a band needs
-    assert few is not None and few.out_of_distribution and "only 2 validated runs on cdna4" in few.reason
+    assert len([c for c in _cases() if c["generation"] == "pascal"]) == 1
+    few = interval_for("pascal", "TP/PP/DP", "dense", "16-bit", 8)  # 1 run, fewer than a band needs
+    assert few is not None and few.out_of_distribution and "only 1 validated run on pascal" in few.reason
+    assert len([c for c in _cases() if c["generation"] == "cdna4"]) == 3  # MI355X x 2, MI350X: a band's minimum
+    enough = interval_for("cdna4", "TP/PP/DP", "dense", "16-bit", 8)
+    assert enough is not None and not enough.out_of_distribution
     errors = [c["speed_error"] for c in _cases()]
     assert band.high - band.low > max(errors) - min(errors)
     far = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 1_000_000)
