@@ -938,6 +938,12 @@ MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB
 #: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
 #: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
 CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_NEMO2509}
+#: MLPerf v6.0 NVIDIA-implementation rows on Blackwell (data28): NVIDIA's own FP8 run on Tyche-hsg GB200 (1024 GPUs).
+#: NVIDIA/benchmarks/llama31_8b/implementations/nemo/Dockerfile (fork Richardyu114/training_results_v6.0@eabf23a0)
+#: ``apt-get install -y libcudnn9-cuda-13=9.21.1.3-1`` over nvcr.io/nvidia/pytorch:26.04-py3, and
+#: systems/tyche-hsg_ngpu1024_ngc26.04_nemo.json ``"cudnn_version": "9.21.1.3"``.
+MLPT60_NV_GB = frozenset({"mlpt60_gb200_llama31_8b_1024"})
+CONTAINER_CUDNN_IDS.update({i: ("9.21.1", "Dockerfile libcudnn9-cuda-13=9.21.1.3") for i in MLPT60_NV_GB})
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
