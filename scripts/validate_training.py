@@ -547,7 +547,7 @@ def accelerator_variant(gpu: str) -> str:
 
 def precision_family(text: str, kind: str = "llm_training") -> str:
     t = text.lower()
-    if "nvfp4" in t:
+    if "nvfp4" in t or "mxfp4" in t:
         return "fp4"
     if "fp8" in t:
         return "fp8"
@@ -1824,6 +1824,11 @@ UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
      "NVFP4 parameters (fp4_param_gather / fp4_param True: the weights held and all-gathered in FP4): the model's fp4 "
      "quantizes BF16 weights each micro-batch and gathers them in BF16 (FP4 parameters are not modelled, "
      "scalemodel.cost.compute fp8_param_quantize_bytes)"),
+    # MLPerf v6.0 AMD Primus llama31_8b (data28): config_MI355X_1x8x1.sh FP4=true, FP4_RECIPE=mxfp4 (MLLOG
+    # lowest_numerical_precision_linear 'mxfp4'; fork Richardyu114/training_results_v6.0@eabf23a0).
+    ("mxfp4",
+     "MXFP4 linears (AMD Primus FP4_RECIPE mxfp4 on CDNA4): the model's fp4 is NVFP4 on Blackwell tensor cores; no "
+     "MXFP4 training recipe is priced (scalemodel.specs.training.low_precision_recipe)"),
 )
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
