@@ -1,5 +1,5 @@
 """data28's rows (validation/README.md "MLPerf Training v6.0 Blackwell and AMD llama31 rows"): NVIDIA's FP8
-llama31_8b on 1024 GB200 (compared), the NVFP4 runs of Cisco, Nebius (B300) and HPE (GB200) and AMD's MXFP4 run
+llama31_8b on 1024 GB200 (compared), the NVFP4 runs of Cisco, Nebius (B300) and HPE (GB200, GB300) and AMD's MXFP4 run
 on MI355X (listed).
 The measured values are typed by hand from the MLLOG lines of the fork Richardyu114/training_results_v6.0@eabf23a0."""
 
@@ -15,6 +15,7 @@ TYCHE = "mlpt60_gb200_llama31_8b_1024"
 LISTED = {"mlpt60_b300_llama31_8b_16_nvfp4": "NVFP4 linears with FP8 dot-product attention",
           "mlpt60_b300_llama31_8b_8_nvfp4": "NVFP4 linears with FP8 dot-product attention",
           "mlpt60_gb200_llama31_8b_8_nvfp4": "NVFP4 linears with FP8 dot-product attention",
+          "mlpt60_gb300_llama31_8b_72_nvfp4": "NVFP4 linears with FP8 dot-product attention",
           "mlpt60_mi355x_llama31_8b_8_mxfp4": "MXFP4 linears"}
 
 
@@ -43,7 +44,7 @@ def test_rates_are_the_logged_steps() -> None:
         par = cases[cid]["parallelism"]
         assert par["tp"] * par["cp"] * par["dp"] == gpus == par["gpus"] and par["global_batch_seqs"] == gbs
     for cid, gbs, gpus in (("mlpt60_b300_llama31_8b_16_nvfp4", 16, 16), ("mlpt60_b300_llama31_8b_8_nvfp4", 16, 8),
-                           ("mlpt60_gb200_llama31_8b_8_nvfp4", 16, 8)):
+                           ("mlpt60_gb200_llama31_8b_8_nvfp4", 16, 8), ("mlpt60_gb300_llama31_8b_72_nvfp4", 72, 72)):
         measured = cases[cid]["measured"]
         assert measured["tokens_per_s_per_gpu"] == pytest.approx(gbs * 8192 / measured["step_time_s"] / gpus, rel=1e-4)
 
