@@ -550,7 +550,7 @@ def accelerator_variant(gpu: str) -> str:
 
 def precision_family(text: str, kind: str = "llm_training") -> str:
     t = text.lower()
-    if "nvfp4" in t:
+    if "nvfp4" in t or "mxfp4" in t:
         return "fp4"
     if "fp8" in t:
         return "fp8"
@@ -951,6 +951,12 @@ MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB | MLPT51_NVFP
 #: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
 #: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
 CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_NEMO2509}
+#: MLPerf v6.0 NVIDIA-implementation rows on Blackwell (data28): NVIDIA's own FP8 run on Tyche-hsg GB200 (1024 GPUs).
+#: NVIDIA/benchmarks/llama31_8b/implementations/nemo/Dockerfile (fork Richardyu114/training_results_v6.0@eabf23a0)
+#: ``apt-get install -y libcudnn9-cuda-13=9.21.1.3-1`` over nvcr.io/nvidia/pytorch:26.04-py3, and
+#: systems/tyche-hsg_ngpu1024_ngc26.04_nemo.json ``"cudnn_version": "9.21.1.3"``.
+MLPT60_NV_GB = frozenset({"mlpt60_gb200_llama31_8b_1024"})
+CONTAINER_CUDNN_IDS.update({i: ("9.21.1", "Dockerfile libcudnn9-cuda-13=9.21.1.3") for i in MLPT60_NV_GB})
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1815,7 +1821,19 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``) are TrainingSpec.fp8_attention in an fp4 run
 #: (:data:`RECIPE_FP8_ATTENTION`), their "Vanilla recipe" TrainingSpec.nvfp4_disable (:data:`RECIPE_NVFP4_DISABLE`;
 #: both since fp4a28, docs/model.md#fp8-attention-casts, #nvfp4-recipe-options).
-UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()  # none left since fp4a28 / fp4p28
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
+    # MLPerf v6.0's NVFP4 llama31_8b rows (data28) record FP8 attention but their NVFP4 recipe options (stochastic
+    # rounding, RHT, 2D weights: RECIPE_NVFP4_DISABLE) are not read yet; listed until they are (the v5.1 rows,
+    # whose options were read, are compared since fp4a28).
+    ("nvfp4 recipe options not read",
+     "NVFP4 linears with FP8 dot-product attention whose NVFP4 recipe options (NVTE_NVFP4_DISABLE_RHT / "
+     "_STOCHASTIC_ROUNDING / _2D_QUANTIZATION, training.nvfp4_disable) were not read from the submission"),
+    # MLPerf v6.0 AMD Primus llama31_8b (data28): config_MI355X_1x8x1.sh FP4=true, FP4_RECIPE=mxfp4 (MLLOG
+    # lowest_numerical_precision_linear 'mxfp4'; fork Richardyu114/training_results_v6.0@eabf23a0).
+    ("mxfp4",
+     "MXFP4 linears (AMD Primus FP4_RECIPE mxfp4 on CDNA4): the model's fp4 is NVFP4 on Blackwell tensor cores; no "
+     "MXFP4 training recipe is priced (scalemodel.specs.training.low_precision_recipe)"),
+)
 #: Megatron-Bridge's Llama NVFP4 presets (data26): bf16_with_nvfp4_mixed sets fp4_param_gather = True, which sets
 #: fp4_param (src/megatron/bridge/training/mixed_precision.py L405-417 and MixedPrecisionConfig.__setattr__ at
 #: 17a381f95 / 63b08b397); no Llama perf config resets it (the Nemotron 3 Super configs do: fp4_param_gather False).
