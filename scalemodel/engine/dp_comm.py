@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from msgspec import Struct
 from msgspec.structs import replace
 
 from scalemodel.choices import (
@@ -979,7 +980,37 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     rank's reduced shard across the groups). ZeRO-3/FSDP: :func:`_sharded_parameter_traffic`
     (per-unit gathers and reduce-scatters in every micro-batch; Rajbhandari et al. 2020 §7: 1.5x the
     all-reduce volume when m = 1).
+
+    Priced by :func:`_dp_traffic`; ``gathers_exposed`` is what the windows of ``comp`` leave of the gathers
+    (:func:`_gathers_exposed`).
     """
+    dp = _dp_traffic(job, g, comp, m, data, shard=shard, hsdp=hsdp, all_reduce=all_reduce)
+    return dict(dp.parts, gathers_exposed=_gathers_exposed(job, dp, comp))
+
+
+class DpTraffic(Struct, frozen=True, eq=False):  # msgspec: built in C (a NamedTuple evals its __new__)
+    """A data-parallel group's gradient sync and parameter gathers, priced (:func:`_dp_traffic`). The collectives'
+    seconds do not depend on the compute windows; what of them the windows hide is exposed apart, as often as
+    there are windows (:func:`_gathers_exposed`, :func:`_expose`, :func:`_expose_param_gather`; the host wait's
+    stretched windows, :func:`_sync_comm`)."""
+
+    parts: dict[str, np.ndarray]  #: :func:`_dp_comm`'s seconds but ``gathers_exposed``
+    units: ShardedUnits | None  #: the ZeRO-3 / FSDP unit collectives (None where no candidate shards parameters)
+
+
+def _gathers_exposed(job: Job, dp: DpTraffic, comp: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds per step of the priced ZeRO-3 / FSDP gathers and reduce-scatters of ``dp`` that the windows of
+    ``comp`` do not hide (:func:`_expose_units`); 0 for the other ZeRO stages."""
+    if dp.units is None:
+        return np.zeros(1)
+    return np.asarray(np.where(dp.units.g.zero >= Zero.PARAMETERS, _expose_units(job, dp.units, comp), 0.0))
+
+
+def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
+                shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
+                all_reduce: bool = False) -> DpTraffic:
+    """:func:`_dp_comm`'s collectives, priced once: of ``comp`` only the stage's layers, its pipeline rank and its
+    recomputed layers are read, never its compute windows (``forward_free``, ``backward_free``)."""
     dense, expert = _params_per_gpu(job, g)
     if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (step._dp_rank)
         dense, expert = _rank_params_per_gpu(job, g, comp["layers_per_stage"], comp["pipeline_rank"])
@@ -1084,17 +1115,15 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, by_tensors=both_nt),
                              embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
-    gathers_exposed = np.zeros(1)
+    units = None
     if np.any(zero3):
         root = np.minimum(fsdp_root_params(job, g) / shard, dense)
-        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root=root)
+        units = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         nvls_ar = np.where(zero3, 0.0, nvls_ar)
-        gathers = np.where(zero3, sharded["total"], 0.0)
-        gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
-    return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket,
-            "ps_worker": ps_worker, "ps_server_round": ps_round, "param_gather": param_gather,
-            "nvls_allreduce": nvls_ar}
+        gathers = np.where(zero3, units.total, 0.0)
+    return DpTraffic({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
+                      "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar}, units)
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1298,7 +1327,25 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     and ``windows`` = N W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
     claim too (:func:`_sharded_parameter_traffic` leaves them b - N W / L a layer): no compute hides traffic twice,
     and with both the exposure grows by at most L per second of b lost (a faster accelerator is never slower).
-    t the all-reduce over the replica groups (one rank of each shard group, across nodes)."""
+    t the all-reduce over the replica groups (one rank of each shard group, across nodes): the groups are priced
+    once (:func:`xla_allreduce_groups`), the windows expose them (:func:`xla_allreduce_window`)."""
+    return xla_allreduce_window(xla_allreduce_groups(job, g, shard_bytes, wire, replicas), backward, layers, kernels)
+
+
+class XlaAllReduce(Struct, frozen=True, eq=False):  # msgspec: built in C (a NamedTuple evals its __new__)
+    """HSDP's cross-group all-reduce as XLA's combiner groups it (:func:`xla_allreduce_groups`), seconds per
+    micro-batch; what the backward hides of it depends on the windows alone (:func:`xla_allreduce_window`)."""
+
+    total: np.ndarray  #: n t(T) + t(r)
+    full: np.ndarray  #: t(T), one full group
+    last: np.ndarray  #: t(last), the group the backward's end releases (t(r) if r > 0, else t(T))
+    before: np.ndarray  #: N, the groups that complete inside the backward
+
+
+def xla_allreduce_groups(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement) -> XlaAllReduce:
+    """:func:`xla_lhs_allreduce`'s groups, priced: n = floor(S / T) full groups of T bytes and the remainder
+    r = S - n T, each an all-reduce over ``replicas``; N = n if r > 0 else n - 1 of them complete inside the
+    backward."""
     shard_bytes = np.asarray(shard_bytes, dtype=float)
     threshold = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes * wire,
                          XLA_ALL_REDUCE_COMBINE_BYTES)
@@ -1306,14 +1353,20 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     rest = shard_bytes - full * threshold
     t_full = _collective("allreduce", threshold, replicas)
     t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
-    backward = np.asarray(backward, dtype=float)
     before = np.where(rest > 0, full, np.maximum(full - 1.0, 0.0))  # the groups complete inside the backward
     last = np.where(rest > 0, t_rest, np.where(full > 0, t_full, 0.0))  # complete when the backward ends
+    return XlaAllReduce(np.asarray(full * t_full + t_rest, dtype=float), t_full, last, before)
+
+
+def xla_allreduce_window(ar: XlaAllReduce, backward: Any, layers: Any, kernels: Any
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(total, exposed, windows) of the priced groups ``ar`` under a layer's backward of ``backward`` seconds
+    (:func:`xla_lhs_allreduce`): W = min(5 b / K, L b / N), exposed = N max(t(T) - W, 0) + t(last), windows = N W."""
+    backward = np.asarray(backward, dtype=float)
     window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / np.asarray(kernels, dtype=float),
-                        layers * backward / np.maximum(before, 1.0))
-    total = full * t_full + t_rest
-    exposed = before * np.maximum(t_full - window, 0.0) + last
-    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(before * window, dtype=float)
+                        layers * backward / np.maximum(ar.before, 1.0))
+    exposed = ar.before * np.maximum(ar.full - window, 0.0) + ar.last
+    return ar.total, np.asarray(exposed, dtype=float), np.asarray(ar.before * window, dtype=float)
 
 
 def ps_server_line(job: Job) -> tuple[float, Any]:
@@ -1383,8 +1436,37 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
     ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
     (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
-    See docs/model.md#dp-comm.
+    See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), the windows f and b expose
+    them (:func:`_expose_units`).
     """
+    units = _sharded_units(job, g, comp, m, data, dense, expert, wire, bucket, hsdp, root)
+    return {"total": units.total, "exposed": _expose_units(job, units, comp)}
+
+
+class ShardedUnits(Struct, frozen=True, eq=False):  # msgspec: built in C (a NamedTuple evals its __new__)
+    """ZeRO-3 / FSDP's unit collectives over the sharding group, priced (:func:`_sharded_units`); the seconds do not
+    depend on the compute windows, only what of them is exposed does (:func:`_expose_units`)."""
+
+    g: StrategyGrid  #: the grid they are priced for
+    layers: np.ndarray  #: L, the units of the stage
+    ag: np.ndarray  #: one unit's all-gather, AG
+    rs: np.ndarray  #: one unit's reduce-scatter, RS (with HSDP's all-reduce of its shard where it stays in the unit)
+    ag_r: np.ndarray  #: the root unit's all-gather, AG_r
+    rs_r: np.ndarray  #: the root unit's reduce-scatter, RS_r
+    per_mb: np.ndarray  #: (2L - 1 | L) AG + L RS, the units' traffic per micro-batch
+    xla: np.ndarray  #: where HSDP's cross-group all-reduces leave the units (xla_gpu_lhs)
+    xla_ar: XlaAllReduce | None  #: those all-reduces, priced (None where none leaves them)
+    kernels: np.ndarray  #: a layer's backward kernels under XLA (:func:`xla_layer_kernels`), read only there
+    m: np.ndarray  #: micro-batches per step
+    total: np.ndarray  #: m (per_mb + the cross-group all-reduces + AG_r + RS_r), seconds per step
+
+
+def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups,
+                   dense: np.ndarray, expert: np.ndarray, wire: np.ndarray, bucket: np.ndarray,
+                   hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any) -> ShardedUnits:
+    """The collectives of :func:`_sharded_parameter_traffic`, priced: one unit's AG and RS, the root unit's, HSDP's
+    cross-group all-reduces, the traffic per step. Reads of ``comp`` only the stage's layers (and the recomputed
+    ones), not its windows."""
     layers = np.maximum(comp["layers_per_stage"], 1.0)
     deepspeed = g.zero == Zero.PARAMETERS
     pieces = np.where(deepspeed, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
@@ -1432,35 +1514,48 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1) & job.is_transformer
         ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + np.where(xla, 0.0, ar), rs)
         ag_r, rs_r = np.where(is_hsdp, ag_rh, ag_r), np.where(is_hsdp, rs_rh + ar_r, rs_r)
-    f = comp["forward_free"] / layers
-    b = comp["backward_free"] / layers
-    xla_total = xla_exposed = np.zeros(1)
-    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
     # the backward's kernels, with the forward kernels its recompute repeats on the stage's recomputed layers
     kernels = np.ones(1)  # read only where xla_gpu_lhs prices a transformer's windows
     if np.any(g.xla_gpu_lhs) and job.is_transformer:
         recomputed = comp["recomputed_layers"] if "recomputed_layers" in comp else recomputed_layers(g, layers)
         kernels = xla_layer_kernels(job, g, recomputed / layers)
+    xla_ar, xla_total = None, np.zeros(1)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
-        t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
-                                    layers, kernels)
-        xla_total, xla_exposed = np.where(xla, t, 0.0), np.where(xla, e, 0.0)
-        b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
+        xla_ar = xla_allreduce_groups(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense)
+        xla_total = np.where(xla, xla_ar.total, 0.0)
+    per_mb = np.where(g.fsdp_reshard_after_forward, 2.0 * layers - 1.0, layers) * ag + layers * rs
+    total = m * (per_mb + xla_total + ag_r + rs_r)
+    return ShardedUnits(g, layers, ag, rs, ag_r, rs_r, per_mb, xla, xla_ar, kernels, m, total)
+
+
+def _expose_units(job: Job, u: ShardedUnits, comp: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds per step of the priced units ``u`` (:func:`_sharded_units`) that the free forward and backward of
+    ``comp`` (``forward_free``, ``backward_free``: f and b, L units' worth) do not hide: the exposure of
+    :func:`_sharded_parameter_traffic`, with XLA's windows (:func:`xla_lhs_unit_exposure`,
+    :func:`xla_allreduce_window`) where ``xla_gpu_lhs``."""
+    g, layers, ag, rs = u.g, u.layers, u.ag, u.rs
+    f = comp["forward_free"] / layers
+    b = comp["backward_free"] / layers
+    xla_total = xla_exposed = np.zeros(1)
+    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
+    if u.xla_ar is not None:
+        t, e, w = xla_allreduce_window(u.xla_ar, b, layers, u.kernels)
+        xla_total, xla_exposed = np.where(u.xla, t, 0.0), np.where(u.xla, e, 0.0)
+        b = np.where(u.xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
     lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
     if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
-        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, kernels, left=b)
+        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, u.kernels, left=b)
         hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
         hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
-    per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
-    exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
+    exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, u.per_mb), u.per_mb)
     # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
-    per_mb, exposed = per_mb + xla_total, exposed + np.where(g.overlap, xla_exposed, xla_total)
+    exposed = exposed + np.where(g.overlap, xla_exposed, xla_total)
     # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
-    return {"total": m * (per_mb + ag_r + rs_r), "exposed": m * (exposed + ag_r + rs_r)}
+    return np.asarray(u.m * (exposed + u.ag_r + u.rs_r))
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
@@ -1474,8 +1569,9 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
                sync: str, groups: ParallelGroups, *, local: Any = None, idle: Any = 0.0
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total, the part of the
-    total hidden under the host wait) seconds for the sync mode (the first two exposed; :func:`_sync_comm_windows`
-    prices them under the compute windows of ``comp``).
+    total hidden under the host wait) seconds for the sync mode (the first two exposed). The collectives are priced
+    once (:func:`_sync_traffic`, whose seconds do not depend on the windows) and exposed under the compute windows of
+    ``comp`` (:func:`_sync_exposed`), and with a host wait under the stretched windows too.
 
     ``idle``: seconds per micro-batch the DP rank's GPU waits on the host (:func:`scalemodel.engine.step._host_wait`,
     a synchronising MoE layer; docs/model.md#host-dp-window). The data-parallel collectives run on their own streams
@@ -1490,13 +1586,15 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 
     (where f = b = 0, in the proportion of the forward and backward compute, F / (F + B): the idle is there whatever
     the model-parallel traffic leaves of the compute; half each without compute) and the traffic is exposed against
-    (f', b') as it is against (f, b) (:func:`_sync_comm_windows`). The windows
+    (f', b') as it is against (f, b) (:func:`_sync_exposed`). The windows
     gain w in all, once (the idle is not counted in the forward and the backward both); the first gather and the
     last bucket, which no window hides, stay exposed. What the longer windows hide beyond the compute's is returned
     apart: it runs while no compute runs, so it slows none (docs/model.md#contention prices the rest). ``idle`` 0
     (no host wait) gives the compute windows' exposure exactly.
     """
-    cross, in_group, total, nvls = _sync_comm_windows(job, g, comp, m, sync, groups, local=local)
+    traffic = _sync_traffic(job, g, comp, m, sync, groups)
+    total, nvls = _sync_total(traffic)
+    cross, in_group = _sync_exposed(job, g, traffic, comp, sync, local)
     w = np.maximum(np.asarray(idle, dtype=float), 0.0)
     if not np.any(w > 0):
         return cross, in_group, total, nvls, np.zeros(1)
@@ -1508,22 +1606,52 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     share = np.where(free > 0, np.divide(f, free, out=np.zeros(np.broadcast(f, free).shape), where=free > 0),
                      np.divide(comp["forward"], work, out=np.full(np.broadcast(work).shape, 0.5), where=work > 0))
     longer = dict(comp, forward_free=f + w * share, backward_free=b + w * (1.0 - share))
-    cross_w, in_group_w, _, _ = _sync_comm_windows(job, g, longer, m, sync, groups, local=local)
+    cross_w, in_group_w = _sync_exposed(job, g, traffic, longer, sync, local)
     e0 = cross + (0.0 if in_group is None else in_group)
     ew = cross_w + (0.0 if in_group_w is None else in_group_w)
     return cross_w, in_group_w, total, nvls, np.asarray(np.maximum(e0 - ew, 0.0), dtype=float)
 
 
-def _sync_comm_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-                       sync: str, groups: ParallelGroups, *, local: Any = None
-                       ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
-    """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total) seconds for the
-    sync mode (the first two exposed) under the compute windows of ``comp``.
+def _sync_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, sync: str,
+                  groups: ParallelGroups) -> tuple[DpTraffic, DpTraffic | None]:
+    """The sync mode's data-parallel collectives, priced once (:func:`_dp_traffic`): the whole DP group's and None,
+    or under hier:G the in-group and the cross-group ones.
 
     hier:G first all-reduces inside each group of G replicas (with their cp ranks: G cp GPUs); then every member
     holds the group's gradient and exchanges its 1/(G cp) shard with its counterparts in the other N/G groups (G cp
     parallel all-reduces of S/(G cp) over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
-    Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
+    Every other mode syncs the whole DP group."""
+    size = hier_group(g, sync)
+    if size is None:
+        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+        return _dp_traffic(job, g, comp, m, groups.data, hsdp=hsdp), None
+    in_groups, across = groups.data_split(size)
+    # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
+    # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
+    # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
+    flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
+        g.zero >= Zero.PARAMETERS) else g
+    return (_dp_traffic(job, g, comp, m, in_groups),
+            _dp_traffic(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True))
+
+
+def _sync_total(traffic: tuple[DpTraffic, DpTraffic | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(total comm, its NVLS all-reduce part) seconds per step of the priced :func:`_sync_traffic`."""
+    dp, outer = traffic
+    if outer is None:
+        return dp.parts["grads"] + dp.parts["gathers"], dp.parts["nvls_allreduce"]
+    inner, out = dp.parts, outer.parts
+    return (inner["grads"] + out["grads"] + inner["gathers"] + out["gathers"],
+            inner["nvls_allreduce"] + out["nvls_allreduce"])
+
+
+def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic | None],
+                  comp: dict[str, np.ndarray], sync: str, local: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(cross-group comm, in-group comm or None) exposed seconds of the priced :func:`_sync_traffic` under the
+    compute windows of ``comp``.
+
+    hier:G: the in-group and the cross-group gradient sync share one overlap window (the last backward), less what
+    the in-group ZeRO-3 traffic hid of it.
 
     asp and ssp:S on a parameter server (dp_comm ps:K): each worker pushes and pulls on its own
     clock, so its communication is its own exchange over its NIC (``ps_worker``, exposed as the
@@ -1531,37 +1659,28 @@ def _sync_comm_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m
     worker iteration: C = max(expose(C_worker), C_server_round - local), so that
     local + C >= C_server_round (the server cap of ``ps.async_ps_rate``; docs/model.md#parameter-server).
     """
-    strategy = parse_sync(sync)
-    size = hier_group(g, sync)
-    if size is None:
-        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
-        dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
-        exposed = _expose_param_gather(g, comp, dp["grads"], dp["last_bucket"], dp["param_gather"]) \
-            + dp["gathers_exposed"]
-        if strategy.kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
-            worker = _expose(g, comp, dp["ps_worker"], dp["last_bucket"])
-            busy = dp["ps_server_round"] - (0.0 if local is None else local)
+    dp, outer_traffic = traffic
+    if outer_traffic is None:
+        parts = dp.parts
+        exposed = _expose_param_gather(g, comp, parts["grads"], parts["last_bucket"], parts["param_gather"]) \
+            + _gathers_exposed(job, dp, comp)
+        if parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
+            worker = _expose(g, comp, parts["ps_worker"], parts["last_bucket"])
+            busy = parts["ps_server_round"] - (0.0 if local is None else local)
             exposed = np.where(g.ps_servers > 0, np.maximum(worker, busy), exposed)
-        return exposed, None, dp["grads"] + dp["gathers"], dp["nvls_allreduce"]
-    in_groups, across = groups.data_split(size)
-    inner = _dp_comm(job, g, comp, m, in_groups)
-    # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
-    # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
-    # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
-    flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
-        g.zero >= Zero.PARAMETERS) else g
-    outer = _dp_comm(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True)
+        return exposed, None
+    inner, outer = dp.parts, outer_traffic.parts
+    inner_exposed = _gathers_exposed(job, dp, comp)
     both = inner["grads"] + outer["grads"]
     # the in-group ZeRO-3 traffic that hid took its compute: what it hid is not there again for the gradients'
     # sync (no compute hides traffic twice; props26b's test_hier_zero3_hides_no_more_than_its_compute)
-    hidden = np.maximum(inner["gathers"] - inner["gathers_exposed"], 0.0)
+    hidden = np.maximum(inner["gathers"] - inner_exposed, 0.0)
     left = dict(comp, backward_free=np.maximum(comp["backward_free"] - hidden, 0.0))
     # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
     exposed = _expose(g, left, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
-    in_group = exposed * share + inner["gathers_exposed"]
-    return (exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"],
-            inner["nvls_allreduce"] + outer["nvls_allreduce"])
+    in_group = exposed * share + inner_exposed
+    return exposed * (1.0 - share) + _gathers_exposed(job, outer_traffic, comp), in_group
 
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None
