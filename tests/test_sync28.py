@@ -5,7 +5,10 @@ With a host wait (``idle`` > 0) the traffic is exposed against the compute's win
 stretched ones (f', b'). The collectives' seconds do not depend on the windows, only their exposure does, so the
 host-wait path prices exactly the collectives the path without it prices: before sync28 it priced every one of them
 twice (``_sync_comm_windows`` called once per window set). Checked here by counting the cost layer's calls, and the
-premise by pricing at two window sets: every priced part is the same."""
+premise by pricing at two window sets: every priced part is the same. Three collectives priced per candidate and
+dropped are no longer priced: an HSDP candidate's units over the whole group, a ZeRO-3 candidate's gradient
+all-reduce and reduce-scatter beside its per-unit traffic, and the unit reduce-scatter of the framework it does not
+run (FSDP's or DeepSpeed's)."""
 
 from __future__ import annotations
 
@@ -69,8 +72,8 @@ def test_host_wait_prices_the_collectives_once(monkeypatch: pytest.MonkeyPatch, 
 
 @pytest.mark.parametrize(("zero", "sync", "extra"), CASES)
 def test_priced_traffic_does_not_read_the_windows(zero: int, sync: str, extra: dict[str, object]) -> None:
-    """The premise of pricing once: the priced parts (and the ZeRO-3 units) are equal at windows 0 and at windows
-    10^6 times longer, while the exposure differs."""
+    """The premise of pricing once: the traffic priced at windows 0 and at windows 10^6 times longer is the same
+    (its parts, and its ZeRO-3 gathers' exposure under any one window set), while the exposure differs."""
     job, g, groups, comp = _setup(zero, sync, extra)
     m = np.asarray([2.0])
     wide = dict(comp, forward_free=comp["forward_free"] * 1e6 + 1.0, backward_free=comp["backward_free"] * 1e6 + 1.0)
@@ -80,13 +83,11 @@ def test_priced_traffic_does_not_read_the_windows(zero: int, sync: str, extra: d
         if a is None or b is None:
             assert a is None and b is None
             continue
-        assert a.parts.keys() == b.parts.keys()
-        for k in a.parts:
-            assert np.array_equal(a.parts[k], b.parts[k]), k
-        assert (a.units is None) == (b.units is None)
-        if a.units is not None and b.units is not None:
-            for k in ("ag", "rs", "ag_r", "rs_r", "per_mb", "total"):
-                assert np.array_equal(getattr(a.units, k), getattr(b.units, k)), k
+        assert a[0].keys() == b[0].keys()
+        for k in a[0]:
+            assert np.array_equal(a[0][k], b[0][k]), k
+        for c in (comp, wide, shut):  # the gathers' exposure, priced at either windows, under the same windows
+            assert np.array_equal(a[1](c), b[1](c))
     traffic = dp_comm._sync_traffic(job, g, comp, m, sync, groups)
     e_wide = dp_comm._sync_exposed(job, g, traffic, wide, sync)
     e_shut = dp_comm._sync_exposed(job, g, traffic, shut, sync)
@@ -109,3 +110,50 @@ def test_step_with_host_wait_prices_the_dp_group_once(monkeypatch: pytest.Monkey
     r = evaluate(job, g)
     assert float(r.breakdown["host"][0]) > 0.0
     assert n[0] == 1
+
+
+def _groups_priced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+    """Record every collective dp_comm prices as (operation, ranks of its group)."""
+    calls: list[tuple[str, float]] = []
+    for name in ("_collective", "_priced"):
+        real = getattr(dp_comm, name)
+
+        def spy(op, nbytes, group, *a, _real=real, **k):  # type: ignore[no-untyped-def]
+            calls.append((op, float(np.max(group.p))))
+            return _real(op, nbytes, group, *a, **k)
+
+        monkeypatch.setattr(dp_comm, name, spy)
+    return calls
+
+
+def test_hsdp_prices_no_unit_over_the_whole_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HSDP, Llama-3 8B on 8 H100, shard group 2: its units gather and reduce-scatter over the 2 replicas of a shard
+    group, and all-reduce their shard over the 4 groups (PyTorch HYBRID_SHARD); nothing spans the 8 replicas. Before
+    sync28 the units were priced over all 8 too and dropped (np.where on the HSDP rows)."""
+    job = build_job(load_cluster("dgx-h100"), load_workload("llama3-8b"), TrainingSpec(precision="bf16",
+                                                                                     seq_len=2048))
+    g = grid_from_arrays(**{k: np.asarray([v]) for k, v in dict(gpus=8, dp=8, tp=1, pp=1, micro_batch=1,
+                                                                 global_batch=16, zero=5, shard_group=2).items()})
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    comp = dict(_stage(job, g, groups, np.asarray([float(job.shape.layers)]), True).busy, pipeline_rank=np.zeros(1))
+    calls = _groups_priced(monkeypatch)
+    dp_comm._sync_comm(job, g, comp, np.asarray([2.0]), "bsp", groups)
+    assert {r for _, r in calls} == {2.0, 4.0}
+    assert {op for op, r in calls if r == 2.0} == {"allgather", "reducescatter"}
+    assert {op for op, r in calls if r == 4.0} == {"allreduce"}
+
+
+def test_zero3_rows_of_a_mixed_grid_price_no_gradient_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grid of ZeRO-1 and ZeRO-3 candidates (Llama-3 8B, dp 8): the distributed optimizer's reduce-scatter and
+    all-gather, ZeRO-3's per-unit gathers and reduce-scatters; no all-reduce, which neither runs. Before sync28 every
+    candidate's gradients were priced as an all-reduce and ZeRO-3's as a reduce-scatter too, then dropped."""
+    job = build_job(load_cluster("dgx-h100"), load_workload("llama3-8b"), TrainingSpec(precision="bf16",
+                                                                                     seq_len=2048))
+    g = grid_from_arrays(**{k: np.asarray(v) for k, v in dict(gpus=[8, 8], dp=[8, 8], tp=[1, 1], pp=[1, 1],
+                                                               micro_batch=[1, 1], global_batch=[16, 16],
+                                                               zero=[1, 3]).items()})
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    comp = dict(_stage(job, g, groups, np.full(2, float(job.shape.layers)), True).busy, pipeline_rank=np.zeros(2))
+    calls = _groups_priced(monkeypatch)
+    dp_comm._sync_comm(job, g, comp, np.asarray([2.0, 2.0]), "bsp", groups)
+    assert sorted(op for op, _ in calls) == ["allgather", "allgather", "reducescatter", "reducescatter"]

@@ -10,10 +10,10 @@ kernels (:func:`_optimizer_time`: Adam, weight copy, grad-buffer reset, fp8 para
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from msgspec import Struct
 from msgspec.structs import replace
 
 from scalemodel.choices import (
@@ -981,36 +981,31 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     (per-unit gathers and reduce-scatters in every micro-batch; Rajbhandari et al. 2020 §7: 1.5x the
     all-reduce volume when m = 1).
 
-    Priced by :func:`_dp_traffic`; ``gathers_exposed`` is what the windows of ``comp`` leave of the gathers
-    (:func:`_gathers_exposed`).
+    Priced by :func:`_dp_traffic`; ``gathers_exposed`` is what the windows of ``comp`` leave of the gathers.
     """
-    dp = _dp_traffic(job, g, comp, m, data, shard=shard, hsdp=hsdp, all_reduce=all_reduce)
-    return dict(dp.parts, gathers_exposed=_gathers_exposed(job, dp, comp))
+    parts, gathers_exposed = _dp_traffic(job, g, comp, m, data, shard=shard, hsdp=hsdp, all_reduce=all_reduce)
+    return dict(parts, gathers_exposed=gathers_exposed(comp))
 
 
-class DpTraffic(Struct, frozen=True, eq=False):  # msgspec: built in C (a NamedTuple evals its __new__)
-    """A data-parallel group's gradient sync and parameter gathers, priced (:func:`_dp_traffic`). The collectives'
-    seconds do not depend on the compute windows; what of them the windows hide is exposed apart, as often as
-    there are windows (:func:`_gathers_exposed`, :func:`_expose`, :func:`_expose_param_gather`; the host wait's
-    stretched windows, :func:`_sync_comm`)."""
-
-    parts: dict[str, np.ndarray]  #: :func:`_dp_comm`'s seconds but ``gathers_exposed``
-    units: ShardedUnits | None  #: the ZeRO-3 / FSDP unit collectives (None where no candidate shards parameters)
+#: Seconds per step a stage's windows leave exposed of priced traffic, as a function of the stage (its
+#: ``forward_free`` and ``backward_free``): the collectives are priced once, their exposure under any windows.
+Exposure = Callable[[dict[str, np.ndarray]], np.ndarray]
+#: A data-parallel group's priced sync (:func:`_dp_traffic`): :func:`_dp_comm`'s seconds but ``gathers_exposed``,
+#: and the ZeRO-3 / FSDP gathers' exposure under a stage's windows.
+DpTraffic = tuple[dict[str, np.ndarray], Exposure]
 
 
-def _gathers_exposed(job: Job, dp: DpTraffic, comp: dict[str, np.ndarray]) -> np.ndarray:
-    """Seconds per step of the priced ZeRO-3 / FSDP gathers and reduce-scatters of ``dp`` that the windows of
-    ``comp`` do not hide (:func:`_expose_units`); 0 for the other ZeRO stages."""
-    if dp.units is None:
-        return np.zeros(1)
-    return np.asarray(np.where(dp.units.g.zero >= Zero.PARAMETERS, _expose_units(job, dp.units, comp), 0.0))
+def _none_exposed(comp: dict[str, np.ndarray]) -> np.ndarray:
+    """No sharded parameters: no gather to expose, whatever the windows."""
+    return np.zeros(1)
 
 
 def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
                 shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
                 all_reduce: bool = False) -> DpTraffic:
-    """:func:`_dp_comm`'s collectives, priced once: of ``comp`` only the stage's layers, its pipeline rank and its
-    recomputed layers are read, never its compute windows (``forward_free``, ``backward_free``)."""
+    """:func:`_dp_comm`'s collectives, priced once, and the exposure of its ZeRO-3 / FSDP gathers under a stage's
+    windows. Of ``comp`` only the stage's layers, its pipeline rank and its recomputed layers are read, never its
+    compute windows (``forward_free``, ``backward_free``): the collectives' seconds do not depend on them."""
     dense, expert = _params_per_gpu(job, g)
     if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (step._dp_rank)
         dense, expert = _rank_params_per_gpu(job, g, comp["layers_per_stage"], comp["pipeline_rank"])
@@ -1055,13 +1050,14 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
         gradients of n parameters in ``tensors`` parameter tensors."""
         n_b = launches(n * q, group, tensors)  # the buckets: one collective each, paying its latency
         out, nvls = np.zeros(1), np.zeros(1)
-        if not np.all(distopt):
+        # no row of ZeRO-3 / FSDP reads what is priced here: their gradients' reduce-scatters are the per-unit
+        # traffic's (_sharded_units) and their rows of the sync are zeroed below (sync28: an all-reduce and a
+        # reduce-scatter were priced here for them too)
+        if not np.all(distopt | zero3):
             t, hier = _priced("allreduce", n * q / n_b, group, g.algorithm)
             out = n_b * t
-            if not np.all(distopt | zero3) and np.any(nvls_allreduce_applies(group)):  # NVLS: what auto weighed
+            if np.any(nvls_allreduce_applies(group)):  # NVLS: what auto weighed
                 nvls = np.where(nvls_allreduce(group, g.algorithm, out, n_b * hier) & ~distopt, out, 0.0)  # zero3 later
-        if np.any(zero3):
-            out = np.where(zero3, n_b * _collective("reducescatter", n * q / n_b, group), out)
         if not np.any(distopt):
             return out, np.zeros(1), nvls
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
@@ -1115,15 +1111,21 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
     last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, by_tensors=both_nt),
                              embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
-    units = None
+    gathers_exposed: Exposure = _none_exposed
     if np.any(zero3):
         root = np.minimum(fsdp_root_params(job, g) / shard, dense)
-        units = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
+        units, units_exposed = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         nvls_ar = np.where(zero3, 0.0, nvls_ar)
-        gathers = np.where(zero3, units.total, 0.0)
-    return DpTraffic({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
-                      "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar}, units)
+        gathers = np.where(zero3, units, 0.0)
+
+        def zero3_exposed(c: dict[str, np.ndarray]) -> np.ndarray:
+            """The ZeRO-3 / FSDP rows' exposed unit traffic under the windows of ``c``, 0 on the other rows."""
+            return np.asarray(np.where(zero3, units_exposed(c), 0.0))
+
+        gathers_exposed = zero3_exposed
+    return ({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
+             "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar}, gathers_exposed)
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1332,20 +1334,17 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     return xla_allreduce_window(xla_allreduce_groups(job, g, shard_bytes, wire, replicas), backward, layers, kernels)
 
 
-class XlaAllReduce(Struct, frozen=True, eq=False):  # msgspec: built in C (a NamedTuple evals its __new__)
-    """HSDP's cross-group all-reduce as XLA's combiner groups it (:func:`xla_allreduce_groups`), seconds per
-    micro-batch; what the backward hides of it depends on the windows alone (:func:`xla_allreduce_window`)."""
-
-    total: np.ndarray  #: n t(T) + t(r)
-    full: np.ndarray  #: t(T), one full group
-    last: np.ndarray  #: t(last), the group the backward's end releases (t(r) if r > 0, else t(T))
-    before: np.ndarray  #: N, the groups that complete inside the backward
+#: HSDP's cross-group all-reduce as XLA's combiner groups it (:func:`xla_allreduce_groups`), seconds per micro-batch:
+#: (n t(T) + t(r) in all, t(T) one full group, t(last) the group the backward's end releases, N the groups that
+#: complete inside the backward); what the backward hides of it depends on the windows alone
+#: (:func:`xla_allreduce_window`).
+XlaGroups = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def xla_allreduce_groups(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement) -> XlaAllReduce:
-    """:func:`xla_lhs_allreduce`'s groups, priced: n = floor(S / T) full groups of T bytes and the remainder
-    r = S - n T, each an all-reduce over ``replicas``; N = n if r > 0 else n - 1 of them complete inside the
-    backward."""
+def xla_allreduce_groups(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement) -> XlaGroups:
+    """:func:`xla_lhs_allreduce`'s groups, priced (:data:`XlaGroups`): n = floor(S / T) full groups of T bytes and
+    the remainder r = S - n T, each an all-reduce over ``replicas``; N = n if r > 0 else n - 1 of them complete
+    inside the backward."""
     shard_bytes = np.asarray(shard_bytes, dtype=float)
     threshold = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes * wire,
                          XLA_ALL_REDUCE_COMBINE_BYTES)
@@ -1355,18 +1354,19 @@ def xla_allreduce_groups(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any,
     t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
     before = np.where(rest > 0, full, np.maximum(full - 1.0, 0.0))  # the groups complete inside the backward
     last = np.where(rest > 0, t_rest, np.where(full > 0, t_full, 0.0))  # complete when the backward ends
-    return XlaAllReduce(np.asarray(full * t_full + t_rest, dtype=float), t_full, last, before)
+    return np.asarray(full * t_full + t_rest, dtype=float), t_full, last, before
 
 
-def xla_allreduce_window(ar: XlaAllReduce, backward: Any, layers: Any, kernels: Any
+def xla_allreduce_window(groups: XlaGroups, backward: Any, layers: Any, kernels: Any
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(total, exposed, windows) of the priced groups ``ar`` under a layer's backward of ``backward`` seconds
+    """(total, exposed, windows) of the priced ``groups`` under a layer's backward of ``backward`` seconds
     (:func:`xla_lhs_allreduce`): W = min(5 b / K, L b / N), exposed = N max(t(T) - W, 0) + t(last), windows = N W."""
+    total, full, last, before = groups
     backward = np.asarray(backward, dtype=float)
     window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / np.asarray(kernels, dtype=float),
-                        layers * backward / np.maximum(ar.before, 1.0))
-    exposed = ar.before * np.maximum(ar.full - window, 0.0) + ar.last
-    return ar.total, np.asarray(exposed, dtype=float), np.asarray(ar.before * window, dtype=float)
+                        layers * backward / np.maximum(before, 1.0))
+    exposed = before * np.maximum(full - window, 0.0) + last
+    return total, np.asarray(exposed, dtype=float), np.asarray(before * window, dtype=float)
 
 
 def ps_server_line(job: Job) -> tuple[float, Any]:
@@ -1436,39 +1436,24 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
     ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
     (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
-    See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), the windows f and b expose
-    them (:func:`_expose_units`).
+    See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), then exposed under the
+    windows f and b.
     """
-    units = _sharded_units(job, g, comp, m, data, dense, expert, wire, bucket, hsdp, root)
-    return {"total": units.total, "exposed": _expose_units(job, units, comp)}
-
-
-class ShardedUnits(Struct, frozen=True, eq=False):  # msgspec: built in C (a NamedTuple evals its __new__)
-    """ZeRO-3 / FSDP's unit collectives over the sharding group, priced (:func:`_sharded_units`); the seconds do not
-    depend on the compute windows, only what of them is exposed does (:func:`_expose_units`)."""
-
-    g: StrategyGrid  #: the grid they are priced for
-    layers: np.ndarray  #: L, the units of the stage
-    ag: np.ndarray  #: one unit's all-gather, AG
-    rs: np.ndarray  #: one unit's reduce-scatter, RS (with HSDP's all-reduce of its shard where it stays in the unit)
-    ag_r: np.ndarray  #: the root unit's all-gather, AG_r
-    rs_r: np.ndarray  #: the root unit's reduce-scatter, RS_r
-    per_mb: np.ndarray  #: (2L - 1 | L) AG + L RS, the units' traffic per micro-batch
-    xla: np.ndarray  #: where HSDP's cross-group all-reduces leave the units (xla_gpu_lhs)
-    xla_ar: XlaAllReduce | None  #: those all-reduces, priced (None where none leaves them)
-    kernels: np.ndarray  #: a layer's backward kernels under XLA (:func:`xla_layer_kernels`), read only there
-    m: np.ndarray  #: micro-batches per step
-    total: np.ndarray  #: m (per_mb + the cross-group all-reduces + AG_r + RS_r), seconds per step
+    total, exposed = _sharded_units(job, g, comp, m, data, dense, expert, wire, bucket, hsdp, root)
+    return {"total": total, "exposed": exposed(comp)}
 
 
 def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups,
                    dense: np.ndarray, expert: np.ndarray, wire: np.ndarray, bucket: np.ndarray,
-                   hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any) -> ShardedUnits:
-    """The collectives of :func:`_sharded_parameter_traffic`, priced: one unit's AG and RS, the root unit's, HSDP's
-    cross-group all-reduces, the traffic per step. Reads of ``comp`` only the stage's layers (and the recomputed
-    ones), not its windows."""
+                   hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any
+                   ) -> tuple[np.ndarray, Exposure]:
+    """(traffic seconds per step, exposure) of :func:`_sharded_parameter_traffic`: the collectives priced once (one
+    unit's AG and RS, the root unit's, HSDP's cross-group all-reduces: of ``comp`` only the stage's layers and the
+    recomputed ones are read, not its windows), and the seconds per step a stage's free forward and backward
+    (``forward_free``, ``backward_free``: f and b, L units' worth) leave exposed of them, with XLA's windows
+    (:func:`xla_lhs_unit_exposure`, :func:`xla_allreduce_window`) where ``xla_gpu_lhs``."""
     layers = np.maximum(comp["layers_per_stage"], 1.0)
-    deepspeed = g.zero == Zero.PARAMETERS
+    zero3, deepspeed = g.zero >= Zero.PARAMETERS, g.zero == Zero.PARAMETERS
     pieces = np.where(deepspeed, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
     def gather(nbytes: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters
@@ -1480,10 +1465,15 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
     def unit_traffic(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(AG, RS) of one unit and (AG_r, RS_r) of the root unit over the sharding group."""
         ag = gather(_gathered_bytes(job, g, blocks, layers), group.dense)
-        fsdp_rs = _collective("reducescatter", blocks * wire / layers, group.dense)
-        n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
-        ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
-        rs = np.where(deepspeed, ds_rs, fsdp_rs)
+        # FSDP's one reduce-scatter a unit, DeepSpeed's in buckets: each priced only where a ZeRO-3 / FSDP row runs
+        # it (the other rows' units are dropped, _dp_traffic; sync28: both were priced for every row)
+        rs = fsdp_rs = ds_rs = np.zeros(1)
+        if np.any(zero3 & ~deepspeed):
+            rs = fsdp_rs = _collective("reducescatter", blocks * wire / layers, group.dense)
+        if np.any(deepspeed):
+            n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
+            ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
+            rs = np.where(deepspeed, ds_rs, fsdp_rs)
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
             ag = ag + gather(2.0 * expert, group.expert)
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
@@ -1495,7 +1485,11 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         rs_r = np.where(on, _collective("reducescatter", root * wire, group.dense), 0.0)
         return np.where(many, ag, 0.0), np.where(many, rs, 0.0), ag_r, rs_r
 
-    ag, rs, ag_r, rs_r = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states
+    # the replicas with their cp ranks shard the states; an HSDP candidate's units are its shard group's (below), so
+    # the whole group's are priced only where a candidate is not HSDP (sync28: they were priced for it too)
+    is_hsdp = g.zero == Zero.HSDP
+    whole = hsdp is None or not np.all(is_hsdp)
+    ag, rs, ag_r, rs_r = unit_traffic(data.sharding) if whole else (np.zeros(1),) * 4
     xla = np.zeros(1, dtype=bool)
     if hsdp is not None:
         # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
@@ -1508,7 +1502,6 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         ar_r = (np.where((replicas.ranks > 1) & (root > 0),
                          _collective("allreduce", root * wire / shard_group.ranks, replicas.dense), 0.0)
                 if np.any(root > 0) else np.zeros(1))
-        is_hsdp = g.zero == Zero.HSDP
         # the all-reduces leave the units' windows; the windows count a transformer layer's kernels (job.py refuses
         # the field for other models, a grid of arrays prices them without windows)
         xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1) & job.is_transformer
@@ -1519,43 +1512,38 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
     if np.any(g.xla_gpu_lhs) and job.is_transformer:
         recomputed = comp["recomputed_layers"] if "recomputed_layers" in comp else recomputed_layers(g, layers)
         kernels = xla_layer_kernels(job, g, recomputed / layers)
-    xla_ar, xla_total = None, np.zeros(1)
+    xla_groups, xla_total = None, np.zeros(1)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
-        xla_ar = xla_allreduce_groups(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense)
-        xla_total = np.where(xla, xla_ar.total, 0.0)
-    per_mb = np.where(g.fsdp_reshard_after_forward, 2.0 * layers - 1.0, layers) * ag + layers * rs
-    total = m * (per_mb + xla_total + ag_r + rs_r)
-    return ShardedUnits(g, layers, ag, rs, ag_r, rs_r, per_mb, xla, xla_ar, kernels, m, total)
-
-
-def _expose_units(job: Job, u: ShardedUnits, comp: dict[str, np.ndarray]) -> np.ndarray:
-    """Seconds per step of the priced units ``u`` (:func:`_sharded_units`) that the free forward and backward of
-    ``comp`` (``forward_free``, ``backward_free``: f and b, L units' worth) do not hide: the exposure of
-    :func:`_sharded_parameter_traffic`, with XLA's windows (:func:`xla_lhs_unit_exposure`,
-    :func:`xla_allreduce_window`) where ``xla_gpu_lhs``."""
-    g, layers, ag, rs = u.g, u.layers, u.ag, u.rs
-    f = comp["forward_free"] / layers
-    b = comp["backward_free"] / layers
-    xla_total = xla_exposed = np.zeros(1)
-    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
-    if u.xla_ar is not None:
-        t, e, w = xla_allreduce_window(u.xla_ar, b, layers, u.kernels)
-        xla_total, xla_exposed = np.where(u.xla, t, 0.0), np.where(u.xla, e, 0.0)
-        b = np.where(u.xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
+        xla_groups = xla_allreduce_groups(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense)
+        xla_total = np.where(xla, xla_groups[0], 0.0)
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
-    hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
-    hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
-    lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
-    if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
-        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, u.kernels, left=b)
-        hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
-        hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
-    exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, u.per_mb), u.per_mb)
-    # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
-    exposed = exposed + np.where(g.overlap, xla_exposed, xla_total)
-    # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
-    return np.asarray(u.m * (exposed + u.ag_r + u.rs_r))
+    per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
+
+    def exposed(c: dict[str, np.ndarray]) -> np.ndarray:
+        """Seconds per step of the priced units that the free windows of ``c`` do not hide."""
+        f = c["forward_free"] / layers
+        b = c["backward_free"] / layers
+        xla_exposed = np.zeros(1)
+        b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
+        if xla_groups is not None:
+            _, e, w = xla_allreduce_window(xla_groups, b, layers, kernels)
+            xla_exposed = np.where(xla, e, 0.0)
+            b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
+        hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
+        hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
+        lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
+        if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
+            fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, kernels, left=b)
+            hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
+            hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
+        out = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
+        # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
+        out = out + np.where(g.overlap, xla_exposed, xla_total)
+        # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
+        return np.asarray(m * (out + ag_r + rs_r))
+
+    return m * (per_mb + xla_total + ag_r + rs_r), exposed
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
@@ -1637,10 +1625,10 @@ def _sync_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.
 
 def _sync_total(traffic: tuple[DpTraffic, DpTraffic | None]) -> tuple[np.ndarray, np.ndarray]:
     """(total comm, its NVLS all-reduce part) seconds per step of the priced :func:`_sync_traffic`."""
-    dp, outer = traffic
+    (dp, _), outer = traffic
     if outer is None:
-        return dp.parts["grads"] + dp.parts["gathers"], dp.parts["nvls_allreduce"]
-    inner, out = dp.parts, outer.parts
+        return dp["grads"] + dp["gathers"], dp["nvls_allreduce"]
+    inner, out = dp, outer[0]
     return (inner["grads"] + out["grads"] + inner["gathers"] + out["gathers"],
             inner["nvls_allreduce"] + out["nvls_allreduce"])
 
@@ -1659,18 +1647,17 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     worker iteration: C = max(expose(C_worker), C_server_round - local), so that
     local + C >= C_server_round (the server cap of ``ps.async_ps_rate``; docs/model.md#parameter-server).
     """
-    dp, outer_traffic = traffic
+    (parts, gathers_exposed), outer_traffic = traffic
     if outer_traffic is None:
-        parts = dp.parts
         exposed = _expose_param_gather(g, comp, parts["grads"], parts["last_bucket"], parts["param_gather"]) \
-            + _gathers_exposed(job, dp, comp)
+            + gathers_exposed(comp)
         if parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
             worker = _expose(g, comp, parts["ps_worker"], parts["last_bucket"])
             busy = parts["ps_server_round"] - (0.0 if local is None else local)
             exposed = np.where(g.ps_servers > 0, np.maximum(worker, busy), exposed)
         return exposed, None
-    inner, outer = dp.parts, outer_traffic.parts
-    inner_exposed = _gathers_exposed(job, dp, comp)
+    inner, (outer, outer_exposed) = parts, outer_traffic
+    inner_exposed = gathers_exposed(comp)
     both = inner["grads"] + outer["grads"]
     # the in-group ZeRO-3 traffic that hid took its compute: what it hid is not there again for the gradients'
     # sync (no compute hides traffic twice; props26b's test_hier_zero3_hides_no_more_than_its_compute)
@@ -1680,7 +1667,7 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     exposed = _expose(g, left, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner_exposed
-    return exposed * (1.0 - share) + _gathers_exposed(job, outer_traffic, comp), in_group
+    return exposed * (1.0 - share) + outer_exposed(comp), in_group
 
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None
