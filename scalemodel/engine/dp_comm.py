@@ -10,6 +10,7 @@ kernels (:func:`_optimizer_time`: Adam, weight copy, grad-buffer reset, fp8 para
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -984,7 +985,32 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     rank's reduced shard across the groups). ZeRO-3/FSDP: :func:`_sharded_parameter_traffic`
     (per-unit gathers and reduce-scatters in every micro-batch; Rajbhandari et al. 2020 §7: 1.5x the
     all-reduce volume when m = 1).
+
+    Priced by :func:`_dp_traffic`; ``gathers_exposed`` is what the windows of ``comp`` leave of the gathers.
     """
+    parts, gathers_exposed = _dp_traffic(job, g, comp, m, data, shard=shard, hsdp=hsdp, all_reduce=all_reduce)
+    return dict(parts, gathers_exposed=gathers_exposed(comp))
+
+
+#: Seconds per step a stage's windows leave exposed of priced traffic, as a function of the stage (its
+#: ``forward_free`` and ``backward_free``): the collectives are priced once, their exposure under any windows.
+Exposure = Callable[[dict[str, np.ndarray]], np.ndarray]
+#: A data-parallel group's priced sync (:func:`_dp_traffic`): :func:`_dp_comm`'s seconds but ``gathers_exposed``,
+#: and the ZeRO-3 / FSDP gathers' exposure under a stage's windows.
+DpTraffic = tuple[dict[str, np.ndarray], Exposure]
+
+
+def _none_exposed(comp: dict[str, np.ndarray]) -> np.ndarray:
+    """No sharded parameters: no gather to expose, whatever the windows."""
+    return np.zeros(1)
+
+
+def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
+                shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
+                all_reduce: bool = False) -> DpTraffic:
+    """:func:`_dp_comm`'s collectives, priced once, and the exposure of its ZeRO-3 / FSDP gathers under a stage's
+    windows. Of ``comp`` only the stage's layers, its pipeline rank and its recomputed layers are read, never its
+    compute windows (``forward_free``, ``backward_free``): the collectives' seconds do not depend on them."""
     dense, expert = _params_per_gpu(job, g)
     if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (step._dp_rank)
         dense, expert = _rank_params_per_gpu(job, g, comp["layers_per_stage"], comp["pipeline_rank"])
@@ -1031,13 +1057,14 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         gradients of n parameters in ``tensors`` parameter tensors."""
         n_b = launches(n * q, group, tensors)  # the buckets: one collective each, paying its latency
         out, nvls = np.zeros(1), np.zeros(1)
-        if not np.all(distopt):
+        # no row of ZeRO-3 / FSDP reads what is priced here: their gradients' reduce-scatters are the per-unit
+        # traffic's (_sharded_units) and their rows of the sync are zeroed below (sync28: an all-reduce and a
+        # reduce-scatter were priced here for them too)
+        if not np.all(distopt | zero3):
             t, hier = _priced("allreduce", n * q / n_b, group, g.algorithm)
             out = n_b * t
-            if not np.all(distopt | zero3) and np.any(nvls_allreduce_applies(group)):  # NVLS: what auto weighed
+            if np.any(nvls_allreduce_applies(group)):  # NVLS: what auto weighed
                 nvls = np.where(nvls_allreduce(group, g.algorithm, out, n_b * hier) & ~distopt, out, 0.0)  # zero3 later
-        if np.any(zero3):
-            out = np.where(zero3, n_b * _collective("reducescatter", n * q / n_b, group), out)
         if not np.any(distopt):
             return out, np.zeros(1), nvls
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
@@ -1091,17 +1118,21 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, by_tensors=both_nt),
                              embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
-    gathers_exposed = np.zeros(1)
+    gathers_exposed: Exposure = _none_exposed
     if np.any(zero3):
         root = np.minimum(fsdp_root_params(job, g) / shard, dense)
-        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root=root)
+        units, units_exposed = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         nvls_ar = np.where(zero3, 0.0, nvls_ar)
-        gathers = np.where(zero3, sharded["total"], 0.0)
-        gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
-    return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket,
-            "ps_worker": ps_worker, "ps_server_round": ps_round, "param_gather": param_gather,
-            "nvls_allreduce": nvls_ar}
+        gathers = np.where(zero3, units, 0.0)
+
+        def zero3_exposed(c: dict[str, np.ndarray]) -> np.ndarray:
+            """The ZeRO-3 / FSDP rows' exposed unit traffic under the windows of ``c``, 0 on the other rows."""
+            return np.asarray(np.where(zero3, units_exposed(c), 0.0))
+
+        gathers_exposed = zero3_exposed
+    return ({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
+             "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar}, gathers_exposed)
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1305,7 +1336,22 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     and ``windows`` = N W, the backward the all-reduces take, which the units' gathers and reduce-scatters cannot
     claim too (:func:`_sharded_parameter_traffic` leaves them b - N W / L a layer): no compute hides traffic twice,
     and with both the exposure grows by at most L per second of b lost (a faster accelerator is never slower).
-    t the all-reduce over the replica groups (one rank of each shard group, across nodes)."""
+    t the all-reduce over the replica groups (one rank of each shard group, across nodes): the groups are priced
+    once (:func:`xla_allreduce_groups`), the windows expose them (:func:`xla_allreduce_window`)."""
+    return xla_allreduce_window(xla_allreduce_groups(job, g, shard_bytes, wire, replicas), backward, layers, kernels)
+
+
+#: HSDP's cross-group all-reduce as XLA's combiner groups it (:func:`xla_allreduce_groups`), seconds per micro-batch:
+#: (n t(T) + t(r) in all, t(T) one full group, t(last) the group the backward's end releases, N the groups that
+#: complete inside the backward); what the backward hides of it depends on the windows alone
+#: (:func:`xla_allreduce_window`).
+XlaGroups = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def xla_allreduce_groups(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, replicas: Placement) -> XlaGroups:
+    """:func:`xla_lhs_allreduce`'s groups, priced (:data:`XlaGroups`): n = floor(S / T) full groups of T bytes and
+    the remainder r = S - n T, each an all-reduce over ``replicas``; N = n if r > 0 else n - 1 of them complete
+    inside the backward."""
     shard_bytes = np.asarray(shard_bytes, dtype=float)
     threshold = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes * wire,
                          XLA_ALL_REDUCE_COMBINE_BYTES)
@@ -1313,14 +1359,21 @@ def xla_lhs_allreduce(job: Job, g: StrategyGrid, shard_bytes: Any, wire: Any, re
     rest = shard_bytes - full * threshold
     t_full = _collective("allreduce", threshold, replicas)
     t_rest = np.where(rest > 0, _collective("allreduce", rest, replicas), 0.0)
-    backward = np.asarray(backward, dtype=float)
     before = np.where(rest > 0, full, np.maximum(full - 1.0, 0.0))  # the groups complete inside the backward
     last = np.where(rest > 0, t_rest, np.where(full > 0, t_full, 0.0))  # complete when the backward ends
+    return np.asarray(full * t_full + t_rest, dtype=float), t_full, last, before
+
+
+def xla_allreduce_window(groups: XlaGroups, backward: Any, layers: Any, kernels: Any
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(total, exposed, windows) of the priced ``groups`` under a layer's backward of ``backward`` seconds
+    (:func:`xla_lhs_allreduce`): W = min(5 b / K, L b / N), exposed = N max(t(T) - W, 0) + t(last), windows = N W."""
+    total, full, last, before = groups
+    backward = np.asarray(backward, dtype=float)
     window = np.minimum(XLA_LHS_WINDOW_KERNELS * backward / np.asarray(kernels, dtype=float),
                         layers * backward / np.maximum(before, 1.0))
-    total = full * t_full + t_rest
-    exposed = before * np.maximum(t_full - window, 0.0) + last
-    return np.asarray(total, dtype=float), np.asarray(exposed, dtype=float), np.asarray(before * window, dtype=float)
+    exposed = before * np.maximum(full - window, 0.0) + last
+    return total, np.asarray(exposed, dtype=float), np.asarray(before * window, dtype=float)
 
 
 def ps_server_line(job: Job) -> tuple[float, Any]:
@@ -1390,10 +1443,24 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
     ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
     (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
-    See docs/model.md#dp-comm.
+    See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), then exposed under the
+    windows f and b.
     """
+    total, exposed = _sharded_units(job, g, comp, m, data, dense, expert, wire, bucket, hsdp, root)
+    return {"total": total, "exposed": exposed(comp)}
+
+
+def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups,
+                   dense: np.ndarray, expert: np.ndarray, wire: np.ndarray, bucket: np.ndarray,
+                   hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any
+                   ) -> tuple[np.ndarray, Exposure]:
+    """(traffic seconds per step, exposure) of :func:`_sharded_parameter_traffic`: the collectives priced once (one
+    unit's AG and RS, the root unit's, HSDP's cross-group all-reduces: of ``comp`` only the stage's layers and the
+    recomputed ones are read, not its windows), and the seconds per step a stage's free forward and backward
+    (``forward_free``, ``backward_free``: f and b, L units' worth) leave exposed of them, with XLA's windows
+    (:func:`xla_lhs_unit_exposure`, :func:`xla_allreduce_window`) where ``xla_gpu_lhs``."""
     layers = np.maximum(comp["layers_per_stage"], 1.0)
-    deepspeed = g.zero == Zero.PARAMETERS
+    zero3, deepspeed = g.zero >= Zero.PARAMETERS, g.zero == Zero.PARAMETERS
     pieces = np.where(deepspeed, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
     def gather(nbytes: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters
@@ -1405,10 +1472,15 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     def unit_traffic(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(AG, RS) of one unit and (AG_r, RS_r) of the root unit over the sharding group."""
         ag = gather(_gathered_bytes(job, g, blocks, layers), group.dense)
-        fsdp_rs = _collective("reducescatter", blocks * wire / layers, group.dense)
-        n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
-        ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
-        rs = np.where(deepspeed, ds_rs, fsdp_rs)
+        # FSDP's one reduce-scatter a unit, DeepSpeed's in buckets: each priced only where a ZeRO-3 / FSDP row runs
+        # it (the other rows' units are dropped, _dp_traffic; sync28: both were priced for every row)
+        rs = fsdp_rs = ds_rs = np.zeros(1)
+        if np.any(zero3 & ~deepspeed):
+            rs = fsdp_rs = _collective("reducescatter", blocks * wire / layers, group.dense)
+        if np.any(deepspeed):
+            n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
+            ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
+            rs = np.where(deepspeed, ds_rs, fsdp_rs)
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
             ag = ag + gather(2.0 * expert, group.expert)
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
@@ -1420,7 +1492,11 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         rs_r = np.where(on, _collective("reducescatter", root * wire, group.dense), 0.0)
         return np.where(many, ag, 0.0), np.where(many, rs, 0.0), ag_r, rs_r
 
-    ag, rs, ag_r, rs_r = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states
+    # the replicas with their cp ranks shard the states; an HSDP candidate's units are its shard group's (below), so
+    # the whole group's are priced only where a candidate is not HSDP (sync28: they were priced for it too)
+    is_hsdp = g.zero == Zero.HSDP
+    whole = hsdp is None or not np.all(is_hsdp)
+    ag, rs, ag_r, rs_r = unit_traffic(data.sharding) if whole else (np.zeros(1),) * 4
     xla = np.zeros(1, dtype=bool)
     if hsdp is not None:
         # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
@@ -1433,41 +1509,48 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         ar_r = (np.where((replicas.ranks > 1) & (root > 0),
                          _collective("allreduce", root * wire / shard_group.ranks, replicas.dense), 0.0)
                 if np.any(root > 0) else np.zeros(1))
-        is_hsdp = g.zero == Zero.HSDP
         # the all-reduces leave the units' windows; the windows count a transformer layer's kernels (job.py refuses
         # the field for other models, a grid of arrays prices them without windows)
         xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1) & job.is_transformer
         ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + np.where(xla, 0.0, ar), rs)
         ag_r, rs_r = np.where(is_hsdp, ag_rh, ag_r), np.where(is_hsdp, rs_rh + ar_r, rs_r)
-    f = comp["forward_free"] / layers
-    b = comp["backward_free"] / layers
-    xla_total = xla_exposed = np.zeros(1)
-    b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
     # the backward's kernels, with the forward kernels its recompute repeats on the stage's recomputed layers
     kernels = np.ones(1)  # read only where xla_gpu_lhs prices a transformer's windows
     if np.any(g.xla_gpu_lhs) and job.is_transformer:
         recomputed = comp["recomputed_layers"] if "recomputed_layers" in comp else recomputed_layers(g, layers)
         kernels = xla_layer_kernels(job, g, recomputed / layers)
+    xla_groups, xla_total = None, np.zeros(1)
     if hsdp is not None and np.any(xla):
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
-        t, e, w = xla_lhs_allreduce(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense, b,
-                                    layers, kernels)
-        xla_total, xla_exposed = np.where(xla, t, 0.0), np.where(xla, e, 0.0)
-        b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
+        xla_groups = xla_allreduce_groups(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense)
+        xla_total = np.where(xla, xla_groups[0], 0.0)
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
-    hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
-    hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
-    lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
-    if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
-        fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, kernels, left=b)
-        hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
-        hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
-    exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
-    # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
-    per_mb, exposed = per_mb + xla_total, exposed + np.where(g.overlap, xla_exposed, xla_total)
-    # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
-    return {"total": m * (per_mb + ag_r + rs_r), "exposed": m * (exposed + ag_r + rs_r)}
+
+    def exposed(c: dict[str, np.ndarray]) -> np.ndarray:
+        """Seconds per step of the priced units that the free windows of ``c`` do not hide."""
+        f = c["forward_free"] / layers
+        b = c["backward_free"] / layers
+        xla_exposed = np.zeros(1)
+        b_free = b  # the layer's free backward: its kernels' length (xla_lhs_unit_exposure's windows of 5 of them)
+        if xla_groups is not None:
+            _, e, w = xla_allreduce_window(xla_groups, b, layers, kernels)
+            xla_exposed = np.where(xla, e, 0.0)
+            b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
+        hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
+        hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
+        lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
+        if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
+            fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, kernels, left=b)
+            hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
+            hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
+        out = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
+        # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
+        out = out + np.where(g.overlap, xla_exposed, xla_total)
+        # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
+        return np.asarray(m * (out + ag_r + rs_r))
+
+    return m * (per_mb + xla_total + ag_r + rs_r), exposed
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
@@ -1481,8 +1564,9 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
                sync: str, groups: ParallelGroups, *, local: Any = None, idle: Any = 0.0
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total, the part of the
-    total hidden under the host wait) seconds for the sync mode (the first two exposed; :func:`_sync_comm_windows`
-    prices them under the compute windows of ``comp``).
+    total hidden under the host wait) seconds for the sync mode (the first two exposed). The collectives are priced
+    once (:func:`_sync_traffic`, whose seconds do not depend on the windows) and exposed under the compute windows of
+    ``comp`` (:func:`_sync_exposed`), and with a host wait under the stretched windows too.
 
     ``idle``: seconds per micro-batch the DP rank's GPU waits on the host (:func:`scalemodel.engine.step._host_wait`,
     a synchronising MoE layer; docs/model.md#host-dp-window). The data-parallel collectives run on their own streams
@@ -1497,13 +1581,15 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 
     (where f = b = 0, in the proportion of the forward and backward compute, F / (F + B): the idle is there whatever
     the model-parallel traffic leaves of the compute; half each without compute) and the traffic is exposed against
-    (f', b') as it is against (f, b) (:func:`_sync_comm_windows`). The windows
+    (f', b') as it is against (f, b) (:func:`_sync_exposed`). The windows
     gain w in all, once (the idle is not counted in the forward and the backward both); the first gather and the
     last bucket, which no window hides, stay exposed. What the longer windows hide beyond the compute's is returned
     apart: it runs while no compute runs, so it slows none (docs/model.md#contention prices the rest). ``idle`` 0
     (no host wait) gives the compute windows' exposure exactly.
     """
-    cross, in_group, total, nvls = _sync_comm_windows(job, g, comp, m, sync, groups, local=local)
+    traffic = _sync_traffic(job, g, comp, m, sync, groups)
+    total, nvls = _sync_total(traffic)
+    cross, in_group = _sync_exposed(job, g, traffic, comp, sync, local)
     w = np.maximum(np.asarray(idle, dtype=float), 0.0)
     if not np.any(w > 0):
         return cross, in_group, total, nvls, np.zeros(1)
@@ -1515,22 +1601,52 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     share = np.where(free > 0, np.divide(f, free, out=np.zeros(np.broadcast(f, free).shape), where=free > 0),
                      np.divide(comp["forward"], work, out=np.full(np.broadcast(work).shape, 0.5), where=work > 0))
     longer = dict(comp, forward_free=f + w * share, backward_free=b + w * (1.0 - share))
-    cross_w, in_group_w, _, _ = _sync_comm_windows(job, g, longer, m, sync, groups, local=local)
+    cross_w, in_group_w = _sync_exposed(job, g, traffic, longer, sync, local)
     e0 = cross + (0.0 if in_group is None else in_group)
     ew = cross_w + (0.0 if in_group_w is None else in_group_w)
     return cross_w, in_group_w, total, nvls, np.asarray(np.maximum(e0 - ew, 0.0), dtype=float)
 
 
-def _sync_comm_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-                       sync: str, groups: ParallelGroups, *, local: Any = None
-                       ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
-    """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total) seconds for the
-    sync mode (the first two exposed) under the compute windows of ``comp``.
+def _sync_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, sync: str,
+                  groups: ParallelGroups) -> tuple[DpTraffic, DpTraffic | None]:
+    """The sync mode's data-parallel collectives, priced once (:func:`_dp_traffic`): the whole DP group's and None,
+    or under hier:G the in-group and the cross-group ones.
 
     hier:G first all-reduces inside each group of G replicas (with their cp ranks: G cp GPUs); then every member
     holds the group's gradient and exchanges its 1/(G cp) shard with its counterparts in the other N/G groups (G cp
     parallel all-reduces of S/(G cp) over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
-    Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
+    Every other mode syncs the whole DP group."""
+    size = hier_group(g, sync)
+    if size is None:
+        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+        return _dp_traffic(job, g, comp, m, groups.data, hsdp=hsdp), None
+    in_groups, across = groups.data_split(size)
+    # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
+    # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
+    # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
+    flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
+        g.zero >= Zero.PARAMETERS) else g
+    return (_dp_traffic(job, g, comp, m, in_groups),
+            _dp_traffic(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True))
+
+
+def _sync_total(traffic: tuple[DpTraffic, DpTraffic | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(total comm, its NVLS all-reduce part) seconds per step of the priced :func:`_sync_traffic`."""
+    (dp, _), outer = traffic
+    if outer is None:
+        return dp["grads"] + dp["gathers"], dp["nvls_allreduce"]
+    inner, out = dp, outer[0]
+    return (inner["grads"] + out["grads"] + inner["gathers"] + out["gathers"],
+            inner["nvls_allreduce"] + out["nvls_allreduce"])
+
+
+def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic | None],
+                  comp: dict[str, np.ndarray], sync: str, local: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(cross-group comm, in-group comm or None) exposed seconds of the priced :func:`_sync_traffic` under the
+    compute windows of ``comp``.
+
+    hier:G: the in-group and the cross-group gradient sync share one overlap window (the last backward), less what
+    the in-group ZeRO-3 traffic hid of it.
 
     asp and ssp:S on a parameter server (dp_comm ps:K): each worker pushes and pulls on its own
     clock, so its communication is its own exchange over its NIC (``ps_worker``, exposed as the
@@ -1538,37 +1654,27 @@ def _sync_comm_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m
     worker iteration: C = max(expose(C_worker), C_server_round - local), so that
     local + C >= C_server_round (the server cap of ``ps.async_ps_rate``; docs/model.md#parameter-server).
     """
-    strategy = parse_sync(sync)
-    size = hier_group(g, sync)
-    if size is None:
-        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
-        dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
-        exposed = _expose_param_gather(g, comp, dp["grads"], dp["last_bucket"], dp["param_gather"]) \
-            + dp["gathers_exposed"]
-        if strategy.kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
-            worker = _expose(g, comp, dp["ps_worker"], dp["last_bucket"])
-            busy = dp["ps_server_round"] - (0.0 if local is None else local)
+    (parts, gathers_exposed), outer_traffic = traffic
+    if outer_traffic is None:
+        exposed = _expose_param_gather(g, comp, parts["grads"], parts["last_bucket"], parts["param_gather"]) \
+            + gathers_exposed(comp)
+        if parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
+            worker = _expose(g, comp, parts["ps_worker"], parts["last_bucket"])
+            busy = parts["ps_server_round"] - (0.0 if local is None else local)
             exposed = np.where(g.ps_servers > 0, np.maximum(worker, busy), exposed)
-        return exposed, None, dp["grads"] + dp["gathers"], dp["nvls_allreduce"]
-    in_groups, across = groups.data_split(size)
-    inner = _dp_comm(job, g, comp, m, in_groups)
-    # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
-    # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
-    # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
-    flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
-        g.zero >= Zero.PARAMETERS) else g
-    outer = _dp_comm(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True)
+        return exposed, None
+    inner, (outer, outer_exposed) = parts, outer_traffic
+    inner_exposed = gathers_exposed(comp)
     both = inner["grads"] + outer["grads"]
     # the in-group ZeRO-3 traffic that hid took its compute: what it hid is not there again for the gradients'
     # sync (no compute hides traffic twice; props26b's test_hier_zero3_hides_no_more_than_its_compute)
-    hidden = np.maximum(inner["gathers"] - inner["gathers_exposed"], 0.0)
+    hidden = np.maximum(inner["gathers"] - inner_exposed, 0.0)
     left = dict(comp, backward_free=np.maximum(comp["backward_free"] - hidden, 0.0))
     # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
     exposed = _expose(g, left, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
-    in_group = exposed * share + inner["gathers_exposed"]
-    return (exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"],
-            inner["nvls_allreduce"] + outer["nvls_allreduce"])
+    in_group = exposed * share + inner_exposed
+    return exposed * (1.0 - share) + outer_exposed(comp), in_group
 
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None
