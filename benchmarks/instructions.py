@@ -1,0 +1,77 @@
+"""CPU instructions of the what-if queries and of a plan, under callgrind, as a ratio to ``import numpy``.
+
+    python benchmarks/instructions.py            # predict and collective, tables and --json
+    python benchmarks/instructions.py --plan     # also plan (a) of bench.py and a 64-GPU plan (minutes)
+    python benchmarks/instructions.py --json
+
+Wall time moves by +-0.2x between runs on a shared machine; the instructions a process executes do not (within ~1%:
+``PYTHONHASHSEED=0``, the package's bytecode written first as in bench.py, so no run compiles sources). Each command
+runs once as a fresh process under ``valgrind --tool=callgrind`` and the total it collected ("Collected : N") is
+printed, beside its ratio to that of ``python -c "import numpy"`` in the same run (the floor issue 15's <= 2.5x target
+is measured against). Needs valgrind on PATH; prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from bench import COLLECTIVE_CMD, PLAN_CMD, PREDICT_CMD, _compile_package
+
+#: (label, arguments after ``python``); the plans only with --plan.
+QUERIES: list[tuple[str, list[str]]] = [
+    ("python -c 'import numpy'", ["-c", "import numpy"]),
+    ("predict --json", ["-m", "scalemodel", *PREDICT_CMD, "--json"]),
+    ("predict (tables)", ["-m", "scalemodel", *PREDICT_CMD]),
+    ("collective --json", ["-m", "scalemodel", *COLLECTIVE_CMD, "--json"]),
+    ("collective (tables)", ["-m", "scalemodel", *COLLECTIVE_CMD]),
+    ("python -c pass", ["-c", "pass"]),
+]
+PLANS: list[tuple[str, list[str]]] = [
+    ("plan, 64 dgx-a100 GPUs --json", ["-m", "scalemodel", "plan", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "64",
+                                       "--json"]),
+    ("plan (a), 4096 GPUs --json", ["-m", "scalemodel", *PLAN_CMD]),
+]
+
+
+def instructions(args: list[str]) -> int:
+    """Instructions one fresh ``python ARGS`` executes (callgrind's total), its output discarded."""
+    env = dict(os.environ, PYTHONHASHSEED="0", COLUMNS="120")
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", r.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind gave no total for {' '.join(args)}:\n{r.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", action="store_true", help="also the plans (each a few minutes under callgrind)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not on PATH (apt-get install valgrind)")
+    _compile_package()
+    rows: list[dict[str, Any]] = []
+    for label, cmd in QUERIES + (PLANS if args.plan else []):
+        rows.append({"command": label, "instructions": instructions(cmd)})
+    base = rows[0]["instructions"]
+    for r in rows:
+        r["ratio_to_import_numpy"] = round(r["instructions"] / base, 3)
+    if args.json:
+        print(json.dumps({"python": sys.version.split()[0], "rows": rows}, indent=2))
+        return
+    print(f"scalemodel instructions under callgrind (python {sys.version.split()[0]}; PYTHONHASHSEED=0, COLUMNS=120)")
+    for r in rows:
+        print(f"  {r['command']:<32} {r['instructions'] / 1e6:>10,.1f} M  {r['ratio_to_import_numpy']:>6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
