@@ -1,0 +1,128 @@
+"""Hostile-input round 28: the leftovers of round 27 (a rule across two fields written in two places, ``--set
+...extends=``, the aws-ofi-p5 tuner on a cluster with an ICI tier) and what this round's fuzzing found. The CLI
+contract is test_hostile_inputs.py's: exit 2, one ``error:`` line naming the file / field / option, what was wrong and
+what is allowed, nothing on stdout, no input changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+PREDICT = ["predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64"]
+
+
+# --- a rule across two fields: one in the --strategy file, the other on the command line ------------------------------
+# `--strategy f.yaml --zero 3` over the file's `megatron_ddp: true` was refused at the file's field alone ("--strategy:
+# f.yaml: strategy.megatron_ddp: true needs ... zero 0 or 1 (got zero '3')"): the option that made the conflict was
+# not named. Now the option (or --set item) comes first and the file's field after it; a field given on the command
+# line over the other one in the file names the file's field too (commands.common._across).
+
+@pytest.mark.parametrize("file_text, option, said", [
+    ("strategy:\n  megatron_ddp: true\n  zero: 1\n", ["--zero", "3"],
+     ["error: --zero: --strategy: ", "s.yaml: strategy.megatron_ddp: true needs Megatron-Core's DDP", "got zero '3'",
+      "true with zero 0 or 1"]),
+    ("strategy:\n  fsdp_reshard_after_forward: false\n  zero: 3\n", ["--zero", "1"],
+     ["error: --zero: --strategy: ", "s.yaml: strategy.fsdp_reshard_after_forward: false needs the parameters sharded",
+      "got zero '1'", "false with zero 3, fsdp or hsdp"]),
+    ("strategy:\n  megatron_ddp: true\n", ["--set", "strategy.zero=3"],
+     ["error: --set strategy.zero: --strategy: ", "s.yaml: strategy.megatron_ddp: true needs", "got zero '3'"]),
+    ("strategy:\n  nanotron_trainer: true\n", ["--zero", "2"],
+     ["error: --zero: --strategy: ", "s.yaml: strategy.nanotron_trainer: true runs nanotron's trainer", "zero 0 or 1"]),
+    ("strategy:\n  recompute_layers: 2\n  recompute: full\n", ["--recompute", "selective"],
+     ["error: --recompute: --strategy: ", "s.yaml: strategy.recompute_layers: recompute_layers=2 needs recompute: "
+      "full (got 'selective')", "leave it out for selective or none"]),
+    ("strategy:\n  zero: 1\n", ["--set", "strategy.fsdp_reshard_after_forward=false"],
+     ["error: --set strategy.fsdp_reshard_after_forward: false needs the parameters sharded", "got zero '1'",
+      "strategy.zero from --strategy: ", "s.yaml: strategy.zero;"]),
+])
+def test_a_rule_across_the_file_and_the_command_line_names_both(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                file_text: str, option: list[str],
+                                                                said: list[str]) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(file_text)
+    line = refused(cli, *PREDICT, "--strategy", str(f), *option, inputs=(f,))
+    assert line.startswith(said[0]) and all(s in line for s in said[1:]), line
+
+
+def test_both_fields_on_the_command_line_name_each_once(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, *PREDICT, "--zero", "3", "--set", "strategy.megatron_ddp=true")
+    assert line.startswith("error: --set strategy.megatron_ddp: true needs") and "got zero '3'" in line, line
+    assert "from --zero" not in line and "--strategy" not in line, line
+
+
+def test_both_fields_in_the_file_are_named_at_the_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  megatron_ddp: true\n  zero: 3\n")
+    line = refused(cli, *PREDICT, "--strategy", str(f))
+    assert line.startswith(f"error: --strategy: {f}: strategy.megatron_ddp: true needs"), line
+
+
+# --- --set ...extends= ------------------------------------------------------------------------------------------------
+# `--set cluster.extends=dgx-a100` was "unknown key 'extends'; known keys: sources, kind, name, ..." though a cluster
+# file writes extends: the spec it names is read and merged before any --set applies. Now it says so, and what to
+# give instead: the command's option (or the group's own --set) for another spec, --set X.<field> for one field.
+
+@pytest.mark.parametrize("args, item, said", [
+    (PREDICT, "cluster.extends=dgx-a100", ["error: --set cluster.extends: extends is resolved when the cluster is read",
+                                           "--cluster NAME or FILE", "--set cluster.<field>=VALUE"]),
+    (PREDICT, "model.extends=llama3-8b", ["error: --set model.extends: extends is resolved when the workload is read",
+                                          "--model NAME or FILE", "--set model.<field>=VALUE"]),
+    (PREDICT, "cluster.accelerator.extends=h200-sxm",
+     ["error: --set cluster.accelerator.extends: extends is resolved when the accelerator is read",
+      "--set cluster.accelerator=NAME or FILE", "--set cluster.accelerator.<field>=VALUE"]),
+    (PREDICT, "accelerator.extends=h200-sxm",
+     ["error: --set accelerator.extends: extends is resolved", "--set cluster.accelerator=NAME or FILE"]),
+    (["check", "examples/capacity/gpt3-175b-dgx-h100.yaml"], "cluster.extends=dgx-a100",
+     ["error: --set cluster.extends: extends is resolved when the cluster is read", "--set cluster=NAME or FILE"]),
+    (["check", "examples/capacity/gpt3-175b-dgx-h100.yaml"], "model.extends=llama3-8b",
+     ["error: --set model.extends: extends is resolved when the workload is read", "--set model=NAME or FILE"]),
+    (["check", "examples/capacity/gpt3-175b-dgx-h100.yaml"], "extends=x",
+     ["error: --set extends: extends is resolved when the scenario is read", "--set <field>=VALUE"]),
+])
+def test_set_extends_says_why_and_what_to_give(cli, args: list[str], item: str,  # type: ignore[no-untyped-def]
+                                               said: list[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    args = [str(root / a) if a.startswith("examples/") else a for a in args]
+    line = refused(cli, *args, "--set", item)
+    assert line.startswith(said[0]) and all(s in line for s in said[1:]) and "unknown key" not in line, line
+
+
+@pytest.mark.parametrize("item", ["training.extends=x", "strategy.extends=x", "cluster.tiers.0.extends=x"])
+def test_extends_where_no_file_writes_it_is_an_unknown_key(cli, item: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, *PREDICT, "--set", item, match=f"error: --set {item.split('=')[0]}: unknown key 'extends'")
+
+
+# --- the aws-ofi-p5 tuner on a cluster with an ICI tier ---------------------------------------------------------------
+# An ICI (torus) tier under nccl_tuner aws-ofi-p5 was refused as "'aws-ofi-p5' on 8 h100-sxm accelerators a node
+# (hopper): ... only on p5.48xlarge / p5e.48xlarge instances (8 H100 or H200 GPUs); ... or a cluster of 8 Hopper
+# GPUs a node": 8 Hopper GPUs a node is what the cluster had. Now the cluster and its ici tier are named, and what is
+# allowed excludes the tier.
+
+@pytest.mark.parametrize("cluster, item, said", [
+    ("aws-p5", "cluster.tiers.1.protocol=ici",
+     ["error: --set cluster.tiers.1.protocol: nccl_tuner: 'aws-ofi-p5' on 8 h100-sxm accelerators a node (hopper) of "
+      "cluster 'aws-p5', whose tier 'efa' (tiers[1]) is an ICI torus link (protocol ici)", "no tier of protocol ici"]),
+    ("tpu-v5p-pod", "cluster.nccl_tuner=aws-ofi-p5",
+     ["error: --set cluster.nccl_tuner: 'aws-ofi-p5' on 4 tpu-v5p accelerators a node (tpu) of cluster "
+      "'tpu-v5p-pod', whose tier 'ici' (tiers[0]) is an ICI torus link", "'' (NCCL's own choice) on this cluster"]),
+    ("aws-p5", "cluster.accelerator=a100-sxm-80g",
+     ["error: --set cluster.accelerator: nccl_tuner: 'aws-ofi-p5' on 8 a100-sxm-80g accelerators a node (ampere) of "
+      "cluster 'aws-p5': aws-ofi-nccl", "a cluster of 8 Hopper GPUs a node"]),
+])
+def test_the_p5_tuner_off_a_p5_names_the_cluster_and_tier(cli, cluster: str, item: str,  # type: ignore[no-untyped-def]
+                                                         said: list[str]) -> None:
+    line = refused(cli, "predict", "-c", cluster, "-m", "llama3-8b", "-n", "64", "--set", item)
+    assert line.startswith(said[0]) and all(s in line for s in said[1:]) and "..." not in line, line
+
+
+def test_the_p5_tuner_in_a_cluster_file_with_an_ici_tier(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "p5-ici.yaml"
+    f.write_text("kind: cluster\nname: p5-ici\naccelerator: h100-sxm\ngpus_per_node: 8\nnccl_tuner: aws-ofi-p5\n"
+                 "tiers:\n  - {name: nvlink, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8}\n"
+                 "  - {name: torus, span: 4096, bandwidth: 50 GB/s, latency: 5 us, efficiency: 0.8, protocol: ici}\n")
+    line = refused(cli, "hardware", "validate", str(f), inputs=(f,))
+    assert line.startswith(f"error: {f}:5: nccl_tuner: 'aws-ofi-p5'") and "of cluster 'p5-ici', whose tier 'torus' " \
+        "(tiers[1]) is an ICI torus link" in line, line
