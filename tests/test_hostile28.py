@@ -6,9 +6,13 @@ what is allowed, nothing on stdout, no input changed.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 PREDICT = ["predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64"]
@@ -126,3 +130,43 @@ def test_the_p5_tuner_in_a_cluster_file_with_an_ici_tier(cli, tmp_path: Path) ->
     line = refused(cli, "hardware", "validate", str(f), inputs=(f,))
     assert line.startswith(f"error: {f}:5: nccl_tuner: 'aws-ofi-p5'") and "of cluster 'p5-ici', whose tier 'torus' " \
         "(tiers[1]) is an ICI torus link" in line, line
+
+
+# --- stdout that cannot take the result ---------------------------------------------------------------------------
+# `scalemodel predict ... > /dev/full` (a full disk) was an OSError traceback with exit 1, `... >&-` (stdout closed) an
+# AttributeError traceback, and a table into a pipe closed early (`scalemodel hardware show dgx-h100 | head -c 10`)
+# exit 1 from rich's own broken-pipe handler, where the CLI's rule (and a --json query's) is exit 0. Run as processes:
+# the interpreter's own flush at exit is part of what is tested.
+
+def _scalemodel(*args: str, stdout: int | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scalemodel", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("args", [["hardware", "show", "dgx-h100"], ["schema", "cluster"], [*PREDICT, "--json"]])
+def test_a_full_stdout_is_one_error_line(args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        r = _scalemodel(*args, stdout=full.fileno())
+    assert (r.returncode, r.stderr) == (2, "error: stdout: cannot write the result: No space left on device; a stdout "
+                                           "that takes it: a terminal, a pipe, or a file on a disk with space\n")
+
+
+def test_a_closed_stdout_is_one_error_line() -> None:
+    r = subprocess.run([sys.executable, "-c", "import os, sys; os.close(1); sys.stdout = None; "
+                        "from scalemodel.cli import main; main(sys.argv[1:])", *PREDICT[1:]], stderr=subprocess.PIPE,
+                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stderr) == (2, "error: stdout: closed: the result would go nowhere; run it with stdout "
+                                           "open: a terminal, a pipe or a file (>/dev/null to discard it)\n")
+
+
+@pytest.mark.parametrize("args", [["hardware", "show", "dgx-h100"], ["hardware", "list"], PREDICT,
+                                  [*PREDICT, "--json"]])
+def test_a_pipe_closed_early_ends_with_exit_0(args: list[str]) -> None:
+    read, write = os.pipe()
+    os.close(read)  # a reader gone before the first write (`| head -c 0`): every write is a broken pipe
+    try:
+        r = _scalemodel(*args, stdout=write)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (0, "")
