@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 PREDICT = ["predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64"]
 
@@ -130,6 +130,83 @@ def test_the_p5_tuner_in_a_cluster_file_with_an_ici_tier(cli, tmp_path: Path) ->
     line = refused(cli, "hardware", "validate", str(f), inputs=(f,))
     assert line.startswith(f"error: {f}:5: nccl_tuner: 'aws-ofi-p5'") and "of cluster 'p5-ici', whose tier 'torus' " \
         "(tiers[1]) is an ICI torus link" in line, line
+
+
+
+# --- plan: a --constraint the pinned strategy's own constraints exclude -----------------------------------------------
+# A pinned trainer adds constraints of its own (megatron_ddp and nanotron_trainer: zero<=1; nanotron_trainer: cp=1):
+# `plan --strategy run.sh --constraint zero=3` (a Megatron-LM launch pins megatron_ddp) was "--constraint: no zero
+# meets zero=3, zero<=1 together", a zero<=1 the user never wrote. The pin that adds it is named, where it was written.
+
+@pytest.mark.parametrize("file_text, constraint, said", [
+    ("strategy:\n  megatron_ddp: true\n", "zero=3",
+     ["error: --constraint: no zero meets zero=3, zero<=1 together: zero is also constrained by the pinned "
+      "megatron_ddp (--strategy: ", "s.yaml: strategy.megatron_ddp)",
+      "a constraint on zero that the pinned strategy allows"]),
+    ("strategy:\n  nanotron_trainer: true\n", "cp=2",
+     ["error: --constraint: no cp meets cp=2, cp=1 together: cp is also constrained by the pinned nanotron_trainer "
+      "(--strategy: ", "s.yaml: strategy.nanotron_trainer)"]),
+])
+def test_plan_names_the_pin_that_excludes_a_constraint(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                       file_text: str, constraint: str, said: list[str]) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(file_text)
+    line = refused(cli, "plan", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--strategy", str(f),
+                   "--constraint", constraint, "--json", inputs=(f,))
+    assert line.startswith(said[0]) and all(s in line for s in said[1:]), line
+
+
+def test_plan_names_a_set_pin_and_keeps_a_constraint_of_its_own(cli) -> None:  # type: ignore[no-untyped-def]
+    """A --constraint on a field the --strategy file gives overrides the file's (commands.common.strategy_constraints);
+    a --set pin does not."""
+    refused(cli, "plan", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--set", "strategy.megatron_ddp=true",
+            "--constraint", "zero=3", match="zero is also constrained by the pinned megatron_ddp (--set "
+                                            "strategy.megatron_ddp)")
+    line = refused(cli, "plan", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--constraint", "zero=3,zero=1")
+    assert line == "error: --constraint: no zero meets zero=3, zero=1 together; constraints on zero that one of its " \
+                   "values meets", line
+
+
+
+# --- plan: a strategy file's degree written as a float ----------------------------------------------------------------
+# `tp: 2.0` (YAML float; 2e0 too) is the integer 2 to every command that validates the file (predict, memory, scale),
+# but plan turned the file's raw 2.0 into --constraint text and refused it alone: "--strategy: s.yaml: constraint
+# 'tp=2.0' needs an integer; KEY OP VALUE with KEY one of ...". A degree of 2.5 is refused at the file's field by its
+# reader, before (unchanged).
+
+def test_plan_reads_an_integral_float_degree_as_the_other_commands_do(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  tp: 2.0\n  pp: 2e0\ntraining:\n  micro_batch: 1.0\n")
+    ranked = accepted(cli, "plan", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "-k", "2",
+                      "--strategy", str(f))["ranked"]
+    assert ranked and all((r["strategy"]["tp"], r["strategy"]["pp"], r["strategy"]["micro_batch"]) == (2, 2, 1)
+                          for r in ranked)
+
+
+@pytest.mark.parametrize("command", [["plan"], ["scale", "--best"]])
+def test_plan_refuses_a_fractional_degree_at_the_file_field(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                            command: list[str]) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  tp: 2.5\n")
+    refused(cli, *command, "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--strategy", str(f), "--json",
+            inputs=(f,), match=f"error: --strategy: {f}: strategy.tp: Input should be a valid integer, got a number "
+                               "with a fractional part (got 2.5); an integer from 1 to 1e+09")
+
+
+
+# --- an nccl-tests log whose every row is skipped ---------------------------------------------------------------------
+# A log whose rows all have a time of 0 (or nan, or -1) was "no nccl-tests data rows found": the rows were found, and
+# skipped; with some rows left the reader warns naming them (NcclLog.skipped_note), with none it said nothing of them.
+
+@pytest.mark.parametrize("time", ["0.0", "nan", "-1", "inf"])
+def test_an_nccl_log_of_skipped_rows_says_they_were_skipped(cli, tmp_path: Path, time: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "nccl.log"
+    f.write_text("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n" + "".join(
+        f"  {2 ** k}  {2 ** k // 4}  float  sum  -1  {time}  0.01  0.02  0  {time}  0.01  0.02  0\n"
+        for k in range(10, 14)))
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--ranks", "8", "--json", inputs=(f,),
+            match=f"error: {f}: no data row can be fitted: 4 row(s) skipped (line 2, line 3, line 4, line 5): a time "
+                  "that is not a positive finite number of microseconds")
 
 
 # --- stdout that cannot take the result ---------------------------------------------------------------------------

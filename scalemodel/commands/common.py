@@ -233,6 +233,8 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
                 value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
                 if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
                     unpinned.append("zero fsdp (pinned as ZeRO-3, which the planner searches)")
+            if isinstance(value, float) and value.is_integer():  # YAML's 2.0 (or 2e0), read by the spec as 2: was
+                value = int(value)  # refused by plan alone as "constraint 'tp=2.0' needs an integer" (fuzz28)
             if PINNABLE[key] not in constrained:
                 out.append(f"{PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
         elif key not in TRAINING_FLAGS and key not in reported:
