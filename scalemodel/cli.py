@@ -258,10 +258,14 @@ def _run(argv: list[str] | None) -> None:
     if notices is not None:
         notices.clear()  # a new invocation: forget what an earlier in-process one (or a library call) raised
     try:
+        if sys.stdout is None:  # fuzz28: `scalemodel ... >&-` was an AttributeError traceback after the result
+            raise InputError("closed: the result would go nowhere", where="stdout",
+                             allowed="run it with stdout open: a terminal, a pipe or a file (>/dev/null to discard it)")
         if os.environ.get("_SCALEMODEL_COMPLETE") and argv is None:
             complete(os.environ)
         else:
             dispatch(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit: a failed write is refused below, not ignored
     except UsageError as exc:
         _drop_warnings()
         hint = f"; see `{exc.prog} --help`"
@@ -279,8 +283,38 @@ def _run(argv: list[str] | None) -> None:
         sys.stderr.write(f"error: input out of range: {one_line(str(exc))}; values within physical ranges\n")
         raise SystemExit(2) from None
     except BrokenPipeError:  # e.g. `scalemodel ... | head`
+        _drop_stdout()
         raise SystemExit(0) from None
+    except OSError as exc:  # fuzz28: stdout on a full disk (`> /dev/full`) was an OSError traceback, exit 1
+        _drop_warnings()
+        _drop_stdout()
+        sys.stderr.write(f"error: {_write_error(exc).message()}\n")
+        raise SystemExit(2) from None
     except KeyboardInterrupt:  # Ctrl-C: files are written atomically, so nothing is left half-written
         sys.stderr.write(_INTERRUPTED)
         raise SystemExit(130) from None
     raise SystemExit(0)
+
+
+def _write_error(exc: OSError) -> InputError:
+    """An OSError no reader turned into an InputError: a file's, where it names one, else the output's (stdout: every
+    file read or written is checked where it is opened, specs.files and report.output.write_file)."""
+    why = exc.strerror or type(exc).__name__
+    if exc.filename:
+        return InputError(f"cannot read or write it: {why}", where=str(exc.filename)[:200],
+                          allowed="a file that can be read, or a path in a folder that can be written")
+    return InputError(f"cannot write the result: {why}", where="stdout",
+                      allowed="a stdout that takes it: a terminal, a pipe, or a file on a disk with space")
+
+
+def _drop_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null, so that what it still buffers is not written again (and refused
+    with "Exception ignored ...", exit 120) when the interpreter exits: Python's documented way out of a broken pipe
+    (https://docs.python.org/3/library/signal.html#note-on-sigpipe). In-process (stdout a StringIO) nothing to do."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

@@ -33,10 +33,10 @@ from scalemodel.specs import (
     notices,
     split_overrides,
 )
-from scalemodel.specs.base import MAX_SPEC_INT
+from scalemodel.specs.base import MAX_SPEC_INT, SpecError, convert
 from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
-from scalemodel.specs.loader import apply_overrides, validate
+from scalemodel.specs.loader import apply_overrides, validation_error
 from scalemodel.specs.training import check_derived_batch
 
 if TYPE_CHECKING:
@@ -233,6 +233,8 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
                 value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
                 if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
                     unpinned.append("zero fsdp (pinned as ZeRO-3, which the planner searches)")
+            if isinstance(value, float) and value.is_integer():  # YAML's 2.0 (or 2e0), read by the spec as 2: was
+                value = int(value)  # refused by plan alone as "constraint 'tp=2.0' needs an integer" (fuzz28)
             if PINNABLE[key] not in constrained:
                 out.append(f"{PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
         elif key not in TRAINING_FLAGS and key not in reported:
@@ -328,22 +330,46 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
                      sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> Any:
     """``validate(model, raw, prefix=[section])`` whose refusal of a field names where it was written
     (:func:`written_at`): ``--zero bogus`` was refused as "strategy.zero: ...", and ``--set strategy.tp=0`` as
-    "strategy.tp: ..." where a --set cluster item is named "--set cluster...."."""
+    "strategy.tp: ..." where a --set cluster item is named "--set cluster....". A rule across two fields (specs.base
+    field_error's ``also``) written in two places names both (:func:`_across`)."""
     try:
-        return validate(model, raw, prefix=[section])
-    except InputError as exc:
-        key = exc.where[len(section) + 1:].split(".")[0].split("[")[0] if exc.where.startswith(f"{section}.") else ""
-        where = written_at(section, key, given, sf, sets, scenario) if key else None
-        if where is None or where == exc.where:
-            raise
-        # a framework default the file's reader filled (torchtitan's FSDP2 fsdp_per_param) refused for a value given
-        # beside the file (--zero 3) was named as if the file wrote it (fuzz24): say it is the framework's default
-        what = exc.what
-        if sf is not None and sf.is_default(section, key) and where.startswith("--strategy: "):
-            what = f"{what}, where {key} is {sf.format}'s own default (the file does not write it)"
-        # the field's sub-path too: --set training.module_precision.attention_proj=BF16 was refused as
-        # "--set training.module_precision: ..." without the module it named
-        raise InputError(what, where=where + sub_path(exc.where, f"{section}.{key}"), allowed=exc.allowed) from None
+        return convert(model, raw)
+    except SpecError as spec:
+        exc, also = validation_error(spec, model, None, None, [section], raw), spec.also[:1]
+    except InputError as err:
+        exc, also = err, ()
+    key = exc.where[len(section) + 1:].split(".")[0].split("[")[0] if exc.where.startswith(f"{section}.") else ""
+    where = written_at(section, key, given, sf, sets, scenario) if key else None
+    other = written_at(section, str(also[0]), given, sf, sets, scenario) if also and also[0] != key else None
+    if (where is None or where == exc.where) and other is None:
+        raise exc
+    # a framework default the file's reader filled (torchtitan's FSDP2 fsdp_per_param) refused for a value given
+    # beside the file (--zero 3) was named as if the file wrote it (fuzz24): say it is the framework's default
+    what = exc.what
+    if sf is not None and sf.is_default(section, key) and (where or "").startswith("--strategy: "):
+        what = f"{what}, where {key} is {sf.format}'s own default (the file does not write it)"
+    # the field's sub-path too: --set training.module_precision.attention_proj=BF16 was refused as
+    # "--set training.module_precision: ..." without the module it named
+    here = (where or exc.where) + sub_path(exc.where, f"{section}.{key}")
+    if other is not None and other != where:
+        here, what = _across(here, what, other, f"{section}.{also[0]}")
+    raise InputError(what, where=here, allowed=exc.allowed) from None
+
+
+def _typed(where: str) -> bool:
+    """Whether :func:`written_at`'s ``where`` is the command line's own (an option or --set), not a file's field."""
+    return where.startswith("--") and not where.startswith(("--strategy: ", "--scenario: "))
+
+
+def _across(here: str, what: str, other: str, field: str) -> tuple[str, str]:
+    """The location and message of a refusal at ``here`` by a rule across two fields whose other one, ``field``, was
+    written at ``other``. fuzz28: ``--strategy f.yaml --zero 3`` over the file's ``megatron_ddp: true`` was refused
+    at the file's field alone ("--strategy: f.yaml: strategy.megatron_ddp: ... got zero '3'"), the option that made
+    the conflict unnamed; it is named first, as fuzz27 named a --set item over a built-in file's field. A field on the
+    command line over the other one in a file names the file's field after the message."""
+    if _typed(other) and not _typed(here):
+        return other, f"{here}: {what}"
+    return here, what if _typed(other) else f"{what}, {field} from {other}"
 
 
 def _check_rank_imbalance_at_ep(wl: Any, tr: Any, st: Any, given: dict[str, Any], sf: StrategyFile | None,

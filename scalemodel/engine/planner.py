@@ -1826,6 +1826,39 @@ def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, 
                                  "another sync mode")
 
 
+def _check_pins_meet_constraints(cons: dict[str, list[tuple[str, Any]]], strategy: Any, pinned: Sequence[str],
+                                 written: Mapping[str, str] | None) -> None:
+    """Refuse a --constraint that the pinned strategy's own constraints leave no value of, naming the pins. fuzz28:
+    ``plan --strategy run.sh --constraint zero=3`` (a Megatron-LM launch pins megatron_ddp, which adds zero<=1) was
+    "--constraint: no zero meets zero=3, zero<=1 together", a zero<=1 nobody wrote. The pins that add constraints
+    on the key are found one by one (:func:`pins` of each alone), on this error path only."""
+    try:
+        normalize_constraints(cons)
+        return
+    except InputError as exc:
+        refusal = exc
+    at = {n: (written or {}).get(n, f"--set strategy.{n}") for n in pinned}
+    for key in cons:
+        try:
+            normalize_constraints({key: cons[key]})
+            continue
+        except InputError as exc:
+            refusal = exc
+        origins = []
+        for name in dict.fromkeys(pinned):
+            try:
+                if key in pins(strategy, [name], written)[0]:
+                    origins.append(f"{name} ({at[name]})")
+            except InputError:  # a pin refused alone (needs another one beside it): not the one that adds it
+                continue
+        if origins:
+            raise InputError(f"{refusal.what}: {key} is also constrained by the pinned {', '.join(origins)}",
+                             where=refusal.where,
+                             allowed=f"a constraint on {key} that the pinned strategy allows, or that setting changed")
+        break
+    raise refusal
+
+
 #: Global batches the time-to-target objective tries, as multiples of the default (one sequence per GPU).
 GLOBAL_BATCH_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
@@ -1933,6 +1966,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                 raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
+        _check_pins_meet_constraints(cons, strategy, pinned, written)
         if sync is not None:
             labels = [parse_sync(m).label() for m in modes]
             if labels not in (["bsp"], [sync]) and sync not in labels:

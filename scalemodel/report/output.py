@@ -158,6 +158,12 @@ def _console_class() -> Any:
         from rich.console import Console  # tables only: a --json query never loads rich
 
         class UnitConsole(Console):
+            def on_broken_pipe(self) -> None:
+                """rich's own ends the process with exit 1 (`scalemodel hardware list | head`, fuzz28): the CLI's
+                rule for a closed pipe is exit 0, as a --json query gets (cli._run)."""
+                self.quiet = True
+                raise BrokenPipeError
+
             def print(self, *objects: Any, **kwargs: Any) -> None:
                 if not any(isinstance(o, str) and re.search(_UNIT_GAP, o) for o in objects):
                     super().print(*objects, **kwargs)

@@ -311,11 +311,16 @@ class ClusterSpec(Sourced, kw_only=True):
             # round 18: priced on an A100 or an MI300X cluster (and dropped without a word on a TPU pod). aws-ofi-nccl
             # v1.16.3 src/tuner/nccl_ofi_tuner.cpp lines 100-107 picks the p5/p5e regions only where the instance is
             # p5.48xlarge or p5e.48xlarge (8 H100 / H200 GPUs); elsewhere NCCL's own tuner decides
+            # fuzz28: a tier of protocol ici was refused by the GPUs a node alone (8 Hopper GPUs, as the rule allows):
+            # the cluster and the ici tier are named, and the allowed cluster says it has none
+            ici = next((f", whose tier {t.name[:40]!r} (tiers[{i}]) is an ICI torus link (protocol ici), not EFA"
+                        for i, t in enumerate(self.tiers) if str(t.protocol).lower() == "ici"), "")
             raise field_error("nccl_tuner", f"'aws-ofi-p5' on {self.gpus_per_node} {getattr(acc, 'name', '?')} "
-                              f"accelerators a node ({getattr(acc, 'family', '?')}): aws-ofi-nccl loads its p5/p5e "
-                              "regions only on p5.48xlarge / p5e.48xlarge instances (8 H100 or H200 GPUs)",
-                              "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node",
-                              also=next(k for k, off in off_p5.items() if off))  # fuzz27: the --set that moved it
+                              f"accelerators a node ({getattr(acc, 'family', '?')}) of cluster {self.name[:40]!r}"
+                              f"{ici}: aws-ofi-nccl loads its p5/p5e regions only on p5.48xlarge / p5e.48xlarge "
+                              "instances (8 H100 or H200 GPUs a node, EFA between nodes)",
+                              "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node and no "
+                              "tier of protocol ici", also=next(k for k, off in off_p5.items() if off))  # fuzz27
 
     def _check_nics(self) -> None:
         """``nics_per_node`` only on a network tier (the innermost tier's GPUs reach each other without a NIC), and a

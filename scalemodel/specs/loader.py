@@ -560,6 +560,35 @@ class Override(str):
 #: The fields ``--set`` items wrote: (path in the spec's raw data, the item's path as given), for error lines.
 Touched = list[tuple[tuple[Any, ...], str]]
 
+#: Where a spec file may write ``extends:``, by the kind of spec ``--set`` items apply to and the place in it: the kind
+#: of spec there, and the option that names another one at the top (None: the file's own field names it).
+_EXTENDS_AT: dict[tuple[str, tuple[str, ...]], tuple[str, str | None]] = {
+    ("cluster", ()): ("cluster", "--cluster"), ("cluster", ("accelerator",)): ("accelerator", None),
+    ("workload", ()): ("workload", "--model"), ("accelerator", ()): ("accelerator", None),
+    ("scenario", ()): ("scenario", None), ("scenario", ("cluster",)): ("cluster", None),
+    ("scenario", ("model",)): ("workload", None), ("scenario", ("cluster", "accelerator")): ("accelerator", None)}
+
+
+def _extends_refusal(kind: str, loc: Sequence[Any], path: str) -> InputError | None:
+    """``--set ...extends=X`` where a file may write ``extends:``: the spec it extends was read and merged before any
+    ``--set`` applies, so the item was "unknown key 'extends'" (fuzz28), which said neither why nor what to write."""
+    at = _EXTENDS_AT.get((kind, tuple(loc)))
+    if at is None:
+        return None
+    spec, option = at
+    parent = path.rpartition(".")[0] if "." in path else ""
+    if parent.split(".")[0] == "accelerator" and kind == "cluster":  # --set accelerator.X is cluster.accelerator.X
+        parent = "cluster." + parent
+    if option is not None or not parent:  # the command's own spec: another is named where this one is
+        whole = f"{option} NAME or FILE" if option else f"its file given instead of this {spec}'s"
+        fields = f"--set {parent}.<field>=VALUE" if parent else "--set <field>=VALUE"
+    else:
+        whole, fields = f"--set {parent}=NAME or FILE", f"--set {parent}.<field>=VALUE"
+    return InputError(f"extends is resolved when the {spec} is read, before any --set applies: it cannot be set",
+                      where=f"--set {path}",
+                      allowed=f"another {spec}: {whole} (a YAML file may itself write extends: NAME and the fields it "
+                              f"changes); one field: {fields}")
+
 
 def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str = "",
                     touched: Touched | None = None) -> dict[str, Any]:
@@ -590,6 +619,8 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             if isinstance(node, dict):
                 if part == "accelerator" and kind == "cluster" and isinstance(node.get(part), str) and not last:
                     node[part] = load_raw("accelerator", node[part])
+                if part == "extends" and last and (refusal := _extends_refusal(kind, loc, path)) is not None:
+                    raise refusal
                 loc.append(part)
                 if last:
                     node[part] = _parse_value(value, f"--set {path}")

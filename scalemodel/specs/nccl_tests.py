@@ -189,6 +189,11 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
             wrong.append((f"line {lineno}", float(toks[0]), n_wrong))
         if len(rows) > MAX_ROWS:
             raise _too_many_rows()
+    if not rows and skipped:  # fuzz28: every row's time 0 (or nan) was "no nccl-tests data rows found" (they were)
+        raise InputError(f"no data row can be fitted: {len(skipped)} row(s) skipped ({', '.join(skipped[:5])}"
+                         f"{' ...' if len(skipped) > 5 else ''}): a time that is not a positive finite number of "
+                         "microseconds, a size or count that is not a whole number, or missing columns", where="LOG",
+                         allowed="rows of a size sweep with measured times, as all_reduce_perf prints them")
     if not rows:
         raise InputError("no nccl-tests data rows found", where="LOG",
                          allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")

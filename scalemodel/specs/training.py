@@ -656,7 +656,7 @@ class StrategySpec(Spec, kw_only=True):
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
             raise field_error("recompute_modules", f"{shown!r} needs recompute: selective (got {self.recompute!r})",
-                              "add recompute: selective, or leave recompute_modules out")
+                              "add recompute: selective, or leave recompute_modules out", also="recompute")
         trainers = [n for n in ("megatron_ddp", "deepspeed_pipeline", "nanotron_trainer") if getattr(self, n)]
         if len(trainers) > 1:  # each names the framework whose data-parallel / pipeline engine runs the job: Megatron-
             # Core's DDP, DeepSpeed's PipelineEngine (its own engine's gradient sync), nanotron's trainer (torch DDP
@@ -672,14 +672,15 @@ class StrategySpec(Spec, kw_only=True):
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
             raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
                               f"hsdp{unset}", "true (the default) with zero 0, 1 or 2; false with zero 3, fsdp or "
-                                              f"hsdp{pin}")
+                                              f"hsdp{pin}", also="zero")
         if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp{unset}",
-                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
+                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
+                              also="zero")
         if self.megatron_ddp and zero > Zero.OPTIMIZER:
             raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
                               f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
-                                                                     "zero 0 or 1")
+                                                                     "zero 0 or 1", also="zero")
         if self.bucket_fragments and (zero not in (Zero.OPTIMIZER, Zero.GRADIENTS) or trainers):
             # Apex's DistributedFusedAdam (NeMo 1's distributed_fused_adam) reduce-scatters the gradients and
             # all-gathers the parameters (ZeRO-1/2) on its own: not ZeRO 0 / 3 / FSDP, nor under another trainer
@@ -687,16 +688,17 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("bucket_fragments", f"true prices Apex's DistributedFusedAdam as NeMo 1 runs it, a "
                               f"ZeRO-1/2 optimizer of its own{got}", "false (the default) with any zero; true with "
                               "zero 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false"
-                              + ("" if trainers else pin))
+                              + ("" if trainers else pin), also="" if trainers else "zero")
         if self.deepspeed_pipeline and zero > Zero.OPTIMIZER:  # deepspeed/runtime/pipe/engine.py PipelineEngine
             raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
                               "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "
-                              f"{self.zero!r})", "false (the default) with any zero; true with zero 0 or 1")
+                              f"{self.zero!r})", "false (the default) with any zero; true with zero 0 or 1",
+                              also="zero")
         if self.nanotron_trainer and zero > Zero.OPTIMIZER:  # nanotron@c2528430 helpers.py: zero_stage > 0 ->
             # ZeroDistributedOptimizer (optim/zero.py), which shards the optimizer states only
             raise field_error("nanotron_trainer", "true runs nanotron's trainer, whose ZeRO shards only the "
                               f"optimizer states (ZeRO-1, whatever its zero_stage > 0; got zero {self.zero!r})",
-                              "false (the default) with any zero; true with zero 0 or 1")
+                              "false (the default) with any zero; true with zero 0 or 1", also="zero")
         if self.nanotron_trainer and (self.megatron_ddp or self.deepspeed_pipeline):
             # one trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and runs its own pipeline
             # engines (parallel/pipeline_parallel/engine.py), neither Megatron-Core's DDP nor DeepSpeed's PipelineEngine
@@ -709,11 +711,12 @@ class StrategySpec(Spec, kw_only=True):
             # "afab" (AllForwardAllBackwardPipelineEngine, GPipe's order), nothing else
             raise field_error("nanotron_trainer", "true runs nanotron's pipeline engines, 1f1b or afab (all forwards "
                               f"then all backwards), not schedule {self.schedule}",
-                              "schedule 1f1b or gpipe with nanotron_trainer")
+                              "schedule 1f1b or gpipe with nanotron_trainer", also="schedule")
         for trainer, optimizer in SYNC_PARAM_GATHER.items():
             if getattr(self, trainer) and self.overlap_param_gather:
                 raise field_error(trainer, f"true runs {optimizer} (got overlap_param_gather true: Megatron-LM's "
-                                  "gather under the next forward)", f"overlap_param_gather false with {trainer}")
+                                  "gather under the next forward)", f"overlap_param_gather false with {trainer}",
+                                  also="overlap_param_gather")
         if trainers:
             refused = trainer_what_if_refusal(trainers[0], zero, self.dp_comm, self.sync, self.compression,
                                               self.algorithm, self.assignment)
@@ -722,27 +725,30 @@ class StrategySpec(Spec, kw_only=True):
         if self.nanotron_trainer and self.cp > 1:
             # nanotron@c2528430 ParallelismArgs has dp, pp, tp and expert_parallel_size: no context parallelism
             raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which has no context parallelism "
-                              f"(got cp {self.cp})", "cp 1 with nanotron_trainer")
+                              f"(got cp {self.cp})", "cp 1 with nanotron_trainer", also="cp")
         if self.nanotron_trainer and self.tp_comm_overlap:
             # nanotron@c2528430 parallel/tensor_parallel/functional.py: its own async linears, no userbuffers
             raise field_error("nanotron_trainer", "true runs nanotron's tensor-parallel linears, which overlap only "
                               "their own all-gathers with a shard of the GEMM (got tp_comm_overlap true: Transformer "
-                              "Engine's userbuffers)", "tp_comm_overlap false with nanotron_trainer")
+                              "Engine's userbuffers)", "tp_comm_overlap false with nanotron_trainer",
+                              also="tp_comm_overlap")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
-                              f"false (the default), or true with zero 1, 2, fsdp or hsdp{pin}")
+                              f"false (the default), or true with zero 1, 2, fsdp or hsdp{pin}", also="zero")
         if self.fp4_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS):
             # Megatron-Core's NVFP4 parameters are all-gathered by the distributed optimizer's buffers only
             # (param_and_grad_buffer.py nvfp4_packed_param_index_map; distrib_optimizer.py quantize_nvfp4_param_shard)
             raise field_error("fp4_param_gather", f"true needs the distributed optimizer's parameter all-gather "
-                              f"(zero 1 or 2){unset}", f"false (the default), or true with zero 1 or 2{pin}")
+                              f"(zero 1 or 2){unset}", f"false (the default), or true with zero 1 or 2{pin}",
+                              also="zero")
         if self.fsdp_per_param and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
-                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
+                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
+                              also="zero")
         if self.xla_gpu_lhs and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
-                              f"false (the default), or true with zero fsdp or hsdp{pin}")
+                              f"false (the default), or true with zero fsdp or hsdp{pin}", also="zero")
         if self.fsdp_per_param and self.fsdp_flat_param:
             raise field_error("fsdp_per_param", "true with fsdp_flat_param true: a model is wrapped by FSDP1 "
                               "(FlatParameter) or FSDP2 (per-parameter), not both",
@@ -754,11 +760,12 @@ class StrategySpec(Spec, kw_only=True):
         if self.xla_gpu_lhs and parse_compression(self.compression).label != "none":
             # XLA's all-reduces pass through no gradient-compression hook; its combine threshold counts their bytes
             raise field_error("xla_gpu_lhs", f"true prices XLA's own all-reduces, which no gradient compression hook "
-                              f"reaches (got compression {self.compression!r})", "compression none with xla_gpu_lhs")
+                              f"reaches (got compression {self.compression!r})", "compression none with xla_gpu_lhs",
+                              also="compression")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
                               f"hsdp{unset}", f"false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
-                                              f"hsdp{pin}")
+                                              f"hsdp{pin}", also="zero")
         if self.bucket_size is not None and self.bucket_size < MIN_BUCKET_BYTES:
             raise field_error("bucket_size", f"{self.bucket_size:g} B is below the smallest bucket priced, 1 KiB",
                               "from 1 KiB (1024 B) up, e.g. 25MiB (PyTorch DDP's bucket_cap_mb default); or leave it "
@@ -766,16 +773,17 @@ class StrategySpec(Spec, kw_only=True):
         if self.attention_unpad and not self.flash_attention:
             raise field_error("attention_unpad", "true needs flash_attention true (the unpadded tokens feed "
                               "flash-attn's variable-length kernel)", "false (the default), or true with "
-                                                                     "flash_attention true")
+                                                                     "flash_attention true", also="flash_attention")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             # at its field (was "strategy: recompute_layers=0 needs ...", at the strategy as a whole)
             raise field_error("recompute_layers", f"recompute_layers={self.recompute_layers} needs recompute: full "
-                              f"(got {self.recompute!r})", "leave it out for selective or none")
+                              f"(got {self.recompute!r})", "leave it out for selective or none", also="recompute")
         if RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM and Recompute.parse(
                 self.recompute) != Recompute.FULL:
             # round 17: dropped without a word (the method orders full recompute's checkpointed layers only)
             raise field_error("recompute_method", f"uniform needs recompute: full (got {self.recompute!r})",
-                              "leave it out (block, the default) for selective or none, or add recompute: full")
+                              "leave it out (block, the default) for selective or none, or add recompute: full",
+                              also="recompute")
         if self.recompute_layers == 0 and RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM:
             # round 17: priced as full recompute of every layer. Megatron-Core's uniform method checkpoints chunks of
             # recompute_num_layers layers and advances by that count (megatron/core/recompute.py L158-166 at
