@@ -568,7 +568,8 @@ CAST_KERNEL_BUS_FRACTION: dict[str, float] = {"b300": 7.5 / 8.0}
 #: ``cvt.rs.satfinite.e2m1x4.f32`` (common/hadamard_transform/row_cast_col_hadamard_transform_cast_fusion.cu at v2.16,
 #: the fused RHT cast the rows' dY go through: one ``random_uint4`` per 16 values and copy), so the memory-bound cast
 #: becomes issue-bound ("The SR kernel is issue-bound", TE pull request #3357). Source: TE pull request #2412
-#: ("Tuned NVFP4 cast kernel", commit fbb16f4a7, in v2.13 and every row's TE), measured on a B300, BF16 in, row- and
+#: ("Tuned NVFP4 cast kernel", commit fbb16f4a7; switched off by TE pull request #2615, a0a89a8eb, before any release
+#: ran it: no row's TE runs that kernel, docs/model.md#nvfp4-recipe-options), measured on a B300, BF16 in, row- and
 #: column-wise (transposed) NVFP4 out: round to nearest 6.4 TB/s, stochastic rounding 4.5 TB/s, so
 #:
 #:     f_SR = 6.4 / 4.5 = 1.422      (row-wise only: 7.2 / 7.0 = 1.03, the second copy's random bits make the cost)
@@ -2646,11 +2647,19 @@ def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes:
     return master_bytes + reads * elem_bytes + 1.0
 
 
-def param_gather_bytes(recipe: str) -> tuple[float, float]:
+def param_gather_bytes(recipe: str, transpose_copy: bool = False) -> tuple[float, float]:
     """Bytes per element that the distributed optimizer's parameter all-gather moves, and a replica holds, for a
     linear weight held as a quantized parameter: (gathered, held).
 
-        per-tensor FP8 (fp8_param_gather)  (1, 1): uint8 data in the DDP buffer (scales per tensor, not counted)
+        per-tensor FP8 (fp8_param_gather)  (1, 1 + t): uint8 data in the DDP buffer (scales per tensor, not
+                                           counted); held, the data and, with ``transpose_copy`` t = 1 (GEMMs
+                                           without non-TN FP8 support: every accelerator but Blackwell), the
+                                           transposed copy TE keeps beside it (``post_all_gather_processing`` ->
+                                           ``_create_transpose``, pytorch/tensor/utils.py L951-956, into the
+                                           tensor's persistent ``_transpose`` buffer, ``out=self._transpose``,
+                                           storage/float8_tensor_storage.py L221-227, at
+                                           NVIDIA/TransformerEngine@4220403e8 = v2.16; Hopper's blockwise
+                                           ``_create_columnwise`` likewise)
         nvfp4 (fp4_param_gather)           (1/2, 2 (1/2 + 1/16) = 1.125): the buffer holds the packed row-wise
                                            E2M1 data only ("NVFP4 tensors use half the numel in the packed param
                                            buffer", param_and_grad_buffer.py ``_compute_nvfp4_packed_layout``
@@ -2661,7 +2670,7 @@ def param_gather_bytes(recipe: str) -> tuple[float, float]:
                                            (TE ``post_all_gather_processing``, :func:`held_param_step_bytes`)
     (MXFP8 parameters are gathered in BF16 through the gradient buffer: no quantized parameter elements,
     ``engine.dp_comm.fp8_param_elements``; any recipe but nvfp4, or none, gives the FP8 pair.)"""
-    return (0.5, 2.0 * NVFP4_COPY_BYTES) if recipe == "nvfp4" else (1.0, 1.0)
+    return (0.5, 2.0 * NVFP4_COPY_BYTES) if recipe == "nvfp4" else (1.0, 2.0 if transpose_copy else 1.0)
 
 
 def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -192,6 +192,9 @@ class Job(msgspec.Struct, frozen=True):
     # an fp4 run's output-gradient casts round stochastically (NVFP4BlockScaling's default; False with
     # training.nvfp4_disable stochastic_rounding: cost.compute.stochastic_rounding_cast_factor not applied)
     nvfp4_stochastic_rounding: bool = True
+    # an fp4 run's weights take 16 x 16 scale blocks (NVFP4BlockScaling's default; False with training.nvfp4_disable
+    # 2d_quantization): NVFP4 parameters (strategy.fp4_param_gather) need them (check_fp4_param_gather)
+    nvfp4_2d_quantization: bool = True
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
@@ -422,6 +425,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
                               if sh is not None and getattr(training, "fp8_attention", False)
                               else compute.NO_FP8_ATTENTION_RATIOS),
         nvfp4_stochastic_rounding="stochastic_rounding" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
+        nvfp4_2d_quantization="2d_quantization" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         **_attention_kernel(training, acc, workload),
     )
@@ -1448,9 +1452,18 @@ def check_fp4_param_gather(job: Job, on: bool, where: str) -> None:
     """Megatron-Core's --fp4-param-gather needs --fp4-format ("fp4_param must be used together with fp4 mode",
     TransformerConfig.__post_init__, NVIDIA/Megatron-LM@d1410e15e1 transformer_config.py L1317-1318): precision
     fp4 (Transformer Engine's NVFP4BlockScaling) and a transformer workload, whose linear layers hold the NVFP4
-    weights. ``where`` names the field."""
+    weights. ``where`` names the field. NVFP4 parameters need the recipe's 2D (16 x 16) weight scales: Transformer
+    Engine refuses them without (``quantize_master_weights`` -> ``_cast_master_weights_to_nvfp4_2d``: "NVFP4 2D
+    quantization must be enabled.", pytorch/tensor/utils.py L607-608, and ``NVFP4TensorStorage._create_columnwise``:
+    "Cannot create columnwise data without 2D quantization enabled.", storage/nvfp4_tensor_storage.py L414-415, at
+    NVIDIA/TransformerEngine@4220403e8 = v2.16), so training.nvfp4_disable 2d_quantization is refused with it."""
     if not on:
         return
+    if Precision.parse(job.precision) == Precision.FP4 and not job.nvfp4_2d_quantization:
+        raise InputError("fp4_param_gather holds NVFP4 parameters, which need the recipe's 16 x 16 weight scales, "
+                         "but training.nvfp4_disable switches 2d_quantization off (Transformer Engine: \"NVFP4 2D "
+                         "quantization must be enabled.\")", where=where,
+                         allowed="fp4_param_gather false, or 2d_quantization out of training.nvfp4_disable")
     if Precision.parse(job.precision) != Precision.FP4:
         raise InputError(f"fp4_param_gather holds the linear layers' weights as NVFP4 parameters, but precision is "
                          f"{job.precision}", where=where, allowed="--precision fp4, or fp4_param_gather false")

@@ -144,6 +144,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         # full recompute and torchtitan's op policy (titan_op, which replays the layer's forward) repeat the casts
         titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
+        rec_l = rec_l + fp8_attention_recompute_casts(job, g)  # selective core_attn: the FP8 core's Q, K, V casts
         rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
         # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
         rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
@@ -387,6 +388,27 @@ def fp8_attention_casts(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarr
     return _hbm_seconds(job, copy) + _cast_seconds(job, fwd, "tensorwise"), _cast_seconds(job, bwd, "tensorwise")
 
 
+def fp8_attention_recompute_casts(job: Job, g: StrategyGrid, whole_layer: bool = False) -> np.ndarray:
+    """Seconds per mean layer and micro-batch of the FP8 attention core's forward casts (:func:`fp8_attention_casts`:
+    the Q, K, V copy and casts) that selective recompute of the core repeats. Megatron-Core runs the core under
+    ``tensor_parallel.checkpoint`` when core_attn is recomputed (attention.py ``checkpoint_core_attention`` L183-186,
+    ``_checkpointed_attention_forward`` L216-254 at NVIDIA/Megatron-LM@d33919011); the rerun calls Transformer
+    Engine's ``DotProductAttention`` again, whose ``FusedAttnFunc.forward`` casts Q, K, V again
+    (``combine_and_quantize``, backends.py L1114 at NVIDIA/TransformerEngine@40c69e751). Full recompute and
+    torchtitan's op policy repeat them with the layer's forward casts (the caller's ``cast_f``), so they are not
+    counted here. A hybrid model's mean layer carries its attention layers' share (``whole_layer``: one attention +
+    MLP/MoE layer, an MTP block). 0 without FP8 attention casts or core recompute
+    (docs/model.md#fp8-attention-casts)."""
+    rec = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules)
+    again = np.asarray(rec.attention_core, dtype=bool) & ~np.asarray(rec.titan_op, dtype=bool)
+    if not (np.any(again) and job.fp8_attention and job.fp8_recipe in compute.FP8_ATTENTION_CS_RECIPES):
+        return np.zeros(1)
+    f, _ = fp8_attention_casts(job, g)
+    hy = None if whole_layer else job.shape.hybrid
+    share = 1.0 if hy is None else hy.attention / float(job.shape.layers)
+    return np.where(again, share * f, 0.0)
+
+
 def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seconds (forward, backward, weights) of :func:`scalemodel.cost.compute.fp8_quantize_bytes` (``kw``), each
     module's bytes at its own recipe's cast-kernel factor (:func:`_cast_seconds`): a module at its own precision
@@ -558,6 +580,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+        rec = rec + fp8_attention_recompute_casts(job, g, whole_layer=True)  # selective core_attn
         if not moe_block:  # selective mlp repeats a dense block's MLP casts
             rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)

@@ -207,7 +207,8 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
         root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
         fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
-        fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe)[1],  # 1.125 for NVFP4 parameters
+        # 1.125 for NVFP4 parameters; 2 for FP8 ones on Hopper (the transposed copy TE keeps), 1 on Blackwell
+        fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe, job.accelerator_family != "blackwell")[1],
         fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
