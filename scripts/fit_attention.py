@@ -111,13 +111,13 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweeps "
                 "(CUDNN-GB200-9.17, CUDNN-919, CUDNN-GB200-9.22) are later releases, fitted each to its own release's "
                 "curve (attention_releases), not to this default",
-       "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
-                "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; no "
-                "FlashAttention-2 sweep on GB300 with its GB200 twin was found (Azure's ND GB300 v6 FA2 figure, one "
-                "shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)",
+       "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 152 of its 160 SMs enabled "
+                "and twice the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes "
+                "it; no FlashAttention-2 sweep on GB300 with its GB200 twin was found (Azure's ND GB300 v6 FA2 figure, "
+                "one shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)",
        "b300": "the HGX Blackwell Ultra part (sm_103, 148 SMs enabled, 1100 W), nearest to the B200 of the same HGX "
                "board, as a fraction of its own peak; gb300's ratio fit is not taken (it carries GB300's 1400 W, "
-               "160 SMs and a ratio measured at cuDNN 9.22); "
+               "152 SMs and a ratio measured at cuDNN 9.22); "
                "no B300 SDPA sweep was found",
        "mi325x": "the MI300X's die (gfx942, 304 CUs, the same 1307.4 TFLOP/s dense BF16 peak) with HBM3E; the asm v3 "
                  "kernels are built per gfx arch (aiter's table names 'mi300/325' one column), so the curve is taken "

@@ -49,10 +49,10 @@ def test_nvidia_channel_counts_from_nccls_constants() -> None:
     assert nccl_ring_execution_channels(18, 20.6, sm90, 90) == 24
     # B200 / GB200: 18 NVLink5 links at SM100_NVLINK_BW 40.1 GB/s: 8 channels at 90 -> 16 -> 32
     assert nccl_ring_execution_channels(18, 40.1, sm100, 100) == 32
-    for name in ("b200", "gb200"):
+    for name, sms in (("b200", 148), ("gb200", 152)):  # enabled SMs (review28b: GB200 152, triton #2768)
         acc = load_accelerator(name)
-        assert acc.collective_units == 32 and acc.compute_units == 148
-        assert collective_share(acc) == pytest.approx(32 / 148, rel=1e-12)
+        assert acc.collective_units == 32 and acc.compute_units == sms
+        assert collective_share(acc) == pytest.approx(32 / sms, rel=1e-12)
 
 
 def test_free_windows_charge_each_hidden_part_at_its_own_share() -> None:

@@ -39,7 +39,7 @@ def test_userbuffers_traffic_is_not_priced_at_nccl_share() -> None:
     """TP 8 with sequence parallelism and tp_comm_overlap on one GB200 NVL72 domain, dp 1 (no DP traffic, no CP):
     every hidden collective of the layers is a userbuffers one, so the contention term moves with NCCL's channel
     share only by the output layer's, a plain ColumnParallelLinear whose backward re-gather and reduce-scatter run on
-    NCCL under the output GEMMs (docs/model.md#output-tp-comm): (0.5 - 32/148) x m x (AG + RS) of one b s h bf16
+    NCCL under the output GEMMs (docs/model.md#output-tp-comm): (0.5 - 32/152) x m x (AG + RS) of one b s h bf16
     activation over the 8 ranks, each shorter than the GEMM that hides it; without tp_comm_overlap the layers'
     hidden backward traffic is NCCL's too and it moves more."""
     cluster, gpt = load_cluster("gb200-nvl72"), load_workload("gpt-7.5b")
@@ -51,13 +51,13 @@ def test_userbuffers_traffic_is_not_priced_at_nccl_share() -> None:
         return val(evaluate(j, grid_from_strategy(st, TrainingSpec(**training), 8, j), sync=st.sync)
                    .breakdown["contention"])
 
-    assert job.collective_share == pytest.approx(32 / 148)
+    assert job.collective_share == pytest.approx(32 / 152)  # 32 ring CTAs of 152 SMs (review28b)
     on = contention(job, True)
     assert on > 0.0
     act = 1 * gpt.seq_len * gpt.hidden * 2.0
     head = sum(val(collective_time(op, act, 8, job.network, stride=1)) for op in ("allgather", "reducescatter"))
     moved_on = contention(replace(job, collective_share=0.5), True) - on
-    assert moved_on == pytest.approx((0.5 - 32 / 148) * 8 * head, rel=1e-9)
+    assert moved_on == pytest.approx((0.5 - 32 / 152) * 8 * head, rel=1e-9)
     assert contention(replace(job, collective_share=0.5), False) - contention(job, False) > moved_on
 
 
