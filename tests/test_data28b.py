@@ -10,12 +10,16 @@ config_common_fp4.sh of v6.0 is not in the fork."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from conftest import load_yaml, script_module
 from test_validation import NEW_CASES, needs_new_cases
 
 HPE_GB200 = "mlpt60_gb200_llama31_8b_8_nvfp4"
-STILL_LISTED = ("mlpt60_b300_llama31_8b_16_nvfp4", "mlpt60_b300_llama31_8b_8_nvfp4", "mlpt60_gb300_llama31_8b_72_nvfp4")
+THEIA = "mlpt60_gb300_llama31_8b_72_nvfp4_theia"
+STILL_LISTED = ("mlpt60_b300_llama31_8b_16_nvfp4", "mlpt60_b300_llama31_8b_8_nvfp4", "mlpt60_gb300_llama31_8b_72_nvfp4",
+                THEIA)
 
 
 @needs_new_cases
@@ -67,3 +71,21 @@ def test_the_26_04_rows_stay_listed_for_the_missing_config() -> None:
         assert isinstance(r, mod.NotExpressed)
         assert "config_common_fp4.sh the MLPerf v6.0 fork does not hold" in r.reason
         assert cid not in mod.RECIPE_NVFP4_DISABLE
+
+
+@needs_new_cases
+def test_theia_72_rate_is_the_logged_steps() -> None:
+    """NVIDIA's Theia 72-GPU run (result_0.txt, steps 342 -> 1197): the median of the 27 logged train_step_time values,
+    typed by hand from the MLLOG lines; tokens/s/GPU = GBS 72 x 8192 / step / 72 GPUs."""
+    steps = [0.19989657402038574, 0.19986748695373535, 0.19925665855407715, 0.20003771781921387, 0.19908618927001953,
+             0.19921612739562988, 0.20047855377197266, 0.1990194320678711, 0.20053815841674805, 0.19890213012695312,
+             0.1991426944732666, 0.1990983486175537, 0.19936847686767578, 0.19985175132751465, 0.19963693618774414,
+             0.19916129112243652, 0.19970059394836426, 0.19936299324035645, 0.20014500617980957, 0.2001628875732422,
+             0.20007801055908203, 0.19869709014892578, 0.19931292533874512, 0.19954895973205566, 0.19946789741516113,
+             0.20019841194152832, 0.19941163063049316]
+    case = {c["id"]: c for c in load_yaml(NEW_CASES)}[THEIA]
+    step = statistics.median(steps)
+    assert case["measured"]["step_time_s"] == pytest.approx(step, rel=2e-5)
+    assert case["measured"]["tokens_per_s_per_gpu"] == pytest.approx(72 * 8192 / step / 72, rel=1e-4)
+    par = case["parallelism"]
+    assert (par["dp"], par["gpus"], par["global_batch_seqs"], par["microbatch"]) == (72, 72, 72, 1)
