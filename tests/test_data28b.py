@@ -18,8 +18,9 @@ from test_validation import NEW_CASES, needs_new_cases
 
 HPE_GB200 = "mlpt60_gb200_llama31_8b_8_nvfp4"
 THEIA = "mlpt60_gb300_llama31_8b_72_nvfp4_theia"
+THEIA_8 = "mlpt60_gb300_llama31_8b_8_nvfp4_theia"
 STILL_LISTED = ("mlpt60_b300_llama31_8b_16_nvfp4", "mlpt60_b300_llama31_8b_8_nvfp4", "mlpt60_gb300_llama31_8b_72_nvfp4",
-                THEIA)
+                THEIA, THEIA_8)
 
 
 @needs_new_cases
@@ -89,3 +90,20 @@ def test_theia_72_rate_is_the_logged_steps() -> None:
     assert case["measured"]["tokens_per_s_per_gpu"] == pytest.approx(72 * 8192 / step / 72, rel=1e-4)
     par = case["parallelism"]
     assert (par["dp"], par["gpus"], par["global_batch_seqs"], par["microbatch"]) == (72, 72, 72, 1)
+
+
+@needs_new_cases
+def test_theia_8_rate_is_the_logged_steps() -> None:
+    """NVIDIA's Theia 8-GPU run (result_0.txt, the block of steps 768 -> 1536, its first short step excluded): the
+    median of 23 logged train_step_time values; tokens/s/GPU = GBS 16 x 8192 / step / 8 GPUs; MBS 2 = 16 / DP 8 / GA 1."""
+    steps = [0.34479665756225586, 0.3451676368713379, 0.34410810470581055, 0.34367942810058594, 0.34449100494384766,
+             0.34410858154296875, 0.34383487701416016, 0.34451961517333984, 0.34477925300598145, 0.3453052043914795,
+             0.34450197219848633, 0.34456920623779297, 0.34479284286499023, 0.34389400482177734, 0.34481024742126465,
+             0.34519338607788086, 0.3453640937805176, 0.345625638961792, 0.34464144706726074, 0.3452303409576416,
+             0.3445558547973633, 0.3448977470397949, 0.34440016746520996]
+    case = {c["id"]: c for c in load_yaml(NEW_CASES)}[THEIA_8]
+    step = statistics.median(steps)
+    assert case["measured"]["step_time_s"] == pytest.approx(step, rel=2e-5)
+    assert case["measured"]["tokens_per_s_per_gpu"] == pytest.approx(16 * 8192 / step / 8, rel=1e-4)
+    par = case["parallelism"]
+    assert par["microbatch"] * par["dp"] * par["grad_accum"] == par["global_batch_seqs"] == 16
