@@ -95,7 +95,7 @@ def test_theia_72_rate_is_the_logged_steps() -> None:
 @needs_new_cases
 def test_theia_8_rate_is_the_logged_steps() -> None:
     """NVIDIA's Theia 8-GPU run (result_0.txt, the block of steps 768 -> 1536, its first short step excluded): the
-    median of 23 logged train_step_time values; tokens/s/GPU = GBS 16 x 8192 / step / 8 GPUs; MBS 2 = 16 / DP 8 / GA 1."""
+    median of 23 logged train_step_time values; tokens/s/GPU = GBS 16 x 8192 / step / 8 GPUs; MBS 2 = 16 / 8 / 1."""
     steps = [0.34479665756225586, 0.3451676368713379, 0.34410810470581055, 0.34367942810058594, 0.34449100494384766,
              0.34410858154296875, 0.34383487701416016, 0.34451961517333984, 0.34477925300598145, 0.3453052043914795,
              0.34450197219848633, 0.34456920623779297, 0.34479284286499023, 0.34389400482177734, 0.34481024742126465,
