@@ -957,6 +957,13 @@ CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") f
 #: systems/tyche-hsg_ngpu1024_ngc26.04_nemo.json ``"cudnn_version": "9.21.1.3"``.
 MLPT60_NV_GB = frozenset({"mlpt60_gb200_llama31_8b_1024"})
 CONTAINER_CUDNN_IDS.update({i: ("9.21.1", "Dockerfile libcudnn9-cuda-13=9.21.1.3") for i in MLPT60_NV_GB})
+#: MLPerf v6.0 HPE GB200 8-GPU NVFP4 run (data28b): the v5.1 NeMo 2 implementation (container
+#: mlperftv51-llama31_8b-arm-20251006; SYSJSON PyTorch 25.09, cuDNN 9.13.1.26), its :::DLPAL config
+#: GB200_2x4x2xtp1pp1cp1_8b_fp4 read in NVIDIA's v5.1 implementation (mlcommons/training_results_v5.1@441d65f4
+#: NVIDIA/benchmarks/llama31_8b/implementations/nemo: Dockerfile libcudnn9-cuda-13=9.13.1.26-1, config_common.sh
+#: NCCL_NVLS_ENABLE=0), HPE's tree not holding it.
+MLPT60_HPE_NEMO2509 = frozenset({"mlpt60_gb200_llama31_8b_8_nvfp4"})
+CONTAINER_CUDNN_IDS.update({i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT60_HPE_NEMO2509})
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1174,7 +1181,8 @@ SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
 #: custom_callbacks.py). Their logs print no DDP configuration; the implementation's MegatronCommOverlapCallback sets
 #: the 128 Mi-element bucket (:data:`BUCKET_128MI_SOURCES`, as the v5.1 logs of the same implementation print), not the
 #: Megatron-Bridge log's 768e6 of :data:`SOURCE_BUCKET_ELEMENTS`.
-MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_8b_128_tp2"})
+#: Also HPE's GB200 8-GPU NVFP4 run (:data:`MLPT60_HPE_NEMO2509`), whose log prints ``bucket_size=134217728``.
+MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_8b_128_tp2"}) | MLPT60_HPE_NEMO2509
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1822,12 +1830,16 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
 #: (:data:`RECIPE_FP8_ATTENTION`), their "Vanilla recipe" TrainingSpec.nvfp4_disable (:data:`RECIPE_NVFP4_DISABLE`;
 #: both since fp4a28, docs/model.md#fp8-attention-casts, #nvfp4-recipe-options).
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
-    # MLPerf v6.0's NVFP4 llama31_8b rows (data28) record FP8 attention but their NVFP4 recipe options (stochastic
-    # rounding, RHT, 2D weights: RECIPE_NVFP4_DISABLE) are not read yet; listed until they are (the v5.1 rows,
-    # whose options were read, are compared since fp4a28).
+    # MLPerf v6.0's NVFP4 llama31_8b rows on the 26.04 Megatron-Bridge implementation (data28; data28b) record FP8
+    # attention, but their NVFP4 recipe options (RECIPE_NVFP4_DISABLE) come from config_common_fp4.sh alone, which the
+    # fork Richardyu114/training_results_v6.0 does not hold: its copy of v6.0's config_common_8b.sh
+    # (NVIDIA/benchmarks/llama31_8b/implementations/H200_SXM_1node_nemo @684dc058) sets none of them (v5.1's reset
+    # stochastic rounding and 2D to 0), and the logs print no environment. HPE's GB200 8-GPU run (v5.1 implementation)
+    # is compared since data28b (MLPT60_HPE_NEMO2509).
     ("nvfp4 recipe options not read",
      "NVFP4 linears with FP8 dot-product attention whose NVFP4 recipe options (NVTE_NVFP4_DISABLE_RHT / "
-     "_STOCHASTIC_ROUNDING / _2D_QUANTIZATION, training.nvfp4_disable) were not read from the submission"),
+     "_STOCHASTIC_ROUNDING / _2D_QUANTIZATION, training.nvfp4_disable) are set by a config_common_fp4.sh the MLPerf "
+     "v6.0 fork does not hold (the logs print no environment): stochastic rounding undetermined"),
     # MLPerf v6.0 AMD Primus llama31_8b (data28): config_MI355X_1x8x1.sh FP4=true, FP4_RECIPE=mxfp4 (MLLOG
     # lowest_numerical_precision_linear 'mxfp4'; fork Richardyu114/training_results_v6.0@eabf23a0).
     ("mxfp4",
@@ -2154,7 +2166,10 @@ RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb2
 #   ``fp8_dot_product_attention=False``
 #   (HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09/llama31_8b/result_{1..10}.txt at 441d65f4), so its attention
 #   ran in BF16.
-RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B
+RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B | MLPT60_HPE_NEMO2509
+#   MLPerf v6.0 HPE GB200 8 (data28b): the log prints fp8_dot_product_attention true; its config (NVIDIA's v5.1
+#   config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh, see MLPT60_HPE_NEMO2509) sources config_common_fp8attn.sh and
+#   config_common_fp4.sh as the v5.1 8B rows above.
 #   MLPerf v5.1 NVFP4 8B (fp4a28): Dell config_1xXE9680Lx8B200-SXM-180GB.sh and Nebius nebius_b200_n2 /
 #   nebius_b300_n1 configs source config_common_fp8attn.sh (FP8_DPA=True -> custom.yaml L127
 #   fp8_dot_product_attention -> pretrain.py L254/L280) and config_common_fp4.sh (NVTE_DPA_FP8_RECIPE
@@ -2171,7 +2186,10 @@ RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B
 RECIPE_NVFP4_DISABLE: dict[str, tuple[str, ...]] = {
     "mlpt51_b200_llama31_8b_8_nvfp4": ("rht",), "mlpt51_b200_llama31_8b_16_nvfp4": ("rht",),
     "mlpt51_b300_llama31_8b_8_nvfp4": ("rht", "stochastic_rounding", "2d_quantization"),
-    **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B}}
+    **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B},
+    # MLPerf v6.0 HPE GB200 8 (data28b): NVIDIA's v5.1 config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh sources
+    # config_common_fp4.sh before config_common_8b.sh (L27-29 reset _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0)
+    **{i: ("rht",) for i in MLPT60_HPE_NEMO2509}}
 
 
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
@@ -2722,7 +2740,8 @@ NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "m
 #: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
 NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
                                "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509 \
-    | MLPT60_NEMO2  # Cisco Zeus H100 (v6.0): Cisco/benchmarks/llama31_8b/nemo/config_common.sh NCCL_NVLS_ENABLE=0
+    | MLPT60_NEMO2  # Cisco Zeus H100 (v6.0): Cisco/benchmarks/llama31_8b/nemo/config_common.sh NCCL_NVLS_ENABLE=0;
+#   HPE GB200 8 (v6.0, MLPT60_HPE_NEMO2509): NVIDIA's v5.1 nemo/config_common.sh L24 NCCL_NVLS_ENABLE=0
 
 
 

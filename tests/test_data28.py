@@ -12,9 +12,9 @@ from conftest import load_yaml, script_module
 from test_validation import NEW_CASES, needs_new_cases
 
 TYCHE = "mlpt60_gb200_llama31_8b_1024"
+# mlpt60_gb200_llama31_8b_8_nvfp4 compared since data28b (tests/test_data28b.py)
 LISTED = {"mlpt60_b300_llama31_8b_16_nvfp4": "NVFP4 linears with FP8 dot-product attention",
           "mlpt60_b300_llama31_8b_8_nvfp4": "NVFP4 linears with FP8 dot-product attention",
-          "mlpt60_gb200_llama31_8b_8_nvfp4": "NVFP4 linears with FP8 dot-product attention",
           "mlpt60_gb300_llama31_8b_72_nvfp4": "NVFP4 linears with FP8 dot-product attention",
           "mlpt60_mi355x_llama31_8b_8_mxfp4": "MXFP4 linears"}
 
