@@ -8,7 +8,8 @@ twice (``_sync_comm_windows`` called once per window set). Checked here by count
 premise by pricing at two window sets: every priced part is the same. Three collectives priced per candidate and
 dropped are no longer priced: an HSDP candidate's units over the whole group, a ZeRO-3 candidate's gradient
 all-reduce and reduce-scatter beside its per-unit traffic, and the unit reduce-scatter of the framework it does not
-run (FSDP's or DeepSpeed's)."""
+run (FSDP's or DeepSpeed's). With layers offloaded (sync28b) the offload reads the exposure of the gathers the sync
+prices; before, it priced the whole data-parallel group again for them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job, grid_from_arrays
+from scalemodel.engine.pipeline_ranks import microbatches
 from scalemodel.engine.step import _stage, evaluate
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import TrainingSpec
@@ -95,10 +97,8 @@ def test_priced_traffic_does_not_read_the_windows(zero: int, sync: str, extra: d
         float(e_shut[0][0] + (0.0 if e_shut[1] is None else e_shut[1][0]))
 
 
-def test_step_with_host_wait_prices_the_dp_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """End to end: an MoE step whose host floor binds (moe_layer_host_s 10 ms on one H100 node, ZeRO-3) prices its
-    data-parallel traffic once (one _dp_traffic), and its host wait is there."""
-    job, g, _, _ = _setup(3, "bsp", {"moe_layer_host_s": 0.01})
+def _count_dp_traffic(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the calls of dp_comm._dp_traffic, the pricing of one data-parallel group's collectives."""
     real = dp_comm._dp_traffic
     n = [0]
 
@@ -107,6 +107,14 @@ def test_step_with_host_wait_prices_the_dp_group_once(monkeypatch: pytest.Monkey
         return real(*a, **k)
 
     monkeypatch.setattr(dp_comm, "_dp_traffic", spy)
+    return n
+
+
+def test_step_with_host_wait_prices_the_dp_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: an MoE step whose host floor binds (moe_layer_host_s 10 ms on one H100 node, ZeRO-3) prices its
+    data-parallel traffic once (one _dp_traffic), and its host wait is there."""
+    job, g, _, _ = _setup(3, "bsp", {"moe_layer_host_s": 0.01})
+    n = _count_dp_traffic(monkeypatch)
     r = evaluate(job, g)
     assert float(r.breakdown["host"][0]) > 0.0
     assert n[0] == 1
@@ -157,3 +165,41 @@ def test_zero3_rows_of_a_mixed_grid_price_no_gradient_sync(monkeypatch: pytest.M
     calls = _groups_priced(monkeypatch)
     dp_comm._sync_comm(job, g, comp, np.asarray([2.0, 2.0]), "bsp", groups)
     assert sorted(op for op, _ in calls) == ["allgather", "allgather", "reducescatter", "reducescatter"]
+
+
+
+@pytest.mark.parametrize(("sync", "priced"), [("bsp", 1), ("hier:2", 2)])
+def test_offload_and_sync_price_the_dp_group_once(monkeypatch: pytest.MonkeyPatch, sync: str, priced: int) -> None:
+    """sync28b: FSDP with 40 of Llama-3 70B's 80 layers' activations offloaded (the mb2511 GB200 row's layout, 64 GPUs,
+    dp 64): the offload reads the exposure of the gathers the sync prices, it does not price the group again. One
+    _dp_traffic for the whole group, two under hier:2 (in the groups, across them); before, the offload priced the
+    group (hier:2: the in-group one) a second time. The offload path is taken: its copies exceed what the exposed
+    gathers stall and are charged less that stall (m t_offload > offload > 0)."""
+    job = build_job(load_cluster("gb200-nvl72"), load_workload("llama3-70b"), TrainingSpec(precision="fp8",
+                                                                                          seq_len=8192))
+    g = grid_from_arrays(**{k: np.asarray([v]) for k, v in dict(gpus=64, dp=64, tp=1, pp=1, micro_batch=2,
+                                                                 global_batch=256, zero=4, offload_layers=40,
+                                                                 overlap=True).items()})
+    n = _count_dp_traffic(monkeypatch)
+    r = evaluate(job, g, sync=sync)
+    assert n[0] == priced
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    comp = dict(_stage(job, g, groups, np.asarray([float(job.shape.layers)]), True).busy, pipeline_rank=np.zeros(1))
+    copies = float(microbatches(g)[0] * dp_comm._offload_time(job, g, comp)[0])
+    assert 0.0 < float(r.breakdown["offload"][0]) < copies
+
+
+def test_offload_takes_the_gathers_the_sync_exposes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offload's gather stall is the exposure of the sync's own priced traffic under the same windows: with the
+    offload's copies free (_offload_time 0 per byte) the charge is max(m t - exposed gathers, 0) exactly, here read
+    back against the exposure computed from dp_comm._sync_traffic directly (the ZeRO-3 mixtral case of CASES)."""
+    job, g, groups, comp = _setup(3, "bsp", {"fsdp_reshard_after_forward": False})
+    m = np.asarray([2.0])
+    traffic = dp_comm._sync_traffic(job, g, comp, m, "bsp", groups)
+    gathers = float(traffic[0][1](comp)[0])
+    assert gathers > 0.0
+    monkeypatch.setattr(dp_comm, "_offload_time", lambda *a, **k: np.asarray([3.0 * gathers]))
+    n = _count_dp_traffic(monkeypatch)
+    off = dp_comm._offload_exposed(job, g, comp, m, traffic[0][1])
+    assert n[0] == 0  # read, not priced
+    assert float(off[0]) == pytest.approx(2.0 * 3.0 * gathers - gathers, rel=1e-12)

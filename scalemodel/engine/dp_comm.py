@@ -340,7 +340,7 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
 
 
 def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-                     groups: ParallelGroups, sync: str = "bsp", layer_comm: np.ndarray | float = 0.0) -> np.ndarray:
+                     gathers_exposed: Exposure, layer_comm: np.ndarray | float = 0.0) -> np.ndarray:
     """Exposed offload seconds per step: m x :func:`_offload_time`, less the time the layers already
     wait for their ZeRO-3/FSDP parameter gathers (docs/model.md#offload).
 
@@ -348,19 +348,18 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
     max(copy excess, gather stall), not their sum; summed over the step this is taken as
     max(m t_offload, gathers_exposed) = gathers_exposed + max(m t_offload - gathers_exposed, 0), the
     second term being this part. Without sharded parameters it is m t_offload.
+
+    ``gathers_exposed``: the exposure of the gathers the step's sync prices (:func:`_sync_traffic`'s first
+    :data:`DpTraffic`: the whole data-parallel group's units, HSDP's shard group's, or under hier:G the in-group
+    ones), read under the windows of ``comp``; the collectives are priced once for both (sync28b: before, the
+    offload priced every data-parallel collective again only for its gathers' exposure).
     """
     per_mb = _offload_time(job, g, comp, layer_comm)
     if not np.any(per_mb > 0):
         return np.zeros(1)
     total = m * per_mb
     if np.any(g.zero >= Zero.PARAMETERS):
-        hier = hier_group(g, sync)
-        if hier is not None:  # hier:G gathers inside its groups (_sync_comm)
-            gathers = _dp_comm(job, g, comp, m, groups.data_split(hier)[0])["gathers_exposed"]
-        else:
-            hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
-            gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
-        total = np.maximum(total - gathers, 0.0)
+        total = np.maximum(total - gathers_exposed(comp), 0.0)
     return np.asarray(total, dtype=float)
 
 
@@ -1561,7 +1560,8 @@ def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, las
 
 
 def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-               sync: str, groups: ParallelGroups, *, local: Any = None, idle: Any = 0.0
+               sync: str, groups: ParallelGroups, *, local: Any = None, idle: Any = 0.0,
+               traffic: tuple[DpTraffic, DpTraffic | None] | None = None
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm, the NVLS all-reduce part of that total, the part of the
     total hidden under the host wait) seconds for the sync mode (the first two exposed). The collectives are priced
@@ -1586,8 +1586,13 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     last bucket, which no window hides, stay exposed. What the longer windows hide beyond the compute's is returned
     apart: it runs while no compute runs, so it slows none (docs/model.md#contention prices the rest). ``idle`` 0
     (no host wait) gives the compute windows' exposure exactly.
+
+    ``traffic``: the collectives already priced for ``comp`` (:func:`_sync_traffic` of the same arguments), where the
+    caller reads them too (:func:`scalemodel.engine.step.evaluate`'s offload, :func:`_offload_exposed`); priced here
+    when None.
     """
-    traffic = _sync_traffic(job, g, comp, m, sync, groups)
+    if traffic is None:
+        traffic = _sync_traffic(job, g, comp, m, sync, groups)
     total, nvls = _sync_total(traffic)
     cross, in_group = _sync_exposed(job, g, traffic, comp, sync, local)
     w = np.maximum(np.asarray(idle, dtype=float), 0.0)

@@ -79,6 +79,7 @@ from scalemodel.engine.dp_comm import (
     _offload_exposed,
     _optimizer_time,
     _sync_comm,
+    _sync_traffic,
     hier_group,
     hsdp_shard_group,
     train_metric_sync_time,
@@ -625,9 +626,12 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     else:
         # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
         layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
-        off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
+        # the DP collectives priced once: the offload reads its gathers' exposure, the sync all of them (sync28b)
+        traffic = _sync_traffic(job, g, comp_dp, m, sync, groups)
+        off = _offload_exposed(job, g, comp_dp, m, traffic[0][1], layer_comm)
         cross, in_group, dp_total, dp_nvls, idle_hidden = _sync_comm(job, g, comp_dp, m, sync, groups,
-                                                                     local=local + off, idle=idle_dp)
+                                                                     local=local + off, idle=idle_dp,
+                                                                     traffic=traffic)
     local = local + off
     for sp, ranks in rank_stages:
         for on, _sp, r in _dp_ranks(job, g, [sp]):
