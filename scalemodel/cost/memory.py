@@ -937,7 +937,9 @@ def weight_workspace_bytes(recipe: str, transpose_copy: bool = False) -> float:
     (extensions/transformer_engine.py L1338-1345, L1587-1602, grouped L2721-2728, at NVIDIA/Megatron-LM@d98e8a64dd).
 
         delayed, tensorwise  1 + t: the E4M3 data and, with ``transpose_copy`` (t = 1: GEMMs without non-TN FP8
-                             support, every accelerator but Blackwell), its transpose (fp32 scales per tensor)
+                             support, every accelerator but Blackwell), its transpose (fp32 scales per tensor):
+                             ``with_transpose = columnwise_usage && !is_non_tn_fp8_gemm_supported``, the data kept
+                             for either usage otherwise (csrc/quantizer.cpp L285-299, current scaling L462-464)
         blockwise            2 (1 + 4 / 128^2): row-wise and column-wise data, an fp32 scale per 128 x 128 tile
         mxfp8                2 (1 + 1/32): row-wise and column-wise data, an E8M0 scale per 32 elements each
         nvfp4                2 (1/2 + 1/16) = 1.125: row-wise and column-wise E2M1 data, an E4M3 scale per 16
