@@ -2904,8 +2904,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         if key != "out_of_memory":
             ctx = _structural_context(key, case, wl, st, gb // (dp * mb))
             return NotExpressed(case["id"], f"model rejects the stated configuration ({key}: {ctx})", fam)
-        notes.append(f"oom: memory model {p.memory['per_gpu_bytes'] / 1e9:.0f} GB > "
-                     f"{p.memory['capacity_bytes'] / 1e9:.0f} GB")
+        need, cap = p.memory["per_gpu_bytes"], p.memory["capacity_bytes"]  # GB and the datasheets' GiB
+        notes.append(f"oom: memory model {need / 1e9:.1f} GB > {cap / 1e9:.1f} GB "
+                     f"({need / 2**30:.2f} GiB > {cap / 2**30:.2f} GiB)")
     step = p.step_time_s
     if metric == "tokens/s/GPU":
         pred = p.throughput["tokens_per_s_per_gpu"]

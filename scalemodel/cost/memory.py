@@ -760,7 +760,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    shared_input_copy: ArrayLike = True,
                    fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
                    latent_inputs: ArrayLike | None = None,
-                   out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None) -> MemoryBreakdown:
+                   out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
+                   weight_workspace: ArrayLike = 0.0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -793,7 +794,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
     them); then they are not computed again. ``shared_input_copy``: :func:`activation_bytes`' (the selective-moe
-    working set).
+    working set). ``weight_workspace`` (ZeRO 0-2): bytes per element of the quantized weight copies Transformer
+    Engine caches between micro-batches and steps (:func:`weight_workspace_bytes`; 0 = none), held on top of the
+    16-bit weights for the same linear weights (``fp8_linear_per_layer``) and routed expert parameters; the engine
+    passes 0 where the weights are quantized parameters already (docs/model.md#weight-workspace).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -826,18 +830,21 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
     # dense ones changes no bit)
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
-    if np.any(fp8_params):  # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
-        on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
-        held = _nonneg("fp8_param_bytes", fp8_param_bytes)
-        save = np.maximum(_nonneg("weight_bytes", weight_bytes), held) - held
+    cached = _nonneg("weight_workspace", weight_workspace)
+    if np.any(fp8_params) or np.any(cached):
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
             "fp8_linear_per_layer", fp8_linear_per_layer)
-        lin = np.minimum(stage * per / t, pg.dense)
-        dense = ModelStates(weights=np.where(on, dense.weights - save * lin, dense.weights),
-                            gradients=dense.gradients, optimizer=dense.optimizer)
+        lin = np.minimum(stage * per / t, pg.dense)  # the stage's quantized linear weights on this GPU
+        below3 = zero_code(zero_stage) < 3
+        # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2); TE's cached quantized copies add to them
+        on = np.asarray(fp8_params, dtype=bool) & below3
+        held = _nonneg("fp8_param_bytes", fp8_param_bytes)
+        save = np.where(on, np.maximum(_nonneg("weight_bytes", weight_bytes), held) - held, 0.0) - np.where(
+            below3, cached, 0.0)
+        dense = ModelStates(weights=dense.weights - save * lin, gradients=dense.gradients, optimizer=dense.optimizer)
         if expert is not None:
-            expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
+            expert = ModelStates(weights=expert.weights - save * pg.expert,
                                  gradients=expert.gradients, optimizer=expert.optimizer)
     if activations is not None:
         act = np.asarray(activations, dtype=float)
@@ -906,6 +913,42 @@ def quantized_input_bytes(recipe: str) -> float:
     if not recipe or recipe in ROWWISE_FP8_RECIPES:
         return 0.0
     return {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0, "blockwise": 1.0 + 4.0 / 128.0}.get(recipe, 1.0)
+
+
+def weight_workspace_bytes(recipe: str, transpose_copy: bool = False) -> float:
+    """Bytes per weight element of the quantized copy Transformer Engine keeps of a 16-bit linear weight between
+    micro-batches and steps, its "weight workspace": 0 without a Transformer Engine recipe (16-bit, torchao's row-wise
+    recipes, which cast the weight on every call).
+
+    Source: with ``is_first_microbatch`` given (True / False, not None) TE's ``Linear.forward`` names the cache
+    (``cache_name = None if (is_first_microbatch is None or self.is_fsdp2) else "weight"``), quantizes the weight into
+    it on the first micro-batch only (``update_ws = is_first_microbatch is None or is_first_microbatch``) and stores
+    it in the module's ``self._fp8_workspaces[cache_name]``, a module attribute that lives across steps (cleared only
+    when the recipe type changes): transformer_engine/pytorch/module/linear.py L405-432, L1805-1807, L1906-1909,
+    base.py ``quantize_weight`` L669-730, ``_fp8_workspaces`` L792, L1384 at NVIDIA/TransformerEngine@4220403e8
+    (v2.16); the same in v2.8 (@40c69e751 linear.py L253-259, ``get_weight_workspace(cache_name=...)``), and in
+    layernorm_linear.py, layernorm_mlp.py and grouped_linear.py (the experts). Under a CUDA graph
+    (``skip_fp8_weight_update``) ``is_first_microbatch`` is forced False, so the cache is named too (linear.py
+    L1756-1762). The quantizer is set for both usages in training (``columnwise_usage = is_grad_enabled and
+    inp.requires_grad``, L409-417): the row-wise copy for the forward GEMM, the column-wise one for the backward's
+    data-gradient GEMM. Megatron-Core's TE layers pass ``is_first_microbatch`` unless
+    ``disable_parameter_transpose_cache`` (default False, transformer_config.py L1175), set True on each model chunk's
+    first micro-batch (``set_is_first_microbatch``, pipeline_parallel/schedules.py L496-497) and False after the call
+    (extensions/transformer_engine.py L1338-1345, L1587-1602, grouped L2721-2728, at NVIDIA/Megatron-LM@d98e8a64dd).
+
+        delayed, tensorwise  1 + t: the E4M3 data and, with ``transpose_copy`` (t = 1: GEMMs without non-TN FP8
+                             support, every accelerator but Blackwell), its transpose (fp32 scales per tensor):
+                             ``with_transpose = columnwise_usage && !is_non_tn_fp8_gemm_supported``, the data kept
+                             for either usage otherwise (csrc/quantizer.cpp L285-299, current scaling L462-464)
+        blockwise            2 (1 + 4 / 128^2): row-wise and column-wise data, an fp32 scale per 128 x 128 tile
+        mxfp8                2 (1 + 1/32): row-wise and column-wise data, an E8M0 scale per 32 elements each
+        nvfp4                2 (1/2 + 1/16) = 1.125: row-wise and column-wise E2M1 data, an E4M3 scale per 16
+    """
+    if not recipe or recipe in ROWWISE_FP8_RECIPES:
+        return 0.0
+    if recipe in ("delayed", "tensorwise"):
+        return 2.0 if transpose_copy else 1.0
+    return 2.0 * {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0, "blockwise": 1.0 + 4.0 / 128.0**2}[recipe]
 
 
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from scalemodel.choices import Recompute, ScheduleKind
+from scalemodel.choices import LayerImpl, Recompute, ScheduleKind
 from scalemodel.cost import compute, memory, pipeline
 from scalemodel.engine.dp_comm import (
     _expert_state_shards,
@@ -210,9 +210,24 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         # 1.125 for NVFP4 parameters; 2 for FP8 ones on Hopper (the transposed copy TE keeps), 1 on Blackwell
         fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe, job.accelerator_family != "blackwell")[1],
         fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
+        weight_workspace=weight_workspace(job, g),  # TE's cached FP8 copies of the 16-bit weights
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
         per_layer={})  # the stages share their layers' activation bytes (computed once)
+
+
+def weight_workspace(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Bytes per linear-weight element of the quantized weight copies Transformer Engine caches across micro-batches
+    and steps (:func:`scalemodel.cost.memory.weight_workspace_bytes`: 2 for delayed / tensorwise FP8 off Blackwell,
+    1 on it) under Megatron-Core's TE layers (layer_impl megatron_te, which pass ``is_first_microbatch``); 0 for other
+    layers, where the weights are quantized parameters already (fp8_param_gather's FP8, or MXFP8, parameters,
+    fp4_param_gather's NVFP4 ones: ``quantize_weight`` returns the parameter itself, no workspace), and for a model
+    that is not a transformer (docs/model.md#weight-workspace)."""
+    per = memory.weight_workspace_bytes(job.fp8_recipe, job.accelerator_family != "blackwell")
+    if not per or not job.is_transformer:
+        return np.zeros(1)
+    quantized = (g.fp8_param_gather & (job.fp8_recipe != "nvfp4")) | (g.fp4_param_gather & (job.fp8_recipe == "nvfp4"))
+    return np.where((g.layer_impl == LayerImpl.MEGATRON_TE) & ~np.asarray(quantized, dtype=bool), per, 0.0)
 
 
 def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], br: Any, rank: np.ndarray,
