@@ -2647,19 +2647,20 @@ def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes:
     return master_bytes + reads * elem_bytes + 1.0
 
 
-def param_gather_bytes(recipe: str, transpose_copy: bool = False) -> tuple[float, float]:
+def param_gather_bytes(recipe: str) -> tuple[float, float]:
     """Bytes per element that the distributed optimizer's parameter all-gather moves, and a replica holds, for a
     linear weight held as a quantized parameter: (gathered, held).
 
-        per-tensor FP8 (fp8_param_gather)  (1, 1 + t): uint8 data in the DDP buffer (scales per tensor, not
-                                           counted); held, the data and, with ``transpose_copy`` t = 1 (GEMMs
-                                           without non-TN FP8 support: every accelerator but Blackwell), the
-                                           transposed copy TE keeps beside it (``post_all_gather_processing`` ->
-                                           ``_create_transpose``, pytorch/tensor/utils.py L951-956, into the
-                                           tensor's persistent ``_transpose`` buffer, ``out=self._transpose``,
-                                           storage/float8_tensor_storage.py L221-227, at
-                                           NVIDIA/TransformerEngine@4220403e8 = v2.16; Hopper's blockwise
-                                           ``_create_columnwise`` likewise)
+        per-tensor FP8 (fp8_param_gather)  (1, 1): uint8 data in the DDP buffer (scales per tensor, not counted);
+                                           held, the data. Where GEMMs take TN only (Hopper) TE v2.x keeps a
+                                           transposed copy beside it after each gather (``post_all_gather_processing``
+                                           -> ``_create_transpose`` into the persistent ``_transpose`` buffer,
+                                           pytorch/tensor/utils.py L951-956, storage/float8_tensor_storage.py
+                                           L221-227, NVIDIA/TransformerEngine@4220403e8 = v2.16), while TE 1.x
+                                           transposed an FP8 parameter in the backward without a cache unless one
+                                           existed; a published run of a TE 1.x container fits only without it
+                                           (dgxc25_h100_nemotron4_340b_fp8_128: 85.4 GB > 85.0 GB with it), and the
+                                           model has no TE release, so it is not held (docs/model.md#fp8-param-gather)
         nvfp4 (fp4_param_gather)           (1/2, 2 (1/2 + 1/16) = 1.125): the buffer holds the packed row-wise
                                            E2M1 data only ("NVFP4 tensors use half the numel in the packed param
                                            buffer", param_and_grad_buffer.py ``_compute_nvfp4_packed_layout``
@@ -2670,7 +2671,7 @@ def param_gather_bytes(recipe: str, transpose_copy: bool = False) -> tuple[float
                                            (TE ``post_all_gather_processing``, :func:`held_param_step_bytes`)
     (MXFP8 parameters are gathered in BF16 through the gradient buffer: no quantized parameter elements,
     ``engine.dp_comm.fp8_param_elements``; any recipe but nvfp4, or none, gives the FP8 pair.)"""
-    return (0.5, 2.0 * NVFP4_COPY_BYTES) if recipe == "nvfp4" else (1.0, 2.0 if transpose_copy else 1.0)
+    return (0.5, 2.0 * NVFP4_COPY_BYTES) if recipe == "nvfp4" else (1.0, 1.0)
 
 
 def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

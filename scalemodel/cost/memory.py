@@ -784,7 +784,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     :func:`activation_bytes`). ``fp8_params`` (ZeRO 0-2; Megatron-Core --fp8-param-gather, "keep the compute
     param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
     weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
-    expert parameter are held at ``fp8_param_bytes`` (1; 2 off Blackwell, with the transposed FP8 copy; 2 (1/2 +
+    expert parameter are held at ``fp8_param_bytes`` (1 for per-tensor FP8, the transposed copy not held; 2 (1/2 +
     1/16) = 1.125 for NVFP4, both copies with their scales: :func:`scalemodel.cost.compute.param_gather_bytes`)
     instead of ``weight_bytes`` (the fp32 master copy is in the optimizer states); ``fp8_linear_per_layer``
     (default: all of linear_weights_per_layer) the linear weights per layer that are FP8 parameters, less those of
