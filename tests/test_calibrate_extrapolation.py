@@ -45,6 +45,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # the same four models on GB300 once the catalog held it (gb300-nvl72): same GPU counts as the GB200 rows;
         # + Nemotron 3 Nano (8 GPUs, 31.6 B) once the model priced Mamba-2 hybrid patterns
         "mb2608 gb300-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256, 256]),
+        # MLPerf v5.1's NVFP4 rows, compared since fp4a28 (FP8 attention under NVFP4, stochastic rounding off)
+        "mlpt51_b200_llama31_8b_8 (8/16)": ("same model", [8, 16]),
+        "mlpt51_gb200_llama31_405b_512 (512/2560/5120)": ("same model", [512, 2560, 5120]),
         # Megatron-Bridge 26.06 DGX-B300 rows once the catalog held b300 / dgx-b300: Qwen3-30B-A3B (8 GPUs), GPT-OSS
         # 120B (64), DeepSeek-V3 (256); the 26.04.01 B300 Qwen3-235B row is a series of one (source mb2604)
         "mb2606 dgx-b300 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256]),  # + Nano (8), Super (64)

@@ -479,12 +479,12 @@ LOG_CASES = {
                             "Infinity"),
     "text all-infinite times": ("# all_reduce_perf\n" + "".join(
         f" {2**k} {2**k // 4} float sum -1 1e999 0 0 0 1e999 0 0 0\n" for k in range(10, 20)),
-        "no nccl-tests data rows"),
+        "no data row can be fitted"),
     "text superscript size": (
         "# all_reduce_perf\n 1048576\u00b2 262144 float sum -1 50.0 20.9 39.2 0 49.0 21.4 40.1 0\n",
-        "no nccl-tests data rows"),
+        "no data row can be fitted"),
     "text 5000-digit count": (f"# all_reduce_perf\n 1048576 {BIG} float sum -1 50.0 20.9 39.2 0 49.0 21.4 40.1 0\n",
-                              "no nccl-tests data rows"),
+                              "no data row can be fitted"),
     "one row": ("# all_reduce_perf\n 1048576 262144 float sum -1 50.0 20.9 39.2 0 49.0 21.4 40.1 0\n", "two rows"),
     "empty": ("", "no nccl-tests data rows"),
 }
