@@ -207,7 +207,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
         root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
         fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
-        # 1.125 for NVFP4 parameters; 2 for FP8 ones on Hopper (the transposed copy TE keeps), 1 on Blackwell
+        # 1.125 for NVFP4 parameters (both copies); 1 for FP8 ones (the Hopper transpose not held: #fp8-param-gather)
         fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe)[1],
         fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
         weight_workspace=weight_workspace(job, g),  # TE's cached FP8 copies of the 16-bit weights
