@@ -230,11 +230,12 @@ def _with_rowwise_gemms(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: di
 def module_recipe(job: Job, module: str) -> str | None:
     """The Transformer Engine recipe of one module with its own precision in a low-precision run
     (training.module_precision): "" for bf16 (no cast), "mxfp8"; None where the module runs at the run's precision
-    (not named, or a 16-/32-bit job: a BF16 layer of training.bf16_layers is BF16 whole)."""
+    (not named, named at the run's own recipe, which the spec warns is not priced, or a 16-/32-bit job: a BF16 layer
+    of training.bf16_layers is BF16 whole)."""
     if not job.fp8_recipe:
         return None
     p = dict(job.module_precision).get(module)
-    return None if p is None else ("" if p == "bf16" else p)
+    return None if p is None or p == job.fp8_recipe else ("" if p == "bf16" else p)
 
 
 def module_gemm_kwargs(job: Job, module: str, prefix: str) -> dict[str, float]:
