@@ -948,7 +948,9 @@ def weight_workspace_bytes(recipe: str, transpose_copy: bool = False) -> float:
         return 0.0
     if recipe in ("delayed", "tensorwise"):
         return 2.0 if transpose_copy else 1.0
-    return 2.0 * {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0, "blockwise": 1.0 + 4.0 / 128.0**2}[recipe]
+    if recipe == "blockwise":  # weights take 128 x 128 tiles (a saved input 1 x 128 blocks)
+        return 2.0 * (1.0 + 4.0 / 128.0**2)
+    return 2.0 * quantized_input_bytes(recipe)  # row- and column-wise copies, each as one saved input's
 
 
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
