@@ -202,8 +202,8 @@ Two case files (issue 5 and issue 13):
   (:data:`LAUNCH_BLOCKING_ENV`: CUDA_LAUNCH_BLOCKING on NVIDIA, HIP_LAUNCH_BLOCKING / AMD_SERIALIZE_KERNEL on AMD).
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
-  Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host, MaxText's
-  host offload of sub-layer tensors), an
+  Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states or parameter shards on
+  the host, MaxText's host offload of sub-layer tensors), an
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
@@ -1811,6 +1811,11 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
     ("fine_grained_activation_offloading", "fine-grained activation offload of sub-layer modules to host memory "
      "(offload_modules); the model prices whole-layer offload only"),
     ("offload_optimizer_states", "optimizer states offloaded to host between steps"),
+    # PyTorch FSDP CPUOffload(offload_params=True) (torch/distributed/fsdp: the sharded parameters live on the CPU, are
+    # copied to the GPU before each all-gather, their gradients copied back, the optimizer steps on the CPU);
+    # DeepSpeed's ``offload_param`` is the same kind, recorded under this name (data29's fsdpaws22 row)
+    ("offload_params", "parameter shards held in host memory and copied to the GPU for every all-gather (FSDP / "
+     "ZeRO parameter offload); the model prices whole-layer activation offload only"),
     ("moe_paged_stash_buffer_size_factor_cpu", "paged-stash host buffer (routed experts' saved activations partly in "
      "host memory); the model prices whole-layer offload only"),
     # MaxText: remat_policy custom with tensors set to 'offload', or qkv_proj_offloaded (jax
