@@ -92,7 +92,7 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   Level only; d0 stays the group's. Why: the two precisions' levels rest on different evidence (b200 BF16 on the
   sm_100 table, FP8 on the MAMF bound its table fit overshoots; gb200 FP8 on that level with its own smaller d0),
   which put FP8 at 2.06-2.28 x BF16 at training shapes where every published same-source Blackwell pair gives
-  1.90-1.98. CDNA3 (amd29): the same bound at AMD's MAF pair on one MI300X and one hipBLASLt build, FP8 1273 / BF16
+  1.90-1.98. CDNA3 (amd29): the same bound at AMD's MAF pair (the MI300X, one hipBLASLt build), FP8 1273 / BF16
   708 TFLOP/s = 1.798 (MI325X 1.802); mi300x's BF16 level is LC-MI300X's torch.mm, its FP8 level Azure's
   hipblaslt-bench sweep, which together put FP8 at 1.895 x BF16; mi325x's transferred curves give 1.72, under the
   bound.
@@ -202,7 +202,7 @@ LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] =
 #: MLP down, each as fprop, dgrad and wgrad, the same (m, n, k) set per pass), BF16 4.250 + 4.434 + 4.418 = 13.102 ms,
 #: FP8 current scaling (per-tensor E4M3, cuBLASLt SCALAR_32F) 2.158 + 2.329 + 2.325 = 6.812 ms, back to back per shape
 #: in one process: 1.923.
-#: CDNA3 (amd29): AMD's Max-Achievable FLOPs blog, Table 1 (gemm.yaml AMD-MAF), one MI300X, one hipBLASLt build
+#: CDNA3 (amd29): AMD's Max-Achievable FLOPs blog, Table 1 (gemm.yaml AMD-MAF), MI300X, one hipBLASLt build
 #: (ROCm/hipBLASLt@db8e93b4), one protocol (hipblaslt-bench, --rotating 512, about 1 s of load at the power limit):
 #: FP8 (f8_fnuz) 1273 TFLOP/s at 4096 x 3648 x 32896 over BF16 708 at 4096 x 4864 x 32896 = 1.798 (the MI325X on the
 #: same build: 1519 / 843 = 1.802), each precision at its own tile-fitting shape; the bound compares the two curves at

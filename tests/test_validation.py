@@ -1053,7 +1053,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # d0 133 -> 119 (borrowed by the 16-bit curve), memory 0.78 -> 0.79; tao25 FP8 rows +5.4 to +9.9 points faster
     # (away), BF16 rows 0.6-1.0 points slower (toward): 32.8% -> 35.2%
     # lowered 0.362 -> 0.352 by amd29 (a model change not tuned to a row): the CDNA3 FP8 / BF16 bound, AMD's MAF pair
-    # on one MI300X and one hipBLASLt build (1273 / 708 = 1.798; docs/model.md#fp8-bf16-ratio), FP8 0.39 -> 0.37 in
+    # on the MI300X through one hipBLASLt build (1273 / 708 = 1.798; docs/model.md#fp8-bf16-ratio), FP8 0.39 -> 0.37 in
     # layer; tao25 FP8 rows +56.4 / +40.0 / +57.9 % -> +52.6 / +37.9 / +54.1 % (toward): 35.2% -> 34.1%
     ("accelerator", "MI300X"): 0.352,  # n=6, now 34.1%
     # tightened 0.298 -> 0.21 at the end of the 2026-12-05 (second) session: the bound sat 9.1% above
