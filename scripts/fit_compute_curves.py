@@ -85,13 +85,17 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   h100-sxm, h200-sxm, mi300x, gb200, gb300 fp8): none moves. GB200's 0.804 x MAMF is CUDA 12.8 against MAMF's CUDA
   13.0 (and the same run's FP4 reaches 0.76 of its peak where FP8 reaches 0.58); GB300's sweep on CUDA 13.0 reads
   0.937 of GB200's MAMF x the B300 / B200 MAMF ratio, just under Hopper's band (H200 0.940), across builds too.
-* FP8 / BF16 bound (every Blackwell part; docs/model.md#fp8-bf16-ratio, ``FP8_OVER_16BIT``, ``fp8_ratio_bound``): after
-  the fits and transfers, a part's fp8 gemm_max is lowered, where needed, until its curve prices Transformer Engine's
-  B300 layer GEMMs (gemm.yaml TE-GEMMPROF-B300) no faster than the part's own 16-bit curve's time / 1.923, the
-  BF16 / per-tensor FP8 time ratio the guide measured on one card, same shapes and process. Level only; d0 stays the
-  group's. Why: the two precisions' levels rest on different evidence (b200 BF16 on the sm_100 table, FP8 on the MAMF
-  bound its table fit overshoots; gb200 FP8 on that level with its own smaller d0), which put FP8 at 2.06-2.28 x BF16
-  at training shapes where every published same-source Blackwell pair gives 1.90-1.98.
+* FP8 / BF16 bound (every Blackwell and CDNA3 part; docs/model.md#fp8-bf16-ratio, ``FP8_OVER_16BIT``,
+  ``fp8_ratio_bound``): after the fits and transfers, a part's fp8 gemm_max is lowered, where needed, until its curve
+  prices Transformer Engine's B300 layer GEMMs (gemm.yaml TE-GEMMPROF-B300) no faster than the part's own 16-bit
+  curve's time / 1.923, the BF16 / per-tensor FP8 time ratio the guide measured on one card, same shapes and process.
+  Level only; d0 stays the group's. Why: the two precisions' levels rest on different evidence (b200 BF16 on the
+  sm_100 table, FP8 on the MAMF bound its table fit overshoots; gb200 FP8 on that level with its own smaller d0),
+  which put FP8 at 2.06-2.28 x BF16 at training shapes where every published same-source Blackwell pair gives
+  1.90-1.98. CDNA3 (amd29): the same bound at AMD's MAF pair (the MI300X, one hipBLASLt build), FP8 1273 / BF16
+  708 TFLOP/s = 1.798 (MI325X 1.802); mi300x's BF16 level is LC-MI300X's torch.mm, its FP8 level Azure's
+  hipblaslt-bench sweep, which together put FP8 at 1.895 x BF16; mi325x's transferred curves give 1.72, under the
+  bound.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -190,16 +194,23 @@ LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] =
     # gb200 fp8: its own sweep (AZ-GB200) is level: shape-only, so its level rested on MAMF alone
     ("gb200", "fp8"): (("b200", "fp8"), ("MAMF", "fp8")),
 }
-#: Blackwell per-tensor FP8 against 16-bit GEMMs (the FP8 / BF16 bound, module docstring; docs/model.md#fp8-bf16-ratio):
-#: (family, time ratio BF16 / FP8, the (m, n, k) shapes it was timed at). Transformer Engine's GEMM profiling guide on
+#: Per-tensor FP8 against 16-bit GEMMs (the FP8 / BF16 bound, module docstring; docs/model.md#fp8-bf16-ratio):
+#: family -> (ratio BF16 / FP8 time at one FLOP count, the (m, n, k) shapes it was timed at, what they are).
+#: Blackwell: Transformer Engine's GEMM profiling guide on
 #: one B300 SXM6 AC (gemm.yaml TE-GEMMPROF-B300, NVIDIA/TransformerEngine@d0067d0da6 docs/examples/gemm_profiling/
 #: gemm_profiling.rst, the pre-quantized run): one layer's 12 GEMMs (h 4096, f 16384, M 15872: QKV, attn out, MLP up,
 #: MLP down, each as fprop, dgrad and wgrad, the same (m, n, k) set per pass), BF16 4.250 + 4.434 + 4.418 = 13.102 ms,
 #: FP8 current scaling (per-tensor E4M3, cuBLASLt SCALAR_32F) 2.158 + 2.329 + 2.325 = 6.812 ms, back to back per shape
 #: in one process: 1.923.
-FP8_OVER_16BIT: dict[str, tuple[float, tuple[tuple[int, int, int], ...]]] = {
+#: CDNA3 (amd29): AMD's Max-Achievable FLOPs blog, Table 1 (gemm.yaml AMD-MAF), MI300X, one hipBLASLt build
+#: (ROCm/hipBLASLt@db8e93b4), one protocol (hipblaslt-bench, --rotating 512, about 1 s of load at the power limit):
+#: FP8 (f8_fnuz) 1273 TFLOP/s at 4096 x 3648 x 32896 over BF16 708 at 4096 x 4864 x 32896 = 1.798 (the MI325X on the
+#: same build: 1519 / 843 = 1.802), each precision at its own tile-fitting shape; the bound compares the two curves at
+#: both shapes, where their shape factors are equal (one d0), 0.8 % gentler than each curve at its own shape.
+FP8_OVER_16BIT: dict[str, tuple[float, tuple[tuple[int, int, int], ...], str]] = {
     "blackwell": (13.102 / 6.812, ((15872, 4096, 12288), (15872, 4096, 4096), (15872, 4096, 16384),
-                                   (15872, 16384, 4096))),
+                                   (15872, 16384, 4096)), "TE-GEMMPROF-B300's 4 layer shapes (one pass)"),
+    "cdna3": (1273.0 / 708.0, ((4096, 4864, 32896), (4096, 3648, 32896)), "AMD-MAF's BF16 and FP8 shapes"),
 }
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is
 #: fitted to layer times (Korthikanti et al. 2022 Table 4) rather than to isolated GEMMs.
@@ -367,7 +378,7 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
 
 
 def fp8_ratio_bound(key: tuple[str, str], fits: dict[tuple[str, str], dict[str, Any]]) -> None:
-    """Bound a Blackwell fp8 curve's gemm_max by the published FP8 / BF16 time ratio (``FP8_OVER_16BIT``): at the
+    """Bound a Blackwell or CDNA3 fp8 curve's gemm_max by the published FP8 / BF16 ratio (``FP8_OVER_16BIT``): at the
     ratio's shapes the fp8 curve prices the GEMMs no faster than the same part's 16-bit curve's time / ratio. Moves
     the level only (d0 stays the group's own); updates ``fits[key]`` in place and prints the bound."""
     name = key[0]
@@ -375,7 +386,7 @@ def fp8_ratio_bound(key: tuple[str, str], fits: dict[tuple[str, str], dict[str, 
     rule = FP8_OVER_16BIT.get(str(acc.family).lower())
     if rule is None:
         return
-    ratio, shapes = rule
+    ratio, shapes, where = rule
     f8, f16 = fits[key], fits[(name, "16bit")]
     m, n, k = (np.array([float(s[i]) for s in shapes]) for i in range(3))
 
@@ -394,8 +405,8 @@ def fp8_ratio_bound(key: tuple[str, str], fits: dict[tuple[str, str], dict[str, 
     if bound < f8["gemm_max"]:
         print(f"  {name:16s} fp8    gemm_max {f8['gemm_max']:.4f} -> {bound:.4f} (in-layer "
               f"{bound * f8['in_layer_factor']:.3f}), d0 {f8['gemm_half_dim']:.1f} kept: FP8 / BF16 bound, the "
-              f"16-bit curve's {1e3 * t16:.3f} ms / {ratio:.3f} at TE-GEMMPROF-B300's 4 layer shapes (one pass; the "
-              f"fp8 curve priced them at {1e3 * t8:.3f} ms, {t16 / t8:.3f} x)")
+              f"16-bit curve's {1e3 * t16:.3f} ms / {ratio:.3f} at {where} (the fp8 curve priced them at "
+              f"{1e3 * t8:.3f} ms, {t16 / t8:.3f} x)")
         f8["gemm_max"] = bound
 
 
