@@ -761,7 +761,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
                    latent_inputs: ArrayLike | None = None,
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
-                   weight_workspace: ArrayLike = 0.0) -> MemoryBreakdown:
+                   weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -794,10 +794,13 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
     them); then they are not computed again. ``shared_input_copy``: :func:`activation_bytes`' (the selective-moe
-    working set). ``weight_workspace`` (ZeRO 0-2): bytes per element of the quantized weight copies Transformer
-    Engine caches between micro-batches and steps (:func:`weight_workspace_bytes`; 0 = none), held on top of the
-    16-bit weights for the same linear weights (``fp8_linear_per_layer``) and routed expert parameters; the engine
-    passes 0 where the weights are quantized parameters already (docs/model.md#weight-workspace).
+    working set). ``weight_workspace``: bytes per transformer layer (before the division by tp) of the quantized
+    copies Transformer Engine caches of the layer's dense linear weights between micro-batches and steps, each
+    module's weights at its own recipe's :func:`weight_workspace_bytes` (0 = none); ``expert_workspace``: bytes per
+    routed-expert parameter of the same (GroupedLinear's). Held on top of the weights, at any ZeRO stage: the
+    stage's ``stage x weight_workspace / tp`` and ``expert_workspace x`` its routed expert parameters, whole (the
+    engine's :func:`scalemodel.engine.stage_memory.weight_workspace` says which strategies hold them;
+    docs/model.md#weight-workspace).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -830,21 +833,26 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
     # dense ones changes no bit)
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
-    cached = _nonneg("weight_workspace", weight_workspace)
-    if np.any(fp8_params) or np.any(cached):
+    cached, cached_e = _nonneg("weight_workspace", weight_workspace), _nonneg("expert_workspace", expert_workspace)
+    if np.any(fp8_params):
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
             "fp8_linear_per_layer", fp8_linear_per_layer)
         lin = np.minimum(stage * per / t, pg.dense)  # the stage's quantized linear weights on this GPU
-        below3 = zero_code(zero_stage) < 3
-        # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2); TE's cached quantized copies add to them
-        on = np.asarray(fp8_params, dtype=bool) & below3
+        # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
+        on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
         held = _nonneg("fp8_param_bytes", fp8_param_bytes)
-        save = np.where(on, np.maximum(_nonneg("weight_bytes", weight_bytes), held) - held, 0.0) - np.where(
-            below3, cached, 0.0)
+        save = np.where(on, np.maximum(_nonneg("weight_bytes", weight_bytes), held) - held, 0.0)
         dense = ModelStates(weights=dense.weights - save * lin, gradients=dense.gradients, optimizer=dense.optimizer)
         if expert is not None:
             expert = ModelStates(weights=expert.weights - save * pg.expert,
+                                 gradients=expert.gradients, optimizer=expert.optimizer)
+    if np.any(cached) or np.any(cached_e):  # TE's cached quantized copies, on top of the weights
+        stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
+        dense = ModelStates(weights=dense.weights + stage * cached / t, gradients=dense.gradients,
+                            optimizer=dense.optimizer)
+        if expert is not None:
+            expert = ModelStates(weights=expert.weights + cached_e * pg.expert,
                                  gradients=expert.gradients, optimizer=expert.optimizer)
     if activations is not None:
         act = np.asarray(activations, dtype=float)

@@ -12,9 +12,10 @@ from collections.abc import MutableMapping
 from typing import Any, NamedTuple
 
 import numpy as np
+from msgspec.structs import replace
 
-from scalemodel.choices import LayerImpl, Recompute, ScheduleKind
-from scalemodel.cost import compute, memory, pipeline
+from scalemodel.choices import LayerImpl, Recompute, ScheduleKind, Zero
+from scalemodel.cost import compute, memory, pipeline, transformer
 from scalemodel.engine.dp_comm import (
     _expert_state_shards,
     _state_shards,
@@ -27,6 +28,7 @@ from scalemodel.engine.layer_compute import (
     fp8_params_held,
     fsdp_fp8_gather,
     fsdp_root_params,
+    module_recipe,
     recomputed_layers,
 )
 from scalemodel.engine.pipeline_ranks import (
@@ -210,24 +212,69 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         # 1.125 for NVFP4 parameters (both copies); 1 for FP8 ones (the Hopper transpose not held: #fp8-param-gather)
         fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe)[1],
         fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
-        weight_workspace=weight_workspace(job, g),  # TE's cached FP8 copies of the 16-bit weights
+        **weight_workspace(job, g),  # TE's cached quantized copies of the 16-bit weights
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
         per_layer={})  # the stages share their layers' activation bytes (computed once)
 
 
-def weight_workspace(job: Job, g: StrategyGrid) -> np.ndarray:
-    """Bytes per linear-weight element of the quantized weight copies Transformer Engine caches across micro-batches
-    and steps (:func:`scalemodel.cost.memory.weight_workspace_bytes`: 2 for delayed / tensorwise FP8 off Blackwell,
-    1 on it) under Megatron-Core's TE layers (layer_impl megatron_te, which pass ``is_first_microbatch``); 0 for other
-    layers, where the weights are quantized parameters already (fp8_param_gather's FP8, or MXFP8, parameters,
-    fp4_param_gather's NVFP4 ones: ``quantize_weight`` returns the parameter itself, no workspace), and for a model
-    that is not a transformer (docs/model.md#weight-workspace)."""
-    per = memory.weight_workspace_bytes(job.fp8_recipe, job.accelerator_family != "blackwell")
-    if not per or not job.is_transformer:
-        return np.zeros(1)
+def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
+    """:func:`scalemodel.cost.memory.memory_per_gpu`'s ``weight_workspace`` (bytes per layer, before / tp) and
+    ``expert_workspace`` (bytes per routed-expert parameter): the quantized weight copies Transformer Engine caches
+    across micro-batches and steps under Megatron-Core's TE layers (layer_impl megatron_te, which pass
+    ``is_first_microbatch``), w(r) = :func:`scalemodel.cost.memory.weight_workspace_bytes` of a recipe r (2 for
+    delayed / tensorwise FP8 off Blackwell, 1 on it; blockwise 2.0005; mxfp8 2.0625; nvfp4 1.125):
+
+        weight_workspace = w(run) n_run + sum over module recipes r of w(r) n_r        expert_workspace = w(run)
+
+    n_run the layer's linear weights at the run's recipe (:func:`~scalemodel.engine.dp_comm.fp8_param_linear_per_layer`,
+    w(run) = 0 where they are quantized parameters already: fp8_param_gather's FP8 or MXFP8 parameters,
+    fp4_param_gather's NVFP4 ones, which ``quantize_weight`` returns as they are), n_r those of the modules at their
+    own recipe r (training.module_precision, :func:`~scalemodel.engine.layer_compute.module_recipe`; a per-module
+    recipe builds its weights 16-bit unless its own ``fp8_param``, default False: Megatron-Core
+    ``_get_fp8_model_init_for_quant_recipe``, extensions/transformer_engine.py L257-262 at
+    NVIDIA/Megatron-LM@24bad8e677): a bf16 module runs under ``fp8_autocast(enabled=False)`` and caches nothing
+    (w = 0), an mxfp8 one caches its MXFP8 copy (2.0625) whatever the run's recipe. The routed experts
+    (GroupedLinear, no module key) cache at the run's recipe: ``quantize_weight`` per GEMM into
+    ``_fp8_workspaces[f"weight{i}"]`` with the same row- and column-wise usage (grouped_linear.py L142-156,
+    L196-207, L1175-1215 at NVIDIA/TransformerEngine@4220403e8).
+
+    ZeRO 3 / FSDP. The cache holds the quantized copy of the tensor the module sees in its forward, the gathered one,
+    and keeps it across steps: Megatron-FSDP points the parameter at the unsharded bucket (``p.data = data``,
+    megatron_fsdp/param_and_grad_buffer.py ``fetch_bucket`` L1296-1354; the module's forward runs on the raw
+    parameters, megatron_fsdp.py L1516-1523, NVIDIA/Megatron-LM@d98e8a64dd), DeepSpeed ZeRO-3 gathers into
+    ``param.data``; TE's workspace is an allocation of its own (``quantizer.quantize``, base.py L751-764), which
+    resharding does not free. So zero 3 / fsdp / hsdp hold every unit's whole (tp-local, unsharded) copy, as ZeRO 0-2
+    do. PyTorch FSDP2 (``fsdp_per_param``): TE's Linear, LayerNormLinear and LayerNormMLP name no cache
+    (``cache_name = None if (is_first_microbatch is None or self.is_fsdp2)``, linear.py L1805,
+    layernorm_linear.py L1663, layernorm_mlp.py L2284-2288; ``is_fsdp2``: a torch ``fully_shard`` state, base.py
+    L884-895): the dense workspace is 0, but GroupedLinear's ``cache_weight = is_first_microbatch is not None``
+    (L1175) has no such test: the experts' copies are held. FSDP1 (``fsdp_flat_param``): not read (TE's own FSDP1
+    path, ``prepare_te_modules_for_fsdp``, scatters the cached copy over the FSDP group): 0. The layers a run keeps
+    in BF16 (training.bf16_layers, Megatron-Core ``first_last_layers_bf16``: the layer built and run outside the
+    fp8 context, ``get_fp8_context`` a nullcontext) cache nothing either: both workspaces x (1 - their share
+    ``Job.bf16_layer_share``), exact with one pipeline stage, the layers' mean on each stage with more (their
+    placement is not in the job; the compute model mixes them the same way). Other layers, and a model that is not
+    a transformer: none (docs/model.md#weight-workspace)."""
+    hopper = job.accelerator_family != "blackwell"
+    run = memory.weight_workspace_bytes(job.fp8_recipe, hopper)
+    if not job.is_transformer or not job.fp8_recipe:
+        return {}
     quantized = (g.fp8_param_gather & (job.fp8_recipe != "nvfp4")) | (g.fp4_param_gather & (job.fp8_recipe == "nvfp4"))
-    return np.where((g.layer_impl == LayerImpl.MEGATRON_TE) & ~np.asarray(quantized, dtype=bool), per, 0.0)
+    w_run = np.where(np.asarray(quantized, dtype=bool), 0.0, run)
+    dense = w_run * fp8_param_linear_per_layer(job)
+    full = transformer.linear_weights_per_layer(job.shape)
+    own = {module_recipe(job, m) for m, _p in job.module_precision} - {None, ""}
+    for r in sorted(r for r in own if r is not None):  # the modules cached at recipe r: their share of the layer
+        at_r = tuple((m, p) for m, p in job.module_precision if module_recipe(job, m) == r)
+        dense = dense + memory.weight_workspace_bytes(r, hopper) * (
+            full - fp8_param_linear_per_layer(replace(job, module_precision=at_r)))
+    te = g.layer_impl == LayerImpl.MEGATRON_TE
+    fsdp = g.zero >= Zero.FSDP
+    fsdp1, fsdp2 = fsdp & g.fsdp_flat_param, fsdp & g.fsdp_per_param
+    low = 1.0 - float(job.bf16_layer_share)  # training.bf16_layers run without a recipe: no copy
+    return {"weight_workspace": np.asarray(np.where(te & ~fsdp1 & ~fsdp2, low * dense, 0.0), dtype=float),
+            "expert_workspace": np.asarray(np.where(te & ~fsdp1, low * w_run, 0.0), dtype=float)}
 
 
 def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], br: Any, rank: np.ndarray,
