@@ -96,6 +96,16 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   708 TFLOP/s = 1.798 (MI325X 1.802); mi300x's BF16 level is LC-MI300X's torch.mm, its FP8 level Azure's
   hipblaslt-bench sweep, which together put FP8 at 1.895 x BF16; mi325x's transferred curves give 1.72, under the
   bound.
+* Chip-ratio rule (gb300_29, ``CHIP_RATIO``, ``chip_ratio``; docs/model.md#blackwell-shape-audit): a part with no
+  MAMF and no sweep of its own that fixes a curve, priced on a sibling's curves whole, takes them with gemm_max x r
+  (both groups, d0 kept) where it has GEMM timings from >= 2 sources of different protocols whose medians (time on the
+  sibling's curve over measured time, GEMMs with every side >= 4096) all lie outside, on one side, the band spanned by
+  1 and the medians the same protocols read on the other parts of its tensor-core generation against their own
+  curves (``CHIP_RATIO_SIBLINGS``); r = the geometric mean of those medians. Microbenchmarks only: it reads no
+  training row. gb300 on gb200: tritonbench's torch.matmul (TLX740-GB300) 1.177 against AO-B200 1.018 / TE-GEMMPROF-B300
+  1.023; Azure's cuBLASLt FP8 sweep (AZ-GB300) 1.115 against AZ-GB200 0.983: r = 1.146. After it the two sources
+  read 1.03 / 0.97 on gb300's own curve, where the siblings read theirs. Limits: TLX740's dtype and build are
+  unstated, and AZ-GB300 ran CUDA 13.0 against AZ-GB200's 12.8 (the level rule's MAMF ratios cross builds too).
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -212,6 +222,23 @@ FP8_OVER_16BIT: dict[str, tuple[float, tuple[tuple[int, int, int], ...], str]] =
                                    (15872, 16384, 4096)), "TE-GEMMPROF-B300's 4 layer shapes (one pass)"),
     "cdna3": (1273.0 / 708.0, ((4096, 4864, 32896), (4096, 3648, 32896)), "AMD-MAF's BF16 and FP8 shapes"),
 }
+#: accelerator -> (the sibling whose curves it borrows whole, its own GEMM sources): the part is priced on the sibling's
+#: curves (both groups, d0 kept) with gemm_max x r, the chip-ratio rule (gb300_29, module docstring). r is the geometric
+#: mean over the part's sources of each source's median ratio (time on the sibling's curve / measured time) at the
+#: compute-bound shapes (every side >= CHIP_RATIO_MIN_SIDE).
+CHIP_RATIO: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    # gb300 (sm_103, 1400 W) borrows gb200 (sm_100, 1200 W): same dense peaks, 152 SMs and 2070 / 2062 MHz maximum
+    # clock; its two default-path GEMM sources: tritonbench's torch.matmul (facebookexperimental/triton #740, burst,
+    # clocks locked at the maximum, 1400 W cap) and Azure's cuBLASLt FP8 sweep (10,000 warm-up calls, CUDA 13.0)
+    "gb300": ("gb200", (("TLX740-GB300", "16bit"), ("AZ-GB300", "fp8"))),
+}
+#: a part source -> the sources of the same protocol (library path and timing) on the other parts of its tensor-core
+#: generation, read against their own curves: the band the part's source must lie outside (chip-ratio rule)
+CHIP_RATIO_SIBLINGS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "TLX740-GB300": (("AO-B200", "b200", "16bit"), ("TE-GEMMPROF-B300", "b300", "16bit")),  # torch.matmul, burst
+    "AZ-GB300": (("AZ-GB200", "gb200", "fp8"),),  # Azure's cuBLASLt protocol
+}
+CHIP_RATIO_MIN_SIDE = 4096
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is
 #: fitted to layer times (Korthikanti et al. 2022 Table 4) rather than to isolated GEMMs.
 NOT_APPLIED = {"a100-sxm-80g", "a100-pcie-80g"}
@@ -374,7 +401,61 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
     for key in sorted(fits):
         if key[1] == "fp8" and (key[0], "16bit") in fits:
             fp8_ratio_bound(key, fits)
+    for name, (sibling, sources) in CHIP_RATIO.items():
+        chip_ratio(name, sibling, sources, fits, gemm)
     return fits
+
+
+def curve_ratios(src: str, name: str, f: dict[str, Any], group: str, gemm: list[dict[str, Any]]) -> list[float]:
+    """Time on curve ``f`` over measured time for ``src``'s points of accelerator ``name`` at the compute-bound shapes
+    (every side >= CHIP_RATIO_MIN_SIDE), ``name``'s own peak and bandwidth."""
+    acc = load_accelerator(name, overrides=[])
+    pts = [p for p in gemm if p["src"] == src and p["acc"] == name
+           and min(p["m"], p["n"], p["k"]) >= CHIP_RATIO_MIN_SIDE]
+    m, n, k, b = (np.array([float(p[c]) for p in pts]) for c in ("m", "n", "k", "b"))
+    t_meas = 2.0 * b * m * n * k / (np.array([float(p["tflops"]) for p in pts]) * 1e12)
+    t = gemm_time(m, n, k, b, peak_flops=_peak(acc, group), memory_bandwidth=float(acc.memory_bandwidth),
+                  gemm_max=f["gemm_max"], gemm_half_dim=f["gemm_half_dim"], memory_efficiency=f["memory"],
+                  elem_bytes=2.0)
+    return [float(x) for x in np.asarray(t) / t_meas]
+
+
+def chip_ratio(name: str, sibling: str, sources: tuple[tuple[str, str], ...],
+               fits: dict[tuple[str, str], dict[str, Any]], gemm: list[dict[str, Any]]) -> float:
+    """The chip-ratio rule (module docstring): ``name`` takes ``sibling``'s curves (both groups, d0 kept) with gemm_max
+    x r when it has >= 2 GEMM sources of different protocols whose medians (time on the sibling's curve / measured)
+    all lie outside the band the same protocols read on the other parts of the generation against their own curves,
+    on one side; r = their geometric mean. Stops (SystemExit) where the conditions do not hold. Sets ``fits``."""
+    medians = {}
+    for src, group in sources:
+        own = curve_ratios(src, name, fits[(sibling, group)], group, gemm)
+        band = [float(np.median(curve_ratios(s, acc, fits[(acc, g)], g, gemm)))
+                for s, acc, g in CHIP_RATIO_SIBLINGS[src]]
+        if not own or not band:
+            raise SystemExit(f"CHIP_RATIO {name}: {src} has no compute-bound point or no sibling reading")
+        med = float(np.median(own))
+        print(f"  {name:16s} {group:6s} {src}: median {med:.4f} x {sibling}'s curve over {len(own)} GEMM(s) "
+              f"(every side >= {CHIP_RATIO_MIN_SIDE}); same protocol on the siblings: "
+              + ", ".join(f"{s} {v:.4f}" for (s, _, _), v in zip(CHIP_RATIO_SIBLINGS[src], band, strict=True)))
+        if min(band + [1.0]) <= med <= max(band + [1.0]):  # the band spans 1 (a source on its curve) and the siblings
+            raise SystemExit(f"CHIP_RATIO {name}: {src}'s median {med:.4f} lies inside its siblings' band")
+        medians[src] = (med, min(band + [1.0]), max(band + [1.0]))
+    above = {med > hi for med, _, hi in medians.values()}
+    if len(medians) < 2 or len(above) != 1:
+        raise SystemExit(f"CHIP_RATIO {name}: needs >= 2 sources outside their bands on one side, has {medians}")
+    r = float(np.exp(np.mean(np.log([med for med, _, _ in medians.values()]))))
+    acc = load_accelerator(name, overrides=[])
+    for group in ("16bit", "fp8"):
+        d = fits[(sibling, group)]
+        f = dict(d, gemm_max=d["gemm_max"] * r, ratio=r, donor=(sibling, group), n=0, points=[], levels={},
+                 rms_log=0.0, worst_rel=0.0, d0_borrowed=True,
+                 in_layer_factor=in_layer_gemm_factor(acc.family, "fp8" if group == "fp8" else "bf16", acc.name))
+        fits[(name, group)] = f
+        in_layer = f["gemm_max"] * f["in_layer_factor"]
+        print(f"  {name:16s} {group:6s} gemm_max {f['gemm_max']:.4f} (in-layer {in_layer:.3f})"
+              f"  gemm_half_dim {f['gemm_half_dim']:7.1f}  CHIP RATIO: {sibling} {group} ({d['gemm_max']:.4f}) x "
+              f"{r:.4f}, the geometric mean of {', '.join(f'{s} {m[0]:.4f}' for s, m in medians.items())}")
+    return r
 
 
 def fp8_ratio_bound(key: tuple[str, str], fits: dict[tuple[str, str], dict[str, Any]]) -> None:

@@ -373,14 +373,12 @@ def test_gb200_fp8_curve_not_under_b200(m: int, n: int, k: int) -> None:
     assert rate["gb200"] >= rate["b200"]
 
 
-def test_gb300_azure_fp8_sweep_recorded_under_the_borrowed_curve() -> None:
-    """gb300's fp8 curve is gb200's, borrowed (no GB300 MAMF). Azure's ND GB300 v6 cuBLASLt FP8 sweep (gemm.yaml
-    AZ-GB300) is recorded, not fitted, and its large GEMMs (every side >= 4096) run at 1.08-1.16 x the borrowed
-    curve on the isolated basis, eff = gemm_max / in-layer factor x prod d/(d + d0), written out here: the borrowed
-    level is not above GB300's measured GEMMs. Since gbfp8_21's FP8 / BF16 bound (docs/model.md#fp8-bf16-ratio) the
-    borrowed level sits at AZ-GB200's (CUDA 12.8), and this CUDA 13.0 sweep runs 8-16 % over it (0.91-0.98 x before).
-    (bwcurve19 had moved gb200's fp8 d0 to b200's 366 and this band to 0.93-1.20; review19c restored gb200's own d0
-    113, docs/model.md#blackwell-level-rule.)"""
+def test_gb300_azure_fp8_sweep_on_the_chip_ratio_curve() -> None:
+    """gb300's fp8 curve is gb200's x the chip ratio 1.146 (gb300_29, CHIP_RATIO in scripts/fit_compute_curves.py;
+    docs/model.md#blackwell-shape-audit). Azure's ND GB300 v6 cuBLASLt FP8 sweep (gemm.yaml AZ-GB300, recorded, one
+    of the ratio's two sources) ran 1.08-1.16 x gb200's borrowed curve at every side >= 4096; on gb300's own curve
+    (isolated basis, eff = gemm_max / in-layer factor x prod d/(d + d0), written out here) it runs 0.94-1.02 x, the
+    band AZ-GB200 reads on gb200's (0.94-1.01)."""
     pts = [p for p in POINTS if p["src"] == "AZ-GB300"]
     assert len(pts) == 9 and all(p["acc"] == "gb300" and p["prec"] == "fp8" and p.get("fit") is False for p in pts)
     a = load_accelerator("gb300", overrides=[])
@@ -390,7 +388,7 @@ def test_gb300_azure_fp8_sweep_recorded_under_the_borrowed_curve() -> None:
     assert len(big) == 5
     for p in big:
         eff = iso * np.prod([x / (x + d0) for x in (p["m"], p["n"], p["k"])])
-        assert 1.05 < p["tflops"] * 1e12 / (a.peak("fp8") * eff) < 1.20, p
+        assert 0.93 < p["tflops"] * 1e12 / (a.peak("fp8") * eff) < 1.03, p
 
 
 def _az_ratios(acc: str, src: str) -> dict[tuple[int, int, int], float]:
@@ -405,27 +403,19 @@ def _az_ratios(acc: str, src: str) -> dict[tuple[int, int, int], float]:
 
 
 def test_gb300_fp8_provenance_quotes_the_sweep_against_the_current_curve() -> None:
-    """gb300.yaml's fp8 source and gemm.yaml's AZ-GB300 note quote how Azure's GB300 (and GB200) FP8 sweeps run
-    against gb300's borrowed curve; the numbers they print are those of the catalog's curve now (gbfp8_21's bound
-    lowered it to 0.610 isolated: the shapes >= 4096 run 1.08-1.16 x, the narrow 802816x192x768 one 1.03 x), not
-    of the unbounded 0.723 level (0.91-0.98, 0.87), which both texts went on printing as the current curve's."""
+    """gb300.yaml's fp8 source quotes how Azure's GB300 FP8 sweep runs against gb300's curve now (the chip-ratio
+    curve, gb300_29: the shapes >= 4096 at 0.94-1.02 x, the narrow 802816x192x768 one 0.90 x) and AZ-GB200 against
+    gb200's, the numbers of the catalog's curves."""
     gb300, gb200 = _az_ratios("gb300", "AZ-GB300"), _az_ratios("gb200", "AZ-GB200")
     big300 = [r for s, r in gb300.items() if min(s) >= 4096]
     big200 = [r for s, r in gb200.items() if min(s) >= 4096]
     src = load_yaml(ROOT / "hardware" / "accelerators" / "gb300.yaml")["compute_efficiency"]["fp8"]["source"]
-    band = re.search(r"runs (\d\.\d\d)-(\d\.\d\d) x this curve \(isolated basis\) at the shapes >= 4096", src)
-    narrow = re.search(r"802816x192x768 GEMM runs (\d\.\d\d) x this curve", src)
-    assert band and narrow
-    assert float(band[1]) == pytest.approx(min(big300), abs=0.006)
-    assert float(band[2]) == pytest.approx(max(big300), abs=0.006)
-    assert float(narrow[1]) == pytest.approx(gb300[(802816, 192, 768)], abs=0.006)
-    note = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]["AZ-GB300"]["fit_false"]
-    got = re.search(r"this sweep runs (\d\.\d+)-(\d\.\d+) x at the shapes >= 4096 \((\d\.\d+) at "
-                    r"6144x12288x12288\), where AZ-GB200 runs (\d\.\d+)-(\d\.\d+) x the same curve", note)
+    got = re.search(r"AZ-GB300 runs (\d\.\d\d)-(\d\.\d\d) x this curve \(isolated basis\) at the shapes >= 4096 "
+                    r"\(AZ-GB200 (\d\.\d\d)-(\d\.\d\d) x gb200's\), its 802816x192x768 GEMM (\d\.\d\d) x", src)
     assert got
-    want = (min(big300), max(big300), gb300[(6144, 12288, 12288)], min(big200), max(big200))
+    want = (min(big300), max(big300), min(big200), max(big200), gb300[(802816, 192, 768)])
     for quoted, value in zip(got.groups(), want, strict=True):
-        assert float(quoted) == pytest.approx(value, abs=0.0015)
+        assert float(quoted) == pytest.approx(value, abs=0.006)
 
 
 def _bf16_curves(acc: str) -> tuple[float, float, float, float]:
@@ -482,7 +472,7 @@ def test_b300_and_gb300_follow_the_level_rule() -> None:
     curves are b200's (fitted to OpenXLA's sm_100 table) with gemm_max x the ratio of the MAMF fractions, typed here
     from stas00/ml-engineering@744d01e1 (B300 SXM 1769.0 / 3353.3, B200 SXM 1745.0 / 3432.5, both at 2250 / 4500):
     BF16 x 1.0138, FP8 x 0.9769, which puts FP8 on b300's own MAMF fraction 3353.3 / 4500, then under the FP8 / BF16
-    bound (docs/model.md#fp8-bf16-ratio). gb300 borrows gb200's curves whole (no GB300 MAMF or BF16 sweep)."""
+    bound (docs/model.md#fp8-bf16-ratio). gb300 (no GB300 MAMF) takes gb200's curves x the chip ratio (gb300_29)."""
     curves = {}
     for name in ("b200", "b300", "gb200", "gb300"):
         a = load_accelerator(name, overrides=[])
@@ -496,7 +486,7 @@ def test_b300_and_gb300_follow_the_level_rule() -> None:
     assert t["fp8"][0] / t["factor"][1] == pytest.approx(_fp8_ratio_level("b300", 3353.3 / 4500), abs=0.002)
     assert _fp8_ratio_level("b300", 3353.3 / 4500) < 3353.3 / 4500 - 0.02
     assert t["bf16"][1] == b["bf16"][1] and t["fp8"][1] == b["fp8"][1]
-    assert curves["gb300"]["bf16"] == curves["gb200"]["bf16"] and curves["gb300"]["fp8"] == curves["gb200"]["fp8"]
+    _assert_gb300_is_gb200_times_the_chip_ratio()
 
 
 def _tflops(src: str, acc: str, m: int, n: int, k: int) -> float:
@@ -527,8 +517,9 @@ def test_sustained_readings_do_not_set_levels() -> None:
     own power-limited sweep, Azure's protocol reads above it (1300.6 / 1249.8, 1366.3 / 1277.6): its ratio to MAMF
     is not the throttle. So no level here is a sustained sweep's: gb200 fp8 keeps GB200's MAMF fraction 3615.6 /
     5000 (b200's level x the MAMF ratio) under the FP8 / BF16 bound (a ratio of two precisions on one card, not a
-    sustained reading: docs/model.md#fp8-bf16-ratio), gb300 borrows gb200's curve, and the sweeps stay records or
-    shape-only."""
+    sustained reading: docs/model.md#fp8-bf16-ratio), gb300 takes gb200's curve x a chip ratio (gb300_29: AZ-GB300
+    over gb200's curve against AZ-GB200 over it, one protocol on both chips, with tritonbench's torch.matmul; not
+    its own level), and the sweeps stay records or shape-only."""
     h100 = _tflops("AZ-H100", "h100-sxm", 32768, 32768, 32768) / 1402.6
     h200 = _tflops("AZ-H200", "h200-sxm", 16384, 16384, 16384) / 1453.4
     gb200 = _tflops("AZ-GB200", "gb200", 16384, 16384, 16384) / MAMF_GB200_FP8[0]
@@ -544,13 +535,10 @@ def test_sustained_readings_do_not_set_levels() -> None:
     assert all(p.get("fit") is False for p in POINTS if p["src"] in ("AZ-H200", "AZ-GB300"))
     srcs = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]
     assert srcs["AZ-GB200"]["level"] == "shape-only"
-    curves = {}
-    for name in ("gb200", "gb300"):
-        a = load_accelerator(name, overrides=[])
-        curves[name] = a.compute_efficiency.gemm("fp8")  # type: ignore[union-attr]
-        iso = curves[name][0] / in_layer_gemm_factor(a.family, "fp8", a.name)
-        assert iso == pytest.approx(_fp8_ratio_level("gb200", MAMF_GB200_FP8[0] / 5000.0), abs=0.002)
-    assert curves["gb300"] == curves["gb200"]
+    a = load_accelerator("gb200", overrides=[])
+    iso = a.compute_efficiency.gemm("fp8")[0] / in_layer_gemm_factor(a.family, "fp8", a.name)  # type: ignore[union-attr]
+    assert iso == pytest.approx(_fp8_ratio_level("gb200", MAMF_GB200_FP8[0] / 5000.0), abs=0.002)
+    _assert_gb300_is_gb200_times_the_chip_ratio()  # a same-protocol chip ratio on gb200's burst-basis curve
 
 
 def test_b200_memory_fraction_from_cccl_elementwise_kernels() -> None:
@@ -620,7 +608,8 @@ def test_gb300_gb200_azure_ratio_spans_the_gb200_tables_driver_spread() -> None:
     of gemm.yaml AZ-GB200 `history` (egmsft/AI-benchmarking-guide f98a9b3, 56cc4a2, 3862f8f) and the points fitted.
     At 16384^3 they differ by 8.7 % (2695.0 -> 2929.0 with a driver update), and AZ-GB300 (CUDA 13.0) runs
     1.10-1.26 x them at every shape with all sides >= 4096: the ratio a GB300 level transfer would take moves by as
-    much as the one-build spread, so gb300 keeps gb200's curves (docs/model.md#blackwell-shape-audit)."""
+    much as the one-build spread, so bwshape23 kept gb200's curves for gb300 (docs/model.md#blackwell-shape-audit);
+    since gb300_29 they are gb200's x the chip ratio of two GB300 sources (asserted)."""
     src = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]["AZ-GB200"]["history"]
     shapes = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384), (32768, 32768, 32768),
               (6144, 12288, 12288))
@@ -637,18 +626,26 @@ def test_gb300_gb200_azure_ratio_spans_the_gb200_tables_driver_spread() -> None:
     assert (round(min(ratios), 2), round(max(ratios), 2)) == (1.10, 1.26)
     doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
     assert "runs 1.10-1.26 x every published version of its GB200 twin" in doc
+    _assert_gb300_is_gb200_times_the_chip_ratio()
+
+
+def _assert_gb300_is_gb200_times_the_chip_ratio() -> None:
+    """Since gb300_29 gb300's curves are gb200's with the same d0 and gemm_max x 1.146 (CHIP_RATIO, to the catalog's
+    rounding), both precisions: the cross-build and same-build pairs above are context, not its basis."""
     curves = [load_accelerator(n, overrides=[]).compute_efficiency for n in ("gb200", "gb300")]
-    assert all(c is not None for c in curves)
-    assert curves[0].gemm("fp8") == curves[1].gemm("fp8") and curves[0].gemm("bf16") == curves[1].gemm("bf16")  # type: ignore[union-attr]
+    assert curves[0] is not None and curves[1] is not None
+    for prec in ("bf16", "fp8"):
+        (gm200, d200), (gm300, d300) = curves[0].gemm(prec), curves[1].gemm(prec)
+        assert d300 == d200 and gm300 / gm200 == pytest.approx(1.1456, abs=0.003)
 
 
 def test_gb300_torch_matmul_recorded_over_the_borrowed_16bit_curve() -> None:
     """bwshape23: tritonbench's torch.matmul on a GB300 (facebookexperimental/triton #740, gemm.yaml TLX740-GB300) is
     transcribed right (each TFLOP/s = 2 x 8192^2 x K / the latency its `where` quotes, to 0.1 %), recorded, not fitted,
-    and runs 1.13-1.18 x gb300's borrowed 16-bit curve (isolated basis, eff = gemm_max / in-layer factor x prod
-    d/(d + d0), by hand) at K >= 4096 and 1.22-1.38 x below. Fitted free (the project's fitter on these six points
-    alone) its curve would be gemm_max 0.724 at d0 53; with d0 held at 175 the level reaches 0.798, over B300's MAMF
-    fraction 1769.0 / 2250 = 0.786, the highest Blackwell one (docs/model.md#blackwell-shape-audit)."""
+    and runs 1.13-1.18 x the 16-bit curve gb300 borrowed from gb200 (isolated basis, eff = gemm_max / in-layer
+    factor x prod d/(d + d0), by hand) at K >= 4096 and 1.22-1.38 x below. Fitted free (the project's fitter on these
+    six points alone) its curve would be gemm_max 0.724 at d0 53; with d0 held at 175 the level reaches 0.798, over
+    B300's MAMF fraction 1769.0 / 2250 = 0.786, the highest Blackwell one (docs/model.md#blackwell-shape-audit)."""
     src = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]["TLX740-GB300"]["where"]
     lat = [float(x) for x in re.search(r"latency ([\d. /]+) ms", src)[1].split(" / ")]  # type: ignore[index]
     pts = [p for p in POINTS if p["src"] == "TLX740-GB300"]
@@ -657,7 +654,7 @@ def test_gb300_torch_matmul_recorded_over_the_borrowed_16bit_curve() -> None:
                for p in pts)
     for p, t in zip(pts, lat, strict=True):
         assert p["tflops"] == pytest.approx(2 * 8192 * 8192 * p["k"] / (t * 1e-3) / 1e12, rel=1e-3)
-    peak, _, iso, d0 = _bf16_curves("gb300")
+    peak, _, iso, d0 = _bf16_curves("gb200")  # the curve gb300 borrowed until gb300_29's chip ratio
     ratio = {p["k"]: p["tflops"] * 1e12 / (peak * iso * (8192 / (8192 + d0)) ** 2 * p["k"] / (p["k"] + d0))
              for p in pts}
     big = [r for k, r in ratio.items() if k >= 4096]
@@ -679,7 +676,8 @@ def test_gb300_same_build_kernel_ratios_quoted_and_curves_kept() -> None:
     ratio here is the GB200 time over the GB300 time of the same shape (b, heads, d, s, mask, direction), computed from
     the printed ms: backward 1.060 / 1.090 x median (1.036-1.084 over 10 shapes, 1.045-1.216 over 20), forward 1.172 /
     1.184 x. docs/model.md#blackwell-shape-audit quotes them as the check against which the dense GB300 rows'
-    1.19-1.31 x is larger; they are not GEMMs, so gb300 keeps gb200's GEMM curves (asserted)."""
+    1.19-1.31 x is larger; they are not GEMMs. Since gb300_29 gb300's GEMM curves are gb200's x the chip ratio
+    (asserted)."""
     pts = load_yaml(ROOT / "hardware" / "measurements" / "attention.yaml")["points"]
 
     def ratios(src300: str, src200: str, direction: str) -> list[float]:
@@ -701,6 +699,4 @@ def test_gb300_same_build_kernel_ratios_quoted_and_curves_kept() -> None:
     doc = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
     assert "cuDNN SDPA backward, 9.19 1.060 x median (1.036-1.084, 10 shapes" in doc
     assert "9.22 1.090 x (1.045-1.216, 20" in doc and "forward 1.172 / 1.184 x" in doc
-    curves = [load_accelerator(n, overrides=[]).compute_efficiency for n in ("gb200", "gb300")]
-    assert curves[0] is not None and curves[1] is not None
-    assert curves[0].gemm("bf16") == curves[1].gemm("bf16") and curves[0].gemm("fp8") == curves[1].gemm("fp8")
+    _assert_gb300_is_gb200_times_the_chip_ratio()

@@ -60,7 +60,7 @@ def test_precision_names() -> None:
     ("gb200-nvl72", 0.496, 113.0, 5000e12, 10000e12),  # gb200.yaml fp8 curve, fp8 / fp4 dense peaks
     ("dgx-b200", 0.580, 366.0, 4500e12, 9000e12),  # b200.yaml
     ("dgx-b300", 0.588, 366.0, 4500e12, 13500e12),  # b300.yaml (3 x FP8, Blackwell Ultra)
-    ("gb300-nvl72", 0.496, 113.0, 5000e12, 15000e12),  # gb300.yaml
+    ("gb300-nvl72", 0.568, 113.0, 5000e12, 15000e12),  # gb300.yaml (gb200's x the chip ratio since gb300_29)
 ])
 def test_job_prices_nvfp4_gemms_on_the_fp4_peak(cluster: str, fp8_gm: float, fp8_d0: float, p8: float,
                                                   p4: float) -> None:
