@@ -121,7 +121,8 @@ Two case files (issue 5 and issue 13):
       torchtitan/parallelisms/parallelize_llama.py: "Saves output of all compute ops, except every second mm").
     - partial full recompute (Megatron --recompute-method block --recompute-num-layers N): the stated
       ``recompute_layers``; activation offload: the stated ``cpu_offload_layers`` (Megatron-Core
-      cpu_offloading_num_layers); unstated -> neither.
+      cpu_offloading_num_layers); MaxText's named-tensor host offload: the names after ``maxtext_offload_tensors:``
+      (StrategySpec.offload_tensors, :func:`parse_offload_tensors`); unstated -> neither.
     - fused (flash) attention: as stated, else on for runs from 2023 on (FlashAttention 2022,
       integrated in Megatron-LM/NeMo/PyTorch in 2023), off before; off where the attention text is marked
       ``unfused:`` (:data:`UNFUSED_ATTENTION`: MaxText's early-2023 dot_product_attention, maxtext23).
@@ -203,7 +204,8 @@ Two case files (issue 5 and issue 13):
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
   Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states or parameter shards on
-  the host, MaxText's host offload of sub-layer tensors), an
+  the host, MaxText's host offload around a rematerialized out_proj or MoE block; its named tensors under jax_qkvo are
+  priced, :data:`MAXTEXT_OFFLOAD_TENSORS`), FSDP over DCN slices without a multi-slice cluster, an
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
@@ -246,7 +248,7 @@ from scalemodel.specs import load_workload as _load_workload
 from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.loader import builtin_names
 from scalemodel.specs.stage_layers import nanotron_stage_layers
-from scalemodel.specs.training import ModulePrecisionSpec
+from scalemodel.specs.training import OFFLOAD_TENSORS, ModulePrecisionSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
 from repo_yaml import read_yaml  # noqa: E402
@@ -1820,10 +1822,33 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
      "host memory); the model prices whole-layer offload only"),
     # MaxText: remat_policy custom with tensors set to 'offload', or qkv_proj_offloaded (jax
     # save_and_offload_only_these_names with offload_dst pinned_host; MaxText/layers/models.py at tpu-recipes-v0.1.2,
-    # src/MaxText/layers/decoders.py at 92e59fdf5)
-    ("maxtext_host_offload", "MaxText remat offload of sub-layer tensors (decoder-layer input, q/k/v/out projections) "
-     "to pinned host memory; the model prices whole-layer offload only"),
+    # src/MaxText/layers/decoders.py at 92e59fdf5). The named-tensor offload itself is priced (StrategySpec
+    # offload_tensors, :func:`parse_offload_tensors`) on the policy that keeps q, k, v and out_proj (jax_qkvo); these
+    # two markers are the policies around it the model has no name for.
+    ("maxtext_offload_out_proj_remat", "MaxText host offload with out_proj rematerialized (base.yml 'remat': "
+     "neither saved nor offloaded), so the backward repeats the attention output projection GEMM; offload_tensors "
+     "is priced on recompute_modules jax_qkvo, which keeps out_proj, and no recompute module repeats that GEMM"),
+    ("maxtext_offload_moe", "MaxText host offload on an MoE block: the policy rematerializes the whole MoE block "
+     "(router, dispatch, experts' wi_0 / wi_1 / wo) beside the attention core; offload_tensors is priced on "
+     "recompute_modules jax_qkvo, which prices dense layers only"),
 )
+#: ``parallelism.offload`` key of a MaxText row whose offloaded tensors are priced (StrategySpec.offload_tensors):
+#: ``maxtext_offload_tensors: name, name, ... (evidence)``, the names MaxText's remat_policy custom sets to 'offload'
+MAXTEXT_OFFLOAD_TENSORS = "maxtext_offload_tensors:"
+
+
+def parse_offload_tensors(text: Any) -> list[str]:
+    """The tensor names after :data:`MAXTEXT_OFFLOAD_TENSORS` in a case's ``parallelism.offload`` (before the first
+    parenthesis, the evidence); [] when the key is absent. ValueError for a name StrategySpec.offload_tensors does not
+    take (a recording error, not a default)."""
+    t = str(text or "").split("(")[0].strip().lower()
+    if not t.startswith(MAXTEXT_OFFLOAD_TENSORS):
+        return []
+    names = [n.strip() for n in t[len(MAXTEXT_OFFLOAD_TENSORS):].split(",") if n.strip()]
+    bad = [n for n in names if n not in OFFLOAD_TENSORS]
+    if bad:
+        raise ValueError(f"offload {bad[0]!r} is not one of {list(OFFLOAD_TENSORS)}")
+    return names
 #: Training precisions the model does not price (precision text marker -> why). NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
@@ -1917,6 +1942,10 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
                    if named.startswith("none") else  # the case names what is missing (A3's inter-VM network)
                    f"data parallelism across pods/slices over the data-center network: the catalog holds no "
                    f"cluster with a DCN tier for {variant} (HSDP over a DCN tier is priced on "
+                   f"{', '.join(sorted(MULTISLICE_CLUSTER.values()))})")
+    if par.get("dcn_fsdp", 1) > 1 and variant not in MULTISLICE_CLUSTER:  # MaxText dcn_fsdp_parallelism
+        why.append(f"FSDP across {par['dcn_fsdp']} slices over the data-center network (dcn_fsdp): the catalog holds "
+                   f"no cluster with a DCN tier for {variant} (multi-slice is priced on "
                    f"{', '.join(sorted(MULTISLICE_CLUSTER.values()))})")
     sched = str(par.get("schedule", "")).lower()
     if "dualpipe" in sched:
@@ -2864,6 +2893,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          offload_tensors=parse_offload_tensors(par.get("offload")),
                           moe_shared_expert_overlap=case["id"] in RECIPE_SHARED_EXPERT_OVERLAP,
                           ep_dispatch_sms=RECIPE_EP_DISPATCH_SMS[case["id"]] if case["id"] in RECIPE_EP_DISPATCH_SMS
                           else MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
@@ -2964,6 +2994,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 **({"stage_layers": split} if split else {}),
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
+                **({"offload_tensors": st.offload_tensors} if st.offload_tensors else {}),
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
                 "moe_permute_fusion": st.moe_permute_fusion,

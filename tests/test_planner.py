@@ -123,7 +123,9 @@ def test_ranked_are_feasible_sorted_and_distinct(small, brute):
         assert p.feasible and p.memory["fits"]
         assert p.memory["per_gpu_bytes"] <= job.memory_capacity
         assert sum(p.breakdown_s.values()) == pytest.approx(p.step_time_s, rel=1e-12)
-    keys = [tuple(sorted((k, v) for k, v in p.strategy.items() if k != "algorithm")) for p in res.ranked]
+    # list-valued fields (offload_tensors, stage_layers) as tuples, so a plan's strategy can be a set key
+    keys = [tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in p.strategy.items()
+                         if k != "algorithm")) for p in res.ranked]
     assert len(set(keys)) == len(keys)
 
 

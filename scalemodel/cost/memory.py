@@ -492,6 +492,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      schedule: ArrayLike = "1f1b", virtual_stages: ArrayLike = 1,
                      flash_attention: ArrayLike = False, stage_layers: ArrayLike | None = None,
                      recomputed_layers: ArrayLike | None = None, offloaded_layers: ArrayLike = 0.0,
+                     offloaded_layer_bytes: ArrayLike = 0.0,
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
                      stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
@@ -533,7 +534,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     Activation offload (Megatron-Core ``cpu_offloading_num_layers``, no recompute and no pipeline):
     the activations of ``offloaded_layers`` k layers go to host memory once their forward ends and
     come back before their backward, so the GPU keeps (n - k) a_none at the peak (the copy in transit
-    is not counted: a lower bound).
+    is not counted: a lower bound). Named tensors offloaded from every layer (strategy offload_tensors,
+    ``offloaded_layer_bytes`` per layer and micro-batch, engine.dp_comm.offloaded_tensor_bytes) leave each of the
+    stage's n layers: n x those bytes fewer per micro-batch.
 
     Uniform full recompute (``--recompute-method uniform --recompute-num-layers N``, ``recompute_chunk``
     N > 1): each model chunk's layers are checkpointed in groups of N, keeping one input (the
@@ -620,6 +623,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
             per_stage = np.where(code == Recompute.FULL, r * avg_full + (n_stage - r) * avg_none, per_stage)
             code = np.where((code == Recompute.FULL) & (r <= 0), Recompute.NONE, code)  # no working set
         per_stage = np.maximum(per_stage - np.minimum(offloaded, n_stage) * avg_none, 0.0)
+    per_stage = np.maximum(per_stage - n_stage * _nonneg("offloaded_layer_bytes", offloaded_layer_bytes), 0.0)
     chunk = _nonneg("recompute_chunk", recompute_chunk)
     uniform = (code == Recompute.FULL) & (chunk > 1)
     if np.any(uniform):
@@ -750,6 +754,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    workspace: ArrayLike = DEFAULT_WORKSPACE, stage_layers: ArrayLike | None = None,
                    etp: ArrayLike | None = None, recomputed_layers: ArrayLike | None = None,
                    offloaded_layers: ArrayLike = 0.0, recompute_chunk: ArrayLike = 0.0,
+                   offloaded_layer_bytes: ArrayLike = 0.0,
                    fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
                    embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
@@ -863,6 +868,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                virtual_stages=virtual_stages, flash_attention=flash_attention,
                                stage_layers=stage_layers, recomputed_layers=recomputed_layers,
                                offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
+                               offloaded_layer_bytes=offloaded_layer_bytes,
                                fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
                                per_layer=per_layer, shared_input_copy=shared_input_copy,

@@ -50,6 +50,7 @@ from scalemodel.engine.pipeline_ranks import (
     _stage_params_per_gpu,
     microbatches,
 )
+from scalemodel.specs.training import OFFLOAD_TENSORS
 
 #: Bytes per parameter of the optimizer's 16-bit weight copy after the step: read the fp32 master weight (4), write
 #: the 16-bit model weight (2). It is a kernel of its own after the Adam update (whose 2 K + grad bytes read fp32
@@ -303,6 +304,32 @@ def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     return np.asarray(_state_replicas(job, g, sync) * g.cp)
 
 
+def offloaded_tensor_bytes(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Bytes per layer and micro-batch that strategy ``offload_tensors`` sends to host memory (docs/model.md#offload).
+
+    MaxText names the tensors with ``checkpoint_name`` and offloads them by JAX
+    ``save_and_offload_only_these_names(..., offload_src="device", offload_dst="pinned_host")``
+    (AI-Hypercomputer/maxtext@92e59fdf5 src/MaxText/layers/decoders.py ``get_remat_policy``, ``custom`` and
+    ``qkv_proj_offloaded``). Per token (b s / cp of them), 16-bit elements (``dtype: bfloat16``, as
+    cost.memory counts activations):
+
+        decoder_layer_input, out_proj   h        (h / t with sequence parallelism, as the layer input of cost.memory)
+        query_proj                      a d / t  (a heads of d = head_dim)
+        key_proj, value_proj            k d / t  (k kv heads)
+    """
+    code = np.asarray(g.offload_tensors, dtype=np.int64)
+    if not np.any(code > 0):
+        return np.zeros(1)
+    sh = job.shape
+    t = np.asarray(g.tp, dtype=float)
+    residual = sh.hidden / np.where(np.asarray(g.sequence_parallel, dtype=bool), t, 1.0)
+    width = dict(decoder_layer_input=residual, query_proj=sh.heads * sh.head_dim / t,
+                 key_proj=sh.kv_heads * sh.head_dim / t, value_proj=sh.kv_heads * sh.v_head_dim / t,
+                 out_proj=residual)
+    per_token = sum((np.where(code >> b & 1, width[n], 0.0) for b, n in enumerate(OFFLOAD_TENSORS)), np.zeros(1))
+    return np.asarray(2.0 * g.micro_batch * job.seq_len / g.cp * per_token, dtype=float)
+
+
 def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                   layer_comm: np.ndarray | float = 0.0) -> np.ndarray:
     """Exposed seconds per micro-batch of activation offload to host memory (docs/model.md#offload).
@@ -323,8 +350,14 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     max(W, c), which never grows when the compute gets faster (summing copy and TP exposure each against
     the compute alone did: tests/test_physics.py test_faster_accelerator_never_slower). Copies run on the
     copy engines, not the SMs: no ``contention``.
+
+    ``offload_tensors`` (MaxText's named-tensor offload, :func:`offloaded_tensor_bytes`) is the same copy with
+    A = the named tensors' bytes and k = every layer of the stage: the TPU's DMA engines move them beside the
+    compute (XLA host offloading) as the copy engines do on a GPU.
     """
-    k = np.minimum(g.offload_layers, comp["layers_per_stage"]).astype(float)
+    tensors = np.asarray(g.offload_tensors) > 0
+    k = np.where(tensors, comp["layers_per_stage"], np.minimum(g.offload_layers, comp["layers_per_stage"]))
+    k = np.asarray(k, dtype=float)
     if not job.is_transformer or not np.any(k > 0) or job.host_bandwidth <= 0:
         return np.zeros(1)
     sh = job.shape
@@ -333,7 +366,7 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     per_layer = (sh.dense_layers * memory.activation_bytes_per_layer(sh, recompute="none", **kw)
                  + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
                  ) / float(sh.layers)
-    c = per_layer / job.host_bandwidth
+    c = np.where(tensors, offloaded_tensor_bytes(job, g), per_layer) / job.host_bandwidth
     e = np.asarray(layer_comm, dtype=float)
     w_f = comp["forward_per_layer"] + e / 3.0
     return np.asarray(k * (np.maximum(c - w_f, 0.0) + np.maximum(c - 2.0 * w_f, 0.0)), dtype=float)

@@ -52,6 +52,7 @@ from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.training import (
+    OFFLOAD_TENSORS,
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
@@ -762,6 +763,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
     recompute_layers: np.ndarray  # full recompute: layers per pipeline chunk recomputed; -1 = every layer
     recompute_uniform: np.ndarray  # bool: recompute_layers is Megatron's uniform chunk size, not block's count
     offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
+    offload_tensors: np.ndarray  # bits of specs.training.OFFLOAD_TENSORS: named tensors of every layer to host memory
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
     tp_async_allreduce: np.ndarray  # bool: backward TP collectives under the weight-gradient GEMMs (Megatron async)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
@@ -861,6 +863,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
             "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
             "recompute_method": (RecomputeMethod.UNIFORM if self.recompute_uniform[i] else RecomputeMethod.BLOCK).label,
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
+            "offload_tensors": [n for b, n in enumerate(OFFLOAD_TENSORS) if int(self.offload_tensors[i]) >> b & 1],
             "tp_async_allreduce": bool(self.tp_async_allreduce[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
@@ -916,7 +919,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     flash_attention=True, shard_group=0, first_stage_layers=-1, last_stage_layers=-1, first_chunk_layers=-1,
     last_chunk_layers=-1, stage_split=-1,
     etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
-    offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
+    offload_layers=0, offload_tensors=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
@@ -1035,6 +1038,36 @@ def _check_stage_layers(job: Job, strategy: Any) -> None:
                                                                           "rank r at c pp + r)" if v > 1 else
                                                                           "pipeline stage"))
     check_stage_layers(job, split)
+
+
+def _check_offload_tensors(job: Job, strategy: Any) -> None:
+    """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused without
+    the host link's rate, beside whole-layer offload (one route per layer), without a transformer layer, and with a
+    recompute other than selective jax_qkvo, the remat policy whose saved tensors (q, k, v, out_proj and the layer
+    input) are the ones that can go to host memory instead (src/MaxText/layers/decoders.py at 92e59fdf5)."""
+    names = list(getattr(strategy, "offload_tensors", []) or [])
+    if not names:
+        return
+    named = ", ".join(names)
+    modules = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
+    refusals = (
+        (job.host_bandwidth <= 0, f"offload_tensors [{named}] needs the accelerator-host link rate, which cluster "
+         f"{job.cluster_name} does not give",
+         "offload_tensors: [], or --set cluster.host_bandwidth=32GB/s (per chip and direction)"),
+        (strategy.offload_layers > 0, f"offload_tensors [{named}] beside offload_layers={strategy.offload_layers}: a "
+         "layer is offloaded whole or by named tensors, not both",
+         "offload_tensors: [] with offload_layers, or offload_layers: 0"),
+        (not job.is_transformer, "offload_tensors names tensors of a transformer layer; this model has none",
+         "offload_tensors: [] with a non-transformer workload"),
+        (Recompute.parse(strategy.recompute) != Recompute.SELECTIVE or "jax_qkvo" not in modules,
+         f"offload_tensors [{named}] is priced on MaxText's remat policy that keeps q, k, v and out_proj (recompute "
+         f"selective, recompute_modules jax_qkvo); got recompute {strategy.recompute} with recompute_modules "
+         f"{','.join(sorted(modules)) or '(none)'}",
+         "recompute: selective with recompute_modules jax_qkvo, or offload_tensors: []"),
+    )
+    for refused, message, allowed in refusals:
+        if refused:
+            raise InputError(message, where="strategy.offload_tensors", allowed=allowed)
 
 
 def _check_chunk_layers(strategy: Any) -> None:
@@ -1218,6 +1251,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
                          f"{job.cluster_name} does not give", where="strategy.offload_layers",
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
+    _check_offload_tensors(job, strategy)
     _check_chunk_layers(strategy)
     _check_stage_layers(job, strategy)
     _check_edge_split(job, strategy)
@@ -1262,6 +1296,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
+        offload_tensors=sum(1 << OFFLOAD_TENSORS.index(n) for n in set(getattr(strategy, "offload_tensors", []))),
         tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         moe_shared_expert_overlap=getattr(strategy, "moe_shared_expert_overlap", False),

@@ -21,6 +21,7 @@ from scalemodel.engine.dp_comm import (
     _state_shards,
     fp8_param_linear_per_layer,
     module_input_bytes,
+    offloaded_tensor_bytes,
 )
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
@@ -198,6 +199,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
         optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
         fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
+        offloaded_layer_bytes=offloaded_tensor_bytes(job, g),  # strategy offload_tensors (docs/model.md#offload)
         # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
         workspace=workspace + compute.cp_gathered_bytes(
             job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,

@@ -564,7 +564,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     # every candidate a split's ranks' (_rank_layers; a row group of _split_rows) and no layer offloaded: each split's
     # ranks replace the mean layer's stages, DP sync, optimizer step and SP gradient all-reduce everywhere below, so
     # those are not priced (zeros(1) stand in until the first split's values take their place)
-    own = job.is_transformer and not np.any(np.asarray(g.offload_layers) > 0) and _splits_cover(g, _rank_layers(job, g))
+    own = (job.is_transformer and not np.any(np.asarray(g.offload_layers) > 0)
+           and not np.any(np.asarray(g.offload_tensors) > 0) and _splits_cover(g, _rank_layers(job, g)))
     zero = np.zeros(1)
     if own:
         last = _Stage(zero, {}, {}, {}, zero)

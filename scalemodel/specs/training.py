@@ -2,7 +2,7 @@
 
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 from msgspec import Meta
@@ -119,6 +119,11 @@ MAX_TRAIN_METRIC_STATES = 256
 #: run's FP8 / FP4 recipe) or mxfp8 (MXFP8BlockScaling, Blackwell). Transformer Engine's per-module quantization
 #: config (Megatron-Core ``quant_recipe``, TEQuantizationParams: ``training_recipe: {}`` = BF16, or
 #: ``fp8_quantization_recipe: "mxfp8"``); docs/model.md#module-precision.
+#: MaxText's remat tensor names (src/MaxText/configs/base.yml at 92e59fdf5, remat_policy custom) a strategy may offload
+#: (strategy offload_tensors): per token of a layer, decoder_layer_input and out_proj are h wide (h / tp under
+#: sequence parallelism), query_proj heads x head_dim, key_proj and value_proj kv_heads x head_dim (/ tp)
+OffloadTensor = Literal["decoder_layer_input", "query_proj", "key_proj", "value_proj", "out_proj"]
+OFFLOAD_TENSORS: tuple[str, ...] = get_args(OffloadTensor)  # in this order: bit i of StrategyGrid.offload_tensors
 ModulePrecisionText = Annotated[Literal["bf16", "mxfp8"], Meta(description=(
     "bf16: the module's GEMMs on the BF16 peak and curve, no quantization casts; mxfp8: on the fp8 peak at "
     "MXFP8's rate, with MXFP8's casts (needs a Blackwell accelerator)"))]
@@ -417,6 +422,12 @@ class StrategySpec(Spec, kw_only=True):
         "layers per pipeline stage whose activations are offloaded to host memory in the forward pass and "
         "loaded back for the backward (Megatron-Core cpu_offloading_num_layers); needs the cluster's host_bandwidth"
     ))] = 0
+    offload_tensors: Annotated[list[OffloadTensor], Meta(description=(
+        "named per-layer tensors sent to host memory in the forward and loaded back for the backward (MaxText "
+        "remat_policy custom with 'offload', qkv_proj_offloaded: JAX save_and_offload_only_these_names, "
+        "offload_dst pinned_host); the rest of the layer is saved or recomputed as recompute_modules says. Needs "
+        "recompute selective with recompute_modules jax_qkvo (the policy that would keep q, k, v and out_proj on "
+        "the device) and the cluster's host_bandwidth (docs/model.md#offload)"))] = []
     tp_comm_overlap: Annotated[bool, Meta(description=(
         "tensor-parallel all-gathers/reduce-scatters overlapped with the GEMMs that consume/produce them "
         "(Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers); default: only the backward ones, under "
