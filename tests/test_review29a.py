@@ -153,3 +153,13 @@ def test_hipkittens_pair_is_no_same_build_pair_and_a_level_bound_would_not_mend_
     assert at_4096 == pytest.approx(1.39, abs=0.01) and at_4096 < ratios[4096]
     text = " ".join(_section("cdna4-fp8-bf16-ratio").split())
     assert "0.888 -> 0.775" in text and "1.39 x" in text and "16 % swing" in text
+
+
+def test_mi325x_fp8_source_says_the_cdna3_bound_checks_it() -> None:
+    """mi325x is in the bound's family and the code computes its bound; its source says so, with the ratio by hand."""
+    g8 = 0.4335 * TABLE[("mi325x", "fp8")][0] / TABLE[("mi300x", "fp8")][0]  # the transfer from the unbounded level
+    ratio = g8 * PEAK_FP8_300 / (0.600 * PEAK_BF16_300)
+    maf_ratio = TABLE[("mi300x", "fp8")][0] / TABLE[("mi300x", "bf16")][0]
+    assert ratio == pytest.approx(1.72, abs=0.005) and ratio < maf_ratio
+    src = load_yaml(ROOT / "hardware" / "accelerators" / "mi325x.yaml")["compute_efficiency"]["fp8"]["source"]
+    assert "cdna3-fp8-bf16-ratio" in src and "1.72 x" in src and "does not bind" in src
