@@ -94,7 +94,7 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   which put FP8 at 2.06-2.28 x BF16 at training shapes where every published same-source Blackwell pair gives
   1.90-1.98. CDNA3 (amd29): the same bound at AMD's MAF pair (the MI300X, one hipBLASLt build), FP8 1273 / BF16
   708 TFLOP/s = 1.798 (MI325X 1.802); mi300x's BF16 level is LC-MI300X's torch.mm, its FP8 level Azure's
-  hipblaslt-bench sweep, which together put FP8 at 1.895 x BF16; mi325x's transferred curves give 1.72, under the
+  hipblaslt-bench sweep, which together put FP8 at 1.898 x BF16; mi325x's transferred curves give 1.72, under the
   bound. CDNA4 (mi355x, mi350x) has no entry: no same-build FP8 / BF16 pair found (review29a), so its ratio (0.99 x at
   2048^3 to 2.88 x for the largest GEMMs, isolated: two d0) is unbounded.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml

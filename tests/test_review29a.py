@@ -163,3 +163,19 @@ def test_mi325x_fp8_source_says_the_cdna3_bound_checks_it() -> None:
     assert ratio == pytest.approx(1.72, abs=0.005) and ratio < maf_ratio
     src = load_yaml(ROOT / "hardware" / "accelerators" / "mi325x.yaml")["compute_efficiency"]["fp8"]["source"]
     assert "cdna3-fp8-bf16-ratio" in src and "1.72 x" in src and "does not bind" in src
+
+
+def test_mi300x_unbounded_fp8_over_bf16_is_1_898() -> None:
+    """Before the bound, mi300x's curves (FP8 Azure 0.4335, 16-bit LC 0.4569, one d0) made FP8 1.898 x BF16 at every
+    compute-bound shape (the script prints 1.898), not the 1.895 amd29 wrote from rounded levels (0.433 / 0.457)."""
+    g16 = LC_4096 / PEAK_BF16_300 / (4096 / (4096 + D0_300)) ** 3
+    fits = fit.run()
+    ratio_bound = fits[("mi300x", "fp8")]["ratio_bound"]
+    maf = TABLE[("mi300x", "fp8")][0] / TABLE[("mi300x", "bf16")][0]
+    unbounded = 0.4335 * PEAK_FP8_300 / (g16 * PEAK_BF16_300)
+    assert unbounded == pytest.approx(1.898, abs=6e-4)
+    assert ratio_bound * PEAK_FP8_300 / (g16 * PEAK_BF16_300) == pytest.approx(maf, rel=2e-3)
+    for text in (_cdna3_text(), (ROOT / "scripts" / "fit_compute_curves.py").read_text(),
+                 load_yaml(ROOT / "hardware" / "accelerators" / "mi300x.yaml")["compute_efficiency"]["fp8"]["source"]):
+        flat = " ".join(text.split())
+        assert "1.898 x BF16" in flat and "1.895" not in flat
