@@ -94,8 +94,9 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   which put FP8 at 2.06-2.28 x BF16 at training shapes where every published same-source Blackwell pair gives
   1.90-1.98. CDNA3 (amd29): the same bound at AMD's MAF pair (the MI300X, one hipBLASLt build), FP8 1273 / BF16
   708 TFLOP/s = 1.798 (MI325X 1.802); mi300x's BF16 level is LC-MI300X's torch.mm, its FP8 level Azure's
-  hipblaslt-bench sweep, which together put FP8 at 1.895 x BF16; mi325x's transferred curves give 1.72, under the
-  bound.
+  hipblaslt-bench sweep, which together put FP8 at 1.898 x BF16; mi325x's transferred curves give 1.72, under the
+  bound. CDNA4 (mi355x, mi350x) has no entry: no same-build FP8 / BF16 pair found (review29a), so its ratio (0.99 x at
+  2048^3 to 2.88 x for the largest GEMMs, isolated: two d0) is unbounded.
 * Chip-ratio rule (gb300_29, ``CHIP_RATIO``, ``chip_ratio``; docs/model.md#blackwell-shape-audit): a part with no
   MAMF and no sweep of its own that fixes a curve, priced on a sibling's curves whole, takes them with gemm_max x r
   (both groups, d0 kept) where it has GEMM timings from >= 2 sources of different protocols whose medians (time on the
@@ -216,7 +217,10 @@ LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] =
 #: (ROCm/hipBLASLt@db8e93b4), one protocol (hipblaslt-bench, --rotating 512, about 1 s of load at the power limit):
 #: FP8 (f8_fnuz) 1273 TFLOP/s at 4096 x 3648 x 32896 over BF16 708 at 4096 x 4864 x 32896 = 1.798 (the MI325X on the
 #: same build: 1519 / 843 = 1.802), each precision at its own tile-fitting shape; the bound compares the two curves at
-#: both shapes, where their shape factors are equal (one d0), 0.8 % gentler than each curve at its own shape.
+#: both shapes, where their shape factors are equal (one d0): the ratio of the levels, 0.8 % stricter than each curve at
+#: its own shape (which would allow 1.798 x (4864 / 4983.3) / (3648 / 3767.3) = 1.812), as both shapes are one equal
+#: tile per CU (304 tiles, K 32896). Table 1 is taken, not its footnote 4 (MI300X FP8 1223.6 TFLOP/s;
+#: docs/model.md#cdna3-fp8-bf16-ratio). No cdna4 entry: no same-build CDNA4 pair (docs/model.md#cdna4-fp8-bf16-ratio).
 FP8_OVER_16BIT: dict[str, tuple[float, tuple[tuple[int, int, int], ...], str]] = {
     "blackwell": (13.102 / 6.812, ((15872, 4096, 12288), (15872, 4096, 4096), (15872, 4096, 16384),
                                    (15872, 16384, 4096)), "TE-GEMMPROF-B300's 4 layer shapes (one pass)"),
