@@ -90,11 +90,11 @@ def _scalemodel() -> list[str]:
     return [sys.executable, "-m", "scalemodel"]
 
 
-def bench_evaluate(repeat: int) -> dict[str, Any]:
-    """Candidates/s of one evaluate() call over one planner chunk of the GPT-3 175B / 4096 GPU grid."""
+def evaluate_chunk() -> tuple[Any, Any]:
+    """(job, grid) of figure 1: one planner chunk (~400k candidates, every ZeRO stage) of GPT-3 175B on 4096 GPUs
+    of dgx-a100, as ``engine.step.evaluate`` takes them (also what instructions.py --evaluate counts)."""
     from scalemodel.engine import planner
     from scalemodel.engine.job import build_job
-    from scalemodel.engine.step import evaluate
     from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 
     job = build_job(load_cluster("dgx-a100", []), load_workload("gpt3-175b", []), TrainingSpec(global_batch=4096))
@@ -107,7 +107,14 @@ def bench_evaluate(repeat: int) -> dict[str, Any]:
         inner *= len(a)
     per_chunk = max(1, 400_000 // inner)  # ~400k candidates, as issue 7 measured (the planner's chunks are smaller)
     grid = planner._outer_grid(4096, 4096, cfg, 0, per_chunk, axes, comm0, {})
-    grid = replace(grid, zero=axes["zero"].reshape(1, -1, 1, 1))  # every ZeRO stage
+    return job, replace(grid, zero=axes["zero"].reshape(1, -1, 1, 1))  # every ZeRO stage
+
+
+def bench_evaluate(repeat: int) -> dict[str, Any]:
+    """Candidates/s of one evaluate() call over one planner chunk of the GPT-3 175B / 4096 GPU grid."""
+    from scalemodel.engine.step import evaluate
+
+    job, grid = evaluate_chunk()
     evaluate(job, grid)  # warm caches (order-statistic quadratures, imports)
     times = []
     for _ in range(repeat):

@@ -2,6 +2,7 @@
 
     python benchmarks/instructions.py            # predict and collective, tables and --json
     python benchmarks/instructions.py --plan     # also plan (a) of bench.py and a 64-GPU plan (minutes)
+    python benchmarks/instructions.py --evaluate # also the planner's evaluation, instructions per candidate
     python benchmarks/instructions.py --json
 
 Wall time moves by +-0.2x between runs on a shared machine; the instructions a process executes do not (within ~1%:
@@ -9,6 +10,13 @@ Wall time moves by +-0.2x between runs on a shared machine; the instructions a p
 runs once as a fresh process under ``valgrind --tool=callgrind`` and the total it collected ("Collected : N") is
 printed, beside its ratio to that of ``python -c "import numpy"`` in the same run (the floor issue 15's <= 2.5x target
 is measured against). Needs valgrind on PATH; prints figures and asserts nothing.
+
+``--evaluate`` counts the planner's evaluation as bench.py's figure 1 times it, machine-independently: one
+``engine.step.evaluate`` call on bench.py's chunk (``evaluate_chunk``: ~400k candidates of GPT-3 175B on 4096
+dgx-a100 GPUs) is the difference between a process that makes 3 calls and one that makes 1 (each after the same
+set-up), halved, then divided by the chunk's candidates: instructions per candidate, the inverse of candidates/s at a
+given instruction rate. ``--plan`` also divides plan (a)'s whole process by the candidates it evaluated (its JSON's
+``search.evaluated``, read from one run outside callgrind).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bench import COLLECTIVE_CMD, PLAN_CMD, PREDICT_CMD, _compile_package
+from bench import COLLECTIVE_CMD, PLAN_CMD, PREDICT_CMD, _compile_package, evaluate_chunk
 
 #: (label, arguments after ``python``); the plans only with --plan.
 QUERIES: list[tuple[str, list[str]]] = [
@@ -38,6 +46,10 @@ PLANS: list[tuple[str, list[str]]] = [
                                        "--json"]),
     ("plan (a), 4096 GPUs --json", ["-m", "scalemodel", *PLAN_CMD]),
 ]
+#: A process that builds bench.py's chunk and evaluates it {calls} times (the first call also warms caches).
+_EVALUATE = ("import sys\nsys.path.insert(0, {here!r})\nfrom bench import evaluate_chunk\n"
+             "from scalemodel.engine.step import evaluate\njob, grid = evaluate_chunk()\n"
+             "for _ in range({calls}):\n    evaluate(job, grid)\n")
 
 
 def instructions(args: list[str]) -> int:
@@ -54,6 +66,8 @@ def instructions(args: list[str]) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plan", action="store_true", help="also the plans (each a few minutes under callgrind)")
+    ap.add_argument("--evaluate", action="store_true",
+                    help="also instructions per candidate of one evaluate() call on bench.py's chunk (two runs)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
@@ -65,12 +79,33 @@ def main() -> None:
     base = rows[0]["instructions"]
     for r in rows:
         r["ratio_to_import_numpy"] = round(r["instructions"] / base, 3)
+    per_candidate: dict[str, Any] = {}
+    if args.evaluate:
+        here = os.path.dirname(os.path.abspath(__file__))
+        one, three = (instructions(["-c", _EVALUATE.format(here=here, calls=n)]) for n in (1, 3))
+        size = evaluate_chunk()[1].size
+        per_candidate["evaluate"] = {"candidates": size, "instructions_per_call": (three - one) / 2,
+                                     "instructions_per_candidate": round((three - one) / 2 / size, 1)}
+    if args.plan:
+        doc = json.loads(subprocess.run([sys.executable, "-m", "scalemodel", *PLAN_CMD], capture_output=True,
+                                        text=True, check=True).stdout)
+        total = rows[-1]["instructions"]
+        per_candidate["plan (a)"] = {"evaluated": doc["search"]["evaluated"], "covered": doc["search"]["covered"],
+                                     "instructions_per_evaluated": round(total / doc["search"]["evaluated"], 1)}
     if args.json:
-        print(json.dumps({"python": sys.version.split()[0], "rows": rows}, indent=2))
+        print(json.dumps({"python": sys.version.split()[0], "rows": rows, "per_candidate": per_candidate}, indent=2))
         return
     print(f"scalemodel instructions under callgrind (python {sys.version.split()[0]}; PYTHONHASHSEED=0, COLUMNS=120)")
     for r in rows:
         print(f"  {r['command']:<32} {r['instructions'] / 1e6:>10,.1f} M  {r['ratio_to_import_numpy']:>6.2f}x")
+    if "evaluate" in per_candidate:
+        e = per_candidate["evaluate"]
+        print(f"  evaluate, one call on {e['candidates']:,} candidates: {e['instructions_per_call'] / 1e6:,.1f} M, "
+              f"{e['instructions_per_candidate']:,.1f} instructions a candidate")
+    if "plan (a)" in per_candidate:
+        p = per_candidate["plan (a)"]
+        print(f"  plan (a), whole process over its {p['evaluated']:,} evaluated candidates: "
+              f"{p['instructions_per_evaluated']:,.1f} instructions each")
 
 
 if __name__ == "__main__":

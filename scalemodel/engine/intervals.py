@@ -265,9 +265,16 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
 def _most_similar(rows: Sequence[Any], want: dict[str, str], keys: Sequence[str], *, fewest: int,
                   value: Callable[[Any, str], Any]) -> tuple[Sequence[str], list[Any]]:
     """The rows that match ``want`` on the longest prefix of ``keys`` (at least ``fewest`` of them) that leaves
-    :data:`MIN_CASES` rows, and that prefix; ``[]`` where no prefix does. ``value(row, key)`` reads a row's key."""
+    :data:`MIN_CASES` rows, and that prefix; ``[]`` where no prefix does. ``value(row, key)`` reads a row's key.
+    Each row's matching prefix is measured once (up to its first mismatch), not once per prefix tried."""
+    agree = []
+    for r in rows:
+        n = 0
+        while n < len(keys) and value(r, keys[n]) == want[keys[n]]:
+            n += 1
+        agree.append(n)
     for n_keys in range(len(keys), fewest - 1, -1):
-        match = [r for r in rows if all(value(r, k) == want[k] for k in keys[:n_keys])]
+        match = [r for r, n in zip(rows, agree, strict=True) if n >= n_keys]
         if len(match) >= MIN_CASES:
             return keys[:n_keys], match
     return keys[:fewest], []

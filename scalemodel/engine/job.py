@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 import msgspec
@@ -719,10 +720,11 @@ def collective_share(acc: Any, nvls: bool = True) -> float:
     return min(float(coll_units) / float(units), 1.0)
 
 
-class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
+class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy fields: == has no single truth value
     """Candidate strategies as mutually broadcastable numpy arrays (the planner's unit of work).
 
-    A msgspec Struct, as :class:`Job` is (its 73 fields as a dataclass: ~22 M instructions at import).
+    A msgspec Struct, as :class:`Job` is (its 73 fields as a dataclass: ~22 M instructions at import); ``dict=True``
+    for the cached :attr:`shape` (``msgspec.structs.replace`` builds a new grid without the cache).
 
     Fields may have different but broadcast-compatible shapes: a planner puts each choice on its
     own axis (tp of shape (4,1,1), pp (1,5,1), ...), so a cost that depends on few choices is
@@ -808,10 +810,11 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == h
     train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
     train_metric_states: np.ndarray  # metric states gathered over all ranks once a step (train_metric_sync_time)
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         # each distinct field shape once (the ~70 fields have a handful): broadcasting every field's shape took
-        # ~0.1 ms a call, and a plan asks for it hundreds of times (evaluate, take_one)
+        # ~0.1 ms a call; a plan asks for it hundreds of times (evaluate, take_one), once per grid since speed29
+        # (a grid's fields are never reassigned, and no numpy array here is reshaped in place)
         return tuple(np.broadcast_shapes(*{getattr(self, name).shape for name in _GRID_FIELDS}))
 
     @property

@@ -400,9 +400,11 @@ def fp8_attention_recompute_casts(job: Job, g: StrategyGrid, whole_layer: bool =
     counted here. A hybrid model's mean layer carries its attention layers' share (``whole_layer``: one attention +
     MLP/MoE layer, an MTP block). 0 without FP8 attention casts or core recompute
     (docs/model.md#fp8-attention-casts)."""
+    if not (job.fp8_attention and job.fp8_recipe in compute.FP8_ATTENTION_CS_RECIPES):
+        return np.zeros(1)  # the job's flags first: most fp8 runs have no FP8 attention core to recompute
     rec = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules)
     again = np.asarray(rec.attention_core, dtype=bool) & ~np.asarray(rec.titan_op, dtype=bool)
-    if not (np.any(again) and job.fp8_attention and job.fp8_recipe in compute.FP8_ATTENTION_CS_RECIPES):
+    if not np.any(again):
         return np.zeros(1)
     f, _ = fp8_attention_casts(job, g)
     hy = None if whole_layer else job.shape.hybrid
