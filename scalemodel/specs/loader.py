@@ -786,13 +786,14 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         # the refused field named once, here (fuzz27: a --set inside the group was "max_gpus: max_gpus: ...")
         msg, deeper = (f"{where}: {msg}" if items else msg), False
     if items:  # the value came from the command line: the file's line would point at a value that is fine
-        return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed)
+        return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed,
+                          also=exc.also)
     if path is not None:
         if isinstance(node, Unparsed):
             node = node.compose()
         line = _line_of(node, loc) if node is not None else None
         where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
-    return InputError(msg, where=where, allowed=allowed)
+    return InputError(msg, where=where, allowed=allowed, also=exc.also)
 
 
 M = TypeVar("M")
