@@ -100,3 +100,25 @@ def test_a_text_field_given_no_text_names_its_values(cli, item: str, allowed: st
     line = refused(cli, *PREDICT, "--set", item)
     assert line.startswith(f"error: --set {item.split('=')[0]}: Input should be a valid string"), line
     assert allowed in line and not line.endswith("; a string"), line
+
+
+# --- a sweep's strategy given a training field, its training a strategy field -----------------------------------------
+# `strategies: [{precision: fp4}]` was "unknown key 'precision'; did you mean 'compression'?": a sweep's strategy entry
+# (SweepStrategy) extends StrategySpec, and the hint that names the other section looked up the class by its own name.
+# A strategy field under the sweep's training: named "strategy.tp", a section a sweep does not have.
+
+@pytest.mark.parametrize("body, said", [
+    ("strategies: [{precision: fp4, tp: 2}]\n",
+     ":6: strategies[0].precision: unknown key 'precision'; precision is a training field (training.precision); "),
+    ("strategies: [best, {label: x, fp8_attention: true}]\n",
+     ":6: strategies[1].fp8_attention: unknown key 'fp8_attention'; fp8_attention is a training field "
+     "(training.fp8_attention); "),
+    ("training: {tp: 2}\n",
+     ":6: training.tp: unknown key 'tp'; tp is a strategy field (an entry of strategies: [{tp: ...}]); "),
+])
+def test_a_sweep_field_in_the_wrong_section_says_where_it_goes(cli, tmp_path, body: str,  # type: ignore[no-untyped-def]
+                                                               said: str) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [llama3-8b]\nclusters: [dgx-b200]\ngpus: [64]\n" + body)
+    line = refused(cli, "sweep", str(f), "--json", "-j", "1", inputs=(f,))
+    assert line.startswith(f"error: {f}{said}") and "did you mean" not in line, line

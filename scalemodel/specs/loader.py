@@ -741,11 +741,14 @@ _OTHER_SECTION = {"TrainingSpec": ("strategy", "StrategySpec"), "StrategySpec": 
 
 
 def _other_section_field(cls: Any, key: Any) -> str | None:
-    """The other section (``strategy`` or ``training``) when ``key`` is one of its fields and not ``cls``'s."""
-    other = _OTHER_SECTION.get(getattr(cls, "__name__", ""))
-    if other is None:
+    """The other section (``strategy`` or ``training``) when ``key`` is one of its fields and not ``cls``'s; ``cls``
+    may extend one of the two (a sweep's strategy, SweepStrategy: ``strategies: [{precision: fp4}]`` was "did you
+    mean 'compression'?", fuzz29)."""
+    base = next((b for b in getattr(cls, "__mro__", ()) if b.__name__ in _OTHER_SECTION), None)
+    if base is None:
         return None
-    other_cls = getattr(sys.modules.get(cls.__module__), other[1], None)
+    other = _OTHER_SECTION[base.__name__]
+    other_cls = getattr(sys.modules.get(base.__module__), other[1], None)
     return other[0] if key in getattr(other_cls, "model_fields", ()) else None
 
 
@@ -762,8 +765,10 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
         other = _other_section_field(cls, loc[-1])  # an exact field there beats a near one here
-        if other is not None:
-            allowed = f"{loc[-1]} is a {other} field ({other}.{loc[-1]}); " + _known_keys_text(known, cls, model)
+        if other is not None:  # where it goes: a sweep has no strategy: section, its strategies: entries take it
+            place = f"{other}.{loc[-1]}" if other == "training" or getattr(model, "__name__", "") != "SweepSpec" \
+                else f"an entry of strategies: [{{{loc[-1]}: ...}}]"
+            allowed = f"{loc[-1]} is a {other} field ({place}); " + _known_keys_text(known, cls, model)
         else:
             allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
     elif exc.kind == "missing":
