@@ -122,3 +122,48 @@ def test_a_sweep_field_in_the_wrong_section_says_where_it_goes(cli, tmp_path, bo
     f.write_text("kind: sweep\nname: s\nmodels: [llama3-8b]\nclusters: [dgx-b200]\ngpus: [64]\n" + body)
     line = refused(cli, "sweep", str(f), "--json", "-j", "1", inputs=(f,))
     assert line.startswith(f"error: {f}{said}") and "did you mean" not in line, line
+
+
+# --- a strategy file none of whose keys is read ----------------------------------------------------------------------
+# A mapping whose every key is unknown (`stratgy: {tp: 8}`, a stray YAML such as /proc/self/status, the JSON
+# {"stratgy": ...}) warned "settings not used: stratgy" and priced the default strategy with exit 0, where an empty
+# file is refused as "not a strategy file". A file with one key read still warns about the others (round 14, 22g).
+
+@pytest.mark.parametrize("name, text, said", [
+    ("s.yaml", "stratgy:\n  tp: 8\n", "not a strategy file: none of its keys is a strategy or training setting "
+                                      "(stratgy); strategy: and training: mappings, or their fields at the top"),
+    ("s.yaml", "".join(f"k{i}: {i}\n" for i in range(9)), "(k0, k1, k2, k3, k4, k5 and 3 more)"),
+    ("s.yaml", "gpus: 64\n", "(gpus (the command's --gpus is the GPU count))"),
+    ("s.json", '{"stratgy": {"tp": 2}}', "not a strategy file: none of its keys is a DeepSpeed config's or a strategy "
+                                         "setting (stratgy); a DeepSpeed config (train_batch_size, zero_optimization"),
+    ("s.json", '{"' + "k" * 5000 + '": 1}', f"setting ({'k' * 60}); "),
+])
+@pytest.mark.parametrize("command", [["predict"], ["plan"], ["memory"], ["scale", "--best"]])
+def test_a_strategy_file_with_nothing_read_is_refused(cli, tmp_path, name: str, text: str, said: str,  # type: ignore[no-untyped-def]
+                                                      command: list[str]) -> None:
+    f = tmp_path / name
+    f.write_text(text)
+    line = refused(cli, *command, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--strategy", str(f), "--json",
+                   inputs=(f,))
+    assert line.startswith(f"error: --strategy: {f}: not a strategy file: ") and said in line, line
+
+
+@pytest.mark.parametrize("name, text", [("s.yaml", "kind: strategy\nname: x\n"), ("s.yaml", "strategy:\nbogus: 1\n"),
+                                        ("s.json", '{"steps_per_print": 10, "bogus": 1}'), ("s.json", "{}")])
+def test_a_strategy_file_that_reads_nothing_on_purpose_still_prices(cli, tmp_path, name: str,  # type: ignore[no-untyped-def]
+                                                                    text: str) -> None:
+    f = tmp_path / name
+    f.write_text(text)
+    r = cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0 and r.out.startswith("{"), r.err
+
+
+# --- "a accelerator spec" ---------------------------------------------------------------------------------------------
+
+def test_an_empty_accelerator_file_says_an_accelerator(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    acc, cl = tmp_path / "acc.yaml", tmp_path / "cl.yaml"
+    acc.write_text("")
+    cl.write_text("kind: cluster\nname: c\naccelerator: acc.yaml\ngpus_per_node: 8\ntiers:\n"
+                  "  - {name: nv, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8}\n")
+    refused(cli, "predict", "-m", "llama3-8b", "-n", "8", "-c", str(cl), inputs=(cl,),
+            match=f"error: {cl}:3: accelerator: {acc}: file is empty; an accelerator spec (a YAML mapping)")

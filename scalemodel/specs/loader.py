@@ -404,10 +404,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         except InputError as exc:
             raise exc.at(str(path)) from None
     if data is None:
-        raise InputError("file is empty", where=str(path), allowed=f"a {kind} spec (a YAML mapping)")
+        raise InputError("file is empty", where=str(path), allowed=f"{_a(kind)} spec (a YAML mapping)")
     if not isinstance(data, dict):
         raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
-                         allowed=f"a {kind} spec (a YAML mapping)")
+                         allowed=f"{_a(kind)} spec (a YAML mapping)")
     _anchor_accelerator(kind, data, path)
     if kind == "cluster" and isinstance(data.get("accelerator"), dict) and "extends" in data["accelerator"]:
         # fuzz26b: as a scenario's cluster takes it (_load_scenario_spec); a cluster file's was "unknown key 'extends'"
@@ -859,6 +859,11 @@ def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] =
     return _yaml_checked(lambda: _load_spec(kind, ref, model, overrides))
 
 
+def _a(kind: str) -> str:
+    """``kind`` with its article: "an accelerator", "a cluster" ("a accelerator spec", fuzz29)."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
 def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
     nodes: dict[str, Any] = {}
     raw = load_raw(kind, ref if isinstance(ref, Path) else ref, _nodes=nodes)
@@ -866,7 +871,7 @@ def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] 
     expected = kinds_of(kind)
     if declared is not None and declared not in expected:
         raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
-                         allowed=f"a {kind} spec (kind: {' or '.join(expected)})")
+                         allowed=f"{_a(kind)} spec (kind: {' or '.join(expected)})")
     touched: Touched = []
     raw = apply_overrides(raw, overrides, kind=kind, touched=touched)
     return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)
