@@ -167,3 +167,27 @@ def test_an_empty_accelerator_file_says_an_accelerator(cli, tmp_path) -> None:  
                   "  - {name: nv, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8}\n")
     refused(cli, "predict", "-m", "llama3-8b", "-n", "8", "-c", str(cl), inputs=(cl,),
             match=f"error: {cl}:3: accelerator: {acc}: file is empty; an accelerator spec (a YAML mapping)")
+
+
+# --- '--' as an option's value ---------------------------------------------------------------------------------------
+# argparse takes the end-of-options marker out of an option's words, so `-c --` (or --cluster=--, -c--) gave the option
+# the empty list []: an AttributeError traceback in the spec reader ("'list' object has no attribute 'strip'") for a
+# text option, "--tp: Input should be a valid integer (got [])" for a number, and a list inside --set's list.
+
+@pytest.mark.parametrize("args, flag", [
+    (["predict", "-c", "--", "-m", "llama3-8b", "-n", "8"], "-c/--cluster"),
+    (["predict", "-c", "dgx-h100", "-m", "--", "-n", "8"], "-m/--model"),
+    (["predict", "-c-- ", "-m", "llama3-8b", "-n", "8"], None),
+    (["predict", "-c--", "-m", "llama3-8b", "-n", "8"], "-c/--cluster"),
+    (["memory", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--tp=--"], "--tp"),
+    (["predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--set", "strategy.tp=2", "--set", "--"], "--set"),
+    (["plan", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--strategy", "--"], "--strategy"),
+    (["scale", "--scenario", "--"], "--scenario"),
+    (["stragglers", "-n", "8", "--mean", "--"], "--mean"),
+    (["collective", "-c", "dgx-h100", "-n", "8", "--size", "--"], "--size"),
+    (["calibrate", "runs", "x.yaml", "--out", "--"], "--out"),
+])
+def test_the_end_of_options_marker_is_no_option_value(cli, args: list[str], flag: str | None) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, *args, "--json")
+    if flag is not None:
+        assert f": argument {flag}: expected one argument, not '--' (the end of the options); see `scalemodel " in line

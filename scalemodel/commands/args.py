@@ -252,6 +252,12 @@ def _shown(text: str) -> str:
 def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
     """The command function's keyword arguments from ``argv``; options and positionals may interleave."""
     values, extra = p.parse_known_intermixed_args(_glue_dash_values(argv, cmd))
+    for o in cmd.options:  # argparse takes '--' out of an option's words (CPython 3.11 Lib/argparse.py _get_values):
+        # `-c --` (or --tp=--) left the option the empty list [], a traceback in the spec reader (fuzz29)
+        given = getattr(values, o.name, None)
+        if isinstance(given, list) and (o.kind in ("value", "optional") or any(isinstance(g, list) for g in given)):
+            flags = "/".join(sorted(o.flags, key=lambda f: f.startswith("--")))
+            p.error(f"argument {flags}: expected one argument, not '--' (the end of the options)")
     if extra:
         unknown = next((a for a in extra if a.startswith("-") and a != "-"), None)
         if unknown is None:
