@@ -2,6 +2,26 @@
 through a second route) and what this round's fuzzing found. The CLI contract is test_hostile_inputs.py's: exit 2,
 one ``error:`` line naming the file / field / option, what was wrong and what is allowed, nothing on stdout, no input
 changed.
+
+The corpus (~7,800 cases, in-process under a 20 s guard, ~80 more by hand in processes): 884 --set values of the
+newest fields (training.fp8_attention with fp4, nvfp4_disable, module_precision, strategy.fp4_param_gather) on
+Blackwell and off it, on predict / memory / plan / scale / sensitivity; 2,548 wrong-typed --set values (null, [], {},
+nan, 1e308, 30-digit ints, escapes) on every field of strategy, training, cluster, a tier, the accelerator and the
+model; 192 encodings (BOM, CRLF, CR, UTF-16, tabs, NBSP, U+2028, NEL, Latin-1, a zero-width key) of every file kind;
+145 output paths (an input by symlink, hard link, ../ and // spellings, FIFOs, /dev/full, folders, missing folders);
+306 `calibrate runs` sets (one run, repeats, 1e-300 / 1e300 / -0 / nan times, mixed clusters and models, CSV quirks,
+fp4 runs) x --factors / --predict-at / --out; 616 env cases (COLUMNS 0, -5, 1, 1e20, Arabic digits; NO_COLOR,
+TERM=dumb, PYTHONIOENCODING=ascii) x 13 commands; 300 `check` thresholds (nan, -1, inf, units), plan constraints that
+exclude everything, sweeps of 4,485 plans and 1,584 strategies; 507 nccl-tests logs (truncated, units in sizes, two
+tests, mixed types, 30-digit sizes, ANSI colour, JSON truncated / NaN / deep); 221 bad files (FIFO, folder,
+/dev/zero, 8 GiB sparse, binary, empty, dangling and looping links, /proc) behind every reference (runs' cluster and
+log, a sweep's model, a cluster's accelerator, extends, a scenario's model, an HF folder, .args); 1,262 hostile
+option values; 388 odd names (control characters, 100,000 characters, URLs, '--').
+
+Left, for the owner of scalemodel/report (not this round's files): ``COLUMNS=25 scalemodel hardware show dgx-h100``
+(42 of the 90 built-in specs at COLUMNS 20 or 25) is a yaml.scanner.ScannerError traceback: report.hardware.yaml_within
+folds a line into a plain scalar whose continuation holds ": ", and its check ``yaml.safe_load(text) == data`` raises
+instead of falling back to PyYAML's own folding.
 """
 
 from __future__ import annotations
