@@ -9,6 +9,7 @@ line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -21,7 +22,7 @@ import numpy as np
 
 from scalemodel import __version__
 from scalemodel.commands import COMMAND_MODULES
-from scalemodel.commands.args import Command, UsageError, optional, parse, parser, switch
+from scalemodel.commands.args import Command, HelpShown, UsageError, optional, parse, parser, switch
 from scalemodel.errors import InputError, one_line
 from scalemodel.specs.loader import builtin_names
 
@@ -264,7 +265,8 @@ def _run(argv: list[str] | None) -> None:
         if os.environ.get("_SCALEMODEL_COMPLETE") and argv is None:
             complete(os.environ)
         else:
-            dispatch(sys.argv[1:] if argv is None else argv)
+            with contextlib.suppress(HelpShown):  # --help: its text written, the command done; flushed below
+                dispatch(sys.argv[1:] if argv is None else argv)
         sys.stdout.flush()  # here, not at the interpreter's exit: a failed write is refused below, not ignored
     except UsageError as exc:
         _drop_warnings()

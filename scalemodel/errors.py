@@ -65,10 +65,13 @@ def folded(text: object) -> str:
 class InputError(ValueError):
     """Bad user input. Subclasses ValueError so spec validators report it with a field path."""
 
-    def __init__(self, what: str, *, where: str = "", allowed: str = "") -> None:
+    def __init__(self, what: str, *, where: str = "", allowed: str = "", also: tuple[str | int, ...] = ()) -> None:
         self.what = what
         self.where = where
         self.allowed = allowed
+        #: a spec's rule across two fields: the other field's path in the spec (``("zero",)`` for a refused
+        #: ``megatron_ddp``; specs.base.field_error's ``also``), for a caller that names where each was written
+        self.also = also
         super().__init__(self.message())
 
     def message(self) -> str:
@@ -85,7 +88,7 @@ class InputError(ValueError):
     def at(self, where: str) -> InputError:
         """The same error, located more precisely (prefixing the outer location)."""
         loc = f"{where}: {self.where}" if self.where else where
-        return InputError(self.what, where=loc, allowed=self.allowed)
+        return InputError(self.what, where=loc, allowed=self.allowed, also=self.also)
 
 
 def sub_path(where: str, field: str) -> str:

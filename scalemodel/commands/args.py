@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -187,6 +188,25 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         return f"{', '.join(action.option_strings)} {value}"
 
 
+class HelpShown(Exception):
+    """``--help`` was given: its text is on stdout and the command is done (cli.py flushes stdout and exits 0)."""
+
+
+class _Help(argparse.Action):
+    """``--help``: the parser's help written to stdout as every result is. argparse's own help action writes through
+    ``ArgumentParser._print_message``, which drops an OSError (CPython 3.11.7 Lib/argparse.py:2603-2609), and exits
+    0: ``scalemodel --help > /dev/full`` wrote nothing and exited 0 (fuzz29), where a result refused by its stdout is
+    one ``error:`` line and exit 2 (cli._run)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> NoReturn:
+        sys.stdout.write(parser.format_help())
+        raise HelpShown
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors raise :class:`UsageError` instead of printing usage and exiting."""
 
@@ -204,7 +224,7 @@ def parser(prog: str, cmd: Command, usage: str) -> Parser:
                allow_abbrev=False, formatter_class=_Formatter)
     for option in cmd.options:
         option.add_to(p)
-    p.add_argument("--help", action="help", help="Show this message and exit.")
+    p.add_argument("--help", action=_Help, help="Show this message and exit.")
     return p
 
 
@@ -232,6 +252,12 @@ def _shown(text: str) -> str:
 def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
     """The command function's keyword arguments from ``argv``; options and positionals may interleave."""
     values, extra = p.parse_known_intermixed_args(_glue_dash_values(argv, cmd))
+    for o in cmd.options:  # argparse takes '--' out of an option's words (CPython 3.11 Lib/argparse.py _get_values):
+        # `-c --` (or --tp=--) left the option the empty list [], a traceback in the spec reader (fuzz29)
+        given = getattr(values, o.name, None)
+        if isinstance(given, list) and (o.kind in ("value", "optional") or any(isinstance(g, list) for g in given)):
+            flags = "/".join(sorted(o.flags, key=lambda f: f.startswith("--")))
+            p.error(f"argument {flags}: expected one argument, not '--' (the end of the options)")
     if extra:
         unknown = next((a for a in extra if a.startswith("-") and a != "-"), None)
         if unknown is None:

@@ -33,10 +33,10 @@ from scalemodel.specs import (
     notices,
     split_overrides,
 )
-from scalemodel.specs.base import MAX_SPEC_INT, SpecError, convert
+from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
-from scalemodel.specs.loader import apply_overrides, validation_error
+from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import check_derived_batch
 
 if TYPE_CHECKING:
@@ -330,14 +330,12 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
                      sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> Any:
     """``validate(model, raw, prefix=[section])`` whose refusal of a field names where it was written
     (:func:`written_at`): ``--zero bogus`` was refused as "strategy.zero: ...", and ``--set strategy.tp=0`` as
-    "strategy.tp: ..." where a --set cluster item is named "--set cluster....". A rule across two fields (specs.base
-    field_error's ``also``) written in two places names both (:func:`_across`)."""
+    "strategy.tp: ..." where a --set cluster item is named "--set cluster....". A rule across two fields (the error's
+    ``also``: specs.base field_error's) written in two places names both (:func:`_across`)."""
     try:
-        return convert(model, raw)
-    except SpecError as spec:
-        exc, also = validation_error(spec, model, None, None, [section], raw), spec.also[:1]
+        return validate(model, raw, prefix=[section])
     except InputError as err:
-        exc, also = err, ()
+        exc, also = err, err.also[:1]
     key = exc.where[len(section) + 1:].split(".")[0].split("[")[0] if exc.where.startswith(f"{section}.") else ""
     where = written_at(section, key, given, sf, sets, scenario) if key else None
     other = written_at(section, str(also[0]), given, sf, sets, scenario) if also and also[0] != key else None

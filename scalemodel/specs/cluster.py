@@ -9,7 +9,7 @@ from msgspec import Meta
 from scalemodel.choices import KNOWN_PROTOCOLS, PROTOCOL_LABELS, RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec, Precision
-from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref, field_error
+from scalemodel.specs.base import MAX_GPUS, Before, Sourced, Spec, builtin_ref, field_error
 from scalemodel.specs.quantities import (
     Bandwidth,
     Bytes,
@@ -28,6 +28,16 @@ Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifte
 HostCpu = Literal["intel", "amd", "arm", "power", "other"]
 
 
+def _as_is(v: object) -> object:
+    return v
+
+
+#: What a tier's protocol takes, for the type check's refusal of a value that is not text (``protocol: []`` was
+#: "Input should be a valid string (got []); a string", fuzz29); a label it does not know: ClusterSpec's tier check
+_PROTOCOL = Before(_as_is)
+_PROTOCOL.fn.allowed = f"one of {PROTOCOL_LABELS} (any case), or leave it out"  # type: ignore[attr-defined]
+
+
 class TierSpec(Sourced, kw_only=True):
     name: str
     span: Annotated[int, Meta(gt=0, le=MAX_GPUS, description="GPUs reachable inside this tier (cumulative)")]
@@ -38,7 +48,7 @@ class TierSpec(Sourced, kw_only=True):
         description="taper of traffic leaving the tier below")] = 1.0
     in_network_reduction: Annotated[bool, Meta(description="SHARP / NVLS style reduction in switches")] = False
     topology: Topology = "switch"
-    protocol: Annotated[str, Meta(description=(
+    protocol: Annotated[str, _PROTOCOL, Meta(description=(
         f"link label, any case: {PROTOCOL_LABELS}; omitted: the innermost tier is NVLink-class, the others "
         "network"))] = ""
     transport: Annotated[Transport | None, Meta(description=(

@@ -158,6 +158,13 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     for k in data:
         if k not in _DS_HARMLESS:
             out.unused.append(k)
+    if data and not set(map(str, data)) & _DS_HARMLESS:  # fuzz29: {"stratgy": {"tp": 2}} priced the defaults, exit 0
+        shown = ", ".join(str(k)[:60] for k in out.unused[:6]) + (f" and {len(out.unused) - 6} more"
+                                                                  if len(out.unused) > 6 else "")
+        raise InputError("not a strategy file: none of its keys is a DeepSpeed config's or a strategy setting "
+                         f"({shown})",
+                         allowed="a DeepSpeed config (train_batch_size, zero_optimization, bf16, ...) or a scalemodel "
+                                 'strategy\'s fields as a JSON object (e.g. {"tp": 2, "pp": 4})')
     if out.gradient_accumulation is not None and "global_batch" in out.training and "micro_batch" in out.training:
         # DeepSpeed asserts train_batch_size == micro x steps x data-parallel size (runtime/config.py
         # _batch_assertion): one that micro x steps does not divide runs at no GPU count

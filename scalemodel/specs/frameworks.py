@@ -105,6 +105,13 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
             out.unused.append("gpus (the command's --gpus is the GPU count)")
         elif key not in ("kind", "name", "description", "sources"):
             out.unused.append(str(key)[:60])  # a YAML key may be null, a number or a boolean (join needs text)
+    if out.unused and not out.strategy and not out.training and not {"strategy", "training"} & set(data):
+        # fuzz29: a mapping none of whose keys is read (`stratgy: {tp: 8}`, a stray YAML file) warned "settings not
+        # used" and priced the default strategy with exit 0, where an empty file is "not a strategy file"
+        shown = ", ".join(out.unused[:6]) + (f" and {len(out.unused) - 6} more" if len(out.unused) > 6 else "")
+        raise InputError(f"not a strategy file: none of its keys is a strategy or training setting ({shown})",
+                         allowed="strategy: and training: mappings, or their fields at the top (tp, pp, zero, "
+                                 "micro_batch, ...; `scalemodel schema scenario` lists them)")
 
 
 # --- entry point --------------------------------------------------------------------------------------------

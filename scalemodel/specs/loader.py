@@ -404,10 +404,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         except InputError as exc:
             raise exc.at(str(path)) from None
     if data is None:
-        raise InputError("file is empty", where=str(path), allowed=f"a {kind} spec (a YAML mapping)")
+        raise InputError("file is empty", where=str(path), allowed=f"{_a(kind)} spec (a YAML mapping)")
     if not isinstance(data, dict):
         raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
-                         allowed=f"a {kind} spec (a YAML mapping)")
+                         allowed=f"{_a(kind)} spec (a YAML mapping)")
     _anchor_accelerator(kind, data, path)
     if kind == "cluster" and isinstance(data.get("accelerator"), dict) and "extends" in data["accelerator"]:
         # fuzz26b: as a scenario's cluster takes it (_load_scenario_spec); a cluster file's was "unknown key 'extends'"
@@ -741,11 +741,14 @@ _OTHER_SECTION = {"TrainingSpec": ("strategy", "StrategySpec"), "StrategySpec": 
 
 
 def _other_section_field(cls: Any, key: Any) -> str | None:
-    """The other section (``strategy`` or ``training``) when ``key`` is one of its fields and not ``cls``'s."""
-    other = _OTHER_SECTION.get(getattr(cls, "__name__", ""))
-    if other is None:
+    """The other section (``strategy`` or ``training``) when ``key`` is one of its fields and not ``cls``'s; ``cls``
+    may extend one of the two (a sweep's strategy, SweepStrategy: ``strategies: [{precision: fp4}]`` was "did you
+    mean 'compression'?", fuzz29)."""
+    base = next((b for b in getattr(cls, "__mro__", ()) if b.__name__ in _OTHER_SECTION), None)
+    if base is None:
         return None
-    other_cls = getattr(sys.modules.get(cls.__module__), other[1], None)
+    other = _OTHER_SECTION[base.__name__]
+    other_cls = getattr(sys.modules.get(base.__module__), other[1], None)
     return other[0] if key in getattr(other_cls, "model_fields", ()) else None
 
 
@@ -762,8 +765,10 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
         other = _other_section_field(cls, loc[-1])  # an exact field there beats a near one here
-        if other is not None:
-            allowed = f"{loc[-1]} is a {other} field ({other}.{loc[-1]}); " + _known_keys_text(known, cls, model)
+        if other is not None:  # where it goes: a sweep has no strategy: section, its strategies: entries take it
+            place = f"{other}.{loc[-1]}" if other == "training" or getattr(model, "__name__", "") != "SweepSpec" \
+                else f"an entry of strategies: [{{{loc[-1]}: ...}}]"
+            allowed = f"{loc[-1]} is a {other} field ({place}); " + _known_keys_text(known, cls, model)
         else:
             allowed = (f"did you mean {near[0]!r}? " if near else "") + _known_keys_text(known, cls, model)
     elif exc.kind == "missing":
@@ -786,13 +791,14 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         # the refused field named once, here (fuzz27: a --set inside the group was "max_gpus: max_gpus: ...")
         msg, deeper = (f"{where}: {msg}" if items else msg), False
     if items:  # the value came from the command line: the file's line would point at a value that is fine
-        return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed)
+        return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed,
+                          also=exc.also)
     if path is not None:
         if isinstance(node, Unparsed):
             node = node.compose()
         line = _line_of(node, loc) if node is not None else None
         where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
-    return InputError(msg, where=where, allowed=allowed)
+    return InputError(msg, where=where, allowed=allowed, also=exc.also)
 
 
 M = TypeVar("M")
@@ -853,6 +859,11 @@ def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] =
     return _yaml_checked(lambda: _load_spec(kind, ref, model, overrides))
 
 
+def _a(kind: str) -> str:
+    """``kind`` with its article: "an accelerator", "a cluster" ("a accelerator spec", fuzz29)."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
 def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
     nodes: dict[str, Any] = {}
     raw = load_raw(kind, ref if isinstance(ref, Path) else ref, _nodes=nodes)
@@ -860,7 +871,7 @@ def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] 
     expected = kinds_of(kind)
     if declared is not None and declared not in expected:
         raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
-                         allowed=f"a {kind} spec (kind: {' or '.join(expected)})")
+                         allowed=f"{_a(kind)} spec (kind: {' or '.join(expected)})")
     touched: Touched = []
     raw = apply_overrides(raw, overrides, kind=kind, touched=touched)
     return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)

@@ -45,9 +45,28 @@ def _labels(cls: type[Choice]) -> Meta:
     return Meta(extra_json_schema={"x-schema": {"enum": cls.labels(), "type": "string"}})
 
 
+class _Vocabulary:
+    """What a text field's parser allows, in its own words (what it says of a word it does not know), for the type
+    check's refusal of a value that is not text: ``schedule: null`` (a YAML key left empty) or ``--set
+    strategy.sync=5`` was "Input should be a valid string (got None); a string" (fuzz29), naming no schedule."""
+
+    def __init__(self, parse: Callable[[str], str]) -> None:
+        self.parse = parse
+
+    def __str__(self) -> str:
+        try:
+            self.parse("")
+        except InputError as exc:
+            return exc.allowed
+        return "a string"
+
+
 def _text(parse: Callable[[str], str]) -> Before:
-    """A text field's canonical form (after its type: anything but text is left to the type check)."""
-    return Before(lambda v: parse(v) if isinstance(v, str) else v)
+    """A text field's canonical form (after its type: anything but text is left to the type check, whose refusal
+    says what the parser allows)."""
+    read = Before(lambda v: parse(v) if isinstance(v, str) else v)
+    read.fn.allowed = _Vocabulary(parse)  # type: ignore[attr-defined]
+    return read
 
 
 def _as_is(v: object) -> object:
