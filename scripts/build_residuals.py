@@ -26,7 +26,7 @@ GENERATION = {"A100": "ampere", "A100 40GB": "ampere", "H100": "hopper", "H100 9
               "V100": "volta", "P100": "pascal",
               "TPU v4": "tpu", "TPU v5p": "tpu", "TPU v5e": "tpu", "TPU v6e": "tpu",
               "MI300X": "cdna3", "MI325X": "cdna3",
-              "MI355X": "cdna4", "MI350X": "cdna4", "MI250X": "cdna2"}
+              "MI355X": "cdna4", "MI350X": "cdna4", "MI250X": "cdna2", "Gaudi": "gaudi"}
 
 
 def _validator():  # type: ignore[no-untyped-def]

@@ -168,10 +168,12 @@ STREAM_KERNELS = ("copy", "mul", "add", "triad", "transform")  # transform: one 
 GROUP = {"bf16": "16bit", "fp16": "16bit", "fp8": "fp8"}
 #: accelerator -> accelerator whose `memory` fit it borrows (no published BabelStream run of its own).
 MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g",
-                 "gb200": "b200", "b300": "b200", "gaudi3": "h200-sxm", "mi325x": "mi300x", "mi355x": "mi300x"}
+                 "gb200": "b200", "b300": "b200", "gaudi3": "h200-sxm", "mi325x": "mi300x", "mi355x": "mi300x",
+                 "gaudi2": "h200-sxm"}
 #: (accelerator, group) -> (accelerator, group) whose d0 it borrows when its own points cannot fix d0.
 DONORS = {("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit"),
+          ("gaudi2", "16bit"): ("h100-sxm", "16bit"), ("gaudi2", "fp8"): ("h100-sxm", "16bit"),
           # mi325x / mi355x 16-bit: every fitted default-build point has all sides >= 4096 (HipKittens' 2048^3 / 4096^3
           # torch.matmul calls carry a per-call launch floor and are records); free, d0 runs to its lower bound 0, so
           # these sizes cannot fix it: from mi300x's FP8 sweep, as mi300x's own 16-bit curve (the one default-build AMD

@@ -391,7 +391,9 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
             "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
             "bloom": 2022, "opt": 2022, "dsv3": 2024,
             "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024,
-            "mlpt51": 2025, "mlpt50": 2025, "mlpt60": 2026}
+            "mlpt51": 2025, "mlpt50": 2025, "mlpt60": 2026,
+            # Intel Gaudi 1.19.0 (HabanaAI/Megatron-DeepSpeed branch 1.19.0, 2024-12-19)
+            "gaudi25": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -431,6 +433,12 @@ MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "ne
 #: PipelineEngine.__init__ sets ``self.enable_backward_allreduce = False`` (deepspeed/runtime/pipe/engine.py,
 #: deepspeedai/DeepSpeed v0.6.0 and v0.6.5): the gradient all-reduce does not overlap the backward pass.
 DEEPSPEED_PIPELINE = {"bloom", "mtnlg"}
+#: Sources whose data-parallel sync is DeepSpeed ZeRO stage 1 or 2 with no ``overlap_comm`` in the ds_config: the
+#: gradient reduction runs after the backward, not under it. DeepSpeedZeroConfig.overlap_comm defaults to None and
+#: its validator sets it to ``stage == ZeroStageEnum.weights`` (True only for stage 3; deepspeedai/DeepSpeed
+#: deepspeed/runtime/zero/config.py overlap_comm_valid at v0.15.0 55b4cae80f, the same rule at v0.14.4 d254d75ef0).
+#: gaudi25: HabanaAI/Megatron-DeepSpeed@891d6db95279 scripts/run_llama.sh writes zero_optimization {"stage": N} only.
+DEEPSPEED_ZERO_NO_OVERLAP = {"gaudi25"}
 #: Sources whose training code has no sequence parallelism, whatever the run's year: the Megatron-DeepSpeed forks
 #: they ran define no such option (no ``sequence_parallel`` anywhere in bigscience-workshop/Megatron-DeepSpeed up to
 #: its last commit 8387ae17 (2023-12), nor in microsoft/Megatron-DeepSpeed at 54884b5f (2021-10)).
@@ -474,7 +482,8 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "TPU v6e": "tpu-v6e-pod", "MI300X": "mi300x-8",
-    "MI325X": "mi325x-8", "MI355X": "mi355x-8", "MI350X": "mi350x-8"}
+    "MI325X": "mi325x-8", "MI355X": "mi355x-8", "MI350X": "mi350x-8",
+    "Gaudi 2": "gaudi2-8", "Gaudi 3": "gaudi3-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published",
@@ -538,7 +547,7 @@ def accelerator_variant(gpu: str) -> str:
         return "B200 power-limited"
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
-                       ("MI350X", "MI350X"),
+                       ("MI350X", "MI350X"), ("GAUDI 3", "Gaudi 3"), ("GAUDI 2", "Gaudi 2"),
                        ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"), ("TPU V6E", "TPU v6e"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
@@ -1920,7 +1929,8 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     if not isinstance(par.get("tp", 1), int):
         why.append("tensor-parallel degree not stated")
     env = case.get("environment") or {}
-    vendor = "amd" if variant.startswith("MI") else "nvidia" if not variant.startswith("TPU") else ""
+    vendor = ("amd" if variant.startswith("MI") else "" if variant.startswith(("TPU", "Gaudi"))
+              else "nvidia")
     for var in LAUNCH_BLOCKING_ENV.get(vendor, ()):
         if str(env.get(var, "0")).strip() not in ("0", ""):
             why.append(f"kernel launches serialized by {var}={env[var]} in the run's environment (a debug setting: the "
@@ -2915,7 +2925,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           else "p2p",
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
-                          overlap=(src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case)
+                          overlap=(src not in DEEPSPEED_PIPELINE | DEEPSPEED_ZERO_NO_OVERLAP and not nemo2_dp1(case)
                                    and case["id"] not in RECIPE_NO_DP_OVERLAP),
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
