@@ -258,11 +258,13 @@ def test_a_module_of_a_run_with_every_layer_in_bf16_is_warned(cli) -> None:  # t
     """bf16_layers = every layer keeps each layer BF16 whole (Megatron-Core applies a module's override only inside
     a quantized layer): module_precision priced nothing and said nothing."""
     nano = ["-m", str(ROOT / "examples" / "workloads" / "nemotron-3-nano.yaml"), "-n", "64", "--ep", "8"]
-    base = ("predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set", "training.bf16_layers=52")
+    # tensorwise: Megatron-Core refuses BF16 layers under the default delayed recipe (review29c)
+    fp8 = ("--precision", "fp8", "--set", "training.fp8_recipe=tensorwise")
+    base = ("predict", "-c", "dgx-b200", *nano, *fp8, "--set", "training.bf16_layers=52")
     got = accepted(cli, *base, "--set", "training.module_precision.attention_proj=mxfp8")
     assert ("training.module_precision.attention_proj = mxfp8 is not priced: training.bf16_layers keeps every layer in "
             "BF16 (a module's precision applies only inside a quantized layer)") in got["warnings"], got["warnings"]
     assert got["step_time_s"] == accepted(cli, *base)["step_time_s"]
-    got = accepted(cli, "predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set", "training.bf16_layers=26",
+    got = accepted(cli, "predict", "-c", "dgx-b200", *nano, *fp8, "--set", "training.bf16_layers=26",
                    "--set", "training.module_precision.attention_proj=mxfp8")  # half the layers quantized: priced
     assert not any("module_precision" in w for w in got["warnings"]), got["warnings"]

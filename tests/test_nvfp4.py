@@ -193,8 +193,8 @@ def test_megatron_fp4_and_bf16_layer_flags(tmp_path: Any) -> None:
     f.write_text("--fp4-format e2m1 --fp4-recipe nvfp4 --first-last-layers-bf16 --num-layers-at-end-in-bf16 14 "
                  "--num-layers-at-start-in-bf16 0\n")
     assert read_strategy_file(f).training == {"precision": "fp4", "bf16_layers": 14}
-    f.write_text("--fp8-format e4m3 --first-last-layers-bf16\n")
-    assert read_strategy_file(f).training == {"precision": "fp8", "bf16_layers": 2}
+    f.write_text("--fp8-format e4m3 --fp8-recipe tensorwise --first-last-layers-bf16\n")  # not delayed: review29c
+    assert read_strategy_file(f).training == {"precision": "fp8", "fp8_recipe": "tensorwise", "bf16_layers": 2}
     f.write_text("--bf16 --first-last-layers-bf16\n")
     sf = read_strategy_file(f)
     assert "bf16_layers" not in sf.training and any("--first-last-layers-bf16" in u for u in sf.unused)
