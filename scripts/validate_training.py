@@ -134,10 +134,10 @@ Two case files (issue 5 and issue 13):
   the engine's defaults)
     - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather, read from the
       flag list before the text's first parenthesis (the evidence in it may name a switch that is off).
-    - DeepSpeed's pipeline engine (bloom, mtnlg: Megatron-DeepSpeed) reduces the data-parallel gradients
-      after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`); and it
-      exchanges activations and gradients one after the other, partitioned over TP, and accumulates each
-      micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
+    - DeepSpeed's pipeline engine (bloom, mtnlg, gaudi25: Megatron-DeepSpeed, at any pp) reduces the
+      data-parallel gradients after the last backward pass, not under it: ``overlap`` off
+      (:data:`DEEPSPEED_PIPELINE`); and it exchanges activations and gradients one after the other, partitioned
+      over TP, and accumulates each micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
       (:data:`TORCHTITAN_REDUCE_BYTES`), Primus' fp32 main_grad for tprimat26's Primus (MI300X) rows
@@ -432,13 +432,18 @@ MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "ne
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
 #: PipelineEngine.__init__ sets ``self.enable_backward_allreduce = False`` (deepspeed/runtime/pipe/engine.py,
 #: deepspeedai/DeepSpeed v0.6.0 and v0.6.5): the gradient all-reduce does not overlap the backward pass.
-DEEPSPEED_PIPELINE = {"bloom", "mtnlg"}
-#: Sources whose data-parallel sync is DeepSpeed ZeRO stage 1 or 2 with no ``overlap_comm`` in the ds_config: the
-#: gradient reduction runs after the backward, not under it. DeepSpeedZeroConfig.overlap_comm defaults to None and
-#: its validator sets it to ``stage == ZeroStageEnum.weights`` (True only for stage 3; deepspeedai/DeepSpeed
-#: deepspeed/runtime/zero/config.py overlap_comm_valid at v0.15.0 55b4cae80f, the same rule at v0.14.4 d254d75ef0).
-#: gaudi25: HabanaAI/Megatron-DeepSpeed@891d6db95279 scripts/run_llama.sh writes zero_optimization {"stage": N} only.
-DEEPSPEED_ZERO_NO_OVERLAP = {"gaudi25"}
+#: Megatron-DeepSpeed builds GPTModelPipe and trains it on the PipelineEngine at any pipeline size, one stage
+#: included, unless ``--no-pipeline-parallel`` is passed (HabanaAI/Megatron-DeepSpeed@891d6db95279 pretrain_gpt.py
+#: model_provider ``if args.deepspeed and not args.no_pipeline_parallel``, megatron/training.py train_step
+#: ``args.ds_pipeline_enabled``), so the rule holds at pp 1 too. gaudi25: the same commit's run_llama.sh never passes
+#: ``--no-pipeline-parallel`` (its HL_PP=1 example runs a one-stage PipelineEngine); Intel's DeepSpeed fork at
+#: 1.19.0 (HabanaAI/DeepSpeed@9c2d0431, version 0.14.4) keeps ``enable_backward_allreduce = False`` and, with a BF16
+#: model, ZeRO 1 and grad_accum_dtype bf16, picks DeepSpeedZeroOptimizer (engine.py _do_optimizer_sanity_check),
+#: whose stage 1 registers no gradient hooks without overlap_comm (stage_1_and_2.py: ``if self.partition_gradients
+#: or self.overlap_comm``; overlap_comm defaults to ``stage == 3``, zero/config.py overlap_comm_valid) and keeps no
+#: separate accumulation buffer when grad_accum_dtype equals the model dtype (``use_grad_accum_attribute`` False):
+#: autograd adds each micro-batch's gradient into param.grad, the 3 g (m - 1) / m pass ``deepspeed_pipeline`` prices.
+DEEPSPEED_PIPELINE = {"bloom", "mtnlg", "gaudi25"}
 #: Sources whose training code has no sequence parallelism, whatever the run's year: the Megatron-DeepSpeed forks
 #: they ran define no such option (no ``sequence_parallel`` anywhere in bigscience-workshop/Megatron-DeepSpeed up to
 #: its last commit 8387ae17 (2023-12), nor in microsoft/Megatron-DeepSpeed at 54884b5f (2021-10)).
@@ -2925,10 +2930,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           else "p2p",
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
-                          overlap=(src not in DEEPSPEED_PIPELINE | DEEPSPEED_ZERO_NO_OVERLAP and not nemo2_dp1(case)
+                          overlap=(src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case)
                                    and case["id"] not in RECIPE_NO_DP_OVERLAP),
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
-                          deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
+                          deepspeed_pipeline=src in DEEPSPEED_PIPELINE,
                           overlap_p2p_comm=p2p_overlap,
                           # the lag only where the overlap is on (the field qualifies it; alone it is warned)
                           overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),

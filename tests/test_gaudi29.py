@@ -108,9 +108,9 @@ def test_row_parsed_and_mapped() -> None:
 
 
 def test_row_prices_deepspeed_zero1_without_overlap() -> None:
-    """DeepSpeed ZeRO 1 with no overlap_comm: the gradient reduction is exposed; the DP part of the predicted step
-    is at least the two bandwidth terms by hand (reduce-scatter of the BF16 gradients, all-gather of the BF16
-    parameters, (7/8) x 6.74e9 x 2 B each over 262.5 GB/s x 0.94)."""
+    """DeepSpeed ZeRO 1 on the one-stage PipelineEngine (review29d): the gradient reduction is exposed; the DP part
+    of the predicted step is at least the two bandwidth terms by hand (reduce-scatter of the BF16 gradients,
+    all-gather of the BF16 parameters, (7/8) x 6.74e9 x 2 B each over 262.5 GB/s x 0.94)."""
     v = _validator()
     got = v.predict_new_case(_row())
     assert got.settings["dp_overlap"] is False and got.settings["zero"] == "1" and got.settings["grad_bytes"] == 2.0
