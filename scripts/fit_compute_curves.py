@@ -107,6 +107,9 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   1.023; Azure's cuBLASLt FP8 sweep (AZ-GB300) 1.115 against AZ-GB200 0.983: r = 1.146. After it the two sources
   read 1.03 / 0.97 on gb300's own curve, where the siblings read theirs. Limits: TLX740's dtype and build are
   unstated, and AZ-GB300 ran CUDA 13.0 against AZ-GB200's 12.8 (the level rule's MAMF ratios cross builds too).
+  The other parts priced on a sibling's curves whole (h100-pcie and h800 on h100-sxm, mi350x on mi355x) hold no GEMM
+  timing in gemm.yaml, so the rule has no source there and leaves them as they are (review29b); gb200 and b300 are
+  level transfers from b200 (``LEVEL_TRANSFER``), not borrowings, and their sources read inside the band.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -234,8 +237,8 @@ FP8_OVER_16BIT: dict[str, tuple[float, tuple[tuple[int, int, int], ...], str]] =
 #: compute-bound shapes (every side >= CHIP_RATIO_MIN_SIDE).
 CHIP_RATIO: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     # gb300 (sm_103, 1400 W) borrows gb200 (sm_100, 1200 W): same dense peaks, 152 SMs and 2070 / 2062 MHz maximum
-    # clock; its two default-path GEMM sources: tritonbench's torch.matmul (facebookexperimental/triton #740, burst,
-    # clocks locked at the maximum, 1400 W cap) and Azure's cuBLASLt FP8 sweep (10,000 warm-up calls, CUDA 13.0)
+    # clock; its two default-path GEMM sources: tritonbench's torch.matmul (facebookexperimental/triton #740, a
+    # do_bench burst, clocks and power limit unstated) and Azure's cuBLASLt FP8 sweep (10,000 warm-up calls, CUDA 13.0)
     "gb300": ("gb200", (("TLX740-GB300", "16bit"), ("AZ-GB300", "fp8"))),
 }
 #: a part source -> the sources of the same protocol (library path and timing) on the other parts of its tensor-core

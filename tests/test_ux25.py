@@ -72,11 +72,11 @@ def test_memory_compared_in_one_unit(cli: Any, monkeypatch: Any) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     out = cli("hardware", "list").out
     accel = out.split("Clusters")[0]
-    assert "GiB" not in accel and "309.2 GB" in accel  # 288 x 2**30 B
+    assert "GiB" not in accel and "298 GB" in accel  # 284208 MiB, nvidia-smi's total since review29b (288 GiB before)
     assert "TDP n/p: not published" in " ".join(accel.split())
     line = next(x for x in cli("predict", "-m", "llama3-8b", "-c", "gb300-nvl72", "-n", "64").out.splitlines()
                 if x.startswith("memory:"))
-    assert line.endswith("of 309.2 GB per GPU (fits)"), line
+    assert line.endswith("of 298 GB per GPU (fits)"), line
     assert format_quantity(25 * 2**20, "bytes") == "25 MiB"
     assert format_quantity(25 * 2**20, "bytes", binary=False) == "26.21 MB"
 
