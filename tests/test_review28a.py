@@ -49,15 +49,20 @@ def _f(x: Any) -> float:
     return float(np.ravel(x)[0])
 
 
+def _recompute_casts(j: Any, g: Any) -> Any:
+    """The recompute's core casts given the layer's forward core casts, as the engine passes them (fix29)."""
+    return layer_compute.fp8_attention_recompute_casts(j, g, layer_compute.fp8_attention_casts(j, g)[0])
+
+
 def test_selective_core_attn_recompute_repeats_the_qkv_casts_by_hand() -> None:
     j, g = _job({"recompute": "selective"}, fp8_attention=True)  # Megatron-Core's default modules: core_attn
-    assert _f(layer_compute.fp8_attention_recompute_casts(j, g)) == pytest.approx(QKV_FWD_S, rel=1e-12)
+    assert _f(_recompute_casts(j, g)) == pytest.approx(QKV_FWD_S, rel=1e-12)
     assert _f(QKV_FWD_S) == pytest.approx(74.0e-6, rel=2e-3)
     for strategy in ({}, {"recompute": "full"}):  # none; full repeats them with the layer's forward casts instead
         j0, g0 = _job(strategy, fp8_attention=True)
-        assert _f(layer_compute.fp8_attention_recompute_casts(j0, g0)) == 0.0
+        assert _f(_recompute_casts(j0, g0)) == 0.0
     j1, g1 = _job({"recompute": "selective"})  # no FP8 core: nothing to repeat
-    assert _f(layer_compute.fp8_attention_recompute_casts(j1, g1)) == 0.0
+    assert _f(_recompute_casts(j1, g1)) == 0.0
 
 
 def test_the_stage_backward_gains_one_qkv_cast_per_layer(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
-from scalemodel.specs.training import check_derived_batch
+from scalemodel.specs.training import ZERO_UNSET_HINT, check_derived_batch
 
 if TYPE_CHECKING:
     from scalemodel.specs.strategy_file import StrategyFile
@@ -335,7 +335,7 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
     try:
         return validate(model, raw, prefix=[section])
     except InputError as err:
-        exc, also = err, err.also[:1]
+        exc, also = _zero_options_named(err, given), err.also[:1]
     key = exc.where[len(section) + 1:].split(".")[0].split("[")[0] if exc.where.startswith(f"{section}.") else ""
     where = written_at(section, key, given, sf, sets, scenario) if key else None
     other = written_at(section, str(also[0]), given, sf, sets, scenario) if also and also[0] != key else None
@@ -352,6 +352,17 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
     if other is not None and other != where:
         here, what = _across(here, what, other, f"{section}.{also[0]}")
     raise InputError(what, where=here, allowed=exc.allowed) from None
+
+
+def _zero_options_named(err: InputError, given: dict[str, Any]) -> InputError:
+    """``err`` whose allowed text ends with the spec's "give zero too" (specs.training.ZERO_UNSET_HINT) naming how
+    this command line gives it: ``--zero`` where the command has that option (``given`` holds its key: predict,
+    memory, scale), and ``--set strategy.zero`` (every one; plan has no --zero). A file's own refusal (a scenario,
+    a runs file) names the field alone, as the file writes it."""
+    if not err.allowed.endswith(ZERO_UNSET_HINT):
+        return err
+    ways = ("--zero or " if "zero" in given else "") + "--set strategy.zero"
+    return InputError(err.what, where=err.where, allowed=f"{err.allowed} ({ways})", also=err.also)
 
 
 def _typed(where: str) -> bool:

@@ -139,12 +139,13 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
                                                    dense.forward_gemm, dense.attention_core)
             attn_l = dense.attention_forward
     if job.fp8_recipe:  # an fp8 run's quantization casts (fp8_cast_per_layer)
-        cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
+        core = fp8_attention_casts(job, g)  # the FP8 attention core's casts: the layer's and its recompute's
+        cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share, attention_casts=core)
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
         # full recompute and torchtitan's op policy (titan_op, which replays the layer's forward) repeat the casts
         titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
-        rec_l = rec_l + fp8_attention_recompute_casts(job, g)  # selective core_attn: the FP8 core's Q, K, V casts
+        rec_l = rec_l + fp8_attention_recompute_casts(job, g, core[0])  # selective core_attn: the core's Q, K, V casts
         rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
         # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
         rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
@@ -389,9 +390,11 @@ def fp8_attention_casts(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarr
     return _hbm_seconds(job, copy) + _cast_seconds(job, fwd, "tensorwise"), _cast_seconds(job, bwd, "tensorwise")
 
 
-def fp8_attention_recompute_casts(job: Job, g: StrategyGrid, whole_layer: bool = False) -> np.ndarray:
-    """Seconds per mean layer and micro-batch of the FP8 attention core's forward casts (:func:`fp8_attention_casts`:
-    the Q, K, V copy and casts) that selective recompute of the core repeats. Megatron-Core runs the core under
+def fp8_attention_recompute_casts(job: Job, g: StrategyGrid, forward: np.ndarray,
+                                  whole_layer: bool = False) -> np.ndarray:
+    """Seconds per mean layer and micro-batch of the FP8 attention core's forward casts (``forward``: the caller's
+    :func:`fp8_attention_casts` forward, the Q, K, V copy and casts, which :func:`fp8_cast_per_layer` adds to the
+    layer's forward: computed once) that selective recompute of the core repeats. Megatron-Core runs the core under
     ``tensor_parallel.checkpoint`` when core_attn is recomputed (attention.py ``checkpoint_core_attention`` L183-186,
     ``_checkpointed_attention_forward`` L216-254 at NVIDIA/Megatron-LM@d33919011); the rerun calls Transformer
     Engine's ``DotProductAttention`` again, whose ``FusedAttnFunc.forward`` casts Q, K, V again
@@ -406,10 +409,9 @@ def fp8_attention_recompute_casts(job: Job, g: StrategyGrid, whole_layer: bool =
     again = np.asarray(rec.attention_core, dtype=bool) & ~np.asarray(rec.titan_op, dtype=bool)
     if not np.any(again):
         return np.zeros(1)
-    f, _ = fp8_attention_casts(job, g)
     hy = None if whole_layer else job.shape.hybrid
     share = 1.0 if hy is None else hy.attention / float(job.shape.layers)
-    return np.where(again, share * f, 0.0)
+    return np.where(again, share * forward, 0.0)
 
 
 def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -444,8 +446,9 @@ def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
                 latent_recipe=module_recipe(job, "moe_latent"))
 
 
-def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
-                       whole_layer: bool = False, weight_share: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float, whole_layer: bool = False,
+                       weight_share: Any = 1.0,
+                       attention_casts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
     (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency, x
     the family's measured cast-kernel factor: :func:`_cast_seconds`),
@@ -458,7 +461,9 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
     attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer.
     ``weight_share``: the weight casts' share per call (a shared MTP module's D passes cast its weights once:
-    :func:`_mtp_block`)."""
+    :func:`_mtp_block`). ``attention_casts``: :func:`fp8_attention_casts` where the caller holds it (for
+    :func:`fp8_attention_recompute_casts` too), else computed here."""
+    dpa_f, dpa_b = fp8_attention_casts(job, g) if attention_casts is None else attention_casts
     kw = _fp8_cast_kwargs(job, g)
     m = microbatches(g)
 
@@ -510,13 +515,11 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
             # attention layers': half a layer's casts can be below the run's out_proj casts, e.g. BF16 out_proj)
             mam_f, mam_b = np.maximum(f / 2 + of - rf, 0.0), np.maximum(b / 2 + ob - rb, 0.0)
             out_f, out_b = out_f + hy.mamba / L * (mam_f - f / 2), out_b + hy.mamba / L * (mam_b - b / 2)
-        dpa_f, dpa_b = fp8_attention_casts(job, g)  # the attention layers' FP8 core casts
         return out_f + hy.attention / L * dpa_f, out_b + hy.attention / L * dpa_b
     f, b = times(_quantize_cast_seconds(job, **kw))
     if moe_share > 0:
         mf, mb = times(_quantize_cast_seconds(job, moe=True, etp=_etp(g), **kw))
         f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
-    dpa_f, dpa_b = fp8_attention_casts(job, g)  # every layer's attention core (an MTP block's too)
     return f + dpa_f, b + dpa_b
 
 
@@ -580,10 +583,11 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     if job.fp8_recipe:
         D = float(job.shape.mtp_layers)
         once = float(job.shape.mtp_weight_modules) / D if D > 0 else 1.0  # weight casts per pass: 1, or 1/D shared
-        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
+        core = fp8_attention_casts(job, g)
+        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once, attention_casts=core)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
-        rec = rec + fp8_attention_recompute_casts(job, g, whole_layer=True)  # selective core_attn
+        rec = rec + fp8_attention_recompute_casts(job, g, core[0], whole_layer=True)  # selective core_attn
         if not moe_block:  # selective mlp repeats a dense block's MLP casts
             rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)

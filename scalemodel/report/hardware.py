@@ -105,18 +105,25 @@ def yaml_within(data: Any, width: int, allow_unicode: bool = True) -> str:
     word longer than the width (a URL) stays whole. PyYAML's own folding (``width=``) breaks a line only once it
     has passed the width, a word late, so its 110 printed lines up to 226 columns; here each scalar's line is
     folded before the word that would pass the width, its continuation indented 4 past the line's (deeper than
-    its key or item, so the same scalar). Kept only where it loads back to ``data``; else PyYAML's folding."""
+    its key or item, so the same scalar). The indent is given to textwrap, not left in the text: a leading run of
+    spaces is a chunk textwrap may leave alone on a first line and then drop, so a key wider than the width lost its
+    indent (COLUMNS=25: a scanner error on 44 of the 93 built-ins). Kept only where it loads back to ``data`` (a
+    wrap that does not parse is that too); else PyYAML's folding, which is lossless at every width."""
     wrapped = []
     for line in yaml.safe_dump(data, sort_keys=False, width=10**6, allow_unicode=allow_unicode).rstrip().splitlines():
-        lead = " " * (len(line) - len(line.lstrip(" ")))
-        if len(line) <= width or "  " in line.strip():  # a run of spaces folds to one: left to PyYAML
+        body = line.lstrip(" ")
+        lead = line[:len(line) - len(body)]
+        if len(line) <= width or "  " in body:  # a run of spaces folds to one: left to PyYAML
             wrapped.append(line)
             continue
-        wrapped.extend(textwrap.wrap(line, width, initial_indent="", subsequent_indent=lead + "    ",
+        wrapped.extend(textwrap.wrap(body, width, initial_indent=lead, subsequent_indent=lead + "    ",
                                      break_long_words=False, break_on_hyphens=False, drop_whitespace=True))
     text = "\n".join(wrapped)
-    if yaml.safe_load(text) == data:
-        return text
+    try:
+        if yaml.safe_load(text) == data:
+            return text
+    except yaml.YAMLError:  # not YAML after the wrap: PyYAML's folding below, never a traceback
+        pass
     return yaml.safe_dump(data, sort_keys=False, width=width, allow_unicode=allow_unicode).rstrip()  # PyYAML's folding
 
 

@@ -29,6 +29,15 @@ from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json
 
 MAX_INT_DIGITS = 30
+#: The largest size (bytes) a row may print: 1 PiB (2^50). nccl-tests allocates each size's send and receive
+#: buffers on every GPU (``AllocateBuffs``: ncclMemAlloc / cudaMalloc of the largest size, NVIDIA/nccl-tests@a0b82b22
+#: src/common.cu L1104-1116), so a size past a GPU's memory (288 GiB on a GB300, the catalog's largest) was never
+#: run; 1 PiB is some 3,600 times that, so no real log is refused, while a 30-digit size (fix29: it was fitted,
+#: and the fit exited 1 on a huge residual) is.
+MAX_SIZE_BYTES = float(2**50)
+#: The longest time (seconds) one collective may print: an hour. A GPU's whole memory (288 GiB) moved once over a
+#: 1 Gbit/s link takes about 41 minutes; a longer time is no measurement of a collective.
+MAX_TIME_S = 3600.0
 #: Data rows in one log: a test prints one row per size (about 30 for -b 8 -e 8G -f 2), ``-d all`` / ``-o all``
 #: a few hundred. The bound keeps a 64 MiB log of short rows (a million of them) from taking minutes to fit.
 MAX_ROWS = 20_000
@@ -181,8 +190,13 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
             continue
         if t_ip == 0:  # N/A or 0: no in-place measurement (as a -J entry's), not half the mean time
             t_ip = bus_ip = None
+        at = f"LOG: line {lineno}"
+        size = _physical(float(toks[0]), MAX_SIZE_BYTES, f"{at}: size", "bytes")
+        _physical(float(toks[1]), MAX_SIZE_BYTES, f"{at}: count", "elements")  # an element is 1 byte or more
+        for t, col in ((t_oop, "out-of-place time"), (t_ip or 0.0, "in-place time")):
+            _physical(t, MAX_TIME_S, f"{at}: {col}", "s")
         dtype = next((t for t in toks[2:] if not _is_num(t)), "")
-        rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
+        rows.append(NcclRow(size, int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
         # #wrong is an integer count (the older era's float "error", e.g. 4e-07, is rounding, not a count)
         n_wrong = sum(int(rest[k]) for k in (3, 7) if k < len(rest) and _INT.match(rest[k]))
         if n_wrong > 0:
@@ -209,6 +223,17 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
 def _too_many_rows() -> InputError:
     return InputError(f"more than {MAX_ROWS:,} data rows", where="LOG",
                       allowed=f"at most {MAX_ROWS:,} (one test's sweep is about 30 rows; split a longer log)")
+
+
+def _physical(value: float, limit: float, where: str, unit: str) -> float:
+    """``value`` where it is within what nccl-tests can print (:data:`MAX_SIZE_BYTES`, :data:`MAX_TIME_S`), else an
+    error at ``where`` (the log, its line or entry, and the field)."""
+    if value <= limit:
+        return value
+    shown = f"{value * 1e6:.4g} us" if unit == "s" else f"{value:.4g} {unit}"
+    bound = "one hour (3.6e9 us)" if unit == "s" else \
+        f"2^50 = {MAX_SIZE_BYTES:.4g} {unit} (1 PiB, past any GPU's memory)"
+    raise InputError(f"{shown}: more than nccl-tests can have measured", where=where, allowed=f"at most {bound}")
 
 
 def _number(x: Any, where: str, default: float | None) -> float:
@@ -258,12 +283,15 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
         where = f"LOG: result {i + 1}"
         oop = _entry(r, "out_of_place", where)
         ip = _entry(r, "in_place", where)
-        t_oop = _number(oop.get("time", ip.get("time")), f"{where}: time", 0.0) * 1e-6
+        t_oop = _physical(_number(oop.get("time", ip.get("time")), f"{where}: time", 0.0) * 1e-6, MAX_TIME_S,
+                          f"{where}: time", "s")
         if not t_oop > 0:
             continue
-        size = _number(r["size"], f"{where}: size", None)
-        count = _number(r.get("count", 0), f"{where}: count", 0.0)
-        t_ip = _number(ip["time"], f"{where}: in_place.time", None) * 1e-6 if "time" in ip else None
+        size = _physical(_number(r["size"], f"{where}: size", None), MAX_SIZE_BYTES, f"{where}: size", "bytes")
+        count = _physical(_number(r.get("count", 0), f"{where}: count", 0.0), MAX_SIZE_BYTES, f"{where}: count",
+                          "elements")
+        t_ip = _physical(_number(ip["time"], f"{where}: in_place.time", None) * 1e-6, MAX_TIME_S,
+                         f"{where}: in_place.time", "s") if "time" in ip else None
         bus_ip = _number(ip["bus_bw"], f"{where}: in_place.bus_bw", None) * 1e9 if "bus_bw" in ip else None
         rows.append(NcclRow(size, int(count), str(r.get("type", ""))[:40], t_oop,
                             _number(oop.get("bus_bw", 0.0), f"{where}: out_of_place.bus_bw", 0.0) * 1e9,

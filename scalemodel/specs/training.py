@@ -323,6 +323,13 @@ class TrainingSpec(Spec, kw_only=True):
 MIN_BUCKET_BYTES = 1024.0
 
 
+#: The end of a refusal of a ZeRO-dependent switch where zero was not given. It names the field alone, as every file
+#: writes it (a scenario's strategy: section, a runs file's run, a --strategy file's own name beside the location);
+#: the command line's route (commands.common.validate_written) names its options after it: --zero only where the
+#: command has it (fix29: "--zero or strategy.zero" was said inside scenario and runs files, and by plan).
+ZERO_UNSET_HINT = "zero is 0 unless given: give zero too"
+
+
 class StrategySpec(Spec, kw_only=True):
     dp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="data-parallel degree; default N / (tp pp cp)")] = None
@@ -709,7 +716,7 @@ class StrategySpec(Spec, kw_only=True):
         # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
         # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)
         unset = f" (got zero {self.zero!r}{', the default' if zero == Zero.NONE else ''})"
-        pin = "; zero is 0 unless given: give it too (--zero or strategy.zero)" if zero == Zero.NONE else ""
+        pin = f"; {ZERO_UNSET_HINT}" if zero == Zero.NONE else ""  # options named by validate_written
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
             raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
                               f"hsdp{unset}", "true (the default) with zero 0, 1 or 2; false with zero 3, fsdp or "
