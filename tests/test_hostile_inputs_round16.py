@@ -8,6 +8,8 @@ Each case is one finding; the contract is test_hostile_inputs.py's.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_hostile_inputs import MEG_LAUNCH, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
@@ -361,10 +363,25 @@ def _sweep_at_peer_is_refused(cli, tmp_path, reply: bytes, hold_s: float, match:
                  "strategies: [{label: a}]\n")
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     try:
-        refused(cli, "sweep", str(f), "--scheduler", address, "--json", inputs=(f,),
+        refused(_cli_in_a_process, "sweep", str(f), "--scheduler", address, "--json", inputs=(f,),
                 match=match.format(address=address))
     finally:
         server.close()
+
+
+def _cli_in_a_process(*args: str) -> SimpleNamespace:
+    """``scalemodel`` in a process of its own (code, out, err as the ``cli`` fixture gives them). The peer tests run
+    it so: a Client distributed half-built against a peer that is no scheduler is left in scalemodel's connect thread
+    and collected later, and its ``close()`` from that thread deadlocked a later test's in-process LocalCluster
+    start in the same pytest worker (tests/test_sweep.py::test_dask_cluster hung a CI run in LoopRunner.start)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "scalemodel", *args], capture_output=True, text=True, cwd=root,
+                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    return SimpleNamespace(code=r.returncode, out=r.stdout, err=r.stderr)
 
 
 def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

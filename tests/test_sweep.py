@@ -4,6 +4,7 @@ processes or a Dask cluster, written as one tidy table (CSV, JSON lines, Parquet
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 from pathlib import Path
@@ -137,6 +138,9 @@ def test_dask_cluster(cli, sweep_file: Path) -> None:  # type: ignore[no-untyped
     distributed = pytest.importorskip("distributed")
     # the file, as the CLI passes it: a row's error names the sweep file's field (sweep.yaml: strategies[1].dp)
     local = run_grid(*load_sweep(sweep_file), workers=1, inputs={"file": str(sweep_file)})
+    # a Client an earlier test left half-built (an unreachable scheduler) closes in its __del__, which must not run
+    # in another thread while the LocalCluster starts its loop (a CI run hung in LoopRunner.start): collect it here
+    gc.collect()
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
         r = cli("sweep", str(sweep_file), "--scheduler", cluster.scheduler_address, "--json")
     assert r.code == 0, r.err
