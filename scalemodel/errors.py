@@ -56,6 +56,11 @@ def prose(text: str) -> str:
     return one_line(text.strip()).replace("\t", "\\t")
 
 
+def first_of(items: list[str], n: int) -> str:
+    """The first ``n`` of ``items`` joined by ", ", and how many more (" and 3 more"): a message's list kept short."""
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
 def folded(text: object) -> str:
     """An exception's own text (PyYAML's, tomllib's, shlex's, csv's: prose over several lines) folded to one line of
     single spaces, for quoting inside a message; file names go in ``where``, where :func:`prose` escapes them."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, first_of
 from scalemodel.specs.strategy_file import StrategyFile, _auto, _bool, _bucket_bytes, _grad_bytes, _int
 
 _DS_HARMLESS = {"steps_per_print", "wall_clock_breakdown", "dump_state", "optimizer", "scheduler", "gradient_clipping",
@@ -159,10 +159,8 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         if k not in _DS_HARMLESS:
             out.unused.append(k)
     if data and not set(map(str, data)) & _DS_HARMLESS:  # fuzz29: {"stratgy": {"tp": 2}} priced the defaults, exit 0
-        shown = ", ".join(str(k)[:60] for k in out.unused[:6]) + (f" and {len(out.unused) - 6} more"
-                                                                  if len(out.unused) > 6 else "")
         raise InputError("not a strategy file: none of its keys is a DeepSpeed config's or a strategy setting "
-                         f"({shown})",
+                         f"({first_of([str(k)[:60] for k in out.unused], 6)})",
                          allowed="a DeepSpeed config (train_batch_size, zero_optimization, bf16, ...) or a scalemodel "
                                  'strategy\'s fields as a JSON object (e.g. {"tp": 2, "pp": 4})')
     if out.gradient_accumulation is not None and "global_batch" in out.training and "micro_batch" in out.training:

@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, first_of
 from scalemodel.specs import files, notices
 from scalemodel.specs.deepspeed_config import _DS_HARMLESS, _deepspeed
 from scalemodel.specs.loader import load_json, validate
@@ -108,8 +108,8 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
     if out.unused and not out.strategy and not out.training and not {"strategy", "training"} & set(data):
         # fuzz29: a mapping none of whose keys is read (`stratgy: {tp: 8}`, a stray YAML file) warned "settings not
         # used" and priced the default strategy with exit 0, where an empty file is "not a strategy file"
-        shown = ", ".join(out.unused[:6]) + (f" and {len(out.unused) - 6} more" if len(out.unused) > 6 else "")
-        raise InputError(f"not a strategy file: none of its keys is a strategy or training setting ({shown})",
+        raise InputError("not a strategy file: none of its keys is a strategy or training setting "
+                         f"({first_of(out.unused, 6)})",
                          allowed="strategy: and training: mappings, or their fields at the top (tp, pp, zero, "
                                  "micro_batch, ...; `scalemodel schema scenario` lists them)")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, first_of
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json
 
@@ -90,8 +90,7 @@ class NcclLog:
         """One line naming the data rows that were not fitted (None when there are none)."""
         if not self.skipped_rows:
             return None
-        shown = ", ".join(self.skipped_rows[:5]) + (f" and {len(self.skipped_rows) - 5} more"
-                                                     if len(self.skipped_rows) > 5 else "")
+        shown = first_of(self.skipped_rows, 5)
         return (f"{source[:200]}: {len(self.skipped_rows)} data row(s) not fitted: {shown} (a time that is not a "
                 f"positive finite number of microseconds, a size or count that is not a whole number, or missing "
                 f"columns); the fit uses the other {len(self.rows)} rows")
