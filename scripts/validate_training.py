@@ -957,7 +957,7 @@ MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300"
 #: hsg_ngpu{2560,5120}_ngc25.09_nemo: the same Dockerfile, libcudnn9-cuda-13=9.13.1.26-1, TE release_v2.8, MCORE
 #: 25.09-alpha.rc1; config_common.sh NCCL_NVLS_ENABLE=0; no CE_FUSION_IMPL: custom.yaml's native fused loss).
 MLPT51_NVFP4_8B = frozenset({"mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4",
-                             "mlpt51_b300_llama31_8b_8_nvfp4"})
+                             "mlpt51_b300_llama31_8b_8_nvfp4", "mlpt51_gb300_llama31_8b_8_nvfp4"})
 MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
                                "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
 #: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
@@ -2235,6 +2235,9 @@ RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B | MLPT60_HPE_NEMO2509
 RECIPE_NVFP4_DISABLE: dict[str, tuple[str, ...]] = {
     "mlpt51_b200_llama31_8b_8_nvfp4": ("rht",), "mlpt51_b200_llama31_8b_16_nvfp4": ("rht",),
     "mlpt51_b300_llama31_8b_8_nvfp4": ("rht", "stochastic_rounding", "2d_quantization"),
+    # data30's GB300 8 (config_GB300_2x4x2xtp1pp1cp1_8b_fp4.sh): config_common_8b.sh, sourced after
+    # config_common_fp4.sh, resets _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0, as the B200 rows' files do
+    "mlpt51_gb300_llama31_8b_8_nvfp4": ("rht",),
     **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B},
     # MLPerf v6.0 HPE GB200 8 (data28b): NVIDIA's v5.1 config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh sources
     # config_common_fp4.sh before config_common_8b.sh (L27-29 reset _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0)
