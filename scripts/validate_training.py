@@ -33,9 +33,10 @@ Two case files (issue 5 and issue 13):
       data-parallel replicas of one slice (dp / dcn_dp). Data parallelism across pods without a catalog DCN
       tier (TPU v4: no DCN bandwidth of a v4 host is published) is listed.
     - a case that names its inter-node fabric where the catalog holds that fabric for its accelerator
-      (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows; GPUDirect-TCPX with H100 ->
-      gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data parallel across such nodes (MaxText ``dcn_dp``
-      > 1 on A3 VMs: FSDP inside each VM) takes zero hsdp with shard_group = dp / dcn_dp, as multi-slice TPU.
+      (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows; EFA with A100 40GB -> aws-p4d, the
+      fsdpaws22 row; GPUDirect-TCPX with H100 -> gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data
+      parallel across such nodes (MaxText ``dcn_dp`` > 1 on A3 VMs: FSDP inside each VM) takes zero hsdp with
+      shard_group = dp / dcn_dp, as multi-slice TPU.
     - FSDP over groups of nodes replicated across groups on the same fabric (``hsdp_replicas`` R: MaxText's
       ``dcn_fsdp_parallelism`` x ``dcn_data_parallelism`` R on DGX nodes, the mtdgxc24 rows; FSDP1 HYBRID_SHARD,
       sharded over each node's 8 GPUs and replicated across the R nodes, the fms24 7B rows) -> zero hsdp with
@@ -510,7 +511,12 @@ LAUNCH_BLOCKING_ENV = {"nvidia": ("CUDA_LAUNCH_BLOCKING",), "amd": ("HIP_LAUNCH_
 #: GPUDirect-TCPX with H100 -> gcp-a3-high (Google Cloud a3-highgpu-8g: 4 x 200 Gb/s TCPX NICs per 8-GPU VM; the word
 #: boundary keeps A3 Mega's GPUDirect-TCPXO out): the mtgpu24 rows, whose 'A3 (h100-80gb-8)' is xpk's device type
 #: for a3-highgpu-8g (hardware/SOURCES.md [XPK-A3]).
-FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5", ("GPUDirect-TCPX", "H100"): "gcp-a3-high"}
+#: EFA with A100 40GB -> aws-p4d (EC2 p4d.24xlarge, the only EC2 instance with 8 A100 40GB: 4 x 100 Gb/s EFA): the
+#: fsdpaws22 row, which names 'p4d.24xlarge' and its 4 EFA adapters (listed, not compared: parameter offload). No other
+#: row names EFA (mem30): fms24's A100 80GB rows say '400Gbps' only (their p4de reading is the case note's inference,
+#: and the catalog holds no p4de), and no H200 (p5e) or B200 (p6) row names a fabric the catalog has a cluster for.
+FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5", ("EFA", "A100 40GB"): "aws-p4d",
+                  ("GPUDirect-TCPX", "H100"): "gcp-a3-high"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
 MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice", "TPU v5e": "tpu-v5e-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}

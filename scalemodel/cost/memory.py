@@ -239,6 +239,14 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
     return _nonneg("stage_layers", stage_layers) / sh.layers
 
 
+def _mtp_weights(sh: Shape, mtp_modules: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Of ``mtp_modules`` D MTP modules on a stage: those with weights of their own (D, or one with ``mtp_shared``,
+    Megatron-Core mtp_use_repeated_layer) and each one's routed-expert parameters (0 unless the last layer is MoE)."""
+    d_all = _nonneg("mtp_modules", mtp_modules)
+    routed = np.where(sh.last_layer_moe, sh.moe_experts * expert_params(sh), 0.0)
+    return np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all), routed
+
+
 def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
                    stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None,
                    embedding: ArrayLike = True, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> ParamsPerGpu:
@@ -295,11 +303,8 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     final_norm = np.where((p > 1) & on_head, whole.final_norm, 0.0)
     emb = np.where((p == 1), embedding_params(sh), (word + whole.position) * has_emb + final_norm)
     emb_whole = np.where((p == 1), whole.position + whole.final_norm, whole.position * has_emb + final_norm)
-    # modules with weights: D, or one with mtp_shared (Megatron-Core mtp_use_repeated_layer)
-    d_all = _nonneg("mtp_modules", mtp_modules)
-    d_mtp = np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all)
+    d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules)
     routed = sh.moe_experts * expert_params(sh)
-    mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
     # the output layer's own V h on the last stage (p > 1), tied or not, beside an MTP embedding copy or not: only a
     # stage that also pre_processes skips its allocation, and at p > 1 the last stage never does
     out_head = np.where((p > 1) & on_head, word, 0.0)
@@ -766,7 +771,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
                    latent_inputs: ArrayLike | None = None,
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
-                   weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0) -> MemoryBreakdown:
+                   weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0,
+                   mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -805,7 +811,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     routed-expert parameter of the same (GroupedLinear's). Held on top of the weights, at any ZeRO stage: the
     stage's ``stage x weight_workspace / tp`` and ``expert_workspace x`` its routed expert parameters, whole (the
     engine's :func:`scalemodel.engine.stage_memory.weight_workspace` says which strategies hold them;
-    docs/model.md#weight-workspace).
+    docs/model.md#weight-workspace). ``mtp_workspace``: the same bytes per MTP module with weights
+    (:func:`~scalemodel.cost.transformer.mtp_linear_weights` at the block's recipe, before / tp) and
+    ``mtp_expert_workspace`` per routed-expert parameter of the MTP modules (their share of ``expert``, priced at it
+    instead of ``expert_workspace``).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -839,6 +848,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     # dense ones changes no bit)
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
     cached, cached_e = _nonneg("weight_workspace", weight_workspace), _nonneg("expert_workspace", expert_workspace)
+    cached_m = _nonneg("mtp_workspace", mtp_workspace)
+    cached_me = _nonneg("mtp_expert_workspace", mtp_expert_workspace)
     if np.any(fp8_params):
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
@@ -852,12 +863,14 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         if expert is not None:
             expert = ModelStates(weights=expert.weights - save * pg.expert,
                                  gradients=expert.gradients, optimizer=expert.optimizer)
-    if np.any(cached) or np.any(cached_e):  # TE's cached quantized copies, on top of the weights
+    if np.any(cached) or np.any(cached_e) or np.any(cached_m) or np.any(cached_me):  # TE's cached quantized copies
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        dense = ModelStates(weights=dense.weights + stage * cached / t, gradients=dense.gradients,
+        d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules)
+        dense = ModelStates(weights=dense.weights + (stage * cached + d_mtp * cached_m) / t, gradients=dense.gradients,
                             optimizer=dense.optimizer)
         if expert is not None:
-            expert = ModelStates(weights=expert.weights + cached_e * pg.expert,
+            mtp_e = d_mtp * mtp_routed / (e * u)  # the MTP modules' routed experts on this GPU (params_per_gpu's)
+            expert = ModelStates(weights=expert.weights + cached_e * (pg.expert - mtp_e) + cached_me * mtp_e,
                                  gradients=expert.gradients, optimizer=expert.optimizer)
     if activations is not None:
         act = np.asarray(activations, dtype=float)

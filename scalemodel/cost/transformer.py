@@ -564,6 +564,20 @@ def linear_weights_per_layer(sh: Shape) -> np.ndarray:
     return np.asarray(mlp, dtype=float)
 
 
+def mtp_linear_weights(sh: Shape) -> np.ndarray:
+    """Elements of the linear weight matrices of one multi-token prediction module, as
+    :func:`linear_weights_per_layer` counts a layer's: its layer of the last layer's kind (the attention projections,
+    and a dense MLP's (3 if gated else 2) h f or an MoE layer's shared experts and LatentMoE projections; a hybrid's
+    MTP block is one attention + MLP / MoE layer) and ``eh_proj``, the 2h x h column-parallel linear
+    (Megatron-Core multi_token_prediction.py, :func:`mtp_module_params`). Not counted: the routed experts, norms,
+    router, biases."""
+    attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
+    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
+    moe = sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent
+    mlp = np.where(sh.last_layer_moe, moe, mats * sh.ffn_hidden)
+    return np.asarray(attn + mlp + 2.0 * sh.hidden * sh.hidden, dtype=float)
+
+
 def kv_elements_per_token(sh: Shape) -> np.ndarray:
     """Key and value elements per token as attention reads them (what context parallelism passes
     round its ring): 2 g d, or a (d + d_v) for MLA's up-projected heads."""

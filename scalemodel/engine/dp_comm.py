@@ -310,8 +310,11 @@ def offloaded_tensor_bytes(job: Job, g: StrategyGrid) -> np.ndarray:
     MaxText names the tensors with ``checkpoint_name`` and offloads them by JAX
     ``save_and_offload_only_these_names(..., offload_src="device", offload_dst="pinned_host")``
     (AI-Hypercomputer/maxtext@92e59fdf5 src/MaxText/layers/decoders.py ``get_remat_policy``, ``custom`` and
-    ``qkv_proj_offloaded``). Per token (b s / cp of them), 16-bit elements (``dtype: bfloat16``, as
-    cost.memory counts activations):
+    ``qkv_proj_offloaded``). Per token (b s / cp of them), elements of the job's activation dtype (``elem_bytes``:
+    MaxText's ``dtype``, default bfloat16 in src/MaxText/configs/base.yml; 2 in fp8 / fp4 runs, whose activations the
+    model keeps 16-bit), the bytes the host link carries; 2 in every run priced, since a 32-bit run with offload_tensors
+    is refused (engine.job ``_check_offload_tensors``: cost.memory counts a transformer's activations at 16 bits, so
+    the bytes that leave HBM would not be the bytes counted there):
 
         decoder_layer_input, out_proj   h        (h / t with sequence parallelism, as the layer input of cost.memory)
         query_proj                      a d / t  (a heads of d = head_dim)
@@ -327,7 +330,7 @@ def offloaded_tensor_bytes(job: Job, g: StrategyGrid) -> np.ndarray:
                  key_proj=sh.kv_heads * sh.head_dim / t, value_proj=sh.kv_heads * sh.v_head_dim / t,
                  out_proj=residual)
     per_token = sum((np.where(code >> b & 1, width[n], 0.0) for b, n in enumerate(OFFLOAD_TENSORS)), np.zeros(1))
-    return np.asarray(2.0 * g.micro_batch * job.seq_len / g.cp * per_token, dtype=float)
+    return np.asarray(job.elem_bytes * g.micro_batch * job.seq_len / g.cp * per_token, dtype=float)
 
 
 def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],

@@ -251,32 +251,43 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     (``cache_name = None if (is_first_microbatch is None or self.is_fsdp2)``, linear.py L1805,
     layernorm_linear.py L1663, layernorm_mlp.py L2284-2288; ``is_fsdp2``: a torch ``fully_shard`` state, base.py
     L884-895): the dense workspace is 0, but GroupedLinear's ``cache_weight = is_first_microbatch is not None``
-    (L1175) has no such test: the experts' copies are held. FSDP1 (``fsdp_flat_param``): not read (TE's own FSDP1
-    path, ``prepare_te_modules_for_fsdp``, scatters the cached copy over the FSDP group): 0. The layers a run keeps
+    (L1175) has no such test: the experts' copies are held. FSDP1 (``fsdp_flat_param``): whole, as ZeRO-3: TE scatters
+    a cached copy over an FSDP group only in a module with ``fsdp_group`` set, which ``prepare_te_modules_for_fsdp``
+    sets only on a TE module that is itself an FSDP unit (distributed.py L2067-2108), not on the linears inside a
+    per-layer unit (mem30). The MTP modules (``mtp_workspace`` per module with weights, before / tp, and
+    ``mtp_expert_workspace`` per MTP routed-expert parameter): :func:`~scalemodel.cost.transformer.mtp_linear_weights`
+    at the block's recipe, module_precision mtp where named, else the run's (w(run), 0 under quantized parameters:
+    Megatron-Core builds the MTP layers under ``get_fp8_context(config, is_init=True)``), under the run-wide fp8
+    context with no layer number, so not reduced by bf16_layers (multi_token_prediction.py L1386-1402, L1927 at
+    NVIDIA/Megatron-LM@d98e8a64dd); the same FSDP2 rule. The layers a run keeps
     in BF16 (training.bf16_layers, Megatron-Core ``first_last_layers_bf16``: the layer built and run outside the
     fp8 context, ``get_fp8_context`` a nullcontext) cache nothing either: both workspaces x (1 - their share
     ``Job.bf16_layer_share``), exact with one pipeline stage, the layers' mean on each stage with more (their
     placement is not in the job; the compute model mixes them the same way). Other layers, and a model that is not
     a transformer: none (docs/model.md#weight-workspace)."""
-    hopper = job.accelerator_family != "blackwell"
-    run = memory.weight_workspace_bytes(job.fp8_recipe, hopper)
     if not job.is_transformer or not job.fp8_recipe:
         return {}
+    hopper = job.accelerator_family != "blackwell"
     quantized = (g.fp8_param_gather & (job.fp8_recipe != "nvfp4")) | (g.fp4_param_gather & (job.fp8_recipe == "nvfp4"))
-    w_run = np.where(np.asarray(quantized, dtype=bool), 0.0, run)
+    w_run = np.where(np.asarray(quantized, dtype=bool), 0.0, memory.weight_workspace_bytes(job.fp8_recipe, hopper))
     dense = w_run * fp8_param_linear_per_layer(job)
     full = transformer.linear_weights_per_layer(job.shape)
-    own = {module_recipe(job, m) for m, _p in job.module_precision} - {None, ""}
-    for r in sorted(r for r in own if r is not None):  # the modules cached at recipe r: their share of the layer
+    # the module recipes other than bf16 ("": no copy) and the run's own (None): each its modules' share of the layer
+    for r in sorted({r for m, _p in job.module_precision if (r := module_recipe(job, m))}):
         at_r = tuple((m, p) for m, p in job.module_precision if module_recipe(job, m) == r)
         dense = dense + memory.weight_workspace_bytes(r, hopper) * (
             full - fp8_param_linear_per_layer(replace(job, module_precision=at_r)))
+    # the MTP block at its module recipe (module_precision mtp: a 16-bit parameter's copy, bf16 none), else the run's
+    r_mtp = module_recipe(job, "mtp")
+    w_mtp = w_run if r_mtp is None else np.full(1, memory.weight_workspace_bytes(r_mtp, hopper))
     te = g.layer_impl == LayerImpl.MEGATRON_TE
-    fsdp = g.zero >= Zero.FSDP
-    fsdp1, fsdp2 = fsdp & g.fsdp_flat_param, fsdp & g.fsdp_per_param
+    fsdp2 = (g.zero >= Zero.FSDP) & g.fsdp_per_param  # TE's is_fsdp2: no dense cache, GroupedLinear's still
     low = 1.0 - float(job.bf16_layer_share)  # training.bf16_layers run without a recipe: no copy
-    return {"weight_workspace": np.asarray(np.where(te & ~fsdp1 & ~fsdp2, low * dense, 0.0), dtype=float),
-            "expert_workspace": np.asarray(np.where(te & ~fsdp1, low * w_run, 0.0), dtype=float)}
+    return {"weight_workspace": np.asarray(np.where(te & ~fsdp2, low * dense, 0.0), dtype=float),
+            "expert_workspace": np.asarray(np.where(te, low * w_run, 0.0), dtype=float),
+            "mtp_workspace": np.asarray(np.where(te & ~fsdp2, w_mtp * transformer.mtp_linear_weights(job.shape), 0.0),
+                                        dtype=float),
+            "mtp_expert_workspace": np.asarray(np.where(te, w_mtp, 0.0), dtype=float)}
 
 
 def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], br: Any, rank: np.ndarray,
