@@ -28,10 +28,12 @@ Two case files (issue 5 and issue 13):
       catalog does not hold (H100 96GB HBM2e at 500 W; MI325X, MI355X) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice, TPU v5e ->
-      tpu-v5e-multislice) with
+      tpu-v5e-multislice, TPU v6e -> tpu-v6e-multislice) with
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
-      data-parallel replicas of one slice (dp / dcn_dp). Data parallelism across pods without a catalog DCN
-      tier (TPU v4: no DCN bandwidth of a v4 host is published) is listed.
+      data-parallel replicas of one slice (dp / dcn_dp). MaxText ``dcn_fsdp`` > 1 (FSDP across slices, the
+      mttier25 405B row) -> the same cluster, the ici span gpus / (dcn_dp x dcn_fsdp), the zero the case states
+      (one FSDP group over the slices' chips and the DCN tier between them). Data parallelism across pods without a
+      catalog DCN tier (TPU v4: no DCN bandwidth of a v4 host is published) is listed.
     - a case that names its inter-node fabric where the catalog holds that fabric for its accelerator
       (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows; EFA with A100 40GB -> aws-p4d, the
       fsdpaws22 row; GPUDirect-TCPX with H100 -> gcp-a3-high, the mtgpu24 rows) -> that cluster. A run data
@@ -205,8 +207,8 @@ Two case files (issue 5 and issue 13):
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
   Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states or parameter shards on
-  the host, MaxText's host offload around a rematerialized out_proj or MoE block; its named tensors under jax_qkvo are
-  priced, :data:`MAXTEXT_OFFLOAD_TENSORS`), FSDP over DCN slices without a multi-slice cluster, an
+  the host; MaxText's named tensors under jax_qkvo or jax_qkv are priced, :data:`MAXTEXT_OFFLOAD_TENSORS`), MaxText's
+  dropping MoE without megablox (:data:`UNPRICED_MOE_DISPATCH`), FSDP over DCN slices without a multi-slice cluster, an
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
@@ -518,7 +520,8 @@ LAUNCH_BLOCKING_ENV = {"nvidia": ("CUDA_LAUNCH_BLOCKING",), "amd": ("HIP_LAUNCH_
 FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5", ("EFA", "A100 40GB"): "aws-p4d",
                   ("GPUDirect-TCPX", "H100"): "gcp-a3-high"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
-MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice", "TPU v5e": "tpu-v5e-multislice"}
+MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice", "TPU v5e": "tpu-v5e-multislice",
+                                      "TPU v6e": "tpu-v6e-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}
 TARGET = {"median": 0.06, "worst": 0.15, "count": 40}  # issue 13
 
@@ -637,6 +640,10 @@ def comparison(case: dict[str, Any]) -> tuple[str, float] | str:
 #: MaxText's ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` remat policies (or ``remat_policy=custom`` with their
 #: tensors on 'device', as a case names it): recompute_modules jax_qkvo (cost.transformer.mlp_up_flops)
 SAVE_QKVO_POLICY = "save_dot_except_mlp"
+#: MaxText's ``save_qkv_proj`` remat policy (or ``qkv_proj_offloaded`` / ``custom`` with query_proj, key_proj,
+#: value_proj kept or offloaded and out_proj 'remat', as a case names it): recompute_modules jax_qkv
+#: (cost.transformer.out_proj_flops)
+SAVE_QKV_POLICY = "save_qkv_proj"
 
 
 def parse_recompute(text: Any) -> str | None:
@@ -647,7 +654,8 @@ def parse_recompute(text: Any) -> str | None:
         return None
     if t.startswith("none"):
         return "none"
-    if t.startswith("selective") or "remat_policy=minimal" in t or SAVE_QKVO_POLICY in t:
+    if (t.startswith("selective") or "remat_policy=minimal" in t or SAVE_QKVO_POLICY in t
+            or SAVE_QKV_POLICY in t):
         return "selective"
     return "full"  # "full ...", remat_policy=full, rematerialization of (nearly) everything
 
@@ -675,6 +683,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
     shared_experts), or MaxText's
     ``remat_policy=minimal``, the JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py):
     jax_dots; MaxText's ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` (:data:`SAVE_QKVO_POLICY`): jax_qkvo;
+    its ``save_qkv_proj`` (:data:`SAVE_QKV_POLICY`): jax_qkv; either with ``moe`` where the text names the MoE block
+    recomputed whole (the word moe);
     a torchtitan run's
     "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
     torchtitan/models/llama3/parallelize_llama.py, 9dec370 torchtitan/parallelisms/parallelize_llama.py: "Saves
@@ -683,8 +693,9 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
     t = str(text or "").lower()
     if "remat_policy=minimal" in t:
         return "jax_dots"
-    if SAVE_QKVO_POLICY in t:
-        return "jax_qkvo"
+    maxtext = "jax_qkvo" if SAVE_QKVO_POLICY in t else "jax_qkv" if SAVE_QKV_POLICY in t else ""
+    if maxtext:  # with moe where the policy names nothing in the MoE block (the block recomputed whole)
+        return maxtext + (",moe" if "moe" in re.findall(r"[a-z_]+", t) else "")
     if not t.startswith("selective"):
         return ""
     if source in TORCHTITAN and "op policy" in t:
@@ -1843,14 +1854,18 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
     # MaxText: remat_policy custom with tensors set to 'offload', or qkv_proj_offloaded (jax
     # save_and_offload_only_these_names with offload_dst pinned_host; MaxText/layers/models.py at tpu-recipes-v0.1.2,
     # src/MaxText/layers/decoders.py at 92e59fdf5). The named-tensor offload itself is priced (StrategySpec
-    # offload_tensors, :func:`parse_offload_tensors`) on the policy that keeps q, k, v and out_proj (jax_qkvo); these
-    # two markers are the policies around it the model has no name for.
-    ("maxtext_offload_out_proj_remat", "MaxText host offload with out_proj rematerialized (base.yml 'remat': "
-     "neither saved nor offloaded), so the backward repeats the attention output projection GEMM; offload_tensors "
-     "is priced on recompute_modules jax_qkvo, which keeps out_proj, and no recompute module repeats that GEMM"),
-    ("maxtext_offload_moe", "MaxText host offload on an MoE block: the policy rematerializes the whole MoE block "
-     "(router, dispatch, experts' wi_0 / wi_1 / wo) beside the attention core; offload_tensors is priced on "
-     "recompute_modules jax_qkvo, which prices dense layers only"),
+    # offload_tensors, :func:`parse_offload_tensors`) on the policies that keep q, k, v and out_proj (jax_qkvo) or q,
+    # k and v (jax_qkv: out_proj rematerialized), on MoE layers with moe (the block recomputed whole; since maxtext30).
+)
+#: ``parallelism.moe_dispatch`` markers of MoE implementations the model does not price (marker -> why): MaxText's
+#: dropping path without megablox (``MoeBlock.dense_matmul``, AI-Hypercomputer/maxtext@14b5876ea
+#: MaxText/layers/moe.py L734-900: tokens dispatched to and combined from per-expert capacity buffers by einsums
+#: against one-hot masks, ``BSM,BSEC->EBCM``, and the experts' GEMMs run on the buffers' E C rows, C = capacity_factor
+#: k s / E per sequence); the model prices a permutation dispatch and k T expert rows.
+UNPRICED_MOE_DISPATCH: tuple[tuple[str, str], ...] = (
+    ("maxtext_dense_matmul", "MaxText's dropping MoE (megablox False): dispatch and combine are einsums against "
+     "one-hot capacity masks (2 cf k s h FLOPs a token each) and the experts run on capacity buffers (cf k T rows); "
+     "the model prices a permutation dispatch and k T expert rows"),
 )
 #: ``parallelism.offload`` key of a MaxText row whose offloaded tensors are priced (StrategySpec.offload_tensors):
 #: ``maxtext_offload_tensors: name, name, ... (evidence)``, the names MaxText's remat_policy custom sets to 'offload'
@@ -1955,6 +1970,7 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
     offload = re.sub(r"\([^)]*\)", "", str(par.get("offload", ""))).lower()  # the names, not the evidence
     why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload]
+    why += [w for marker, w in UNPRICED_MOE_DISPATCH if marker in str(par.get("moe_dispatch", "")).lower()]
     multislice = (par.get("dcn_dp", 1) > 1 and (variant in MULTISLICE_CLUSTER or fabric_cluster(case) is not None)
                   and par.get("pod_dp", 1) == 1)
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
@@ -2807,7 +2823,7 @@ def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
     """The case's overrides of catalog cluster ``cname``: a multi-slice run's chips per slice as the ici span
     (gpus / dcn_dp), else the stated NIC rate (:func:`_nic_overrides`); NVLS off on the NVLink tiers for the
     sources of :data:`NVLS_DISABLED`."""
-    slices = int(case["parallelism"].get("dcn_dp", 1))
+    slices = int(case["parallelism"].get("dcn_dp", 1)) * int(case["parallelism"].get("dcn_fsdp", 1))
     if slices > 1 and cname in MULTISLICE_CLUSTER.values():
         return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
     cluster = load_cluster(cname)
@@ -2846,7 +2862,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     assert cname is not None
     cname = fabric_cluster(case) or cname
     slices = int(par.get("dcn_dp", 1))
-    if slices > 1 and variant in MULTISLICE_CLUSTER:  # multi-slice TPU: ICI slices joined by the DCN
+    if slices * int(par.get("dcn_fsdp", 1)) > 1 and variant in MULTISLICE_CLUSTER:  # ICI slices joined by the DCN
         cname = MULTISLICE_CLUSTER[variant]
     overrides = cluster_overrides(case, cname)
     cluster = load_cluster(cname, overrides)
@@ -2980,6 +2996,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         net_tier = "DCN" if over == "slices" else cluster.tiers[-1].name
         notes.append(f"{slices} {over} of {int(par['gpus']) // slices} {'chips' if over == 'slices' else 'GPUs'} over "
                      f"{net_tier}: hsdp, shard_group {shard_group}")
+    elif int(par.get("dcn_fsdp", 1)) > 1:  # MaxText dcn_fsdp_parallelism: one FSDP group across the slices
+        n = int(par["dcn_fsdp"])
+        notes.append(f"{n} slices of {int(par['gpus']) // n} chips over DCN: FSDP across them")
     elif any(".bandwidth=" in o for o in overrides):
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if release_note:

@@ -938,7 +938,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     :func:`scalemodel.cost.transformer.mlp_up_flops`) repeats the core, a dense layer's MLP up-projection GEMMs
     (T x (2|1) f/t x h) and the forward bytes of its two norms and activation, :func:`_dense_mlp_forward_bytes`
     + 2 e x for the input norm (x = h, / t with SP); the residual sum the pre-MLP norm reads is one more add,
-    taken as fused into that norm's XLA fusion (not counted). titan_op (torchtitan's op policy) repeats the
+    taken as fused into that norm's XLA fusion (not counted). jax_qkv (MaxText's save_qkv_proj, or custom /
+    qkv_proj_offloaded with out_proj 'remat': :func:`scalemodel.cost.transformer.out_proj_flops`) repeats all that
+    jax_qkvo does and the attention output projection GEMM (T x h x a d_v / t), whose output it does not keep. In an
+    MoE layer (named with moe, which prices the block's forward) both repeat the core and the forward bytes of the
+    layer's two norms, 2 x 2 e x (MaxText keeps neither norm's output nor the MoE block's input).
+    titan_op (torchtitan's op policy) repeats the
     forward's memory-bound work and the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its
     save list).
 
@@ -1055,6 +1060,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     gemm = np.zeros_like(T)
     flops = np.zeros_like(T)
     up_proj = np.zeros_like(T)  # MLA's q_up and kv_up GEMMs (selective recompute of mla_up_proj)
+    o_proj = np.zeros_like(T)  # the attention output projection GEMM (selective recompute of jax_qkv repeats it)
     att = 1.0 if attention else 0.0  # a hybrid's MLP-only layer has no attention block
     pkw = _gemm_kwargs(kw, proj_peak_flops, proj_gemm_max, proj_gemm_half_dim)
     for name, n_in, n_out, split in attention_matrices(sh):
@@ -1064,6 +1070,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         gemm = gemm + t_m
         if name in ("q_up", "kv_up"):
             up_proj = up_proj + t_m
+        if name == "o":
+            o_proj = t_m
         flops = flops + att * 2 * T * n_in * n_out / div
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
@@ -1211,6 +1219,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
     selective = (np.where(again.attention_core, t_core, 0.0)
                  + np.where(again.mla_up_proj, up_proj, 0.0)
+                 + np.where(again.out_proj, o_proj, 0.0)
                  + (np.where(again.titan_op, t_mem + titan_op_gemm_time(sh, T, t, **kw), 0.0)
                     if np.any(again.titan_op) else 0.0)  # its GEMMs only when a candidate runs the policy
                  + np.where(again.moe_act, memory_time(
@@ -1225,7 +1234,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + (np.where(again.jax_qkvo & ~again.mlp, mlp_up + memory_time(T * (_dense_mlp_forward_bytes(
                      sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb) + 2.0 * eb * np.where(
                      sp, h / t, h)), memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0)
-                    if (mlp and not moe and np.any(again.jax_qkvo)) else 0.0))
+                    if (mlp and not moe and np.any(again.jax_qkvo)) else 0.0)
+                 # an MoE layer under jax_qkvo / jax_qkv (with moe, which prices the block): its two norms again
+                 + (np.where(again.jax_qkvo, memory_time(T * 4.0 * eb * np.where(sp, h / t, h),
+                                                         memory_bandwidth=memory_bandwidth,
+                                                         memory_efficiency=memory_efficiency), 0.0)
+                    if (mlp and moe and np.any(again.jax_qkvo)) else 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f

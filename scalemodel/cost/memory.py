@@ -101,8 +101,15 @@ core's 16-bit output).
                  residual sum the pre-MLP norm reads: 2 s b (2 h) + 2 s b (a d + g d + g d_v) / t (the two
                  residual-stream tensors / t only with sequence parallelism, as jax_dots' carry). mlpwo is no
                  residual (only the residual sum reads it); the norm outputs, attention output, up-projections
-                 and activation are recomputed. Dense layers only (engine.job refuses MoE, MLA, a parallel
-                 block and a hybrid layer pattern).
+                 and activation are recomputed. Dense layers, or MoE layers with moe named too (MaxText's
+                 policy names nothing in the MoE block, so it keeps the same set and recomputes the block whole);
+                 engine.job refuses MLA, a parallel block and a hybrid layer pattern.
+    jax_qkv      MaxText ``remat_policy`` save_qkv_proj, or custom / qkv_proj_offloaded with query_proj,
+                 key_proj, value_proj kept or offloaded and out_proj 'remat' (src/MaxText/layers/decoders.py
+                 ``get_remat_policy`` at AI-Hypercomputer/maxtext@92e59fdf5): jax_qkvo's set without the
+                 output projection's output, which the backward rebuilds by running that GEMM again
+                 (transformer.out_proj_flops): 2 s b h + 2 s b (a d + g d + g d_v) / t (the layer input / t only
+                 with sequence parallelism). Dense layers, or MoE layers with moe, as jax_qkvo.
     titan_op     torchtitan's op-level selective AC (transformer.titan_op_gemms): the layer keeps its input
                  (the checkpoint's) and the saved-list outputs its backward reads: Q (wq) 2 s b a d, V (wv)
                  2 s b g d, the SDPA output 2 s b a d_v and its fp32 log-sum-exp 4 a s b, the MLP's first up-
@@ -439,8 +446,9 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         kept = np.where(dots, np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t, kept)
     if np.any(again.jax_qkvo):
         # MaxText save_dot_except_mlp(wi): the layer input and the output projection (residual-stream wide) and the
-        # Q, K, V the backward reads
-        qkvo = np.where(sp, 4 * sbh / t, 4 * sbh) + 2 * s * b * (a * d + g * d + g * dv) / t
+        # Q, K, V the backward reads (jax_qkv: not the output projection, which its backward runs again)
+        residuals = np.where(again.out_proj, 2.0, 4.0) * sbh
+        qkvo = np.where(sp, residuals / t, residuals) + 2 * s * b * (a * d + g * d + g * dv) / t
         kept = np.where(again.jax_qkvo & ~np.asarray(dots, dtype=bool), qkvo, kept)
     return np.where(code == Recompute.FULL, full, kept)
 

@@ -77,10 +77,11 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: Selective-recompute modules as bits: Megatron-Core ``--recompute-modules`` names (transformer_config.py
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring),
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`) and ``jax_qkvo`` for MaxText's
-#: named-tensor policies that save the Q, K, V and output projections only (:func:`mlp_up_flops`).
+#: named-tensor policies that save the Q, K, V and output projections only (:func:`mlp_up_flops`), ``jax_qkv`` for
+#: those that save Q, K and V and rematerialize the output projection too (:func:`out_proj_flops`).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
                                      "moe": 32, "layernorm": 64, "mlp": 128,
-                                     "shared_experts": 256, "jax_qkvo": 512}
+                                     "shared_experts": 256, "jax_qkvo": 512, "jax_qkv": 1024}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -97,7 +98,9 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     MLP block's forward (its fused pre-MLP norm, up- and down-projections and activation) in a layer that is not an
     MoE layer, ``shared_experts`` the shared experts' forward in an MoE layer that has them, ``jax_qkvo`` MaxText's
     ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` (or ``custom`` with those names on 'device'): the attention
-    core, the dense MLP's up-projections and the layer's norms and activation (:func:`mlp_up_flops`)."""
+    core, the dense MLP's up-projections and the layer's norms and activation (:func:`mlp_up_flops`); also true under
+    ``jax_qkv``, whose policy repeats all of that and the attention output projection, ``out_proj``
+    (:func:`out_proj_flops`)."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -109,6 +112,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     mlp: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     shared_experts: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     jax_qkvo: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    out_proj: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -136,7 +140,12 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     ``moe_shared_expert_overlap``); named with moe they are repeated once more, their checkpoint running again
     inside the recomputed block. Megatron-Core has no parallel (GPT-J) block, whose attention and MLP share one norm
     output and one TP collective: mlp recomputes nothing there (its memory could not drop the shared input, while
-    the repeated GEMMs, FLOPs and collective were priced), as layernorm (:func:`recomputed_norms`)."""
+    the repeated GEMMs, FLOPs and collective were priced), as layernorm (:func:`recomputed_norms`). jax_qkv:
+    MaxText's ``save_qkv_proj`` (``save_only_these_names`` of query_proj, value_proj, key_proj, qkv_proj) or a
+    ``custom`` / ``qkv_proj_offloaded`` policy that keeps or offloads those and leaves out_proj 'remat'
+    (AI-Hypercomputer/maxtext@92e59fdf5 src/MaxText/layers/decoders.py ``get_remat_policy`` L319-332, base.yml
+    ``out_proj: 'remat'``): everything jax_qkvo repeats (``jax_qkvo`` true) and the output projection
+    (``out_proj``)."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -144,12 +153,13 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     def on(*names: str) -> np.ndarray:
         return (mods & sum(RECOMPUTE_MODULES[n] for n in names)) > 0
 
-    return Recomputed(attention_core=on("core_attn", "jax_dots", "jax_qkvo"), mla_up_proj=on("mla_up_proj") & sh.mla,
+    return Recomputed(attention_core=on("core_attn", "jax_dots", "jax_qkvo", "jax_qkv"),
+                      mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
                       moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"),
                       mlp=on("mlp") & ~np.asarray(sh.parallel_block, dtype=bool),
                       shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0),
-                      jax_qkvo=on("jax_qkvo"))
+                      jax_qkvo=on("jax_qkvo", "jax_qkv"), out_proj=on("jax_qkv"))
 
 
 def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,
@@ -993,6 +1003,16 @@ def mlp_up_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     return 2.0 * s * np.where(sh.gated_mlp, 2.0, 1.0) * sh.hidden * sh.ffn_hidden
 
 
+def out_proj_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of the attention output projection GEMM for one sequence: 2 s (a d_v) h. What ``jax_qkv``
+    repeats beyond ``jax_qkvo``: its policies keep query_proj, key_proj and value_proj but not ``out_proj``, which
+    MaxText names on ``out_projection``'s output (AI-Hypercomputer/maxtext@92e59fdf5 src/MaxText/layers/attentions.py
+    L953, ``h`` wide), so the backward rebuilds the residual sum the pre-MLP norm reads by running that GEMM again on
+    the recomputed attention output (``context``, 'remat' too)."""
+    s = _arr("seq_len", seq_len)
+    return 2.0 * s * sh.heads * sh.v_head_dim * sh.hidden
+
+
 def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
     """Forward FLOPs of the weight GEMMs of one attention + MLP layer for one sequence: 2 * s * (matrix params
     used)."""
@@ -1077,7 +1097,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                MoE layer and MoE MTP block, the dense MLP's GEMMs :func:`mlp_gemm_flops` (mlp) in each dense MLP
                layer (:attr:`Shape.mlp_layers`) and dense MTP block, the shared experts' GEMMs 2 s c (3|2) h f_e
                (shared_experts) in each MoE layer and MoE MTP block, the attention core and the dense MLP's
-               up-projections :func:`mlp_up_flops` (jax_qkvo) in each dense MLP layer; moe_act
+               up-projections :func:`mlp_up_flops` (jax_qkvo, jax_qkv) in each dense MLP layer, and the output
+               projection :func:`out_proj_flops` (jax_qkv) in each attention layer; moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -1089,7 +1110,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     layers_fwd = fwd - logits_flops(sh, seq_len) * (1.0 + sh.mtp_layers) * n
     again = recomputed_modules(sh, code, recompute_modules)
     per_attention = (np.where(again.attention_core, attention_core_flops(sh, seq_len), 0.0)
-                     + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
+                     + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0)
+                     + np.where(again.out_proj, out_proj_flops(sh, seq_len), 0.0))
     per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
     per_moe = np.where(again.moe, mlp_gemm_flops(sh, seq_len, moe=True), 0.0)
     per_mlp = (np.where(again.mlp, mlp_gemm_flops(sh, seq_len), 0.0)

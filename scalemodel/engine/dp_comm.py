@@ -1273,8 +1273,9 @@ def xla_recomputed_kernels(job: Job, g: StrategyGrid) -> np.ndarray:
 
         full recompute       K_f = 4 + (3|2) + 1, less the down-projection where XLA's remat leaves it out
                              (:func:`scalemodel.engine.layer_compute.xla_remat`, a TPU)        (8 for Llama)
-        selective            the attention forward kernel with core_attn, jax_dots or jax_qkvo (1), the MLP's
-                             up-projections with jax_qkvo (wi_0, wi_1 gated, wi: 2|1), the dense MLP's GEMMs
+        selective            the attention forward kernel with core_attn, jax_dots, jax_qkvo or jax_qkv (1),
+                             the MLP's up-projections with jax_qkvo or jax_qkv (wi_0, wi_1 gated, wi: 2|1), the
+                             output projection with jax_qkv (1), the dense MLP's GEMMs
                              with mlp (3|2), torchtitan's repeated GEMMs with titan_op (wk, wo, and w3 gated:
                              :func:`scalemodel.cost.transformer.titan_op_gemms`)
         none                 0
@@ -1290,6 +1291,7 @@ def xla_recomputed_kernels(job: Job, g: StrategyGrid) -> np.ndarray:
     selective = (np.where(again.attention_core, 1.0, 0.0)
                  + np.where(again.mlp, np.where(gated, 3.0, 2.0),
                             np.where(again.jax_qkvo, np.where(gated, 2.0, 1.0), 0.0))
+                 + np.where(again.out_proj, 1.0, 0.0)
                  + np.where(again.titan_op, titan, 0.0))
     full = xla_layer_forward_kernels(job) - (1.0 if xla_remat(job) else 0.0)
     return np.asarray(np.where(g.recompute == Recompute.FULL, full, selective), dtype=float)

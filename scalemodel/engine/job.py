@@ -1047,8 +1047,9 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
     """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused without
     the host link's rate, beside whole-layer offload (one route per layer), without a transformer layer, in a 32-bit
     run (the memory model's activations are 16-bit: the bytes sent would not be the bytes it counts), and with a
-    recompute other than selective jax_qkvo, the remat policy whose saved tensors (q, k, v, out_proj and the layer
-    input) are the ones that can go to host memory instead (src/MaxText/layers/decoders.py at 92e59fdf5)."""
+    recompute other than selective jax_qkvo or jax_qkv, the remat policies whose saved tensors (q, k, v, out_proj
+    and the layer input; jax_qkv: not out_proj, which it recomputes) are the ones that can go to host memory instead
+    (src/MaxText/layers/decoders.py at 92e59fdf5)."""
     names = list(getattr(strategy, "offload_tensors", []) or [])
     if not names:
         return
@@ -1069,11 +1070,15 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
          f"the named tensors are {job.elem_bytes:g}-byte elements, and the memory model counts a transformer's "
          "activations at 16 bits only", "offload_tensors: [] with a 32-bit precision, or precision bf16 / fp16 / fp8 "
          "/ fp4 (MaxText dtype bfloat16, its default)"),
-        (Recompute.parse(strategy.recompute) != Recompute.SELECTIVE or "jax_qkvo" not in modules,
-         f"offload_tensors [{named}] is priced on MaxText's remat policy that keeps q, k, v and out_proj (recompute "
-         f"selective, recompute_modules jax_qkvo); got recompute {strategy.recompute} with recompute_modules "
-         f"{','.join(sorted(modules)) or '(none)'}",
-         "recompute: selective with recompute_modules jax_qkvo, or offload_tensors: []"),
+        (Recompute.parse(strategy.recompute) != Recompute.SELECTIVE or not modules & {"jax_qkvo", "jax_qkv"},
+         f"offload_tensors [{named}] is priced on MaxText's remat policies that keep q, k, v and out_proj, or q, k "
+         f"and v (recompute selective, recompute_modules jax_qkvo or jax_qkv); got recompute {strategy.recompute} "
+         f"with recompute_modules {','.join(sorted(modules)) or '(none)'}",
+         "recompute: selective with recompute_modules jax_qkvo or jax_qkv, or offload_tensors: []"),
+        ("jax_qkv" in modules and "out_proj" in names,
+         f"offload_tensors [{named}] names out_proj, which recompute_modules jax_qkv recomputes (MaxText: out_proj "
+         "'remat'), so it is not kept to be offloaded",
+         "offload_tensors without out_proj, or recompute_modules jax_qkvo (out_proj 'offload')"),
     )
     for refused, message, allowed in refusals:
         if refused:
@@ -1817,25 +1822,38 @@ def _check_cp_window(job: Job, strategy: Any, cp: int, origin: Origin | None = N
 
 
 #: The dense-block-only recompute sets and the block each prices: titan_op (torchtitan's op-level selective AC,
-#: cost.transformer.titan_op_gemms: its mm order, and so which GEMMs the policy saves) and jax_qkvo (MaxText's
+#: cost.transformer.titan_op_gemms: its mm order, and so which GEMMs the policy saves), jax_qkvo (MaxText's
 #: save_dot_except_mlp / _mlpwi, cost.transformer.mlp_up_flops: the names MaxText's MoE, MLA and parallel blocks
-#: tag differ).
+#: tag differ) and jax_qkv (save_qkv_proj, cost.transformer.out_proj_flops: the same names).
 DENSE_ONLY_RECOMPUTE = {"titan_op": "torchtitan's op policy on a dense block (wq, wk, wv, wo, w1, w3, w2)",
                         "jax_qkvo": "MaxText's save_dot_except_mlp(wi) on a dense block (query_proj, key_proj, "
-                                    "value_proj, out_proj, mlpwi_0/1, mlpwo)"}
+                                    "value_proj, out_proj, mlpwi_0/1, mlpwo), or beside moe on MoE layers",
+                        "jax_qkv": "MaxText's save_qkv_proj on a dense block (query_proj, key_proj, value_proj, "
+                                   "out_proj, mlpwi_0/1, mlpwo), or beside moe on MoE layers"}
 
 
 def _check_titan_op(job: Job, strategy: Any) -> None:
-    """recompute_modules titan_op or jax_qkvo (:data:`DENSE_ONLY_RECOMPUTE`) is priced for a dense block with
+    """recompute_modules titan_op, jax_qkvo or jax_qkv (:data:`DENSE_ONLY_RECOMPUTE`) is priced for a dense block with
     separate Q, K, V projections; which tensors the policy saves is not derived for MoE layers, MLA, a parallel
     block or a hybrid layer pattern (cost.memory charges the policy's saved set to every block call, so a Mamba-2 or
-    MLP-only layer would keep Q, K and V it does not have); a non-transformer model has no layers to price."""
+    MLP-only layer would keep Q, K and V it does not have); a non-transformer model has no layers to price. jax_qkvo
+    and jax_qkv take MoE layers when ``moe`` is named with them: MaxText's policy then names nothing inside the MoE
+    block (mlpwi_0, mlpwi_1, mlpwo 'remat'), so the backward recomputes the block whole (router, dispatch, experts),
+    which is recompute_modules moe's price (docs/model.md#offload, the Mixtral counterpart)."""
     names = str(getattr(strategy, "recompute_modules", "") or "").split(",")
+    if "jax_qkvo" in names and "jax_qkv" in names:
+        raise InputError("recompute_modules names jax_qkvo and jax_qkv: two MaxText remat policies, one keeping the "
+                         "output projection's output and one recomputing it", where="strategy.recompute_modules",
+                         allowed="jax_qkvo (save_dot_except_mlp) or jax_qkv (save_qkv_proj), not both")
     for name, block in DENSE_ONLY_RECOMPUTE.items():
         if name not in names:
             continue
         sh = job.shape if job.is_transformer else None
-        what = ("a generic model (no transformer layers)" if sh is None else "MoE layers" if int(sh.moe_experts) > 0
+        whole_moe = name in ("jax_qkvo", "jax_qkv") and "moe" in names  # the MoE block recomputed whole
+        what = ("a generic model (no transformer layers)" if sh is None
+                else "MoE layers" + (f" (with {name}, name moe too: MaxText's policy recomputes the MoE block whole "
+                                     "when it names nothing in it)" if name != "titan_op" else "")
+                if int(sh.moe_experts) > 0 and not whole_moe
                 else "multi-head latent attention" if int(sh.kv_lora_rank) > 0
                 else "a parallel attention/MLP block" if bool(sh.parallel_block)
                 else "a hybrid layer pattern (Mamba-2, attention-only and MLP-only layers)" if sh.hybrid is not None

@@ -77,7 +77,7 @@ def _as_is(v: object) -> object:
 #: ^([a-z_]+(,[a-z_]+)*)?$": the regular expression, not the names)
 _MODULES = Before(_as_is)
 _MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, layernorm, "  # type: ignore[attr-defined]
-                       "mlp, shared_experts, jax_dots, jax_qkvo or titan_op (e.g. 'core_attn,moe_act')")
+                       "mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv or titan_op (e.g. 'core_attn,moe_act')")
 
 
 def _release_text(v: object) -> object:
@@ -457,8 +457,10 @@ class StrategySpec(Spec, kw_only=True):
         "shared_experts (an MoE layer's shared experts; Megatron-Core --recompute-modules), "
         "jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
         "remat_policy=minimal), jax_qkvo (MaxText remat_policy save_dot_except_mlp / save_dot_except_mlpwi: "
-        "saves Q, K, V and the output projection, recomputes the core, norms and MLP up-projections; dense layers "
-        "only), titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
+        "saves Q, K, V and the output projection, recomputes the core, norms and MLP up-projections; dense layers, "
+        "or MoE layers with moe named too), jax_qkv (MaxText remat_policy save_qkv_proj, or custom / "
+        "qkv_proj_offloaded with out_proj 'remat': as jax_qkvo but the output projection is recomputed too), "
+        "titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
         "recomputes the rest; dense layers only); changes the activation memory (scalemodel.cost.memory)"))] = ""
     recompute_method: Annotated[RecomputeMethodText, Meta(description=(
         "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
@@ -472,7 +474,8 @@ class StrategySpec(Spec, kw_only=True):
         "remat_policy custom with 'offload', qkv_proj_offloaded: JAX save_and_offload_only_these_names, "
         "offload_dst pinned_host); the rest of the layer is saved or recomputed as recompute_modules says. Needs "
         "recompute selective with recompute_modules jax_qkvo (the policy that would keep q, k, v and out_proj on "
-        "the device) and the cluster's host_bandwidth (docs/model.md#offload)"))] = []
+        "the device) or jax_qkv (q, k and v; out_proj recomputed, so not offloaded) and the cluster's "
+        "host_bandwidth (docs/model.md#offload)"))] = []
     tp_comm_overlap: Annotated[bool, Meta(description=(
         "tensor-parallel all-gathers/reduce-scatters overlapped with the GEMMs that consume/produce them "
         "(Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers); default: only the backward ones, under "
