@@ -1043,10 +1043,27 @@ def _check_stage_layers(job: Job, strategy: Any) -> None:
     check_stage_layers(job, split)
 
 
+def _check_host_link(job: Job, strategy: Any) -> None:
+    """Offload to host memory (docs/model.md#offload: strategy offload_layers, Megatron's activation offload on GPUs,
+    and offload_tensors, MaxText's named tensors on TPUs) is priced over the accelerator-host link: refused where the
+    cluster does not give its rate (ClusterSpec.host_bandwidth), offload_layers named first when both are set."""
+    if job.host_bandwidth > 0:
+        return
+    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    for field, given, chip, off, rate in (
+            ("offload_layers", strategy.offload_layers > 0 and f"offload_layers={strategy.offload_layers}", "GPU",
+             "offload_layers: 0", "64GB/s (per GPU, per direction)"),
+            ("offload_tensors", named and f"offload_tensors [{named}]", "accelerator", "offload_tensors: []",
+             "32GB/s (per chip and direction)")):
+        if given:
+            raise InputError(f"{given} needs the {chip}-host link rate, which cluster {job.cluster_name} does not give",
+                             where=f"strategy.{field}", allowed=f"{off}, or --set cluster.host_bandwidth={rate}")
+
+
 def _check_offload_tensors(job: Job, strategy: Any) -> None:
-    """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused without
-    the host link's rate, beside whole-layer offload (one route per layer), without a transformer layer, and with a
-    recompute other than selective jax_qkvo, the remat policy whose saved tensors (q, k, v, out_proj and the layer
+    """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused (after
+    :func:`_check_host_link`) beside whole-layer offload (one route per layer), without a transformer layer, and with
+    a recompute other than selective jax_qkvo, the remat policy whose saved tensors (q, k, v, out_proj and the layer
     input) are the ones that can go to host memory instead (src/MaxText/layers/decoders.py at 92e59fdf5)."""
     names = list(getattr(strategy, "offload_tensors", []) or [])
     if not names:
@@ -1054,9 +1071,6 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
     named = ", ".join(names)
     modules = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     refusals = (
-        (job.host_bandwidth <= 0, f"offload_tensors [{named}] needs the accelerator-host link rate, which cluster "
-         f"{job.cluster_name} does not give",
-         "offload_tensors: [], or --set cluster.host_bandwidth=32GB/s (per chip and direction)"),
         (strategy.offload_layers > 0, f"offload_tensors [{named}] beside offload_layers={strategy.offload_layers}: a "
          "layer is offloaded whole or by named tensors, not both",
          "offload_tensors: [] with offload_layers, or offload_layers: 0"),
@@ -1250,10 +1264,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         raise InputError("xla_gpu_lhs prices XLA's windows in a transformer layer's kernels; this model has no layers "
                          "of that kind", where="strategy.xla_gpu_lhs",
                          allowed="xla_gpu_lhs: false with a non-transformer workload")
-    if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
-        raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
-                         f"{job.cluster_name} does not give", where="strategy.offload_layers",
-                         allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
+    _check_host_link(job, strategy)
     _check_offload_tensors(job, strategy)
     _check_chunk_layers(strategy)
     _check_stage_layers(job, strategy)
