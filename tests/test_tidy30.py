@@ -13,7 +13,14 @@ import json
 import pytest
 from msgspec.structs import replace
 
-from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.job import (
+    _FRAMEWORK_SWITCHES,
+    _KERNEL_SWITCHES,
+    GRID_DEFAULTS,
+    build_job,
+    grid_from_arrays,
+    grid_from_strategy,
+)
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.nccl_tests import parse_nccl_tests
@@ -71,3 +78,22 @@ def test_nccl_tests_bounds_keep_their_words(text: str, where: str, want: list[st
     with pytest.raises(InputError) as err:
         parse_nccl_tests(text)
     assert [err.value.where, err.value.what, err.value.allowed] == [where, *want]
+
+
+def test_strategy_switches_pass_through_grid_and_back() -> None:
+    """The switches grid_from_strategy reads and StrategyGrid.describe writes from one list (tidy30): each is a bool
+    StrategySpec field whose default is the grid's, a flipped value comes back out of describe, and the JSON
+    strategy keeps its key order (the switches where describe wrote them one by one before the cut)."""
+    names = (*_FRAMEWORK_SWITCHES, *_KERNEL_SWITCHES)
+    spec = StrategySpec()
+    for name in names:
+        assert getattr(spec, name) is GRID_DEFAULTS[name] and isinstance(GRID_DEFAULTS[name], bool), name
+    base = dict(gpus=8, dp=8, tp=1, pp=1, micro_batch=1, global_batch=8)
+    for name in names:
+        flipped = not GRID_DEFAULTS[name]
+        assert grid_from_arrays(**base, **{name: flipped}).describe(0)[name] is flipped, name
+    keys = list(grid_from_arrays(**base).describe(0))
+    i = keys.index("moe_flex_backend")
+    assert keys[i + 1:i + 1 + len(_FRAMEWORK_SWITCHES)] == list(_FRAMEWORK_SWITCHES)
+    j = keys.index("cp_a2a_size")
+    assert keys[j + 1:] == [*_KERNEL_SWITCHES, "train_metric_passes", "train_metric_states"]
