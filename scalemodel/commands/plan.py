@@ -46,31 +46,11 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     file_pins = o.strategy_constraints(sf, replaced, reported=file_fields(sf))
     if sf is not None:
         merge_constraints(constraints, file_pins, where=f"--strategy: {sf.path}")
-    modes = comma_list(sync_modes)
-    if not modes:
-        raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
-    for m in modes:
-        try:
-            parse_sync(m)
-        except InputError as exc:
-            raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
-    pinned_sync = next((t.partition("=")[2] for t in file_pins if t.startswith("sync=")), None)
-    if sf is not None and pinned_sync is not None:
-        label = parse_sync(pinned_sync).label()
-        if label not in {parse_sync(m).label() for m in modes}:  # was "--constraint sync: the sync constraint ..."
-            raise InputError(f"sync {label} is not among the searched sync modes ({', '.join(modes)})",
-                             where=f"--strategy: {sf.path}: {sf.field_name('sync')}",
-                             allowed=f"--sync-modes {','.join([*modes, label])} (plan searches only --sync-modes), "
-                                     "or --constraint sync=... to pin another")
+    modes = _sync_modes(sync_modes, sf, file_pins)
     training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                 "train_tokens": train_tokens}
     o.check_straggler_cv_against_sets(straggler_cv, sets)
-    allowed = comma_list(allow)
-    if allow and not allowed:  # "--allow ,," opened nothing without a word (as --sync-modes refuses its empty list)
-        raise InputError(f"no search named in {allow[:40]!r}", where="--allow", allowed=" | ".join(ALLOW))
-    for a in allowed:
-        if a not in ALLOW:
-            raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
+    allowed = _allowed_searches(allow)
     options = training
     if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
         training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
@@ -101,6 +81,38 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     finally:
         bar.close()
     render_plan(result, as_json=as_json)
+
+
+def _sync_modes(sync_modes: str, sf: Any, file_pins: list[str]) -> list[str]:
+    """--sync-modes as a list, each a sync mode; a --strategy file's pinned sync must be among them."""
+    modes = comma_list(sync_modes)
+    if not modes:
+        raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
+    for m in modes:
+        try:
+            parse_sync(m)
+        except InputError as exc:
+            raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
+    pinned_sync = next((t.partition("=")[2] for t in file_pins if t.startswith("sync=")), None)
+    if sf is not None and pinned_sync is not None:
+        label = parse_sync(pinned_sync).label()
+        if label not in {parse_sync(m).label() for m in modes}:  # was "--constraint sync: the sync constraint ..."
+            raise InputError(f"sync {label} is not among the searched sync modes ({', '.join(modes)})",
+                             where=f"--strategy: {sf.path}: {sf.field_name('sync')}",
+                             allowed=f"--sync-modes {','.join([*modes, label])} (plan searches only --sync-modes), "
+                                     "or --constraint sync=... to pin another")
+    return modes
+
+
+def _allowed_searches(allow: str) -> list[str]:
+    """--allow as a list, each one of the planner's opt-in searches (ALLOW)."""
+    allowed = comma_list(allow)
+    if allow and not allowed:  # "--allow ,," opened nothing without a word (as --sync-modes refuses its empty list)
+        raise InputError(f"no search named in {allow[:40]!r}", where="--allow", allowed=" | ".join(ALLOW))
+    for a in allowed:
+        if a not in ALLOW:
+            raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
+    return allowed
 
 
 def file_fields(sf: Any) -> set[str]:

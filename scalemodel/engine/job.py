@@ -878,39 +878,30 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
             "moe_flex_dispatcher": bool(self.moe_flex_dispatcher[i]),
             "moe_allgather_dispatcher": bool(self.moe_allgather_dispatcher[i]),
             "moe_flex_backend": FlexBackend.of(self.moe_flex_backend[i]).label,
-            "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
-            "nanotron_trainer": bool(self.nanotron_trainer[i]),
-            "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
-            "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
-            "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
-            "fsdp_per_param": bool(self.fsdp_per_param[i]),
-            "xla_gpu_lhs": bool(self.xla_gpu_lhs[i]),
-            "attention_unpad": bool(self.attention_unpad[i]),
-            "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
-            "moe_permute_fusion": bool(self.moe_permute_fusion[i]),
-            "megatron_ddp": bool(self.megatron_ddp[i]),
-            "align_grad_reduce": bool(self.align_grad_reduce[i]),
-            "grad_accumulation_fusion": bool(self.grad_accumulation_fusion[i]),
-            "bucket_fragments": bool(self.bucket_fragments[i]),
-            "align_param_gather": bool(self.align_param_gather[i]),
-            "fp8_param_gather": bool(self.fp8_param_gather[i]),
-            "fp4_param_gather": bool(self.fp4_param_gather[i]),
+            **{name: bool(getattr(self, name)[i]) for name in _FRAMEWORK_SWITCHES},
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
             "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
             "cp_comm_type": CpCommType.of(self.cp_comm_type[i]).label,
             "cp_a2a_size": int(self.cp_a2a_size[i]),
-            "pp_scatter_gather": bool(self.pp_scatter_gather[i]),
-            "overlap_p2p_comm": bool(self.overlap_p2p_comm[i]),
-            "overlap_p2p_send_wait": bool(self.overlap_p2p_send_wait[i]),
-            "eager_rope": bool(self.eager_rope[i]),
-            "mla_column_down_proj": bool(self.mla_column_down_proj[i]),
-            "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
-            "eager_expert_bias": bool(self.eager_expert_bias[i]),
-            "eager_bias_dropout_add": bool(self.eager_bias_dropout_add[i]),
-            "moe_host_attention_graphed": bool(self.moe_host_attention_graphed[i]),
+            **{name: bool(getattr(self, name)[i]) for name in _KERNEL_SWITCHES},
             "train_metric_passes": int(self.train_metric_passes[i]),
             "train_metric_states": int(self.train_metric_states[i]),
         }
+
+
+#: Strategy switches a StrategyGrid holds as the strategy gives them: a bool field of the same name in StrategySpec
+#: and StrategyGrid, read by :func:`grid_from_strategy` (a strategy without the field takes :data:`GRID_DEFAULTS`')
+#: and written back by :meth:`StrategyGrid.describe` in this order (the JSON strategy's keys). Two runs, as describe
+#: writes them with the loss, layer and CP choices between: mostly the frameworks' data-parallel / FSDP variants,
+#: then the pipeline's p2p and the eager kernels.
+_FRAMEWORK_SWITCHES: tuple[str, ...] = (
+    "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "fsdp_flat_param",
+    "fsdp_per_param", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding", "moe_permute_fusion", "megatron_ddp",
+    "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather", "fp8_param_gather",
+    "fp4_param_gather")
+_KERNEL_SWITCHES: tuple[str, ...] = (
+    "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
+    "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed")
 
 
 #: The value every StrategyGrid field takes when a caller does not give it (the fields without one, gpus, dp, tp,
@@ -1043,11 +1034,28 @@ def _check_stage_layers(job: Job, strategy: Any) -> None:
     check_stage_layers(job, split)
 
 
+def _check_host_link(job: Job, strategy: Any) -> None:
+    """Offload to host memory (docs/model.md#offload: strategy offload_layers, Megatron's activation offload on GPUs,
+    and offload_tensors, MaxText's named tensors on TPUs) is priced over the accelerator-host link: refused where the
+    cluster does not give its rate (ClusterSpec.host_bandwidth), offload_layers named first when both are set."""
+    if job.host_bandwidth > 0:
+        return
+    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    for field, given, chip, off, rate in (
+            ("offload_layers", strategy.offload_layers > 0 and f"offload_layers={strategy.offload_layers}", "GPU",
+             "offload_layers: 0", "64GB/s (per GPU, per direction)"),
+            ("offload_tensors", named and f"offload_tensors [{named}]", "accelerator", "offload_tensors: []",
+             "32GB/s (per chip and direction)")):
+        if given:
+            raise InputError(f"{given} needs the {chip}-host link rate, which cluster {job.cluster_name} does not give",
+                             where=f"strategy.{field}", allowed=f"{off}, or --set cluster.host_bandwidth={rate}")
+
+
 def _check_offload_tensors(job: Job, strategy: Any) -> None:
-    """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused without
-    the host link's rate, beside whole-layer offload (one route per layer), without a transformer layer, in a 32-bit
-    run (the memory model's activations are 16-bit: the bytes sent would not be the bytes it counts), and with a
-    recompute other than selective jax_qkvo or jax_qkv, the remat policies whose saved tensors (q, k, v, out_proj
+    """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused (after
+    :func:`_check_host_link`) beside whole-layer offload (one route per layer), without a transformer layer, in a
+    32-bit run (the memory model's activations are 16-bit: the bytes sent would not be the bytes it counts), and with
+    a recompute other than selective jax_qkvo or jax_qkv, the remat policies whose saved tensors (q, k, v, out_proj
     and the layer input; jax_qkv: not out_proj, which it recomputes) are the ones that can go to host memory instead
     (src/MaxText/layers/decoders.py at 92e59fdf5)."""
     names = list(getattr(strategy, "offload_tensors", []) or [])
@@ -1056,9 +1064,6 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
     named = ", ".join(names)
     modules = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     refusals = (
-        (job.host_bandwidth <= 0, f"offload_tensors [{named}] needs the accelerator-host link rate, which cluster "
-         f"{job.cluster_name} does not give",
-         "offload_tensors: [], or --set cluster.host_bandwidth=32GB/s (per chip and direction)"),
         (strategy.offload_layers > 0, f"offload_tensors [{named}] beside offload_layers={strategy.offload_layers}: a "
          "layer is offloaded whole or by named tensors, not both",
          "offload_tensors: [] with offload_layers, or offload_layers: 0"),
@@ -1262,10 +1267,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         raise InputError("xla_gpu_lhs prices XLA's windows in a transformer layer's kernels; this model has no layers "
                          "of that kind", where="strategy.xla_gpu_lhs",
                          allowed="xla_gpu_lhs: false with a non-transformer workload")
-    if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
-        raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
-                         f"{job.cluster_name} does not give", where="strategy.offload_layers",
-                         allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
+    _check_host_link(job, strategy)
     _check_offload_tensors(job, strategy)
     _check_chunk_layers(strategy)
     _check_stage_layers(job, strategy)
@@ -1322,36 +1324,12 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_allgather_dispatcher=getattr(strategy, "moe_allgather_dispatcher", False),
         moe_flex_backend=FlexBackend.parse(getattr(strategy, "moe_flex_backend", "deepep"),
                                            "strategy.moe_flex_backend"),
-        deepspeed_pipeline=strategy.deepspeed_pipeline,
-        nanotron_trainer=getattr(strategy, "nanotron_trainer", False),
-        fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
-        fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
-        fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
-        fsdp_per_param=getattr(strategy, "fsdp_per_param", False),
-        xla_gpu_lhs=getattr(strategy, "xla_gpu_lhs", False),
-        attention_unpad=getattr(strategy, "attention_unpad", False),
-        moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
-        moe_permute_fusion=getattr(strategy, "moe_permute_fusion", True),
-        megatron_ddp=getattr(strategy, "megatron_ddp", False),
-        align_grad_reduce=getattr(strategy, "align_grad_reduce", True),
-        grad_accumulation_fusion=getattr(strategy, "grad_accumulation_fusion", True),
-        bucket_fragments=getattr(strategy, "bucket_fragments", False),
-        align_param_gather=getattr(strategy, "align_param_gather", True),
-        fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
-        fp4_param_gather=getattr(strategy, "fp4_param_gather", False),
+        **{name: getattr(strategy, name, GRID_DEFAULTS[name]) for name in _FRAMEWORK_SWITCHES},
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
         layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),
         cp_comm_type=CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type"),
         cp_a2a_size=getattr(strategy, "cp_a2a_size", 1),
-        pp_scatter_gather=getattr(strategy, "pp_scatter_gather", False),
-        overlap_p2p_comm=getattr(strategy, "overlap_p2p_comm", False),
-        overlap_p2p_send_wait=getattr(strategy, "overlap_p2p_send_wait", True),
-        eager_rope=getattr(strategy, "eager_rope", False),
-        mla_column_down_proj=getattr(strategy, "mla_column_down_proj", False),
-        eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
-        eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
-        eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
-        moe_host_attention_graphed=getattr(strategy, "moe_host_attention_graphed", False),
+        **{name: getattr(strategy, name, GRID_DEFAULTS[name]) for name in _KERNEL_SWITCHES},
         train_metric_passes=getattr(strategy, "train_metric_passes", 0),
         train_metric_states=getattr(strategy, "train_metric_states", 0))
 

@@ -74,14 +74,20 @@ def loc_text(loc: Sequence[Any]) -> str:
     return text or "(top level)"
 
 
+def _as_is(v: Any) -> Any:
+    return v
+
+
 class Before:
     """``Annotated`` marker: ``fn`` turns the raw value into what the field's type accepts (a unit-bearing
-    string into a float, a label into its canonical spelling, a built-in name into its fields)."""
+    string into a float, a label into its canonical spelling, a built-in name into its fields; left out, the
+    value as it is). ``allowed``: what the field takes, in words (its ``str``, read when a refusal is worded),
+    for :func:`allowed_for`; empty: the field's type and range say it."""
 
-    __slots__ = ("fn",)
+    __slots__ = ("allowed", "fn")
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
-        self.fn = fn
+    def __init__(self, fn: Callable[[Any], Any] = _as_is, allowed: object = "") -> None:
+        self.fn, self.allowed = fn, allowed
 
 
 class Discriminator:
@@ -400,8 +406,8 @@ def allowed_for(t: Any) -> str:
     if origin is typing.Annotated:
         inner, *extra = typing.get_args(t)
         for m in extra:
-            if isinstance(m, Before) and getattr(m.fn, "allowed", None):  # a quantity says its units and range
-                return str(m.fn.allowed)  # type: ignore[attr-defined]
+            if isinstance(m, Before) and m.allowed:  # a quantity says its units and range
+                return str(m.allowed)
         meta = [m for m in extra if isinstance(m, msgspec.Meta)]
         labels = next((m.extra_json_schema["x-schema"].get("enum") for m in meta
                        if m.extra_json_schema and "x-schema" in m.extra_json_schema), None)

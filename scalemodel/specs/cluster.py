@@ -28,14 +28,9 @@ Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifte
 HostCpu = Literal["intel", "amd", "arm", "power", "other"]
 
 
-def _as_is(v: object) -> object:
-    return v
-
-
 #: What a tier's protocol takes, for the type check's refusal of a value that is not text (``protocol: []`` was
 #: "Input should be a valid string (got []); a string", fuzz29); a label it does not know: ClusterSpec's tier check
-_PROTOCOL = Before(_as_is)
-_PROTOCOL.fn.allowed = f"one of {PROTOCOL_LABELS} (any case), or leave it out"  # type: ignore[attr-defined]
+_PROTOCOL = Before(allowed=f"one of {PROTOCOL_LABELS} (any case), or leave it out")
 
 
 class TierSpec(Sourced, kw_only=True):

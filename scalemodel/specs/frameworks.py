@@ -33,6 +33,7 @@ refused with the way to give its settings (``_scalemodel``).
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -203,25 +204,15 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
         if not isinstance(data, dict):
             raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config, or a scalemodel "
                              'strategy\'s fields as a JSON object (e.g. {"tp": 2, "pp": 4})')
-        try:
-            (_scalemodel if out.format == "scalemodel" else _deepspeed)(data, out)
-        except InputError as exc:
-            raise exc.at(where) from None
+        fill = partial(_scalemodel if out.format == "scalemodel" else _deepspeed, data)
     # [ \t]*, not \s*: with re.M, \s* crossed newlines from every line start (a file of blank lines was quadratic)
     elif path.suffix == ".toml" or (re.search(r"^[ \t]*\[(training|parallelism|job|model)\]", text, re.M)
                                     and not MEGATRON_MARK.search(text)):
         out = StrategyFile(where, "torchtitan")
-        data = _toml(text, where)  # its errors name the file once
-        try:
-            _torchtitan(data, out)
-        except InputError as exc:
-            raise exc.at(where) from None
+        fill = partial(_torchtitan, _toml(text, where))  # its errors name the file once
     elif MEGATRON_MARK.search(text) or path.suffix in (".sh", ".args", ".txt"):
         out = StrategyFile(where, "megatron")
-        try:
-            _megatron(text, out)
-        except InputError as exc:
-            raise exc.at(where) from None
+        fill = partial(_megatron, text)
     else:
         import scalemodel.specs.yamlread as yamlread  # strategy YAML files only (PyYAML, ~10 ms)
         data, _ = yamlread.load(text, where)
@@ -230,10 +221,11 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
                              allowed="a scalemodel strategy YAML, a DeepSpeed JSON, Megatron-LM flags or a torchtitan "
                                      "TOML")
         out = StrategyFile(where, "scalemodel")
-        try:
-            _scalemodel(data, out)
-        except InputError as exc:
-            raise exc.at(where) from None
+        fill = partial(_scalemodel, data)
+    try:  # the format's reader fills ``out``; its errors name the file
+        fill(out)
+    except InputError as exc:
+        raise exc.at(where) from None
     if out.format in ("deepspeed", "scalemodel"):  # a key of the other format said to be one, with why
         out.unused = [_other_formats_key(u, out.format) for u in out.unused]
     _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file

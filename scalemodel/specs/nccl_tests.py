@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from scalemodel.errors import InputError, first_of
 from scalemodel.specs import files, notices
@@ -190,10 +190,10 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         if t_ip == 0:  # N/A or 0: no in-place measurement (as a -J entry's), not half the mean time
             t_ip = bus_ip = None
         at = f"LOG: line {lineno}"
-        size = _physical(float(toks[0]), MAX_SIZE_BYTES, f"{at}: size", "bytes")
-        _physical(float(toks[1]), MAX_SIZE_BYTES, f"{at}: count", "elements")  # an element is 1 byte or more
+        size = _physical(float(toks[0]), f"{at}: size", "size")
+        _physical(float(toks[1]), f"{at}: count", "size", "elements")
         for t, col in ((t_oop, "out-of-place time"), (t_ip or 0.0, "in-place time")):
-            _physical(t, MAX_TIME_S, f"{at}: {col}", "s")
+            _physical(t, f"{at}: {col}", "time")
         dtype = next((t for t in toks[2:] if not _is_num(t)), "")
         rows.append(NcclRow(size, int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
         # #wrong is an integer count (the older era's float "error", e.g. 4e-07, is rounding, not a count)
@@ -224,14 +224,15 @@ def _too_many_rows() -> InputError:
                       allowed=f"at most {MAX_ROWS:,} (one test's sweep is about 30 rows; split a longer log)")
 
 
-def _physical(value: float, limit: float, where: str, unit: str) -> float:
-    """``value`` where it is within what nccl-tests can print (:data:`MAX_SIZE_BYTES`, :data:`MAX_TIME_S`), else an
-    error at ``where`` (the log, its line or entry, and the field)."""
-    if value <= limit:
+def _physical(value: float, where: str, kind: Literal["time", "size"], unit: str = "bytes") -> float:
+    """``value`` where it is within what nccl-tests can print, else an error at ``where`` (the log, its line or entry,
+    and the field): a time (in seconds, shown in us) up to :data:`MAX_TIME_S`, a size (in ``unit``: bytes, or
+    elements, of 1 byte or more each) up to :data:`MAX_SIZE_BYTES`."""
+    time = kind == "time"
+    if value <= (MAX_TIME_S if time else MAX_SIZE_BYTES):
         return value
-    shown = f"{value * 1e6:.4g} us" if unit == "s" else f"{value:.4g} {unit}"
-    bound = "one hour (3.6e9 us)" if unit == "s" else \
-        f"2^50 = {MAX_SIZE_BYTES:.4g} {unit} (1 PiB, past any GPU's memory)"
+    shown = f"{value * 1e6:.4g} us" if time else f"{value:.4g} {unit}"
+    bound = "one hour (3.6e9 us)" if time else f"2^50 = {MAX_SIZE_BYTES:.4g} {unit} (1 PiB, past any GPU's memory)"
     raise InputError(f"{shown}: more than nccl-tests can have measured", where=where, allowed=f"at most {bound}")
 
 
@@ -282,15 +283,14 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
         where = f"LOG: result {i + 1}"
         oop = _entry(r, "out_of_place", where)
         ip = _entry(r, "in_place", where)
-        t_oop = _physical(_number(oop.get("time", ip.get("time")), f"{where}: time", 0.0) * 1e-6, MAX_TIME_S,
-                          f"{where}: time", "s")
+        t_oop = _physical(_number(oop.get("time", ip.get("time")), f"{where}: time", 0.0) * 1e-6, f"{where}: time",
+                          "time")
         if not t_oop > 0:
             continue
-        size = _physical(_number(r["size"], f"{where}: size", None), MAX_SIZE_BYTES, f"{where}: size", "bytes")
-        count = _physical(_number(r.get("count", 0), f"{where}: count", 0.0), MAX_SIZE_BYTES, f"{where}: count",
-                          "elements")
-        t_ip = _physical(_number(ip["time"], f"{where}: in_place.time", None) * 1e-6, MAX_TIME_S,
-                         f"{where}: in_place.time", "s") if "time" in ip else None
+        size = _physical(_number(r["size"], f"{where}: size", None), f"{where}: size", "size")
+        count = _physical(_number(r.get("count", 0), f"{where}: count", 0.0), f"{where}: count", "size", "elements")
+        t_ip = _physical(_number(ip["time"], f"{where}: in_place.time", None) * 1e-6, f"{where}: in_place.time",
+                         "time") if "time" in ip else None
         bus_ip = _number(ip["bus_bw"], f"{where}: in_place.bus_bw", None) * 1e9 if "bus_bw" in ip else None
         rows.append(NcclRow(size, int(count), str(r.get("type", ""))[:40], t_oop,
                             _number(oop.get("bus_bw", 0.0), f"{where}: out_of_place.bus_bw", 0.0) * 1e9,

@@ -53,7 +53,7 @@ def range_text(kind: str) -> str:
     return f"{lo:g}{unit} .. {hi:g}{unit}"
 
 
-def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
+def _reader(kind: str, gt: float | None, ge: float | None) -> Before:
     def read(v: Any) -> float:
         if isinstance(v, bool):
             raise ValueError(f"{v!r} is a boolean, not a number")
@@ -69,9 +69,7 @@ def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
 
     bound = f" > {gt:g}" if gt is not None else (f" >= {ge:g}" if ge is not None else "")
     noun, unit = ("a count", "a suffix") if kind == "count" else (f"a number of {_SI_UNIT[kind]}", "a unit")
-    read.allowed = (f"{noun}{bound}, bare or with {unit} ({accepted_units(kind)}), "  # type: ignore[attr-defined]
-                    f"within {range_text(kind)}")
-    return read
+    return Before(read, f"{noun}{bound}, bare or with {unit} ({accepted_units(kind)}), within {range_text(kind)}")
 
 
 def _quantity(kind: str, description: str, *, gt: float | None = None, ge: float | None = None) -> Any:
@@ -84,7 +82,7 @@ def _quantity(kind: str, description: str, *, gt: float | None = None, ge: float
     }
     extra = {"x-schema": schema}
     bound = Meta(gt=gt, extra_json_schema=extra) if gt is not None else Meta(ge=ge, extra_json_schema=extra)
-    return Annotated[float, Before(_reader(kind, gt, ge)), bound]
+    return Annotated[float, _reader(kind, gt, ge), bound]
 
 
 if TYPE_CHECKING:

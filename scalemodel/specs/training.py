@@ -64,20 +64,14 @@ class _Vocabulary:
 def _text(parse: Callable[[str], str]) -> Before:
     """A text field's canonical form (after its type: anything but text is left to the type check, whose refusal
     says what the parser allows)."""
-    read = Before(lambda v: parse(v) if isinstance(v, str) else v)
-    read.fn.allowed = _Vocabulary(parse)  # type: ignore[attr-defined]
-    return read
-
-
-def _as_is(v: object) -> object:
-    return v
+    return Before(lambda v: parse(v) if isinstance(v, str) else v, _Vocabulary(parse))
 
 
 #: recompute_modules' words (a list, or text the pattern refuses, was answered "a string matching
 #: ^([a-z_]+(,[a-z_]+)*)?$": the regular expression, not the names)
-_MODULES = Before(_as_is)
-_MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, layernorm, "  # type: ignore[attr-defined]
-                       "mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv or titan_op (e.g. 'core_attn,moe_act')")
+_MODULES = Before(allowed=("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, "
+                           "layernorm, mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv or titan_op (e.g. "
+                           "'core_attn,moe_act')"))
 
 
 def _release_text(v: object) -> object:
@@ -90,10 +84,9 @@ def _release_text(v: object) -> object:
     return repr(v) if isinstance(v, float) else v
 
 
-_RELEASE_NUMBER_AS_TEXT = Before(_release_text)
-_RELEASE_NUMBER_AS_TEXT.fn.allowed = (  # type: ignore[attr-defined]
+_RELEASE_NUMBER_AS_TEXT = Before(_release_text, (
     "a cuDNN release as major.minor or major.minor.patch text without leading zeros, e.g. '9.19' or '9.21.1' (quote "
-    "it: a bare 9.10 reads as 9.1)")
+    "it: a bare 9.10 reads as 9.1)"))
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
