@@ -2,7 +2,7 @@
 test_hostile_inputs.py's: exit 2, one ``error:`` line naming the file / field / option, what was wrong and what is
 allowed, nothing on stdout, no input changed.
 
-The corpus (~9,000 cases, in-process under a 20 s CPU guard, ~150 more by hand in processes): 1,059 --set values of
+The corpus (~9,200 cases, in-process under a 20 s CPU guard, ~150 more by hand in processes): 1,059 --set values of
 the newest fields (strategy.offload_tensors x every recompute module, offload_layers on five clusters, bf16_layers x
 precision x fp8_recipe, nvfp4_disable, module_precision, fp8_attention, fp4_param_gather) checked for nan / inf /
 negative output; 2,604 hostile option values (nan, -0, 1e308, subnormals, 5,000 digits, '1_000', 0x10, Arabic and
@@ -11,8 +11,18 @@ stragglers, memory, plan, scale, sensitivity and check; 3,326 leaf mutations (0,
 [], {}, 10**30, unit strings) of every field of the gaudi2, gb300, tpu-v6e and mi355x accelerator files and their
 clusters (gaudi2-8, gb300-nvl72, tpu-v6e-pod, mi355x-8), priced by predict and collective; 980 JSON files (cluster,
 HuggingFace config.json, DeepSpeed config, strategy) with 1e999, -0.0, 30-digit integers and \\u escapes in every
-field, the text output scanned for control characters; scale --plot paths; names with control, bidi and non-UTF-8
-characters in specs, folders and file names.
+field, the text output scanned for control characters; 252 --set paths (list indexes into offload_tensors /
+nvfp4_disable, tiers by -1 / 99 / 1e0 / full-width digits, attention_releases keys holding dots, empty parts) at three
+precisions on gb300; 660 Megatron-LM launch flags of the newest fields (bf16 layers, CPU offload, fp4 / fp8 formats,
+hierarchical CP) and torchtitan TOML values; 196 scenario and sweep files in JSON; scale --plot paths; names with
+control, bidi and non-UTF-8 characters in specs, folders and file names, every command's stdout scanned.
+
+Left, for the owner of scalemodel/report (not this round's files): ``hardware validate PATH`` prints the path raw in
+its "ok: PATH is a valid ..." line (report.hardware.render_validation), where every other command writes a path through
+errors.shown: a folder named with ESC colours the terminal, and one with a byte not UTF-8 is a UnicodeEncodeError
+traceback (exit 1) under a strict UTF-8 stdout (PYTHONIOENCODING=utf-8, or a UTF-8 locale Python does not run in
+surrogateescape). Not changed, as YAML allows them too: bidi controls (U+202E) and NEL (U+0085) in a spec's name reach
+the text output raw (errors and warnings write them as escapes).
 """
 
 from __future__ import annotations
