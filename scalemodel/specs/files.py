@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -42,6 +43,13 @@ MAX_SAMPLES_BYTES = 16 * MiB
 MAX_INT_DIGITS = 30
 #: Nesting of a YAML spec, and parts of a ``--set`` path: a spec nests a handful of levels.
 MAX_DEPTH = 100
+#: A character a string in a spec may not hold: what YAML refuses in a file (PyYAML yaml/reader.py Reader.NON_PRINTABLE,
+#: YAML 1.1 c-printable: NUL, ESC and the other C0 / C1 controls but tab and line breaks, lone UTF-16 surrogates,
+#: U+FFFE / U+FFFF), refused written as an escape too ("\x1b" in YAML, "\u001b" or a lone "\ud800" in JSON): one
+#: reached the terminal as an escape sequence, or made the text output a UnicodeEncodeError traceback.
+NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]")
+#: what such a refusal allows
+PRINTABLE_TEXT = "printable text (no NUL or control characters; tab and newline are fine)"
 
 _READ_CHUNK = MiB
 

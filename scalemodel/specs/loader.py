@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from scalemodel.errors import InputError, shown
+from scalemodel.errors import InputError, one_line, shown
 from scalemodel.specs import files, notices, precompiled
 from scalemodel.specs.base import (
     _NO_VALUE,
@@ -100,7 +100,14 @@ def is_hf_config(data: dict[str, Any]) -> bool:
 
 def hf_model_name(path: Path) -> str:
     """The model's name for a config file: ``org/name`` inside a hub cache folder
-    (``models--org--name/snapshots/<rev>/config.json``), else the folder (or file) name."""
+    (``models--org--name/snapshots/<rev>/config.json``), else the folder (or file) name; a control character, an
+    invisible one or a byte that is not UTF-8 written as its escape (errors.one_line), as a spec's name may not hold
+    them (a folder named ``a\\x1b[31m`` coloured the terminal from the result's title; one with a byte not UTF-8 made
+    it a UnicodeEncodeError traceback)."""
+    return one_line(_hf_model_name(path))
+
+
+def _hf_model_name(path: Path) -> str:
     if path.name != "config.json":
         return path.stem
     parts = path.resolve().parts if path.is_absolute() or files.exists(path) else path.parts
@@ -226,9 +233,10 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_json(text: str, name: str) -> Any:
-    """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys (named with their lines)."""
+    """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys (named with their lines), and
+    strings of printable text as YAML's are (:func:`_json_printable`)."""
     try:
-        return json.loads(text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object)
+        data = json.loads(text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object)
     except _DuplicateKey as exc:
         key = str(exc.args[0])
         lines = [text.count("\n", 0, m.start()) + 1
@@ -243,6 +251,35 @@ def load_json(text: str, name: str) -> Any:
         raise exc.at(_json_place(text, name, exc.what)) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
+    if "\\" in text or files.NON_PRINTABLE.search(text):  # no escape, nothing raw: every string is printable
+        _json_printable(data, text, name)
+    return data
+
+
+def _json_printable(data: Any, text: str, name: str) -> None:
+    """Refuse a string value of ``data`` (parsed from ``text``) holding a character YAML refuses
+    (:data:`scalemodel.specs.files.NON_PRINTABLE`), named at its line and key path. JSON writes any character as
+    ``\\uXXXX`` (``\\b``, ``\\f``) and passes C1 controls raw, where the YAML reader refuses both: a cluster.json's
+    ``"name": "\\u001b[31m"`` reached the terminal as an escape sequence, a lone ``"\\ud800"`` made the text output
+    a UnicodeEncodeError traceback. Keys are left as they are: a key is read only where it is a field's name, and
+    any other is named in an error or warning, which writes such a character as its escape (errors.prose); a
+    third-party config (HuggingFace, DeepSpeed) keeps its unread keys, warned about."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in reversed(x.items()))
+        elif isinstance(x, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(x))))
+        elif isinstance(x, str) and (bad := files.NON_PRINTABLE.search(x)) is not None:
+            c = bad.group()
+            raw = text.find(c)
+            escape = re.search({"\b": r"\\b", "\f": r"\\f"}.get(c, rf"\\u{ord(c):04x}"), text, re.I)
+            line = text.count("\n", 0, raw if raw >= 0 else escape.start() if escape else 0) + 1
+            key = f" {shown(path)[:100]}:" if path else ""
+            raise InputError(f"character U+{ord(c):04X}{'' if raw >= 0 else ' (written as an escape)'} is not "
+                             "allowed in a string", where=f"{name}:{line}:{key}".rstrip(":"),
+                             allowed=files.PRINTABLE_TEXT)
 
 
 def _json_place(text: str, name: str, what: str) -> str:

@@ -30,6 +30,7 @@ from yaml.resolver import BaseResolver
 from scalemodel.errors import InputError, folded
 from scalemodel.specs.files import MAX_DEPTH as MAX_DEPTH  # bounds shared with JSON and --set (files.py)
 from scalemodel.specs.files import MAX_INT_DIGITS as MAX_INT_DIGITS
+from scalemodel.specs.files import NON_PRINTABLE, PRINTABLE_TEXT
 
 MAX_NODES = 20_000  # a spec has hundreds of nodes
 
@@ -90,10 +91,10 @@ class StrictConstructor(SafeConstructor):
         controls but tab and line breaks): ``"\\x1b[31m"`` escaped in double quotes reached a sweep label, and
         so the user's terminal, as an escape sequence."""
         text = str(self.construct_scalar(node))
-        bad = yaml.reader.Reader.NON_PRINTABLE.search(text)
+        bad = NON_PRINTABLE.search(text)
         if bad:
             raise Refused(f"character U+{ord(bad.group()):04X} (written as an escape) is not allowed in a string",
-                          node.start_mark, "printable text (no NUL or control characters; tab and newline are fine)")
+                          node.start_mark, PRINTABLE_TEXT)
         return text
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
