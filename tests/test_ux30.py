@@ -1,0 +1,68 @@
+"""ux30: an expert user's walkthrough of README.md's commands, as a capacity planner meets them: each --help names
+every option's default and unit, the tables use the words the other commands and the docs use. Each test failed
+before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalemodel.choices import Algorithm
+from scalemodel.commands import calibrate, memory, predict, scale, sensitivity, stragglers
+from scalemodel.commands.args import Command
+from scalemodel.cost.algorithms import APPLICABLE
+
+#: Options that have no default to state: a file, the overrides, an output switch.
+NO_DEFAULT = {"--strategy", "--set", "--json", "--csv", "--plot", "--scenario", "--best", "--objective",
+              "--critical-batch", "--out"}
+
+
+def _help_of(command: Command, flag: str) -> str:
+    return next(o.help for o in command.options if flag in o.flags)
+
+
+@pytest.mark.parametrize("command", [predict.COMMAND, scale.COMMAND, sensitivity.COMMAND], ids=lambda c: c.name)
+def test_algo_help_names_every_algorithm_the_option_takes(command: Command) -> None:
+    """`predict --help` offered 'auto|ring|tree|rhd|hierarchical' for --algo, while the option takes rd and direct
+    too (choices.Algorithm; `--algo foo` answers with all seven)."""
+    text = _help_of(command, "--algo")
+    for label in Algorithm.labels():
+        assert label in text.replace("|", " ").replace(",", " ").split(), label
+
+
+@pytest.mark.parametrize("command", [predict.COMMAND, sensitivity.COMMAND, memory.COMMAND, scale.COMMAND],
+                         ids=lambda c: c.name)
+def test_every_strategy_option_states_its_default(command: Command) -> None:
+    """`predict --help` listed --tp, --pp, --cp, --ep, --micro-batch, --zero, --recompute, --schedule, --precision,
+    --overlap, --compression, --sync, --algo, --assignment, --work-cv and --train-tokens with no default: a planner
+    could not tell what an option left out prices (the header shows TP 1, ZeRO 0, 1f1b, ...)."""
+    missing = [o.flags[0] for o in command.options
+               if o.flags[0].startswith("--") and o.flags[0] not in NO_DEFAULT and o.default in (None, "")
+               and not o.required and "default" not in o.help.lower()]
+    assert not missing
+
+
+@pytest.mark.parametrize("flag, unit", [("--straggler-cv", "fraction"), ("--work-cv", "fraction"),
+                                        ("--dispatch-overhead", "seconds")])
+def test_strategy_options_state_their_unit(flag: str, unit: str) -> None:
+    """A CV given as 5 (meaning 5 %) is a CV of 500 %: the help said 'coefficient of variation' and no unit; a bare
+    --dispatch-overhead number is seconds, which the help did not say."""
+    assert unit in _help_of(predict.COMMAND, flag)
+
+
+def test_calibrate_help_lists_what_op_algo_and_factors_take() -> None:
+    """`calibrate --help` said 'Collective, when the log does not say' and 'Algorithm the model uses for the fit'
+    with no allowed values, and named two of the factors --factors takes."""
+    text = " ".join(o.help for o in calibrate.COMMAND.options)
+    for op in APPLICABLE:
+        assert op in _help_of(calibrate.COMMAND, "--op")
+    for algo in APPLICABLE["allreduce"]:
+        assert algo in _help_of(calibrate.COMMAND, "--algo")
+    for factor in ("compute", "compute:fp8", "bandwidth:TIER", "overlap", "overhead_s"):
+        assert factor in _help_of(calibrate.COMMAND, "--factors"), factor
+    assert "0.25 = 25%" in text  # --tolerance is a fraction
+
+
+def test_memory_and_stragglers_help_state_units() -> None:
+    assert "fraction of model states plus activations" in _help_of(memory.COMMAND, "--fragmentation")
+    assert "bytes" in _help_of(memory.COMMAND, "--workspace")
+    assert "seconds" in _help_of(stragglers.COMMAND, "--samples")
