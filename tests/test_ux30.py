@@ -4,12 +4,16 @@ before its fix."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scalemodel.choices import Algorithm
 from scalemodel.commands import calibrate, memory, predict, scale, sensitivity, stragglers
 from scalemodel.commands.args import Command
 from scalemodel.cost.algorithms import APPLICABLE
+from scalemodel.engine.grid import GridResult
+from scalemodel.report.sweep import render_sweep
 
 #: Options that have no default to state: a file, the overrides, an output switch.
 NO_DEFAULT = {"--strategy", "--set", "--json", "--csv", "--plot", "--scenario", "--best", "--objective",
@@ -66,3 +70,24 @@ def test_memory_and_stragglers_help_state_units() -> None:
     assert "fraction of model states plus activations" in _help_of(memory.COMMAND, "--fragmentation")
     assert "bytes" in _help_of(memory.COMMAND, "--workspace")
     assert "seconds" in _help_of(stragglers.COMMAND, "--samples")
+
+
+def _row(**over: Any) -> dict[str, Any]:
+    row = {"model": "mixtral-8x7b", "cluster": "dgx-h100", "gpus": 64, "strategy": "best", "status": "ok",
+           "step_time_s": 1.5, "tokens_per_s_per_gpu": 1000.0, "mfu": 0.4, "memory_per_gpu_bytes": 6e10,
+           "fits": True, "dp": 8, "tp": 2, "pp": 2, "cp": 2, "ep": 4}
+    return {**row, **over}
+
+
+def test_sweep_best_row_names_the_layout_as_plan_does(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's searched row read 'best: tp2 pp2 dp8': a third spelling of the layout (plan and predict write 'DP 8
+    x TP 2 x PP 2'), and it left out the winner's CP 2 and EP 4, so two different plans printed alike."""
+    monkeypatch.setenv("COLUMNS", "200")  # one line a row
+    result = GridResult(inputs={"name": "t"}, rows=[_row(), _row(cp=1, ep=1, dp=16)], elapsed_s=1.0,
+                        backend="local processes", workers=1, cpu_s=1.0)
+    render_sweep(result, as_json=False, as_csv=False, outs=[])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "best: DP 8 x TP 2 x PP 2 x CP 2 (EP 4)" in out
+    assert "best: DP 16 x TP 2 x PP 2 " in out
+    assert "tp2 pp2" not in out
