@@ -91,3 +91,12 @@ def test_sweep_best_row_names_the_layout_as_plan_does(capsys: pytest.CaptureFixt
     assert "best: DP 8 x TP 2 x PP 2 x CP 2 (EP 4)" in out
     assert "best: DP 16 x TP 2 x PP 2 " in out
     assert "tp2 pp2" not in out
+
+
+def test_memory_names_its_largest_part_as_its_table_does(cli: Any) -> None:
+    """`memory` printed 'largest part: optimizer' under a table whose row reads 'optimizer states'. Llama 3 70B at
+    ZeRO 0 with Adam: 12 bytes a parameter of optimizer states against 2 of weights and 2 of gradients (and the
+    activations of one 8k-token micro-batch, 185 GB, below the 847 GB of states)."""
+    r = cli("memory", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64")
+    assert r.code == 0
+    assert "largest part: optimizer states." in " ".join(r.out.split())
