@@ -4,6 +4,7 @@ before its fix."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -100,3 +101,20 @@ def test_memory_names_its_largest_part_as_its_table_does(cli: Any) -> None:
     r = cli("memory", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64")
     assert r.code == 0
     assert "largest part: optimizer states." in " ".join(r.out.split())
+
+
+def test_scale_says_what_its_time_to_target_is_a_time_to(cli: Any) -> None:
+    """The default study's 'time to target' column read '161.0 d' at 128 GPUs and named neither the token budget,
+    nor the batch it is stated at, nor B_noise. The line under the table states the formula; checked against the
+    default scenario's 300B tokens, seq 2048, B_noise 6000, B_0 192 by hand: S_min = 3e11 / 2048 / 6192 steps, and at
+    B sequences S_min (1 + 6000 / B) steps of the point's step time."""
+    r = cli("scale")
+    assert r.code == 0
+    text = " ".join(r.out.split())
+    assert ("time to target: to the loss 300,000,000,000 tokens reach at the first point's global batch B_0 = 192; "
+            "at global batch B it takes S_min (1 + B_noise / B) steps") in text
+    assert "B_noise 6,000" in text
+    doc = json.loads(cli("scale", "--json").out)
+    s_min = 3e11 / 2048 / (6000 + 192)
+    for p in doc["points"]:
+        assert p["time_to_target_s"] == pytest.approx(s_min * (1 + 6000 / p["global_batch"]) * p["step_time_s"])
