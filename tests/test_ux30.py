@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from test_docs import ROOT
 
 from scalemodel.choices import Algorithm
 from scalemodel.commands import calibrate, memory, predict, scale, sensitivity, stragglers
@@ -118,3 +119,17 @@ def test_scale_says_what_its_time_to_target_is_a_time_to(cli: Any) -> None:
     s_min = 3e11 / 2048 / (6000 + 192)
     for p in doc["points"]:
         assert p["time_to_target_s"] == pytest.approx(s_min * (1 + 6000 / p["global_batch"]) * p["step_time_s"])
+
+
+def test_calibrate_residual_tables_state_their_sign(cli: Any) -> None:
+    """`calibrate`'s residual tables printed '+3.9%' with no sign convention, while validation's errors read the
+    other way (+ = the model predicts too fast). On the synthetic 8-A100 log a row whose model time exceeds the
+    measured one carries +: the sign the title now states."""
+    log = str(ROOT / "tests" / "data" / "nccl" / "synthetic_current.log")
+    r = cli("calibrate", "nccl-tests", log, "--cluster", "dgx-a100")
+    assert r.code == 0
+    assert "residuals per size (error = model / measured time - 1, + = model slower;" in " ".join(r.out.split())
+    doc = json.loads(cli("calibrate", "nccl-tests", log, "--cluster", "dgx-a100", "--json").out)
+    rows = doc["fit"]["residuals"]
+    slower = [x for x in rows if x["predicted_s"] > x["measured_s"]]
+    assert slower and all(x["error"] > 0 for x in slower)
