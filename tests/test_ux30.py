@@ -133,3 +133,16 @@ def test_calibrate_residual_tables_state_their_sign(cli: Any) -> None:
     rows = doc["fit"]["residuals"]
     slower = [x for x in rows if x["predicted_s"] > x["measured_s"]]
     assert slower and all(x["error"] > 0 for x in slower)
+
+
+def test_stragglers_names_its_efficiency_as_plan_does(cli: Any) -> None:
+    """`stragglers` headed the sync mode's staleness efficiency 'eff.', where plan's table, predict's JSON and
+    docs/model.md name it 'sync eff.' apart from the critical-batch 'batch eff.'. ASP on 64 workers is
+    (N - 1) / N = 63 / 64 of a global step stale (cost/sync.py), so with kappa 0.1 its efficiency is
+    1 / (1 + 0.1 x 63 / 64) by hand."""
+    r = cli("stragglers", "--workers", "64", "--staleness-kappa", "0.1")
+    assert r.code == 0
+    header = next(line for line in r.out.splitlines() if "stale (steps)" in line)
+    assert "sync eff." in header
+    asp = next(line for line in r.out.splitlines() if line.strip("│ ").startswith("asp "))
+    assert f"{1 / (1 + 0.1 * 63 / 64):.3f}" in asp
