@@ -6,6 +6,7 @@ from pathlib import Path
 
 from scalemodel.commands.args import Command, arg, integer, number, opt, switch
 from scalemodel.commands.options import CLUSTER, JSON, SET, comma_list, load_cluster_with, positive_int
+from scalemodel.cost.algorithms import APPLICABLE
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, check_ranks, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
 from scalemodel.engine.calibrate_runs import fit_runs, scale_change, scale_target
@@ -82,13 +83,15 @@ COMMAND = Command("calibrate", calibrate, (
     opt("--tier", help="Tier to fit (default: outermost crossed)."),
     opt("--out", help="Write a YAML overlay (extends: CLUSTER)."),
     opt("--ranks", type=integer, help="Ranks in the log when it does not say."),
-    opt("--op", help="Collective, when the log does not say."),
-    opt("--algo", default="ring", help="Algorithm the model uses for the fit."),
+    opt("--op", help=f"Collective, when the log does not say: {'|'.join(APPLICABLE)}."),
+    opt("--algo", default="ring", help="Algorithm the model uses for the fit: auto or one the collective runs "
+                                       "(allreduce: " + "|".join(APPLICABLE["allreduce"]) + ")."),
     opt("--tolerance", type=number, default=DEFAULT_TOLERANCE,
-        help="Largest accepted |model / measured - 1| at any size."),
+        help="Largest accepted |model / measured - 1| at any size, a fraction (0.25 = 25%)."),
     switch("--force", help="Write the overlay and exit 0 even when the fit is questioned (warnings stay)."),
-    opt("--factors", help="runs form: factors to fit, comma-separated, e.g. compute,overhead_s, or all (default: "
-                          "those the runs identify; the others are held and named)"),
+    opt("--factors", help="runs form: factors to fit, comma-separated, from compute, compute:fp8 (fp8 runs), "
+                          "bandwidth:TIER (each tier), overlap and overhead_s, or all (default: those the runs "
+                          "identify; the others are held and named)."),
     opt("--predict-at", type=integer, help="runs form: also show the fitted breakdown at N GPUs beside the largest "
                                            "measured run's, and which parts grew"),
     opt("--mode", default="strong", help="runs form with --predict-at: strong keeps the global batch, weak grows "

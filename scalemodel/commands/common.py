@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from scalemodel.choices import Zero, zero_label
+from scalemodel.choices import SYNC_ALLOWED, Algorithm, Recompute, Zero, zero_label
 from scalemodel.commands.args import integer, number, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
@@ -52,35 +52,46 @@ STRATEGY_FILE = opt(
     "--strategy", dest="strategy_file", metavar="FILE",
     help="Strategy and training settings from a file: a scalemodel strategy YAML, a DeepSpeed config JSON, "
          "Megatron-LM flags (a launch script) or a torchtitan TOML; explicit flags override it.")
-TP = opt("--tp", type=integer, help="Tensor-parallel degree.")
-PP = opt("--pp", type=integer, help="Pipeline-parallel degree.")
-CP = opt("--cp", type=integer, help="Context-parallel degree.")
-EP = opt("--ep", type=integer, help="Expert-parallel degree (carved out of DP).")
+TP = opt("--tp", type=integer, help="Tensor-parallel degree (default: 1).")
+PP = opt("--pp", type=integer, help="Pipeline-parallel degree (default: 1).")
+CP = opt("--cp", type=integer, help="Context-parallel degree (default: 1).")
+EP = opt("--ep", type=integer, help="Expert-parallel degree, carved out of DP (default: 1).")
 DP = opt("--dp", type=integer, help="Data-parallel degree (default: gpus / (tp pp cp)).")
-MICRO_BATCH = opt("--micro-batch", type=integer, help="Sequences per micro-batch.")
+MICRO_BATCH = opt("--micro-batch", type=integer, help="Sequences per micro-batch (default: 1).")
 GLOBAL_BATCH = opt("--global-batch", type=integer, help="Sequences (samples) per step (default: the --strategy "
                    "file's, else dp x micro-batch, one micro-batch per step).")
 SEQ_LEN = opt("--seq-len", type=integer, help="Sequence length (default: the model's).")
 ZERO = opt("--zero", help="ZeRO stage 0|1|2|3, fsdp, or hsdp (FSDP sharded within a node, replicated across; "
-                                 "--set strategy.shard_group=S shards over S replicas).")
-RECOMPUTE = opt("--recompute", help="none | selective | full.")
-SEQ_PAR = switch("--sequence-parallel", help="Megatron sequence parallelism.")
-SCHEDULE = opt("--schedule", help="1f1b | interleaved:V | gpipe | zb.")
-PRECISION = opt("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8 | fp4 (NVFP4, Blackwell).")
-OVERLAP = pair("--overlap", help="Overlap DP communication with backward.")
-COMPRESSION = opt("--compression", help="none | fp16 | int8 | topk:0.01.")
+                                 "--set strategy.shard_group=S shards over S replicas); default: 0.")
+RECOMPUTE = opt("--recompute", help=f"Activation recomputation: {' | '.join(Recompute.labels())} (default: none).")
+SEQ_PAR = switch("--sequence-parallel", help="Megatron sequence parallelism (default: off, except an MoE model at "
+                                              "tp > 1 under layer_impl megatron_te, which Megatron-Core trains only "
+                                              "with it).")
+SCHEDULE = opt("--schedule", help="Pipeline schedule: 1f1b | interleaved:V (V virtual stages, >= 2) | gpipe | zb "
+                                  "(default: 1f1b).")
+PRECISION = opt("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8 | fp4 (NVFP4, Blackwell); default: bf16.")
+OVERLAP = pair("--overlap", help="Overlap DP communication with the backward pass (default: on).")
+COMPRESSION = opt("--compression", help="Gradient compression: none | fp16 | int8 | topk:F (F: the fraction of "
+                                        "entries sent, 0 < F <= 1, e.g. topk:0.01); default: none.")
 DP_COMM = opt("--dp-comm", help=(
     "allreduce | ps:K[:dedicated|:colocated]: K parameter servers, dedicated machines (default) or on the GPU "
-    "machines"))
-SYNC = opt("--sync", help="bsp | backup:B | asp | ssp:S | local:H | hier:G.")
-ALGO = opt("--algo", help="DP collective: auto|ring|tree|rhd|hierarchical.")
+    "machines; default: allreduce."))
+SYNC = opt("--sync", help=f"Synchronisation: {SYNC_ALLOWED}. B backup workers, S the staleness bound in steps, H "
+                          "the averaging period in steps, G the workers of a synchronous group (asynchronous across "
+                          "groups); default: bsp.")
+ALGO = opt("--algo", help=f"DP collective's algorithm: {'|'.join(Algorithm.labels())} (default: auto, NCCL's "
+                           "choice).")
 STRAGGLER_CV = opt("--straggler-cv", type=number,
-                   help="Per-worker step-time coefficient of variation (default: the cluster's).")
-ASSIGNMENT = opt("--assignment", help="static (equal shares) | dynamic (work queue) assignment of micro-batches.")
+                   help="Per-worker step-time coefficient of variation, a fraction (0.05 = 5%; default: the "
+                        "cluster's).")
+ASSIGNMENT = opt("--assignment", help="static (equal shares) | dynamic (work queue) assignment of micro-batches "
+                                      "(default: static).")
 DISPATCH_OVERHEAD = opt(
-    "--dispatch-overhead", help="Cost per dynamically assigned micro-batch; default 1.02ms, one Ray task round trip.")
+    "--dispatch-overhead", help="Cost per dynamically assigned micro-batch, a time (1ms; a bare number is seconds); "
+                                "default 1.02ms, one Ray task round trip.")
 WORK_CV = opt("--work-cv", type=number,
-              help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")
+              help="CV of one micro-batch's compute time (variable lengths), a fraction; drives load imbalance "
+                   "(default: 0).")
 FLASH = pair("--flash-attention", help="Fused attention (default on): no s x s scores in memory.")
 LAYOUT = opt("--layout",
              help="Rank order, innermost first: tp-cp-dp-pp (default, PP outermost) | tp-cp-pp-dp (PP inside DP).")
@@ -88,7 +99,7 @@ KAPPA = opt(  # its range is check_kappa's, as stragglers' (argparse said "-1 is
     "--staleness-kappa", type=number,
     help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness); default: fitted for "
     "training.optimizer and the model family (scalemodel/data/staleness_kappa.json), else a documented fallback.")
-TRAIN_TOKENS = opt("--train-tokens", help="Tokens to train, e.g. 300B.")
+TRAIN_TOKENS = opt("--train-tokens", help="Tokens to train, a count (300B = 3e11; default: none, no time to train).")
 
 #: The strategy and training options of predict and sensitivity, in their --help order.
 STEP_OPTIONS = (TP, PP, CP, EP, DP, STRATEGY_FILE, MICRO_BATCH, GLOBAL_BATCH, SEQ_LEN, ZERO, RECOMPUTE, SEQ_PAR,

@@ -54,17 +54,18 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
 COMMAND = Command("memory", memory, (
     o.MODEL.but(default="gpt3-175b"), o.CLUSTER.but(default="dgx-h100"),  # the same defaults as predict
     opt("--gpus", "-n", type=integer, default=1024, help="Total GPUs (dp = gpus / (tp pp cp))."),
-    o.TP, o.PP, o.CP, o.EP.but(help="Expert-parallel degree (divides dp)."), o.STRATEGY_FILE,
+    o.TP, o.PP, o.CP, o.EP.but(help="Expert-parallel degree, divides dp (default: 1)."), o.STRATEGY_FILE,
     o.MICRO_BATCH.but(flags=("--micro-batch", "-b")), o.SEQ_LEN.but(help="Default: the workload's."),
     o.GLOBAL_BATCH.but(help="Sequences per step; sets the micro-batches per step m = B / (dp b) "
                             "(default B = dp b, one micro-batch, as predict)."),
     o.ZERO, o.RECOMPUTE, o.SEQ_PAR, o.SCHEDULE,
-    o.SYNC.but(help="bsp | backup:B | asp | ssp:S | local:H | hier:G (hier:G shards ZeRO states over G replicas)."),
+    o.SYNC.but(help="bsp | backup:B | asp | ssp:S | local:H | hier:G (hier:G shards ZeRO states over G replicas); "
+                    "default: bsp."),
     o.PRECISION,
     opt("--optimizer-bytes", type=number, help="Optimizer bytes/param (default 12 = Adam fp32 master + m + v)."),
     opt("--grad-bytes", type=number,
         help="Gradient bytes/param (default = weight bytes, ZeRO's 16 B; 4 = Megatron's 18 B)."),
     o.FLASH,
-    opt("--fragmentation", type=number, default=0.05, help="Allowance as a fraction."),
-    opt("--workspace", default="1GB", help="Fixed allowance (context, buffers)."),
+    opt("--fragmentation", type=number, default=0.05, help="Allowance as a fraction of model states plus activations."),
+    opt("--workspace", default="1GB", help="Fixed allowance in bytes (CUDA context, buffers), e.g. 1GB or 2GiB."),
     o.SET, o.JSON))

@@ -221,7 +221,8 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
 
 
 COMMAND = Command("scale", scale, (
-    o.CLUSTER, o.MODEL,
+    o.CLUSTER.but(help="Built-in cluster name or a cluster YAML file (default: the scenario's; see --scenario)."),
+    o.MODEL.but(help=o.MODEL.help[:-1] + " (default: the scenario's; see --scenario)."),
     opt("--gpus", "-n", help="Comma-separated GPU counts (default: the scenario's, else 128,256,512,1024,2048)."),
     opt("--mode", help="weak (per-replica batch fixed, global batch grows) or strong (global batch fixed); "
                        "default: the scenario's, else weak."),
@@ -231,8 +232,9 @@ COMMAND = Command("scale", scale, (
     pair("--best", help="Search the best strategy at each point (planner), not a fixed one."),
     opt("--objective", help="Planner objective with --best: throughput | time-to-train | cost."),
     o.TP, o.PP, o.CP, o.EP, o.MICRO_BATCH,
-    o.GLOBAL_BATCH.but(help="Sequences per step at the FIRST point (weak mode grows it with N)."),
-    o.SEQ_LEN, o.ZERO, o.RECOMPUTE, pair("--sequence-parallel", help="Megatron sequence parallelism."),
+    o.GLOBAL_BATCH.but(help="Sequences per step at the FIRST point (weak mode grows it with N); default: the "
+                            "scenario's, else dp x micro-batch."),
+    o.SEQ_LEN, o.ZERO, o.RECOMPUTE, pair("--sequence-parallel", help=o.SEQ_PAR.help),
     o.SCHEDULE, o.PRECISION, o.OVERLAP, o.COMPRESSION, o.DP_COMM, o.SYNC, o.ALGO, o.STRAGGLER_CV, o.ASSIGNMENT,
     o.DISPATCH_OVERHEAD, o.FLASH, o.LAYOUT, o.KAPPA, o.WORK_CV, o.TRAIN_TOKENS,
     opt("--critical-batch", help="Gradient noise scale B_noise in sequences: adds statistical efficiency "

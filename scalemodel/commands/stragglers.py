@@ -65,7 +65,7 @@ COMMAND = Command("stragglers", stragglers, (
                                        "al.'s 96+4."),
     opt("--ssp", type=integer, default=3, help="Staleness bound S shown for SSP."),
     opt("--local", type=integer, default=4, help="Averaging period H shown for local SGD."),
-    opt("--comm", default="0s", help="Synchronisation (communication) time per step."),
+    opt("--comm", default="0s", help="Synchronisation (communication) time per step, e.g. 50ms."),
     opt("--staleness-kappa", type=number, dest="kappa",
         help="Convergence penalty per global step of staleness: efficiency = 1/(1 + kappa*staleness); default: "
              "fitted for --optimizer and --family (scalemodel/data/staleness_kappa.json), else borrowed from the "
@@ -74,5 +74,6 @@ COMMAND = Command("stragglers", stragglers, (
                             "adam, nesterov momentum); default: not stated (the file's fallback)."),
     opt("--family", default="generic", help="Model family, for the default kappa: " + "|".join(MODEL_FAMILIES)
                                             + "."),
-    opt("--samples", help="File of measured step times: one per line, or a YAML/JSON list."),
+    opt("--samples", help="File of measured step times (a bare number is seconds, 950ms is taken): one per line, "
+                           "or a YAML/JSON list."),
     JSON))

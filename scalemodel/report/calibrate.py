@@ -43,7 +43,9 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
     t.add_row("effective bandwidth", fq(fit.before["bandwidth_Bps"] * fit.before["efficiency"], "bandwidth"),
               fq(fit.effective_bandwidth_Bps, "bandwidth"), _ci(fit.effective_bandwidth_ci_Bps, "bandwidth"))
     print_table(c, t)
-    r = Table(title=f"residuals per size (rms log error {fit.rms_log_error:.3f})")
+    # the sign said nowhere, and it is validation's the other way round (there + = the model predicts too fast)
+    r = Table(title=f"residuals per size (error = model / measured time - 1, + = model slower; rms log error "
+                    f"{fit.rms_log_error:.3f})")
     for col in ("size", "measured", "model", "error"):
         r.add_column(col, justify="right")
     for x in fit.residuals:
@@ -157,8 +159,8 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
         kept = (f"{f.value:.4g} s" if f.name == "overhead_s" else "x1") + (" (held)" if f.held else " (kept)")
         t.add_row(f.name, _factor_value(f) if f.determined else kept, _factor_ci(f), f.description)
     print_table(c, t)
-    r = Table(title=f"residual per run (rms log error {result.rms_log_error_before:.3f} before, "
-                    f"{result.rms_log_error_after:.3f} after)")
+    r = Table(title=f"residual per run (error = model / measured step time - 1, + = model slower; rms log error "
+                    f"{result.rms_log_error_before:.3f} before, {result.rms_log_error_after:.3f} after)")
     loo = any(x.get("loo_s") is not None for x in result.runs)
     for col in ("run", "GPUs", "measured", "model", "error", "fitted", "error ") + (
             ("left out", "error  ") if loo else ()):

@@ -39,7 +39,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     verdict = "fits" if result.fits else "does NOT fit"
     if result.fits and not result.feasible:
         verdict = "fits in memory, but the strategy is infeasible (above)"
-    biggest = max((k for k, _ in _ROWS), key=lambda k: br[k])
+    # the table's own label ('optimizer states'), not the --json key ('optimizer') the table nowhere shows
+    biggest = max(_ROWS, key=lambda row: br[row[0]])[1]
     where = "this GPU" if result.peak_stage_role == "only" else (
         f"a GPU of the {result.peak_stage_role} pipeline stage (rank {result.peak_stage} of pp {inp['pp']}, the "
         "stage with the most memory, whose bytes are above)")

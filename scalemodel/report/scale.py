@@ -109,6 +109,19 @@ def _short_time(x: float) -> str:
     return f"{x:.3g} s" if x >= 1 else fq(x, "time")
 
 
+def _target_line(result: ScalingResult) -> str:
+    """What the 'time to target' column is a time to (engine.scaling's docstring): the column gave days and named
+    neither the token budget nor the batch it is stated at, nor B_noise."""
+    tr = result.inputs.get("training") or {}
+    tokens, samples, noise = tr.get("train_tokens"), tr.get("train_samples"), tr.get("critical_batch")
+    budget = (f"{tokens:,.0f} tokens" if isinstance(tokens, (int, float)) and tokens > 0
+              else f"{samples:,.0f} samples" if isinstance(samples, (int, float)) and samples > 0 else "the budget")
+    given = f", B_noise {noise:,.0f}" if isinstance(noise, (int, float)) and noise > 0 else ""
+    return (f"time to target: to the loss {budget} reach at the first point's global batch B_0 = "
+            f"{result.points[0].global_batch:,}; at global batch B it takes S_min (1 + B_noise / B) steps, S_min = "
+            f"{budget} / seq_len / (B_noise + B_0){given} (docs/model.md#statistical-efficiency-and-critical-batch)")
+
+
 def _causes_text(result: Any, point: Any) -> str:
     top = result.top_causes(point, 2)
     return ", ".join(f"{c} {100 * v:.1f}" for c, v in top) if top else "-"
@@ -169,6 +182,8 @@ def render_scaling(result: Any) -> None:
             row[0] += " !"
         t.add_row(*row)
     print_table(console, t)
+    if ttt:
+        console.print(_target_line(result), highlight=False)
     if result.best:
         st = Table(title="Strategy chosen at each point")
         for col in ("GPUs", "DP", "TP", "PP", "CP", "EP"):

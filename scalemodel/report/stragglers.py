@@ -27,7 +27,9 @@ def render_stragglers(stragglers: StragglersResult, *, as_json: bool) -> None:
         t.add_row(f"slowest worker, {k}", fq(v, "time"))
     s = Table(title="Synchronisation strategies (per worker iteration, comm "
                     f"{fq(inp['comm_s'], 'time')} per sync)")
-    for col in ("sync", "step", "vs BSP", "updates/s", "stale (steps)", "eff.", "eff. step"):
+    # "sync eff.": plan's name for the sync mode's staleness efficiency (docs/model.md, "Two efficiencies, named
+    # apart in the tables"; batch eff. is the critical-batch one); this table's bare "eff." named neither
+    for col in ("sync", "step", "vs BSP", "updates/s", "stale (steps)", "sync eff.", "eff. step"):
         s.add_column(col, justify="right" if col != "sync" else "left")
     bsp = result["strategies"][0]["step_time_s"]
     for r in result["strategies"]:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from scalemodel.engine.grid import COLUMNS, GridResult
 from scalemodel.errors import InputError, one_line
+from scalemodel.report.explain import describe_layout
 from scalemodel.report.output import (
     _plain,
     check_output_path,
@@ -130,7 +131,9 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
             t.add_row(verbatim(r["model"]), verbatim(r["cluster"]), str(r["gpus"]), verbatim(r["strategy"]), "error",
                       "-", "-", "-")
             continue
-        layout = f"{r['strategy']}" if r["strategy"] != "best" else f"best: tp{r['tp']} pp{r['pp']} dp{r['dp']}"
+        # a searched point in plan's and predict's words ('DP 16 x TP 2 x PP 8', CP and EP where used): 'tp2 pp8
+        # dp16' was a third spelling, and it left out a winner's CP and EP
+        layout = f"{r['strategy']}" if r["strategy"] != "best" else f"best: {describe_layout(r)}"
         # names and labels as written (review25d: a label "[red]a" printed as "a")
         t.add_row(verbatim(r["model"]), verbatim(r["cluster"]), str(r["gpus"]), verbatim(layout),
                   fq(r["step_time_s"], "time"),
