@@ -402,9 +402,12 @@ def test_a_scheduler_that_never_answers_is_given_up(monkeypatch) -> None:  # typ
     release = threading.Event()
 
     class Silent:
-        @staticmethod
-        def Client(address: str, timeout: str) -> None:  # noqa: N802 - distributed's name
-            release.wait(60)  # a handshake read that never returns
+        class Client:  # distributed's name; _connect makes the object first, then runs its constructor
+            def __init__(self, address: str, timeout: str) -> None:
+                release.wait(60)  # a handshake read that never returns
+
+            def close(self) -> None:  # the connect thread closes what it built after the give-up
+                pass
 
     assert (grid.CONNECT_TIMEOUT_S, grid.HANDSHAKE_GRACE_S) == (10, 5)  # the product's wait: 15 s
     monkeypatch.setattr(grid, "CONNECT_TIMEOUT_S", 0)

@@ -291,24 +291,50 @@ def _connect(distributed: Any, address: str) -> Any:
     where the peer accepts the connection and never answers (round 16: the Client's own timeout covers the TCP
     connect, not its handshake read, and ``sweep --scheduler`` at such a peer waited forever). The connection is made
     in a daemon thread (distributed runs its IO loop in a daemon thread of its own), left behind when it does not
-    finish."""
+    finish.
+
+    A Client whose connection fails is closed here, on every path: its constructor starts that IO loop and sets the
+    Client as the default before it connects, so one that raises (a peer that answers as no scheduler) was left
+    half-built, its loop running, and closed from its ``__del__`` whenever the garbage collector reached it, in
+    whatever thread that was: a later in-process ``LocalCluster`` deadlocked on it (round 30). The object is made
+    first (``Client.__new__``) so the caller holds it whatever the constructor raises; one still connecting at the
+    give-up is closed by the connect thread when its constructor returns or raises."""
     box: dict[str, Any] = {}
+    lock = threading.Lock()
 
     def connect() -> None:
+        client = distributed.Client.__new__(distributed.Client)
         try:
-            box["client"] = distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+            client.__init__(address, timeout=f"{CONNECT_TIMEOUT_S}s")
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            _close_quietly(client)
             box["error"] = exc
+        else:
+            box["client"] = client
+        with lock:
+            if box.get("abandoned") and "client" in box:
+                _close_quietly(box.pop("client"))
 
     thread = threading.Thread(target=connect, name="scalemodel-dask-connect", daemon=True)
     thread.start()
     thread.join(CONNECT_TIMEOUT_S + HANDSHAKE_GRACE_S)
-    if thread.is_alive():
+    with lock:
+        box["abandoned"] = thread.is_alive()
+    if box["abandoned"]:
         raise TimeoutError(f"no answer within {CONNECT_TIMEOUT_S + HANDSHAKE_GRACE_S} s (the peer accepted the "
                            "connection but did not answer as a Dask scheduler)")
     if "error" in box:
         raise box["error"]
     return box["client"]
+
+
+def _close_quietly(client: Any) -> None:
+    """``client.close()``, whatever it raises (a constructor that failed early may have left fields unset): the
+    caller reports the connection's own error."""
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001, S110 - the connection's error is the one to report
+        pass
 
 
 def _dask(chunks: list[list[GridPoint]], address: str) -> Generator[list[dict[str, Any]], None, None]:

@@ -193,7 +193,9 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
                                                moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
         else:
             block = moe if moe is not None and bool(sh.last_layer_moe) else dense
-        out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe)), logits, mkw))
+        casts = core if job.fp8_recipe and mjob is job else None  # the decoder's FP8 attention casts, the same job's
+        out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe), casts), logits,
+                                         mkw))
     return out
 
 
@@ -565,7 +567,8 @@ def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(again, f, 0.0), dtype=float)
 
 
-def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
+def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool,
+               attention_casts: tuple[np.ndarray, np.ndarray] | None = None) -> compute.LayerTime:
     """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
     the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
     at that kind alone rather than mixed over dense and MoE layers: an fp8 run's quantization casts
@@ -577,13 +580,15 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`), Megatron-Core's
     eager layer ops (:func:`_with_eager_layer_ops`, the block's kind alone). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
-    :func:`_compute_per_microbatch` repeats them for the layers)."""
+    :func:`_compute_per_microbatch` repeats them for the layers). ``attention_casts``: the decoder's
+    :func:`fp8_attention_casts` where the block runs at the layers' precision (the same job: computed once), else
+    computed here."""
     share = 1.0 if moe_block else 0.0
     fwd, bwd, rec = block.forward, block.backward, block.recompute
     if job.fp8_recipe:
         D = float(job.shape.mtp_layers)
         once = float(job.shape.mtp_weight_modules) / D if D > 0 else 1.0  # weight casts per pass: 1, or 1/D shared
-        core = fp8_attention_casts(job, g)
+        core = fp8_attention_casts(job, g) if attention_casts is None else attention_casts
         cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once, attention_casts=core)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
