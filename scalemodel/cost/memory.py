@@ -802,25 +802,28 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     multi-token prediction modules and the output layer on the stage (:func:`params_per_gpu`,
     :func:`activation_bytes`). ``fp8_params`` (ZeRO 0-2; Megatron-Core --fp8-param-gather, "keep the compute
     param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
-    weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
+    weights on this TP rank (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` at ``tp``: the
+    split ones / tp, MLA's down-projections and LatentMoE's projections whole) and every routed
     expert parameter are held at ``fp8_param_bytes`` (1 for per-tensor FP8, the transposed copy not held; 2 (1/2 +
     1/16) = 1.125 for NVFP4, both copies with their scales: :func:`scalemodel.cost.compute.param_gather_bytes`)
     instead of ``weight_bytes`` (the fp32 master copy is in the optimizer states); ``fp8_linear_per_layer``
-    (default: all of linear_weights_per_layer) the linear weights per layer that are FP8 parameters, less those of
+    (default: all of linear_weights_per_layer at ``tp``) the linear weights per layer on this TP rank that are FP8
+    parameters, less those of
     modules at their own precision (training.module_precision: Megatron-Core builds them under their own
     ``fp8_model_init``, BF16; docs/model.md#module-precision). ``per_layer``:
     :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
     them); then they are not computed again. ``shared_input_copy``: :func:`activation_bytes`' (the selective-moe
-    working set). ``weight_workspace``: bytes per transformer layer (before the division by tp) of the quantized
+    working set). ``weight_workspace``: bytes per transformer layer on this TP rank (the TP-split weights' / tp, the
+    whole ones whole: :func:`~scalemodel.cost.transformer.linear_weights_per_layer` at tp) of the quantized
     copies Transformer Engine caches of the layer's dense linear weights between micro-batches and steps, each
     module's weights at its own recipe's :func:`weight_workspace_bytes` (0 = none); ``expert_workspace``: bytes per
     routed-expert parameter of the same (GroupedLinear's). Held on top of the weights, at any ZeRO stage: the
-    stage's ``stage x weight_workspace / tp`` and ``expert_workspace x`` its routed expert parameters, whole (the
+    stage's ``stage x weight_workspace`` and ``expert_workspace x`` its routed expert parameters, whole (the
     engine's :func:`scalemodel.engine.stage_memory.weight_workspace` says which strategies hold them;
     docs/model.md#weight-workspace). ``mtp_workspace``: the same bytes per MTP module with weights
-    (:func:`~scalemodel.cost.transformer.mtp_linear_weights` at the block's recipe, before / tp) and
+    (:func:`~scalemodel.cost.transformer.mtp_linear_weights` on this TP rank, at the block's recipe) and
     ``mtp_expert_workspace`` per routed-expert parameter of the MTP modules (their share of ``expert``, priced at it
     instead of ``expert_workspace``).
     """
@@ -860,9 +863,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     cached_me = _nonneg("mtp_expert_workspace", mtp_expert_workspace)
     if np.any(fp8_params):
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
+        per = linear_weights_per_layer(sh, t) if fp8_linear_per_layer is None else _nonneg(
             "fp8_linear_per_layer", fp8_linear_per_layer)
-        lin = np.minimum(stage * per / t, pg.dense)  # the stage's quantized linear weights on this GPU
+        lin = np.minimum(stage * per, pg.dense)  # the stage's quantized linear weights on this GPU
         # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
         on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
         held = _nonneg("fp8_param_bytes", fp8_param_bytes)
@@ -874,7 +877,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     if np.any(cached) or np.any(cached_e) or np.any(cached_m) or np.any(cached_me):  # TE's cached quantized copies
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules)
-        dense = ModelStates(weights=dense.weights + (stage * cached + d_mtp * cached_m) / t, gradients=dense.gradients,
+        dense = ModelStates(weights=dense.weights + stage * cached + d_mtp * cached_m, gradients=dense.gradients,
                             optimizer=dense.optimizer)
         if expert is not None:
             mtp_e = d_mtp * mtp_routed / (e * u)  # the MTP modules' routed experts on this GPU (params_per_gpu's)

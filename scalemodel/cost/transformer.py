@@ -557,8 +557,10 @@ def attention_params(sh: Shape) -> np.ndarray:
     return w + b + latent_norms
 
 
-def linear_weights_per_layer(sh: Shape) -> np.ndarray:
-    """Elements of the weight matrices in a layer's linear (``nn.Linear``) modules, averaged over the layers:
+def linear_weights_per_layer(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
+    """Elements of the weight matrices in a layer's linear (``nn.Linear``) modules, averaged over the layers, on one
+    of ``tp`` tensor-parallel ranks: the TP-split ones / tp, those every rank holds whole
+    (:func:`linear_weights_whole_per_layer`) whole (``tp`` 1, the default: the layer's whole count):
     the attention projections (:func:`attention_matrices`) and the MLP's matrices, (3 if gated else 2) h f in
     a dense layer and per shared expert in an MoE layer (+ LatentMoE's two h x l projections, TELinear), a Mamba
     layer's in_proj and out_proj (each kind at its share of the layers). Not counted: biases, norm gains, the router
@@ -571,11 +573,36 @@ def linear_weights_per_layer(sh: Shape) -> np.ndarray:
     mlp = (sh.attention_layers * attn + sh.mlp_layers * mats * sh.ffn_hidden + sh.mamba_layers * proj
            + sh.moe_layers * (sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent)
            ) / np.maximum(sh.layers, 1)
-    return np.asarray(mlp, dtype=float)
+    return _on_tp_rank(mlp, linear_weights_whole_per_layer(sh), tp)
 
 
-def mtp_linear_weights(sh: Shape) -> np.ndarray:
-    """Elements of the linear weight matrices of one multi-token prediction module, as
+def _on_tp_rank(full: ArrayLike, whole: ArrayLike, tp: ArrayLike) -> np.ndarray:
+    """Elements one of ``tp`` tensor-parallel ranks holds of ``full``, ``whole`` of them held whole by every rank:
+    full / tp + whole (1 - 1 / tp) (= full at tp 1, full / tp without whole ones)."""
+    t = np.asarray(tp, dtype=float)
+    return np.asarray(np.asarray(full, dtype=float) / t + np.asarray(whole, dtype=float) * (1.0 - 1.0 / t),
+                      dtype=float)
+
+
+def _whole_attention_matrices(sh: Shape) -> np.ndarray:
+    """Elements of one attention block's matrices that every TP rank holds whole: MLA's q_down and kv_down (the
+    ``split`` false ones of :func:`attention_matrices`), 0 in ordinary attention."""
+    return np.asarray(sum((i * o for _, i, o, split in attention_matrices(sh) if not split), 0.0), dtype=float)
+
+
+def linear_weights_whole_per_layer(sh: Shape) -> np.ndarray:
+    """The part of :func:`linear_weights_per_layer` that every tensor-parallel rank holds whole, averaged over the
+    layers: MLA's down-projections q_down h r_q and kv_down h (r_kv + d_rope) per attention layer (Megatron-Core
+    builds them as TELinear with ``parallel_mode='duplicated'``, multi_latent_attention.py L524-527, L572-574) and
+    LatentMoE's fc1_latent_proj / fc2_latent_proj, 2 h l per MoE layer (``parallel_mode="duplicated"``,
+    moe/moe_layer.py L279-295), at NVIDIA/Megatron-LM@d98e8a64dd."""
+    whole = sh.attention_layers * _whole_attention_matrices(sh) + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent
+    return np.asarray(whole / np.maximum(sh.layers, 1), dtype=float)
+
+
+def mtp_linear_weights(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
+    """Elements of the linear weight matrices of one multi-token prediction module on one of ``tp`` tensor-parallel
+    ranks (MLA's down-projections and LatentMoE's projections whole, the rest / tp: :func:`_on_tp_rank`), as
     :func:`linear_weights_per_layer` counts a layer's: its layer of the last layer's kind (the attention projections,
     and a dense MLP's (3 if gated else 2) h f or an MoE layer's shared experts and LatentMoE projections; a hybrid's
     MTP block is one attention + MLP / MoE layer) and ``eh_proj``, the 2h x h column-parallel linear
@@ -585,7 +612,8 @@ def mtp_linear_weights(sh: Shape) -> np.ndarray:
     mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
     moe = sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent
     mlp = np.where(sh.last_layer_moe, moe, mats * sh.ffn_hidden)
-    return np.asarray(attn + mlp + 2.0 * sh.hidden * sh.hidden, dtype=float)
+    whole = _whole_attention_matrices(sh) + np.where(sh.last_layer_moe, 2.0 * sh.hidden * sh.moe_latent, 0.0)
+    return _on_tp_rank(attn + mlp + 2.0 * sh.hidden * sh.hidden, whole, tp)
 
 
 def kv_elements_per_token(sh: Shape) -> np.ndarray:

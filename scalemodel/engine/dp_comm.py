@@ -758,7 +758,7 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     """Elements held and all-gathered as FP8 under Megatron's ``fp8_param_gather`` (ZeRO 1-2), of the ``dense``
     and ``expert`` parameters a GPU holds on a stage of ``layers`` transformer layers:
 
-        dense:  min(layers x linear_weights_per_layer / tp, dense)      expert: all routed-expert parameters
+        dense:  min(layers x linear_weights_per_layer on a TP rank, dense)      expert: all routed-expert parameters
 
     Megatron-Core builds each transformer layer inside Transformer Engine's ``fp8_model_init`` when
     ``config.fp8_param`` (megatron/core/transformer/transformer_block.py ``get_fp8_context(..., is_init=True)``,
@@ -779,7 +779,7 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     on = fp8_params_held(job, g)
     if not np.any(on):
         return 0.0, 0.0
-    linear = np.minimum(layers * fp8_param_linear_per_layer(job) / g.tp, dense)
+    linear = np.minimum(layers * fp8_param_linear_per_layer(job, g.tp), dense)
     return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
 
 
@@ -797,8 +797,10 @@ def module_input_bytes(job: Job) -> dict[str, float]:
     return out
 
 
-def fp8_param_linear_per_layer(job: Job) -> np.ndarray:
-    """The linear weights per layer that are FP8 parameters under fp8_param_gather: linear_weights_per_layer less the
+def fp8_param_linear_per_layer(job: Job, tp: Any = 1) -> np.ndarray:
+    """The linear weights per layer on one of ``tp`` tensor-parallel ranks (the TP-split ones / tp, MLA's
+    down-projections and LatentMoE's projections whole: :func:`~scalemodel.cost.transformer.linear_weights_per_layer`)
+    that are FP8 parameters under fp8_param_gather: linear_weights_per_layer less the
     weights of the modules at their own precision (training.module_precision). Megatron-Core builds a module that
     its quant_recipe matches under that config's own ``fp8_model_init`` (``_get_fp8_model_init_for_quant_params``:
     enabled False for a BF16 config, ``fp8_param`` for an FP8 one, default False; megatron/core/extensions/
@@ -806,15 +808,17 @@ def fp8_param_linear_per_layer(job: Job) -> np.ndarray:
     layers' projections (attention_proj), the MoE layers' 2 h l (moe_latent) and the Mamba layers' h d_in
     (mamba_out_proj), each at its share of the layers. The MTP modules are outside the layers' count."""
     sh = job.shape
-    full = transformer.linear_weights_per_layer(sh)
+    full = transformer.linear_weights_per_layer(sh, tp)
     L = np.maximum(sh.layers, 1)
+    t = np.asarray(tp, dtype=float)
     own = np.zeros_like(full)
-    if module_recipe(job, "attention_proj") is not None:
-        own = own + sh.attention_layers * sum(i * o for _, i, o, _ in transformer.attention_matrices(sh)) / L
-    if module_recipe(job, "moe_latent") is not None:
+    if module_recipe(job, "attention_proj") is not None:  # the split matrices / tp, the down-projections whole
+        own = own + sh.attention_layers * sum(i * o / np.where(split, t, 1.0)
+                                              for _, i, o, split in transformer.attention_matrices(sh)) / L
+    if module_recipe(job, "moe_latent") is not None:  # whole on every TP rank
         own = own + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent / L
-    if module_recipe(job, "mamba_out_proj") is not None and sh.mamba is not None:
-        own = own + sh.mamba_layers * sh.mamba.hidden * sh.mamba.d_inner / L
+    if module_recipe(job, "mamba_out_proj") is not None and sh.mamba is not None:  # row-parallel: split
+        own = own + sh.mamba_layers * sh.mamba.hidden * sh.mamba.d_inner / L / t
     return np.asarray(np.maximum(full - own, 0.0), dtype=float)
 
 

@@ -213,7 +213,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
         # 1.125 for NVFP4 parameters (both copies); 1 for FP8 ones (the Hopper transpose not held: #fp8-param-gather)
         fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe)[1],
-        fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
+        fp8_linear_per_layer=fp8_param_linear_per_layer(job, g.tp) if job.is_transformer else None,
         **weight_workspace(job, g),  # TE's cached quantized copies of the 16-bit weights
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
@@ -221,7 +221,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
 
 
 def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
-    """:func:`scalemodel.cost.memory.memory_per_gpu`'s ``weight_workspace`` (bytes per layer, before / tp) and
+    """:func:`scalemodel.cost.memory.memory_per_gpu`'s ``weight_workspace`` (bytes per layer on one TP rank) and
     ``expert_workspace`` (bytes per routed-expert parameter): the quantized weight copies Transformer Engine caches
     across micro-batches and steps under Megatron-Core's TE layers (layer_impl megatron_te, which pass
     ``is_first_microbatch``), w(r) = :func:`scalemodel.cost.memory.weight_workspace_bytes` of a recipe r (2 for
@@ -229,7 +229,8 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
 
         weight_workspace = w(run) n_run + sum over module recipes r of w(r) n_r        expert_workspace = w(run)
 
-    n_run the layer's linear weights at the run's recipe (:func:`~scalemodel.engine.dp_comm.fp8_param_linear_per_layer`,
+    n_run the layer's linear weights on one TP rank (the TP-split ones / tp, MLA's down-projections and LatentMoE's
+    projections whole, mem30b) at the run's recipe (:func:`~scalemodel.engine.dp_comm.fp8_param_linear_per_layer`,
     w(run) = 0 where they are quantized parameters already: fp8_param_gather's FP8 or MXFP8 parameters,
     fp4_param_gather's NVFP4 ones, which ``quantize_weight`` returns as they are), n_r those of the modules at their
     own recipe r (training.module_precision, :func:`~scalemodel.engine.layer_compute.module_recipe`; a per-module
@@ -254,7 +255,7 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     (L1175) has no such test: the experts' copies are held. FSDP1 (``fsdp_flat_param``): whole, as ZeRO-3: TE scatters
     a cached copy over an FSDP group only in a module with ``fsdp_group`` set, which ``prepare_te_modules_for_fsdp``
     sets only on a TE module that is itself an FSDP unit (distributed.py L2067-2108), not on the linears inside a
-    per-layer unit (mem30). The MTP modules (``mtp_workspace`` per module with weights, before / tp, and
+    per-layer unit (mem30). The MTP modules (``mtp_workspace`` per module with weights, on one TP rank, and
     ``mtp_expert_workspace`` per MTP routed-expert parameter): :func:`~scalemodel.cost.transformer.mtp_linear_weights`
     at the block's recipe, module_precision mtp where named, else the run's (w(run), 0 under quantized parameters:
     Megatron-Core builds the MTP layers under ``get_fp8_context(config, is_init=True)``), under the run-wide fp8
@@ -270,13 +271,13 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     hopper = job.accelerator_family != "blackwell"
     quantized = (g.fp8_param_gather & (job.fp8_recipe != "nvfp4")) | (g.fp4_param_gather & (job.fp8_recipe == "nvfp4"))
     w_run = np.where(np.asarray(quantized, dtype=bool), 0.0, memory.weight_workspace_bytes(job.fp8_recipe, hopper))
-    dense = w_run * fp8_param_linear_per_layer(job)
-    full = transformer.linear_weights_per_layer(job.shape)
+    dense = w_run * fp8_param_linear_per_layer(job, g.tp)  # on one TP rank (MLA down / latent projections whole)
+    full = transformer.linear_weights_per_layer(job.shape, g.tp)
     # the module recipes other than bf16 ("": no copy) and the run's own (None): each its modules' share of the layer
     for r in sorted({r for m, _p in job.module_precision if (r := module_recipe(job, m))}):
         at_r = tuple((m, p) for m, p in job.module_precision if module_recipe(job, m) == r)
         dense = dense + memory.weight_workspace_bytes(r, hopper) * (
-            full - fp8_param_linear_per_layer(replace(job, module_precision=at_r)))
+            full - fp8_param_linear_per_layer(replace(job, module_precision=at_r), g.tp))
     # the MTP block at its module recipe (module_precision mtp: a 16-bit parameter's copy, bf16 none), else the run's
     r_mtp = module_recipe(job, "mtp")
     w_mtp = w_run if r_mtp is None else np.full(1, memory.weight_workspace_bytes(r_mtp, hopper))
@@ -285,8 +286,8 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     low = 1.0 - float(job.bf16_layer_share)  # training.bf16_layers run without a recipe: no copy
     return {"weight_workspace": np.asarray(np.where(te & ~fsdp2, low * dense, 0.0), dtype=float),
             "expert_workspace": np.asarray(np.where(te, low * w_run, 0.0), dtype=float),
-            "mtp_workspace": np.asarray(np.where(te & ~fsdp2, w_mtp * transformer.mtp_linear_weights(job.shape), 0.0),
-                                        dtype=float),
+            "mtp_workspace": np.asarray(np.where(te & ~fsdp2, w_mtp * transformer.mtp_linear_weights(job.shape, g.tp),
+                                                 0.0), dtype=float),
             "mtp_expert_workspace": np.asarray(np.where(te, w_mtp, 0.0), dtype=float)}
 
 
