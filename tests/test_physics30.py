@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import msgspec
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scalemodel.cost import memory
@@ -37,6 +37,7 @@ from tests.test_physics_wide import (
     WIDE_CLUSTERS,
     _eval,
     _hit,
+    _wide_job,
     wide_cases,
 )
 
@@ -96,8 +97,15 @@ def _tensor_bytes(job, a) -> float:  # type: ignore[no-untyped-def]
     return 2.0 * a["micro_batch"] * job.seq_len / a["cp"] * per_token
 
 
+#: MaxText's five named tensors of every layer over a GB200's NVLink-C2C, 10,000x slower: the copies bind
+C2C_TENSORS = (_wide_job("gb200-nvl72", "llama3-8b", "bf16", None, 4096),
+               dict(gpus=8, dp=8, tp=1, pp=1, cp=1, micro_batch=1, global_batch=32, offload_tensors=31,
+                    offload_layers=0, sequence_parallel=False, flash_attention=True))
+
+
 @BOUND
 @given(offload_cases(), st.sampled_from(SLOWER))
+@example(C2C_TENSORS, 1e-4)
 def test_step_never_beats_the_bytes_over_the_host_link(case, slower) -> None:  # type: ignore[no-untyped-def]
     """step >= m k A / B_host: m micro-batches, k offloaded layers (every layer for named tensors), A bytes a layer
     sends to host memory (the no-recompute activations of cost.memory, or the named tensors), B_host the per-GPU,
@@ -139,8 +147,15 @@ def dp_cases(draw):  # type: ignore[no-untyped-def]
     return job, arrays
 
 
+#: a DP group over two TPU v5e slices: 256 chips a slice behind the DCN (drawn too rarely to be left to chance)
+DCN_DP = (_wide_job("tpu-v5e-multislice", "llama3-8b", "bf16", None, 2048),
+          dict(gpus=512, dp=512, tp=1, pp=1, cp=1, micro_batch=1, global_batch=512, zero=1, overlap=True))
+
+
 @BOUND
 @given(dp_cases(), st.sampled_from(SLOWER))
+@example(DCN_DP, 1.0)
+@example(DCN_DP, 1e-4)
 def test_step_never_beats_the_gradients_crossing_each_tier(case, slower) -> None:  # type: ignore[no-untyped-def]
     """A data-parallel group of p consecutive ranks whose child domains of a tier hold c ranks each (n = p / c of
     them): every domain ends with the reduced gradients, so whatever the algorithm (ring, tree, hierarchical, NVLS,
