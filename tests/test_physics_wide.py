@@ -48,34 +48,57 @@ from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
 from scalemodel.report.output import to_json
 from scalemodel.specs import load_cluster, load_workload
-from scalemodel.specs.training import TrainingSpec
+from scalemodel.specs.training import ModulePrecisionSpec, TrainingSpec
 from tests.test_physics import _scaled_network
 
 #: NVL72 racks, fat trees of 3 tiers past the node, EFA, a TPU multislice (ICI + DCN), AMD's xGMI
 #: A100 with a host link (dgx-a100: offload priced), V100 (no bf16: fp16), a TPU v4 pod, HGX H200 / H800 (NVLS on
 #: Hopper: collective_units_nvls)
+#: (prop30) Gaudi 2 / 3 (RoCE scale-up), DGX B300, MI355X, a TPU v5e multislice (DCN), a TPU v6e pod (host link:
+#: MaxText's offload_tensors), GCP A3 High (TCPX) and a DGX-1 P100 (Pascal: fp16 only)
 WIDE_CLUSTERS = ("dgx-h100", "gb200-nvl72", "gb300-nvl72", "dgx-b200", "aws-p5", "tpu-v5p-multislice", "mi300x-8",
-                 "a100-4nic-hdr", "dgx-a100", "dgx-1-v100", "tpu-v4-pod", "hgx-h200", "h800-8")
+                 "a100-4nic-hdr", "dgx-a100", "dgx-1-v100", "tpu-v4-pod", "hgx-h200", "h800-8", "gaudi2-8",
+                 "gaudi3-8", "dgx-b300", "mi355x-8", "tpu-v5e-multislice", "tpu-v6e-pod", "gcp-a3-high", "dgx-1-p100")
 #: MoE (mixtral), MLA + MTP + MoE (deepseek-v3), hybrid Mamba (nemotron-3-nano / -super, the latter LatentMoE + MTP),
 #: sliding-window attention (mistral), parallel blocks (gpt-j, falcon), a dense GQA model (llama3-8b)
 #: and generic (non-transformer) models: resnet50, vgg16
 WIDE_MODELS = ("mixtral-8x7b", "deepseek-v3", "nemotron-3-nano", "nemotron-3-super", "mistral-7b", "gpt-j-6b",
                "falcon-7b", "llama3-8b", "resnet50", "vgg16")
 RECIPES = (None, "delayed", "tensorwise", "mxfp8", "blockwise")
+#: (prop30) training options beyond precision and recipe, each refused by TrainingSpec / build_job where the model or
+#: precision has no such module (a refused draw falls back to the run without them): BF16 edge layers, per-module
+#: precisions (te_quant.cfg's), FP8 attention, NVFP4's switched-off options, the optimizer (staleness kappa)
+TRAINING_OPTIONS = ((), (), (("bf16_layers", 2),), (("fp8_attention", True),), (("nvfp4_disable", ("rht",)),),
+                    (("nvfp4_disable", ("stochastic_rounding", "2d_quantization")),), (("optimizer", "sgd"),),
+                    (("module_precision", (("attention_proj", "bf16"),)),), (("module_precision", (("mtp", "bf16"),)),),
+                    (("module_precision", (("attention_proj", "bf16"), ("moe_latent", "bf16"), ("mtp", "bf16"),
+                                           ("mamba_out_proj", "mxfp8"))),))
+#: TrainingSpec fields wide_cases never draws, and why: the batch and sequence are drawn as the grid's axes and seq;
+#: the rest change no mechanism the properties test (a constant's value, a cost curve's source) or are the run's
+#: record, not its step
+TRAINING_NOT_DRAWN = {"global_batch": "the grid's global_batch", "micro_batch": "the grid's micro_batch",
+                      "optimizer_bytes_per_param": "memory only", "grad_bytes_per_param": "a constant of the same path",
+                      "train_tokens": "time to train, not the step", "train_samples": "time to train, not the step",
+                      "critical_batch": "statistical efficiency, not the step", "work_cv": "stragglers' spread",
+                      "sequence_lengths": "a packing record", "attention_kernel": "which measured curve",
+                      "cudnn_release": "which measured curve"}
 SYNCS = ("bsp", "bsp", "bsp", "backup:1", "asp", "ssp:4", "local:4", "hier:2")
 
 
 @cache
 def _wide_job(cluster: str, model: str, precision: str, recipe: str | None, seq: int,  # type: ignore[no-untyped-def]
-              imbalance: float | None = None, router: str | None = None):
+              imbalance: float | None = None, router: str | None = None, options: tuple = ()):
     """The job, or None where the combination is refused as input (a recipe the accelerator has not, NVFP4 off
-    Blackwell, bf16 on a V100, an fp64 router without an FP64 peak, an imbalance above E / k): the properties are
-    about what the engine prices, and a refused input is never priced."""
+    Blackwell, bf16 on a V100, an fp64 router without an FP64 peak, an imbalance above E / k, a module precision
+    for a module the model has not): the properties are about what the engine prices, and a refused input is never
+    priced. ``options``: :data:`TRAINING_OPTIONS`' pairs (module_precision's as pairs of its own)."""
     cl, wl = load_cluster(cluster), load_workload(model)
+    extra = {k: (ModulePrecisionSpec(**dict(v)) if k == "module_precision" else list(v) if isinstance(v, tuple) else v)
+             for k, v in options}
     try:
         tr = TrainingSpec(precision=precision, fp8_recipe=recipe if precision == "fp8" else None,
                           seq_len=seq if wl.kind == "transformer" else None, moe_rank_imbalance=imbalance,
-                          moe_router_dtype=router)
+                          moe_router_dtype=router, **extra)
         return build_job(cl, wl, tr)
     except InputError:
         return None
@@ -90,8 +113,10 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
     imbalance = draw(st.sampled_from((None, None, 1.0, 1.3, 3.0)))
     router = draw(st.sampled_from((None, None, "fp32", "fp64")))
     seq = draw(st.sampled_from((2048, 4096)))
-    job = _wide_job(cluster, model, precision, draw(st.sampled_from(RECIPES)), seq, imbalance, router)
-    for fallback in (("bf16", None, seq, imbalance, router), ("bf16", None, 4096), ("fp16", None, 4096)):
+    recipe = draw(st.sampled_from(RECIPES))
+    job = _wide_job(cluster, model, precision, recipe, seq, imbalance, router, draw(st.sampled_from(TRAINING_OPTIONS)))
+    for fallback in ((precision, recipe, seq, imbalance, router), ("bf16", None, seq, imbalance, router),
+                     ("bf16", None, 4096), ("fp16", None, 4096)):
         job = job or _wide_job(cluster, model, *fallback)
     transformer = job.is_transformer
     moe = transformer and int(job.shape.moe_experts) > 0
@@ -154,6 +179,8 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         # activations offloaded to host memory (where the cluster gives the host link) and selective recompute's
         # modules (bits of cost.memory.RECOMPUTE_MODULES; titan_op and jax_qkvo priced for a dense block only)
         offload_layers=draw(st.sampled_from((0, 0, 1, 2))) if job.host_bandwidth > 0 else 0,
+        # (prop30) MaxText's named tensors to host (bits of specs.training.OFFLOAD_TENSORS), same host link
+        offload_tensors=draw(st.sampled_from((0, 0, 0, 1, 6, 31))) if job.host_bandwidth > 0 else 0,
         recompute_modules=draw(st.sampled_from(modules)),
         # Apex DistributedFusedAdam's buckets cut tensors (scale26): NeMo 1's optimizer, not Megatron-Core's DDP,
         # whose buckets hold whole tensors and which runs one bucket per buffer with overlap off
@@ -182,6 +209,21 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         eager_glu_clamp=draw(st.booleans()), eager_expert_bias=draw(st.booleans()),
         eager_bias_dropout_add=draw(st.booleans()), moe_host_attention_graphed=draw(st.booleans()),
         train_metric_passes=draw(st.sampled_from((0, 2))), train_metric_states=draw(st.sampled_from((0, 3))),
+        # (prop30) the fields drawn by neither generator before: dynamic micro-batch assignment and its overhead,
+        # flash-attn varlen copies, Megatron-Core DDP's interleaved alignment and wgrad fusion, NVFP4 parameter
+        # gathers, the loss implementation, legacy scatter/gather, the interleaved p2p overlap and its send wait,
+        # Megatron's async TP all-reduce
+        dynamic_assignment=draw(st.booleans()), dispatch_overhead=draw(st.sampled_from((0.0, 1e-3))),
+        attention_unpad=draw(st.booleans()), align_grad_reduce=draw(st.booleans()),
+        align_param_gather=draw(st.booleans()), grad_accumulation_fusion=draw(st.booleans()),
+        fp4_param_gather=draw(st.booleans()) and job.precision == "fp4", loss_impl=draw(st.sampled_from(range(6))),
+        pp_scatter_gather=draw(st.booleans()), overlap_p2p_comm=draw(st.booleans()),
+        overlap_p2p_send_wait=draw(st.booleans()), tp_async_allreduce=draw(st.booleans()),
+        # and those tests/test_physics.py's ``cases`` alone drew: the collective algorithm, unfused attention, partial
+        # / uniform full recompute, FP8 parameter gathers
+        algorithm=draw(st.sampled_from((0, 0, 1, 2, 6))), flash_attention=draw(st.sampled_from((True, True, False))),
+        recompute_layers=draw(st.sampled_from((-1, -1, 1, 3))), recompute_uniform=draw(st.booleans()),
+        fp8_param_gather=draw(st.booleans()) and job.precision == "fp8",
     )
     sync = draw(st.sampled_from(SYNCS))
     if sync.startswith("hier") and dp % 2:  # hier:G needs G to divide the workers (refused as input otherwise)
