@@ -278,7 +278,7 @@ def mtp_recipe(job: Job, part: str = "block") -> str | None:
     ``MultiTokenPredictionLayer._proj_and_transformer_layer``, multi_token_prediction.py L1385-1402 at
     NVIDIA/Megatron-LM@d98e8a64dd): eh_proj runs in BF16, and so does a GPT-path layer (a single TransformerLayer,
     no context of its own); a hybrid pattern's MTP layer is a HybridStack, which takes its own per-layer
-    ``get_fp4_context`` (models/hybrid/hybrid_block.py L340-367), so it runs at the run's NVFP4."""
+    ``get_fp4_context`` (models/hybrid/hybrid_block.py L339-379), so it runs at the run's NVFP4."""
     if dict(job.module_precision).get("mtp") is not None:
         return module_recipe(job, "mtp")
     if job.fp8_recipe == "nvfp4" and (part == "eh_proj" or job.shape.hybrid is None):
