@@ -6,7 +6,8 @@
     else the run's), their routed experts too;
 (3) PyTorch FSDP1 holds the workspace whole, as ZeRO-3 / Megatron-FSDP (TE's FSDP1 scatter needs a TE module that is
     itself an FSDP unit);
-(4) training.bf16_layers with torchao's row-wise float8 is refused;
+(4) training.bf16_layers with torchao's row-wise float8 was refused here; mtp30 lifted it (torchtitan's filter_fqns
+    keeps a layer's linears in BF16 under every recipe: tests/test_mtp30.py);
 (6) the validator routes a case on EFA with A100 40GB (fsdpaws22, p4d.24xlarge) to the catalog's aws-p4d.
 docs/model.md#weight-workspace and #offload.
 """
@@ -100,15 +101,6 @@ def test_fsdp1_holds_the_whole_copy() -> None:
     0)."""
     got = _workspace("dgx-h100", "fp8", zero="fsdp", fsdp_flat_param=True)
     assert got == pytest.approx((LAYERS * (ATTENTION + MLP) + ATTENTION + MLP + EH_PROJ) * 2.0, rel=1e-12)
-
-
-@pytest.mark.parametrize("recipe", ["rowwise", "rowwise_with_gw_hp"])
-def test_bf16_layers_refused_with_torchao_rowwise(cli, recipe: str) -> None:  # type: ignore[no-untyped-def]
-    """torchao's convert_to_float8_training swaps every nn.Linear its filter accepts; it has no first / last layers in
-    BF16: one error line naming training.bf16_layers, exit 2 (before: accepted and priced as Megatron-Core's)."""
-    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--set", "training.precision=fp8",
-            "--set", f"training.fp8_recipe={recipe}", "--set", "training.bf16_layers=2", "--set",
-            "strategy.layer_impl=torchtitan", match="training.bf16_layers")
 
 
 def test_efa_a100_40gb_routes_to_aws_p4d() -> None:

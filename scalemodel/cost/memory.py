@@ -789,10 +789,12 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
-    (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather): the gathered
-    copies of the linear weights (:func:`~scalemodel.cost.transformer.linear_weights_per_layer`) are float8,
-    1 byte each; the rest stays at ``weight_bytes``. ``root_unit`` (PyTorch FSDP's root unit, one pipeline stage:
-    the engine's ``fsdp_root_params``): the embedding, output layer and final norm
+    (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
+    fp8_param_gather): the gathered copies of the linear weights on this TP rank
+    (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` at ``tp``: the split ones / tp, MLA's
+    down-projections and LatentMoE's projections whole, as the engine's ``_gathered_bytes`` counts the wire) are
+    float8, 1 byte each, at most the gathered bytes; the rest stays at ``weight_bytes``. ``root_unit`` (PyTorch
+    FSDP's root unit, one pipeline stage: the engine's ``fsdp_root_params``): the embedding, output layer and final norm
     (:func:`~scalemodel.cost.transformer.embedding_params` / tp) stay gathered from the forward to the end of the
     backward, on top of the two layers (already counted when every unit stays gathered). ``embedding`` false:
     a pipeline stage without the embedding (its table and dropout mask); ``stage_rank`` the stage whose
@@ -839,7 +841,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
         mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * expert_params(sh), 0.0)))
     gathered = 2.0 * layer / t
-    linear = 2.0 * linear_weights_per_layer(sh) / t
+    linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
     keep = ~np.asarray(reshard_after_forward, dtype=bool)
     # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
     if np.any(root_unit):
@@ -847,7 +849,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         gathered = np.where(keep, pg.dense + pg.expert, gathered)
-        linear = np.where(keep, stage * linear_weights_per_layer(sh) / t, linear)
+        linear = np.where(keep, stage * linear_weights_per_layer(sh, t), linear)
     if np.any(fp8_gather):  # float8 gathered copies of the linear weights: 1 byte of each wb is held
         wb = _nonneg("weight_bytes", weight_bytes)
         gathered = np.where(np.asarray(fp8_gather, dtype=bool), gathered - np.minimum(linear, gathered) * (

@@ -183,8 +183,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            # main head and each MTP module's through the shared output layer, on the stage with the logits
            "head_uses": with_logits * (1.0 + float(sh.mtp_layers)), "head_gemm": logits.forward_gemm}
     if logits_on_stage and float(sh.mtp_layers) > 0:
-        mjob, mkw = _mtp_job(job, kw)
-        if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
+        mjob, mkw, pkw = _mtp_job(job, kw)
+        if mjob is not job:  # the MTP block at its own precision (mtp_recipe): every GEMM of it
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
                                                moe=bool(sh.last_layer_moe), etp=_etp(g), **mkw,
                                                **dict(mtp_flash, fp8_attention=False, **expert_gemm_kwargs(mjob)))
@@ -195,7 +195,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             block = moe if moe is not None and bool(sh.last_layer_moe) else dense
         casts = core if job.fp8_recipe and mjob is job else None  # the decoder's FP8 attention casts, the same job's
         out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe), casts), logits,
-                                         mkw))
+                                         pkw))
     return out
 
 
@@ -246,11 +246,7 @@ def module_gemm_kwargs(job: Job, module: str, prefix: str) -> dict[str, float]:
     (:func:`module_recipe`): bf16 on the BF16 peak and 16-bit curve (Job.attention_*), mxfp8 on the fp8 peak at
     MXFP8's rate (Job.mxfp8_*); {} where the module runs at the run's (docs/model.md#module-precision)."""
     r = module_recipe(job, module)
-    if r is None:
-        return {}
-    peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
-                    else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
-    return {f"{prefix}_peak_flops": peak, f"{prefix}_gemm_max": gm, f"{prefix}_gemm_half_dim": d0}
+    return {} if r is None else {f"{prefix}_{k}": v for k, v in _recipe_gemm_kwargs(job, r).items()}
 
 
 def expert_gemm_kwargs(job: Job) -> dict[str, float]:
@@ -269,20 +265,48 @@ def expert_gemm_kwargs(job: Job) -> dict[str, float]:
             "expert_gemm_half_dim": job.attention_gemm_half_dim}
 
 
-def _mtp_job(job: Job, kw: dict[str, Any]) -> tuple[Job, dict[str, Any]]:
-    """The job and GEMM keywords the MTP modules are priced with: ``job`` and ``kw`` themselves, or, with
-    module_precision mtp (Megatron-Bridge's te_quant.cfg ``mtp.*`` matcher: every TE linear of the MTP block), the
-    same job at the module's precision: BF16 (the BF16 peak and curve, no recipe: no casts) or MXFP8 (the fp8 peak
-    at MXFP8's rate, MXFP8's casts), its other modules' overrides dropped (the block's precision covers them)."""
-    r = module_recipe(job, "mtp")
-    if r is None:
-        return job, kw
+def mtp_recipe(job: Job, part: str = "block") -> str | None:
+    """The Transformer Engine recipe of the multi-token prediction module's ``part``, ``"block"`` (its transformer
+    layer) or ``"eh_proj"``, as :func:`module_recipe` gives one ("" for BF16, None at the run's): the one place that
+    decides the MTP block's precision, for the compute model (:func:`_mtp_job`) and the memory model's weight
+    workspace (:func:`~scalemodel.engine.stage_memory.weight_workspace`).
+
+    training.module_precision mtp, where named, sets both (Megatron-Bridge's te_quant.cfg ``mtp.*`` matcher: every
+    TE linear of the block). Not named, an fp8 run runs the block at its recipe (Megatron-Core enters
+    ``get_fp8_context(config)`` around eh_proj and the layer "if self.config.fp8"), but an fp4 run enters no fp4
+    context there ("TODO: currently ignoring FP4 in MTP layers because we need more numerical validation",
+    ``MultiTokenPredictionLayer._proj_and_transformer_layer``, multi_token_prediction.py L1385-1402 at
+    NVIDIA/Megatron-LM@d98e8a64dd): eh_proj runs in BF16, and so does a GPT-path layer (a single TransformerLayer,
+    no context of its own); a hybrid pattern's MTP layer is a HybridStack, which takes its own per-layer
+    ``get_fp4_context`` (models/hybrid/hybrid_block.py L339-379), so it runs at the run's NVFP4."""
+    if dict(job.module_precision).get("mtp") is not None:
+        return module_recipe(job, "mtp")
+    if job.fp8_recipe == "nvfp4" and (part == "eh_proj" or job.shape.hybrid is None):
+        return ""
+    return None
+
+
+def _recipe_gemm_kwargs(job: Job, r: str) -> dict[str, float]:
+    """peak_flops / gemm_max / gemm_half_dim of GEMMs at a module recipe r: bf16 ("") the BF16 peak and 16-bit curve
+    (Job.attention_*), mxfp8 the fp8 peak at MXFP8's rate (Job.mxfp8_*)."""
     peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
                     else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
+    return {"peak_flops": peak, "gemm_max": gm, "gemm_half_dim": d0}
+
+
+def _mtp_job(job: Job, kw: dict[str, Any]) -> tuple[Job, dict[str, Any], dict[str, Any]]:
+    """The job and GEMM keywords the MTP block is priced with, and eh_proj's keywords (:func:`mtp_recipe`): ``job``
+    and ``kw`` themselves where the part runs at the run's precision, else the same job at the part's: BF16 (the
+    BF16 peak and curve, no recipe: no casts) or MXFP8 (the fp8 peak at MXFP8's rate, MXFP8's casts), its other
+    modules' overrides dropped (the block's precision covers them)."""
+    r, rp = mtp_recipe(job, "block"), mtp_recipe(job, "eh_proj")
+    pkw = kw if rp is None else dict(kw, **_recipe_gemm_kwargs(job, rp))
+    if r is None:
+        return job, kw, pkw
+    gk = _recipe_gemm_kwargs(job, r)
     factor = compute.fp8_recipe_gemm_factor(job.accelerator_family, r) if r else 1.0
-    mjob = replace(job, peak_flops=peak, gemm_max=gm, gemm_half_dim=d0, fp8_recipe=r, fp8_recipe_gemm_factor=factor,
-                   fp8_attention=False, module_precision=())
-    return mjob, dict(kw, peak_flops=peak, gemm_max=gm, gemm_half_dim=d0)
+    mjob = replace(job, **gk, fp8_recipe=r, fp8_recipe_gemm_factor=factor, fp8_attention=False, module_precision=())
+    return mjob, dict(kw, **gk), pkw
 
 
 def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any]
@@ -619,7 +643,8 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     ``block`` is :func:`scalemodel.cost.compute.layer_compute_time` of the last layer's kind (MoE for
     DeepSeek-V3) with the per-layer casts and copies of :func:`_mtp_block`, ``proj``
     :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
-    ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`).
+    ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`);
+    ``kw`` eh_proj's GEMM keywords, at its own precision (:func:`mtp_recipe` ``"eh_proj"``).
     Megatron-Core recomputes a module under full recompute with recompute_method uniform (or no layer count),
     whatever --recompute-num-layers says, and not at all under method block with a count
     (:func:`mtp_module_recomputed`: ``_checkpointed_forward``'s block branch skips the recompute; review24b), and
@@ -1296,17 +1321,27 @@ def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
 
 def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.ndarray) -> np.ndarray:
     """Bytes all-gathered for the ``dense`` (non-expert) parameters of a stage of ``layers`` units: 2 per
-    parameter (16-bit), except, with ``fsdp_fp8_all_gather``, 1 per element of the linear weights
-    (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` x layers / tp, at most ``dense``), which
+    parameter (16-bit), except, with ``fsdp_fp8_all_gather``, 1 per element of the linear weights on one TP rank
+    (layers x :func:`~scalemodel.cost.transformer.linear_weights_per_layer` at tp: the TP-split ones / tp, those
+    every rank holds whole, MLA's down-projections and LatentMoE's projections, whole; at most ``dense``), which
     torchao casts to float8 before the gather (torchtitan docs/float8.md: "cast Float8Linear.weight from high
     precision to float8 before FSDP all-gather so we can communicate in float8"); norms and embeddings are not
     Float8Linear and stay 16-bit. Megatron-FSDP with ``fp8_param_gather`` (:func:`fsdp_fp8_gather`) gathers the
-    same linear weights in FP8."""
+    same linear weights in FP8; it builds MLA's linear_q_down_proj / linear_kv_down_proj and LatentMoE's
+    projections as TELinear ``parallel_mode="duplicated"``, whole on every TP rank (multi_latent_attention.py
+    L524-527, L572-574, moe_layer.py L279-295 at NVIDIA/Megatron-LM@d98e8a64dd; mem30b). torchtitan's float8 + FSDP
+    gather (tensorwise only: "using `float8_config.enable_fsdp_float8_all_gather` together with
+    `float8_config.recipe_name` is not supported", pytorch/torchtitan@e7c0cae
+    torchtitan/components/quantization/float8.py L57-60) runs Llama 3 / Llama 4, whose TP plans split every
+    attention and MLP linear (models/llama3/parallelize_llama.py, experiments/llama4/infra/parallelize_llama.py;
+    Llama 4's router gate, ``NoParallel``, is a router, which linear_weights_per_layer does not count), so the
+    whole count is 0 there; its later DeepSeek-V3 plan, which keeps MLA's wq_a / wkv_a ``NoParallel``, has
+    no float8 gather (pytorch/torchtitan@b5bcd76c66 has no enable_fsdp_float8_all_gather; mtp30)."""
     nbytes = 2.0 * dense
     fp8 = fsdp_fp8_gather(job, g)
     if not job.is_transformer or not np.any(fp8):
         return nbytes
-    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
+    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape, g.tp), dense)
     return np.where(fp8, nbytes - linear, nbytes)
 
 

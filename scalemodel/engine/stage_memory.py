@@ -30,6 +30,7 @@ from scalemodel.engine.layer_compute import (
     fsdp_fp8_gather,
     fsdp_root_params,
     module_recipe,
+    mtp_recipe,
     recomputed_layers,
 )
 from scalemodel.engine.pipeline_ranks import (
@@ -257,7 +258,10 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     sets only on a TE module that is itself an FSDP unit (distributed.py L2067-2108), not on the linears inside a
     per-layer unit (mem30). The MTP modules (``mtp_workspace`` per module with weights, on one TP rank, and
     ``mtp_expert_workspace`` per MTP routed-expert parameter): :func:`~scalemodel.cost.transformer.mtp_linear_weights`
-    at the block's recipe, module_precision mtp where named, else the run's (w(run), 0 under quantized parameters:
+    at the block's recipe and eh_proj's 2 h^2 / t at its own
+    (:func:`~scalemodel.engine.layer_compute.mtp_recipe`, which the compute model reads too: module_precision mtp
+    where named; in an fp4 run, which enters no fp4 context around eh_proj nor a GPT-path layer, BF16, none; else
+    the run's, w(run), 0 under quantized parameters:
     Megatron-Core builds the MTP layers under ``get_fp8_context(config, is_init=True)``), under the run-wide fp8
     context with no layer number, so not reduced by bf16_layers (multi_token_prediction.py L1386-1402, L1927 at
     NVIDIA/Megatron-LM@d98e8a64dd); the same FSDP2 rule. The layers a run keeps
@@ -278,16 +282,18 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
         at_r = tuple((m, p) for m, p in job.module_precision if module_recipe(job, m) == r)
         dense = dense + memory.weight_workspace_bytes(r, hopper) * (
             full - fp8_param_linear_per_layer(replace(job, module_precision=at_r), g.tp))
-    # the MTP block at its module recipe (module_precision mtp: a 16-bit parameter's copy, bf16 none), else the run's
-    r_mtp = module_recipe(job, "mtp")
-    w_mtp = w_run if r_mtp is None else np.full(1, memory.weight_workspace_bytes(r_mtp, hopper))
+    # the MTP block's layer and eh_proj at their recipes (layer_compute.mtp_recipe: module_precision mtp, or BF16 where
+    # an fp4 run enters no fp4 context; a 16-bit parameter's copy, bf16 none), else the run's
+    w_mtp, w_eh = (w_run if r is None else np.full(1, memory.weight_workspace_bytes(r, hopper))
+                   for r in (mtp_recipe(job, "block"), mtp_recipe(job, "eh_proj")))
+    eh = 2.0 * float(job.shape.hidden) ** 2 / g.tp  # eh_proj, 2h -> h, column-parallel (in mtp_linear_weights)
+    mtp_ws = w_mtp * (transformer.mtp_linear_weights(job.shape, g.tp) - eh) + w_eh * eh
     te = g.layer_impl == LayerImpl.MEGATRON_TE
     fsdp2 = (g.zero >= Zero.FSDP) & g.fsdp_per_param  # TE's is_fsdp2: no dense cache, GroupedLinear's still
     low = 1.0 - float(job.bf16_layer_share)  # training.bf16_layers run without a recipe: no copy
     return {"weight_workspace": np.asarray(np.where(te & ~fsdp2, low * dense, 0.0), dtype=float),
             "expert_workspace": np.asarray(np.where(te, low * w_run, 0.0), dtype=float),
-            "mtp_workspace": np.asarray(np.where(te & ~fsdp2, w_mtp * transformer.mtp_linear_weights(job.shape, g.tp),
-                                                 0.0), dtype=float),
+            "mtp_workspace": np.asarray(np.where(te & ~fsdp2, mtp_ws, 0.0), dtype=float),
             "mtp_expert_workspace": np.asarray(np.where(te, w_mtp, 0.0), dtype=float)}
 
 

@@ -184,8 +184,8 @@ class TrainingSpec(Spec, kw_only=True):
         "with precision fp8 or fp4: transformer layers kept in BF16 (Megatron-Core first_last_layers_bf16 with "
         "num_layers_at_start_in_bf16 + num_layers_at_end_in_bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset "
         "keeps the last 14); their GEMMs on the BF16 peak and curve, without quantization casts, mixed over the "
-        "layers (docs/model.md#nvfp4); refused with fp8_recipe delayed, the default (Megatron-Core refuses it), "
-        "and with torchao's rowwise / rowwise_with_gw_hp (no such option there). "
+        "layers (docs/model.md#nvfp4); with torchao's rowwise / rowwise_with_gw_hp, torchtitan's filter_fqns naming "
+        "those layers; refused with fp8_recipe delayed, the default (Megatron-Core refuses it). "
         "Default 0: every layer in the low precision"))] = 0
     module_precision: Annotated[ModulePrecisionSpec | None, Meta(description=(
         "with precision fp8 or fp4: modules whose GEMMs run at another precision than the run's, e.g. "
@@ -274,23 +274,22 @@ class TrainingSpec(Spec, kw_only=True):
             raise field_error("bf16_layers", f"{self.bf16_layers} needs precision fp8 or fp4 (got "
                               f"{self.precision!r}): every layer of a 16- or 32-bit run is in that precision",
                               "0, or precision fp8 / fp4")
-        recipe = self.fp8_recipe or "delayed"
         if (self.bf16_layers and Precision.parse(self.precision) == Precision.FP8
-                and (recipe == "delayed" or recipe in ROWWISE_FP8_RECIPES)):
-            # delayed: Megatron-Core refuses it: TransformerConfig.__post_init__ raises "Delayed scaling does not
-            # support first / last layer in BF16." (transformer_config.py L1527-1530 at NVIDIA/Megatron-LM@d98e8a64dd;
-            # the same assert in fp8_utils.py get_fp8_context L883-888): under delayed scaling the block runs in one
-            # outer fp8_autocast (transformer_block.py L619-629), so a per-layer BF16 context cannot apply.
-            # row-wise: torchao's convert_to_float8_training(module, *, module_filter_fn, config) swaps every
-            # nn.Linear its filter accepts (pytorch/ao@009f7872 torchao/float8/float8_linear_utils.py); neither it nor
-            # Float8LinearConfig has first / last layers kept in BF16 (mem30)
-            why = ("Megatron-Core refuses BF16 first / last layers under delayed scaling" if recipe == "delayed" else
-                   "torchao's float8 training (convert_to_float8_training) has no layers kept in BF16; "
-                   "bf16_layers is Megatron-Core's first_last_layers_bf16")
+                and (self.fp8_recipe or "delayed") == "delayed"):
+            # Megatron-Core refuses it: TransformerConfig.__post_init__ raises "Delayed scaling does not support first /
+            # last layer in BF16." (transformer_config.py L1527-1530 at NVIDIA/Megatron-LM@d98e8a64dd; the same assert
+            # in fp8_utils.py get_fp8_context L883-888): under delayed scaling the block runs in one outer
+            # fp8_autocast (transformer_block.py L619-629), so a per-layer BF16 context cannot apply. torchao's
+            # row-wise recipes take them: convert_to_float8_training swaps only the nn.Linear its module_filter_fn
+            # accepts, whatever the recipe (pytorch/ao@4fc4068d6 torchao/float8/float8_linear_utils.py L23, L72), and
+            # torchtitan passes its filter_fqns there under every recipe (pytorch/torchtitan@e7c0cae
+            # torchtitan/components/quantization/float8.py L104-111, utils.py L25: a substring of the module's FQN,
+            # "layers.0." keeps the first layer's linears in BF16; mtp30)
             raise field_error("bf16_layers", f"{self.bf16_layers} with fp8_recipe "
-                              f"{self.fp8_recipe or 'delayed (the default)'}: {why}",
-                              f"0 with the {'delayed recipe' if recipe == 'delayed' else 'row-wise recipes'}, or "
-                              "fp8_recipe tensorwise / mxfp8 / blockwise, or precision fp4", also="fp8_recipe")
+                              f"{self.fp8_recipe or 'delayed (the default)'}: Megatron-Core refuses BF16 first / last "
+                              "layers under delayed scaling",
+                              "0 with the delayed recipe, or fp8_recipe tensorwise / mxfp8 / blockwise / rowwise / "
+                              "rowwise_with_gw_hp, or precision fp4", also="fp8_recipe")
         named = self.module_precision.named() if self.module_precision is not None else {}
         if named and Precision.parse(self.precision) not in (Precision.FP8, Precision.FP4):
             k = next(iter(named))
