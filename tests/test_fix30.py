@@ -59,3 +59,53 @@ def test_memory_names_the_batch_reason_when_the_model_does_not_fit() -> None:
     assert "does NOT fit, and the strategy is infeasible" in out.stdout
     ok = _run("memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "64")
     assert "infeasible:" not in ok.stdout and "does NOT fit;" in ok.stdout  # out of memory alone: no second line
+
+
+# --- (3) plan's "why": a net gain in the unnamed parts is a gain -------------------------------------------------
+
+def test_a_net_gain_in_the_other_parts_is_not_listed_among_the_costs() -> None:
+    """Winner 1.0 s compute + 0.1 s TP; runner-up 1.3 s compute, 0.05 s dp, 0.03 s bubble, 0.01 s optimizer: the
+    two largest gains (300 ms compute, 50 ms dp) are named, the loss (100 ms TP) follows "for", and the 40 ms the
+    bubble and optimizer net for the winner is a gain: before, "(for 100 ms more ..., 40 ms less in the other
+    parts)" put it among what the winner pays."""
+    from types import SimpleNamespace
+
+    from scalemodel.engine.parts import BREAKDOWN_KEYS
+    from scalemodel.report.explain import _advantages
+
+    def pred(**parts: float) -> SimpleNamespace:
+        br = {k: parts.get(k, 0.0) for k in BREAKDOWN_KEYS}
+        return SimpleNamespace(breakdown_s=br, step_time_s=sum(br.values()))
+
+    text = _advantages(pred(compute=1.0, tp_comm=0.1),  # type: ignore[arg-type]
+                       pred(compute=1.3, dp_comm=0.05, bubble=0.03, optimizer=0.01))  # type: ignore[arg-type]
+    assert text == ("300 ms less compute, 50 ms less exposed gradient sync, 40 ms less in the other parts "
+                    "(for 100 ms more exposed TP communication)"), text
+
+
+# --- (4) collective: the best marker's column has a header ---------------------------------------------------------
+
+def test_collective_best_column_has_a_header() -> None:
+    out = _run("collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "16", "--cluster", "dgx-h100")
+    assert out.returncode == 0, out.stderr
+    header = next(line for line in out.stdout.splitlines() if "algorithm" in line)
+    assert [c.strip() for c in header.strip("┃").split("┃")][-1] == "best", header
+    marked = [line for line in out.stdout.splitlines() if line.rstrip().rstrip("│").rstrip().endswith("yes")]
+    assert len(marked) == 1, out.stdout  # one algorithm is the best
+
+
+# --- (6) hardware validate writes the path through errors.one_line -----------------------------------------------
+
+def test_hardware_validate_escapes_the_path(tmp_path: Path) -> None:
+    """An ESC in a folder's name was written raw (it coloured the terminal), a byte that is not UTF-8 raised
+    UnicodeEncodeError under PYTHONIOENCODING=utf-8 (a traceback): both are written as their escapes."""
+    spec = (ROOT / "hardware" / "clusters" / "dgx-h100.yaml").read_text()
+    for name, shown in (("a\x1b[31mb", "a\\x1b[31mb"), (os.fsdecode(b"c\xffd"), "c\\xffd")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "dgx-h100.yaml").write_text(spec)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
+        cmd = [sys.executable, "-m", "scalemodel", "hardware", "validate", str(folder / "dgx-h100.yaml")]
+        out = subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert b"\x1b" not in out.stdout and f"{shown}/dgx-h100.yaml is a valid cluster spec".encode() in out.stdout
