@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from scalemodel.engine.predict import batch_detail
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,3 +111,29 @@ def test_hardware_validate_escapes_the_path(tmp_path: Path) -> None:
         out = subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT, timeout=120)
         assert out.returncode == 0, out.stderr
         assert b"\x1b" not in out.stdout and f"{shown}/dgx-h100.yaml is a valid cluster spec".encode() in out.stdout
+
+
+# --- (7) --set LIST.N on a list not given -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("item", ["strategy.offload_tensors.0=X", "training.nvfp4_disable.0=rht"])
+def test_an_index_into_a_list_not_given_says_how_to_write_a_list(item: str) -> None:
+    """The index made a mapping {'0': 'X'}, refused as "Input should be a valid list (got {'0': 'X'})"."""
+    out = _run("predict", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "512", "--tp", "8", "--set", item)
+    field = item.split(".0=")[0]
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"error: --set {field}.0: {field} is not set, so it has no item 0 to set; "
+                                 f"the whole list, --set {field}=[a,b]"), out.stderr
+
+
+def test_an_index_into_an_empty_list_and_the_whole_list_form() -> None:
+    base = ("predict", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "512", "--tp", "8")
+    out = _run(*base, "--set", "training.nvfp4_disable=[]", "--set", "training.nvfp4_disable.0=rht")
+    assert out.returncode == 2 and "training.nvfp4_disable is empty, so it has no item 0" in out.stderr, out.stderr
+    # the form the message gives is read as a list (refused here for its own reason: nvfp4_disable needs fp4)
+    out = _run(*base, "--set", "training.nvfp4_disable=[rht]")
+    assert out.returncode == 2 and "['rht'] needs precision fp4" in out.stderr, out.stderr
+    # an unknown key stays "unknown key" (the index form is refused only where the spec declares a list)
+    out = _run(*base, "--set", "strategy.no_such_field.0=X")
+    assert "unknown key 'no_such_field'" in out.stderr, out.stderr
+    # an index into a list the spec has still sets its item
+    assert _run(*base, "--set", "cluster.tiers.0.span=8").returncode == 0
