@@ -137,3 +137,18 @@ def test_an_index_into_an_empty_list_and_the_whole_list_form() -> None:
     assert "unknown key 'no_such_field'" in out.stderr, out.stderr
     # an index into a list the spec has still sets its item
     assert _run(*base, "--set", "cluster.tiers.0.span=8").returncode == 0
+
+
+# --- (8) one key for the sync mode's staleness efficiency --------------------------------------------------------
+
+def test_stragglers_json_names_the_sync_efficiency_as_predict_does() -> None:
+    """stragglers called it ``efficiency``, predict and scale ``statistical_efficiency``. BSP's is 1 (no staleness);
+    ASP's over 16 workers is 1 / (1 + kappa (N - 1) / N) with N = 16 (docs/model.md, staleness)."""
+    import json
+
+    out = _run("stragglers", "--workers", "16", "--cv", "0.1", "--staleness-kappa", "0.3", "--json")
+    doc = json.loads(out.stdout)
+    rows = {r["sync"]: r for r in doc["strategies"]}
+    assert all("efficiency" not in r and "statistical_efficiency" in r for r in rows.values())
+    assert rows["bsp"]["statistical_efficiency"] == 1.0
+    assert abs(rows["asp"]["statistical_efficiency"] - 1 / (1 + 0.3 * 15 / 16)) < 1e-12
