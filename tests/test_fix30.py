@@ -152,3 +152,29 @@ def test_stragglers_json_names_the_sync_efficiency_as_predict_does() -> None:
     assert all("efficiency" not in r and "statistical_efficiency" in r for r in rows.values())
     assert rows["bsp"]["statistical_efficiency"] == 1.0
     assert abs(rows["asp"]["statistical_efficiency"] - 1 / (1 + 0.3 * 15 / 16)) < 1e-12
+
+
+# --- (5) one throughput label per scope across tables ------------------------------------------------------------
+
+def _header_cells(text: str, first: str) -> list[str]:
+    """The header cells of the table whose header line holds ``first`` (rich's boxed or simple heads)."""
+    line = next(line for line in text.splitlines() if first in line)
+    return [c.strip() for c in line.replace("┃", "│").split("│") if c.strip()] if "┃" in line else line.split()
+
+
+def test_throughput_labels_per_gpu_and_whole_job(tmp_path: Path) -> None:
+    """plan wrote the whole job's rate 'tokens/s', scale 'tokens per s' (two lines, 'tokens' over 'per s'); sweep
+    wrote the per-GPU rate 'tok/s/GPU', check 'tokens/s per GPU'. Now 'tokens/s' and 'tokens/s/GPU'."""
+    scale = _run("scale", "--scenario", "examples/scenarios/strong-scaling.yaml")
+    assert scale.returncode == 0, scale.stderr
+    lines = scale.stdout.splitlines()
+    second = next(i for i, line in enumerate(lines) if "(points)" in line)  # the two-line head's second line
+    assert "tokens/s" in _header_cells(scale.stdout, "(points)") and "tokens" not in lines[second - 1]
+    check = _run("check", "examples/capacity/gpt3-175b-dgx-h100.yaml")
+    assert "tokens/s/GPU" in _header_cells(check.stdout, "global batch"), check.stdout
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-a100]\ngpus: [8]\n"
+                     "strategies: [{label: tp2, tp: 2}]\ntraining: {global_batch: 64}\n")
+    out = _run("sweep", str(sweep), "--workers", "1")
+    assert out.returncode == 0, out.stderr
+    assert "tokens/s/GPU" in _header_cells(out.stdout, "cluster"), out.stdout
