@@ -59,6 +59,7 @@ def test_memory_names_the_batch_reason_when_the_model_does_not_fit() -> None:
     assert out.returncode == 0, out.stderr
     assert "infeasible: global batch not divisible by dp x micro-batch" in out.stdout
     assert "does NOT fit, and the strategy is infeasible" in out.stdout
+    assert "here: global batch 100 is not a multiple of dp 64 x micro-batch 1 = 64" in out.stdout  # as predict
     ok = _run("memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "64")
     assert "infeasible:" not in ok.stdout and "does NOT fit;" in ok.stdout  # out of memory alone: no second line
 

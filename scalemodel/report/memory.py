@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.engine.memory import MemoryResult
+from scalemodel.engine.predict import batch_detail
 from scalemodel.engine.step import Infeasible
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.report.predict import strategy_header
@@ -32,6 +33,9 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     other_reason = result.infeasible_reason not in (None, Infeasible.OUT_OF_MEMORY.text)
     if other_reason:
         console.print(f"[bold red]infeasible:[/bold red] {result.infeasible_reason}")
+        if result.infeasible_reason == Infeasible.BATCH_NOT_DIVISIBLE.text and inp.get("global_batch"):
+            # the values and what would divide, as predict's "here:" line
+            console.print(f"  here: {batch_detail(int(inp['global_batch']), int(inp['dp']), int(inp['micro_batch']))}")
     t = Table()
     t.add_column("per GPU")
     t.add_column("bytes", justify="right")
