@@ -1,7 +1,10 @@
 """fix30: user-facing leftovers from the ux30 walkthrough and fuzz30, each checked at its mechanism.
 
 (1) predict's ``batch_not_divisible`` gives the values and what would divide; (2) ``memory`` names a non-memory
-infeasibility when the model does not fit either.
+infeasibility when the model does not fit either; (3) plan's "why" lists a net gain of the unnamed parts among the
+gains; (4) collective's marker column has a header; (5) one throughput label per scope ('tokens/s' for the job,
+'tokens/s/GPU' for one GPU); (6) ``hardware validate`` escapes the path; (7) ``--set LIST.N`` on a list not given
+says how to write a list; (8) ``stragglers --json`` names the sync efficiency ``statistical_efficiency``.
 """
 
 from __future__ import annotations
