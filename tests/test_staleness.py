@@ -329,7 +329,7 @@ def test_stragglers_selects_kappa_like_predict_and_the_override_wins(cli: Any) -
     d = default_kappa("sgd", "cnn")
     asp = next(s for s in doc["strategies"] if s["sync"] == "asp")
     assert doc["inputs"]["staleness_kappa"] == d.kappa and doc["inputs"]["staleness_kappa_source"] == d.source
-    assert asp["efficiency"] == pytest.approx(1 / (1 + d.kappa * asp["mean_staleness"]))
+    assert asp["statistical_efficiency"] == pytest.approx(1 / (1 + d.kappa * asp["mean_staleness"]))
     assert asp["mean_staleness"] == pytest.approx(15 / 16)  # ASP: (N - 1)/N global steps
     assert f"staleness penalty: {d.source}" in doc["notes"]
     plain = json.loads(cli(*base).out)  # nothing stated: the fallback, and the note says --optimizer was not given
@@ -337,7 +337,7 @@ def test_stragglers_selects_kappa_like_predict_and_the_override_wins(cli: Any) -
     assert "--optimizer not given" in plain["inputs"]["staleness_kappa_source"]
     over = json.loads(cli(*base, "--optimizer", "sgd", "--staleness-kappa", "0.3").out)
     asp = next(s for s in over["strategies"] if s["sync"] == "asp")
-    assert asp["efficiency"] == pytest.approx(1 / (1 + 0.3 * 15 / 16))
+    assert asp["statistical_efficiency"] == pytest.approx(1 / (1 + 0.3 * 15 / 16))
     assert "staleness penalty: kappa 0.3 from --staleness-kappa" in over["notes"]
     for args, where in ((("--optimizer", "lion"), "--optimizer"), (("--family", "rnn"), "--family")):
         bad = cli(*base, *args)

@@ -280,8 +280,8 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     if not routed["model"]:
         warn_published_params(wl)
     tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
-    tr_raw = apply_overrides(tr_given, routed["training"])
-    st_raw = apply_overrides(st_given, routed["strategy"])
+    tr_raw = apply_overrides(tr_given, routed["training"], model=TrainingSpec)
+    st_raw = apply_overrides(st_given, routed["strategy"], model=StrategySpec)
     tr = validate_written(TrainingSpec, "training", tr_raw, tr_opts, tr_file, sets)
     check_launch_zero(strategy_file, st_raw, strategy, sets)
     st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)

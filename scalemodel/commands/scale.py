@@ -93,20 +93,21 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
         return m.model_dump(exclude={"sources"}) if "sources" in type(m).model_fields else m.model_dump()
 
     if scen is not None and cluster is None:
-        cl = validate(ClusterSpec, apply_overrides(dump(scen.cluster), routed["cluster"]), prefix=["cluster"])
+        cl = validate(ClusterSpec, apply_overrides(dump(scen.cluster), routed["cluster"], model=ClusterSpec),
+                      prefix=["cluster"])
     else:
         cl = load_cluster(cluster if cluster is not None else "dgx-h100", routed["cluster"])
     note_tier_bandwidth(cl, routed["cluster"])  # as predict, plan and memory say it (build_specs): scale did not
     if scen is not None and model is None:
-        wl = validate(Workload, apply_overrides(dump(scen.model), routed["model"]), prefix=["model"])
+        wl = validate(Workload, apply_overrides(dump(scen.model), routed["model"], model=Workload), prefix=["model"])
     else:
         wl = load_workload(model if model is not None else "gpt3-175b", routed["model"])
     tr_base = scen.training.model_dump(exclude_unset=True) if scen is not None else {}
     st_base = scen.strategy.model_dump(exclude_unset=True) if scen is not None else {}
     counts = parse_gpus(gpus) if gpus is not None else (list(scen.gpus) if scen is not None else DEFAULT_GPUS)
     tr_given, st_given = o.with_strategy_file(strategy_file, training, strategy, counts[0])
-    tr_raw = apply_overrides({**tr_base, **tr_given}, routed["training"])
-    st_raw = apply_overrides({**st_base, **st_given}, routed["strategy"])
+    tr_raw = apply_overrides({**tr_base, **tr_given}, routed["training"], model=TrainingSpec)
+    st_raw = apply_overrides({**st_base, **st_given}, routed["strategy"], model=StrategySpec)
     where = scenario or "default"
     # --zero 3 over a Megatron-Core DDP launch names the option, as predict's build_specs does (scale was refused at
     # the reader's own strategy.megatron_ddp field)

@@ -101,6 +101,8 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
         notes.append(INFEASIBLE_REASONS[reason_code])
         if reason_code == int(Infeasible.LAYERS_NOT_DIVISIBLE):
             detail = _layers_detail(job, strategy)
+        elif reason_code == int(Infeasible.BATCH_NOT_DIVISIBLE):
+            detail = batch_detail(int(strategy["global_batch"]), int(strategy["dp"]), int(strategy["micro_batch"]))
     mfu = _f(_pick(res.mfu, i))
     band = interval_for(generation_of(job.accelerator_family), *family_of(job, strategy["zero"]), gpus,
                         job.calibration)
@@ -157,6 +159,26 @@ def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
     return (f"{layers} layers are not a multiple of pp {pp} x v {v} = {pp * v} model chunks ({other}); "
             "--set strategy.first_chunk_layers=N / last_chunk_layers=N gives the first/last chunk its own size "
             "(Megatron-Core's account-for-embedding/loss split)")
+
+
+def batch_detail(global_batch: int, dp: int, micro_batch: int) -> str:
+    """The values behind ``batch_not_divisible`` (step.py: B must be a positive multiple of dp x b, each of the m =
+    B / (dp b) micro-batches a whole one) and what would divide: the nearest global batches, the micro-batches
+    that divide B / dp, the data-parallel degrees near dp that divide B / b."""
+    per_step = dp * micro_batch
+    lower, upper = global_batch // per_step * per_step, -(-global_batch // per_step) * per_step
+    batches = " or ".join(str(v) for v in (lower, upper) if v > 0)
+    out = [f"global batch {global_batch} is not a multiple of dp {dp} x micro-batch {micro_batch} = {per_step}: "
+           f"global batch {batches} would divide"]
+    if global_batch % dp == 0:
+        fits = [b for b in range(1, global_batch // dp + 1) if (global_batch // dp) % b == 0]
+        out.append(f"at dp {dp}, micro-batch {', '.join(map(str, fits[:6]))} would")
+    if global_batch % micro_batch == 0:
+        per_rank = global_batch // micro_batch
+        near = sorted((d for d in range(1, per_rank + 1) if per_rank % d == 0), key=lambda d: (abs(d - dp), d))[:4]
+        out.append(f"at micro-batch {micro_batch}, dp {', '.join(map(str, sorted(near)))} would "
+                   "(dp = gpus / (tp x pp x cp))")
+    return "; ".join(out)
 
 
 def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,

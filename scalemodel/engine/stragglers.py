@@ -124,7 +124,9 @@ def _stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, 
         upd = float(r.updates_per_s) if label not in ("bsp",) and not label.startswith("backup") else 1 / step
         strategies.append({
             "sync": label, "step_time_s": step, "updates_per_s": upd,
-            "mean_staleness": float(r.mean_staleness), "efficiency": float(r.efficiency),
+            # predict's and scale's name for the sync mode's staleness multiplier (one vocabulary; 'efficiency' until
+            # fix30, renamed without an alias as scale's batch_efficiency was in ux21)
+            "mean_staleness": float(r.mean_staleness), "statistical_efficiency": float(r.efficiency),
             "effective_step_s": step / float(r.efficiency), "workers_total": int(r.workers_total),
         })
     return StragglersResult(

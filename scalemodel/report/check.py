@@ -41,7 +41,7 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
         point = "point predictions, the assertions their slow end; " if inp.get("pessimistic") else ""
         pt = Table(title=f"Scenario ({point}efficiency relative to {r.reference_gpus} GPUs)")
         best = bool(inp.get("best"))
-        cols = ("GPUs", "global batch", "step time", "tokens/s per GPU", "scaling eff.", "MFU", "memory")
+        cols = ("GPUs", "global batch", "step time", "tokens/s/GPU", "scaling eff.", "MFU", "memory")
         for col in cols + (("strategy",) if best else ()):
             pt.add_column(col, justify="left" if col == "strategy" else "right")
         for p in r.points:

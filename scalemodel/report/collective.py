@@ -20,12 +20,13 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
     if len(rows) == 1:
         row = rows[0]
         t = Table(title=f"{title}, {fq(row['size_bytes'], 'bytes')}")
-        for col in ("algorithm", "time", "algbw", "busbw", "latency (0 B)", ""):
-            t.add_column(col, justify="right" if col not in ("algorithm", "") else "left")
+        # the last column marks the best algorithm (the one the sizes' table names under "best"); it had no header
+        for col in ("algorithm", "time", "algbw", "busbw", "latency (0 B)", "best"):
+            t.add_column(col, justify="right" if col not in ("algorithm", "best") else "left")
         for a in sorted(row["algorithms"], key=lambda a: a["time_s"]):
             t.add_row(a["algorithm"], fq(a["time_s"], "time"), fq(a["algbw_Bps"], "bandwidth"),
                       fq(a["busbw_Bps"], "bandwidth"), fq(a["latency_s"], "time"),
-                      "best" if a["algorithm"] == row["best"] else "")
+                      "yes" if a["algorithm"] == row["best"] else "")
         print_table(console, t)
         best = next(a for a in row["algorithms"] if a["algorithm"] == row["best"])
         if best["time_s"] <= 0:  # one rank, or nothing to move: neither latency- nor bandwidth-bound

@@ -87,11 +87,14 @@ def _advantages(win: Prediction, other: Prediction, limit: int = 2) -> str:
     ups = [(d, k) for d, k in gains if d > floor][:limit]
     downs = sorted((d, k) for d, k in gains if d < -floor)[:limit + 1]  # the largest losses first
     words = [f"{_fmt_s(d)} less {PARTS[k].words}" for d, k in ups]
-    text = ", ".join(words) if words else "a little less of everything"
     costs = [f"{_fmt_s(-d)} more {PARTS[k].words}" for d, k in downs]
     rest = sum(d for d, _ in gains) - sum(d for d, _ in ups) - sum(d for d, _ in downs)
     if abs(rest) > floor and (ups or downs):
-        costs.append(f"{_fmt_s(abs(rest))} {'less' if rest > 0 else 'more'} in the other parts")
+        # what the unnamed parts net: a gain among the gains, a cost among the costs (a net gain was listed after
+        # "for", among what the winner pays)
+        (words if rest > 0 else costs).append(f"{_fmt_s(abs(rest))} {'less' if rest > 0 else 'more'} in the other "
+                                              "parts")
+    text = ", ".join(words) if words else "a little less of everything"
     if costs:
         text += f" (for {', '.join(costs)})" if downs else f" ({costs[0]})"
     return text

@@ -10,6 +10,7 @@ import yaml
 from rich.table import Table
 
 from scalemodel.engine.hardware import Catalog, SpecView
+from scalemodel.errors import one_line
 from scalemodel.report.output import emit_json, new_console, print_table, stdout_encodes, verbatim
 from scalemodel.units import format_quantity as fq
 
@@ -133,4 +134,6 @@ def render_validation(view: SpecView, *, as_json: bool) -> None:
         emit_json({"inputs": view.inputs, "file": file, "kind": view.kind, "name": view.spec.name, "valid": True},
                   "hardware validate")
     else:
-        print(f"ok: {file} is a valid {view.kind} spec ({view.spec.name})")
+        # the path and name as every other command writes them (errors.one_line): an ESC in a folder's name coloured
+        # the terminal, a byte not UTF-8 raised UnicodeEncodeError
+        print(f"ok: {one_line(str(file))} is a valid {view.kind} spec ({one_line(str(view.spec.name))})")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from scalemodel.engine.memory import MemoryResult
+from scalemodel.engine.predict import batch_detail
+from scalemodel.engine.step import Infeasible
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.report.predict import strategy_header
 from scalemodel.units import format_quantity as fq
@@ -26,8 +28,14 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     # accelerator whose memory the table counts; a line of its own: a table title wraps at the table's width
     console.print(strategy_header(inp["model"], inp["gpus"], result.accelerator, inp,
                                   f", seq {result.seq_len:,}" if result.seq_len else ""))
-    if result.infeasible_reason and result.fits:  # not feasible for a reason other than memory: as predict says
+    # not feasible for a reason other than memory, as predict says: whether or not the model fits (the reason came
+    # first, step.feasibility's, and a model too big for memory hid it)
+    other_reason = result.infeasible_reason not in (None, Infeasible.OUT_OF_MEMORY.text)
+    if other_reason:
         console.print(f"[bold red]infeasible:[/bold red] {result.infeasible_reason}")
+        if result.infeasible_reason == Infeasible.BATCH_NOT_DIVISIBLE.text and inp.get("global_batch"):
+            # the values and what would divide, as predict's "here:" line
+            console.print(f"  here: {batch_detail(int(inp['global_batch']), int(inp['dp']), int(inp['micro_batch']))}")
     t = Table()
     t.add_column("per GPU")
     t.add_column("bytes", justify="right")
@@ -37,8 +45,9 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes', binary=False)}")
     print_table(console, t)
     verdict = "fits" if result.fits else "does NOT fit"
-    if result.fits and not result.feasible:
-        verdict = "fits in memory, but the strategy is infeasible (above)"
+    if other_reason:
+        verdict = ("fits in memory, but the strategy is infeasible (above)" if result.fits else
+                   "does NOT fit, and the strategy is infeasible for the reason above too")
     # the table's own label ('optimizer states'), not the --json key ('optimizer') the table nowhere shows
     biggest = max(_ROWS, key=lambda row: br[row[0]])[1]
     where = "this GPU" if result.peak_stage_role == "only" else (

@@ -161,7 +161,7 @@ def render_scaling(result: Any) -> None:
     ttt = any(p.time_to_target_s is not None for p in result.points)
     t = Table(title="Scaling sweep (eff. = per-GPU throughput relative to the first point)",
               box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("GPUs", "global\nbatch", "step\ntime", "tokens\nper s", "TFLOP/s\nper GPU", "scaling\neff."):
+    for col in ("GPUs", "global\nbatch", "step\ntime", "tokens/s", "TFLOP/s\nper GPU", "scaling\neff."):
         t.add_column(col, justify="right", no_wrap=True)
     if stat:
         t.add_column("batch\neff.", justify="right", no_wrap=True)  # critical-batch: plan's "batch eff."

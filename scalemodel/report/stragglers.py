@@ -34,7 +34,7 @@ def render_stragglers(stragglers: StragglersResult, *, as_json: bool) -> None:
     bsp = result["strategies"][0]["step_time_s"]
     for r in result["strategies"]:
         s.add_row(r["sync"], fq(r["step_time_s"], "time"), f"{r['step_time_s'] / bsp:.3f}x",
-                  f"{r['updates_per_s']:.4g}", f"{r['mean_staleness']:.3g}", f"{r['efficiency']:.3f}",
+                  f"{r['updates_per_s']:.4g}", f"{r['mean_staleness']:.3g}", f"{r['statistical_efficiency']:.3f}",
                   fq(r["effective_step_s"], "time"))
     console = new_console()
     print_table(console, t)

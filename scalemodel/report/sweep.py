@@ -124,7 +124,7 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
                   f"({result.backend}; {result.points_per_cpu_s:.2f} points per CPU-second)")
     t = Table(title="one row per point (every column: --out FILE.csv | .jsonl | .parquet)")
     for col, just in (("model", "left"), ("cluster", "left"), ("GPUs", "right"), ("strategy", "left"),
-                      ("step", "right"), ("tok/s/GPU", "right"), ("MFU", "right"), ("mem/GPU", "right")):
+                      ("step", "right"), ("tokens/s/GPU", "right"), ("MFU", "right"), ("mem/GPU", "right")):
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for r in result.rows:
         if r["status"] == "error":

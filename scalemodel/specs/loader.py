@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -627,10 +628,35 @@ def _extends_refusal(kind: str, loc: Sequence[Any], path: str) -> InputError | N
                               f"changes); one field: {fields}")
 
 
+def _is_index(part: str) -> bool:
+    """A ``--set`` path part that indexes a list: ASCII digits ('²'.isdigit() is true; int() refuses it)."""
+    return part.isascii() and part.isdigit() and len(part) < 10
+
+
+def _index_refusal(field: str, index: str, path: str, state: str) -> InputError:
+    """``--set FIELD.N=X`` where FIELD holds no list items to index (not given, or empty): how a list is written."""
+    return InputError(f"{field} {state}, so it has no item {index} to set", where=f"--set {path}",
+                      allowed=f"the whole list, --set {field}=[a,b] (a YAML list; [] for none); an index sets an item "
+                              "of a list that has it")
+
+
+def _is_list_at(model: Any, loc: Sequence[Any], data: Any) -> bool:
+    """Whether the field at ``loc`` of ``model`` (its spec class; None: not known) is declared a list."""
+    t = type_at(model, loc, data) if model is not None else None
+    for _ in range(5):  # through Annotated and Optional
+        if typing.get_origin(t) is typing.Annotated:
+            t = typing.get_args(t)[0]
+        elif isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
+            t = next((a for a in typing.get_args(t) if a is not type(None)), None)
+    return typing.get_origin(t) is list
+
+
 def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str = "",
-                    touched: Touched | None = None) -> dict[str, Any]:
+                    touched: Touched | None = None, model: Any = None) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides. List items are addressed by index or by their ``name``. ``touched``
-    collects where each item wrote, so that a refusal of its value names the ``--set`` item, not the file."""
+    collects where each item wrote, so that a refusal of its value names the ``--set`` item, not the file. ``model``
+    (the spec class the result is validated as) tells a list not given, whose index is refused with how a list is
+    written, from a mapping."""
     out = copy.deepcopy(raw)
     for item in overrides:
         if "=" not in item:
@@ -662,12 +688,18 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 if last:
                     node[part] = _parse_value(value, f"--set {path}")
                 else:
+                    if part not in node and _is_index(parts[i + 1]) and _is_list_at(model, loc, out):
+                        # a list not given ('strategy.offload_tensors.0=X') was made a mapping {'0': 'X'}, refused as
+                        # "Input should be a valid list (got {'0': 'X'})" (fuzz30): an index sets an item of a list
+                        raise _index_refusal(path.rsplit(".", len(parts) - i - 1)[0], parts[i + 1], path, "is not set")
                     if part not in node and created is None:
                         created = tuple(loc)
                     node = node.setdefault(part, {})
             elif isinstance(node, list):
-                idx = int(part) if part.isascii() and part.isdigit() and len(part) < 10 else next(
+                idx = int(part) if _is_index(part) else next(
                     (j for j, x in enumerate(node) if isinstance(x, dict) and x.get("name") == part), None)
+                if not node and idx is not None:  # an empty list has no item to set: the whole list is written
+                    raise _index_refusal(path.rsplit(".", len(parts) - i)[0], part, path, "is empty")
                 if idx is None or idx >= len(node):
                     names = [str(x.get("name")) for x in node if isinstance(x, dict)]
                     raise InputError(f"no item {part!r} in {'.'.join(parts[:i])}", where=f"--set {path}",
@@ -910,7 +942,7 @@ def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] 
         raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
                          allowed=f"{_a(kind)} spec (kind: {' or '.join(expected)})")
     touched: Touched = []
-    raw = apply_overrides(raw, overrides, kind=kind, touched=touched)
+    raw = apply_overrides(raw, overrides, kind=kind, touched=touched, model=model)
     return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)
 
 
@@ -950,7 +982,7 @@ def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = 
         cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", path.parent,
                                              "cluster.accelerator", path)
     touched: Touched = []
-    raw = apply_overrides(raw, overrides, kind="scenario", touched=touched)
+    raw = apply_overrides(raw, overrides, kind="scenario", touched=touched, model=model)
     return validate(model, raw, path=path, node=nodes.get("node"), touched=touched), path
 
 
