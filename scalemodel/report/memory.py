@@ -60,6 +60,10 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
         console.print("largest micro-batch: no activation size known for this workload")
     elif bmax == 0:
         console.print(_nothing_fits(result))
+    elif inp.get("global_batch") and inp["global_batch"] % inp["dp"]:
+        # engine.memory._largest_micro_batch: no b divides B / dp, so b is bounded by memory alone
+        console.print(f"largest micro-batch that fits: {bmax} (by memory alone: global batch {inp['global_batch']} "
+                      f"gives dp {inp['dp']} no whole micro-batch)")
     else:
         console.print(f"largest micro-batch that fits: {bmax}")
 
