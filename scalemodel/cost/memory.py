@@ -787,7 +787,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
-    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights); with
+    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights on this TP rank: the TP-split
+    ones / tp, the linears every rank holds whole, :func:`~scalemodel.cost.transformer.linear_weights_whole_per_layer`,
+    whole); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
     (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
