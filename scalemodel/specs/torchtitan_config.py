@@ -154,8 +154,11 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         # per-tensor dynamic scaling): without it --precision fp8 prices Megatron-Core's default, delayed
         name = float8.get("recipe_name")
         recipe = str(name) if name in ROWWISE_FP8_RECIPES else "tensorwise"
-        out.unused.append(f"[float8] (fp8 GEMMs on part of the layers: give --precision fp8 --set "
-                          f"training.fp8_recipe={recipe} to model all of them)")
+        at = len(out.unused)
+        kept = _titan_bf16_layers(float8, out)  # its entries' lines after the hint
+        bf16 = f" --set training.bf16_layers={kept}" if kept else ""
+        out.unused.insert(at, f"[float8] (fp8 GEMMs on part of the layers: give --precision fp8 --set "
+                              f"training.fp8_recipe={recipe}{bf16} to model all of them)")
     elif isinstance(data.get("float8"), dict) and (data["float8"].get("recipe_name") is not None or any(
             v is True for k, v in data["float8"].items() if k.startswith("enable_"))):
         # round 21: a [float8] recipe_name (rowwise, ...) that converts nothing was dropped without a word; the
@@ -487,6 +490,38 @@ def _titan_float8(data: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]
     if "float8" in converters or old.get("enable_float8_linear") is True:
         return old
     return None
+
+
+#: a torchtitan float8 ``filter_fqns`` entry that names one whole transformer layer: every FQN containing "layers.N."
+#: is one of layer N's modules (models/llama3/model.py: ``self.layers`` a ModuleDict keyed by the layer's index)
+_TITAN_LAYER_FQN = re.compile(r"layers\.(\d{1,6})\.")
+#: entries that name modules the model prices in BF16 under every fp8 recipe already (the output layer, the MoE
+#: router's gate: docs/model.md#fp8-casts): exact as they are
+_TITAN_BF16_ALREADY = frozenset({"output", "router.gate"})
+
+
+def _titan_bf16_layers(float8: dict[str, Any], out: StrategyFile) -> int:
+    """The transformer layers torchtitan's float8 ``filter_fqns`` keeps out of Float8Linear, for training.bf16_layers.
+
+    torchtitan passes ``partial(module_filter_fn, filter_fqns=...)`` to torchao's converter under every recipe
+    (pytorch/torchtitan@e7c0cae torchtitan/components/quantization/float8.py L104-111), and module_filter_fn skips
+    a linear whose FQN contains any entry as a substring (utils.py L25). An entry exactly "layers.N." names layer N's
+    linears and nothing else: counted once. "output" and "router.gate" are modules priced in BF16 already. Any other
+    entry (a part of every layer, "layers.1" without its dot, which also matches layers 10-19 and 100-199, torchao's
+    "auto_filter_small_kn") is not expressible: named in ``out.unused`` and priced as converted."""
+    fqns = float8.get("filter_fqns", [])
+    if not isinstance(fqns, list) or not all(isinstance(f, str) for f in fqns):
+        raise InputError(f"expected a list of strings, got {str(fqns)[:40]}", where="float8.filter_fqns",
+                         allowed='module FQN substrings, e.g. ["output", "layers.0."]')
+    layers: set[int] = set()
+    for entry in fqns:
+        whole = _TITAN_LAYER_FQN.fullmatch(entry)
+        if whole is not None:
+            layers.add(int(whole.group(1)))
+        elif entry not in _TITAN_BF16_ALREADY:
+            out.unused.append(f"float8.filter_fqns {entry[:60]!r} (not one whole layer \"layers.N.\": its linears "
+                              "priced in fp8)")
+    return len(layers)
 
 
 def _titan_fsdp_options(par: dict[str, Any], float8: dict[str, Any] | None, out: StrategyFile) -> None:
