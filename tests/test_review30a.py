@@ -51,7 +51,7 @@ def _captured(case_id: str) -> tuple[Any, tuple[Any, ...]]:
 def test_held_logits_are_maxtexts_fp32_tensor(case_id: str, seqs: int, seq: int, tensor: int) -> None:
     """A loss that keeps 2-byte logits instead of fp32 (loss_impl te) frees exactly 2 s b V / t of the row's
     activations: the model holds MaxText's fp32 [b, s, V / t] logits (21.0 GB a chip for the 70B row, whose memory
-    reads 32.7 GB of 32: the flag is not the logits' doing)."""
+    reads 32.7 GB, within the 33.55 GB capacity since ici30)."""
     predict, (cluster, wl, gpus, tr, st) = _captured(case_id)
     fp32 = predict(cluster, wl, gpus, tr, st).memory["parts_bytes"]["activations"]
     bf16 = predict(cluster, wl, gpus, tr, msgspec.structs.replace(st, loss_impl="te")).memory["parts_bytes"][
