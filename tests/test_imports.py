@@ -84,6 +84,19 @@ def test_json_queries_do_not_load_rich(args):
     assert "scalemodel.report.output" in mods and not any(m == "rich" or m.startswith("rich.") for m in mods)
 
 
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["predict", "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "256", "--ep", "8", "--json"],
+    ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["plan", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "64", "--json"],
+])
+def test_json_queries_do_not_load_fractions(args):
+    """fractions (~1 ms: a verbose regex compiled at import) came only with engine/pipeline_ranks' hybrid-rank keys,
+    now reduced integer pairs (pipeline_ranks._share); a table's rich imports it (rich/_ratio.py), a --json query
+    does not."""
+    assert "fractions" not in _modules(RUN.format(args=args))
+
+
 def test_collective_imports_no_workload_training_scenario_or_framework_spec():
     """scalemodel.specs re-exports those on first use and collective's options live in commands/options.py:
     a command that reads only a cluster imports (and builds validators for) only the cluster's specs."""

@@ -468,12 +468,17 @@ def _nvlink_search_walk(gbs: np.ndarray, nics: np.ndarray, c0: np.ndarray, total
     ``totalBw``, search.cc:30-37); the graph with the most ``channels x v`` is kept (a tie keeps the faster,
     ncclTopoCompareGraphs), the walk stops once ``channels x v >= totalBw`` (search.cc:1198) and moves to the next
     speed only while it is above 0.49 of the kept graph's (search.cc:1243). ``n0`` / ``s0``: where the NIC is not
-    finite (no outer tier)."""
+    finite (no outer tier). Every step is elementwise, so the walk runs only the speeds some finite NIC reaches and
+    stops once no finite element is still walking: the elements it leaves out keep ``n0`` / ``s0`` either way."""
     best_n, best_s = np.zeros(gbs.shape), np.array(s0, dtype=float)
-    active = np.ones(gbs.shape, dtype=bool)
+    active = np.isfinite(gbs)
+    reach = gbs[active] * (1 + 1e-9)
+    top = float(reach.max()) if reach.size else -np.inf
     started = np.zeros(gbs.shape, dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         for v in speeds:
+            if not v <= top:  # no finite element reaches v: the step would change nothing
+                continue
             here = v <= gbs * (1 + 1e-9)
             active = active & (~(started & here) | (best_n == 0) | (v / best_s > 0.49))
             run = here & active
@@ -484,6 +489,8 @@ def _nvlink_search_walk(gbs: np.ndarray, nics: np.ndarray, c0: np.ndarray, total
             best_n, best_s = np.where(better, ch, best_n), np.where(better, v, best_s)
             started = started | here
             active = active & ~(run & (best_n * best_s >= total * (1 - 1e-12)))
+            if not active.any():
+                break
     ok = np.isfinite(gbs) & (best_n > 0)
     return np.where(ok, best_n, n0), np.where(ok, best_s, s0)
 

@@ -13,8 +13,8 @@ Memos of the last job's splits live here (_PART_MEMO, _KINDS_MEMO, _KINDS_RANKS_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, MutableMapping
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 import msgspec
@@ -179,6 +179,13 @@ def _kinds_part_job(job: Job, layers: str) -> Job:
     return found
 
 
+def _share(count: int, of: int) -> tuple[int, int]:
+    """``count / of`` in lowest terms, as a (numerator, denominator) key: two shares are one key exactly where they
+    are equal, as ``fractions.Fraction`` would make them, without importing it (1 ms, a regex compiled at import)."""
+    g = math.gcd(count, of) or 1
+    return count // g, of // g
+
+
 def _kinds_part(job: Job, layers: str, parts: dict[Any, Job]) -> Job:
     """:func:`_kinds_part_job` of ``layers`` not yet asked for (``parts``: the part jobs of ``job`` by share)."""
     sh = job.shape
@@ -196,8 +203,8 @@ def _kinds_part(job: Job, layers: str, parts: dict[Any, Job]) -> Job:
         return job
     # by the rank's shares (MoE layers and intervals per layer), so that ranks of the same kinds in other counts
     # (a rank of 4 MoE layers and one of 3) are one job, one stage pricing
-    key = ("kinds", Fraction(n_e, n), tuple(sorted((gap, Fraction(c, n)) for gap, c in
-                                                   transformer.kind_intervals(layers))) if n_e else ())
+    key = ("kinds", _share(n_e, n), tuple(sorted((gap, _share(c, n)) for gap, c in
+                                                 transformer.kind_intervals(layers))) if n_e else ())
     if key not in parts:
         parts[key] = msgspec.structs.replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
     return parts[key]
