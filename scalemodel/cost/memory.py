@@ -148,11 +148,11 @@ from scalemodel.cost.transformer import (
     RECOMPUTE_MODULES,
     Shape,
     attention_params,
+    attention_whole_matrices,
     embedding_params,
     expert_params,
     latent_projection_params,
     linear_weights_per_layer,
-    linear_weights_whole_per_layer,
     mamba_params,
     mlp_params,
     mtp_module_params,
@@ -787,9 +787,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
-    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights on this TP rank: the TP-split
-    ones / tp, the linears every rank holds whole, :func:`~scalemodel.cost.transformer.linear_weights_whole_per_layer`,
-    whole); with
+    ZeRO-3 gathers one layer at a time, with one more prefetched (2 of the largest layer's weights on this TP rank:
+    the TP-split ones / tp, the linears every rank holds whole, the attention's
+    :func:`~scalemodel.cost.transformer.attention_whole_matrices` and the MoE block's LatentMoE projections, whole,
+    that layer's own, not the layers' mean: review30b); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
     (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
@@ -841,12 +842,14 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                         mtp_modules=mtp_modules, head=head)
     u = t if etp is None else _pos("etp", etp)
     edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
-    layer = (attention_params(sh) + norm_params(sh) + np.maximum(mlp_params(sh), np.where(
-        sh.moe_layers > 0, sh.moe_experts / e * expert_params(sh) + latent_projection_params(sh), 0.0)))
-    # two layers on one TP rank: the TP-split parameters / t, the linears every rank holds whole (MLA's down-
-    # projections, LatentMoE's projections: linear_weights_whole_per_layer) whole, the count of the workspace and
-    # FP8 bytes (mem30c; before, every parameter / t)
-    gathered = 2.0 * (layer / t + linear_weights_whole_per_layer(sh) * (1.0 - 1.0 / t))
+    # two units on one TP rank, the largest unit's own count (not the layers' mean): the TP-split parameters / t, the
+    # linears every rank holds whole, MLA's down-projections of its attention and LatentMoE's projections (with
+    # their biases) of its MoE block, whole: the count of the workspace and FP8 bytes (mem30c; review30b: the whole
+    # linears were the layers' mean, short of a hybrid's MoE unit's 2 h l; before mem30c every parameter / t)
+    w_attn = attention_whole_matrices(sh)
+    moe = np.where(sh.moe_layers > 0, sh.moe_experts / e * expert_params(sh) / t + latent_projection_params(sh), 0.0)
+    layer = (attention_params(sh) - w_attn + norm_params(sh)) / t + w_attn + np.maximum(mlp_params(sh) / t, moe)
+    gathered = 2.0 * layer
     linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
     keep = ~np.asarray(reshard_after_forward, dtype=bool)
     # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)

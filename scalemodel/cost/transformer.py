@@ -584,9 +584,10 @@ def _on_tp_rank(full: ArrayLike, whole: ArrayLike, tp: ArrayLike) -> np.ndarray:
                       dtype=float)
 
 
-def _whole_attention_matrices(sh: Shape) -> np.ndarray:
+def attention_whole_matrices(sh: Shape) -> np.ndarray:
     """Elements of one attention block's matrices that every TP rank holds whole: MLA's q_down and kv_down (the
-    ``split`` false ones of :func:`attention_matrices`), 0 in ordinary attention."""
+    ``split`` false ones of :func:`attention_matrices`), 0 in ordinary attention; per attention layer, not averaged
+    (the memory model's gathered ZeRO-3 unit, :func:`scalemodel.cost.memory.memory_per_gpu`, reads it so)."""
     return np.asarray(sum((i * o for _, i, o, split in attention_matrices(sh) if not split), 0.0), dtype=float)
 
 
@@ -596,7 +597,7 @@ def linear_weights_whole_per_layer(sh: Shape) -> np.ndarray:
     builds them as TELinear with ``parallel_mode='duplicated'``, multi_latent_attention.py L524-527, L572-574) and
     LatentMoE's fc1_latent_proj / fc2_latent_proj, 2 h l per MoE layer (``parallel_mode="duplicated"``,
     moe/moe_layer.py L279-295), at NVIDIA/Megatron-LM@d98e8a64dd."""
-    whole = sh.attention_layers * _whole_attention_matrices(sh) + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent
+    whole = sh.attention_layers * attention_whole_matrices(sh) + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent
     return np.asarray(whole / np.maximum(sh.layers, 1), dtype=float)
 
 
@@ -612,7 +613,7 @@ def mtp_linear_weights(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
     mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
     moe = sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent
     mlp = np.where(sh.last_layer_moe, moe, mats * sh.ffn_hidden)
-    whole = _whole_attention_matrices(sh) + np.where(sh.last_layer_moe, 2.0 * sh.hidden * sh.moe_latent, 0.0)
+    whole = attention_whole_matrices(sh) + np.where(sh.last_layer_moe, 2.0 * sh.hidden * sh.moe_latent, 0.0)
     return _on_tp_rank(attn + mlp + 2.0 * sh.hidden * sh.hidden, whole, tp)
 
 
