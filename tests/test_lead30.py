@@ -16,3 +16,15 @@ def test_largest_micro_batch_says_it_is_bounded_by_memory_alone_when_the_batch_g
     even = cli(*ARGS, "--global-batch", "16")
     assert "largest micro-batch that fits: 2" in even.out
     assert "by memory alone" not in even.out
+
+
+def test_a_query_that_reads_no_spec_file_does_not_compile_the_printable_pattern(cli: Any) -> None:
+    """specs.files' pattern of characters a spec's string may not hold spans U+10000-U+10FFFF, which re's compiler
+    expands into a 64 Ki charmap (about 50 M instructions, 6% of `predict --json`): fuzz30 compiled it at import,
+    so every query paid it; it is compiled on first use, by a JSON or YAML spec read."""
+    from scalemodel.specs import files
+
+    files.non_printable.cache_clear()
+    run = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json")
+    assert run.code == 0
+    assert files.non_printable.cache_info().misses == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import functools
 import os
 import re
 import stat
@@ -43,11 +44,20 @@ MAX_SAMPLES_BYTES = 16 * MiB
 MAX_INT_DIGITS = 30
 #: Nesting of a YAML spec, and parts of a ``--set`` path: a spec nests a handful of levels.
 MAX_DEPTH = 100
-#: A character a string in a spec may not hold: what YAML refuses in a file (PyYAML yaml/reader.py Reader.NON_PRINTABLE,
-#: YAML 1.1 c-printable: NUL, ESC and the other C0 / C1 controls but tab and line breaks, lone UTF-16 surrogates,
-#: U+FFFE / U+FFFF), refused written as an escape too ("\x1b" in YAML, "\u001b" or a lone "\ud800" in JSON): one
-#: reached the terminal as an escape sequence, or made the text output a UnicodeEncodeError traceback.
-NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]")
+
+
+@functools.cache
+def non_printable() -> re.Pattern[str]:
+    """A character a string in a spec may not hold: what YAML refuses in a file (PyYAML yaml/reader.py
+    Reader.NON_PRINTABLE, YAML 1.1 c-printable: NUL, ESC and the other C0 / C1 controls but tab and line breaks, lone
+    UTF-16 surrogates, U+FFFE / U+FFFF), refused written as an escape too ("\\x1b" in YAML, "\\u001b" or a lone
+    "\\ud800" in JSON): one reached the terminal as an escape sequence, or made the text output a UnicodeEncodeError
+    traceback. Compiled on first use, not at import: re's compiler expands the class's ranges into a 64 Ki charmap,
+    about 50 M instructions (6% of a `predict --json` that reads no spec file; PyYAML's reader, when imported,
+    compiles the same pattern, which re's cache then shares)."""
+    return re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]")
+
+
 #: what such a refusal allows
 PRINTABLE_TEXT = "printable text (no NUL or control characters; tab and newline are fine)"
 

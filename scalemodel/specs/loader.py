@@ -252,14 +252,14 @@ def load_json(text: str, name: str) -> Any:
         raise exc.at(_json_place(text, name, exc.what)) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
-    if "\\" in text or files.NON_PRINTABLE.search(text):  # no escape, nothing raw: every string is printable
+    if "\\" in text or files.non_printable().search(text):  # no escape, nothing raw: every string is printable
         _json_printable(data, text, name)
     return data
 
 
 def _json_printable(data: Any, text: str, name: str) -> None:
     """Refuse a string value of ``data`` (parsed from ``text``) holding a character YAML refuses
-    (:data:`scalemodel.specs.files.NON_PRINTABLE`), named at its line and key path. JSON writes any character as
+    (:func:`scalemodel.specs.files.non_printable`), named at its line and key path. JSON writes any character as
     ``\\uXXXX`` (``\\b``, ``\\f``) and passes C1 controls raw, where the YAML reader refuses both: a cluster.json's
     ``"name": "\\u001b[31m"`` reached the terminal as an escape sequence, a lone ``"\\ud800"`` made the text output
     a UnicodeEncodeError traceback. Keys are left as they are: a key is read only where it is a field's name, and
@@ -272,7 +272,7 @@ def _json_printable(data: Any, text: str, name: str) -> None:
             stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in reversed(x.items()))
         elif isinstance(x, list):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(x))))
-        elif isinstance(x, str) and (bad := files.NON_PRINTABLE.search(x)) is not None:
+        elif isinstance(x, str) and (bad := files.non_printable().search(x)) is not None:
             c = bad.group()
             raw = text.find(c)
             escape = re.search({"\b": r"\\b", "\f": r"\\f"}.get(c, rf"\\u{ord(c):04x}"), text, re.I)

@@ -30,7 +30,7 @@ from yaml.resolver import BaseResolver
 from scalemodel.errors import InputError, folded
 from scalemodel.specs.files import MAX_DEPTH as MAX_DEPTH  # bounds shared with JSON and --set (files.py)
 from scalemodel.specs.files import MAX_INT_DIGITS as MAX_INT_DIGITS
-from scalemodel.specs.files import NON_PRINTABLE, PRINTABLE_TEXT
+from scalemodel.specs.files import PRINTABLE_TEXT, non_printable
 
 MAX_NODES = 20_000  # a spec has hundreds of nodes
 
@@ -91,7 +91,7 @@ class StrictConstructor(SafeConstructor):
         controls but tab and line breaks): ``"\\x1b[31m"`` escaped in double quotes reached a sweep label, and
         so the user's terminal, as an escape sequence."""
         text = str(self.construct_scalar(node))
-        bad = NON_PRINTABLE.search(text)
+        bad = non_printable().search(text)
         if bad:
             raise Refused(f"character U+{ord(bad.group()):04X} (written as an escape) is not allowed in a string",
                           node.start_mark, PRINTABLE_TEXT)
