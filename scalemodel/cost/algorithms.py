@@ -241,7 +241,8 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
     ``sum_i (n_(i-1) - n_i) alpha_i`` (no overhead: NCCL's Ring broadcast/reduce row has none) and the
     bottleneck link. A group that fills a tier declaring a torus (``topology: torus``, ``torus_dims``), or
-    runs along whole dimensions of it, runs dimension-ordered bidirectional rings on those dimensions instead
+    runs along whole dimensions of it, runs dimension-ordered bidirectional rings on those dimensions instead, one
+    share of the data per dimension in rotated orders so every dimension's links are busy at once
     (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from scalemodel.choices import NVLINK_CLASS, PCI_CLASS
-from scalemodel.cost import topology
+from scalemodel.cost import algorithms, topology
 from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, TREE_FLOWS, allowed, busbw_factor, log2_floor
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import Placement
@@ -792,7 +792,7 @@ def pat_applies(pl: Placement) -> np.ndarray:
     """Whether NCCL's PAT reduce-scatter/all-gather applies: one group rank per tier-0 domain (ncclPatEnable:
     ``nNodes == nRanks``, "PAT only supports 1 GPU per node"), p > 1, on a GPU (NCCL) network, i.e. no ICI tier
     (:func:`resolve_family`)."""
-    if any(t.protocol.lower() == "ici" for t in pl.network.tiers):
+    if not runs_nccl(pl.network):
         return np.zeros(pl.p.shape, dtype=bool)
     return (pl.c[0] < 1.5) & (pl.p > 1.5)
 
@@ -1040,7 +1040,8 @@ def _tuner_time(op: str, S: np.ndarray, pl: Placement, gamma: float,
 def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
                    protocols: Sequence[str] | None = None) -> np.ndarray:
     """Time of one named algorithm on a placed group: the minimum over NCCL's protocol lines (LL, LL128,
-    Simple); 0 when p = 1.
+    Simple); 0 when p = 1. On a network NCCL does not run (:func:`runs_nccl`: a TPU ICI tier) the bare
+    alpha-beta form (:func:`scalemodel.cost.algorithms.algorithm_time`) and none of what follows.
 
     - ``tree`` all-reduce: :func:`nccl_tree_allreduce_time`.
     - ``hierarchical`` reduce-scatter / all-gather where NVLS applies: NCCL's NVLS (:func:`nccl_nvls_gather_time`);
@@ -1060,6 +1061,9 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
     if algorithm not in APPLICABLE[op]:
         raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm",
                          allowed=allowed(op))
+    if not runs_nccl(pl.network):  # XLA on TPU ICI / DCN: the bare alpha-beta form, no NCCL protocol layer
+        t = algorithms.algorithm_time(op, algorithm, S, pl, gamma)
+        return np.where(np.broadcast_to(pl.p, t.shape) > 1, t, 0.0)
     protos = tuple(protocols) if protocols is not None else protocols_for(pl.network)
     inr = np.zeros(pl.p.shape, dtype=bool)
     # NCCL's own algorithm standing for this name where it applies (inr: where)
@@ -1111,8 +1115,16 @@ def resolve_family(network: Network, family: str = "auto") -> str:
     if family not in FAMILIES:
         raise InputError(f"unknown algorithm family {family!r}", where="family", allowed=", ".join(FAMILIES))
     if family == "auto":
-        return "all" if any(t.protocol.lower() == "ici" for t in network.tiers) else "nccl"
+        return "nccl" if runs_nccl(network) else "all"
     return family
+
+
+def runs_nccl(network: Network) -> bool:
+    """Whether NCCL (or RCCL) runs the network's collectives: no tier is a TPU ICI link (``protocol: ici``).
+    A TPU pod or multislice cluster runs XLA's collectives over ICI and the DCN, not NCCL (the catalog's TPU
+    clusters: 'TPU pods run no NCCL'), so NCCL's protocol lines, base latencies, channel ramp, llMaxBw cap and
+    Tree corrections do not apply there (docs/model.md#dcn-allreduce, tpucoll30)."""
+    return not any(t.protocol.lower() == "ici" for t in network.tiers)
 
 
 

@@ -7,13 +7,15 @@ links per dimension (one to each neighbour); the tier's ``bandwidth`` is, by the
 over a node's ``2n`` links per direction, so one link carries ``B_link = bandwidth x efficiency / (2n)`` per
 direction.
 
-- Dimension-ordered ring all-reduce (Mikami et al. 2018, arXiv:1811.05233, 2D-torus all-reduce: reduce-scatter
-  along one dimension, all-reduce along the next on the shard, all-gather back; Ying et al. 2018,
-  arXiv:1811.06992, the same 2-D summation on the TPU v3 pod torus, both directions of every ring): dimension k
-  runs a ring over its extent ``d_k`` on the shard ``S_k = S / prod_(j<k) d_j``, in both directions at once
-  (two rings of half the data, ``2 B_link``):
+- Ring all-reduce over every dimension at once (:func:`torus_allreduce`): dimension-ordered bidirectional rings
+  (Mikami et al. 2018, arXiv:1811.05233, 2D-torus all-reduce: reduce-scatter along one dimension, all-reduce
+  along the next on the shard, all-gather back; Ying et al. 2018, arXiv:1811.06992, the same 2-D summation on
+  the TPU v3 pod torus, both directions of every ring) run on ``n`` shares of the data in rotated dimension
+  orders, so every dimension's links are busy in every phase (jax-ml/scaling-book@0819a7d8 sharding.md L337-345:
+  over ``n_axes`` mesh axes ``T = V / (W_ICI n_axes)``, ``W_ICI`` the bidirectional bandwidth of one axis).
+  On ``d_1 = ... = d_n = d``:
 
-  ``T = sum_k [2 (d_k - 1) alpha + 2 (d_k - 1)/d_k S_k / (2 B_link) + (d_k - 1)/d_k S_k gamma]``
+  ``T = 2 n (d - 1) alpha + 2 (p - 1)/p S / (2 n B_link) + (p - 1)/p S gamma``
 
   reduce-scatter / all-gather: one sweep (half the latency and bandwidth terms).
 - All-to-all, bisection-limited (Dally & Towles 2004, Principles and Practices of Interconnection Networks,
@@ -54,20 +56,34 @@ def link_bandwidth(bandwidth: float, efficiency: float, dims: Sequence[int]) -> 
 
 def torus_allreduce(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float, gamma: float = 0.0,
                     *, op: str = "allreduce") -> np.ndarray:
-    """Dimension-ordered bidirectional ring all-reduce (or one reduce-scatter / all-gather sweep) on a torus
-    (module docstring; Mikami et al. 2018, Ying et al. 2018)."""
+    """Ring all-reduce (or one reduce-scatter / all-gather sweep) on a torus over all its ``n`` dimensions at once
+    (module docstring; jax-ml/scaling-book@0819a7d8 sharding.md L337-345: a collective over several mesh axes has
+    ``n_axes`` times the bandwidth of one; Mikami et al. 2018, Ying et al. 2018 for the dimension-ordered rings).
+
+    The data is cut into ``n`` equal shares; share ``j`` runs bidirectional dimension-ordered rings in the order
+    ``j, j+1, ..., j+n-1 (mod n)``, so in each of the ``n`` phases every dimension carries one share, both
+    directions of both of its links busy. Phases run in lockstep, a phase as long as its slowest dimension:
+    ``T = sum_t max_j [f (d - 1) alpha + f (d - 1)/d S_(j,t) / (2 B_link)] + (p - 1)/p S gamma``, ``d`` the
+    dimension share ``j`` runs in phase ``t``, ``S_(j,t) = S / n / prod(its earlier dimensions)``, f = 2 for
+    all-reduce else 1 (gamma for all-reduce and reduce-scatter). On ``d x ... x d`` (every catalog torus) the
+    bandwidth term is ``f (p - 1)/p S / (2 n B_link)``, a node's bytes over all its ``2n`` links (the
+    :func:`injection_floor`); a one-dimension group is one bidirectional ring on 2 links, as before."""
     S = np.asarray(S, dtype=float)
     sweeps = 2.0 if op == "allreduce" else 1.0
+    axes = [float(d) for d in dims if d > 1]
+    n = len(axes)
     t = np.zeros_like(S)
-    shard = S
-    for d in dims:
-        if d <= 1:
-            continue
-        frac = (d - 1.0) / d
-        t = t + sweeps * (d - 1.0) * alpha + sweeps * frac * shard / (2.0 * b_link)
-        if op in ("allreduce", "reducescatter"):
-            t = t + frac * shard * gamma
-        shard = shard / d
+    for phase in range(n):
+        slowest = np.zeros_like(S)
+        for j in range(n):
+            order = axes[j:] + axes[:j]
+            d = order[phase]
+            shard = S / n / float(np.prod(order[:phase]))
+            slowest = np.maximum(slowest, sweeps * (d - 1.0) * alpha + sweeps * (d - 1.0) / d * shard / (2.0 * b_link))
+        t = t + slowest
+    if op in ("allreduce", "reducescatter") and n:
+        p = float(np.prod(axes))
+        t = t + (p - 1.0) / p * S * gamma
     return t
 
 
