@@ -123,8 +123,11 @@ def _target_line(result: ScalingResult) -> str:
 
 
 def _causes_text(result: Any, point: Any) -> str:
+    """The two parts that took the most points, each 'name points': one decimal below 10 points, whole from 10 (the
+    summary line under the table gives whole points too), so 'dp_comm 10.2' does not wrap at 80 columns and break
+    its number from its name (tests/test_frontend_layout.py)."""
     top = result.top_causes(point, 2)
-    return ", ".join(f"{c} {100 * v:.1f}" for c, v in top) if top else "-"
+    return ", ".join(f"{c} {100 * v:.{1 if 100 * v < 9.95 else 0}f}" for c, v in top) if top else "-"
 
 
 def render_scale(result: ScalingResult, *, as_json: bool = False, as_csv: bool = False,
