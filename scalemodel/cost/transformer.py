@@ -566,14 +566,27 @@ def linear_weights_per_layer(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
     layer's in_proj and out_proj (each kind at its share of the layers). Not counted: biases, norm gains, the router
     and the routed experts (grouped GEMMs, not ``nn.Linear``). These are what torchao's Float8Linear casts to float8
     before FSDP's all-gather (``enable_fsdp_float8_all_gather``)."""
-    attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
-    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
+    attn, dense, moe = _block_linear_weights(sh)
     md = sh.mamba
     proj = 0.0 if md is None else md.hidden * (md.in_proj_width + md.d_inner)  # a Mamba layer's in_proj, out_proj
-    mlp = (sh.attention_layers * attn + sh.mlp_layers * mats * sh.ffn_hidden + sh.mamba_layers * proj
-           + sh.moe_layers * (sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent)
+    mlp = (sh.attention_layers * attn + sh.mlp_layers * dense + sh.mamba_layers * proj + sh.moe_layers * moe
            ) / np.maximum(sh.layers, 1)
     return _on_tp_rank(mlp, linear_weights_whole_per_layer(sh), tp)
+
+
+def _block_linear_weights(sh: Shape) -> tuple[Any, Any, Any]:
+    """Elements of one block's linear weight matrices, by kind: an attention block's projections
+    (:func:`attention_matrices`), a dense MLP's (3 if gated else 2) h f, an MoE block's shared experts and
+    LatentMoE's two h x l projections (:func:`_latent_projections`); what :func:`linear_weights_per_layer` averages
+    over the layers and :func:`mtp_linear_weights` counts for one MTP layer."""
+    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
+    return (sum(i * o for _, i, o, _ in attention_matrices(sh)), mats * sh.ffn_hidden,
+            sh.moe_shared_experts * mats * sh.moe_ffn_hidden + _latent_projections(sh))
+
+
+def _latent_projections(sh: Shape) -> Any:
+    """LatentMoE's fc1_latent_proj and fc2_latent_proj of an MoE block, 2 h l elements (0 without a latent)."""
+    return 2.0 * sh.hidden * sh.moe_latent
 
 
 def _on_tp_rank(full: ArrayLike, whole: ArrayLike, tp: ArrayLike) -> np.ndarray:
@@ -597,7 +610,7 @@ def linear_weights_whole_per_layer(sh: Shape) -> np.ndarray:
     builds them as TELinear with ``parallel_mode='duplicated'``, multi_latent_attention.py L524-527, L572-574) and
     LatentMoE's fc1_latent_proj / fc2_latent_proj, 2 h l per MoE layer (``parallel_mode="duplicated"``,
     moe/moe_layer.py L279-295), at NVIDIA/Megatron-LM@d98e8a64dd."""
-    whole = sh.attention_layers * attention_whole_matrices(sh) + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent
+    whole = sh.attention_layers * attention_whole_matrices(sh) + sh.moe_layers * _latent_projections(sh)
     return np.asarray(whole / np.maximum(sh.layers, 1), dtype=float)
 
 
@@ -609,11 +622,9 @@ def mtp_linear_weights(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
     MTP block is one attention + MLP / MoE layer) and ``eh_proj``, the 2h x h column-parallel linear
     (Megatron-Core multi_token_prediction.py, :func:`mtp_module_params`). Not counted: the routed experts, norms,
     router, biases."""
-    attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
-    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
-    moe = sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent
-    mlp = np.where(sh.last_layer_moe, moe, mats * sh.ffn_hidden)
-    whole = attention_whole_matrices(sh) + np.where(sh.last_layer_moe, 2.0 * sh.hidden * sh.moe_latent, 0.0)
+    attn, dense, moe = _block_linear_weights(sh)
+    mlp = np.where(sh.last_layer_moe, moe, dense)
+    whole = attention_whole_matrices(sh) + np.where(sh.last_layer_moe, _latent_projections(sh), 0.0)
     return _on_tp_rank(attn + mlp + 2.0 * sh.hidden * sh.hidden, whole, tp)
 
 
