@@ -25,8 +25,11 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     cap = result.capacity_bytes
     console = new_console()
     # predict's header (one route: memory wrote "dp 64 tp 4" and left out the schedule and global batch), on the
-    # accelerator whose memory the table counts; a line of its own: a table title wraps at the table's width
-    console.print(strategy_header(inp["model"], inp["gpus"], result.accelerator, inp,
+    # cluster the other commands name, with the accelerator whose memory the table counts; a line of its own: a
+    # table title wraps at the table's width
+    cluster = str(inp.get("cluster") or "")
+    where = result.accelerator if cluster in ("", result.accelerator) else f"{cluster} ({result.accelerator})"
+    console.print(strategy_header(inp["model"], inp["gpus"], where, inp,
                                   f", seq {result.seq_len:,}" if result.seq_len else ""))
     # not feasible for a reason other than memory, as predict says: whether or not the model fits (the reason came
     # first, step.feasibility's, and a model too big for memory hid it)

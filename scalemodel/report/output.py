@@ -21,7 +21,7 @@ from scalemodel.units import format_quantity
 if TYPE_CHECKING:
     from rich.console import Console
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 
 def duration(seconds: float, days: str = "days") -> str:

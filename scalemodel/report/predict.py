@@ -87,10 +87,10 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     th, fl, mem = p.throughput, p.flops, p.memory
     if p.inputs.get("model_kind") == "generic":
         console.print(f"throughput: {th['samples_per_s']:,.1f} samples/s "
-                      f"({th['samples_per_s'] / s['gpus']:,.1f} per GPU)")
+                      f"({th['samples_per_s'] / s['gpus']:,.1f} samples/s/GPU)")
     else:
-        console.print(f"throughput: {th['tokens_per_s']:,.0f} tokens/s ({th['tokens_per_s_per_gpu']:,.0f} per GPU), "
-                      f"{th['samples_per_s']:,.2f} sequences/s")
+        console.print(f"throughput: {th['tokens_per_s']:,.0f} tokens/s "
+                      f"({th['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU), {th['samples_per_s']:,.2f} sequences/s")
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
                   f"HFU {fl['hfu']:.1%} of the {fq(fl['peak_flops_per_gpu'], 'flop_rate')} {fl['peak_format']} "
                   "dense peak")
