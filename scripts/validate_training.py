@@ -974,11 +974,21 @@ MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300"
 #: hsg_ngpu{2560,5120}_ngc25.09_nemo: the same Dockerfile, libcudnn9-cuda-13=9.13.1.26-1, TE release_v2.8, MCORE
 #: 25.09-alpha.rc1; config_common.sh NCCL_NVLS_ENABLE=0; no CE_FUSION_IMPL: custom.yaml's native fused loss).
 MLPT51_NVFP4_8B = frozenset({"mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4",
-                             "mlpt51_b300_llama31_8b_8_nvfp4", "mlpt51_gb300_llama31_8b_8_nvfp4"})
+                             "mlpt51_b300_llama31_8b_8_nvfp4", "mlpt51_gb300_llama31_8b_8_nvfp4",
+                             # data31: Nebius 4 x 8 B200 and Lenovo 8 B300 (the B200 recipe's files, blob 1714beadf)
+                             "mlpt51_b200_llama31_8b_32_nvfp4", "mlpt51_b300_llama31_8b_8_nvfp4_lenovo"})
+#: data31: other submitters' FP8 runs of the same implementation (Verda, Oracle, Dell XE9680L / XE9685L on B200,
+#: Supermicro on B300; validation/README.md#data31: every implementation file the same git blob as University of
+#: Florida's b200_nemo or Dell's B300 one, cuDNN 9.13.1.26 in each systems json, config_common.sh NCCL_NVLS_ENABLE=0,
+#: printed cross_entropy_fusion_impl te).
+MLPT51_PARTNER_FP8 = frozenset({"mlpt51_b200_llama31_8b_64_verda", "mlpt51_b200_llama31_8b_64_oracle",
+                                "mlpt51_b200_llama31_8b_16_xe9680l", "mlpt51_b200_llama31_8b_16_xe9685l",
+                                "mlpt51_b300_llama31_8b_8_smc"})
 MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
                                "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
 #: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
-MLPT51_NEMO2509 = MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB | MLPT51_NVFP4_8B | MLPT51_NVFP4_405B
+MLPT51_NEMO2509 = (MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB | MLPT51_NVFP4_8B | MLPT51_NVFP4_405B
+                   | MLPT51_PARTNER_FP8)
 #: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
 #: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
 #: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
@@ -1208,6 +1218,13 @@ BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt
 #: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
 #: ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` (result_0.txt).
 SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
+#: Rows whose own log prints another bucket than their source's (elements), taken before the source's: data31's Oracle
+#: and Dell B200 runs print ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` in every result file;
+#: Lenovo's B300 NVFP4 run prints none, and its files (the same blobs) printed 768e6 in Oracle's and Supermicro's
+#: 1-node runs (validation/README.md#data31).
+ID_BUCKET_ELEMENTS = {i: 768_000_000 for i in ("mlpt51_b200_llama31_8b_64_oracle", "mlpt51_b200_llama31_8b_16_xe9680l",
+                                               "mlpt51_b200_llama31_8b_16_xe9685l",
+                                               "mlpt51_b300_llama31_8b_8_nvfp4_lenovo")}
 #: MLPerf v6.0 rows that run NVIDIA's NeMo 2 llama31_8b implementation of v5.1, not v6.0's Megatron-Bridge one: Cisco's
 #: Zeus H100 runs (Richardyu114/training_results_v6.0@eabf23a0 Cisco/benchmarks/llama31_8b/nemo/Dockerfile: pytorch
 #: 25.08, NeMo eddf23fcba, Megatron-LM 4cd81e85d2; the MLLOG metadata names /workspace/llm/pretrain.py and
@@ -1235,7 +1252,9 @@ NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
 #: fp8_param_gather=True)``, no overlap_grad_reduce /
 #: overlap_param_gather, whose DistributedDataParallelConfig defaults are False), run by AMD and GigaComputing.
 RECIPE_NO_DP_OVERLAP = frozenset({"mlpt51_mi355x_llama31_8b_8", "mlpt51_mi355x_llama31_8b_8_mbs4",
-                                  "mlpt51_mi350x_llama31_8b_8"})
+                                  "mlpt51_mi350x_llama31_8b_8",
+                                  # data31: Dell's and Supermicro's MI355X runs (src/train.py the same blob e50a7f81)
+                                  "mlpt51_mi355x_llama31_8b_8_dell", "mlpt51_mi355x_llama31_8b_8_smc"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
@@ -1583,6 +1602,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if src in SOURCE_BUCKET_ELEMENTS and zero == "1" and case["id"] not in MLPT60_NEMO2:
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
+    if case["id"] in ID_BUCKET_ELEMENTS and zero == "1":
+        out["bucket_size"] = float(ID_BUCKET_ELEMENTS[case["id"]]) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
@@ -2260,6 +2281,8 @@ RECIPE_NVFP4_DISABLE: dict[str, tuple[str, ...]] = {
     # data30's GB300 8 (config_GB300_2x4x2xtp1pp1cp1_8b_fp4.sh): config_common_8b.sh, sourced after
     # config_common_fp4.sh, resets _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0, as the B200 rows' files do
     "mlpt51_gb300_llama31_8b_8_nvfp4": ("rht",),
+    # data31's Nebius 32 and Lenovo B300: config_common_fp4.sh then config_common_8b.sh, as the B200 rows' files
+    "mlpt51_b200_llama31_8b_32_nvfp4": ("rht",), "mlpt51_b300_llama31_8b_8_nvfp4_lenovo": ("rht",),
     **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B},
     # MLPerf v6.0 HPE GB200 8 (data28b): NVIDIA's v5.1 config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh sources
     # config_common_fp4.sh before config_common_8b.sh (L27-29 reset _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0)
