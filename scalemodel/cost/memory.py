@@ -148,15 +148,16 @@ from scalemodel.cost.transformer import (
     RECOMPUTE_MODULES,
     Shape,
     attention_params,
-    attention_whole_matrices,
     embedding_params,
     expert_params,
     latent_projection_params,
+    linear_weight_parts,
     linear_weights_per_layer,
     mamba_params,
     mlp_params,
     mtp_module_params,
     norm_params,
+    on_tp_rank,
     recompute_code,
     recomputed_modules,
     recomputed_norms,
@@ -789,7 +790,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
     ZeRO-3 gathers one layer at a time, with one more prefetched (2 of the largest layer's weights on this TP rank:
     the TP-split ones / tp, the linears every rank holds whole, the attention's
-    :func:`~scalemodel.cost.transformer.attention_whole_matrices` and the MoE block's LatentMoE projections, whole,
+    :func:`~scalemodel.cost.transformer.linear_weight_parts`' attention whole part and the MoE block's LatentMoE
+    projections, whole,
     that layer's own, not the layers' mean: review30b); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
@@ -846,9 +848,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     # linears every rank holds whole, MLA's down-projections of its attention and LatentMoE's projections (with
     # their biases) of its MoE block, whole: the count of the workspace and FP8 bytes (mem30c; review30b: the whole
     # linears were the layers' mean, short of a hybrid's MoE unit's 2 h l; before mem30c every parameter / t)
-    w_attn = attention_whole_matrices(sh)
+    w_attn = linear_weight_parts(sh)["attention"][1]
     moe = np.where(sh.moe_layers > 0, sh.moe_experts / e * expert_params(sh) / t + latent_projection_params(sh), 0.0)
-    layer = (attention_params(sh) - w_attn + norm_params(sh)) / t + w_attn + np.maximum(mlp_params(sh) / t, moe)
+    layer = on_tp_rank((attention_params(sh) - w_attn + norm_params(sh), w_attn), t) + np.maximum(mlp_params(sh) / t,
+                                                                                                   moe)
     gathered = 2.0 * layer
     linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
     keep = ~np.asarray(reshard_after_forward, dtype=bool)
