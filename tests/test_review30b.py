@@ -111,7 +111,12 @@ def test_zero3_gathered_unit_holds_its_own_whole_linears(name: str, tp: int) -> 
     _job, sh = _shape(name)
     moe_wins = _f(sh.moe_layers) > 0 and _f(sh.moe_experts * transformer.expert_params(sh)) > _f(
         transformer.mlp_params(sh))
-    whole = _mla_down(sh) + (_latent(sh) if moe_wins else 0.0)
+    # mem31: the unit's norms (norms_per_layer x h gains, none of these models has biases), MLA's latent norms
+    # (r_q + r_kv) and an MoE unit's router (E x h) are whole on every TP rank too
+    mla = bool(np.ravel(sh.mla)[0])
+    norms = _f(sh.norms_per_layer) * _f(sh.hidden) + (_f(sh.q_lora_rank) + _f(sh.kv_lora_rank) if mla else 0.0)
+    assert not bool(np.ravel(sh.biases)[0])
+    whole = _mla_down(sh) + norms + (_latent(sh) + _f(sh.moe_experts) * _f(sh.hidden) if moe_wins else 0.0)
     g1 = _gathered(sh, 1)
     assert _gathered(sh, tp) == pytest.approx(2.0 * _per_rank(g1 / 2.0, whole, tp), rel=1e-12)
 

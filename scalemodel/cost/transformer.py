@@ -600,6 +600,14 @@ def on_tp_rank(parts: tuple[Any, Any], tp: ArrayLike) -> np.ndarray:
     return np.asarray(np.asarray(split, dtype=float) / np.asarray(tp, dtype=float) + whole, dtype=float)
 
 
+def tensors_on_tp_rank(tensors: list[ParamTensor], tp: ArrayLike) -> np.ndarray:
+    """Elements one of ``tp`` tensor-parallel ranks holds of parameter tensors (:func:`layer_param_tensors`):
+    :func:`on_tp_rank` of (the ``split`` ones, the rest), n x elements each."""
+    split = sum((p.n * p.elements for p in tensors if p.split), 0.0)
+    whole = sum((p.n * p.elements for p in tensors if not p.split), 0.0)
+    return on_tp_rank((split, whole), tp)
+
+
 #: The modules of :func:`linear_weight_parts` in one layer of each kind (a hybrid's layer holds one block).
 _LAYER_MODULES = {"attention_layers": ("attention",), "mlp_layers": ("mlp",),
                   "mamba_layers": ("mamba_in_proj", "mamba_out_proj"), "moe_layers": ("shared_experts", "moe_latent")}
