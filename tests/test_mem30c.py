@@ -23,9 +23,10 @@ from scalemodel.specs.frameworks import read_strategy_file
 from tests.test_mem30b import MLA_YAML, WHOLE
 
 # the small MLA model of test_mem30b, one layer by hand: q_up 256 x 8 x 96 + kv_up 128 x 8 x (64 + 64) + o 8 x 64 x 1024
-# = 851,968 split; q_down + kv_down 425,984 whole; latent norms 256 + 128, the layer's two norms 2 x 1024, the gated MLP
-# 3 x 1024 x 2048 = 6,291,456 (norms / t as before: not linears)
-SPLIT = 851_968 + 384 + 2_048 + 6_291_456  # 7,145,856
+# = 851,968 split; q_down + kv_down 425,984 whole; latent norms 256 + 128, the layer's two norms 2 x 1024, whole on
+# every TP rank since mem31 (TENorm hidden_size wide; they were / t), the gated MLP 3 x 1024 x 2048 = 6,291,456 split
+SPLIT = 851_968 + 6_291_456  # 7,143,424
+NORMS = 384 + 2_048
 
 
 def _gathered(path: Path, tp: int) -> float:
@@ -36,11 +37,11 @@ def _gathered(path: Path, tp: int) -> float:
     return (2.0 * w[1] - w[0]) / 2.0
 
 
-@pytest.mark.parametrize(("tp", "by_hand"), [(2, 7_997_824), (4, 4_424_896)])
+@pytest.mark.parametrize(("tp", "by_hand"), [(2, 8_000_256), (4, 4_428_544)])
 def test_zero3_gathered_layers_hold_mla_down_projections_whole(tmp_path: Path, tp: int, by_hand: int) -> None:
-    """Two layers gathered: 2 x (7,145,856 / t + 425,984): t 2 7,997,824, t 4 4,424,896 elements (before:
-    2 x 7,571,840 / t, 7,571,840 and 3,785,920)."""
-    assert 2 * (SPLIT / tp + WHOLE) == by_hand
+    """Two layers gathered: 2 x (7,143,424 / t + 425,984 + 2,432): t 2 8,000,256, t 4 4,428,544 elements (mem30c,
+    the norms / t: 7,997,824 and 4,424,896; before: 2 x 7,571,840 / t, 7,571,840 and 3,785,920)."""
+    assert 2 * (SPLIT / tp + WHOLE + NORMS) == by_hand
     path = tmp_path / "mla-small.yaml"
     path.write_text(MLA_YAML)
     assert _gathered(path, tp) == pytest.approx(by_hand, rel=1e-9)

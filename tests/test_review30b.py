@@ -77,8 +77,8 @@ def test_linear_weights_per_rank(name: str, tp: int) -> None:
     n1 = _f(transformer.linear_weights_per_layer(sh))
     assert _f(transformer.linear_weights_per_layer(sh, tp)) == pytest.approx(_per_rank(n1, w, tp), rel=1e-12)
     w_mtp = _mla_down(sh) + (_latent(sh) if bool(np.ravel(sh.last_layer_moe)[0]) else 0.0)
-    m1 = _f(transformer.mtp_linear_weights(sh))
-    assert _f(transformer.mtp_linear_weights(sh, tp)) == pytest.approx(_per_rank(m1, w_mtp, tp), rel=1e-12)
+    m1 = _f(sum(transformer.mtp_linear_weights(sh)))  # (block, eh_proj)
+    assert _f(sum(transformer.mtp_linear_weights(sh, tp))) == pytest.approx(_per_rank(m1, w_mtp, tp), rel=1e-12)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -111,7 +111,12 @@ def test_zero3_gathered_unit_holds_its_own_whole_linears(name: str, tp: int) -> 
     _job, sh = _shape(name)
     moe_wins = _f(sh.moe_layers) > 0 and _f(sh.moe_experts * transformer.expert_params(sh)) > _f(
         transformer.mlp_params(sh))
-    whole = _mla_down(sh) + (_latent(sh) if moe_wins else 0.0)
+    # mem31: the unit's norms (norms_per_layer x h gains, none of these models has biases), MLA's latent norms
+    # (r_q + r_kv) and an MoE unit's router (E x h) are whole on every TP rank too
+    mla = bool(np.ravel(sh.mla)[0])
+    norms = _f(sh.norms_per_layer) * _f(sh.hidden) + (_f(sh.q_lora_rank) + _f(sh.kv_lora_rank) if mla else 0.0)
+    assert not bool(np.ravel(sh.biases)[0])
+    whole = _mla_down(sh) + norms + (_latent(sh) + _f(sh.moe_experts) * _f(sh.hidden) if moe_wins else 0.0)
     g1 = _gathered(sh, 1)
     assert _gathered(sh, tp) == pytest.approx(2.0 * _per_rank(g1 / 2.0, whole, tp), rel=1e-12)
 

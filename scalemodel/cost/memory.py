@@ -148,10 +148,10 @@ from scalemodel.cost.transformer import (
     RECOMPUTE_MODULES,
     Shape,
     attention_params,
-    attention_whole_matrices,
     embedding_params,
     expert_params,
     latent_projection_params,
+    layer_param_tensors,
     linear_weights_per_layer,
     mamba_params,
     mlp_params,
@@ -160,6 +160,7 @@ from scalemodel.cost.transformer import (
     recompute_code,
     recomputed_modules,
     recomputed_norms,
+    tensors_on_tp_rank,
     tp_whole_elements,
 )
 from scalemodel.errors import InputError
@@ -757,6 +758,26 @@ def expert_data_parallel(dp: ArrayLike, *, tp: ArrayLike = 1, cp: ArrayLike = 1,
     return np.asarray(np.maximum(_pos("dp", dp) * t * _pos("cp", cp) / (_pos("ep", ep) * u), 1.0))
 
 
+def gathered_unit(sh: Shape, *, tp: ArrayLike = 1, ep: ArrayLike = 1, etp: ArrayLike | None = None) -> np.ndarray:
+    """Elements of the largest ZeRO-3 / FSDP unit, one transformer layer, on one GPU: a dense layer's or an MoE
+    layer's tensors (:func:`~scalemodel.cost.transformer.layer_param_tensors`) on one of ``tp`` ranks
+    (:func:`~scalemodel.cost.transformer.tensors_on_tp_rank`: the TP-split ones / tp, every other one whole), the MoE
+    layer's with its E / ep routed experts split over ``etp`` (default tp), the larger of the two (a dense one only
+    where the model has dense layers, or no MoE ones). Whole on every TP rank (Megatron-Core at
+    NVIDIA/Megatron-LM@d98e8a64dd, docs/model.md#tp-whole-params): the norms (TENorm and the norm inside
+    TELayerNormColumnParallelLinear, extensions/transformer_engine.py, ``hidden_size`` wide), the router
+    (moe/router.py ``torch.empty((num_moe_experts, hidden_size))``; torchtitan's Llama 4 gate an ``nn.Linear`` its
+    TP plan leaves unsplit), a RowParallelLinear's bias, MLA's down-projections and latent norms and LatentMoE's
+    projections. A hybrid pattern's unit is counted as attention beside its MLP / MoE block, no Mamba mixer."""
+    t = _pos("tp", tp)
+    u = t if etp is None else _pos("etp", etp)
+    dense = tensors_on_tp_rank(layer_param_tensors(sh, moe=False), t)
+    routed = sh.moe_experts / _pos("ep", ep) * expert_params(sh) / u
+    moe = tensors_on_tp_rank(layer_param_tensors(sh, moe=True), t) + routed
+    return np.maximum(np.where((sh.mlp_layers > 0) | (sh.moe_layers <= 0), dense, 0.0),
+                      np.where(sh.moe_layers > 0, moe, 0.0))
+
+
 def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp: ArrayLike = 1,
                    tp: ArrayLike = 1, pp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                    zero_stage: ArrayLike = 0, recompute: ArrayLike = "none",
@@ -787,10 +808,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
-    ZeRO-3 gathers one layer at a time, with one more prefetched (2 of the largest layer's weights on this TP rank:
-    the TP-split ones / tp, the linears every rank holds whole, the attention's
-    :func:`~scalemodel.cost.transformer.attention_whole_matrices` and the MoE block's LatentMoE projections, whole,
-    that layer's own, not the layers' mean: review30b); with
+    ZeRO-3 gathers one layer at a time, with one more prefetched (2 x :func:`gathered_unit`, the largest layer's
+    tensors on one GPU: the TP-split ones / tp, the rest whole, that layer's own, not the layers' mean); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
     (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
@@ -846,9 +865,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     # linears every rank holds whole, MLA's down-projections of its attention and LatentMoE's projections (with
     # their biases) of its MoE block, whole: the count of the workspace and FP8 bytes (mem30c; review30b: the whole
     # linears were the layers' mean, short of a hybrid's MoE unit's 2 h l; before mem30c every parameter / t)
-    w_attn = attention_whole_matrices(sh)
-    moe = np.where(sh.moe_layers > 0, sh.moe_experts / e * expert_params(sh) / t + latent_projection_params(sh), 0.0)
-    layer = (attention_params(sh) - w_attn + norm_params(sh)) / t + w_attn + np.maximum(mlp_params(sh) / t, moe)
+    layer = gathered_unit(sh, tp=t, ep=e, etp=u)
     gathered = 2.0 * layer
     linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
     keep = ~np.asarray(reshard_after_forward, dtype=bool)

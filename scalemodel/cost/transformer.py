@@ -557,75 +557,103 @@ def attention_params(sh: Shape) -> np.ndarray:
     return w + b + latent_norms
 
 
-def linear_weights_per_layer(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
+def linear_weight_parts(sh: Shape) -> dict[str, tuple[Any, Any]]:
+    """Elements of one block's linear (``nn.Linear`` / TELinear) weight matrices, by module, as (split, whole): the
+    part tensor parallelism splits over its ``tp`` ranks and the part every rank holds whole (one rank holds
+    :func:`on_tp_rank` of them). The one statement of which linear is split, read by :func:`linear_weights_per_layer`,
+    :func:`mtp_linear_weights`, the FP8-parameter count (``engine.dp_comm.fp8_param_linear_per_layer``) and the ZeRO-3
+    gathered unit (``cost.memory.memory_per_gpu``):
+
+        attention       the projections of :func:`attention_matrices`: qkv / q_up / kv_up / o split; MLA's
+                        q_down h r_q and kv_down h (r_kv + d_rope) whole (Megatron-Core TELinear
+                        ``parallel_mode='duplicated'``, multi_latent_attention.py L524-527, L572-574)
+        mlp             a dense MLP's (3 if gated else 2) h f, split (column- then row-parallel)
+        shared_experts  an MoE block's shared experts, (3 if gated else 2) h f_moe each, split
+        moe_latent      LatentMoE's fc1_latent_proj and fc2_latent_proj, 2 h l, whole (``parallel_mode="duplicated"``,
+                        moe/moe_layer.py L279-295)
+        mamba_in_proj   a Mamba mixer's in_proj h x in_proj_width, column-parallel: split
+        mamba_out_proj  its out_proj d_inner x h, row-parallel: split
+        eh_proj         an MTP module's 2h x h, column-parallel: split (multi_token_prediction.py)
+
+    at NVIDIA/Megatron-LM@d98e8a64dd. Not linears here: biases, norm gains, the router, the routed experts (grouped
+    GEMMs)."""
+    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
+    mat = attention_matrices(sh)
+    md = sh.mamba
+    zero = np.zeros_like(sh.hidden, dtype=float)
+    return {
+        "attention": (sum((i * o for _, i, o, split in mat if split), zero),
+                      sum((i * o for _, i, o, split in mat if not split), zero)),
+        "mlp": (mats * sh.ffn_hidden, zero),
+        "shared_experts": (sh.moe_shared_experts * mats * sh.moe_ffn_hidden, zero),
+        "moe_latent": (zero, 2.0 * sh.hidden * sh.moe_latent),
+        "mamba_in_proj": (zero if md is None else md.hidden * md.in_proj_width, zero),
+        "mamba_out_proj": (zero if md is None else md.d_inner * md.hidden, zero),
+        "eh_proj": (2.0 * sh.hidden * sh.hidden, zero),
+    }
+
+
+def on_tp_rank(parts: tuple[Any, Any], tp: ArrayLike) -> np.ndarray:
+    """Elements one of ``tp`` tensor-parallel ranks holds of a (split, whole) pair (:func:`linear_weight_parts`):
+    split / tp + whole."""
+    split, whole = parts
+    return np.asarray(np.asarray(split, dtype=float) / np.asarray(tp, dtype=float) + whole, dtype=float)
+
+
+def tensors_on_tp_rank(tensors: list[ParamTensor], tp: ArrayLike) -> np.ndarray:
+    """Elements one of ``tp`` tensor-parallel ranks holds of parameter tensors (:func:`layer_param_tensors`):
+    :func:`on_tp_rank` of (the ``split`` ones, the rest), n x elements each."""
+    split = sum((p.n * p.elements for p in tensors if p.split), 0.0)
+    whole = sum((p.n * p.elements for p in tensors if not p.split), 0.0)
+    return on_tp_rank((split, whole), tp)
+
+
+#: The modules of :func:`linear_weight_parts` in one layer of each kind (a hybrid's layer holds one block).
+_LAYER_MODULES = {"attention_layers": ("attention",), "mlp_layers": ("mlp",),
+                  "mamba_layers": ("mamba_in_proj", "mamba_out_proj"), "moe_layers": ("shared_experts", "moe_latent")}
+
+
+def linear_weights_per_layer(sh: Shape, tp: ArrayLike = 1, modules: tuple[str, ...] | None = None) -> np.ndarray:
     """Elements of the weight matrices in a layer's linear (``nn.Linear``) modules, averaged over the layers, on one
-    of ``tp`` tensor-parallel ranks: the TP-split ones / tp, those every rank holds whole
-    (:func:`linear_weights_whole_per_layer`) whole (``tp`` 1, the default: the layer's whole count):
-    the attention projections (:func:`attention_matrices`) and the MLP's matrices, (3 if gated else 2) h f in
-    a dense layer and per shared expert in an MoE layer (+ LatentMoE's two h x l projections, TELinear), a Mamba
-    layer's in_proj and out_proj (each kind at its share of the layers). Not counted: biases, norm gains, the router
+    of ``tp`` tensor-parallel ranks (:func:`on_tp_rank` of :func:`linear_weight_parts`: the TP-split ones / tp, those
+    every rank holds whole whole; ``tp`` 1, the default: the layer's whole count): the attention projections, the
+    MLP's matrices, (3 if gated else 2) h f in a dense layer and per shared expert in an MoE layer (+ LatentMoE's two
+    h x l projections, TELinear), a Mamba layer's in_proj and out_proj, each kind at its share of the layers.
+    ``modules``: only those of :func:`linear_weight_parts` (default all). Not counted: biases, norm gains, the router
     and the routed experts (grouped GEMMs, not ``nn.Linear``). These are what torchao's Float8Linear casts to float8
     before FSDP's all-gather (``enable_fsdp_float8_all_gather``)."""
-    attn, dense, moe = _block_linear_weights(sh)
-    md = sh.mamba
-    proj = 0.0 if md is None else md.hidden * (md.in_proj_width + md.d_inner)  # a Mamba layer's in_proj, out_proj
-    mlp = (sh.attention_layers * attn + sh.mlp_layers * dense + sh.mamba_layers * proj + sh.moe_layers * moe
-           ) / np.maximum(sh.layers, 1)
-    return _on_tp_rank(mlp, linear_weights_whole_per_layer(sh), tp)
-
-
-def _block_linear_weights(sh: Shape) -> tuple[Any, Any, Any]:
-    """Elements of one block's linear weight matrices, by kind: an attention block's projections
-    (:func:`attention_matrices`), a dense MLP's (3 if gated else 2) h f, an MoE block's shared experts and
-    LatentMoE's two h x l projections (:func:`_latent_projections`); what :func:`linear_weights_per_layer` averages
-    over the layers and :func:`mtp_linear_weights` counts for one MTP layer."""
-    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
-    return (sum(i * o for _, i, o, _ in attention_matrices(sh)), mats * sh.ffn_hidden,
-            sh.moe_shared_experts * mats * sh.moe_ffn_hidden + _latent_projections(sh))
-
-
-def _latent_projections(sh: Shape) -> Any:
-    """LatentMoE's fc1_latent_proj and fc2_latent_proj of an MoE block, 2 h l elements (0 without a latent)."""
-    return 2.0 * sh.hidden * sh.moe_latent
-
-
-def _on_tp_rank(full: ArrayLike, whole: ArrayLike, tp: ArrayLike) -> np.ndarray:
-    """Elements one of ``tp`` tensor-parallel ranks holds of ``full``, ``whole`` of them held whole by every rank:
-    full / tp + whole (1 - 1 / tp) (= full at tp 1, full / tp without whole ones)."""
-    t = np.asarray(tp, dtype=float)
-    return np.asarray(np.asarray(full, dtype=float) / t + np.asarray(whole, dtype=float) * (1.0 - 1.0 / t),
-                      dtype=float)
-
-
-def attention_whole_matrices(sh: Shape) -> np.ndarray:
-    """Elements of one attention block's matrices that every TP rank holds whole: MLA's q_down and kv_down (the
-    ``split`` false ones of :func:`attention_matrices`), 0 in ordinary attention; per attention layer, not averaged
-    (the memory model's gathered ZeRO-3 unit, :func:`scalemodel.cost.memory.memory_per_gpu`, reads it so)."""
-    return np.asarray(sum((i * o for _, i, o, split in attention_matrices(sh) if not split), 0.0), dtype=float)
+    parts = linear_weight_parts(sh)
+    split, whole = 0.0, 0.0
+    for kind, names in _LAYER_MODULES.items():
+        n = getattr(sh, kind)
+        for m in names:
+            if modules is None or m in modules:
+                split, whole = split + n * parts[m][0], whole + n * parts[m][1]
+    L = np.maximum(sh.layers, 1)
+    return on_tp_rank((split / L, whole / L), tp)
 
 
 def linear_weights_whole_per_layer(sh: Shape) -> np.ndarray:
     """The part of :func:`linear_weights_per_layer` that every tensor-parallel rank holds whole, averaged over the
-    layers: MLA's down-projections q_down h r_q and kv_down h (r_kv + d_rope) per attention layer (Megatron-Core
-    builds them as TELinear with ``parallel_mode='duplicated'``, multi_latent_attention.py L524-527, L572-574) and
-    LatentMoE's fc1_latent_proj / fc2_latent_proj, 2 h l per MoE layer (``parallel_mode="duplicated"``,
-    moe/moe_layer.py L279-295), at NVIDIA/Megatron-LM@d98e8a64dd."""
-    whole = sh.attention_layers * attention_whole_matrices(sh) + sh.moe_layers * _latent_projections(sh)
+    layers: MLA's down-projections per attention layer and LatentMoE's 2 h l per MoE layer
+    (:func:`linear_weight_parts`)."""
+    parts = linear_weight_parts(sh)
+    whole = sh.attention_layers * parts["attention"][1] + sh.moe_layers * parts["moe_latent"][1]
     return np.asarray(whole / np.maximum(sh.layers, 1), dtype=float)
 
 
-def mtp_linear_weights(sh: Shape, tp: ArrayLike = 1) -> np.ndarray:
+def mtp_linear_weights(sh: Shape, tp: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
     """Elements of the linear weight matrices of one multi-token prediction module on one of ``tp`` tensor-parallel
-    ranks (MLA's down-projections and LatentMoE's projections whole, the rest / tp: :func:`_on_tp_rank`), as
-    :func:`linear_weights_per_layer` counts a layer's: its layer of the last layer's kind (the attention projections,
-    and a dense MLP's (3 if gated else 2) h f or an MoE layer's shared experts and LatentMoE projections; a hybrid's
-    MTP block is one attention + MLP / MoE layer) and ``eh_proj``, the 2h x h column-parallel linear
-    (Megatron-Core multi_token_prediction.py, :func:`mtp_module_params`). Not counted: the routed experts, norms,
-    router, biases."""
-    attn, dense, moe = _block_linear_weights(sh)
-    mlp = np.where(sh.last_layer_moe, moe, dense)
-    whole = attention_whole_matrices(sh) + np.where(sh.last_layer_moe, _latent_projections(sh), 0.0)
-    return _on_tp_rank(attn + mlp + 2.0 * sh.hidden * sh.hidden, whole, tp)
+    ranks (:func:`on_tp_rank` of :func:`linear_weight_parts`), as (block, eh_proj): its layer of the last layer's kind
+    (the attention projections, and a dense MLP's (3 if gated else 2) h f or an MoE layer's shared experts and
+    LatentMoE projections; a hybrid's MTP block is one attention + MLP / MoE layer) and ``eh_proj``, the 2h x h
+    column-parallel linear (Megatron-Core multi_token_prediction.py, :func:`mtp_module_params`), apart: the weight
+    workspace prices each at its own recipe. Not counted: the routed experts, norms, router, biases."""
+    parts = linear_weight_parts(sh)
+    moe = sh.last_layer_moe
+    block = tuple(parts["attention"][k] + np.where(moe, parts["shared_experts"][k] + parts["moe_latent"][k],
+                                                   parts["mlp"][k]) for k in (0, 1))
+    return on_tp_rank(block, tp), on_tp_rank(parts["eh_proj"], tp)
 
 
 def kv_elements_per_token(sh: Shape) -> np.ndarray:

@@ -809,17 +809,13 @@ def fp8_param_linear_per_layer(job: Job, tp: Any = 1) -> np.ndarray:
     (mamba_out_proj), each at its share of the layers. The MTP modules are outside the layers' count."""
     sh = job.shape
     full = transformer.linear_weights_per_layer(sh, tp)
-    L = np.maximum(sh.layers, 1)
-    t = np.asarray(tp, dtype=float)
-    own = np.zeros_like(full)
-    if module_recipe(job, "attention_proj") is not None:  # the split matrices / tp, the down-projections whole
-        own = own + sh.attention_layers * sum(i * o / np.where(split, t, 1.0)
-                                              for _, i, o, split in transformer.attention_matrices(sh)) / L
-    if module_recipe(job, "moe_latent") is not None:  # whole on every TP rank
-        own = own + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent / L
-    if module_recipe(job, "mamba_out_proj") is not None and sh.mamba is not None:  # row-parallel: split
-        own = own + sh.mamba_layers * sh.mamba.hidden * sh.mamba.d_inner / L / t
-    return np.asarray(np.maximum(full - own, 0.0), dtype=float)
+    # each module key's linears (transformer.linear_weight_parts): the attention's split / tp and down-projections
+    # whole, LatentMoE's whole, the Mamba out_proj row-parallel (split)
+    own = tuple(m for key, m in (("attention_proj", "attention"), ("moe_latent", "moe_latent"),
+                                 ("mamba_out_proj", "mamba_out_proj")) if module_recipe(job, key) is not None)
+    if own:
+        full = full - transformer.linear_weights_per_layer(sh, tp, modules=own)
+    return np.asarray(np.maximum(full, 0.0), dtype=float)
 
 
 def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None,

@@ -286,8 +286,8 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     # an fp4 run enters no fp4 context; a 16-bit parameter's copy, bf16 none), else the run's
     w_mtp, w_eh = (w_run if r is None else np.full(1, memory.weight_workspace_bytes(r, hopper))
                    for r in (mtp_recipe(job, "block"), mtp_recipe(job, "eh_proj")))
-    eh = 2.0 * float(job.shape.hidden) ** 2 / g.tp  # eh_proj, 2h -> h, column-parallel (in mtp_linear_weights)
-    mtp_ws = w_mtp * (transformer.mtp_linear_weights(job.shape, g.tp) - eh) + w_eh * eh
+    block, eh = transformer.mtp_linear_weights(job.shape, g.tp)  # on one TP rank
+    mtp_ws = w_mtp * block + w_eh * eh
     te = g.layer_impl == LayerImpl.MEGATRON_TE
     fsdp2 = (g.zero >= Zero.FSDP) & g.fsdp_per_param  # TE's is_fsdp2: no dense cache, GroupedLinear's still
     low = 1.0 - float(job.bf16_layer_share)  # training.bf16_layers run without a recipe: no copy
