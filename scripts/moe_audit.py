@@ -18,6 +18,11 @@ Nothing here is fitted or priced: the script reads the validator's own rows (scr
   ``(t_meas - t_pred) / (m x L_moe / pp)`` (``m`` micro-batches, ``L_moe`` MoE layers; ``t_meas = t_pred (1 +
   speed_error)``): what an unpriced per-MoE-layer cost would have to be to close the row (a diagnostic, not a cost:
   the whole gap is put on the MoE layers), beside ``host_ms``, the per-layer host floor the row was priced with;
+- ``syncs`` and ``refill_ms`` (moe31): the host synchronisations a MoE layer pass makes (the dispatcher's, once a
+  forward and once more where the MoE block is recomputed; the GPT-OSS activation's ``torch.tensor`` copy where the
+  expert path runs it eagerly, once more where ``moe_act`` is recomputed; 0 without the host floor) and the most
+  their queue refill can expose at the published per-call costs
+  (:func:`scalemodel.engine.host_floor.refill_bound_us`, docs/model.md#host-refill), against ``gap_ms``;
 - precision family, the row's ``dominant`` non-compute term and its share, experts / top-k, shared experts, MTP
   layers, pp / vp, recompute.
 
@@ -40,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_training as vt  # noqa: E402
 from repo_yaml import read_yaml  # noqa: E402
 
+from scalemodel.engine.host_floor import refill_bound_us  # noqa: E402
 from scalemodel.engine.job import transformer_shape  # noqa: E402
 from scalemodel.engine.predict import predict  # noqa: E402
 
@@ -77,6 +83,20 @@ def local_bin(local_experts: int) -> str:
     return "1-4" if local_experts <= 4 else "5-8" if local_experts <= 8 else "9+"
 
 
+def host_syncs(host_floor: bool, recompute: str, modules: str, glu_clamp: bool) -> tuple[int, int]:
+    """(synchronisations, expert-path forwards) of one MoE layer pass (module docstring, ``syncs``): the dropless
+    dispatcher's wait once a forward (token_dispatcher.py ``_maybe_dtoh_and_synchronize``; HybridEP's host metadata,
+    DeepEP's host counts: docs/model.md#host-issue-order) and again in a recomputed MoE block (selective ``moe``, or
+    full recompute), plus the eager GPT-OSS activation's copy (``glu_clamp``) once a forward and again under
+    ``moe_act``; (0, 0) for a row without the host floor (a fixed capacity or a graphed dispatch: no wait)."""
+    if not host_floor:
+        return 0, 0
+    mods = set(modules.split(",")) if modules else set()
+    block = int(recompute == "full" or "moe" in mods)
+    act = int(glu_clamp) * (1 + int("moe_act" in mods))
+    return 1 + block + act, 1 + block
+
+
 def _bin(x: float, edges: tuple[float, ...]) -> str:
     for lo, hi in zip(edges, edges[1:], strict=False):
         if lo <= x < hi:
@@ -111,6 +131,8 @@ def audit_rows() -> list[dict[str, Any]]:
         micro = tr.global_batch // (int(st.dp) * tr.micro_batch)
         passes = micro * float(transformer_shape(wl).moe_layers) / int(st.pp)
         gap = p.step_time_s * r.speed_error / passes
+        syncs, forwards = host_syncs(st.moe_layer_host_s > 0, str(st.recompute), str(st.recompute_modules or ""),
+                                     bool(st.eager_glu_clamp))
         rows.append({
             "id": r.id, "speed_error": r.speed_error, "metric": r.metric,
             "source": r.families["source"], "source_kind": source_kind(r.families["source"]),
@@ -122,6 +144,8 @@ def audit_rows() -> list[dict[str, Any]]:
             "ep_bin": _bin(ep, (1, 8, 16, 32, 64)),
             "local_experts": experts // ep, "local_bin": local_bin(experts // ep),
             "step_s": p.step_time_s, "gap_ms": gap * 1e3, "host_ms": st.moe_layer_host_s * 1e3,
+            "syncs": syncs,
+            "refill_ms": float(refill_bound_us(experts // ep, syncs, forwards)) * 1e-3 if syncs else 0.0,
             "tok_per_expert": tok, "tok_bin": _bin(tok, (0, 512, 1024, 2048, 4096, 8192)),
             "dominant": r.dominant, "share": r.dominant_share, "share_bin": _bin(r.dominant_share, (0, 0.1, 0.2, 0.3)),
             "experts": experts, "top_k": top_k, "topk_bin": f"E{'>=128' if experts >= 128 else '<128'} k{top_k}",
@@ -163,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "--rows" in args:
         cols = ("id", "speed_error", "dispatcher", "drop_pad", "host_sync", "ep", "etp", "domains", "local_experts",
-                "tok_per_expert", "gap_ms", "host_ms",
+                "tok_per_expert", "gap_ms", "host_ms", "syncs", "refill_ms",
                 "precision", "dominant", "share", "experts", "top_k", "shared", "mtp", "pp", "vp", "recompute")
         print("| " + " | ".join(cols) + " |")
         for row in sorted(rows, key=lambda x: -x["speed_error"]):
             cells = [f"{row[c]:+.1%}" if c == "speed_error" else f"{row[c]:.2f}" if c == "share"
                      else f"{row[c]:.0f}" if c == "tok_per_expert"
-                     else f"{row[c]:.2f}" if c in ("gap_ms", "host_ms") else str(row[c]) for c in cols]
+                     else f"{row[c]:.2f}" if c in ("gap_ms", "host_ms", "refill_ms") else str(row[c]) for c in cols]
             print("| " + " | ".join(cells) + " |")
         print()
     errs = [r["speed_error"] for r in rows]

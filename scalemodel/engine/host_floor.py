@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import FlexBackend
+
 #: Local experts of ``H``'s source layer (Qwen3-30B-A3B, 128 experts over EP 8).
 SOURCE_LOCAL_EXPERTS = 16
 
@@ -129,6 +131,15 @@ def eager_ops_host_s(local_experts: Any, attention: Any = True, *, rope: Any = F
     return np.asarray(total * 1e-6, dtype=float)
 
 
+def part_host_us(part: tuple[str, str], local_experts: Any, pricing: int = 0) -> np.ndarray:
+    """Priced host time (us) of one (part, pass) of :data:`CALLS` at ``local_experts`` experts per rank
+    (numpy-broadcasting), at the count's low (``pricing`` 0) or high (1) per-call costs. The expert path's forward
+    ("moe", "fwd") at 16 experts: 867.97 us (low), 1308.94 us (high); at 8: 611.97 / 892.94 us."""
+    n = np.asarray(local_experts, dtype=float)
+    return np.asarray(sum((fixed + per * n) * CALL_COST_US[k][pricing] for k, (fixed, per) in CALLS[part].items()),
+                      dtype=float)
+
+
 def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int = 0) -> np.ndarray:
     """Priced host time (us) of one MoE layer's forward and backward: :data:`CALLS` at ``local_experts`` experts per
     rank (numpy-broadcasting), attention's part only where ``attention`` (it runs eagerly in the layer), at the
@@ -137,9 +148,9 @@ def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int 
     n = np.asarray(local_experts, dtype=float)
     att = np.asarray(attention, dtype=bool)
     total = np.zeros(np.broadcast(n, att).shape)
-    for (part, _), calls in CALLS.items():
-        us = sum((fixed + per * n) * CALL_COST_US[k][pricing] for k, (fixed, per) in calls.items())
-        total = total + (np.where(att, us, 0.0) if part == "attention" else us)
+    for part in CALLS:
+        us = part_host_us(part, n, pricing)
+        total = total + (np.where(att, us, 0.0) if part[0] == "attention" else us)
     return np.asarray(total, dtype=float)
 
 
@@ -151,11 +162,9 @@ def expert_forward_host_share(attention: Any = True) -> np.ndarray:
     per-expert launches, events and Python steps). With attention in the count: 867.97 / 2713.62 = 0.3199 (low),
     1308.94 / 3981.33 = 0.3288 (high): 0.3199, :data:`scalemodel.engine.step.MOE_FORWARD_HOST_SHARE`; without (a
     hybrid pattern's E layer, the MoE block alone): 867.97 / 1940.62 = 0.4473, 1308.94 / 3006.33 = 0.4354: 0.4354."""
-    n = float(SOURCE_LOCAL_EXPERTS)
-    shares = []
-    for p in (0, 1):
-        fwd = sum((fixed + per * n) * CALL_COST_US[k][p] for k, (fixed, per) in CALLS[("moe", "fwd")].items())
-        shares.append(fwd / layer_host_count_us(SOURCE_LOCAL_EXPERTS, attention, p))
+    shares = [part_host_us(("moe", "fwd"), SOURCE_LOCAL_EXPERTS, p) / layer_host_count_us(SOURCE_LOCAL_EXPERTS,
+                                                                                          attention, p)
+              for p in (0, 1)]
     return np.asarray(np.minimum(*shares), dtype=float)
 
 
@@ -175,3 +184,68 @@ def moe_layer_host_floor(H: Any, local_experts: Any, attention: Any = True) -> n
     passes ``local_experts`` = :data:`SOURCE_LOCAL_EXPERTS` whatever the row's (module docstring: the per-expert slope
     is refuted by held-out runs), so its floor is ``H`` or 0.7151 ``H``."""
     return np.asarray(np.asarray(H, dtype=float) * host_floor_scale(local_experts, attention), dtype=float)
+
+
+#: The round trip of one small device-to-host copy on a PCIe host (us): "a cudaMemcpy can incur in a 6-7us overhead"
+#: (NVIDIA/gdrcopy README, "What is inside"; NVIDIA's GDRCopy page measures cudaMemcpy's D2H latency against its
+#: own on a DGX-1V, CUDA 10.1). A synchronous cudaMemcpy returns to the host only once its DMA is done, so the figure
+#: holds the copy, its completion and the host's return: what one dispatcher synchronisation adds before the host can
+#: issue again (docs/model.md#host-refill). The low end; no Grace C2C figure was found.
+SYNC_ROUND_TRIP_US = 6.0
+
+
+def refill_exposed(host: Any, device: Any, start: Any = 0.0) -> np.ndarray:
+    """Device idle time after a host synchronisation that left the GPU queue empty (docs/model.md#host-refill):
+    the host issues kernels 1..K one after another, kernel i costing it ``host[i]`` after ``start`` (the sync's
+    round trip), the device runs them in order, kernel i taking ``device[i]`` once issued and once kernel i-1 is
+    done. Kernel k starts no earlier than its issue, ``start + sum_{i<=k} h_i``, and the device has by then run at
+    most ``sum_{i<k} d_i``, so the idle up to the last kernel's end is
+
+        exposed = start + max_k (sum_{i<=k} h_i - sum_{i<k} d_i)
+
+    (the two-stage chain's ``max_j (sum_{i<=j} h_i + sum_{i>=j} d_i)`` less the device's own ``sum_i d_i``). Kernels
+    on the last axis; at least ``start + h_1``; ``start + sum h - sum d + d_K`` where every kernel is host-bound."""
+    h = np.asarray(host, dtype=float)
+    d = np.asarray(device, dtype=float)
+    ran_before = np.cumsum(d, axis=-1) - d
+    return np.asarray(np.asarray(start, dtype=float) + np.max(np.cumsum(h, axis=-1) - ran_before, axis=-1),
+                      dtype=float)
+
+
+def sync_refill_us(flex: Any, backend: Any, allgather: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(round trip, first issue), us, that one dispatcher synchronisation exposes at the lower end
+    (docs/model.md#host-refill): the refill's ``start`` and ``h_1`` of :func:`refill_exposed`, by what the host reads
+    and what the device still holds when it returns (numpy-broadcasting over the strategy's dispatcher flags):
+
+    * all-to-all (neither flag): 0, 0. The split sizes are copied on a side stream at ``cuda_dtoh_point`` and waited
+      on at ``cuda_sync_point`` with the first permutation issued in between (NVIDIA/Megatron-LM@d98e8a64dd
+      token_dispatcher.py ``_maybe_dtoh_and_synchronize``), so the device runs the permutation through the copy's
+      round trip and the all-to-all's issue; at the lower end nothing is exposed beyond the expert path's shortfall.
+    * HybridEP: 6, 5. ``dispatch_postprocess`` copies the tokens per expert into pinned memory with
+      ``copy_(..., non_blocking=false)`` after the permute-processing kernel and only then launches the permutation
+      (deepseek-ai/DeepEP@0237ba624a csrc/hybrid_ep/executor/executor.cu; ``tokens_per_expert.cpu()`` at 2313535d73):
+      a synchronous D2H copy with nothing queued behind it (:data:`SYNC_ROUND_TRIP_US`), then one C++-issued launch
+      (:data:`CALL_COST_US` 'launch', low).
+    * DeepEP: 0, 5. The host spins on counters the notify kernel writes to mapped host memory and then launches the
+      dispatch (``Buffer::intranode_dispatch``, "Synchronize total received tokens and tokens per expert"): no copy,
+      and no published latency for a mapped-memory read, so 0; then one launch.
+    * allgather: 6, 8.3. ``local_map.sum(dim=0).long().cpu()`` after the all-gather (token_dispatcher.py L320) is a
+      blocking copy of a tensor the last kernel produced, followed by the eager permutation ops ('op', low)."""
+    f = np.asarray(flex, dtype=bool)
+    hybrid = f & (np.asarray(backend) == FlexBackend.HYBRIDEP)
+    ag = np.asarray(allgather, dtype=bool) & ~f
+    trip = np.where(hybrid | ag, SYNC_ROUND_TRIP_US, 0.0)
+    first = np.where(f, CALL_COST_US["launch"][0], np.where(ag, CALL_COST_US["op"][0], 0.0))
+    return np.asarray(trip, dtype=float), np.asarray(first, dtype=float)
+
+
+def refill_bound_us(local_experts: Any, syncs: Any = 1, forwards: Any = 1) -> np.ndarray:
+    """The most one MoE layer pass can expose through the refill of its drained queues at the published per-call
+    costs (docs/model.md#host-refill): ``syncs`` synchronisations' round trips (:data:`SYNC_ROUND_TRIP_US`) and the
+    expert path's forward, issued ``forwards`` times (a recomputed MoE block issues it again) on an empty queue, at
+    the count's high per-call costs (:func:`part_host_us` ("moe", "fwd") at the row's local experts) with no device
+    time under it: :func:`refill_exposed` with every ``d_i`` 0, ``6 syncs + forwards fwd_1(n)`` us (two
+    synchronisations inside one expert path split its issue between them, so its host time counts once a forward).
+    1314.94 us at 16 local experts, 898.94 at 8, 690.94 at 4 (one synchronisation, one forward)."""
+    issue = np.asarray(forwards, dtype=float) * part_host_us(("moe", "fwd"), local_experts, 1)
+    return refill_exposed(issue[..., None], np.zeros(1), np.asarray(syncs, dtype=float) * SYNC_ROUND_TRIP_US)

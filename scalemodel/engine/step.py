@@ -84,7 +84,7 @@ from scalemodel.engine.dp_comm import (
     hsdp_shard_group,
     train_metric_sync_time,
 )
-from scalemodel.engine.host_floor import eager_ops_host_s, expert_forward_host_share
+from scalemodel.engine.host_floor import eager_ops_host_s, expert_forward_host_share, sync_refill_us
 from scalemodel.engine.job import (
     Job,
     StrategyGrid,
@@ -922,8 +922,13 @@ def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, la
     """Seconds per MoE layer by which the host's issue of the expert path's forward, after the dispatcher's host
     synchronisation, exceeds the device work it can run meanwhile (docs/model.md#host-issue-order):
 
-        short = max(s_A H - d_A, 0)        0 with the EP all-to-all overlap (combined 1F1B)
+        short = t_rt + max(s_A H - d_A, h_1)       0 with the EP all-to-all overlap (combined 1F1B)
         d_A   = d_moe - scale (t_bwd + t_attn + (t_ep + t_tp) / 2)
+
+    t_rt, h_1 the synchronisation's round trip and the first launch after it where nothing is queued behind the
+    read (:func:`scalemodel.engine.host_floor.sync_refill_us`: HybridEP 6 + 5 us, DeepEP 0 + 5 us, allgather
+    6 + 8.3 us; the all-to-all 0, 0, its first permutation running through both): the queue refill's terms at k = 1
+    and k = the expert path's end, :func:`scalemodel.engine.host_floor.refill_exposed` (docs/model.md#host-refill).
 
     The synchronisation (``d2h_event.synchronize()`` before the EP all-to-all, the event recorded after the
     token counts' copy at the preprocess; HybridEP's and DeepEP's host-side token counts) returns once the device
@@ -950,7 +955,11 @@ def expert_issue_shortfall(job: Job, g: StrategyGrid, groups: ParallelGroups, la
         d_a = np.maximum(d_moe - np.where(n > 0, after / n, 0.0) * scale, 0.0)
     share = expert_forward_host_share(attention=job.shape.hybrid is None)
     ordered = ~np.asarray(g.moe_a2a_overlap, dtype=bool)
-    return np.asarray(np.where(ordered, np.maximum(share * H - d_a, 0.0), 0.0), dtype=float)
+    # the refill at the synchronisation (docs/model.md#host-refill): its round trip and the first launch after it
+    # where nothing was queued behind the read (HybridEP, DeepEP, allgather; 0 for the all-to-all)
+    trip, first = sync_refill_us(g.moe_flex_dispatcher, g.moe_flex_backend, g.moe_allgather_dispatcher)
+    refill = 1e-6 * trip + np.maximum(share * H - d_a, 1e-6 * first)
+    return np.asarray(np.where(ordered, np.maximum(refill, 0.0), 0.0), dtype=float)
 
 
 def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
