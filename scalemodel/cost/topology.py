@@ -128,6 +128,18 @@ def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.nda
     return i, out
 
 
+def torus_group_mask(pl: Placement) -> np.ndarray | None:
+    """Where the placed group is a (sub-)torus of whole dimensions of the torus tier (:func:`torus_groups`), the
+    groups the torus forms price link by link; None if no tier declares a torus."""
+    found = torus_groups(pl)
+    if found is None:
+        return None
+    mask = np.zeros(np.shape(pl.p), dtype=bool)
+    for _, where in found[1]:
+        mask = mask | where
+    return mask
+
+
 #: Bytes a node must receive, in units of ``(p - 1)/p S`` (nccl-tests size convention), per collective.
 INJECTION_SWEEPS = {"allreduce": 2.0, "reducescatter": 1.0, "allgather": 1.0, "alltoall": 1.0}
 

@@ -333,12 +333,15 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # collectives with it): the model's one block collective per MoE layer (and MoE MTP block) once per repeat,
     # exposed as the mlp's above (_moe_tp_recompute)
     moe_rec = _moe_tp_recompute(job, g, comp, coll)
+    # JAX remat policies (jax_dots, jax_qkvo, jax_qkv): the TP collectives their backward runs again, exposed as the
+    # mlp's above (_jax_remat_tp_recompute)
+    jax_rec = _jax_remat_tp_recompute(job, g, comp, coll)
     # selective recompute of mla_up_proj: the up-projections' input gathers again in the backward (sequence
     # parallelism; transformer.mla_up_proj_gathers), exposed as the mlp's above
     up_rec = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mla_up_proj
     mla_rec = np.where(up_rec & g.sequence_parallel & (g.tp > 1),
                        (n * att_share + mtp_att_blocks) * coll.get("tp_mla_up", 0.0), 0.0)
-    mlp_rec = mlp_rec + moe_rec + moe_ext + mla_rec
+    mlp_rec = mlp_rec + moe_rec + moe_ext + mla_rec + jax_rec
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window), 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
@@ -666,6 +669,45 @@ def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     blocks = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
     shared = np.where(again.shared_experts & (g.tp > 1), coll["tp"], 0.0)
     return np.asarray(blocks * (shared + np.where(again.moe, block, 0.0)))
+
+
+def _jax_remat_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
+                            coll: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds per micro-batch on the busiest stage of the TP collectives a JAX remat policy's backward runs again
+    (docs/model.md#jax-remat-tp, tpu31), exposed as the forward's:
+
+        t = n (g_l AG [SP] + a_l [jax_qkv] (RS with SP, else AR))            (n: the stage's layers)
+
+    ``g_l`` the column-parallel inputs a layer gathers: 2 in a sequential dense layer (the input norm's output before
+    Q / K / V, the pre-MLP norm's before the up-projections), 1 in a parallel block (one shared norm output) and in
+    an MoE layer (the attention's; the MoE block's own collectives are :func:`_moe_tp_recompute`'s under ``moe``);
+    ``a_l`` the attention layers' share. Why: ``jax.checkpoint`` (jax-ml/jax ``jax/_src/ad_checkpoint.py``) keeps
+    only the residuals its policy names and recomputes the rest in the backward; under ``jit`` the collectives are
+    not in the jaxpr but inserted by XLA's SPMD partitioner on the program AD and remat produced, so a recomputed
+    value carries its collective with it. MaxText shards the residual stream's embed dimension over 'tensor'
+    (base.yml ``logical_axis_rules`` ``['activation_embed', 'tensor']``): a column-parallel matmul gathers its normed
+    input, a row-parallel one reduce-scatters its output (the model's sequence-parallel pair). The policies keep
+    matmul outputs (``checkpoint_dots_with_no_batch_dims``; or the names query_proj / key_proj / value_proj /
+    out_proj), never a norm's output, which is no dot: the weight gradients of Q / K / V and of the up-projections
+    read the gathered norm output, so the backward recomputes the norm and gathers it again (``jax_qkvo`` also
+    re-runs the up-projections on it). ``jax_qkv`` recomputes out_proj, whose output rebuilds the residual sum (the
+    pre-MLP norm's input): its reduce-scatter (all-reduce without SP) runs again. What none of them repeats: the
+    down-projection's collective (its output feeds only the sum no backward reads; XLA drops it, as
+    :func:`~scalemodel.engine.layer_compute.xla_remat` says of full recompute), the attention core's (local on the
+    rank's heads). Full recompute repeats the forward's collectives in ``tp_fwd`` (less the down-projection's under
+    XLA), one route per policy. Not priced: the norms' cross-'tensor' sum of squares (b s scalars a norm)."""
+    sh = job.shape
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
+    jax = again.jax_dots | again.jax_qkvo
+    if not np.any(jax & (g.tp > 1)):
+        return np.zeros(1)
+    n = comp["layers_per_stage"]
+    moe_share = float(sh.moe_layers / sh.layers)
+    gathers = float(transformer.tp_allreduces_per_layer(sh)) * (1.0 - moe_share) + moe_share
+    sp = np.asarray(g.sequence_parallel, dtype=bool)
+    ag = np.where(sp, gathers * coll["tp_ag"], 0.0)
+    out_proj = np.where(again.out_proj, float(sh.attention_layers / sh.layers) * coll["tp_last"], 0.0)
+    return np.asarray(np.where(jax & (g.tp > 1), n * (ag + out_proj), 0.0))
 
 
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],

@@ -326,6 +326,18 @@ class ClusterSpec(Sourced, kw_only=True):
                               "instances (8 H100 or H200 GPUs a node, EFA between nodes)",
                               "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node and no "
                               "tier of protocol ici", also=next(k for k, off in off_p5.items() if off))  # fuzz27
+        ici_tier = next(((i, t) for i, t in enumerate(self.tiers) if str(t.protocol).lower() == "ici"), None)
+        if ici_tier is not None and str(getattr(acc, "family", "")) != "tpu":
+            # tpu31: an ICI tier turned NCCL's protocol layer off on every tier of the cluster (nccl.runs_nccl), so a
+            # GPU cluster that labelled a link 'ici' was priced as XLA on a TPU. ICI is the TPU's inter-chip link
+            # (docs/model.md#torus); on GPUs the collectives are NCCL's / RCCL's whatever the link: refused
+            i, t = ici_tier
+            raise field_error("tiers", f"tiers[{i}] ({t.name[:40]!r}) protocol 'ici' on {getattr(acc, 'name', '?')} "
+                              f"accelerators ({getattr(acc, 'family', '?')}): ICI is a TPU's inter-chip interconnect, "
+                              "whose collectives XLA runs without NCCL's protocol layer; a GPU cluster runs NCCL / "
+                              "RCCL on every tier",
+                              "another link label (e.g. nvlink, nvswitch, xgmi, pcie, rdma, roce, efa, tcp), or a TPU "
+                              "accelerator (family tpu)", also="accelerator")
 
     def _check_nics(self) -> None:
         """``nics_per_node`` only on a network tier (the innermost tier's GPUs reach each other without a NIC), and a
