@@ -15,8 +15,9 @@ is measured against). Needs valgrind on PATH; prints figures and asserts nothing
 ``engine.step.evaluate`` call on bench.py's chunk (``evaluate_chunk``: ~400k candidates of GPT-3 175B on 4096
 dgx-a100 GPUs) is the difference between a process that makes 3 calls and one that makes 1 (each after the same
 set-up), halved, then divided by the chunk's candidates: instructions per candidate, the inverse of candidates/s at a
-given instruction rate. ``--plan`` also divides plan (a)'s whole process by the candidates it evaluated (its JSON's
-``search.evaluated``, read from one run outside callgrind).
+given instruction rate; and the same for a call on the chunk's first 16 configuration rows (576 candidates), the cost
+of a call whatever its size (plan (a) makes four). ``--plan`` also divides plan (a)'s whole process by the candidates
+it evaluated (its JSON's ``search.evaluated``, read from one run outside callgrind).
 """
 
 from __future__ import annotations
@@ -47,9 +48,15 @@ PLANS: list[tuple[str, list[str]]] = [
     ("plan (a), 4096 GPUs --json", ["-m", "scalemodel", *PLAN_CMD]),
 ]
 #: A process that builds bench.py's chunk and evaluates it {calls} times (the first call also warms caches).
-_EVALUATE = ("import sys\nsys.path.insert(0, {here!r})\nfrom bench import evaluate_chunk\n"
-             "from scalemodel.engine.step import evaluate\njob, grid = evaluate_chunk()\n"
+#: With {rows} set, the chunk's first {rows} configuration rows only (every field spanning axis 0 cut to them): the
+#: cost an evaluate() call has whatever its size (its Python-level work: thousands of numpy calls on small arrays).
+_EVALUATE = ("import sys\nsys.path.insert(0, {here!r})\nfrom bench import evaluate_chunk\nimport msgspec\n"
+             "from scalemodel.engine.step import evaluate\njob, grid = evaluate_chunk()\nn = grid.shape[0]\n"
+             "if {rows}:\n    grid = msgspec.structs.replace(grid, **{{f: getattr(grid, f)[:{rows}] for f in "
+             "grid.__struct_fields__ if getattr(grid, f).ndim and getattr(grid, f).shape[0] == n}})\n"
              "for _ in range({calls}):\n    evaluate(job, grid)\n")
+#: Configuration rows of the small call (each with every ZeRO stage, recompute and SP: 36 candidates a row).
+SMALL_ROWS = 16
 
 
 def instructions(args: list[str]) -> int:
@@ -82,8 +89,10 @@ def main() -> None:
     per_candidate: dict[str, Any] = {}
     if args.evaluate:
         here = os.path.dirname(os.path.abspath(__file__))
-        one, three = (instructions(["-c", _EVALUATE.format(here=here, calls=n)]) for n in (1, 3))
+        one, three = (instructions(["-c", _EVALUATE.format(here=here, calls=n, rows=0)]) for n in (1, 3))
+        s_one, s_three = (instructions(["-c", _EVALUATE.format(here=here, calls=n, rows=SMALL_ROWS)]) for n in (1, 3))
         size = evaluate_chunk()[1].size
+        per_candidate["evaluate_small"] = {"rows": SMALL_ROWS, "instructions_per_call": (s_three - s_one) / 2}
         per_candidate["evaluate"] = {"candidates": size, "instructions_per_call": (three - one) / 2,
                                      "instructions_per_candidate": round((three - one) / 2 / size, 1)}
     if args.plan:
@@ -102,6 +111,10 @@ def main() -> None:
         e = per_candidate["evaluate"]
         print(f"  evaluate, one call on {e['candidates']:,} candidates: {e['instructions_per_call'] / 1e6:,.1f} M, "
               f"{e['instructions_per_candidate']:,.1f} instructions a candidate")
+    if "evaluate_small" in per_candidate:
+        e = per_candidate["evaluate_small"]
+        print(f"  evaluate, one call on the chunk's first {e['rows']} configuration rows: "
+              f"{e['instructions_per_call'] / 1e6:,.1f} M (the cost of a call whatever its size)")
     if "plan (a)" in per_candidate:
         p = per_candidate["plan (a)"]
         print(f"  plan (a), whole process over its {p['evaluated']:,} evaluated candidates: "
