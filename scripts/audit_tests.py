@@ -1,0 +1,311 @@
+"""List candidate defects in tests/ against the house rule "a test checks a value computed independently".
+
+Usage: python scripts/audit_tests.py [--glob 'tests/test_*.py'] [--kind KIND ...] [--counts]
+
+The script only lists candidates; each must be read. Kinds (one line per finding: kind, file:line, test, detail):
+
+* ``no-assert``: a test function (``test_*``) with no ``assert`` statement, no ``pytest.raises`` / ``pytest.warns``,
+  no ``assert*`` / ``check*`` / ``expect*`` call and no call to a module-level helper or fixture-like function that
+  itself asserts (one level deep). A test that only runs code passes whatever that code returns.
+* ``weak-assert``: a test whose every assertion is weak: ``assert x``, ``assert x is not None``, ``assert
+  isinstance(...)``, ``assert len(x)`` / ``> 0`` on a bare name. Those fail only on a crash or an empty result.
+* ``long-literal``: a float literal with >= 6 significant digits inside a test function, with no comment on its
+  line or the two lines above and no arithmetic beside it: the shape of an output pasted back.
+* ``self-compare``: ``a == a`` / ``approx(a) == a`` / ``a <= a`` with the same expression on both sides.
+* ``loose-approx``: ``pytest.approx(..., rel=r)`` with r >= 0.5, or ``math.isclose(..., rel_tol >= 0.5)``.
+* ``swallow``: a ``try`` inside a test whose handler is ``pass`` / ``continue`` / ``return`` for a broad exception
+  (bare, Exception, BaseException, AssertionError).
+* ``always-skip``: ``pytest.skip(...)`` at the top level of a test body, or ``@pytest.mark.skip`` (unconditional).
+* ``same-oracle``: ``expected = f(...)`` where ``f`` is also called, with the same arguments, in the asserted
+  expression (the implementation compared with itself).
+* ``sanity-only``: every assertion is a sign or finiteness check (``x > 0``, ``x >= 0``, ``np.isfinite(x).all()``)
+  or weak: right for a hostile-input or property test, a defect where a value could be derived.
+* ``duplicate``: two test functions (any files) whose bodies are identical after the name is removed.
+
+``--counts`` prints the number per kind only (the table tests/README.md quotes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import glob
+import hashlib
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSERT_CALL = re.compile(r"^(assert|check|expect|verify|_assert|_check|_expect)", re.IGNORECASE)
+BROAD = {None, "Exception", "BaseException", "AssertionError"}
+KINDS = (
+    "no-assert",
+    "weak-assert",
+    "long-literal",
+    "self-compare",
+    "loose-approx",
+    "swallow",
+    "always-skip",
+    "same-oracle",
+    "sanity-only",
+    "duplicate",
+)
+
+
+def _call_name(node: ast.AST) -> str:
+    """The last dotted part of a call's function: ``np.testing.assert_allclose`` -> ``assert_allclose``."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _has_direct_check(func: ast.AST) -> bool:
+    """An assert statement, a raises / warns context or an assert*-named call anywhere in ``func``."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            name = _call_name(node)
+            if name in {"raises", "warns", "fail", "deprecated_call", "validate"} or ASSERT_CALL.match(name):
+                return True
+            if name == "given":  # hypothesis-decorated helper bodies are walked through their own function
+                continue
+    return False
+
+
+def _helpers_that_check(tree: ast.Module, seed: frozenset[str] = frozenset()) -> set[str]:
+    """Module-level functions (and methods) that assert, found to a fixed point: a test calling one checks."""
+    funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    checking = {name for name, f in funcs.items() if _has_direct_check(f)} | set(seed)
+    changed = True
+    while changed:
+        changed = False
+        for name, f in funcs.items():
+            if name in checking:
+                continue
+            if any(isinstance(c, ast.Call) and _call_name(c) in checking for c in ast.walk(f)):
+                checking.add(name)
+                changed = True
+    return checking
+
+
+def _is_weak(test: ast.expr) -> bool:
+    """``assert x``, ``assert x is not None``, ``assert isinstance(...)``, ``assert len(x)``, ``assert x > 0``."""
+    if isinstance(test, ast.Name | ast.Attribute | ast.Subscript):
+        return True
+    if isinstance(test, ast.Call) and _call_name(test) in {"isinstance", "len", "callable", "hasattr", "bool"}:
+        return True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        right = test.comparators[0]
+        if isinstance(test.ops[0], ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+            return True
+    return False
+
+
+def _is_sanity(test: ast.expr) -> bool:
+    """A sign / finiteness check: ``x > 0``, ``x >= 0``, ``0 < x``, ``np.isfinite(x).all()``, or a weak assert."""
+    if _is_weak(test):
+        return True
+    if isinstance(test, ast.Call) and _call_name(test) == "isfinite":
+        return True
+    if isinstance(test, ast.Call) and _call_name(test) in {"all", "any"} and test.args:
+        return _is_sanity(test.args[0])
+    if isinstance(test, ast.BoolOp):
+        return all(_is_sanity(v) for v in test.values)
+    if isinstance(test, ast.Compare) and all(isinstance(op, ast.Gt | ast.GtE | ast.Lt | ast.LtE) for op in test.ops):
+        consts = [n for n in [test.left, *test.comparators] if isinstance(n, ast.Constant)]
+        return bool(consts) and all(c.value in (0, 0.0) for c in consts) and len(consts) == len(test.ops)
+    return False
+
+
+def _significant_digits(text: str) -> int:
+    """Digits that carry information: 16384.0 has 5, 0.000827 has 3, 1.0250 has 5 (a written trailing zero counts)."""
+    mantissa = re.split(r"[eE]", text)[0].replace("_", "").lstrip("+-")
+    if re.fullmatch(r"\d+\.0*", mantissa):  # an integer written as a float
+        return len(mantissa.split(".")[0].lstrip("0").rstrip("0"))
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits.rstrip("0")) if "." not in mantissa else len(digits)
+
+
+def _prose(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> str:
+    """The test's docstring and comments, digits' grouping removed: where a derivation of a literal is written."""
+    doc = ast.get_docstring(func) or ""
+    body = lines[func.lineno - 1 : (func.end_lineno or func.lineno)]
+    comments = " ".join(line.split("#", 1)[1] for line in body if "#" in line)
+    return (doc + " " + comments).replace(",", "").replace("_", "")
+
+
+def _explained(text: str, prose: str) -> bool:
+    """The literal's first four significant digits appear in the test's prose (a derivation or a cited figure)."""
+    mantissa = re.split(r"[eE]", text)[0].replace("_", "")
+    digits = mantissa.replace(".", "").lstrip("0")[:4]
+    return bool(digits) and digits in prose.replace(".", "")
+
+
+def _tests(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+            yield node
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(node, annotate_fields=False, include_attributes=False)
+
+
+def shared_helpers() -> set[str]:
+    """Checking helpers defined in any tests/*.py (conftest, hostile-input contract, simulators): a test imports them
+    by name, so a name-level match is enough for this listing."""
+    names: set[str] = set()
+    for path in (ROOT / "tests").glob("*.py"):
+        names |= _helpers_that_check(ast.parse(path.read_text()))
+    return {n for n in names if not n.startswith("test")}
+
+
+def audit_file(path: Path, shared: frozenset[str] = frozenset(),
+               digits: int = 6) -> Iterator[tuple[str, int, str, str]]:
+    """Findings in one test file: (kind, line, test name, detail)."""
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    checking = _helpers_that_check(tree, shared)
+    for test in _tests(tree):
+        calls = {_call_name(c) for c in ast.walk(test) if isinstance(c, ast.Call)}
+        direct = _has_direct_check(test)
+        if not direct and not (calls & checking):
+            yield "no-assert", test.lineno, test.name, "no assert, raises or checking helper"
+        asserts = [n for n in ast.walk(test) if isinstance(n, ast.Assert)]
+        other_checks = any(
+            isinstance(c, ast.Call) and (_call_name(c) in {"raises", "warns"} or ASSERT_CALL.match(_call_name(c)))
+            for c in ast.walk(test)
+        )
+        if asserts and not other_checks and not (calls & checking) and all(_is_weak(a.test) for a in asserts):
+            yield "weak-assert", test.lineno, test.name, f"{len(asserts)} assert(s), all truthiness / None / type"
+        elif asserts and not other_checks and not (calls & checking) and all(_is_sanity(a.test) for a in asserts):
+            yield "sanity-only", test.lineno, test.name, f"{len(asserts)} assert(s), all sign / finiteness"
+        prose = _prose(test, lines)
+        for node in ast.walk(test):
+            if isinstance(node, ast.Constant) and isinstance(node.value, float):
+                text = ast.get_source_segment(source, node) or ""
+                if _significant_digits(text) < digits:
+                    continue
+                window = lines[max(0, node.lineno - 3) : node.lineno]
+                if any("#" in line for line in window) or _explained(text, prose):
+                    continue
+                yield "long-literal", node.lineno, test.name, text
+            if isinstance(node, ast.Compare):
+                left = _dump(node.left)
+                for right in node.comparators:
+                    r = right
+                    lhs = node.left
+                    # approx(a) == a: unwrap the approx call on either side
+                    if isinstance(lhs, ast.Call) and _call_name(lhs) == "approx" and lhs.args:
+                        left = _dump(lhs.args[0])
+                    if isinstance(r, ast.Call) and _call_name(r) == "approx" and r.args:
+                        r = r.args[0]
+                    if _dump(r) == left and not isinstance(r, ast.Constant):
+                        yield "self-compare", node.lineno, test.name, ast.get_source_segment(source, node) or ""
+            if isinstance(node, ast.Call) and _call_name(node) in {"approx", "isclose", "allclose", "assert_allclose"}:
+                for kw in node.keywords:
+                    if kw.arg in {"rel", "rel_tol", "rtol"} and isinstance(kw.value, ast.Constant):
+                        value = kw.value.value
+                        if isinstance(value, int | float) and value >= 0.5:
+                            yield "loose-approx", node.lineno, test.name, f"{kw.arg}={value}"
+            if isinstance(node, ast.Try):
+                for handler in node.handlers:
+                    names = (
+                        {None}
+                        if handler.type is None
+                        else {_call_name(t) for t in getattr(handler.type, "elts", [handler.type])}
+                    )
+                    if names & BROAD and all(isinstance(s, ast.Pass | ast.Continue | ast.Return) for s in handler.body):
+                        yield "swallow", handler.lineno, test.name, f"except {', '.join(map(str, names))}: pass"
+        for stmt in test.body:
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and _call_name(stmt.value) == "skip"
+            ):
+                yield "always-skip", stmt.lineno, test.name, "pytest.skip at the top of the body"
+        for dec in test.decorator_list:
+            if _dump(dec).endswith("Attribute(Name('pytest', Load()), 'mark', Load()), 'skip', Load())"):
+                yield "always-skip", test.lineno, test.name, "@pytest.mark.skip"
+        assigned: dict[str, str] = {}
+        for node in ast.walk(test):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if isinstance(node.value, ast.Call):
+                    assigned[node.targets[0].id] = _dump(node.value)
+        for a in asserts:
+            if not isinstance(a.test, ast.Compare):
+                continue
+            sides = [a.test.left, *a.test.comparators]
+            dumps = set()
+            for side in sides:
+                is_approx = isinstance(side, ast.Call) and _call_name(side) == "approx" and side.args
+                inner = side.args[0] if is_approx else side
+                if isinstance(inner, ast.Name) and inner.id in assigned:
+                    dumps.add(assigned[inner.id])
+                elif isinstance(inner, ast.Call):
+                    dumps.add(_dump(inner))
+                else:
+                    dumps.add(_dump(inner) + str(id(inner)))
+            if len(dumps) < len(sides):
+                yield "same-oracle", a.lineno, test.name, ast.get_source_segment(source, a) or ""
+
+
+def duplicates(paths: list[Path]) -> Iterator[tuple[str, int, str, str]]:
+    """Test functions whose bodies (decorators included, the name excluded) are identical."""
+    seen: dict[str, list[tuple[Path, int, str]]] = defaultdict(list)
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        for test in _tests(tree):
+            body = "".join(_dump(s) for s in [*test.decorator_list, test.args, *test.body])
+            # a docstring alone differing does not make two tests different
+            if test.body and isinstance(test.body[0], ast.Expr) and isinstance(test.body[0].value, ast.Constant):
+                body = "".join(_dump(s) for s in [*test.decorator_list, test.args, *test.body[1:]])
+            seen[hashlib.sha1(body.encode()).hexdigest()].append((path, test.lineno, test.name))
+    for group in seen.values():
+        if len(group) > 1:
+            first = group[0]
+            for path, line, name in group[1:]:
+                rel = first[0].relative_to(ROOT)
+                yield "duplicate", line, name, f"{path.relative_to(ROOT)} = {rel}:{first[1]} {first[2]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--glob", default="tests/test_*.py")
+    parser.add_argument("--kind", action="append", choices=KINDS)
+    parser.add_argument("--counts", action="store_true")
+    parser.add_argument("--digits", type=int, default=6, help="long-literal: at least this many significant digits")
+    args = parser.parse_args(argv)
+    paths = sorted(Path(p) for p in glob.glob(str(ROOT / args.glob)))
+    findings: list[tuple[str, str, int, str, str]] = []
+    shared = frozenset(shared_helpers())
+    for path in paths:
+        for kind, line, name, detail in audit_file(path, shared, args.digits):
+            findings.append((kind, str(path.relative_to(ROOT)), line, name, detail))
+    for kind, line, name, detail in duplicates(paths):
+        findings.append((kind, detail.split(" = ")[0], line, name, detail))
+    kinds = set(args.kind or KINDS)
+    findings = [f for f in findings if f[0] in kinds]
+    if args.counts:
+        tests = sum(1 for p in paths for _ in _tests(ast.parse(p.read_text())))
+        print(f"files {len(paths)}  tests {tests}")
+        for kind in KINDS:
+            if kind in kinds:
+                hit = [f for f in findings if f[0] == kind]
+                print(f"{kind:13s} {len(hit):5d} findings in {len({(f[1], f[3]) for f in hit}):4d} tests")
+        return 0
+    for kind, file, line, name, detail in findings:
+        print(f"{kind:13s} {file}:{line} {name}: {detail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
