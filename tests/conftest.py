@@ -30,7 +30,9 @@ def _fits_without_leave_one_out(request: pytest.FixtureRequest, monkeypatch: pyt
     """`calibrate runs` refits once per run for its leave-one-out band (calib19band), which tripled the time of the
     ~40 tests that fit runs for other reasons (their files 67 -> 195 s). Those tests fit in-sample only; the
     leave-one-out refits are tested where they are the subject, tests/test_calibrate_band.py, and in the CLI tests
-    that run `calibrate runs` in a subprocess."""
+    that run `calibrate runs` in a subprocess. A module- or session-scoped fixture is set up before this per-test
+    switch: one that fits sets LOO_MAX_RUNS itself, 0 for an in-sample fit (test_calibrate_runs.eight_runs_fit) or
+    its own bound for the refits (test_calibrate_runs_speed's loo_fit); one that sets nothing runs the refits."""
     if request.node.path.name != "test_calibrate_band.py":
         monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
 

@@ -11,12 +11,11 @@ configs, not read from the validator."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, script_module, training_cases
+from conftest import script_module, training_cases
 from msgspec.structs import replace
 
 from scalemodel.api import predict
@@ -159,23 +158,21 @@ def test_more_buckets_than_channels(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("extra, why", [
     (["--zero", "3"], "got zero '3'"), (["--zero", "fsdp"], "got zero 'fsdp'"), ([], "got zero '0'"),
     (["--zero", "1", "--set", "strategy.megatron_ddp=true"], "megatron_ddp true")])
-def test_bucket_fragments_needs_apex_zero12(extra: list[str], why: str) -> None:
+def test_bucket_fragments_needs_apex_zero12(extra: list[str], why: str, cli: Any) -> None:
     """bucket_fragments prices Apex's DistributedFusedAdam as NeMo 1 sets it up, a ZeRO-1/2 optimizer (reduce-scatter
     of the gradients, all-gather of the parameters) that is its own trainer's: with ZeRO-0, ZeRO-3 / FSDP or under
     Megatron-Core's DDP it priced its coalesced launches over another framework's collectives without a word. One
     line, exit 2."""
-    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
-                        "llama3-8b", "--gpus", "64", "--set", "strategy.bucket_fragments=true", *extra],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 2, r.stdout + r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    assert "strategy.bucket_fragments: true" in lines[0] and why in lines[0], r.stderr
+    r = cli("predict", "--cluster", "dgx-h100", "--model", "llama3-8b", "--gpus", "64", "--set",
+            "strategy.bucket_fragments=true", *extra)
+    assert r.code == 2, r.out + r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.err
+    assert "strategy.bucket_fragments: true" in lines[0] and why in lines[0], r.err
 
 
-def test_bucket_fragments_takes_zero_1_and_2() -> None:
+def test_bucket_fragments_takes_zero_1_and_2(cli: Any) -> None:
     for zero in ("1", "2"):
-        r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
-                            "llama3-8b", "--gpus", "64", "--zero", zero, "--set", "strategy.bucket_fragments=true"],
-                           capture_output=True, text=True, cwd=ROOT)
-        assert r.returncode == 0, r.stderr
+        r = cli("predict", "--cluster", "dgx-h100", "--model", "llama3-8b", "--gpus", "64", "--zero", zero, "--set",
+                "strategy.bucket_fragments=true")
+        assert r.code == 0, r.err

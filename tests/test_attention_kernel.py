@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -278,14 +279,22 @@ def test_megatron_unknown_attention_backend_exits_2(cli, tmp_path: Path) -> None
     assert r.code == 2 and r.err.count("\n") == 1 and "unknown attention backend: 'sdpa'" in r.err
 
 
+@pytest.fixture(scope="module")
+def attention_fits() -> dict[tuple[str, str], dict[str, Any]]:
+    """scripts/fit_attention.py's curve fits of the measured points, made once for both kernels' test below (~3 s of
+    CPU each time; the test reads them)."""
+    fa = script_module("fit_attention")
+    return fa.fit(fa.load_points())  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize("kernel", ["cudnn", "fa2"])
-def test_b200_curves_reproduce_the_sweeps_with_their_per_call_latency(kernel: str) -> None:
+def test_b200_curves_reproduce_the_sweeps_with_their_per_call_latency(
+        kernel: str, attention_fits: dict[tuple[str, str], dict[str, Any]]) -> None:
     """The B200 sweeps (CUDNN-B200-9.10, -9.13) time each call from its host launch: per point, the catalog curve's
     kernel time (the formula written out again, _hand_time) plus the latency scripts/fit_attention.py fitted for that
     source and direction reproduces the measured time within the rms its source states (+0.005 for the rounding), no
     point off by more than 35 %; the latencies are 10 us to 1 ms (a host launch through torch's Python path)."""
-    fa = script_module("fit_attention")
-    f = fa.fit(fa.load_points())[("b200", kernel)]
+    f = attention_fits[("b200", kernel)]
     c = _catalog("b200")["attention_efficiency"][kernel]
     stated = {which: float(v) for v, which in re.findall(r"([0-9.]+) (bwd|fwd)\b", c["source"].split("rms ln(t)")[1])}
     for which, lat in (("fwd", f["lat_fwd"]), ("bwd", f["lat_fb"])):

@@ -94,10 +94,17 @@ def test_release_selects_its_curve(cluster: str, acc: str, release: str) -> None
     assert _job(cluster, None).attention_bwd == default
 
 
-def test_releases_held_are_the_fits_and_borrowings() -> None:
+@pytest.fixture(scope="module")
+def release_fits() -> dict[tuple[str, str], dict[str, Any]]:
+    """scripts/fit_attention.py's release fits, made once for the two tests that read them (~3 s of CPU each time;
+    neither changes them)."""
+    return script_module("fit_attention").release_fits()  # type: ignore[no-any-return]
+
+
+def test_releases_held_are_the_fits_and_borrowings(release_fits: dict[tuple[str, str], dict[str, Any]]) -> None:
     """b200 and gb200 hold every fitted release (each other's borrowed), b300 b200's, gb300 only its own sweeps."""
     fa = script_module("fit_attention")
-    assert fa.check_releases(fa.release_fits()) == 0
+    assert fa.check_releases(release_fits) == 0
     assert set(_releases("b200")) == set(_releases("gb200")) == set(_releases("b300")) == {
         "9.10", "9.13", "9.17", "9.19", "9.22"}
     assert set(_releases("gb300")) == {"9.19", "9.22"}
@@ -308,11 +315,12 @@ def test_release_check_sees_a_release_curve_on_an_accelerator_the_fits_do_not_na
     assert "check: h100-sxm cuDNN 9.19: in the catalog, not fitted" in capsys.readouterr().out
 
 
-def test_a_borrowed_release_curve_names_the_accelerator_it_was_fitted_on() -> None:
+def test_a_borrowed_release_curve_names_the_accelerator_it_was_fitted_on(
+        release_fits: dict[tuple[str, str], dict[str, Any]]) -> None:
     """b300 takes b200's release curves, and b200's 9.17 / 9.19 / 9.22 are gb200's (no B200 sweep at those releases):
     b300's source said "BORROWED from b200's fit of that release", a fit that does not exist."""
     fa = script_module("fit_attention")
-    rel = fa.release_fits()
+    rel = release_fits
     for (name, release), f in rel.items():
         if "borrowed" in f:  # the accelerator named as fitted holds a sweep of that release (RELEASE_FITS)
             fitted_on = set(fa.RELEASE_FITS[release])

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_calibrate_runs import RUNS, TRUE, synthetic
+from test_calibrate_runs import RUNS, TRUE, eight_runs_fit, synthetic
 
 from scalemodel.engine import calibrate_runs
 from scalemodel.engine.calibrate import fit_intervals
@@ -92,8 +92,9 @@ def test_a_factor_with_an_interval_wider_than_a_factor_2_or_on_a_bound_is_held()
 
 @pytest.fixture(scope="module")
 def eight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    path = synthetic(tmp_path_factory.mktemp("eight"), RUNS)
-    return path, fit_runs(read_runs(path), source=str(path))
+    """The 8 synthetic runs (seed 1) and their default fit: test_calibrate_runs' ``fitted``, made once a session."""
+    path, _, fit = eight_runs_fit(tmp_path_factory)
+    return path, fit
 
 
 def test_identified_factors_are_recovered_and_the_rest_held(eight: tuple[Path, Any]) -> None:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from test_calibrate_checks import _h100_16_log
 
+from scalemodel.engine import calibrate_runs
 from scalemodel.engine.calibrate_runs import fit_runs, scaled_job
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
@@ -64,11 +65,31 @@ def synthetic(tmp_path: Path, rows: list[dict], *, noise: float = 0.01, seed: in
     return path
 
 
+#: :func:`eight_runs_fit`'s runs file, runs and fit, by the session's temporary root
+_EIGHT: dict[Path, Any] = {}
+
+
+def eight_runs_fit(factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """:data:`RUNS` made by :func:`synthetic` (seed 1), their runs and their default fit: made once a session (keyed
+    by the session's temporary root; ``factory`` is the session's tmp_path_factory) for this file's ``fitted`` and
+    test_calib27's ``eight``, which fitted the same file the same way each (~25 s of CPU each). In-sample only, as
+    conftest's ``_fits_without_leave_one_out`` has every fit outside test_calibrate_band.py: a module fixture is set
+    up before that per-test switch, so both used to run the 8 leave-one-out refits too, which none of their tests
+    reads (the refits are tested in test_calibrate_band.py, test_calibrate_runs_speed.py and test_calib27's
+    test_leave_one_out_refits_keep_the_full_fits_selection). The tests read the file, the runs and the fit and
+    change none of them."""
+    base = factory.getbasetemp()
+    if base not in _EIGHT:
+        path = synthetic(factory.mktemp("runs"), RUNS)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
+            _EIGHT[base] = path, read_runs(path), fit_runs(read_runs(path), source=str(path))
+    return _EIGHT[base]
+
+
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    tmp = tmp_path_factory.mktemp("runs")
-    path = synthetic(tmp, RUNS)
-    return path, read_runs(path), fit_runs(read_runs(path), source=str(path))
+    return eight_runs_fit(tmp_path_factory)
 
 
 def test_known_factors_recovered_within_intervals(fitted) -> None:  # type: ignore[no-untyped-def]

@@ -19,8 +19,6 @@ Per element of a 16-bit tensor X quantized for an FP8 GEMM (2 bytes read, 1 byte
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -188,7 +186,7 @@ def test_fused_norm_cast_saves_bytes_on_blackwell() -> None:
     assert float(got) == pytest.approx(-n)
 
 
-def test_fp8_layer_that_saves_bytes_is_priced_not_refused() -> None:
+def test_fp8_layer_that_saves_bytes_is_priced_not_refused(cli: Any) -> None:
     """Regression (hypothesis, tests/test_physics.py): GPT 1.7B, tp 8 without sequence parallelism, delayed FP8 on
     GB200. The two norm outputs (T h each, not split by TP) save 2 T h bytes, more than the casts of the TP-split
     inputs add, so the layer's FP8 bytes sum below 0; memory_time refused that and predict failed. The saving is
@@ -202,10 +200,10 @@ def test_fp8_layer_that_saves_bytes_is_priced_not_refused() -> None:
     # (3 B over T f / t)
     assert float(fwd) == pytest.approx(-2 * T * h + 3 * T * h / t + 3 * T * f / t)
     assert float(fwd) < 0
-    out = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "gpt-1.7b", "-c", "gb200-nvl72",
-                          "-n", "8", "--tp", "8", "--micro-batch", "4", "--global-batch", "32", "--no-flash-attention",
-                          "--set", "training.precision=fp8", "--set", "training.fp8_recipe=delayed",
-                          "--set", "training.seq_len=4096", "--set", "model.position_embeddings=4096",  # 2048 rows
-                          "--json"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert 0 < json.loads(out.stdout)["step_time_s"] < float("inf")
+    out = cli("predict", "-m", "gpt-1.7b", "-c", "gb200-nvl72", "-n", "8", "--tp", "8", "--micro-batch", "4",
+              "--global-batch", "32", "--no-flash-attention", "--set", "training.precision=fp8",
+              "--set", "training.fp8_recipe=delayed", "--set", "training.seq_len=4096",
+              "--set", "model.position_embeddings=4096",  # 2048 rows
+              "--json")
+    assert out.code == 0, out.err
+    assert 0 < json.loads(out.out)["step_time_s"] < float("inf")

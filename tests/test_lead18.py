@@ -37,17 +37,13 @@ def test_calibrate_fits_the_tier_inside_the_cluster_as_given(monkeypatch: pytest
     assert all(np.isfinite(n.tiers[-1].latency) for n in seen)
 
 
-def _predict_warnings(*args: str) -> list[str]:
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64",
-                        *args], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+def _predict_warnings(cli: Any, *args: str) -> list[str]:
+    r = cli("predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", *args)
+    assert r.code == 0, r.err
+    return [line for line in r.err.splitlines() if line.startswith("warning:")]
 
 
-def test_reader_default_permute_fusion_is_not_warned_about(tmp_path: Any) -> None:
+def test_reader_default_permute_fusion_is_not_warned_about(tmp_path: Any, cli: Any) -> None:
     """A dense launch with --moe-router-dtype (fuzz18's open case): Megatron-LM's reader fills moe_permute_fusion
     false, Megatron's default for a launch without --moe-permute-fusion, and marks it a default; the warning that the
     field is not priced named a field the launch never wrote. The router-dtype warning still says what the launch
@@ -55,9 +51,9 @@ def test_reader_default_permute_fusion_is_not_warned_about(tmp_path: Any) -> Non
     script = tmp_path / "run.sh"
     script.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
                       "--global-batch-size 512 --bf16 --moe-router-dtype fp32\n")
-    warned = _predict_warnings("--strategy", str(script))
+    warned = _predict_warnings(cli, "--strategy", str(script))
     assert not any("moe_permute_fusion" in w for w in warned), warned
     assert any("moe_router_dtype = fp32 is not priced" in w for w in warned), warned
-    written = _predict_warnings("--set", "strategy.moe_permute_fusion=false")
+    written = _predict_warnings(cli, "--set", "strategy.moe_permute_fusion=false")
     assert any("strategy.moe_permute_fusion = false is not priced: the model has no MoE layers" in w
                for w in written), written

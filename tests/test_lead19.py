@@ -53,42 +53,35 @@ def test_a_partial_override_is_said_in_the_fields_citation() -> None:
     assert cluster.accelerator.sources["memory_bandwidth"] == "set in --set accelerator.memory_bandwidth"
 
 
-def test_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path) -> None:
+def test_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path, cli: Any) -> None:
     """--zero 3 over a Megatron-LM launch (Megatron-Core DDP: no --use-torch-fsdp2 / --use-megatron-fsdp) was refused
     as "strategy.megatron_ddp: true needs ... zero 0 or 1", a field the reader filled, not one the user wrote
     (review19a). It now names --zero (or the --set item) and says what the launch runs; --zero 1 still runs."""
-    import subprocess
-    import sys
-
     script = tmp_path / "run.sh"
     script.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
                       "--global-batch-size 512 --bf16\n")
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "llama2-7b", "-n", "64",
-                               "--strategy", str(script), *args], capture_output=True, text=True, timeout=120)
+    def run(*args: str) -> Any:
+        return cli("predict", "-m", "llama2-7b", "-n", "64", "--strategy", str(script), *args)
 
     for args, where, label in ((("--zero", "3"), "--zero", "ZeRO 3"),
                                (("--set", "strategy.zero=fsdp"), "--set strategy.zero", "FSDP")):  # not 'ZeRO fsdp'
         r = run(*args)
-        assert r.returncode == 2, r.stderr
-        assert r.stderr.startswith(f"error: {where}: {label} over the Megatron-LM launch"), r.stderr
-        assert "Megatron-Core's DDP" in r.stderr and "megatron_ddp: true needs" not in r.stderr
-    assert run("--zero", "1").returncode == 0
-    assert run("--zero", "3", "--set", "strategy.megatron_ddp=false").returncode == 0
+        assert r.code == 2, r.err
+        assert r.err.startswith(f"error: {where}: {label} over the Megatron-LM launch"), r.err
+        assert "Megatron-Core's DDP" in r.err and "megatron_ddp: true needs" not in r.err
+    assert run("--zero", "1").code == 0
+    assert run("--zero", "3", "--set", "strategy.megatron_ddp=false").code == 0
 
 
-def test_setting_a_network_tier_bandwidth_says_it_is_per_gpu() -> None:
+def test_setting_a_network_tier_bandwidth_says_it_is_per_gpu(cli: Any) -> None:
     """ux19's open finding: '10 GbE' written as --set cluster.tiers.ib-leaf.bandwidth=10Gbit/s on an 8-GPU DGX H100 is
     priced as an 80 Gbit/s node NIC; a warning now says so at the point of use (10 Gbit/s = 1.25 GB/s per GPU, x 8 =
     10 GB/s = 80 Gbit/s per node). The NVLink tier, per GPU in every datasheet, is not noted."""
-    import subprocess
-    import sys
-
     def warnings(*args: str) -> list[str]:
-        r = subprocess.run([sys.executable, "-m", "scalemodel", *args], capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        return [line for line in r.stderr.splitlines() if "a tier's bandwidth is per GPU" in line]
+        r = cli(*args)
+        assert r.code == 0, r.err
+        return [line for line in r.err.splitlines() if "a tier's bandwidth is per GPU" in line]
 
     said = warnings("predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64",
                     "--set", "cluster.tiers.ib-leaf.bandwidth=10Gbit/s")

@@ -210,17 +210,14 @@ def test_planner_keeps_tp_that_divides_the_mamba_groups():
     ({"pattern": "M*--", "mamba": {"heads": 64, "groups": 3}}, 4, "not a multiple of groups"),
     ({"pattern": "M*-E"}, 4, "E layers but no moe"),
 ])
-def test_bad_hybrid_specs_fail_in_one_line(tmp_path, hybrid, layers, needle):
+def test_bad_hybrid_specs_fail_in_one_line(tmp_path, hybrid, layers, needle, cli):
     import json
-    import subprocess
-    import sys
     spec = dict(BASE, layers=layers, hybrid=hybrid)
     path = tmp_path / "m.json"
     path.write_text(json.dumps(spec))
-    run = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-h100", "--model",
-                          str(path), "--gpus", "8"], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2
-    err = run.stderr.strip()
+    run = cli("predict", "--cluster", "dgx-h100", "--model", str(path), "--gpus", "8")
+    assert run.code == 2
+    err = run.err.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err, err
 
 

@@ -6,8 +6,6 @@ own rate; the cast bytes per element are Transformer Engine's (cost.compute.fp8_
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -180,19 +178,17 @@ def test_mxfp8_off_blackwell_refused() -> None:
     ("training.module_precision.attn=bf16", "unknown key 'attn'"),
     ("training.module_precision.attention_proj=fp16", "'bf16' or 'mxfp8'"),
 ])
-def test_cli_bad_module_precision_exits_2(setting: str, match: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-b200", "--model",
-                        "gpt-7.5b", "--gpus", "8", "--precision", "fp4", "--set", setting],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and match in r.stderr and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+def test_cli_bad_module_precision_exits_2(setting: str, match: str, cli: Any) -> None:
+    r = cli("predict", "--cluster", "dgx-b200", "--model", "gpt-7.5b", "--gpus", "8", "--precision", "fp4", "--set",
+            setting)
+    assert r.code == 2 and match in r.err and "Traceback" not in r.err
+    assert len(r.err.strip().splitlines()) == 1
 
 
-def test_cli_module_precision_on_bf16_run_exits_2() -> None:
-    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-b200", "--model",
-                        "gpt-7.5b", "--gpus", "8", "--precision", "bf16", "--set",
-                        "training.module_precision.attention_proj=bf16"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "needs precision fp8 or fp4" in r.stderr
+def test_cli_module_precision_on_bf16_run_exits_2(cli: Any) -> None:
+    r = cli("predict", "--cluster", "dgx-b200", "--model", "gpt-7.5b", "--gpus", "8", "--precision", "bf16", "--set",
+            "training.module_precision.attention_proj=bf16")
+    assert r.code == 2 and "needs precision fp8 or fp4" in r.err
 
 
 def test_fp8_param_weights_leave_out_the_bf16_modules() -> None:

@@ -4,6 +4,7 @@ fails without its fix."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from scalemodel.specs import load_cluster
 
@@ -64,38 +65,29 @@ def test_tier_bandwidth_note_only_for_network_tiers() -> None:
         assert len(got) == 1 and "(400 Gbit/s) per node of 4 GPUs" in got[0], got
 
 
-def test_scale_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path) -> None:
+def test_scale_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path, cli: Any) -> None:
     """scale --strategy run.sh --zero 3 (a Megatron-LM launch without --use-torch-fsdp2 / --use-megatron-fsdp, so
     Megatron-Core's DDP) was refused at 'strategy.megatron_ddp', a field the reader filled, where predict, memory
     and plan name --zero (the lead's check_launch_zero ran in build_specs only); --zero 1 still runs."""
-    import subprocess
-    import sys
-
     script = tmp_path / "run.sh"
     script.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
                       "--global-batch-size 512 --bf16\n")
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "scalemodel", "scale", "-m", "llama2-7b", "-c", "dgx-h100",
-                               "--gpus", "64,128", "--strategy", str(script), *args],
-                              capture_output=True, text=True, timeout=120)
+    def run(*args: str) -> Any:
+        return cli("scale", "-m", "llama2-7b", "-c", "dgx-h100", "--gpus", "64,128", "--strategy", str(script), *args)
 
     r = run("--zero", "3")
-    assert r.returncode == 2 and r.stderr.startswith("error: --zero: ZeRO 3 "), r.stderr
-    assert "megatron_ddp: true needs" not in r.stderr
-    assert run("--zero", "1").returncode == 0
+    assert r.code == 2 and r.err.startswith("error: --zero: ZeRO 3 "), r.err
+    assert "megatron_ddp: true needs" not in r.err
+    assert run("--zero", "1").code == 0
 
 
-def test_scale_default_counts_over_max_gpus_name_gpus_not_a_file() -> None:
+def test_scale_default_counts_over_max_gpus_name_gpus_not_a_file(cli: Any) -> None:
     """scale without --gpus or a scenario prices the default counts 128..2048; on a100-4nic-hdr (max_gpus 800) the
     refusal was located at 'default: gpus', the built-in scenario 'default', which -c and -m left out of use"""
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "scalemodel", "scale", "-m", "llama2-7b", "-c", "a100-4nic-hdr"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2, r.stderr
-    last = r.stderr.strip().splitlines()[-1]
+    r = cli("scale", "-m", "llama2-7b", "-c", "a100-4nic-hdr")
+    assert r.code == 2, r.err
+    last = r.err.strip().splitlines()[-1]
     assert last.startswith("error: --gpus (not given: the default 128,256,512,1024,2048): 2048 GPUs"), last
     assert "at most 800" in last and "default: gpus" not in last
 
@@ -120,15 +112,11 @@ def test_a_dangling_link_read_as_a_file_is_said_as_such(tmp_path: Path) -> None:
     assert plain.value.what == "nccl-tests log not found"
 
 
-def test_scale_says_a_set_network_tier_bandwidth_is_per_gpu() -> None:
+def test_scale_says_a_set_network_tier_bandwidth_is_per_gpu(cli: Any) -> None:
     """The lead's note (--set of a network tier's bandwidth is per GPU) was given by predict, plan and memory
     (build_specs, load_cluster_with) and not by scale, which loads its cluster itself. 10 Gbit/s per GPU on dgx-h100's
     8-GPU nodes is 80 Gbit/s per node, 1.25 GB/s per GPU and 10 GB/s per node."""
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "scalemodel", "scale", "-m", "llama2-7b", "-c", "dgx-h100", "--gpus",
-                        "64", "--set", "cluster.tiers.ib-leaf.bandwidth=10Gbit/s"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "1.25 GB/s (10 Gbit/s) per GPU is 10 GB/s (80 Gbit/s) per node of 8 GPUs" in r.stderr, r.stderr
+    r = cli("scale", "-m", "llama2-7b", "-c", "dgx-h100", "--gpus", "64", "--set",
+            "cluster.tiers.ib-leaf.bandwidth=10Gbit/s")
+    assert r.code == 0, r.err
+    assert "1.25 GB/s (10 Gbit/s) per GPU is 10 GB/s (80 Gbit/s) per node of 8 GPUs" in r.err, r.err
