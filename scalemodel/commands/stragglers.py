@@ -11,7 +11,7 @@ from scalemodel.engine.stragglers import DIST_CHOICES, MODEL_FAMILIES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
-from scalemodel.specs.cluster import STRAGGLER_CV_MAX
+from scalemodel.specs.cluster import STRAGGLER_CV_MAX, cv_refusal
 from scalemodel.specs.samples import read_samples
 
 
@@ -32,6 +32,8 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
     if dist == "shifted-exp" and cv > 1:
         raise InputError(f"shifted-exp needs --cv <= 1, got {cv}", where="--cv",
                          allowed="0..1, or another --dist")
+    if (why := cv_refusal(dist, cv)) is not None:
+        raise InputError(f"{why[0]} (--dist {dist}, --cv {cv:g})", where="--cv", allowed=why[1])
     b = math.ceil(0.04 * workers) if backup is None else backup
     for option, value, low in (("--backup", b, 0), ("--ssp", ssp, 0), ("--local", local, 1)):
         if not low <= value <= MAX_COUNT:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.errors import InputError
+from scalemodel.specs.cluster import GAMMA_CV_FINITE, cv_refusal
 
 DISTS = ("normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp")
 # the parameters mean_cv_from_params reads for each distribution
@@ -72,12 +73,8 @@ def _check_mean_cv(mean: Array, cv: Array, dist: str) -> tuple[np.ndarray, np.nd
         c = np.ones_like(c)
     if np.any(c < 0):
         raise InputError("a coefficient of variation is negative", where="cv", allowed="cv >= 0")
-    if dist == "shifted-exp" and np.any(c > 1):
-        raise InputError("shifted exponential needs cv <= 1 (the shift mean*(1-cv) must be >= 0)",
-                         where="cv", allowed="0 <= cv <= 1, or use dist=exp/gamma/lognormal")
-    if dist == "weibull" and np.any((c > 0) & ((c < 1e-3) | (c > 20))):
-        raise InputError("a Weibull cv is outside [0.001, 20]", where="cv",
-                         allowed="cv in [0.001, 20] or exactly 0 (the shape solve's range)")
+    if (why := cv_refusal(dist, c, GAMMA_CV_FINITE)) is not None:
+        raise InputError(why[0], where="cv", allowed=why[1])
     return m, c
 
 

@@ -52,6 +52,7 @@ from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.accelerator import cudnn_release_key
+from scalemodel.specs.cluster import cv_refusal
 from scalemodel.specs.training import (
     OFFLOAD_TENSORS,
     bf16_layer_share,
@@ -385,6 +386,10 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     cv = var.cv if straggler_cv is None else straggler_cv
     if not (0.0 <= cv < 10.0):
         raise InputError(f"straggler CV {cv} out of range", where="--straggler-cv", allowed="0 <= cv < 10")
+    dist = straggler_dist or var.dist
+    if straggler_cv is not None and (why := cv_refusal(dist, cv)) is not None:  # the spec checked its own cv
+        raise InputError(f"{why[0]} (cluster {cluster.name}'s variability.dist {dist}, cv {cv:g})",
+                         where="--straggler-cv", allowed=why[1])
     network = build_network(cluster)
     return Job(
         name=workload.name, cluster_name=cluster.name, network=network,
@@ -401,7 +406,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         generic_flops_per_sample=gen_flops, generic_backward_factor=gen_bwd, generic_activation_bytes=gen_act,
         generic_time_per_sample=gen_time,
         price_per_gpu_s=float(cluster.price_per_gpu_hour or 0.0),
-        straggler_cv=float(cv), straggler_dist=straggler_dist or var.dist,
+        straggler_cv=float(cv), straggler_dist=dist,
         train_tokens=float(training.train_tokens or (training.train_samples or 0) * seq),
         critical_batch=_critical_batch(training, sh, int(seq)),
         work_cv=_work_cv(training, sh, int(seq)),

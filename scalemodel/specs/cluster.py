@@ -4,6 +4,7 @@
 from typing import Annotated, Any, Literal
 
 import msgspec
+import numpy as np
 from msgspec import Meta
 
 from scalemodel.choices import KNOWN_PROTOCOLS, PROTOCOL_LABELS, RDMA_TRANSPORTS, check_mtu
@@ -101,12 +102,43 @@ class TierSpec(Sourced, kw_only=True):
 STRAGGLER_CV_MAX = 10.0
 
 
+#: The smallest positive gamma cv a spec or an option takes. The shape 1/cv^2 is a finite double only for cv^2 >=
+#: ~5.6e-309, and the order-statistic quadrature of cost/stragglers.py is finite from cv ~1.5e-154 up (fuzz31: a cv of
+#: 1e-200 gave a NaN straggler time, which predict printed as 0 tokens/s); local SGD's sum of H <= 1e8 steps has cv /
+#: sqrt(H), so an input of at least 1e-140 stays above :data:`GAMMA_CV_FINITE` there. Below it the jitter is 1e-140 of
+#: the step, nothing a double resolves.
+GAMMA_CV_MIN = 1e-140
+#: The smallest positive gamma cv the order statistics are computed for (a derived cv included; above ~1.5e-154).
+GAMMA_CV_FINITE = 1e-152
+
+
+def cv_refusal(dist: str, cv: Any, gamma_min: float = GAMMA_CV_MIN) -> tuple[str, str] | None:
+    """Why the coefficient of variation ``cv`` (a number or a numpy array, each >= 0) cannot describe the step-time
+    distribution ``dist``, as (what, allowed); None when it can. The one statement of the per-distribution ranges:
+    a cluster's ``variability`` (:class:`Variability`), ``--cv`` and ``--straggler-cv``, and the order statistics
+    (cost/stragglers.py, with ``gamma_min`` :data:`GAMMA_CV_FINITE`, for the cv they derive) read it."""
+    c = np.asarray(cv, dtype=float)
+    if dist == "shifted-exp" and np.any(c > 1):
+        return ("shifted exponential needs cv <= 1 (the shift mean*(1-cv) must be >= 0)",
+                "0 <= cv <= 1, or use dist=exp/gamma/lognormal")
+    if dist == "weibull" and np.any((c > 0) & ((c < 1e-3) | (c > 20))):
+        return "a Weibull cv is outside [0.001, 20]", "cv in [0.001, 20] or exactly 0 (the shape solve's range)"
+    if dist == "gamma" and np.any((c > 0) & (c < gamma_min)):
+        return (f"a gamma cv below {gamma_min:g} has a shape 1/cv^2 beyond what the order statistics resolve",
+                f"cv >= {gamma_min:g}, or exactly 0 (no jitter)")
+    return None
+
+
 class Variability(Spec, kw_only=True):
     """Per-worker step-time variability (stragglers): distribution and coefficient of variation."""
 
     dist: Distribution = "lognormal"
     cv: Annotated[float, Meta(ge=0.0, lt=STRAGGLER_CV_MAX)] = 0.0
     source: str = ""
+
+    def _check(self) -> None:
+        if (why := cv_refusal(self.dist, self.cv)) is not None:
+            raise field_error("cv", f"{why[0]} (dist {self.dist}, cv {self.cv:g})", why[1], also="dist")
 
 
 class ParameterServerSpec(Spec, kw_only=True):

@@ -185,6 +185,7 @@ def read_bytes(path: str | Path, *, limit: int, what: str = "file") -> bytes:
 #: "any Unicode encoding, except UTF7, always creates a BOM"; "Out-File and the redirection operators > and >> create
 #: UTF-16LE").
 _UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_UTF16_BOMS_ONLY = tuple(bom for bom, _ in _UTF16_BOMS)
 
 
 def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
@@ -193,9 +194,11 @@ def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        if any(data.startswith(bom) for bom, _ in _UTF16_BOMS):  # was "not UTF-8 text (byte 0xff on line 1)"
-            raise InputError("UTF-16 text (it starts with a UTF-16 byte-order mark)", where=str(path),
-                             allowed=f"a UTF-8 text {what} (save it as UTF-8)") from None
+        # UTF-32 first: its little-endian mark starts with UTF-16's (fuzz31: a UTF-32 file was called UTF-16)
+        for utf, boms in (("UTF-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)), ("UTF-16", _UTF16_BOMS_ONLY)):
+            if data.startswith(boms):  # was "not UTF-8 text (byte 0xff on line 1)"
+                raise InputError(f"{utf} text (it starts with a {utf} byte-order mark)", where=str(path),
+                                 allowed=f"a UTF-8 text {what} (save it as UTF-8)") from None
         line = data.count(b"\n", 0, exc.start) + 1
         raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})", where=str(path),
                          allowed=f"a UTF-8 text {what}") from None
