@@ -1,7 +1,8 @@
 """mem30: the memory model's leftovers from mem29 / offload29, each value worked by hand.
 
-(1) MaxText's offloaded named tensors are priced at the job's activation element (``elem_bytes``), and a 32-bit run
-    with ``offload_tensors`` is refused (the memory model counts a transformer's activations at 16 bits);
+(1) MaxText's offloaded named tensors are priced at the job's activation element (``elem_bytes``) (a 32-bit run with
+    ``offload_tensors``, refused here while the memory model counted 16 bits, is accepted since mem31b:
+    tests/test_mem31b.py);
 (2) the MTP modules' linears hold Transformer Engine's weight workspace at the block's recipe (module_precision mtp,
     else the run's), their routed experts too;
 (3) PyTorch FSDP1 holds the workspace whole, as ZeRO-3 / Megatron-FSDP (TE's FSDP1 scatter needs a TE module that is
@@ -26,7 +27,6 @@ from scalemodel.engine.job import build_job
 from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.training import OFFLOAD_TENSORS, ModulePrecisionSpec
 from tests.test_distopt import _grid
-from tests.test_hostile_inputs import refused
 from tests.test_offload29 import ALL, _job_grid
 
 # Llama 3 8B / Mixtral 8x7B: h 4096, 32 query and 8 KV heads of 128: QKV 4096 x 6144 + O 4096 x 4096; the MLP (gate,
@@ -58,13 +58,6 @@ def test_offloaded_tensors_follow_the_activation_element() -> None:
     assert float(dp_comm.offloaded_tensor_bytes(replace(job, elem_bytes=4.0), g)[0]) == pytest.approx(2 * ALL,
                                                                                                      rel=1e-12)
     assert float(dp_comm.offloaded_tensor_bytes(job, g)[0]) == pytest.approx(ALL, rel=1e-12)
-
-
-def test_offload_tensors_refused_in_a_32_bit_run(cli) -> None:  # type: ignore[no-untyped-def]
-    """tf32 on DGX H100 (host link PCIe Gen5): one error line at strategy.offload_tensors, exit 2."""
-    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--set", "training.precision=tf32",
-            "--set", "strategy.offload_tensors=[query_proj,key_proj]", "--set", "strategy.recompute=selective",
-            "--set", "strategy.recompute_modules=jax_qkvo", match="16 bits")
 
 
 def test_mtp_module_caches_the_runs_copy() -> None:

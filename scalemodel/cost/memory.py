@@ -35,6 +35,11 @@ s/cp, t = TP degree):
 With f = 4h, g = a this gives Table 2 exactly: sbh(34 + 5as/h), sbh(10 + 24/t + 5as/(ht)),
 sbh/t(34 + 5as/h), sbh(10 + 24/t), 34 sbh/t, 2 sbh.
 
+**Element size** (``elem_bytes`` e, mem31b): the 2-byte tensors above are e-byte ones (4 in an fp32 / tf32 run), the
+dropout masks 1 byte, flash attention's log-sum-exp fp32, the loss's saved logits ``logits_bytes`` and quantized
+inputs their own size in every run: a layer sbh (16 e + 2) + (2 e + 1) a s^2 b, 66 sbh + 9 a s^2 b at e = 4
+(docs/model.md#activations-32-bit).
+
 **FP8 GEMM inputs** (``fp8_inputs``): Transformer Engine keeps, for the weight-gradient GEMM, the
 quantised copy of each linear layer's input, 1 byte an element (TE 2.x ``_Linear.forward``: "Discard
 row-wise data since it is not needed in backward pass", ``inputmat.update_usage(rowwise_usage=False,
@@ -333,7 +338,8 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                flash_attention: ArrayLike = False, fp8_inputs: ArrayLike = False,
                                recompute_modules: ArrayLike = 0, attention: bool = True,
                                mlp: bool = True, attention_inputs: ArrayLike | None = None,
-                               latent_inputs: ArrayLike | None = None, etp: ArrayLike | None = None) -> np.ndarray:
+                               latent_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
+                               elem_bytes: ArrayLike = 2.0) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
     inputs and the selective-recompute modules as in the module docstring). ``attention`` / ``mlp`` False: one
     block of a hybrid pattern's layer, with one norm, one GEMM input and one dropout mask of the residual stream
@@ -346,7 +352,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     each whole w wide (u k s b w / t bytes a GEMM-input byte; Megatron-Core's all-to-all dispatcher gathers the
     received tokens over expt_tp before the experts, token_dispatcher.py ``dispatch_postprocess`` L741-751,
     NVIDIA/Megatron-LM@d98e8a64dd; the flex dispatcher sends etp copies a token, L1836-1849), while their
-    activation, f_e / u wide on u T k / t rows, stays k s b f_e / t."""
+    activation, f_e / u wide on u T k / t rows, stays k s b f_e / t. ``elem_bytes`` e: bytes of an activation element
+    (the job's, 4 in an fp32 / tf32 run, else 2), which every element-sized term below is counted at; the dropout
+    masks (1 byte), flash attention's fp32 log-sum-exp and the quantized GEMM inputs keep their own size
+    (docs/model.md#activations, "32-bit runs")."""
     b = _pos("micro_batch", micro_batch)
     s_full = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -355,20 +364,21 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     flash = np.asarray(flash_attention, dtype=bool)
     q_in = np.asarray(fp8_inputs, dtype=float)  # True = 1 byte (FP8); a number = NVFP4's 0.5625 (quantized_input_bytes)
     fp8 = q_in > 0.0
+    e = _pos("elem_bytes", elem_bytes)  # an activation element (2 in 16-bit and fp8 / fp4 runs, 4 in 32-bit ones)
     code = recompute_code(recompute)
     again = recomputed_modules(sh, code, recompute_modules)  # jax_dots takes its own branch below
     core_attn, mla_up, moe_act, dots = again.attention_core, again.mla_up_proj, again.moe_act, again.jax_dots
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     sbh = s * b * h
-    gemm_in = np.where(fp8, q_in, 2.0)  # bytes of a saved GEMM input element
+    gemm_in = np.where(fp8, q_in, e)  # bytes of a saved GEMM input element
     q_att = q_in if attention_inputs is None else np.asarray(attention_inputs, dtype=float)
-    gemm_att = np.where(q_att > 0.0, q_att, 2.0)  # the attention block's (training.module_precision)
+    gemm_att = np.where(q_att > 0.0, q_att, e)  # the attention block's (training.module_precision)
     own_lat = latent_inputs is not None
     gemm_lat = gemm_in if latent_inputs is None else np.where(np.asarray(latent_inputs, dtype=float) > 0.0,
-                                                               np.asarray(latent_inputs, dtype=float), 2.0)
-    # per element of the MLP width: gated = gate and up (16-bit, activation input) + product (GEMM input);
-    # GeLU = its 16-bit input + its output (GEMM input)
-    act_in = np.where(sh.gated_mlp, 4.0, 2.0)
+                                                               np.asarray(latent_inputs, dtype=float), e)
+    # per element of the MLP width: gated = gate and up (e each, activation input) + product (GEMM input);
+    # GeLU = its input (e) + its output (GEMM input)
+    act_in = np.where(sh.gated_mlp, 2.0 * e, e)
     act_per_f = (act_in + gemm_in) * s * b
     if moe:
         fe = sh.moe_ffn_hidden
@@ -387,8 +397,8 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     # of its norms (2 sbh) and keeps one norm output per norm (fp8: one 1-byte copy per reading GEMM)
     masks = np.where(sh.dropout, 2.0, 0.0)  # two 1-byte dropout masks (none when the model has no dropout)
     replicated = np.where(sh.parallel_block,
-                          np.where(fp8, 2.0 + gemm_att + q_in, 2.0 + 2.0 * sh.norms_per_layer) + masks,
-                          4.0 + gemm_att + gemm_in + masks) * sbh
+                          np.where(fp8, e + gemm_att + q_in, e + e * sh.norms_per_layer) + masks,
+                          2.0 * e + gemm_att + gemm_in + masks) * sbh
     # fc1_latent_proj at its own precision: its own saved copy of the norm output the shared experts read; inside
     # the MoE block's checkpoint under selective recompute of moe, so dropped there (the working set re-saves it)
     lat_copy = (np.where((sh.moe_latent > 0) & ~np.asarray(again.moe, dtype=bool), gemm_lat, 0.0) * sbh
@@ -396,24 +406,25 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     replicated = replicated + lat_copy
     # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
     # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
-    latents = 2 * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim)
-    q = np.where(mla_up, 0.0, 2 * s * b * a * d)
-    kv = np.where(sh.mla, np.where(mla_up, 0.0, 2 * s * b * a * (d + dv)) + latents, 4 * s * b * g * d)
-    o_bytes = np.where(q_att > 0.0, np.where(flash, 2.0 + q_att, q_att), 2.0)
+    latents = e * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim)
+    q = np.where(mla_up, 0.0, e * s * b * a * d)
+    kv = np.where(sh.mla, np.where(mla_up, 0.0, e * s * b * a * (d + dv)) + latents, 2.0 * e * s * b * g * d)
+    o_bytes = np.where(q_att > 0.0, np.where(flash, e + q_att, q_att), e)
     att = 1.0 if attention else 0.0
     split = att * (q + kv + o_bytes * s * b * a * dv) + (mlp_bytes if mlp else 0.0)
     keys = sh.attended_keys(s_full)
-    scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * keys * b)
+    # softmax output (e) + dropout mask (1) + dropout output (e) per score; flash: the fp32 log-sum-exp per query row
+    scores_full = np.where(flash, 4.0 * a * s * b, (2.0 * e + 1.0) * a * s * keys * b)
     scores = att * np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
     if not (attention and mlp):  # one block of a hybrid's layer: one norm input, GEMM input and mask
-        one = (2.0 + (gemm_att if attention else gemm_in) + masks / 2.0) * sbh + lat_copy
+        one = (e + (gemm_att if attention else gemm_in) + masks / 2.0) * sbh + lat_copy
         replicated = np.where(sh.parallel_block, replicated / 2.0, one)
     if moe and mlp and np.any(again.moe):
-        # selective moe: the checkpointed MoE block keeps only its input, the pre-norm's 16-bit output (its own
+        # selective moe: the checkpointed MoE block keeps only its input, the pre-norm's e-byte output (its own
         # norm input and dropout mask sit outside the checkpoint and stay); its split bytes are recomputed
         split = np.where(again.moe, split - mlp_bytes, split)
         replicated = replicated + np.where(again.moe & ~np.asarray(sh.parallel_block, dtype=bool),
-                                           (2.0 - gemm_in) * sbh, 0.0)
+                                           (e - gemm_in) * sbh, 0.0)
     # selective shared_experts: the shared experts under their checkpoint keep only its input (the block input the
     # router keeps too): their activation bytes go (all of the block's split bytes are gone already under moe)
     if moe and mlp and np.any(again.shared_experts):
@@ -429,28 +440,28 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     # selective layernorm: a norm that is a module of its own (recomputed_norms) keeps no output; its input stays.
     # Freed: what the layer counts as that norm output's readers' saved input: MLA's QKV (down-projection) input at
     # the attention block's precision (gemm_att: 16-bit where training.module_precision keeps attention out of fp8),
-    # the MoE block's input (16-bit under moe, which checkpoints it; the GEMM copy's bytes otherwise)
+    # the MoE block's input (e bytes under moe, which checkpoints it; the GEMM copy's bytes otherwise)
     ln_in, ln_pre = recomputed_norms(sh, again.layernorm, attention=attention, mlp=mlp, moe=moe)
     if np.any(ln_in | ln_pre):
-        moe_in = np.where(again.moe, 2.0, gemm_in)
+        moe_in = np.where(again.moe, e, gemm_in)
         replicated = replicated - (np.where(ln_in, gemm_att, 0.0) + np.where(ln_pre, moe_in, 0.0)) * sbh
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
-    full = np.where(sp, 2 * sbh / t, 2 * sbh)
+    full = np.where(sp, e * sbh / t, e * sbh)
     kept = none_or_selective
     if np.any(again.titan_op):  # (skipped when no candidate uses it: the planner prices millions of rows)
         # torchtitan's op policy: the layer input and the saved outputs the backward reads (wq, wv, w1, SDPA)
-        titan = full + (2 * s * b * (a * d + g * d + a * dv + sh.ffn_hidden) + scores_full) / t
+        titan = full + (e * s * b * (a * d + g * d + a * dv + sh.ffn_hidden) + scores_full) / t
         kept = np.where(again.titan_op, titan, kept)
     if np.any(dots):
         # JAX dots-saveable policy: the layer input and the matmul outputs the backward reads
-        qkv_out = 2 * s * b * (a * d + g * d + g * dv)
-        up_out = 2 * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
-        kept = np.where(dots, np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t, kept)
+        qkv_out = e * s * b * (a * d + g * d + g * dv)
+        up_out = e * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
+        kept = np.where(dots, np.where(sp, e * sbh / t, e * sbh) + (qkv_out + up_out) / t, kept)
     if np.any(again.jax_qkvo):
         # MaxText save_dot_except_mlp(wi): the layer input and the output projection (residual-stream wide) and the
         # Q, K, V the backward reads (jax_qkv: not the output projection, which its backward runs again)
-        residuals = np.where(again.out_proj, 2.0, 4.0) * sbh
-        qkvo = np.where(sp, residuals / t, residuals) + 2 * s * b * (a * d + g * d + g * dv) / t
+        residuals = np.where(again.out_proj, e, 2.0 * e) * sbh
+        qkvo = np.where(sp, residuals / t, residuals) + e * s * b * (a * d + g * d + g * dv) / t
         kept = np.where(again.jax_qkvo & ~np.asarray(dots, dtype=bool), qkvo, kept)
     return np.where(code == Recompute.FULL, full, kept)
 
@@ -482,23 +493,26 @@ def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: 
 
 
 def head_input_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
-                     sequence_parallel: ArrayLike = False, mtp_modules: ArrayLike = 0.0) -> np.ndarray:
+                     sequence_parallel: ArrayLike = False, mtp_modules: ArrayLike = 0.0,
+                     elem_bytes: ArrayLike = 2.0) -> np.ndarray:
     """Bytes the stage with the output layer keeps per micro-batch for the backward of the final norm and the
-    output layer: their 16-bit inputs, 2 s b h each, 4 s b h (``seq_len`` s the local sequence, s/cp), / t with
-    sequence parallelism (the norm runs on the sequence shard and the column-parallel output layer saves its
-    shard, all-gathering it again for the weight gradient; without it every tp rank holds the whole input).
+    output layer: their inputs, e s b h each (e = ``elem_bytes``: 2 at 16 bits, 4 in an fp32 / tf32 run), 2 e s b h
+    (``seq_len`` s the local sequence, s/cp), / t with sequence parallelism (the norm runs on the sequence shard
+    and the column-parallel output layer saves its shard, all-gathering it again for the weight gradient; without
+    it every tp rank holds the whole input).
     Korthikanti et al. 2022 (arXiv:2205.05198) §4.3: the layer norm before the output layer (sequence parallel)
     needs 2sbh/t, the output layer projection 2sbh/t, the fp32 cross entropy 4sbv/t, in all 4sbh/t (1 + v/h),
     which the paper adds for p = 1 only because it prices the first stage; with a pipeline the last stage holds
     them (Megatron-LM theoretical_memory_usage.py, "Inputs to output layer and CE loss", likewise at p = 1). The
     4sbv/t is :func:`activation_bytes`'s logits. Each of D multi-token prediction modules feeds the shared
-    output layer once more: 2 s b h more per module (its final norm's input is in its own 10 s b h,
+    output layer once more: e s b h more per module (its final norm's input is in its own 5 e s b h,
     :func:`activation_bytes`). Both sit outside the checkpointed transformer layers, so full recompute keeps them.
     """
     t = _pos("tp", tp)
     sbh = _pos("seq_len", seq_len) * _pos("micro_batch", micro_batch) * sh.hidden
     per = np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
-    return (4.0 + 2.0 * _nonneg("mtp_modules", mtp_modules)) * sbh * per
+    e = _pos("elem_bytes", elem_bytes)
+    return (2.0 * e + e * _nonneg("mtp_modules", mtp_modules)) * sbh * per
 
 
 def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
@@ -515,7 +529,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      shared_input_copy: ArrayLike = True, attention_inputs: ArrayLike | None = None,
                      latent_inputs: ArrayLike | None = None,
                      out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
-                     etp: ArrayLike | None = None) -> np.ndarray:
+                     etp: ArrayLike | None = None, elem_bytes: ArrayLike = 2.0) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
     :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
@@ -584,10 +598,14 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     stages of one strategy grid: each :func:`activation_bytes_per_layer` is then computed once for all of them.
     ``attention_inputs``, ``latent_inputs``, ``out_proj_inputs``: modules' saved GEMM inputs at their own precision
     (:func:`activation_bytes_per_layer`, :func:`mamba_activation_bytes`; training.module_precision).
+    ``elem_bytes`` e: bytes of an activation element (the job's: 4 in an fp32 / tf32 run, else 2), the size of every
+    element-sized term here and in the per-layer functions (the 16-bit terms of the text above are e-byte ones; the
+    1-byte dropout masks, the fp32 logits and log-sum-exp and the quantized inputs keep their size).
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
-              attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp)
+              attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp, elem_bytes=elem_bytes)
+    e = _pos("elem_bytes", elem_bytes)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
     hybrid_kinds = [] if sh.hybrid is None else [
@@ -604,7 +622,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                 memo[key] = mamba_activation_bytes(
                     sh.mamba, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
                     sequence_parallel=sequence_parallel, recompute=rec, fp8_inputs=fp8_inputs, dropout=sh.dropout,
-                    out_proj_inputs=out_proj_inputs)
+                    out_proj_inputs=out_proj_inputs, elem_bytes=elem_bytes)
             elif isinstance(moe, str):
                 memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe == "moe",
                                                        attention=moe == "attention", mlp=moe != "attention", **kw)
@@ -657,14 +675,14 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     if np.any(d_mtp):  # (without MTP modules the term is 0 x finite bytes: exactly nothing to add)
         last_l = np.where(sh.last_layer_moe, layer(recompute, True), layer(recompute, False)) if np.any(
             sh.last_layer_moe) else layer(recompute, False)
-        mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        mtp_inputs = np.where(code == Recompute.FULL, e, 5.0 * e) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
         per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
     on_stage = (p == 1) | np.asarray(head, dtype=bool) | (d_mtp > 0)
     held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
                     _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
     logits = np.where(on_stage, (1.0 + d_mtp) * _pos("logits_bytes", logits_bytes) * s * b * sh.vocab / t, 0.0) * held
     logits = logits + head_input_bytes(sh, micro_batch=b, seq_len=s, tp=t, sequence_parallel=sp,
-                                       mtp_modules=d_mtp) * np.where(on_stage, held, 0.0)
+                                       mtp_modules=d_mtp, elem_bytes=e) * np.where(on_stage, held, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
     if sh.hybrid is not None:
         work = np.max(np.broadcast_arrays(*[layer("none", kind) for kind, _ in hybrid_kinds]), axis=0)
@@ -676,36 +694,36 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     again_moe = recomputed_modules(sh, code, recompute_modules).moe
     if np.any(n_moe > 0) and np.any(again_moe):
         # selective moe: one MoE block re-materialised at a time (docstring): its split bytes, the difference of its
-        # no-recompute and recomputed rows less the (2 - g) s b h the kept 16-bit input adds over the no-recompute
+        # no-recompute and recomputed rows less the (e - g) s b h the kept e-byte input adds over the no-recompute
         # row's MLP-input copy (g the saved GEMM-input bytes; not with a parallel block, whose norm output is shared),
         # + the quantized copies of its input its linears save again beside that 16-bit input
         block = (activation_bytes_per_layer(sh, recompute="none", moe=True, attention=False, mlp=True, **kw)
                  - activation_bytes_per_layer(sh, recompute="selective", moe=True, attention=False, mlp=True,
                                               **kw))
         q = np.asarray(fp8_inputs, dtype=float)
-        g = np.where(q > 0.0, q, 2.0)
+        g = np.where(q > 0.0, q, e)
         sbh_in = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
         # fc1_latent_proj's copy at its own precision (training.module_precision moe_latent; 0 = BF16: it keeps the
-        # checkpoint's input itself); the block's no-recompute row holds its own-precision copy (gemm bytes, 2 when
+        # checkpoint's input itself); the block's no-recompute row holds its own-precision copy (gemm bytes, e when
         # BF16), which the copy here replaces
         has_lat = np.where(sh.moe_latent > 0, 1.0, 0.0)
         if latent_inputs is None:
             q_lat, own_copy = q, 0.0
         else:
             q_lat = np.asarray(latent_inputs, dtype=float)
-            own_copy = has_lat * np.where(q_lat > 0.0, q_lat, 2.0) * sbh_in
+            own_copy = has_lat * np.where(q_lat > 0.0, q_lat, e) * sbh_in
         copies = has_lat * q_lat + np.where(
             (sh.moe_shared_experts > 0) & np.asarray(shared_input_copy, dtype=bool), 1.0, 0.0) * q
-        held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
+        held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, e - g)
         working = working + np.where(again_moe, block - own_copy + (held + copies) * sbh_in, 0.0)
-    # selective layernorm: the backward refills one norm's 16-bit output at a time (2 s b h, / t with SP) before the
+    # selective layernorm: the backward refills one norm's output at a time (e s b h, / t with SP) before the
     # block that reads it; under moe that is already in the MoE block's working set above (its checkpoint's input; an
     # MLA input norm is refilled later, in the attention's backward, beside less)
     again = recomputed_modules(sh, code, recompute_modules)
     ln_in, ln_pre = recomputed_norms(sh, again.layernorm, moe=True)
     any_norm = np.where(n_moe > 0, ln_in | ln_pre, ln_in)
     if np.any(any_norm):
-        ln_ws = 2.0 * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        ln_ws = e * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
         working = working + np.where(any_norm & ~((n_moe > 0) & again.moe), ln_ws, 0.0)
     dense_mlps = sh.mlp_layers + sh.mtp_layers - sh.mtp_moe_layers
     if np.any(again.mlp) and np.any(dense_mlps > 0):
@@ -719,8 +737,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         # selective shared_experts: one layer's shared experts re-materialised at a time (inside the MoE block's
         # working set under moe)
         shared_ws = sh.moe_shared_experts * sh.moe_ffn_hidden * s * b * (
-            np.where(sh.gated_mlp, 4.0, 2.0) + np.where(np.asarray(fp8_inputs, dtype=float) > 0.0,
-                                                        np.asarray(fp8_inputs, dtype=float), 2.0)) / t
+            np.where(sh.gated_mlp, 2.0 * e, e) + np.where(np.asarray(fp8_inputs, dtype=float) > 0.0,
+                                                          np.asarray(fp8_inputs, dtype=float), e)) / t
         working = np.where(again.shared_experts & ~again.moe & (n_moe > 0), np.maximum(working, shared_ws), working)
     return (per_stage + emb) * inflight + logits + working
 
@@ -802,7 +820,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    latent_inputs: ArrayLike | None = None,
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
                    weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0,
-                   mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0) -> MemoryBreakdown:
+                   mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0,
+                   elem_bytes: ArrayLike = 2.0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -850,7 +869,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     docs/model.md#weight-workspace). ``mtp_workspace``: the same bytes per MTP module with weights
     (:func:`~scalemodel.cost.transformer.mtp_linear_weights` on this TP rank, at the block's recipe) and
     ``mtp_expert_workspace`` per routed-expert parameter of the MTP modules (their share of ``expert``, priced at it
-    instead of ``expert_workspace``).
+    instead of ``expert_workspace``). ``elem_bytes``: bytes of an activation element (:func:`activation_bytes`; the
+    engine passes the job's, 4 in an fp32 / tf32 run, else 2).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -925,7 +945,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
                                per_layer=per_layer, shared_input_copy=shared_input_copy,
                                attention_inputs=attention_inputs, latent_inputs=latent_inputs,
-                               out_proj_inputs=out_proj_inputs, inflight=inflight, etp=etp)
+                               out_proj_inputs=out_proj_inputs, inflight=inflight, etp=etp,
+                               elem_bytes=elem_bytes)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),
@@ -1022,7 +1043,7 @@ def weight_workspace_bytes(recipe: str, transpose_copy: bool = False) -> float:
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                            cp: ArrayLike = 1, sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
                            fp8_inputs: ArrayLike = False, dropout: ArrayLike = False,
-                           out_proj_inputs: ArrayLike | None = None) -> np.ndarray:
+                           out_proj_inputs: ArrayLike | None = None, elem_bytes: ArrayLike = 2.0) -> np.ndarray:
     """Activation bytes one Mamba layer keeps for one micro-batch (s b = tokens on the GPU, t = tp), what autograd
     saves on Megatron-Core's training path (mamba_mixer.py ``_ssm_training``; ssd_combined.py
     ``MambaSplitConv1dScanCombinedFn.forward`` ``ctx.save_for_backward(zxbcdt, ..., out_x, ...)``):
@@ -1037,19 +1058,21 @@ def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
     0.5625 NVFP4), else 2; out_proj's g from ``out_proj_inputs`` when it runs at another precision
     (training.module_precision mamba_out_proj; None: ``fp8_inputs``'s). The chunk states, the conv output and
     dA_cumsum are recomputed in the backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as
-    for the other layers."""
+    for the other layers. Every 2 above is ``elem_bytes`` e (4 in an fp32 / tf32 run: the in_proj output, the scan
+    output and the norm's copy are at the parameters' dtype there; the 1-byte mask and quantized g keep theirs)."""
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
     t = _pos("tp", tp)
     sp = np.asarray(sequence_parallel, dtype=bool)
     q_in = np.asarray(fp8_inputs, dtype=float)  # True = 1 byte; NVFP4 0.5625 (quantized_input_bytes)
-    g = np.where(q_in > 0.0, q_in, 2.0)
+    e = _pos("elem_bytes", elem_bytes)
+    g = np.where(q_in > 0.0, q_in, e)
     sbh = s * b * md.hidden
     mask = np.where(np.asarray(dropout, dtype=bool), 1.0, 0.0)
-    replicated = (2.0 + g + mask) * sbh
+    replicated = (e + g + mask) * sbh
     q_out = q_in if out_proj_inputs is None else np.asarray(out_proj_inputs, dtype=float)
-    g_out = np.where(q_out > 0.0, q_out, 2.0)
-    split = s * b * (2.0 * md.in_proj_width + 4.0 * md.d_inner + g_out * md.d_inner)
+    g_out = np.where(q_out > 0.0, q_out, e)
+    split = s * b * (e * md.in_proj_width + 2.0 * e * md.d_inner + g_out * md.d_inner)
     kept = np.where(sp, replicated / t, replicated) + split / t
-    full = np.where(sp, 2.0 * sbh / t, 2.0 * sbh)
+    full = np.where(sp, e * sbh / t, e * sbh)
     return np.where(recompute_code(recompute) == Recompute.FULL, full, kept)

@@ -312,9 +312,9 @@ def offloaded_tensor_bytes(job: Job, g: StrategyGrid) -> np.ndarray:
     (AI-Hypercomputer/maxtext@92e59fdf5 src/MaxText/layers/decoders.py ``get_remat_policy``, ``custom`` and
     ``qkv_proj_offloaded``). Per token (b s / cp of them), elements of the job's activation dtype (``elem_bytes``:
     MaxText's ``dtype``, default bfloat16 in src/MaxText/configs/base.yml; 2 in fp8 / fp4 runs, whose activations the
-    model keeps 16-bit), the bytes the host link carries; 2 in every run priced, since a 32-bit run with offload_tensors
-    is refused (engine.job ``_check_offload_tensors``: cost.memory counts a transformer's activations at 16 bits, so
-    the bytes that leave HBM would not be the bytes counted there):
+    model keeps 16-bit; 4 in a 32-bit run), the bytes the host link carries and the bytes cost.memory's activation
+    terms of the same tensors count (the layer input, Q, K, V and out_proj at ``elem_bytes``: mem31b), so the bytes
+    that leave HBM are the bytes counted there:
 
         decoder_layer_input, out_proj   h        (h / t with sequence parallelism, as the layer input of cost.memory)
         query_proj                      a d / t  (a heads of d = head_dim)
@@ -365,7 +365,8 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         return np.zeros(1)
     sh = job.shape
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
-                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g))
+                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g),
+                              elem_bytes=job.elem_bytes)
     per_layer = (sh.dense_layers * memory.activation_bytes_per_layer(sh, recompute="none", **kw)
                  + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
                  ) / float(sh.layers)

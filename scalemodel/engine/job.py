@@ -1058,8 +1058,7 @@ def _check_host_link(job: Job, strategy: Any) -> None:
 
 def _check_offload_tensors(job: Job, strategy: Any) -> None:
     """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused (after
-    :func:`_check_host_link`) beside whole-layer offload (one route per layer), without a transformer layer, in a
-    32-bit run (the memory model's activations are 16-bit: the bytes sent would not be the bytes it counts), and with
+    :func:`_check_host_link`) beside whole-layer offload (one route per layer), without a transformer layer, and with
     a recompute other than selective jax_qkvo or jax_qkv, the remat policies whose saved tensors (q, k, v, out_proj
     and the layer input; jax_qkv: not out_proj, which it recomputes) are the ones that can go to host memory instead
     (src/MaxText/layers/decoders.py at 92e59fdf5)."""
@@ -1074,12 +1073,6 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
          "offload_tensors: [] with offload_layers, or offload_layers: 0"),
         (not job.is_transformer, "offload_tensors names tensors of a transformer layer; this model has none",
          "offload_tensors: [] with a non-transformer workload"),
-        # cost.memory counts a transformer's activations at 16 bits: a 32-bit run's named tensors would leave HBM at
-        # twice the bytes counted there (dp_comm.offloaded_tensor_bytes prices the link at the job's elem_bytes)
-        (job.is_transformer and job.elem_bytes != 2.0, f"offload_tensors [{named}] with precision {job.precision}: "
-         f"the named tensors are {job.elem_bytes:g}-byte elements, and the memory model counts a transformer's "
-         "activations at 16 bits only", "offload_tensors: [] with a 32-bit precision, or precision bf16 / fp16 / fp8 "
-         "/ fp4 (MaxText dtype bfloat16, its default)"),
         (Recompute.parse(strategy.recompute) != Recompute.SELECTIVE or not modules & {"jax_qkvo", "jax_qkv"},
          f"offload_tensors [{named}] is priced on MaxText's remat policies that keep q, k, v and out_proj, or q, k "
          f"and v (recompute selective, recompute_modules jax_qkvo or jax_qkv); got recompute {strategy.recompute} "

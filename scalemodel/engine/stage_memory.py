@@ -198,6 +198,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
         sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
         virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+        elem_bytes=job.elem_bytes,  # the activations' element (4 in an fp32 / tf32 run): docs/model.md#activations
         optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
         fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
         offloaded_layer_bytes=offloaded_tensor_bytes(job, g),  # strategy offload_tensors (docs/model.md#offload)
