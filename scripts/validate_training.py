@@ -1221,10 +1221,13 @@ SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
 #: Rows whose own log prints another bucket than their source's (elements), taken before the source's: data31's Oracle
 #: and Dell B200 runs print ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` in every result file;
 #: Lenovo's B300 NVFP4 run prints none, and its files (the same blobs) printed 768e6 in Oracle's and Supermicro's
-#: 1-node runs (validation/README.md#data31).
+#: 1-node runs (validation/README.md#data31). review31a: Nebius' 1 x 8 B300 NVFP4 run
+#: (mlpt51_b300_llama31_8b_8_nvfp4) prints 768e6 in all ten result files (Nebius/results/nebius_b300_n1/llama31_8b/
+#: result_{1..10}.txt at 441d65f4) and was priced at 128 Mi (validation/README.md#review31a).
 ID_BUCKET_ELEMENTS = {i: 768_000_000 for i in ("mlpt51_b200_llama31_8b_64_oracle", "mlpt51_b200_llama31_8b_16_xe9680l",
                                                "mlpt51_b200_llama31_8b_16_xe9685l",
-                                               "mlpt51_b300_llama31_8b_8_nvfp4_lenovo")}
+                                               "mlpt51_b300_llama31_8b_8_nvfp4_lenovo",
+                                               "mlpt51_b300_llama31_8b_8_nvfp4")}
 #: MLPerf v6.0 rows that run NVIDIA's NeMo 2 llama31_8b implementation of v5.1, not v6.0's Megatron-Bridge one: Cisco's
 #: Zeus H100 runs (Richardyu114/training_results_v6.0@eabf23a0 Cisco/benchmarks/llama31_8b/nemo/Dockerfile: pytorch
 #: 25.08, NeMo eddf23fcba, Megatron-LM 4cd81e85d2; the MLLOG metadata names /workspace/llm/pretrain.py and

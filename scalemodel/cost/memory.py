@@ -154,6 +154,7 @@ from scalemodel.cost.transformer import (
     Shape,
     attention_params,
     embedding_params,
+    expert_param_tensors,
     expert_params,
     latent_projection_params,
     layer_param_tensors,
@@ -780,7 +781,8 @@ def gathered_unit(sh: Shape, *, tp: ArrayLike = 1, ep: ArrayLike = 1, etp: Array
     """Elements of the largest ZeRO-3 / FSDP unit, one transformer layer, on one GPU: a dense layer's or an MoE
     layer's tensors (:func:`~scalemodel.cost.transformer.layer_param_tensors`) on one of ``tp`` ranks
     (:func:`~scalemodel.cost.transformer.tensors_on_tp_rank`: the TP-split ones / tp, every other one whole), the MoE
-    layer's with its E / ep routed experts split over ``etp`` (default tp), the larger of the two (a dense one only
+    layer's with its E / ep routed experts on one of ``etp`` ranks (default tp; their fc2 bias whole, as every
+    row-parallel bias), the larger of the two (a dense one only
     where the model has dense layers, or no MoE ones). Whole on every TP rank (Megatron-Core at
     NVIDIA/Megatron-LM@d98e8a64dd, docs/model.md#tp-whole-params): the norms (TENorm and the norm inside
     TELayerNormColumnParallelLinear, extensions/transformer_engine.py, ``hidden_size`` wide), the router
@@ -790,7 +792,9 @@ def gathered_unit(sh: Shape, *, tp: ArrayLike = 1, ep: ArrayLike = 1, etp: Array
     t = _pos("tp", tp)
     u = t if etp is None else _pos("etp", etp)
     dense = tensors_on_tp_rank(layer_param_tensors(sh, moe=False), t)
-    routed = sh.moe_experts / _pos("ep", ep) * expert_params(sh) / u
+    # each routed expert's tensors on one of etp ranks: fc1, fc2 and fc1's bias / etp, fc2's bias whole (a
+    # RowParallelLinear's, expert or not: tensor_parallel/layers.py L1484 at d98e8a64dd; review31a)
+    routed = sh.moe_experts / _pos("ep", ep) * tensors_on_tp_rank(expert_param_tensors(sh), u)
     moe = tensors_on_tp_rank(layer_param_tensors(sh, moe=True), t) + routed
     return np.maximum(np.where((sh.mlp_layers > 0) | (sh.moe_layers <= 0), dense, 0.0),
                       np.where(sh.moe_layers > 0, moe, 0.0))
