@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import numpy as np
 import pytest
+from conftest import load_yaml, script_module
 from scipy import stats
+from test_validation import NEW_CASES, needs_new_cases
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
-from tests.conftest import ROOT
 
 #: one small MoE layer (no attention): hidden 1024, 8 experts top-2 of width 512, gated, at EP 2 (4 local experts)
 SH = shape(layers=4, hidden=1024, heads=8, kv_heads=8, head_dim=128, vocab=32000, gated_mlp=True, moe_experts=8,
@@ -85,14 +85,12 @@ def test_the_cli_prices_it_and_says_so_without_moe_layers(cli) -> None:  # type:
     assert "training.moe_pad_to_capacity = true is not priced: the model has no MoE layers" in dense["warnings"]
 
 
+@needs_new_cases
 def test_the_validator_sets_it_for_the_drop_and_pad_rows_only() -> None:
     """The RECIPE_DROP_AND_PAD rows (NeMo MegatronTokenDropCallback: capacity 1.0, pad to capacity) carry it; a
     dropless row (Megatron-Bridge 25.11's GB200 DeepSeek-V3, HybridEP) does not."""
-    import yaml  # noqa: PLC0415 (test-only: the validation cases)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import validate_training as v  # noqa: PLC0415
-
-    cases = {c["id"]: c for c in yaml.safe_load((ROOT / "validation" / "training_cases.yaml").read_text())
+    v = script_module("validate_training")
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)
              if c["id"] in ("dgxc2505_gb200_dsv3_bf16_128", "mb2511_gb200_dsv3_bf16")}
     drop, free = (v.predict_new_case(cases[i]) for i in ("dgxc2505_gb200_dsv3_bf16_128", "mb2511_gb200_dsv3_bf16"))
     assert drop.training.moe_pad_to_capacity and drop.settings["moe_pad_to_capacity"] is True
