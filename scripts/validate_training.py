@@ -176,7 +176,11 @@ Two case files (issue 5 and issue 13):
     - MoE dispatch dropped and padded to a capacity factor c (:data:`RECIPE_DROP_AND_PAD`: NeMo 2.2's
       MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0) -> training.moe_rank_imbalance c: every EP
       rank receives and runs exactly c x the dropless mean copies, so no busiest rank above it; every other MoE row
-      is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance).
+      is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance); and
+      training.moe_pad_to_capacity: every expert's rows are exactly its capacity (Megatron-LM 7094270c6f moe_utils.py
+      ``topk_softmax_with_capacity`` L585-587: with pad_to_capacity the routing map is the capacity mask, each
+      expert's top-capacity tokens; token_dispatcher.py ``preprocess`` L348-367: every local expert's count is the
+      host-side ``capacity x tp x ep``), no random remainder to tile (docs/model.md#expert-tile-padding).
     - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
     - training-metric states gathered over every rank once a step (:data:`TRAIN_METRIC_STATES`): mpt -> 4 (Composer
@@ -2937,6 +2941,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       cudnn_release=release,
                       bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
                       moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),
+                      moe_pad_to_capacity=case["id"] in RECIPE_DROP_AND_PAD,
                       moe_router_dtype="fp32" if case["id"] in RECIPE_ROUTER_FP32 else None,
                       module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
@@ -3071,6 +3076,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "moe_shared_expert_overlap": st.moe_shared_expert_overlap,
                 "tp_async_allreduce": st.tp_async_allreduce,
                 **({"moe_rank_imbalance": tr.moe_rank_imbalance} if tr.moe_rank_imbalance is not None else {}),
+                **({"moe_pad_to_capacity": True} if tr.moe_pad_to_capacity else {}),
                 "loss_impl": st.loss_impl, "train_metric_passes": st.train_metric_passes,
                 "train_metric_states": st.train_metric_states,
                 "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,

@@ -895,8 +895,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        moe_dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL,
                        moe_permute_fusion: ArrayLike = True, expert_peak_flops: ArrayLike | None = None,
                        expert_gemm_max: ArrayLike | None = None,
-                       expert_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
+                       expert_gemm_half_dim: ArrayLike | None = None,
+                       moe_pad_to_capacity: ArrayLike = False) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    ``moe_pad_to_capacity`` (default False: dropless) drop-and-pad dispatch: every expert runs exactly its capacity
+    rows (``moe_load`` x the mean), so :func:`expert_padded_rows` takes them with no spread, ``tau ceil(m / tau)``
+    (docs/model.md#expert-tile-padding).
 
     ``moe_dispatch`` (:data:`MOE_DISPATCH_ALLTOALL` 0, the default; :data:`MOE_DISPATCH_FLEX` 1; DeepEP or HybridEP;
     :data:`MOE_DISPATCH_ALLGATHER` 2) names Megatron-Core's token dispatcher, whose token permutations
@@ -1147,10 +1152,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         u = t if etp is None else _pos("etp", etp)
         load = np.asarray(moe_load, dtype=float)  # the busiest EP rank's routed rows over the mean
         tokens_per_expert = np.maximum(load * e * u * T * k / (E * t), 1.0)
-        # the rows the experts' GEMMs compute: each expert's random dropless count padded to whole M tiles, its
-        # spread that of a uniformly routed count, Binomial(ep u T / t, k / E): var = mean (1 - k / E)
-        expert_rows = expert_padded_rows(tokens_per_expert,
-                                         np.sqrt(e * u * T * k / (E * t) * np.maximum(1.0 - k / E, 0.0)))
+        # the rows the experts' GEMMs compute: each expert's count padded to whole M tiles; a dropless count's spread
+        # that of a uniformly routed count, Binomial(ep u T / t, k / E): var = mean (1 - k / E); none under
+        # drop-and-pad, whose router fills every expert to its capacity (moe_pad_to_capacity)
+        expert_rows = expert_padded_rows(tokens_per_expert, np.where(
+            np.asarray(moe_pad_to_capacity, dtype=bool), 0.0,
+            np.sqrt(e * u * T * k / (E * t) * np.maximum(1.0 - k / E, 0.0))))
         experts_here = E / e
         # the tokens this rank routes: its sequence shard under sequence parallelism (MoELayer.forward hands the
         # router and the dispatcher the [s/(cp t), b, h] hidden states), all T when TP replicates them

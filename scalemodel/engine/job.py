@@ -201,6 +201,9 @@ class Job(msgspec.Struct, frozen=True):
     # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
     # random-routing expected maximum (cost.moe_routing, engine.layer_compute.moe_rank_load)
     moe_rank_imbalance: float = 0.0
+    # drop-and-pad dispatch (training.moe_pad_to_capacity): every expert's rows fixed at its capacity, no random spread
+    # in cost.compute.expert_padded_rows
+    moe_pad_to_capacity: bool = False
     # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
     # peak), the denominator predict names for MFU and HFU
     peak_format: str = ""
@@ -434,6 +437,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         nvfp4_stochastic_rounding="stochastic_rounding" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         nvfp4_2d_quantization="2d_quantization" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
+        moe_pad_to_capacity=bool(getattr(training, "moe_pad_to_capacity", False)),
         **_attention_kernel(training, acc, workload),
     )
 
@@ -2100,6 +2104,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f"the BF16 core's (docs/model.md#fp8-attention-rate), which {job.accelerator} has none of")
     if job.moe_rank_imbalance and not moe:  # at ep 1, or above what a rank can take: _check_moe_rank_imbalance
         _warn_field("training.moe_rank_imbalance", " is not priced: the model has no MoE layers")
+    if job.moe_pad_to_capacity and not moe:
+        _warn_field("training.moe_pad_to_capacity", " = true is not priced: the model has no MoE layers")
     if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
         _warn_field("training.moe_router_dtype",
                     f" = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the model has no MoE layers")

@@ -109,6 +109,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         hybridep = (np.asarray(g.moe_flex_dispatcher, dtype=bool)
                     & (np.asarray(g.moe_flex_backend) == int(FlexBackend.HYBRIDEP)))
         flash["moe_permute_fusion"] = np.asarray(g.moe_permute_fusion, dtype=bool) | hybridep
+        # drop-and-pad (training.moe_pad_to_capacity): each expert's rows are its capacity, without a random spread
+        flash["moe_pad_to_capacity"] = bool(job.moe_pad_to_capacity)
     layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
     for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
         layer_flash.update(module_gemm_kwargs(job, module, key))

@@ -241,6 +241,11 @@ class TrainingSpec(Spec, kw_only=True):
         "the expected maximum under uniform random top-k routing (Megatron-Core moe_router_force_load_balancing, "
         "which benchmark recipes set), a baseline computed from the shapes, not a measured figure; a learned router, "
         "even with an auxiliary load-balancing loss, is typically less balanced than that"))] = None
+    moe_pad_to_capacity: Annotated[bool, Meta(description=(
+        "MoE: drop-and-pad dispatch (Megatron-Core --moe-pad-expert-input-to-capacity with "
+        "--moe-expert-capacity-factor c): every expert receives exactly its capacity, c x its mean routed tokens (give "
+        "c as moe_rank_imbalance), so its GEMMs run that fixed row count in whole 128-row tiles, with no dropless "
+        "router's random remainder (docs/model.md#expert-tile-padding). Default false: dropless routing"))] = False
     moe_router_dtype: Annotated[Literal["fp32", "fp64"] | None, Meta(description=(
         "the MoE router's dtype (Megatron-Core --moe-router-dtype): its logits and so the routing probabilities in "
         "fp32 or fp64. Priced where the probabilities' dtype reaches the wire: the allgather dispatcher's gather of "
