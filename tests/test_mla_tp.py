@@ -132,7 +132,9 @@ def test_step_tp_comm_grows_with_column_down_projections() -> None:
     """8 GPUs, tp 4 with SP, 4 MLA layers: the step's TP part grows with column-parallel down-projections by at
     least the forward's extra gathers (4 layers x 8 micro-batches x the difference of the two blocks' gathers, each
     its own collective), at
-    most by that twice (the backward's, partly hidden under the weight-gradient GEMMs)."""
+    most by that three times (the backward's, partly hidden under the weight-gradient GEMMs, and since sp31 the
+    backward's re-gathers of the same inputs, partly hidden under the data-gradient GEMMs:
+    docs/model.md#sp-regather)."""
     wl = TransformerWorkload(name="mla", layers=LAYERS, hidden=H, heads=8, ffn_hidden=4096, gated_mlp=True,
                              vocab=32_000, seq_len=S, tied_embeddings=False, mla=MLA,
                              moe=MoESpec(experts=8, top_k=2, ffn_hidden=512))
@@ -145,7 +147,7 @@ def test_step_tp_comm_grows_with_column_down_projections() -> None:
     fwd = LAYERS * 8 * (sum(_ag(S * w * 2.0, 4, job) for w in (H, H, 256, 128 + 32, 256, 128))
                         - sum(_ag(S * w * 2.0, 4, job) for w in (256, 128, 32)))
     grew = col.breakdown_s["tp_comm"] - dup.breakdown_s["tp_comm"]
-    assert fwd * (1 - 1e-9) <= grew <= 2 * fwd * (1 + 1e-9)
+    assert fwd * (1 - 1e-9) <= grew <= 3 * fwd * (1 + 1e-9)
     assert col.strategy["mla_column_down_proj"] is True and dup.strategy["mla_column_down_proj"] is False
 
 

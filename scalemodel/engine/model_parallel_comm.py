@@ -119,7 +119,8 @@ UB_RING_EXCHANGE_SMS = 1.0
 UB_PIPELINE_BULK_SMS = 16.0
 
 
-def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: Any, rs_gemm: Any) -> np.ndarray:
+def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: Any, rs_gemm: Any,
+                        bulk_bwd: Any = 0.0) -> np.ndarray:
     """Seconds per micro-batch the GEMMs lose to Transformer Engine's userbuffers kernels under tp_comm_overlap
     (docs/model.md#contention). ``units``: the chip's SMs (S); ``shared``: collectives run on them (the accelerator's
     collective share is not 0); ``hidden_fwd``: hidden TP seconds of the forward and recomputed forward,
@@ -134,13 +135,15 @@ def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: A
     GEMM runs on S - k SMs for its whole length (``set_sm_margin``: TE@bee4649c
     common/comm_gemm_overlap/comm_gemm_overlap.cpp L84 ``_math_sms = (set_sm_margin) ? sm_count - num_comm_sm :
     sm_count``), the backward's the bulk overlaps, k SMs while they run (NeMo@7a8f1cc7bc
-    recipes/tp_overlap_configs/userbuffers.py sets ``set_sm_margin=False`` for bulk)."""
+    recipes/tp_overlap_configs/userbuffers.py sets ``set_sm_margin=False`` for bulk). ``bulk_bwd``: hidden backward
+    seconds that are bulk overlaps only (the input re-gathers under the data-gradient GEMMs, :func:`sp_regather`),
+    k SMs while they run: + bulk_bwd k / S."""
     if not units or not shared or units <= UB_PIPELINE_BULK_SMS:
         return np.zeros(1)
     s = float(units)
     r, k = UB_RING_EXCHANGE_SMS, UB_PIPELINE_BULK_SMS
     return np.asarray(np.maximum(hidden_fwd, 0.0) * 0.5 * r / s + np.maximum(hidden_bwd, 0.0) * 0.5 * (r + k) / s
-                      + np.maximum(rs_gemm, 0.0) * k / (s - k), dtype=float)
+                      + np.maximum(rs_gemm, 0.0) * k / (s - k) + np.maximum(bulk_bwd, 0.0) * k / s, dtype=float)
 
 
 def nanotron_tp_time(ag: Any, rs: Any, ar: Any, cols: tuple[Any, Any], rows: tuple[Any, Any], tp: Any,
@@ -218,6 +221,55 @@ def _ub_shares(sh: Any) -> tuple[float, float]:
     if total <= 0:
         return 0.5, 0.5
     return (sum(attn.values()) + up * dense) / total, (o + dense) / total
+
+
+def sp_regather_elem_bytes(job: Job) -> float:
+    """Bytes an element of the input shard a sequence-parallel column-parallel linear saves in its forward and
+    all-gathers again in its backward for the weight gradient (:func:`sp_regather`; docs/model.md#sp-regather): the
+    saved shard's dtype. 16-bit runs the activations' ``elem_bytes``; Transformer Engine's FP8 linears save the
+    quantized shard (NVIDIA/TransformerEngine@c27ee60ec7, v1.11, pytorch/module/layernorm_linear.py L124-126 the
+    norm writes FP8, L321-329 saves ``ln_out``; @c55e425ac5, v2.2, L316-327 keeps the row-wise FP8 data for
+    delayed / current scaling, the column-wise for MXFP8, L595-612 gathers it with the input quantizer):
+    per-tensor FP8 1 byte, MXFP8 1 + 1/32 (its E8M0 scales), blockwise :data:`compute.BLOCKWISE_COPY_BYTES`, NVFP4
+    :data:`compute.NVFP4_COPY_BYTES` (@40c69e751a, v2.8, distributed.py ``_all_gather_nvfp4``); the layers a run
+    keeps in BF16 (``bf16_layer_share``) gather ``elem_bytes``."""
+    eb = float(job.elem_bytes)
+    low = {"delayed": 1.0, "tensorwise": 1.0, "mxfp8": 1.0 + 1.0 / compute.MXFP8_BLOCK,
+           "blockwise": compute.BLOCKWISE_COPY_BYTES, "nvfp4": compute.NVFP4_COPY_BYTES}.get(str(job.fp8_recipe))
+    if low is None:
+        return eb
+    share = float(job.bf16_layer_share)
+    return share * eb + (1.0 - share) * low
+
+
+def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                gathers: Any, att_blocks: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden seconds per micro-batch of the backward's input re-gathers under sequence parallelism
+    (docs/model.md#sp-regather). A column-parallel linear with sequence parallelism saves its input shard, not the
+    gathered input, and all-gathers it again in the backward for the weight-gradient GEMM: asynchronously, issued
+    before the data-gradient GEMM and waited on after it (Megatron-LM@1afee592e8, core_r0.9.0,
+    megatron/core/tensor_parallel/layers.py L392 / L431-453, and @d98e8a64dd L604 / L666-687; Transformer Engine
+    @c27ee60ec7, v1.11, pytorch/module/linear.py L420-423 / L499-501 and layernorm_linear.py L451-459 / L566-567;
+    @c55e425ac5, v2.2, linear.py L268-279 / L510-527 / L609-611 and layernorm_linear.py L595-612 / L689-691;
+    @40c69e751a, v2.8, layernorm_linear.py L365-367 frees the gathered copy after the forward GEMM). One re-gather
+    per forward all-gather of a column-parallel input: ``gathers`` (the stage's layers' h-wide ones, each MoE block's
+    in the layers' count, the MTP blocks') at ``coll['tp_regather']`` and ``att_blocks`` MLA blocks' further ones at
+    ``coll['tp_att_regather']`` (the saved dtype, :func:`sp_regather_elem_bytes`). Under the data-gradient GEMMs of
+    the linears that gather (the share ``a`` of a layer's GEMM FLOPs, :func:`_ub_shares`, of the forward GEMM time
+    ``G`` of the stage's layers and MTP blocks)::
+
+        C = gathers AG(X_q) + att_blocks AG_att(X_q),   W = a G,   exposed = max(C - W, 0),   hidden = C - exposed
+
+    Not for nanotron's linears (:func:`nanotron_tp_time` prices their own re-gathers), nor on a TPU (XLA keeps the
+    gathered input unless a remat policy drops it: :func:`_jax_remat_tp_recompute`); 0 without sequence parallelism
+    or at tp 1 (the saved input is the whole one)."""
+    on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
+          & (not xla_remat(job)))
+    c = np.where(on, gathers * coll.get("tp_regather", 0.0) + att_blocks * coll.get("tp_att_regather", 0.0), 0.0)
+    window = _ub_shares(job.shape)[0] * (comp["layers_per_stage"] * comp["gemm_per_layer"]
+                                         + comp.get("mtp_gemm", 0.0))
+    exposed = np.maximum(c - window, 0.0)
+    return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
 
 
 def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens: Any) -> np.ndarray:
@@ -342,8 +394,11 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     mla_rec = np.where(up_rec & g.sequence_parallel & (g.tp > 1),
                        (n * att_share + mtp_att_blocks) * coll.get("tp_mla_up", 0.0), 0.0)
     mlp_rec = mlp_rec + moe_rec + moe_ext + mla_rec + jax_rec
-    tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
-    tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window), 0.0)
+    # the backward's re-gathers of the column-parallel linears' saved input shards under their data-gradient GEMMs
+    # (sequence parallelism; sp_regather): one per forward all-gather of pool_f
+    rg = sp_regather(job, g, comp, coll, L * per_pass + adj * moe_f, n * att_share + mtp_att_blocks)
+    tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec + rg["exposed"], 0.0)
+    tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window) + rg["hidden"], 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
@@ -353,15 +408,18 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         gemm_r = np.where(g.recompute == Recompute.FULL,
                           comp["recomputed_layers"] * comp["gemm_per_layer"] + mtp_again * comp.get("mtp_gemm", 0.0),
                           0.0)
-        ov = _tp_comm_overlap(pool_f, pool_r, pool_f, gemm_f, gemm_r, 2.0 * gemm_f)
+        # the backward's bulk re-gathers (sp_regather) join its pooled traffic under its 2 x forward GEMMs
+        ov = _tp_comm_overlap(pool_f, pool_r, pool_f + rg["total"], gemm_f, gemm_r, 2.0 * gemm_f)
+        # the hidden backward's re-gather part, pro rata: on the bulk overlaps' k SMs (userbuffers_sm_time)
+        rg_hidden = ov["hidden_bwd_only"] * rg["total"] / np.maximum(pool_f + rg["total"], 1e-300)
         tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
-                                                  ov["hidden_bwd_only"],
-                                                  _ub_shares(sh)[1] * (gemm_f + gemm_r)), 0.0)
+                                                  ov["hidden_bwd_only"] - rg_hidden,
+                                                  _ub_shares(sh)[1] * (gemm_f + gemm_r), rg_hidden), 0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
     nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
@@ -743,10 +801,13 @@ def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     return np.asarray(att_layers * (fwd + bwd) + repeats * fwd)
 
 
-def _allgathers(widths: tuple[np.ndarray, ...], tokens: np.ndarray, job: Job, group: Placement) -> np.ndarray:
+def _allgathers(widths: tuple[np.ndarray, ...], tokens: np.ndarray, job: Job, group: Placement,
+                elem_bytes: float | None = None) -> np.ndarray:
     """Seconds of one all-gather per width (elements a token; a width of 0 runs none) of ``tokens`` tokens over
-    ``group``, each its own collective (:func:`_collective`; a width 0 in every candidate is not priced at all)."""
-    return np.asarray(sum((np.where(w > 0, _collective("allgather", tokens * w * job.elem_bytes, group), 0.0)
+    ``group``, each its own collective (:func:`_collective`; a width 0 in every candidate is not priced at all), at
+    ``elem_bytes`` an element (default the activations' ``job.elem_bytes``)."""
+    eb = job.elem_bytes if elem_bytes is None else elem_bytes
+    return np.asarray(sum((np.where(w > 0, _collective("allgather", tokens * w * eb, group), 0.0)
                            for w in widths if np.any(w > 0)), np.zeros(1)), dtype=float)
 
 
@@ -789,11 +850,21 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         ar_nvls = nvls_allreduce(groups.tensor, None, ar, ar_hier)
     # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism, each its
     # own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is rs_ag's)
-    att_gather = mla_up = np.zeros(1)
+    att_gather = mla_up = att_regather = np.zeros(1)
+    # the backward's re-gathers of the saved input shards, in their saved dtype (sp_regather): the forward's gathers
+    # again where that is the activations' dtype
+    rg_eb = sp_regather_elem_bytes(job)
+    same = rg_eb == job.elem_bytes
+    regather = ag if same else _collective("allgather", tokens * float(sh.hidden) * rg_eb, groups.tensor)
     if np.any(sh.mla):
         mla_up = _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor)
         down = _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor)
         att_gather = np.where(g.sequence_parallel & (g.tp > 1), mla_up + down - ag, 0.0)
+        att_regather = att_gather if same else np.where(
+            g.sequence_parallel & (g.tp > 1),
+            _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor, rg_eb)
+            + _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor,
+                          rg_eb) - regather, 0.0)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -891,6 +962,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "tp_att": att_gather,
+            "tp_regather": regather, "tp_att_regather": att_regather,
             # 1 where the TP collective is an all-reduce NCCL runs as NVLS (nvls_allreduce; contention's share)
             "tp_nvls": np.where(~np.asarray(g.sequence_parallel, dtype=bool) & ar_nvls, 1.0, 0.0),
             "tp_mla_up": mla_up,
