@@ -262,10 +262,19 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     t = f * ring_lat + f * (p - 1) / p * S / bmin
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) / p * S * gamma
-    torus = topology.torus_time(op, S, pl, gamma)  # a (sub-)torus group: dimension-ordered rings
-    if torus is not None:
-        t = np.where(torus[0], torus[1], t)
+    t = _on_torus(op, "ring", S, pl, gamma, t)  # a (sub-)torus group: dimension-ordered rings
     return np.where(p > 1, t, 0.0)
+
+
+#: The operations every algorithm prices link by link on a (sub-)torus group (topology.torus_time; torus31)
+TORUS_OPS = frozenset({"allreduce", "reducescatter", "allgather"})
+
+
+def _on_torus(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma: float, t: np.ndarray) -> np.ndarray:
+    """``t`` replaced by ``algorithm``'s torus form where the group is a (sub-)torus and the form applies
+    (:func:`scalemodel.cost.topology.torus_time`; docs/model.md#torus)."""
+    torus = topology.torus_time(op, S, pl, gamma, algorithm)
+    return t if torus is None else np.where(torus[0], torus[1], t)
 
 
 def _ring_hops(pl: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]],
@@ -336,7 +345,25 @@ def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     t = _pipeline_opt(A, V, u, alpha_b)
     if op in ("allreduce", "reduce"):
         t = t + S * gamma
+    if op == "allreduce":
+        t = _torus_tree(S, pl, gamma, t)
     return np.where(p > 1, t, 0.0)
+
+
+def _torus_tree(S: np.ndarray, pl: Placement, gamma: float, t: np.ndarray) -> np.ndarray:
+    """The double binary tree all-reduce on a (sub-)torus group in rank order (torus31, docs/model.md#torus):
+    each tree pipelines its half ``S/2`` up and down in ``k`` chunks; a chunk's first trip crosses ``2 H`` hops
+    and the busiest directed link passes ``E`` edge traversals' chunks one after another
+    (:func:`scalemodel.cost.topology.tree_loads`):
+    ``T(k) = 2 H alpha + 2 H (S/2) / (k B_link) + (k - 1)(alpha + E (S/2) / (k B_link)) + S gamma``,
+    minimised over k (:func:`_pipeline_opt`)."""
+    def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
+        edges, hops = topology.tree_loads(dims)
+        half = np.asarray(S, dtype=float) / 2.0
+        return _pipeline_opt(2.0 * hops * alpha, 2.0 * hops * half / b_link, edges * half / b_link,
+                             alpha + 0.0 * half) + S * gamma
+    torus = topology.on_torus_groups("allreduce", S, pl, form)
+    return t if torus is None else np.where(torus[0], torus[1], t)
 
 
 def _log_steps(pl: Placement) -> tuple[np.ndarray, int]:
@@ -387,6 +414,8 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
         t_all = 2 * half + 2 * extra + (red if op == "reduce" else 0.0 * red)
     else:
         raise InputError(f"rhd does not model {op}", where="algorithm", allowed=allowed(op))
+    if op in TORUS_OPS:
+        t_all = _on_torus(op, "rhd", S, pl, gamma, t_all)
     return np.where(p > 1, t_all, 0.0)
 
 
@@ -438,7 +467,7 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
                      0.0)
     if op != "allreduce":
         extra = extra / 2
-    return np.where(p > 1, tot + extra, 0.0)
+    return np.where(p > 1, _on_torus(op, "rd", S, pl, gamma, tot + extra), 0.0)
 
 
 def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
@@ -494,10 +523,7 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         t = t + lat
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) * m * gamma
-    if op == "alltoall":
-        torus = topology.torus_time(op, S, pl, gamma)  # a (sub-)torus group: bisection-limited
-        if torus is not None:
-            t = np.where(torus[0], torus[1], t)
+    t = _on_torus(op, "direct", S, pl, gamma, t)  # a (sub-)torus group: bisection- or injection-limited
     return np.where(p > 1, t, 0.0)
 
 
@@ -531,6 +557,7 @@ def hierarchical_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0)
         else:
             raise InputError(f"hierarchical does not model {op}", where="algorithm", allowed=allowed(op))
         tot = tot + np.where(pi > 1 + 1e-9, ring, 0.0)
+    tot = _on_torus(op, "hierarchical", S, pl, gamma, tot)  # a torus group: Mikami's dimension-ordered rings
     return np.where(p > 1, tot, 0.0)
 
 

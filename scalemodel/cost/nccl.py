@@ -1144,11 +1144,6 @@ def nccl_tuner_picks_inr(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     return np.asarray(t_inr <= t_rt)
 
 
-#: The operations whose ring runs the torus form on a (sub-)torus group (topology.torus_allreduce): there auto takes
-#: the ring (auto_eligible)
-TORUS_RING_OPS = frozenset({"allreduce", "reducescatter", "allgather"})
-
-
 def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.ndarray | None = None,
                   gamma: float = 0.0) -> np.ndarray:
     """Whether ``auto`` may pick ``algorithm`` for the placed group (``family`` already resolved).
@@ -1156,8 +1151,8 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.nda
     where in-network reduction applies (:func:`inr_applies`; for reduce-scatter/all-gather where NVLS applies,
     :func:`nvls_gather_applies`), and ``rd`` (standing for PAT) only at one GPU per node (:func:`pat_applies`).
     Family "all": everything, except one-shot ``direct`` (load/store access to every peer) beyond the innermost
-    tier, other than for all-to-all and send/recv; and on a (sub-)torus group (:func:`topology.torus_group_mask`)
-    the ring alone for :data:`TORUS_RING_OPS` (tpu31, docs/model.md#torus)."""
+    tier, other than for all-to-all and send/recv; and, on a (sub-)torus group, an algorithm without a link-level
+    torus form (:func:`topology.torus_unpriced`; torus31, docs/model.md#torus)."""
     shape = pl.p.shape
     if family == "nccl":
         if algorithm not in NCCL_FAMILY[op]:
@@ -1174,14 +1169,9 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.nda
         ok = pl.inside(0)
     else:
         ok = np.ones(shape, dtype=bool)
-    if op in TORUS_RING_OPS and algorithm != "ring":
-        # tpu31: on a (sub-)torus group only the ring is priced link by link (topology.torus_allreduce); rhd, rd,
-        # tree, direct and hierarchical keep the switch pricing, held only at the injection floor, which their far
-        # partners' shared links exceed (recursive halving along a dimension of d moves log2(d) d/(d-1) times the
-        # ring's bytes over its busiest link, docs/model.md#torus), so auto picked rhd for its fewer hops
-        torus = topology.torus_group_mask(pl)
-        if torus is not None:
-            ok = ok & ~torus
+    unpriced = topology.torus_unpriced(op, algorithm, pl)  # torus31: every other row is priced link by link
+    if unpriced is not None:
+        ok = ok & ~unpriced
     return np.asarray(ok)
 
 

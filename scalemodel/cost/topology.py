@@ -26,6 +26,11 @@ direction.
   ``2n`` links:
 
   ``T = sum_k floor(d_k / 2) alpha + max(p S / 4 / (L_bis B_link), (p - 1)/p S / (2n B_link))``.
+- The other algorithms of the collective table on such a group (torus31), each from the links its rank-order
+  mapping loads: ``rhd`` / ``rd`` (:func:`torus_recursive`: the partner ``2^g`` ranks away is ``delta`` hops along
+  one dimension and ``delta`` messages share the busiest link), ``direct`` (:func:`torus_direct`: the traffic of an
+  all-to-all), ``hierarchical`` (:func:`torus_allreduce` unrotated: Mikami et al.'s schedule, one dimension at a
+  time) and the double binary ``tree`` (:func:`tree_loads`, priced in ``algorithms.tree_time``).
 
 A group with one rank per torus node whose ranks run along whole dimensions takes the same forms on those
 dimensions only (:func:`torus_groups`): torus nodes are numbered in mixed radix, the first dimension fastest,
@@ -43,6 +48,7 @@ switch (a sub-block's geometry is not modelled).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -55,7 +61,7 @@ def link_bandwidth(bandwidth: float, efficiency: float, dims: Sequence[int]) -> 
 
 
 def torus_allreduce(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float, gamma: float = 0.0,
-                    *, op: str = "allreduce") -> np.ndarray:
+                    *, op: str = "allreduce", rotate: bool = True) -> np.ndarray:
     """Ring all-reduce (or one reduce-scatter / all-gather sweep) on a torus over all its ``n`` dimensions at once
     (module docstring; jax-ml/scaling-book@0819a7d8 sharding.md L337-345: a collective over several mesh axes has
     ``n_axes`` times the bandwidth of one; Mikami et al. 2018, Ying et al. 2018 for the dimension-ordered rings).
@@ -67,18 +73,22 @@ def torus_allreduce(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_
     dimension share ``j`` runs in phase ``t``, ``S_(j,t) = S / n / prod(its earlier dimensions)``, f = 2 for
     all-reduce else 1 (gamma for all-reduce and reduce-scatter). On ``d x ... x d`` (every catalog torus) the
     bandwidth term is ``f (p - 1)/p S / (2 n B_link)``, a node's bytes over all its ``2n`` links (the
-    :func:`injection_floor`); a one-dimension group is one bidirectional ring on 2 links, as before."""
+    :func:`injection_floor`); a one-dimension group is one bidirectional ring on 2 links, as before.
+    ``rotate=False`` runs the whole buffer as one share in the dimensions' order (Mikami et al.'s 2D-torus
+    schedule as published, one dimension's links busy at a time): the ``hierarchical`` algorithm on a torus
+    group (torus31)."""
     S = np.asarray(S, dtype=float)
     sweeps = 2.0 if op == "allreduce" else 1.0
     axes = [float(d) for d in dims if d > 1]
     n = len(axes)
+    shares = n if rotate else min(n, 1)
     t = np.zeros_like(S)
     for phase in range(n):
         slowest = np.zeros_like(S)
-        for j in range(n):
+        for j in range(shares):
             order = axes[j:] + axes[:j]
             d = order[phase]
-            shard = S / n / float(np.prod(order[:phase]))
+            shard = S / shares / float(np.prod(order[:phase]))
             slowest = np.maximum(slowest, sweeps * (d - 1.0) * alpha + sweeps * (d - 1.0) / d * shard / (2.0 * b_link))
         t = t + slowest
     if op in ("allreduce", "reducescatter") and n:
@@ -105,6 +115,137 @@ def torus_alltoall(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_l
     return sum(d // 2 for d in dims) * alpha + np.maximum(bis, inject)
 
 
+def _power_of_two(dims: Sequence[int]) -> bool:
+    return all(d >= 1 and d & (d - 1) == 0 for d in dims)
+
+
+def _rank_bits(dims: Sequence[int]) -> list[float]:
+    """For each bit ``g`` of a group rank (mixed radix, the first dimension fastest, every extent a power of two),
+    the hop distance ``delta`` of the partner ``2^g`` ranks away: ``2^(g - o_j)`` in the dimension ``j`` holding
+    bit ``g`` (``o_j`` its first bit), shortest path on its ring (``delta <= d_j / 2``)."""
+    return [float(2 ** b) for d in dims for b in range(int(d).bit_length() - 1)]
+
+
+def torus_recursive(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float, gamma: float = 0.0,
+                    *, op: str, algorithm: str) -> np.ndarray | None:
+    """Recursive halving-doubling (``rhd``) or recursive doubling (``rd``) on a (sub-)torus group whose extents are
+    powers of two, each step priced on the links its pairs really load (docs/model.md#torus, torus31); None where
+    an extent is not a power of two (MPICH's pairs then cross dimensions; not modelled).
+
+    The partner ``2^g`` ranks away lies ``delta_g`` hops along one dimension (:func:`_rank_bits`). On shortest
+    paths the lower node of each pair sends ``delta`` hops one way and the upper the other way; of any ``delta``
+    consecutive nodes of the ring, all ``delta`` are lower nodes where the blocks align, so the busiest directed
+    link carries ``delta`` messages at once: a step of ``m`` bytes costs ``delta (alpha + m / B_link)`` (the
+    latency by hop count, store-and-forward). MPICH's partner orders and message sizes as on a switch
+    (:func:`scalemodel.cost.algorithms.rhd_time`, :func:`~scalemodel.cost.algorithms.rd_time`):
+
+    - rhd reduce-scatter / all-gather: bit ``g`` with ``S / 2^(g+1)``; all-reduce both sweeps;
+    - rd all-reduce: bit ``g`` with ``S`` (+ ``S gamma`` a step); all-gather and reduce-scatter: bit ``g`` with
+      ``S 2^g / p``.
+
+    Plus ``(p - 1)/p S gamma`` for reduce-scatter and rhd all-reduce. tests/test_torus31.py moves every pair's
+    message hop by hop on 4x4, 4x4x4 and 16x16 tori and checks each step's busiest link."""
+    if not _power_of_two(dims):
+        return None
+    S = np.asarray(S, dtype=float)
+    p = float(np.prod(dims))
+    t = np.zeros_like(S)
+    for g, delta in enumerate(_rank_bits(dims)):
+        if algorithm == "rhd":
+            m = S / 2.0 ** (g + 1)
+        elif op == "allreduce":
+            m = S
+        else:
+            m = S * 2.0 ** g / p
+        t = t + delta * (alpha + m / b_link)
+        if algorithm == "rd" and op == "allreduce":
+            t = t + S * gamma
+    if algorithm == "rhd" and op == "allreduce":
+        t = 2.0 * t
+    if op == "reducescatter" or (algorithm == "rhd" and op == "allreduce"):
+        t = t + (p - 1.0) / p * S * gamma
+    return t
+
+
+def torus_direct(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float, gamma: float = 0.0,
+                 *, op: str) -> np.ndarray:
+    """One-shot ``direct`` all-reduce / reduce-scatter / all-gather on a (sub-)torus group: every node sends ``m``
+    to each of the ``p - 1`` others at once (``m = S`` all-reduce, ``S / p`` otherwise), the traffic of an
+    all-to-all of ``p m`` bytes a node, so :func:`torus_alltoall` prices it (bisection or injection, one round of
+    the torus diameter's hops); ``+ (p - 1) m gamma`` for the reductions (torus31)."""
+    S = np.asarray(S, dtype=float)
+    p = float(np.prod(dims))
+    m = S if op == "allreduce" else S / p
+    t = torus_alltoall(p * m, dims, alpha, b_link)
+    return t + ((p - 1.0) * m * gamma if op in ("allreduce", "reducescatter") else 0.0)
+
+
+def _tree_parent(r: int, p: int) -> int:
+    """Parent of rank ``r`` in NCCL's binary tree of ``p`` ranks (-1 at the root, rank 0): NVIDIA/nccl v2.30.7
+    src/graph/trees.cc ``ncclGetBtree``, ``up = (rank ^ bit) | (bit << 1)``, ``rank ^ bit`` when that is >= p."""
+    if r == 0:
+        return -1
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    return r ^ bit if up >= p else up
+
+
+def _tree_parent2(r: int, p: int) -> int:
+    """Parent in the second tree (trees.cc ``ncclGetDtree``): the first tree mirrored (``p - 1 - r``) for even p,
+    shifted by one rank for odd p."""
+    if p % 2:
+        u = _tree_parent((r - 1 + p) % p, p)
+        return -1 if u < 0 else (u + 1) % p
+    u = _tree_parent(p - 1 - r, p)
+    return -1 if u < 0 else p - 1 - u
+
+
+def _route(dims: Sequence[int], a: int, b: int) -> list[tuple[int, int, int]]:
+    """Directed links ``(node, dimension, +1 / -1)`` a message from rank ``a`` to rank ``b`` crosses, dimension
+    by dimension in order, each the shorter way round its ring (the raw direction on a tie)."""
+    links: list[tuple[int, int, int]] = []
+    cur, unit = a, 1
+    for j, d in enumerate(dims):
+        x, y = (cur // unit) % d, (b // unit) % d
+        diff = y - x
+        step = 1 if diff > 0 else -1
+        hops = abs(diff)
+        if 2 * hops > d:
+            step, hops = -step, d - hops
+        for _ in range(hops):
+            links.append((cur, j, step))
+            nxt = (x + step) % d
+            cur += (nxt - x) * unit
+            x = nxt
+        unit *= d
+    return links
+
+
+@lru_cache(maxsize=64)
+def tree_loads(dims: tuple[int, ...]) -> tuple[int, int]:
+    """``(E, H)`` of NCCL's double binary tree (:func:`_tree_parent`, :func:`_tree_parent2`) on a torus group in
+    rank order: ``E`` the most edge traversals on one directed link (every edge carries its tree's half of the data
+    up, child to parent, and down, parent to child, on its routed path, :func:`_route`), ``H`` the most hops from a
+    rank to its tree's root. Counted edge by edge (torus31; the tree's edges join ranks ``2^g`` apart but
+    carry into the next dimension, so no closed form is claimed)."""
+    p = int(np.prod(dims))
+    load: dict[tuple[int, int, int], int] = {}
+    depth = 0
+    for parent in (_tree_parent, _tree_parent2):
+        for r in range(p):
+            hops, node = 0, r
+            while (up := parent(node, p)) >= 0:
+                hops += len(_route(dims, node, up))
+                node = up
+            depth = max(depth, hops)
+            u = parent(r, p)
+            if u < 0:
+                continue
+            for link in _route(dims, r, u) + _route(dims, u, r):
+                load[link] = load.get(link, 0) + 1
+    return max(load.values(), default=0), depth
+
+
 def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.ndarray]]] | None:
     """``(i, [(dims, mask), ...])``: the torus tier ``i`` (the outermost tier with ``torus_dims``) and, for
     each run of whole dimensions ``dims = d_k .. d_(m-1)``, where the group is that sub-torus: one rank per
@@ -128,27 +269,16 @@ def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.nda
     return i, out
 
 
-def torus_group_mask(pl: Placement) -> np.ndarray | None:
-    """Where the placed group is a (sub-)torus of whole dimensions of the torus tier (:func:`torus_groups`), the
-    groups the torus forms price link by link; None if no tier declares a torus."""
-    found = torus_groups(pl)
-    if found is None:
-        return None
-    mask = np.zeros(np.shape(pl.p), dtype=bool)
-    for _, where in found[1]:
-        mask = mask | where
-    return mask
-
-
 #: Bytes a node must receive, in units of ``(p - 1)/p S`` (nccl-tests size convention), per collective.
 INJECTION_SWEEPS = {"allreduce": 2.0, "reducescatter": 1.0, "allgather": 1.0, "alltoall": 1.0}
 
 
-def _on_torus_groups(op: str, S: np.ndarray, pl: Placement,
-                     form: Callable[[tuple[int, ...], float, float], np.ndarray]
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
+def on_torus_groups(op: str, S: np.ndarray, pl: Placement,
+                    form: Callable[[tuple[int, ...], float, float], np.ndarray | None]
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
     """``(mask, time)``: ``form(dims, alpha, b_link)`` where the group is a (sub-)torus of the torus tier
-    (:func:`torus_groups`), with that tier's hop latency and ``B_link``; None where nothing applies."""
+    (:func:`torus_groups`) and the form applies (not None), with that tier's hop latency and ``B_link``; None
+    where nothing applies."""
     found = torus_groups(pl)
     if found is None or op not in INJECTION_SWEEPS:
         return None
@@ -160,21 +290,47 @@ def _on_torus_groups(op: str, S: np.ndarray, pl: Placement,
     t = np.zeros(shape)
     for dims, where in groups:
         if np.any(where):
-            t = np.where(where, form(dims, alpha, b_link), t)
+            value = form(dims, alpha, b_link)
+            if value is None:
+                continue
+            t = np.where(where, value, t)
             mask = mask | where
     return (mask, t) if np.any(mask) else None
 
 
-def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(mask, time)`` of ``op`` on a group that is a torus tier or a sub-torus of whole dimensions of it
-    (:func:`torus_groups`; all-reduce, reduce-scatter, all-gather: :func:`torus_allreduce`; all-to-all:
-    :func:`torus_alltoall`, both on the group's dimensions only), with the placement's hop latency and line
-    rate of that tier (so NCCL's protocol layer may relink them); None where nothing applies."""
-    def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
+def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0, algorithm: str = "ring"
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mask, time)`` of ``op`` by ``algorithm`` on a group that is a torus tier or a sub-torus of whole
+    dimensions of it (:func:`torus_groups`), on the group's dimensions only: all-to-all (any algorithm's caller
+    here is ``direct``): :func:`torus_alltoall`; all-reduce, reduce-scatter, all-gather by ``ring``:
+    :func:`torus_allreduce`, ``hierarchical``: the same unrotated, ``rhd`` / ``rd``: :func:`torus_recursive`,
+    ``direct``: :func:`torus_direct` (``tree``: ``algorithms.tree_time`` with :func:`tree_loads`); with the
+    placement's hop latency and line rate of that tier (so NCCL's protocol layer may relink them); None where
+    nothing applies."""
+    def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray | None:
         if op == "alltoall":
             return torus_alltoall(S, dims, alpha, b_link)
-        return torus_allreduce(S, dims, alpha, b_link, gamma, op=op)
-    return _on_torus_groups(op, S, pl, form)
+        if algorithm in ("rhd", "rd"):
+            return torus_recursive(S, dims, alpha, b_link, gamma, op=op, algorithm=algorithm)
+        if algorithm == "direct":
+            return torus_direct(S, dims, alpha, b_link, gamma, op=op)
+        return torus_allreduce(S, dims, alpha, b_link, gamma, op=op, rotate=algorithm != "hierarchical")
+    return on_torus_groups(op, S, pl, form)
+
+
+def torus_unpriced(op: str, algorithm: str, pl: Placement) -> np.ndarray | None:
+    """Where the group is a (sub-)torus (:func:`torus_groups`) but ``algorithm``'s ``op`` has no link-level
+    torus form (rhd / rd on an extent that is not a power of two): ``auto`` does not weigh that switch price
+    there (``nccl.auto_eligible``); None if no tier declares a torus."""
+    found = torus_groups(pl)
+    if found is None:
+        return None
+    mask = np.zeros(np.shape(pl.p), dtype=bool)
+    if op in INJECTION_SWEEPS and algorithm in ("rhd", "rd"):
+        for dims, where in found[1]:
+            if not _power_of_two(dims):
+                mask = mask | where
+    return mask
 
 
 def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, np.ndarray] | None:
@@ -186,7 +342,7 @@ def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, 
     def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
         p = float(np.prod(dims))
         return sweeps * (p - 1.0) / p * np.asarray(S, dtype=float) / (2.0 * len(dims) * b_link)
-    return _on_torus_groups(op, S, pl, form)
+    return on_torus_groups(op, S, pl, form)
 
 
 def floored(op: str, S: np.ndarray, pl: Placement, t: np.ndarray) -> np.ndarray:
