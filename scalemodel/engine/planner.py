@@ -122,6 +122,7 @@ from scalemodel.engine.step import (
     evaluate,
     feasibility,
     needs_replicas,
+    refuse_non_finite,
     shares_bsp_comm,
     with_sync,
 )
@@ -759,6 +760,11 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
     eff = np.asarray(r0.efficiency, dtype=float) if objective != "throughput" else np.ones(len(dps))
     step0 = np.asarray(r0.step_time_s, dtype=float)
     per_comm = (np.asarray(r1.step_time_s, dtype=float) - step0) / eff
+    # a NaN here (a straggler order statistic) read as "mode not applicable" below (np.isfinite prunes): refused
+    # (|b|: b's rounding below 0 is clipped below, as it was)
+    unit = {"sync step per second of one worker's step": step0 / eff,
+            "sync step per second of traffic": np.abs(per_comm)}
+    refuse_non_finite(unit, np.minimum(*unit.values()))
     a[mask] = (step0 / eff)[np.ravel(inv)]
     b[mask] = np.maximum(per_comm, 0.0)[np.ravel(inv)]
     return a, b

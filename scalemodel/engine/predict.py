@@ -15,7 +15,7 @@ from scalemodel.engine.intervals import family_of, generation_of, interval_for
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy, held_gpus
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, evaluate
-from scalemodel.errors import Origin
+from scalemodel.errors import InputError, Origin
 from scalemodel.units import format_quantity
 
 
@@ -69,7 +69,11 @@ def _pick(a: Any, i: int) -> Any:
 
 def _f(x: Any) -> float:
     v = float(x)
-    return v if np.isfinite(v) else 0.0
+    if not np.isfinite(v):  # was zeroed: a NaN straggler time printed as a finite step at 0 tokens/s (fuzz31)
+        raise InputError(f"a predicted quantity is {v!r}", where="result",
+                         allowed="an internal invariant: every number a prediction reports is finite (a defect to "
+                         "report, with the command that gave it)")
+    return v
 
 
 def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: str,

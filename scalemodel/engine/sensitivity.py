@@ -58,6 +58,7 @@ import msgspec
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError, Origin
+from scalemodel.specs.cluster import cv_refusal
 from scalemodel.units import format_signed
 
 #: Half-width of the central difference in log space (1%: small enough to stay on one branch of
@@ -78,6 +79,13 @@ class _Param:
     group: str  # compute | memory | network | stragglers | capacity
     better: int  # +1: larger is better (multiply by the factor), -1: smaller is better (divide)
     perturb: Perturb
+    #: the multiplier the model can price nearest the one asked for (the straggler CV's: :func:`_priced_cv_mult`)
+    priced: Callable[[Job, float], float] = lambda job, mult: mult
+
+    def apply(self, job: Job, mult: float) -> tuple[Job, float]:
+        """``job`` with the parameter x ``mult``, or x the nearest multiplier the model prices, and that multiplier."""
+        m = self.priced(job, mult)
+        return self.perturb(job, m), m
 
 
 @dataclass
@@ -161,6 +169,24 @@ def _peaks_perturb(job: Job, mult: float) -> Job:
     return msgspec.structs.replace(job, **{f: getattr(job, f) * mult for f in PEAK_FIELDS})
 
 
+def _priced_cv_mult(job: Job, mult: float) -> float:
+    """``mult``, or where ``straggler_cv x mult`` leaves the range of cvs the job's step-time distribution is priced
+    for (:func:`scalemodel.specs.cluster.cv_refusal`, the one statement of those ranges: a Weibull cv in [0.001, 20],
+    a shifted exponential's <= 1), the multiplier that takes the cv to the edge of that range: the cv nearest the one
+    asked for that the order statistics price. Found by bisection in log space between 1 (the job's own cv, priced)
+    and ``mult``, the last multiplier priced kept (to a relative 1e-12). ``--factor 1e6`` on a Weibull cv of 9.9 asked
+    for 9.9e-6 and was refused as "error: cv: a Weibull cv is outside [0.001, 20]", naming neither --factor nor the
+    straggler CV (fuzz31); a Weibull cv of 0.001 could not take the elasticity's step down (x e^-0.01)."""
+    cv, dist = job.straggler_cv, job.straggler_dist
+    if cv <= 0.0 or cv_refusal(dist, cv * mult) is None:
+        return mult
+    lo, hi = 0.0, math.log(mult)  # log multipliers: lo priced, hi not
+    while abs(hi - lo) > 1e-12:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if cv_refusal(dist, cv * math.exp(mid)) is None else (lo, mid)
+    return math.exp(lo)
+
+
 def hardware_parameters(job: Job) -> list[_Param]:
     """The hardware parameters the step time depends on, with how to perturb each."""
     params = [
@@ -171,7 +197,8 @@ def hardware_parameters(job: Job) -> list[_Param]:
         params.append(_Param(f"{t.name} bandwidth", t.bandwidth, "bandwidth", "network", +1,
                              _tier_perturb(i, "bandwidth")))
         params.append(_Param(f"{t.name} latency", t.latency, "time", "network", -1, _tier_perturb(i, "latency")))
-    params.append(_Param("straggler CV", job.straggler_cv, "fraction", "stragglers", -1, _job_perturb("straggler_cv")))
+    params.append(_Param("straggler CV", job.straggler_cv, "fraction", "stragglers", -1, _job_perturb("straggler_cv"),
+                         _priced_cv_mult))
     # the accelerator's clock swing, which the lock-stepped GPUs wait on (the jitter part, docs/model.md#jitter)
     params.append(_Param("clock jitter CV", job.clock_jitter_cv, "fraction", "stragglers", -1,
                          _job_perturb("clock_jitter_cv")))
@@ -189,10 +216,10 @@ def _evaluate_one(job: Job, grid: StrategyGrid, sync: str, kappa: float | None) 
             bool(res.fits[first]), float(res.memory["total"][first]))
 
 
-def _compose(perturbs: list[Perturb], mults: list[float]) -> Perturb:
+def _compose(params: list[_Param], mults: list[float]) -> Perturb:
     def apply(job: Job, _: float) -> Job:
-        for p, m in zip(perturbs, mults, strict=True):
-            job = p(job, m)
+        for p, m in zip(params, mults, strict=True):
+            job = p.apply(job, m)[0]
         return job
     return apply
 
@@ -226,22 +253,37 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
     params = hardware_parameters(job)
     kinks: list[str] = []  # worse hurts, better buys nothing: the central difference averages the two sides
     flat: list[str] = []  # nothing changes within the log step, the full improvement does: a max / min reached further
+    edge: list[str] = []  # a straggler CV at the edge of its distribution's range: a one-sided difference
+    held: list[str] = []  # the improvement taken to that edge
     for p in params:
-        x_up = _evaluate_one(p.perturb(job, up), grid, sync, kappa)[0]
-        x_dn = _evaluate_one(p.perturb(job, down), grid, sync, kappa)[0]
-        elasticity = (math.log(x_up) - math.log(x_dn)) / (2.0 * log_step)
+        (job_up, m_up), (job_dn, m_dn) = p.apply(job, up), p.apply(job, down)
+        x_up = _evaluate_one(job_up, grid, sync, kappa)[0]
+        x_dn = _evaluate_one(job_dn, grid, sync, kappa)[0]
+        # the log step priced each way: log_step but where the range's edge held a side (then the side's own, 0 at
+        # the edge: a one-sided difference over the other)
+        if (m_up, m_dn) != (up, down):
+            edge.append(p.name)
+        elasticity = (math.log(x_up) - math.log(x_dn)) / (math.log(m_up) - math.log(m_dn))
         better, worse = (x_up, x_dn) if p.better > 0 else (x_dn, x_up)
-        if abs(elasticity) >= 1e-3 and abs(math.log(better / base_x)) < 1e-12 < abs(math.log(worse / base_x)):
+        if (p.name not in edge and abs(elasticity) >= 1e-3
+                and abs(math.log(better / base_x)) < 1e-12 < abs(math.log(worse / base_x))):
             kinks.append(p.name)
-        improved = p.perturb(job, factor if p.better > 0 else 1.0 / factor)
+        asked = factor if p.better > 0 else 1.0 / factor
+        improved, m_imp = p.apply(job, asked)
         x_imp, _, _, fits_imp, _ = _evaluate_one(improved, grid, sync, kappa)
+        if m_imp != asked:
+            why = (cv_refusal(job.straggler_dist, p.value * asked) or ("",))[0]
+            held.append(f"--factor {_fmt_factor(factor)} takes the {p.name} {p.value:g} to {p.value * asked:.3g} "
+                        f"({why}): the improvement is priced at {p.value * m_imp:.4g}, the nearest cv the order "
+                        "statistics price, and buys at least the ratio shown")
         if abs(elasticity) < 1e-12:
             elasticity = 0.0
             if abs(math.log(x_imp / base_x)) > 1e-12:
                 flat.append(p.name)
         rows.append(ParameterSensitivity(
             name=p.name, value=p.value, unit=p.unit, group=p.group, elasticity=elasticity,
-            improved_by=("x" if p.better > 0 else "/") + _fmt_factor(factor),
+            improved_by=("x" if p.better > 0 else "/") + _fmt_factor(factor) + (
+                f" (held at {100 * p.value * m_imp:.4g}%)" if m_imp != asked else ""),
             throughput_ratio=x_imp / base_x, fits_when_improved=fits_imp))
     rows.sort(key=lambda r: -abs(r.elasticity))
 
@@ -251,7 +293,7 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
     group_elasticity: dict[str, float] = {}
     for g in groups:
         members = [p for p in params if p.group == g]
-        combined = _compose([p.perturb for p in members], [factor if p.better > 0 else 1.0 / factor for p in members])
+        combined = _compose(members, [factor if p.better > 0 else 1.0 / factor for p in members])
         group_ratios[g] = _evaluate_one(combined(job, 1.0), grid, sync, kappa)[0] / base_x
         group_elasticity[g] = sum(abs(r.elasticity) for r in rows if r.group == g)
     bound = max(groups, key=lambda g: group_elasticity[g])
@@ -263,6 +305,10 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
         notes.append("the strategy is infeasible (see `scalemodel predict`); elasticities describe its modelled step")
     if job.straggler_cv == 0.0:
         notes.append("straggler CV is 0 (no variability modelled): use --straggler-cv to see its effect")
+    notes.extend(held)
+    if edge:
+        notes.append(f"{', '.join(edge)}: at the edge of the {job.straggler_dist} range of cvs priced, the elasticity "
+                     "is one-sided (the difference over the step that stays inside)")
     if kinks:
         notes.append(f"{', '.join(kinks)}: at a kink, worse slows the step but better alone buys nothing (another "
                      "part binds at the same value, such as a tier of equal bandwidth); the elasticity is the mean "

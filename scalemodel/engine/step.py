@@ -138,6 +138,7 @@ from scalemodel.engine.pipeline_ranks import (
     microbatches,
 )
 from scalemodel.engine.stage_memory import memory_parts
+from scalemodel.errors import InputError
 
 
 class Infeasible(IntEnum):
@@ -452,6 +453,35 @@ def _with_overhead(rate: np.ndarray, step: np.ndarray, overhead: float) -> np.nd
         return np.asarray(np.where(step > 0, rate * (step - overhead) / step, rate))
 
 
+def refuse_non_finite(parts: dict[str, Any], total: Any) -> None:
+    """Refuse, as one ``error: result:`` line naming the part, a ``total`` (the sum of ``parts``, or a quantity built
+    from them) that is NaN, infinite or negative: an internal invariant (every part of a step is a finite time >= 0),
+    checked where a rate or a search's bound is taken from it, by two reductions over the grid (the parts only on
+    failure). The part named is the first that is wrong other than dp_comm (the step less the others, wrong when
+    any is), else ``total`` itself (finite parts whose sum overflowed)."""
+    t = np.asarray(total, dtype=float)
+    if not t.size or (float(t.min()) >= 0.0 and float(t.max()) < np.inf):
+        return
+    wrong = {k: ~(np.isfinite(v) & (np.asarray(v) >= 0)) for k, v in parts.items()}
+    bad = [k for k, w in wrong.items() if np.any(w)]
+    name = next((k for k in bad if not k.startswith("dp_comm")), bad[0] if bad else "total")
+    v, w = (np.asarray(parts[name], dtype=float), wrong[name]) if bad else (t, ~(np.isfinite(t) & (t >= 0)))
+    v = np.broadcast_to(v, w.shape)
+    raise InputError(f"the step model's {name} is {float(v[w].flat[0])!r} (not a finite number >= 0) for "
+                     f"{int(np.count_nonzero(w)):,} of {w.size:,} candidates", where="result",
+                     allowed="an internal invariant: every part of a step is a finite time >= 0 (a defect to "
+                     "report, with the command that gave it)")
+
+
+def _rate_denominator(breakdown: dict[str, np.ndarray], step: np.ndarray) -> np.ndarray:
+    """The step time as the denominator of the rates (tokens/s, MFU, HFU): ``step`` where > 0, else inf (a rate of
+    0), once :func:`refuse_non_finite`. A NaN straggler time (fuzz31, gamma cv 1e-200) fell through ``step > 0``
+    (False for NaN) to a rate of 0, and predict's finite-only display zeroed the part: a finite "857 ms" step at
+    "0 tokens/s", exit 0."""
+    refuse_non_finite({f"{k} time": v for k, v in breakdown.items()}, step)
+    return np.where(step > 0, step, np.inf)
+
+
 def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
                        share: float = 0.0, ep_share: Any = None, nvls_share: Any = None) -> dict[str, np.ndarray]:
     """The stage's compute plus the forward and backward time left for data-parallel traffic once the
@@ -685,8 +715,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(g.global_batch > 0, samples / g.global_batch, 1.0)
         flops = {k: v * ratio for k, v in flops.items()}  # FLOPs are linear in the batch (docs/model.md#flops)
+    safe = _rate_denominator(breakdown, step)
     with np.errstate(divide="ignore", invalid="ignore"):
-        safe = np.where(step > 0, step, np.inf)
         tflops = flops["model"] / safe / gpus / 1e12
         mfu = flops["model"] / safe / (gpus * job.peak_flops)
         hfu = flops["hardware"] / safe / (gpus * job.peak_flops)
@@ -1311,8 +1341,8 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
     step = sum(breakdown.values())
     gpus = g.gpus.astype(float)
     samples = _priced_samples(g, res.microbatches)  # res.model_flops already counts these samples
+    safe = _rate_denominator(breakdown, step)
     with np.errstate(divide="ignore", invalid="ignore"):
-        safe = np.where(step > 0, step, np.inf)
         tflops = res.model_flops / safe / gpus / 1e12
         mfu = res.model_flops / safe / (gpus * job.peak_flops)
         hfu = res.hardware_flops / safe / (gpus * job.peak_flops)
