@@ -28,20 +28,22 @@ def _f(x) -> float:  # type: ignore[no-untyped-def]
 # An MoE layer with biases (LayerNorm, plain MLP experts): h 512, 8 heads (MHA, d 64), 8 experts of width 256, no
 # shared expert, tp 2, ep 2, etp 2. By hand, on one GPU:
 #   attention split: qkv 512 x 1536 = 786,432 + its bias 1,536; o 512 x 512 = 262,144        -> 1,050,112 / 2
-#   whole: o's bias 512; two LayerNorms, gain and bias, 4 x 512 = 2,048; router 8 x 512 = 4,096 -> 6,656
+#   whole: o's bias 512; two LayerNorms, gain and bias, 4 x 512 = 2,048; router 8 x 512 = 4,096 and, since bias31,
+#   its bias 8 (moe/router.py L67-69 with add_bias_linear)                                  -> 6,664
 #   routed experts, 8 / ep 2 = 4, each: fc1 256 x 512 + fc2 512 x 256 + fc1's bias 256, split over etp 2
 #   (262,400 / 2 = 131,200) and fc2's bias 512 whole                                       -> 4 x 131,712 = 526,848
-UNIT = 1_050_112 / 2 + 6_656 + 4 * (262_400 / 2 + 512)
+UNIT = 1_050_112 / 2 + 6_664 + 4 * (262_400 / 2 + 512)
 
 
 def test_gathered_unit_holds_the_expert_row_parallel_bias_whole() -> None:
-    """1,058,560 elements (before: the experts' 4 x 262,912 / 2 = 525,824, 1,024 short)."""
+    """1,058,568 elements (before: the experts' 4 x 262,912 / 2 = 525,824, 1,024 short; 1,058,560 before bias31
+    counted the router's bias)."""
     sh = transformer.shape(layers=2, hidden=512, heads=8, vocab=1000, biases=True, moe_experts=8, moe_top_k=2,
                            moe_ffn_hidden=256, ffn_hidden=256)
-    assert UNIT == 1_058_560
+    assert UNIT == 1_058_568
     assert _f(memory.gathered_unit(sh, tp=2, ep=2, etp=2)) == pytest.approx(UNIT, rel=1e-12)
     # at etp 1 every expert tensor is whole: 4 x 262,912 (nothing to split, before or after)
-    assert _f(memory.gathered_unit(sh, tp=2, ep=2, etp=1)) == pytest.approx(1_050_112 / 2 + 6_656 + 4 * 262_912,
+    assert _f(memory.gathered_unit(sh, tp=2, ep=2, etp=1)) == pytest.approx(1_050_112 / 2 + 6_664 + 4 * 262_912,
                                                                             rel=1e-12)
 
 

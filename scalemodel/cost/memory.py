@@ -166,6 +166,7 @@ from scalemodel.cost.transformer import (
     recompute_code,
     recomputed_modules,
     recomputed_norms,
+    router_params,
     tensors_on_tp_rank,
     tp_whole_elements,
 )
@@ -305,7 +306,7 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
     whole = tp_whole_elements(sh)
-    shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
+    shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + router_params(sh)
     latent = latent_projection_params(sh)
     body = (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
             + sh.moe_layers * (shared + latent) + sh.mamba_layers * mamba_params(sh)) * share

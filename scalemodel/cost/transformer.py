@@ -16,7 +16,7 @@ parameters as counts). Shapes follow the HuggingFace/Megatron conventions:
 Parameter count per layer (weights; biases and norm gains when ``biases``, the GPT/BERT style):
 
     attention  = h*(a*d) [Q] + 2*h*(g*d) [K,V] + (a*d)*h [O]        (+ biases (a+2g)*d + h)
-    dense MLP  = (3 if gated else 2) * h * f                       (+ biases f + h)
+    dense MLP  = (3 if gated else 2) * h * f                       (+ biases (2 if gated else 1) f + h)
     MoE MLP    = (E + shared) * (3|2) * h * f_e + h*E [router]
                  LatentMoE: E * (3|2) * l * f_e + shared * (3|2) * h * f_e + h*E + 2*h*l [latent projections]
     norms      = 2 * h (RMSNorm) or 4 * h (LayerNorm with bias)
@@ -713,10 +713,13 @@ def mla_up_proj_gathers(sh: Shape) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:
-    """One MLP (or one expert) of width f: (3 if gated else 2)*h*f (+ biases f + h)."""
+    """One MLP (or one expert) of width f: (3 if gated else 2)*h*f (+ biases (2 if gated else 1) f + h).
+    A gated MLP's fc1 bias is 2f wide: Megatron-Core fuses gate and up in ``linear_fc1``, whose output (and bias,
+    ``bias=add_bias_linear``) is ``ffn_hidden_size *= 2`` under ``gated_linear_unit`` (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/mlp.py lines 205-225; bias31: it was counted f)."""
     f = sh.ffn_hidden if width is None else np.asarray(width, dtype=float)
     mats = np.where(sh.gated_mlp, 3.0, 2.0)
-    return mats * sh.hidden * f + np.where(sh.biases, f + sh.hidden, 0.0)
+    return mats * sh.hidden * f + np.where(sh.biases, np.where(sh.gated_mlp, 2.0, 1.0) * f + sh.hidden, 0.0)
 
 
 def norm_params(sh: Shape) -> np.ndarray:
@@ -733,11 +736,23 @@ def embedding_params(sh: Shape) -> np.ndarray:
 
 def expert_params(sh: Shape) -> np.ndarray:
     """One routed expert of width f_e on w-wide tokens (w = :attr:`Shape.moe_width`: h, or the LatentMoE width l):
-    (3 if gated else 2) w f_e (+ biases f_e + w). Megatron-Core experts.py builds the experts' fc1 from
-    ``moe_latent_size`` (else the hidden size) to (2 if gated else 1) f_e and fc2 back (NVIDIA/Megatron-LM
-    d98e8a64dd, megatron/core/transformer/moe/experts.py)."""
+    (3 if gated else 2) w f_e (+ biases (2 if gated else 1) f_e + w). Megatron-Core experts.py builds the experts'
+    fc1 from ``moe_latent_size`` (else the hidden size) to (2 if gated else 1) f_e, its bias as wide
+    (TEGroupedMLP: ``ffn_hidden_size *= 2`` under ``gated_linear_unit``, ``bias=add_bias_linear``, lines 214-223;
+    SequentialMLP builds :func:`mlp_params`' MLP), and fc2 back (NVIDIA/Megatron-LM d98e8a64dd,
+    megatron/core/transformer/moe/experts.py; bias31: the fc1 bias was counted f_e)."""
     w, f = sh.moe_width, sh.moe_ffn_hidden
-    return np.where(sh.gated_mlp, 3.0, 2.0) * w * f + np.where(sh.biases, f + w, 0.0)
+    up = np.where(sh.gated_mlp, 2.0, 1.0)
+    return np.where(sh.gated_mlp, 3.0, 2.0) * w * f + np.where(sh.biases, up * f + w, 0.0)
+
+
+def router_params(sh: Shape) -> np.ndarray:
+    """One MoE layer's router: the gate weight E h (+ its bias E with ``biases``, i.e. ``add_bias_linear``).
+    Megatron-Core moe/router.py (NVIDIA/Megatron-LM@d98e8a64dd lines 64-72) builds ``weight`` (E, h) and, where
+    ``config.add_bias_linear``, ``bias`` (E,), both whole on every TP rank; GPT-OSS sets add_bias_linear True and maps
+    the Hugging Face ``mlp.router.bias`` to it (NVIDIA-NeMo/Megatron-Bridge@4ab94dfad
+    src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py lines 62 and 171). bias31: the bias was not counted."""
+    return sh.moe_experts * (sh.hidden + np.where(sh.biases, 1.0, 0.0))
 
 
 def latent_projection_params(sh: Shape) -> np.ndarray:
@@ -817,8 +832,7 @@ def layer_params(sh: Shape, moe: bool = False, active: bool = False) -> np.ndarr
         return base + mlp_params(sh)
     n_routed = sh.moe_top_k if active else sh.moe_experts
     experts = n_routed * expert_params(sh) + sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden)
-    router = sh.hidden * sh.moe_experts
-    return base + experts + router + latent_projection_params(sh)
+    return base + experts + router_params(sh) + latent_projection_params(sh)
 
 
 def mamba_params(sh: Shape) -> np.ndarray:
@@ -832,7 +846,7 @@ def _layers_params(sh: Shape, active: bool) -> np.ndarray:
     hybrid pattern this is dense_layers x :func:`layer_params` + moe_layers x :func:`layer_params` (moe)."""
     n_routed = sh.moe_top_k if active else sh.moe_experts
     moe = (n_routed * expert_params(sh) + sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden)
-           + sh.hidden * sh.moe_experts + latent_projection_params(sh))
+           + router_params(sh) + latent_projection_params(sh))
     return (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
             + sh.moe_layers * moe + sh.mamba_layers * mamba_params(sh))
 
@@ -878,8 +892,10 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
                     r_q > 0, q_up, kv_down, kv_up, proj), MLA's latent norms (q when r_q > 0, kv), with ``biases``
                     (not MLA) the qkv bias ((a + 2g) d, split) and the proj bias (h, whole)
         norms       norms_per_layer x (weight h, + bias h with ``biases``), whole
-        dense MLP   fc1 ((2 if gated else 1) f h), fc2 (f h), split; with ``biases`` fc1's (f, split) and fc2's (h)
-        MoE layer   the router (E h, whole); the shared experts' fc1 and fc2 (one MLP of width S f_e), split;
+        dense MLP   fc1 ((2 if gated else 1) f h), fc2 (f h), split; with ``biases`` fc1's ((2 if gated else 1) f,
+                    split: mlp.py's fused gate+up output) and fc2's (h, whole)
+        MoE layer   the router (E h, + its bias E with ``biases``, whole: :func:`router_params`); the shared
+                    experts' fc1 and fc2 (one MLP of width S f_e), split;
                     LatentMoE's fc1_latent_proj (h l) and fc2_latent_proj (l h), whole (duplicated), + biases l, h
         Mamba layer (hybrid) :func:`scalemodel.cost.mamba.mamba_param_tensors`, split; attention, MLP and Mamba
                     tensors then count at their kind's share of the layers
@@ -906,12 +922,14 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
     up = np.where(sh.gated_mlp, 2.0, 1.0)
     f = sh.ffn_hidden
     out += [ParamTensor(dense, up * f * h, True), ParamTensor(dense, f * h, True),
-            ParamTensor(dense * np.where(sh.biases, 1.0, 0.0), f, True),
+            ParamTensor(dense * np.where(sh.biases, 1.0, 0.0), up * f, True),
             ParamTensor(dense * np.where(sh.biases, 1.0, 0.0), h, False)]
     shared = np.where(sh.moe_shared_experts > 0, moe, 0.0)
     fs = sh.moe_shared_experts * sh.moe_ffn_hidden
-    out += [ParamTensor(moe, sh.moe_experts * h, False), ParamTensor(shared, up * fs * h, True),
-            ParamTensor(shared, fs * h, True), ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), fs, True),
+    out += [ParamTensor(moe, sh.moe_experts * h, False), ParamTensor(moe * np.where(sh.biases, 1.0, 0.0),
+                                                                     sh.moe_experts, False),
+            ParamTensor(shared, up * fs * h, True),
+            ParamTensor(shared, fs * h, True), ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), up * fs, True),
             ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), h, False)]
     lat = np.where(sh.moe_latent > 0, moe, 0.0)
     lat_b = lat * np.where(sh.biases, 1.0, 0.0)
@@ -921,7 +939,8 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
 
 
 def expert_param_tensors(sh: Shape) -> list[ParamTensor]:
-    """One routed expert's parameter tensors: fc1 and fc2 (split by the expert tensor parallelism), + their biases.
+    """One routed expert's parameter tensors: fc1 and fc2 (split by the expert tensor parallelism), + their biases
+    (fc1's (2 if gated else 1) f_e, split; fc2's w, whole: :func:`expert_params`).
     Transformer Engine's GroupedLinear (Megatron-Core TEGroupedMLP) registers one ``weight{i}`` per local expert, as
     SequentialMLP holds one MLP per expert (the legacy GroupedMLP stacks them in two tensors). The experts' width is
     :attr:`Shape.moe_width` (the LatentMoE width l when set)."""
@@ -929,7 +948,7 @@ def expert_param_tensors(sh: Shape) -> list[ParamTensor]:
     b = np.where(sh.biases, 1.0, 0.0) + 0.0 * h
     one = np.ones_like(h)
     return [ParamTensor(one, np.where(sh.gated_mlp, 2.0, 1.0) * f * h, True), ParamTensor(one, f * h, True),
-            ParamTensor(b, f, True), ParamTensor(b, h, False)]
+            ParamTensor(b, np.where(sh.gated_mlp, 2.0, 1.0) * f, True), ParamTensor(b, h, False)]
 
 
 def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:

@@ -246,6 +246,7 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
         ("precision", lambda: acc.peak(training.precision)),
         ("bf16_layers", lambda: bf16_layer_share(training, workload if transformer_wl else None)),
         ("attention_kernel", lambda: check_attention_kernel(training, acc)),
+        ("attention_kernel", lambda: check_attention_precision(training)),
         ("cudnn_release", lambda: cudnn_release_curves(training, acc)),
         ("seq_len", lambda: learned_positions_fit(training, workload))]
     if training.sequence_lengths is not None:  # work_cv given too, HI past seq_len, a generic workload: all were
@@ -458,6 +459,35 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
 AUTO_ATTENTION_KERNEL = {"hopper": "cudnn", "blackwell": "cudnn", "ampere": "fa2"}
 
 
+def attention_kernel_runs(precision: str) -> bool:
+    """Whether a fused attention kernel with a fitted curve (fa2, fa3, cudnn) runs in a run of ``precision``: not in
+    a 32-bit (fp32, tf32) or fp64 one. FlashAttention-2 takes fp16 / bf16 only (Dao-AILab/flash-attention README,
+    "Datatype fp16 and bf16"), FlashAttention-3 fp16 / bf16 and an fp8 forward (its README), cuDNN's fused attention
+    fp16 / bf16 and fp8 (cuDNN frontend docs, "Scaled Dot Product Attention FP16/BF16", "FP8"); Transformer Engine's
+    get_attention_backend disables FlashAttention and FusedAttention for any other QKV dtype ("Filter: Data type",
+    NVIDIA/TransformerEngine@001b736048c5428a3820584041ba61ca91a7c992 transformer_engine/pytorch/attention.py lines
+    361-382) and falls back to its unfused attention. An fp8 / fp4 run's core is BF16: it runs. docs/model.md
+    #attention-precision (bias31)."""
+    return Precision.parse(precision).element_bytes < 4
+
+
+def check_attention_precision(training: Any) -> None:
+    """A named fused attention kernel (training.attention_kernel not auto or gemm) in a run whose precision no such
+    kernel takes (:func:`attention_kernel_runs`) is an input error: it was priced on its 16-bit curve as if
+    FlashAttention or cuDNN ran in fp32. ``auto`` prices such a run's core as GEMMs instead (:func:`_attention_kernel`):
+    with flash_attention on, a memory-efficient kernel that does take fp32 (PyTorch SDPA's EFFICIENT_ATTENTION:
+    ``default_mem_efficient_dtypes`` holds kFloat, aten/src/ATen/native/transformers/cuda/sdp_utils.cpp)."""
+    name = str(getattr(training, "attention_kernel", "auto") or "auto")
+    precision = str(training.precision)
+    if name in ("auto", "gemm") or attention_kernel_runs(precision):
+        return
+    raise InputError(f"attention kernel {name} with precision {precision}: FlashAttention-2/3 and cuDNN's fused "
+                     "attention run fp16 / bf16 (and fp8) only: none runs the core in "
+                     f"{precision}", where="training.attention_kernel",
+                     allowed=f"attention_kernel auto or gemm with precision {precision} (the core as GEMMs; "
+                             f"flash_attention false for an unfused core), or precision bf16 / fp16 with {name}")
+
+
 def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str, Any]:
     """Job fields of the fused attention kernel (training.attention_kernel): the resolved name and its fitted curves
     from the accelerator's ``attention_efficiency``. ``auto`` takes :data:`AUTO_ATTENTION_KERNEL` where the
@@ -475,11 +505,13 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
         return {"attention_kernel": "gemm"}
     curves = acc.attention_efficiency or {}
     if name == "auto":
-        name = AUTO_ATTENTION_KERNEL.get(acc.family, "gemm")
+        # a 32-bit run: no fitted (16-bit) kernel runs its core (attention_kernel_runs), the GEMM pricing does
+        name = AUTO_ATTENTION_KERNEL.get(acc.family, "gemm") if attention_kernel_runs(training.precision) else "gemm"
         if name not in curves:
             name = "gemm"
     else:
         check_attention_kernel(training, acc)
+        check_attention_precision(training)
     release = cudnn_release_curves(training, acc)
     if release and name != "cudnn":
         _warn_field("training.cudnn_release",
