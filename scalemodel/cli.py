@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import os
 import re
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from scalemodel import __version__
 from scalemodel.commands import COMMAND_MODULES
 from scalemodel.commands.args import Command, HelpShown, UsageError, optional, parse, parser, switch
 from scalemodel.errors import InputError, one_line
+from scalemodel.specs import files
 from scalemodel.specs.loader import builtin_names
 
 PROG = "scalemodel"
@@ -170,7 +171,7 @@ def complete(env: Mapping[str, str]) -> None:
 
 
 def _shell(name: str | None) -> str:
-    shell = name or Path(os.environ.get("SHELL", "bash")).name
+    shell = name or files.name(files.clean(os.environ.get("SHELL", "bash")))
     if shell not in SCRIPTS:
         raise UsageError(PROG, f"no completion for shell {shell!r} (bash, zsh or fish)")
     return shell
@@ -182,12 +183,13 @@ def completion_script(show: str | None, install: str | None) -> None:
         sys.stdout.write(SCRIPTS[_shell(show)])
         return
     shell = _shell(install)
-    rc = Path.home() / RC_FILES[shell]
+    rc = files.join(files.expand_user("~"), RC_FILES[shell])
     try:
-        text = rc.read_text() if rc.is_file() else ""
+        with open(rc) if os.path.isfile(rc) else io.StringIO() as f:
+            text = f.read()
         if "_SCALEMODEL_COMPLETE" not in text:
-            rc.parent.mkdir(parents=True, exist_ok=True)
-            with rc.open("a") as f:
+            os.makedirs(files.parent(rc), exist_ok=True)
+            with open(rc, "a") as f:
                 f.write(("\n" if text and not text.endswith("\n") else "") + SCRIPTS[shell])
     except (OSError, UnicodeDecodeError) as exc:  # fuzz24: HOME=/etc/passwd (a file) or /proc was a traceback
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"

@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
     text, notes = build()
     for note in notes:
         print(note)
-    return write_or_check(precompiled.DATA, text, argv, script="build_catalog.py",
+    return write_or_check(Path(precompiled.DATA), text, argv, script="build_catalog.py",
                           summary=f"{len(text.splitlines()) - 3} documents, {len(text) // 1024} KiB")
 
 

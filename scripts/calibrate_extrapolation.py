@@ -112,7 +112,7 @@ def nar21_cases() -> list[Case]:
                           flash_attention=False)
         p = predict(cluster, wl, par["gpus"], tr, st)
         measured = p.flops["hardware_flops_per_step"] / (case["measured"]["tflops_per_gpu"] * 1e12 * par["gpus"])
-        run = MeasuredRun(case["id"], name, path, cluster, wl, par["gpus"], tr, st, measured, None)
+        run = MeasuredRun(case["id"], name, Path(path), cluster, wl, par["gpus"], tr, st, measured, None)
         out.append(Case(run, "nar21", f"{name} fp16", model_key(wl), model_size(wl)))
     return out
 
@@ -158,7 +158,7 @@ def new_cases() -> list[Case]:
         assert abs(pred / res.predicted - 1) < 1e-9, (res.id, pred, res.predicted)  # the validator's own case
         path = builtin_path("cluster", s["cluster"])
         assert path is not None
-        run = MeasuredRun(res.id, s["cluster"], path, cluster, wl, gpus, tr, st, float(measured), None)
+        run = MeasuredRun(res.id, s["cluster"], Path(path), cluster, wl, gpus, tr, st, float(measured), None)
         out.append(Case(run, res.families["source"], f"{s['cluster']} {' '.join(overrides)} {s['precision']}",
                         model_key(wl), model_size(wl)))
     return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -181,7 +182,7 @@ def group_table(table: dict[str, Any]) -> list[tuple[str, str]]:
 def main(argv: list[str]) -> int:
     args = [a for a in argv[1:] if not a.startswith("--")]
     write = "--write" in argv
-    out_path = staleness.DEFAULTS_FILE
+    out_path = Path(staleness.DEFAULTS_FILE)
     if write and argv.index("--write") + 1 < len(argv) and not argv[argv.index("--write") + 1].startswith("--"):
         out_path = Path(argv[argv.index("--write") + 1])
         args.remove(argv[argv.index("--write") + 1])
@@ -237,12 +238,12 @@ def main(argv: list[str]) -> int:
             return 2
         print(f"wrote {out_path}")
     if "--check" in argv:
-        committed = staleness.DEFAULTS_FILE.read_text() if staleness.DEFAULTS_FILE.exists() else ""
+        committed = Path(staleness.DEFAULTS_FILE).read_text() if os.path.exists(staleness.DEFAULTS_FILE) else ""
         if committed != text:
             print(f"error: {staleness.DEFAULTS_FILE} differs from the fit of {path}; run with --write",
                   file=sys.stderr)
             return 1
-        print(f"{staleness.DEFAULTS_FILE.name} matches the fit")
+        print(f"{os.path.basename(staleness.DEFAULTS_FILE)} matches the fit")
     print("critical batch (Kaplan default, tokens and 2048-token sequences)")
     for n in (1.53e9, 3.87e10):
         b = float(efficiency.default_critical_batch_tokens(n))

@@ -870,7 +870,7 @@ def test_damaged_precompiled_catalog_falls_back_to_yaml(cli, tmp_path: Path, mon
     """scalemodel/data/catalog.json missing or damaged: every built-in file is parsed from its YAML, no traceback."""
     import scalemodel.specs.precompiled as precompiled
 
-    real = precompiled.DATA.read_bytes()
+    real = Path(precompiled.DATA).read_bytes()
     doc = json.loads(real)
     target = tmp_path / "catalog.json"
     if damage == "truncated":
@@ -900,7 +900,7 @@ def test_catalog_document_failing_validation_is_one_line(cli, tmp_path: Path,  #
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import scalemodel.specs.precompiled as precompiled
 
-    doc = json.loads(precompiled.DATA.read_bytes())
+    doc = json.loads(Path(precompiled.DATA).read_bytes())
     key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
     entry = {"kind": "cluster", "name": "dgx-h100"}  # with its own checksum: a wrong build, not later damage
     doc["documents"][key] = [precompiled.checksum(msgspec.json.encode(entry)), entry]

@@ -97,6 +97,22 @@ def test_json_queries_do_not_load_fractions(args):
     assert "fractions" not in _modules(RUN.format(args=args))
 
 
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--straggler-cv", "0"],
+    ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB", "--json"],
+    ["plan", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "64", "--json"],
+])
+def test_queries_do_not_load_pathlib(args):
+    """Python 3.11's pathlib imports urllib.parse (for as_uri), which imports ipaddress: +21 M instructions, ~3% of
+    `predict --json` (benchmarks/README.md, tenth round). A query handles paths as str (specs.files.clean and its
+    kin keep pathlib's spelling of them); pathlib stays in the commands that write or list files."""
+    mods = _modules(RUN.format(args=args))
+    assert "scalemodel.specs.loader" in mods
+    assert not {"pathlib", "urllib", "urllib.parse", "ipaddress"} & mods
+
+
 def test_collective_imports_no_workload_training_scenario_or_framework_spec():
     """scalemodel.specs re-exports those on first use and collective's options live in commands/options.py:
     a command that reads only a cluster imports (and builds validators for) only the cluster's specs."""

@@ -5,6 +5,7 @@ nothing similar validated says so; check --pessimistic asserts on the slow end."
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from scalemodel.engine.intervals import RESIDUALS, interval_for, quantile
 
 
 def _cases() -> list[dict[str, Any]]:
-    return list(json.loads(RESIDUALS.read_text())["cases"])
+    return list(json.loads(Path(RESIDUALS).read_text())["cases"])
 
 
 def test_the_shipped_residuals_are_the_validation_scripts(monkeypatch: pytest.MonkeyPatch,
@@ -182,7 +183,7 @@ def test_every_residual_generation_is_a_catalog_family() -> None:
     from scalemodel.specs import load_accelerator
     from scalemodel.specs.accelerator import Family
 
-    cases = json.loads(RESIDUALS.read_text(encoding="utf-8"))["cases"]
+    cases = json.loads(Path(RESIDUALS).read_text(encoding="utf-8"))["cases"]
     assert {c["generation"] for c in cases} <= set(typing.get_args(Family))
     ultra = [c for c in cases if "b300" in c["id"].lower()]  # b300 and gb300 rows
     assert ultra and all(c["generation"] == "blackwell" for c in ultra)

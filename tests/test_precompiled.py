@@ -103,7 +103,7 @@ def test_a_damaged_entry_that_fails_validation_names_the_catalog_not_a_yaml_line
     """An entry that decodes but is not what its (valid) YAML says, yet carries its own checksum (a wrong build,
     not damage after it: damage misses the checksum and falls back to the YAML, see below): the error is the
     catalog's, not a line of the YAML (line 7 of dgx-h100.yaml, ``gpus_per_node: 8``, is fine)."""
-    doc = json.loads(precompiled.DATA.read_bytes())
+    doc = json.loads(Path(precompiled.DATA).read_bytes())
     key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
     entry = doc["documents"][key][1]
     if field is None:
@@ -143,7 +143,7 @@ def test_a_damaged_entry_that_still_validates_is_not_used(cli, tmp_path: Path, m
     """A damaged entry whose document is still a valid cluster (gpus_per_node 8 -> 4; a field dropped that has a
     default) or whose checksum is damaged no longer matches its checksum: the YAML is parsed instead, so the
     prediction is the YAML's (as with no catalog), never the damaged value."""
-    doc = json.loads(precompiled.DATA.read_bytes())
+    doc = json.loads(Path(precompiled.DATA).read_bytes())
     key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
     stored, entry = doc["documents"][key]
     assert stored == precompiled.checksum(msgspec.json.encode(entry))  # the build's checksum, recomputed here

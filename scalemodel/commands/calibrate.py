@@ -118,7 +118,8 @@ def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | Non
     change = None if at is None else scale_change(result, at)
     if out is not None:
         ref, path = runs[0].cluster_ref, runs[0].cluster_path
-        builtin = builtin_path("cluster", ref) == path  # a built-in name stays a name; a file becomes a relative path
+        # a built-in name stays a name; a file becomes a relative path
+        builtin = builtin_path("cluster", ref) == str(path)
         base = reference_from("cluster", ref if builtin else path, Path(out).absolute().parent)
         write_file(out, runs_overlay_yaml(result, runs[0].cluster, extends=base, source=file), "--out")
     render_runs_fit(result, as_json=as_json, wrote=out is not None, change=change)

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -46,7 +46,8 @@ from scalemodel.errors import InputError
 Array = Any
 
 #: The committed fit output (scripts/fit_convergence.py --write); a test re-runs the fit and compares.
-DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "data" / "staleness_kappa.json"
+DEFAULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data",
+                             "staleness_kappa.json")
 #: Model families a point or a default is keyed on ("generic" is any non-transformer workload).
 MODEL_FAMILIES = ("transformer", "cnn", "mlp", "generic")
 
@@ -110,7 +111,8 @@ def group_key(optimizer: str, family: str) -> str:
 @lru_cache(maxsize=4)
 def load_defaults(path: str | None = None) -> dict[str, Any]:
     """The committed defaults file (parsed once)."""
-    data: dict[str, Any] = json.loads(Path(path or DEFAULTS_FILE).read_text())
+    with open(path or DEFAULTS_FILE) as f:
+        data: dict[str, Any] = json.loads(f.read())
     return data
 
 

@@ -84,7 +84,7 @@ class CheckResult:
 
 # --- loading ---------------------------------------------------------------------------------------
 
-def load_capacity(ref: str | Path, overrides: list[str] | None = None) -> tuple[Any, Path]:
+def load_capacity(ref: str | Path, overrides: list[str] | None = None) -> tuple[Any, str]:
     """Read a capacity file as a ScenarioSpec (see :func:`scalemodel.specs.loader.load_scenario_spec`)."""
     return load_scenario_spec(str(ref), ScenarioSpec, overrides or [])  # type: ignore[no-any-return]
 

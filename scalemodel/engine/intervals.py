@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -40,7 +40,8 @@ import msgspec
 from scalemodel.choices import Zero
 from scalemodel.units import format_quantity
 
-RESIDUALS = Path(__file__).resolve().parents[1] / "data" / "validation_residuals.json"
+RESIDUALS = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data",
+                         "validation_residuals.json")
 MIN_CASES = 3
 QUANTILE_FROM = 10
 SCALE_MARGIN = 4.0
@@ -190,9 +191,10 @@ def _shown(value: float | None, kind: str) -> str:
 
 @cache
 def _residuals() -> tuple[dict[str, Any], ...]:
-    if not RESIDUALS.is_file():
+    if not os.path.isfile(RESIDUALS):
         return ()
-    return tuple(json.loads(RESIDUALS.read_text())["cases"])
+    with open(RESIDUALS) as f:
+        return tuple(json.loads(f.read())["cases"])
 
 
 def quantile(values: list[float], q: float) -> float:

@@ -8,13 +8,12 @@ import os
 import re
 import stat
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from scalemodel.errors import InputError, shown
-from scalemodel.specs import notices
+from scalemodel.specs import files, notices
 from scalemodel.specs.files import read_by_this_invocation
 from scalemodel.units import format_quantity
 
@@ -280,7 +279,7 @@ def print_table(console: Any, table: Any) -> None:
 
 # --- files the tool writes ------------------------------------------------------------------------
 
-def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple[str, ...] = ()) -> Path:
+def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple[str, ...] = ()) -> str:
     """Refuse an output path before any work: a folder (or a name ending in /), a missing folder,
     something that is not a regular file, a file this invocation has read (an input), or, where ``suffixes`` are
     given (the one format the option writes), a name without one of them: ``calibrate --out o.csv`` wrote YAML."""
@@ -288,14 +287,14 @@ def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple
     shown = text if len(text) <= 200 else text[:200] + "..."
     if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
         # the example was out.yaml for every option: `sweep -o o.csv/` was offered a YAML name
-        name = Path(text.rstrip("/" + os.sep)).name
+        name = files.name(files.clean(text.rstrip("/" + os.sep)))
         # and a name whose suffix the option refuses is not offered (`calibrate runs F --out o.txt/`: "e.g. o.txt")
-        suffix = Path(name).suffix
+        suffix = files.suffix(files.clean(name))
         example = (f"{name} (without the trailing /)" if suffix and text.endswith(("/", os.sep))
                    and (not suffixes or suffix.lower() in suffixes) else f"out{suffixes[0]}" if suffixes else "")
         raise InputError(f"{shown!r} names a folder, not a file", where=option,
                          allowed="a file path" + (f", e.g. {example}" if example else ""))
-    p = Path(text)
+    p = files.clean(text)
     _refuse_foreign_link(p, shown, option)
     try:
         st = os.stat(p)
@@ -314,17 +313,17 @@ def check_output_path(path: str | os.PathLike[str], option: str, suffixes: tuple
         if source is not None:
             raise InputError(f"{shown!r} is an input of this command ({source}); writing it would replace it",
                              where=option, allowed="a different output file")
-    parent = p.resolve().parent if st is not None else (p.parent if str(p.parent) else Path("."))
-    if not parent.is_dir():
+    parent = files.parent(files.resolved(p) if st is not None else p)
+    if not os.path.isdir(parent):
         raise InputError(f"folder {str(parent)!r} does not exist", where=option,
                          allowed="a file path in an existing folder")
-    if suffixes and Path(text).suffix.lower() not in suffixes:
+    if suffixes and files.suffix(p).lower() not in suffixes:
         raise InputError(f"{shown!r}: {option} writes {suffixes[0].lstrip('.').upper()} only", where=option,
                          allowed=f"a file name ending in {' or '.join(suffixes)}, e.g. out{suffixes[0]}")
     return p
 
 
-def _refuse_foreign_link(p: Path, shown: str, option: str) -> None:
+def _refuse_foreign_link(p: str, shown: str, option: str) -> None:
     """Refuse to write through a symlink another user planted in a shared sticky folder (e.g. /tmp).
 
     The kernel refuses to *open* such a link for a follower who owns neither the link nor the folder
@@ -334,12 +333,15 @@ def _refuse_foreign_link(p: Path, shown: str, option: str) -> None:
     planted as ``/tmp/x`` -> a folder of the victim's makes ``/tmp/x/out.json`` a file there). A user's own
     links, and links in ordinary folders, are followed.
     """
-    parts = p.parts
+    root = "//" if p.startswith("//") else "/" if p.startswith("/") else ""
+    parts = [part for part in p[len(root):].split("/") if part not in ("", ".")]
+    if root:
+        _refuse_foreign_chain(root, shown, option)
     for i in range(1, len(parts) + 1):  # the folders on the path, outermost first, then the file itself
-        _refuse_foreign_chain(Path(*parts[:i]), shown, option)
+        _refuse_foreign_chain(root + "/".join(parts[:i]), shown, option)
 
 
-def _refuse_foreign_chain(p: Path, shown: str, option: str) -> None:
+def _refuse_foreign_chain(p: str, shown: str, option: str) -> None:
     """:func:`_refuse_foreign_link` for the chain of links that starts at ``p`` itself."""
     for _ in range(40):  # the kernel's own limit on nested links (MAXSYMLINKS)
         try:
@@ -348,7 +350,7 @@ def _refuse_foreign_chain(p: Path, shown: str, option: str) -> None:
             return  # missing or unreadable: check_output_path reports it
         if not stat.S_ISLNK(link.st_mode):
             return
-        folder = p.parent  # '.' for a bare name
+        folder = files.parent(p)  # '.' for a bare name
         try:
             fst = os.stat(folder)
         except OSError:
@@ -359,7 +361,7 @@ def _refuse_foreign_chain(p: Path, shown: str, option: str) -> None:
                              f"{str(folder)!r}; writing through it would replace a file you did not name",
                              where=option, allowed="a path that is not such a link")
         target = os.readlink(p)
-        p = folder / target
+        p = files.join(folder, target)
     raise InputError(f"{shown!r}: too many levels of symbolic links", where=option,
                      allowed="a file path")
 
@@ -370,7 +372,7 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> Path:
+def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> str:
     """Write ``data`` to ``path`` atomically: a temporary file in the target's folder, flushed to disk,
     then renamed over the target, so an interrupted or failed run leaves the previous file as it was.
     Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
@@ -381,7 +383,7 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
     import tempfile  # only a command writing a file needs it (~1 ms: random, shutil); queries print
 
     p = check_output_path(path, option)
-    target = Path(os.path.realpath(p))
+    target = files.resolved(p)
     # a file name's undecodable byte (os.fsdecode's lone surrogate, e.g. a calibrate overlay's "from <log>" line)
     # as \xff (errors.shown), as --json writes it: UTF-8 refuses a lone surrogate
     payload = shown(data).encode("utf-8") if isinstance(data, str) else data
@@ -391,7 +393,8 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
         mode = _new_file_mode()
     tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{files.name(target)[:100]}.", suffix=".tmp",
+                                    dir=files.parent(target))
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()

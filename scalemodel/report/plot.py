@@ -141,4 +141,4 @@ def plot_scaling(payload: dict[str, Any], path: str | Path, *, option: str = "--
         fig.savefig(buf, format=fmt, dpi=120)
     finally:
         plt.close(fig)
-    return write_file(path, buf.getvalue(), option)
+    return Path(write_file(path, buf.getvalue(), option))

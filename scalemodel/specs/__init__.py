@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalemodel.choices import INTRA_PROTOCOLS
@@ -46,19 +46,19 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def load_accelerator(ref: str | Path, overrides: Iterable[str] = ()) -> AcceleratorSpec:
+def load_accelerator(ref: str | os.PathLike[str], overrides: Iterable[str] = ()) -> AcceleratorSpec:
     return load_spec("accelerator", ref, AcceleratorSpec, overrides)  # type: ignore[no-any-return]
 
 
-def load_cluster(ref: str | Path, overrides: Iterable[str] = ()) -> ClusterSpec:
+def load_cluster(ref: str | os.PathLike[str], overrides: Iterable[str] = ()) -> ClusterSpec:
     return load_spec("cluster", ref, ClusterSpec, overrides)  # type: ignore[no-any-return]
 
 
-def load_workload(ref: str | Path, overrides: Iterable[str] = ()) -> TransformerWorkload | GenericWorkload:
+def load_workload(ref: str | os.PathLike[str], overrides: Iterable[str] = ()) -> TransformerWorkload | GenericWorkload:
     return load_spec("workload", ref, __getattr__("Workload"), overrides)  # type: ignore[no-any-return]
 
 
-def load_scenario(ref: str | Path, overrides: Iterable[str] = ()) -> ScenarioSpec:
+def load_scenario(ref: str | os.PathLike[str], overrides: Iterable[str] = ()) -> ScenarioSpec:
     """A scenario file or built-in scenario name; names, paths and ``extends:`` inside it resolve
     against its folder (see :func:`scalemodel.specs.loader.load_scenario_spec`)."""
     return load_scenario_spec(ref, __getattr__("ScenarioSpec"), overrides)[0]  # type: ignore[no-any-return]

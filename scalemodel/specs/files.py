@@ -25,7 +25,6 @@ import functools
 import os
 import re
 import stat
-from pathlib import Path
 
 from scalemodel.errors import InputError
 
@@ -89,7 +88,7 @@ def forget_reads() -> None:
     _reads.clear()
 
 
-def read_by_this_invocation(path: str | Path) -> str | None:
+def read_by_this_invocation(path: str | os.PathLike[str]) -> str | None:
     """The name under which ``path`` (the same file, by device and inode) was read, or None."""
     try:
         st = os.stat(path)
@@ -98,7 +97,7 @@ def read_by_this_invocation(path: str | Path) -> str | None:
     return _reads.get((st.st_dev, st.st_ino))
 
 
-def refuse_trailing_slash(ref: str | Path, what: str = "file") -> None:
+def refuse_trailing_slash(ref: str | os.PathLike[str], what: str = "file") -> None:
     """Refuse a path written with a trailing '/' (``file.yaml/``) that names something other than a folder, as the
     OS does (ENOTDIR, "Not a directory"): :class:`pathlib.Path` drops the slash, and such a path was read as the file.
     A folder's path (a HuggingFace snapshot ``models/llama/``) keeps its slash."""
@@ -112,13 +111,13 @@ def refuse_trailing_slash(ref: str | Path, what: str = "file") -> None:
         return  # not found, a NUL byte, ...: refused where the path is read, as without the slash
 
 
-def _not_a_directory(ref: str | Path, what: str) -> InputError:
+def _not_a_directory(ref: str | os.PathLike[str], what: str) -> InputError:
     shown = str(ref)[:200]
     return InputError(f"not a directory: the path ends with '/', but {shown.rstrip('/' + os.sep)!r} is not a folder",
                       where=shown, allowed=f"the {what}'s path without the trailing '/'")
 
 
-def _stat(path: str | Path, what: str) -> os.stat_result:
+def _stat(path: str | os.PathLike[str], what: str) -> os.stat_result:
     try:
         return os.stat(path)
     except NotADirectoryError:
@@ -140,7 +139,7 @@ def _stat(path: str | Path, what: str) -> os.stat_result:
                          allowed=f"a readable {what}") from None
 
 
-def read_bytes(path: str | Path, *, limit: int, what: str = "file") -> bytes:
+def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "file") -> bytes:
     """The whole content of a regular file of at most ``limit`` bytes (see the module docstring)."""
     where = str(path)
     st = _stat(path, what)
@@ -188,7 +187,7 @@ _UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16
 _UTF16_BOMS_ONLY = tuple(bom for bom, _ in _UTF16_BOMS)
 
 
-def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
+def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "file") -> str:
     """:func:`read_bytes` decoded as UTF-8 (a leading byte-order mark is dropped)."""
     data = read_bytes(path, limit=limit, what=what)
     try:
@@ -204,7 +203,7 @@ def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
                          allowed=f"a UTF-8 text {what}") from None
 
 
-def read_log(path: str | Path, *, limit: int, what: str) -> str:
+def read_log(path: str | os.PathLike[str], *, limit: int, what: str) -> str:
     """:func:`read_bytes` of a log (a training or nccl-tests log): UTF-16 when a UTF-16 byte-order mark says so,
     else UTF-8 with undecodable bytes as U+FFFD (a log may hold a stray binary line). A UTF-16 log read as UTF-8
     had every other byte NUL and was refused as "no ... line found" with no word of its encoding."""
@@ -221,18 +220,76 @@ def nul_note(text: str) -> str:
     return " (the file holds NUL bytes: UTF-16 text without a byte-order mark, or not text)" if "\x00" in text else ""
 
 
-def expand_user(ref: str | Path) -> Path:
-    """``ref`` as a path with a leading ``~`` or ``~USER`` expanded; an unknown user (or no home folder)
-    is an input error, where :meth:`pathlib.Path.expanduser` raises RuntimeError. (The Path drops a trailing '/':
-    callers that read a file refuse one first, :func:`refuse_trailing_slash`.)"""
-    try:
-        return Path(ref).expanduser()
-    except RuntimeError:
+def expand_user(ref: str | os.PathLike[str]) -> str:
+    """``ref`` as a path (:func:`clean`) with a leading ``~`` or ``~USER`` expanded as
+    :meth:`pathlib.Path.expanduser` does; an unknown user (or no home folder) is an input error, where pathlib raises
+    RuntimeError. (The clean path drops a trailing '/': callers that read a file refuse one first,
+    :func:`refuse_trailing_slash`.)"""
+    p = clean(ref)
+    if not p.startswith("~"):
+        return p
+    first, _, rest = p.partition("/")
+    home = os.path.expanduser(first)
+    if home.startswith("~"):
         raise InputError(f"cannot expand {str(ref).split('/', 1)[0][:60]!r}: no such user or home folder",
-                         where=str(ref)[:200], allowed="a path without ~USER, or ~ of an existing user") from None
+                         where=str(ref)[:200], allowed="a path without ~USER, or ~ of an existing user")
+    return clean(os.path.join(home, rest))
 
 
-def missing_what(path: str | Path) -> str:
+# --- paths as text ---------------------------------------------------------------------------------
+# A query handles paths as str with os.path: pathlib imports urllib.parse and ipaddress (21 M instructions, ~3% of
+# `predict --json`; benchmarks/README.md). These keep every path's text as str(pathlib.PurePosixPath(...)) spells it
+# (CPython 3.11 Lib/pathlib.py _PosixFlavour.splitroot, _parse_args, name/suffix/stem/parent), which errors quote.
+
+def clean(ref: str | os.PathLike[str]) -> str:
+    """``str(PurePosixPath(ref))``: '.' parts, doubled and trailing slashes dropped ('' is '.'); a leading '//' (but
+    not '///') kept, as POSIX leaves its meaning to the system."""
+    text = os.fspath(ref)
+    root = "//" if text.startswith("//") and not text.startswith("///") else "/" if text.startswith("/") else ""
+    body = "/".join(part for part in text.split("/") if part and part != ".")
+    return root + body if root or body else "."
+
+
+def join(folder: str | os.PathLike[str], ref: str | os.PathLike[str]) -> str:
+    """``str(Path(folder) / ref)``: ``ref`` itself when absolute."""
+    return clean(os.path.join(os.fspath(folder), os.fspath(ref)))
+
+
+def parent(path: str) -> str:
+    """``str(Path(path).parent)`` of a :func:`clean` path ('.' for a bare name, '/' for '/')."""
+    return os.path.dirname(path) or "."
+
+
+def name(path: str) -> str:
+    """``Path(path).name`` of a :func:`clean` path ('' for '.' and '/')."""
+    return "" if path == "." else os.path.basename(path)
+
+
+def _dot(base: str) -> int:
+    i = base.rfind(".")
+    return i if 0 < i < len(base) - 1 else -1
+
+
+def suffix(path: str) -> str:
+    """``Path(path).suffix``: the last '.xyz' of the name, '' for '.bashrc' and 'x.'."""
+    base = name(path)
+    i = _dot(base)
+    return base[i:] if i > 0 else ""
+
+
+def stem(path: str) -> str:
+    """``Path(path).stem``: the name without its :func:`suffix`."""
+    base = name(path)
+    i = _dot(base)
+    return base[:i] if i > 0 else base
+
+
+def resolved(path: str | os.PathLike[str]) -> str:
+    """``str(Path(path).resolve())`` (non-strict): the absolute path with every link followed."""
+    return os.path.realpath(path)
+
+
+def missing_what(path: str | os.PathLike[str]) -> str:
     """What to say of a path :func:`exists` found nothing at: a symbolic link whose target is missing or that loops
     back on itself was said "file not found", while the link is there to be seen with ls. A missing ``-`` is said to
     be a file name: a reader of standard input's ``-`` was told "file not found" of it (fuzz26)."""
@@ -251,7 +308,7 @@ def missing_what(path: str | Path) -> str:
     return "file not found"
 
 
-def exists(path: str | Path) -> bool:
+def exists(path: str | os.PathLike[str]) -> bool:
     """Whether anything exists at ``path`` (without raising on names the file system cannot hold)."""
     try:
         os.stat(path)

@@ -182,7 +182,7 @@ def _other_formats_key(key: str, read_as: str) -> str:
 
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
-    path = files.expand_user(ref)
+    path = Path(files.expand_user(ref))
     if isinstance(ref, str) and ref.endswith("/"):
         files.refuse_trailing_slash(f"{path}/", "strategy file")
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")

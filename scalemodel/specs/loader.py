@@ -17,7 +17,6 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -54,27 +53,27 @@ CATALOG = {
 }
 
 
-def _catalog_dir(kind: str) -> Path:
+def _catalog_dir(kind: str) -> str:
     top, sub = CATALOG[kind]
-    here = Path(__file__).resolve().parent.parent
-    installed = here / "_builtin" / top / sub  # inside a wheel (see pyproject force-include)
-    if installed.is_dir():
+    here = files.parent(files.parent(files.resolved(__file__)))
+    installed = files.join(here, f"_builtin/{top}/{sub}")  # inside a wheel (see pyproject force-include)
+    if os.path.isdir(installed):
         return installed
-    return here.parent / top / sub  # a source checkout / editable install
+    return files.join(files.parent(here), f"{top}/{sub}")  # a source checkout / editable install
 
 
 def builtin_names(kind: str) -> list[str]:
     d = _catalog_dir(kind)
-    if not d.is_dir():
+    if not os.path.isdir(d):
         return []
-    return sorted(p.stem for p in d.glob("*.yaml"))
+    return sorted(files.stem(n) for n in os.listdir(d) if n.endswith(".yaml"))  # pathlib's glob("*.yaml")
 
 
-def builtin_path(kind: str, name: str) -> Path | None:
+def builtin_path(kind: str, name: str) -> str | None:
     if not _BUILTIN_NAME.match(name):
         return None
-    p = _catalog_dir(kind) / f"{name}.yaml"
-    return p if p.is_file() else None
+    p = files.join(_catalog_dir(kind), f"{name}.yaml")
+    return p if os.path.isfile(p) else None
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -99,50 +98,61 @@ def is_hf_config(data: dict[str, Any]) -> bool:
     return any(k in data for k in (*_HF_LAYER_KEYS, "model_type", "architectures", "text_config"))
 
 
-def hf_model_name(path: Path) -> str:
+def hf_model_name(path: str | os.PathLike[str]) -> str:
     """The model's name for a config file: ``org/name`` inside a hub cache folder
     (``models--org--name/snapshots/<rev>/config.json``), else the folder (or file) name; a control character, an
     invisible one or a byte that is not UTF-8 written as its escape (errors.one_line), as a spec's name may not hold
     them (a folder named ``a\\x1b[31m`` coloured the terminal from the result's title; one with a byte not UTF-8 made
     it a UnicodeEncodeError traceback)."""
-    return one_line(_hf_model_name(path))
+    return one_line(_hf_model_name(files.clean(path)))
 
 
-def _hf_model_name(path: Path) -> str:
-    if path.name != "config.json":
-        return path.stem
-    parts = path.resolve().parts if path.is_absolute() or files.exists(path) else path.parts
+def _hf_model_name(path: str) -> str:
+    if files.name(path) != "config.json":
+        return files.stem(path)
+    parts = (files.resolved(path) if path.startswith("/") or files.exists(path) else path).split("/")
     for part in reversed(parts):
         if part.startswith("models--") and part.count("--") >= 2:
             return part.removeprefix("models--").replace("--", "/", 1)
-    return path.parent.name or "config"
+    return files.name(files.parent(path)) or "config"
 
 
-def _config_in_folder(folder: Path, ref: str) -> Path:
+def _config_in_folder(folder: str, ref: str) -> str:
     """``config.json`` of a model folder: a ``--local-dir`` download, one snapshot of the hub cache
     (``snapshots/<rev>/config.json``: the newest), or the cache folder ``models--org--name``."""
-    direct = folder / "config.json"
+    direct = files.join(folder, "config.json")
     if files.exists(direct):
         return direct
-    snaps = folder / "snapshots"
-    found = sorted(snaps.glob("*/config.json"), key=lambda p: p.stat().st_mtime) if os.path.isdir(snaps) else []
+    snaps = files.join(folder, "snapshots")
+    found = sorted(_snapshot_configs(snaps), key=lambda p: os.stat(p).st_mtime) if os.path.isdir(snaps) else []
     if found:
         if len(found) > 1:
             notices.warn(f"{ref[:200]}: {len(found)} snapshots hold a config.json; the newest, "
-                         f"{found[-1].parent.name}, is read (give its folder to choose another)")
+                         f"{files.name(files.parent(found[-1]))}, is read (give its folder to choose another)")
         return found[-1]
     raise InputError("folder holds no config.json", where=ref[:200],
                      allowed="a model folder (what `huggingface-cli download ORG/NAME --local-dir DIR` leaves), "
                              "its config.json, a workload YAML or a built-in workload name")
 
 
-def _beside(ref: str, relative_to: Path | None) -> Path:
+def _snapshot_configs(snaps: str) -> list[str]:
+    """What pathlib's ``Path(snaps).glob("*/config.json")`` yields: an existing ``config.json`` in each entry of
+    ``snaps`` (hidden ones too), in the order the file system lists them."""
+    try:
+        with os.scandir(snaps) as entries:
+            names = [entry.name for entry in entries]
+    except PermissionError:  # as pathlib's glob: an unreadable folder yields nothing
+        return []
+    return [p for p in (files.join(snaps, f"{n}/config.json") for n in names) if os.path.exists(p)]
+
+
+def _beside(ref: str, relative_to: str | os.PathLike[str] | None) -> str:
     """``ref`` as a path: ~ expanded, a relative one taken from ``relative_to`` (the folder of the file naming it)."""
     p = files.expand_user(ref)
-    return relative_to / p if relative_to is not None and not p.is_absolute() else p
+    return files.join(relative_to, p) if relative_to is not None and not p.startswith("/") else p
 
 
-def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
+def resolve(kind: str, ref: str, relative_to: str | os.PathLike[str] | None = None) -> str:
     """A built-in name or a file path -> an existing file, or an error suggesting the nearest names.
 
     For a workload, a folder stands for its ``config.json`` (a HuggingFace snapshot folder), and a
@@ -160,7 +170,7 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
                          where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
     if _looks_like_path(ref):
         p = _beside(ref, relative_to)
-        if ref.endswith("/"):  # the Path dropped it: "cluster.yaml/" was read as the file
+        if ref.endswith("/"):  # the clean path dropped it: "cluster.yaml/" was read as the file
             files.refuse_trailing_slash(f"{p}/", f"{kind} file")
         if kind == "workload" and not ref.endswith((".yaml", ".yml", ".json")) and os.path.isdir(p):
             return _config_in_folder(p, ref)
@@ -194,14 +204,14 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
                      allowed=f"{hint} (or give a path to a YAML file; `scalemodel hardware list` shows all)")
 
 
-def reference_from(kind: str, ref: str | Path, folder: Path) -> str:
+def reference_from(kind: str, ref: str | os.PathLike[str], folder: str | os.PathLike[str]) -> str:
     """How a file in ``folder`` names the spec ``ref`` in ``extends:``: a built-in name as it is, a file
     by its path relative to ``folder`` (as :func:`resolve` reads it back)."""
     if isinstance(ref, str) and not _looks_like_path(ref) and builtin_path(kind, ref) is not None:
         return ref
-    target = files.expand_user(ref).resolve()
+    target = files.resolved(files.expand_user(ref))
     try:
-        rel = os.path.relpath(target, folder.resolve())
+        rel = os.path.relpath(target, files.resolved(folder))
     except ValueError:  # another drive (Windows)
         return str(target)
     return rel if "/" in rel or "\\" in rel else f"./{rel}"
@@ -306,18 +316,19 @@ class Unparsed:
         return yamlread.compose(self.text, self.name)
 
 
-def read_document(path: Path) -> tuple[Any, yaml.Node | Unparsed | None]:
+def read_document(ref: str | os.PathLike[str]) -> tuple[Any, yaml.Node | Unparsed | None]:
     """Parse a YAML or JSON file safely; returns the data and (for YAML) its node tree for line numbers.
 
     Size limits: :data:`scalemodel.specs.files.MAX_SPEC_BYTES` for YAML,
     :data:`~scalemodel.specs.files.MAX_JSON_BYTES` for JSON (HuggingFace config.json). A file of the
     built-in catalog, unchanged since scripts/build_catalog.py parsed it, is not parsed again.
     """
-    if path.suffix == ".json":
+    path = files.clean(ref)
+    if files.suffix(path) == ".json":
         text = files.read_text(path, limit=files.MAX_JSON_BYTES, what="JSON file")
         return load_json(text, str(path)), None
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="spec file")
-    stored = precompiled.document(path.name, text)
+    stored = precompiled.document(files.name(path), text)
     if stored is not None:
         try:
             return msgspec.json.decode(stored), Unparsed(text, str(path))
@@ -417,13 +428,22 @@ def _restate_along(root: Any, loc: Sequence[Any], by: str) -> None:
             node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None)
 
 
-def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
-             _nodes: dict[str, Any] | None = None) -> dict[str, Any]:
+def _file_of(kind: str, ref: str | os.PathLike[str]) -> str:
+    """A str is a name or a path to :func:`resolve`; a path object (``pathlib.Path``) is a file already found."""
+    return resolve(kind, ref, None) if isinstance(ref, str) else files.clean(ref)
+
+
+def load_raw(kind: str, ref: str | os.PathLike[str], *, _nodes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The spec as a plain dict with ``extends:`` resolved (base first, this file on top)."""
-    path = ref if isinstance(ref, Path) else resolve(kind, ref, None)
-    if kind == "workload" and path.suffix not in (".yaml", ".yml", ".json") and os.path.isdir(path):
+    return _read_raw(kind, _file_of(kind, ref), _nodes=_nodes)
+
+
+def _read_raw(kind: str, path: str, *, _chain: tuple[str, ...] = (),
+              _nodes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`load_raw` of a file :func:`resolve` found (a :func:`~scalemodel.specs.files.clean` path)."""
+    if kind == "workload" and files.suffix(path) not in (".yaml", ".yml", ".json") and os.path.isdir(path):
         path = _config_in_folder(path, str(path))
-    key = str(path.resolve())
+    key = files.resolved(path)
     if key in _chain:
         raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path),
                          allowed="an extends chain that ends in a spec that extends nothing")
@@ -432,11 +452,11 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     data, node = read_document(path)
     if _nodes is not None and not _chain:
         _nodes["node"], _nodes["path"] = node, path
-    if isinstance(data, dict) and path.suffix == ".json" and any(k in data for k in _DEEPSPEED_KEYS):
+    if isinstance(data, dict) and files.suffix(path) == ".json" and any(k in data for k in _DEEPSPEED_KEYS):
         raise InputError(f"a DeepSpeed config, not a {kind} spec", where=str(path),
                          allowed="give it with --strategy FILE (it sets ZeRO, batch sizes and precision)")
-    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and (
-            is_hf_config(data) or (path.name == "config.json" and "kind" not in data)):  # {}: name its HF keys
+    if kind == "workload" and isinstance(data, dict) and files.suffix(path) == ".json" and (
+            is_hf_config(data) or (files.name(path) == "config.json" and "kind" not in data)):  # {}: name its HF keys
         try:
             data = from_hf_config(data, hf_model_name(path), where=str(path))
         except InputError as exc:
@@ -450,18 +470,18 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     if kind == "cluster" and isinstance(data.get("accelerator"), dict) and "extends" in data["accelerator"]:
         # fuzz26b: as a scenario's cluster takes it (_load_scenario_spec); a cluster file's was "unknown key 'extends'"
         data["accelerator"] = derived("accelerator", data["accelerator"], by=f"{path}: accelerator",
-                                      relative_to=path.parent)
+                                      relative_to=files.parent(path))
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
             raise InputError(f"extends must be a name or a path, got {type(parent).__name__}", where=f"{path}: extends",
                              allowed=f"a built-in {kind} name or a path to a YAML file")
         try:
-            base_path = resolve(kind, parent, path.parent)
+            base_path = resolve(kind, parent, files.parent(path))
         except InputError as exc:
             raise exc.at(f"{path}: extends") from None
         try:
-            base = load_raw(kind, base_path, _chain=_chain + (key,))
+            base = _read_raw(kind, base_path, _chain=_chain + (key,))
         except InputError as exc:  # the base file itself unreadable (a device, not UTF-8): say who named it
             raise (exc.at(f"{path}: extends") if exc.where == str(base_path) else exc) from None
         data = _over(base, data, parent, by=str(path), where=f"{path}: extends", what="this file")
@@ -515,7 +535,7 @@ def _without_inherited_count(base: dict[str, Any], data: dict[str, Any], merged:
     return out
 
 
-def derived(kind: str, data: dict[str, Any], *, by: str, relative_to: Path | None = None) -> dict[str, Any]:
+def derived(kind: str, data: dict[str, Any], *, by: str, relative_to: str | None = None) -> dict[str, Any]:
     """A mapping of ``kind`` fields with ``extends: BASE`` (a scenario's ``cluster:``, a dict given to the Python
     API), named ``by`` in errors and in the citations it restates -> the spec BASE names (resolved against
     ``relative_to``) with the mapping's fields on top, as a file's ``extends:`` gives (:func:`_over`); a mapping
@@ -528,13 +548,13 @@ def derived(kind: str, data: dict[str, Any], *, by: str, relative_to: Path | Non
         raise InputError(f"extends must be a name or a path, got {type(parent).__name__}", where=f"{by}: extends",
                          allowed=f"a built-in {kind} name or a path to a YAML file")
     try:
-        base = load_raw(kind, resolve(kind, parent, relative_to))
+        base = _read_raw(kind, resolve(kind, parent, relative_to))
     except InputError as exc:
         raise exc.at(by) from None
     return _over(base, rest, parent, by=by, where=f"{by}: extends", what="this mapping", expected=kinds_of(kind))
 
 
-def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
+def _anchor_accelerator(kind: str, data: dict[str, Any], path: str) -> None:
     """A cluster file's ``accelerator:`` path, relative to the cluster file's folder, as ``extends:`` and a
     scenario's references are: it was read (at validation, by :func:`~scalemodel.specs.base.builtin_ref`) relative to
     the working folder, so ``-c sub/c.yaml`` naming ``accelerator: acc.yaml`` beside it was "file not found", or
@@ -542,8 +562,9 @@ def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
     ref = data.get("accelerator") if kind == "cluster" else None
     if isinstance(ref, str) and _looks_like_path(ref):
         p = files.expand_user(ref)
-        if not p.is_absolute():
-            data["accelerator"] = os.path.abspath(path.parent / p)  # absolute: a scenario resolves it once more
+        if not p.startswith("/"):
+            # absolute: a scenario resolves it once more
+            data["accelerator"] = os.path.abspath(files.join(files.parent(path), p))
 
 
 def _joined_release_keys(parts: list[str]) -> list[str]:
@@ -821,7 +842,7 @@ def _other_section_field(cls: Any, key: Any) -> str | None:
     return other[0] if key in getattr(other_cls, "model_fields", ()) else None
 
 
-def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | Unparsed | None,
+def validation_error(exc: SpecError, model: Any, path: str | os.PathLike[str] | None, node: yaml.Node | Unparsed | None,
                      prefix: Sequence[Any] = (), data: Any = None, touched: Touched | None = None) -> InputError:
     """A spec's refusal as one :class:`InputError`: file:line (or the ``--set`` item that wrote the value), the
     field's path, what, what is allowed."""
@@ -873,7 +894,8 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
 M = TypeVar("M")
 
 
-def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node: yaml.Node | Unparsed | None = None,
+def validate(model: Any, data: dict[str, Any], *, path: str | os.PathLike[str] | None = None,
+             node: yaml.Node | Unparsed | None = None,
              prefix: Sequence[Any] = (), touched: Touched | None = None) -> Any:
     try:
         return convert(model, data)
@@ -924,7 +946,7 @@ def kinds_of(kind: str) -> tuple[str, ...]:
     return {"workload": ("transformer", "generic")}.get(kind, (kind,))
 
 
-def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
+def load_spec(kind: str, ref: str | os.PathLike[str], model: Any, overrides: Iterable[str] = ()) -> Any:
     return _yaml_checked(lambda: _load_spec(kind, ref, model, overrides))
 
 
@@ -933,9 +955,9 @@ def _a(kind: str) -> str:
     return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
 
 
-def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
+def _load_spec(kind: str, ref: str | os.PathLike[str], model: Any, overrides: Iterable[str] = ()) -> Any:
     nodes: dict[str, Any] = {}
-    raw = load_raw(kind, ref if isinstance(ref, Path) else ref, _nodes=nodes)
+    raw = load_raw(kind, ref, _nodes=nodes)
     declared = raw.get("kind")
     expected = kinds_of(kind)
     if declared is not None and declared not in expected:
@@ -946,11 +968,11 @@ def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] 
     return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)
 
 
-def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path) -> Any:
+def _expand_ref(value: Any, kind: str, base_dir: str, where: str, origin: str) -> Any:
     """A name/path (or a mapping with ``extends:``) inside a scenario -> the referenced spec's raw dict."""
     try:
         if isinstance(value, str):
-            return load_raw(kind, resolve(kind, value, base_dir))
+            return _read_raw(kind, resolve(kind, value, base_dir))
     except InputError as exc:
         raise exc.at(f"{origin}: {where}") from None
     if isinstance(value, dict):
@@ -958,7 +980,7 @@ def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path)
     return value
 
 
-def load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> tuple[Any, Path]:
+def load_scenario_spec(ref: str | os.PathLike[str], model: Any, overrides: Iterable[str] = ()) -> tuple[Any, str]:
     """Read a scenario: built-in names and relative paths inside it resolve against its folder,
     ``cluster: {extends: NAME, ...}`` (likewise ``model:`` and the cluster's ``accelerator:``) derives
     from another spec, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5USD/h``,
@@ -966,20 +988,20 @@ def load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = (
     return _yaml_checked(lambda: _load_scenario_spec(ref, model, overrides))
 
 
-def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> tuple[Any, Path]:
-    path = ref if isinstance(ref, Path) else resolve("scenario", ref)
+def _load_scenario_spec(ref: str | os.PathLike[str], model: Any, overrides: Iterable[str] = ()) -> tuple[Any, str]:
+    path = _file_of("scenario", ref)
     nodes: dict[str, Any] = {}
-    raw = load_raw("scenario", path, _nodes=nodes)
+    raw = _read_raw("scenario", path, _nodes=nodes)
     declared = raw.get("kind")
     if declared is not None and declared != "scenario":
         raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
                          allowed="a scenario (kind: scenario)")
     for key, kind in (("cluster", "cluster"), ("model", "workload")):
         if key in raw:  # a missing one stays missing: a None put here was "Input should be a valid mapping (got None)"
-            raw[key] = _expand_ref(raw[key], kind, path.parent, key, path)
+            raw[key] = _expand_ref(raw[key], kind, files.parent(path), key, path)
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
-        cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", path.parent,
+        cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", files.parent(path),
                                              "cluster.accelerator", path)
     touched: Touched = []
     raw = apply_overrides(raw, overrides, kind="scenario", touched=touched, model=model)

@@ -186,7 +186,7 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
         for (kind, model), key in zip(kinds, ("cluster", "model"), strict=True):
             if (kind, row[key]) not in specs:
                 try:
-                    p = resolve(kind, row[key], folder)
+                    p = Path(resolve(kind, row[key], folder))  # a Path: load_spec reads it as found
                     specs[(kind, row[key])] = (p, load_spec(kind, p, model))
                 except InputError as exc:
                     raise exc.at(f"{where}: {key}") from None

@@ -151,7 +151,7 @@ def _resolve_entry(kind: str, field: str, i: int, ref: str, path: Path) -> Path:
     """``resolve`` of one models/clusters entry, an error located at the sweep file and the entry: an unknown name
     was "error: cluster: unknown built-in cluster 'nope'", naming neither the sweep file nor which entry."""
     try:
-        return resolve(kind, ref, path.parent)
+        return Path(resolve(kind, ref, path.parent))  # a Path: load_spec reads it as found
     except InputError as exc:
         inner = exc.where if exc.where and exc.where not in (kind, "--model") else ""
         what = f"{inner}: {exc.what}" if inner else exc.what
