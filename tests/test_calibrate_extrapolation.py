@@ -46,7 +46,8 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # + Nemotron 3 Nano (8 GPUs, 31.6 B) once the model priced Mamba-2 hybrid patterns
         "mb2608 gb300-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256, 256]),
         # MLPerf v5.1's NVFP4 rows, compared since fp4a28 (FP8 attention under NVFP4, stochastic rounding off)
-        "mlpt51_b200_llama31_8b_8 (8/16)": ("same model", [8, 16]),
+        # data31: Nebius' 4 x 8 B200 NVFP4 run joins Dell's 8 and Nebius' 16 (one source, one hardware, one model)
+        "mlpt51_b200_llama31_8b_8 (8/16/32)": ("same model", [8, 16, 32]),
         "mlpt51_gb200_llama31_405b_512 (512/2560/5120)": ("same model", [512, 2560, 5120]),
         # Megatron-Bridge 26.06 DGX-B300 rows once the catalog held b300 / dgx-b300: Qwen3-30B-A3B (8 GPUs), GPT-OSS
         # 120B (64), DeepSeek-V3 (256); the 26.04.01 B300 Qwen3-235B row is a series of one (source mb2604)
@@ -120,9 +121,12 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mlpt51_h100_llama31_8b (64/128)": ("same model", [64, 128]),
         # data25: University of Florida's DGX B200 rows (8B on 1-32 nodes, 405B on 32 / 56; the table's two models
         # also make a growing series), NVIDIA's GB300 / GB200 8B at 72 and 512 GPUs, and Eos' H100 405B (v5.0)
-        "mlpt51_b200_llama31_8b (8/16/32/64/128/256)": ("same model", [8, 16, 32, 64, 128, 256]),
+        # data31's Dell 2 x XE9680L / XE9685L and Verda / Oracle 8 x 8 FP8 runs join University of Florida's (the
+        # series rule keys on source and catalog hardware, not submitter: MLPerf v5.1 is one source)
+        "mlpt51_b200_llama31_8b (8/16/16/16/32/64/64/64/128/256)": ("same model",
+                                                                   [8, 16, 16, 16, 32, 64, 64, 64, 128, 256]),
         "mlpt51_b200_llama31_405b (256/448)": ("same model", [256, 448]),
-        "mlpt51 dgx-b200 (8-448)": ("model grows with GPUs", [8, 16, 32, 64, 128, 256, 256, 448]),
+        "mlpt51 dgx-b200 (8-448)": ("model grows with GPUs", [8, 16, 16, 16, 32, 64, 64, 64, 128, 256, 256, 448]),
         "mlpt51_gb300_llama31_8b (72/512)": ("same model", [72, 512]),
         "mlpt51_gb200_llama31_8b (72/512)": ("same model", [72, 512]),
         "mlpt50_h100_llama31_405b (512/2048/2432/2560/8192)": ("same model", [512, 2048, 2432, 2560, 8192]),
