@@ -209,7 +209,9 @@ def test_what_removes_the_weak_scaling_loss(cli: Any) -> None:
                        "--schedule", "zb", "--layout", "tp-cp-pp-dp"), 2048)
     s = best["strategy"]
     assert s["pp"] <= math.gcd(LAYERS, 2048) == 16
-    assert best["tflops_per_gpu"] >= rack["tflops_per_gpu"] > 0.99 * best["tflops_per_gpu"]  # the search's optimum
+    # the search's optimum; the rack layout within 4% of it (1% until sp31 priced the SP backward's re-gathers, which
+    # cost TP 8 over NVLink-less PCIe nodes more than the search's TP 4: 31.0 against 32.1 TFLOP/s)
+    assert best["tflops_per_gpu"] >= rack["tflops_per_gpu"] > 0.96 * best["tflops_per_gpu"]
     assert rack["strategy"]["tp"] * rack["strategy"]["pp"] <= LEAF  # the pipeline inside one rack ...
     assert rack["breakdown_s"]["embed_comm"] < flat["breakdown_s"]["embed_comm"]  # TP 8 shards: 1/8 of V h each
     assert rack["breakdown_s"]["pp_comm"] < best["breakdown_s"]["pp_comm"] or s["layout"] == "tp-cp-pp-dp"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import pytest
 
@@ -177,7 +178,7 @@ def test_default_scenario_is_builtin():
     from scalemodel.specs.loader import builtin_path
 
     path = builtin_path("scenario", "default")
-    assert path is not None and path.name == "default.yaml"
+    assert path is not None and os.path.basename(path) == "default.yaml"
     s = load_scenario("default")
     assert s.cluster.name.startswith("pcie-25gbe") and s.mode == "weak" and s.gpus[0] == 128 and s.gpus[-1] == 2048
 
