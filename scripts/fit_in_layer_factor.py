@@ -178,7 +178,9 @@ def attention_curves(p: dict[str, Any], acc: str) -> dict[str, Any]:
         raise SystemExit(f"error: layer_timing.yaml {p['src']} {p['row']!r}: flash point without kernel; "
                          f"name the fused kernel that ran (cudnn, fa2, ...)")
     try:
-        job = _attention_kernel(SimpleNamespace(attention_kernel=p["kernel"]), load_accelerator(acc, overrides=[]))
+        # the point's own precision: the step model's check_attention_precision reads it beside the kernel
+        training = SimpleNamespace(attention_kernel=p["kernel"], precision=p["prec"])
+        job = _attention_kernel(training, load_accelerator(acc, overrides=[]))
     except InputError as e:
         raise SystemExit(f"error: layer_timing.yaml {p['src']} {p['row']!r}: {e}") from None
     return {"attention_fwd": job["attention_fwd"], "attention_bwd": job["attention_bwd"]}

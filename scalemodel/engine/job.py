@@ -478,8 +478,6 @@ def check_attention_precision(training: Any) -> None:
     with flash_attention on, a memory-efficient kernel that does take fp32 (PyTorch SDPA's EFFICIENT_ATTENTION:
     ``default_mem_efficient_dtypes`` holds kFloat, aten/src/ATen/native/transformers/cuda/sdp_utils.cpp)."""
     name = str(getattr(training, "attention_kernel", "auto") or "auto")
-    if not hasattr(training, "precision"):  # a kernel-only caller (scripts/fit_in_layer_factor.py): nothing to check
-        return
     precision = str(training.precision)
     if name in ("auto", "gemm") or attention_kernel_runs(precision):
         return
