@@ -8,10 +8,10 @@ they are: ``../shared/validation/cases.yaml`` for Narayanan 2021 Table 1, ``vali
 for the rest); a case the validator lists as not expressible is not used. A **series** is either
 
 * *same model*: one source's runs of one model on one hardware (cluster, NIC overrides and precision equal)
-  at two or more GPU counts (NeMo GPT-3 175B 128/512, MPT-70B 256/512, MT-NLG 2240/2800/3360, Nemotron-4
-  768/1536/2304), or
-* *model grows with GPUs*: one source's table on one hardware with three or more GPU counts whose model
-  size never shrinks as the GPU count grows (Narayanan 2021 Table 1, Megatron-LM 2024 H100 table,
+  by one submitter (MLPerf prints several submitters' runs under one source: :func:`submitter`) at two or more
+  GPU counts (NeMo GPT-3 175B 128/512, MPT-70B 256/512, MT-NLG 2240/2800/3360, Nemotron-4 768/1536/2304), or
+* *model grows with GPUs*: one source's (one submitter's) table on one hardware with three or more GPU counts
+  whose model size never shrinks as the GPU count grows (Narayanan 2021 Table 1, Megatron-LM 2024 H100 table,
   MaxText v5p, Megatron-Bridge 25.11 per system), a weak-scaling table.
 
   Model size is the total parameter count (all experts, without MTP modules: the size the sources publish,
@@ -48,6 +48,7 @@ step grew most between the largest training run and the largest predicted run (t
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 import warnings
@@ -79,6 +80,21 @@ class Case:
     hardware: str     # cluster name + overrides + precision
     model_key: str    # the case's model fields
     params: float     # total parameters (all experts, no MTP): the model size the series rule compares
+    submitter: str = ""  # who ran it, where one source prints several submitters' runs (:func:`submitter`)
+
+
+#: The MLCommons results repositories lay each submission out as <submitter>/results/<system>/<benchmark>/
+#: (mlcommons/training_results_v5.1 @441d65f4, e.g. University-of-Florida/results/hpg.dgxb200x8.n1/llama31_8b/), the
+#: path every MLPerf row's source string cites.
+SUBMITTER_PATH = re.compile(r"([\w.-]+)/results/")
+
+
+def submitter(case: dict[str, Any]) -> str:
+    """The submitter of a row whose source prints several submitters' runs: an MLPerf row's results directory
+    (:data:`SUBMITTER_PATH`, read from its ``source`` string); "" for every other row, whose source is one
+    publisher's. hardware.system is no key: it names the node count (e.g. "1 NVIDIA DGX B200 node", "2 ... nodes")."""
+    found = SUBMITTER_PATH.search(str(case.get("source", "")))
+    return found.group(1) if found else ""
 
 
 def model_size(workload: Any) -> float:
@@ -160,17 +176,18 @@ def new_cases() -> list[Case]:
         assert path is not None
         run = MeasuredRun(res.id, s["cluster"], Path(path), cluster, wl, gpus, tr, st, float(measured), None)
         out.append(Case(run, res.families["source"], f"{s['cluster']} {' '.join(overrides)} {s['precision']}",
-                        model_key(wl), model_size(wl)))
+                        model_key(wl), model_size(wl), submitter(case)))
     return out
 
 
 def series(cases: list[Case]) -> list[tuple[str, str, list[Case]]]:
-    """(name, kind, cases sorted by GPUs) for every series (module docstring)."""
-    groups: dict[tuple[str, str], list[Case]] = {}
+    """(name, kind, cases sorted by GPUs) for every series (module docstring): one source's, one submitter's, on one
+    hardware. A "model grows" series of a named submitter carries its name."""
+    groups: dict[tuple[str, str, str], list[Case]] = {}
     for c in cases:
-        groups.setdefault((c.source, c.hardware), []).append(c)
+        groups.setdefault((c.source, c.submitter, c.hardware), []).append(c)
     out = []
-    for (source, hardware), group in groups.items():
+    for (source, who, hardware), group in groups.items():
         group = sorted(group, key=lambda c: (c.run.gpus, c.params))
         models: dict[str, list[Case]] = {}
         for c in group:
@@ -181,7 +198,8 @@ def series(cases: list[Case]) -> list[tuple[str, str, list[Case]]]:
                 out.append((f"{label} ({'/'.join(str(c.run.gpus) for c in same)})", "same model", same))
         grows = all(b.params >= a.params for a, b in zip(group, group[1:], strict=False))
         if len(models) > 1 and len({c.run.gpus for c in group}) >= 3 and grows:
-            out.append((f"{source} {hardware.split()[0]} ({group[0].run.gpus}-{group[-1].run.gpus})",
+            out.append((f"{' '.join(filter(None, (source, who)))} {hardware.split()[0]} "
+                        f"({group[0].run.gpus}-{group[-1].run.gpus})",
                         "model grows with GPUs", group))
     return out
 

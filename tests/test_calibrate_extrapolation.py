@@ -3,20 +3,26 @@ step from the figure the source printed (the study itself takes a minute: run th
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from conftest import script_module
 
 
 @pytest.fixture(scope="module")
-def found():  # type: ignore[no-untyped-def]
+def groups():  # type: ignore[no-untyped-def]
     # the session's validator module first: the script's `import validate_training` is then that module, whose cached
     # validate_all() (every row priced, ~20 s) the script shares with test_validation.py and test_intervals.py
     script_module("validate_training")
     mod = script_module("calibrate_extrapolation")
     if mod.vt.CASES is None:
         pytest.skip("validation cases not found")
-    series = mod.series(mod.nar21_cases() + mod.new_cases())
-    return {name: (kind, [c.run for c in group]) for name, kind, group in series}
+    return mod.series(mod.nar21_cases() + mod.new_cases())
+
+
+@pytest.fixture(scope="module")
+def found(groups):  # type: ignore[no-untyped-def]
+    return {name: (kind, [c.run for c in group]) for name, kind, group in groups}
 
 
 def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
@@ -46,8 +52,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # + Nemotron 3 Nano (8 GPUs, 31.6 B) once the model priced Mamba-2 hybrid patterns
         "mb2608 gb300-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256, 256]),
         # MLPerf v5.1's NVFP4 rows, compared since fp4a28 (FP8 attention under NVFP4, stochastic rounding off)
-        # data31: Nebius' 4 x 8 B200 NVFP4 run joins Dell's 8 and Nebius' 16 (one source, one hardware, one model)
-        "mlpt51_b200_llama31_8b_8 (8/16/32)": ("same model", [8, 16, 32]),
+        # data31: Nebius' 4 x 8 B200 NVFP4 run joins its 2 x 8 one; hybrid32: Dell's 8-GPU run is another submitter's
+        # (a series keys on the submitter: it was "mlpt51_b200_llama31_8b_8 (8/16/32)" with Dell's run first)
+        "mlpt51_b200_llama31_8b_16 (16/32)": ("same model", [16, 32]),
         "mlpt51_gb200_llama31_405b_512 (512/2560/5120)": ("same model", [512, 2560, 5120]),
         # Megatron-Bridge 26.06 DGX-B300 rows once the catalog held b300 / dgx-b300: Qwen3-30B-A3B (8 GPUs), GPT-OSS
         # 120B (64), DeepSeek-V3 (256); the 26.04.01 B300 Qwen3-235B row is a series of one (source mb2604)
@@ -121,12 +128,12 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mlpt51_h100_llama31_8b (64/128)": ("same model", [64, 128]),
         # data25: University of Florida's DGX B200 rows (8B on 1-32 nodes, 405B on 32 / 56; the table's two models
         # also make a growing series), NVIDIA's GB300 / GB200 8B at 72 and 512 GPUs, and Eos' H100 405B (v5.0)
-        # data31's Dell 2 x XE9680L / XE9685L and Verda / Oracle 8 x 8 FP8 runs join University of Florida's (the
-        # series rule keys on source and catalog hardware, not submitter: MLPerf v5.1 is one source)
-        "mlpt51_b200_llama31_8b (8/16/16/16/32/64/64/64/128/256)": ("same model",
-                                                                   [8, 16, 16, 16, 32, 64, 64, 64, 128, 256]),
+        # hybrid32: a series keys on the submitter too, so data31's Dell 2 x XE9680L / XE9685L and Verda / Oracle
+        # 8 x 8 FP8 runs (each one submitter's runs at one GPU count) no longer join University of Florida's (they did
+        # at 8/16/16/16/32/64/64/64/128/256 and 8-448)
+        "mlpt51_b200_llama31_8b (8/16/32/64/128/256)": ("same model", [8, 16, 32, 64, 128, 256]),
         "mlpt51_b200_llama31_405b (256/448)": ("same model", [256, 448]),
-        "mlpt51 dgx-b200 (8-448)": ("model grows with GPUs", [8, 16, 16, 16, 32, 64, 64, 64, 128, 256, 256, 448]),
+        "mlpt51 University-of-Florida dgx-b200 (8-448)": ("model grows with GPUs", [8, 16, 32, 64, 128, 256, 256, 448]),
         "mlpt51_gb300_llama31_8b (72/512)": ("same model", [72, 512]),
         "mlpt51_gb200_llama31_8b (72/512)": ("same model", [72, 512]),
         "mlpt50_h100_llama31_405b (512/2048/2432/2560/8192)": ("same model", [512, 2048, 2432, 2560, 8192]),
@@ -152,3 +159,37 @@ def test_measured_steps_are_the_published_figures(found) -> None:  # type: ignor
     # MPT-70B on 512 H100: 1007 tokens/s/GPU at a global batch of 4096 x 2048 tokens
     mpt = found["mpt_h100_70b (256/512)"][1][1]
     assert mpt.step_time_s == pytest.approx(4096 * 2048 / (1007 * 512), rel=1e-12)
+
+
+def test_two_submitters_never_share_a_series(groups) -> None:  # type: ignore[no-untyped-def]
+    """MLPerf prints several submitters' runs under one source; each series is one submitter's (data31 put Dell's,
+    Verda's and Oracle's B200 runs in University of Florida's series)."""
+    for name, _kind, group in groups:
+        assert len({c.submitter for c in group}) == 1, name
+    named = {c.submitter for _, _, group in groups for c in group if c.run.label.startswith("mlpt")}
+    assert {"University-of-Florida", "Nebius", "NVIDIA", "Cisco"} <= named
+
+
+def test_submitter_is_the_results_directory() -> None:
+    mod = script_module("calibrate_extrapolation")
+    uf = ("MLPerf Training v5.1, closed division, University of Florida llama31_8b on hpg.dgxb200x8.n1 (1 x 8 B200): "
+          "mlcommons/training_results_v5.1 @441d65f4 University-of-Florida/results/hpg.dgxb200x8.n1/llama31_8b/")
+    fork = ("MLPerf Training v6.0, closed division, Cisco llama31_8b on Zeus_8xH100_SXM_80GB, read in the fork "
+            "Richardyu114/training_results_v6.0 @eabf23a0 (...): Cisco/results/Zeus_8xH100_SXM_80GB/llama31_8b/")
+    assert mod.submitter({"source": uf}) == "University-of-Florida"
+    assert mod.submitter({"source": fork}) == "Cisco"
+    assert mod.submitter({"source": "Narayanan et al. 2021, Table 1"}) == ""
+
+
+def test_series_splits_by_submitter() -> None:
+    """Four runs of one model on one hardware from one source, two by each of two submitters at 8 and 16 GPUs: two
+    same-model series of two runs, not one of four (8/8/16/16)."""
+    mod = script_module("calibrate_extrapolation")
+
+    def case(label: str, gpus: int, who: str):  # type: ignore[no-untyped-def]
+        run = SimpleNamespace(label=label, gpus=gpus)
+        return mod.Case(run, "mlpt51", "dgx-b200  fp8", "llama31_8b", 8.03e9, who)  # type: ignore[arg-type]
+
+    cases = [case("a_8", 8, "A"), case("b_8", 8, "B"), case("a_16", 16, "A"), case("b_16", 16, "B")]
+    got = {name: (kind, [c.run.label for c in group]) for name, kind, group in mod.series(cases)}
+    assert got == {"a (8/16)": ("same model", ["a_8", "a_16"]), "b (8/16)": ("same model", ["b_8", "b_16"])}

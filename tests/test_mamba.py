@@ -169,11 +169,6 @@ def test_attention_mlp_pattern_is_the_standard_layer(moe, kw):
     extra = dict(moe={"experts": 8, "top_k": 2, "ffn_hidden": 1024}) if moe else {}
     std = dict(BASE, layers=8, **extra)
     hyb = dict(BASE, layers=16, hybrid={"pattern": ("*E" if moe else "*-") * 8}, **extra)
-    if moe and kw.get("cp", 1) > 1:
-        # known defect, open (closing note round 31): sp31's re-gather window reads model_parallel_comm._ub_shares,
-        # whose MoE share is moe_layers / layers, so a '*E' hybrid (half its layers MoE) hides the SP re-gathers under
-        # a different GEMM share than the standard layer it equals; contention 6.17 against 5.55 ms here
-        pytest.xfail("SP re-gather window of a hybrid MoE pattern (_ub_shares per layer kind): open")
     if moe:
         kw = dict(kw, ep=2, sequence_parallel=kw.get("tp", 1) > 1)  # Megatron-Core needs SP for MoE at tp > 1
     a, b = (scalemodel.predict("dgx-h100", m, 16, global_batch=64, **kw) for m in (std, hyb))

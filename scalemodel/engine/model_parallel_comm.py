@@ -203,24 +203,39 @@ def _nanotron_linear_shares(sh: Any) -> tuple[float, float, float, float]:
 
 
 def _ub_shares(sh: Any) -> tuple[float, float]:
-    """Shares of a layer's weight-GEMM FLOPs (attention, dense, shared and routed-expert matrices, LatentMoE's routed
-    experts at their token width l, its duplicated projections left out: they feed no TP collective) in the
-    userbuffers GEMMs beside an all-gather (QKV or Q/KV up, the dense and shared-expert FC1) and beside a
-    reduce-scatter (O-proj, the dense and shared-expert FC2). The routed experts' grouped GEMMs are not Transformer
-    Engine userbuffers GEMMs (TE@bee4649c pytorch/module/grouped_linear.py L455-457: "GroupedLinear doesn't support
-    Userbuffer overlap."; their tokens reach them through the token dispatcher): userbuffers neither splits them
-    nor shrinks them with ``set_sm_margin`` (review21j)."""
+    """Shares of the model's layers' weight-GEMM FLOPs in the userbuffers GEMMs beside an all-gather (a) and beside a
+    reduce-scatter (r), summed over the layers by kind (docs/model.md#ub-shares; the shape's, or a pipeline rank's
+    part shape's, attention / dense MLP / MoE / Mamba layer counts, so a hybrid pattern's layers each count their own
+    block and a standard layer its attention + MLP)::
+
+        AG = n_att (QKV or Q/KV up + MLA's down-projections) + up (n_mlp h f + n_moe s h f_e) + n_mamba h w_in
+        RS = n_att (a d_v h) + (n_mlp h f + n_moe s h f_e) + n_mamba d_inner h
+        a = AG / (AG + RS + X),   r = RS / (AG + RS + X),   X = n_moe k (up + 1) f_e w
+
+    (up = 2 gated, 1 not; s shared experts, k routed of width w: h, or LatentMoE's l; w_in the Mamba in_proj's
+    2 d_inner + 2 G N + H). The AG side is the column-parallel linears (QKV, the dense and shared-expert FC1, the
+    Mamba in_proj), the RS side the row-parallel ones (O-proj, FC2, the Mamba out_proj: Megatron-LM@d98e8a64dd
+    megatron/core/ssm/mamba_mixer.py L281-295 / L437-451 build them with ``tp_comm_buffer_name`` "fc1" / "fc2",
+    megatron/core/models/hybrid/hybrid_layer_specs.py L110-117 as TELayerNormColumnParallelLinear /
+    TERowParallelLinear). The routed experts' grouped GEMMs X are not Transformer Engine userbuffers GEMMs
+    (TE@bee4649c pytorch/module/grouped_linear.py L455-457: "GroupedLinear doesn't support Userbuffer overlap."; their
+    tokens reach them through the token dispatcher): userbuffers neither splits them nor shrinks them with
+    ``set_sm_margin`` (review21j). LatentMoE's duplicated projections and the router feed no TP collective and are
+    left out. Before hybrid32 the shares were one attention + MLP layer's with the MoE share moe_layers / layers,
+    which a hybrid pattern's separate attention, MLP, MoE and Mamba layers do not have."""
     attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
     o = attn.pop("o")
     up = 2.0 if bool(sh.gated_mlp) else 1.0
-    moe_share = float(sh.moe_layers / sh.layers)
-    dense = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
+    parts = transformer.linear_weight_parts(sh)
+    n_att, n_moe, n_mamba = (float(x) for x in (sh.attention_layers, sh.moe_layers, sh.mamba_layers))
+    fc2 = float(sh.mlp_layers) * float(sh.ffn_hidden * sh.hidden) + n_moe * float(
         sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
-    width = dense + moe_share * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width)
-    total = sum(attn.values()) + o + (up + 1.0) * width
+    ag = n_att * sum(attn.values()) + up * fc2 + n_mamba * float(parts["mamba_in_proj"][0])
+    rs = n_att * o + fc2 + n_mamba * float(parts["mamba_out_proj"][0])
+    total = ag + rs + n_moe * (up + 1.0) * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width)
     if total <= 0:
         return 0.5, 0.5
-    return (sum(attn.values()) + up * dense) / total, (o + dense) / total
+    return ag / total, rs / total
 
 
 def sp_regather_elem_bytes(job: Job) -> float:
