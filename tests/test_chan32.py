@@ -11,10 +11,10 @@ channels (k = 2, or 4 after the SM90 doubling) and adds no modelled bandwidth.
 
 Why the count stays uncharged (docs/model.md#contention, chan32): priced from the same count, the SM-seconds of a
 collective per byte are ``c / min(B, nCh bw)`` with B the model's bottleneck; where B sits under NCCL's view of the
-same links (dgx-a100's NVLink, 0.77 x 300 = 231 GB/s, against NCCL's 12 x 20 = 240) a faster NIC raises c and not
-the bandwidth, so the contention per byte rises (16 / 192 -> 20 / 231), and ncclTopoDupChannels' 25 GB/s threshold
-doubles the CTAs for 25 % more bandwidth (dgx-a100 at 31.25 GB/s NICs: 16 -> 32). The property tests below hold the
-model as it is (count uncharged) to that invariant; the pure-DP ones fail with the count charged.
+same links (dgx-a100's NVLink, 0.77 x 300 = 231 GB/s, against NCCL's 12 x 20 = 240) a faster NIC raises c more than the
+bandwidth (+25 % against +20 %), so the contention per byte rises (16 / 192 -> 20 / 231), and ncclTopoDupChannels' 25
+GB/s threshold doubles the CTAs for 25 % more bandwidth (dgx-a100 at 31.25 GB/s NICs: 16 -> 32). The property tests
+below hold the model as it is (count uncharged) to that invariant; the pure-DP ones fail with the count charged.
 """
 
 from __future__ import annotations

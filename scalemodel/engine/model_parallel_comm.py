@@ -202,15 +202,17 @@ def _nanotron_linear_shares(sh: Any) -> tuple[float, float, float, float]:
     return attn["qkv"] / total, up / total, attn["o"] / total, fh / total
 
 
-def _ub_shares(sh: Any) -> tuple[float, float]:
+def _ub_shares(sh: Any, column_down: Any = False, shared_off: Any = False) -> tuple[Any, Any]:
     """Shares of the model's layers' weight-GEMM FLOPs in the userbuffers GEMMs beside an all-gather (a) and beside a
     reduce-scatter (r), summed over the layers by kind (docs/model.md#ub-shares; the shape's, or a pipeline rank's
     part shape's, attention / dense MLP / MoE / Mamba layer counts, so a hybrid pattern's layers each count their own
     block and a standard layer its attention + MLP)::
 
-        AG = n_att (QKV or Q/KV up + MLA's down-projections) + up (n_mlp h f + n_moe s h f_e) + n_mamba h w_in
-        RS = n_att (a d_v h) + (n_mlp h f + n_moe s h f_e) + n_mamba d_inner h
-        a = AG / (AG + RS + X),   r = RS / (AG + RS + X),   X = n_moe k (up + 1) f_e w
+        AG = n_att (QKV or Q/KV up + [column_down] D) + up (n_mlp h f + [not shared_off] S) + n_mamba h w_in
+        RS = n_att (a d_v h) + (n_mlp h f + [not shared_off] S) + n_mamba d_inner h
+        a = AG / T,   r = RS / T,   T = n_att (QKV or Q/KV up + D + a d_v h) + (up + 1) (n_mlp h f + S)
+                                        + n_mamba (h w_in + d_inner h) + X
+        D = MLA's down-projections h r_q + h (r_kv + d_rope),   S = n_moe s h f_e,   X = n_moe k (up + 1) f_e w
 
     (up = 2 gated, 1 not; s shared experts, k routed of width w: h, or LatentMoE's l; w_in the Mamba in_proj's
     2 d_inner + 2 G N + H). The AG side is the column-parallel linears (QKV, the dense and shared-expert FC1, the
@@ -220,19 +222,35 @@ def _ub_shares(sh: Any) -> tuple[float, float]:
     TERowParallelLinear). The routed experts' grouped GEMMs X are not Transformer Engine userbuffers GEMMs
     (TE@bee4649c pytorch/module/grouped_linear.py L455-457: "GroupedLinear doesn't support Userbuffer overlap."; their
     tokens reach them through the token dispatcher): userbuffers neither splits them nor shrinks them with
-    ``set_sm_margin`` (review21j). LatentMoE's duplicated projections and the router feed no TP collective and are
+    ``set_sm_margin`` (review21j). MLA's down-projections D (linear_q_down_proj, linear_kv_down_proj) are TELinear
+    ``parallel_mode='duplicated'`` in the Transformer Engine spec (multi_latent_attention.py L526-527 / L573-574;
+    models/gpt/gpt_layer_specs.py L302 / L304 ``backend.linear()``, TELinear): no gather, no re-gather, no
+    userbuffers (TELinear sets ub_overlap only for ``parallel_mode != "duplicated"``, extensions/transformer_engine.py
+    L1189): in T only; with
+    ``column_down`` (strategy ``mla_column_down_proj``, TEColumnParallelLinear) each gathers its h-wide input and
+    re-gathers it under its own data-gradient GEMM, so the re-gather window counts them on the AG side (not
+    userbuffers either: their buffer names are none of qkv / proj / fc1 / fc2, transformer_engine.py L1176-1186).
+    ``shared_off`` (``moe_shared_expert_overlap``) takes the shared experts off both sides: their linears' own comm and
+    userbuffers are switched off (shared_experts.py L163-175) and their pair runs outside the weight-gradient window
+    (:func:`_moe_tp_collectives`). The router and LatentMoE's duplicated projections feed no TP collective and are
     left out. Before hybrid32 the shares were one attention + MLP layer's with the MoE share moe_layers / layers,
-    which a hybrid pattern's separate attention, MLP, MoE and Mamba layers do not have."""
-    attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
-    o = attn.pop("o")
+    which a hybrid pattern's separate attention, MLP, MoE and Mamba layers do not have; before review32a the
+    down-projections sat on the AG side whatever the build."""
+    w = {name: (float(n_in * n_out), split) for name, n_in, n_out, split in transformer.attention_matrices(sh)}
+    o = w.pop("o")[0]
+    col = sum(v for v, split in w.values() if split)  # QKV, or MLA's up-projections (q when r_q = 0)
+    down = sum(v for v, split in w.values() if not split)  # MLA's q_down / kv_down, held whole
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     parts = transformer.linear_weight_parts(sh)
     n_att, n_moe, n_mamba = (float(x) for x in (sh.attention_layers, sh.moe_layers, sh.mamba_layers))
-    fc2 = float(sh.mlp_layers) * float(sh.ffn_hidden * sh.hidden) + n_moe * float(
-        sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
-    ag = n_att * sum(attn.values()) + up * fc2 + n_mamba * float(parts["mamba_in_proj"][0])
-    rs = n_att * o + fc2 + n_mamba * float(parts["mamba_out_proj"][0])
-    total = ag + rs + n_moe * (up + 1.0) * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width)
+    dense = float(sh.mlp_layers) * float(sh.ffn_hidden * sh.hidden)
+    shared = n_moe * float(sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    on = dense + (1.0 - np.asarray(shared_off, dtype=float)) * shared
+    m_in, m_out = n_mamba * float(parts["mamba_in_proj"][0]), n_mamba * float(parts["mamba_out_proj"][0])
+    ag = n_att * (col + np.asarray(column_down, dtype=float) * down) + up * on + m_in
+    rs = n_att * o + on + m_out
+    total = (n_att * (col + down + o) + (up + 1.0) * (dense + shared) + m_in + m_out
+             + n_moe * (up + 1.0) * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width))
     if total <= 0:
         return 0.5, 0.5
     return ag / total, rs / total
@@ -281,8 +299,8 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
           & (not xla_remat(job)))
     c = np.where(on, gathers * coll.get("tp_regather", 0.0) + att_blocks * coll.get("tp_att_regather", 0.0), 0.0)
-    window = _ub_shares(job.shape)[0] * (comp["layers_per_stage"] * comp["gemm_per_layer"]
-                                         + comp.get("mtp_gemm", 0.0))
+    window = _ub_shares(job.shape, g.mla_column_down_proj, g.moe_shared_expert_overlap)[0] * (
+        comp["layers_per_stage"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0))
     exposed = np.maximum(c - window, 0.0)
     return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
 
@@ -314,7 +332,7 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     """
     if not job.is_transformer:
         return np.zeros(1)
-    a, r = _ub_shares(job.shape)
+    a, r = _ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap)
     T = np.asarray(tokens, dtype=float)
     d0 = job.gemm_half_dim
     per = d0 / (T + d0)
@@ -434,7 +452,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
                                                   ov["hidden_bwd_only"] - rg_hidden,
-                                                  _ub_shares(sh)[1] * (gemm_f + gemm_r), rg_hidden), 0.0)
+                                                  _ub_shares(sh, shared_off=g.moe_shared_expert_overlap)[1]
+                                                  * (gemm_f + gemm_r), rg_hidden), 0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
     nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
