@@ -309,6 +309,7 @@ def transformer_shape(workload: Any) -> Any:
         layers=workload.layers, hidden=workload.hidden, heads=workload.heads, vocab=workload.vocab,
         kv_heads=workload.kv_heads, ffn_hidden=workload.ffn_hidden, gated_mlp=workload.gated_mlp,
         tied_embeddings=workload.tied_embeddings, biases=workload.biases,
+        norm_biases=workload.norm_biases,
         head_dim=(mla.qk_nope_head_dim + mla.qk_rope_head_dim) if mla else workload.head_dim,
         v_head_dim=mla.v_head_dim if mla else None, q_lora_rank=mla.q_lora_rank if mla else 0,
         kv_lora_rank=mla.kv_lora_rank if mla else 0, qk_rope_head_dim=mla.qk_rope_head_dim if mla else 0,

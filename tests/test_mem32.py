@@ -1,0 +1,90 @@
+"""mem32: memory and parameter-count defects left open after bias31 (docs/model.md#param-biases, #offload).
+
+* ``biases`` also gave every norm a LayerNorm bias. GPT-OSS norms with RMSNorm (a gain only) and has linear biases
+  (huggingface/transformers@0261a467 src/transformers/models/gpt_oss/modular_gpt_oss.py: GptOssRMSNorm;
+  GptOssAttention q/k/v/o ``bias=config.attention_bias``; GptOssExperts ``gate_up_proj_bias`` (E, 2f) and
+  ``down_proj_bias`` (E, h); GptOssTopKRouter ``bias`` (E,); ``sinks`` (a,) a layer). The norms' bias is now
+  ``norm_biases`` (default: biases and not gated_mlp), and a Hugging Face ``gpt_oss`` config imports as a gated MLP
+  with linear biases. The counts are checked against OpenAI's model card (gpt-oss-120b & gpt-oss-20b Model Card,
+  arXiv:2508.10925, Table 1: 116.83B / 20.91B total; MLP 114.71B / 19.12B, attention 0.96B / 0.64B, embedding and
+  unembedding together 1.16B), each component counted here by hand from the module layout above."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scalemodel.cost import transformer
+from scalemodel.engine.job import transformer_shape
+from scalemodel.specs import load_workload, notices
+
+H, HEADS, KV, D, V = 2880, 64, 8, 64, 201088
+
+
+def _oss_config(layers: int, experts: int) -> dict[str, object]:
+    """openai/gpt-oss-{120b,20b} config.json's keys (the two differ in layers and experts only)."""
+    return {"architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+            "eos_token_id": 200002, "experts_per_token": 4, "head_dim": D, "hidden_act": "silu", "hidden_size": H,
+            "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+            "layer_types": ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)],
+            "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": HEADS,
+            "num_experts_per_tok": 4, "num_hidden_layers": layers, "num_key_value_heads": KV,
+            "num_local_experts": experts, "output_router_logits": False, "pad_token_id": 199999, "rms_norm_eps": 1e-05,
+            "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                             "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
+            "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+            "tie_word_embeddings": False, "use_cache": True, "vocab_size": V}
+
+
+def _by_hand(layers: int, experts: int) -> dict[str, int]:
+    """The model card's components, counted from the module layout (sinks apart: not modelled, 64 a layer)."""
+    f = 2880
+    attention = H * HEADS * D + 2 * H * KV * D + HEADS * D * H + (HEADS + 2 * KV) * D + H  # q, k, v, o + biases
+    expert = H * 2 * f + 2 * f + f * H + H  # gate_up (h x 2f) + bias 2f, down (f x h) + bias h
+    router = experts * H + experts
+    return {"attention": layers * attention, "mlp": layers * (experts * expert + router),
+            "norms": (2 * layers + 1) * H, "embedding": 2 * V * H, "sinks": layers * HEADS}
+
+
+@pytest.mark.parametrize(("size", "layers", "experts", "card"), [
+    ("120b", 36, 128, {"total": 116.83, "mlp": 114.71, "attention": 0.96, "embedding": 1.16}),
+    ("20b", 24, 32, {"total": 20.91, "mlp": 19.12, "attention": 0.64, "embedding": 1.16})])
+def test_gpt_oss_params_from_hf_config(tmp_path: Path, size: str, layers: int, experts: int,
+                                       card: dict[str, float]) -> None:
+    """The config.json imports with linear biases and RMSNorm gains only, every other layer global, no warning; its
+    count equals the hand count (sinks apart) and rounds to the card's 116.83B / 20.91B (the components too). Before
+    mem32: the norms counted 2h each (+ 73 x 2880 = 210,240 for 120b) and the importer warned that attention_bias's
+    biases were not counted and that gpt_oss was an unknown family."""
+    path = tmp_path / size / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(_oss_config(layers, experts)))
+    with notices.collecting() as warnings:
+        w = load_workload(str(path))
+    assert [x for x in warnings if "seq_len" not in x and "context" not in x] == []
+    assert (w.biases, w.norm_biases, w.gated_mlp, w.sliding_window_pattern) == (True, None, True, 2)
+    sh = transformer_shape(w)
+    part = _by_hand(layers, experts)
+    total = part["attention"] + part["mlp"] + part["norms"] + part["embedding"]
+    assert float(transformer.param_count(sh)) == total
+    assert round((total + part["sinks"]) / 1e9, 2) == card["total"]
+    for key in ("mlp", "attention", "embedding"):
+        assert round(part[key] / 1e9, 2) == card[key]
+
+
+def test_norm_biases_default_and_switch() -> None:
+    """GPT-2 style (ungated, biases): each norm weight + bias, 4h a layer and 2h final (unchanged); with
+    norm_biases false 2h and h; a gated MLP with linear biases defaults to gain-only norms."""
+    base = dict(layers=3, hidden=256, heads=4, vocab=1000, ffn_hidden=1024)
+    gpt2 = transformer.shape(**base, biases=True)  # type: ignore[arg-type]
+    rms = transformer.shape(**base, biases=True, norm_biases=False)  # type: ignore[arg-type]
+    assert float(transformer.norm_params(gpt2)) == 2 * 2 * 256
+    assert float(transformer.norm_params(rms)) == 2 * 256
+    assert float(transformer.param_count(gpt2) - transformer.param_count(rms)) == (3 * 2 + 1) * 256
+    gated = transformer.shape(**base, gated_mlp=True, biases=True)  # type: ignore[arg-type]
+    assert not bool(gated.norm_biases) and bool(gated.biases)
+    layer = transformer.layer_param_tensors(rms, moe=False)
+    assert sum(float(t.n) * float(t.elements) for t in layer) == float(transformer.layer_params(rms))
+    tensors = transformer.non_layer_param_tensors(rms)
+    assert sum(float(t.n) * float(t.elements) for t in tensors) == float(transformer.embedding_params(rms))
