@@ -14,11 +14,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from scalemodel.api import predict
+from scalemodel.choices import Recompute
 from scalemodel.cost import transformer
-from scalemodel.engine.job import transformer_shape
-from scalemodel.specs import load_workload, notices
+from scalemodel.engine import dp_comm
+from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy, transformer_shape
+from scalemodel.engine.step import evaluate
+from scalemodel.specs import load_cluster, load_workload, notices
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 H, HEADS, KV, D, V = 2880, 64, 8, 64, 201088
 
@@ -88,3 +94,70 @@ def test_norm_biases_default_and_switch() -> None:
     assert sum(float(t.n) * float(t.elements) for t in layer) == float(transformer.layer_params(rms))
     tensors = transformer.non_layer_param_tensors(rms)
     assert sum(float(t.n) * float(t.elements) for t in tensors) == float(transformer.embedding_params(rms))
+
+
+# --- activation offload copies the memory model's bytes (docs/model.md#offload) ---------------------------------
+
+#: a small dense layer: h 1024, 8 heads of 128 (no GQA), GeLU MLP of 4096, no dropout; one micro-batch of 2048 tokens,
+#: tp 1, flash attention (the fp32 log-sum-exp, 4 a s b)
+L, HID, NH, FFN, SEQ = 4, 1024, 8, 4096, 2048
+#: per token, no recompute (cost.memory's Korthikanti row): 16-bit: norm inputs 2 x 2h, QKV and FC1 inputs 2h + 2h,
+#: Q 2h, K + V 4h, O (flash's output, the O-projection input) 2h, GeLU input + FC2 input 4f
+A_BF16 = SEQ * (16 * HID + 4 * FFN) + 4 * NH * SEQ  # 67,174,400
+#: fp8 (delayed scaling, 1-byte column-wise copies): the QKV and FC1 inputs 1 + 1, O kept 16-bit for flash's backward
+#: and as a 1-byte copy for the O-projection (3h), the FC2 input 1 + GeLU input 2 (3f)
+A_FP8 = SEQ * (15 * HID + 3 * FFN) + 4 * NH * SEQ  # 56,688,640
+
+
+def _offload_job(tmp_path: Path, precision: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "small.yaml"
+    path.write_text(f"kind: transformer\nname: small\nlayers: {L}\nhidden: {HID}\nheads: {NH}\nffn_hidden: {FFN}\n"
+                    f"vocab: 32000\nseq_len: {SEQ}\ndropout: false\n")
+    job = build_job(load_cluster("dgx-h100"), load_workload(str(path)),
+                    TrainingSpec(precision=precision, global_batch=8, micro_batch=1))
+    g = grid_from_arrays(**{k: np.asarray([v]) for k, v in dict(
+        gpus=8, dp=8, tp=1, pp=1, micro_batch=1, global_batch=8, recompute=Recompute.NONE, flash_attention=True,
+        offload_layers=2).items()})
+    return job, g, str(path)
+
+
+@pytest.mark.parametrize(("precision", "by_hand"), [("bf16", A_BF16), ("fp8", A_FP8)])
+def test_offload_copies_the_saved_tensor_bytes(tmp_path: Path, precision: str, by_hand: int) -> None:
+    """_offload_time's whole-layer copy is the memory model's saved bytes of a layer: in an fp8 run the 1-byte GEMM
+    input copies (before mem32 it priced the 16-bit layer, A_BF16, in every precision). W_f = 0: each of the k = 2
+    layers exposes its copy out and back, 2 x 2 x A / host_bandwidth; and the memory model's activations with the two
+    layers offloaded are 2 A lower (one micro-batch in flight: pp 1)."""
+    assert (A_BF16, A_FP8) == (67_174_400, 56_688_640)
+    job, g, path = _offload_job(tmp_path, precision)
+    comp = {"forward_per_layer": np.asarray([0.0]), "layers_per_stage": np.asarray([float(L)])}
+    got = float(dp_comm._offload_time(job, g, comp)[0])
+    assert got == pytest.approx(2 * 2 * by_hand / job.host_bandwidth, rel=1e-12)
+    kw = dict(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, recompute="none", precision=precision)
+    kept = predict("dgx-h100", path, 8, **kw)
+    off = predict("dgx-h100", path, 8, offload_layers=2, **kw)
+    drop = kept.memory["parts_bytes"]["activations"] - off.memory["parts_bytes"]["activations"]
+    assert drop == pytest.approx(2 * by_hand, rel=1e-9)
+
+
+# --- the CLI's --precision and the library agree on the attention kernel (bias31's report) -----------------------
+
+
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+def test_cli_precision_prices_the_library_step(cli, precision: str) -> None:  # type: ignore[no-untyped-def]
+    """bias31 reported `predict --precision tf32` printing one compute time for attention_kernel auto and gemm where
+    build_job + evaluate differed. At 85fbf7c6 the two routes agree (traced: --precision is TRAINING_FLAGS'
+    training.precision, the same TrainingSpec field the library reads; auto resolves to gemm in a 32-bit run in
+    engine.job.attention_kernel_runs, TE filtering FlashAttention and FusedAttention for a 32-bit QKV dtype): the
+    CLI's step is the library's for each kernel, auto differs from gemm in bf16 (cuDNN's fused curve on an H100) and
+    equals it in tf32."""
+    steps = {}
+    for kernel in ("auto", "gemm"):
+        r = cli("predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--precision", precision, "--tp", "8",
+                "--global-batch", "8", "--micro-batch", "1", "--set", f"training.attention_kernel={kernel}", "--json")
+        assert r.code == 0, r.err
+        tr = TrainingSpec(global_batch=8, micro_batch=1, precision=precision, attention_kernel=kernel)
+        job = build_job(load_cluster("dgx-h100"), load_workload("llama3-8b", []), tr)
+        lib = float(evaluate(job, grid_from_strategy(StrategySpec(tp=8), tr, 8, job)).step_time[0])
+        assert json.loads(r.out)["step_time_s"] == pytest.approx(lib, rel=1e-12)
+        steps[kernel] = lib
+    assert (steps["auto"] == steps["gemm"]) == (precision == "tf32")
