@@ -24,6 +24,7 @@ from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy, transformer_shape
 from scalemodel.engine.step import evaluate
 from scalemodel.specs import load_cluster, load_workload, notices
+from scalemodel.specs.frameworks import read_strategy_file
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 H, HEADS, KV, D, V = 2880, 64, 8, 64, 201088
@@ -161,3 +162,27 @@ def test_cli_precision_prices_the_library_step(cli, precision: str) -> None:  # 
         assert json.loads(r.out)["step_time_s"] == pytest.approx(lib, rel=1e-12)
         steps[kernel] = lib
     assert (steps["auto"] == steps["gemm"]) == (precision == "tf32")
+
+
+# --- torchtitan float8: the output layer converted unless filter_fqns names it -----------------------------------
+
+
+@pytest.mark.parametrize(("float8", "named"), [
+    ('filter_fqns = ["output"]\n', False),  # llama3_8b.toml at e7c0cae: the output layer stays BF16
+    ('filter_fqns = ["out"]\n', False),  # a substring of the FQN "output" (module_filter_fn: entry in fqn)
+    ('filter_fqns = ["layers.0."]\n', True),
+    ("recipe_name = \"rowwise\"\n", True),  # no list: default [] since a6524d8a0, the output layer converted
+])
+def test_titan_output_layer_converted_is_said(tmp_path: Path, float8: str, named: bool) -> None:
+    """pytorch/torchtitan@e7c0cae components/quantization/utils.py module_filter_fn converts every nn.Linear with
+    both dims multiples of 16 whose FQN contains no filter_fqns entry (config_manager.py Float8.filter_fqns default
+    []; since a6524d8a0, before which float8.py skipped fqn == "output" itself), so the output layer runs in FP8
+    unless the list names it. The model prices it in BF16 (its FP8 GEMM and casts are not modelled): the importer
+    says so in one line where the list does not name it, and says nothing where it does."""
+    path = tmp_path / "f8.toml"
+    path.write_text(f'[model]\nconverters = ["float8"]\n[float8]\n{float8}[parallelism]\n'
+                    "data_parallel_shard_degree = -1\n")
+    lines = [u for u in read_strategy_file(path).unused if "output" in u and u.startswith("float8.filter_fqns")]
+    assert lines == (['float8.filter_fqns does not name "output" (torchtitan since a6524d8a0 converts the output '
+                      "layer to Float8Linear, V and h multiples of 16: priced in BF16, its FP8 GEMM and casts not "
+                      "modelled)"] if named else [])
