@@ -67,13 +67,13 @@ def test_gated_dense_mlp_fc1_bias_is_2f() -> None:
 def test_router_bias_counted() -> None:
     """One GPT-OSS-like MoE layer: router 128 x 2880 + bias 128; the layer's tensors outside the routed experts plus
     E experts add up to layer_params(moe), each counted by hand: QKV 2880 x (64 + 2 x 8) 64 + bias 5120, proj
-    4096 x 2880 + bias 2880, 2 norms of weight and bias (``biases`` also means LayerNorm biases here), 128 experts
-    of 3 h f + 2 f + h, the router."""
+    4096 x 2880 + bias 2880, 2 norms of a weight only (RMSNorm: mem32's norm_biases defaults to false for a gated
+    MLP; bias31 counted a LayerNorm bias with ``biases``), 128 experts of 3 h f + 2 f + h, the router."""
     sh = _oss()
     assert float(transformer.router_params(sh)) == E * H + E
     qkv = H * (64 + 2 * 8) * 64 + (64 + 2 * 8) * 64
     proj = 64 * 64 * H + H
-    norms = 2 * 2 * H
+    norms = 2 * H
     experts = E * (3 * H * F + 2 * F + H)
     router = E * H + E
     by_hand = qkv + proj + norms + experts + router
@@ -82,8 +82,8 @@ def test_router_bias_counted() -> None:
     assert _elements(layer) + E * float(transformer.expert_params(sh)) == by_hand
     whole = [float(t.elements) for t in layer if not t.split and float(t.n) > 0]
     assert float(E) in whole  # the router bias, whole on every TP rank
-    # the model: 2 MoE layers, untied 1000 x 2880 embedding and output, final norm with bias
-    assert float(transformer.param_count(sh)) == 2 * by_hand + 2 * 1000 * H + 2 * H
+    # the model: 2 MoE layers, untied 1000 x 2880 embedding and output, final norm (RMSNorm: its weight only)
+    assert float(transformer.param_count(sh)) == 2 * by_hand + 2 * 1000 * H + H
 
 
 def test_no_router_bias_without_biases() -> None:

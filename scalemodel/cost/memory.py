@@ -517,6 +517,66 @@ def head_input_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     return (2.0 * e + e * _nonneg("mtp_modules", mtp_modules)) * sbh * per
 
 
+def _layer_bytes(sh: Shape, rec: ArrayLike, moe: bool | str, memo: dict[Any, np.ndarray],
+                 kw: dict[str, Any]) -> np.ndarray:
+    """One layer's bytes at recompute ``rec`` (the strategy's array, or a label), computed once per ``memo``
+    (keyed by the label, "strategy" for an array, and the kind); ``moe`` a bool, or a hybrid layer's kind
+    (attention, mlp, moe, mamba); ``kw`` :func:`layers_activation_bytes`' arguments."""
+    key = (rec if isinstance(rec, str) else "strategy", moe)
+    if key not in memo:
+        per = {k: v for k, v in kw.items() if k != "out_proj_inputs"}
+        if moe == "mamba":
+            assert sh.mamba is not None
+            memo[key] = mamba_activation_bytes(
+                sh.mamba, micro_batch=kw["micro_batch"], seq_len=kw["seq_len"], tp=kw["tp"], cp=kw["cp"],
+                sequence_parallel=kw["sequence_parallel"], recompute=rec, fp8_inputs=kw["fp8_inputs"],
+                dropout=sh.dropout, out_proj_inputs=kw["out_proj_inputs"], elem_bytes=kw["elem_bytes"])
+        elif isinstance(moe, str):
+            memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe == "moe", attention=moe == "attention",
+                                                   mlp=moe != "attention", **per)
+        else:
+            memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe, **per)
+    return memo[key]
+
+
+def _hybrid_kinds(sh: Shape) -> list[tuple[str, float]]:
+    """A hybrid pattern's layer kinds the model has, with their layer counts (none without a pattern)."""
+    return [] if sh.hybrid is None else [
+        (k, float(n)) for k, n in (("attention", sh.hybrid.attention), ("mlp", sh.hybrid.mlp),
+                                   ("moe", sh.hybrid.moe), ("mamba", sh.hybrid.mamba)) if n > 0]
+
+
+def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.ndarray] | None = None, *,
+                            micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                            sequence_parallel: ArrayLike = False, flash_attention: ArrayLike = False,
+                            fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
+                            attention_inputs: ArrayLike | None = None, latent_inputs: ArrayLike | None = None,
+                            out_proj_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
+                            elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """Activation bytes of all of the model's layers for one micro-batch at ``recompute``: dense_layers x a dense
+    layer + moe_layers x an MoE layer (:func:`activation_bytes_per_layer`), a hybrid pattern each kind's layers x its
+    layer (a Mamba layer :func:`mamba_activation_bytes`); a kind the model has none of adds exactly 0 (its bytes are
+    finite), so it is not computed. The one count of the layers' saved tensors: what :func:`activation_bytes` keeps
+    on the GPU, and (/ layers, at recompute none) what activation offload sends to the host and takes off it
+    (engine.dp_comm._offload_time, docs/model.md#offload). ``memo`` shares the layers between calls whose other
+    arguments are the same."""
+    memo = {} if memo is None else memo
+    kw: dict[str, Any] = dict(
+        micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
+        attention_inputs=attention_inputs, latent_inputs=latent_inputs, out_proj_inputs=out_proj_inputs, etp=etp,
+        elem_bytes=elem_bytes)
+    if sh.hybrid is not None:
+        return sum((n * _layer_bytes(sh, recompute, k, memo, kw) for k, n in _hybrid_kinds(sh)), np.zeros(()))
+    n_dense, n_moe = sh.dense_layers, sh.moe_layers
+    if not np.any(n_moe):
+        return np.asarray(n_dense * _layer_bytes(sh, recompute, False, memo, kw))
+    if not np.any(n_dense):
+        return np.asarray(n_moe * _layer_bytes(sh, recompute, True, memo, kw))
+    return np.asarray(n_dense * _layer_bytes(sh, recompute, False, memo, kw)
+                      + n_moe * _layer_bytes(sh, recompute, True, memo, kw))
+
+
 def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                      pp: ArrayLike = 1, cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
                      recompute: ArrayLike = "none", num_microbatches: ArrayLike = 1,
@@ -609,39 +669,14 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
               attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp, elem_bytes=elem_bytes)
     e = _pos("elem_bytes", elem_bytes)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
-    n_dense, n_moe = sh.dense_layers, sh.moe_layers
-    hybrid_kinds = [] if sh.hybrid is None else [
-        (k, float(n)) for k, n in (("attention", sh.hybrid.attention), ("mlp", sh.hybrid.mlp),
-                                   ("moe", sh.hybrid.moe), ("mamba", sh.hybrid.mamba)) if n > 0]
+    n_moe = sh.moe_layers
+    hybrid_kinds = _hybrid_kinds(sh)
 
     def layer(rec: ArrayLike, moe: bool | str) -> np.ndarray:
-        """One layer's bytes at recompute ``rec`` (the strategy's, or a label), computed once per call / memo;
-        ``moe`` a bool, or a hybrid layer's kind (attention, mlp, moe, mamba)."""
-        key = (rec if isinstance(rec, str) else "strategy", moe)
-        if key not in memo:
-            if moe == "mamba":
-                assert sh.mamba is not None
-                memo[key] = mamba_activation_bytes(
-                    sh.mamba, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
-                    sequence_parallel=sequence_parallel, recompute=rec, fp8_inputs=fp8_inputs, dropout=sh.dropout,
-                    out_proj_inputs=out_proj_inputs, elem_bytes=elem_bytes)
-            elif isinstance(moe, str):
-                memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe == "moe",
-                                                       attention=moe == "attention", mlp=moe != "attention", **kw)
-            else:
-                memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe, **kw)
-        return memo[key]
+        return _layer_bytes(sh, rec, moe, memo, {**kw, "out_proj_inputs": out_proj_inputs})
 
     def layers(rec: ArrayLike) -> np.ndarray:
-        """dense_layers x dense layer + moe_layers x MoE layer (a hybrid pattern: each kind's layers x its layer); a
-        kind the model has none of adds exactly 0 (its bytes are finite), so it is not computed."""
-        if sh.hybrid is not None:
-            return sum((n * layer(rec, kind) for kind, n in hybrid_kinds), np.zeros(()))
-        if not np.any(n_moe):
-            return n_dense * layer(rec, False)
-        if not np.any(n_dense):
-            return n_moe * layer(rec, True)
-        return n_dense * layer(rec, False) + n_moe * layer(rec, True)
+        return layers_activation_bytes(sh, rec, memo, out_proj_inputs=out_proj_inputs, **kw)
 
     p = _pos("pp", pp)
     t = _pos("tp", tp)

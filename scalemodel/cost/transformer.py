@@ -13,13 +13,13 @@ parameters as counts). Shapes follow the HuggingFace/Megatron conventions:
   a replicated h -> l projection before dispatch and l -> h after combine (Megatron-Core moe_layer.py
   ``fc1_latent_proj`` / ``fc2_latent_proj``, parallel_mode "duplicated"); router and shared experts stay at h.
 
-Parameter count per layer (weights; biases and norm gains when ``biases``, the GPT/BERT style):
+Parameter count per layer (weights; linear biases when ``biases``, norm biases when ``norm_biases``):
 
     attention  = h*(a*d) [Q] + 2*h*(g*d) [K,V] + (a*d)*h [O]        (+ biases (a+2g)*d + h)
     dense MLP  = (3 if gated else 2) * h * f                       (+ biases (2 if gated else 1) f + h)
     MoE MLP    = (E + shared) * (3|2) * h * f_e + h*E [router]
                  LatentMoE: E * (3|2) * l * f_e + shared * (3|2) * h * f_e + h*E + 2*h*l [latent projections]
-    norms      = 2 * h (RMSNorm) or 4 * h (LayerNorm with bias)
+    norms      = 2 * h (RMSNorm, or LayerNorm without bias) or 4 * h (LayerNorm with bias: ``norm_biases``)
     total      = layers * per-layer + V*h * (1 if tied else 2) + final norm + learned positions
 
 Multi-token prediction (``mtp_layers`` D; DeepSeek-AI 2024, arXiv:2412.19437 §2.2): module k takes the
@@ -254,7 +254,7 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     vocab: np.ndarray
     gated_mlp: np.ndarray  # bool
     tied_embeddings: np.ndarray  # bool
-    biases: np.ndarray  # bool: GPT/BERT-style linear biases and LayerNorm bias
+    biases: np.ndarray  # bool: linear biases (Megatron-Core add_bias_linear; GPT/BERT style)
     moe_experts: np.ndarray  # 0 = dense
     moe_top_k: np.ndarray
     moe_ffn_hidden: np.ndarray
@@ -293,6 +293,9 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     # bool: RoPE rotates Q and K (every layer's memory-bound pass, compute.rope_rotated_elements); false with a learned
     # position table, ALiBi or no position encoding (:func:`shape`: position_embeddings 0 and rotary not false)
     rope: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))
+    # bool: each norm carries a bias beside its gain (LayerNorm's beta: GPT/BERT); false for RMSNorm (Llama, GPT-OSS,
+    # whose linears have biases all the same). :func:`shape` defaults it to ``biases`` and not ``gated_mlp``
+    norm_biases: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
     @property
     def attention_layers(self) -> np.ndarray:
@@ -420,7 +423,8 @@ def causal_mean_keys(seq_len: ArrayLike, window: ArrayLike) -> np.ndarray:
 def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: ArrayLike,
           kv_heads: ArrayLike | None = None, ffn_hidden: ArrayLike | None = None,
           gated_mlp: ArrayLike = False, tied_embeddings: ArrayLike = True,
-          biases: ArrayLike | None = None, moe_experts: ArrayLike = 0, moe_top_k: ArrayLike = 0,
+          biases: ArrayLike | None = None, norm_biases: ArrayLike | None = None, moe_experts: ArrayLike = 0,
+          moe_top_k: ArrayLike = 0,
           moe_ffn_hidden: ArrayLike | None = None, moe_shared_experts: ArrayLike = 0,
           moe_every: ArrayLike = 1, moe_first_dense: ArrayLike = 0,
           position_embeddings: ArrayLike = 0, head_dim: ArrayLike | None = None,
@@ -432,9 +436,10 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           rotary: ArrayLike = True, hybrid: LayerCounts | None = None,
           mamba: MambaDims | None = None) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
-    d_v = d, RoPE unless ``rotary`` is false or a learned table is set). ``hybrid``
-    (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with one pre-norm
-    (norms_per_layer 1); ``mamba`` gives the widths of its Mamba-2 layers."""
+    norm_biases = biases and not gated (GPT/BERT's LayerNorm beside linear biases; the gated-MLP families' RMSNorm,
+    GPT-OSS's with linear biases too, has a gain only), d_v = d, RoPE unless ``rotary`` is false or a learned table is
+    set). ``hybrid`` (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with one
+    pre-norm (norms_per_layer 1); ``mamba`` gives the widths of its Mamba-2 layers."""
     L = _arr("layers", layers)
     h = _arr("hidden", hidden)
     a = _arr("heads", heads)
@@ -464,11 +469,13 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
     if hybrid is not None:
         _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers, mtp_block)
         norms_per_layer = 1
+    linear_biases = np.asarray(~gated if biases is None else biases, dtype=bool)
     return Shape(
         hybrid=hybrid, mamba=mamba if hybrid is not None else None,
         layers=L, hidden=h, heads=a, kv_heads=g, ffn_hidden=f, vocab=V, gated_mlp=gated,
         tied_embeddings=np.asarray(tied_embeddings, dtype=bool),
-        biases=np.asarray(~gated if biases is None else biases, dtype=bool),
+        biases=linear_biases,
+        norm_biases=linear_biases & ~gated if norm_biases is None else np.asarray(norm_biases, dtype=bool),
         moe_experts=E, moe_top_k=k, moe_ffn_hidden=_default(moe_ffn_hidden, f),
         moe_shared_experts=_arr("moe_shared_experts", moe_shared_experts, strict=False),
         moe_every=_arr("moe_every", moe_every, minimum=1.0, strict=False),
@@ -723,14 +730,15 @@ def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:
 
 
 def norm_params(sh: Shape) -> np.ndarray:
-    """Norms per layer (2, or 1 in a parallel block sharing its norm) x h (RMSNorm gain) or 2h (LayerNorm)."""
-    return sh.norms_per_layer * np.where(sh.biases, 2.0, 1.0) * sh.hidden
+    """Norms per layer (2, or 1 in a parallel block sharing its norm) x h (the gain) or 2h (+ the bias,
+    ``norm_biases``: LayerNorm's beta; RMSNorm has none)."""
+    return sh.norms_per_layer * np.where(sh.norm_biases, 2.0, 1.0) * sh.hidden
 
 
 def embedding_params(sh: Shape) -> np.ndarray:
     """Word embeddings (x2 when untied) + learned positions + final norm."""
     word = sh.vocab * sh.hidden * np.where(sh.tied_embeddings, 1.0, 2.0)
-    final_norm = np.where(sh.biases, 2.0, 1.0) * sh.hidden
+    final_norm = np.where(sh.norm_biases, 2.0, 1.0) * sh.hidden
     return word + sh.position_embeddings * sh.hidden + final_norm
 
 
@@ -859,10 +867,10 @@ def param_count(sh: Shape) -> np.ndarray:
 def mtp_module_params(sh: Shape) -> np.ndarray:
     """Parameters of one multi-token prediction module (module docstring): a layer of the last layer's kind
     (:func:`layer_params`), the 2h x h projection eh_proj (no bias: Megatron-Core builds it with bias=False) and
-    three norms (enorm, hnorm, the module's final norm: h each, 2h with LayerNorm biases). The embedding and
+    three norms (enorm, hnorm, the module's final norm: h each, 2h with ``norm_biases``). The embedding and
     the output head are the main model's (shared)."""
     block = np.where(sh.last_layer_moe, layer_params(sh, moe=True), layer_params(sh))
-    norms = (3.0 + sh.mtp_block_norms) * np.where(sh.biases, 2.0, 1.0) * sh.hidden
+    norms = (3.0 + sh.mtp_block_norms) * np.where(sh.norm_biases, 2.0, 1.0) * sh.hidden
     return block + 2.0 * sh.hidden * sh.hidden + norms
 
 
@@ -891,7 +899,7 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
         attention   each non-empty matrix of :func:`attention_matrices` (MHA/GQA: qkv, proj; MLA: q_down when
                     r_q > 0, q_up, kv_down, kv_up, proj), MLA's latent norms (q when r_q > 0, kv), with ``biases``
                     (not MLA) the qkv bias ((a + 2g) d, split) and the proj bias (h, whole)
-        norms       norms_per_layer x (weight h, + bias h with ``biases``), whole
+        norms       norms_per_layer x (weight h, + bias h with ``norm_biases``), whole
         dense MLP   fc1 ((2 if gated else 1) f h), fc2 (f h), split; with ``biases`` fc1's ((2 if gated else 1) f,
                     split: mlp.py's fused gate+up output) and fc2's (h, whole)
         MoE layer   the router (E h, + its bias E with ``biases``, whole: :func:`router_params`); the shared
@@ -913,7 +921,7 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
     bias = np.where(sh.biases & ~sh.mla, one, 0.0)
     out += [ParamTensor(bias, (a + 2 * g) * d, True), ParamTensor(bias, h, False)]
     out += [ParamTensor(sh.norms_per_layer, h, False),
-            ParamTensor(sh.norms_per_layer * np.where(sh.biases, 1.0, 0.0), h, False)]
+            ParamTensor(sh.norms_per_layer * np.where(sh.norm_biases, 1.0, 0.0), h, False)]
     if moe is None:
         dense, moe = sh.mlp_layers / layers, sh.moe_layers / layers
     else:
@@ -979,16 +987,16 @@ def _position_tensors(sh: Shape) -> list[ParamTensor]:
 
 
 def _final_norm_tensors(sh: Shape) -> list[ParamTensor]:
-    """The final norm's weight (h) and, with LayerNorm biases, its bias (h); whole on every TP rank."""
+    """The final norm's weight (h) and, with ``norm_biases``, its bias (h); whole on every TP rank."""
     h = sh.hidden
-    return [ParamTensor(np.ones_like(h), h, False), ParamTensor(np.where(sh.biases, 1.0, 0.0), h, False)]
+    return [ParamTensor(np.ones_like(h), h, False), ParamTensor(np.where(sh.norm_biases, 1.0, 0.0), h, False)]
 
 
 def _mtp_module_tensors(sh: Shape) -> list[ParamTensor]:
     """One multi-token prediction module's tensors (:func:`mtp_module_params`): a layer of the last layer's kind (its
     routed experts apart), eh_proj (2h x h, split) and 3 + ``mtp_block_norms`` norms (weight, + bias)."""
     h = sh.hidden
-    b = np.where(sh.biases, 1.0, 0.0)
+    b = np.where(sh.norm_biases, 1.0, 0.0)
     nn = 3.0 + sh.mtp_block_norms
     return layer_param_tensors(sh, moe=sh.last_layer_moe) + [
         ParamTensor(np.ones_like(h), 2.0 * h * h, True), ParamTensor(nn, h, False), ParamTensor(nn * b, h, False)]

@@ -342,8 +342,10 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     if computation time of a layer is longer than host-device communication time"): each offloaded
     layer's activations A (the no-recompute row of cost.memory, Megatron forbids recompute with offload)
     leave the GPU while the next layer's forward runs and come back while the layer above it runs its
-    backward. With c = A / host_bandwidth (per GPU, per direction; PCIe or NVLink-C2C) and W_f, W_b one
-    layer's forward and backward wall time:
+    backward; A is the bytes the memory model takes off the GPU for such a layer
+    (:func:`scalemodel.cost.memory.layers_activation_bytes` / layers: an fp8 / fp4 run's quantized GEMM inputs,
+    training.module_precision's modules, a hybrid's Mamba layers; mem32). With c = A / host_bandwidth (per GPU,
+    per direction; PCIe or NVLink-C2C) and W_f, W_b one layer's forward and backward wall time:
 
         exposed = k (max(0, c - W_f) + max(0, c - W_b)),   W_f = f + e/3,  W_b = 2 f + 2 e/3
 
@@ -364,12 +366,14 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     if not job.is_transformer or not np.any(k > 0) or job.host_bandwidth <= 0:
         return np.zeros(1)
     sh = job.shape
-    kw: dict[str, Any] = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
-                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g),
-                              elem_bytes=job.elem_bytes)
-    per_layer = (sh.dense_layers * memory.activation_bytes_per_layer(sh, recompute="none", **kw)
-                 + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
-                 ) / float(sh.layers)
+    # the memory model's saved tensors of a layer at recompute none (stage_memory._memory_kwargs' arguments: the
+    # quantized GEMM inputs of an fp8 / fp4 run, the modules at their own precision, a hybrid's Mamba layers), the
+    # bytes cost.memory.activation_bytes takes off the GPU for an offloaded layer (mem32: one rule)
+    per_layer = memory.layers_activation_bytes(
+        sh, "none", None, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+        sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g),
+        elem_bytes=job.elem_bytes, fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe),
+        recompute_modules=g.recompute_modules, **module_input_bytes(job)) / float(sh.layers)
     c = np.where(tensors, offloaded_tensor_bytes(job, g), per_layer) / job.host_bandwidth
     e = np.asarray(layer_comm, dtype=float)
     w_f = comp["forward_per_layer"] + e / 3.0

@@ -309,6 +309,7 @@ def transformer_shape(workload: Any) -> Any:
         layers=workload.layers, hidden=workload.hidden, heads=workload.heads, vocab=workload.vocab,
         kv_heads=workload.kv_heads, ffn_hidden=workload.ffn_hidden, gated_mlp=workload.gated_mlp,
         tied_embeddings=workload.tied_embeddings, biases=workload.biases,
+        norm_biases=workload.norm_biases,
         head_dim=(mla.qk_nope_head_dim + mla.qk_rope_head_dim) if mla else workload.head_dim,
         v_head_dim=mla.v_head_dim if mla else None, q_lora_rank=mla.q_lora_rank if mla else 0,
         kv_lora_rank=mla.kv_lora_rank if mla else 0, qk_rope_head_dim=mla.qk_rope_head_dim if mla else 0,
@@ -594,7 +595,10 @@ def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, flo
       transformer block's layers (megatron/core/transformer/transformer_block.py, megatron/core/fp8_utils.py
       get_fp8_context), and FP8 autocast changes only TE modules' GEMMs.
     - torchtitan (torchao Float8): ``convert_to_float8_training(..., module_filter_fn=lambda mod, fqn:
-      fqn != "output")`` (torchtitan float8.py, 2024) keeps the output projection in BF16.
+      fqn != "output")`` (torchtitan float8.py, 2024; 9dec370, 0da8901b1) keeps the output projection in BF16; since
+      a6524d8a0 (2025-04-07) only ``[float8] filter_fqns`` does (default none; llama3_8b.toml at e7c0cae lists
+      "output", as every torchtitan validation row's run kept it in BF16). A list that does not name it converts it
+      to FP8, which is not priced: the TOML importer says so (specs.torchtitan_config, docs/model.md#fp8-casts).
 
     The word embedding is a table look-up (no GEMM). Transformer layers kept in BF16 by Megatron-Core's
     ``first_last_layers_bf16`` (default False; ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``)

@@ -39,7 +39,7 @@ SEQ_FROM_CONFIG = "config.json context length"
 
 # Families by HuggingFace model_type. Gated MLP (SwiGLU/GeGLU): LlamaMLP-style gate/up/down projections.
 GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
-         "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "internlm2", "cohere"}
+         "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "internlm2", "cohere", "gpt_oss"}
 NOT_GATED = {"gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "refinedwebmodel", "refinedweb", "gpt_bigcode",
              "phi", "starcoder2", "nemotron_h"}
 #: tie_word_embeddings when the config does not say (each family's transformers config class default).
@@ -48,7 +48,7 @@ TIE_DEFAULT = {"llama": False, "mistral": False, "mixtral": False, "qwen2": Fals
                "phi3": False, "deepseek_v2": False, "deepseek_v3": False, "gpt2": True, "gptj": False,
                "gpt_neox": False, "opt": True, "bloom": True, "falcon": True, "refinedwebmodel": True,
                "refinedweb": True, "gpt_bigcode": True, "phi": False, "starcoder2": True, "olmo": False,
-               "olmo2": False, "nemotron_h": False}
+               "olmo2": False, "nemotron_h": False, "gpt_oss": False}
 #: Learned absolute position embeddings: model_type -> (key, extra rows). OPT keeps 2 offset rows
 #: (OPTLearnedPositionalEmbedding, offset = 2).
 LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 0),
@@ -74,7 +74,10 @@ float8_e8m0fnu float4_e2m1fn_x2 int8 uint8 int16 int32 int64 bool complex64 comp
 """.split())
 
 #: Keys that change nothing the cost model sees (ids, dropout, epsilons, rotary/ALiBi settings,
-#: router loss weights and routing rules, kernels, bookkeeping).
+#: router loss weights and routing rules, kernels, bookkeeping). GPT-OSS's (openai/gpt-oss-120b config.json;
+#: huggingface/transformers@0261a467 models/gpt_oss/modular_gpt_oss.py): swiglu_limit / swiglu_alpha, the experts'
+#: clamped SwiGLU (an elementwise op; Megatron-Core's eager clamp is strategy eager_glu_clamp), initial_context_length
+#: (YaRN's original context), experts_per_token (OpenAI's copy of num_experts_per_tok).
 HARMLESS = frozenset("""
 _name_or_path architectures auto_map model_type transformers_version torch_dtype dtype use_bfloat16
 bos_token_id eos_token_id pad_token_id unk_token_id sep_token_id cls_token_id decoder_start_token_id
@@ -98,6 +101,7 @@ moe_layer_freq decoder_sparse_step first_k_dense_replace mlp_only_layers sliding
 layer_types attention_bias mlp_bias is_encoder_decoder
 embd_pdrop rotary_emb_fraction use_rotary_position_embeddings position_embedding_type original_max_position_embeddings
 gradient_checkpointing rotary sliding_window_size
+swiglu_limit swiglu_alpha initial_context_length experts_per_token
 """.split())
 
 _KEYS = {  # field -> the spellings accepted, first match wins
@@ -354,8 +358,13 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             # configuration_nemotron_h.py NemotronHConfig: use_bias False, mlp_bias False; modeling_nemotron_h.py
             # NemotronHRMSNorm), not the GPT-style biases an ungated MLP otherwise implies
             biases = _flag(cfg, "use_bias", False) or _flag(cfg, "mlp_bias", False)
+        elif model_type == "gpt_oss":
+            biases = True  # GPT-OSS: RMSNorm (no norm bias: norm_biases' default for a gated MLP) and linear biases
+            if not _flag(cfg, "attention_bias", True):
+                warn("attention_bias false: the attention's Q/K/V/O biases ((heads + 2 kv_heads) head_dim + hidden "
+                     "a layer) are counted with the experts' and router's, which GPT-OSS always has")
     for key in ("attention_bias", "mlp_bias"):
-        if _flag(cfg, key, False) and gated:
+        if _flag(cfg, key, False) and gated and model_type != "gpt_oss":
             warn(f"{key} true: these linear biases are not counted (a few parameters per layer)")
     if model_type in ("qwen2", "qwen2_moe") and gated:
         pass  # Qwen2 Q/K/V biases: (a + 2g) d per layer, under 0.01 % of the parameters
@@ -423,8 +432,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             out["sliding_window_pattern"] = k
         elif cfg.get("sliding_window_pattern") is not None:
             out["sliding_window_pattern"] = _integer(cfg, "sliding_window_pattern", "pattern", 0)
-        elif model_type == "gemma2":
-            out["sliding_window_pattern"] = 2  # Gemma2DecoderLayer: every other layer is global
+        elif model_type in ("gemma2", "gpt_oss"):
+            # Gemma2DecoderLayer, and GptOssConfig's default layer_types (sliding where (i + 1) % 2): every other
+            # layer is global
+            out["sliding_window_pattern"] = 2
         if "max_window_layers" in cfg and "use_sliding_window" in cfg:
             warn("use_sliding_window with max_window_layers: modelled as sliding-window attention in every layer")
 
