@@ -4,17 +4,22 @@ wrong and what is allowed, nothing on stdout, no input changed."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Any
 
 import numpy as np
 import pytest
 
 from scalemodel.cost import algorithms
+from scalemodel.cost import stragglers as st
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import place
 from scalemodel.engine import step
 from scalemodel.engine.step import refuse_non_finite
 from scalemodel.errors import InputError
+from scalemodel.specs.cluster import WEIBULL_CV_MAX, WEIBULL_CV_MIN
 
 RUN = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "64"]
 
@@ -66,3 +71,107 @@ def test_an_infinite_tier_figure_is_refused(field: str) -> None:
     bad = Network((NVL, Tier("ib", 256, 12.5e9, 5e-6, **{field: float("inf")})), 8)
     with pytest.raises(InputError, match=r"^tiers\.ib: tier 'ib' needs bandwidth > 0, efficiency > 0"):
         place(64, 1, bad)
+
+
+# --- (3) the Weibull cv range, taken from where the shape solve and the order statistics are accurate ----------------
+# The range was [0.001, 20]: 20 the first stragglers code's cap, 0.001 inside the solve's bracket k <= 2000. fuzz32
+# widened the bracket to k <= 1e5 (below the cancellation of its two ln Gamma: specs.cluster.WEIBULL_SHAPE_RANGE) and
+# took [1.3e-5, 1e14] inside the cv it spans. Checked here at both edges against values computed without the module's
+# quadrature: the cv of the solved shape by the zeta series of ln Gamma(1 + x), E[max of N] of a mean-1 Weibull by
+# its closed form sum_j (-1)^(j+1) C(N, j) j^(-1/k) (small N) and by adaptive quadrature of the exponential order
+# statistic, E[Y_(N:N)^(1/shape)] scaled, for N = 1e8.
+
+def _cv_by_series(k: float) -> float:
+    """cv of a Weibull of shape k from ln(1 + cv^2) = ln Gamma(1 + 2x) - 2 ln Gamma(1 + x) = sum_{n>=2} (-1)^n
+    zeta(n) (2^n - 2) x^n / n, x = 1/k (x <= 0.5 converges; used for large k only)."""
+    from scipy.special import zeta
+    x = 1.0 / k
+    return math.sqrt(math.expm1(math.fsum((-1) ** n * zeta(n) * (2**n - 2) * x**n / n for n in range(2, 60))))
+
+
+def _max_closed_form(n: int, shape: float) -> float:
+    """E[max of n] of the Weibull of mean 1 (lambda Gamma(1 + 1/k) = 1): the alternating sum
+    sum_j (-1)^(j+1) C(n, j) j^(-1/k), from E[max] = integral of 1 - (1 - e^-(x/lambda)^k)^n dx expanded (exact)."""
+    return math.fsum((-1) ** (j + 1) * math.comb(n, j) * math.exp(-math.log(j) / shape) for j in range(1, n + 1))
+
+
+def _max_by_quadrature(n: float, shape: float) -> float:
+    """E[max of n] of the Weibull of mean 1 by adaptive quadrature over s = ln y, y the standard exponential:
+    E = Gamma(1 + 1/k)^-1 E[Y_(n:n)^(1/k)], the density of Y_(n:n) n (1 - e^-y)^(n-1) e^-y, normalised numerically."""
+    from scipy.integrate import quad
+    from scipy.special import gammaln
+
+    def logf(s: float, power: float) -> float:
+        y = math.exp(s)
+        return (n - 1) * math.log(-math.expm1(-y)) - y + s + power * s
+    grid = np.linspace(-40.0, 6.0, 4601)
+    out = []
+    for power in (1.0 / shape, 0.0):
+        v = np.array([logf(s, power) for s in grid])
+        peak = float(v.max())
+        keep = grid[v > peak - 700]
+        val, _ = quad(lambda s: math.exp(logf(s, power) - peak), keep[0], keep[-1],  # noqa: B023
+                      points=[float(grid[np.argmax(v)])], epsabs=0, epsrel=1e-10, limit=500)
+        out.append((peak, val))
+    (p1, v1), (p0, v0) = out
+    return math.exp(p1 - p0 - float(gammaln(1 + 1 / shape))) * v1 / v0
+
+
+@pytest.mark.parametrize("cv", [WEIBULL_CV_MIN, 1e-3, 20.0, WEIBULL_CV_MAX])
+def test_weibull_order_statistics_are_accurate_at_both_edges(cv: float) -> None:
+    k = float(st.weibull_shape_from_cv(cv))
+    if k > 10:
+        assert _cv_by_series(k) == pytest.approx(cv, rel=1e-6)  # the solve inverts its formula to 1e-6 at the edge
+    for n in (2, 10):
+        got = float(st.expected_max(n, 1.0, cv, "weibull"))
+        want = _max_closed_form(n, k)
+        assert got - 1 == pytest.approx(want - 1, rel=1e-7)  # the excess over the mean, not only the total
+    got = float(st.expected_max(1e8, 1.0, cv, "weibull"))
+    assert got - 1 == pytest.approx(_max_by_quadrature(1e8, k) - 1, rel=1e-6)
+    assert np.isfinite(got)
+
+
+@pytest.mark.parametrize("cv", [0.99 * WEIBULL_CV_MIN, 1.01 * WEIBULL_CV_MAX])
+def test_a_weibull_cv_past_either_edge_is_refused(cv: float) -> None:
+    with pytest.raises(InputError, match=r"^cv: a Weibull cv is outside \[1\.3e-05, 1e\+14\]; cv in \[1\.3e-05, "
+                                         r"1e\+14\] or exactly 0"):
+        st.expected_max(8, 1.0, cv, "weibull")
+
+
+def test_the_old_bracket_could_not_take_the_new_floor() -> None:
+    """Below the old bracket's end (k 2000, cv 6.41e-4) the bisection returned k 2000 for every cv, silently: the
+    widened bracket is what makes [1.3e-5, 6.4e-4] priceable, not the refusal range alone."""
+    assert _cv_by_series(2000.0) == pytest.approx(6.4104e-4, rel=1e-4)
+    assert float(st.weibull_shape_from_cv(1e-4)) == pytest.approx(math.pi / math.sqrt(6) / 1e-4, rel=1e-3)
+
+
+# A valid Weibull cv whose tau-step sum (local SGD's period, an SSP window, a rank's micro-batches under --work-cv) has
+# a cv below the floor: was "error: cv: a Weibull cv is outside [0.001, 20]" naming neither the period nor the sum.
+
+SUM = (r"^error: cv: a Weibull step time's cv 0\.002 over a sum of {steps} steps \(local SGD's period, an SSP window "
+       r"or a rank's micro-batches: cv / sqrt\({steps}\) = {cv_sum}\) is below 1\.3e-05, the smallest the Weibull "
+       r"shape solve resolves; at most 23,668 steps a sum at cv 0\.002")
+
+
+@pytest.mark.parametrize("args, steps, cv_sum", [(["--straggler-cv", "0.002", "--sync", "local:100000"],
+                                                  "100,000", r"6\.32e-06"),
+                                                 (["--straggler-cv", "0.002", "--sync", "ssp:99999999"],
+                                                  "100,000,000", r"2e-07"),
+                                                 (["--work-cv", "0.002", "--global-batch", "4194304"],
+                                                  "65,536", r"7\.81e-06")])
+def test_a_weibull_sum_below_the_floor_names_the_sum(cli: Any, args: list[str], steps: str, cv_sum: str) -> None:
+    r = cli("predict", *RUN, "--set", "cluster.variability.dist=weibull", *args)
+    assert r.code == 2 and r.out == "", (r.code, r.out[-300:])
+    assert re.match(SUM.format(steps=steps, cv_sum=cv_sum), r.err), r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_weibull_sum_above_the_floor_is_priced(cli: Any) -> None:
+    """local:1000 at cv 0.002 (the sum's cv 6.3e-5: refused before, below 0.001) prices the 8 workers' wait by the
+    closed form of the sum's moment-matched Weibull (cost/stragglers.expected_max_of_sum)."""
+    r = cli("stragglers", "-n", "8", "--dist", "weibull", "--cv", "0.002", "--local", "1000", "--comm", "0s", "--json")
+    assert r.code == 0, r.err
+    (row,) = [s for s in json.loads(r.out)["strategies"] if s["sync"] == "local:1000"]
+    cv_sum = 0.002 / math.sqrt(1000)
+    want = _max_closed_form(8, float(st.weibull_shape_from_cv(cv_sum)))
+    assert row["step_time_s"] - 1 == pytest.approx(want - 1, rel=1e-6)
