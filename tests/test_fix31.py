@@ -8,10 +8,10 @@ line naming it, exit 2.
 
 (2) ``sensitivity`` divides the straggler CV by --factor (and steps it by e^+-0.01 for the elasticity); where that
 leaves the range of cvs the job's distribution is priced for (specs.cluster.cv_refusal: a Weibull cv in [0.001, 20]
-then, [1.3e-5, 1e14] since fuzz32, a shifted exponential's <= 1) it was refused as "error: cv: a Weibull cv is
-outside [0.001, 20]", naming neither --factor nor the parameter. The cv is now held at the edge of the range, the row and a note say so, and the
-elasticity at an edge is the one-sided difference over the step that stays inside. Expected values come from
-``predict`` at the cvs priced (an independent route through the CLI), not from sensitivity's own output.
+then, [1.3e-5, 1e14] since fuzz32, a shifted exponential's <= 1) it was refused as "error: cv: a Weibull cv is outside
+[0.001, 20]", naming neither --factor nor the parameter. The cv is now held at the edge of the range, the row and a note
+say so, and the elasticity at an edge is the one-sided difference over the step that stays inside. Expected values come
+from ``predict`` at the cvs priced (an independent route through the CLI), not from sensitivity's own output.
 """
 
 from __future__ import annotations
@@ -100,10 +100,10 @@ def _sensitivity(cli: Any, dist: str, cv: float, *extra: str) -> tuple[dict[str,
 
 
 def test_factor_past_the_weibull_range_holds_the_cv_at_its_edge(cli: Any) -> None:
-    """Weibull cv 9.9 / 1e6 = 9.9e-6 < 1.3e-5 (fuzz32's floor; 0.001 before): priced at 1.3e-5, which the row and a
-    note naming --factor say; the ratio is predict's at cv 1.3e-5 over predict's at 9.9 (a lower bound on what 9.9e-6
-    buys: less variance, less wait); the stragglers group's ratio is the same (the clock jitter CV, its other member, prices 0 on dgx-h100's
-    H100 only through the jitter part, which does not move the straggler's cv)."""
+    """Weibull cv 9.9 / 1e6 = 9.9e-6 < 1.3e-5 (fuzz32's floor; 0.001 before): priced at 1.3e-5, which the row and a note
+    naming --factor say; the ratio is predict's at cv 1.3e-5 over predict's at 9.9 (a lower bound on what 9.9e-6 buys:
+    less variance, less wait); the stragglers group's ratio is the same (the clock jitter CV, its other member, prices 0
+    on dgx-h100's H100 only through the jitter part, which does not move the straggler's cv)."""
     row, notes = _sensitivity(cli, "weibull", 9.9, "--factor", "1e6")
     assert row["improved_by"] == "/1e+06 (held at 0.0013%)"
     assert row["throughput_ratio"] == pytest.approx(_tokens(cli, "weibull", WEIBULL_CV_MIN)
