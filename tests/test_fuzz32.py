@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -175,3 +176,21 @@ def test_a_weibull_sum_above_the_floor_is_priced(cli: Any) -> None:
     cv_sum = 0.002 / math.sqrt(1000)
     want = _max_closed_form(8, float(st.weibull_shape_from_cv(cv_sum)))
     assert row["step_time_s"] - 1 == pytest.approx(want - 1, rel=1e-6)
+
+
+# --- (4) the sweep's point budget says what it costs ------------------------------------------------------------------
+# fuzz31's 2,048 GPU counts ran for minutes: strategies default to `best`, so that was 2,048 plans of 0.55-11.5 CPU-s
+# each (cProfile: a plan's cost follows its outer candidates and, for deepseek-v3, its uneven pipeline stages priced
+# one by one), within the 10,000-best-point limit whose message said "0.25-1 s of CPU". The limit stays; its message
+# gives the measured range and the grid's CPU budget at it (specs.sweep.POINT_CPU_S).
+
+def test_the_best_point_limit_states_its_cpu_budget(cli: Any, tmp_path: Path) -> None:
+    gpus = ", ".join(str(8 * (i + 1)) for i in range(11_001))
+    f = tmp_path / "s.yaml"
+    f.write_text(f"kind: sweep\nmodels: [llama3-8b]\nclusters: [dgx-h100]\ngpus: [{gpus}]\n")
+    # by hand: 11,001 x 0.55 s = 1.68 h, 11,001 x 11.5 s = 35.1 h
+    r = cli("sweep", str(f), "--json")
+    assert r.code == 2 and r.out == ""
+    assert r.err == (f"error: {f}: strategies: the grid has 11,001 best points, each a whole plan (1.7-35 CPU-hours "
+                     "at 0.55-11.5 s a point, by the model and GPU count); at most 10,000 best points (split the study "
+                     "into several sweeps, or fix some strategies)\n")
