@@ -7,11 +7,11 @@
 line naming it, exit 2.
 
 (2) ``sensitivity`` divides the straggler CV by --factor (and steps it by e^+-0.01 for the elasticity); where that
-leaves the range of cvs the job's distribution is priced for (specs.cluster.cv_refusal: a Weibull cv in [0.001, 20],
-a shifted exponential's <= 1) it was refused as "error: cv: a Weibull cv is outside [0.001, 20]", naming neither
---factor nor the parameter. The cv is now held at the edge of the range, the row and a note say so, and the
-elasticity at an edge is the one-sided difference over the step that stays inside. Expected values come from
-``predict`` at the cvs priced (an independent route through the CLI), not from sensitivity's own output.
+leaves the range of cvs the job's distribution is priced for (specs.cluster.cv_refusal: a Weibull cv in [0.001, 20]
+then, [1.3e-5, 1e14] since fuzz32, a shifted exponential's <= 1) it was refused as "error: cv: a Weibull cv is outside
+[0.001, 20]", naming neither --factor nor the parameter. The cv is now held at the edge of the range, the row and a note
+say so, and the elasticity at an edge is the one-sided difference over the step that stays inside. Expected values come
+from ``predict`` at the cvs priced (an independent route through the CLI), not from sensitivity's own output.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import scalemodel
 from scalemodel.cost import stragglers as st
 from scalemodel.engine import predict as predict_module
 from scalemodel.engine.step import refuse_non_finite
+from scalemodel.specs.cluster import WEIBULL_CV_MIN
 
 RUN = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "64"]
 
@@ -99,26 +100,28 @@ def _sensitivity(cli: Any, dist: str, cv: float, *extra: str) -> tuple[dict[str,
 
 
 def test_factor_past_the_weibull_range_holds_the_cv_at_its_edge(cli: Any) -> None:
-    """Weibull cv 9.9 / 1e6 = 9.9e-6 < 0.001: priced at 0.001, which the row and a note naming --factor say; the
-    ratio is predict's at cv 0.001 over predict's at 9.9 (a lower bound on what 9.9e-6 buys: less variance, less
-    wait); the stragglers group's ratio is the same (the clock jitter CV, its other member, prices 0 on dgx-h100's
-    H100 only through the jitter part, which does not move the straggler's cv)."""
+    """Weibull cv 9.9 / 1e6 = 9.9e-6 < 1.3e-5 (fuzz32's floor; 0.001 before): priced at 1.3e-5, which the row and a note
+    naming --factor say; the ratio is predict's at cv 1.3e-5 over predict's at 9.9 (a lower bound on what 9.9e-6 buys:
+    less variance, less wait); the stragglers group's ratio is the same (the clock jitter CV, its other member, prices 0
+    on dgx-h100's H100 only through the jitter part, which does not move the straggler's cv)."""
     row, notes = _sensitivity(cli, "weibull", 9.9, "--factor", "1e6")
-    assert row["improved_by"] == "/1e+06 (held at 0.1%)"
-    assert row["throughput_ratio"] == pytest.approx(_tokens(cli, "weibull", 0.001) / _tokens(cli, "weibull", 9.9),
-                                                    rel=1e-9)
+    assert row["improved_by"] == "/1e+06 (held at 0.0013%)"
+    assert row["throughput_ratio"] == pytest.approx(_tokens(cli, "weibull", WEIBULL_CV_MIN)
+                                                    / _tokens(cli, "weibull", 9.9), rel=1e-9)
     (note,) = [n for n in notes if n.startswith("--factor")]
-    assert "straggler CV 9.9 to 9.9e-06 (a Weibull cv is outside [0.001, 20])" in note and "priced at 0.001" in note
+    assert "straggler CV 9.9 to 9.9e-06 (a Weibull cv is outside [1.3e-05, 1e+14])" in note
+    assert "priced at 1.3e-05" in note
 
 
 def test_a_weibull_cv_at_its_lower_edge_takes_a_one_sided_elasticity(cli: Any) -> None:
-    """cv 0.001: the step down (x e^-0.01) is outside the range, so the elasticity is (ln X(0.001 e^0.01) -
-    ln X(0.001)) / 0.01, not a kink (it was refused before); /2 is held at 0.001 (ratio 1)."""
-    cv = 0.001
+    """cv at the floor (1.3e-5 since fuzz32, 0.001 before): the step down (x e^-0.01) is outside the range, so the
+    elasticity is (ln X(cv e^0.01) - ln X(cv)) / 0.01, not a kink (it was refused before); /2 is held at cv (ratio
+    1)."""
+    cv = WEIBULL_CV_MIN
     row, notes = _sensitivity(cli, "weibull", cv)
     want = (math.log(_tokens(cli, "weibull", cv * math.exp(0.01))) - math.log(_tokens(cli, "weibull", cv))) / 0.01
     assert want < 0 and row["elasticity"] == pytest.approx(want, rel=1e-6)
-    assert row["improved_by"] == "/2 (held at 0.1%)" and row["throughput_ratio"] == 1.0
+    assert row["improved_by"] == "/2 (held at 0.0013%)" and row["throughput_ratio"] == 1.0
     assert any(n.startswith("straggler CV: at the edge of the weibull range") for n in notes)
     assert not any("kink" in n for n in notes)
 

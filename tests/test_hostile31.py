@@ -57,11 +57,11 @@ def test_straggler_cv_option_names_itself(cli) -> None:  # type: ignore[no-untyp
     refused(cli, *PREDICT, "--set", "cluster.variability.dist=gamma", "--straggler-cv", "1e-200",
             match=f"error: --straggler-cv: {GAMMA} (cluster dgx-h100's variability.dist gamma, cv 1e-200)")
     refused(cli, *PREDICT, "--set", "cluster.variability.dist=weibull", "--straggler-cv", "1e-5",
-            match="error: --straggler-cv: a Weibull cv is outside [0.001, 20]")
+            match="error: --straggler-cv: a Weibull cv is outside [1.3e-05, 1e+14]")
 
 
 @pytest.mark.parametrize("dist, cv, what", [("gamma", "1.0e-200", GAMMA),
-                                             ("weibull", "1.0e-5", "a Weibull cv is outside [0.001, 20]"),
+                                             ("weibull", "1.0e-5", "a Weibull cv is outside [1.3e-05, 1e+14]"),
                                              ("shifted-exp", "2", "shifted exponential needs cv <= 1")])
 def test_a_cluster_file_names_its_variability_line(cli, tmp_path: Path, dist: str, cv: str,  # type: ignore[no-untyped-def]
                                                    what: str) -> None:

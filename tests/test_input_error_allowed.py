@@ -96,7 +96,7 @@ BAD: list[tuple[str, Callable[[], Any]]] = [
     ("points", lambda: staleness.fit_kappa([-1.0], [1.1])),
     ("mean", lambda: stragglers.expected_max(8, 0.0, 0.1)),
     ("cv", lambda: stragglers.expected_max(8, 1.0, -0.1)),
-    ("cv", lambda: stragglers.expected_max(8, 1.0, 50.0, "weibull")),
+    ("cv", lambda: stragglers.expected_max(8, 1.0, 2e14, "weibull")),  # past the top, 1e14 (fuzz32; 20 before)
     ("workers", lambda: stragglers.expected_max(0, 1.0, 0.1)),
     ("k", lambda: stragglers.expected_kth(9, 8, 1.0, 0.1)),
     ("quantile", lambda: stragglers.quantile(1.5, 1.0, 0.1)),

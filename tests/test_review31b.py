@@ -10,7 +10,8 @@
 2. The cv ranges of specs.cluster.cv_refusal against each distribution's own formula: a shifted exponential of mean
    m and cv c is m (1 - c) + Exp(c m) (shift >= 0 iff c <= 1; at c = 1 the plain exponential, whose max of N is
    m H_N); the Weibull cv^2 = Gamma(1 + 2/k) / Gamma(1 + 1/k)^2 - 1 spans [6.4e-4, 3.2e14] over the shape solve's
-   k in [0.02, 2000], so [0.001, 20] lies inside it (the lower end the solve's, the upper a cap); a gamma shape
+   k in [0.02, 2000], so [0.001, 20] lay inside it (the lower end the solve's, the upper a cap; fuzz32 since took
+   [1.3e-5, 1e14] from the solve's bracket widened to k 1e5, specs.cluster.WEIBULL_SHAPE_RANGE); a gamma shape
    1 / cv^2 overflows a double below cv = 1 / sqrt(DBL_MAX) = 7.46e-155, under GAMMA_CV_FINITE (1e-152) and
    GAMMA_CV_MIN (1e-140).
 """
@@ -28,7 +29,14 @@ from test_validation import NEW_CASES, needs_new_cases
 
 import scalemodel.engine.model_parallel_comm as mpc
 from scalemodel.cost import stragglers
-from scalemodel.specs.cluster import GAMMA_CV_FINITE, GAMMA_CV_MIN, cv_refusal
+from scalemodel.specs.cluster import (
+    GAMMA_CV_FINITE,
+    GAMMA_CV_MIN,
+    WEIBULL_CV_MAX,
+    WEIBULL_CV_MIN,
+    WEIBULL_SHAPE_RANGE,
+    cv_refusal,
+)
 
 
 @needs_new_cases
@@ -73,13 +81,15 @@ def _weibull_cv(k: float) -> float:
 
 
 def test_weibull_cv_range_lies_inside_the_shape_solve() -> None:
-    lo_cv, hi_cv = _weibull_cv(2000.0), _weibull_cv(0.02)  # the bisection's k bounds, ends swapped (cv falls in k)
-    assert lo_cv == pytest.approx(math.pi / math.sqrt(6) / 2000, rel=1e-3)  # large k: cv ~ pi / (sqrt 6 k)
-    assert lo_cv < 1e-3 and hi_cv > 1e14 > 20
-    for c in (1e-3, 1.0, 20.0):  # the solved shape gives back its cv by the formula
-        assert _weibull_cv(float(stragglers.weibull_shape_from_cv(c))) == pytest.approx(c, rel=1e-9)
-    assert cv_refusal("weibull", 1e-3) is None and cv_refusal("weibull", 20.0) is None
-    assert cv_refusal("weibull", 9.9e-4) is not None and cv_refusal("weibull", 20.1) is not None
+    """fuzz32 widened the solve's bracket from k <= 2000 to 1e5 (WEIBULL_SHAPE_RANGE) and took the range from it."""
+    k_lo, k_hi = WEIBULL_SHAPE_RANGE
+    lo_cv, hi_cv = _weibull_cv(k_hi), _weibull_cv(k_lo)  # the bisection's k bounds, ends swapped (cv falls in k)
+    assert lo_cv == pytest.approx(math.pi / math.sqrt(6) / k_hi, rel=1e-3)  # large k: cv ~ pi / (sqrt 6 k)
+    assert lo_cv < WEIBULL_CV_MIN and hi_cv > WEIBULL_CV_MAX
+    for c in (WEIBULL_CV_MIN, 1e-3, 1.0, 20.0):  # the solved shape gives back its cv by the formula
+        assert _weibull_cv(float(stragglers.weibull_shape_from_cv(c))) == pytest.approx(c, rel=1e-6)
+    assert cv_refusal("weibull", WEIBULL_CV_MIN) is None and cv_refusal("weibull", WEIBULL_CV_MAX) is None
+    assert cv_refusal("weibull", 0.99 * WEIBULL_CV_MIN) is not None and cv_refusal("weibull", 1.01e14) is not None
 
 
 def test_gamma_floor_sits_above_the_shape_overflow() -> None:

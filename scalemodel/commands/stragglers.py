@@ -11,7 +11,7 @@ from scalemodel.engine.stragglers import DIST_CHOICES, MODEL_FAMILIES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
-from scalemodel.specs.cluster import STRAGGLER_CV_MAX, cv_refusal
+from scalemodel.specs.cluster import STRAGGLER_CV_MAX, WEIBULL_CV_MIN, cv_refusal
 from scalemodel.specs.samples import read_samples
 
 
@@ -28,7 +28,7 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
     if not (math.isfinite(cv) and 0 <= cv < STRAGGLER_CV_MAX):
         raise InputError(f"--cv must be a finite number >= 0 and below {STRAGGLER_CV_MAX:g}, got {cv:g}", where="--cv",
                          allowed=f"0 <= cv < {STRAGGLER_CV_MAX:g} (as cluster.straggler.cv; weibull: 0 or "
-                                 f">= 0.001; shifted-exp: <= 1)")
+                                 f">= {WEIBULL_CV_MIN:g}; shifted-exp: <= 1)")
     if dist == "shifted-exp" and cv > 1:
         raise InputError(f"shifted-exp needs --cv <= 1, got {cv}", where="--cv",
                          allowed="0..1, or another --dist")

@@ -69,8 +69,8 @@ def _check_tiers(network: Network) -> None:
     tiers = network.tiers
     if not tiers:
         raise InputError("the network has no tiers", where="network.tiers", allowed="at least one tier")
-    for t in tiers:
-        if not (t.bandwidth > 0 and t.efficiency > 0 and t.oversubscription >= 1 and np.isfinite(t.bandwidth)):
+    for t in tiers:  # finite too: an infinite rate (efficiency inf) would lose every ``b < bmin`` (fuzz32)
+        if not (0 < t.bandwidth < np.inf and 0 < t.efficiency < np.inf and 1 <= t.oversubscription < np.inf):
             raise InputError(f"tier {t.name!r} needs bandwidth > 0, efficiency > 0, oversubscription >= 1",
                              where=f"tiers.{t.name}", allowed="positive finite numbers")
         if not (t.latency >= 0 and np.isfinite(t.latency)):
@@ -267,6 +267,7 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         """The same group with other per-tier hop latencies and line rates (no new placement); ``overhead_factor``
         scales the tiers' ``net_overhead`` as one NCCL protocol sees it (None: unchanged)."""
         f = self.overhead_factor if overhead_factor is None else overhead_factor
+        _check_links(self.network, alpha, bandwidth)
         return self._same_group(msgspec.structs.replace(self, alpha=alpha, bandwidth=bandwidth, overhead_factor=f))
 
     def untapered(self) -> Placement:
@@ -277,6 +278,21 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         """``other`` (this group on other links) sharing this placement's domain counts."""
         other.__dict__["_domain_counts"] = self._domain_counts
         return other
+
+
+def _check_links(network: Network, alpha: np.ndarray, bandwidth: np.ndarray) -> None:
+    """Refuse per-tier links a cost function derived (:meth:`Placement.relinked`: NCCL's protocol latencies and
+    rates) that are not a finite latency >= 0 and a finite line rate > 0, naming the tier: a NaN rate loses every
+    bottleneck comparison ``b < bmin`` (Placement._bottleneck, the ring's hops, the trees), so the group was priced
+    as if it never crossed that tier (fuzz32)."""
+    a, b = np.asarray(alpha, dtype=float), np.asarray(bandwidth, dtype=float)
+    bad = ~((a >= 0) & (a < np.inf) & (b > 0) & (b < np.inf))
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"tier {network.tiers[i].name!r}'s link as a collective protocol sees it has latency "
+                         f"{float(a[i])!r} s and rate {float(b[i])!r} B/s", where="result",
+                         allowed="an internal invariant: a finite latency >= 0 and a finite rate > 0 (a defect to "
+                         "report, with the command that gave it)")
 
 
 def place(ranks: object, stride: object, network: Network) -> Placement:

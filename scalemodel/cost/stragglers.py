@@ -29,13 +29,14 @@ the integral accurate for N up to 1e7 and beyond (tested).
 
 from __future__ import annotations
 
+import math
 from math import erfc, exp, gamma, pi, sqrt
 from typing import Any
 
 import numpy as np
 
 from scalemodel.errors import InputError
-from scalemodel.specs.cluster import GAMMA_CV_FINITE, cv_refusal
+from scalemodel.specs.cluster import GAMMA_CV_FINITE, WEIBULL_CV_MIN, WEIBULL_SHAPE_RANGE, cv_refusal
 
 DISTS = ("normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp")
 # the parameters mean_cv_from_params reads for each distribution
@@ -92,13 +93,14 @@ def _check_nk(n: Array, k: Array | None = None) -> tuple[np.ndarray, np.ndarray]
 
 def weibull_shape_from_cv(cv: Array) -> np.ndarray:
     """Weibull shape k with coefficient of variation ``cv``: solves
-    Gamma(1+2/k)/Gamma(1+1/k)^2 - 1 = cv^2 by vectorised bisection on ln k (monotone decreasing)."""
+    Gamma(1+2/k)/Gamma(1+1/k)^2 - 1 = cv^2 by vectorised bisection on ln k (monotone decreasing), k in
+    :data:`~scalemodel.specs.cluster.WEIBULL_SHAPE_RANGE` (its accuracy there: the constant's comment)."""
     from scipy.special import gammaln  # heavy (~150 ms): loaded on first use, not on import
 
     c = np.asarray(cv, dtype=float)
     target = np.log1p(c * c)
-    lo = np.full(c.shape, np.log(0.02))
-    hi = np.full(c.shape, np.log(2000.0))
+    lo = np.full(c.shape, np.log(WEIBULL_SHAPE_RANGE[0]))
+    hi = np.full(c.shape, np.log(WEIBULL_SHAPE_RANGE[1]))
     for _ in range(70):
         mid = 0.5 * (lo + hi)
         k = np.exp(mid)
@@ -424,6 +426,15 @@ def expected_max_of_sum(tau: Array, n: Array, mean: Array, cv: Array, dist: str 
     if dist == "exp":  # a sum of exponentials is gamma; exp is its tau = 1 case
         dist, c = "gamma", np.ones_like(c)
     cv_sum = c / np.sqrt(tt)
+    if dist == "weibull" and np.any(short := (cv_sum > 0) & (cv_sum < WEIBULL_CV_MIN)):
+        # named here: the input cv was in range, its tau-step sum's is not (was "error: cv: a Weibull cv is outside
+        # [0.001, 20]" for a valid cv under local:H, ssp:S or many micro-batches a rank; fuzz32)
+        ci, ti = (float(np.broadcast_to(x, short.shape)[short].flat[0]) for x in (c, tt))
+        raise InputError(f"a Weibull step time's cv {ci:g} over a sum of {ti:,.0f} steps (local SGD's period, an SSP "
+                         f"window or a rank's micro-batches: cv / sqrt({ti:,.0f}) = {ci / math.sqrt(ti):.3g}) is below "
+                         f"{WEIBULL_CV_MIN:g}, the smallest the Weibull shape solve resolves", where="cv",
+                         allowed=f"at most {math.floor((ci / WEIBULL_CV_MIN) ** 2):,} steps a sum at cv {ci:g}, or a "
+                                 "distribution whose sums are resolved at any length (normal, lognormal, gamma)")
     return expected_max_step(mean, cv_sum, n, dist)
 
 

@@ -171,12 +171,13 @@ def _peaks_perturb(job: Job, mult: float) -> Job:
 
 def _priced_cv_mult(job: Job, mult: float) -> float:
     """``mult``, or where ``straggler_cv x mult`` leaves the range of cvs the job's step-time distribution is priced
-    for (:func:`scalemodel.specs.cluster.cv_refusal`, the one statement of those ranges: a Weibull cv in [0.001, 20],
+    for (:func:`scalemodel.specs.cluster.cv_refusal`, the one statement of those ranges: a Weibull cv in [1.3e-5, 1e14],
     a shifted exponential's <= 1), the multiplier that takes the cv to the edge of that range: the cv nearest the one
     asked for that the order statistics price. Found by bisection in log space between 1 (the job's own cv, priced)
     and ``mult``, the last multiplier priced kept (to a relative 1e-12). ``--factor 1e6`` on a Weibull cv of 9.9 asked
     for 9.9e-6 and was refused as "error: cv: a Weibull cv is outside [0.001, 20]", naming neither --factor nor the
-    straggler CV (fuzz31); a Weibull cv of 0.001 could not take the elasticity's step down (x e^-0.01)."""
+    straggler CV (fuzz31; the range was [0.001, 20] then); a Weibull cv at the floor could not take the elasticity's
+    step down (x e^-0.01)."""
     cv, dist = job.straggler_cv, job.straggler_dist
     if cv <= 0.0 or cv_refusal(dist, cv * mult) is None:
         return mult

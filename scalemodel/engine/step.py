@@ -454,19 +454,23 @@ def _with_overhead(rate: np.ndarray, step: np.ndarray, overhead: float) -> np.nd
 
 
 def refuse_non_finite(parts: dict[str, Any], total: Any) -> None:
-    """Refuse, as one ``error: result:`` line naming the part, a ``total`` (the sum of ``parts``, or a quantity built
-    from them) that is NaN, infinite or negative: an internal invariant (every part of a step is a finite time >= 0),
-    checked where a rate or a search's bound is taken from it, by two reductions over the grid (the parts only on
-    failure). The part named is the first that is wrong other than dp_comm (the step less the others, wrong when
-    any is), else ``total`` itself (finite parts whose sum overflowed)."""
-    t = np.asarray(total, dtype=float)
-    if not t.size or (float(t.min()) >= 0.0 and float(t.max()) < np.inf):
+    """Refuse, as one ``error: result:`` line naming the part, a part of ``parts`` or a ``total`` (their sum, or a
+    quantity built from them) that is NaN, infinite or negative: an internal invariant (every part of a step is a
+    finite time >= 0), checked where a rate or a search's bound is taken from it, by two reductions over the grid
+    per part and two for ``total``. Every part, not only the total: a negative part hides in a sum that a larger
+    positive part keeps >= 0 (fuzz32; the first version checked the total only). The part named is the first that
+    is wrong other than dp_comm (the step less the others, wrong when any is), else ``total`` itself (finite parts
+    whose sum overflowed)."""
+    def wrong(v: Any) -> bool:
+        a = np.asarray(v, dtype=float)
+        return bool(a.size) and not (float(a.min()) >= 0.0 and float(a.max()) < np.inf)
+
+    bad = [k for k, v in parts.items() if wrong(v)]
+    if not bad and not wrong(total):
         return
-    wrong = {k: ~(np.isfinite(v) & (np.asarray(v) >= 0)) for k, v in parts.items()}
-    bad = [k for k, w in wrong.items() if np.any(w)]
     name = next((k for k in bad if not k.startswith("dp_comm")), bad[0] if bad else "total")
-    v, w = (np.asarray(parts[name], dtype=float), wrong[name]) if bad else (t, ~(np.isfinite(t) & (t >= 0)))
-    v = np.broadcast_to(v, w.shape)
+    v = np.asarray(parts[name] if bad else total, dtype=float)
+    w = ~(np.isfinite(v) & (v >= 0))
     raise InputError(f"the step model's {name} is {float(v[w].flat[0])!r} (not a finite number >= 0) for "
                      f"{int(np.count_nonzero(w)):,} of {w.size:,} candidates", where="result",
                      allowed="an internal invariant: every part of a step is a finite time >= 0 (a defect to "

@@ -32,12 +32,27 @@ from scalemodel.specs.loader import read_document, resolve, validate
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 #: The most grid points one sweep file may describe, and the most of them `best` (a typo guard, sized from what a
-#: point costs: a fixed strategy ~19 ms of CPU and ~2.8 KB of table row held until the end, a `best` point a whole
-#: plan, 0.25-1 s (gpt-1.7b to gpt3-175b, one core). 1,000,000 points, the bound before, was 5 CPU-hours and ~3 GB
-#: of rows as fixed strategies, days as `best`: a sweep that neither finished nor said why. 100,000 fixed points
-#: is ~30 CPU-minutes and ~280 MB, 10,000 plans ~1-3 CPU-hours; a larger study is several sweeps.
+#: point costs). 1,000,000 points, the bound before, was 5 CPU-hours and ~3 GB of rows as fixed strategies, days as
+#: `best`: a sweep that neither finished nor said why. What a point costs (fuzz32, CPU seconds by
+#: ``time.process_time`` and where they go by cProfile, warm process, on the shared 2-core machine): a fixed strategy
+#: 33-50 ms and ~2.8 KB of table row held until the end; a `best` point a whole plan, which prices every outer
+#: candidate's bound and evaluates the survivors, so its cost follows the model and the GPU count: 0.55 s (llama3-8b
+#: on 24 H100s, 51 k outer candidates), 1.2 s (gpt3-175b on 2,048, 1.1 M), 1.6 s (mixtral-8x7b on 5,040, 4.4 M),
+#: 3.6 s (deepseek-v3 on 2,048) and 11.5 s (deepseek-v3 on 5,040, 4.6 M: 61 layers that few pipeline degrees divide,
+#: so the uneven stages' compute and memory are priced stage by stage, ~70% of its search). A worker process's first
+#: point adds 0.5-0.9 s (imports and caches). So 100,000 fixed points are ~1-1.4 CPU-hours, 10,000 `best` points 1.5
+#: to 32 CPU-hours, and a 2,048-point sweep of GPU counts (strategies default to `best`) 20 minutes to 7 hours of CPU:
+#: what fuzz31 saw run for minutes on all cores was that budget, not a defect. The refusal says so; a larger study
+#: is several sweeps, or a Dask cluster (README.md, "Capacity studies").
 MAX_POINTS = 100_000
 MAX_PLAN_POINTS = 10_000
+#: Measured CPU seconds of one point (the comment above), the range the refusals quote: fixed, then `best`.
+POINT_CPU_S = {"fixed": (0.033, 0.05), "best": (0.55, 11.5)}
+
+
+def _cpu_hours(points: int, kind: str) -> str:
+    lo, hi = (points * s / 3600 for s in POINT_CPU_S[kind])
+    return f"{lo:.2g}-{hi:.2g} CPU-hours at {POINT_CPU_S[kind][0]:g}-{POINT_CPU_S[kind][1]:g} s a point"
 
 
 class SweepStrategy(StrategySpec, kw_only=True):
@@ -134,9 +149,11 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, 
     spec: SweepSpec = validate(SweepSpec, raw, path=p, node=node)
     if spec.size() > MAX_POINTS:
         raise InputError(f"the grid has {spec.size():,} points", where=f"{p}",
-                         allowed=f"at most {MAX_POINTS:,} (split the study into several sweeps)")
+                         allowed=f"at most {MAX_POINTS:,} (split the study into several sweeps), as fixed strategies "
+                                 f"{_cpu_hours(MAX_POINTS, 'fixed')}")
     if spec.plan_points() > MAX_PLAN_POINTS:
-        raise InputError(f"the grid has {spec.plan_points():,} best points, each a whole plan (0.25-1 s of CPU)",
+        raise InputError(f"the grid has {spec.plan_points():,} best points, each a whole plan "
+                         f"({_cpu_hours(spec.plan_points(), 'best')}, by the model and GPU count)",
                          where=f"{p}: strategies", allowed=f"at most {MAX_PLAN_POINTS:,} best points (split the study "
                                                            "into several sweeps, or fix some strategies)")
     models = {_key(m, "models", p): _resolve_entry("workload", "models", i, m, p) for i, m in enumerate(spec.models)}
