@@ -249,8 +249,9 @@ def _ub_block_shares(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba:
     (moe/router.py ``gating``, a plain GEMM), and LatentMoE's fc1_latent_proj / fc2_latent_proj, h x l each, whole
     (TELinear ``parallel_mode="duplicated"``, moe/moe_layer.py L279-295) on the same shard, which feed no TP
     collective and run outside any linear's gather-to-wait span (a re-gather is issued and waited inside its own
-    linear's backward, layers.py L666-687). MLA's down-projections, also whole on the T / tp shard, sit on the AG
-    side as before (they feed the up-projections' gathers, docs/model.md#mla-tp)."""
+    linear's backward, layers.py L666-687). MLA's down-projections stay on the AG side: right for the column-parallel
+    build (strategy mla_column_down_proj: they gather their input), not for the duplicated default, which gathers
+    nothing (docs/model.md#ub-shares: moving them moves no validation row; left, as it needs the strategy)."""
     attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
     o = attn.pop("o")
     up = 2.0 if bool(sh.gated_mlp) else 1.0
