@@ -24,18 +24,21 @@ def test_shares_of_a_hybrid_pattern_by_hand():
     """'M*-E': one layer of each kind. All-gather side (column-parallel): QKV 4 x (4 + 2 + 2) = 32, the MLP's FC1
     2 x 4 x 8 = 64, the shared expert's FC1 2 x 4 x 2 = 16, the Mamba in_proj 4 x (16 + 2 + 2) = 88 (200);
     reduce-scatter side (row-parallel): O 4 x 4 = 16, FC2 8 x 4 = 32, the shared FC2 2 x 4 = 8, out_proj 8 x 4 = 32
-    (88); the routed experts' grouped GEMMs, on neither: 2 x 3 x 2 x 4 = 48. Of 336: 200 / 336 = 25/42 and
-    88 / 336 = 11/42. The old rule (one attention + MLP layer, MoE share 1/4, no Mamba) gave 84/138 and 42/138."""
-    assert _ub_shares(hybrid("M*-E")) == pytest.approx((25 / 42, 11 / 42), rel=1e-12)
+    (88); on neither, the routed experts' grouped GEMMs 2 x 3 x 2 x 4 = 48 and the router h x E = 4 x 4 = 16 (in the
+    layer's priced forward GEMM time since mtp32). Of 352: 200 / 352 = 25/44 and 88 / 352 = 1/4 (hybrid32, without
+    the router: 25/42 and 11/42). The old rule (one attention + MLP layer, MoE share 1/4, no Mamba) gave 84/138 and
+    42/138."""
+    assert _ub_shares(hybrid("M*-E")) == pytest.approx((25 / 44, 1 / 4), rel=1e-12)
 
 
 def test_shares_of_each_kind_alone():
     """A layer kind's own shares (pipeline ranks of a hybrid pattern price their own kinds): Mamba in_proj 88 and
     out_proj 32 of 120; attention QKV 32 and O 16 of 48; the dense MLP 64 and 32 of 96. An '*E' pair (attention +
-    MoE, the layer of a standard MoE model) is 48 and 24 of 120 (with the routed 48), as the standard model's layer."""
+    MoE, the layer of a standard MoE model) is 48 and 24 of 136 (with the routed 48 and the router 16: mtp32), as the
+    standard model's layer."""
     assert _ub_shares(hybrid("MM")) == pytest.approx((88 / 120, 32 / 120), rel=1e-12)
     assert _ub_shares(hybrid("*-*-")) == pytest.approx(((32 + 64) / 144, (16 + 32) / 144), rel=1e-12)
-    assert _ub_shares(hybrid("*E")) == pytest.approx((48 / 120, 24 / 120), rel=1e-12)
+    assert _ub_shares(hybrid("*E")) == pytest.approx((48 / 136, 24 / 136), rel=1e-12)
     std = tr.shape(layers=3, hidden=4, heads=2, kv_heads=1, head_dim=2, vocab=8, ffn_hidden=8, moe_experts=4,
                    moe_top_k=2, moe_ffn_hidden=2, moe_shared_experts=1, gated_mlp=True, biases=False)
-    assert _ub_shares(std) == pytest.approx((48 / 120, 24 / 120), rel=1e-12)
+    assert _ub_shares(std) == pytest.approx((48 / 136, 24 / 136), rel=1e-12)

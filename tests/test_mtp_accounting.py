@@ -101,14 +101,17 @@ def _chunking(job: Any, g: Any, layers: float = 3.0) -> tuple[float, dict[str, A
 def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: str) -> None:
     """tp_comm_overlap splits every GEMM beside a TP collective, the MTP blocks' as the layers' (their collectives are
     counted as layers). tp 2, split n = tp = 2 for ring exchange and 4 for the pipeline; a / r, the AG- / RS-side
-    userbuffers shares of the layer's GEMM FLOPs, by hand: QKV 64 x 192 = 12,288, O 64 x 64 = 4,096, MLP width at the
-    MoE share 2/3: (8,192 + 2 x 4,096) / 3 = 16,384 / 3 (dense 128 x 64, MoE top-2 x 32 x 64), total 32,768; the
-    routed experts' grouped GEMMs are not userbuffers GEMMs (review21j), so only the dense layer's 8,192 / 3 counts:
-        a = (12,288 + 2 x 8,192/3) / 32,768 = 13/24,   r = (4,096 + 8,192/3) / 32,768 = 5/24,
-    per unit of forward GEMM time: forward a (2 - 1) + r (4 - 1) = 28/24, data gradient r (2 - 1) = 5/24;
-    3 layers + D blocks, full recompute repeating the forward of all of them, the layers at their mean forward GEMM
-    time t_gemm, the blocks at their own (``mtp_gemm``: D MoE blocks, the last layer's kind, bf16 as the run):
-        d0 / (T + d0) x (t_gemm x 3 + t_mtp) x (28/24 x (1 or 2) + 5/24)."""
+    userbuffers shares of the GEMM FLOPs (docs/model.md#ub-shares), by hand: QKV 64 x 192 = 12,288, O 64 x 64 = 4,096,
+    the dense MLP 2 x 8,192 up and 8,192 down (128 x 64), an MoE layer's routed top-2 x 3 x 32 x 64 = 12,288 and router
+    64 x 8 = 512 (no shared experts), on neither side (review21j; the router since mtp32). The 3 layers (1 dense,
+    2 MoE): AG 3 x 12,288 + 16,384 = 53,248, RS 3 x 4,096 + 8,192 = 20,480, total 53,248 + 20,480 + 2 x 12,800 =
+    99,328:
+        a = 52/97,   r = 20/97,   forward a (2 - 1) + r (4 - 1) = 112/97,   data gradient r (2 - 1) = 20/97;
+    the MTP block, one MoE layer (the last layer's kind: its own shares since mtp32, not the layers' mean): AG 12,288,
+    RS 4,096 of 29,184: a = 8/19, r = 8/57, forward 16/19, data gradient 8/57. 3 layers + D blocks, full recompute
+    repeating the forward of all of them, the layers at their mean forward GEMM time t_gemm, the blocks at their own
+    (``mtp_gemm``: D MoE blocks, bf16 as the run):
+        d0 / (T + d0) x (3 t_gemm (112/97 (1 or 2) + 20/97) + t_mtp (16/19 (1 or 2) + 8/57))."""
     job, g = _small_moe_job(mtp, {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True,
                                   "recompute": recompute})
     got, comp = _chunking(job, g)
@@ -116,8 +119,8 @@ def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: s
     d0 = job.gemm_half_dim
     T = 1.0 * job.seq_len  # micro-batch 1, cp 1
     passes = 2.0 if recompute == "full" else 1.0
-    gemm = float(np.ravel(comp["gemm_per_layer"])[0]) * 3 + float(np.ravel(comp["mtp_gemm"])[0])
-    want = gemm * d0 / (T + d0) * (28 / 24 * passes + 5 / 24)
+    layers, blocks = float(np.ravel(comp["gemm_per_layer"])[0]) * 3, float(np.ravel(comp["mtp_gemm"])[0])
+    want = d0 / (T + d0) * (layers * (112 / 97 * passes + 20 / 97) + blocks * (16 / 19 * passes + 8 / 57))
     assert got == pytest.approx(want, rel=1e-12)
     assert (float(np.ravel(comp["mtp_gemm"])[0]) > 0) == (mtp > 0)
 
@@ -153,7 +156,15 @@ def test_hybrid_star_e_block_chunks_as_two_layers(mtp: int) -> None:
     """Nemotron 3 Super, tp_comm_overlap: the *E block's GEMMs (an attention block's and an MoE block's, its own
     forward GEMM time t_mtp per pass, not two of the pattern's mean one-block layers) are split as the layers' are,
     on the same curve (bf16 run, no module precision), so the chunking cost grows from the 88 layers' by
-    (88 t_gemm + D t_mtp) / (88 t_gemm) (the per-layer cost does not depend on D)."""
+    (88 t_gemm c_L + D t_mtp c_M) / (88 t_gemm c_L) (the per-layer cost does not depend on D), c = a + 4 r the
+    forward a (2 - 1) + r (4 - 1) and data-gradient r (2 - 1) per unit of forward GEMM time at tp 2, a / r the AG- /
+    RS-side shares (docs/model.md#ub-shares), by hand in units of 4096 x (weight elements per token) / tp: QKV
+    32 x 128 + 2 x 2 x 128 = 4,608, O 4,096, the ungated shared experts' FC1 and FC2 2 x 2688 = 5,376 each, a Mamba
+    in_proj 2 x 8,192 + 2 x 8 x 128 + 128 = 18,560 and out_proj 8,192; on neither side an MoE layer's routed
+    22 x 2 x 2688 x 1024 / 4096 = 29,568, router 512 and LatentMoE projections 2 x 1024 (32,128). The layers (8 *,
+    40 E, 40 M): AG 994,304, RS 575,488 of 2,854,912, c_L = 3,296,256 / 2,854,912; the MTP block (its own since
+    mtp32: one * and one E, not the pattern's Mamba-heavy mean): AG 9,984, RS 9,472 of 51,584, c_M = 47,872 / 51,584.
+    """
     strategy = {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True}
     job0, g0 = _super_job(0, strategy)
     job, g = _super_job(mtp, strategy)
@@ -164,7 +175,9 @@ def test_hybrid_star_e_block_chunks_as_two_layers(mtp: int) -> None:
     t_mtp = float(np.ravel(comp["mtp_gemm"])[0]) / mtp
     _, comp1 = _chunking(*_super_job(1, strategy), 88.0)
     assert t_mtp == pytest.approx(float(np.ravel(comp1["mtp_gemm"])[0]), rel=1e-12)  # per pass, whatever D
-    assert got / base == pytest.approx((88 * t_gemm + mtp * t_mtp) / (88 * t_gemm), rel=1e-12)
+    c_layers, c_block = 3296256 / 2854912, 47872 / 51584
+    assert got / base == pytest.approx((88 * t_gemm * c_layers + mtp * t_mtp * c_block) / (88 * t_gemm * c_layers),
+                                       rel=1e-12)
 
 
 def _fp8_job(mtp: int, shared: bool) -> tuple[Any, Any]:

@@ -52,16 +52,16 @@ def test_mla_column_down_projections_gather_on_the_ag_side() -> None:
 
 def test_shared_experts_beside_the_dispatcher_are_on_neither_side() -> None:
     """An attention + MoE pair (h 4, 2 heads of 2, 1 KV head; 4 experts top-2 of f_e 2, 1 shared, gated): QKV 32,
-    O 16, the shared FC1 16 and FC2 8, the routed 2 x 3 x 2 x 4 = 48: 120 in all. With the shared experts on
-    userbuffers AG 48, RS 24 (tests/test_hybrid32.py); under moe_shared_expert_overlap AG 32, RS 16 of the same
-    120."""
+    O 16, the shared FC1 16 and FC2 8, the routed 2 x 3 x 2 x 4 = 48, the router h x E = 4 x 4 = 16 (in the total
+    since mtp32): 136 in all. With the shared experts on userbuffers AG 48, RS 24 (tests/test_hybrid32.py); under
+    moe_shared_expert_overlap AG 32, RS 16 of the same 136."""
     md = mamba.mamba_dims(hidden=4, heads=2, head_dim=4, state_dim=2, groups=1, conv_kernel=4, chunk_size=4)
     counts = mamba.layer_counts("*E")
     sh = tr.shape(layers=counts.layers, hidden=4, heads=2, kv_heads=1, head_dim=2, vocab=8, ffn_hidden=8,
                   moe_experts=4, moe_top_k=2, moe_ffn_hidden=2, moe_shared_experts=1, gated_mlp=True, biases=False,
                   hybrid=counts, mamba=md)
-    assert mpc._ub_shares(sh) == pytest.approx((48 / 120, 24 / 120), rel=1e-12)
-    assert mpc._ub_shares(sh, shared_off=True) == pytest.approx((32 / 120, 16 / 120), rel=1e-12)
+    assert mpc._ub_shares(sh) == pytest.approx((48 / 136, 24 / 136), rel=1e-12)
+    assert mpc._ub_shares(sh, shared_off=True) == pytest.approx((32 / 136, 16 / 136), rel=1e-12)
 
 
 H, S, LAYERS, TP = 1024, 2048, 4, 4

@@ -206,54 +206,95 @@ def _ub_shares(sh: Any, column_down: Any = False, shared_off: Any = False) -> tu
     """Shares of the model's layers' weight-GEMM FLOPs in the userbuffers GEMMs beside an all-gather (a) and beside a
     reduce-scatter (r), summed over the layers by kind (docs/model.md#ub-shares; the shape's, or a pipeline rank's
     part shape's, attention / dense MLP / MoE / Mamba layer counts, so a hybrid pattern's layers each count their own
-    block and a standard layer its attention + MLP)::
+    block and a standard layer its attention + MLP): :func:`_ub_block_shares` of those counts. The MTP blocks have
+    their own, :func:`_mtp_ub_shares`. ``column_down`` (strategy mla_column_down_proj) and ``shared_off``
+    (moe_shared_expert_overlap): :func:`_ub_block_shares`."""
+    return _ub_block_shares(sh, float(sh.attention_layers), float(sh.mlp_layers), float(sh.moe_layers),
+                            float(sh.mamba_layers), column_down, shared_off)
+
+
+def _mtp_ub_shares(sh: Any, column_down: Any = False, shared_off: Any = False) -> tuple[Any, Any]:
+    """:func:`_ub_block_shares` of one MTP pass's block (docs/model.md#ub-shares): one attention layer and one MoE
+    layer where the model's last layer (or a hybrid's MTP pattern, ``*E``) is MoE, else one dense MLP (``*-``), no
+    Mamba: the block ``layer_compute.mtp_compute`` prices as ``mtp_gemm`` (Megatron-LM@d98e8a64dd
+    megatron/core/transformer/multi_token_prediction.py L1199-1228: a HybridStack of the MTP pattern or the decoder's
+    last layer spec). eh_proj is not in it: its GEMM is not in ``mtp_gemm`` and its TP collectives are not in the
+    count (docs/model.md#mtp). Under tp_comm_overlap Megatron builds the block without userbuffers at all (eh_proj's
+    ``tp_comm_buffer_name`` "mtp_eh_proj" turns the shared config's tp_comm_overlap off, extensions/
+    transformer_engine.py L1176-1186): not modelled, the block is chunked and hidden as the layers are
+    (docs/model.md#ub-shares)."""
+    moe = 1.0 if bool(sh.last_layer_moe) else 0.0
+    return _ub_block_shares(sh, 1.0, 1.0 - moe, moe, 0.0, column_down, shared_off)
+
+
+def _ub_block_shares(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba: float, column_down: Any = False,
+                     shared_off: Any = False) -> tuple[Any, Any]:
+    """The userbuffers AG-side (a) and RS-side (r) shares of the forward weight-GEMM FLOPs of ``n_att`` attention,
+    ``n_mlp`` dense MLP, ``n_moe`` MoE and ``n_mamba`` Mamba blocks (docs/model.md#ub-shares), on one TP rank of a
+    sequence-parallel run, in units of (tokens T) x (weight elements) / tp::
 
         AG = n_att (QKV or Q/KV up + [column_down] D) + up (n_mlp h f + [not shared_off] S) + n_mamba h w_in
         RS = n_att (a d_v h) + (n_mlp h f + [not shared_off] S) + n_mamba d_inner h
         a = AG / T,   r = RS / T,   T = n_att (QKV or Q/KV up + D + a d_v h) + (up + 1) (n_mlp h f + S)
                                         + n_mamba (h w_in + d_inner h) + X
-        D = MLA's down-projections h r_q + h (r_kv + d_rope),   S = n_moe s h f_e,   X = n_moe k (up + 1) f_e w
+        D = MLA's down-projections h r_q + h (r_kv + d_rope),   S = n_moe s h f_e,
+        X = n_moe (k (up + 1) f_e w + h E + 2 h l)
 
     (up = 2 gated, 1 not; s shared experts, k routed of width w: h, or LatentMoE's l; w_in the Mamba in_proj's
     2 d_inner + 2 G N + H). The AG side is the column-parallel linears (QKV, the dense and shared-expert FC1, the
     Mamba in_proj), the RS side the row-parallel ones (O-proj, FC2, the Mamba out_proj: Megatron-LM@d98e8a64dd
     megatron/core/ssm/mamba_mixer.py L281-295 / L437-451 build them with ``tp_comm_buffer_name`` "fc1" / "fc2",
     megatron/core/models/hybrid/hybrid_layer_specs.py L110-117 as TELayerNormColumnParallelLinear /
-    TERowParallelLinear). The routed experts' grouped GEMMs X are not Transformer Engine userbuffers GEMMs
+    TERowParallelLinear). X is the rest of the forward GEMM time the shares multiply (``compute.layer_compute_time``'s
+    ``forward_gemm``): the routed experts' grouped GEMMs, which are not Transformer Engine userbuffers GEMMs
     (TE@bee4649c pytorch/module/grouped_linear.py L455-457: "GroupedLinear doesn't support Userbuffer overlap."; their
-    tokens reach them through the token dispatcher): userbuffers neither splits them nor shrinks them with
-    ``set_sm_margin`` (review21j). MLA's down-projections D (linear_q_down_proj, linear_kv_down_proj) are TELinear
-    ``parallel_mode='duplicated'`` in the Transformer Engine spec (multi_latent_attention.py L526-527 / L573-574;
-    models/gpt/gpt_layer_specs.py L302 / L304 ``backend.linear()``, TELinear): no gather, no re-gather, no
+    tokens reach them through the token dispatcher, so userbuffers neither splits them nor shrinks them with
+    ``set_sm_margin``, review21j); the router, h x E whole on every rank on its T / tp sequence shard
+    (moe/router.py ``gating``, a plain GEMM), and LatentMoE's fc1_latent_proj / fc2_latent_proj, h x l each, whole
+    (TELinear ``parallel_mode="duplicated"``, moe/moe_layer.py L279-295) on the same shard, which feed no TP
+    collective and run outside any linear's gather-to-wait span (a re-gather is issued and waited inside its own
+    linear's backward, layers.py L666-687). MLA's down-projections D (linear_q_down_proj, linear_kv_down_proj) are
+    TELinear ``parallel_mode='duplicated'`` in the Transformer Engine spec (multi_latent_attention.py L526-527 /
+    L573-574; models/gpt/gpt_layer_specs.py L302 / L304 ``backend.linear()``, TELinear): no gather, no re-gather, no
     userbuffers (TELinear sets ub_overlap only for ``parallel_mode != "duplicated"``, extensions/transformer_engine.py
-    L1189): in T only; with
-    ``column_down`` (strategy ``mla_column_down_proj``, TEColumnParallelLinear) each gathers its h-wide input and
-    re-gathers it under its own data-gradient GEMM, so the re-gather window counts them on the AG side (not
-    userbuffers either: their buffer names are none of qkv / proj / fc1 / fc2, transformer_engine.py L1176-1186).
-    ``shared_off`` (``moe_shared_expert_overlap``) takes the shared experts off both sides: their linears' own comm and
-    userbuffers are switched off (shared_experts.py L163-175) and their pair runs outside the weight-gradient window
-    (:func:`_moe_tp_collectives`). The router and LatentMoE's duplicated projections feed no TP collective and are
-    left out. Before hybrid32 the shares were one attention + MLP layer's with the MoE share moe_layers / layers,
-    which a hybrid pattern's separate attention, MLP, MoE and Mamba layers do not have; before review32a the
-    down-projections sat on the AG side whatever the build."""
+    L1189): in T only; with ``column_down`` (strategy ``mla_column_down_proj``, TEColumnParallelLinear) each gathers
+    its h-wide input and re-gathers it under its own data-gradient GEMM, so the re-gather window counts them on the AG
+    side (not userbuffers either: their buffer names are none of qkv / proj / fc1 / fc2, transformer_engine.py
+    L1176-1186). ``shared_off`` (``moe_shared_expert_overlap``) takes the shared experts off both sides: their
+    linears' own comm and userbuffers are switched off (shared_experts.py L163-175) and their pair runs outside the
+    weight-gradient window (:func:`_moe_tp_collectives`). Before hybrid32 the shares were one attention + MLP layer's
+    with the MoE share moe_layers / layers; before review32a the down-projections sat on the AG side whatever the
+    build; before mtp32 the router and LatentMoE projections were left out of T."""
     w = {name: (float(n_in * n_out), split) for name, n_in, n_out, split in transformer.attention_matrices(sh)}
     o = w.pop("o")[0]
     col = sum(v for v, split in w.values() if split)  # QKV, or MLA's up-projections (q when r_q = 0)
     down = sum(v for v, split in w.values() if not split)  # MLA's q_down / kv_down, held whole
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     parts = transformer.linear_weight_parts(sh)
-    n_att, n_moe, n_mamba = (float(x) for x in (sh.attention_layers, sh.moe_layers, sh.mamba_layers))
-    dense = float(sh.mlp_layers) * float(sh.ffn_hidden * sh.hidden)
-    shared = n_moe * float(sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    h = float(sh.hidden)
+    dense = n_mlp * float(sh.ffn_hidden) * h
+    shared = n_moe * float(sh.moe_shared_experts * sh.moe_ffn_hidden) * h
     on = dense + (1.0 - np.asarray(shared_off, dtype=float)) * shared
     m_in, m_out = n_mamba * float(parts["mamba_in_proj"][0]), n_mamba * float(parts["mamba_out_proj"][0])
     ag = n_att * (col + np.asarray(column_down, dtype=float) * down) + up * on + m_in
     rs = n_att * o + on + m_out
-    total = (n_att * (col + down + o) + (up + 1.0) * (dense + shared) + m_in + m_out
-             + n_moe * (up + 1.0) * float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width))
+    routed = float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width) * (up + 1.0)
+    other = (h * float(sh.moe_experts) + 2.0 * h * float(sh.moe_latent)) if float(sh.moe_experts) > 0 else 0.0
+    total = n_att * (col + down + o) + (up + 1.0) * (dense + shared) + m_in + m_out + n_moe * (routed + other)
     if total <= 0:
         return 0.5, 0.5
     return ag / total, rs / total
+
+
+def _ub_gemm(sh: Any, comp: dict[str, np.ndarray], side: int, layers: Any, mtp: Any, column_down: Any = False,
+             shared_off: Any = False) -> np.ndarray:
+    """Forward GEMM seconds of the userbuffers linears on ``side`` (0: beside an all-gather, 1: beside a
+    reduce-scatter) in ``layers`` of the stage's layers (their mean forward GEMM time ``gemm_per_layer``, at
+    :func:`_ub_shares`) and ``mtp`` passes of its MTP blocks (their forward GEMM time ``mtp_gemm``, at the block's own
+    :func:`_mtp_ub_shares`): the window of the SP re-gathers (side 0) and contention's ``G_rs`` (side 1)."""
+    return np.asarray(_ub_shares(sh, column_down, shared_off)[side] * layers * comp["gemm_per_layer"]
+                      + _mtp_ub_shares(sh, column_down, shared_off)[side] * mtp * comp.get("mtp_gemm", 0.0),
+                      dtype=float)
 
 
 def sp_regather_elem_bytes(job: Job) -> float:
@@ -299,8 +340,8 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
           & (not xla_remat(job)))
     c = np.where(on, gathers * coll.get("tp_regather", 0.0) + att_blocks * coll.get("tp_att_regather", 0.0), 0.0)
-    window = _ub_shares(job.shape, g.mla_column_down_proj, g.moe_shared_expert_overlap)[0] * (
-        comp["layers_per_stage"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0))
+    window = _ub_gemm(job.shape, comp, 0, comp["layers_per_stage"], 1.0, g.mla_column_down_proj,
+                      g.moe_shared_expert_overlap)
     exposed = np.maximum(c - window, 0.0)
     return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
 
@@ -332,7 +373,6 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     """
     if not job.is_transformer:
         return np.zeros(1)
-    a, r = _ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap)
     T = np.asarray(tokens, dtype=float)
     d0 = job.gemm_half_dim
     per = d0 / (T + d0)
@@ -343,9 +383,12 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     layers = comp["layers_per_stage"]
     rec = np.where(full, comp["recomputed_layers"], 0.0)
     gemm = comp["gemm_per_layer"]
-    fwd = a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
-    dgrad = r * (t - 1.0)
-    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(mtp_module_recomputed(g), 1.0, 0.0)) * fwd + dgrad)
+    # per unit of forward GEMM time, at the layers' shares and the MTP block's own (_ub_shares, _mtp_ub_shares)
+    (fwd, dgrad), (fwd_m, dgrad_m) = ((a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0), r * (t - 1.0))
+                                      for a, r in (_ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap),
+                                                   _mtp_ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap)))
+    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(mtp_module_recomputed(g), 1.0, 0.0)) * fwd_m
+                                                 + dgrad_m)
     return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
 
 
@@ -438,9 +481,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         # the GEMMs beside the collectives: the stage's layers at their mean, the MTP blocks at their own (the
         # block's kind and training.module_precision mtp)
         gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
-        gemm_r = np.where(g.recompute == Recompute.FULL,
-                          comp["recomputed_layers"] * comp["gemm_per_layer"] + mtp_again * comp.get("mtp_gemm", 0.0),
-                          0.0)
+        rec_ub, rec_ub_mtp = (np.where(g.recompute == Recompute.FULL, x, 0.0)
+                              for x in (comp["recomputed_layers"], mtp_again))
+        gemm_r = rec_ub * comp["gemm_per_layer"] + rec_ub_mtp * comp.get("mtp_gemm", 0.0)
         # the backward's bulk re-gathers (sp_regather) join its pooled traffic under its 2 x forward GEMMs
         ov = _tp_comm_overlap(pool_f, pool_r, pool_f + rg["total"], gemm_f, gemm_r, 2.0 * gemm_f)
         # the hidden backward's re-gather part, pro rata: on the bulk overlaps' k SMs (userbuffers_sm_time)
@@ -452,8 +495,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
                                                   ov["hidden_bwd_only"] - rg_hidden,
-                                                  _ub_shares(sh, shared_off=g.moe_shared_expert_overlap)[1]
-                                                  * (gemm_f + gemm_r), rg_hidden), 0.0)
+                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 1.0 + rec_ub_mtp,
+                                                           shared_off=g.moe_shared_expert_overlap), rg_hidden),
+                          0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
     nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
