@@ -44,6 +44,7 @@ carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from typing import Any
 
@@ -51,6 +52,7 @@ import msgspec
 import numpy as np
 
 from scalemodel.choices import Layout
+from scalemodel.cost.checks import span
 from scalemodel.cost.network import Network
 from scalemodel.errors import InputError
 
@@ -58,9 +60,12 @@ from scalemodel.errors import InputError
 def checked_array(x: object, name: str, *, minimum: float = 0.0) -> np.ndarray:
     """``x`` as a float array, refused unless finite and >= ``minimum``."""
     a = np.asarray(x, dtype=float)
-    if not np.all(np.isfinite(a)):
+    s = span(a)  # least and greatest element (checks.span): finite iff both are, NaN failing every comparison
+    if s is None:
+        return a
+    if not (-math.inf < s[0] and s[1] < math.inf):
         raise InputError(f"{name} must be finite", where=name, allowed="finite numbers")
-    if np.any(a < minimum):
+    if s[0] < minimum:
         raise InputError(f"{name} must be >= {minimum:g}", where=name, allowed=f"values >= {minimum:g}")
     return a
 

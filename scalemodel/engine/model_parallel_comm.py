@@ -528,21 +528,23 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden = tp_hidden + heads * head["hidden_bwd"]
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
     # ring level; a2a: none); hidden under the attention core.
-    n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
-    ring = (n_p - 1) * coll["cp"]
-    # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
-    # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
-    att = float(sh.attention_layers / sh.layers)
-    core_att = comp["core_per_layer"] / max(att, 1e-300)
-    mtp_att = comp.get("mtp_attention_blocks", 0.0)
-    att_n = n * att + mtp_att
-    cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
-    cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
-    if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
-        exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_again * mtp_att)
-        ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
-        cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
-        cp_hidden = np.where(ag, 0.0, cp_hidden)
+    cp = cp_hidden = np.zeros(1)  # cp 1 on every row: no CP traffic, as np.where(g.cp > 1, ..., 0.0) gives
+    if np.any(g.cp > 1):
+        n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
+        ring = (n_p - 1) * coll["cp"]
+        # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
+        # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
+        att = float(sh.attention_layers / sh.layers)
+        core_att = comp["core_per_layer"] / max(att, 1e-300)
+        mtp_att = comp.get("mtp_attention_blocks", 0.0)
+        att_n = n * att + mtp_att
+        cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
+        cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
+        if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
+            exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_again * mtp_att)
+            ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
+            cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
+            cp_hidden = np.where(ag, 0.0, cp_hidden)
     # EP: dispatch + combine all-to-all per MoE layer (the stage's layers at the MoE share, and each MTP pass's MoE
     # block once), forward and backward; a recomputed forward runs the forward's two again in the backward
     # (MoELayer.forward dispatches and combines inside the checkpointed function): every MoE layer under selective
@@ -551,17 +553,21 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     moe_share = float(sh.moe_layers / sh.layers)
     mtp_moe = comp.get("mtp_moe_blocks", 0.0)
     full = g.recompute == Recompute.FULL
-    moe_recomputed = moe_block_recomputed(job, g)
-    again_moe = np.where(moe_recomputed, 1.0, 0.0)
-    again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
-    rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_again * mtp_moe, 0.0)
-    ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
     # the allgather dispatcher gathers over etp x ep: at ep 1 too when etp > 1 (docs/model.md#ep-allgather)
     gathers = (g.ep > 1) | (np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (_etp(g) > 1))
-    # a recomputed forward's traffic beyond the 2 ops counted for it (HybridEP's routing-map gather runs whole again,
-    # the allgather dispatcher's forward differs from its backward; coll['ep_refwd'], 0 for the all-to-alls)
-    refwds = (n * moe_share + mtp_moe) * again_moe + rec_moe
-    ep = np.where(gathers, ep_moe * ep_op_mean(coll) + refwds * coll.get("ep_refwd", 0.0), 0.0)
+    # no row gathers (ep 1, no expert-TP gather): no EP traffic, as np.where(gathers, ..., 0.0) gives, and neither
+    # overlap below applies (both need ep > 1)
+    ep, ep_on = np.zeros(1), bool(np.any(gathers))
+    if ep_on:
+        moe_recomputed = moe_block_recomputed(job, g)
+        again_moe = np.where(moe_recomputed, 1.0, 0.0)
+        again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
+        rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_again * mtp_moe, 0.0)
+        ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
+        # a recomputed forward's traffic beyond the 2 ops counted for it (HybridEP's routing-map gather runs whole
+        # again, the allgather dispatcher's forward differs from its backward; coll['ep_refwd'], 0 for the all-to-alls)
+        refwds = (n * moe_share + mtp_moe) * again_moe + rec_moe
+        ep = np.where(gathers, ep_moe * ep_op_mean(coll) + refwds * coll.get("ep_refwd", 0.0), 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
@@ -594,17 +600,19 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
            # the hidden TP traffic that is an NVLS all-reduce (without sequence parallelism every hidden TP
            # collective is an all-reduce: the async backward one, the output layer's): on the NVLS channels
            "hidden_nvls": coll.get("tp_nvls", 0.0) * np.where(g.tp > 1, tp_hidden_fwd + tp_hidden, 0.0)}
-    # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
-    # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
-    blocks = n * moe_share + mtp_moe
-    # beside the shared experts: the tokens' all-to-all and the probabilities' with the dispatch; the counts' gather
-    # precedes the shared stream's fork
-    probs, counts = coll.get("ep_probs", 0.0), coll.get("ep_counts", 0.0)
-    out = _with_shared_expert_overlap(job, g, out, coll["ep_tokens"], blocks, blocks * again_moe + rec_moe, comp, probs)
-    # the counts' gathers in ep (a quarter of each op's mean, half of each recomputed forward's beyond its 2): never
-    # hidden by the EP overlap, which runs them in the compute stream's attention node
-    counts_total = np.where(gathers, (0.25 * ep_moe + 0.5 * refwds) * counts, 0.0)
-    out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed, fixed=counts_total)
+    if ep_on:
+        # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
+        # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
+        blocks = n * moe_share + mtp_moe
+        # beside the shared experts: the tokens' all-to-all and the probabilities' with the dispatch; the counts' gather
+        # precedes the shared stream's fork
+        probs, counts = coll.get("ep_probs", 0.0), coll.get("ep_counts", 0.0)
+        out = _with_shared_expert_overlap(job, g, out, coll["ep_tokens"], blocks, blocks * again_moe + rec_moe, comp,
+                                          probs)
+        # the counts' gathers in ep (a quarter of each op's mean, half of each recomputed forward's beyond its 2): never
+        # hidden by the EP overlap, which runs them in the compute stream's attention node
+        counts_total = np.where(gathers, (0.25 * ep_moe + 0.5 * refwds) * counts, 0.0)
+        out = _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed, fixed=counts_total)
     return pp_overlap(g, comp, out, p2p, v)
 
 
