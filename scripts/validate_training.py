@@ -389,6 +389,49 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
+#: The keys a row of training_cases.yaml may carry (its header's conventions; ``derived_*`` keys besides: arithmetic on
+#: source values). Any other key is refused (:func:`check_row`), never ignored.
+ROW_KEYS = frozenset({"id", "kind", "source", "hardware", "model", "parallelism", "precision", "measured", "note",
+                      "framework_config", "audit_2511", "environment", "framework"})
+#: The fields a row's ``framework:`` mapping may carry: settings its run used that neither its other fields state nor
+#: its source's rules below give (validation/README.md "Per-row framework settings": what each means, its allowed
+#: values and where each row's value was read). name -> (allowed types, allowed values or None for any).
+FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
+    "dp_overlap": ((bool,), (False,)),
+}
+
+
+def check_row(case: dict[str, Any]) -> None:
+    """Refuse a training_cases.yaml row with a key or ``framework`` field the validator does not read (InputError:
+    the row id, the field, the allowed names), or a ``framework`` value of another type or outside its values."""
+    where = f"{NEW_CASES.name}: row {case.get('id', '?')}"
+    for key in case:
+        if key not in ROW_KEYS and not str(key).startswith("derived_"):
+            raise InputError(f"{where}: unknown key {key!r}; allowed: {', '.join(sorted(ROW_KEYS))}, derived_*")
+    fw = case.get("framework", {})
+    if not isinstance(fw, dict):
+        raise InputError(f"{where}: framework must be a mapping of {', '.join(sorted(FRAMEWORK_FIELDS))}")
+    for key, value in fw.items():
+        if key not in FRAMEWORK_FIELDS:
+            raise InputError(f"{where}: unknown field framework.{key}; allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}")
+        types, values = FRAMEWORK_FIELDS[key]
+        if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
+                or (values is not None and value not in values)):
+            allowed = ", ".join(map(str, values)) if values else " or ".join(t.__name__ for t in types)
+            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: {allowed}")
+
+
+def setting(case: dict[str, Any], name: str, default: Any = None) -> Any:
+    """The row's ``framework.<name>`` (:data:`FRAMEWORK_FIELDS`), else ``default``."""
+    assert name in FRAMEWORK_FIELDS, name
+    return (case.get("framework") or {}).get(name, default)
+
+
+def rows_with(name: str) -> dict[str, Any]:
+    """id -> ``framework.<name>`` of every training_cases.yaml row that sets it."""
+    assert name in FRAMEWORK_FIELDS, name
+    return {c["id"]: c["framework"][name] for c in read_yaml(NEW_CASES) if name in (c.get("framework") or {})}
+
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
             "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "dgxc2505": 2025, "dgxc2504": 2025,
@@ -1216,7 +1259,7 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "
 #: dgxc2504: megatron_comm_overlap.py as at v2.2.0; recipes/llama3_70b.py and llama31_405b.py
 #: pretrain_performance_optimizations add the callback (NeMo@d2b21556f2).
 #: mlpt51: the Nebius and HPE logs print ``DistributedDataParallelConfig(... bucket_size=134217728 ...)`` (= 128 Mi
-#: elements); the AMD rows run without the data-parallel overlap (:data:`RECIPE_NO_DP_OVERLAP`), where Megatron keeps
+#: elements); the AMD rows run without the data-parallel overlap (framework.dp_overlap false), where Megatron keeps
 #: no bucket (resolve_ddp_bucket_size: None without overlap_grad_reduce).
 BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51", "mlpt50"}
 #: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
@@ -1252,16 +1295,6 @@ MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_
 #: without overlap). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
 #: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
 NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
-#: Rows whose run leaves Megatron-Core's data-parallel overlap off (strategy overlap false): MLPerf v5.1 AMD llama31_8b
-#: (mlcommons/training_results_v5.1@441d65f4 AMD/benchmarks/llama31_8b/implementations/
-#: MI355X_EPYC_9575F_pytorch_llama3_8b/src/train.py get_strategy: ``DistributedDataParallelConfig(
-#: check_for_nan_in_grad=..., grad_reduce_in_fp32=False, average_in_collective=True, use_distributed_optimizer=True,
-#: fp8_param_gather=True)``, no overlap_grad_reduce /
-#: overlap_param_gather, whose DistributedDataParallelConfig defaults are False), run by AMD and GigaComputing.
-RECIPE_NO_DP_OVERLAP = frozenset({"mlpt51_mi355x_llama31_8b_8", "mlpt51_mi355x_llama31_8b_8_mbs4",
-                                  "mlpt51_mi350x_llama31_8b_8",
-                                  # data31: Dell's and Supermicro's MI355X runs (src/train.py the same blob e50a7f81)
-                                  "mlpt51_mi355x_llama31_8b_8_dell", "mlpt51_mi355x_llama31_8b_8_smc"})
 #: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
@@ -2880,6 +2913,7 @@ def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: Strategy
 def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | NotExpressed:
     """Apply the rule set of the module docstring to one case of training_cases.yaml (``held`` false: predict the
     rows of :data:`HELD_OUT` too)."""
+    check_row(case)
     fam = families(case)
     why = case_limits(case, held)
     wl, how = (None, "") if why else case_workload(case)
@@ -2987,7 +3021,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
                           overlap=(src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case)
-                                   and case["id"] not in RECIPE_NO_DP_OVERLAP),
+                                   and setting(case, "dp_overlap", True)),
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE,
                           overlap_p2p_comm=p2p_overlap,
@@ -3167,7 +3201,11 @@ def main(argv: list[str] | None = None) -> int:
     if CASES is None and not NEW_CASES.is_file():
         print("validation cases not found (expected ../shared/validation/cases.yaml)")
         return 1
-    results, listed, n_orig = validate_all()
+    try:
+        results, listed, n_orig = validate_all()
+    except InputError as e:  # a row of training_cases.yaml with a key or framework field the validator does not read
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     summ = summary(results)
     if "--json" in args:
         rows = [{k: v for k, v in asdict(r).items() if k not in ("strategy", "training")} for r in results]
