@@ -398,6 +398,8 @@ ROW_KEYS = frozenset({"id", "kind", "source", "hardware", "model", "parallelism"
 #: values and where each row's value was read). name -> (allowed types, allowed values or None for any).
 FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "dp_overlap": ((bool,), (False,)),
+    "bucket_elements": ((int,), None),
+    "nccl_nvls": ((bool,), (False,)),
 }
 
 
@@ -416,8 +418,10 @@ def check_row(case: dict[str, Any]) -> None:
             raise InputError(f"{where}: unknown field framework.{key}; allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}")
         types, values = FRAMEWORK_FIELDS[key]
         if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
-                or (values is not None and value not in values)):
-            allowed = ", ".join(map(str, values)) if values else " or ".join(t.__name__ for t in types)
+                or (values is not None and value not in values)
+                or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0)):
+            allowed = ", ".join(map(str, values)) if values else " or ".join(
+                ("a positive " if t in (int, float) else "a ") + t.__name__ for t in types)
             raise InputError(f"{where}: framework.{key} = {value!r}; allowed: {allowed}")
 
 
@@ -1265,24 +1269,6 @@ BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt
 #: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
 #: ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` (result_0.txt).
 SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
-#: Rows whose own log prints another bucket than their source's (elements), taken before the source's: data31's Oracle
-#: and Dell B200 runs print ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` in every result file;
-#: Lenovo's B300 NVFP4 run prints none, and its files (the same blobs) printed 768e6 in Oracle's and Supermicro's
-#: 1-node runs (validation/README.md#data31). review31a: Nebius' 1 x 8 B300 NVFP4 run
-#: (mlpt51_b300_llama31_8b_8_nvfp4) prints 768e6 in all ten result files (Nebius/results/nebius_b300_n1/llama31_8b/
-#: result_{1..10}.txt at 441d65f4) and was priced at 128 Mi (validation/README.md#review31a).
-ID_BUCKET_ELEMENTS = {i: 768_000_000 for i in ("mlpt51_b200_llama31_8b_64_oracle", "mlpt51_b200_llama31_8b_16_xe9680l",
-                                               "mlpt51_b200_llama31_8b_16_xe9685l",
-                                               "mlpt51_b300_llama31_8b_8_nvfp4_lenovo",
-                                               "mlpt51_b300_llama31_8b_8_nvfp4")}
-#: MLPerf v6.0 rows that run NVIDIA's NeMo 2 llama31_8b implementation of v5.1, not v6.0's Megatron-Bridge one: Cisco's
-#: Zeus H100 runs (Richardyu114/training_results_v6.0@eabf23a0 Cisco/benchmarks/llama31_8b/nemo/Dockerfile: pytorch
-#: 25.08, NeMo eddf23fcba, Megatron-LM 4cd81e85d2; the MLLOG metadata names /workspace/llm/pretrain.py and
-#: custom_callbacks.py). Their logs print no DDP configuration; the implementation's MegatronCommOverlapCallback sets
-#: the 128 Mi-element bucket (:data:`BUCKET_128MI_SOURCES`, as the v5.1 logs of the same implementation print), not the
-#: Megatron-Bridge log's 768e6 of :data:`SOURCE_BUCKET_ELEMENTS`.
-#: Also HPE's GB200 8-GPU NVFP4 run (:data:`MLPT60_HPE_NEMO2509`), whose log prints ``bucket_size=134217728``.
-MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_8b_128_tp2"}) | MLPT60_HPE_NEMO2509
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1637,13 +1623,13 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["align_grad_reduce"] = False
     if case.get("id") in NO_GRAD_ACCUMULATION_FUSION:
         out["grad_accumulation_fusion"] = False
-    if ((src in BUCKET_128MI_SOURCES or case["id"] in MLPT60_NEMO2) and zero == "1"
+    if (src in BUCKET_128MI_SOURCES and zero == "1"
             and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG and not nemo2_dp1(case)):
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
-    if src in SOURCE_BUCKET_ELEMENTS and zero == "1" and case["id"] not in MLPT60_NEMO2:
+    if src in SOURCE_BUCKET_ELEMENTS and zero == "1":
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
-    if case["id"] in ID_BUCKET_ELEMENTS and zero == "1":
-        out["bucket_size"] = float(ID_BUCKET_ELEMENTS[case["id"]]) * grad_bytes
+    if (elements := setting(case, "bucket_elements")) is not None and zero == "1":  # the row's own (README)
+        out["bucket_size"] = float(elements) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
@@ -2871,14 +2857,6 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
                            "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"}) \
     | frozenset({"mlpt50"})  # MLPerf v5.0 Eos-dfw: config_common.sh ``export NCCL_NVLS_ENABLE=0``
-#: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B and Cisco H100 8B (their
-#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1), and University of
-#: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
-#: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
-NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509 \
-    | MLPT60_NEMO2  # Cisco Zeus H100 (v6.0): Cisco/benchmarks/llama31_8b/nemo/config_common.sh NCCL_NVLS_ENABLE=0;
-#   HPE GB200 8 (v6.0, MLPT60_HPE_NEMO2509): NVIDIA's v5.1 nemo/config_common.sh L24 NCCL_NVLS_ENABLE=0
 
 
 
@@ -2891,7 +2869,7 @@ def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
         return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
     cluster = load_cluster(cname)
     out = _nic_overrides(case, cluster)
-    if families(case)["source"] in NVLS_DISABLED or case.get("id") in NVLS_DISABLED_IDS:
+    if families(case)["source"] in NVLS_DISABLED or setting(case, "nccl_nvls") is False:
         out += [f"tiers.{t.name}.in_network_reduction=false" for t in cluster.tiers
                 if t.in_network_reduction and str(getattr(t, "protocol", "")) == "nvlink"]
     return out

@@ -31,6 +31,10 @@ def test_unknown_row_key_and_bad_values_are_refused() -> None:
         vt.check_row(_row(framework={"dp_overlap": True}))
     with pytest.raises(InputError, match=r"framework.dp_overlap = 'no'"):
         vt.check_row(_row(framework={"dp_overlap": "no"}))
+    with pytest.raises(InputError, match=r"framework.bucket_elements = -1; allowed: a positive int"):
+        vt.check_row(_row(framework={"bucket_elements": -1}))
+    with pytest.raises(InputError, match=r"framework.bucket_elements = True"):
+        vt.check_row(_row(framework={"bucket_elements": True}))
     with pytest.raises(InputError, match=r"framework must be a mapping"):
         vt.check_row(_row(framework=["dp_overlap"]))
     vt.check_row(_row(framework={"dp_overlap": False}, derived_step_time_s=1.0))  # allowed: no error
