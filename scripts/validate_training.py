@@ -168,7 +168,7 @@ Two case files (issue 5 and issue 13):
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
       with --training.compile, torchtitan e7c0cae, 2c8b59479, 6fc499f6f; tao25's H100 rows, on a torchtitan from before
-      the compiled loss, -> torch: ``UNCOMPILED_TORCHTITAN_LOSS``); with TP torchtitan runs loss_parallel, not
+      the compiled loss, -> torch: their framework.loss_impl); with TP torchtitan runs loss_parallel, not
       derived); every other source -> megatron, the strategy default, which is Megatron-LM's own (no
       --cross-entropy-loss-fusion) and Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430
       parallel/tensor_parallel/functional.py _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy,
@@ -242,7 +242,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalemodel.choices import INTRA_PROTOCOLS, Precision
+from scalemodel.choices import INTRA_PROTOCOLS, LossImpl, Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
@@ -400,6 +400,9 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "dp_overlap": ((bool,), (False,)),
     "bucket_elements": ((int,), None),
     "nccl_nvls": ((bool,), (False,)),
+    "cudnn_release": ((str,), None),
+    "cudnn_release_read_in": ((str,), None),
+    "loss_impl": ((str,), tuple(LossImpl.labels())),
 }
 
 
@@ -1006,18 +1009,6 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
-#: MLPerf Training v5.1 University of Florida rows on DGX B200 (HiPerGator): NVIDIA's NeMo 2 implementation, as HPE's
-#: (conf/custom.yaml and pretrain.py byte-identical), Llama 3.1 8B on 1-32 nodes and 405B on 32 / 56 nodes.
-MLPT51_UF_B200 = frozenset({f"mlpt51_b200_llama31_8b_{g}" for g in (8, 16, 32, 64, 128, 256)}
-                           | {"mlpt51_b200_llama31_405b_256", "mlpt51_b200_llama31_405b_448"})
-#: The same implementation on Dell's XE9780 (8 x B300; Dell/benchmarks/llama31_8b/implementations/nemo: custom.yaml and
-#: pretrain.py byte-identical, config_common.sh with NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te, the
-#: Dockerfile's libcudnn9-cuda-13=9.13.1.26-1).
-MLPT51_DELL_B300 = frozenset({"mlpt51_b300_llama31_8b_8"})
-#: NVIDIA's own runs on GB200 / GB300 NVL72 (Tyche / Theia; NVIDIA/benchmarks/llama31_8b/implementations/nemo:
-#: custom.yaml, pretrain.py and Dockerfile identical to University of Florida's, config_common.sh with
-#: NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te): the FP8 configs on 72 and 512 GPUs.
-MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300") for g in (72, 512))
 #: The same implementation's NVFP4 runs (data25, compared since fp4a28): Dell's and Nebius' llama31_8b (Dell/benchmarks/
 #: llama31_8b/implementations/nemo, Nebius/benchmarks/llama31_8b: Dockerfile, custom.yaml, pretrain.py as above;
 #: config_common.sh NCCL_NVLS_ENABLE=0; config_common_8b.sh CE_FUSION_IMPL te) and NVIDIA's llama31_405b on Tyche /
@@ -1028,36 +1019,14 @@ MLPT51_NVFP4_8B = frozenset({"mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llam
                              "mlpt51_b300_llama31_8b_8_nvfp4", "mlpt51_gb300_llama31_8b_8_nvfp4",
                              # data31: Nebius 4 x 8 B200 and Lenovo 8 B300 (the B200 recipe's files, blob 1714beadf)
                              "mlpt51_b200_llama31_8b_32_nvfp4", "mlpt51_b300_llama31_8b_8_nvfp4_lenovo"})
-#: data31: other submitters' FP8 runs of the same implementation (Verda, Oracle, Dell XE9680L / XE9685L on B200,
-#: Supermicro on B300; validation/README.md#data31: every implementation file the same git blob as University of
-#: Florida's b200_nemo or Dell's B300 one, cuDNN 9.13.1.26 in each systems json, config_common.sh NCCL_NVLS_ENABLE=0,
-#: printed cross_entropy_fusion_impl te).
-MLPT51_PARTNER_FP8 = frozenset({"mlpt51_b200_llama31_8b_64_verda", "mlpt51_b200_llama31_8b_64_oracle",
-                                "mlpt51_b200_llama31_8b_16_xe9680l", "mlpt51_b200_llama31_8b_16_xe9685l",
-                                "mlpt51_b300_llama31_8b_8_smc"})
 MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
                                "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
-#: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
-MLPT51_NEMO2509 = (MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB | MLPT51_NVFP4_8B | MLPT51_NVFP4_405B
-                   | MLPT51_PARTNER_FP8)
-#: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
-#: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
-#: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
-#: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
-CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_NEMO2509}
-#: MLPerf v6.0 NVIDIA-implementation rows on Blackwell (data28): NVIDIA's own FP8 run on Tyche-hsg GB200 (1024 GPUs).
-#: NVIDIA/benchmarks/llama31_8b/implementations/nemo/Dockerfile (fork Richardyu114/training_results_v6.0@eabf23a0)
-#: ``apt-get install -y libcudnn9-cuda-13=9.21.1.3-1`` over nvcr.io/nvidia/pytorch:26.04-py3, and
-#: systems/tyche-hsg_ngpu1024_ngc26.04_nemo.json ``"cudnn_version": "9.21.1.3"``.
-MLPT60_NV_GB = frozenset({"mlpt60_gb200_llama31_8b_1024"})
-CONTAINER_CUDNN_IDS.update({i: ("9.21.1", "Dockerfile libcudnn9-cuda-13=9.21.1.3") for i in MLPT60_NV_GB})
 #: MLPerf v6.0 HPE GB200 8-GPU NVFP4 run (data28b): the v5.1 NeMo 2 implementation (container
 #: mlperftv51-llama31_8b-arm-20251006; SYSJSON PyTorch 25.09, cuDNN 9.13.1.26), its :::DLPAL config
 #: GB200_2x4x2xtp1pp1cp1_8b_fp4 read in NVIDIA's v5.1 implementation (mlcommons/training_results_v5.1@441d65f4
 #: NVIDIA/benchmarks/llama31_8b/implementations/nemo: Dockerfile libcudnn9-cuda-13=9.13.1.26-1, config_common.sh
 #: NCCL_NVLS_ENABLE=0), HPE's tree not holding it.
 MLPT60_HPE_NEMO2509 = frozenset({"mlpt60_gb200_llama31_8b_8_nvfp4"})
-CONTAINER_CUDNN_IDS.update({i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT60_HPE_NEMO2509})
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1069,7 +1038,8 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if accelerator.family != "blackwell":
         return None, ""
     src = families(case)["source"]
-    pinned = CONTAINER_CUDNN_IDS.get(case.get("id", "")) or CONTAINER_CUDNN.get(src)
+    own = setting(case, "cudnn_release")
+    pinned = (own, setting(case, "cudnn_release_read_in", "")) if own else CONTAINER_CUDNN.get(src)
     if pinned is None:
         return None, "cuDNN: container not mapped, default attention curve"
     version, how = pinned
@@ -1464,28 +1434,6 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
              # mlpt60: the Cisco H200 log's non-default model config ``cross_entropy_fusion_impl: 'te'``,
              # ``cross_entropy_loss_fusion: True`` (its output layer prints as LinearCrossEntropyModule)
              "mlpt60": "te"}
-#: Rows whose loss implementation differs from their source's :data:`LOSS_IMPL`. mlpt51: the Nebius 405B rows'
-#: custom.yaml ``cross_entropy_loss_fusion`` True on core_r0.11.0 (no cross_entropy_fusion_impl: the native fused
-#: loss, as dgxc2504) and AMD's train.py (Llama31Config8B keeps GPTConfig's cross_entropy_loss_fusion True, no
-#: fusion impl set) take the source's; HPE's 8B config_common_8b.sh sets ``CE_FUSION_IMPL=te`` (its log prints
-#: ``cross_entropy_fusion_impl: te``), as does the identical b200_nemo config_common_8b.sh of University of Florida's 8B
-#: runs (and their 1- and 2-node configs again); its 405B configs leave it unset (custom.yaml ``native``).
-LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te",
-                 **{i: "te" for i in MLPT51_NEMO2509 if "_8b_" in i}}
-#: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
-#: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
-#: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
-#: model_parallel_config.py L210 ``cross_entropy_loss_fusion: bool = False``): the unfused vocab-parallel loss.
-UNFUSED_LOSS_IDS = frozenset(i for i in DGXC25_IDS if "_gpt3_175b_" in i)
-#: Cases whose torchtitan predates the compiled loss: the tao25 H100 rows ran torchtitan "version 0.0.2" for a table
-#: committed 2025-03-12 (pytorch/ao 8c81863ba); torchtitan wraps the loss in torch.compile under --training.compile only
-#: from bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"); at 0da8901b1 (2025-03-11)
-#: torchtitan/components/loss.py has it commented out: eager F.cross_entropy on float logits, as titan24 -> torch. The
-#: MI300X and B200 tao25 rows name torchtitan 2c8b59479 / 6fc499f6f, whose loss.py compiles it (-> inductor).
-UNCOMPILED_TORCHTITAN_LOSS = frozenset({"tao25_h100_llama3_8b_fsdp8_bf16", "tao25_h100_llama3_8b_fsdp8_fp8tw",
-                                        "tao25_h100_llama3_8b_fsdp8_fp8rw"})
-
-
 #: Training-metric passes over the logits per micro-batch (StrategySpec.train_metric_passes;
 #: docs/model.md#train-metrics): Composer evaluates every train metric after each micro-batch's backward
 #: (composer/trainer/trainer.py ``_eval_train_metrics``, at v0.17.2, the release llm-foundry@5e85bd62d pins for the
@@ -1542,11 +1490,7 @@ def loss_impl(case: dict[str, Any]) -> str:
     src = families(case)["source"]
     if src in TORCHTITAN and int(case["parallelism"].get("tp", 1)) > 1:
         return "megatron"  # DTensor loss_parallel: not derived, the strategy default
-    if case.get("id") in UNCOMPILED_TORCHTITAN_LOSS:
-        return "torch"
-    if case.get("id") in UNFUSED_LOSS_IDS:
-        return "megatron"
-    return LOSS_IMPL_IDS.get(case.get("id", ""), LOSS_IMPL.get(src, "megatron"))
+    return setting(case, "loss_impl") or LOSS_IMPL.get(src, "megatron")
 
 
 #: The implementation of each source's layer memory-bound ops (StrategySpec.layer_impl; docs/model.md#layer-eltwise),
