@@ -144,7 +144,7 @@ Two case files (issue 5 and issue 13):
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
       (:data:`TORCHTITAN_REDUCE_BYTES`), Primus' fp32 main_grad for tprimat26's Primus (MI300X) rows
-      (:data:`PRIMUS_MAIN_GRAD_BYTES`, :data:`PRIMUS_CASES`), else the precision's gradient element.
+      (the rows' framework.main_grad_bytes), else the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, mb2608, nemo2502, tprimat26, at ZeRO 0/1) ->
       megatron_ddp (its default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
@@ -161,9 +161,9 @@ Two case files (issue 5 and issue 13):
       keeps align_param_gather true: docs/model.md#interleaved-dp-sync). NeMo 2's callback sets the data-parallel
       overlap and that bucket only at data-parallel size > 1 without CP: a row at dp 1 (:data:`NEMO2_DP1_NO_DP_OVERLAP`:
       dgxc2504's 30-layer proxy) -> overlap and overlap_param_gather false, one bucket per buffer. Primus
-      (tprimat26's MI300X rows, :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with
-      gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an
-      fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+      (tprimat26's MI300X rows, not the NeMo H100 twins) runs Megatron-Core's DDP too, with
+      gradient-accumulation fusion off (framework.grad_accumulation_fusion false) and an
+      fp32 main_grad (framework.main_grad_bytes 4).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
@@ -403,6 +403,10 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "cudnn_release": ((str,), None),
     "cudnn_release_read_in": ((str,), None),
     "loss_impl": ((str,), tuple(LossImpl.labels())),
+    "comm_overlap_config": ((bool,), (False,)),
+    "te_fused_attention": ((bool,), (False,)),
+    "main_grad_bytes": ((int, float), None),
+    "grad_accumulation_fusion": ((bool,), (False,)),
 }
 
 
@@ -1053,7 +1057,7 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
 
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
     """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
-    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 for :data:`TE_FUSED_ATTN_OFF` and on Blackwell above
+    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 for framework.te_fused_attention false and on Blackwell above
     :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
     where :data:`NOT_THE_SAME_KERNEL`)."""
     m = case["model"]
@@ -1065,7 +1069,7 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
         return TORCHTITAN_SDPA_KERNEL
     if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
         return NANOTRON_ATTENTION_KERNEL
-    if case.get("id") in TE_FUSED_ATTN_OFF:
+    if setting(case, "te_fused_attention") is False:  # NVTE_FUSED_ATTN=0: TE's flash-attn backend
         return "fa2"
     limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
     if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
@@ -1073,14 +1077,6 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
     return "auto"
 
 
-#: Rows whose launch scripts turn Transformer Engine's cuDNN fused attention off (``NVTE_FUSED_ATTN=0``) and leave
-#: its FlashAttention backend on, so DotProductAttention runs the flash-attn package's FlashAttention-2: dgxc25
-#: (NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh, the 340b branch ``export NVTE_FUSED_ATTN=0``;
-#: NVTE_FLASH_ATTN not set, TE's default 1). ASSUMED FlashAttention-2, not 3: whether the NeMo 24.09 container
-#: installs the Hopper flash_attn_interface TE would prefer is not read. The dgxc25 Llama 3.1 rows export
-#: NVTE_FUSED_ATTN=1 (cuDNN): not here.
-TE_FUSED_ATTN_OFF = frozenset({f"dgxc25_h100_nemotron4_340b_{p}_{g}" for p in ("bf16", "fp8")
-                               for g in (128, 256, 512, 1024, 2048)})
 
 
 #: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
@@ -1098,29 +1094,17 @@ NANOTRON_ATTENTION_KERNEL = "fa2"
 TORCHTITAN_REDUCE_BYTES = 4.0
 
 
-#: Bytes of Megatron-Core DDP's main_grad element in the Primus runs (tprimat26): Primus v0.7.0 (9c529cd4)
-#: primus/configs/modules/megatron/trainer_base.yaml sets grad_reduce_in_bf16 false, main_grads_dtype fp32 and
-#: accumulate_allreduce_grads_in_fp32 false, and its Megatron-LM (third_party/Megatron-LM at 847781764f)
-#: megatron/training/arguments.py L708-723 turns the last true for bf16 "when main_grads_dtype == torch.float32":
-#: the gradient buffer, its reduce-scatter and the backward hook's add are fp32.
-PRIMUS_MAIN_GRAD_BYTES = 4.0
-#: The cases Primus ran (its Megatron backend): tprimat26's MI300X rows. Keyed by case, not by source: the source's
-#: H100 twins (tprimat26_h100_*) ran NeMo 2 (nvcr.io/nvidia/nemo:25.04, train/nvd_nemo.py), which has neither
-#: Primus' fp32 main_grad default nor its example configs' gradient_accumulation_fusion false.
-PRIMUS_CASES = frozenset({"tprimat26_mi300x_llama31_8b_pp2", "tprimat26_mi300x_qwen25_7b_pp2"})
-#: Cases whose gradient element is Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
-PRIMUS_MEGATRON = PRIMUS_CASES
 
 
 def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
     """The case's bytes per gradient element on the wire: as stated (:func:`parse_grad_reduce`), else torchtitan's
-    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`),
+    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else the row's framework.main_grad_bytes (Primus' fp32 main_grad),
     else None (the precision's gradient element)."""
     stated = parse_grad_reduce(case["parallelism"].get("grad_reduce"))
     if stated is None and families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
         return TORCHTITAN_REDUCE_BYTES
-    if stated is None and case.get("id") in PRIMUS_MEGATRON and zero in ("0", "1"):
-        return PRIMUS_MAIN_GRAD_BYTES
+    if stated is None and (main := setting(case, "main_grad_bytes")) is not None and zero in ("0", "1"):
+        return float(main)
     return stated
 
 
@@ -1158,12 +1142,6 @@ MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcre
     | frozenset({"mlpt51", "mlpt50", "mlpt60"})  # every MLPerf v5.0 / v5.1 / v6.0 row: Megatron-Core's
 #     DistributedDataParallelConfig (v6.0: the log's ``use_megatron_fsdp=False``; its
 #     data_parallel_sharding_strategy 'optim_grads_params' is read by Megatron-FSDP only)
-#: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
-#: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
-#: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
-#: which sets ``gradient_accumulation_fusion: false`` in its pre_trainer overrides (AMD-AGI/Primus v0.7.0 9c529cd4,
-#: L48 / L49; the module default, primus/configs/models/megatron/language_model.yaml L180, is true).
-NO_GRAD_ACCUMULATION_FUSION = PRIMUS_CASES
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -1193,7 +1171,7 @@ NO_GRAD_SYNC_FUNC = NEMO2
 #:   row's notes: NeMo-Framework-Launcher configure.sh / the hydra yaml).
 #: - Megatron-Bridge (mb2511, mb2604, mb2606, mb2608): CommOverlapConfig sets it likewise at vp > 1 (v0.2.0
 #:   src/megatron/bridge/training/comm_overlap.py lines 451-457), for the presets that pass one (not
-#:   :data:`RECIPE_NO_COMM_OVERLAP_CONFIG`, whose model config keeps TransformerConfig's False).
+#:   framework.comm_overlap_config false, whose model config keeps TransformerConfig's False).
 #: - Megatron-LM launches (mcrec26 at 9c5258f109, mcore26 on Megatron-Core v0.16): on by default with an
 #:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
 #: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
@@ -1225,7 +1203,7 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "
 #: adds that callback and sets no bucket_size of its own.
 #: mb2604 / mb2606: comm_overlap.py still sets ``comm_overlap_cfg.bucket_size = 128 * 1024 * 1024`` when dp > 1 (at
 #: 17a381f95 and 63b08b397), for the presets that pass a CommOverlapConfig; the one that passes none is
-#: :data:`RECIPE_NO_COMM_OVERLAP_CONFIG` (Megatron-Core DDP's own default bucket).
+#: framework.comm_overlap_config false (Megatron-Core DDP's own default bucket).
 #: nemo2504: NeMo v2.3.0 (2b03b748bb) megatron_comm_overlap.py L185-186 ``if data_parallel_size > 1:
 #: comm_overlap_cfg.bucket_size = 128 * 1024 * 1024``; the four GB200 perf recipes add the callback as in v2.2.0.
 #: dgxc2505: the same file at NeMo@7a8f1cc7bc; recipes/llama31_405b.py and nemotron4_{15b,340b}.py
@@ -1251,35 +1229,6 @@ SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
 #: without overlap). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
 #: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
 NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
-#: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
-#: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
-#: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
-#: gpt_oss_120b_pretrain_config_h100 sets none; only its GB200/GB300 functions build one).
-#: Round 5: the 26.04.01 DGX-B200 GPT-OSS 120B preset likewise (17a381f95 gpt_oss_llm_pretrain.py
-#: gpt_oss_120b_pretrain_config_b200 builds no CommOverlapConfig).
-#: DGX-B300: the 26.06 GPT-OSS 120B preset (8f341b04f gpt_oss_llm_pretrain.py gpt_oss_120b_pretrain_config_b300
-#: builds no CommOverlapConfig; only its GB200 and VR200 functions do).
-RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
-                                           "mb2606_b300_gpt_oss_120b_fp8mx"})
-#: Nemotron 3 Super (audit of 2026-12-04): no preset builds a CommOverlapConfig either. 26.04.01 / 26.06
-#: (17a381f95 / 8f341b04f): recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config keeps
-#: recipes/common.py _pretrain_common's ``comm_overlap=None``; scripts/performance/configs/nemotronh/
-#: nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs sets none, and utils/overrides.py
-#: _set_moe_a2a_overlap_overrides only edits one under moe_a2a_overlap (False in BASE_NEMOTRON_3_SUPER_CONFIG_B200 /
-#: _B300). 26.08 (4ab94dfad): recipes/nemotronh/h100/nemotron_3_super.py
-#: nemotron_3_super_pretrain_16gpu_h100_bf16_config (the same _pretrain_common),
-#: perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py nemotron_3_super_pretrain_64gpu_*_fp8mx_config, common.py
-#: _apply_nemotron_3_super_perf_defaults and _common.py _benchmark_common build none. The DDP overlap flags come
-#: from the recipes themselves (the cases' ``overlap``: overlap_grad_reduce and overlap_param_gather True).
-RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
-                                            "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
-#: audit18 (2026-12-05): the NVFP4 Super rows run the same functions with precision "nvfp4" (26.04.01 / 26.06:
-#: nemotron_3_super_pretrain_config_b200 / _b300 at v0.4.2 = c81012934 and v0.5.0 = fcbb60311; 26.08:
-#: nemotron_3_super_pretrain_64gpu_{gb200,gb300}_nvfp4_config at v0.6.0 = 51885cf13, both ending in
-#: _apply_nemotron_3_super_perf_defaults), so no CommOverlapConfig either; they had been left out with their DDP
-#: overlap.
-RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
-                                            "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -1565,10 +1514,10 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     out["megatron_ddp"] = True
     if src in NO_GRAD_SYNC_FUNC:
         out["align_grad_reduce"] = False
-    if case.get("id") in NO_GRAD_ACCUMULATION_FUSION:
+    if setting(case, "grad_accumulation_fusion") is False:
         out["grad_accumulation_fusion"] = False
     if (src in BUCKET_128MI_SOURCES and zero == "1"
-            and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG and not nemo2_dp1(case)):
+            and setting(case, "comm_overlap_config", True) and not nemo2_dp1(case)):
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if src in SOURCE_BUCKET_ELEMENTS and zero == "1":
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
@@ -2906,7 +2855,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     rec_layers = par.get("recompute_layers")
     offload = int(par.get("cpu_offload_layers", 0) or 0)
     p2p_overlap = (src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
-                   and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG)
+                   and setting(case, "comm_overlap_config", True))
     for rec in options:
         st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
                           shard_group=shard_group, recompute=rec, sequence_parallel=seqpar, schedule=schedule,

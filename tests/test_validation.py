@@ -1755,7 +1755,7 @@ def test_rows_read_the_overlap_their_siblings_presets_set() -> None:
     for nvfp4 in ("mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
                   "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"):
         fp8 = nvfp4.replace("nvfp4", "fp8mx")
-        assert fp8 in mod.RECIPE_NO_COMM_OVERLAP_CONFIG and nvfp4 in mod.RECIPE_NO_COMM_OVERLAP_CONFIG
+        assert mod.rows_with("comm_overlap_config")[fp8] is mod.rows_with("comm_overlap_config")[nvfp4] is False
         assert mod.overlap_flags(cases[nvfp4]["parallelism"]["overlap"])["overlap_param_gather"]
         assert mod.predict_new_case(cases[nvfp4]).strategy.overlap_param_gather
     assert mod.predict_new_case(cases["mb2511_gb200_dsv3_bf16"]).strategy.overlap_param_gather
