@@ -149,10 +149,9 @@ Two case files (issue 5 and issue 13):
       megatron_ddp (its default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
       :data:`BUCKET_128MI_SOURCES`); NeMo 1's Apex DistributedFusedAdam (the dgxc25 rows but Nemotron-4 15B) ->
-      bucket_size = the config's bucket_cap_mb MiB (:data:`APEX_BUCKET_BYTES`), bucket_fragments on (Apex cuts
+      bucket_size = the config's bucket_cap_mb MiB (framework.bucket_cap_mb), bucket_fragments on (Apex cuts
       parameters at bucket boundaries, NeMo 1 coalesces a layer's buckets); NeMo 1's mcore_distributed_optim (the
-      dgxc25 Nemotron-4 15B rows,
-      :data:`NEMO1_MCORE_DIST_OPTIM`) -> megatron_ddp; with fp8,
+      dgxc25 Nemotron-4 15B rows, framework.optim_name) -> megatron_ddp; with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed); with fp4 at ZeRO 1, fp4_param_gather
       where the case's precision records it (:data:`FP4_PARAM_GATHER_MARKER`: Megatron-Bridge's
@@ -407,6 +406,9 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "te_fused_attention": ((bool,), (False,)),
     "main_grad_bytes": ((int, float), None),
     "grad_accumulation_fusion": ((bool,), (False,)),
+    "optim_name": ((str,), ("distributed_fused_adam", "mcore_distributed_optim")),
+    "bucket_cap_mb": ((int, float), None),
+    "optimizer_bytes_per_param": ((int, float), None),
 }
 
 
@@ -1260,55 +1262,6 @@ NEMO2_FP8_PARAM_GATHER = NEMO2
 #: mlpt60: the Cisco H200 log prints ``fp8_param_gather=True`` in its DistributedDataParallelConfig (and the model
 #: config's ``fp8_param: True``).
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50", "mlpt60"}
-#: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
-#: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
-#: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
-#: (weights held in FP8, FP8 parameter all-gather); NVIDIA/NeMo v2.0.0 / v2.1.0
-#: nemo/collections/nlp/models/language_modeling/megatron_base_model.py setup_optimization then sets
-#: ``store_params = True`` (fp32 master weights in the optimizer: the default 12 bytes of state per parameter).
-DGXC25_IDS = [f"dgxc25_h100_{m}_{p}_{g}" for p in ("bf16", "fp8") for m, sizes in (
-    ("nemotron4_340b", (128, 256, 512, 1024, 2048)), ("llama31_70b", (64, 128, 256, 512, 1024, 2048)),
-    ("nemotron4_15b", (16, 32, 64, 128, 256, 512, 1024, 2048)), ("llama31_405b", (576, 1152, 2304)),
-    ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,)),
-    ("llama31_8b", (8, 16, 32, 64, 128)), ("gpt3_175b", (128, 256, 512, 1024, 2048))) for g in sizes]
-#: The dgxc25 Nemotron-4 15B rows run ``optim.name: mcore_distributed_optim`` (nemotron4-15b-synth.yaml L179 at
-#: v25.02 @8f5cbb3; configure.sh overrides no optim key), not Apex: NeMo v2.1.0 megatron_gpt_model.py
-#: ``setup_mcore_distributed_parallel`` (L583-600) wraps each chunk in Megatron-Core's DDP with
-#: ``use_distributed_optimizer=True``, ``bucket_size=optim.ddp_bucket_size`` (unset: Megatron-Core's default buckets),
-#: ``grad_reduce_in_fp32`` unless ``optim.grad_sync_dtype`` says otherwise (unset: the cases' grad_reduce fp32) and
-#: ``fp8_param_gather=cfg.fp8_params`` (configure.sh ``+model.fp8_params=${FP8_ENABLED}``): megatron_ddp, with
-#: fp8_param_gather on the FP8 rows, and Megatron-Core's fp32 master weights (12 bytes of state). Recorded as Apex rows
-#: until scale26.
-NEMO1_MCORE_DIST_OPTIM = frozenset(i for i in DGXC25_IDS if "_nemotron4_15b_" in i)
-APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i and i not in NEMO1_MCORE_DIST_OPTIM)
-#: Optimizer-state bytes per parameter (TrainingSpec.optimizer_bytes_per_param) of the NeMo 1 BF16 rows on Apex's
-#: distributed_fused_adam: megatron_base_model.py setup_optimization (NeMo v2.0.0 L802-811, v2.1.0 the same at L814)
-#: sets ``store_params = False, store_param_remainders = True`` when the optimizer dtype is fp32 and the model dtype
-#: bf16 (megatron_amp_O2) and fp8_params is off: Apex's DistributedFusedAdam keeps only the 16 low bits of each fp32
-#: master weight (the bf16 parameter holds the high 16) beside Adam's fp32 m and v, 2 + 4 + 4 = 10 bytes, sharded
-#: over the data-parallel group. Not the GPT-3 175B BF16 rows: their gpt3_175b_hydra.yaml sets ``fp8_params: true``
-#: whatever the precision (configure.sh overrides only model.fp8), and setup_optimization's first branch
-#: (``if self.cfg.get('fp8_params', False): store_params = True``, v2.1.0 L808-809) keeps fp32 master weights, the
-#: default 12 bytes; the FP8 weights themselves need fp8 on as well (megatron_gpt_model.py v2.1.0 L396).
-APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS
-                        if "_bf16_" in i and "_gpt3_175b_" not in i and i not in NEMO1_MCORE_DIST_OPTIM}
-#: Gradient-bucket size of the dgxc25 rows on Apex's DistributedFusedAdam (``optim.name distributed_fused_adam``), in
-#: MiB: each config's ``optim.bucket_cap_mb`` (NVIDIA/dgxc-benchmarking v25.02 @8f5cbb3
-#: nemotron/nemotron4-340b-synth.yaml L184: 50, llama3.1/llama3.1_70b.yaml L151 and llama3.1_8b.yaml L147: 75,
-#: llama3.1_405b.yaml L154: 125 (the 7 / 21 / 42-layer proxies run the same file), nemo_megatron/gpt3_175b_hydra.yaml
-#: L140: 220). Apex builds its buckets from it: ``bucket_size = 1024 * 1024 * bucket_cap_mb / dtype_size`` elements of
-#: ``grad_sync_dtype``, sharded over the data-parallel group (NVIDIA/apex@6424da3b
-#: apex/contrib/optimizers/distributed_fused_adam.py L720-726), each bucket reduce-scattered once its gradients are
-#: ready (``_try_start_bucket_grad_sync``) and all-gathered after the step. So the strategy's ``bucket_size`` (bytes of
-#: gradient at the reduce's element) is ``bucket_cap_mb`` MiB whatever the element. Before scale26 these rows took the
-#: engine's ZeRO-1 default (DeepSpeed's 5e8 elements, 1 GB of bf16 gradient).
-#: Not the Nemotron-4 15B rows: nemotron4-15b-synth.yaml L179 names ``mcore_distributed_optim`` (Megatron-Core's DDP,
-#: whose bucket NeMo takes from ``optim.ddp_bucket_size``, not bucket_cap_mb: NVIDIA/NeMo v2.1.0
-#: nemo/collections/nlp/models/language_modeling/megatron_gpt_model.py L592-594).
-APEX_BUCKET_CAP_MB = {"nemotron4_340b": 50, "llama31_70b": 75, "llama31_8b": 75, "llama31_405b": 125,
-                      "llama31_405b_7l": 125, "llama31_405b_21l": 125, "llama31_405b_42l": 125, "gpt3_175b": 220}
-APEX_BUCKET_BYTES = {i: float(APEX_BUCKET_CAP_MB[m]) * 1024 * 1024 for i in DGXC25_IDS
-                     if (m := i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]) in APEX_BUCKET_CAP_MB}
 #: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
 #: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
 #: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
@@ -1499,13 +1452,14 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
-    if case.get("id") in NEMO1_MCORE_DIST_OPTIM and zero == "1":
+    optim = setting(case, "optim_name")  # NeMo 1 (dgxc25): the config's optim.name
+    if optim == "mcore_distributed_optim" and zero == "1":  # NeMo 1 on Megatron-Core DDP, fp8_params = FP8_ENABLED
         return {"megatron_ddp": True, **({"fp8_param_gather": True} if precision == "fp8" else {})}
-    if case.get("id") in APEX_BUCKET_BYTES and zero == "1":
+    if (cap_mb := setting(case, "bucket_cap_mb")) is not None and zero == "1":
         # Apex's DistributedFusedAdam: the config's bucket_cap_mb, its buckets cutting parameters (ParameterFragment)
-        out.update(bucket_size=APEX_BUCKET_BYTES[case["id"]], bucket_fragments=True)
-    if case.get("id") in APEX_FP8_PARAMS and zero == "1" and precision == "fp8":
-        # NeMo 1's fp8_params on Apex's distributed Adam (not Megatron-Core DDP)
+        out.update(bucket_size=float(cap_mb) * 1024 * 1024, bucket_fragments=True)
+    if optim == "distributed_fused_adam" and zero == "1" and precision == "fp8":
+        # NeMo 1's fp8_params (configure.sh +model.fp8_params=${FP8_ENABLED}) on Apex's distributed Adam
         return {**out, "fp8_param_gather": True}
     if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
         return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
@@ -2838,7 +2792,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     release, release_note = cudnn_release(case, cluster.accelerator)
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
-                      optimizer_bytes_per_param=APEX_OPTIMIZER_BYTES.get(case["id"], 12.0),
+                      optimizer_bytes_per_param=float(setting(case, "optimizer_bytes_per_param", 12.0)),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
