@@ -408,6 +408,10 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "grad_accumulation_fusion": ((bool,), (False,)),
     "optim_name": ((str,), ("distributed_fused_adam", "mcore_distributed_optim")),
     "bucket_cap_mb": ((int, float), None),
+    "fp8_param_gather": ((bool,), (True,)),
+    "fp8_attention": ((bool,), (True,)),
+    "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
+    "bf16_layers": ((int,), None),
     "optimizer_bytes_per_param": ((int, float), None),
 }
 
@@ -426,6 +430,10 @@ def check_row(case: dict[str, Any]) -> None:
         if key not in FRAMEWORK_FIELDS:
             raise InputError(f"{where}: unknown field framework.{key}; allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}")
         types, values = FRAMEWORK_FIELDS[key]
+        if isinstance(value, list) and list in types and values is not None:  # a list of allowed names
+            if all(isinstance(v, str) and v in values for v in value):
+                continue
+            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: a list of {', '.join(values)}")
         if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
                 or (values is not None and value not in values)
                 or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0)):
@@ -1015,24 +1023,8 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
-#: The same implementation's NVFP4 runs (data25, compared since fp4a28): Dell's and Nebius' llama31_8b (Dell/benchmarks/
-#: llama31_8b/implementations/nemo, Nebius/benchmarks/llama31_8b: Dockerfile, custom.yaml, pretrain.py as above;
-#: config_common.sh NCCL_NVLS_ENABLE=0; config_common_8b.sh CE_FUSION_IMPL te) and NVIDIA's llama31_405b on Tyche /
-#: Theia / Tyche-hsg (NVIDIA/benchmarks/llama31_405b/implementations/{tyche,theia}_ngpu512_ngc25.09_nemo,
-#: hsg_ngpu{2560,5120}_ngc25.09_nemo: the same Dockerfile, libcudnn9-cuda-13=9.13.1.26-1, TE release_v2.8, MCORE
-#: 25.09-alpha.rc1; config_common.sh NCCL_NVLS_ENABLE=0; no CE_FUSION_IMPL: custom.yaml's native fused loss).
-MLPT51_NVFP4_8B = frozenset({"mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4",
-                             "mlpt51_b300_llama31_8b_8_nvfp4", "mlpt51_gb300_llama31_8b_8_nvfp4",
-                             # data31: Nebius 4 x 8 B200 and Lenovo 8 B300 (the B200 recipe's files, blob 1714beadf)
-                             "mlpt51_b200_llama31_8b_32_nvfp4", "mlpt51_b300_llama31_8b_8_nvfp4_lenovo"})
 MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
                                "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
-#: MLPerf v6.0 HPE GB200 8-GPU NVFP4 run (data28b): the v5.1 NeMo 2 implementation (container
-#: mlperftv51-llama31_8b-arm-20251006; SYSJSON PyTorch 25.09, cuDNN 9.13.1.26), its :::DLPAL config
-#: GB200_2x4x2xtp1pp1cp1_8b_fp4 read in NVIDIA's v5.1 implementation (mlcommons/training_results_v5.1@441d65f4
-#: NVIDIA/benchmarks/llama31_8b/implementations/nemo: Dockerfile libcudnn9-cuda-13=9.13.1.26-1, config_common.sh
-#: NCCL_NVLS_ENABLE=0), HPE's tree not holding it.
-MLPT60_HPE_NEMO2509 = frozenset({"mlpt60_gb200_llama31_8b_8_nvfp4"})
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1262,15 +1254,6 @@ NEMO2_FP8_PARAM_GATHER = NEMO2
 #: mlpt60: the Cisco H200 log prints ``fp8_param_gather=True`` in its DistributedDataParallelConfig (and the model
 #: config's ``fp8_param: True``).
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50", "mlpt60"}
-#: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
-#: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
-#: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
-RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx",
-                                     "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_h100_dsv3_mtp_fp8blk",
-                                     "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-                                     "mcrec26_gb200_qwen3_235b_fp8mx",
-                                     "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
-                                     "mcrec26_h100_qwen3_30b_fp8blk"})
 
 
 #: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
@@ -1477,7 +1460,7 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
     if (elements := setting(case, "bucket_elements")) is not None and zero == "1":  # the row's own (README)
         out["bucket_size"] = float(elements) * grad_bytes
-    if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
+    if (src in FP8_PARAM_GATHER or setting(case, "fp8_param_gather")) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
         out["fp4_param_gather"] = True
@@ -1786,15 +1769,15 @@ def parse_offload_tensors(text: Any) -> list[str]:
 #: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). MLPerf v5.1's NVFP4 runs with an FP8
 #: attention core (config_common_fp8attn.sh ``FP8_DPA=True`` beside config_common_fp4.sh ``FP4=True``,
 #: ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``) are TrainingSpec.fp8_attention in an fp4 run
-#: (:data:`RECIPE_FP8_ATTENTION`), their "Vanilla recipe" TrainingSpec.nvfp4_disable (:data:`RECIPE_NVFP4_DISABLE`;
+#: (framework.fp8_attention), their "Vanilla recipe" TrainingSpec.nvfp4_disable (framework.nvfp4_disable;
 #: both since fp4a28, docs/model.md#fp8-attention-casts, #nvfp4-recipe-options).
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
     # MLPerf v6.0's NVFP4 llama31_8b rows on the 26.04 Megatron-Bridge implementation (data28; data28b) record FP8
-    # attention, but their NVFP4 recipe options (RECIPE_NVFP4_DISABLE) come from config_common_fp4.sh alone, which the
-    # fork Richardyu114/training_results_v6.0 does not hold: its copy of v6.0's config_common_8b.sh
+    # attention, but their NVFP4 recipe options (framework.nvfp4_disable) come from config_common_fp4.sh alone, which
+    # the fork Richardyu114/training_results_v6.0 does not hold: its copy of v6.0's config_common_8b.sh
     # (NVIDIA/benchmarks/llama31_8b/implementations/H200_SXM_1node_nemo @684dc058) sets none of them (v5.1's reset
     # stochastic rounding and 2D to 0), and the logs print no environment. HPE's GB200 8-GPU run (v5.1 implementation)
-    # is compared since data28b (MLPT60_HPE_NEMO2509).
+    # is compared since data28b (mlpt60_gb200_llama31_8b_8_nvfp4).
     ("nvfp4 recipe options not read",
      "NVFP4 linears with FP8 dot-product attention whose NVFP4 recipe options (NVTE_NVFP4_DISABLE_RHT / "
      "_STOCHASTIC_ROUNDING / _2D_QUANTIZATION, training.nvfp4_disable) are set by a config_common_fp4.sh the MLPerf "
@@ -2067,23 +2050,6 @@ MCREC26_IDS = ("mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx", "m
 RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 
 
-#: FP8 attention (TrainingSpec.fp8_attention: Megatron-Core fp8_dot_product_attention, Transformer Engine fp8_dpa) of
-#: the Megatron-Bridge 26.08 presets (4ab94dfad): perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs and perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8
-#: (called by qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config and qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config)
-#: set cfg.mixed_precision.fp8_dot_product_attention = True; the DeepSeek-V3 GB200 preset leaves it False
-#: (_enable_deepseek_full_iteration_mxfp8's default; only its B300/GB300 presets pass True). Priced as the measured
-#: FP8 / BF16 core time on Blackwell (docs/model.md#fp8-attention-rate) and, where a layer has a sliding window
-#: (GPT-OSS), its window-blind backward (docs/model.md#fp8-attention). The GB300 presets call the same helpers
-#: (perf_recipes/{gpt_oss,qwen}/gb300/*.py), and perf_recipes/deepseek/gb300/deepseek_v3.py
-#: deepseek_v3_pretrain_256gpu_gb300_fp8mx_config passes fp8_dot_product_attention=True.
-#: Transformer layers the rows' NVFP4 preset keeps in BF16 (TrainingSpec.bf16_layers): Megatron-Bridge's Nemotron 3
-#: Super perf recipes take ``nemotron_3_super_bf16_with_nvfp4_mixed`` (training/mixed_precision.py:
-#: first_last_layers_bf16 True, num_layers_at_end_in_bf16 = 14) at 26.04.01 (17a381f95) and 26.06 (63b08b397)
-#: (scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs) and at 26.08
-#: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
-#: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
-#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8): :func:`recipe_module_precision`.
 #: MoE rows whose dispatch drops and pads every expert's input to its capacity, row id -> capacity factor c
 #: (TrainingSpec.moe_rank_imbalance = c): NeMo v2.2.0's MegatronTokenDropCallback (defaults moe_expert_capacity_factor
 #: 1.0, moe_pad_expert_input_to_capacity True), which the Mixtral 8x7B performance recipe adds (the row's note). With
@@ -2116,50 +2082,6 @@ DGXC2505_LLAMA4 = frozenset({f"dgxc2505_gb200_llama4_maverick_{p}_128" for p in 
                             | {f"dgxc2505_h100_llama4_maverick_{p}_512" for p in ("bf16", "fp8")})
 RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
                                          **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3 | DGXC2505_LLAMA4}}
-RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
-                      "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
-RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
-                                  "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
-                                  "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
-                                  "mb2608_gb300_dsv3_mtp_fp8mx"}) \
-    | frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-#   fp8_dot_product_attention=True -> utils/overrides.py cfg.mixed_precision.fp8_dot_product_attention (no sliding
-#   window: the measured FP8 / BF16 core rate only); the other B300 presets leave it None
-#   Not MLPerf v5.1 HPE H200 8B (mlpt51_h200_llama31_8b_64): its committed config_common_fp8attn.sh exports FP8_DPA=True
-#   and custom.yaml L127 reads it, but the ten logged runs were launched from an older tree: their printed experiment
-#   configuration has no fp8_dot_product_attention key (nor custom.yaml's fp4 keys) and their Llama31Config8B prints
-#   ``fp8_dot_product_attention=False``
-#   (HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09/llama31_8b/result_{1..10}.txt at 441d65f4), so its attention
-#   ran in BF16.
-RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B | MLPT60_HPE_NEMO2509
-#   MLPerf v6.0 HPE GB200 8 (data28b): the log prints fp8_dot_product_attention true; its config (NVIDIA's v5.1
-#   config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh, see MLPT60_HPE_NEMO2509) sources config_common_fp8attn.sh and
-#   config_common_fp4.sh as the v5.1 8B rows above.
-#   MLPerf v5.1 NVFP4 8B (fp4a28): Dell config_1xXE9680Lx8B200-SXM-180GB.sh and Nebius nebius_b200_n2 /
-#   nebius_b300_n1 configs source config_common_fp8attn.sh (FP8_DPA=True -> custom.yaml L127
-#   fp8_dot_product_attention -> pretrain.py L254/L280) and config_common_fp4.sh (NVTE_DPA_FP8_RECIPE
-#   Float8CurrentScaling, after config_common.sh's F16 in every one); Megatron-Core 25.09-alpha.rc1 (d33919011)
-#   fp4_utils.py L66-67 passes fp8_dpa=config.fp8_dot_product_attention into NVFP4BlockScaling, and TE release_v2.8
-#   DotProductAttention.init_fp8_metadata (dot_product_attention.py L616-635) runs QKV, O, dO, dQKV in
-#   Float8CurrentScaling, S / dP in DelayedScaling. The 405B NVFP4 configs source no fp8attn file: BF16 attention.
-#: NVFP4 recipe options a row switches off (TrainingSpec.nvfp4_disable): TE release_v2.8 NVFP4BlockScaling reads
-#: NVTE_NVFP4_DISABLE_RHT / _STOCHASTIC_ROUNDING / _2D_QUANTIZATION (common/recipe/__init__.py L412-416).
-#: MLPerf v5.1 config_common_fp4.sh exports all three = 1 ("Vanilla recipe"); config_common_8b.sh resets
-#: _STOCHASTIC_ROUNDING and _2D_QUANTIZATION to 0 where it is sourced after it (Dell's 1-node and Nebius' 2-node
-#: B200 configs: RHT off only); Nebius' B300 config sources config_common_fp4.sh last (all three off), and NVIDIA's
-#: 405B configs' config_common_405b.sh sets none of them (all three off).
-RECIPE_NVFP4_DISABLE: dict[str, tuple[str, ...]] = {
-    "mlpt51_b200_llama31_8b_8_nvfp4": ("rht",), "mlpt51_b200_llama31_8b_16_nvfp4": ("rht",),
-    "mlpt51_b300_llama31_8b_8_nvfp4": ("rht", "stochastic_rounding", "2d_quantization"),
-    # data30's GB300 8 (config_GB300_2x4x2xtp1pp1cp1_8b_fp4.sh): config_common_8b.sh, sourced after
-    # config_common_fp4.sh, resets _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0, as the B200 rows' files do
-    "mlpt51_gb300_llama31_8b_8_nvfp4": ("rht",),
-    # data31's Nebius 32 and Lenovo B300: config_common_fp4.sh then config_common_8b.sh, as the B200 rows' files
-    "mlpt51_b200_llama31_8b_32_nvfp4": ("rht",), "mlpt51_b300_llama31_8b_8_nvfp4_lenovo": ("rht",),
-    **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B},
-    # MLPerf v6.0 HPE GB200 8 (data28b): NVIDIA's v5.1 config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh sources
-    # config_common_fp4.sh before config_common_8b.sh (L27-29 reset _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0)
-    **{i: ("rht",) for i in MLPT60_HPE_NEMO2509}}
 
 
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
@@ -2795,10 +2717,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       optimizer_bytes_per_param=float(setting(case, "optimizer_bytes_per_param", 12.0)),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
-                      fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
-                      nvfp4_disable=list(RECIPE_NVFP4_DISABLE.get(case["id"], ())),
+                      fp8_attention=bool(setting(case, "fp8_attention")),
+                      nvfp4_disable=list(setting(case, "nvfp4_disable", ())),
                       cudnn_release=release,
-                      bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
+                      bf16_layers=setting(case, "bf16_layers", 0),
                       moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),
                       moe_pad_to_capacity=case["id"] in RECIPE_DROP_AND_PAD,
                       moe_router_dtype="fp32" if case["id"] in RECIPE_ROUTER_FP32 else None,
