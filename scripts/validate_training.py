@@ -412,6 +412,10 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "fp8_attention": ((bool,), (True,)),
     "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
     "bf16_layers": ((int,), None),
+    "moe_a2a_overlap": ((bool,), (True,)),
+    "moe_shared_expert_overlap": ((bool,), (True,)),
+    "moe_flex_backend": ((str,), ("hybridep", "deepep")),
+    "ep_dispatch_sms": ((int,), None),
     "optimizer_bytes_per_param": ((int, float), None),
 }
 
@@ -2084,39 +2088,6 @@ RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nem
                                          **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3 | DGXC2505_LLAMA4}}
 
 
-#: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
-#: (7af9601c9): scripts/performance/configs/qwen3/workload_base_configs.py sets moe_a2a_overlap=True on
-#: QWEN3_235B_A22B_B200_FP8_CS (= FP8_MX), QWEN3_235B_A22B_H100_FP8_CS and QWEN3_30B_A3B_H100_FP8_CS, which
-#: utils/helpers.py set_moe_a2a_overlap_overrides turns into overlap_moe_expert_parallel_comm and
-#: delay_wgrad_compute; configs/deepseek/workload_base_configs.py sets it False for GB200/B200 and the GB200
-#: Qwen3 presets leave the default (False).
-#: Megatron-Bridge 26.08 (4ab94dfad): the GB200 MXFP8 presets recorded build CommOverlapConfig(...,
-#: overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True): perf_recipes/qwen/common.py
-#: _enable_hybridep_full_iteration_mxfp8 (Qwen3-30B, Qwen3-235B), perf_recipes/deepseek/common.py
-#: _enable_deepseek_full_iteration_mxfp8 (DeepSeek-V3), perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs (GPT-OSS 120B). The GB300 MXFP8 presets call the same helpers
-#: (perf_recipes/{qwen,deepseek,gpt_oss}/gb300/*.py at 4ab94dfad).
-RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                "mb2511_h100_qwen3_30b_fp8cs", "mb2608_gb200_dsv3_mtp_fp8mx",
-                                "mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
-                                "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_dsv3_mtp_fp8mx",
-                                "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2608_gb300_qwen3_30b_fp8mx",
-                                "mb2608_gb300_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2604_h100_qwen3_235b_fp8cs"})  # 26.04.01 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (= V2's
-#   base) moe_a2a_overlap=True -> utils/overrides.py _set_moe_a2a_overlap_overrides (17a381f95)
-RECIPE_A2A_OVERLAP |= frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})  # round 5: 26.04.01
-#   DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_a2a_overlap=True (17a381f95); the other B200 presets leave it False
-RECIPE_A2A_OVERLAP |= frozenset({i for i in MCREC26_IDS if "qwen3_30b" not in i and i != "mcrec26_h100_dsv3_mtp_bf16"})
-#   Megatron-LM's MoE recipes (9c5258f109 examples/moe_recipes): every DeepSeek-V3 recipe but the H100 BF16 one and
-#   every Qwen3-235B recipe set overlap_moe_expert_parallel_comm and delay_wgrad_compute in their ARGS; no Qwen3-30B
-#   recipe does
-RECIPE_A2A_OVERLAP |= frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # DGX-B300: 26.06 (8f341b04f)
-#   QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 moe_a2a_overlap=True -> utils/overrides.py
-#   _set_moe_a2a_overlap_overrides (overlap_moe_expert_parallel_comm, delay_wgrad_compute); DEEPSEEK_V3_..._B300_V1
-#   (-> FP8_MX_V2) and QWEN3_235B_A22B_..._B300_FP8_CS_V1 (-> FP8_MX_V2, 17a381f95) set it False, the GPT-OSS B300
-#   presets leave the default
-
-
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
 #: whose Megatron-Bridge preset dispatches with the flex dispatcher's HybridEP backend. 26.08 (4ab94dfad):
 #: src/megatron/bridge/perf_recipes/_common.py _benchmark_common ``if getattr(cfg.model, "moe_flex_dispatcher_backend",
@@ -2125,126 +2096,20 @@ RECIPE_A2A_OVERLAP |= frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # DGX-B300: 26
 #: perf_recipes/gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs ``cfg.model.moe_hybridep_num_sms = 32``.
 #: 25.11 (97ad8cc6f): scripts/performance/utils/overrides.py _set_common_perf_overrides ``if
 #: recipe.model.moe_flex_dispatcher_backend == "hybridep": recipe.model.moe_hybridep_num_sms = 32`` (the GB200 presets
-#: of :data:`RECIPE_HOST_SYNC_HYBRIDEP`; they do not overlap the all-to-all, so nothing is hidden to slow). The
+#: of the HybridEP host-sync rows; they do not overlap the all-to-all, so nothing is hidden to slow). The
 #: other MoE rows dispatch with Megatron-Core's alltoall dispatcher (NCCL: the accelerator's collective_units, the
-#: default). Priced only where the all-to-all hides under compute (:data:`RECIPE_A2A_OVERLAP`).
+#: default). Priced only where the all-to-all hides under compute (framework.moe_a2a_overlap).
+#: The default of a row whose framework.moe_flex_backend is hybridep and whose framework.ep_dispatch_sms is unset.
 MB_HYBRIDEP_NUM_SMS = 32
-RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_oss_120b_fp8mx",
-                             "mb2608_gb200_qwen3_30b_fp8mx", "mb2608_gb200_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2608_gb300_dsv3_mtp_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",  # same helpers, gb300 presets
-                 "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"}) \
-    | frozenset({"mb2606_h100_qwen3_30b_fp8cs"})  # 26.06 H100 FP8 preset: hybridep; _set_common_perf_overrides sets
-#   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-#   hybridep, _set_common_perf_overrides moe_hybridep_num_sms = 32 (17a381f95); no a2a overlap, so nothing moves
-RECIPE_HYBRIDEP |= frozenset({"mb2511_gb200_qwen3_235b_bf16"})  # audit18: every GB200 Qwen3-235B preset names
-#   hybridep (v0.2.0 = 7af9601c9 scripts/performance/configs/qwen3/workload_base_configs.py
-#   QWEN3_235B_A22B_GB200_BF16_BASE_CONFIG; the 256-GPU QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2 of v0.3.0-v0.5.0);
-#   qwen3_llm_pretrain.py qwen3_235b_a22b_gb200_config passes it to the recipe, whose apply_flex_dispatcher_backend
-#   sets the flex dispatcher on a GB200, and utils/helpers.py set_common_perf_overrides moe_hybridep_num_sms = 32. The
-#   row was priced with the alltoall dispatcher while its host floor already read HybridEP
-#   (RECIPE_HOST_SYNC_ATTN_GRAPHED); no a2a overlap, so the SM count moves nothing
-#: DGX-B300 rows: every B300 preset recorded dispatches with HybridEP, and scripts/performance/utils/overrides.py
-#: _set_common_perf_overrides sets moe_hybridep_num_sms = 32 for it (17a381f95 and 8f341b04f):
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_B300_V1 (-> FP8_MX_V2), GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2 (-> FP8_MX_V2),
-#: QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1 (-> FP8_MX_V1) at 8f341b04f and
-#: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 (-> FP8_MX_V2) at 17a381f95: moe_flex_dispatcher_backend "hybridep".
-#: Only the Qwen3-30B preset overlaps the all-to-all (:data:`RECIPE_A2A_OVERLAP`), so only it moves.
-RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx",
-                              "mb2606_b300_qwen3_30b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx"})
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_nano_fp8mx",
-                              "mb2608_gb200_nemotron3_5_lightning_fp8mx"})
-#   Nemotron 3.5 Lightning (26.08, 4ab94dfad): nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config builds on
-#   nemotron_3_nano_pretrain_8gpu_gb200_fp8mx_config (moe_flex_dispatcher_backend "hybridep", cuda_graph_scope
-#   ["attn", "mamba", "moe_router", "moe_preprocess"], no a2a overlap) and sets moe_hybridep_num_sms = 16
-#   Nemotron 3 Nano: BASE_NEMOTRON_3_NANO_CONFIG moe_flex_dispatcher_backend="hybridep" (17a381f95), and 26.08
-#   nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config "hybridep" with moe_hybridep_num_sms = 16 after
-#   _benchmark_common (4ab94dfad); neither overlaps the all-to-all (no moe_a2a_overlap, no
-#   overlap_moe_expert_parallel_comm), so the SM count moves nothing. Both graph cuda_graph_scope ["attn", "mamba",
-#   "moe_router", "moe_preprocess"]: not given the host floor, as mb2604_b200_qwen3_30b_fp8mx (less host work than H's
-#   source).
-RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs"})
-#   the DGX-B300 Nano row: BASE_NEMOTRON_3_NANO_CONFIG at 8f341b04f (scripts/performance/configs/nemotronh/
-#   nemotron_3_workload_base_configs.py) moe_flex_dispatcher_backend "hybridep", the same cuda_graph_scope, no a2a
-#   overlap; the DGX-H100 Nano row (63b08b397, NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 from the same base:
-#   "hybridep", no a2a overlap, cuda_graph_scope ["mamba"] only, so it gets the host floor,
-#   :data:`RECIPE_HOST_SYNC_HYBRIDEP`)
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
-                              "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
-                              "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
-#   the NVFP4 presets: the same base (moe_flex_dispatcher_backend "hybridep"; 26.08 moe_token_dispatcher_type "flex",
-#   backend "hybridep"), all with CUDA graphs of ["attn", "mamba", "moe_router", "moe_preprocess"] (the DGX-B200
-#   NVFP4 preset sets cuda_graph_impl "transformer_engine" again, 17a381f95), so none gets the host floor
-#   Nemotron 3 Super: BASE_NEMOTRON_3_SUPER_CONFIG moe_flex_dispatcher_backend "hybridep" (17a381f95, unchanged at
-#   8f341b04f; B200: EP 64, cuda_graph_impl "none", recompute_modules moe_act + layernorm; B300: EP 8, cuda_graph_scope
-#   ["attn", "mamba", "moe_router", "moe_preprocess"]); 26.08 perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py
-#   nemotron_3_super_pretrain_64gpu_*_fp8mx_config moe_token_dispatcher_type "flex", backend "hybridep", the same
-#   graph scopes, moe_hybridep_num_sms 32 from _benchmark_common (4ab94dfad). None overlaps the all-to-all.
-#: Rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
+#: For rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
 #: Megatron-Core's default ``moe_deepep_num_sms: int = 20`` applies (NVIDIA/Megatron-LM @2d1fa8d372, the submodule
 #: Megatron-Bridge 17a381f95 pins, megatron/core/transformer/transformer_config.py; no moe_deepep_num_sms in
 #: scripts/performance or the recipes at 17a381f95). Round 5: the 26.04.01 DGX-B200 DeepSeek-V3 MXFP8 preset
 #: (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_flex_dispatcher_backend "deepep", moe_a2a_overlap True).
 MCORE_DEEPEP_NUM_SMS = 20
-RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
-
-
-#: Rows whose preset runs the shared experts beside the token dispatcher (StrategySpec.moe_shared_expert_overlap,
-#: Megatron-Core --moe-shared-expert-overlap; docs/model.md#shared-expert-overlap). Megatron-Bridge 25.11
-#: (97ad8cc6f): src/megatron/bridge/models/deepseek/deepseek_provider.py DeepSeekModelProvider
-#: ``moe_shared_expert_overlap: bool = True`` (line 78; DeepSeekV3Bridge.provider_bridge builds a
-#: DeepSeekV3ModelProvider without touching it) with ``moe_token_dispatcher_type = "alltoall"``;
-#: training/flex_dispatcher_backend.py apply_flex_dispatcher_backend sets it False only for a named backend on its
-#: device, and scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG names none (moe_a2a_overlap False, so utils/overrides.py leaves it
-#: too): the DGX-B200 DeepSeek-V3 row keeps it. Every other row with shared experts turns it off: the 25.11 GB200
-#: preset (hybridep -> apply_flex_dispatcher_backend), 26.04 / 26.06 DeepSeek-V3 (flex dispatcher, the same
-#: helper), 26.08 (perf_recipes/deepseek/common.py and perf_recipes/nemotronh/common.py
-#: _apply_nemotron_3_super_perf_defaults ``moe_shared_expert_overlap = False``, 4ab94dfad) and the Nemotron 3
-#: recipes (recipes/nemotronh/nemotron_3_nano.py line 169, nemotron_3_super.py line 66 at 17a381f95 / 8f341b04f).
-#: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py DeepSeekConfig
-#: ``moe_shared_expert_overlap: bool = True`` with ``moe_token_dispatcher_type: str = "alltoall"``, which neither
-#: pretrain_deepseek_v3.py nor set_primary_perf_configs changes.
-RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"}) | DGXC2505_DSV3 | DGXC2505_LLAMA4
-
-#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml ARGS): moe_token_dispatcher_type flex
-#: with moe_flex_dispatcher_backend deepep (qwen3_235b/b200, deepseek_v3/b200 and h100/fp8; deepseek_v3/h100/bf16 with
-#: moe_enable_deepep) or hybridep (every other). Their SM counts, where a recipe sets none, are each backend's own
-#: default (Megatron-Core 9c5258f109 transformer_config.py moe_flex_dispatcher_num_sms None: "None lets each backend use
-#: its own default"): HybridEP's csrc/hybrid_ep/config.cuh ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 :
-#: 8)`` (combine alike) at the DeepEP hybrid-ep commit the H100 recipes build, cf780852, but at 7febc6e2 (the
-#: B200/B300 and the GB200 Qwen3-30B / partial-graph Qwen3-235B recipes) deep_ep/hybrid_ep_buffer.py
-#: ``num_sms_dispatch_api = 32 if self.num_of_nodes == 1 else 8`` (combine alike; audit of 2026-12-05: the rows said
-#: 24 there); num_of_nodes = EP ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100
-#: Qwen3-235B recipe's EP 32 spans 4 -> 8 SMs, the H100 Qwen3-30B recipes' EP 8 one node -> 24; the GB200 Qwen3-30B
-#: recipes' EP 16 -> 32: 7febc6e2's ExtendedMemoryAllocator reads no USE_MNNVL and uses fabric handles wherever the
-#: device supports them (allocator.cu support_fabric, detect_accessible_ranks), so the 16 ranks of one NVL72 are one
-#: domain (moot for pricing: no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
-#: historical default, transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms
-#: 32 (qwen3_235b b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24
-#: (deepseek_v3/b200).
-MCREC26_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx",
-                            "mcrec26_h100_dsv3_mtp_fp8blk", "mcrec26_h100_dsv3_mtp_bf16"})
-RECIPE_DEEPEP |= MCREC26_DEEPEP
-RECIPE_HYBRIDEP |= frozenset(MCREC26_IDS) - MCREC26_DEEPEP
-RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
-    "mcrec26_b200_qwen3_235b_fp8mx": 20, "mcrec26_b200_dsv3_mtp_fp8mx": 24, "mcrec26_h100_dsv3_mtp_fp8blk": 20,
-    "mcrec26_h100_dsv3_mtp_bf16": 20, "mcrec26_h100_qwen3_235b_bf16": 8, "mcrec26_b300_qwen3_235b_fp8mx": 32,
-    "mcrec26_gb200_qwen3_235b_fp8mx": 32, "mcrec26_gb200_qwen3_235b_fp8mx_fullcg": 32,
-    "mcrec26_gb300_qwen3_235b_fp8mx_fullcg": 32, "mcrec26_gb200_dsv3_mtp_fp8mx": 32, "mcrec26_gb300_dsv3_mtp_fp8mx": 32,
-    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 32,
-    "mcrec26_gb200_qwen3_30b_fp8mx": 32, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 32}
-#: audit18: the 26.08 DGX-GB300 Nemotron 3 Nano preset sets ``cfg.model.moe_hybridep_num_sms = 16`` after
-#: _benchmark_common's 32 (perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config,
-#: 4ab94dfad and v0.6.0 = 51885cf13); no a2a overlap, so it moves nothing.
-RECIPE_EP_DISPATCH_SMS["mb2608_gb300_nemotron3_nano_fp8mx"] = 16
-RECIPE_EP_DISPATCH_SMS["mb2608_gb200_nemotron3_5_lightning_fp8mx"] = 16  # the Lightning preset's own 16, as above
-#: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
-#: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
-#: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);
-#: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
+#: A row whose framework.moe_flex_backend is set moves its tokens hierarchically (StrategySpec.moe_flex_dispatcher,
+#: docs/model.md#ep-hierarchical, StrategySpec.moe_flex_backend: its bytes per token and default SM count); the other
+#: MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
 
 
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
@@ -2503,7 +2368,7 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #:   recipes/deepseek/deepseek_v3.py L132 deepseek_v3_pretrain_config / L288, recipes/gpt_oss/gpt_oss.py
 #:   gpt_oss_120b_pretrain_config L225 (which scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py builds on),
 #:   recipes/nemotronh/nemotron_3_nano.py L127 / nemotronh.py; scripts/performance sets nothing else.
-#: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (:data:`RECIPE_HYBRIDEP`): not read.
+#: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (framework.moe_flex_backend): not read.
 #:   The only presets that set False are GPT-OSS 20B's (8f341b04f scripts/performance/configs/gpt_oss/
 #:   gpt_oss_llm_pretrain.py L71 set_gpt_oss_20b_common_configs; 4ab94dfad perf_recipes/gpt_oss/common.py L92
 #:   _apply_gpt_oss_20b_common_configs), no row here; perf_recipes/nemotronh/common.py L112 sets True.
@@ -2709,7 +2574,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         zero, shard_group = "hsdp", dp // replicas
     stated = parse_recompute(par.get("recompute"))
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
-    if case["id"] in RECIPE_A2A_OVERLAP and not stated:
+    if setting(case, "moe_a2a_overlap") and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     release, release_note = cudnn_release(case, cluster.accelerator)
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
@@ -2730,6 +2595,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     flags = overlap_flags(par.get("overlap"))
     rec_layers = par.get("recompute_layers")
     offload = int(par.get("cpu_offload_layers", 0) or 0)
+    flex = setting(case, "moe_flex_backend")  # the flex dispatcher's backend, None: the alltoall dispatcher
     p2p_overlap = (src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
                    and setting(case, "comm_overlap_config", True))
     for rec in options:
@@ -2744,14 +2610,12 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
-                          offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          offload_layers=offload, moe_a2a_overlap=bool(setting(case, "moe_a2a_overlap")),
                           offload_tensors=parse_offload_tensors(par.get("offload")),
-                          moe_shared_expert_overlap=case["id"] in RECIPE_SHARED_EXPERT_OVERLAP,
-                          ep_dispatch_sms=RECIPE_EP_DISPATCH_SMS[case["id"]] if case["id"] in RECIPE_EP_DISPATCH_SMS
-                          else MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
-                          else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
-                          moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
-                          moe_flex_backend="hybridep" if case["id"] in RECIPE_HYBRIDEP else "deepep",
+                          moe_shared_expert_overlap=bool(setting(case, "moe_shared_expert_overlap")),
+                          ep_dispatch_sms=setting(case, "ep_dispatch_sms") or {
+                              "hybridep": MB_HYBRIDEP_NUM_SMS, "deepep": MCORE_DEEPEP_NUM_SMS}.get(flex),
+                          moe_flex_dispatcher=flex is not None, moe_flex_backend=flex or "deepep",
                           moe_layer_host_s=host_floor_s(case, wl, ep),
                           moe_host_attention_graphed=case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,

@@ -137,10 +137,11 @@ def held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a
     case["parallelism"].update(par)
     case["precision"] = precision
     case["measured"] = {"tokens_per_s_per_gpu": measured}
+    case["framework"] = {}  # the recipe's per-row settings (validation/README.md), not the architecture row's
     if a2a:
-        monkeypatch.setattr(mod, "RECIPE_A2A_OVERLAP", mod.RECIPE_A2A_OVERLAP | {case["id"]})
+        case["framework"]["moe_a2a_overlap"] = True
     if hybridep:
-        monkeypatch.setattr(mod, "RECIPE_HYBRIDEP", mod.RECIPE_HYBRIDEP | {case["id"]})
+        case["framework"]["moe_flex_backend"] = "hybridep"
         monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_HYBRIDEP", mod.RECIPE_HOST_SYNC_HYBRIDEP | {case["id"]})
     monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
     return case

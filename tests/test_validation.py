@@ -1667,7 +1667,7 @@ def test_h100_qwen3_30b_2511_reads_the_released_preset() -> None:
     assert (par["microbatch"], par["interleaved_stages_per_device"], par["global_batch_seqs"]) == (1, 12, 512)
     assert par["grad_accum"] == 512 // (8 * 1) == 64
     assert "MBS 2, VP 24, GA 32" in par["printed_columns"]  # what the table prints stays on record
-    assert "mb2511_h100_qwen3_30b_fp8cs" in mod.RECIPE_A2A_OVERLAP  # the preset's moe_a2a_overlap
+    assert mod.rows_with("moe_a2a_overlap")["mb2511_h100_qwen3_30b_fp8cs"]  # the preset's moe_a2a_overlap
     r = mod.predict_new_case(case)
     assert r.strategy.pp == 2 and r.strategy.schedule == "interleaved:12" and r.training.micro_batch == 1
 
@@ -1711,7 +1711,7 @@ def test_b200_qwen3_235b_2511_reads_the_released_preset() -> None:
     assert (par["microbatch"], par["interleaved_stages_per_device"], par["global_batch_seqs"]) == (1, 4, 1024)
     assert par["grad_accum"] == 1024 // (8 * 1) == 128
     assert "VP 2" in par["printed_columns"]
-    assert "mb2511_b200_qwen3_235b_fp8mx" in mod.RECIPE_A2A_OVERLAP  # the same preset's moe_a2a_overlap
+    assert mod.rows_with("moe_a2a_overlap")["mb2511_b200_qwen3_235b_fp8mx"]  # the same preset's moe_a2a_overlap
     r = mod.predict_new_case(case)
     assert r.strategy.schedule == "interleaved:4"
     assert (r.strategy.first_chunk_layers, r.strategy.last_chunk_layers) == (96 // 32 - 1, 96 // 32 - 1) == (2, 2)
