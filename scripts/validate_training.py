@@ -188,7 +188,7 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25/titan2404 ->
-      torchtitan but the uncompiled rows (:data:`UNCOMPILED_TORCHTITAN_LAYER`: torchtitan_eager or, with the TOML's
+      torchtitan but the uncompiled rows (framework.layer_impl: torchtitan_eager or, with the TOML's
       norm_type fused_rmsnorm, torchtitan_eager_fused_rmsnorm), fms24 -> fms,
       maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
       flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other
@@ -241,7 +241,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalemodel.choices import INTRA_PROTOCOLS, LossImpl, Precision
+from scalemodel.choices import INTRA_PROTOCOLS, LayerImpl, LossImpl, Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
@@ -416,6 +416,12 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "moe_shared_expert_overlap": ((bool,), (True,)),
     "moe_flex_backend": ((str,), ("hybridep", "deepep")),
     "ep_dispatch_sms": ((int,), None),
+    "etp": ((int,), None),
+    "account_for_embedding_in_pipeline_split": ((bool,), (True,)),
+    "account_for_loss_in_pipeline_split": ((bool,), (True,)),
+    "pipeline_layout_chunk_layers": ((list,), None),
+    "stage_layers": ((list,), None),
+    "layer_impl": ((str,), tuple(LayerImpl.labels())),
     "optimizer_bytes_per_param": ((int, float), None),
 }
 
@@ -434,10 +440,13 @@ def check_row(case: dict[str, Any]) -> None:
         if key not in FRAMEWORK_FIELDS:
             raise InputError(f"{where}: unknown field framework.{key}; allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}")
         types, values = FRAMEWORK_FIELDS[key]
-        if isinstance(value, list) and list in types and values is not None:  # a list of allowed names
-            if all(isinstance(v, str) and v in values for v in value):
+        if isinstance(value, list) and list in types:  # a list of allowed names, or of positive integers
+            if values is not None and all(isinstance(v, str) and v in values for v in value):
                 continue
-            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: a list of {', '.join(values)}")
+            if values is None and value and all(type(v) is int and v > 0 for v in value):
+                continue
+            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: a list of "
+                             + (", ".join(values) if values is not None else "positive integers"))
         if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
                 or (values is not None and value not in values)
                 or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0)):
@@ -1027,8 +1036,6 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
-MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
-                               "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1340,22 +1347,6 @@ TRAIN_METRIC_PASSES = {"mpt": 2}
 TRAIN_METRIC_STATES = {"mpt": 4}
 
 
-#: nanotron25 rows whose job logged a rank-0 split other than :func:`nanotron_stage_layers`'s (the benchmark table's
-#: ``Local Params``, the job's own "Local number of parameters" line, nanotron@c2528430 trainer.py init_model lines
-#: 825-831, logged per TP x PP rank at dp rank 0). The 1.34B at pp 2 is the rule's exact tie (10 layers reach half the
-#: total cost, docs/model.md#nanotron): the strict ``>`` of build_model gives 11/5 (1.01G = 11 x 67.11M + the 268.4M
-#: embedding on rank 0), yet every validated 1.34B pp-2 job logs 940M (10 layers + the embedding; 470M at tp 2), a
-#: count no rank of the 11/5 split holds (its ranks: 1.01G and 604M), so these jobs ran 10/6. Other jobs of the same
-#: configuration in the table log 1.01G (e.g. 14097160): the table holds both, the mechanism that broke the tie the
-#: other way is not in the source read; the rows are priced on the split their own jobs logged. Every other
-#: validated nanotron25 pp > 1 row's Local Params match the rule (tests/test_review17d.py).
-NANOTRON_LOGGED_SPLIT: dict[str, list[int]] = {
-    "nanotron25_h100_1b_n1": [10, 6],   # job 14098541: Local Params 940M
-    "nanotron25_h100_1b_n2": [10, 6],   # job 14098578: 940M
-    "nanotron25_h100_1b_n4": [10, 6],   # job 14098656: 940M
-    "nanotron25_h100_1b_n8": [10, 6],   # jobs 14098792, 14113215: 940M
-    "nanotron25_h100_1b_n64": [10, 6],  # job 14097175 (tp 2): 470M = (10 x 67.11M + 268.4M) / 2
-}
 
 
 def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
@@ -1363,12 +1354,12 @@ def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
     (strategy.stage_layers): nanotron's cost balance (nanotron25; ``nanotron_stage_layers``, huggingface/nanotron
     @c2528430 src/nanotron/models/base.py build_model lines 216-233 and models/llama.py get_block_compute_costs
     lines 913-925), from the case's own model widths, or the split the job logged where it breaks the rule's exact tie
-    the other way (:data:`NANOTRON_LOGGED_SPLIT`). None elsewhere (the even split, or the stated first/last
+    the other way (framework.stage_layers). None elsewhere (the even split, or the stated first/last
     stage layers)."""
     if families(case)["source"] not in NANOTRON or pp < 2:
         return None
-    if case["id"] in NANOTRON_LOGGED_SPLIT:
-        return list(NANOTRON_LOGGED_SPLIT[case["id"]])
+    if (logged := setting(case, "stage_layers")) is not None:
+        return list(logged)
     m = case["model"]
     return nanotron_stage_layers(int(m["layers"]), int(m["hidden"]), int(m["heads"]), int(m["ffn_hidden"]),
                                  int(m["vocab"]), pp)
@@ -1410,29 +1401,12 @@ LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "
               "nanotron25": "nanotron", "fms24": "fms", "titan2404": "torchtitan"}
 
 
-#: torchtitan rows run without torch.compile, by the norm_type their TOML sets (the compiled block is the source's
-#: LAYER_IMPL): titan2404 (docs/performance.md of 395a52627 / 1ea476e9f: compile not stated beside the tables, and
-#: every train_configs TOML at both commits sets ``compile = false``, config_manager.py ``--training.compile``
-#: store_true, default off): llama3_8b.toml / llama2_13b.toml L21 ``norm_type = "fused_rmsnorm"`` (models/norms.py
-#: TritonFusedRMSNorm), llama3_70b.toml / llama2_70b.toml L21 ``norm_type = "rmsnorm"`` (models/norms.py RMSNorm, ATen
-#: ops); titan24's 'FSDP' row ("no torch.compile, no Float8"), 9dec370 train_configs/llama3_8b.toml L21
-#: ``norm_type = "rmsnorm"``. The other titan24 rows, titan25 and tao25 name torch.compile (``--training.compile``).
-UNCOMPILED_TORCHTITAN_LAYER = {
-    "titan24_h100_llama31_8b_fsdp128_bf16": "torchtitan_eager",
-    "titan2404_a100_llama3_8b_fsdp64_sellayer": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama3_8b_fsdp64_selop": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama3_70b_fsdp64_full": "torchtitan_eager",
-    "titan2404_a100_llama2_13b_fsdp64_noac": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama2_13b_fsdp64_sellayer": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama2_13b_fsdp64_selop": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama2_70b_fsdp64_selop_lbs1": "torchtitan_eager",
-    "titan2404_a100_llama2_70b_fsdp64_full": "torchtitan_eager"}
 
 
 def layer_impl(case: dict[str, Any]) -> str:
-    """The case's strategy layer_impl (:data:`UNCOMPILED_TORCHTITAN_LAYER`, else :data:`LAYER_IMPL`, else the
-    strategy default megatron_te)."""
-    return UNCOMPILED_TORCHTITAN_LAYER.get(case.get("id", ""), LAYER_IMPL.get(families(case)["source"], "megatron_te"))
+    """The case's strategy layer_impl (framework.layer_impl, else :data:`LAYER_IMPL`, else the strategy default
+    megatron_te)."""
+    return setting(case, "layer_impl") or LAYER_IMPL.get(families(case)["source"], "megatron_te")
 
 
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
@@ -1887,171 +1861,8 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     return why
 
 
-#: Megatron-Bridge 25.11 recipes' pipeline split for the interleaved runs whose layers do not divide into pp x V
-#: chunks (the performance table prints only TP/PP/VP; the perf scripts build on these model recipes and do not
-#: change the split). NVIDIA-NeMo/Megatron-Bridge at v0.2.0 (7af9601c9, the 25.11 release) = 97ad8cc6f for these
-#: files: recipes/llama/llama3.py llama31_405b_pretrain_config and recipes/qwen/qwen3_moe.py
-#: qwen3_235b_a22b_pretrain_config set account_for_embedding_in_pipeline_split and
-#: account_for_loss_in_pipeline_split (Megatron-Core's split: scalemodel.cost.pipeline.megatron_chunk_layers);
-#: recipes/deepseek/deepseek_v3.py layout_map[(4, 4)] = [embedding + 4 decoders], 14 x [4 decoders],
-#: [1 decoder (+ MTP) + loss] (the row is 'w/o MTP'). Value: ('account', embedding, loss) or ('layout', first, last).
-RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
-    "mb2511_gb200_llama31_405b_fp8cs": ("account", True, True),
-    "mb2511_b200_llama31_405b_fp8cs": ("account", True, True),
-    "mb2511_h100_llama31_405b_fp8cs": ("account", True, True),
-    "mb2511_gb200_qwen3_235b_bf16": ("account", True, True),
-    "mb2511_b200_qwen3_235b_fp8mx": ("account", True, True),
-    "mb2511_h100_qwen3_235b_fp8cs": ("account", True, True),
-    "mb2511_gb200_dsv3_bf16": ("layout", 4, 1),
-    # Megatron-Bridge 26.08 (4ab94dfad): recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config
-    # (the base of perf_recipes/qwen/gb200/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config) sets
-    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True; recipes/deepseek/h100/
-    # deepseek_v3.py _get_deepseek_v3_pipeline_layout (4, 4) = [embedding + 4 decoders], 14 x [4 decoders],
-    # [1 decoder + MTP + loss], set by perf_recipes/deepseek/gb200/deepseek_v3.py
-    # deepseek_v3_pretrain_256gpu_gb200_fp8mx_config.
-    "mb2608_gb200_qwen3_235b_fp8mx": ("account", True, True),
-    "mb2608_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    # The GB300 presets build on the same base recipes: perf_recipes/qwen/gb300/qwen3_moe.py
-    # qwen3_235b_a22b_pretrain_256gpu_gb300_fp8mx_config (qwen3_235b_a22b_pretrain_config, PP 4 x VP 12) and
-    # perf_recipes/deepseek/gb300/deepseek_v3.py deepseek_v3_pretrain_256gpu_gb300_fp8mx_config
-    # (set_deepseek_v3_pipeline_model_parallel_layout "Et*4|(t*4|)*14tmL", PP 2 x VP 8), at 4ab94dfad.
-    "mb2608_gb300_qwen3_235b_fp8mx": ("account", True, True),
-    "mb2608_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    # Round 4 (DGX-H100): recipes/llama/llama3.py llama31_405b_pretrain_config at 63b08b397 (26.06) and
-    # recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config at 17a381f95 (26.04.01) set
-    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True.
-    "mb2606_h100_llama31_405b_fp8cs": ("account", True, True),
-    "mb2604_h100_qwen3_235b_fp8cs": ("account", True, True),
-    # data26 (DGX-GB300 / DGX-GB200 Llama 3.1 405B, 26.06 at 63b08b397): the same recipe, llama31_405b_pretrain_config
-    # L1146-1147, which llama31_llm_pretrain.py llama31_405b_pretrain_config_{gb300,gb200} build on.
-    "mb2606_gb300_llama31_405b_fp8cs": ("account", True, True),
-    "mb2606_gb300_llama31_405b_fp8mx": ("account", True, True),
-    "mb2606_gb200_llama31_405b_fp8mx": ("account", True, True),
-    "mb2606_gb300_llama31_405b_nvfp4": ("account", True, True),
-    "mb2606_gb200_llama31_405b_nvfp4": ("account", True, True),
-    # Round 5 (DGX-B200, 26.04.01 at 17a381f95): scripts/performance/configs/deepseek/deepseek_llm_pretrain.py
-    # deepseek_v3_pretrain_config_b200 calls recipes/deepseek/deepseek_v3.py
-    # set_deepseek_v3_pipeline_model_parallel_layout, whose layout_map[(8, 2)] = [embedding + 4 decoders],
-    # 14 x [4 decoders], [1 decoder + MTP + loss] (the preset's pp_layout "Et*4|(t*4|)*14tmL" is the same). The B200
-    # Qwen3-235B preset has no VP: its 1F1B split (account_for_embedding/loss) is the case's pipeline_layout text.
-    "mb2604_b200_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    # Megatron-LM's MoE recipes (9c5258f109 examples/moe_recipes): the DeepSeek-V3 ARGS set
-    # pipeline_model_parallel_layout "Et*4|(tttt|)*14tmL" (16 chunks: embedding + 4 layers, 14 x 4, 1 layer + MTP +
-    # loss) over pp 8 (b200, VPP 2) and pp 4 (gb200, gb300; VPP 4); the Qwen3-235B ARGS set
-    # num_layers_per_virtual_pipeline_stage with account_for_embedding_in_pipeline_split and
-    # account_for_loss_in_pipeline_split (h100: 3 at pp 8, b200: 2 at pp 4).
-    "mcrec26_b200_dsv3_mtp_fp8mx": ("layout", 4, 1), "mcrec26_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    "mcrec26_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    "mcrec26_h100_qwen3_235b_bf16": ("account", True, True), "mcrec26_b200_qwen3_235b_fp8mx": ("account", True, True),
-    # NVIDIA/dgxc-benchmarking v25.05 GB200 Llama 3.1 405B (NeMo@7a8f1cc7bc recipes/llama31_405b.py trainer():
-    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split True; 126 layers over PP 8 x VP 8)
-    **{f"dgxc2505_gb200_llama31_405b_{p}_{g}": ("account", True, True)
-       for p in ("bf16", "fp8") for g in (128, 256, 512)},
-    # and its v25.05.01 H100 table (NeMo@6f2c6fdaff, the same recipe file: TP 8, PP 8 x VP 8, CP 2 on 512 GPUs)
-    "dgxc2505_h100_llama31_405b_bf16_512": ("account", True, True),
-    "dgxc2505_h100_llama31_405b_fp8_512": ("account", True, True),
-    # NVIDIA/dgxc-benchmarking v25.04 H100 Llama 3.1 405B (NeMo@d2b21556f2 recipes/llama31_405b.py trainer(): the same
-    # two flags, passed to the container's core_r0.11.0 get_num_layers_to_build): 126 layers over PP 8 x VP 8 at
-    # 1024 / 2048 GPUs, and the 30- and 62-layer proxies over PP 4 x VP 8 (32 and 64 slots: first / last chunk 0 and 1
-    # decoder layers). The 8-layer proxy runs PP 1, where the flags leave the one stage its 8 layers.
-    **{f"dgxc2504_h100_llama31_405b_{p}_{g}": ("account", True, True) for p in ("bf16", "fp8") for g in (1024, 2048)},
-    **{f"dgxc2504_h100_llama31_405b_{n}l_{p}_{g}": ("account", True, True)
-       for p in ("bf16", "fp8") for n, g in ((30, 64), (62, 128))},
-    # MLPerf v5.1 Nebius H200 405B (ASYM_PP_EMBED / ASYM_PP_LOSS True -> custom.yaml
-    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, passed by pretrain.py to
-    # MegatronStrategy): 126 layers over PP 8 x VP 8
-    "mlpt51_h200_llama31_405b_512": ("account", True, True), "mlpt51_h200_llama31_405b_1024": ("account", True, True),
-    # and University of Florida's DGX B200 405B runs (hpg.dgxb200x8 config_DGXB200_{32,56}x8x144xtp4pp8cp2_cg.sh: the
-    # same two flags, PP 8 x VP 8)
-    "mlpt51_b200_llama31_405b_256": ("account", True, True), "mlpt51_b200_llama31_405b_448": ("account", True, True),
-    # and NVIDIA's NVFP4 405B runs (config_{GB200,GB300}_*xtp{4,2}pp8cp2_cg_fp4.sh: the same flags, PP 8 x VP 8)
-    **{i: ("account", True, True) for i in MLPT51_NVFP4_405B},
-    # and MLPerf v5.0 NVIDIA Eos-dfw H100 (config_DGXH100_*x8x*xtp8pp8cp2.sh: the same flags, PP 8 x VP 8)
-    **{f"mlpt50_h100_llama31_405b_{g}": ("account", True, True) for g in (512, 2048, 2432, 2560, 8192)},
-}
 
 
-#: Expert tensor parallelism of the Megatron-Bridge 25.11 MoE recipes (the table prints TP and EP, not ETP):
-#: scripts/performance/configs/qwen3/workload_base_configs.py BASE_QWEN3_235B_A22B_CONFIG and
-#: BASE_QWEN3_30B_A3B_CONFIG, configs/deepseek/workload_base_configs.py BASE_DEEPSEEK_V3_CONFIG:
-#: expert_tensor_parallel_size=1 (set on the model by utils/helpers.py set_workload_base_configs), v0.2.0
-#: (7af9601c9). It matters where TP > 1: EP 32 x ETP 1 folds over TP 2 x DP 16 (MoE parallel folding).
-RECIPE_ETP: dict[str, int] = {
-    "mb2511_gb200_dsv3_bf16": 1, "mb2511_gb200_qwen3_235b_bf16": 1, "mb2511_gb200_qwen3_30b_fp8mx": 1,
-    "mb2511_b200_qwen3_235b_fp8mx": 1, "mb2511_h100_qwen3_30b_fp8cs": 1, "mb2511_h100_qwen3_235b_fp8cs": 1,
-    # 26.08 (4ab94dfad): the presets' base recipes set cfg.model.expert_tensor_parallel_size = 1 (recipes/qwen/h100/
-    # qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py); no GB200 preset changes it.
-    "mb2608_gb200_dsv3_mtp_fp8mx": 1, "mb2608_gb200_gpt_oss_120b_fp8mx": 1, "mb2608_gb200_qwen3_30b_fp8mx": 1,
-    "mb2608_gb200_qwen3_235b_fp8mx": 1,
-    # the GB300 presets (perf_recipes/*/gb300/*.py at 4ab94dfad) build on the same base recipes and set no ETP either
-    "mb2608_gb300_dsv3_mtp_fp8mx": 1, "mb2608_gb300_gpt_oss_120b_fp8mx": 1, "mb2608_gb300_qwen3_30b_fp8mx": 1,
-    "mb2608_gb300_qwen3_235b_fp8mx": 1,
-    # round 4 (DGX-H100): scripts/performance/configs/qwen/qwen3_workload_base_configs.py BASE_QWEN3_30B_A3B_CONFIG
-    # (63b08b397) and BASE_QWEN3_235B_A22B_CONFIG (17a381f95), configs/gpt_oss/gpt_oss_workload_base_configs.py
-    # BASE_GPT_OSS_120B_CONFIG (17a381f95): expert_tensor_parallel_size=1
-    "mb2606_h100_qwen3_30b_fp8cs": 1, "mb2604_h100_gpt_oss_120b_bf16": 1, "mb2604_h100_qwen3_235b_fp8cs": 1,
-    # round 5 (DGX-B200, 17a381f95): the same base configs, and configs/deepseek/deepseek_workload_base_configs.py
-    # BASE_DEEPSEEK_V3_CONFIG: expert_tensor_parallel_size=1
-    "mb2604_b200_dsv3_mtp_fp8mx": 1, "mb2604_b200_gpt_oss_120b_bf16": 1, "mb2604_b200_qwen3_30b_fp8mx": 1,
-    "mb2604_b200_qwen3_235b_fp8mx": 1,
-    # DGX-B300 rows (26.06 at 8f341b04f, 26.04.01 at 17a381f95): the same base configs (BASE_DEEPSEEK_V3_CONFIG,
-    # BASE_GPT_OSS_120B_CONFIG, BASE_QWEN3_30B_A3B_CONFIG, BASE_QWEN3_235B_A22B_CONFIG: expert_tensor_parallel_size=1);
-    # no B300 preset overrides it
-    "mb2606_b300_dsv3_mtp_fp8mx": 1, "mb2606_b300_gpt_oss_120b_fp8mx": 1, "mb2606_b300_qwen3_30b_fp8mx": 1,
-    "mb2604_b300_qwen3_235b_fp8mx": 1,
-    # Nemotron 3 Nano: scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py
-    # BASE_NEMOTRON_3_NANO_CONFIG expert_tensor_parallel_size=1 (17a381f95); the recipe nemotron_3_nano_pretrain_config
-    # sets expert_tensor_parallel_size=1 (17a381f95, and at 4ab94dfad recipes/nemotronh/h100/nemotron_3_nano.py, which
-    # perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config builds on)
-    "mb2604_b200_nemotron3_nano_fp8mx": 1, "mb2608_gb300_nemotron3_nano_fp8mx": 1,
-    # Nemotron 3.5 Lightning (26.08, 4ab94dfad): perf_recipes/nemotronh/gb200/nemotronh.py
-    # nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config builds on the same Nano recipe (ETP 1)
-    "mb2608_gb200_nemotron3_5_lightning_fp8mx": 1,
-    # the DGX-B300 Nano row (26.06, 8f341b04f): NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1 = replace of
-    # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1) with micro_batch_size=4 only
-    "mb2606_b300_nemotron3_nano_fp8mx": 1,
-    # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
-    # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
-    "mb2606_h100_nemotron3_nano_fp8cs": 1,
-    # NVIDIA/dgxc-benchmarking grok1/README.md's GB200 layout table prints ETP 4 at every tag that prints these step
-    # times (v25.05 @68eaf7e to v25.05.05), and launch.sh's gb200 branch passes ``ET=${ET:-4}`` as ``-et $ET`` from
-    # v25.05.01 (@85d9284) on (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
-    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size), the table's figures unchanged; only
-    # v25.05's launch.sh passed 8, corrected in the next release (its b200 branch keeps 8, its h100 branch's VP was
-    # corrected to the README's 8 in the same change).
-    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 4 for p in ("bf16", "fp8") for g in (128, 256, 512)},
-    # the H100 Grok-1 rows (v25.05.01 @85d9284 to v25.05.05): launch.sh's h100 branch ``ET=${ET:-1}`` (-et 1), the
-    # README's H100 layout table ETP 1
-    "dgxc2505_h100_grok1_314b_bf16_512": 1, "dgxc2505_h100_grok1_314b_fp8_512": 1,
-    # dgxc2505 DeepSeek-V3 (v25.05 @68eaf7e to v25.05.05): deepseek_v3/pretraining/launch.sh ETP=1 on both GPUs,
-    # passed as --expert_tensor_parallel_size 1 (the README's layout tables: ETP 1)
-    **{i: 1 for i in ("dgxc2505_gb200_dsv3_bf16_128", "dgxc2505_gb200_dsv3_bf16_256", "dgxc2505_gb200_dsv3_bf16_512",
-                      "dgxc2505_h100_dsv3_bf16_512", "dgxc2505_h100_dsv3_bf16_1024")},
-    # dgxc2505 Llama 4 Maverick (v25.05 to v25.05.05): llama4/launch.sh ETP=${ETP:-1} on gb200, ${ETP:-4} on h100
-    "dgxc2505_gb200_llama4_maverick_bf16_128": 1, "dgxc2505_gb200_llama4_maverick_fp8_128": 1,
-    "dgxc2505_h100_llama4_maverick_bf16_512": 4, "dgxc2505_h100_llama4_maverick_fp8_512": 4,
-    # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
-    # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
-    # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
-    # nemotron_3_super.py and the gb200 / gb300 fp8mx perf recipes, which set it again)
-    "mb2604_b200_nemotron3_super_fp8mx": 1, "mb2606_b300_nemotron3_super_fp8mx": 1,
-    "mb2608_gb200_nemotron3_super_fp8mx": 1, "mb2608_gb300_nemotron3_super_fp8mx": 1,
-    # the NVFP4 presets: expert_tensor_parallel_size=1 (17a381f95 / 63b08b397 NEMOTRON_3_SUPER_PRETRAIN_CONFIG_
-    # {B200,B300}_NVFP4_V1 from BASE_NEMOTRON_3_SUPER_CONFIG; 4ab94dfad perf_recipes/nemotronh/{gb200,gb300}/
-    # nemotronh.py nemotron_3_super_pretrain_64gpu_*_nvfp4_config)
-    "mb2604_b200_nemotron3_super_nvfp4": 1, "mb2606_b300_nemotron3_super_nvfp4": 1,
-    "mb2608_gb200_nemotron3_super_nvfp4": 1, "mb2608_gb300_nemotron3_super_nvfp4": 1,
-}
-#: Megatron-LM's MoE recipes (mcrec26): every recipe's ARGS set expert_tensor_parallel_size: 1 (9c5258f109
-#: examples/moe_recipes/*/*.yaml).
-MCREC26_IDS = ("mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx",
-               "mcrec26_h100_dsv3_mtp_bf16", "mcrec26_h100_dsv3_mtp_fp8blk",
-               "mcrec26_h100_qwen3_235b_bf16", "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-               "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg",
-               "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
-               "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_gb200_qwen3_30b_bf16",
-               "mcrec26_gb200_qwen3_30b_fp8mx", "mcrec26_gb200_qwen3_30b_fp8mx_fullcg")
-RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 
 
 #: MoE rows whose dispatch drops and pads every expert's input to its capacity, row id -> capacity factor c
@@ -2426,14 +2237,16 @@ def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> floa
 
 
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
-    """(first, last) model-chunk layers of the case's recipe split (:data:`RECIPE_CHUNKS`), or None."""
-    how = RECIPE_CHUNKS.get(case["id"])
-    if how is None or v < 2:
+    """(first, last) model-chunk layers of the case's recipe split (framework.pipeline_layout_chunk_layers, else
+    Megatron-Core's split with framework.account_for_embedding_in_pipeline_split / _loss_ ...), or None."""
+    layout = setting(case, "pipeline_layout_chunk_layers")
+    embedding = bool(setting(case, "account_for_embedding_in_pipeline_split"))
+    loss = bool(setting(case, "account_for_loss_in_pipeline_split"))
+    if (layout is None and not (embedding or loss)) or v < 2:
         return None
-    if how[0] == "layout":
-        return int(how[1]), int(how[2])
-    first, _mid, last = pipeline.megatron_chunk_layers(layers, pp, v, embedding_in_split=how[1],
-                                                       loss_in_split=how[2])
+    if layout is not None:
+        return int(layout[0]), int(layout[1])
+    first, _mid, last = pipeline.megatron_chunk_layers(layers, pp, v, embedding_in_split=embedding, loss_in_split=loss)
     return first, last
 
 
@@ -2599,7 +2412,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     p2p_overlap = (src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
                    and setting(case, "comm_overlap_config", True))
     for rec in options:
-        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
+        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=setting(case, "etp"), dp=dp, zero=zero,
                           shard_group=shard_group, recompute=rec, sequence_parallel=seqpar, schedule=schedule,
                           flash_attention=flash,
                           first_stage_layers=layout[0] if layout else None,

@@ -35,6 +35,12 @@ def test_unknown_row_key_and_bad_values_are_refused() -> None:
         vt.check_row(_row(framework={"bucket_elements": -1}))
     with pytest.raises(InputError, match=r"framework.bucket_elements = True"):
         vt.check_row(_row(framework={"bucket_elements": True}))
+    with pytest.raises(InputError, match=r"framework.nvfp4_disable = \['rht', 'sr'\]; allowed: a list of rht, "):
+        vt.check_row(_row(framework={"nvfp4_disable": ["rht", "sr"]}))
+    with pytest.raises(InputError, match=r"framework.stage_layers = \[10, 0\]; allowed: a list of positive integers"):
+        vt.check_row(_row(framework={"stage_layers": [10, 0]}))
+    with pytest.raises(InputError, match=r"framework.layer_impl = 'compiled'; allowed: megatron_te, "):
+        vt.check_row(_row(framework={"layer_impl": "compiled"}))
     with pytest.raises(InputError, match=r"framework must be a mapping"):
         vt.check_row(_row(framework=["dp_overlap"]))
     vt.check_row(_row(framework={"dp_overlap": False}, derived_step_time_s=1.0))  # allowed: no error
