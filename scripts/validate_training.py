@@ -172,7 +172,7 @@ Two case files (issue 5 and issue 13):
       --cross-entropy-loss-fusion) and Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430
       parallel/tensor_parallel/functional.py _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy,
       called on fp32 logits).
-    - MoE dispatch dropped and padded to a capacity factor c (:data:`RECIPE_DROP_AND_PAD`: NeMo 2.2's
+    - MoE dispatch dropped and padded to a capacity factor c (framework.moe_capacity_factor: NeMo 2.2's
       MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0) -> training.moe_rank_imbalance c: every EP
       rank receives and runs exactly c x the dropless mean copies, so no busiest rank above it; every other MoE row
       is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance); and
@@ -422,6 +422,14 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "pipeline_layout_chunk_layers": ((list,), None),
     "stage_layers": ((list,), None),
     "layer_impl": ((str,), tuple(LayerImpl.labels())),
+    "moe_capacity_factor": ((int, float), None),
+    "moe_router_dtype": ((str,), ("fp32",)),
+    "moe_fp8_padding": ((bool,), (True,)),
+    "moe_permute_fusion": ((bool,), (False, True)),
+    "eager_rope": ((bool,), (True,)),
+    "mla_column_down_proj": ((bool,), (True,)),
+    "eager_expert_ops": ((bool,), (True,)),
+    "eager_bias_dropout_add": ((bool,), (True,)),
     "optimizer_bytes_per_param": ((int, float), None),
 }
 
@@ -1865,38 +1873,7 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
 
 
 
-#: MoE rows whose dispatch drops and pads every expert's input to its capacity, row id -> capacity factor c
-#: (TrainingSpec.moe_rank_imbalance = c): NeMo v2.2.0's MegatronTokenDropCallback (defaults moe_expert_capacity_factor
-#: 1.0, moe_pad_expert_input_to_capacity True), which the Mixtral 8x7B performance recipe adds (the row's note). With
-#: drop_and_pad, Megatron-Core's MoEAlltoAllTokenDispatcher (NVIDIA/Megatron-LM@791b70e031, the Megatron-LM of NeMo
-#: 2.2's requirements/manifest.json, megatron/core/transformer/moe/token_dispatcher.py ``preprocess``) sets
-#: capacity = ceil(T k / E x c) (moe_utils.py ``get_capacity``, T the rank's tokens), sends ``capacity`` rows to every
-#: expert from every rank (``num_global_tokens_per_local_expert`` filled with it) and runs each local expert on
-#: ``capacity x tp x ep`` rows: E / ep local experts make E x capacity = c T k rows on every EP rank (tp 1), c x the
-#: dropless mean (ep T k copies over ep ranks), whatever the routing, so the busiest rank is at c (1.0: the mean), not
-#: at random routing's expected maximum (1.0103 for this row: E 8, k 2, EP 8, mu 16,384).
-#: NeMo 25.04's GB200 Mixtral row: v2.3.0 (2b03b748bb) recipes/mixtral_8x7b.py pretrain_performance_optimizations
-#: L224-226 still appends MegatronTokenDropCallback (same defaults; the callback gained only a
-#: docstring and 'seq_aux_loss').
-#: dgxc2505's GB200 Grok-1 rows (a Mixtral-shaped model): NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_grok1_314b.py
-#: pretrain_performance_optimizations appends ``run.Config(MegatronTokenDropCallback)`` (its defaults; the callback file
-#: as at v2.3.0).
-#: The H100 rows run the same script at NeMo@6f2c6fdaff (its pretrain_grok1_314b.py differs from 7a8f1cc7bc by one
-#: profiling line).
-DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16", "fp8") for g in (128, 256, 512)}
-                          | {f"dgxc2505_h100_grok1_314b_{p}_512" for p in ("bf16", "fp8")})
-#: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_deepseek_v3.py ``USE_TOKEN_DROP =
-#: True`` -> override_recipe_configs appends ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above).
-DGXC2505_DSV3 = frozenset({f"dgxc2505_gb200_dsv3_bf16_{g}" for g in (128, 256, 512)}
-                          | {f"dgxc2505_h100_dsv3_bf16_{g}" for g in (512, 1024)})
-#: dgxc2505's Llama 4 Maverick rows (data22): NeMo@7a8f1cc7bc recipes/llama4_e128.py pretrain_performance_optimizations
-#: (pretrain_recipe(performance_mode=True), called by scripts/performance/llm/pretrain_llama4_e128.py) appends
-#: ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above); llama.py Llama4Config keeps
-#: ``moe_shared_expert_overlap`` True; the perf script sets ``moe_permute_fusion = True``.
-DGXC2505_LLAMA4 = frozenset({f"dgxc2505_gb200_llama4_maverick_{p}_128" for p in ("bf16", "fp8")}
-                            | {f"dgxc2505_h100_llama4_maverick_{p}_512" for p in ("bf16", "fp8")})
-RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
-                                         **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3 | DGXC2505_LLAMA4}}
+
 
 
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
@@ -2051,116 +2028,10 @@ RECIPE_HOST_SYNC_ATTN_GRAPHED = frozenset({
 RECIPE_HOST_SYNC_EAGER |= RECIPE_HOST_SYNC_ATTN_GRAPHED  # the floor set (the name predates the partial-graph rows)
 
 
-#: RoPE as Megatron-Core's eager kernels (StrategySpec.eager_rope; docs/model.md#eager-layer-ops): the GPT-OSS rows.
-#: GPTOSSBridge.provider_bridge (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py at 17a381f95 and 4ab94dfad)
-#: sets position_embedding_type 'yarn' with yarn_rotary_scaling_factor 32 and yarn_mscale None, so (i)
-#: Megatron-Bridge's validate_rope_fusion_compatibility (src/megatron/bridge/utils/fusions.py) turns apply_rope_fusion
-#: off for a type other than 'rope', and (ii) Megatron-Core's apply_rotary_pos_emb (rope_utils.py at Megatron-LM
-#: 2d1fa8d372 / 24bad8e677, the submodules of 17a381f95 / 4ab94dfad) takes the unfused path for mscale 1.347 != 1
-#: even with the fusion on. The other Megatron-Bridge rows use plain RoPE (Qwen3) or MLA (DeepSeek-V3, another rotary
-#: path).
-#: The DGX-B200 26.04.01 and DGX-B300 26.06 rows too: their presets (17a381f95 and 8f341b04f,
-#: scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py gpt_oss_120b_pretrain_config_b200 / _b300) build the same
-#: recipe (recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config: AutoBridge "openai/gpt-oss-120b", so GPTOSSBridge,
-#: unchanged between the two commits) and change no position embedding; utils/overrides.py _set_common_perf_overrides
-#: sets apply_rope_fusion True, which GPTModelProvider.provide (gpt_provider.py) turns off again through
-#: validate_rope_fusion_compatibility. At Megatron-LM d1410e15e1 (the submodule 8f341b04f pins) rope_utils.py
-#: apply_rotary_pos_emb keeps the ``mscale != 1.0`` -> unfused branch, and attention.py passes
-#: _yarn_get_concentration_factor_from_config (yarn_rotary_pos_embedding.py: 0.1 ln 32 + 1 = 1.347, yarn_mscale None).
-RECIPE_EAGER_ROPE_GPT_OSS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gpt_oss_120b_fp8mx",
-                                       "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2604_b200_gpt_oss_120b_bf16",
-                                       "mb2606_b300_gpt_oss_120b_fp8mx"})
-#: And NeMo 25.04's DeepSeek-V3 (dgxc2505, the MLA rotary path of compute.eager_rope_bytes): DeepSeekConfig sets
-#: ``apply_rope_fusion: bool = False`` (NVIDIA/NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py L114; neither
-#: recipes/deepseek_v3.py nor scripts/performance/llm/pretrain_deepseek_v3.py sets it), and at the Megatron-LM the
-#: container runs (7094270c6f) MLATransformerConfig's ``rope_type`` is "yarn" (transformer_config.py L1100), whose MLA
-#: asserts the fusion off (multi_latent_attention.py L92-93 "MLA Yarn RoPE does not support RoPE fusion"), so
-#: apply_rotary_pos_emb (rope_utils.py L192, L238) runs _apply_rotary_pos_emb_bshd with multi_latent_attention.
-#: Not set: the Megatron-Bridge DeepSeek-V3 rows, whose perf overrides set apply_rope_fusion True
-#: (scripts/performance/utils/overrides.py L54 at 97ad8cc6f, and at later commits), and whose Megatron-LM (the
-#: submodules 92c8482e6d, 2d1fa8d372, d1410e15e1, 24bad8e677) then takes MLA's fused YaRN RoPE
-#: (multi_latent_attention.py ``if self.config.apply_rope_fusion`` -> fused_apply_mla_rope_for_q / _for_kv,
-#: megatron/core/fusions/fused_mla_yarn_rope_apply.py; L524 at 92c8482e6d).
-RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
-#: MLA's down-projections as tensor-parallel column linears (StrategySpec.mla_column_down_proj; docs/model.md#mla-tp):
-#: the Megatron-LM NeMo 25.04.01 runs (setup.sh MEGATRON_COMMIT 7094270c6f, 2025-05-23) builds linear_q_down_proj and
-#: linear_kv_down_proj as TEColumnParallelLinear (megatron/core/models/gpt/gpt_layer_specs.py L117 / L123, from
-#: 1c425a8313 until 720c8b40d8 "perf(MLA): MLA down proj switch back to TELinear", 2025-07-29, first in core_v0.14.0;
-#: its first landing e63aee46b2 was reverted the same day by f21a28b478; every core_v0.12.x and core_v0.13.x tag is
-#: column-parallel, so the container's own Megatron-Core would be too: the rows' MTP (mtp_num_layers) needs >= 0.12,
-#: multi_token_prediction.py being absent at core_v0.11.0), and NeMo@7a8f1cc7bc DeepSeekConfig takes that
-#: spec (get_gpt_decoder_block_spec). TP 2 with sequence parallelism in all five rows. The other compared MLA rows
-#: (Megatron-Bridge mb25xx / mb26xx, mcrec26) run later Megatron-Cores (duplicated TELinear) and all at TP 1.
-RECIPE_MLA_COLUMN_DOWN_PROJ = DGXC2505_DSV3
-#: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
-#: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,
-#: bias_activation_fusion True: GPTOSSBridge) on Megatron-Core's TEGroupedMLP without the Transformer Engine op fuser,
-#: i.e. the 26.04 H100 preset (Megatron-LM 2d1fa8d372 experts.py bias_act_func -> fused_bias_geglu.py
-#: weighted_bias_quick_geglu_impl, whose clamp and cat are eager; _apply_bias per expert). The 26.08 GB200/GB300
-#: presets set use_transformer_engine_op_fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs, gb200/gpt_oss.py): Transformer Engine's fused grouped MLP
-#: (ScaledClampedQGeGLU, GroupedLinear scale_bias; ops/fused/grouped_mlp.py v2.17.1) clamps and adds the bias in its
-#: kernels. Eager as well: the DGX-B200 26.04.01 preset (17a381f95: GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 in
-#: scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py sets no fuser, and utils/overrides.py
-#: _set_common_perf_overrides sets use_transformer_engine_op_fuser False; Megatron-LM 2d1fa8d372 as the H100 row) and
-#: the DGX-B300 26.06 preset (8f341b04f: GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 = B300_BF16_V2 leaves
-#: WorkloadBaseConfig.cutedsl_fused_grouped_mlp at its default False (utils/utils.py), so neither
-#: set_workload_base_configs (utils/overrides.py) sets use_transformer_engine_op_fuser nor perf_plugins.py exports
-#: NVTE_CUTEDSL_FUSED_GROUPED_MLP; gpt_oss_120b_pretrain_config_b300 sets neither, unlike the 20B functions; at
-#: Megatron-LM d1410e15e1 experts.py TEGroupedMLP.forward takes the fused path only with the fuser, else
-#: bias_act_func -> weighted_bias_quick_geglu_impl (fused_bias_geglu.py, eager clamp and cat, unchanged from
-#: 2d1fa8d372) and _apply_bias). utils/* and perf_plugins.py are under scripts/performance/.
-RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
-                                     "mb2606_b300_gpt_oss_120b_fp8mx"})
-#: The attention output's bias added by Megatron-Core's unfused bias-dropout-add (StrategySpec.eager_bias_dropout_add;
-#: docs/model.md#eager-layer-ops): GPTOSSBridge.provider_bridge sets add_bias_linear True and bias_dropout_fusion False
-#: (gpt_oss_bridge.py, the same lines at 17a381f95, 8f341b04f and 4ab94dfad; Megatron-Core's TEGroupedMLP refuses the
-#: fused one with linear biases, experts.py), no preset or perf override sets it back, and
-#: megatron/core/fusions/fused_bias_dropout.py is identical at Megatron-LM 2d1fa8d372, d1410e15e1 and 24bad8e677: all
-#: five GPT-OSS rows. The TE op fuser of the 26.08 rows fuses the expert MLP only, not the attention block's residual
-#: add.
-RECIPE_EAGER_BIAS_DROPOUT_ADD = RECIPE_EAGER_ROPE_GPT_OSS
-
-#: MoE rows whose recipe computes the router's logits in fp32 (TrainingSpec.moe_router_dtype; priced by
-#: cost.compute.router_dtype_times, docs/model.md#router-dtype-compute, and on the wire by docs/model.md#router-dtype):
-#: every Megatron-LM MoE recipe YAML the mcrec26 rows cite sets ``moe_router_dtype: fp32`` (examples/moe_recipes/
-#: {qwen3_30b,qwen3_235b,deepseek_v3}/*/*.yaml at NVIDIA/Megatron-LM@9c5258f109, read one by one), and Megatron-Bridge's
-#: Nemotron 3 Nano pretrain config sets ``moe_router_dtype="fp32"`` (src/megatron/bridge/recipes/nemotronh/
-#: nemotron_3_nano.py ``nemotron_3_nano_pretrain_config`` at 17a381f95, 8f341b04f and 63b08b397; recipes/nemotronh/h100/
-#: nemotron_3_nano.py ``nemotron_3_nano_pretrain_8gpu_h100_bf16_config`` at 4ab94dfad, which perf_recipes/nemotronh/
-#: common.py imports), which no perf config or perf recipe of those commits overrides. Not set (bf16 router): the
-#: Qwen3 providers and presets of Megatron-Bridge (qwen_provider.py sets it for Qwen3-Next only; the 26.08 qwen
-#: perf_recipes set it only in their *_dev_config mirrors of the Megatron-LM recipes), Nemotron 3 Super's recipe,
-#: DeepSeek-V3's presets (deepseek_llm_pretrain.py sets "bf16" at 63b08b397) and GPT-OSS's.
-RECIPE_ROUTER_FP32 = frozenset({
-    "mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-    "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_gb200_qwen3_30b_fp8mx",
-    "mcrec26_gb200_qwen3_30b_fp8mx_fullcg", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
-    "mcrec26_h100_qwen3_235b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_fp8blk",
-    "mcrec26_gb200_dsv4_flash_fp8mx", "mcrec26_gb300_dsv4_pro_fp8mx",
-    # listed though not expressed today (offload_modules, paged stash, no measurement), so that they are priced with
-    # their recipe's fp32 router if they ever are: deepseek_v3/{gb200,h100}/*.yaml and qwen3_235b/gb200/*fullcg*.yaml
-    # set it too (review 17c)
-    "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_h100_dsv3_mtp_bf16",
-    "mcrec26_h100_dsv3_mtp_fp8blk",
-    "mb2604_b200_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs",
-    "mb2608_gb300_nemotron3_nano_fp8mx",
-    "mb2608_gb200_nemotron3_5_lightning_fp8mx"}) | DGXC2505_DSV3  # NeMo@7a8f1cc7bc pretrain_deepseek_v3.py: 'fp32'
 
 
-#: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
-#: :data:`RECIPE_HOST_SYNC_EAGER`: no moe_flex_dispatcher_backend) and sets no moe_router_padding_for_quantization
-#: (neither recipes, providers, perf configs nor the mixed-precision configs at 97ad8cc6f name it), so the experts
-#: pad their tokens for the FP8 grouped GEMM themselves (StrategySpec.moe_fp8_padding;
-#: docs/model.md#fp8-expert-padding). The GB200 FP8 preset (HybridEP) pads in the dispatcher; so do the 26.08 (mb2608)
-#: GB200 MXFP8 presets, all HybridEP.
-#: Round 4: mb2604_h100_qwen3_235b_fp8cs (alltoall, FP8; no moe_router_padding_for_quantization in the qwen perf
-#: configs at 17a381f95). The HybridEP FP8 H100 row (mb2606_h100_qwen3_30b_fp8cs) pads in the dispatcher, as above.
-#: Round 5: mb2604_b200_qwen3_235b_fp8mx (alltoall, MXFP8; recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config
-#: sets moe_router_padding_for_fp8 False at 17a381f95). The DeepEP and HybridEP B200 rows pad in the dispatcher.
-RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                       "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
-                                       "mb2604_h100_qwen3_235b_fp8cs", "mb2604_b200_qwen3_235b_fp8mx"})
+
+
 
 
 #: Whether each MoE row's recipe runs Transformer Engine's fused token permutations (StrategySpec.moe_permute_fusion,
@@ -2192,12 +2063,9 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #:   perf scripts (scripts/performance/llm/pretrain_deepseek_v3.py L64, pretrain_llama4_e*.py L85) and defaulted False
 #:   in llama.py's Llama 4 config; MixtralConfig and pretrain_mixtral_8x7b.py leave Megatron-Core's default.
 #: - dgxc2505 Grok-1 (NeMo@7a8f1cc7bc): no ``permute_fusion`` in pretrain_grok1_314b.py or MixtralConfig: False.
-RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
-                                   | DGXC2505_GROK)
+#: The rows of the sources not listed here carry what their recipe sets as framework.moe_permute_fusion (README).
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
-#: Rows of other sources whose recipe sets the fusion on: dgxc2505 DeepSeek-V3 (NeMo@7a8f1cc7bc
-#: scripts/performance/llm/pretrain_deepseek_v3.py override_recipe_configs ``moe_permute_fusion = True``).
-RECIPE_MOE_PERMUTE_FUSION_TRUE = DGXC2505_DSV3 | DGXC2505_LLAMA4
+
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -2399,9 +2267,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       nvfp4_disable=list(setting(case, "nvfp4_disable", ())),
                       cudnn_release=release,
                       bf16_layers=setting(case, "bf16_layers", 0),
-                      moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),
-                      moe_pad_to_capacity=case["id"] in RECIPE_DROP_AND_PAD,
-                      moe_router_dtype="fp32" if case["id"] in RECIPE_ROUTER_FP32 else None,
+                      moe_rank_imbalance=setting(case, "moe_capacity_factor"),
+                      moe_pad_to_capacity=setting(case, "moe_capacity_factor") is not None,
+                      moe_router_dtype=setting(case, "moe_router_dtype"),
                       module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None
@@ -2431,13 +2299,13 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_flex_dispatcher=flex is not None, moe_flex_backend=flex or "deepep",
                           moe_layer_host_s=host_floor_s(case, wl, ep),
                           moe_host_attention_graphed=case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED,
-                          moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
-                          moe_permute_fusion=case["id"] not in RECIPE_MOE_PERMUTE_FUSION_FALSE,
-                          eager_rope=case["id"] in RECIPE_EAGER_ROPE,
-                          mla_column_down_proj=case["id"] in RECIPE_MLA_COLUMN_DOWN_PROJ,
-                          eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
-                          eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
-                          eager_bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD,
+                          moe_fp8_padding=bool(setting(case, "moe_fp8_padding")),
+                          moe_permute_fusion=setting(case, "moe_permute_fusion", True),
+                          eager_rope=bool(setting(case, "eager_rope")),
+                          mla_column_down_proj=bool(setting(case, "mla_column_down_proj")),
+                          eager_glu_clamp=bool(setting(case, "eager_expert_ops")),
+                          eager_expert_bias=bool(setting(case, "eager_expert_ops")),
+                          eager_bias_dropout_add=bool(setting(case, "eager_bias_dropout_add")),
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
                           # Llama 3's all-gather CP (cp_method); Megatron-Core's default p2p ring otherwise
                           cp_comm_type="all_gather" if "all-gather" in str(par.get("cp_method", "")).lower()
