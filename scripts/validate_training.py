@@ -215,7 +215,7 @@ Two case files (issue 5 and issue 13):
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
-  graphs nothing beyond attention, the router and the preprocess (``RECIPE_HOST_SYNC_EAGER``) get a host floor,
+  graphs nothing beyond attention, the router and the preprocess (framework.moe_host_sync) get a host floor,
   strategy ``moe_layer_host_s`` = ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case) scaled by the
   bottom-up count to the row's graph scope, the local experts held at the source's 16 (``host_floor_s``;
   docs/model.md#host), and a note.
@@ -430,6 +430,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "mla_column_down_proj": ((bool,), (True,)),
     "eager_expert_ops": ((bool,), (True,)),
     "eager_bias_dropout_add": ((bool,), (True,)),
+    "moe_host_sync": ((str,), ("alltoall", "hybridep", "deepep", "attention_graphed")),
     "optimizer_bytes_per_param": ((int, float), None),
 }
 
@@ -1900,132 +1901,13 @@ MCORE_DEEPEP_NUM_SMS = 20
 #: MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
 
 
-#: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
-#: Megatron-Core's dropless all-to-all dispatcher (no moe_flex_dispatcher_backend: src/megatron/bridge/models/
-#: qwen/qwen_provider.py Qwen3MoEModelProvider moe_token_dispatcher_type='alltoall', which
-#: training/flex_dispatcher_backend.py replaces with 'flex' only for a named backend) and captures no CUDA graph
-#: of the MoE router/preprocess: scripts/performance/configs/qwen/qwen3_workload_base_configs.py
-#: QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS (= FP8_MX), ..._H100_FP8_CS and QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS
-#: set neither (the GB200 presets set hybridep and cuda_graph_scope [..., "moe_router", "moe_preprocess"]). The
-#: DGX-B200 DeepSeek-V3 preset is the same kind: scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG sets no moe_flex_dispatcher_backend and no cuda_graph_impl, and
-#: src/megatron/bridge/models/deepseek/deepseek_provider.py DeepSeekModelProvider has moe_token_dispatcher_type
-#: 'alltoall' (its device time per layer exceeds this H, so the floor does not move it).
-#: That dispatcher synchronises the host once per MoE layer (Megatron-LM core_v0.15.0
-#: megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: "A synchronization is needed
-#: before expert parallel AlltoAll communication to get the `input_splits` and `output_splits` CPU values"),
-#: after which the GPU waits on the host's launches. Such rows get the host floor
-#: :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host) and a note.
-#: The GB200 presets whose CUDA graphs cover the MoE router and preprocess only (the capture of the run H is taken
-#: from) synchronise the host the same way through the flex dispatcher's HybridEP backend: a dropless run passes no
-#: token counts (moe_expert_capacity_factor unset: _HybridEPManager leaves num_dispatched_tokens and
-#: num_permuted_tokens None, token_dispatcher.py), so HybridEPDispatch dispatches with ``use_host_meta`` ("the output
-#: token_per_expert and num_dispatched_tokens_tensor will be put on the CPU", megatron/core/transformer/moe/
-#: fused_a2a.py), and TEGroupedMLP takes ``tokens_per_expert.tolist()`` for its grouped GEMM (experts.py), all at
-#: Megatron-LM 0d8e0714 (core_dev_r0.15.0). QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX and
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_BASE_CONFIG (BF16) set cuda_graph_scope ["moe_router", "moe_preprocess"];
-#: the GB200 Qwen3-235B presets and Qwen3-30B BF16 also graph "attn" (less host work than the source of H, which
-#: would then overstate theirs: left out here; since hostscale given 0.7151 H, :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`).
-#: Their hosts are Grace CPUs, where a framework call takes longer than on
-#: the DGX x86 host of H's source (hardware/measurements/host_overhead.yaml TE-ISSUE2053: torch.nn.Linear forward
-#: 37.1 us on GB200 against 13.5 us on an H100 DGX), so H is a lower bound there too.
-#: The Megatron-Bridge 26.08 GB200 MXFP8 presets (mb2608, 4ab94dfad) are not listed: they capture the whole step in one
-#: CUDA graph (cuda_graph_impl "full_iteration": perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8,
-#: deepseek/common.py _enable_deepseek_full_iteration_mxfp8, gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs) and size the experts' buffers by a fixed per-rank capacity
-#: (moe_paged_stash, moe_expert_rank_capacity_factor 1.5,
-#: moe_pad_experts_for_cuda_graph_inference), so no token count is read back by the host inside the step.
-#: Round 4 (DGX-H100, the same two kinds, from the presets and the Megatron-LM their containers pin):
-#: - HybridEP, dropless, no CUDA graph: mb2606_h100_qwen3_30b_fp8cs (63b08b397
-#:   QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: hybridep, no cuda_graph_impl, no capacity factor;
-#:   3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch ``non_blocking = num_permuted_tokens is not
-#:   None``, None without a capacity, and experts.py ``tokens_per_expert.tolist()``).
-#: - alltoall dispatcher, no CUDA graph: mb2604_h100_gpt_oss_120b_bf16 (17a381f95: recipe moe_token_dispatcher_type
-#:   'alltoall', cuda_graph_impl 'none', the H100 preset names no flex backend) and mb2604_h100_qwen3_235b_fp8cs
-#:   (qwen3_235b_a22b_pretrain_config_h100 sets moe_token_dispatcher_type 'alltoall'); Megatron-LM @2d1fa8d372
-#:   token_dispatcher.py MoEAlltoAllTokenDispatcher still "A synchronization is needed before expert parallel AlltoAll
-#:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
-RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
-                                       "mb2606_h100_qwen3_30b_fp8cs"}) \
-    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"}) | frozenset({"mb2604_b200_nemotron3_super_fp8mx"}) \
-    | frozenset({"mb2606_h100_nemotron3_nano_fp8cs"})
-#: DGX-H100 Nemotron 3 Nano FP8-CS (26.06, 63b08b397): HybridEP, dropless (the recipe sets no capacity factor), and
-#: NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 narrows cuda_graph_scope to ["mamba"] (Megatron-Core refuses the
-#: moe recompute with a moe_router graph, transformer_config.py @002255075c): router, preprocess, dispatch and
-#: attention run eager, more host work than H's source (router and preprocess graphed), so H is a lower bound, as on
-#: mb2606_h100_qwen3_30b_fp8cs (same Megatron-LM). Its MoE layers are 16 local experts, as H's source. The recomputed
-#: MoE forward syncs again (_HybridEPManager.combine resets num_permuted_tokens to None, so the recompute's dispatch
-#: sizes its buffers on the host) and its host time joins each MoE layer's interval, H (1 + 0.3199)
-#: (docs/model.md#host-recompute): 12.11 ms, below the row's shortest interval (17.03 ms), so it does not bind (since
-#: hostscale its H is scaled to its E layer, the MoE block alone: 0.7151 H x 1.3199 = 8.66 ms, :func:`host_floor_s`).
-#: DGX-B200 Nemotron 3 Super (26.04.01, 17a381f95): HybridEP, dropless (no capacity factor; the page's footnote
-#: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
-#: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as
-#: mb2604_b300_qwen3_235b_fp8mx on the same Megatron-LM (2d1fa8d372). The other Super presets graph attn, mamba,
-#: moe_router and moe_preprocess (as the Nano rows: no H before hostscale, 0.7151 H since,
-#: :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`).
-#: DGX-B300 (the same kind as mb2606_h100_qwen3_30b_fp8cs): mb2604_b300_qwen3_235b_fp8mx, HybridEP, dropless, no
-#: CUDA graph (17a381f95: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 -> FP8_MX_V2 names no cuda_graph_impl, recipe
-#: 'none', no capacity factor; Megatron-LM @2d1fa8d372, the submodule 17a381f95 pins, fused_a2a.py ``non_blocking =
-#: num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()``). Not given H: the B300 DeepSeek-V3
-#: and GPT-OSS presets (graphs of attn, moe_router, moe_preprocess, as the B200 rows above; since hostscale 0.7151 H,
-#: :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`) and the Qwen3-30B preset
-#: (cuda_graph_impl "full_iteration" with set_full_iter_cg_configs' capacity 1.5, as the 26.08 presets: no host read).
-#: Round 5 (DGX-B200, 26.04.01 at 17a381f95): the alltoall dispatcher with no CUDA graph: mb2604_b200_gpt_oss_120b_bf16
-#: (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 names no flex backend and no cuda_graph_impl; recipe 'none') and
-#: mb2604_b200_qwen3_235b_fp8mx (qwen3_235b_a22b_pretrain_config_b200 moe_token_dispatcher_type 'alltoall', no
-#: cuda_graph_impl in QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V1, recipe 'none'). Not given H, as the GB200 presets
-#: that graph attention above: mb2604_b200_qwen3_30b_fp8mx (HybridEP) and mb2604_b200_dsv3_mtp_fp8mx (DeepEP), whose
-#: presets capture cuda_graph_scope ["attn", "moe_router", "moe_preprocess"] (less host work than H's source).
-#: (Since hostscale these partial-graph rows get H scaled by the count, :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`.)
-#: Checked before that, not applied (docs/model.md#host, tests/test_host_bottom_up.py): H times
-#: the expert path's share of a bottom-up count (hardware/measurements/host_overhead.yaml moe_layer_bottom_up) binds
-#: on none of these rows (mb2604_b200_nemotron3_nano_fp8mx: each MoE layer with the Mamba layer after it, the floor's
-#: interval, exceeds even H; the mean layer, which the floor compared before, did not); mb2604_b200_qwen3_30b_fp8mx's
-#: device time per layer exceeds H itself.
-#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes, Megatron-LM of the same commit): the same kinds.
-#: - HybridEP, dropless (no moe_expert_rank_capacity_factor), no CUDA graph of the dispatch: qwen3_30b/gb200/bf16 and
-#:   qwen3_30b/h100/bf16 (no cuda_graph_impl at all) and qwen3_235b/h100/bf16 (cuda_graph_scope "moe_router
-#:   moe_preprocess", the capture of H's source); megatron/core/transformer/moe/fused_a2a.py ``non_blocking =
-#:   num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()`` at 9c5258f109. The recipes that
-#:   also graph attn (qwen3_30b gb200 MXFP8 partial CG and h100 FP8, qwen3_235b b300 and gb200 partial CG, deepseek_v3
-#:   gb200/gb300) get H scaled to the expert path (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`, since hostscale; before, no
-#:   H, as the Megatron-Bridge rows above); the full-iteration graphs read no count back.
-#: - DeepEP with no CUDA graph (:data:`RECIPE_HOST_SYNC_DEEPEP`): qwen3_235b/b200 and deepseek_v3/b200: fused_a2a.py at
-#:   9c5258f109 ``buffer.dispatch`` returns ``num_recv_tokens_per_expert_list`` ("NOTES: the CPU will wait for GPU's
-#:   signal to arrive, so this is not compatible with CUDA graph"), the host list the experts' grouped GEMM is sized
-#:   from.
-RECIPE_HOST_SYNC_HYBRIDEP |= frozenset({"mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16",
-                                        "mcrec26_h100_qwen3_235b_bf16"})
-RECIPE_HOST_SYNC_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"})
-RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
-                                    "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs",
-                                    "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx"}) \
-    | RECIPE_HOST_SYNC_HYBRIDEP | RECIPE_HOST_SYNC_DEEPEP
-#: Rows whose dropless dispatcher synchronises the host as above (HybridEP without a capacity factor, DeepEP, or the
-#: alltoall dispatcher) and whose CUDA graphs also cover attention (cuda_graph_scope attn + moe_router +
-#: moe_preprocess; the hybrid presets add mamba; mcrec26_b300_qwen3_235b_fp8mx attn + moe_router, its preprocess
-#: eager). Each graph ends before the dispatcher's synchronisation, so the host still issues the expert path eagerly
-#: after it: the floor is H scaled by the bottom-up count without attention's part (:func:`host_floor_s`,
-#: docs/model.md#host "CUDA graphs of part of the layer"), where these rows had none before (on the argument that
-#: they issue less than H). The rows, from the evidence above and their moe_dispatch fields: 25.11 GB200 Qwen3-235B
-#: BF16 (HybridEP, dropless page footnote); 26.04 B200 Qwen3-30B (HybridEP) and DeepSeek-V3 (DeepEP); the Nemotron 3
-#: Nano and Super presets of 26.04-26.08 with these scopes (HybridEP, dropless page footnote); 26.06 B300 DeepSeek-V3
-#: and GPT-OSS (HybridEP); the Megatron-LM recipes (9c5258f109) that graph attn with a dropless HybridEP dispatch. Not
-#: here: the full-iteration graphs (a fixed capacity, no count read back), nemo2502_b200_mixtral_8x7b (capacity factor
-#: 1.0, padded), mcore26_gb200_dsv3_mtp_fp8mx (scope not printed).
-RECIPE_HOST_SYNC_ATTN_GRAPHED = frozenset({
-    "mb2511_gb200_qwen3_235b_bf16", "mb2604_b200_qwen3_30b_fp8mx", "mb2604_b200_dsv3_mtp_fp8mx",
-    "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4",
-    "mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx",
-    "mb2606_b300_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_nvfp4",
-    "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_nano_fp8mx",
-    "mb2608_gb200_nemotron3_5_lightning_fp8mx",
-    "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
-    "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-    "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"})
-RECIPE_HOST_SYNC_EAGER |= RECIPE_HOST_SYNC_ATTN_GRAPHED  # the floor set (the name predates the partial-graph rows)
+#: MoE rows whose dispatcher synchronises the host once per MoE layer, after which the GPU waits on the host's launches
+#: (Megatron-LM core_v0.15.0 megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "A
+#: synchronization is needed before expert parallel AlltoAll communication to get the `input_splits` and
+#: `output_splits` CPU values"; a dropless HybridEP / DeepEP dispatch reads its token counts back likewise) carry
+#: framework.moe_host_sync, the kind (validation/README.md "Per-row framework settings": where each row's was read).
+#: Such rows get the host floor :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host; scaled to the expert path
+#: where the recipe graphs attention, attention_graphed, :func:`host_floor_s`) and a note.
 
 
 
@@ -2069,7 +1951,7 @@ RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606"
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
-#: host CPUs) for the rows of :data:`RECIPE_HOST_SYNC_EAGER` (StrategySpec.moe_layer_host_s; docs/model.md#host),
+#: host CPUs) for the rows with framework.moe_host_sync (StrategySpec.moe_layer_host_s; docs/model.md#host),
 #: from a run of the same 25.11 table that is not a validation case: DGX-B200 Qwen3-30B-A3B FP8-MX, 8 GPUs, GBS 512,
 #: MBS 1, EP 8, 9299 tokens/s/GPU (docs/performance-summary-archive.md, 25.11, System: DGX-B200; recipe at
 #: 97ad8cc6f: alltoall dispatcher, CUDA graphs of moe_router and moe_preprocess only). That run is host-bound: the
@@ -2082,9 +1964,9 @@ MCORE_2511_MOE_LAYER_HOST_S = 512 * 4096 / 8 / 9299 / (64 * 48)
 
 
 def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> float:
-    """Host seconds per MoE layer of a row of the floor set (:data:`RECIPE_HOST_SYNC_EAGER`), 0 for the others:
+    """Host seconds per MoE layer of a row of the floor set (framework.moe_host_sync set), 0 for the others:
     :data:`MCORE_2511_MOE_LAYER_HOST_S` scaled by the bottom-up count from H's source (16 local experts, attention
-    eager) to the row's attention, eager unless the recipe graphs it (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`) or the
+    eager) to the row's attention, eager unless the recipe graphs it (moe_host_sync attention_graphed) or the
     MoE layer holds none (a hybrid pattern's E layer: MoE block only); scalemodel.engine.host_floor,
     docs/model.md#host.
 
@@ -2095,12 +1977,12 @@ def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> floa
     local experts is priced until a measurement shows one.
 
     The eager op calls of the row's unfused paths beyond H's source are added by the step model from the strategy's
-    eager_* flags and moe_host_attention_graphed (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`), as for any user's strategy
+    eager_* flags and moe_host_attention_graphed (moe_host_sync attention_graphed), as for any user's strategy
     (scalemodel.engine.step.moe_host_s, docs/model.md#host-eager-ops)."""
     del ep
-    if case["id"] not in RECIPE_HOST_SYNC_EAGER or wl.moe is None:
+    if setting(case, "moe_host_sync") is None or wl.moe is None:
         return 0.0
-    attention = case["id"] not in RECIPE_HOST_SYNC_ATTN_GRAPHED and wl.hybrid is None
+    attention = setting(case, "moe_host_sync") != "attention_graphed" and wl.hybrid is None
     return float(moe_layer_host_floor(MCORE_2511_MOE_LAYER_HOST_S, SOURCE_LOCAL_EXPERTS, attention))
 
 
@@ -2298,7 +2180,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                               "hybridep": MB_HYBRIDEP_NUM_SMS, "deepep": MCORE_DEEPEP_NUM_SMS}.get(flex),
                           moe_flex_dispatcher=flex is not None, moe_flex_backend=flex or "deepep",
                           moe_layer_host_s=host_floor_s(case, wl, ep),
-                          moe_host_attention_graphed=case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED,
+                          moe_host_attention_graphed=setting(case, "moe_host_sync") == "attention_graphed",
                           moe_fp8_padding=bool(setting(case, "moe_fp8_padding")),
                           moe_permute_fusion=setting(case, "moe_permute_fusion", True),
                           eager_rope=bool(setting(case, "eager_rope")),
@@ -2360,15 +2242,13 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if release_note:
         notes.append(release_note)
-    if case["id"] in RECIPE_HOST_SYNC_EAGER:
+    if (kind := setting(case, "moe_host_sync")) is not None:
         # (its own name: ``how`` is the workload's, reported in settings)
-        sync = ("dropless dispatch, attention graphed, the expert path eager"
-                if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
-                else "dropless HybridEP dispatch, no CUDA graph of the dispatch"
-                if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
-                else "dropless DeepEP dispatch, no CUDA graphs" if case["id"] in RECIPE_HOST_SYNC_DEEPEP
-                else "dropless all-to-all dispatch, no CUDA graphs")
-        att = ("attention graphed" if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
+        sync = {"attention_graphed": "dropless dispatch, attention graphed, the expert path eager",
+                "hybridep": "dropless HybridEP dispatch, no CUDA graph of the dispatch",
+                "deepep": "dropless DeepEP dispatch, no CUDA graphs",
+                "alltoall": "dropless all-to-all dispatch, no CUDA graphs"}[kind]
+        att = ("attention graphed" if kind == "attention_graphed"
                else "no attention in the MoE layer" if wl.hybrid is not None else "attention eager")
         # the local experts are not priced (host_floor_s): say so where the row's differ from the source's
         local = (f"{SOURCE_LOCAL_EXPERTS} local experts, as the source" if wl.moe.experts == SOURCE_LOCAL_EXPERTS * ep

@@ -1196,11 +1196,11 @@ def test_family_medians_do_not_regress() -> None:
 @needs_new_cases
 def test_host_synchronising_moe_runs_are_marked() -> None:
     """The MoE rows whose recipe uses the dropless all-to-all dispatcher without CUDA graphs carry the note and
-    the host floor (scripts/validate_training.py RECIPE_HOST_SYNC_EAGER); so do the GB200 HybridEP rows whose CUDA
-    graphs cover only the MoE router and preprocess, the capture of the run H comes from (RECIPE_HOST_SYNC_HYBRIDEP:
+    the host floor (training_cases.yaml framework.moe_host_sync); so do the GB200 HybridEP rows whose CUDA
+    graphs cover only the MoE router and preprocess, the capture of the run H comes from (moe_host_sync hybridep:
     a dropless HybridEP dispatch copies the token counts to the host, Megatron-LM 0d8e0714 fused_a2a.py
     ``use_host_meta``; changed from "HybridEP rows do not" when that code was read). The presets that also graph
-    attention (GB200 Qwen3-235B BF16 and the others of RECIPE_HOST_SYNC_ATTN_GRAPHED) are marked since hostscale:
+    attention (GB200 Qwen3-235B BF16 and the others of moe_host_sync attention_graphed) are marked since hostscale:
     their host still issues the expert path eagerly after the synchronisation (H scaled by the bottom-up count)."""
     mod = load_script()
     moe = {r.id: r for r in mod.validate_all()[0] if r.families["model"] == "MoE"}
@@ -1239,11 +1239,11 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
                       # DeepSeek-V3: the host waits for DeepEP's receive counts, fused_a2a.py)
                       "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_235b_bf16",
                       "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"} \
-        | (mod.RECIPE_HOST_SYNC_ATTN_GRAPHED & set(moe))
+        | (graphed := {i for i, k in mod.rows_with("moe_host_sync").items() if k == "attention_graphed"} & set(moe))
     # hostscale: the partial-graph rows (attn + moe_router + moe_preprocess, with a dropless HybridEP or DeepEP
     # dispatch) are marked too, their floor H scaled to the expert path (scalemodel/engine/host_floor.py); listed
     # here by hand so that the set cannot drift unseen
-    assert mod.RECIPE_HOST_SYNC_ATTN_GRAPHED & set(moe) == {
+    assert graphed == {
         "mb2511_gb200_qwen3_235b_bf16", "mb2604_b200_qwen3_30b_fp8mx", "mb2604_b200_dsv3_mtp_fp8mx",
         "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_dsv3_mtp_fp8mx",
         "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
