@@ -382,8 +382,6 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
     return rows, skipped
 
 
-
-
 # ------------------------------------------------------------------ issue 13: validation/training_cases.yaml
 
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
@@ -391,7 +389,7 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 #: The keys a row of training_cases.yaml may carry (its header's conventions; ``derived_*`` keys besides: arithmetic on
 #: source values). Any other key is refused (:func:`check_row`), never ignored.
 ROW_KEYS = frozenset({"id", "kind", "source", "hardware", "model", "parallelism", "precision", "measured", "note",
-                      "framework_config", "audit_2511", "environment", "framework"})
+                      "framework_config", "audit_2511", "environment", "framework", "held_out"})
 #: The fields a row's ``framework:`` mapping may carry: settings its run used that neither its other fields state nor
 #: its source's rules below give (validation/README.md "Per-row framework settings": what each means, its allowed
 #: values and where each row's value was read). name -> (allowed types, allowed values or None for any).
@@ -442,6 +440,8 @@ def check_row(case: dict[str, Any]) -> None:
     for key in case:
         if key not in ROW_KEYS and not str(key).startswith("derived_"):
             raise InputError(f"{where}: unknown key {key!r}; allowed: {', '.join(sorted(ROW_KEYS))}, derived_*")
+    if not isinstance(case.get("held_out", ""), str):
+        raise InputError(f"{where}: held_out must be the reason the row is listed, not compared (a string)")
     fw = case.get("framework", {})
     if not isinstance(fw, dict):
         raise InputError(f"{where}: framework must be a mapping of {', '.join(sorted(FRAMEWORK_FIELDS))}")
@@ -1045,8 +1045,6 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
-
-
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
     """(training.cudnn_release, note) of a case: on Blackwell, its container's cuDNN version itself
     (:data:`CONTAINER_CUDNN`), which the engine prices on the nearest release the accelerator holds at or below it
@@ -1091,8 +1089,6 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
     return "auto"
 
 
-
-
 #: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
 NANOTRON = frozenset({"nanotron25"})
 #: The attention kernel of a nanotron Llama: flash-attn 2's ``flash_attn_varlen_func`` (causal, cu_seqlens from the
@@ -1106,8 +1102,6 @@ NANOTRON_ATTENTION_KERNEL = "fa2"
 #: Literal allows float32 only; @9dec370 ``--training.mixed_precision_reduce`` default="float32", choices=["float32"]),
 #: the ``reduce_dtype`` of FSDP2's ``MixedPrecisionPolicy`` (parallelize_llama.py ``apply_fsdp``).
 TORCHTITAN_REDUCE_BYTES = 4.0
-
-
 
 
 def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
@@ -1356,8 +1350,6 @@ TRAIN_METRIC_PASSES = {"mpt": 2}
 TRAIN_METRIC_STATES = {"mpt": 4}
 
 
-
-
 def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
     """Decoder layers per pipeline rank where the case's framework splits them by a rule of its own
     (strategy.stage_layers): nanotron's cost balance (nanotron25; ``nanotron_stage_layers``, huggingface/nanotron
@@ -1408,8 +1400,6 @@ LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
               "maxtext": "xla", "maxtext23": "xla", "mtv5e23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
               "nanotron25": "nanotron", "fms24": "fms", "titan2404": "torchtitan"}
-
-
 
 
 def layer_impl(case: dict[str, Any]) -> str:
@@ -1624,21 +1614,6 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     return TransformerWorkload(**spec), "from the case's fields"
 
 
-#: Rows the model expresses that are listed, not compared, until a person decides, and why (row id -> reason).
-#: Empty: the DeepSeek-V3 B200 'w/ MTP' row, held while it changed the dgx-b200 extrapolation series, is compared
-#: since scripts/calibrate_extrapolation.py orders a mixed table by total parameters (its docstring).
-#: fms24 13B and the titan2404 "selective layer" rows: each checkpoints every k-th block (fms-fsdp's
-#: selective_checkpointing, torchtitan's integer selective_ac_option) with k not stated; the unstated-recompute rule
-#: would choose among none / selective (core_attn) / full, none of which is it.
-HELD_OUT: dict[str, str] = {f"fms24_{g}_llama2_13b_fsdp_{n}": (
-    "fms-fsdp selective activation checkpointing (every k-th LLaMABlock, fms_fsdp/policies/ac_handler.py) with k not "
-    "stated for the 13B rows (HFU / MFU 0.59 / 0.51 on A100, 0.40 / 0.35 on H100: about every second block; "
-    "not applied)") for g, n in (("a100", 128), ("h100", 96))} | {
-    f"titan2404_a100_{m}_fsdp64_sellayer": (
-        "torchtitan 'selective layer' activation checkpointing (every N-th TransformerBlock, parallelize_llama.py "
-        "checkpoint_wrapper) with N not printed beside the table (the CLI default '2', the TOMLs 'op')")
-    for m in ("llama3_8b", "llama2_13b")}
-
 #: A run whose own in-job network test (``hardware.in_job_allreduce_busbw_GBps``: the all-reduce bus bandwidth the
 #: job measured over all its GPUs before training) is below this fraction of the median of the same source's rows at
 #: the same GPU count ran on a network the catalog cluster does not describe: listed, not compared. Stated on the
@@ -1809,9 +1784,9 @@ def recipe_module_precision(case: dict[str, Any]) -> dict[str, str] | None:
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
-    """What in the case the model cannot express (empty when it can); with ``held``, also :data:`HELD_OUT`."""
+    """What in the case the model cannot express (empty when it can); with ``held``, also the row's ``held_out``."""
     par, m, hw = case["parallelism"], case["model"], case["hardware"]
-    why: list[str] = [HELD_OUT[case["id"]]] if held and case.get("id") in HELD_OUT else []
+    why: list[str] = [str(case["held_out"])] if held and "held_out" in case else []
     variant = accelerator_variant(str(hw.get("gpu", "")))
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
         why.append(f"hardware missing: the catalog holds no {hw.get('gpu')}"
@@ -1870,13 +1845,6 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     return why
 
 
-
-
-
-
-
-
-
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
 #: whose Megatron-Bridge preset dispatches with the flex dispatcher's HybridEP backend. 26.08 (4ab94dfad):
 #: src/megatron/bridge/perf_recipes/_common.py _benchmark_common ``if getattr(cfg.model, "moe_flex_dispatcher_backend",
@@ -1910,12 +1878,6 @@ MCORE_DEEPEP_NUM_SMS = 20
 #: where the recipe graphs attention, attention_graphed, :func:`host_floor_s`) and a note.
 
 
-
-
-
-
-
-
 #: Whether each MoE row's recipe runs Transformer Engine's fused token permutations (StrategySpec.moe_permute_fusion,
 #: default True; docs/model.md#moe-permute-fusion), read in the recipe each row cites. Megatron-Core's own default is
 #: False (TransformerConfig ``moe_permute_fusion: bool = False``: NVIDIA/Megatron-LM@d98e8a64dd
@@ -1947,7 +1909,6 @@ MCORE_DEEPEP_NUM_SMS = 20
 #: - dgxc2505 Grok-1 (NeMo@7a8f1cc7bc): no ``permute_fusion`` in pretrain_grok1_314b.py or MixtralConfig: False.
 #: The rows of the sources not listed here carry what their recipe sets as framework.moe_permute_fusion (README).
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
-
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -2056,7 +2017,6 @@ NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "m
     | frozenset({"mlpt50"})  # MLPerf v5.0 Eos-dfw: config_common.sh ``export NCCL_NVLS_ENABLE=0``
 
 
-
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
     """The case's overrides of catalog cluster ``cname``: a multi-slice run's chips per slice as the ici span
     (gpus / dcn_dp), else the stated NIC rate (:func:`_nic_overrides`); NVLS off on the NVLink tiers for the
@@ -2087,7 +2047,7 @@ def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: Strategy
 
 def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | NotExpressed:
     """Apply the rule set of the module docstring to one case of training_cases.yaml (``held`` false: predict the
-    rows of :data:`HELD_OUT` too)."""
+    rows with ``held_out`` too)."""
     check_row(case)
     fam = families(case)
     why = case_limits(case, held)

@@ -41,6 +41,8 @@ def test_unknown_row_key_and_bad_values_are_refused() -> None:
         vt.check_row(_row(framework={"stage_layers": [10, 0]}))
     with pytest.raises(InputError, match=r"framework.layer_impl = 'compiled'; allowed: megatron_te, "):
         vt.check_row(_row(framework={"layer_impl": "compiled"}))
+    with pytest.raises(InputError, match=r"row x_h100_row: held_out must be the reason"):
+        vt.check_row(_row(held_out=True))
     with pytest.raises(InputError, match=r"framework must be a mapping"):
         vt.check_row(_row(framework=["dp_overlap"]))
     vt.check_row(_row(framework={"dp_overlap": False}, derived_step_time_s=1.0))  # allowed: no error
