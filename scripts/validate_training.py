@@ -144,15 +144,14 @@ Two case files (issue 5 and issue 13):
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
       (:data:`TORCHTITAN_REDUCE_BYTES`), Primus' fp32 main_grad for tprimat26's Primus (MI300X) rows
-      (:data:`PRIMUS_MAIN_GRAD_BYTES`, :data:`PRIMUS_CASES`), else the precision's gradient element.
+      (the rows' framework.main_grad_bytes), else the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, mb2608, nemo2502, tprimat26, at ZeRO 0/1) ->
       megatron_ddp (its default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
       :data:`BUCKET_128MI_SOURCES`); NeMo 1's Apex DistributedFusedAdam (the dgxc25 rows but Nemotron-4 15B) ->
-      bucket_size = the config's bucket_cap_mb MiB (:data:`APEX_BUCKET_BYTES`), bucket_fragments on (Apex cuts
+      bucket_size = the config's bucket_cap_mb MiB (framework.bucket_cap_mb), bucket_fragments on (Apex cuts
       parameters at bucket boundaries, NeMo 1 coalesces a layer's buckets); NeMo 1's mcore_distributed_optim (the
-      dgxc25 Nemotron-4 15B rows,
-      :data:`NEMO1_MCORE_DIST_OPTIM`) -> megatron_ddp; with fp8,
+      dgxc25 Nemotron-4 15B rows, framework.optim_name) -> megatron_ddp; with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed); with fp4 at ZeRO 1, fp4_param_gather
       where the case's precision records it (:data:`FP4_PARAM_GATHER_MARKER`: Megatron-Bridge's
@@ -161,19 +160,19 @@ Two case files (issue 5 and issue 13):
       keeps align_param_gather true: docs/model.md#interleaved-dp-sync). NeMo 2's callback sets the data-parallel
       overlap and that bucket only at data-parallel size > 1 without CP: a row at dp 1 (:data:`NEMO2_DP1_NO_DP_OVERLAP`:
       dgxc2504's 30-layer proxy) -> overlap and overlap_param_gather false, one bucket per buffer. Primus
-      (tprimat26's MI300X rows, :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with
-      gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an
-      fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+      (tprimat26's MI300X rows, not the NeMo H100 twins) runs Megatron-Core's DDP too, with
+      gradient-accumulation fusion off (framework.grad_accumulation_fusion false) and an
+      fp32 main_grad (framework.main_grad_bytes 4).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
       with --training.compile, torchtitan e7c0cae, 2c8b59479, 6fc499f6f; tao25's H100 rows, on a torchtitan from before
-      the compiled loss, -> torch: ``UNCOMPILED_TORCHTITAN_LOSS``); with TP torchtitan runs loss_parallel, not
+      the compiled loss, -> torch: their framework.loss_impl); with TP torchtitan runs loss_parallel, not
       derived); every other source -> megatron, the strategy default, which is Megatron-LM's own (no
       --cross-entropy-loss-fusion) and Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430
       parallel/tensor_parallel/functional.py _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy,
       called on fp32 logits).
-    - MoE dispatch dropped and padded to a capacity factor c (:data:`RECIPE_DROP_AND_PAD`: NeMo 2.2's
+    - MoE dispatch dropped and padded to a capacity factor c (framework.moe_capacity_factor: NeMo 2.2's
       MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0) -> training.moe_rank_imbalance c: every EP
       rank receives and runs exactly c x the dropless mean copies, so no busiest rank above it; every other MoE row
       is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance); and
@@ -189,7 +188,7 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25/titan2404 ->
-      torchtitan but the uncompiled rows (:data:`UNCOMPILED_TORCHTITAN_LAYER`: torchtitan_eager or, with the TOML's
+      torchtitan but the uncompiled rows (framework.layer_impl: torchtitan_eager or, with the TOML's
       norm_type fused_rmsnorm, torchtitan_eager_fused_rmsnorm), fms24 -> fms,
       maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
       flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other
@@ -216,7 +215,7 @@ Two case files (issue 5 and issue 13):
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
-  graphs nothing beyond attention, the router and the preprocess (``RECIPE_HOST_SYNC_EAGER``) get a host floor,
+  graphs nothing beyond attention, the router and the preprocess (framework.moe_host_sync) get a host floor,
   strategy ``moe_layer_host_s`` = ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case) scaled by the
   bottom-up count to the row's graph scope, the local experts held at the source's 16 (``host_floor_s``;
   docs/model.md#host), and a note.
@@ -242,7 +241,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalemodel.choices import INTRA_PROTOCOLS, Precision
+from scalemodel.choices import INTRA_PROTOCOLS, LayerImpl, LossImpl, Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
@@ -383,11 +382,98 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
     return rows, skipped
 
 
-
-
 # ------------------------------------------------------------------ issue 13: validation/training_cases.yaml
 
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
+
+#: The keys a row of training_cases.yaml may carry (its header's conventions; ``derived_*`` keys besides: arithmetic on
+#: source values). Any other key is refused (:func:`check_row`), never ignored.
+ROW_KEYS = frozenset({"id", "kind", "source", "hardware", "model", "parallelism", "precision", "measured", "note",
+                      "framework_config", "audit_2511", "environment", "framework", "held_out"})
+#: The fields a row's ``framework:`` mapping may carry: settings its run used that neither its other fields state nor
+#: its source's rules below give (validation/README.md "Per-row framework settings": what each means, its allowed
+#: values and where each row's value was read). name -> (allowed types, allowed values or None for any).
+FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
+    "dp_overlap": ((bool,), (False,)),
+    "bucket_elements": ((int,), None),
+    "nccl_nvls": ((bool,), (False,)),
+    "cudnn_release": ((str,), None),
+    "cudnn_release_read_in": ((str,), None),
+    "loss_impl": ((str,), tuple(LossImpl.labels())),
+    "comm_overlap_config": ((bool,), (False,)),
+    "te_fused_attention": ((bool,), (False,)),
+    "main_grad_bytes": ((int, float), None),
+    "grad_accumulation_fusion": ((bool,), (False,)),
+    "optim_name": ((str,), ("distributed_fused_adam", "mcore_distributed_optim")),
+    "bucket_cap_mb": ((int, float), None),
+    "fp8_param_gather": ((bool,), (True,)),
+    "fp8_attention": ((bool,), (True,)),
+    "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
+    "bf16_layers": ((int,), None),
+    "moe_a2a_overlap": ((bool,), (True,)),
+    "moe_shared_expert_overlap": ((bool,), (True,)),
+    "moe_flex_backend": ((str,), ("hybridep", "deepep")),
+    "ep_dispatch_sms": ((int,), None),
+    "etp": ((int,), None),
+    "account_for_embedding_in_pipeline_split": ((bool,), (True,)),
+    "account_for_loss_in_pipeline_split": ((bool,), (True,)),
+    "pipeline_layout_chunk_layers": ((list,), None),
+    "stage_layers": ((list,), None),
+    "layer_impl": ((str,), tuple(LayerImpl.labels())),
+    "moe_capacity_factor": ((int, float), None),
+    "moe_router_dtype": ((str,), ("fp32",)),
+    "moe_fp8_padding": ((bool,), (True,)),
+    "moe_permute_fusion": ((bool,), (False, True)),
+    "eager_rope": ((bool,), (True,)),
+    "mla_column_down_proj": ((bool,), (True,)),
+    "eager_expert_ops": ((bool,), (True,)),
+    "eager_bias_dropout_add": ((bool,), (True,)),
+    "moe_host_sync": ((str,), ("alltoall", "hybridep", "deepep", "attention_graphed")),
+    "optimizer_bytes_per_param": ((int, float), None),
+}
+
+
+def check_row(case: dict[str, Any]) -> None:
+    """Refuse a training_cases.yaml row with a key or ``framework`` field the validator does not read (InputError:
+    the row id, the field, the allowed names), or a ``framework`` value of another type or outside its values."""
+    where = f"{NEW_CASES.name}: row {case.get('id', '?')}"
+    for key in case:
+        if key not in ROW_KEYS and not str(key).startswith("derived_"):
+            raise InputError(f"{where}: unknown key {key!r}; allowed: {', '.join(sorted(ROW_KEYS))}, derived_*")
+    if not isinstance(case.get("held_out", ""), str):
+        raise InputError(f"{where}: held_out must be the reason the row is listed, not compared (a string)")
+    fw = case.get("framework", {})
+    if not isinstance(fw, dict):
+        raise InputError(f"{where}: framework must be a mapping of {', '.join(sorted(FRAMEWORK_FIELDS))}")
+    for key, value in fw.items():
+        if key not in FRAMEWORK_FIELDS:
+            raise InputError(f"{where}: unknown field framework.{key}; allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}")
+        types, values = FRAMEWORK_FIELDS[key]
+        if isinstance(value, list) and list in types:  # a list of allowed names, or of positive integers
+            if values is not None and all(isinstance(v, str) and v in values for v in value):
+                continue
+            if values is None and value and all(type(v) is int and v > 0 for v in value):
+                continue
+            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: a list of "
+                             + (", ".join(values) if values is not None else "positive integers"))
+        if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
+                or (values is not None and value not in values)
+                or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0)):
+            allowed = ", ".join(map(str, values)) if values else " or ".join(
+                ("a positive " if t in (int, float) else "a ") + t.__name__ for t in types)
+            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: {allowed}")
+
+
+def setting(case: dict[str, Any], name: str, default: Any = None) -> Any:
+    """The row's ``framework.<name>`` (:data:`FRAMEWORK_FIELDS`), else ``default``."""
+    assert name in FRAMEWORK_FIELDS, name
+    return (case.get("framework") or {}).get(name, default)
+
+
+def rows_with(name: str) -> dict[str, Any]:
+    """id -> ``framework.<name>`` of every training_cases.yaml row that sets it."""
+    assert name in FRAMEWORK_FIELDS, name
+    return {c["id"]: c["framework"][name] for c in read_yaml(NEW_CASES) if name in (c.get("framework") or {})}
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
@@ -959,60 +1045,6 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
-#: MLPerf Training v5.1 University of Florida rows on DGX B200 (HiPerGator): NVIDIA's NeMo 2 implementation, as HPE's
-#: (conf/custom.yaml and pretrain.py byte-identical), Llama 3.1 8B on 1-32 nodes and 405B on 32 / 56 nodes.
-MLPT51_UF_B200 = frozenset({f"mlpt51_b200_llama31_8b_{g}" for g in (8, 16, 32, 64, 128, 256)}
-                           | {"mlpt51_b200_llama31_405b_256", "mlpt51_b200_llama31_405b_448"})
-#: The same implementation on Dell's XE9780 (8 x B300; Dell/benchmarks/llama31_8b/implementations/nemo: custom.yaml and
-#: pretrain.py byte-identical, config_common.sh with NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te, the
-#: Dockerfile's libcudnn9-cuda-13=9.13.1.26-1).
-MLPT51_DELL_B300 = frozenset({"mlpt51_b300_llama31_8b_8"})
-#: NVIDIA's own runs on GB200 / GB300 NVL72 (Tyche / Theia; NVIDIA/benchmarks/llama31_8b/implementations/nemo:
-#: custom.yaml, pretrain.py and Dockerfile identical to University of Florida's, config_common.sh with
-#: NCCL_NVLS_ENABLE=0, config_common_8b.sh CE_FUSION_IMPL te): the FP8 configs on 72 and 512 GPUs.
-MLPT51_NV_GB = frozenset(f"mlpt51_{a}_llama31_8b_{g}" for a in ("gb200", "gb300") for g in (72, 512))
-#: The same implementation's NVFP4 runs (data25, compared since fp4a28): Dell's and Nebius' llama31_8b (Dell/benchmarks/
-#: llama31_8b/implementations/nemo, Nebius/benchmarks/llama31_8b: Dockerfile, custom.yaml, pretrain.py as above;
-#: config_common.sh NCCL_NVLS_ENABLE=0; config_common_8b.sh CE_FUSION_IMPL te) and NVIDIA's llama31_405b on Tyche /
-#: Theia / Tyche-hsg (NVIDIA/benchmarks/llama31_405b/implementations/{tyche,theia}_ngpu512_ngc25.09_nemo,
-#: hsg_ngpu{2560,5120}_ngc25.09_nemo: the same Dockerfile, libcudnn9-cuda-13=9.13.1.26-1, TE release_v2.8, MCORE
-#: 25.09-alpha.rc1; config_common.sh NCCL_NVLS_ENABLE=0; no CE_FUSION_IMPL: custom.yaml's native fused loss).
-MLPT51_NVFP4_8B = frozenset({"mlpt51_b200_llama31_8b_8_nvfp4", "mlpt51_b200_llama31_8b_16_nvfp4",
-                             "mlpt51_b300_llama31_8b_8_nvfp4", "mlpt51_gb300_llama31_8b_8_nvfp4",
-                             # data31: Nebius 4 x 8 B200 and Lenovo 8 B300 (the B200 recipe's files, blob 1714beadf)
-                             "mlpt51_b200_llama31_8b_32_nvfp4", "mlpt51_b300_llama31_8b_8_nvfp4_lenovo"})
-#: data31: other submitters' FP8 runs of the same implementation (Verda, Oracle, Dell XE9680L / XE9685L on B200,
-#: Supermicro on B300; validation/README.md#data31: every implementation file the same git blob as University of
-#: Florida's b200_nemo or Dell's B300 one, cuDNN 9.13.1.26 in each systems json, config_common.sh NCCL_NVLS_ENABLE=0,
-#: printed cross_entropy_fusion_impl te).
-MLPT51_PARTNER_FP8 = frozenset({"mlpt51_b200_llama31_8b_64_verda", "mlpt51_b200_llama31_8b_64_oracle",
-                                "mlpt51_b200_llama31_8b_16_xe9680l", "mlpt51_b200_llama31_8b_16_xe9685l",
-                                "mlpt51_b300_llama31_8b_8_smc"})
-MLPT51_NVFP4_405B = frozenset({"mlpt51_gb200_llama31_405b_512_nvfp4", "mlpt51_gb300_llama31_405b_512_nvfp4",
-                               "mlpt51_gb200_llama31_405b_2560_nvfp4", "mlpt51_gb200_llama31_405b_5120_nvfp4"})
-#: The MLPerf v5.1 NVIDIA-implementation rows of data25 whose settings the three rules below share.
-MLPT51_NEMO2509 = (MLPT51_UF_B200 | MLPT51_DELL_B300 | MLPT51_NV_GB | MLPT51_NVFP4_8B | MLPT51_NVFP4_405B
-                   | MLPT51_PARTNER_FP8)
-#: Blackwell rows whose own submission pins the container's cuDNN, where their source spans several containers: MLPerf
-#: v5.1 University of Florida DGX B200 (:data:`MLPT51_UF_B200`): b200_nemo/Dockerfile ``apt-get install -y
-#: libcudnn9-cuda-13=9.13.1.26-1`` over nvcr.io/nvidia/pytorch:25.09-py3, and systems/hpg.dgxb200x8.n*.json
-#: ``"cudnn_version": "9.13.1.26"`` (mlcommons/training_results_v5.1@441d65f4).
-CONTAINER_CUDNN_IDS = {i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT51_NEMO2509}
-#: MLPerf v6.0 NVIDIA-implementation rows on Blackwell (data28): NVIDIA's own FP8 run on Tyche-hsg GB200 (1024 GPUs).
-#: NVIDIA/benchmarks/llama31_8b/implementations/nemo/Dockerfile (fork Richardyu114/training_results_v6.0@eabf23a0)
-#: ``apt-get install -y libcudnn9-cuda-13=9.21.1.3-1`` over nvcr.io/nvidia/pytorch:26.04-py3, and
-#: systems/tyche-hsg_ngpu1024_ngc26.04_nemo.json ``"cudnn_version": "9.21.1.3"``.
-MLPT60_NV_GB = frozenset({"mlpt60_gb200_llama31_8b_1024"})
-CONTAINER_CUDNN_IDS.update({i: ("9.21.1", "Dockerfile libcudnn9-cuda-13=9.21.1.3") for i in MLPT60_NV_GB})
-#: MLPerf v6.0 HPE GB200 8-GPU NVFP4 run (data28b): the v5.1 NeMo 2 implementation (container
-#: mlperftv51-llama31_8b-arm-20251006; SYSJSON PyTorch 25.09, cuDNN 9.13.1.26), its :::DLPAL config
-#: GB200_2x4x2xtp1pp1cp1_8b_fp4 read in NVIDIA's v5.1 implementation (mlcommons/training_results_v5.1@441d65f4
-#: NVIDIA/benchmarks/llama31_8b/implementations/nemo: Dockerfile libcudnn9-cuda-13=9.13.1.26-1, config_common.sh
-#: NCCL_NVLS_ENABLE=0), HPE's tree not holding it.
-MLPT60_HPE_NEMO2509 = frozenset({"mlpt60_gb200_llama31_8b_8_nvfp4"})
-CONTAINER_CUDNN_IDS.update({i: ("9.13.1", "Dockerfile libcudnn9-cuda-13=9.13.1.26") for i in MLPT60_HPE_NEMO2509})
-
-
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
     """(training.cudnn_release, note) of a case: on Blackwell, its container's cuDNN version itself
     (:data:`CONTAINER_CUDNN`), which the engine prices on the nearest release the accelerator holds at or below it
@@ -1022,7 +1054,8 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if accelerator.family != "blackwell":
         return None, ""
     src = families(case)["source"]
-    pinned = CONTAINER_CUDNN_IDS.get(case.get("id", "")) or CONTAINER_CUDNN.get(src)
+    own = setting(case, "cudnn_release")
+    pinned = (own, setting(case, "cudnn_release_read_in", "")) if own else CONTAINER_CUDNN.get(src)
     if pinned is None:
         return None, "cuDNN: container not mapped, default attention curve"
     version, how = pinned
@@ -1036,7 +1069,7 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
 
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
     """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
-    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 for :data:`TE_FUSED_ATTN_OFF` and on Blackwell above
+    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 for framework.te_fused_attention false and on Blackwell above
     :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
     where :data:`NOT_THE_SAME_KERNEL`)."""
     m = case["model"]
@@ -1048,22 +1081,12 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
         return TORCHTITAN_SDPA_KERNEL
     if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
         return NANOTRON_ATTENTION_KERNEL
-    if case.get("id") in TE_FUSED_ATTN_OFF:
+    if setting(case, "te_fused_attention") is False:  # NVTE_FUSED_ATTN=0: TE's flash-attn backend
         return "fa2"
     limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
     if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
         return "fa2"
     return "auto"
-
-
-#: Rows whose launch scripts turn Transformer Engine's cuDNN fused attention off (``NVTE_FUSED_ATTN=0``) and leave
-#: its FlashAttention backend on, so DotProductAttention runs the flash-attn package's FlashAttention-2: dgxc25
-#: (NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh, the 340b branch ``export NVTE_FUSED_ATTN=0``;
-#: NVTE_FLASH_ATTN not set, TE's default 1). ASSUMED FlashAttention-2, not 3: whether the NeMo 24.09 container
-#: installs the Hopper flash_attn_interface TE would prefer is not read. The dgxc25 Llama 3.1 rows export
-#: NVTE_FUSED_ATTN=1 (cuDNN): not here.
-TE_FUSED_ATTN_OFF = frozenset({f"dgxc25_h100_nemotron4_340b_{p}_{g}" for p in ("bf16", "fp8")
-                               for g in (128, 256, 512, 1024, 2048)})
 
 
 #: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
@@ -1081,29 +1104,15 @@ NANOTRON_ATTENTION_KERNEL = "fa2"
 TORCHTITAN_REDUCE_BYTES = 4.0
 
 
-#: Bytes of Megatron-Core DDP's main_grad element in the Primus runs (tprimat26): Primus v0.7.0 (9c529cd4)
-#: primus/configs/modules/megatron/trainer_base.yaml sets grad_reduce_in_bf16 false, main_grads_dtype fp32 and
-#: accumulate_allreduce_grads_in_fp32 false, and its Megatron-LM (third_party/Megatron-LM at 847781764f)
-#: megatron/training/arguments.py L708-723 turns the last true for bf16 "when main_grads_dtype == torch.float32":
-#: the gradient buffer, its reduce-scatter and the backward hook's add are fp32.
-PRIMUS_MAIN_GRAD_BYTES = 4.0
-#: The cases Primus ran (its Megatron backend): tprimat26's MI300X rows. Keyed by case, not by source: the source's
-#: H100 twins (tprimat26_h100_*) ran NeMo 2 (nvcr.io/nvidia/nemo:25.04, train/nvd_nemo.py), which has neither
-#: Primus' fp32 main_grad default nor its example configs' gradient_accumulation_fusion false.
-PRIMUS_CASES = frozenset({"tprimat26_mi300x_llama31_8b_pp2", "tprimat26_mi300x_qwen25_7b_pp2"})
-#: Cases whose gradient element is Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
-PRIMUS_MEGATRON = PRIMUS_CASES
-
-
 def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
     """The case's bytes per gradient element on the wire: as stated (:func:`parse_grad_reduce`), else torchtitan's
-    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`),
+    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else the row's framework.main_grad_bytes (Primus' fp32 main_grad),
     else None (the precision's gradient element)."""
     stated = parse_grad_reduce(case["parallelism"].get("grad_reduce"))
     if stated is None and families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
         return TORCHTITAN_REDUCE_BYTES
-    if stated is None and case.get("id") in PRIMUS_MEGATRON and zero in ("0", "1"):
-        return PRIMUS_MAIN_GRAD_BYTES
+    if stated is None and (main := setting(case, "main_grad_bytes")) is not None and zero in ("0", "1"):
+        return float(main)
     return stated
 
 
@@ -1141,12 +1150,6 @@ MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcre
     | frozenset({"mlpt51", "mlpt50", "mlpt60"})  # every MLPerf v5.0 / v5.1 / v6.0 row: Megatron-Core's
 #     DistributedDataParallelConfig (v6.0: the log's ``use_megatron_fsdp=False``; its
 #     data_parallel_sharding_strategy 'optim_grads_params' is read by Megatron-FSDP only)
-#: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
-#: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
-#: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
-#: which sets ``gradient_accumulation_fusion: false`` in its pre_trainer overrides (AMD-AGI/Primus v0.7.0 9c529cd4,
-#: L48 / L49; the module default, primus/configs/models/megatron/language_model.yaml L180, is true).
-NO_GRAD_ACCUMULATION_FUSION = PRIMUS_CASES
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -1176,7 +1179,7 @@ NO_GRAD_SYNC_FUNC = NEMO2
 #:   row's notes: NeMo-Framework-Launcher configure.sh / the hydra yaml).
 #: - Megatron-Bridge (mb2511, mb2604, mb2606, mb2608): CommOverlapConfig sets it likewise at vp > 1 (v0.2.0
 #:   src/megatron/bridge/training/comm_overlap.py lines 451-457), for the presets that pass one (not
-#:   :data:`RECIPE_NO_COMM_OVERLAP_CONFIG`, whose model config keeps TransformerConfig's False).
+#:   framework.comm_overlap_config false, whose model config keeps TransformerConfig's False).
 #: - Megatron-LM launches (mcrec26 at 9c5258f109, mcore26 on Megatron-Core v0.16): on by default with an
 #:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
 #: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
@@ -1208,7 +1211,7 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "
 #: adds that callback and sets no bucket_size of its own.
 #: mb2604 / mb2606: comm_overlap.py still sets ``comm_overlap_cfg.bucket_size = 128 * 1024 * 1024`` when dp > 1 (at
 #: 17a381f95 and 63b08b397), for the presets that pass a CommOverlapConfig; the one that passes none is
-#: :data:`RECIPE_NO_COMM_OVERLAP_CONFIG` (Megatron-Core DDP's own default bucket).
+#: framework.comm_overlap_config false (Megatron-Core DDP's own default bucket).
 #: nemo2504: NeMo v2.3.0 (2b03b748bb) megatron_comm_overlap.py L185-186 ``if data_parallel_size > 1:
 #: comm_overlap_cfg.bucket_size = 128 * 1024 * 1024``; the four GB200 perf recipes add the callback as in v2.2.0.
 #: dgxc2505: the same file at NeMo@7a8f1cc7bc; recipes/llama31_405b.py and nemotron4_{15b,340b}.py
@@ -1216,30 +1219,12 @@ OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "
 #: dgxc2504: megatron_comm_overlap.py as at v2.2.0; recipes/llama3_70b.py and llama31_405b.py
 #: pretrain_performance_optimizations add the callback (NeMo@d2b21556f2).
 #: mlpt51: the Nebius and HPE logs print ``DistributedDataParallelConfig(... bucket_size=134217728 ...)`` (= 128 Mi
-#: elements); the AMD rows run without the data-parallel overlap (:data:`RECIPE_NO_DP_OVERLAP`), where Megatron keeps
+#: elements); the AMD rows run without the data-parallel overlap (framework.dp_overlap false), where Megatron keeps
 #: no bucket (resolve_ddp_bucket_size: None without overlap_grad_reduce).
 BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51", "mlpt50"}
 #: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
 #: ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` (result_0.txt).
 SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
-#: Rows whose own log prints another bucket than their source's (elements), taken before the source's: data31's Oracle
-#: and Dell B200 runs print ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` in every result file;
-#: Lenovo's B300 NVFP4 run prints none, and its files (the same blobs) printed 768e6 in Oracle's and Supermicro's
-#: 1-node runs (validation/README.md#data31). review31a: Nebius' 1 x 8 B300 NVFP4 run
-#: (mlpt51_b300_llama31_8b_8_nvfp4) prints 768e6 in all ten result files (Nebius/results/nebius_b300_n1/llama31_8b/
-#: result_{1..10}.txt at 441d65f4) and was priced at 128 Mi (validation/README.md#review31a).
-ID_BUCKET_ELEMENTS = {i: 768_000_000 for i in ("mlpt51_b200_llama31_8b_64_oracle", "mlpt51_b200_llama31_8b_16_xe9680l",
-                                               "mlpt51_b200_llama31_8b_16_xe9685l",
-                                               "mlpt51_b300_llama31_8b_8_nvfp4_lenovo",
-                                               "mlpt51_b300_llama31_8b_8_nvfp4")}
-#: MLPerf v6.0 rows that run NVIDIA's NeMo 2 llama31_8b implementation of v5.1, not v6.0's Megatron-Bridge one: Cisco's
-#: Zeus H100 runs (Richardyu114/training_results_v6.0@eabf23a0 Cisco/benchmarks/llama31_8b/nemo/Dockerfile: pytorch
-#: 25.08, NeMo eddf23fcba, Megatron-LM 4cd81e85d2; the MLLOG metadata names /workspace/llm/pretrain.py and
-#: custom_callbacks.py). Their logs print no DDP configuration; the implementation's MegatronCommOverlapCallback sets
-#: the 128 Mi-element bucket (:data:`BUCKET_128MI_SOURCES`, as the v5.1 logs of the same implementation print), not the
-#: Megatron-Bridge log's 768e6 of :data:`SOURCE_BUCKET_ELEMENTS`.
-#: Also HPE's GB200 8-GPU NVFP4 run (:data:`MLPT60_HPE_NEMO2509`), whose log prints ``bucket_size=134217728``.
-MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_8b_128_tp2"}) | MLPT60_HPE_NEMO2509
 #: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
 #: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
 #: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
@@ -1252,45 +1237,6 @@ MLPT60_NEMO2 = frozenset({"mlpt60_h100_llama31_8b_64_tp2", "mlpt60_h100_llama31_
 #: without overlap). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
 #: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
 NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
-#: Rows whose run leaves Megatron-Core's data-parallel overlap off (strategy overlap false): MLPerf v5.1 AMD llama31_8b
-#: (mlcommons/training_results_v5.1@441d65f4 AMD/benchmarks/llama31_8b/implementations/
-#: MI355X_EPYC_9575F_pytorch_llama3_8b/src/train.py get_strategy: ``DistributedDataParallelConfig(
-#: check_for_nan_in_grad=..., grad_reduce_in_fp32=False, average_in_collective=True, use_distributed_optimizer=True,
-#: fp8_param_gather=True)``, no overlap_grad_reduce /
-#: overlap_param_gather, whose DistributedDataParallelConfig defaults are False), run by AMD and GigaComputing.
-RECIPE_NO_DP_OVERLAP = frozenset({"mlpt51_mi355x_llama31_8b_8", "mlpt51_mi355x_llama31_8b_8_mbs4",
-                                  "mlpt51_mi350x_llama31_8b_8",
-                                  # data31: Dell's and Supermicro's MI355X runs (src/train.py the same blob e50a7f81)
-                                  "mlpt51_mi355x_llama31_8b_8_dell", "mlpt51_mi355x_llama31_8b_8_smc"})
-#: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
-#: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
-#: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
-#: gpt_oss_120b_pretrain_config_h100 sets none; only its GB200/GB300 functions build one).
-#: Round 5: the 26.04.01 DGX-B200 GPT-OSS 120B preset likewise (17a381f95 gpt_oss_llm_pretrain.py
-#: gpt_oss_120b_pretrain_config_b200 builds no CommOverlapConfig).
-#: DGX-B300: the 26.06 GPT-OSS 120B preset (8f341b04f gpt_oss_llm_pretrain.py gpt_oss_120b_pretrain_config_b300
-#: builds no CommOverlapConfig; only its GB200 and VR200 functions do).
-RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
-                                           "mb2606_b300_gpt_oss_120b_fp8mx"})
-#: Nemotron 3 Super (audit of 2026-12-04): no preset builds a CommOverlapConfig either. 26.04.01 / 26.06
-#: (17a381f95 / 8f341b04f): recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config keeps
-#: recipes/common.py _pretrain_common's ``comm_overlap=None``; scripts/performance/configs/nemotronh/
-#: nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs sets none, and utils/overrides.py
-#: _set_moe_a2a_overlap_overrides only edits one under moe_a2a_overlap (False in BASE_NEMOTRON_3_SUPER_CONFIG_B200 /
-#: _B300). 26.08 (4ab94dfad): recipes/nemotronh/h100/nemotron_3_super.py
-#: nemotron_3_super_pretrain_16gpu_h100_bf16_config (the same _pretrain_common),
-#: perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py nemotron_3_super_pretrain_64gpu_*_fp8mx_config, common.py
-#: _apply_nemotron_3_super_perf_defaults and _common.py _benchmark_common build none. The DDP overlap flags come
-#: from the recipes themselves (the cases' ``overlap``: overlap_grad_reduce and overlap_param_gather True).
-RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
-                                            "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
-#: audit18 (2026-12-05): the NVFP4 Super rows run the same functions with precision "nvfp4" (26.04.01 / 26.06:
-#: nemotron_3_super_pretrain_config_b200 / _b300 at v0.4.2 = c81012934 and v0.5.0 = fcbb60311; 26.08:
-#: nemotron_3_super_pretrain_64gpu_{gb200,gb300}_nvfp4_config at v0.6.0 = 51885cf13, both ending in
-#: _apply_nemotron_3_super_perf_defaults), so no CommOverlapConfig either; they had been left out with their DDP
-#: overlap.
-RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
-                                            "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -1322,64 +1268,6 @@ NEMO2_FP8_PARAM_GATHER = NEMO2
 #: mlpt60: the Cisco H200 log prints ``fp8_param_gather=True`` in its DistributedDataParallelConfig (and the model
 #: config's ``fp8_param: True``).
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50", "mlpt60"}
-#: NeMo 1 (NeMo-Framework-Launcher, megatron_gpt with Apex's distributed_fused_adam) rows whose run passes
-#: ``+model.fp8_params=True`` (NVIDIA/dgxc-benchmarking configure.sh, the dgxc25 FP8 rows): Transformer Engine keeps
-#: the linear weights in FP8 and the optimizer all-gathers them in FP8, the state strategy fp8_param_gather prices
-#: (weights held in FP8, FP8 parameter all-gather); NVIDIA/NeMo v2.0.0 / v2.1.0
-#: nemo/collections/nlp/models/language_modeling/megatron_base_model.py setup_optimization then sets
-#: ``store_params = True`` (fp32 master weights in the optimizer: the default 12 bytes of state per parameter).
-DGXC25_IDS = [f"dgxc25_h100_{m}_{p}_{g}" for p in ("bf16", "fp8") for m, sizes in (
-    ("nemotron4_340b", (128, 256, 512, 1024, 2048)), ("llama31_70b", (64, 128, 256, 512, 1024, 2048)),
-    ("nemotron4_15b", (16, 32, 64, 128, 256, 512, 1024, 2048)), ("llama31_405b", (576, 1152, 2304)),
-    ("llama31_405b_7l", (32,)), ("llama31_405b_21l", (96,)), ("llama31_405b_42l", (192,)),
-    ("llama31_8b", (8, 16, 32, 64, 128)), ("gpt3_175b", (128, 256, 512, 1024, 2048))) for g in sizes]
-#: The dgxc25 Nemotron-4 15B rows run ``optim.name: mcore_distributed_optim`` (nemotron4-15b-synth.yaml L179 at
-#: v25.02 @8f5cbb3; configure.sh overrides no optim key), not Apex: NeMo v2.1.0 megatron_gpt_model.py
-#: ``setup_mcore_distributed_parallel`` (L583-600) wraps each chunk in Megatron-Core's DDP with
-#: ``use_distributed_optimizer=True``, ``bucket_size=optim.ddp_bucket_size`` (unset: Megatron-Core's default buckets),
-#: ``grad_reduce_in_fp32`` unless ``optim.grad_sync_dtype`` says otherwise (unset: the cases' grad_reduce fp32) and
-#: ``fp8_param_gather=cfg.fp8_params`` (configure.sh ``+model.fp8_params=${FP8_ENABLED}``): megatron_ddp, with
-#: fp8_param_gather on the FP8 rows, and Megatron-Core's fp32 master weights (12 bytes of state). Recorded as Apex rows
-#: until scale26.
-NEMO1_MCORE_DIST_OPTIM = frozenset(i for i in DGXC25_IDS if "_nemotron4_15b_" in i)
-APEX_FP8_PARAMS = frozenset(i for i in DGXC25_IDS if "_fp8_" in i and i not in NEMO1_MCORE_DIST_OPTIM)
-#: Optimizer-state bytes per parameter (TrainingSpec.optimizer_bytes_per_param) of the NeMo 1 BF16 rows on Apex's
-#: distributed_fused_adam: megatron_base_model.py setup_optimization (NeMo v2.0.0 L802-811, v2.1.0 the same at L814)
-#: sets ``store_params = False, store_param_remainders = True`` when the optimizer dtype is fp32 and the model dtype
-#: bf16 (megatron_amp_O2) and fp8_params is off: Apex's DistributedFusedAdam keeps only the 16 low bits of each fp32
-#: master weight (the bf16 parameter holds the high 16) beside Adam's fp32 m and v, 2 + 4 + 4 = 10 bytes, sharded
-#: over the data-parallel group. Not the GPT-3 175B BF16 rows: their gpt3_175b_hydra.yaml sets ``fp8_params: true``
-#: whatever the precision (configure.sh overrides only model.fp8), and setup_optimization's first branch
-#: (``if self.cfg.get('fp8_params', False): store_params = True``, v2.1.0 L808-809) keeps fp32 master weights, the
-#: default 12 bytes; the FP8 weights themselves need fp8 on as well (megatron_gpt_model.py v2.1.0 L396).
-APEX_OPTIMIZER_BYTES = {i: 10.0 for i in DGXC25_IDS
-                        if "_bf16_" in i and "_gpt3_175b_" not in i and i not in NEMO1_MCORE_DIST_OPTIM}
-#: Gradient-bucket size of the dgxc25 rows on Apex's DistributedFusedAdam (``optim.name distributed_fused_adam``), in
-#: MiB: each config's ``optim.bucket_cap_mb`` (NVIDIA/dgxc-benchmarking v25.02 @8f5cbb3
-#: nemotron/nemotron4-340b-synth.yaml L184: 50, llama3.1/llama3.1_70b.yaml L151 and llama3.1_8b.yaml L147: 75,
-#: llama3.1_405b.yaml L154: 125 (the 7 / 21 / 42-layer proxies run the same file), nemo_megatron/gpt3_175b_hydra.yaml
-#: L140: 220). Apex builds its buckets from it: ``bucket_size = 1024 * 1024 * bucket_cap_mb / dtype_size`` elements of
-#: ``grad_sync_dtype``, sharded over the data-parallel group (NVIDIA/apex@6424da3b
-#: apex/contrib/optimizers/distributed_fused_adam.py L720-726), each bucket reduce-scattered once its gradients are
-#: ready (``_try_start_bucket_grad_sync``) and all-gathered after the step. So the strategy's ``bucket_size`` (bytes of
-#: gradient at the reduce's element) is ``bucket_cap_mb`` MiB whatever the element. Before scale26 these rows took the
-#: engine's ZeRO-1 default (DeepSpeed's 5e8 elements, 1 GB of bf16 gradient).
-#: Not the Nemotron-4 15B rows: nemotron4-15b-synth.yaml L179 names ``mcore_distributed_optim`` (Megatron-Core's DDP,
-#: whose bucket NeMo takes from ``optim.ddp_bucket_size``, not bucket_cap_mb: NVIDIA/NeMo v2.1.0
-#: nemo/collections/nlp/models/language_modeling/megatron_gpt_model.py L592-594).
-APEX_BUCKET_CAP_MB = {"nemotron4_340b": 50, "llama31_70b": 75, "llama31_8b": 75, "llama31_405b": 125,
-                      "llama31_405b_7l": 125, "llama31_405b_21l": 125, "llama31_405b_42l": 125, "gpt3_175b": 220}
-APEX_BUCKET_BYTES = {i: float(APEX_BUCKET_CAP_MB[m]) * 1024 * 1024 for i in DGXC25_IDS
-                     if (m := i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]) in APEX_BUCKET_CAP_MB}
-#: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
-#: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
-#: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
-RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx",
-                                     "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_h100_dsv3_mtp_fp8blk",
-                                     "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-                                     "mcrec26_gb200_qwen3_235b_fp8mx",
-                                     "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
-                                     "mcrec26_h100_qwen3_30b_fp8blk"})
 
 
 #: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
@@ -1445,28 +1333,6 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
              # mlpt60: the Cisco H200 log's non-default model config ``cross_entropy_fusion_impl: 'te'``,
              # ``cross_entropy_loss_fusion: True`` (its output layer prints as LinearCrossEntropyModule)
              "mlpt60": "te"}
-#: Rows whose loss implementation differs from their source's :data:`LOSS_IMPL`. mlpt51: the Nebius 405B rows'
-#: custom.yaml ``cross_entropy_loss_fusion`` True on core_r0.11.0 (no cross_entropy_fusion_impl: the native fused
-#: loss, as dgxc2504) and AMD's train.py (Llama31Config8B keeps GPTConfig's cross_entropy_loss_fusion True, no
-#: fusion impl set) take the source's; HPE's 8B config_common_8b.sh sets ``CE_FUSION_IMPL=te`` (its log prints
-#: ``cross_entropy_fusion_impl: te``), as does the identical b200_nemo config_common_8b.sh of University of Florida's 8B
-#: runs (and their 1- and 2-node configs again); its 405B configs leave it unset (custom.yaml ``native``).
-LOSS_IMPL_IDS = {"mlpt51_h200_llama31_8b_64": "te",
-                 **{i: "te" for i in MLPT51_NEMO2509 if "_8b_" in i}}
-#: Rows of a LOSS_IMPL source whose own config leaves the fusion off: the dgxc25 GPT-3 175B rows
-#: (NVIDIA/dgxc-benchmarking@8f5cbb3 nemo_megatron/gpt3_175b_hydra.yaml has no cross_entropy_loss_fusion key, and NeMo
-#: 1's build_transformer_config then keeps Megatron-Core's TransformerConfig default, core_r0.10.0
-#: model_parallel_config.py L210 ``cross_entropy_loss_fusion: bool = False``): the unfused vocab-parallel loss.
-UNFUSED_LOSS_IDS = frozenset(i for i in DGXC25_IDS if "_gpt3_175b_" in i)
-#: Cases whose torchtitan predates the compiled loss: the tao25 H100 rows ran torchtitan "version 0.0.2" for a table
-#: committed 2025-03-12 (pytorch/ao 8c81863ba); torchtitan wraps the loss in torch.compile under --training.compile only
-#: from bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"); at 0da8901b1 (2025-03-11)
-#: torchtitan/components/loss.py has it commented out: eager F.cross_entropy on float logits, as titan24 -> torch. The
-#: MI300X and B200 tao25 rows name torchtitan 2c8b59479 / 6fc499f6f, whose loss.py compiles it (-> inductor).
-UNCOMPILED_TORCHTITAN_LOSS = frozenset({"tao25_h100_llama3_8b_fsdp8_bf16", "tao25_h100_llama3_8b_fsdp8_fp8tw",
-                                        "tao25_h100_llama3_8b_fsdp8_fp8rw"})
-
-
 #: Training-metric passes over the logits per micro-batch (StrategySpec.train_metric_passes;
 #: docs/model.md#train-metrics): Composer evaluates every train metric after each micro-batch's backward
 #: (composer/trainer/trainer.py ``_eval_train_metrics``, at v0.17.2, the release llm-foundry@5e85bd62d pins for the
@@ -1484,35 +1350,17 @@ TRAIN_METRIC_PASSES = {"mpt": 2}
 TRAIN_METRIC_STATES = {"mpt": 4}
 
 
-#: nanotron25 rows whose job logged a rank-0 split other than :func:`nanotron_stage_layers`'s (the benchmark table's
-#: ``Local Params``, the job's own "Local number of parameters" line, nanotron@c2528430 trainer.py init_model lines
-#: 825-831, logged per TP x PP rank at dp rank 0). The 1.34B at pp 2 is the rule's exact tie (10 layers reach half the
-#: total cost, docs/model.md#nanotron): the strict ``>`` of build_model gives 11/5 (1.01G = 11 x 67.11M + the 268.4M
-#: embedding on rank 0), yet every validated 1.34B pp-2 job logs 940M (10 layers + the embedding; 470M at tp 2), a
-#: count no rank of the 11/5 split holds (its ranks: 1.01G and 604M), so these jobs ran 10/6. Other jobs of the same
-#: configuration in the table log 1.01G (e.g. 14097160): the table holds both, the mechanism that broke the tie the
-#: other way is not in the source read; the rows are priced on the split their own jobs logged. Every other
-#: validated nanotron25 pp > 1 row's Local Params match the rule (tests/test_review17d.py).
-NANOTRON_LOGGED_SPLIT: dict[str, list[int]] = {
-    "nanotron25_h100_1b_n1": [10, 6],   # job 14098541: Local Params 940M
-    "nanotron25_h100_1b_n2": [10, 6],   # job 14098578: 940M
-    "nanotron25_h100_1b_n4": [10, 6],   # job 14098656: 940M
-    "nanotron25_h100_1b_n8": [10, 6],   # jobs 14098792, 14113215: 940M
-    "nanotron25_h100_1b_n64": [10, 6],  # job 14097175 (tp 2): 470M = (10 x 67.11M + 268.4M) / 2
-}
-
-
 def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
     """Decoder layers per pipeline rank where the case's framework splits them by a rule of its own
     (strategy.stage_layers): nanotron's cost balance (nanotron25; ``nanotron_stage_layers``, huggingface/nanotron
     @c2528430 src/nanotron/models/base.py build_model lines 216-233 and models/llama.py get_block_compute_costs
     lines 913-925), from the case's own model widths, or the split the job logged where it breaks the rule's exact tie
-    the other way (:data:`NANOTRON_LOGGED_SPLIT`). None elsewhere (the even split, or the stated first/last
+    the other way (framework.stage_layers). None elsewhere (the even split, or the stated first/last
     stage layers)."""
     if families(case)["source"] not in NANOTRON or pp < 2:
         return None
-    if case["id"] in NANOTRON_LOGGED_SPLIT:
-        return list(NANOTRON_LOGGED_SPLIT[case["id"]])
+    if (logged := setting(case, "stage_layers")) is not None:
+        return list(logged)
     m = case["model"]
     return nanotron_stage_layers(int(m["layers"]), int(m["hidden"]), int(m["heads"]), int(m["ffn_hidden"]),
                                  int(m["vocab"]), pp)
@@ -1523,11 +1371,7 @@ def loss_impl(case: dict[str, Any]) -> str:
     src = families(case)["source"]
     if src in TORCHTITAN and int(case["parallelism"].get("tp", 1)) > 1:
         return "megatron"  # DTensor loss_parallel: not derived, the strategy default
-    if case.get("id") in UNCOMPILED_TORCHTITAN_LOSS:
-        return "torch"
-    if case.get("id") in UNFUSED_LOSS_IDS:
-        return "megatron"
-    return LOSS_IMPL_IDS.get(case.get("id", ""), LOSS_IMPL.get(src, "megatron"))
+    return setting(case, "loss_impl") or LOSS_IMPL.get(src, "megatron")
 
 
 #: The implementation of each source's layer memory-bound ops (StrategySpec.layer_impl; docs/model.md#layer-eltwise),
@@ -1558,42 +1402,24 @@ LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "
               "nanotron25": "nanotron", "fms24": "fms", "titan2404": "torchtitan"}
 
 
-#: torchtitan rows run without torch.compile, by the norm_type their TOML sets (the compiled block is the source's
-#: LAYER_IMPL): titan2404 (docs/performance.md of 395a52627 / 1ea476e9f: compile not stated beside the tables, and
-#: every train_configs TOML at both commits sets ``compile = false``, config_manager.py ``--training.compile``
-#: store_true, default off): llama3_8b.toml / llama2_13b.toml L21 ``norm_type = "fused_rmsnorm"`` (models/norms.py
-#: TritonFusedRMSNorm), llama3_70b.toml / llama2_70b.toml L21 ``norm_type = "rmsnorm"`` (models/norms.py RMSNorm, ATen
-#: ops); titan24's 'FSDP' row ("no torch.compile, no Float8"), 9dec370 train_configs/llama3_8b.toml L21
-#: ``norm_type = "rmsnorm"``. The other titan24 rows, titan25 and tao25 name torch.compile (``--training.compile``).
-UNCOMPILED_TORCHTITAN_LAYER = {
-    "titan24_h100_llama31_8b_fsdp128_bf16": "torchtitan_eager",
-    "titan2404_a100_llama3_8b_fsdp64_sellayer": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama3_8b_fsdp64_selop": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama3_70b_fsdp64_full": "torchtitan_eager",
-    "titan2404_a100_llama2_13b_fsdp64_noac": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama2_13b_fsdp64_sellayer": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama2_13b_fsdp64_selop": "torchtitan_eager_fused_rmsnorm",
-    "titan2404_a100_llama2_70b_fsdp64_selop_lbs1": "torchtitan_eager",
-    "titan2404_a100_llama2_70b_fsdp64_full": "torchtitan_eager"}
-
-
 def layer_impl(case: dict[str, Any]) -> str:
-    """The case's strategy layer_impl (:data:`UNCOMPILED_TORCHTITAN_LAYER`, else :data:`LAYER_IMPL`, else the
-    strategy default megatron_te)."""
-    return UNCOMPILED_TORCHTITAN_LAYER.get(case.get("id", ""), LAYER_IMPL.get(families(case)["source"], "megatron_te"))
+    """The case's strategy layer_impl (framework.layer_impl, else :data:`LAYER_IMPL`, else the strategy default
+    megatron_te)."""
+    return setting(case, "layer_impl") or LAYER_IMPL.get(families(case)["source"], "megatron_te")
 
 
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
-    if case.get("id") in NEMO1_MCORE_DIST_OPTIM and zero == "1":
+    optim = setting(case, "optim_name")  # NeMo 1 (dgxc25): the config's optim.name
+    if optim == "mcore_distributed_optim" and zero == "1":  # NeMo 1 on Megatron-Core DDP, fp8_params = FP8_ENABLED
         return {"megatron_ddp": True, **({"fp8_param_gather": True} if precision == "fp8" else {})}
-    if case.get("id") in APEX_BUCKET_BYTES and zero == "1":
+    if (cap_mb := setting(case, "bucket_cap_mb")) is not None and zero == "1":
         # Apex's DistributedFusedAdam: the config's bucket_cap_mb, its buckets cutting parameters (ParameterFragment)
-        out.update(bucket_size=APEX_BUCKET_BYTES[case["id"]], bucket_fragments=True)
-    if case.get("id") in APEX_FP8_PARAMS and zero == "1" and precision == "fp8":
-        # NeMo 1's fp8_params on Apex's distributed Adam (not Megatron-Core DDP)
+        out.update(bucket_size=float(cap_mb) * 1024 * 1024, bucket_fragments=True)
+    if optim == "distributed_fused_adam" and zero == "1" and precision == "fp8":
+        # NeMo 1's fp8_params (configure.sh +model.fp8_params=${FP8_ENABLED}) on Apex's distributed Adam
         return {**out, "fp8_param_gather": True}
     if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
         return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
@@ -1602,16 +1428,16 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     out["megatron_ddp"] = True
     if src in NO_GRAD_SYNC_FUNC:
         out["align_grad_reduce"] = False
-    if case.get("id") in NO_GRAD_ACCUMULATION_FUSION:
+    if setting(case, "grad_accumulation_fusion") is False:
         out["grad_accumulation_fusion"] = False
-    if ((src in BUCKET_128MI_SOURCES or case["id"] in MLPT60_NEMO2) and zero == "1"
-            and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG and not nemo2_dp1(case)):
+    if (src in BUCKET_128MI_SOURCES and zero == "1"
+            and setting(case, "comm_overlap_config", True) and not nemo2_dp1(case)):
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
-    if src in SOURCE_BUCKET_ELEMENTS and zero == "1" and case["id"] not in MLPT60_NEMO2:
+    if src in SOURCE_BUCKET_ELEMENTS and zero == "1":
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
-    if case["id"] in ID_BUCKET_ELEMENTS and zero == "1":
-        out["bucket_size"] = float(ID_BUCKET_ELEMENTS[case["id"]]) * grad_bytes
-    if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
+    if (elements := setting(case, "bucket_elements")) is not None and zero == "1":  # the row's own (README)
+        out["bucket_size"] = float(elements) * grad_bytes
+    if (src in FP8_PARAM_GATHER or setting(case, "fp8_param_gather")) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
         out["fp4_param_gather"] = True
@@ -1788,21 +1614,6 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     return TransformerWorkload(**spec), "from the case's fields"
 
 
-#: Rows the model expresses that are listed, not compared, until a person decides, and why (row id -> reason).
-#: Empty: the DeepSeek-V3 B200 'w/ MTP' row, held while it changed the dgx-b200 extrapolation series, is compared
-#: since scripts/calibrate_extrapolation.py orders a mixed table by total parameters (its docstring).
-#: fms24 13B and the titan2404 "selective layer" rows: each checkpoints every k-th block (fms-fsdp's
-#: selective_checkpointing, torchtitan's integer selective_ac_option) with k not stated; the unstated-recompute rule
-#: would choose among none / selective (core_attn) / full, none of which is it.
-HELD_OUT: dict[str, str] = {f"fms24_{g}_llama2_13b_fsdp_{n}": (
-    "fms-fsdp selective activation checkpointing (every k-th LLaMABlock, fms_fsdp/policies/ac_handler.py) with k not "
-    "stated for the 13B rows (HFU / MFU 0.59 / 0.51 on A100, 0.40 / 0.35 on H100: about every second block; "
-    "not applied)") for g, n in (("a100", 128), ("h100", 96))} | {
-    f"titan2404_a100_{m}_fsdp64_sellayer": (
-        "torchtitan 'selective layer' activation checkpointing (every N-th TransformerBlock, parallelize_llama.py "
-        "checkpoint_wrapper) with N not printed beside the table (the CLI default '2', the TOMLs 'op')")
-    for m in ("llama3_8b", "llama2_13b")}
-
 #: A run whose own in-job network test (``hardware.in_job_allreduce_busbw_GBps``: the all-reduce bus bandwidth the
 #: job measured over all its GPUs before training) is below this fraction of the median of the same source's rows at
 #: the same GPU count ran on a network the catalog cluster does not describe: listed, not compared. Stated on the
@@ -1920,15 +1731,15 @@ def parse_offload_tensors(text: Any) -> list[str]:
 #: rowwise_with_gw_hp (:func:`parse_fp8_recipe`, docs/model.md#fp8-rowwise). MLPerf v5.1's NVFP4 runs with an FP8
 #: attention core (config_common_fp8attn.sh ``FP8_DPA=True`` beside config_common_fp4.sh ``FP4=True``,
 #: ``NVTE_DPA_FP8_RECIPE="Float8CurrentScaling"``) are TrainingSpec.fp8_attention in an fp4 run
-#: (:data:`RECIPE_FP8_ATTENTION`), their "Vanilla recipe" TrainingSpec.nvfp4_disable (:data:`RECIPE_NVFP4_DISABLE`;
+#: (framework.fp8_attention), their "Vanilla recipe" TrainingSpec.nvfp4_disable (framework.nvfp4_disable;
 #: both since fp4a28, docs/model.md#fp8-attention-casts, #nvfp4-recipe-options).
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
     # MLPerf v6.0's NVFP4 llama31_8b rows on the 26.04 Megatron-Bridge implementation (data28; data28b) record FP8
-    # attention, but their NVFP4 recipe options (RECIPE_NVFP4_DISABLE) come from config_common_fp4.sh alone, which the
-    # fork Richardyu114/training_results_v6.0 does not hold: its copy of v6.0's config_common_8b.sh
+    # attention, but their NVFP4 recipe options (framework.nvfp4_disable) come from config_common_fp4.sh alone, which
+    # the fork Richardyu114/training_results_v6.0 does not hold: its copy of v6.0's config_common_8b.sh
     # (NVIDIA/benchmarks/llama31_8b/implementations/H200_SXM_1node_nemo @684dc058) sets none of them (v5.1's reset
     # stochastic rounding and 2D to 0), and the logs print no environment. HPE's GB200 8-GPU run (v5.1 implementation)
-    # is compared since data28b (MLPT60_HPE_NEMO2509).
+    # is compared since data28b (mlpt60_gb200_llama31_8b_8_nvfp4).
     ("nvfp4 recipe options not read",
      "NVFP4 linears with FP8 dot-product attention whose NVFP4 recipe options (NVTE_NVFP4_DISABLE_RHT / "
      "_STOCHASTIC_ROUNDING / _2D_QUANTIZATION, training.nvfp4_disable) are set by a config_common_fp4.sh the MLPerf "
@@ -1973,9 +1784,9 @@ def recipe_module_precision(case: dict[str, Any]) -> dict[str, str] | None:
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
-    """What in the case the model cannot express (empty when it can); with ``held``, also :data:`HELD_OUT`."""
+    """What in the case the model cannot express (empty when it can); with ``held``, also the row's ``held_out``."""
     par, m, hw = case["parallelism"], case["model"], case["hardware"]
-    why: list[str] = [HELD_OUT[case["id"]]] if held and case.get("id") in HELD_OUT else []
+    why: list[str] = [str(case["held_out"])] if held and "held_out" in case else []
     variant = accelerator_variant(str(hw.get("gpu", "")))
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
         why.append(f"hardware missing: the catalog holds no {hw.get('gpu')}"
@@ -2034,301 +1845,6 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     return why
 
 
-#: Megatron-Bridge 25.11 recipes' pipeline split for the interleaved runs whose layers do not divide into pp x V
-#: chunks (the performance table prints only TP/PP/VP; the perf scripts build on these model recipes and do not
-#: change the split). NVIDIA-NeMo/Megatron-Bridge at v0.2.0 (7af9601c9, the 25.11 release) = 97ad8cc6f for these
-#: files: recipes/llama/llama3.py llama31_405b_pretrain_config and recipes/qwen/qwen3_moe.py
-#: qwen3_235b_a22b_pretrain_config set account_for_embedding_in_pipeline_split and
-#: account_for_loss_in_pipeline_split (Megatron-Core's split: scalemodel.cost.pipeline.megatron_chunk_layers);
-#: recipes/deepseek/deepseek_v3.py layout_map[(4, 4)] = [embedding + 4 decoders], 14 x [4 decoders],
-#: [1 decoder (+ MTP) + loss] (the row is 'w/o MTP'). Value: ('account', embedding, loss) or ('layout', first, last).
-RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
-    "mb2511_gb200_llama31_405b_fp8cs": ("account", True, True),
-    "mb2511_b200_llama31_405b_fp8cs": ("account", True, True),
-    "mb2511_h100_llama31_405b_fp8cs": ("account", True, True),
-    "mb2511_gb200_qwen3_235b_bf16": ("account", True, True),
-    "mb2511_b200_qwen3_235b_fp8mx": ("account", True, True),
-    "mb2511_h100_qwen3_235b_fp8cs": ("account", True, True),
-    "mb2511_gb200_dsv3_bf16": ("layout", 4, 1),
-    # Megatron-Bridge 26.08 (4ab94dfad): recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config
-    # (the base of perf_recipes/qwen/gb200/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config) sets
-    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True; recipes/deepseek/h100/
-    # deepseek_v3.py _get_deepseek_v3_pipeline_layout (4, 4) = [embedding + 4 decoders], 14 x [4 decoders],
-    # [1 decoder + MTP + loss], set by perf_recipes/deepseek/gb200/deepseek_v3.py
-    # deepseek_v3_pretrain_256gpu_gb200_fp8mx_config.
-    "mb2608_gb200_qwen3_235b_fp8mx": ("account", True, True),
-    "mb2608_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    # The GB300 presets build on the same base recipes: perf_recipes/qwen/gb300/qwen3_moe.py
-    # qwen3_235b_a22b_pretrain_256gpu_gb300_fp8mx_config (qwen3_235b_a22b_pretrain_config, PP 4 x VP 12) and
-    # perf_recipes/deepseek/gb300/deepseek_v3.py deepseek_v3_pretrain_256gpu_gb300_fp8mx_config
-    # (set_deepseek_v3_pipeline_model_parallel_layout "Et*4|(t*4|)*14tmL", PP 2 x VP 8), at 4ab94dfad.
-    "mb2608_gb300_qwen3_235b_fp8mx": ("account", True, True),
-    "mb2608_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    # Round 4 (DGX-H100): recipes/llama/llama3.py llama31_405b_pretrain_config at 63b08b397 (26.06) and
-    # recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config at 17a381f95 (26.04.01) set
-    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True.
-    "mb2606_h100_llama31_405b_fp8cs": ("account", True, True),
-    "mb2604_h100_qwen3_235b_fp8cs": ("account", True, True),
-    # data26 (DGX-GB300 / DGX-GB200 Llama 3.1 405B, 26.06 at 63b08b397): the same recipe, llama31_405b_pretrain_config
-    # L1146-1147, which llama31_llm_pretrain.py llama31_405b_pretrain_config_{gb300,gb200} build on.
-    "mb2606_gb300_llama31_405b_fp8cs": ("account", True, True),
-    "mb2606_gb300_llama31_405b_fp8mx": ("account", True, True),
-    "mb2606_gb200_llama31_405b_fp8mx": ("account", True, True),
-    "mb2606_gb300_llama31_405b_nvfp4": ("account", True, True),
-    "mb2606_gb200_llama31_405b_nvfp4": ("account", True, True),
-    # Round 5 (DGX-B200, 26.04.01 at 17a381f95): scripts/performance/configs/deepseek/deepseek_llm_pretrain.py
-    # deepseek_v3_pretrain_config_b200 calls recipes/deepseek/deepseek_v3.py
-    # set_deepseek_v3_pipeline_model_parallel_layout, whose layout_map[(8, 2)] = [embedding + 4 decoders],
-    # 14 x [4 decoders], [1 decoder + MTP + loss] (the preset's pp_layout "Et*4|(t*4|)*14tmL" is the same). The B200
-    # Qwen3-235B preset has no VP: its 1F1B split (account_for_embedding/loss) is the case's pipeline_layout text.
-    "mb2604_b200_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    # Megatron-LM's MoE recipes (9c5258f109 examples/moe_recipes): the DeepSeek-V3 ARGS set
-    # pipeline_model_parallel_layout "Et*4|(tttt|)*14tmL" (16 chunks: embedding + 4 layers, 14 x 4, 1 layer + MTP +
-    # loss) over pp 8 (b200, VPP 2) and pp 4 (gb200, gb300; VPP 4); the Qwen3-235B ARGS set
-    # num_layers_per_virtual_pipeline_stage with account_for_embedding_in_pipeline_split and
-    # account_for_loss_in_pipeline_split (h100: 3 at pp 8, b200: 2 at pp 4).
-    "mcrec26_b200_dsv3_mtp_fp8mx": ("layout", 4, 1), "mcrec26_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    "mcrec26_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
-    "mcrec26_h100_qwen3_235b_bf16": ("account", True, True), "mcrec26_b200_qwen3_235b_fp8mx": ("account", True, True),
-    # NVIDIA/dgxc-benchmarking v25.05 GB200 Llama 3.1 405B (NeMo@7a8f1cc7bc recipes/llama31_405b.py trainer():
-    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split True; 126 layers over PP 8 x VP 8)
-    **{f"dgxc2505_gb200_llama31_405b_{p}_{g}": ("account", True, True)
-       for p in ("bf16", "fp8") for g in (128, 256, 512)},
-    # and its v25.05.01 H100 table (NeMo@6f2c6fdaff, the same recipe file: TP 8, PP 8 x VP 8, CP 2 on 512 GPUs)
-    "dgxc2505_h100_llama31_405b_bf16_512": ("account", True, True),
-    "dgxc2505_h100_llama31_405b_fp8_512": ("account", True, True),
-    # NVIDIA/dgxc-benchmarking v25.04 H100 Llama 3.1 405B (NeMo@d2b21556f2 recipes/llama31_405b.py trainer(): the same
-    # two flags, passed to the container's core_r0.11.0 get_num_layers_to_build): 126 layers over PP 8 x VP 8 at
-    # 1024 / 2048 GPUs, and the 30- and 62-layer proxies over PP 4 x VP 8 (32 and 64 slots: first / last chunk 0 and 1
-    # decoder layers). The 8-layer proxy runs PP 1, where the flags leave the one stage its 8 layers.
-    **{f"dgxc2504_h100_llama31_405b_{p}_{g}": ("account", True, True) for p in ("bf16", "fp8") for g in (1024, 2048)},
-    **{f"dgxc2504_h100_llama31_405b_{n}l_{p}_{g}": ("account", True, True)
-       for p in ("bf16", "fp8") for n, g in ((30, 64), (62, 128))},
-    # MLPerf v5.1 Nebius H200 405B (ASYM_PP_EMBED / ASYM_PP_LOSS True -> custom.yaml
-    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, passed by pretrain.py to
-    # MegatronStrategy): 126 layers over PP 8 x VP 8
-    "mlpt51_h200_llama31_405b_512": ("account", True, True), "mlpt51_h200_llama31_405b_1024": ("account", True, True),
-    # and University of Florida's DGX B200 405B runs (hpg.dgxb200x8 config_DGXB200_{32,56}x8x144xtp4pp8cp2_cg.sh: the
-    # same two flags, PP 8 x VP 8)
-    "mlpt51_b200_llama31_405b_256": ("account", True, True), "mlpt51_b200_llama31_405b_448": ("account", True, True),
-    # and NVIDIA's NVFP4 405B runs (config_{GB200,GB300}_*xtp{4,2}pp8cp2_cg_fp4.sh: the same flags, PP 8 x VP 8)
-    **{i: ("account", True, True) for i in MLPT51_NVFP4_405B},
-    # and MLPerf v5.0 NVIDIA Eos-dfw H100 (config_DGXH100_*x8x*xtp8pp8cp2.sh: the same flags, PP 8 x VP 8)
-    **{f"mlpt50_h100_llama31_405b_{g}": ("account", True, True) for g in (512, 2048, 2432, 2560, 8192)},
-}
-
-
-#: Expert tensor parallelism of the Megatron-Bridge 25.11 MoE recipes (the table prints TP and EP, not ETP):
-#: scripts/performance/configs/qwen3/workload_base_configs.py BASE_QWEN3_235B_A22B_CONFIG and
-#: BASE_QWEN3_30B_A3B_CONFIG, configs/deepseek/workload_base_configs.py BASE_DEEPSEEK_V3_CONFIG:
-#: expert_tensor_parallel_size=1 (set on the model by utils/helpers.py set_workload_base_configs), v0.2.0
-#: (7af9601c9). It matters where TP > 1: EP 32 x ETP 1 folds over TP 2 x DP 16 (MoE parallel folding).
-RECIPE_ETP: dict[str, int] = {
-    "mb2511_gb200_dsv3_bf16": 1, "mb2511_gb200_qwen3_235b_bf16": 1, "mb2511_gb200_qwen3_30b_fp8mx": 1,
-    "mb2511_b200_qwen3_235b_fp8mx": 1, "mb2511_h100_qwen3_30b_fp8cs": 1, "mb2511_h100_qwen3_235b_fp8cs": 1,
-    # 26.08 (4ab94dfad): the presets' base recipes set cfg.model.expert_tensor_parallel_size = 1 (recipes/qwen/h100/
-    # qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py); no GB200 preset changes it.
-    "mb2608_gb200_dsv3_mtp_fp8mx": 1, "mb2608_gb200_gpt_oss_120b_fp8mx": 1, "mb2608_gb200_qwen3_30b_fp8mx": 1,
-    "mb2608_gb200_qwen3_235b_fp8mx": 1,
-    # the GB300 presets (perf_recipes/*/gb300/*.py at 4ab94dfad) build on the same base recipes and set no ETP either
-    "mb2608_gb300_dsv3_mtp_fp8mx": 1, "mb2608_gb300_gpt_oss_120b_fp8mx": 1, "mb2608_gb300_qwen3_30b_fp8mx": 1,
-    "mb2608_gb300_qwen3_235b_fp8mx": 1,
-    # round 4 (DGX-H100): scripts/performance/configs/qwen/qwen3_workload_base_configs.py BASE_QWEN3_30B_A3B_CONFIG
-    # (63b08b397) and BASE_QWEN3_235B_A22B_CONFIG (17a381f95), configs/gpt_oss/gpt_oss_workload_base_configs.py
-    # BASE_GPT_OSS_120B_CONFIG (17a381f95): expert_tensor_parallel_size=1
-    "mb2606_h100_qwen3_30b_fp8cs": 1, "mb2604_h100_gpt_oss_120b_bf16": 1, "mb2604_h100_qwen3_235b_fp8cs": 1,
-    # round 5 (DGX-B200, 17a381f95): the same base configs, and configs/deepseek/deepseek_workload_base_configs.py
-    # BASE_DEEPSEEK_V3_CONFIG: expert_tensor_parallel_size=1
-    "mb2604_b200_dsv3_mtp_fp8mx": 1, "mb2604_b200_gpt_oss_120b_bf16": 1, "mb2604_b200_qwen3_30b_fp8mx": 1,
-    "mb2604_b200_qwen3_235b_fp8mx": 1,
-    # DGX-B300 rows (26.06 at 8f341b04f, 26.04.01 at 17a381f95): the same base configs (BASE_DEEPSEEK_V3_CONFIG,
-    # BASE_GPT_OSS_120B_CONFIG, BASE_QWEN3_30B_A3B_CONFIG, BASE_QWEN3_235B_A22B_CONFIG: expert_tensor_parallel_size=1);
-    # no B300 preset overrides it
-    "mb2606_b300_dsv3_mtp_fp8mx": 1, "mb2606_b300_gpt_oss_120b_fp8mx": 1, "mb2606_b300_qwen3_30b_fp8mx": 1,
-    "mb2604_b300_qwen3_235b_fp8mx": 1,
-    # Nemotron 3 Nano: scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py
-    # BASE_NEMOTRON_3_NANO_CONFIG expert_tensor_parallel_size=1 (17a381f95); the recipe nemotron_3_nano_pretrain_config
-    # sets expert_tensor_parallel_size=1 (17a381f95, and at 4ab94dfad recipes/nemotronh/h100/nemotron_3_nano.py, which
-    # perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config builds on)
-    "mb2604_b200_nemotron3_nano_fp8mx": 1, "mb2608_gb300_nemotron3_nano_fp8mx": 1,
-    # Nemotron 3.5 Lightning (26.08, 4ab94dfad): perf_recipes/nemotronh/gb200/nemotronh.py
-    # nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config builds on the same Nano recipe (ETP 1)
-    "mb2608_gb200_nemotron3_5_lightning_fp8mx": 1,
-    # the DGX-B300 Nano row (26.06, 8f341b04f): NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1 = replace of
-    # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1) with micro_batch_size=4 only
-    "mb2606_b300_nemotron3_nano_fp8mx": 1,
-    # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
-    # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
-    "mb2606_h100_nemotron3_nano_fp8cs": 1,
-    # NVIDIA/dgxc-benchmarking grok1/README.md's GB200 layout table prints ETP 4 at every tag that prints these step
-    # times (v25.05 @68eaf7e to v25.05.05), and launch.sh's gb200 branch passes ``ET=${ET:-4}`` as ``-et $ET`` from
-    # v25.05.01 (@85d9284) on (argument_parser.py -et/--expert_tensor_parallel_size; get_user_configs keeps the CLI
-    # value, set_primary_perf_configs sets strategy.expert_tensor_parallel_size), the table's figures unchanged; only
-    # v25.05's launch.sh passed 8, corrected in the next release (its b200 branch keeps 8, its h100 branch's VP was
-    # corrected to the README's 8 in the same change).
-    **{f"dgxc2505_gb200_grok1_314b_{p}_{g}": 4 for p in ("bf16", "fp8") for g in (128, 256, 512)},
-    # the H100 Grok-1 rows (v25.05.01 @85d9284 to v25.05.05): launch.sh's h100 branch ``ET=${ET:-1}`` (-et 1), the
-    # README's H100 layout table ETP 1
-    "dgxc2505_h100_grok1_314b_bf16_512": 1, "dgxc2505_h100_grok1_314b_fp8_512": 1,
-    # dgxc2505 DeepSeek-V3 (v25.05 @68eaf7e to v25.05.05): deepseek_v3/pretraining/launch.sh ETP=1 on both GPUs,
-    # passed as --expert_tensor_parallel_size 1 (the README's layout tables: ETP 1)
-    **{i: 1 for i in ("dgxc2505_gb200_dsv3_bf16_128", "dgxc2505_gb200_dsv3_bf16_256", "dgxc2505_gb200_dsv3_bf16_512",
-                      "dgxc2505_h100_dsv3_bf16_512", "dgxc2505_h100_dsv3_bf16_1024")},
-    # dgxc2505 Llama 4 Maverick (v25.05 to v25.05.05): llama4/launch.sh ETP=${ETP:-1} on gb200, ${ETP:-4} on h100
-    "dgxc2505_gb200_llama4_maverick_bf16_128": 1, "dgxc2505_gb200_llama4_maverick_fp8_128": 1,
-    "dgxc2505_h100_llama4_maverick_bf16_512": 4, "dgxc2505_h100_llama4_maverick_fp8_512": 4,
-    # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
-    # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
-    # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
-    # nemotron_3_super.py and the gb200 / gb300 fp8mx perf recipes, which set it again)
-    "mb2604_b200_nemotron3_super_fp8mx": 1, "mb2606_b300_nemotron3_super_fp8mx": 1,
-    "mb2608_gb200_nemotron3_super_fp8mx": 1, "mb2608_gb300_nemotron3_super_fp8mx": 1,
-    # the NVFP4 presets: expert_tensor_parallel_size=1 (17a381f95 / 63b08b397 NEMOTRON_3_SUPER_PRETRAIN_CONFIG_
-    # {B200,B300}_NVFP4_V1 from BASE_NEMOTRON_3_SUPER_CONFIG; 4ab94dfad perf_recipes/nemotronh/{gb200,gb300}/
-    # nemotronh.py nemotron_3_super_pretrain_64gpu_*_nvfp4_config)
-    "mb2604_b200_nemotron3_super_nvfp4": 1, "mb2606_b300_nemotron3_super_nvfp4": 1,
-    "mb2608_gb200_nemotron3_super_nvfp4": 1, "mb2608_gb300_nemotron3_super_nvfp4": 1,
-}
-#: Megatron-LM's MoE recipes (mcrec26): every recipe's ARGS set expert_tensor_parallel_size: 1 (9c5258f109
-#: examples/moe_recipes/*/*.yaml).
-MCREC26_IDS = ("mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx",
-               "mcrec26_h100_dsv3_mtp_bf16", "mcrec26_h100_dsv3_mtp_fp8blk",
-               "mcrec26_h100_qwen3_235b_bf16", "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-               "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg",
-               "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
-               "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_gb200_qwen3_30b_bf16",
-               "mcrec26_gb200_qwen3_30b_fp8mx", "mcrec26_gb200_qwen3_30b_fp8mx_fullcg")
-RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
-
-
-#: FP8 attention (TrainingSpec.fp8_attention: Megatron-Core fp8_dot_product_attention, Transformer Engine fp8_dpa) of
-#: the Megatron-Bridge 26.08 presets (4ab94dfad): perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs and perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8
-#: (called by qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config and qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config)
-#: set cfg.mixed_precision.fp8_dot_product_attention = True; the DeepSeek-V3 GB200 preset leaves it False
-#: (_enable_deepseek_full_iteration_mxfp8's default; only its B300/GB300 presets pass True). Priced as the measured
-#: FP8 / BF16 core time on Blackwell (docs/model.md#fp8-attention-rate) and, where a layer has a sliding window
-#: (GPT-OSS), its window-blind backward (docs/model.md#fp8-attention). The GB300 presets call the same helpers
-#: (perf_recipes/{gpt_oss,qwen}/gb300/*.py), and perf_recipes/deepseek/gb300/deepseek_v3.py
-#: deepseek_v3_pretrain_256gpu_gb300_fp8mx_config passes fp8_dot_product_attention=True.
-#: Transformer layers the rows' NVFP4 preset keeps in BF16 (TrainingSpec.bf16_layers): Megatron-Bridge's Nemotron 3
-#: Super perf recipes take ``nemotron_3_super_bf16_with_nvfp4_mixed`` (training/mixed_precision.py:
-#: first_last_layers_bf16 True, num_layers_at_end_in_bf16 = 14) at 26.04.01 (17a381f95) and 26.06 (63b08b397)
-#: (scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs) and at 26.08
-#: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
-#: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
-#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8): :func:`recipe_module_precision`.
-#: MoE rows whose dispatch drops and pads every expert's input to its capacity, row id -> capacity factor c
-#: (TrainingSpec.moe_rank_imbalance = c): NeMo v2.2.0's MegatronTokenDropCallback (defaults moe_expert_capacity_factor
-#: 1.0, moe_pad_expert_input_to_capacity True), which the Mixtral 8x7B performance recipe adds (the row's note). With
-#: drop_and_pad, Megatron-Core's MoEAlltoAllTokenDispatcher (NVIDIA/Megatron-LM@791b70e031, the Megatron-LM of NeMo
-#: 2.2's requirements/manifest.json, megatron/core/transformer/moe/token_dispatcher.py ``preprocess``) sets
-#: capacity = ceil(T k / E x c) (moe_utils.py ``get_capacity``, T the rank's tokens), sends ``capacity`` rows to every
-#: expert from every rank (``num_global_tokens_per_local_expert`` filled with it) and runs each local expert on
-#: ``capacity x tp x ep`` rows: E / ep local experts make E x capacity = c T k rows on every EP rank (tp 1), c x the
-#: dropless mean (ep T k copies over ep ranks), whatever the routing, so the busiest rank is at c (1.0: the mean), not
-#: at random routing's expected maximum (1.0103 for this row: E 8, k 2, EP 8, mu 16,384).
-#: NeMo 25.04's GB200 Mixtral row: v2.3.0 (2b03b748bb) recipes/mixtral_8x7b.py pretrain_performance_optimizations
-#: L224-226 still appends MegatronTokenDropCallback (same defaults; the callback gained only a
-#: docstring and 'seq_aux_loss').
-#: dgxc2505's GB200 Grok-1 rows (a Mixtral-shaped model): NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_grok1_314b.py
-#: pretrain_performance_optimizations appends ``run.Config(MegatronTokenDropCallback)`` (its defaults; the callback file
-#: as at v2.3.0).
-#: The H100 rows run the same script at NeMo@6f2c6fdaff (its pretrain_grok1_314b.py differs from 7a8f1cc7bc by one
-#: profiling line).
-DGXC2505_GROK = frozenset({f"dgxc2505_gb200_grok1_314b_{p}_{g}" for p in ("bf16", "fp8") for g in (128, 256, 512)}
-                          | {f"dgxc2505_h100_grok1_314b_{p}_512" for p in ("bf16", "fp8")})
-#: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc scripts/performance/llm/pretrain_deepseek_v3.py ``USE_TOKEN_DROP =
-#: True`` -> override_recipe_configs appends ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above).
-DGXC2505_DSV3 = frozenset({f"dgxc2505_gb200_dsv3_bf16_{g}" for g in (128, 256, 512)}
-                          | {f"dgxc2505_h100_dsv3_bf16_{g}" for g in (512, 1024)})
-#: dgxc2505's Llama 4 Maverick rows (data22): NeMo@7a8f1cc7bc recipes/llama4_e128.py pretrain_performance_optimizations
-#: (pretrain_recipe(performance_mode=True), called by scripts/performance/llm/pretrain_llama4_e128.py) appends
-#: ``run.Config(MegatronTokenDropCallback)`` (its defaults, as above); llama.py Llama4Config keeps
-#: ``moe_shared_expert_overlap`` True; the perf script sets ``moe_permute_fusion = True``.
-DGXC2505_LLAMA4 = frozenset({f"dgxc2505_gb200_llama4_maverick_{p}_128" for p in ("bf16", "fp8")}
-                            | {f"dgxc2505_h100_llama4_maverick_{p}_512" for p in ("bf16", "fp8")})
-RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0, "nemo2504_gb200_mixtral_8x7b": 1.0,
-                                         **{i: 1.0 for i in DGXC2505_GROK | DGXC2505_DSV3 | DGXC2505_LLAMA4}}
-RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
-                      "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
-RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
-                                  "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
-                                  "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
-                                  "mb2608_gb300_dsv3_mtp_fp8mx"}) \
-    | frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-#   fp8_dot_product_attention=True -> utils/overrides.py cfg.mixed_precision.fp8_dot_product_attention (no sliding
-#   window: the measured FP8 / BF16 core rate only); the other B300 presets leave it None
-#   Not MLPerf v5.1 HPE H200 8B (mlpt51_h200_llama31_8b_64): its committed config_common_fp8attn.sh exports FP8_DPA=True
-#   and custom.yaml L127 reads it, but the ten logged runs were launched from an older tree: their printed experiment
-#   configuration has no fp8_dot_product_attention key (nor custom.yaml's fp4 keys) and their Llama31Config8B prints
-#   ``fp8_dot_product_attention=False``
-#   (HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09/llama31_8b/result_{1..10}.txt at 441d65f4), so its attention
-#   ran in BF16.
-RECIPE_FP8_ATTENTION |= MLPT51_NVFP4_8B | MLPT60_HPE_NEMO2509
-#   MLPerf v6.0 HPE GB200 8 (data28b): the log prints fp8_dot_product_attention true; its config (NVIDIA's v5.1
-#   config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh, see MLPT60_HPE_NEMO2509) sources config_common_fp8attn.sh and
-#   config_common_fp4.sh as the v5.1 8B rows above.
-#   MLPerf v5.1 NVFP4 8B (fp4a28): Dell config_1xXE9680Lx8B200-SXM-180GB.sh and Nebius nebius_b200_n2 /
-#   nebius_b300_n1 configs source config_common_fp8attn.sh (FP8_DPA=True -> custom.yaml L127
-#   fp8_dot_product_attention -> pretrain.py L254/L280) and config_common_fp4.sh (NVTE_DPA_FP8_RECIPE
-#   Float8CurrentScaling, after config_common.sh's F16 in every one); Megatron-Core 25.09-alpha.rc1 (d33919011)
-#   fp4_utils.py L66-67 passes fp8_dpa=config.fp8_dot_product_attention into NVFP4BlockScaling, and TE release_v2.8
-#   DotProductAttention.init_fp8_metadata (dot_product_attention.py L616-635) runs QKV, O, dO, dQKV in
-#   Float8CurrentScaling, S / dP in DelayedScaling. The 405B NVFP4 configs source no fp8attn file: BF16 attention.
-#: NVFP4 recipe options a row switches off (TrainingSpec.nvfp4_disable): TE release_v2.8 NVFP4BlockScaling reads
-#: NVTE_NVFP4_DISABLE_RHT / _STOCHASTIC_ROUNDING / _2D_QUANTIZATION (common/recipe/__init__.py L412-416).
-#: MLPerf v5.1 config_common_fp4.sh exports all three = 1 ("Vanilla recipe"); config_common_8b.sh resets
-#: _STOCHASTIC_ROUNDING and _2D_QUANTIZATION to 0 where it is sourced after it (Dell's 1-node and Nebius' 2-node
-#: B200 configs: RHT off only); Nebius' B300 config sources config_common_fp4.sh last (all three off), and NVIDIA's
-#: 405B configs' config_common_405b.sh sets none of them (all three off).
-RECIPE_NVFP4_DISABLE: dict[str, tuple[str, ...]] = {
-    "mlpt51_b200_llama31_8b_8_nvfp4": ("rht",), "mlpt51_b200_llama31_8b_16_nvfp4": ("rht",),
-    "mlpt51_b300_llama31_8b_8_nvfp4": ("rht", "stochastic_rounding", "2d_quantization"),
-    # data30's GB300 8 (config_GB300_2x4x2xtp1pp1cp1_8b_fp4.sh): config_common_8b.sh, sourced after
-    # config_common_fp4.sh, resets _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0, as the B200 rows' files do
-    "mlpt51_gb300_llama31_8b_8_nvfp4": ("rht",),
-    # data31's Nebius 32 and Lenovo B300: config_common_fp4.sh then config_common_8b.sh, as the B200 rows' files
-    "mlpt51_b200_llama31_8b_32_nvfp4": ("rht",), "mlpt51_b300_llama31_8b_8_nvfp4_lenovo": ("rht",),
-    **{i: ("rht", "stochastic_rounding", "2d_quantization") for i in MLPT51_NVFP4_405B},
-    # MLPerf v6.0 HPE GB200 8 (data28b): NVIDIA's v5.1 config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh sources
-    # config_common_fp4.sh before config_common_8b.sh (L27-29 reset _STOCHASTIC_ROUNDING / _2D_QUANTIZATION to 0)
-    **{i: ("rht",) for i in MLPT60_HPE_NEMO2509}}
-
-
-#: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
-#: (7af9601c9): scripts/performance/configs/qwen3/workload_base_configs.py sets moe_a2a_overlap=True on
-#: QWEN3_235B_A22B_B200_FP8_CS (= FP8_MX), QWEN3_235B_A22B_H100_FP8_CS and QWEN3_30B_A3B_H100_FP8_CS, which
-#: utils/helpers.py set_moe_a2a_overlap_overrides turns into overlap_moe_expert_parallel_comm and
-#: delay_wgrad_compute; configs/deepseek/workload_base_configs.py sets it False for GB200/B200 and the GB200
-#: Qwen3 presets leave the default (False).
-#: Megatron-Bridge 26.08 (4ab94dfad): the GB200 MXFP8 presets recorded build CommOverlapConfig(...,
-#: overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True): perf_recipes/qwen/common.py
-#: _enable_hybridep_full_iteration_mxfp8 (Qwen3-30B, Qwen3-235B), perf_recipes/deepseek/common.py
-#: _enable_deepseek_full_iteration_mxfp8 (DeepSeek-V3), perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs (GPT-OSS 120B). The GB300 MXFP8 presets call the same helpers
-#: (perf_recipes/{qwen,deepseek,gpt_oss}/gb300/*.py at 4ab94dfad).
-RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                "mb2511_h100_qwen3_30b_fp8cs", "mb2608_gb200_dsv3_mtp_fp8mx",
-                                "mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
-                                "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_dsv3_mtp_fp8mx",
-                                "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2608_gb300_qwen3_30b_fp8mx",
-                                "mb2608_gb300_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2604_h100_qwen3_235b_fp8cs"})  # 26.04.01 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (= V2's
-#   base) moe_a2a_overlap=True -> utils/overrides.py _set_moe_a2a_overlap_overrides (17a381f95)
-RECIPE_A2A_OVERLAP |= frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})  # round 5: 26.04.01
-#   DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_a2a_overlap=True (17a381f95); the other B200 presets leave it False
-RECIPE_A2A_OVERLAP |= frozenset({i for i in MCREC26_IDS if "qwen3_30b" not in i and i != "mcrec26_h100_dsv3_mtp_bf16"})
-#   Megatron-LM's MoE recipes (9c5258f109 examples/moe_recipes): every DeepSeek-V3 recipe but the H100 BF16 one and
-#   every Qwen3-235B recipe set overlap_moe_expert_parallel_comm and delay_wgrad_compute in their ARGS; no Qwen3-30B
-#   recipe does
-RECIPE_A2A_OVERLAP |= frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # DGX-B300: 26.06 (8f341b04f)
-#   QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 moe_a2a_overlap=True -> utils/overrides.py
-#   _set_moe_a2a_overlap_overrides (overlap_moe_expert_parallel_comm, delay_wgrad_compute); DEEPSEEK_V3_..._B300_V1
-#   (-> FP8_MX_V2) and QWEN3_235B_A22B_..._B300_FP8_CS_V1 (-> FP8_MX_V2, 17a381f95) set it False, the GPT-OSS B300
-#   presets leave the default
-
-
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
 #: whose Megatron-Bridge preset dispatches with the flex dispatcher's HybridEP backend. 26.08 (4ab94dfad):
 #: src/megatron/bridge/perf_recipes/_common.py _benchmark_common ``if getattr(cfg.model, "moe_flex_dispatcher_backend",
@@ -2337,366 +1853,29 @@ RECIPE_A2A_OVERLAP |= frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # DGX-B300: 26
 #: perf_recipes/gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs ``cfg.model.moe_hybridep_num_sms = 32``.
 #: 25.11 (97ad8cc6f): scripts/performance/utils/overrides.py _set_common_perf_overrides ``if
 #: recipe.model.moe_flex_dispatcher_backend == "hybridep": recipe.model.moe_hybridep_num_sms = 32`` (the GB200 presets
-#: of :data:`RECIPE_HOST_SYNC_HYBRIDEP`; they do not overlap the all-to-all, so nothing is hidden to slow). The
+#: of the HybridEP host-sync rows; they do not overlap the all-to-all, so nothing is hidden to slow). The
 #: other MoE rows dispatch with Megatron-Core's alltoall dispatcher (NCCL: the accelerator's collective_units, the
-#: default). Priced only where the all-to-all hides under compute (:data:`RECIPE_A2A_OVERLAP`).
+#: default). Priced only where the all-to-all hides under compute (framework.moe_a2a_overlap).
+#: The default of a row whose framework.moe_flex_backend is hybridep and whose framework.ep_dispatch_sms is unset.
 MB_HYBRIDEP_NUM_SMS = 32
-RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_oss_120b_fp8mx",
-                             "mb2608_gb200_qwen3_30b_fp8mx", "mb2608_gb200_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2608_gb300_dsv3_mtp_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",  # same helpers, gb300 presets
-                 "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"}) \
-    | frozenset({"mb2606_h100_qwen3_30b_fp8cs"})  # 26.06 H100 FP8 preset: hybridep; _set_common_perf_overrides sets
-#   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-#   hybridep, _set_common_perf_overrides moe_hybridep_num_sms = 32 (17a381f95); no a2a overlap, so nothing moves
-RECIPE_HYBRIDEP |= frozenset({"mb2511_gb200_qwen3_235b_bf16"})  # audit18: every GB200 Qwen3-235B preset names
-#   hybridep (v0.2.0 = 7af9601c9 scripts/performance/configs/qwen3/workload_base_configs.py
-#   QWEN3_235B_A22B_GB200_BF16_BASE_CONFIG; the 256-GPU QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2 of v0.3.0-v0.5.0);
-#   qwen3_llm_pretrain.py qwen3_235b_a22b_gb200_config passes it to the recipe, whose apply_flex_dispatcher_backend
-#   sets the flex dispatcher on a GB200, and utils/helpers.py set_common_perf_overrides moe_hybridep_num_sms = 32. The
-#   row was priced with the alltoall dispatcher while its host floor already read HybridEP
-#   (RECIPE_HOST_SYNC_ATTN_GRAPHED); no a2a overlap, so the SM count moves nothing
-#: DGX-B300 rows: every B300 preset recorded dispatches with HybridEP, and scripts/performance/utils/overrides.py
-#: _set_common_perf_overrides sets moe_hybridep_num_sms = 32 for it (17a381f95 and 8f341b04f):
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_B300_V1 (-> FP8_MX_V2), GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2 (-> FP8_MX_V2),
-#: QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1 (-> FP8_MX_V1) at 8f341b04f and
-#: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 (-> FP8_MX_V2) at 17a381f95: moe_flex_dispatcher_backend "hybridep".
-#: Only the Qwen3-30B preset overlaps the all-to-all (:data:`RECIPE_A2A_OVERLAP`), so only it moves.
-RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx",
-                              "mb2606_b300_qwen3_30b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx"})
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_nano_fp8mx",
-                              "mb2608_gb200_nemotron3_5_lightning_fp8mx"})
-#   Nemotron 3.5 Lightning (26.08, 4ab94dfad): nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config builds on
-#   nemotron_3_nano_pretrain_8gpu_gb200_fp8mx_config (moe_flex_dispatcher_backend "hybridep", cuda_graph_scope
-#   ["attn", "mamba", "moe_router", "moe_preprocess"], no a2a overlap) and sets moe_hybridep_num_sms = 16
-#   Nemotron 3 Nano: BASE_NEMOTRON_3_NANO_CONFIG moe_flex_dispatcher_backend="hybridep" (17a381f95), and 26.08
-#   nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config "hybridep" with moe_hybridep_num_sms = 16 after
-#   _benchmark_common (4ab94dfad); neither overlaps the all-to-all (no moe_a2a_overlap, no
-#   overlap_moe_expert_parallel_comm), so the SM count moves nothing. Both graph cuda_graph_scope ["attn", "mamba",
-#   "moe_router", "moe_preprocess"]: not given the host floor, as mb2604_b200_qwen3_30b_fp8mx (less host work than H's
-#   source).
-RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs"})
-#   the DGX-B300 Nano row: BASE_NEMOTRON_3_NANO_CONFIG at 8f341b04f (scripts/performance/configs/nemotronh/
-#   nemotron_3_workload_base_configs.py) moe_flex_dispatcher_backend "hybridep", the same cuda_graph_scope, no a2a
-#   overlap; the DGX-H100 Nano row (63b08b397, NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 from the same base:
-#   "hybridep", no a2a overlap, cuda_graph_scope ["mamba"] only, so it gets the host floor,
-#   :data:`RECIPE_HOST_SYNC_HYBRIDEP`)
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
-                              "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
-RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
-                              "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
-#   the NVFP4 presets: the same base (moe_flex_dispatcher_backend "hybridep"; 26.08 moe_token_dispatcher_type "flex",
-#   backend "hybridep"), all with CUDA graphs of ["attn", "mamba", "moe_router", "moe_preprocess"] (the DGX-B200
-#   NVFP4 preset sets cuda_graph_impl "transformer_engine" again, 17a381f95), so none gets the host floor
-#   Nemotron 3 Super: BASE_NEMOTRON_3_SUPER_CONFIG moe_flex_dispatcher_backend "hybridep" (17a381f95, unchanged at
-#   8f341b04f; B200: EP 64, cuda_graph_impl "none", recompute_modules moe_act + layernorm; B300: EP 8, cuda_graph_scope
-#   ["attn", "mamba", "moe_router", "moe_preprocess"]); 26.08 perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py
-#   nemotron_3_super_pretrain_64gpu_*_fp8mx_config moe_token_dispatcher_type "flex", backend "hybridep", the same
-#   graph scopes, moe_hybridep_num_sms 32 from _benchmark_common (4ab94dfad). None overlaps the all-to-all.
-#: Rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
+#: For rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
 #: Megatron-Core's default ``moe_deepep_num_sms: int = 20`` applies (NVIDIA/Megatron-LM @2d1fa8d372, the submodule
 #: Megatron-Bridge 17a381f95 pins, megatron/core/transformer/transformer_config.py; no moe_deepep_num_sms in
 #: scripts/performance or the recipes at 17a381f95). Round 5: the 26.04.01 DGX-B200 DeepSeek-V3 MXFP8 preset
 #: (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_flex_dispatcher_backend "deepep", moe_a2a_overlap True).
 MCORE_DEEPEP_NUM_SMS = 20
-RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
+#: A row whose framework.moe_flex_backend is set moves its tokens hierarchically (StrategySpec.moe_flex_dispatcher,
+#: docs/model.md#ep-hierarchical, StrategySpec.moe_flex_backend: its bytes per token and default SM count); the other
+#: MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
 
 
-#: Rows whose preset runs the shared experts beside the token dispatcher (StrategySpec.moe_shared_expert_overlap,
-#: Megatron-Core --moe-shared-expert-overlap; docs/model.md#shared-expert-overlap). Megatron-Bridge 25.11
-#: (97ad8cc6f): src/megatron/bridge/models/deepseek/deepseek_provider.py DeepSeekModelProvider
-#: ``moe_shared_expert_overlap: bool = True`` (line 78; DeepSeekV3Bridge.provider_bridge builds a
-#: DeepSeekV3ModelProvider without touching it) with ``moe_token_dispatcher_type = "alltoall"``;
-#: training/flex_dispatcher_backend.py apply_flex_dispatcher_backend sets it False only for a named backend on its
-#: device, and scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG names none (moe_a2a_overlap False, so utils/overrides.py leaves it
-#: too): the DGX-B200 DeepSeek-V3 row keeps it. Every other row with shared experts turns it off: the 25.11 GB200
-#: preset (hybridep -> apply_flex_dispatcher_backend), 26.04 / 26.06 DeepSeek-V3 (flex dispatcher, the same
-#: helper), 26.08 (perf_recipes/deepseek/common.py and perf_recipes/nemotronh/common.py
-#: _apply_nemotron_3_super_perf_defaults ``moe_shared_expert_overlap = False``, 4ab94dfad) and the Nemotron 3
-#: recipes (recipes/nemotronh/nemotron_3_nano.py line 169, nemotron_3_super.py line 66 at 17a381f95 / 8f341b04f).
-#: dgxc2505's DeepSeek-V3 rows: NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py DeepSeekConfig
-#: ``moe_shared_expert_overlap: bool = True`` with ``moe_token_dispatcher_type: str = "alltoall"``, which neither
-#: pretrain_deepseek_v3.py nor set_primary_perf_configs changes.
-RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"}) | DGXC2505_DSV3 | DGXC2505_LLAMA4
-
-#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml ARGS): moe_token_dispatcher_type flex
-#: with moe_flex_dispatcher_backend deepep (qwen3_235b/b200, deepseek_v3/b200 and h100/fp8; deepseek_v3/h100/bf16 with
-#: moe_enable_deepep) or hybridep (every other). Their SM counts, where a recipe sets none, are each backend's own
-#: default (Megatron-Core 9c5258f109 transformer_config.py moe_flex_dispatcher_num_sms None: "None lets each backend use
-#: its own default"): HybridEP's csrc/hybrid_ep/config.cuh ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 :
-#: 8)`` (combine alike) at the DeepEP hybrid-ep commit the H100 recipes build, cf780852, but at 7febc6e2 (the
-#: B200/B300 and the GB200 Qwen3-30B / partial-graph Qwen3-235B recipes) deep_ep/hybrid_ep_buffer.py
-#: ``num_sms_dispatch_api = 32 if self.num_of_nodes == 1 else 8`` (combine alike; audit of 2026-12-05: the rows said
-#: 24 there); num_of_nodes = EP ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100
-#: Qwen3-235B recipe's EP 32 spans 4 -> 8 SMs, the H100 Qwen3-30B recipes' EP 8 one node -> 24; the GB200 Qwen3-30B
-#: recipes' EP 16 -> 32: 7febc6e2's ExtendedMemoryAllocator reads no USE_MNNVL and uses fabric handles wherever the
-#: device supports them (allocator.cu support_fabric, detect_accessible_ranks), so the 16 ranks of one NVL72 are one
-#: domain (moot for pricing: no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
-#: historical default, transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms
-#: 32 (qwen3_235b b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24
-#: (deepseek_v3/b200).
-MCREC26_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx",
-                            "mcrec26_h100_dsv3_mtp_fp8blk", "mcrec26_h100_dsv3_mtp_bf16"})
-RECIPE_DEEPEP |= MCREC26_DEEPEP
-RECIPE_HYBRIDEP |= frozenset(MCREC26_IDS) - MCREC26_DEEPEP
-RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
-    "mcrec26_b200_qwen3_235b_fp8mx": 20, "mcrec26_b200_dsv3_mtp_fp8mx": 24, "mcrec26_h100_dsv3_mtp_fp8blk": 20,
-    "mcrec26_h100_dsv3_mtp_bf16": 20, "mcrec26_h100_qwen3_235b_bf16": 8, "mcrec26_b300_qwen3_235b_fp8mx": 32,
-    "mcrec26_gb200_qwen3_235b_fp8mx": 32, "mcrec26_gb200_qwen3_235b_fp8mx_fullcg": 32,
-    "mcrec26_gb300_qwen3_235b_fp8mx_fullcg": 32, "mcrec26_gb200_dsv3_mtp_fp8mx": 32, "mcrec26_gb300_dsv3_mtp_fp8mx": 32,
-    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 32,
-    "mcrec26_gb200_qwen3_30b_fp8mx": 32, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 32}
-#: audit18: the 26.08 DGX-GB300 Nemotron 3 Nano preset sets ``cfg.model.moe_hybridep_num_sms = 16`` after
-#: _benchmark_common's 32 (perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config,
-#: 4ab94dfad and v0.6.0 = 51885cf13); no a2a overlap, so it moves nothing.
-RECIPE_EP_DISPATCH_SMS["mb2608_gb300_nemotron3_nano_fp8mx"] = 16
-RECIPE_EP_DISPATCH_SMS["mb2608_gb200_nemotron3_5_lightning_fp8mx"] = 16  # the Lightning preset's own 16, as above
-#: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
-#: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
-#: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);
-#: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
-
-
-#: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
-#: Megatron-Core's dropless all-to-all dispatcher (no moe_flex_dispatcher_backend: src/megatron/bridge/models/
-#: qwen/qwen_provider.py Qwen3MoEModelProvider moe_token_dispatcher_type='alltoall', which
-#: training/flex_dispatcher_backend.py replaces with 'flex' only for a named backend) and captures no CUDA graph
-#: of the MoE router/preprocess: scripts/performance/configs/qwen/qwen3_workload_base_configs.py
-#: QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS (= FP8_MX), ..._H100_FP8_CS and QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS
-#: set neither (the GB200 presets set hybridep and cuda_graph_scope [..., "moe_router", "moe_preprocess"]). The
-#: DGX-B200 DeepSeek-V3 preset is the same kind: scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG sets no moe_flex_dispatcher_backend and no cuda_graph_impl, and
-#: src/megatron/bridge/models/deepseek/deepseek_provider.py DeepSeekModelProvider has moe_token_dispatcher_type
-#: 'alltoall' (its device time per layer exceeds this H, so the floor does not move it).
-#: That dispatcher synchronises the host once per MoE layer (Megatron-LM core_v0.15.0
-#: megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: "A synchronization is needed
-#: before expert parallel AlltoAll communication to get the `input_splits` and `output_splits` CPU values"),
-#: after which the GPU waits on the host's launches. Such rows get the host floor
-#: :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host) and a note.
-#: The GB200 presets whose CUDA graphs cover the MoE router and preprocess only (the capture of the run H is taken
-#: from) synchronise the host the same way through the flex dispatcher's HybridEP backend: a dropless run passes no
-#: token counts (moe_expert_capacity_factor unset: _HybridEPManager leaves num_dispatched_tokens and
-#: num_permuted_tokens None, token_dispatcher.py), so HybridEPDispatch dispatches with ``use_host_meta`` ("the output
-#: token_per_expert and num_dispatched_tokens_tensor will be put on the CPU", megatron/core/transformer/moe/
-#: fused_a2a.py), and TEGroupedMLP takes ``tokens_per_expert.tolist()`` for its grouped GEMM (experts.py), all at
-#: Megatron-LM 0d8e0714 (core_dev_r0.15.0). QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX and
-#: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_BASE_CONFIG (BF16) set cuda_graph_scope ["moe_router", "moe_preprocess"];
-#: the GB200 Qwen3-235B presets and Qwen3-30B BF16 also graph "attn" (less host work than the source of H, which
-#: would then overstate theirs: left out here; since hostscale given 0.7151 H, :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`).
-#: Their hosts are Grace CPUs, where a framework call takes longer than on
-#: the DGX x86 host of H's source (hardware/measurements/host_overhead.yaml TE-ISSUE2053: torch.nn.Linear forward
-#: 37.1 us on GB200 against 13.5 us on an H100 DGX), so H is a lower bound there too.
-#: The Megatron-Bridge 26.08 GB200 MXFP8 presets (mb2608, 4ab94dfad) are not listed: they capture the whole step in one
-#: CUDA graph (cuda_graph_impl "full_iteration": perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8,
-#: deepseek/common.py _enable_deepseek_full_iteration_mxfp8, gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs) and size the experts' buffers by a fixed per-rank capacity
-#: (moe_paged_stash, moe_expert_rank_capacity_factor 1.5,
-#: moe_pad_experts_for_cuda_graph_inference), so no token count is read back by the host inside the step.
-#: Round 4 (DGX-H100, the same two kinds, from the presets and the Megatron-LM their containers pin):
-#: - HybridEP, dropless, no CUDA graph: mb2606_h100_qwen3_30b_fp8cs (63b08b397
-#:   QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: hybridep, no cuda_graph_impl, no capacity factor;
-#:   3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch ``non_blocking = num_permuted_tokens is not
-#:   None``, None without a capacity, and experts.py ``tokens_per_expert.tolist()``).
-#: - alltoall dispatcher, no CUDA graph: mb2604_h100_gpt_oss_120b_bf16 (17a381f95: recipe moe_token_dispatcher_type
-#:   'alltoall', cuda_graph_impl 'none', the H100 preset names no flex backend) and mb2604_h100_qwen3_235b_fp8cs
-#:   (qwen3_235b_a22b_pretrain_config_h100 sets moe_token_dispatcher_type 'alltoall'); Megatron-LM @2d1fa8d372
-#:   token_dispatcher.py MoEAlltoAllTokenDispatcher still "A synchronization is needed before expert parallel AlltoAll
-#:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
-RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
-                                       "mb2606_h100_qwen3_30b_fp8cs"}) \
-    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"}) | frozenset({"mb2604_b200_nemotron3_super_fp8mx"}) \
-    | frozenset({"mb2606_h100_nemotron3_nano_fp8cs"})
-#: DGX-H100 Nemotron 3 Nano FP8-CS (26.06, 63b08b397): HybridEP, dropless (the recipe sets no capacity factor), and
-#: NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 narrows cuda_graph_scope to ["mamba"] (Megatron-Core refuses the
-#: moe recompute with a moe_router graph, transformer_config.py @002255075c): router, preprocess, dispatch and
-#: attention run eager, more host work than H's source (router and preprocess graphed), so H is a lower bound, as on
-#: mb2606_h100_qwen3_30b_fp8cs (same Megatron-LM). Its MoE layers are 16 local experts, as H's source. The recomputed
-#: MoE forward syncs again (_HybridEPManager.combine resets num_permuted_tokens to None, so the recompute's dispatch
-#: sizes its buffers on the host) and its host time joins each MoE layer's interval, H (1 + 0.3199)
-#: (docs/model.md#host-recompute): 12.11 ms, below the row's shortest interval (17.03 ms), so it does not bind (since
-#: hostscale its H is scaled to its E layer, the MoE block alone: 0.7151 H x 1.3199 = 8.66 ms, :func:`host_floor_s`).
-#: DGX-B200 Nemotron 3 Super (26.04.01, 17a381f95): HybridEP, dropless (no capacity factor; the page's footnote
-#: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
-#: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as
-#: mb2604_b300_qwen3_235b_fp8mx on the same Megatron-LM (2d1fa8d372). The other Super presets graph attn, mamba,
-#: moe_router and moe_preprocess (as the Nano rows: no H before hostscale, 0.7151 H since,
-#: :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`).
-#: DGX-B300 (the same kind as mb2606_h100_qwen3_30b_fp8cs): mb2604_b300_qwen3_235b_fp8mx, HybridEP, dropless, no
-#: CUDA graph (17a381f95: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 -> FP8_MX_V2 names no cuda_graph_impl, recipe
-#: 'none', no capacity factor; Megatron-LM @2d1fa8d372, the submodule 17a381f95 pins, fused_a2a.py ``non_blocking =
-#: num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()``). Not given H: the B300 DeepSeek-V3
-#: and GPT-OSS presets (graphs of attn, moe_router, moe_preprocess, as the B200 rows above; since hostscale 0.7151 H,
-#: :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`) and the Qwen3-30B preset
-#: (cuda_graph_impl "full_iteration" with set_full_iter_cg_configs' capacity 1.5, as the 26.08 presets: no host read).
-#: Round 5 (DGX-B200, 26.04.01 at 17a381f95): the alltoall dispatcher with no CUDA graph: mb2604_b200_gpt_oss_120b_bf16
-#: (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 names no flex backend and no cuda_graph_impl; recipe 'none') and
-#: mb2604_b200_qwen3_235b_fp8mx (qwen3_235b_a22b_pretrain_config_b200 moe_token_dispatcher_type 'alltoall', no
-#: cuda_graph_impl in QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V1, recipe 'none'). Not given H, as the GB200 presets
-#: that graph attention above: mb2604_b200_qwen3_30b_fp8mx (HybridEP) and mb2604_b200_dsv3_mtp_fp8mx (DeepEP), whose
-#: presets capture cuda_graph_scope ["attn", "moe_router", "moe_preprocess"] (less host work than H's source).
-#: (Since hostscale these partial-graph rows get H scaled by the count, :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`.)
-#: Checked before that, not applied (docs/model.md#host, tests/test_host_bottom_up.py): H times
-#: the expert path's share of a bottom-up count (hardware/measurements/host_overhead.yaml moe_layer_bottom_up) binds
-#: on none of these rows (mb2604_b200_nemotron3_nano_fp8mx: each MoE layer with the Mamba layer after it, the floor's
-#: interval, exceeds even H; the mean layer, which the floor compared before, did not); mb2604_b200_qwen3_30b_fp8mx's
-#: device time per layer exceeds H itself.
-#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes, Megatron-LM of the same commit): the same kinds.
-#: - HybridEP, dropless (no moe_expert_rank_capacity_factor), no CUDA graph of the dispatch: qwen3_30b/gb200/bf16 and
-#:   qwen3_30b/h100/bf16 (no cuda_graph_impl at all) and qwen3_235b/h100/bf16 (cuda_graph_scope "moe_router
-#:   moe_preprocess", the capture of H's source); megatron/core/transformer/moe/fused_a2a.py ``non_blocking =
-#:   num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()`` at 9c5258f109. The recipes that
-#:   also graph attn (qwen3_30b gb200 MXFP8 partial CG and h100 FP8, qwen3_235b b300 and gb200 partial CG, deepseek_v3
-#:   gb200/gb300) get H scaled to the expert path (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`, since hostscale; before, no
-#:   H, as the Megatron-Bridge rows above); the full-iteration graphs read no count back.
-#: - DeepEP with no CUDA graph (:data:`RECIPE_HOST_SYNC_DEEPEP`): qwen3_235b/b200 and deepseek_v3/b200: fused_a2a.py at
-#:   9c5258f109 ``buffer.dispatch`` returns ``num_recv_tokens_per_expert_list`` ("NOTES: the CPU will wait for GPU's
-#:   signal to arrive, so this is not compatible with CUDA graph"), the host list the experts' grouped GEMM is sized
-#:   from.
-RECIPE_HOST_SYNC_HYBRIDEP |= frozenset({"mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16",
-                                        "mcrec26_h100_qwen3_235b_bf16"})
-RECIPE_HOST_SYNC_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"})
-RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
-                                    "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs",
-                                    "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx"}) \
-    | RECIPE_HOST_SYNC_HYBRIDEP | RECIPE_HOST_SYNC_DEEPEP
-#: Rows whose dropless dispatcher synchronises the host as above (HybridEP without a capacity factor, DeepEP, or the
-#: alltoall dispatcher) and whose CUDA graphs also cover attention (cuda_graph_scope attn + moe_router +
-#: moe_preprocess; the hybrid presets add mamba; mcrec26_b300_qwen3_235b_fp8mx attn + moe_router, its preprocess
-#: eager). Each graph ends before the dispatcher's synchronisation, so the host still issues the expert path eagerly
-#: after it: the floor is H scaled by the bottom-up count without attention's part (:func:`host_floor_s`,
-#: docs/model.md#host "CUDA graphs of part of the layer"), where these rows had none before (on the argument that
-#: they issue less than H). The rows, from the evidence above and their moe_dispatch fields: 25.11 GB200 Qwen3-235B
-#: BF16 (HybridEP, dropless page footnote); 26.04 B200 Qwen3-30B (HybridEP) and DeepSeek-V3 (DeepEP); the Nemotron 3
-#: Nano and Super presets of 26.04-26.08 with these scopes (HybridEP, dropless page footnote); 26.06 B300 DeepSeek-V3
-#: and GPT-OSS (HybridEP); the Megatron-LM recipes (9c5258f109) that graph attn with a dropless HybridEP dispatch. Not
-#: here: the full-iteration graphs (a fixed capacity, no count read back), nemo2502_b200_mixtral_8x7b (capacity factor
-#: 1.0, padded), mcore26_gb200_dsv3_mtp_fp8mx (scope not printed).
-RECIPE_HOST_SYNC_ATTN_GRAPHED = frozenset({
-    "mb2511_gb200_qwen3_235b_bf16", "mb2604_b200_qwen3_30b_fp8mx", "mb2604_b200_dsv3_mtp_fp8mx",
-    "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4",
-    "mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx",
-    "mb2606_b300_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_nvfp4",
-    "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_nano_fp8mx",
-    "mb2608_gb200_nemotron3_5_lightning_fp8mx",
-    "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
-    "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-    "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"})
-RECIPE_HOST_SYNC_EAGER |= RECIPE_HOST_SYNC_ATTN_GRAPHED  # the floor set (the name predates the partial-graph rows)
-
-
-#: RoPE as Megatron-Core's eager kernels (StrategySpec.eager_rope; docs/model.md#eager-layer-ops): the GPT-OSS rows.
-#: GPTOSSBridge.provider_bridge (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py at 17a381f95 and 4ab94dfad)
-#: sets position_embedding_type 'yarn' with yarn_rotary_scaling_factor 32 and yarn_mscale None, so (i)
-#: Megatron-Bridge's validate_rope_fusion_compatibility (src/megatron/bridge/utils/fusions.py) turns apply_rope_fusion
-#: off for a type other than 'rope', and (ii) Megatron-Core's apply_rotary_pos_emb (rope_utils.py at Megatron-LM
-#: 2d1fa8d372 / 24bad8e677, the submodules of 17a381f95 / 4ab94dfad) takes the unfused path for mscale 1.347 != 1
-#: even with the fusion on. The other Megatron-Bridge rows use plain RoPE (Qwen3) or MLA (DeepSeek-V3, another rotary
-#: path).
-#: The DGX-B200 26.04.01 and DGX-B300 26.06 rows too: their presets (17a381f95 and 8f341b04f,
-#: scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py gpt_oss_120b_pretrain_config_b200 / _b300) build the same
-#: recipe (recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config: AutoBridge "openai/gpt-oss-120b", so GPTOSSBridge,
-#: unchanged between the two commits) and change no position embedding; utils/overrides.py _set_common_perf_overrides
-#: sets apply_rope_fusion True, which GPTModelProvider.provide (gpt_provider.py) turns off again through
-#: validate_rope_fusion_compatibility. At Megatron-LM d1410e15e1 (the submodule 8f341b04f pins) rope_utils.py
-#: apply_rotary_pos_emb keeps the ``mscale != 1.0`` -> unfused branch, and attention.py passes
-#: _yarn_get_concentration_factor_from_config (yarn_rotary_pos_embedding.py: 0.1 ln 32 + 1 = 1.347, yarn_mscale None).
-RECIPE_EAGER_ROPE_GPT_OSS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gpt_oss_120b_fp8mx",
-                                       "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2604_b200_gpt_oss_120b_bf16",
-                                       "mb2606_b300_gpt_oss_120b_fp8mx"})
-#: And NeMo 25.04's DeepSeek-V3 (dgxc2505, the MLA rotary path of compute.eager_rope_bytes): DeepSeekConfig sets
-#: ``apply_rope_fusion: bool = False`` (NVIDIA/NeMo@7a8f1cc7bc nemo/collections/llm/gpt/model/deepseek.py L114; neither
-#: recipes/deepseek_v3.py nor scripts/performance/llm/pretrain_deepseek_v3.py sets it), and at the Megatron-LM the
-#: container runs (7094270c6f) MLATransformerConfig's ``rope_type`` is "yarn" (transformer_config.py L1100), whose MLA
-#: asserts the fusion off (multi_latent_attention.py L92-93 "MLA Yarn RoPE does not support RoPE fusion"), so
-#: apply_rotary_pos_emb (rope_utils.py L192, L238) runs _apply_rotary_pos_emb_bshd with multi_latent_attention.
-#: Not set: the Megatron-Bridge DeepSeek-V3 rows, whose perf overrides set apply_rope_fusion True
-#: (scripts/performance/utils/overrides.py L54 at 97ad8cc6f, and at later commits), and whose Megatron-LM (the
-#: submodules 92c8482e6d, 2d1fa8d372, d1410e15e1, 24bad8e677) then takes MLA's fused YaRN RoPE
-#: (multi_latent_attention.py ``if self.config.apply_rope_fusion`` -> fused_apply_mla_rope_for_q / _for_kv,
-#: megatron/core/fusions/fused_mla_yarn_rope_apply.py; L524 at 92c8482e6d).
-RECIPE_EAGER_ROPE = RECIPE_EAGER_ROPE_GPT_OSS | DGXC2505_DSV3
-#: MLA's down-projections as tensor-parallel column linears (StrategySpec.mla_column_down_proj; docs/model.md#mla-tp):
-#: the Megatron-LM NeMo 25.04.01 runs (setup.sh MEGATRON_COMMIT 7094270c6f, 2025-05-23) builds linear_q_down_proj and
-#: linear_kv_down_proj as TEColumnParallelLinear (megatron/core/models/gpt/gpt_layer_specs.py L117 / L123, from
-#: 1c425a8313 until 720c8b40d8 "perf(MLA): MLA down proj switch back to TELinear", 2025-07-29, first in core_v0.14.0;
-#: its first landing e63aee46b2 was reverted the same day by f21a28b478; every core_v0.12.x and core_v0.13.x tag is
-#: column-parallel, so the container's own Megatron-Core would be too: the rows' MTP (mtp_num_layers) needs >= 0.12,
-#: multi_token_prediction.py being absent at core_v0.11.0), and NeMo@7a8f1cc7bc DeepSeekConfig takes that
-#: spec (get_gpt_decoder_block_spec). TP 2 with sequence parallelism in all five rows. The other compared MLA rows
-#: (Megatron-Bridge mb25xx / mb26xx, mcrec26) run later Megatron-Cores (duplicated TELinear) and all at TP 1.
-RECIPE_MLA_COLUMN_DOWN_PROJ = DGXC2505_DSV3
-#: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
-#: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,
-#: bias_activation_fusion True: GPTOSSBridge) on Megatron-Core's TEGroupedMLP without the Transformer Engine op fuser,
-#: i.e. the 26.04 H100 preset (Megatron-LM 2d1fa8d372 experts.py bias_act_func -> fused_bias_geglu.py
-#: weighted_bias_quick_geglu_impl, whose clamp and cat are eager; _apply_bias per expert). The 26.08 GB200/GB300
-#: presets set use_transformer_engine_op_fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs, gb200/gpt_oss.py): Transformer Engine's fused grouped MLP
-#: (ScaledClampedQGeGLU, GroupedLinear scale_bias; ops/fused/grouped_mlp.py v2.17.1) clamps and adds the bias in its
-#: kernels. Eager as well: the DGX-B200 26.04.01 preset (17a381f95: GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 in
-#: scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py sets no fuser, and utils/overrides.py
-#: _set_common_perf_overrides sets use_transformer_engine_op_fuser False; Megatron-LM 2d1fa8d372 as the H100 row) and
-#: the DGX-B300 26.06 preset (8f341b04f: GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 = B300_BF16_V2 leaves
-#: WorkloadBaseConfig.cutedsl_fused_grouped_mlp at its default False (utils/utils.py), so neither
-#: set_workload_base_configs (utils/overrides.py) sets use_transformer_engine_op_fuser nor perf_plugins.py exports
-#: NVTE_CUTEDSL_FUSED_GROUPED_MLP; gpt_oss_120b_pretrain_config_b300 sets neither, unlike the 20B functions; at
-#: Megatron-LM d1410e15e1 experts.py TEGroupedMLP.forward takes the fused path only with the fuser, else
-#: bias_act_func -> weighted_bias_quick_geglu_impl (fused_bias_geglu.py, eager clamp and cat, unchanged from
-#: 2d1fa8d372) and _apply_bias). utils/* and perf_plugins.py are under scripts/performance/.
-RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
-                                     "mb2606_b300_gpt_oss_120b_fp8mx"})
-#: The attention output's bias added by Megatron-Core's unfused bias-dropout-add (StrategySpec.eager_bias_dropout_add;
-#: docs/model.md#eager-layer-ops): GPTOSSBridge.provider_bridge sets add_bias_linear True and bias_dropout_fusion False
-#: (gpt_oss_bridge.py, the same lines at 17a381f95, 8f341b04f and 4ab94dfad; Megatron-Core's TEGroupedMLP refuses the
-#: fused one with linear biases, experts.py), no preset or perf override sets it back, and
-#: megatron/core/fusions/fused_bias_dropout.py is identical at Megatron-LM 2d1fa8d372, d1410e15e1 and 24bad8e677: all
-#: five GPT-OSS rows. The TE op fuser of the 26.08 rows fuses the expert MLP only, not the attention block's residual
-#: add.
-RECIPE_EAGER_BIAS_DROPOUT_ADD = RECIPE_EAGER_ROPE_GPT_OSS
-
-#: MoE rows whose recipe computes the router's logits in fp32 (TrainingSpec.moe_router_dtype; priced by
-#: cost.compute.router_dtype_times, docs/model.md#router-dtype-compute, and on the wire by docs/model.md#router-dtype):
-#: every Megatron-LM MoE recipe YAML the mcrec26 rows cite sets ``moe_router_dtype: fp32`` (examples/moe_recipes/
-#: {qwen3_30b,qwen3_235b,deepseek_v3}/*/*.yaml at NVIDIA/Megatron-LM@9c5258f109, read one by one), and Megatron-Bridge's
-#: Nemotron 3 Nano pretrain config sets ``moe_router_dtype="fp32"`` (src/megatron/bridge/recipes/nemotronh/
-#: nemotron_3_nano.py ``nemotron_3_nano_pretrain_config`` at 17a381f95, 8f341b04f and 63b08b397; recipes/nemotronh/h100/
-#: nemotron_3_nano.py ``nemotron_3_nano_pretrain_8gpu_h100_bf16_config`` at 4ab94dfad, which perf_recipes/nemotronh/
-#: common.py imports), which no perf config or perf recipe of those commits overrides. Not set (bf16 router): the
-#: Qwen3 providers and presets of Megatron-Bridge (qwen_provider.py sets it for Qwen3-Next only; the 26.08 qwen
-#: perf_recipes set it only in their *_dev_config mirrors of the Megatron-LM recipes), Nemotron 3 Super's recipe,
-#: DeepSeek-V3's presets (deepseek_llm_pretrain.py sets "bf16" at 63b08b397) and GPT-OSS's.
-RECIPE_ROUTER_FP32 = frozenset({
-    "mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
-    "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_gb200_qwen3_30b_fp8mx",
-    "mcrec26_gb200_qwen3_30b_fp8mx_fullcg", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
-    "mcrec26_h100_qwen3_235b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_fp8blk",
-    "mcrec26_gb200_dsv4_flash_fp8mx", "mcrec26_gb300_dsv4_pro_fp8mx",
-    # listed though not expressed today (offload_modules, paged stash, no measurement), so that they are priced with
-    # their recipe's fp32 router if they ever are: deepseek_v3/{gb200,h100}/*.yaml and qwen3_235b/gb200/*fullcg*.yaml
-    # set it too (review 17c)
-    "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_h100_dsv3_mtp_bf16",
-    "mcrec26_h100_dsv3_mtp_fp8blk",
-    "mb2604_b200_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs",
-    "mb2608_gb300_nemotron3_nano_fp8mx",
-    "mb2608_gb200_nemotron3_5_lightning_fp8mx"}) | DGXC2505_DSV3  # NeMo@7a8f1cc7bc pretrain_deepseek_v3.py: 'fp32'
-
-
-#: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
-#: :data:`RECIPE_HOST_SYNC_EAGER`: no moe_flex_dispatcher_backend) and sets no moe_router_padding_for_quantization
-#: (neither recipes, providers, perf configs nor the mixed-precision configs at 97ad8cc6f name it), so the experts
-#: pad their tokens for the FP8 grouped GEMM themselves (StrategySpec.moe_fp8_padding;
-#: docs/model.md#fp8-expert-padding). The GB200 FP8 preset (HybridEP) pads in the dispatcher; so do the 26.08 (mb2608)
-#: GB200 MXFP8 presets, all HybridEP.
-#: Round 4: mb2604_h100_qwen3_235b_fp8cs (alltoall, FP8; no moe_router_padding_for_quantization in the qwen perf
-#: configs at 17a381f95). The HybridEP FP8 H100 row (mb2606_h100_qwen3_30b_fp8cs) pads in the dispatcher, as above.
-#: Round 5: mb2604_b200_qwen3_235b_fp8mx (alltoall, MXFP8; recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config
-#: sets moe_router_padding_for_fp8 False at 17a381f95). The DeepEP and HybridEP B200 rows pad in the dispatcher.
-RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                       "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
-                                       "mb2604_h100_qwen3_235b_fp8cs", "mb2604_b200_qwen3_235b_fp8mx"})
+#: MoE rows whose dispatcher synchronises the host once per MoE layer, after which the GPU waits on the host's launches
+#: (Megatron-LM core_v0.15.0 megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "A
+#: synchronization is needed before expert parallel AlltoAll communication to get the `input_splits` and
+#: `output_splits` CPU values"; a dropless HybridEP / DeepEP dispatch reads its token counts back likewise) carry
+#: framework.moe_host_sync, the kind (validation/README.md "Per-row framework settings": where each row's was read).
+#: Such rows get the host floor :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host; scaled to the expert path
+#: where the recipe graphs attention, attention_graphed, :func:`host_floor_s`) and a note.
 
 
 #: Whether each MoE row's recipe runs Transformer Engine's fused token permutations (StrategySpec.moe_permute_fusion,
@@ -2715,7 +1894,7 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #:   recipes/deepseek/deepseek_v3.py L132 deepseek_v3_pretrain_config / L288, recipes/gpt_oss/gpt_oss.py
 #:   gpt_oss_120b_pretrain_config L225 (which scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py builds on),
 #:   recipes/nemotronh/nemotron_3_nano.py L127 / nemotronh.py; scripts/performance sets nothing else.
-#: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (:data:`RECIPE_HYBRIDEP`): not read.
+#: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (framework.moe_flex_backend): not read.
 #:   The only presets that set False are GPT-OSS 20B's (8f341b04f scripts/performance/configs/gpt_oss/
 #:   gpt_oss_llm_pretrain.py L71 set_gpt_oss_20b_common_configs; 4ab94dfad perf_recipes/gpt_oss/common.py L92
 #:   _apply_gpt_oss_20b_common_configs), no row here; perf_recipes/nemotronh/common.py L112 sets True.
@@ -2728,16 +1907,12 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #:   perf scripts (scripts/performance/llm/pretrain_deepseek_v3.py L64, pretrain_llama4_e*.py L85) and defaulted False
 #:   in llama.py's Llama 4 config; MixtralConfig and pretrain_mixtral_8x7b.py leave Megatron-Core's default.
 #: - dgxc2505 Grok-1 (NeMo@7a8f1cc7bc): no ``permute_fusion`` in pretrain_grok1_314b.py or MixtralConfig: False.
-RECIPE_MOE_PERMUTE_FUSION_FALSE = (frozenset({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"})
-                                   | DGXC2505_GROK)
+#: The rows of the sources not listed here carry what their recipe sets as framework.moe_permute_fusion (README).
 RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
-#: Rows of other sources whose recipe sets the fusion on: dgxc2505 DeepSeek-V3 (NeMo@7a8f1cc7bc
-#: scripts/performance/llm/pretrain_deepseek_v3.py override_recipe_configs ``moe_permute_fusion = True``).
-RECIPE_MOE_PERMUTE_FUSION_TRUE = DGXC2505_DSV3 | DGXC2505_LLAMA4
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
-#: host CPUs) for the rows of :data:`RECIPE_HOST_SYNC_EAGER` (StrategySpec.moe_layer_host_s; docs/model.md#host),
+#: host CPUs) for the rows with framework.moe_host_sync (StrategySpec.moe_layer_host_s; docs/model.md#host),
 #: from a run of the same 25.11 table that is not a validation case: DGX-B200 Qwen3-30B-A3B FP8-MX, 8 GPUs, GBS 512,
 #: MBS 1, EP 8, 9299 tokens/s/GPU (docs/performance-summary-archive.md, 25.11, System: DGX-B200; recipe at
 #: 97ad8cc6f: alltoall dispatcher, CUDA graphs of moe_router and moe_preprocess only). That run is host-bound: the
@@ -2750,9 +1925,9 @@ MCORE_2511_MOE_LAYER_HOST_S = 512 * 4096 / 8 / 9299 / (64 * 48)
 
 
 def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> float:
-    """Host seconds per MoE layer of a row of the floor set (:data:`RECIPE_HOST_SYNC_EAGER`), 0 for the others:
+    """Host seconds per MoE layer of a row of the floor set (framework.moe_host_sync set), 0 for the others:
     :data:`MCORE_2511_MOE_LAYER_HOST_S` scaled by the bottom-up count from H's source (16 local experts, attention
-    eager) to the row's attention, eager unless the recipe graphs it (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`) or the
+    eager) to the row's attention, eager unless the recipe graphs it (moe_host_sync attention_graphed) or the
     MoE layer holds none (a hybrid pattern's E layer: MoE block only); scalemodel.engine.host_floor,
     docs/model.md#host.
 
@@ -2763,24 +1938,26 @@ def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> floa
     local experts is priced until a measurement shows one.
 
     The eager op calls of the row's unfused paths beyond H's source are added by the step model from the strategy's
-    eager_* flags and moe_host_attention_graphed (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`), as for any user's strategy
+    eager_* flags and moe_host_attention_graphed (moe_host_sync attention_graphed), as for any user's strategy
     (scalemodel.engine.step.moe_host_s, docs/model.md#host-eager-ops)."""
     del ep
-    if case["id"] not in RECIPE_HOST_SYNC_EAGER or wl.moe is None:
+    if setting(case, "moe_host_sync") is None or wl.moe is None:
         return 0.0
-    attention = case["id"] not in RECIPE_HOST_SYNC_ATTN_GRAPHED and wl.hybrid is None
+    attention = setting(case, "moe_host_sync") != "attention_graphed" and wl.hybrid is None
     return float(moe_layer_host_floor(MCORE_2511_MOE_LAYER_HOST_S, SOURCE_LOCAL_EXPERTS, attention))
 
 
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
-    """(first, last) model-chunk layers of the case's recipe split (:data:`RECIPE_CHUNKS`), or None."""
-    how = RECIPE_CHUNKS.get(case["id"])
-    if how is None or v < 2:
+    """(first, last) model-chunk layers of the case's recipe split (framework.pipeline_layout_chunk_layers, else
+    Megatron-Core's split with framework.account_for_embedding_in_pipeline_split / _loss_ ...), or None."""
+    layout = setting(case, "pipeline_layout_chunk_layers")
+    embedding = bool(setting(case, "account_for_embedding_in_pipeline_split"))
+    loss = bool(setting(case, "account_for_loss_in_pipeline_split"))
+    if (layout is None and not (embedding or loss)) or v < 2:
         return None
-    if how[0] == "layout":
-        return int(how[1]), int(how[2])
-    first, _mid, last = pipeline.megatron_chunk_layers(layers, pp, v, embedding_in_split=how[1],
-                                                       loss_in_split=how[2])
+    if layout is not None:
+        return int(layout[0]), int(layout[1])
+    first, _mid, last = pipeline.megatron_chunk_layers(layers, pp, v, embedding_in_split=embedding, loss_in_split=loss)
     return first, last
 
 
@@ -2838,15 +2015,6 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
                            "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"}) \
     | frozenset({"mlpt50"})  # MLPerf v5.0 Eos-dfw: config_common.sh ``export NCCL_NVLS_ENABLE=0``
-#: Rows with NVLS off in a source that leaves it on elsewhere: MLPerf v5.1 HPE H200 8B and Cisco H100 8B (their
-#: config_common.sh ``export NCCL_NVLS_ENABLE=0``; the Nebius 405B README exports NCCL_NVLS_ENABLE=1), and University of
-#: Florida's DGX B200 runs (:data:`MLPT51_UF_B200`: University-of-Florida/benchmarks/llama31_{8b,405b}/implementations/
-#: b200_nemo/config_common.sh ``export NCCL_NVLS_ENABLE=0``, sourced by every hpg.dgxb200x8 config).
-NVLS_DISABLED_IDS = frozenset({"mlpt51_h200_llama31_8b_64", "mlpt51_h100_llama31_8b_64",
-                               "mlpt51_h100_llama31_8b_128_tp2"}) | MLPT51_NEMO2509 \
-    | MLPT60_NEMO2  # Cisco Zeus H100 (v6.0): Cisco/benchmarks/llama31_8b/nemo/config_common.sh NCCL_NVLS_ENABLE=0;
-#   HPE GB200 8 (v6.0, MLPT60_HPE_NEMO2509): NVIDIA's v5.1 nemo/config_common.sh L24 NCCL_NVLS_ENABLE=0
-
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -2858,7 +2026,7 @@ def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
         return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
     cluster = load_cluster(cname)
     out = _nic_overrides(case, cluster)
-    if families(case)["source"] in NVLS_DISABLED or case.get("id") in NVLS_DISABLED_IDS:
+    if families(case)["source"] in NVLS_DISABLED or setting(case, "nccl_nvls") is False:
         out += [f"tiers.{t.name}.in_network_reduction=false" for t in cluster.tiers
                 if t.in_network_reduction and str(getattr(t, "protocol", "")) == "nvlink"]
     return out
@@ -2879,7 +2047,8 @@ def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: Strategy
 
 def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | NotExpressed:
     """Apply the rule set of the module docstring to one case of training_cases.yaml (``held`` false: predict the
-    rows of :data:`HELD_OUT` too)."""
+    rows with ``held_out`` too)."""
+    check_row(case)
     fam = families(case)
     why = case_limits(case, held)
     wl, how = (None, "") if why else case_workload(case)
@@ -2928,31 +2097,32 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         zero, shard_group = "hsdp", dp // replicas
     stated = parse_recompute(par.get("recompute"))
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
-    if case["id"] in RECIPE_A2A_OVERLAP and not stated:
+    if setting(case, "moe_a2a_overlap") and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     release, release_note = cudnn_release(case, cluster.accelerator)
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
-                      optimizer_bytes_per_param=APEX_OPTIMIZER_BYTES.get(case["id"], 12.0),
+                      optimizer_bytes_per_param=float(setting(case, "optimizer_bytes_per_param", 12.0)),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
-                      fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
-                      nvfp4_disable=list(RECIPE_NVFP4_DISABLE.get(case["id"], ())),
+                      fp8_attention=bool(setting(case, "fp8_attention")),
+                      nvfp4_disable=list(setting(case, "nvfp4_disable", ())),
                       cudnn_release=release,
-                      bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
-                      moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),
-                      moe_pad_to_capacity=case["id"] in RECIPE_DROP_AND_PAD,
-                      moe_router_dtype="fp32" if case["id"] in RECIPE_ROUTER_FP32 else None,
+                      bf16_layers=setting(case, "bf16_layers", 0),
+                      moe_rank_imbalance=setting(case, "moe_capacity_factor"),
+                      moe_pad_to_capacity=setting(case, "moe_capacity_factor") is not None,
+                      moe_router_dtype=setting(case, "moe_router_dtype"),
                       module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))
     rec_layers = par.get("recompute_layers")
     offload = int(par.get("cpu_offload_layers", 0) or 0)
+    flex = setting(case, "moe_flex_backend")  # the flex dispatcher's backend, None: the alltoall dispatcher
     p2p_overlap = (src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
-                   and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG)
+                   and setting(case, "comm_overlap_config", True))
     for rec in options:
-        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
+        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=setting(case, "etp"), dp=dp, zero=zero,
                           shard_group=shard_group, recompute=rec, sequence_parallel=seqpar, schedule=schedule,
                           flash_attention=flash,
                           first_stage_layers=layout[0] if layout else None,
@@ -2963,23 +2133,21 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
-                          offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          offload_layers=offload, moe_a2a_overlap=bool(setting(case, "moe_a2a_overlap")),
                           offload_tensors=parse_offload_tensors(par.get("offload")),
-                          moe_shared_expert_overlap=case["id"] in RECIPE_SHARED_EXPERT_OVERLAP,
-                          ep_dispatch_sms=RECIPE_EP_DISPATCH_SMS[case["id"]] if case["id"] in RECIPE_EP_DISPATCH_SMS
-                          else MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
-                          else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
-                          moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
-                          moe_flex_backend="hybridep" if case["id"] in RECIPE_HYBRIDEP else "deepep",
+                          moe_shared_expert_overlap=bool(setting(case, "moe_shared_expert_overlap")),
+                          ep_dispatch_sms=setting(case, "ep_dispatch_sms") or {
+                              "hybridep": MB_HYBRIDEP_NUM_SMS, "deepep": MCORE_DEEPEP_NUM_SMS}.get(flex),
+                          moe_flex_dispatcher=flex is not None, moe_flex_backend=flex or "deepep",
                           moe_layer_host_s=host_floor_s(case, wl, ep),
-                          moe_host_attention_graphed=case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED,
-                          moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
-                          moe_permute_fusion=case["id"] not in RECIPE_MOE_PERMUTE_FUSION_FALSE,
-                          eager_rope=case["id"] in RECIPE_EAGER_ROPE,
-                          mla_column_down_proj=case["id"] in RECIPE_MLA_COLUMN_DOWN_PROJ,
-                          eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
-                          eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
-                          eager_bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD,
+                          moe_host_attention_graphed=setting(case, "moe_host_sync") == "attention_graphed",
+                          moe_fp8_padding=bool(setting(case, "moe_fp8_padding")),
+                          moe_permute_fusion=setting(case, "moe_permute_fusion", True),
+                          eager_rope=bool(setting(case, "eager_rope")),
+                          mla_column_down_proj=bool(setting(case, "mla_column_down_proj")),
+                          eager_glu_clamp=bool(setting(case, "eager_expert_ops")),
+                          eager_expert_bias=bool(setting(case, "eager_expert_ops")),
+                          eager_bias_dropout_add=bool(setting(case, "eager_bias_dropout_add")),
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
                           # Llama 3's all-gather CP (cp_method); Megatron-Core's default p2p ring otherwise
                           cp_comm_type="all_gather" if "all-gather" in str(par.get("cp_method", "")).lower()
@@ -2987,7 +2155,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           train_metric_states=TRAIN_METRIC_STATES.get(src, 0),
                           overlap=(src not in DEEPSPEED_PIPELINE and not nemo2_dp1(case)
-                                   and case["id"] not in RECIPE_NO_DP_OVERLAP),
+                                   and setting(case, "dp_overlap", True)),
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE,
                           overlap_p2p_comm=p2p_overlap,
@@ -3034,15 +2202,13 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if release_note:
         notes.append(release_note)
-    if case["id"] in RECIPE_HOST_SYNC_EAGER:
+    if (kind := setting(case, "moe_host_sync")) is not None:
         # (its own name: ``how`` is the workload's, reported in settings)
-        sync = ("dropless dispatch, attention graphed, the expert path eager"
-                if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
-                else "dropless HybridEP dispatch, no CUDA graph of the dispatch"
-                if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
-                else "dropless DeepEP dispatch, no CUDA graphs" if case["id"] in RECIPE_HOST_SYNC_DEEPEP
-                else "dropless all-to-all dispatch, no CUDA graphs")
-        att = ("attention graphed" if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
+        sync = {"attention_graphed": "dropless dispatch, attention graphed, the expert path eager",
+                "hybridep": "dropless HybridEP dispatch, no CUDA graph of the dispatch",
+                "deepep": "dropless DeepEP dispatch, no CUDA graphs",
+                "alltoall": "dropless all-to-all dispatch, no CUDA graphs"}[kind]
+        att = ("attention graphed" if kind == "attention_graphed"
                else "no attention in the MoE layer" if wl.hybrid is not None else "attention eager")
         # the local experts are not priced (host_floor_s): say so where the row's differ from the source's
         local = (f"{SOURCE_LOCAL_EXPERTS} local experts, as the source" if wl.moe.experts == SOURCE_LOCAL_EXPERTS * ep
@@ -3167,7 +2333,11 @@ def main(argv: list[str] | None = None) -> int:
     if CASES is None and not NEW_CASES.is_file():
         print("validation cases not found (expected ../shared/validation/cases.yaml)")
         return 1
-    results, listed, n_orig = validate_all()
+    try:
+        results, listed, n_orig = validate_all()
+    except InputError as e:  # a row of training_cases.yaml with a key or framework field the validator does not read
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     summ = summary(results)
     if "--json" in args:
         rows = [{k: v for k, v in asdict(r).items() if k not in ("strategy", "training")} for r in results]

@@ -47,11 +47,14 @@ def test_apex_rows_take_the_configs_bucket(cid: str, cap_mb: int) -> None:
 def test_only_the_apex_rows() -> None:
     """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket; no other source does."""
     vt = script_module("validate_training")
-    apex = {i for i in vt.DGXC25_IDS if "_nemotron4_15b_" not in i}
-    assert set(vt.APEX_BUCKET_BYTES) == apex and len(apex) == 54
-    for i, b in vt.APEX_BUCKET_BYTES.items():
+    optim = vt.rows_with("optim_name")  # the rows' framework.optim_name / bucket_cap_mb (validation/README.md)
+    assert len(optim) == 70 and all(i.startswith("dgxc25_h100_") for i in optim)
+    apex = {i for i in optim if "_nemotron4_15b_" not in i}
+    assert {i for i, o in optim.items() if o == "distributed_fused_adam"} == apex
+    assert set(vt.rows_with("bucket_cap_mb")) == apex and len(apex) == 54
+    for i, mb in vt.rows_with("bucket_cap_mb").items():
         group = i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]
-        assert b == CONFIG_CAP_MB[group] * MIB
+        assert mb * MIB == CONFIG_CAP_MB[group] * MIB
     r = vt.predict_new_case(training_cases()["dgxc25_h100_nemotron4_15b_bf16_2048"])
     assert r.strategy.bucket_size is None and not r.strategy.bucket_fragments
 

@@ -87,7 +87,7 @@ def test_the_cli_prices_it_and_says_so_without_moe_layers(cli) -> None:  # type:
 
 @needs_new_cases
 def test_the_validator_sets_it_for_the_drop_and_pad_rows_only() -> None:
-    """The RECIPE_DROP_AND_PAD rows (NeMo MegatronTokenDropCallback: capacity 1.0, pad to capacity) carry it; a
+    """The moe_capacity_factor rows (NeMo MegatronTokenDropCallback: capacity 1.0, pad to capacity) carry it; a
     dropless row (Megatron-Bridge 25.11's GB200 DeepSeek-V3, HybridEP) does not."""
     v = script_module("validate_training")
     cases = {c["id"]: c for c in load_yaml(NEW_CASES)
@@ -95,4 +95,4 @@ def test_the_validator_sets_it_for_the_drop_and_pad_rows_only() -> None:
     drop, free = (v.predict_new_case(cases[i]) for i in ("dgxc2505_gb200_dsv3_bf16_128", "mb2511_gb200_dsv3_bf16"))
     assert drop.training.moe_pad_to_capacity and drop.settings["moe_pad_to_capacity"] is True
     assert not free.training.moe_pad_to_capacity and "moe_pad_to_capacity" not in free.settings
-    assert "dgxc2505_gb200_dsv3_bf16_128" in v.RECIPE_DROP_AND_PAD
+    assert v.rows_with("moe_capacity_factor")["dgxc2505_gb200_dsv3_bf16_128"] == 1.0

@@ -104,11 +104,11 @@ def test_no_floor_at_or_below_H_binds_on_the_b200_partial_graph_row(monkeypatch)
     cid = "mb2604_b200_qwen3_30b_fp8mx"
     scaled = mod.predict_new_case(cases[cid])
     assert scaled.strategy.moe_layer_host_s == pytest.approx(H_MEASURED_US * 1e-6 * 1940.622 / 2713.622, rel=1e-9)
-    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER - {cid})
+    kind = cases[cid]["framework"].pop("moe_host_sync")  # the row's field (validation/README.md): no floor
+    assert kind == "attention_graphed"
     plain = mod.predict_new_case(cases[cid])
     assert plain.strategy.moe_layer_host_s == 0.0
-    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {cid})
-    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_ATTN_GRAPHED", mod.RECIPE_HOST_SYNC_ATTN_GRAPHED - {cid})
+    cases[cid]["framework"]["moe_host_sync"] = "alltoall"  # the floor with the attention eager
     floored = mod.predict_new_case(cases[cid])
     assert floored.strategy.moe_layer_host_s == pytest.approx(H_MEASURED_US * 1e-6, rel=1e-9)
     assert floored.predicted == pytest.approx(scaled.predicted, rel=1e-12)  # throughput: H does not bind either
@@ -125,6 +125,7 @@ def test_graphing_attention_ab_is_device_bound_in_the_model(monkeypatch) -> None
     mod, cases = _validation()
     case = copy.deepcopy(cases["mb2511_h100_qwen3_30b_fp8cs"])  # the architecture; parallelism replaced
     case["id"] = "heldout_pr3868"
+    case["framework"] = {}  # the run's own settings (no EP overlap), not the architecture row's recipe
     for k in ("interleaved_stages_per_device", "pipeline_layout", "grad_accum"):
         case["parallelism"].pop(k, None)
     case["parallelism"].update(dict(tp=1, pp=1, ep=16, dp=16, gpus=16, global_batch_seqs=1024, microbatch=1))
@@ -132,7 +133,7 @@ def test_graphing_attention_ab_is_device_bound_in_the_model(monkeypatch) -> None
     case["measured"] = {"tokens_per_s_per_gpu": 1024 * 4096 / 16 / 41.36}
     monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
     device = mod.predict_new_case(case)
-    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
+    case["framework"]["moe_host_sync"] = "alltoall"  # all-to-all, eager: the floor
     floored = mod.predict_new_case(case)
     assert floored.strategy.moe_layer_host_s > 0
     assert floored.predicted == pytest.approx(device.predicted, rel=1e-12)
@@ -148,7 +149,7 @@ def test_bottom_up_figure_misses_the_held_out_runs(monkeypatch, label, hardware_
     tests/test_host_floor.py more than 30 % too fast, where the measured H predicts each within 10 %."""
     mod, cases = _validation()
     case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, hybridep, measured)
-    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
+    case["framework"]["moe_host_sync"] = "hybridep" if hybridep else "alltoall"  # the floor
     monkeypatch.setattr(mod, "MCORE_2511_MOE_LAYER_HOST_S", _total(_doc()["moe_layer_bottom_up"]["costs_us"], 1) * 1e-6)
     bottom_up = mod.predict_new_case(case)
     # attention eager and the local experts held at the source's 16 (scripts/validate_training.py host_floor_s):

@@ -137,11 +137,11 @@ def held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a
     case["parallelism"].update(par)
     case["precision"] = precision
     case["measured"] = {"tokens_per_s_per_gpu": measured}
+    case["framework"] = {}  # the recipe's per-row settings (validation/README.md), not the architecture row's
     if a2a:
-        monkeypatch.setattr(mod, "RECIPE_A2A_OVERLAP", mod.RECIPE_A2A_OVERLAP | {case["id"]})
+        case["framework"]["moe_a2a_overlap"] = True
     if hybridep:
-        monkeypatch.setattr(mod, "RECIPE_HYBRIDEP", mod.RECIPE_HYBRIDEP | {case["id"]})
-        monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_HYBRIDEP", mod.RECIPE_HOST_SYNC_HYBRIDEP | {case["id"]})
+        case["framework"]["moe_flex_backend"] = "hybridep"
     monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
     return case
 
@@ -164,7 +164,7 @@ def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, 
     cases = {c["id"]: c for c in load_yaml(mod.NEW_CASES)}
     case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, hybridep, measured)
     device = mod.predict_new_case(case)
-    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
+    case["framework"]["moe_host_sync"] = "hybridep" if hybridep else "alltoall"  # the floor
     scaled = mod.predict_new_case(case)
     local = 128 // par["ep"]
     assert scaled.strategy.moe_layer_host_s == pytest.approx(9.1766e-3, rel=1e-4)  # attention eager: H itself

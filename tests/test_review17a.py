@@ -1,6 +1,6 @@
 """Review 17a: the busiest EP rank (docs/model.md#moe-rank-imbalance) checked by a Monte Carlo of its own, the token
 count it is applied to (per micro-batch, per EP rank), and a dispatch that drops and pads to capacity, where no rank
-is busier than the capacity (scripts/validate_training.py RECIPE_DROP_AND_PAD)."""
+is busier than the capacity (training_cases.yaml framework.moe_capacity_factor)."""
 
 from __future__ import annotations
 
@@ -148,9 +148,11 @@ def test_drop_and_pad_prices_every_rank_at_the_capacity() -> None:
     # MegatronTokenDropCallback (NeMo v2.3.0 recipes/mixtral_8x7b.py L224-226), and so do NeMo@7a8f1cc7bc's
     # pretrain_grok1_314b.py (dgxc2505 Grok-1, dgxc21 / data21c), pretrain_deepseek_v3.py (USE_TOKEN_DROP, data21c)
     # and the Llama 4 Maverick perf script (data22, review22e: the token-drop callback at capacity 1.0)
-    assert set(vt.RECIPE_DROP_AND_PAD) == ({"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"}
-                                           | vt.DGXC2505_GROK | vt.DGXC2505_DSV3 | vt.DGXC2505_LLAMA4)
-    assert all(c == 1.0 for c in vt.RECIPE_DROP_AND_PAD.values())
+    dgxc2505 = {i for i in training_cases() if i.startswith("dgxc2505_")
+                and any(m in i for m in ("_grok1_314b_", "_dsv3_", "_llama4_maverick_"))}
+    drop = vt.rows_with("moe_capacity_factor")  # the rows' framework field (validation/README.md)
+    assert set(drop) == {"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"} | dgxc2505
+    assert len(dgxc2505) == 17 and all(c == 1.0 for c in drop.values())
 
 
 def test_nanotron_refuses_overlap_param_gather(cli) -> None:  # type: ignore[no-untyped-def]

@@ -141,4 +141,4 @@ def test_every_megatron_moe_recipe_row_sets_the_fp32_router() -> None:
     rows = [c for c in cases if c["id"].startswith("mcrec26_")]
     assert len(rows) == 18
     assert all("examples/moe_recipes/" in str(c["source"]) for c in rows)
-    assert {c["id"] for c in rows} <= mod.RECIPE_ROUTER_FP32
+    assert all(c["framework"]["moe_router_dtype"] == "fp32" for c in rows)

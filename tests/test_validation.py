@@ -1196,11 +1196,11 @@ def test_family_medians_do_not_regress() -> None:
 @needs_new_cases
 def test_host_synchronising_moe_runs_are_marked() -> None:
     """The MoE rows whose recipe uses the dropless all-to-all dispatcher without CUDA graphs carry the note and
-    the host floor (scripts/validate_training.py RECIPE_HOST_SYNC_EAGER); so do the GB200 HybridEP rows whose CUDA
-    graphs cover only the MoE router and preprocess, the capture of the run H comes from (RECIPE_HOST_SYNC_HYBRIDEP:
+    the host floor (training_cases.yaml framework.moe_host_sync); so do the GB200 HybridEP rows whose CUDA
+    graphs cover only the MoE router and preprocess, the capture of the run H comes from (moe_host_sync hybridep:
     a dropless HybridEP dispatch copies the token counts to the host, Megatron-LM 0d8e0714 fused_a2a.py
     ``use_host_meta``; changed from "HybridEP rows do not" when that code was read). The presets that also graph
-    attention (GB200 Qwen3-235B BF16 and the others of RECIPE_HOST_SYNC_ATTN_GRAPHED) are marked since hostscale:
+    attention (GB200 Qwen3-235B BF16 and the others of moe_host_sync attention_graphed) are marked since hostscale:
     their host still issues the expert path eagerly after the synchronisation (H scaled by the bottom-up count)."""
     mod = load_script()
     moe = {r.id: r for r in mod.validate_all()[0] if r.families["model"] == "MoE"}
@@ -1239,11 +1239,11 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
                       # DeepSeek-V3: the host waits for DeepEP's receive counts, fused_a2a.py)
                       "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_235b_bf16",
                       "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"} \
-        | (mod.RECIPE_HOST_SYNC_ATTN_GRAPHED & set(moe))
+        | (graphed := {i for i, k in mod.rows_with("moe_host_sync").items() if k == "attention_graphed"} & set(moe))
     # hostscale: the partial-graph rows (attn + moe_router + moe_preprocess, with a dropless HybridEP or DeepEP
     # dispatch) are marked too, their floor H scaled to the expert path (scalemodel/engine/host_floor.py); listed
     # here by hand so that the set cannot drift unseen
-    assert mod.RECIPE_HOST_SYNC_ATTN_GRAPHED & set(moe) == {
+    assert graphed == {
         "mb2511_gb200_qwen3_235b_bf16", "mb2604_b200_qwen3_30b_fp8mx", "mb2604_b200_dsv3_mtp_fp8mx",
         "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_dsv3_mtp_fp8mx",
         "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
@@ -1667,7 +1667,7 @@ def test_h100_qwen3_30b_2511_reads_the_released_preset() -> None:
     assert (par["microbatch"], par["interleaved_stages_per_device"], par["global_batch_seqs"]) == (1, 12, 512)
     assert par["grad_accum"] == 512 // (8 * 1) == 64
     assert "MBS 2, VP 24, GA 32" in par["printed_columns"]  # what the table prints stays on record
-    assert "mb2511_h100_qwen3_30b_fp8cs" in mod.RECIPE_A2A_OVERLAP  # the preset's moe_a2a_overlap
+    assert mod.rows_with("moe_a2a_overlap")["mb2511_h100_qwen3_30b_fp8cs"]  # the preset's moe_a2a_overlap
     r = mod.predict_new_case(case)
     assert r.strategy.pp == 2 and r.strategy.schedule == "interleaved:12" and r.training.micro_batch == 1
 
@@ -1711,7 +1711,7 @@ def test_b200_qwen3_235b_2511_reads_the_released_preset() -> None:
     assert (par["microbatch"], par["interleaved_stages_per_device"], par["global_batch_seqs"]) == (1, 4, 1024)
     assert par["grad_accum"] == 1024 // (8 * 1) == 128
     assert "VP 2" in par["printed_columns"]
-    assert "mb2511_b200_qwen3_235b_fp8mx" in mod.RECIPE_A2A_OVERLAP  # the same preset's moe_a2a_overlap
+    assert mod.rows_with("moe_a2a_overlap")["mb2511_b200_qwen3_235b_fp8mx"]  # the same preset's moe_a2a_overlap
     r = mod.predict_new_case(case)
     assert r.strategy.schedule == "interleaved:4"
     assert (r.strategy.first_chunk_layers, r.strategy.last_chunk_layers) == (96 // 32 - 1, 96 // 32 - 1) == (2, 2)
@@ -1755,7 +1755,7 @@ def test_rows_read_the_overlap_their_siblings_presets_set() -> None:
     for nvfp4 in ("mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
                   "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"):
         fp8 = nvfp4.replace("nvfp4", "fp8mx")
-        assert fp8 in mod.RECIPE_NO_COMM_OVERLAP_CONFIG and nvfp4 in mod.RECIPE_NO_COMM_OVERLAP_CONFIG
+        assert mod.rows_with("comm_overlap_config")[fp8] is mod.rows_with("comm_overlap_config")[nvfp4] is False
         assert mod.overlap_flags(cases[nvfp4]["parallelism"]["overlap"])["overlap_param_gather"]
         assert mod.predict_new_case(cases[nvfp4]).strategy.overlap_param_gather
     assert mod.predict_new_case(cases["mb2511_gb200_dsv3_bf16"]).strategy.overlap_param_gather
