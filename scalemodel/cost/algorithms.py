@@ -243,7 +243,8 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     bottleneck link. A group that fills a tier declaring a torus (``topology: torus``, ``torus_dims``), or
     runs along whole dimensions of it, runs dimension-ordered bidirectional rings on those dimensions instead, one
     share of the data per dimension in rotated orders so every dimension's links are busy at once
-    (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
+    (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus); its broadcast / reduce is the chain
+    routed on the torus links (:func:`_torus_pipeline`, tpu32).
     """
     p = pl.p
     chain = op in ("broadcast", "reduce")  # only the chain reads V and alpha_b
@@ -257,17 +258,13 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
         t = _pipeline_opt(lat, V, u, alpha_b)
         if op == "reduce":
             t = t + S * gamma
-        return np.where(p > 1, t, 0.0)
+        return np.where(p > 1, _torus_pipeline(op, "ring", S, pl, gamma, t), 0.0)
     f = _steps_factor(op)
     t = f * ring_lat + f * (p - 1) / p * S / bmin
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) / p * S * gamma
     t = _on_torus(op, "ring", S, pl, gamma, t)  # a (sub-)torus group: dimension-ordered rings
     return np.where(p > 1, t, 0.0)
-
-
-#: The operations every algorithm prices link by link on a (sub-)torus group (topology.torus_time; torus31)
-TORUS_OPS = frozenset({"allreduce", "reducescatter", "allgather"})
 
 
 def _on_torus(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma: float, t: np.ndarray) -> np.ndarray:
@@ -345,24 +342,35 @@ def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     t = _pipeline_opt(A, V, u, alpha_b)
     if op in ("allreduce", "reduce"):
         t = t + S * gamma
-    if op == "allreduce":
-        t = _torus_tree(S, pl, gamma, t)
-    return np.where(p > 1, t, 0.0)
+    return np.where(p > 1, _torus_pipeline(op, "tree", S, pl, gamma, t), 0.0)
 
 
-def _torus_tree(S: np.ndarray, pl: Placement, gamma: float, t: np.ndarray) -> np.ndarray:
-    """The double binary tree all-reduce on a (sub-)torus group in rank order (torus31, docs/model.md#torus):
-    each tree pipelines its half ``S/2`` up and down in ``k`` chunks; a chunk's first trip crosses ``2 H`` hops
-    and the busiest directed link passes ``E`` edge traversals' chunks one after another
-    (:func:`scalemodel.cost.topology.tree_loads`):
-    ``T(k) = 2 H alpha + 2 H (S/2) / (k B_link) + (k - 1)(alpha + E (S/2) / (k B_link)) + S gamma``,
-    minimised over k (:func:`_pipeline_opt`)."""
+def _torus_pipeline(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma: float, t: np.ndarray
+                    ) -> np.ndarray:
+    """The pipelined ``tree`` (all-reduce, broadcast, reduce) or ``ring`` chain (broadcast, reduce) on a (sub-)torus
+    group in rank order (docs/model.md#torus-algorithms), ``t`` elsewhere. ``V`` bytes go in ``k`` chunks down a
+    path of ``H`` hops while the busiest directed link passes ``E`` chunks one after another:
+    ``T(k) = H alpha + H V / (k B_link) + (k - 1)(alpha + E V / (k B_link))`` (+ ``S gamma`` all-reduce, reduce),
+    minimised over k (:func:`_pipeline_opt`). Tree (torus31; NCCL's double binary tree, each tree half the data,
+    :func:`scalemodel.cost.topology.tree_loads`): ``V = S/2``; all-reduce: up and down, ``2 H`` hops, ``E`` both
+    sweeps' traversals; broadcast the down sweep, reduce the up sweep alone (tpu32). Ring (tpu32): the chain
+    through ranks ``0 .. p-1`` (reduce: back), ``V = S``, ``H`` and ``E`` from
+    :func:`scalemodel.cost.topology.chain_loads` (a step that carries into the next dimension is one hop longer;
+    every chain edge has links of its own, ``E = 1``)."""
+    if op not in ("allreduce", "broadcast", "reduce") or (algorithm == "ring" and op == "allreduce"):
+        return t
+
     def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
-        edges, hops = topology.tree_loads(dims)
-        half = np.asarray(S, dtype=float) / 2.0
-        return _pipeline_opt(2.0 * hops * alpha, 2.0 * hops * half / b_link, edges * half / b_link,
-                             alpha + 0.0 * half) + S * gamma
-    torus = topology.on_torus_groups("allreduce", S, pl, form)
+        size = np.asarray(S, dtype=float)
+        if algorithm == "ring":
+            hops, edges = topology.chain_loads(dims, op == "reduce")
+            path, vol = float(hops), size
+        else:
+            edges, hops = topology.tree_loads(dims, {"allreduce": "both", "broadcast": "down", "reduce": "up"}[op])
+            path, vol = (2.0 if op == "allreduce" else 1.0) * hops, size / 2.0
+        out = _pipeline_opt(path * alpha, path * vol / b_link, edges * vol / b_link, alpha + 0.0 * vol)
+        return out + (size * gamma if op in ("allreduce", "reduce") else 0.0)
+    torus = topology.on_torus_groups(op, S, pl, form)
     return t if torus is None else np.where(torus[0], torus[1], t)
 
 
@@ -414,8 +422,7 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
         t_all = 2 * half + 2 * extra + (red if op == "reduce" else 0.0 * red)
     else:
         raise InputError(f"rhd does not model {op}", where="algorithm", allowed=allowed(op))
-    if op in TORUS_OPS:
-        t_all = _on_torus(op, "rhd", S, pl, gamma, t_all)
+    t_all = _on_torus(op, "rhd", S, pl, gamma, t_all)  # broadcast / reduce: topology.torus_scatter_gather
     return np.where(p > 1, t_all, 0.0)
 
 
@@ -442,7 +449,7 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
         for k in range(int(np.max(Lc)) if Lc.size else 0):
             t = pl.tier_for_block(np.minimum(2.0 ** (k + 1), p))
             tot = tot + np.where(k < Lc, pl.alpha[t] + (S / 2) / pl.pair_bw(t), 0.0)
-        return np.where(p > 1, tot, 0.0)
+        return np.where(p > 1, _on_torus(op, "rd", S, pl, gamma, tot), 0.0)  # topology.torus_bruck (tpu32)
     tot = np.zeros_like(p)
     for k in range(Lmax):
         active = k < L

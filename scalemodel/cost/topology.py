@@ -30,7 +30,10 @@ direction.
   mapping loads: ``rhd`` / ``rd`` (:func:`torus_recursive`: the partner ``2^g`` ranks away is ``delta`` hops along
   one dimension and ``delta`` messages share the busiest link), ``direct`` (:func:`torus_direct`: the traffic of an
   all-to-all), ``hierarchical`` (:func:`torus_allreduce` unrotated: Mikami et al.'s schedule, one dimension at a
-  time) and the double binary ``tree`` (:func:`tree_loads`, priced in ``algorithms.tree_time``).
+  time) and the double binary ``tree`` (:func:`tree_loads`, priced in ``algorithms.tree_time``). Broadcast and
+  reduce (tpu32): the ``ring`` chain (:func:`chain_loads`), the ``tree``'s down or up sweep (:func:`tree_loads`),
+  ``rhd``'s binomial scatter + all-gather / reduce-scatter + binomial gather (:func:`torus_scatter_gather`); ``rd``'s
+  all-to-all (Bruck): :func:`torus_bruck`.
 
 A group with one rank per torus node whose ranks run along whole dimensions takes the same forms on those
 dimensions only (:func:`torus_groups`): torus nodes are numbered in mixed radix, the first dimension fastest,
@@ -167,6 +170,85 @@ def torus_recursive(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_
     return t
 
 
+def torus_scatter_gather(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float,
+                         gamma: float = 0.0, *, op: str) -> np.ndarray | None:
+    """``rhd`` broadcast and reduce on a (sub-)torus group whose extents are powers of two (tpu32,
+    docs/model.md#torus-algorithms); None otherwise (not modelled, as :func:`torus_recursive`). MPICH's schedules
+    (pmodels/mpich src/mpi/coll/reduce/reduce_intra_reduce_scatter_gather.c; Thakur et al. 2005 §4):
+
+    - broadcast (van de Geijn): a binomial scatter, farthest partner first, the root's subtree sending the
+      ``S 2^g / p`` of the other half to the rank ``2^g`` away; the senders of that step lie ``2 delta_g`` apart
+      along the dimension (one a ring at its top bit), so each link carries one message:
+      ``sum_g (delta_g alpha + S 2^g / p / B_link)``; then the recursive-doubling all-gather
+      (:func:`torus_recursive`, ``rd``: ``sum_g delta_g (alpha + S 2^g / p / B_link)``).
+    - reduce (Rabenseifner): the recursive-halving reduce-scatter beginning at distance 1
+      (``sum_g delta_g (alpha + S / 2^(g+1) / B_link)`` + ``(p - 1)/p S gamma``), then the binomial gather
+      ``mask = p/2 .. 1``, the ``2^g`` ranks ``[2^g, 2^(g+1))`` each sending its ``S / 2^(g+1)`` ``delta_g``
+      hops down: the ``delta_g`` consecutive senders of a ring all cross its link into ``delta_g``, so that link
+      carries ``delta_g`` messages, the same cost as the reduce-scatter's step: the ``rhd`` all-reduce's form."""
+    if not _power_of_two(dims):
+        return None
+    if op == "reduce":
+        return torus_recursive(S, dims, alpha, b_link, gamma, op="allreduce", algorithm="rhd")
+    S = np.asarray(S, dtype=float)
+    p = float(np.prod(dims))
+    t = np.asarray(torus_recursive(S, dims, alpha, b_link, op="allgather", algorithm="rd"))
+    for g, delta in enumerate(_rank_bits(dims)):  # the scatter's steps
+        t = t + delta * alpha + S * 2.0 ** g / p / b_link
+    return t
+
+
+def _loads(dims: Sequence[int], pairs: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
+    """``(most hops, total hops, most messages on one directed link)`` of messages sent at once between the rank
+    pairs, each routed by :func:`_route`."""
+    load: dict[tuple[int, int, int], int] = {}
+    longest = total = 0
+    for a, b in pairs:
+        path = _route(dims, a, b)
+        longest, total = max(longest, len(path)), total + len(path)
+        for link in path:
+            load[link] = load.get(link, 0) + 1
+    return longest, total, max(load.values(), default=0)
+
+
+@lru_cache(maxsize=64)
+def bruck_loads(dims: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """Per round ``k`` of Bruck's all-to-all on a torus group in rank order: ``(hops, messages on the busiest
+    directed link, blocks sent)``. Round ``k`` (``k < ceil(lg p)``) sends every rank's blocks whose index has bit
+    ``k`` set to the rank ``2^k`` ahead (mod p) (Bruck et al. 1997; Thakur et al. 2005 §4.6): ``2^k`` ranks ahead
+    is ``delta`` hops along the dimension holding bit ``k`` plus a carry of one hop into each following dimension
+    where the coordinate wraps, so the hops and shared links are counted message by message (tpu32)."""
+    p = int(np.prod(dims))
+    out = []
+    for k in range(max(p - 1, 0).bit_length()):
+        hops, _, load = _loads(dims, [(r, (r + (1 << k)) % p) for r in range(p)])
+        out.append((hops, load, sum((i >> k) & 1 for i in range(p))))
+    return tuple(out)
+
+
+def torus_bruck(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float) -> np.ndarray:
+    """Bruck's all-to-all (``rd``) of ``S`` bytes a rank on a (sub-)torus group: round ``k`` costs its longest
+    message's hops x alpha plus its busiest link's messages x its blocks x ``S / p`` / B_link
+    (:func:`bruck_loads`; on a switch every round is one uncontended ``S/2``)."""
+    S = np.asarray(S, dtype=float)
+    p = float(np.prod(dims))
+    t = np.zeros_like(S)
+    for hops, load, blocks in bruck_loads(tuple(dims)):
+        t = t + hops * alpha + load * blocks * S / p / b_link
+    return t
+
+
+@lru_cache(maxsize=64)
+def chain_loads(dims: tuple[int, ...], reverse: bool = False) -> tuple[int, int]:
+    """``(H, E)`` of the pipelined chain through the group's ranks in order (NCCL's ring broadcast, rank 0 first;
+    ``reverse``: the reduce, rank p - 1 first): ``H`` the hops of the whole chain (a step ``r -> r + 1`` is one
+    hop plus one for every dimension it carries into), ``E`` the most chain edges on one directed link (tpu32)."""
+    p = int(np.prod(dims))
+    pairs = [(r + 1, r) if reverse else (r, r + 1) for r in range(p - 1)]
+    _, total, load = _loads(dims, pairs)
+    return total, load
+
+
 def torus_direct(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float, gamma: float = 0.0,
                  *, op: str) -> np.ndarray:
     """One-shot ``direct`` all-reduce / reduce-scatter / all-gather on a (sub-)torus group: every node sends ``m``
@@ -222,12 +304,13 @@ def _route(dims: Sequence[int], a: int, b: int) -> list[tuple[int, int, int]]:
 
 
 @lru_cache(maxsize=64)
-def tree_loads(dims: tuple[int, ...]) -> tuple[int, int]:
+def tree_loads(dims: tuple[int, ...], sweep: str = "both") -> tuple[int, int]:
     """``(E, H)`` of NCCL's double binary tree (:func:`_tree_parent`, :func:`_tree_parent2`) on a torus group in
     rank order: ``E`` the most edge traversals on one directed link (every edge carries its tree's half of the data
-    up, child to parent, and down, parent to child, on its routed path, :func:`_route`), ``H`` the most hops from a
-    rank to its tree's root. Counted edge by edge (torus31; the tree's edges join ranks ``2^g`` apart but
-    carry into the next dimension, so no closed form is claimed)."""
+    up, child to parent, and down, parent to child, on its routed path, :func:`_route`; ``sweep`` "down" counts
+    the parent-to-child paths only (broadcast), "up" the child-to-parent ones (reduce), tpu32), ``H`` the most
+    hops from a rank to its tree's root. Counted edge by edge (torus31; the tree's edges join ranks ``2^g`` apart
+    but carry into the next dimension, so no closed form is claimed)."""
     p = int(np.prod(dims))
     load: dict[tuple[int, int, int], int] = {}
     depth = 0
@@ -241,7 +324,8 @@ def tree_loads(dims: tuple[int, ...]) -> tuple[int, int]:
             u = parent(r, p)
             if u < 0:
                 continue
-            for link in _route(dims, r, u) + _route(dims, u, r):
+            paths = {"up": _route(dims, r, u), "down": _route(dims, u, r)}
+            for link in (paths["up"] + paths["down"] if sweep == "both" else paths[sweep]):
                 load[link] = load.get(link, 0) + 1
     return max(load.values(), default=0), depth
 
@@ -272,6 +356,9 @@ def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.nda
 #: Bytes a node must receive, in units of ``(p - 1)/p S`` (nccl-tests size convention), per collective.
 INJECTION_SWEEPS = {"allreduce": 2.0, "reducescatter": 1.0, "allgather": 1.0, "alltoall": 1.0}
 
+#: The operations priced link by link on a (sub-)torus group (torus31; broadcast and reduce since tpu32)
+TORUS_OPS = frozenset(INJECTION_SWEEPS) | {"broadcast", "reduce"}
+
 
 def on_torus_groups(op: str, S: np.ndarray, pl: Placement,
                     form: Callable[[tuple[int, ...], float, float], np.ndarray | None]
@@ -280,7 +367,7 @@ def on_torus_groups(op: str, S: np.ndarray, pl: Placement,
     (:func:`torus_groups`) and the form applies (not None), with that tier's hop latency and ``B_link``; None
     where nothing applies."""
     found = torus_groups(pl)
-    if found is None or op not in INJECTION_SWEEPS:
+    if found is None or op not in TORUS_OPS:
         return None
     i, groups = found
     b_link = link_bandwidth(float(pl.bandwidth[i]), float(pl.efficiency[i]), pl.network.tiers[i].torus_dims)
@@ -301,15 +388,19 @@ def on_torus_groups(op: str, S: np.ndarray, pl: Placement,
 def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0, algorithm: str = "ring"
                ) -> tuple[np.ndarray, np.ndarray] | None:
     """``(mask, time)`` of ``op`` by ``algorithm`` on a group that is a torus tier or a sub-torus of whole
-    dimensions of it (:func:`torus_groups`), on the group's dimensions only: all-to-all (any algorithm's caller
-    here is ``direct``): :func:`torus_alltoall`; all-reduce, reduce-scatter, all-gather by ``ring``:
+    dimensions of it (:func:`torus_groups`), on the group's dimensions only: all-to-all by
+    ``direct``: :func:`torus_alltoall`, by ``rd`` (Bruck): :func:`torus_bruck`; broadcast and reduce by ``rhd``:
+    :func:`torus_scatter_gather` (``ring``, ``tree``: ``algorithms.ring_time`` with :func:`chain_loads`,
+    ``algorithms.tree_time`` with :func:`tree_loads`); all-reduce, reduce-scatter, all-gather by ``ring``:
     :func:`torus_allreduce`, ``hierarchical``: the same unrotated, ``rhd`` / ``rd``: :func:`torus_recursive`,
     ``direct``: :func:`torus_direct` (``tree``: ``algorithms.tree_time`` with :func:`tree_loads`); with the
     placement's hop latency and line rate of that tier (so NCCL's protocol layer may relink them); None where
     nothing applies."""
     def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray | None:
         if op == "alltoall":
-            return torus_alltoall(S, dims, alpha, b_link)
+            return torus_bruck(S, dims, alpha, b_link) if algorithm == "rd" else torus_alltoall(S, dims, alpha, b_link)
+        if op in ("broadcast", "reduce"):
+            return torus_scatter_gather(S, dims, alpha, b_link, gamma, op=op) if algorithm == "rhd" else None
         if algorithm in ("rhd", "rd"):
             return torus_recursive(S, dims, alpha, b_link, gamma, op=op, algorithm=algorithm)
         if algorithm == "direct":
@@ -320,13 +411,15 @@ def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0, algori
 
 def torus_unpriced(op: str, algorithm: str, pl: Placement) -> np.ndarray | None:
     """Where the group is a (sub-)torus (:func:`torus_groups`) but ``algorithm``'s ``op`` has no link-level
-    torus form (rhd / rd on an extent that is not a power of two): ``auto`` does not weigh that switch price
-    there (``nccl.auto_eligible``); None if no tier declares a torus."""
+    torus form (rhd / rd on an extent that is not a power of two, all-to-all's Bruck excepted): ``auto`` does not
+    weigh that switch price there (``nccl.auto_eligible``); None if no tier declares a torus."""
     found = torus_groups(pl)
     if found is None:
         return None
     mask = np.zeros(np.shape(pl.p), dtype=bool)
-    if op in INJECTION_SWEEPS and algorithm in ("rhd", "rd"):
+    recursive = (op in INJECTION_SWEEPS and op != "alltoall" and algorithm in ("rhd", "rd")) or (
+        op in ("broadcast", "reduce") and algorithm == "rhd")
+    if recursive:
         for dims, where in found[1]:
             if not _power_of_two(dims):
                 mask = mask | where
@@ -337,7 +430,9 @@ def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, 
     """``(mask, time)``: the least time any algorithm needs on a (sub-)torus group, a node's bytes in over the
     ``2 |dims|`` links of the group's dimensions (the only links joining it to the group's other nodes):
     ``sweeps x (p - 1)/p x S / (2 |dims| B_link)`` (:data:`INJECTION_SWEEPS`; docs/model.md#torus)."""
-    sweeps = INJECTION_SWEEPS.get(op, 0.0)
+    if op not in INJECTION_SWEEPS:
+        return None
+    sweeps = INJECTION_SWEEPS[op]
 
     def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
         p = float(np.prod(dims))
