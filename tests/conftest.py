@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from hypothesis import settings
 
 import scalemodel.engine.calibrate_runs as calibrate_runs
-from scalemodel.specs import load_cluster
+from scalemodel.specs import load_cluster, notices
 
 # No per-example deadline: hypothesis' default 200 ms is a timing assertion, which the house rules keep out of tests
 # (speed is measured in benchmarks/); on a loaded machine it failed a quantile property that holds (round 19).
@@ -35,6 +37,49 @@ def _fits_without_leave_one_out(request: pytest.FixtureRequest, monkeypatch: pyt
     its own bound for the refits (test_calibrate_runs_speed's loo_fit); one that sets nothing runs the refits."""
     if request.node.path.name != "test_calibrate_band.py":
         monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
+
+
+#: :func:`fit_runs_once`'s fits: the SHA-256 of its arguments' pickle -> the fit's pickle and the warnings it raised
+_FITS: dict[bytes, tuple[bytes, list[str]]] = {}
+
+
+def fit_runs_once(runs, *, source="", out=None, only=None):  # type: ignore[no-untyped-def]
+    """``calibrate_runs.fit_runs`` made once a process for each content of its arguments (tests/README.md, ci32).
+
+    The key is the pickle of the runs (every field of each MeasuredRun: the cluster, workload, training, strategy,
+    the measured step and where the run was read), ``source``, ``only`` and the module's upper-case constants (a
+    test's ``LOO_MAX_RUNS`` among them): equal bytes are equal inputs, so a hit is the fit the call would make. Each
+    call gets a fresh copy (unpickled: a test may change its fit) and the warnings the fit raised (notices), raised
+    again. ``out`` is left out of the key: fit_runs only records it (``inputs["out"]``), which is set on the copy.
+    Only for callers that patch nothing else the fit calls (a patched ``evaluate`` would not be seen)."""
+    consts = sorted((k, v) for k, v in vars(calibrate_runs).items() if k.isupper() and not callable(v))
+    key = hashlib.sha256(pickle.dumps((runs, source, only, consts))).digest()
+    if key not in _FITS:
+        try:
+            with notices.collecting() as said:
+                fit = calibrate_runs.fit_runs(runs, source=source, only=only)
+        except BaseException:
+            for line in said:  # as the fit would have left them: raised in this invocation
+                notices.warn(line)
+            raise
+        _FITS[key] = pickle.dumps(fit), said
+    blob, said = _FITS[key]
+    for line in said:
+        notices.warn(line)
+    fit = pickle.loads(blob)
+    fit.inputs["out"] = out
+    return fit
+
+
+@pytest.fixture
+def fit_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`calibrate runs` (in-process, conftest's ``cli``) and ``scalemodel.calibrate_runs`` fit through
+    :func:`fit_runs_once`: the tests of one runs file that fit it the same way (test_calibrate_runs' 8 runs: the
+    overlay, --predict-at, --out, the Python API, test_calib27's --json) share one fit a process instead of ~12 s
+    of CPU each; what they check is what the command does with the fit (the fit itself is checked on the fixture's
+    own, which is the first entry)."""
+    monkeypatch.setattr("scalemodel.commands.calibrate.fit_runs", fit_runs_once)
+    monkeypatch.setattr("scalemodel.api.fit_runs", fit_runs_once)
 
 
 @dataclass
