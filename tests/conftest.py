@@ -6,12 +6,18 @@ import contextlib
 import functools
 import hashlib
 import io
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: each pytest-xdist worker computes validate_all itself (_shared_across_workers)
+    fcntl = None  # type: ignore[assignment]
 
 import scalemodel.engine.calibrate_runs as calibrate_runs
 from scalemodel.specs import load_cluster, notices
@@ -141,7 +147,58 @@ def script_module(name: str):  # type: ignore[no-untyped-def]
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(mod)
+    if name == "validate_training":
+        mod.validate_all = _shared_across_workers(mod.validate_all)
     return mod
+
+
+#: Under pytest-xdist, the run's temporary root (the controller's basetemp, shared by the workers, pruned by pytest
+#: as every basetemp is); empty in a run without workers
+_RUN_ROOT: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _xdist_run_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's basetemp is <the run's basetemp>/gwN
+        _RUN_ROOT.append(tmp_path_factory.getbasetemp().parent)
+
+
+def _inputs_digest() -> str:
+    """SHA-256 of every file that validate_all reads or runs: the package, the scripts, the hardware catalog, the
+    case files (validation/, and the shared or tests/data copy of the original cases)."""
+    h = hashlib.sha256()
+    tops = [ROOT / d for d in ("scalemodel", "scripts", "hardware", "validation", "tests/data/validation")]
+    shared = ROOT.parent / "shared" / "validation" / "cases.yaml"
+    files = [shared] if shared.is_file() else []
+    for top in tops:
+        files += sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for p in files:
+        h.update(str(p.relative_to(ROOT.parent)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def shared_once(name: str, compute):  # type: ignore[no-untyped-def]
+    """``compute()`` made once a test run rather than once per pytest-xdist worker: the first worker to ask computes
+    it under a file lock and pickles it under the run's temporary root, keyed by ``name`` and :func:`_inputs_digest`;
+    the others wait for the lock and read it (a fresh copy each). Outside xdist (or without fcntl) it is computed."""
+    if fcntl is None or not _RUN_ROOT:
+        return compute()
+    path = _RUN_ROOT[0] / f"{name}-{_inputs_digest()}.pickle"
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.is_file():
+            return pickle.loads(path.read_bytes())
+        got = compute()
+        part = path.with_suffix(".part")
+        part.write_bytes(pickle.dumps(got))
+        part.replace(path)
+        return got
+
+
+def _shared_across_workers(compute):  # type: ignore[no-untyped-def]
+    """scripts/validate_training.py's ``validate_all`` (every row of both case files priced, ~30 s of CPU) through
+    :func:`shared_once`, once a process as the script's own lru_cache keeps it."""
+    return functools.cache(lambda: shared_once("validate_all", compute))
 
 
 def load_yaml(path):  # type: ignore[no-untyped-def]

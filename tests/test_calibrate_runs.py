@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import conftest
 import numpy as np
 import pytest
 import yaml
-from conftest import _FITS, fit_runs_once
+from conftest import _FITS, fit_runs_once, shared_once
 from test_calibrate_checks import _h100_16_log
 
 from scalemodel.engine import calibrate_runs
@@ -454,3 +455,20 @@ def test_fit_runs_once_is_the_fit_and_is_keyed_on_content(tmp_path: Path, monkey
     monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 7)
     fit_runs_once(runs, source=str(path), only=["compute"])
     assert len(_FITS) == n + 3
+
+
+def test_shared_once_computes_once_a_run_and_hands_out_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conftest's shared_once (validate_all and test_calibrate_extrapolation's series, once a pytest-xdist run): the
+    first call computes and pickles under the run's root, keyed by the inputs' digest; a later one (another worker's)
+    reads it, a copy of its own, without computing."""
+    monkeypatch.setattr(conftest, "_RUN_ROOT", [tmp_path])  # as a worker's session fixture sets it
+    calls: list[int] = []
+
+    def compute() -> dict[str, list[float]]:
+        calls.append(1)
+        return {"a": [1.5]}
+
+    first, again = shared_once("t", compute), shared_once("t", compute)
+    assert first == again == {"a": [1.5]} and first is not again
+    assert calls == ([1] if conftest.fcntl is not None else [1, 1])
+    assert (tmp_path / f"t-{conftest._inputs_digest()}.pickle").is_file() == (conftest.fcntl is not None)
