@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
+import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: each pytest-xdist worker computes validate_all itself (_shared_across_workers)
+    fcntl = None  # type: ignore[assignment]
+
 import scalemodel.engine.calibrate_runs as calibrate_runs
-from scalemodel.specs import load_cluster
+from scalemodel.specs import load_cluster, notices
 
 # No per-example deadline: hypothesis' default 200 ms is a timing assertion, which the house rules keep out of tests
 # (speed is measured in benchmarks/); on a loaded machine it failed a quantile property that holds (round 19).
@@ -35,6 +43,49 @@ def _fits_without_leave_one_out(request: pytest.FixtureRequest, monkeypatch: pyt
     its own bound for the refits (test_calibrate_runs_speed's loo_fit); one that sets nothing runs the refits."""
     if request.node.path.name != "test_calibrate_band.py":
         monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
+
+
+#: :func:`fit_runs_once`'s fits: the SHA-256 of its arguments' pickle -> the fit's pickle and the warnings it raised
+_FITS: dict[bytes, tuple[bytes, list[str]]] = {}
+
+
+def fit_runs_once(runs, *, source="", out=None, only=None):  # type: ignore[no-untyped-def]
+    """``calibrate_runs.fit_runs`` made once a process for each content of its arguments (tests/README.md, ci32).
+
+    The key is the pickle of the runs (every field of each MeasuredRun: the cluster, workload, training, strategy,
+    the measured step and where the run was read), ``source``, ``only`` and the module's upper-case constants (a
+    test's ``LOO_MAX_RUNS`` among them): equal bytes are equal inputs, so a hit is the fit the call would make. Each
+    call gets a fresh copy (unpickled: a test may change its fit) and the warnings the fit raised (notices), raised
+    again. ``out`` is left out of the key: fit_runs only records it (``inputs["out"]``), which is set on the copy.
+    Only for callers that patch nothing else the fit calls (a patched ``evaluate`` would not be seen)."""
+    consts = sorted((k, v) for k, v in vars(calibrate_runs).items() if k.isupper() and not callable(v))
+    key = hashlib.sha256(pickle.dumps((runs, source, only, consts))).digest()
+    if key not in _FITS:
+        try:
+            with notices.collecting() as said:
+                fit = calibrate_runs.fit_runs(runs, source=source, only=only)
+        except BaseException:
+            for line in said:  # as the fit would have left them: raised in this invocation
+                notices.warn(line)
+            raise
+        _FITS[key] = pickle.dumps(fit), said
+    blob, said = _FITS[key]
+    for line in said:
+        notices.warn(line)
+    fit = pickle.loads(blob)
+    fit.inputs["out"] = out
+    return fit
+
+
+@pytest.fixture
+def fit_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`calibrate runs` (in-process, conftest's ``cli``) and ``scalemodel.calibrate_runs`` fit through
+    :func:`fit_runs_once`: the tests of one runs file that fit it the same way (test_calibrate_runs' 8 runs: the
+    overlay, --predict-at, --out, the Python API, test_calib27's --json) share one fit a process instead of ~12 s
+    of CPU each; what they check is what the command does with the fit (the fit itself is checked on the fixture's
+    own, which is the first entry)."""
+    monkeypatch.setattr("scalemodel.commands.calibrate.fit_runs", fit_runs_once)
+    monkeypatch.setattr("scalemodel.api.fit_runs", fit_runs_once)
 
 
 @dataclass
@@ -96,7 +147,58 @@ def script_module(name: str):  # type: ignore[no-untyped-def]
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(mod)
+    if name == "validate_training":
+        mod.validate_all = _shared_across_workers(mod.validate_all)
     return mod
+
+
+#: Under pytest-xdist, the run's temporary root (the controller's basetemp, shared by the workers, pruned by pytest
+#: as every basetemp is); empty in a run without workers
+_RUN_ROOT: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _xdist_run_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's basetemp is <the run's basetemp>/gwN
+        _RUN_ROOT.append(tmp_path_factory.getbasetemp().parent)
+
+
+def _inputs_digest() -> str:
+    """SHA-256 of every file that validate_all reads or runs: the package, the scripts, the hardware catalog, the
+    case files (validation/, and the shared or tests/data copy of the original cases)."""
+    h = hashlib.sha256()
+    tops = [ROOT / d for d in ("scalemodel", "scripts", "hardware", "validation", "tests/data/validation")]
+    shared = ROOT.parent / "shared" / "validation" / "cases.yaml"
+    files = [shared] if shared.is_file() else []
+    for top in tops:
+        files += sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for p in files:
+        h.update(str(p.relative_to(ROOT.parent)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def shared_once(name: str, compute):  # type: ignore[no-untyped-def]
+    """``compute()`` made once a test run rather than once per pytest-xdist worker: the first worker to ask computes
+    it under a file lock and pickles it under the run's temporary root, keyed by ``name`` and :func:`_inputs_digest`;
+    the others wait for the lock and read it (a fresh copy each). Outside xdist (or without fcntl) it is computed."""
+    if fcntl is None or not _RUN_ROOT:
+        return compute()
+    path = _RUN_ROOT[0] / f"{name}-{_inputs_digest()}.pickle"
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.is_file():
+            return pickle.loads(path.read_bytes())
+        got = compute()
+        part = path.with_suffix(".part")
+        part.write_bytes(pickle.dumps(got))
+        part.replace(path)
+        return got
+
+
+def _shared_across_workers(compute):  # type: ignore[no-untyped-def]
+    """scripts/validate_training.py's ``validate_all`` (every row of both case files priced, ~30 s of CPU) through
+    :func:`shared_once`, once a process as the script's own lru_cache keeps it."""
+    return functools.cache(lambda: shared_once("validate_all", compute))
 
 
 def load_yaml(path):  # type: ignore[no-untyped-def]

@@ -22,6 +22,9 @@ from scalemodel.engine.calibrate import fit_intervals
 from scalemodel.engine.calibrate_runs import COND_MAX, WIDE, _identifiable, _Solution, _too_wide, fit_runs
 from scalemodel.specs.runs import read_runs
 
+#: `calibrate runs` fits through conftest's fit_runs_once: --json's default fit of the 8 runs reuses ``eight``'s
+pytestmark = pytest.mark.usefixtures("fit_once")
+
 
 def _pair(cos: float, m: int = 4) -> np.ndarray:
     """m x 2 Jacobian of two unit columns at angle acos(cos), padded with zero rows."""

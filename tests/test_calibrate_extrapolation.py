@@ -6,18 +6,20 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from conftest import script_module
+from conftest import script_module, shared_once
 
 
 @pytest.fixture(scope="module")
 def groups():  # type: ignore[no-untyped-def]
     # the session's validator module first: the script's `import validate_training` is then that module, whose cached
-    # validate_all() (every row priced, ~20 s) the script shares with test_validation.py and test_intervals.py
+    # validate_all() (every row priced, ~30 s of CPU) the script shares with test_validation.py and test_intervals.py.
+    # The series (new_cases prices every row again, ~30 s more) are made once a test run (conftest.shared_once): under
+    # pytest-xdist this module's tests are spread over the workers, and each built the fixture
     script_module("validate_training")
     mod = script_module("calibrate_extrapolation")
     if mod.vt.CASES is None:
         pytest.skip("validation cases not found")
-    return mod.series(mod.nar21_cases() + mod.new_cases())
+    return shared_once("extrapolation-series", lambda: mod.series(mod.nar21_cases() + mod.new_cases()))
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import conftest
 import numpy as np
 import pytest
 import yaml
+from conftest import _FITS, fit_runs_once, shared_once
 from test_calibrate_checks import _h100_16_log
 
 from scalemodel.engine import calibrate_runs
@@ -22,6 +24,10 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.specs import load_cluster
 from scalemodel.specs.runs import read_runs
+
+#: `calibrate runs` and scalemodel.calibrate_runs fit through conftest's fit_runs_once: the command runs of the 8 runs'
+#: default fit (the overlay, --predict-at, --out .yml, the Python API) reuse this file's ``fitted`` fit, made once
+pytestmark = pytest.mark.usefixtures("fit_once")
 
 TRUE = {"compute": 0.8, "ib-leaf": 0.7, "overhead_s": 0.05}
 
@@ -77,13 +83,14 @@ def eight_runs_fit(factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     up before that per-test switch, so both used to run the 8 leave-one-out refits too, which none of their tests
     reads (the refits are tested in test_calibrate_band.py, test_calibrate_runs_speed.py and test_calib27's
     test_leave_one_out_refits_keep_the_full_fits_selection). The tests read the file, the runs and the fit and
-    change none of them."""
+    change none of them. The fit is conftest's :func:`fit_runs_once`, whose entry the command's runs of the same
+    file and factors (``fit_once``) reuse."""
     base = factory.getbasetemp()
     if base not in _EIGHT:
         path = synthetic(factory.mktemp("runs"), RUNS)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
-            _EIGHT[base] = path, read_runs(path), fit_runs(read_runs(path), source=str(path))
+            _EIGHT[base] = path, read_runs(path), fit_runs_once(read_runs(path), source=str(path))
     return _EIGHT[base]
 
 
@@ -424,3 +431,44 @@ def test_a_step_faster_than_physics_is_refused(tmp_path: Path, cli) -> None:  # 
             line = r.err.strip()
             assert line.startswith(f"error: {path}: run 1 (line 1): step_time: ") and "\n" not in line, line
             assert "faster than the physical floor" in line and f"{floor:.4g} s" in line
+
+
+def test_fit_runs_once_is_the_fit_and_is_keyed_on_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conftest's fit_runs_once (the fits this file's command runs share): a hit is the fit fit_runs makes of the same
+    arguments (its payload equal, ``out`` as the call gives it), a copy of its own (clearing one changes no later hit),
+    and every change of content is a new fit: another measured step, another factor list, another LOO_MAX_RUNS."""
+    path = synthetic(tmp_path, RUNS[:1])  # one run, one factor: the cheapest fit there is (a fit is a fit to the memo)
+    runs = read_runs(path)
+    direct = fit_runs(runs, source=str(path), out="a.yaml", only=["compute"])
+    first = fit_runs_once(runs, source=str(path), out="a.yaml", only=["compute"])
+    n = len(_FITS)
+    again = fit_runs_once(read_runs(path), source=str(path), out="b.yaml", only=["compute"])  # a hit
+    assert len(_FITS) == n and first.payload() == direct.payload()
+    assert again.inputs == {**direct.inputs, "out": "b.yaml"} and again.factors == direct.factors
+    again.factors.clear()
+    assert fit_runs_once(runs, source=str(path), only=["compute"]).factors == direct.factors
+    slower = [replace_step(r, r.step_time_s * 1.2) for r in runs]
+    got = fit_runs_once(slower, source=str(path), only=["compute"])
+    assert got.payload() == fit_runs(slower, source=str(path), only=["compute"]).payload()
+    assert got.factor("compute").value < direct.factor("compute").value  # slower runs: a lower compute factor
+    fit_runs_once(runs, source=str(path), only=["compute", "overhead_s"])
+    monkeypatch.setattr(calibrate_runs, "LOO_MAX_RUNS", 7)
+    fit_runs_once(runs, source=str(path), only=["compute"])
+    assert len(_FITS) == n + 3
+
+
+def test_shared_once_computes_once_a_run_and_hands_out_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conftest's shared_once (validate_all and test_calibrate_extrapolation's series, once a pytest-xdist run): the
+    first call computes and pickles under the run's root, keyed by the inputs' digest; a later one (another worker's)
+    reads it, a copy of its own, without computing."""
+    monkeypatch.setattr(conftest, "_RUN_ROOT", [tmp_path])  # as a worker's session fixture sets it
+    calls: list[int] = []
+
+    def compute() -> dict[str, list[float]]:
+        calls.append(1)
+        return {"a": [1.5]}
+
+    first, again = shared_once("t", compute), shared_once("t", compute)
+    assert first == again == {"a": [1.5]} and first is not again
+    assert calls == ([1] if conftest.fcntl is not None else [1, 1])
+    assert (tmp_path / f"t-{conftest._inputs_digest()}.pickle").is_file() == (conftest.fcntl is not None)
