@@ -399,9 +399,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # backward (Transformer Engine grad_output_preprocess, Megatron-Core _ReduceScatterToSequenceParallelRegion
     # .backward): exposed (docs/model.md#sp-grad-gather); the rest of the pool (the reduce-scatters of the
     # column-parallel linears' input gradients, MLA's further gathers' mirrors) under the weight-gradient GEMMs. Not for
-    # nanotron's linears (nanotron_tp_time), nor on a TPU (XLA schedules its own), nor under userbuffers (below)
+    # nanotron's linears (nanotron_tp_time), nor on a TPU or an XLA layer (_xla_partitioned), nor under userbuffers
     blocking = np.where(g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
-                        & (not xla_remat(job)), L * per_pass + adj * moe_f, 0.0)
+                        & ~_xla_partitioned(job, g), L * per_pass + adj * moe_f, 0.0)
     grad_ag = blocking * coll.get("tp_grad_ag", 0.0)
     under = pool_f - blocking * coll.get("tp_fwd_ag", 0.0)
     tp_bwd = grad_ag + np.maximum(under - bwd_window, 0.0)
@@ -901,7 +901,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # gathers at the quantized dtype, as their re-gathers (sp_regather_elem_bytes), and the row-parallel linears'
     # output-gradient gathers in the backward at the gradient's (sp_grad_gather_elem_bytes;
     # docs/model.md#sp-grad-gather)
-    te = ~np.asarray(g.nanotron_trainer, dtype=bool) & (not xla_remat(job))
+    te = ~np.asarray(g.nanotron_trainer, dtype=bool) & ~_xla_partitioned(job, g)
     fwd_ag = np.where(te, regather, ag)
     gg_eb = sp_grad_gather_elem_bytes(job)
     grad_ag = np.where(te, ag if gg_eb == job.elem_bytes else
@@ -1098,11 +1098,16 @@ def embedding_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any
     return np.asarray(np.where(_no_tp_comm(job, g), 0.0, t))
 
 
+def _xla_partitioned(job: Job, g: StrategyGrid) -> np.ndarray:
+    """bool: a TPU's or an XLA layer's partitioner places (and schedules) the TP collectives, not a framework's
+    linears (Transformer Engine, Megatron-Core, nanotron)."""
+    return np.asarray((np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | (job.accelerator_family == "tpu"))
+
+
 def _no_tp_comm(job: Job, g: StrategyGrid) -> np.ndarray:
     """bool: no priced TP collectives around the embedding and the output head: tp 1, or a TPU's or an XLA layer's
-    partitioner, which places its own."""
-    xla = (np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | (job.accelerator_family == "tpu")
-    return np.asarray((g.tp <= 1) | xla)
+    partitioner, which places its own (:func:`_xla_partitioned`)."""
+    return np.asarray((g.tp <= 1) | _xla_partitioned(job, g))
 
 
 def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any, gemm: Any
