@@ -681,7 +681,9 @@ def test_rdma_and_topology(cli: Any) -> None:
     for a, b in zip(tcp["points"], rdma["points"], strict=True):  # README: +29 % to +36 % at every point
         assert 1.2 < b["tflops_per_gpu"] / a["tflops_per_gpu"] < 1.4
     fast = scale(cli, "default.yaml", "--cluster", "dgx-a100")
-    assert comm_share(point(fast, 2048)) < 0.07 < 0.6 < comm_share(point(tcp, 2048))  # README: 5.5 % vs 71 % (no embed)
+    # README: 7.5 % vs 74 % (no embed); 0.07 -> 0.08 by sp32: the row-parallel output-gradient gathers run exposed
+    # (docs/model.md#sp-grad-gather), tp_comm 0.16 -> 0.24 s of the 2048-GPU DGX A100 step (5.9 -> 7.5 %)
+    assert comm_share(point(fast, 2048)) < 0.08 < 0.6 < comm_share(point(tcp, 2048))
 
     node, racks = allreduce(cli, "pcie-25gbe", 8), allreduce(cli, "pcie-25gbe", 2048)
     assert racks > 10 * node  # leaving the server: PCIe -> 25 GbE TCP

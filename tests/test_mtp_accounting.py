@@ -27,7 +27,11 @@ from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep_tokens")}
-UNIT = {**ONE, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
+#: with sequence parallelism the pair ``tp`` (1 s) splits into its forward all-gather (1/4 s, ``tp_fwd_ag``) and
+#: reduce-scatter (3/4 s); the backward's output-gradient gather (1/2 s, ``tp_grad_ag``, docs/model.md#tp-comm) and
+#: input re-gather (1/8 s, ``tp_regather``, docs/model.md#sp-regather) get their own values, so each reads off a sum
+SP_PARTS = {"tp_fwd_ag": np.full(1, 0.25), "tp_grad_ag": np.full(1, 0.5), "tp_regather": np.full(1, 0.125)}
+UNIT = {**ONE, **SP_PARTS, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
 
 
 def _small_moe_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
@@ -45,8 +49,10 @@ def _small_moe_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
 
 def _counts(job: Any, g: Any, layers: float = 3.0) -> dict[str, float]:
     comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
-    # nothing hides the collectives: no weight-gradient window, no attention core under the ring
-    comp = dict(comp, wgrad=np.zeros(1), core_per_layer=np.zeros(1))
+    # nothing hides the collectives: no weight-gradient window, no data-gradient GEMMs under the re-gathers (the
+    # gathering linears' share of the forward GEMMs, sp_regather), no attention core under the ring
+    comp = dict(comp, wgrad=np.zeros(1), core_per_layer=np.zeros(1), gemm_per_layer=np.zeros(1),
+                mtp_gemm=np.zeros(1))
     mp = model_parallel_comm._model_parallel_comm(job, g, comp, UNIT)
     return {k: float(np.ravel(mp[k])[0]) for k in ("tp", "cp", "ep")}
 
@@ -77,10 +83,14 @@ def test_tp_reductions_per_micro_batch_by_hand(mtp: int, recompute: str) -> None
 def test_tp_reductions_under_megatron_core_sp_by_hand(mtp: int, recompute: str) -> None:
     """The same count on Megatron-Core's layer, with the SP it needs for MoE at tp > 1, etp 1 and no shared experts:
     the dense layer runs its 2 block collectives (RS + AG) per pass, each MoE layer and each MoE block only its
-    attention block's 1 (no expert-TP pair at etp 1, docs/model.md#tp-comm-moe): (2 + 2 + D) x (2 or 3)."""
+    attention block's 1 (no expert-TP pair at etp 1, docs/model.md#tp-comm-moe): N = 2 + 2 + D a pass. The forward
+    (and a full recompute's) runs N pairs, 1 s each; the backward N output-gradient gathers (1/2 s, in place of the
+    pair's 1/4 s forward gather), the pairs' N reduce-scatters' mirrors (3/4 s) and N input re-gathers (1/8 s):
+        N (1 + 1/2 + 3/4 + 1/8) = 2.375 N,  + N under full recompute."""
     job, g = _small_moe_job(mtp, {"tp": 2, "sequence_parallel": True, "etp": 1, "recompute": recompute})
-    passes = 3 if recompute == "full" else 2
-    assert _counts(job, g)["tp"] == pytest.approx((2 + 2 + mtp) * passes, rel=1e-12)
+    n = 2 + 2 + mtp
+    want = n * (1.0 + 0.5 + 0.75 + 0.125) + (n if recompute == "full" else 0.0)
+    assert _counts(job, g)["tp"] == pytest.approx(want, rel=1e-12)
 
 
 @pytest.mark.parametrize("mtp", [0, 1, 2])
@@ -137,16 +147,20 @@ def _super_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
 @pytest.mark.parametrize("mtp", [1, 2])
 def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
     """Nemotron 3 Super: 88 one-block layers (40 M, 8 *, 40 E, read off the pattern), a shared *E module run D times.
-    Per pass the block adds two one-block layers' TP reductions (1 each, forward and backward), one attention
-    layer's CP ring and one MoE layer's all-to-alls:
-        EP 4 (40 + D),  TP 2 (88 + 2 D),  CP 3 (8 + D)."""
+    Per pass the block adds two one-block layers' TP reductions (1 each), one attention layer's CP ring and one MoE
+    layer's all-to-alls. At tp 2 the MoE layers need (and the grid turns on) sequence parallelism, so each of the
+    88 + 2 D block collectives is a forward pair (1 s) and, in the backward, an output-gradient gather (1/2 s), the
+    pair's reduce-scatter mirror (3/4 s) and an input re-gather (1/8 s), nothing hiding them (the test_tp_reductions
+    _under_megatron_core_sp_by_hand count):
+        EP 4 (40 + D),  TP 2.375 (88 + 2 D),  CP 3 (8 + D)."""
     pattern = yaml.safe_load((ROOT / "examples/workloads/nemotron-3-super.yaml").read_text())["hybrid"]["pattern"]
     n_att, n_moe, n_all = pattern.count("*"), pattern.count("E"), len(pattern)
     assert (n_att, n_moe, n_all) == (8, 40, 88)
     job, g = _super_job(mtp, {"ep": 2})
     assert _counts(job, g, n_all)["ep"] == pytest.approx(4 * (n_moe + mtp), rel=1e-12)
     job, g = _super_job(mtp, {"tp": 2, "tp_async_allreduce": False})
-    assert _counts(job, g, n_all)["tp"] == pytest.approx(2 * (n_all + 2 * mtp), rel=1e-12)
+    assert bool(np.ravel(g.sequence_parallel)[0])
+    assert _counts(job, g, n_all)["tp"] == pytest.approx(2.375 * (n_all + 2 * mtp), rel=1e-12)
     job, g = _super_job(mtp, {"cp": 2})
     assert _counts(job, g, n_all)["cp"] == pytest.approx(3 * (n_att + mtp), rel=1e-12)
 

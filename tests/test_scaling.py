@@ -246,8 +246,10 @@ def test_summary_points_below_two_keep_a_decimal(cli):
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     loss = doc["points"][-1]["loss_attribution"]
-    assert 0.0095 <= loss["dp_comm"] < 0.015 and 0.0005 < loss["contention"] < 0.0095
-    assert "dp_comm takes 1.0 point (" in doc["summary"]
+    # sp32: the exposed output-gradient gathers (docs/model.md#sp-grad-gather) lengthen the step, so dp_comm's share
+    # at 16384 GPUs falls 1.0 -> 0.9 points
+    assert 0.0085 <= loss["dp_comm"] < 0.0095 and 0.0005 < loss["contention"] < 0.0095
+    assert "dp_comm takes 0.9 points (" in doc["summary"]
     assert f"contention takes {100 * loss['contention']:.1f} points (" in doc["summary"]
     assert " 1 points" not in doc["summary"] and " 0 points" not in doc["summary"]
 
@@ -264,7 +266,11 @@ def test_best_summary_says_its_causes_are_the_memory_unconstrained_plans(cli):
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     last = doc["points"][-1]
-    assert last["loss_attribution"]["optimizer"] > 0.01 > last["breakdown_s"]["optimizer"] / last["step_time_s"]
+    # sp32: since the row-parallel output-gradient gathers are priced exposed (docs/model.md#sp-grad-gather), the
+    # memory-unconstrained fastest plan at 1536 is no longer the ZeRO-0 one whose optimizer step took 2 points
+    # (optimizer attribution 0.024 -> 0.0000014); the chosen ZeRO-2 plan's optimizer step is still milliseconds
+    assert last["breakdown_s"]["optimizer"] / last["step_time_s"] < 0.01
+    assert "optimizer takes" not in doc["summary"]
     forced = 100 * last["loss_attribution"]["memory_forced"]
     assert "causes are the parts of the fastest strategy ignoring memory" in doc["summary"]
     assert f"memory_forced ({forced:+.1f} points)" in doc["summary"]

@@ -63,15 +63,16 @@ def v(a) -> float:  # type: ignore[no-untyped-def]
     ("fp8", "mxfp8", "dgx-b200", 1.0 + 1 / 32),  # the column-wise MXFP8 copy with one E8M0 scale per 32
 ])
 def test_per_layer_backward_bytes_by_hand(precision: str, recipe: str | None, cluster: str, elem_bytes: float) -> None:
-    """The layer's backward TP traffic: 2 RS + 2 AG of the bf16 activation (the data-gradient reduce-scatters of QKV
-    and FC1, the output-gradient gathers of O-proj and FC2) and 2 re-gathers of the saved dtype: bf16 4 MiB each,
-    fp8 2 MiB each (1 byte an element), MXFP8 2 MiB x 33/32."""
+    """The layer's backward TP traffic: 2 RS + 2 AG (the data-gradient reduce-scatters of QKV and FC1, the
+    output-gradient gathers of O-proj and FC2: their dtypes in tests/test_sp32.py) and 2 re-gathers of the saved
+    dtype: bf16 4 MiB each, fp8 2 MiB each (1 byte an element), MXFP8 2 MiB x 33/32."""
     job, _, c = _setup(precision, recipe, cluster)
     assert mpc.sp_regather_elem_bytes(job) == pytest.approx(elem_bytes, rel=1e-12)
     regather = _ag(ELEMENTS * elem_bytes, TP, job)
     assert v(c["tp_regather"]) == pytest.approx(regather, rel=1e-12)
-    # the forward pair (RS + AG of the activation at the run's activation bytes, 2 for bf16 and fp8 runs alike)
-    pair = _rs(ELEMENTS * 2.0, TP, job) + _ag(ELEMENTS * 2.0, TP, job)
+    # the forward pair: the RS of the activation at its 2 bytes, the AG at the gathered dtype (sp32: TE quantizes
+    # before it gathers, the re-gather's dtype; tests/test_sp32.py)
+    pair = _rs(ELEMENTS * 2.0, TP, job) + _ag(ELEMENTS * elem_bytes, TP, job)
     assert v(c["tp"]) == pytest.approx(pair, rel=1e-12)
     # a sequential layer's backward: the count's 2 pairs and the 2 re-gathers (sp_regather with gathers = 2)
     assert 2 * v(c["tp"]) + 2 * v(c["tp_regather"]) == pytest.approx(2 * pair + 2 * regather, rel=1e-12)

@@ -150,8 +150,9 @@ def test_synchronous_tp_allreduce_exposes_the_backward_ones(a100, gpt) -> None: 
 def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """With sequence parallelism Megatron launches each backward reduce-scatter async_op=True before the wgrad GEMM
     whatever --no-async-tensor-model-parallel-allreduce says (core_r0.5.0 tensor_parallel/layers.py): per layer
-    2 forward (AG + RS) exposed and 2 backward under the weight-gradient GEMMs,
-    m (L 2 c + max(L 2 c - wgrad, 0)), c = RS + AG of b*s*h*2 bytes over 8 ranks, the flag on or off; once per step
+    2 forward (AG + RS) exposed, and in the backward 2 output-gradient AG exposed (sp32) and 2 RS under the
+    weight-gradient GEMMs, m (L 2 c + L 2 AG + max(L 2 RS - wgrad, 0)), c = RS + AG of b*s*h*2 bytes over 8 ranks,
+    the flag on or off; once per step
     the all-reduce over the 8 TP ranks of the whole-per-rank weights' gradients (Megatron-Core finalize_model_grads
     _allreduce_non_tensor_model_parallel_grads): per layer 2 LayerNorms' weight + bias and the 2 row-parallel
     biases, 6 h, and the final LayerNorm's 2 h, at the gradient bytes."""
@@ -176,7 +177,9 @@ def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> Non
               for k in ("allgather", "reducescatter"))
     G = head_gemm(job, b, s, 8)
     head = ag + max(ag - G, 0.0) + max(rs - G, 0.0) + loss_allreduces(job, b, s, 8)
-    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0) + emb + head) + sp_grads
+    # sp32: of the 2 backward pairs the row-parallel linears' output-gradient all-gathers run blocking, exposed
+    # (docs/model.md#sp-grad-gather); only the column-parallel linears' input-gradient reduce-scatters hide under W
+    expected = m * (L * 2 * c + L * 2 * ag + max(L * 2 * rs - wgrad, 0.0) + emb + head) + sp_grads
     for flag in (True, False):
         _, res = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, sequence_parallel=True,
                      tp_async_allreduce=flag)

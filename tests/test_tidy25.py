@@ -79,8 +79,10 @@ def test_sensitivity_conclusion_shows_a_small_gain(cli) -> None:  # type: ignore
     doc = json.loads(cli("sensitivity", *PCIE_39B, "--json").out)
     mem = next(p for p in doc["parameters"] if p["name"] == "memory bandwidth")
     assert 0.00205 < mem["throughput_ratio"] - 1 < 0.00215  # the table's +0.21%: 2x memory bandwidth alone
-    # peak FLOP/s buys +5% since sp31 (+7% before): halving the GEMMs leaves less time to hide the SP re-gathers
-    assert doc["conclusion"].endswith("2x network buys +69%, 2x peak FLOP/s buys +5%, 2x memory bandwidth buys "
+    # peak FLOP/s buys +5% since sp31 (+7% before): halving the GEMMs leaves less time to hide the SP re-gathers;
+    # +8% since sp32: the row-parallel output-gradient gathers are exposed whatever the GEMMs' length
+    # (docs/model.md#sp-grad-gather), so halving the GEMMs no longer uncovers them
+    assert doc["conclusion"].endswith("2x network buys +69%, 2x peak FLOP/s buys +8%, 2x memory bandwidth buys "
                                       "+0.21%"), doc["conclusion"]
     r = cli("sensitivity", *PCIE_39B)
     assert r.code == 0 and "2x memory bandwidth buys +0.21%" in " ".join(r.out.split()), r.out

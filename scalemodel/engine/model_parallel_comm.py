@@ -297,23 +297,50 @@ def _ub_gemm(sh: Any, comp: dict[str, np.ndarray], side: int, layers: Any, mtp: 
                       dtype=float)
 
 
-def sp_regather_elem_bytes(job: Job) -> float:
-    """Bytes an element of the input shard a sequence-parallel column-parallel linear saves in its forward and
-    all-gathers again in its backward for the weight gradient (:func:`sp_regather`; docs/model.md#sp-regather): the
-    saved shard's dtype. 16-bit runs the activations' ``elem_bytes``; Transformer Engine's FP8 linears save the
-    quantized shard (NVIDIA/TransformerEngine@c27ee60ec7, v1.11, pytorch/module/layernorm_linear.py L124-126 the
-    norm writes FP8, L321-329 saves ``ln_out``; @c55e425ac5, v2.2, L316-327 keeps the row-wise FP8 data for
-    delayed / current scaling, the column-wise for MXFP8, L595-612 gathers it with the input quantizer):
-    per-tensor FP8 1 byte, MXFP8 1 + 1/32 (its E8M0 scales), blockwise :data:`compute.BLOCKWISE_COPY_BYTES`, NVFP4
-    :data:`compute.NVFP4_COPY_BYTES` (@40c69e751a, v2.8, distributed.py ``_all_gather_nvfp4``); the layers a run
-    keeps in BF16 (``bf16_layer_share``) gather ``elem_bytes``."""
+def _gathered_elem_bytes(job: Job, both_usages: bool) -> float:
+    """Bytes an element of a sequence-parallel all-gather that Transformer Engine quantizes before it gathers
+    (:func:`sp_regather_elem_bytes`, :func:`sp_grad_gather_elem_bytes`): 16-bit runs the activations'
+    ``elem_bytes``; per-tensor FP8 (delayed, tensorwise) 1 byte, whatever the usages (``_all_gather_fp8`` gathers the
+    row-wise data only and transposes it locally); MXFP8 1 + 1/32 (its E8M0 scales), blockwise
+    :data:`compute.BLOCKWISE_COPY_BYTES`, NVFP4 :data:`compute.NVFP4_COPY_BYTES` a usage, twice where the quantizer
+    asks for both (``both_usages``: ``_all_gather_mxfp8`` / ``_all_gather_fp8_blockwise`` / ``_all_gather_nvfp4``
+    gather the row-wise and the column-wise data and scales); the layers a run keeps in BF16 (``bf16_layer_share``)
+    gather ``elem_bytes``."""
     eb = float(job.elem_bytes)
+    recipe = str(job.fp8_recipe)
     low = {"delayed": 1.0, "tensorwise": 1.0, "mxfp8": 1.0 + 1.0 / compute.MXFP8_BLOCK,
-           "blockwise": compute.BLOCKWISE_COPY_BYTES, "nvfp4": compute.NVFP4_COPY_BYTES}.get(str(job.fp8_recipe))
+           "blockwise": compute.BLOCKWISE_COPY_BYTES, "nvfp4": compute.NVFP4_COPY_BYTES}.get(recipe)
     if low is None:
         return eb
+    usages = 2.0 if both_usages and recipe not in ("delayed", "tensorwise") else 1.0
     share = float(job.bf16_layer_share)
-    return share * eb + (1.0 - share) * low
+    return share * eb + (1.0 - share) * usages * low
+
+
+def sp_regather_elem_bytes(job: Job) -> float:
+    """Bytes an element of a sequence-parallel column-parallel linear's input all-gather, the forward's and the
+    backward's re-gather of the saved shard for the weight gradient (:func:`sp_regather`; docs/model.md#sp-regather,
+    #tp-comm): one usage (:func:`_gathered_elem_bytes`). Transformer Engine's FP8 linears quantize the input before
+    they gather it (NVIDIA/TransformerEngine@c27ee60ec7, v1.11, pytorch/module/linear.py L106-133 ``cast_to_fp8``
+    before the L149-150 gather, layernorm_linear.py L124-126 the norm writes FP8; @c55e425ac5, v2.2, linear.py
+    L143-156 and layernorm_linear.py L164-172 / L201-227 ``input_quantizer.set_usage(rowwise=True,
+    columnwise=False)`` before ``gather_along_first_dim(..., quantizer=input_quantizer)``) and save the quantized
+    shard (v1.11 layernorm_linear.py L321-329; v2.2 L316-327 keeps the row-wise FP8 data for delayed / current
+    scaling, the column-wise for MXFP8, L595-612 re-gathers it with the input quantizer; @40c69e751a, v2.8,
+    linear.py L202-204 and layernorm_linear.py L252-261 the same row-wise forward gather, distributed.py
+    ``_all_gather_nvfp4``)."""
+    return _gathered_elem_bytes(job, False)
+
+
+def sp_grad_gather_elem_bytes(job: Job) -> float:
+    """Bytes an element of a sequence-parallel row-parallel linear's output-gradient all-gather in the backward
+    without userbuffers (docs/model.md#sp-grad-gather): Transformer Engine's ``grad_output_preprocess`` quantizes
+    the gradient before it gathers it, with the usages both backward GEMMs need (row-wise for the data gradient,
+    column-wise for the weight gradient: NVIDIA/TransformerEngine@c55e425ac5, v2.2, pytorch/module/linear.py L478-493
+    ``set_usage(rowwise=True, columnwise=True)``, base.py L837-857; @40c69e751a, v2.8, linear.py L564-574, base.py
+    L1163-1193; v1.11 @c27ee60ec7 base.py L775-795 ``cast_to_fp8`` then the gather of the ``uint8`` copy): per-tensor
+    FP8 1 byte, MXFP8, blockwise and NVFP4 both usages (:func:`_gathered_elem_bytes`)."""
+    return _gathered_elem_bytes(job, True)
 
 
 def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
@@ -443,7 +470,17 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
     # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
     bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
-    tp_bwd = np.maximum(pool_f - bwd_window, 0.0)
+    # with sequence parallelism each forward reduce-scatter of the count (a row-parallel linear's output) is an
+    # all-gather of the output gradient in the backward, issued and waited on before any GEMM of that linear's
+    # backward (Transformer Engine grad_output_preprocess, Megatron-Core _ReduceScatterToSequenceParallelRegion
+    # .backward): exposed (docs/model.md#sp-grad-gather); the rest of the pool (the reduce-scatters of the
+    # column-parallel linears' input gradients, MLA's further gathers' mirrors) under the weight-gradient GEMMs. Not for
+    # nanotron's linears (nanotron_tp_time), nor on a TPU or an XLA layer (_xla_partitioned), nor under userbuffers
+    blocking = np.where(g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
+                        & ~_xla_partitioned(job, g), L * per_pass + adj * moe_f, 0.0)
+    grad_ag = blocking * coll.get("tp_grad_ag", 0.0)
+    under = pool_f - blocking * coll.get("tp_fwd_ag", 0.0)
+    tp_bwd = grad_ag + np.maximum(under - bwd_window, 0.0)
     # selective recompute of mlp: each dense MLP block's checkpointed forward runs its TP collective(s) again in the
     # backward (the all-reduce after linear_fc2, or with SP the all-gather before linear_fc1 and the reduce-scatter
     # after linear_fc2: one block's forward traffic, ``per``), exposed like the forward's; under tp_comm_overlap too
@@ -474,7 +511,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # (sequence parallelism; sp_regather): one per forward all-gather of pool_f
     rg = sp_regather(job, g, comp, coll, L * per_pass + adj * moe_f, n * att_share + mtp_att_blocks)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec + rg["exposed"], 0.0)
-    tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window) + rg["hidden"], 0.0)
+    tp_hidden = np.where(g.tp > 1, np.minimum(under, bwd_window) + rg["hidden"], 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
@@ -757,7 +794,9 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     ``moe_shared_expert_overlap`` the same pair with userbuffers and the linears' own comm switched off
     (lines 163-175), run as ``pre_forward_comm`` / ``post_forward_comm`` (lines 234-256, 340-356) on the shared
     experts' stream beside the dispatcher: outside the userbuffers overlap and the weight-gradient window, priced
-    exposed (``ext``). The routed experts' tokens cross the expert-TP group only when etp > 1
+    exposed (``ext``), Megatron's plain gather and reduce-scatter of the unquantized activation (``tp_rs`` +
+    ``tp_ag``, not the TE linears' quantized pair ``per``: docs/model.md#sp-grad-gather). The routed experts' tokens
+    cross the expert-TP group only when etp > 1
     (token_dispatcher.py line 86: the dispatcher's ``tp_group`` is ``expt_tp``): the alltoall dispatcher all-gathers
     the received tokens after the all-to-all (``dispatch_postprocess``, lines 741-751) and reduce-scatters them
     before the combine all-to-all (``combine_preprocess``, lines 824-834), plain autograd collectives on the compute
@@ -777,14 +816,17 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     sp = (g.tp > 1) & np.asarray(g.sequence_parallel, dtype=bool)
     shared = float(sh.moe_shared_experts) > 0
     off_ub = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & shared
+    # the pair off the TE linears (pre_forward_comm / post_forward_comm: Megatron's plain autograd gather and
+    # reduce-scatter of the unquantized activation, whatever the run's fp8 recipe)
+    plain = np.where(sp, coll.get("tp_rs", 0.0) + coll.get("tp_ag", 0.0), per) if np.any(off_ub) else per
     # the alltoall dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each
     # rank's own); the flex dispatcher's etp copies are in its own dispatch bytes, not a TP collective
     # (the allgather dispatcher's gathers span etp x ep in its own term, ep: docs/model.md#ep-allgather)
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) | np.asarray(g.moe_allgather_dispatcher, dtype=bool)
     disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)) & ~flex, coll.get("moe_disp", 0.0), 0.0)
     adj = np.where(sp, np.where(off_ub, 0.0, 1.0 if shared else 0.0) - 1.0, 0.0)
-    ext = np.where(sp, np.where(off_ub, per, 0.0), 0.0) + disp
-    block = np.where(sp, (per if shared else 0.0) + disp, np.where(g.tp == 1, disp, per))
+    ext = np.where(sp, np.where(off_ub, plain, 0.0), 0.0) + disp
+    block = np.where(sp, np.where(off_ub, plain, per if shared else 0.0) + disp, np.where(g.tp == 1, disp, per))
     return np.asarray(adj), np.asarray(ext), np.asarray(block)
 
 
@@ -930,18 +972,26 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     act = tokens * float(sh.hidden) * job.elem_bytes
     ar, ar_hier = _priced("allreduce", act, groups.tensor)
     rs, ag = _collective("reducescatter", act, groups.tensor), _collective("allgather", act, groups.tensor)
-    rs_ag = rs + ag
     ar_nvls = np.zeros(1, dtype=bool)
     if np.any(nccl.nvls_allreduce_applies(groups.tensor)) and not np.all(g.sequence_parallel):
         ar_nvls = nvls_allreduce(groups.tensor, None, ar, ar_hier)
-    # an attention block's all-gathers beyond the one h-wide gather rs_ag holds, with sequence parallelism, each its
-    # own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is rs_ag's)
+    # an attention block's all-gathers beyond the one h-wide gather coll['tp'] holds, with sequence parallelism, each
+    # its own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is coll['tp']'s)
     att_gather = mla_up = att_regather = np.zeros(1)
     # the backward's re-gathers of the saved input shards, in their saved dtype (sp_regather): the forward's gathers
     # again where that is the activations' dtype
     rg_eb = sp_regather_elem_bytes(job)
     same = rg_eb == job.elem_bytes
     regather = ag if same else _collective("allgather", tokens * float(sh.hidden) * rg_eb, groups.tensor)
+    # Transformer Engine's linears (not nanotron's own, not XLA's partitioner): the forward's column-parallel input
+    # gathers at the quantized dtype, as their re-gathers (sp_regather_elem_bytes), and the row-parallel linears'
+    # output-gradient gathers in the backward at the gradient's (sp_grad_gather_elem_bytes;
+    # docs/model.md#sp-grad-gather)
+    te = ~np.asarray(g.nanotron_trainer, dtype=bool) & ~_xla_partitioned(job, g)
+    fwd_ag = np.where(te, regather, ag)
+    gg_eb = sp_grad_gather_elem_bytes(job)
+    grad_ag = np.where(te, ag if gg_eb == job.elem_bytes else
+                       _collective("allgather", tokens * float(sh.hidden) * gg_eb, groups.tensor), ag)
     if np.any(sh.mla):
         mla_up = _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor)
         down = _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor)
@@ -951,6 +1001,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor, rg_eb)
             + _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor,
                           rg_eb) - regather, 0.0)
+        att_gather = np.where(te, att_regather, att_gather)  # the forward's at the quantized dtype too
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -1047,7 +1098,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     tp_amax_f, tp_amax_b = tp_amax_time(job, g, groups)
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
-            "tp": np.where(g.sequence_parallel, rs_ag, ar), "tp_att": att_gather,
+            "tp": np.where(g.sequence_parallel, rs + fwd_ag, ar), "tp_att": att_gather,
+            "tp_fwd_ag": np.where(g.sequence_parallel, fwd_ag, 0.0), "tp_grad_ag": np.where(g.sequence_parallel,
+                                                                                             grad_ag, 0.0),
             "tp_regather": regather, "tp_att_regather": att_regather,
             # 1 where the TP collective is an all-reduce NCCL runs as NVLS (nvls_allreduce; contention's share)
             "tp_nvls": np.where(~np.asarray(g.sequence_parallel, dtype=bool) & ar_nvls, 1.0, 0.0),
@@ -1131,11 +1184,16 @@ def embedding_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any
     return np.asarray(np.where(_no_tp_comm(job, g), 0.0, t))
 
 
+def _xla_partitioned(job: Job, g: StrategyGrid) -> np.ndarray:
+    """bool: a TPU's or an XLA layer's partitioner places (and schedules) the TP collectives, not a framework's
+    linears (Transformer Engine, Megatron-Core, nanotron)."""
+    return np.asarray((np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | (job.accelerator_family == "tpu"))
+
+
 def _no_tp_comm(job: Job, g: StrategyGrid) -> np.ndarray:
     """bool: no priced TP collectives around the embedding and the output head: tp 1, or a TPU's or an XLA layer's
-    partitioner, which places its own."""
-    xla = (np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | (job.accelerator_family == "tpu")
-    return np.asarray((g.tp <= 1) | xla)
+    partitioner, which places its own (:func:`_xla_partitioned`)."""
+    return np.asarray((g.tp <= 1) | _xla_partitioned(job, g))
 
 
 def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any, gemm: Any
