@@ -896,8 +896,17 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        moe_permute_fusion: ArrayLike = True, expert_peak_flops: ArrayLike | None = None,
                        expert_gemm_max: ArrayLike | None = None,
                        expert_gemm_half_dim: ArrayLike | None = None,
-                       moe_pad_to_capacity: ArrayLike = False) -> LayerTime:
+                       moe_pad_to_capacity: ArrayLike = False,
+                       mla_column_down_proj: ArrayLike = False) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    MLA's down-projections (q_down h x r_q, kv_down h x (r_kv + d_rope)) on the rows and columns each build runs on a
+    rank (docs/model.md#mla-tp, "Their GEMMs per rank"; NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/multi_latent_attention.py L641-644 / L660-663): the default duplicated TELinear on the
+    rank's T/t tokens under sequence parallelism ("q_compressed: [s / TP, b, q_lora_rank]") and on all T without
+    (each rank holds every token: the GEMM replicated), the whole r wide either way; ``mla_column_down_proj``
+    (TEColumnParallelLinear, priced with sequence parallelism only, as its gathers are) on the gathered T tokens at
+    r/t columns. The backward (dgrad + wgrad) is 2 x that forward, as every weight GEMM's.
 
     ``moe_pad_to_capacity`` (default False: dropless) drop-and-pad dispatch: every expert runs exactly its capacity
     rows (``moe_load`` x the mean), so :func:`expert_padded_rows` takes them with no spread, ``tau ceil(m / tau)``
@@ -1010,7 +1019,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
-            (MLA: the matrices of transformer.attention_matrices, down-projections not split)
+            (MLA: the matrices of transformer.attention_matrices; the down-projections T/t (SP) or T x r x h
+            duplicated, T x r/t x h column-parallel: above)
       MLP   T x (2|1)f/t x h (up, gate fused) and T x h x f/t (down)
       core  b*a/t batches of (s/cp) x k x d (Q K^T) and (s/cp) x d_v x k (softmax . V), with k = s
             keys per query, or the window in sliding-window layers (Shape.attended_keys); with
@@ -1068,16 +1078,21 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     o_proj = np.zeros_like(T)  # the attention output projection GEMM (selective recompute of jax_qkv repeats it)
     att = 1.0 if attention else 0.0  # a hybrid's MLP-only layer has no attention block
     pkw = _gemm_kwargs(kw, proj_peak_flops, proj_gemm_max, proj_gemm_half_dim)
+    # MLA's down-projections (split False): duplicated on the rank's T/t tokens under SP (all T without), whole;
+    # column-parallel (with SP) on the gathered T at r/t columns (docs/model.md#mla-tp)
+    col_down = np.asarray(mla_column_down_proj, dtype=bool) & sp
+    down_rows, down_div = np.where(col_down, T, T / np.where(sp, t, 1.0)), np.where(col_down, t, 1.0)
     for name, n_in, n_out, split in attention_matrices(sh):
-        div = t if split else 1.0
+        div = t if split else down_div
+        rows = T if split else down_rows
         out_w, in_w = (h + 0 * n_out, n_in / div) if name == "o" else (n_out / div, n_in)
-        t_m = gemm_time(T, out_w, in_w, att * np.where(n_in * n_out > 0, 1.0, 0.0), **pkw)
+        t_m = gemm_time(rows, out_w, in_w, att * np.where(n_in * n_out > 0, 1.0, 0.0), **pkw)
         gemm = gemm + t_m
         if name in ("q_up", "kv_up"):
             up_proj = up_proj + t_m
         if name == "o":
             o_proj = t_m
-        flops = flops + att * 2 * T * n_in * n_out / div
+        flops = flops + att * 2 * rows * n_in * n_out / div
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
     heads_local = b * a / t

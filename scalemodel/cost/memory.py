@@ -406,13 +406,15 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     lat_copy = (np.where((sh.moe_latent > 0) & ~np.asarray(again.moe, dtype=bool), gemm_lat, 0.0) * sbh
                 if (moe and mlp and own_lat) else 0.0)
     replicated = replicated + lat_copy
-    # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
-    # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
-    latents = e * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim)
-    q = np.where(mla_up, 0.0, e * s * b * a * d)
-    kv = np.where(sh.mla, np.where(mla_up, 0.0, e * s * b * a * (d + dv)) + latents, 2.0 * e * s * b * g * d)
-    o_bytes = np.where(q_att > 0.0, np.where(flash, e + q_att, q_att), e)
+    # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head), and the O-projection
+    # input; MLA's latents r_q and r_kv + d_rope the up-projections read are the down-projections' outputs, held as
+    # the residual stream is: s / t tokens a rank under sequence parallelism, all s without (the duplicated
+    # down-projections run on every token on every rank: docs/model.md#mla-tp), so in the replicated bytes
     att = 1.0 if attention else 0.0
+    latents = att * np.where(sh.mla, e * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim), 0.0)
+    q = np.where(mla_up, 0.0, e * s * b * a * d)
+    kv = np.where(sh.mla, np.where(mla_up, 0.0, e * s * b * a * (d + dv)), 2.0 * e * s * b * g * d)
+    o_bytes = np.where(q_att > 0.0, np.where(flash, e + q_att, q_att), e)
     split = att * (q + kv + o_bytes * s * b * a * dv) + (mlp_bytes if mlp else 0.0)
     keys = sh.attended_keys(s_full)
     # softmax output (e) + dropout mask (1) + dropout output (e) per score; flash: the fp32 log-sum-exp per query row
@@ -447,7 +449,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     if np.any(ln_in | ln_pre):
         moe_in = np.where(again.moe, e, gemm_in)
         replicated = replicated - (np.where(ln_in, gemm_att, 0.0) + np.where(ln_pre, moe_in, 0.0)) * sbh
-    none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
+    none_or_selective = np.where(sp, (replicated + latents) / t, replicated + latents) + (split + scores) / t
     full = np.where(sp, e * sbh / t, e * sbh)
     kept = none_or_selective
     if np.any(again.titan_op):  # (skipped when no candidate uses it: the planner prices millions of rows)

@@ -96,6 +96,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
     flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
     flash["cp_a2a_size"] = g.cp_a2a_size  # a2a+p2p: the all-to-all level's ranks
+    flash["mla_column_down_proj"] = g.mla_column_down_proj  # MLA's down-projections' rows and columns a rank runs
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
     flash["fp8_attention_ratios"] = job.fp8_attention_ratios  # and its measured time over the BF16 core's
     if int(sh.moe_experts) > 0:  # the busiest EP rank's routed rows, etp T k / tp on the mean rank
