@@ -435,33 +435,37 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
 
 def check_row(case: dict[str, Any]) -> None:
     """Refuse a training_cases.yaml row with a key or ``framework`` field the validator does not read (InputError:
-    the row id, the field, the allowed names), or a ``framework`` value of another type or outside its values."""
+    the row id, the field, the allowed names), or a ``framework`` value of another type or outside its values. What
+    is allowed goes in InputError's ``allowed``, printed whole: its ``what`` is cut at 300 characters, and the 36
+    field names alone are longer (docs32: the list was cut inside the tenth name)."""
     where = f"{NEW_CASES.name}: row {case.get('id', '?')}"
+    fields = f"allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}"
     for key in case:
         if key not in ROW_KEYS and not str(key).startswith("derived_"):
-            raise InputError(f"{where}: unknown key {key!r}; allowed: {', '.join(sorted(ROW_KEYS))}, derived_*")
+            raise InputError(f"{where}: unknown key {key!r}", allowed=f"allowed: {', '.join(sorted(ROW_KEYS))}, "
+                                                                      "derived_*")
     if not isinstance(case.get("held_out", ""), str):
         raise InputError(f"{where}: held_out must be the reason the row is listed, not compared (a string)")
     fw = case.get("framework", {})
     if not isinstance(fw, dict):
-        raise InputError(f"{where}: framework must be a mapping of {', '.join(sorted(FRAMEWORK_FIELDS))}")
+        raise InputError(f"{where}: framework must be a mapping", allowed=fields)
     for key, value in fw.items():
         if key not in FRAMEWORK_FIELDS:
-            raise InputError(f"{where}: unknown field framework.{key}; allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}")
+            raise InputError(f"{where}: unknown field framework.{key}", allowed=fields)
         types, values = FRAMEWORK_FIELDS[key]
         if isinstance(value, list) and list in types:  # a list of allowed names, or of positive integers
             if values is not None and all(isinstance(v, str) and v in values for v in value):
                 continue
             if values is None and value and all(type(v) is int and v > 0 for v in value):
                 continue
-            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: a list of "
+            raise InputError(f"{where}: framework.{key} = {value!r}", allowed="allowed: a list of "
                              + (", ".join(values) if values is not None else "positive integers"))
         if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
                 or (values is not None and value not in values)
                 or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0)):
             allowed = ", ".join(map(str, values)) if values else " or ".join(
                 ("a positive " if t in (int, float) else "a ") + t.__name__ for t in types)
-            raise InputError(f"{where}: framework.{key} = {value!r}; allowed: {allowed}")
+            raise InputError(f"{where}: framework.{key} = {value!r}", allowed=f"allowed: {allowed}")
 
 
 def setting(case: dict[str, Any], name: str, default: Any = None) -> Any:

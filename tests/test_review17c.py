@@ -133,8 +133,9 @@ def test_sensitivity_peak_moves_every_peak_a_job_prices_at() -> None:
 def test_every_megatron_moe_recipe_row_sets_the_fp32_router() -> None:
     """Every examples/moe_recipes/*/*/*.yaml at NVIDIA/Megatron-LM@9c5258f109 sets ``moe_router_dtype: fp32`` (read one
     by one: the 18 YAMLs of deepseek_v3, deepseek_v4_flash, deepseek_v4_pro, qwen3_235b and qwen3_30b), and every
-    mcrec26 row cites one of them; RECIPE_ROUTER_FP32 held 14 of the 18 mcrec26 rows (the four left out are not
-    expressed today, so no number moved, but would have been priced with a BF16 router once they were)."""
+    mcrec26 row cites one of them, so every one sets framework.moe_router_dtype fp32 (the validator's former id set
+    held 14 of the 18: the four left out are not expressed today, so no number moved, but would have been priced with
+    a BF16 router once they were)."""
 
     mod = script_module("validate_training")
     cases = load_yaml(mod.NEW_CASES)

@@ -5,10 +5,10 @@
    ``self.bias = Parameter(torch.empty(self.output_size, ...))`` for every RowParallelLinear, expert or not (the
    expert ones built on the expert-TP group, L1033-1035); transformer.expert_param_tensors marks it so. The unit
    divided the whole expert, bias included, by etp.
-2. data31's per-row bucket (ID_BUCKET_ELEMENTS, "rows whose own log prints another bucket"): the Nebius 1 x 8 B300
-   NVFP4 run (mlpt51_b300_llama31_8b_8_nvfp4) prints ``DistributedDataParallelConfig(... bucket_size=768000000 ...)``
-   in each of its ten result files (mlcommons/training_results_v5.1@441d65f4 Nebius/results/nebius_b300_n1/llama31_8b/
-   result_{1..10}.txt) and was priced at the source's 128 Mi.
+2. data31's per-row bucket (framework.bucket_elements, "rows whose own log prints another bucket"): the Nebius 1 x 8
+   B300 NVFP4 run (mlpt51_b300_llama31_8b_8_nvfp4) prints ``DistributedDataParallelConfig(... bucket_size=768000000
+   ...)`` in each of its ten result files (mlcommons/training_results_v5.1@441d65f4
+   Nebius/results/nebius_b300_n1/llama31_8b/result_{1..10}.txt) and was priced at the source's 128 Mi.
 """
 
 from __future__ import annotations

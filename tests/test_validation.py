@@ -539,7 +539,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
     # interleaved uneven chunks and MoE parallel folding made four more MoE runs expressible.
-    # The recipes' moe_a2a_overlap (Megatron-Bridge v0.2.0 qwen3 workload_base_configs, see RECIPE_A2A_OVERLAP):
+    # The recipes' moe_a2a_overlap (Megatron-Bridge v0.2.0 qwen3 workload_base_configs; framework.moe_a2a_overlap):
     # mb2511_h100_qwen3_235b -19.8% -> +14.9%, h100_qwen3_30b +125% -> +167%, b200_qwen3_235b +58% -> +116%
     # (Megatron refuses full recompute with the overlap, so the validator no longer falls back to it)
     # The Qwen3 recipes' stated recompute (none, set_qwen3_common_configs) replaced the fit rule's selective on
@@ -656,12 +656,12 @@ FAMILY_MEDIAN_BOUNDS = {
     # +0.6 to +2.5 %, FP8 +1.5 to +7.6 %), Llama 3.1 70B tables (NeMo 24.12, TP 4 PP 4 CP 2 VP 5, 64-2048 GPUs: BF16
     # +2.8 to +4.4 %, FP8 +8.4 to +13.5 %), Nemotron-4 15B tables (NeMo 24.12, TP 4, MBS 4, 16-2048 GPUs: BF16 +3.3 to
     # +6.0 %, FP8 +5.7 to +9.9 %) and Llama 3.1 405B tables (NeMo 24.12, TP 8 PP 9 CP 2 VP 7 and its 7 / 21 / 42-layer
-    # proxies, 32-2304 GPUs: -2.2 to +7.1 %), with NeMo 1's Apex optimizer rules (APEX_OPTIMIZER_BYTES,
-    # APEX_FP8_PARAMS), at recording, never tuned
+    # proxies, 32-2304 GPUs: -2.2 to +7.1 %), with NeMo 1's Apex optimizer rules (framework.optimizer_bytes_per_param,
+    # framework.optim_name distributed_fused_adam's FP8 parameters), at recording, never tuned
     # dgxc21: the v25.02 Llama 3.1 8B (NeMo 24.12, TP 1 CP 2, 8-128 GPUs: +0.0 to +5.7 % speed error) and GPT-3 175B
     # tables (NeMo 24.12, TP 4 PP 8 VP 6, 128-2048 GPUs: BF16 -0.2 to +1.3 %, FP8 +5.6 to +11.0 %) join, with the
-    # 175B config's own optimizer and loss settings (APEX_OPTIMIZER_BYTES excludes it, UNFUSED_LOSS_IDS): 4.0% (n 50)
-    # -> 3.5% (n 70), bound unchanged
+    # 175B config's own optimizer and loss settings (no framework.optimizer_bytes_per_param; framework.loss_impl
+    # megatron): 4.0% (n 50) -> 3.5% (n 70), bound unchanged
     # raised 0.045 -> 0.055 by h100-sxm's cuDNN backward fitted to the FlashAttention-3 paper's H100 backward figure
     # (attention.yaml FA3-BWD, in place of h200-sxm's borrowed backward / forward ratio: attn_max 0.578 -> 0.663,
     # seq_half 609 -> 357) and Hopper's in-layer factors refitted on it (0.855 / 0.936 -> 0.847 / 0.900, a layer
