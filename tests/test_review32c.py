@@ -45,11 +45,17 @@ def test_bruck_rounds_on_4x4_by_hand() -> None:
 
 
 def test_chain_on_4x4_by_hand() -> None:
-    """15 chain edges of one hop, the three r -> r + 1 with x = 3 one more (the carry into y): H = 18; no two edges
-    share a directed link: E = 1; the reduce's chain (back) the same."""
+    """Broadcast 0 -> .. -> 15: 15 chain edges of one hop, the three r -> r + 1 with x = 3 one more (the carry into
+    y): H = 18; no two edges share a directed link: E = 1. Reduce: NCCL's ring runs the same direction, from the
+    rank after the root to the root (src/device/reduce.h: ``prevRank == root`` sends, the root receives last):
+    1 -> .. -> 15 (14 edges, 3 carries) then 15 -> 0, the x and the y wraparound links: H = 19 (tpu32 ran it back,
+    15 -> .. -> 0: 18, the direction NCCL does not use). 16 x 16: 255 + 15 = 270, the reduce 254 + 15 + 2 = 271;
+    4 x 4 x 4: 63 + 15 + 3 = 81, the reduce 62 + 15 + 3 + 3 = 83."""
     assert T.chain_loads((4, 4)) == (18, 1)
-    assert T.chain_loads((4, 4), True) == (18, 1)
-    assert T.chain_loads((16, 16)) == (255 + 15, 1)  # tpu32's 270: 255 edges, 15 carries
+    assert T.chain_loads((4, 4), True) == (19, 1)
+    assert T.chain_loads((16, 16)) == (270, 1)
+    assert T.chain_loads((16, 16), True) == (271, 1)
+    assert T.chain_loads((4, 4, 4), True) == (83, 1)
 
 
 def test_tree_sweeps_on_4x4_by_hand() -> None:
