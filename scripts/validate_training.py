@@ -241,6 +241,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from scalemodel.choices import INTRA_PROTOCOLS, LayerImpl, LossImpl, Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
@@ -438,6 +440,9 @@ def check_row(case: dict[str, Any]) -> None:
     the row id, the field, the allowed names), or a ``framework`` value of another type or outside its values. What
     is allowed goes in InputError's ``allowed``, printed whole: its ``what`` is cut at 300 characters, and the 36
     field names alone are longer (docs32: the list was cut inside the tenth name)."""
+    if not isinstance(case, dict):  # a scalar or list item, or the file a mapping: AttributeError before review32c
+        raise InputError(f"{NEW_CASES.name}: row {case!r} is not a mapping",
+                         allowed=f"allowed: a list of rows, each a mapping of {', '.join(sorted(ROW_KEYS))}, derived_*")
     where = f"{NEW_CASES.name}: row {case.get('id', '?')}"
     fields = f"allowed: {', '.join(sorted(FRAMEWORK_FIELDS))}"
     for key in case:
@@ -453,19 +458,44 @@ def check_row(case: dict[str, Any]) -> None:
         if key not in FRAMEWORK_FIELDS:
             raise InputError(f"{where}: unknown field framework.{key}", allowed=fields)
         types, values = FRAMEWORK_FIELDS[key]
-        if isinstance(value, list) and list in types:  # a list of allowed names, or of positive integers
-            if values is not None and all(isinstance(v, str) and v in values for v in value):
-                continue
-            if values is None and value and all(type(v) is int and v > 0 for v in value):
+        if list in types:  # a non-empty list of allowed names, or of positive integers (review32c: [] of names passed)
+            if isinstance(value, list) and value and all(
+                    isinstance(v, str) and v in values if values is not None else type(v) is int and v > 0
+                    for v in value):
                 continue
             raise InputError(f"{where}: framework.{key} = {value!r}", allowed="allowed: a list of "
-                             + (", ".join(values) if values is not None else "positive integers"))
+                             + (", ".join(values) if values is not None else "positive integers") + ", one or more")
         if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
                 or (values is not None and value not in values)
-                or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0)):
+                or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and not (value > 0 and math.isfinite(value)))):  # review32c: .inf passed
             allowed = ", ".join(map(str, values)) if values else " or ".join(
-                ("a positive " if t in (int, float) else "a ") + t.__name__ for t in types)
+                {int: "a positive int", float: "a positive finite float"}.get(t, f"a {t.__name__}") for t in types)
             raise InputError(f"{where}: framework.{key} = {value!r}", allowed=f"allowed: {allowed}")
+
+
+def check_unique_keys(path: Path) -> None:
+    """Refuse a mapping of ``path`` (a row, its ``framework:``, any other) that repeats a key: YAML loaders keep the
+    last silently, so a second ``framework:`` dropped the first's fields unread (review32c). Composed by libyaml
+    where PyYAML has it (repo_yaml: ~0.3 s of CPU for training_cases.yaml, once per run)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    root = yaml.compose(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    rows = root.value if isinstance(root, yaml.SequenceNode) else [root]
+    for row in rows:
+        ids = [v.value for k, v in row.value if k.value == "id"] if isinstance(row, yaml.MappingNode) else []
+        stack = [row]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                seen: set[str] = set()
+                for k, v in node.value:
+                    if k.value in seen:
+                        raise InputError(f"{path.name}: row {ids[0] if ids else '?'}: duplicate key {k.value!r} (line "
+                                         f"{k.start_mark.line + 1}); allowed: each key once in a mapping")
+                    seen.add(k.value)
+                    stack.append(v)
+            elif isinstance(node, yaml.SequenceNode):
+                stack += node.value
 
 
 def setting(case: dict[str, Any], name: str, default: Any = None) -> Any:
@@ -2294,6 +2324,7 @@ def validate_all() -> tuple[tuple[CaseResult, ...], tuple[NotExpressed, ...], in
         listed += s
         n_original = len(r)
     if NEW_CASES.is_file():
+        check_unique_keys(NEW_CASES)
         for case in read_yaml(NEW_CASES):
             res = predict_new_case(case)
             (results if isinstance(res, CaseResult) else listed).append(res)  # type: ignore[arg-type]

@@ -78,8 +78,11 @@ def test_rhd_broadcast_and_reduce_have_no_form_off_powers_of_two() -> None:
 
 
 def _chain_links(dims: tuple[int, ...], reverse: bool) -> list[tuple[tuple[int, ...], int, int]]:
+    """NCCL's ring broadcast 0 -> 1 -> .. -> p-1, its reduce (``reverse``) 1 -> .. -> p-1 -> 0, both along
+    ring->next (NVIDIA/nccl@5067397c src/device/broadcast.h L44-53, reduce.h L34-50; review32c: p-1 -> .. -> 0
+    before)."""
     p = int(np.prod(dims))
-    edges = [(r + 1, r) if reverse else (r, r + 1) for r in range(p - 1)]
+    edges = [(r, r + 1) for r in range(p - 1)] if not reverse else [(r, r + 1) for r in range(1, p - 1)] + [(p - 1, 0)]
     return [link for a, b in edges for link in _path(a, b, dims)]
 
 
@@ -135,9 +138,9 @@ def _table(op: str, S: float, ranks: int = 256) -> dict[str, float]:
 @pytest.mark.parametrize("S", SIZES)
 @pytest.mark.parametrize("op", ["broadcast", "reduce"])
 def test_ring_and_tree_times_are_the_pipelined_schedules(S: float, op: str) -> None:
-    """16 x 16 v5e: the chain (270 hops, every link one chain edge) and the two trees (31 hops; down sweep 4, up
-    sweep 3 traversals on the busiest link), each against an integer search of the chunk count (the model's
-    continuous optimum is at most 0.2 % below it; ``scalemodel collective`` prices no reduction, gamma = 0)."""
+    """16 x 16 v5e: the chain (270 hops, the reduce's 271, every link one chain edge) and the two trees (31 hops;
+    down sweep 4, up sweep 3 traversals on the busiest link), each against an integer search of the chunk count (the
+    model's continuous optimum is at most 0.2 % below it; ``scalemodel collective`` prices no reduction, gamma = 0)."""
     got = _table(op, S)
     links = _chain_links((16, 16), op == "reduce")
     tree, depth = _tree_links((16, 16), "down" if op == "broadcast" else "up")

@@ -354,7 +354,7 @@ def _torus_pipeline(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma
     minimised over k (:func:`_pipeline_opt`). Tree (torus31; NCCL's double binary tree, each tree half the data,
     :func:`scalemodel.cost.topology.tree_loads`): ``V = S/2``; all-reduce: up and down, ``2 H`` hops, ``E`` both
     sweeps' traversals; broadcast the down sweep, reduce the up sweep alone (tpu32). Ring (tpu32): the chain
-    through ranks ``0 .. p-1`` (reduce: back), ``V = S``, ``H`` and ``E`` from
+    through ranks ``0 .. p-1`` (reduce: ``1 .. p-1, 0``, review32c), ``V = S``, ``H`` and ``E`` from
     :func:`scalemodel.cost.topology.chain_loads` (a step that carries into the next dimension is one hop longer;
     every chain edge has links of its own, ``E = 1``)."""
     if op not in ("allreduce", "broadcast", "reduce") or (algorithm == "ring" and op == "allreduce"):

@@ -239,12 +239,16 @@ def torus_bruck(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link
 
 
 @lru_cache(maxsize=64)
-def chain_loads(dims: tuple[int, ...], reverse: bool = False) -> tuple[int, int]:
-    """``(H, E)`` of the pipelined chain through the group's ranks in order (NCCL's ring broadcast, rank 0 first;
-    ``reverse``: the reduce, rank p - 1 first): ``H`` the hops of the whole chain (a step ``r -> r + 1`` is one
-    hop plus one for every dimension it carries into), ``E`` the most chain edges on one directed link (tpu32)."""
+def chain_loads(dims: tuple[int, ...], reduce: bool = False) -> tuple[int, int]:
+    """``(H, E)`` of NCCL's pipelined ring chain through the group's ranks in order, root 0, both along
+    ``ring->next`` (NVIDIA/nccl@5067397c src/device/broadcast.h L16-17, L44-53: the root sends, the rank before it
+    only receives; reduce.h L18, L31-50: the rank after the root sends, the root receives last): the broadcast
+    ``0 -> 1 -> .. -> p-1``, the ``reduce`` ``1 -> .. -> p-1 -> 0`` (review32c: tpu32 ran it ``p-1 -> .. -> 0``, one
+    hop short in 2-D, two in 3-D). ``H`` the hops of the whole chain (a step ``r -> r + 1`` is one hop plus one for
+    every dimension it carries into; ``p-1 -> 0`` one a dimension), ``E`` the most chain edges on one directed
+    link (tpu32)."""
     p = int(np.prod(dims))
-    pairs = [(r + 1, r) if reverse else (r, r + 1) for r in range(p - 1)]
+    pairs = [(r, (r + 1) % p) for r in (range(1, p) if reduce else range(p - 1))]
     _, total, load = _loads(dims, pairs)
     return total, load
 
