@@ -368,7 +368,8 @@ def _tp2(precision: str, model: str, **training: Any) -> tuple[Any, Any]:
 @pytest.mark.parametrize("full", [False, True])
 def test_tp_chunking_prices_the_mtp_block_at_its_own_gemm_time_by_hand(full: bool) -> None:
     """_tp_chunking (docs/model.md#tp-comm): dt = gemm d0 / (T + d0) x ((n + rec) fwd + n dgrad) for the layers at
-    the accelerator's d0, and the MTP blocks' own forward GEMM seconds at their own curve's d0. gpt-7.5b (h 4096,
+    the accelerator's d0; the MTP blocks' GEMMs are not split (mtpub32, docs/model.md#ub-off: Megatron-Core builds
+    them without userbuffers; until then + mtp_gemm d0_mtp / (T + d0_mtp) ((1 + rec) fwd + dgrad)). gpt-7.5b (h 4096,
     MHA, f 4h ungated): the RS-side share r = (h^2 + f h) / (4 h^2 + 2 f h) = 5/12; tp 2: fwd = (1 - r) (2 - 1) +
     r (splits - 1), dgrad = r (2 - 1); T = 2048 tokens, d0 366 (B200 fp4 curve), the MTP block's 175 (BF16's)."""
     job, g = _tp2("fp4", "gpt-7.5b")
@@ -381,9 +382,8 @@ def test_tp_chunking_prices_the_mtp_block_at_its_own_gemm_time_by_hand(full: boo
     dgrad = r * 1
     comp = {"layers_per_stage": np.asarray([4.0]), "recomputed_layers": np.asarray([4.0 if full else 0.0]),
             "gemm_per_layer": np.asarray([1e-3]), "mtp_gemm": np.asarray([3e-3]), "mtp_gemm_half_dim": 175.0}
-    rec, again = (4.0, 1.0) if full else (0.0, 0.0)
-    want = (1e-3 * 366 / (2048 + 366) * ((4 + rec) * fwd + 4 * dgrad)
-            + 3e-3 * 175 / (2048 + 175) * ((1 + again) * fwd + dgrad))
+    rec = 4.0 if full else 0.0
+    want = 1e-3 * 366 / (2048 + 366) * ((4 + rec) * fwd + 4 * dgrad)
     assert float(np.ravel(model_parallel_comm._tp_chunking(job, g, comp, 2048.0))[0]) == pytest.approx(want, rel=1e-12)
 
 

@@ -221,8 +221,8 @@ def _mtp_ub_shares(sh: Any, column_down: Any = False, shared_off: Any = False) -
     last layer spec). eh_proj is not in it: its GEMM is not in ``mtp_gemm`` and its TP collectives are not in the
     count (docs/model.md#mtp). Under tp_comm_overlap Megatron builds the block without userbuffers at all (eh_proj's
     ``tp_comm_buffer_name`` "mtp_eh_proj" turns the shared config's tp_comm_overlap off, extensions/
-    transformer_engine.py L1176-1186): not modelled, the block is chunked and hidden as the layers are
-    (docs/model.md#ub-shares)."""
+    transformer_engine.py L1176-1186): these shares then size only its re-gathers' window (:func:`_mtp_plain_tp`,
+    docs/model.md#ub-off)."""
     moe = 1.0 if bool(sh.last_layer_moe) else 0.0
     return _ub_block_shares(sh, 1.0, 1.0 - moe, moe, 0.0, column_down, shared_off)
 
@@ -344,7 +344,7 @@ def sp_grad_gather_elem_bytes(job: Job) -> float:
 
 
 def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
-                gathers: Any, att_blocks: Any) -> dict[str, np.ndarray]:
+                gathers: Any, att_blocks: Any, mtp: Any = 1.0) -> dict[str, np.ndarray]:
     """Exposed and hidden seconds per micro-batch of the backward's input re-gathers under sequence parallelism
     (docs/model.md#sp-regather). A column-parallel linear with sequence parallelism saves its input shard, not the
     gathered input, and all-gathers it again in the backward for the weight-gradient GEMM: asynchronously, issued
@@ -363,11 +363,12 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
 
     Not for nanotron's linears (:func:`nanotron_tp_time` prices their own re-gathers), nor on a TPU (XLA keeps the
     gathered input unless a remat policy drops it: :func:`_jax_remat_tp_recompute`); 0 without sequence parallelism
-    or at tp 1 (the saved input is the whole one)."""
+    or at tp 1 (the saved input is the whole one). ``mtp``: the MTP blocks in the window, 1, or 0 for the layers'
+    re-gathers alone (under userbuffers the MTP blocks' are priced on their own, :func:`_mtp_plain_tp`)."""
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
           & (not xla_remat(job)))
     c = np.where(on, gathers * coll.get("tp_regather", 0.0) + att_blocks * coll.get("tp_att_regather", 0.0), 0.0)
-    window = _ub_gemm(job.shape, comp, 0, comp["layers_per_stage"], 1.0, g.mla_column_down_proj,
+    window = _ub_gemm(job.shape, comp, 0, comp["layers_per_stage"], mtp, g.mla_column_down_proj,
                       g.moe_shared_expert_overlap)
     exposed = np.maximum(c - window, 0.0)
     return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
@@ -386,37 +387,63 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
 
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
     x the FLOP share of the userbuffers AG-side (a) or RS-side (r) matrices (:func:`_ub_shares`: the routed
-    experts' grouped GEMMs are not split), for the
-    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s (their
-    mean forward GEMM time, the accelerator's d0) and each MTP pass's block
-    (:func:`~scalemodel.engine.layer_compute.mtp_compute`: its own forward
-    GEMM time ``mtp_gemm``, of the block's kind and at training.module_precision mtp's rate, and its curve's d0
-    ``mtp_gemm_half_dim``: BF16's for a BF16 module, MXFP8's for an MXFP8 one), as :func:`_model_parallel_comm`
-    counts their TP collectives and the GEMMs beside them (:func:`_tp_comm_overlap`): full recompute repeats the
-    recomputed layers' and every block's forward (Megatron-Core checkpoints every MTP module under 'full', but not
-    under recompute_method block with a count: :func:`~scalemodel.engine.layer_compute.mtp_module_recomputed`).
+    experts' grouped GEMMs are not split), for the forward, the recomputed forward and the RS-side data-gradient
+    GEMMs of the stage's L_s layers (their mean forward GEMM time), full recompute repeating the recomputed ones::
 
-        dt = per(d0) gemm_l ((L_s + rec) fwd + L_s dgrad) + per(d0_mtp) gemm_mtp ((1 + [mtp recomputed]) fwd + dgrad)
-    """
+        dt = d0 / (T + d0) gemm_l ((L_s + rec) fwd + L_s dgrad),   fwd = a (tp - 1) + r (4 - 1),   dgrad = r (tp - 1)
+
+    The MTP blocks are not split: Megatron-Core builds them without userbuffers (:func:`_mtp_plain_tp`)."""
     if not job.is_transformer:
         return np.zeros(1)
     T = np.asarray(tokens, dtype=float)
     d0 = job.gemm_half_dim
-    per = d0 / (T + d0)
-    d0_mtp = comp.get("mtp_gemm_half_dim", d0)
-    per_mtp = d0_mtp / (T + d0_mtp)
     t = g.tp.astype(float)
-    full = g.recompute == Recompute.FULL
+    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
+    a, r = _ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap)
+    fwd, dgrad = a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0), r * (t - 1.0)
     layers = comp["layers_per_stage"]
-    rec = np.where(full, comp["recomputed_layers"], 0.0)
-    gemm = comp["gemm_per_layer"]
-    # per unit of forward GEMM time, at the layers' shares and the MTP block's own (_ub_shares, _mtp_ub_shares)
-    (fwd, dgrad), (fwd_m, dgrad_m) = ((a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0), r * (t - 1.0))
-                                      for a, r in (_ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap),
-                                                   _mtp_ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap)))
-    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(mtp_module_recomputed(g), 1.0, 0.0)) * fwd_m
-                                                 + dgrad_m)
-    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
+    per = d0 / (T + d0)
+    return np.asarray(comp["gemm_per_layer"] * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
+
+
+def userbuffers_on(sh: Any, g: StrategyGrid) -> np.ndarray:
+    """Whether the stage's layers run their TP collectives as Transformer Engine userbuffers (docs/model.md#ub-off):
+    ``tp_comm_overlap`` with sequence parallelism at tp > 1, and not an MLA model. Megatron-Core's TELinear
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py L1176-1186, since 4e6ae3a2d2,
+    2025-04-24) writes ``self.config.tp_comm_overlap = False`` on the TransformerConfig every module shares when its
+    ``tp_comm_buffer_name`` is none of qkv / proj / fc1 / fc2; MLA's first such linear (q_proj or q_down_proj,
+    multi_latent_attention.py L510-546) is built right after the first layer's linear_proj (L230, in
+    ``MultiLatentAttention.__init__`` before ``MLASelfAttention``'s), so every later linear is built without
+    userbuffers. Before 4e6ae3a2d2 MLA's linears had no buffer name and TELinear asserted one under the overlap
+    (4e6ae3a2d2^ transformer_engine.py: "Buffer name should be set to configure communication overlap settings"): no
+    Megatron-Core release builds an MLA model with userbuffers beyond that one linear_proj, which is priced without
+    them too (one reduce-scatter and its data-gradient all-gather per model chunk)."""
+    return np.asarray((g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
+                      & ~np.asarray(sh.mla, dtype=bool), dtype=bool)
+
+
+def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                  traffic: Any, gathers: Any, att_blocks: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden TP seconds per micro-batch of the MTP blocks under ``tp_comm_overlap`` (docs/model.md#ub-off):
+    plain NCCL, as without the overlap. Megatron-Core builds each MTP layer after the decoder (gpt_model.py L233 /
+    L245 at NVIDIA/Megatron-LM@d98e8a64dd) and its block after eh_proj, whose ``tp_comm_buffer_name`` "mtp_eh_proj"
+    (multi_token_prediction.py L1174-1184, since 9d71cb1cd2, 2026-02-04) makes TELinear switch the shared config's
+    tp_comm_overlap off (extensions/transformer_engine.py L1176-1186); before 9d71cb1cd2 eh_proj had no buffer name
+    and TELinear asserted one under the overlap (9d71cb1cd2^ transformer_engine.py L572-575), so no release runs
+    an MTP block with userbuffers. ``traffic``: the blocks' forward TP seconds, ``gathers`` / ``att_blocks`` their
+    re-gathers (:func:`sp_regather`); G = ``mtp_gemm``, the blocks' forward GEMM time = their weight-gradient's::
+
+        exposed = traffic (1 + [recomputed]) + max(traffic - G, 0) + regather exposed,
+        hidden  = min(traffic, G) + regather hidden
+
+    (the forward's exposed, the backward's reduce-scatters under the blocks' weight-gradient GEMMs as
+    :func:`_model_parallel_comm` prices the layers without the overlap, the re-gathers under the blocks' own
+    data-gradient GEMMs)."""
+    rg = sp_regather(job, g, {**comp, "layers_per_stage": np.zeros(1)}, coll, gathers, att_blocks)
+    gemm = comp.get("mtp_gemm", 0.0)
+    rec = np.where(mtp_module_recomputed(g), 1.0, 0.0)
+    return {"exposed": traffic * (1.0 + rec) + np.maximum(traffic - gemm, 0.0) + rg["exposed"],
+            "hidden": np.minimum(traffic, gemm) + rg["hidden"]}
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -513,26 +540,30 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec + rg["exposed"], 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(under, bwd_window) + rg["hidden"], 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
-    ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
-    if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
-        # the GEMMs beside the collectives: the stage's layers at their mean, the MTP blocks at their own (the
-        # block's kind and training.module_precision mtp)
-        gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
-        rec_ub, rec_ub_mtp = (np.where(g.recompute == Recompute.FULL, x, 0.0)
-                              for x in (comp["recomputed_layers"], mtp_again))
-        gemm_r = rec_ub * comp["gemm_per_layer"] + rec_ub_mtp * comp.get("mtp_gemm", 0.0)
+    ub = userbuffers_on(sh, g)
+    if np.any(ub):  # userbuffers: the layers' TP collectives under the GEMMs beside them (_tp_comm_overlap); the MTP
+        # blocks' plain NCCL (_mtp_plain_tp: Megatron builds them without userbuffers), at their own block's GEMMs
+        mtp_moe = comp.get("mtp_moe_blocks", 0.0)
+        mtp_gathers = mtp_tp * per_pass + adj * mtp_moe
+        mtp_f = mtp_gathers * per + mtp_att_blocks * coll.get("tp_att", 0.0)
+        rec_ub = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
+        gemm_f, gemm_r = n * comp["gemm_per_layer"], rec_ub * comp["gemm_per_layer"]
+        rg_l = sp_regather(job, g, comp, coll, n * per_pass + adj * (moe_f - mtp_moe), n * att_share, mtp=0.0)
+        mtp_nccl = _mtp_plain_tp(job, g, comp, coll, mtp_f, mtp_gathers, mtp_att_blocks)
         # the backward's bulk re-gathers (sp_regather) join its pooled traffic under its 2 x forward GEMMs
-        ov = _tp_comm_overlap(pool_f, pool_r, pool_f + rg["total"], gemm_f, gemm_r, 2.0 * gemm_f)
+        layers_f = pool_f - mtp_f
+        ov = _tp_comm_overlap(layers_f, pool_r - mtp_again * mtp_f,
+                              layers_f + rg_l["total"], gemm_f, gemm_r, 2.0 * gemm_f)
         # the hidden backward's re-gather part, pro rata: on the bulk overlaps' k SMs (userbuffers_sm_time)
-        rg_hidden = ov["hidden_bwd_only"] * rg["total"] / np.maximum(pool_f + rg["total"], 1e-300)
-        tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
+        rg_hidden = ov["hidden_bwd_only"] * rg_l["total"] / np.maximum(layers_f + rg_l["total"], 1e-300)
+        tp = np.where(ub, ov["exposed"] + mtp_nccl["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
-        tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
+        tp_hidden = np.where(ub, ov["hidden_bwd"] + mtp_nccl["hidden"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
                                                   ov["hidden_bwd_only"] - rg_hidden,
-                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 1.0 + rec_ub_mtp,
+                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 0.0,
                                                            shared_off=g.moe_shared_expert_overlap), rg_hidden),
                           0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
