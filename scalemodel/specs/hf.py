@@ -450,7 +450,14 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                     mla[mk] = 0  # DeepSeek-V2-Lite: full-rank queries
                     continue
                 raise InputError("missing", where=mk, allowed="the MLA widths (kv_lora_rank needs all five)")
-            mla[mk] = _integer(cfg, mk, "rank", 0 if mk == "q_lora_rank" else 1)
+            if mk == "q_lora_rank" and cfg[mk] == 0 and not isinstance(cfg[mk], bool):
+                # transformers' DeepseekV2/V3Attention test ``q_lora_rank is None`` for full-rank queries (q_proj);
+                # 0 builds q_a_proj h -> 0 and q_b_proj 0 -> heads x qk_head_dim: a zero-width query, not a model
+                # (huggingface/transformers@00b676f8 models/deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention;
+                # @0233e509 models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention)
+                raise InputError("0 builds a zero-width query projection in transformers (only null means no query "
+                                 "compression)", where=mk, allowed="null (full-rank queries) or a positive integer")
+            mla[mk] = _integer(cfg, mk, "rank", 1)
         out["mla"] = mla
         out["kv_heads"] = out["head_dim"] = None  # MLA sets its own widths
     else:
