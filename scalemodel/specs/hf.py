@@ -328,6 +328,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
     head_dim = first("head_dim")
     ffn = first("ffn_hidden")
     biases: bool | None
+    norm_biases: bool | None = None  # the workload's default (biases and not gated) unless a family says otherwise
     if model_type in ("falcon", "refinedwebmodel", "refinedweb"):
         # FalconConfig: new_decoder_architecture (40B/180B) -> num_kv_heads groups and two norms;
         # otherwise multi_query (7B) -> one K/V head; parallel_attn -> one norm shared by both branches.
@@ -339,6 +340,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             kv_heads = None
         norms = cfg.get("num_ln_in_parallel_attn") or (2 if new_arch else (1 if parallel else 2))
         biases = _flag(cfg, "bias", False)
+        # FalconDecoderLayer's norms are torch LayerNorms (weight and bias) whatever ``bias`` says of the linears
+        # (huggingface/transformers@44272086 models/falcon/modeling_falcon.py; tiiuae/falcon-7b's safetensors total
+        # 6,921,720,704 counts them: review32b)
+        norm_biases = True
         read.update(("new_decoder_architecture", "parallel_attn", "multi_query", "num_ln_in_parallel_attn", "bias",
                      "num_kv_heads", "n_head_kv"))
     elif model_type == "gptj" or model_type == "phi":
@@ -393,7 +398,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         "description": f"from HuggingFace config ({model_type[:60] or 'unknown type'})",
         "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
         "ffn_hidden": ffn, "vocab": vocab, "seq_len": 2048 if seq_len is None else seq_len,
-        "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "position_embeddings": positions,
+        "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "norm_biases": norm_biases,
+        "position_embeddings": positions,
         "rotary": False if model_type in NO_ROTARY else None,
         "parallel_block": parallel, "norms_per_layer": norms,
         # transformers' ACT2FN "relu2" = ReLUSquaredActivation, relu(x)^2 (Nemotron-4's NemotronConfig default)
