@@ -13,14 +13,21 @@ made of a merged claim (stated so in its docstring).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import msgspec
+import numpy as np
 import pytest
+from grid_helpers import TINY_MOE
 
 from scalemodel.cost import transformer
-from scalemodel.engine.job import transformer_shape
+from scalemodel.cost.network import Network, Tier
+from scalemodel.cost.placement import place
+from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
+from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
-from scalemodel.specs import load_workload
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
 
 def _mla_config(**over: object) -> dict[str, object]:
@@ -66,3 +73,64 @@ def test_falcon_layernorm_biases_counted() -> None:
         sh = transformer_shape(load_workload(str(ref), []))
         assert bool(sh.norm_biases) and not bool(sh.biases)
         assert float(transformer.param_count(sh)) == by_hand
+
+
+def _each_row_alone(job: object, g: object, fields: dict[str, list[object]]) -> int:
+    """``g`` with ``fields`` along axis 0, priced once as a grid and once row by row: every result of every row bit
+    for bit the same. Returns the rows compared."""
+    cols = {f: np.array(v).reshape(-1, 1) for f, v in fields.items()}
+    mixed = evaluate(job, msgspec.structs.replace(g, **cols))  # type: ignore[arg-type]
+    n = len(next(iter(fields.values())))
+    for i in range(n):
+        alone = evaluate(job, msgspec.structs.replace(g, **{f: a[i:i + 1] for f, a in cols.items()}))  # type: ignore
+        for f in mixed.__struct_fields__:
+            v, w = getattr(mixed, f), getattr(alone, f)
+            for k, a in (v.items() if isinstance(v, dict) else [("", v)]):
+                b = w[k] if isinstance(w, dict) else w
+                got = np.broadcast_to(np.asarray(a), np.broadcast_shapes(np.shape(a), (n, 1)))[i:i + 1]
+                assert np.array_equal(got, np.broadcast_to(np.asarray(b), got.shape), equal_nan=True), (i, f, k)
+    return n
+
+
+def test_speed32_skips_priced_row_by_row() -> None:
+    """Review check of speed32's CP / EP skips (passes on the merged code; written down so nobody redoes it): grids
+    where the skipped terms are nonzero in some rows only (cp 2 / 4 beside cp 1, each row its own cp_comm_type; EP
+    a2a beside ep 1, and the allgather dispatcher gathering over etp 2 at ep 1 beside etp 1 that does not; shared
+    experts overlapped), each row priced in the grid and alone. Checked besides, outside the tests: the same grids
+    under the code before 3f75593c give every result byte-identical (and the same shapes)."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1)
+    job = build_job(load_cluster("dgx-h100", []), load_workload("llama3-8b", []), tr)
+    g = grid_from_strategy(StrategySpec(tp=2, pp=2), tr, 16, job)
+    g = msgspec.structs.replace(g, recompute=np.arange(3).reshape(1, 3))
+    cp = {"dp": [4, 2, 2, 1, 2], "tp": [2, 2, 2, 2, 4], "cp": [1, 2, 2, 4, 1], "cp_comm_type": [2, 0, 1, 2, 1]}
+    mixed = evaluate(job, msgspec.structs.replace(g, **{f: np.array(v).reshape(-1, 1) for f, v in cp.items()}))
+    # the terms a skip would drop are there (cp 2 p2p: its ring hides under the attention core here, exposed 0)
+    assert np.all(mixed.breakdown["cp_comm"][[2, 3]].max(axis=1) > 0)
+    assert _each_row_alone(job, g, cp) == 5
+    tr2 = TrainingSpec(global_batch=16, micro_batch=2)
+    moe = msgspec.structs.replace(TINY_MOE, moe=msgspec.structs.replace(TINY_MOE.moe, shared_experts=1))
+    jm = build_job(load_cluster("dgx-h100", []), moe, tr2)
+    gm = grid_from_strategy(StrategySpec(dp=8, moe_shared_expert_overlap=True), tr2, 8, jm)
+    gm = msgspec.structs.replace(gm, recompute=np.arange(3).reshape(1, 3))
+    ep = {"dp": [8, 4, 4, 8, 8], "tp": [1, 2, 2, 1, 1], "ep": [1, 1, 1, 2, 4], "etp": [1, 2, 1, 1, 1],
+          "moe_allgather_dispatcher": [False, True, True, False, False]}
+    mixed = evaluate(jm, msgspec.structs.replace(gm, **{f: np.array(v).reshape(-1, 1) for f, v in ep.items()}))
+    on = mixed.breakdown["ep_comm"].max(axis=1) > 0
+    assert on.tolist() == [False, True, False, True, True]
+    assert _each_row_alone(jm, gm, ep) == 5
+
+
+@pytest.mark.parametrize(("field", "value"), [("efficiency", math.nan), ("oversubscription", 0.5),
+                                              ("bandwidth", 0.0), ("oversubscription", math.inf)])
+def test_placement_tier_refusal_names_the_field(field: str, value: float) -> None:
+    """fuzz32's tier refusal named the tier only ("tiers.ib: tier 'ib' needs bandwidth > 0, ..."), whichever of its
+    three figures was wrong, and an infinite oversubscription was told it needed ">= 1": now the field and its value,
+    and what is allowed (finite included). A library caller's Network (a cluster file is refused earlier, with its
+    file and line, by the spec's own bounds)."""
+    nvl = Tier("nvlink", 8, 450e9, 3e-6, efficiency=0.8)
+    kw: dict[str, float] = {field: value} if field != "bandwidth" else {}
+    ib = Tier("ib", 256, value if field == "bandwidth" else 12.5e9, 5e-6, **kw)
+    with pytest.raises(InputError) as err:
+        place(64, 1, Network((nvl, ib), 8))
+    assert str(err.value) == (f"tiers.ib.{field}: tier 'ib' needs bandwidth > 0, efficiency > 0, oversubscription "
+                              f">= 1: its {field} is {value!r}; positive finite numbers (oversubscription >= 1)")
