@@ -8,7 +8,8 @@ made of a merged claim (stated so in its docstring).
   ``if self.q_lora_rank is None``; @0233e509 .../deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention, the same
   test). ``q_lora_rank: 0`` is a zero-width query, not the full-rank queries the importer priced it as: refused.
 * mem32's ``norm_biases`` default (biases and not gated_mlp) misses Falcon: LayerNorms with a bias, linears without.
-  The importer and the built-in falcon-7b now say so (docs/model.md#param-biases)."""
+  The importer and the built-in falcon-7b now say so (docs/model.md#param-biases); and a NemotronH config with
+  ``use_bias`` true (RMSNorm, ungated) got norm biases it does not have."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import msgspec
 import numpy as np
 import pytest
 from grid_helpers import TINY_MOE
+from test_mamba import NANO_HF
 
 from scalemodel.cost import transformer
 from scalemodel.cost.network import Network, Tier
@@ -134,3 +136,15 @@ def test_placement_tier_refusal_names_the_field(field: str, value: float) -> Non
         place(64, 1, Network((nvl, ib), 8))
     assert str(err.value) == (f"tiers.ib.{field}: tier 'ib' needs bandwidth > 0, efficiency > 0, oversubscription "
                               f">= 1: its {field} is {value!r}; positive finite numbers (oversubscription >= 1)")
+
+
+def test_nemotron_h_with_linear_biases_keeps_rmsnorm(tmp_path: Path) -> None:
+    """A NemotronH config with ``use_bias: true`` imported with linear biases, and mem32's default then gave every
+    norm a LayerNorm bias too (biases and not gated_mlp: NemotronH's MLP is an ungated squared ReLU), though
+    NemotronHRMSNorm has a weight only (transformers 13923c63d modeling_nemotron_h.py): the norms stay gain-only,
+    h each, whatever use_bias says."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**NANO_HF, "use_bias": True}))
+    sh = transformer_shape(load_workload(str(path), []))
+    assert bool(sh.biases) and not bool(sh.norm_biases)
+    assert float(transformer.norm_params(sh)) == float(sh.norms_per_layer) * float(sh.hidden)

@@ -363,6 +363,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             # configuration_nemotron_h.py NemotronHConfig: use_bias False, mlp_bias False; modeling_nemotron_h.py
             # NemotronHRMSNorm), not the GPT-style biases an ungated MLP otherwise implies
             biases = _flag(cfg, "use_bias", False) or _flag(cfg, "mlp_bias", False)
+            norm_biases = False  # RMSNorm whatever use_bias / mlp_bias say (review32b: the default gave it a bias)
         elif model_type == "gpt_oss":
             biases = True  # GPT-OSS: RMSNorm (no norm bias: norm_biases' default for a gated MLP) and linear biases
             if not _flag(cfg, "attention_bias", True):
