@@ -97,7 +97,8 @@ def test_a_nan_link_rate_from_a_protocol_is_refused_not_skipped() -> None:
 def test_an_infinite_tier_figure_is_refused(field: str) -> None:
     """efficiency inf made the rate inf (never below bmin: the tier vanished); oversubscription inf made it 0."""
     bad = Network((NVL, Tier("ib", 256, 12.5e9, 5e-6, **{field: float("inf")})), 8)
-    with pytest.raises(InputError, match=r"^tiers\.ib: tier 'ib' needs bandwidth > 0, efficiency > 0"):
+    with pytest.raises(InputError, match=rf"^tiers\.ib\.{field}: tier 'ib' needs bandwidth > 0, efficiency > 0, "
+                                         rf"oversubscription >= 1: its {field} is inf; positive finite numbers"):
         place(64, 1, bad)
 
 

@@ -75,9 +75,13 @@ def _check_tiers(network: Network) -> None:
     if not tiers:
         raise InputError("the network has no tiers", where="network.tiers", allowed="at least one tier")
     for t in tiers:  # finite too: an infinite rate (efficiency inf) would lose every ``b < bmin`` (fuzz32)
-        if not (0 < t.bandwidth < np.inf and 0 < t.efficiency < np.inf and 1 <= t.oversubscription < np.inf):
-            raise InputError(f"tier {t.name!r} needs bandwidth > 0, efficiency > 0, oversubscription >= 1",
-                             where=f"tiers.{t.name}", allowed="positive finite numbers")
+        bad = next((f for f, v, low in (("bandwidth", t.bandwidth, 0.0), ("efficiency", t.efficiency, 0.0),
+                                         ("oversubscription", t.oversubscription, 1.0))
+                    if not (low <= v < np.inf and (low > 0 or v > 0))), None)
+        if bad is not None:  # the field and its value named (review32b: was the tier alone)
+            raise InputError(f"tier {t.name!r} needs bandwidth > 0, efficiency > 0, oversubscription >= 1: its {bad} "
+                             f"is {float(getattr(t, bad))!r}", where=f"tiers.{t.name}.{bad}",
+                             allowed="positive finite numbers (oversubscription >= 1)")
         if not (t.latency >= 0 and np.isfinite(t.latency)):
             raise InputError(f"tier {t.name!r} has a negative or non-finite latency",
                              where=f"tiers.{t.name}.latency", allowed="latency >= 0")

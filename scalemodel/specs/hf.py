@@ -328,6 +328,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
     head_dim = first("head_dim")
     ffn = first("ffn_hidden")
     biases: bool | None
+    norm_biases: bool | None = None  # the workload's default (biases and not gated) unless a family says otherwise
     if model_type in ("falcon", "refinedwebmodel", "refinedweb"):
         # FalconConfig: new_decoder_architecture (40B/180B) -> num_kv_heads groups and two norms;
         # otherwise multi_query (7B) -> one K/V head; parallel_attn -> one norm shared by both branches.
@@ -339,6 +340,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             kv_heads = None
         norms = cfg.get("num_ln_in_parallel_attn") or (2 if new_arch else (1 if parallel else 2))
         biases = _flag(cfg, "bias", False)
+        # FalconDecoderLayer's norms are torch LayerNorms (weight and bias) whatever ``bias`` says of the linears
+        # (huggingface/transformers@44272086 models/falcon/modeling_falcon.py; tiiuae/falcon-7b's safetensors total
+        # 6,921,720,704 counts them: review32b)
+        norm_biases = True
         read.update(("new_decoder_architecture", "parallel_attn", "multi_query", "num_ln_in_parallel_attn", "bias",
                      "num_kv_heads", "n_head_kv"))
     elif model_type == "gptj" or model_type == "phi":
@@ -358,6 +363,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             # configuration_nemotron_h.py NemotronHConfig: use_bias False, mlp_bias False; modeling_nemotron_h.py
             # NemotronHRMSNorm), not the GPT-style biases an ungated MLP otherwise implies
             biases = _flag(cfg, "use_bias", False) or _flag(cfg, "mlp_bias", False)
+            norm_biases = False  # RMSNorm whatever use_bias / mlp_bias say (review32b: the default gave it a bias)
         elif model_type == "gpt_oss":
             biases = True  # GPT-OSS: RMSNorm (no norm bias: norm_biases' default for a gated MLP) and linear biases
             if not _flag(cfg, "attention_bias", True):
@@ -393,7 +399,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         "description": f"from HuggingFace config ({model_type[:60] or 'unknown type'})",
         "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
         "ffn_hidden": ffn, "vocab": vocab, "seq_len": 2048 if seq_len is None else seq_len,
-        "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "position_embeddings": positions,
+        "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "norm_biases": norm_biases,
+        "position_embeddings": positions,
         "rotary": False if model_type in NO_ROTARY else None,
         "parallel_block": parallel, "norms_per_layer": norms,
         # transformers' ACT2FN "relu2" = ReLUSquaredActivation, relu(x)^2 (Nemotron-4's NemotronConfig default)
@@ -450,7 +457,14 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                     mla[mk] = 0  # DeepSeek-V2-Lite: full-rank queries
                     continue
                 raise InputError("missing", where=mk, allowed="the MLA widths (kv_lora_rank needs all five)")
-            mla[mk] = _integer(cfg, mk, "rank", 0 if mk == "q_lora_rank" else 1)
+            if mk == "q_lora_rank" and cfg[mk] == 0 and not isinstance(cfg[mk], bool):
+                # transformers' DeepseekV2/V3Attention test ``q_lora_rank is None`` for full-rank queries (q_proj);
+                # 0 builds q_a_proj h -> 0 and q_b_proj 0 -> heads x qk_head_dim: a zero-width query, not a model
+                # (huggingface/transformers@00b676f8 models/deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention;
+                # @0233e509 models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention)
+                raise InputError("0 builds a zero-width query projection in transformers (only null means no query "
+                                 "compression)", where=mk, allowed="null (full-rank queries) or a positive integer")
+            mla[mk] = _integer(cfg, mk, "rank", 1)
         out["mla"] = mla
         out["kv_heads"] = out["head_dim"] = None  # MLA sets its own widths
     else:

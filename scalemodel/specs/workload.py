@@ -96,7 +96,7 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
     norm_biases: Annotated[bool | None, Meta(description=(
         "each norm has a bias beside its gain (LayerNorm's beta, GPT/BERT): 2 x hidden per norm instead of hidden; "
         "false for RMSNorm (Llama; GPT-OSS, whose linears have biases); default: biases and not gated_mlp (the gated "
-        "SwiGLU families norm with RMSNorm)"))] = None
+        "SwiGLU families norm with RMSNorm); set it true for LayerNorm models without linear biases (Falcon)"))] = None
     position_embeddings: Annotated[int, Meta(ge=0, description=(
         "rows of a learned absolute position table (GPT-2/3, OPT, BERT, Megatron GPT, MPT's MosaicGPT defaults); "
         "0 for rotary / ALiBi / none"))] = 0
