@@ -144,19 +144,20 @@ def _children(p: int) -> dict[int, list[int]]:
     return kids
 
 
-def _tree_sim(dims: tuple[int, ...]) -> tuple[int, int]:
-    """(E, H): the tree edges' traversals on the busiest directed link, and the deepest leaf's hops to its root, for
-    the tree above and its mirror (r -> p - 1 - r; p even in every torus here), each edge up and down."""
+def _tree_links(dims: tuple[int, ...], sweep: str) -> tuple[dict[tuple[tuple[int, ...], int, int], int], int]:
+    """Edge traversals per directed link of NCCL's tree and its mirror (tests/test_torus31._children), parent to
+    child (down), child to parent (up) or both (tpu32 prices broadcast / reduce one way, the all-reduce both), and
+    the deepest rank's hops to its root."""
     p = int(np.prod(dims))
     kids = _children(p)
     edges = [(c, r) for r in kids for c in kids[r]]
-    mirrored = [(p - 1 - c, p - 1 - r) for c, r in edges]
     load: dict[tuple[tuple[int, ...], int, int], int] = {}
     depth = 0
-    for tree in (edges, mirrored):
+    for tree in (edges, [(p - 1 - c, p - 1 - r) for c, r in edges]):
         parent = dict(tree)
         for c, r in tree:
-            for link in _path(c, r, dims) + _path(r, c, dims):
+            down, up = _path(r, c, dims), _path(c, r, dims)
+            for link in {"down": down, "up": up}.get(sweep, up + down):
                 load[link] = load.get(link, 0) + 1
         for leaf in range(p):
             hops, node = 0, leaf
@@ -164,6 +165,13 @@ def _tree_sim(dims: tuple[int, ...]) -> tuple[int, int]:
                 hops += len(_path(node, parent[node], dims))
                 node = parent[node]
             depth = max(depth, hops)
+    return load, depth
+
+
+def _tree_sim(dims: tuple[int, ...]) -> tuple[int, int]:
+    """(E, H): the tree edges' traversals on the busiest directed link, and the deepest leaf's hops to its root, for
+    the tree above and its mirror (r -> p - 1 - r; p even in every torus here), each edge up and down."""
+    load, depth = _tree_links(dims, "both")
     return max(load.values()), depth
 
 

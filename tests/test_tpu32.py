@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_torus31 import ALPHA, B_LINK, GAMMA, SIZES, TORI, _children, _path, _simulate, _xor_steps
+from test_torus31 import ALPHA, B_LINK, GAMMA, SIZES, TORI, _path, _simulate, _tree_links, _xor_steps
 
 import scalemodel.api as api
 from scalemodel.cost import topology as T
@@ -84,28 +84,6 @@ def _chain_links(dims: tuple[int, ...], reverse: bool) -> list[tuple[tuple[int, 
     p = int(np.prod(dims))
     edges = [(r, r + 1) for r in range(p - 1)] if not reverse else [(r, r + 1) for r in range(1, p - 1)] + [(p - 1, 0)]
     return [link for a, b in edges for link in _path(a, b, dims)]
-
-
-def _tree_links(dims: tuple[int, ...], sweep: str) -> tuple[dict[tuple[tuple[int, ...], int, int], int], int]:
-    """Edge traversals per directed link of NCCL's tree and its mirror (tests/test_torus31._children), parent to
-    child (down) or child to parent (up), and the deepest rank's hops to its root."""
-    p = int(np.prod(dims))
-    kids = _children(p)
-    edges = [(c, r) for r in kids for c in kids[r]]
-    load: dict[tuple[tuple[int, ...], int, int], int] = {}
-    depth = 0
-    for tree in (edges, [(p - 1 - c, p - 1 - r) for c, r in edges]):
-        parent = dict(tree)
-        for c, r in tree:
-            for link in (_path(r, c, dims) if sweep == "down" else _path(c, r, dims)):
-                load[link] = load.get(link, 0) + 1
-        for leaf in range(p):
-            hops, node = 0, leaf
-            while node in parent:
-                hops += len(_path(node, parent[node], dims))
-                node = parent[node]
-            depth = max(depth, hops)
-    return load, depth
 
 
 @pytest.mark.parametrize("dims", TORI)
