@@ -422,6 +422,28 @@ def userbuffers_on(sh: Any, g: StrategyGrid) -> np.ndarray:
                       & ~np.asarray(sh.mla, dtype=bool), dtype=bool)
 
 
+def _sp_backward_pool(job: Job, g: StrategyGrid, coll: dict[str, np.ndarray], traffic: Any, count: Any,
+                      att_blocks: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The backward's mirror of a forward's TP traffic ``traffic`` (``count`` block collectives, ``att_blocks``
+    attention blocks' MLA gathers) without userbuffers: (exposed gathers, the pool for the weight-gradient window).
+    With sequence parallelism each forward reduce-scatter of the count (a row-parallel linear's output) is an
+    all-gather of the output gradient in the backward, issued and waited on before any GEMM of that linear's
+    backward (Transformer Engine grad_output_preprocess, Megatron-Core _ReduceScatterToSequenceParallelRegion
+    .backward): exposed, at ``tp_grad_ag`` (docs/model.md#sp-grad-gather). The rest, the reduce-scatters of the
+    column-parallel linears' input gradients, goes to the pool at the activations' dtype: the forward's gathers
+    (``tp_fwd_ag``, MLA's ``tp_att``, at the quantized dtype) give way to their mirrors (the count's ``tp_rs`` already
+    in ``traffic``, MLA's ``tp_att_grad_rs``: review32d). Not for nanotron's linears (nanotron_tp_time), nor on a TPU
+    or an XLA layer (_xla_partitioned)::
+
+        exposed = count AG(q_g),   pool = traffic - count AG(q) + att_blocks (RS_att(eb) - AG_att(q))"""
+    blocking = np.where(g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
+                        & ~_xla_partitioned(job, g), count, 0.0)
+    mla = np.where(g.sequence_parallel & (g.tp > 1), att_blocks, 0.0) * (coll.get("tp_att_grad_rs", 0.0)
+                                                                         - coll.get("tp_att", 0.0))
+    return (np.asarray(blocking * coll.get("tp_grad_ag", 0.0)),
+            np.asarray(traffic - blocking * coll.get("tp_fwd_ag", 0.0) + mla))
+
+
 def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
                   traffic: Any, gathers: Any, att_blocks: Any) -> dict[str, np.ndarray]:
     """Exposed and hidden TP seconds per micro-batch of the MTP blocks under ``tp_comm_overlap`` (docs/model.md#ub-off):
@@ -433,17 +455,19 @@ def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: 
     an MTP block with userbuffers. ``traffic``: the blocks' forward TP seconds, ``gathers`` / ``att_blocks`` their
     re-gathers (:func:`sp_regather`); G = ``mtp_gemm``, the blocks' forward GEMM time = their weight-gradient's::
 
-        exposed = traffic (1 + [recomputed]) + max(traffic - G, 0) + regather exposed,
-        hidden  = min(traffic, G) + regather hidden
+        exposed = traffic (1 + [recomputed]) + B + max(P - G, 0) + regather exposed,
+        hidden  = min(P, G) + regather hidden
 
-    (the forward's exposed, the backward's reduce-scatters under the blocks' weight-gradient GEMMs as
-    :func:`_model_parallel_comm` prices the layers without the overlap, the re-gathers under the blocks' own
+    (the forward's exposed; the backward's output-gradient gathers B exposed and its reduce-scatters P under the
+    blocks' weight-gradient GEMMs, :func:`_sp_backward_pool`, as :func:`_model_parallel_comm` prices the layers
+    without the overlap (before review32d the gathers pooled under G too); the re-gathers under the blocks' own
     data-gradient GEMMs)."""
     rg = sp_regather(job, g, {**comp, "layers_per_stage": np.zeros(1)}, coll, gathers, att_blocks)
     gemm = comp.get("mtp_gemm", 0.0)
     rec = np.where(mtp_module_recomputed(g), 1.0, 0.0)
-    return {"exposed": traffic * (1.0 + rec) + np.maximum(traffic - gemm, 0.0) + rg["exposed"],
-            "hidden": np.minimum(traffic, gemm) + rg["hidden"]}
+    grad_ag, pool = _sp_backward_pool(job, g, coll, traffic, gathers, att_blocks)
+    return {"exposed": traffic * (1.0 + rec) + grad_ag + np.maximum(pool - gemm, 0.0) + rg["exposed"],
+            "hidden": np.minimum(pool, gemm) + rg["hidden"]}
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -497,16 +521,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
     # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
     bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
-    # with sequence parallelism each forward reduce-scatter of the count (a row-parallel linear's output) is an
-    # all-gather of the output gradient in the backward, issued and waited on before any GEMM of that linear's
-    # backward (Transformer Engine grad_output_preprocess, Megatron-Core _ReduceScatterToSequenceParallelRegion
-    # .backward): exposed (docs/model.md#sp-grad-gather); the rest of the pool (the reduce-scatters of the
-    # column-parallel linears' input gradients, MLA's further gathers' mirrors) under the weight-gradient GEMMs. Not for
-    # nanotron's linears (nanotron_tp_time), nor on a TPU or an XLA layer (_xla_partitioned), nor under userbuffers
-    blocking = np.where(g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
-                        & ~_xla_partitioned(job, g), L * per_pass + adj * moe_f, 0.0)
-    grad_ag = blocking * coll.get("tp_grad_ag", 0.0)
-    under = pool_f - blocking * coll.get("tp_fwd_ag", 0.0)
+    # with sequence parallelism the row-parallel linears' output-gradient gathers exposed, the rest of the mirror under
+    # the weight-gradient GEMMs (_sp_backward_pool; docs/model.md#sp-grad-gather); not under userbuffers (below)
+    grad_ag, under = _sp_backward_pool(job, g, coll, pool_f, L * per_pass + adj * moe_f,
+                                       n * att_share + mtp_att_blocks)
     tp_bwd = grad_ag + np.maximum(under - bwd_window, 0.0)
     # selective recompute of mlp: each dense MLP block's checkpointed forward runs its TP collective(s) again in the
     # backward (the all-reduce after linear_fc2, or with SP the all-gather before linear_fc1 and the reduce-scatter
@@ -961,12 +979,12 @@ def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
 
 
 def _allgathers(widths: tuple[np.ndarray, ...], tokens: np.ndarray, job: Job, group: Placement,
-                elem_bytes: float | None = None) -> np.ndarray:
-    """Seconds of one all-gather per width (elements a token; a width of 0 runs none) of ``tokens`` tokens over
-    ``group``, each its own collective (:func:`_collective`; a width 0 in every candidate is not priced at all), at
-    ``elem_bytes`` an element (default the activations' ``job.elem_bytes``)."""
+                elem_bytes: float | None = None, op: str = "allgather") -> np.ndarray:
+    """Seconds of one all-gather (``op``: or reduce-scatter) per width (elements a token; a width of 0 runs none) of
+    ``tokens`` tokens over ``group``, each its own collective (:func:`_collective`; a width 0 in every candidate is
+    not priced at all), at ``elem_bytes`` an element (default the activations' ``job.elem_bytes``)."""
     eb = job.elem_bytes if elem_bytes is None else elem_bytes
-    return np.asarray(sum((np.where(w > 0, _collective("allgather", tokens * w * eb, group), 0.0)
+    return np.asarray(sum((np.where(w > 0, _collective(op, tokens * w * eb, group), 0.0)
                            for w in widths if np.any(w > 0)), np.zeros(1)), dtype=float)
 
 
@@ -1008,7 +1026,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         ar_nvls = nvls_allreduce(groups.tensor, None, ar, ar_hier)
     # an attention block's all-gathers beyond the one h-wide gather coll['tp'] holds, with sequence parallelism, each
     # its own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is coll['tp']'s)
-    att_gather = mla_up = att_regather = np.zeros(1)
+    att_gather = mla_up = att_regather = att_grad_rs = np.zeros(1)
     # the backward's re-gathers of the saved input shards, in their saved dtype (sp_regather): the forward's gathers
     # again where that is the activations' dtype
     rg_eb = sp_regather_elem_bytes(job)
@@ -1024,15 +1042,30 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     grad_ag = np.where(te, ag if gg_eb == job.elem_bytes else
                        _collective("allgather", tokens * float(sh.hidden) * gg_eb, groups.tensor), ag)
     if np.any(sh.mla):
-        mla_up = _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor)
-        down = _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor)
-        att_gather = np.where(g.sequence_parallel & (g.tp > 1), mla_up + down - ag, 0.0)
-        att_regather = att_gather if same else np.where(
-            g.sequence_parallel & (g.tp > 1),
-            _allgathers(transformer.mla_up_proj_gathers(sh), tokens, job, groups.tensor, rg_eb)
-            + _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj), tokens, job, groups.tensor,
-                          rg_eb) - regather, 0.0)
-        att_gather = np.where(te, att_regather, att_gather)  # the forward's at the quantized dtype too
+        on = g.sequence_parallel & (g.tp > 1)
+        up_w = transformer.mla_up_proj_gathers(sh)
+        down_w = transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj)
+        # the down-projections' slots 0 and 2 are TE column linears' input gathers (quantized before they gather),
+        # slots 1 and 3 Megatron's plain gathers of the bf16 outputs (the RoPE key,
+        # gather_from_sequence_parallel_region; the column build's latents, gather_from_tensor_model_parallel_region),
+        # at the activations' dtype (review32d)
+        mla_up = _allgathers(up_w, tokens, job, groups.tensor)
+        down_te, down_plain = (_allgathers(down_w[0::2], tokens, job, groups.tensor),
+                               _allgathers(down_w[1::2], tokens, job, groups.tensor))
+        att_gather = np.where(on, mla_up + down_te + down_plain - ag, 0.0)
+        # the backward's mirrors, the linears' input-gradient reduce-scatters (and the column build's scatter's
+        # gather), move the activations' dtype whatever the recipe (the data-gradient GEMM's 16-bit output): priced as
+        # the forward's gathers at eb, as docs/model.md#mla-tp prices the backward (review32d)
+        att_grad_rs = att_gather
+        if same:
+            att_regather = att_gather
+        else:
+            up_q = _allgathers(up_w, tokens, job, groups.tensor, rg_eb)
+            down_te_q = _allgathers(down_w[0::2], tokens, job, groups.tensor, rg_eb)
+            att_regather = np.where(on, up_q + down_te_q
+                                    + _allgathers(down_w[1::2], tokens, job, groups.tensor, rg_eb) - regather, 0.0)
+            # the forward's: the TE linears' input gathers at the quantized dtype too, the plain ones at eb
+            att_gather = np.where(te & on, up_q + down_te_q + down_plain - regather, att_gather)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -1130,6 +1163,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs + fwd_ag, ar), "tp_att": att_gather,
+            "tp_att_grad_rs": att_grad_rs,
             "tp_fwd_ag": np.where(g.sequence_parallel, fwd_ag, 0.0), "tp_grad_ag": np.where(g.sequence_parallel,
                                                                                              grad_ag, 0.0),
             "tp_regather": regather, "tp_att_regather": att_regather,
