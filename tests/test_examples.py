@@ -217,7 +217,7 @@ def test_what_removes_the_weak_scaling_loss(cli: Any) -> None:
     assert rack["breakdown_s"]["pp_comm"] < best["breakdown_s"]["pp_comm"] or s["layout"] == "tp-cp-pp-dp"
     assert flat["strategy"]["pp"] == math.gcd(LAYERS, 2048) and flat["strategy"]["layout"] == "tp-cp-dp-pp"
     assert 1.2 * base < best["tflops_per_gpu"] < 1.4 * base  # README: +28 % over the fixed layout
-    assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 32.1 vs 38.6
+    assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 31.4 vs 37.6 (pin32)
     int8 = point(scale(cli, "default.yaml", "--compression", "int8"), 2048)
     assert int8["tflops_per_gpu"] > base  # int8 cuts dp_comm but not the spine-bound pp_comm ...
     # the scenario is ZeRO-1: int8 halves the gradients' reduce-scatter (2 -> 1 byte), not the all-gather of the
