@@ -17,7 +17,7 @@ import numpy as np
 
 from scalemodel.choices import Algorithm, CpCommType, FlexBackend, LayerImpl, LossImpl, Recompute, ScheduleKind
 from scalemodel.cost import collectives as coll
-from scalemodel.cost import compute, ep_dispatch, nccl, transformer
+from scalemodel.cost import compute, ep_dispatch, memory, nccl, transformer
 from scalemodel.cost.placement import ParallelGroups, Placement, place
 from scalemodel.engine.host_floor import CALL_COST_US
 from scalemodel.engine.job import Job, StrategyGrid
@@ -301,16 +301,15 @@ def _gathered_elem_bytes(job: Job, both_usages: bool) -> float:
     """Bytes an element of a sequence-parallel all-gather that Transformer Engine quantizes before it gathers
     (:func:`sp_regather_elem_bytes`, :func:`sp_grad_gather_elem_bytes`): 16-bit runs the activations'
     ``elem_bytes``; per-tensor FP8 (delayed, tensorwise) 1 byte, whatever the usages (``_all_gather_fp8`` gathers the
-    row-wise data only and transposes it locally); MXFP8 1 + 1/32 (its E8M0 scales), blockwise
-    :data:`compute.BLOCKWISE_COPY_BYTES`, NVFP4 :data:`compute.NVFP4_COPY_BYTES` a usage, twice where the quantizer
-    asks for both (``both_usages``: ``_all_gather_mxfp8`` / ``_all_gather_fp8_blockwise`` / ``_all_gather_nvfp4``
-    gather the row-wise and the column-wise data and scales); the layers a run keeps in BF16 (``bf16_layer_share``)
-    gather ``elem_bytes``."""
+    row-wise data only and transposes it locally); MXFP8 1 + 1/32 (its E8M0 scales), blockwise 1 + 4/128, NVFP4
+    1/2 + 1/16 a usage (:func:`scalemodel.cost.memory.quantized_input_bytes`, the copy TE saves), twice where the
+    quantizer asks for both (``both_usages``: ``_all_gather_mxfp8`` / ``_all_gather_fp8_blockwise`` /
+    ``_all_gather_nvfp4`` gather the row-wise and the column-wise data and scales); the layers a run keeps in BF16
+    (``bf16_layer_share``) gather ``elem_bytes``."""
     eb = float(job.elem_bytes)
     recipe = str(job.fp8_recipe)
-    low = {"delayed": 1.0, "tensorwise": 1.0, "mxfp8": 1.0 + 1.0 / compute.MXFP8_BLOCK,
-           "blockwise": compute.BLOCKWISE_COPY_BYTES, "nvfp4": compute.NVFP4_COPY_BYTES}.get(recipe)
-    if low is None:
+    low = memory.quantized_input_bytes(recipe)  # one usage of TE's quantized copy; 0: gathered unquantized
+    if not low:
         return eb
     usages = 2.0 if both_usages and recipe not in ("delayed", "tensorwise") else 1.0
     share = float(job.bf16_layer_share)
