@@ -47,10 +47,15 @@ def positive(name: str, value: Any) -> np.ndarray:
     return x
 
 
+def all_finite_nonnegative(x: np.ndarray) -> bool:
+    """Whether every element of the float array ``x`` is finite and >= 0 (True when empty): two reductions."""
+    return _within(x, 0.0, True)
+
+
 def nonnegative(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array, finite and >= 0."""
     x = np.asarray(value, dtype=float)
-    if not _within(x, 0.0, True):
+    if not all_finite_nonnegative(x):
         raise InputError(f"{name} has a negative or non-finite value", where=name, allowed="finite values >= 0")
     return x
 

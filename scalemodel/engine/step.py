@@ -73,6 +73,7 @@ import numpy as np
 from scalemodel.choices import CompressionKind, CpCommType, Layout, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import balance, pipeline, transformer
 from scalemodel.cost import sync as sync_model
+from scalemodel.cost.checks import all_finite_nonnegative
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, parallel_groups
 from scalemodel.engine.dp_comm import (
     DEEPSPEED_GATHERS_PER_LAYER,
@@ -462,8 +463,7 @@ def refuse_non_finite(parts: dict[str, Any], total: Any) -> None:
     is wrong other than dp_comm (the step less the others, wrong when any is), else ``total`` itself (finite parts
     whose sum overflowed)."""
     def wrong(v: Any) -> bool:
-        a = np.asarray(v, dtype=float)
-        return bool(a.size) and not (float(a.min()) >= 0.0 and float(a.max()) < np.inf)
+        return not all_finite_nonnegative(np.asarray(v, dtype=float))
 
     bad = [k for k, v in parts.items() if wrong(v)]
     if not bad and not wrong(total):
