@@ -738,7 +738,8 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
 
     Never more hidden than a chunk's compute not already hiding TP/CP/EP traffic; the hidden time joins
     ``hidden_fwd`` / ``hidden_bwd`` (no compute hides two collectives; contention as other hidden traffic). On
-    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline``.
+    where ``overlap_p2p_comm`` is set, pp > 1 and the schedule is interleaved, outside ``deepspeed_pipeline`` and
+    ``nanotron_trainer`` (their own send/recv pricing).
 
     Nothing hides beside the EP overlap (``moe_a2a_overlap`` with ep > 1, Megatron-Core's
     overlap_moe_expert_parallel_comm): each steady iteration is then the combined 1F1B (d98e8a64dd schedules.py
@@ -747,8 +748,10 @@ def pp_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.nd
     before the merged forward and backward and posts both exchanges after them: no compute lies between a
     transfer's post and its wait (the simulation exposes all but 3 transfers a step; review22c)."""
     combined = np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1)
+    # Megatron-Core's interleaved exchanges only (mp['pp'] = 2 v p2p there): DeepSpeed's and nanotron's pipelines
+    # price their own send/recv (nanotron's n_x (2 p2p + metadata), which the hidden 2 steady p2p could exceed)
     on = (np.asarray(g.overlap_p2p_comm, dtype=bool) & (g.pp > 1) & (g.schedule == ScheduleKind.INTERLEAVED)
-          & ~np.asarray(g.deepspeed_pipeline, dtype=bool) & ~combined)
+          & ~np.asarray(g.deepspeed_pipeline, dtype=bool) & ~np.asarray(g.nanotron_trainer, dtype=bool) & ~combined)
     if not np.any(on):
         return mp
     m = np.asarray(microbatches(g), dtype=float)
