@@ -45,7 +45,8 @@ JAX lays a device mesh on a TPU torus: ``jax.experimental.mesh_utils.create_devi
 the first free physical axis, or product of axes, whose size it equals, so MaxText's 16-way tensor axis on
 a 16 x 16 v5e slice runs along one torus dimension. The group filling the torus (``k = 1``, ``m = n + 1``)
 is the whole-torus case. Any other group on the tier (a partial dimension, an odd stride) is priced as on a
-switch (a sub-block's geometry is not modelled).
+switch (a sub-block's geometry is not modelled), held since tpu33 at no less than a node's bytes over the 2
+links of its dimension where it is a segment of one dimension (:func:`segment_groups`, :func:`injection_floor`).
 """
 
 from __future__ import annotations
@@ -334,19 +335,28 @@ def tree_loads(dims: tuple[int, ...], sweep: str = "both") -> tuple[int, int]:
     return max(load.values(), default=0), depth
 
 
-def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.ndarray]]] | None:
-    """``(i, [(dims, mask), ...])``: the torus tier ``i`` (the outermost tier with ``torus_dims``) and, for
-    each run of whole dimensions ``dims = d_k .. d_(m-1)``, where the group is that sub-torus: one rank per
-    torus node (``c_(i-1) = 1``), ``p = prod dims`` ranks at a stride of ``span_(i-1) x d_1 x ... x d_(k-1)``
-    GPUs (module docstring); None if no tier declares a torus."""
+def _torus_tier(pl: Placement) -> tuple[int, tuple[int, ...], float, np.ndarray] | None:
+    """``(i, dims, inner, one_per_node)``: the torus tier ``i`` (the outermost tier with ``torus_dims``), its
+    dimensions, the GPUs of one of its nodes (``span_(i-1)``) and where the group has one rank a node; None if no
+    tier declares a torus."""
     tiers = pl.network.tiers
     idx = [i for i, t in enumerate(tiers) if t.topology == "torus" and t.torus_dims]
     if not idx:
         return None
     i = idx[-1]
-    all_dims = tuple(int(d) for d in tiers[i].torus_dims)
     inner = float(pl.spans[i - 1]) if i > 0 else 1.0
-    one_per_node = pl.c_prev(i) < 1.5
+    return i, tuple(int(d) for d in tiers[i].torus_dims), inner, np.asarray(pl.c_prev(i) < 1.5)
+
+
+def torus_groups(pl: Placement) -> tuple[int, list[tuple[tuple[int, ...], np.ndarray]]] | None:
+    """``(i, [(dims, mask), ...])``: the torus tier ``i`` (the outermost tier with ``torus_dims``) and, for
+    each run of whole dimensions ``dims = d_k .. d_(m-1)``, where the group is that sub-torus: one rank per
+    torus node (``c_(i-1) = 1``), ``p = prod dims`` ranks at a stride of ``span_(i-1) x d_1 x ... x d_(k-1)``
+    GPUs (module docstring); None if no tier declares a torus."""
+    tier = _torus_tier(pl)
+    if tier is None:
+        return None
+    i, all_dims, inner, one_per_node = tier
     out: list[tuple[tuple[int, ...], np.ndarray]] = []
     for k in range(len(all_dims)):
         stride = inner * float(np.prod(all_dims[:k]))
@@ -430,10 +440,33 @@ def torus_unpriced(op: str, algorithm: str, pl: Placement) -> np.ndarray | None:
     return mask
 
 
+def segment_groups(pl: Placement) -> tuple[int, list[np.ndarray]] | None:
+    """``(i, [mask, ...])``: the torus tier ``i`` (as :func:`torus_groups`) and, for each of its dimensions
+    ``d_k``, where the group is a segment of it: one rank per torus node, ``1 < p < d_k`` ranks (``p`` dividing
+    ``d_k``) at the stride of that dimension, ``span_(i-1) x d_1 x ... x d_(k-1)`` GPUs (tpu33). Under SPMD every
+    segment of the dimension runs the same collective at once; a byte between two members must change its
+    coordinate along ``d_k`` on some link of that dimension inside a segment, so a node is fed over at most the
+    2 links of that dimension, whatever route is taken (docs/model.md#torus-segment). None
+    if no tier declares a torus."""
+    tier = _torus_tier(pl)
+    if tier is None:
+        return None
+    i, all_dims, inner, one_per_node = tier
+    p = np.rint(pl.p)
+    masks = []
+    for k, d in enumerate(all_dims):
+        stride = inner * float(np.prod(all_dims[:k]))
+        part = (p > 1.5) & (p < d - 0.5) & (np.mod(d, np.maximum(p, 1.0)) < 0.5)
+        masks.append(np.asarray(one_per_node & part & (np.abs(pl.stride - stride) < 0.5)))
+    return i, masks
+
+
 def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, np.ndarray] | None:
     """``(mask, time)``: the least time any algorithm needs on a (sub-)torus group, a node's bytes in over the
     ``2 |dims|`` links of the group's dimensions (the only links joining it to the group's other nodes):
-    ``sweeps x (p - 1)/p x S / (2 |dims| B_link)`` (:data:`INJECTION_SWEEPS`; docs/model.md#torus)."""
+    ``sweeps x (p - 1)/p x S / (2 |dims| B_link)`` (:data:`INJECTION_SWEEPS`; docs/model.md#torus); on a segment
+    of one dimension (:func:`segment_groups`, tpu33) the same with ``|dims| = 1``: ``sweeps x (p - 1)/p x S /
+    (2 B_link)``, the bidirectional ring's bandwidth term on the dimension's 2 links."""
     if op not in INJECTION_SWEEPS:
         return None
     sweeps = INJECTION_SWEEPS[op]
@@ -441,7 +474,22 @@ def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, 
     def form(dims: tuple[int, ...], alpha: float, b_link: float) -> np.ndarray:
         p = float(np.prod(dims))
         return sweeps * (p - 1.0) / p * np.asarray(S, dtype=float) / (2.0 * len(dims) * b_link)
-    return on_torus_groups(op, S, pl, form)
+    whole = on_torus_groups(op, S, pl, form)
+    seg = segment_groups(pl)
+    if seg is None:
+        return whole
+    i, masks = seg
+    where = np.zeros(np.broadcast(np.asarray(S, dtype=float), pl.p).shape, dtype=bool)
+    for m in masks:
+        where = where | m
+    if not np.any(where):
+        return whole
+    b_link = link_bandwidth(float(pl.bandwidth[i]), float(pl.efficiency[i]), pl.network.tiers[i].torus_dims)
+    p = np.maximum(pl.p, 1.0)
+    t_seg = sweeps * (p - 1.0) / p * np.asarray(S, dtype=float) / (2.0 * b_link)
+    if whole is None:
+        return where, np.where(where, t_seg, 0.0)
+    return whole[0] | where, np.where(where, t_seg, whole[1])
 
 
 def floored(op: str, S: np.ndarray, pl: Placement, t: np.ndarray) -> np.ndarray:
