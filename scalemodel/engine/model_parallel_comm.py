@@ -612,24 +612,26 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden_fwd = tp_hidden_fwd + heads * head["hidden_fwd"]
         tp_hidden = tp_hidden + heads * head["hidden_bwd"]
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
-    # ring level; a2a: none); hidden under the attention core.
-    cp = cp_hidden = np.zeros(1)  # cp 1 on every row: no CP traffic, as np.where(g.cp > 1, ..., 0.0) gives
+    # ring level; a2a: none); hidden under the attention core (_cp_ring_overlap).
+    cp = cp_hidden = cp_hidden_bwd = np.zeros(1)  # cp 1 on every row: no CP traffic (np.where(g.cp > 1, ..., 0.0))
     if np.any(g.cp > 1):
         n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
-        ring = (n_p - 1) * coll["cp"]
-        # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
-        # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
+        # in the attention layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls
+        # are not modelled)
         att = float(sh.attention_layers / sh.layers)
-        core_att = comp["core_per_layer"] / max(att, 1e-300)
         mtp_att = comp.get("mtp_attention_blocks", 0.0)
         att_n = n * att + mtp_att
-        cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
-        cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
+        core_att = comp["core_per_layer"] / max(att, 1e-300)
+        ring_f, ring_b = _cp_ring_overlap(n_p, coll["cp"], coll["cp_kv_dkv"], core_att)
+        cp = np.where(g.cp > 1, att_n * (ring_f[0] + ring_b[0]), 0.0)
+        cp_hidden = np.where(g.cp > 1, att_n * ring_f[1], 0.0)
+        cp_hidden_bwd = np.where(g.cp > 1, att_n * ring_b[1], 0.0)
         if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
             exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_again * mtp_att)
             ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
             cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
             cp_hidden = np.where(ag, 0.0, cp_hidden)
+            cp_hidden_bwd = np.where(ag, 0.0, cp_hidden_bwd)
     # EP: dispatch + combine all-to-all per MoE layer (the stage's layers at the MoE share, and each MTP pass's MoE
     # block once), forward and backward; a recomputed forward runs the forward's two again in the backward
     # (MoELayer.forward dispatches and combines inside the checkpointed function): every MoE layer under selective
@@ -680,7 +682,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     rec_amax = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
     amax = amax + (n + rec_amax) * coll.get("tp_amax_fwd", 0.0) + n * coll.get("tp_amax_bwd", 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "pp_edge": edge, "amax": amax,
-           "hidden_fwd": cp_hidden + tp_hidden_fwd, "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking,
+           "hidden_fwd": cp_hidden + tp_hidden_fwd, "hidden_bwd": tp_hidden + cp_hidden_bwd, "chunking": chunking,
            "hidden_ep": np.zeros(1), "hidden_ub": hidden_ub, "ub_sms": ub_sms,
            # the hidden TP traffic that is an NVLS all-reduce (without sequence parallelism every hidden TP
            # collective is an all-reduce: the async backward one, the output layer's): on the NVLS channels
@@ -1001,6 +1003,31 @@ def ep_op_mean(coll: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(coll["ep_tokens"] + 0.5 * coll.get("ep_probs", 0.0) + 0.25 * coll.get("ep_counts", 0.0))
 
 
+def _cp_ring_overlap(n_p: np.ndarray, step: np.ndarray, step2: np.ndarray, core: np.ndarray
+                     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """((exposed, hidden) forward, (exposed, hidden) backward) seconds of one attention layer's p2p ring of n_p
+    ranks: ``step`` one send/recv of the local K, V block, ``step2`` one of K, V with dK, dV (twice the bytes),
+    ``core`` the layer's forward attention core over all n_p steps, the backward's 2 x; the n_p steps of equal work
+    (the load-balanced causal chunks: step 0 causal over the rank's 2 chunks, each other step a half block, as many
+    FLOPs), so a forward step takes a = core / n_p and a backward step 2 a. Transformer Engine's
+    AttnFuncWithCPAndKVP2P (NVIDIA/TransformerEngine@d0067d0
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py), step by step:
+
+    * forward (L1698-1716): iteration i waits for block i, issues the exchange of block i + 1 (i < n_p - 1) and runs
+      attention step i, so each of the n_p - 1 exchanges runs beside one step and the last step has none:
+      exposed (n_p - 1) max(step - a, 0), hidden (n_p - 1) min(step, a);
+    * backward (L2460-2495, L2718-2720): iteration i issues one exchange (K, V at i = 0; the buffer of K, V and the
+      accumulated dK, dV for 0 < i < n_p - 1; dK, dV at i = n_p - 1) and waits for it after its own step:
+      exposed 2 max(step - 2a, 0) + (n_p - 2) max(step2 - 2a, 0), hidden likewise with min."""
+    a = core / np.maximum(n_p, 1.0)
+    mid = np.maximum(n_p - 2.0, 0.0)
+    ends = np.where(n_p >= 2.0, 2.0, 0.0)  # the first (K, V) and the last (dK, dV); n_p 1: no exchange
+    fwd = (np.maximum(n_p - 1.0, 0.0) * np.maximum(step - a, 0.0), np.maximum(n_p - 1.0, 0.0) * np.minimum(step, a))
+    bwd = (ends * np.maximum(step - 2.0 * a, 0.0) + mid * np.maximum(step2 - 2.0 * a, 0.0),
+           ends * np.minimum(step, 2.0 * a) + mid * np.minimum(step2, 2.0 * a))
+    return fwd, bwd
+
+
 def _gather_scatter(size: np.ndarray, group: Placement) -> np.ndarray:
     """Seconds of an all-gather and a reduce-scatter of the same ``size`` bytes (the gathered buffer) over
     ``group``: a forward gather and its backward's reduce-scatter, or the reverse (:func:`_collective`)."""
@@ -1142,6 +1169,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         ep_probs, ep_counts = np.where(gather, 0.0, ep_probs), np.where(gather, 0.0, ep_counts)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
+    cp_ring2 = _collective("sendrecv", 2.0 * kv_bytes, groups.context)  # the backward's K, V and dK, dV together
     if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
         k_share = float(sh.head_dim / (sh.head_dim + sh.v_head_dim))
         k_b, v_b = kv_bytes * k_share, kv_bytes * (1.0 - k_share)  # the local K and V blocks
@@ -1150,6 +1178,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         if np.any(hier):  # a2a+p2p: the all-to-alls in groups of cp_a2a_size ranks, the ring across them
             a2a_group, ring_pair = groups.context_levels(compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[0])
             cp_ring = np.where(hier, _collective("sendrecv", kv_bytes, ring_pair), cp_ring)
+            cp_ring2 = np.where(hier, _collective("sendrecv", 2.0 * kv_bytes, ring_pair), cp_ring2)
         # all-gather / reduce-scatter sizes are the gathered buffers (nccl-tests convention): cp x the local block
         cp_ag = _collective("allgather", g.cp * k_b, cpg) + _collective("allgather", g.cp * v_b, cpg)
         cp_rs = _collective("reducescatter", g.cp * k_b, cpg) + _collective("reducescatter", g.cp * v_b, cpg)
@@ -1176,7 +1205,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
             "tp_last": np.where(g.sequence_parallel, rs, ar),
-           "cp": cp_ring,
+           "cp": cp_ring, "cp_kv_dkv": cp_ring2,
            "ep_tokens": ep, "ep_refwd": ep_refwd, "ep_probs": ep_probs, "ep_counts": ep_counts,
            # the activation each TP rank sends (pp_send_divisor, docs/model.md#pp-comm)
            "pp": _stage_boundary_time(groups, act / pp_send_divisor(g)),
