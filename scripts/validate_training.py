@@ -16,7 +16,9 @@ Two case files (issue 5 and issue 13):
   compute time is the case's measured single-GPU backprop time x 1.5. Horovod states no compute time:
   listed, not predicted.
 * ``validation/training_cases.yaml`` (89 cases, 17 sources; validation/README.md). One rule set
-  fills what a source leaves open, the same for every case (no per-case constant or correction):
+  fills what a source leaves open, the same for every case (no per-case constant or correction). Which sources a
+  source-keyed rule below holds for, and the citation for each, is data: validation/sources.yaml (:func:`read_sources`,
+  :data:`SOURCE_SETTINGS`); a row's own settings are its ``framework:`` fields (:data:`FRAMEWORK_FIELDS`).
 
   Hardware
     - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 -> dgx-b300, B200 -> dgx-b200,
@@ -231,6 +233,7 @@ Usage: ``python scripts/validate_training.py [--json]``.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -241,8 +244,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalemodel.choices import INTRA_PROTOCOLS, LayerImpl, LossImpl, Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
@@ -250,16 +251,13 @@ from scalemodel.engine.job import build_job, grid_from_strategy, transformer_sha
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.engine.step import Infeasible, moe_host_s
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
+from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, files, yamlread
 from scalemodel.specs import load_cluster as _load_cluster
 from scalemodel.specs import load_workload as _load_workload
 from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.loader import builtin_names
 from scalemodel.specs.stage_layers import nanotron_stage_layers
 from scalemodel.specs.training import OFFLOAD_TENSORS, ModulePrecisionSpec
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
-from repo_yaml import read_yaml  # noqa: E402
 
 
 @functools.cache
@@ -283,6 +281,37 @@ def load_workload(name: str, overrides: list[str] | None = None) -> Any:
 
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: Bounds of a validation file (cases.yaml, training_cases.yaml, sources.yaml) read by :func:`read_yaml`, the CLI's
+#: strict reader (scalemodel.specs.yamlread: YAML 1.2 core schema, a duplicate key refused with both lines). Its spec
+#: bounds are too small here: training_cases.yaml measured 47,663 YAML nodes and 1,956,452 bytes (struct33,
+#: 2026-12-07: 465 rows), against yamlread.MAX_NODES 20,000 ("a spec has hundreds of nodes") and files.MAX_SPEC_BYTES
+#: 256 KiB. 10x the node bound and 8 MiB leave the file room to grow 4x and still refuse a YAML bomb.
+VALIDATION_MAX_NODES = 10 * yamlread.MAX_NODES
+VALIDATION_MAX_BYTES = 8 * files.MiB
+
+
+def _shown(path: Path | str) -> str:
+    """A file as its errors name it: its path in the repository, else as given."""
+    p = Path(path)
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+@functools.cache
+def _parsed(path: str, mtime_ns: int) -> Any:
+    text = files.read_text(path, limit=VALIDATION_MAX_BYTES, what="validation file")
+    return yamlread.load(text, _shown(path), max_nodes=VALIDATION_MAX_NODES)[0]
+
+
+def read_yaml(path: Path | str) -> Any:
+    """A validation file's value through the CLI's strict reader (a key given twice in one mapping is refused there:
+    InputError "validation/training_cases.yaml:LINE: duplicate key 'framework' (first on line L, again on line
+    LINE)", as the CLI says it of a spec), parsed again only when the file changes; a deep copy, so a caller may
+    change what it gets. The same values and types as ``yaml.safe_load`` on every validation file (struct33)."""
+    p = Path(path).resolve()
+    return copy.deepcopy(_parsed(str(p), p.stat().st_mtime_ns))
+
+
 # ../shared/validation when the shared folder is beside the checkout, else the copy kept for tests.
 CASES = next((p for p in [HERE.parent.parent / "shared" / "validation" / "cases.yaml",
                           HERE.parent / "tests" / "data" / "validation" / "cases.yaml"] if p.is_file()), None)
@@ -457,45 +486,29 @@ def check_row(case: dict[str, Any]) -> None:
     for key, value in fw.items():
         if key not in FRAMEWORK_FIELDS:
             raise InputError(f"{where}: unknown field framework.{key}", allowed=fields)
-        types, values = FRAMEWORK_FIELDS[key]
-        if list in types:  # a non-empty list of allowed names, or of positive integers (review32c: [] of names passed)
-            if isinstance(value, list) and value and all(
-                    isinstance(v, str) and v in values if values is not None else type(v) is int and v > 0
-                    for v in value):
-                continue
-            raise InputError(f"{where}: framework.{key} = {value!r}", allowed="allowed: a list of "
-                             + (", ".join(values) if values is not None else "positive integers") + ", one or more")
-        if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
-                or (values is not None and value not in values)
-                or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and not (value > 0 and math.isfinite(value)))):  # review32c: .inf passed
-            allowed = ", ".join(map(str, values)) if values else " or ".join(
-                {int: "a positive int", float: "a positive finite float"}.get(t, f"a {t.__name__}") for t in types)
-            raise InputError(f"{where}: framework.{key} = {value!r}", allowed=f"allowed: {allowed}")
+        if (allowed := refused_value(value, *FRAMEWORK_FIELDS[key])) is not None:
+            raise InputError(f"{where}: framework.{key} = {value!r}", allowed=allowed)
 
 
-def check_unique_keys(path: Path) -> None:
-    """Refuse a mapping of ``path`` (a row, its ``framework:``, any other) that repeats a key: YAML loaders keep the
-    last silently, so a second ``framework:`` dropped the first's fields unread (review32c). Composed by libyaml
-    where PyYAML has it (repo_yaml: ~0.3 s of CPU for training_cases.yaml, once per run)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    root = yaml.compose(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-    rows = root.value if isinstance(root, yaml.SequenceNode) else [root]
-    for row in rows:
-        ids = [v.value for k, v in row.value if k.value == "id"] if isinstance(row, yaml.MappingNode) else []
-        stack = [row]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, yaml.MappingNode):
-                seen: set[str] = set()
-                for k, v in node.value:
-                    if k.value in seen:
-                        raise InputError(f"{path.name}: row {ids[0] if ids else '?'}: duplicate key {k.value!r} (line "
-                                         f"{k.start_mark.line + 1}); allowed: each key once in a mapping")
-                    seen.add(k.value)
-                    stack.append(v)
-            elif isinstance(node, yaml.SequenceNode):
-                stack += node.value
+def refused_value(value: Any, types: tuple[type, ...], values: tuple[Any, ...] | None) -> str | None:
+    """None when ``value`` is one of ``types`` (a bool only where bool is named; a number positive and finite) and,
+    when ``values`` is given, one of them; a list non-empty, of those names or else of positive integers. Otherwise
+    the ``allowed: ...`` text of its refusal (a row's framework field, a source's setting)."""
+    if list in types:  # a non-empty list of allowed names, or of positive integers (review32c: [] of names passed)
+        if isinstance(value, list) and value and all(
+                isinstance(v, str) and v in values if values is not None else type(v) is int and v > 0
+                for v in value):
+            return None
+        return "allowed: a list of " + (", ".join(values) if values is not None else "positive integers") \
+            + ", one or more"
+    if (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)
+            or (values is not None and value not in values)
+            or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and not (value > 0 and math.isfinite(value)))):  # review32c: .inf passed
+        allowed = ", ".join(map(str, values)) if values else " or ".join(
+            {int: "a positive int", float: "a positive finite float"}.get(t, f"a {t.__name__}") for t in types)
+        return f"allowed: {allowed}"
+    return None
 
 
 def setting(case: dict[str, Any], name: str, default: Any = None) -> Any:
@@ -509,80 +522,124 @@ def rows_with(name: str) -> dict[str, Any]:
     assert name in FRAMEWORK_FIELDS, name
     return {c["id"]: c["framework"][name] for c in read_yaml(NEW_CASES) if name in (c.get("framework") or {})}
 
-#: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
-            "nemo2407": 2024, "nemo2502": 2025, "nemo2504": 2025, "dgxc25": 2024, "dgxc2505": 2025, "dgxc2504": 2025,
-            "nemotron340": 2024,
-            "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
-            "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
-            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtv5e23": 2023, "mtgpu24": 2024, "mtdgxc24": 2024,
-            "bloom": 2022, "opt": 2022, "dsv3": 2024,
-            "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024,
-            "mlpt51": 2025, "mlpt50": 2025, "mlpt60": 2026,
-            # Intel Gaudi 1.19.0 (HabanaAI/Megatron-DeepSpeed branch 1.19.0, 2024-12-19)
-            "gaudi25": 2024}
-#: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
-#: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
-#: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
-#: Megatron-Bridge 26.08 (mb2608): every preset's base recipe sets ``cfg.ddp.use_distributed_optimizer = True``
-#: (src/megatron/bridge/recipes/{qwen,deepseek,gpt_oss}/h100/*.py at 4ab94dfad).
-#: Megatron-Bridge 26.04.01 / 26.06 (mb2604 / mb2606, round 4, DGX-H100 rows): the presets' model recipes set
-#: ``cfg.ddp.use_distributed_optimizer = True`` (src/megatron/bridge/recipes/llama/llama3.py llama3_70b_pretrain_config
-#: and llama31_405b_pretrain_config, recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config, recipes/qwen/qwen3_moe.py
-#: at 17a381f95 and 63b08b397).
-#: Round 5 (DGX-B200 rows of 26.04.01): recipes/deepseek/deepseek_v3.py deepseek_v3_pretrain_config and the qwen3_moe /
-#: gpt_oss recipes above set use_distributed_optimizer True and use_megatron_fsdp False at 17a381f95.
-#: Megatron-LM's MoE recipes (mcrec26: NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes/*/*.yaml): every recipe's ARGS
-#: set ``use_distributed_optimizer: true`` and none sets use_megatron_fsdp.
-#: NeMo 25.04 (nemo2504, tag v2.3.0 @2b03b748bb): the same recipes/optim/adam.py optimizer; the GB200 rows recorded run
-#: use_mcore_fsdp 0 (scripts/performance/recommended_model_configs/model_configs_gb200.csv, the table's FSDP 0).
-#: dgxc2505 (NVIDIA/dgxc-benchmarking v25.05 on NeMo@7a8f1cc7bc / b4148d2169, the r2.3.0 'llmb-nemo' commits its
-#: setup.sh files pin; branch commits beside the v2.3.0 tag, not after it): the same optimizer; no row runs FSDP
-#: (llama3.1 launch.sh ``-fsdp 0``; nemotron ``-fsdp 0`` on gb200, the h100 CSV rows' use_mcore_fsdp 0).
-#: dgxc2504 (NVIDIA/dgxc-benchmarking v25.04-v25.04.02 llama3.1: recipes built by NeMo@d2b21556f2, run in the
-#: nvcr.io/nvidia/nemo:25.02.01 container): the same recipes/optim/adam.py optimizer (use_distributed_optimizer True).
-#: MLPerf Training v5.1 (mlpt51: mlcommons/training_results_v5.1@441d65f4): NVIDIA's NeMo 2 implementation as run by
-#: Nebius and HPE (config_common.sh ``USE_DIST_OPTIMIZER=True``) and AMD's NeMo 2 llama31_8b (src/train.py
-#: OptimizerConfig / DistributedDataParallelConfig ``use_distributed_optimizer=True``).
-#: MLPerf Training v5.0 (mlpt50: mlcommons/training_results_v5.0@0fdc28f): NVIDIA's llama31_405b on Eos-dfw H100,
-#: the same implementation as mlpt51's Nebius 405B rows (conf/custom.yaml, pretrain.py, Dockerfile and
-#: custom_callbacks.py the same git blobs; config_common.sh ``USE_DIST_OPTIMIZER=True``, differing only in
-#: ``export NCCL_NVLS_ENABLE=0``). Every rule below that names mlpt51 for those rows holds for mlpt50 by that identity.
-#: MLPerf Training v6.0 (mlpt60: read in the fork Richardyu114/training_results_v6.0@eabf23a0, the official repository
-#: not being reachable here): NVIDIA's llama31_8b implementation, now on Megatron-Bridge (its logs print the
-#: Megatron-Core OptimizerConfig ``use_distributed_optimizer=True`` and DistributedDataParallelConfig, Cisco
-#: results/2xC885A_M8-8xH200-SXM-141GB/llama31_8b/result_*.txt).
-MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502", "nemo2504",
-                 "dgxc2505", "dgxc2504", "mlpt51", "mlpt50", "mlpt60"}
-#: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
-#: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
-#: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
-#: PipelineEngine.__init__ sets ``self.enable_backward_allreduce = False`` (deepspeed/runtime/pipe/engine.py,
-#: deepspeedai/DeepSpeed v0.6.0 and v0.6.5): the gradient all-reduce does not overlap the backward pass.
-#: Megatron-DeepSpeed builds GPTModelPipe and trains it on the PipelineEngine at any pipeline size, one stage
-#: included, unless ``--no-pipeline-parallel`` is passed (HabanaAI/Megatron-DeepSpeed@891d6db95279 pretrain_gpt.py
-#: model_provider ``if args.deepspeed and not args.no_pipeline_parallel``, megatron/training.py train_step
-#: ``args.ds_pipeline_enabled``), so the rule holds at pp 1 too. gaudi25: the same commit's run_llama.sh never passes
-#: ``--no-pipeline-parallel`` (its HL_PP=1 example runs a one-stage PipelineEngine); Intel's DeepSpeed fork at
-#: 1.19.0 (HabanaAI/DeepSpeed@9c2d0431, version 0.14.4) keeps ``enable_backward_allreduce = False`` and, with a BF16
-#: model, ZeRO 1 and grad_accum_dtype bf16, picks DeepSpeedZeroOptimizer (engine.py _do_optimizer_sanity_check),
-#: whose stage 1 registers no gradient hooks without overlap_comm (stage_1_and_2.py: ``if self.partition_gradients
-#: or self.overlap_comm``; overlap_comm defaults to ``stage == 3``, zero/config.py overlap_comm_valid) and keeps no
-#: separate accumulation buffer when grad_accum_dtype equals the model dtype (``use_grad_accum_attribute`` False):
-#: autograd adds each micro-batch's gradient into param.grad, the 3 g (m - 1) / m pass ``deepspeed_pipeline`` prices.
-DEEPSPEED_PIPELINE = {"bloom", "mtnlg", "gaudi25"}
-#: Sources whose training code has no sequence parallelism, whatever the run's year: the Megatron-DeepSpeed forks
-#: they ran define no such option (no ``sequence_parallel`` anywhere in bigscience-workshop/Megatron-DeepSpeed up to
-#: its last commit 8387ae17 (2023-12), nor in microsoft/Megatron-DeepSpeed at 54884b5f (2021-10)).
-NO_SEQUENCE_PARALLEL = {"bloom", "mtnlg"}
-#: Sources whose Megatron code runs each backward tensor-parallel all-reduce after the column-parallel linear's
-#: whole backward (``_CopyToModelParallelRegion.backward`` -> ``_reduce``, a blocking ``all_reduce``, in
-#: megatron/mpu/mappings.py), not under its weight-gradient GEMM: NVIDIA/Megatron-LM added the asynchronous
-#: all-reduce (``LinearWithGradAccumulationAndAsyncAllreduce``, on by default) in cf7efd4f / 3f652469 (2021-09-02);
-#: microsoft/Megatron-DeepSpeed at 54884b5f (2021-10-29, Megatron 2.4 based) and 1ac4a442 (2021-12) lack it, and
-#: bigscience-workshop/Megatron-DeepSpeed never gained it (no ``async`` in megatron/mpu/layers.py at its last
-#: commit). Strategy ``tp_async_allreduce`` off.
-SYNC_TP_ALLREDUCE = {"bloom", "mtnlg", "meg19"}
+
+# ------------------------------------------------------------------ per-source settings: validation/sources.yaml
+
+SOURCES_FILE = ROOT / "validation" / "sources.yaml"
+#: The settings a source's entry in validation/sources.yaml may carry (what the rule of each does: the module
+#: docstring and the tables below; which source it holds for, and why: the file). name -> (allowed types, allowed values
+#: or None for any), checked as a row's ``framework:`` fields are (:func:`refused_value`).
+_ON: tuple[tuple[type, ...], tuple[Any, ...] | None] = ((bool,), (True,))  # a flag: true, or left out
+_COUNT: tuple[tuple[type, ...], tuple[Any, ...] | None] = ((int,), None)  # a positive integer
+SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
+    "run_year": _COUNT,
+    "megatron_core": _ON,
+    "deepspeed_pipeline": _ON,
+    "no_sequence_parallel": _ON,
+    "sync_tp_allreduce": _ON,
+    "torchtitan": _ON,
+    "torch_fsdp1": _ON,
+    "sdpa_attention": _ON,
+    "te_sm100_cudnn_head_dim_max": _COUNT,
+    "cudnn_release": ((str,), None),
+    "cudnn_release_read_in": ((str,), None),
+    "nanotron": _ON,
+    "megatron_ddp": _ON,
+    "no_grad_sync_func": _ON,
+    "overlap_p2p": _ON,
+    "overlap_p2p_send_lagged": _ON,
+    "bucket_128mi": _ON,
+    "bucket_elements": _COUNT,
+    "nemo2_dp1_no_dp_overlap": _ON,
+    "fp8_param_gather": _ON,
+    "loss_impl": ((str,), tuple(LossImpl.labels())),
+    "train_metric_passes": _COUNT,
+    "train_metric_states": _COUNT,
+    "layer_impl": ((str,), tuple(LayerImpl.labels())),
+    "moe_permute_fusion": _ON,
+    "nvls_disabled": _ON,
+    "megatron_bridge_perf": _ON,
+}
+
+
+def check_sources(doc: Any, name: str) -> dict[str, dict[str, Any]]:
+    """source -> {setting: value} of a sources file (validation/sources.yaml), refused (InputError: the file, the
+    source, the setting, what is allowed) where it is not ``sources:`` and ``citations:`` alone, a setting is not one
+    of :data:`SOURCE_SETTINGS` or not ``{value: V, cite: KEY}``, its value is of another type or outside its values,
+    its KEY names no citation, or a citation is cited by no setting."""
+    if not isinstance(doc, dict) or set(doc) != {"sources", "citations"}:
+        raise InputError(f"{name}: top level {sorted(doc) if isinstance(doc, dict) else type(doc).__name__}",
+                         allowed="allowed: a mapping of sources: and citations: alone")
+    sources, citations = doc["sources"], doc["citations"]
+    if not isinstance(citations, dict) or not all(isinstance(t, str) and t.strip() for t in citations.values()):
+        raise InputError(f"{name}: citations must map each key to its text", allowed="allowed: KEY: text")
+    if not isinstance(sources, dict):
+        raise InputError(f"{name}: sources must map each source to its settings", allowed="allowed: SOURCE: {...}")
+    settings = f"allowed: {', '.join(sorted(SOURCE_SETTINGS))}"
+    out: dict[str, dict[str, Any]] = {}
+    cited: set[str] = set()
+    for src, entry in sources.items():
+        where = f"{name}: source {src}"
+        if not isinstance(src, str) or not isinstance(entry, dict):
+            raise InputError(f"{where}: not a source id mapped to its settings", allowed=settings)
+        for key, item in entry.items():
+            if key not in SOURCE_SETTINGS:
+                raise InputError(f"{where}: unknown setting {key!r}", allowed=settings)
+            if not isinstance(item, dict) or set(item) != {"value", "cite"}:
+                raise InputError(f"{where}: {key} = {item!r}", allowed="allowed: {value: V, cite: KEY}")
+            if item["cite"] not in citations:
+                raise InputError(f"{where}: {key}: cite {item['cite']!r} names no citation",
+                                 allowed=f"allowed: {', '.join(sorted(citations))}")
+            if (allowed := refused_value(item["value"], *SOURCE_SETTINGS[key])) is not None:
+                raise InputError(f"{where}: {key} = {item['value']!r}", allowed=allowed)
+            cited.add(item["cite"])
+        out[src] = {key: item["value"] for key, item in entry.items()}
+    if uncited := sorted(set(citations) - cited):
+        raise InputError(f"{name}: citation {uncited[0]!r} is cited by no setting",
+                         allowed="allowed: citations a source's setting cites")
+    return out
+
+
+def read_sources(path: Path) -> dict[str, dict[str, Any]]:
+    """The per-source settings of ``path`` (:func:`check_sources`), read through :func:`read_yaml`."""
+    return check_sources(read_yaml(path), _shown(path))
+
+
+try:
+    SOURCES = read_sources(SOURCES_FILE)
+except InputError as exc:  # the script run on a bad sources file: one error line, exit 2 (an import raises it)
+    if __name__ != "__main__":
+        raise
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+
+def sources_with(name: str) -> frozenset[str]:
+    """The sources whose entry in validation/sources.yaml sets ``name`` (a :data:`SOURCE_SETTINGS` flag) true."""
+    assert name in SOURCE_SETTINGS, name
+    return frozenset(src for src, entry in SOURCES.items() if entry.get(name) is True)
+
+
+def source_values(name: str) -> dict[str, Any]:
+    """source -> its ``name`` setting in validation/sources.yaml, for the sources that set it."""
+    assert name in SOURCE_SETTINGS, name
+    return {src: entry[name] for src, entry in SOURCES.items() if name in entry}
+
+
+#: Year each source's runs were made, for the era rules only (validation/sources.yaml ``run_year``).
+RUN_YEAR: dict[str, int] = source_values("run_year")
+#: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1; sources.yaml
+#: ``megatron_core``).
+MEGATRON_CORE = sources_with("megatron_core")
+#: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed): the data-parallel reduction after the last
+#: backward, activations exchanged one after the other (sources.yaml ``deepspeed_pipeline``).
+DEEPSPEED_PIPELINE = sources_with("deepspeed_pipeline")
+#: Sources whose training code has no sequence parallelism, whatever the run's year (sources.yaml
+#: ``no_sequence_parallel``).
+NO_SEQUENCE_PARALLEL = sources_with("no_sequence_parallel")
+#: Sources whose Megatron code runs each backward tensor-parallel all-reduce after the linear's whole backward:
+#: strategy ``tp_async_allreduce`` off (sources.yaml ``sync_tp_allreduce``).
+SYNC_TP_ALLREDUCE = sources_with("sync_tp_allreduce")
 #: Model types that tie input and output embeddings unless the case says otherwise.
 TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: Model types trained without dropout (TransformerWorkload.dropout = false: no dropout masks stored):
@@ -873,13 +930,8 @@ def parse_zero(text: Any, source: str) -> str:
 UNFUSED_ATTENTION = "unfused:"
 
 
-#: Sources whose runs are torchtitan's: FSDP2 there keeps the gathered parameters with pipeline parallelism. tao25:
-#: torchao's float8 / MX training benchmarks, torchtitan's Llama 3 8B launched by pytorch/ao
-#: benchmarks/float8/training/{float8_training_benchmark.sh @8c81863ba, llama3.sh @853f87d1b, @e4e681be6}
-#: (validation/README.md "torchao training benchmarks").
-#: titan2404: torchtitan's first performance table (docs/performance.md at 395a52627 / 1ea476e9f, FSDP2 on 64 A100),
-#: whose parallelize_llama.py applies fully_shard with MixedPrecisionPolicy(bf16, reduce float32) and the op AC policy.
-TORCHTITAN = frozenset({"titan24", "titan25", "tao25", "titan2404"})
+#: Sources whose runs are torchtitan's (sources.yaml ``torchtitan``).
+TORCHTITAN = sources_with("torchtitan")
 
 
 def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, bool]:
@@ -923,15 +975,8 @@ def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
     return out
 
 
-#: Sources whose runs shard data parallelism with PyTorch FSDP1 (FullyShardedDataParallel, FlatParameter): MosaicML
-#: llm-foundry trains through Composer, whose dist_strategy.prepare_fsdp_module wraps the model in
-#: FullyShardedDataParallel (composer v0.17.2, the release llm-foundry @5e85bd62d pins: mosaicml>=0.17.2,<0.18);
-#: the A100 40GB row ran Composer v0.13.2's MosaicFullyShardedDataParallel on torch 1.13.1's FSDP1 (mosaicml/examples
-#: release/v0.0.4), also one FlatParameter per unit (its gradient passes assumed the same: torch 1.13.1 not read).
-#: fms24: IBM's foundation-model-stack/fms-fsdp at 5e522b4 main_training.py wraps the fms LLaMA in
-#: torch.distributed.fsdp.FullyShardedDataParallel with use_orig_params = use_torch_compile (False for the no-compile
-#: table recorded), auto-wrapped per LLaMABlock: one FlatParameter per unit.
-TORCH_FSDP1 = frozenset({"mpt", "fms24"})
+#: Sources whose runs shard data parallelism with PyTorch FSDP1 (sources.yaml ``torch_fsdp1``).
+TORCH_FSDP1 = sources_with("torch_fsdp1")
 
 
 def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
@@ -991,27 +1036,13 @@ NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 #: on SM90 in July 2025), so titan24's torch 1963fc8 (Dec 2024) and titan25's 2.8.0a0 agree with torchtitan's list.
 TORCHTITAN_SDPA_KERNEL = "fa2"
 #: Sources whose attention is PyTorch's F.scaled_dot_product_attention with the default backend order (the kernel
-#: above below Blackwell): torchtitan's, and fms24 (foundation-model-stack fms/modules/attention.py MultiHeadAttention
-#: calls F.scaled_dot_product_attention, causal, no mask; the blog's "SDPA FlashAttention v2" on "PyTorch nightlies
-#: post-2.2", whose flash backend is FlashAttention-2 and precedes cuDNN).
-SDPA_SOURCES = TORCHTITAN | {"fms24"}
+#: above below Blackwell; sources.yaml ``sdpa_attention``).
+SDPA_SOURCES = sources_with("sdpa_attention")
 
 
-#: Sources whose Transformer Engine refuses cuDNN's F16_arbitrary_seqlen fused attention on Blackwell for head dims
-#: above 128, so that DotProductAttention runs FlashAttention-2 (flash-attn >= 2.7.3, TE's Blackwell minimum) there:
-#: transformer_engine/common/fused_attn/fused_attn.cpp nvte_get_fused_attn_backend ``!(sm_arch_ >= 100 &&
-#: (head_dim_qk > 128 || head_dim_v > 128))`` (``sm_arch_ == 100`` at v2.0) in NVIDIA/TransformerEngine release_v1.14
-#: (3b2a7b00f), v2.0 (e5cc6c299), v2.1 (450146ae6) and up to v2.4; lifted from v2.5 (2025-06). nemo2502: NeMo v2.2.0
-#: (7192a2c944) requirements/manifest.json builds on nvcr.io/nvidia/pytorch:25.01-py3 and Dockerfile.ci reinstalls
-#: only Megatron-Core and NeMo, so the container's TE is the 25.01/25.02 line (1.14-2.1); the perf scripts' executor
-#: sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=1 (scripts/llm/performance/utils.py slurm_executor), both backends
-#: allowed. Assumed: the container's flash-attn is a version TE accepts on sm100 (2.7.3 at TE 1.14 / 2.0; NeMo does
-#: not install it, the base image does); without one TE falls back to UnfusedDotProductAttention. Megatron-Bridge
-#: 25.11 (mb2511) ships TE 2.9+: no such limit. nemo2504 (NeMo 25.04, v2.3.0 @2b03b748bb): the container's TE release
-#: is not read; a container of April 2025 predates TE v2.5 (2025-06), so the limit holds; scripts/performance/utils.py
-#: L74-75 exports NVTE_FLASH_ATTN=1 and NVTE_FUSED_ATTN=1 as before. dgxc2505 (NeMo@7a8f1cc7bc in the 25.04.01
-#: container, May 2025): the same executor variables (scripts/performance/utils.py slurm_executor), TE not read.
-TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128, "nemo2504": 128, "dgxc2505": 128}
+#: Sources whose Transformer Engine refuses cuDNN's fused attention on Blackwell above this head dim (TE before
+#: v2.5; sources.yaml ``te_sm100_cudnn_head_dim_max``).
+TE_SM100_CUDNN_HEAD_DIM_MAX: dict[str, int] = source_values("te_sm100_cudnn_head_dim_max")
 
 
 def te_unfused_mla(case: dict[str, Any], wl: Any, family: str) -> bool:
@@ -1035,48 +1066,9 @@ def te_unfused_mla(case: dict[str, Any], wl: Any, family: str) -> bool:
 #: The cuDNN release each Blackwell source's container ships: source -> (cuDNN version, how it was read). A Blackwell
 #: case names that version (:func:`cudnn_release`, training.cudnn_release, docs/model.md#cudnn-release), which the
 #: engine prices on the nearest release its accelerator holds at or below it, so no run is priced on a later kernel
-#: than it had.
-#: NVIDIA-NeMo/Megatron-Bridge docs/releases/software-versions.md at 4ab94dfad (2026-08-11; the 26.04 table added at
-#: c4fc11d2e, the 26.06 one at e49e451ba) lists each NeMo Framework container's components:
-#: - mb2511 (25.11 NeMo container; Megatron-Bridge v0.2.0): cuDNN 9.13.1.26 ('NeMo Framework 25.11'; its
-#:   docker/Dockerfile.ci at 7af9601c9 builds FROM nvcr.io/nvidia/pytorch:25.09-py3, whose cuDNN 9.13.0 is the
-#:   CUDNN-B200-9.13 run log's, torch nv25.09)
-#: - mb2604 (26.04.01 NeMo container): cuDNN 9.20.0.48 ('NeMo Framework 26.04', on PyTorch 26.02; the .01 patch
-#:   release is assumed to keep it)
-#: - mb2606 (26.06 NeMo container): cuDNN 9.21.1.3 ('NeMo Framework 26.06', on PyTorch 26.04)
-#: - mb2608 (26.08 NeMo container): no 26.08 table at 4ab94dfad (the newest snapshot, c335a9954, has none either);
-#:   docker/Dockerfile.ci there builds FROM nvcr.io/nvidia/pytorch:26.06-py3. ASSUMED at least 26.06's 9.21.1 (the
-#:   containers' cuDNN has only grown, 9.11 -> 9.13 -> 9.18 -> 9.20 -> 9.21 in that table); whether it reaches 9.22 is
-#:   not known, so it takes the 9.19 curve, the nearest held release below 9.21. Each table's note names its
-#:   PyTorch base, the Dockerfile.ci BASE_IMAGE of the commit that added it (26.04: 26.02-py3 at c4fc11d2e; 26.06:
-#:   26.04-py3 at e49e451ba); 26.06-py3 entered at 21627edcd. The NGC PyTorch 26.06 notes' cuDNN was searched for
-#:   and not found (review of 2026-12-04, validation/README.md "cuDNN release per container"); docker/Dockerfile.fw_base
-#:   can reinstall cuDNN over the base's (REINSTALL_CUDNN), so the base's would be a hint, not the container's.
-#:   A lower bound from code: the 26.08 GPT-OSS MXFP8 presets run fp8_dot_product_attention with learnable sinks and
-#:   a (127, 0) window on sm100, which Transformer Engine v2.17.1 (the 26.08 lock) serves only with cuDNN >= 9.21
-#:   (pytorch/attention/dot_product_attention/utils.py L1030-1045 refuses FusedAttention below it and
-#:   UnfusedDotProductAttention always, FlashAttention is refused for sinks: no backend, dot_product_attention.py
-#:   L1698-1704 raises), so the
-#:   container's cuDNN is >= 9.21.0 (validation/README.md "GPT-OSS attention backend per container")
-#: - nemo2502 (NeMo 25.02, v2.2.0 7192a2c944, requirements/manifest.json on nvcr.io/nvidia/pytorch:25.01-py3): that
-#:   container's cuDNN was not read (its release notes not found, searched again 2026-12-04); it is earlier than the
-#:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve
-#:   (9.10 / 9.13 fit) stays, a later kernel than the run had, for want of an earlier sweep
-#: - mcrec26 (Megatron-LM 9c5258f109 examples/moe_recipes): each recipe's DEPENDENCIES build on
-#:   nvcr.io/nvidia/pytorch:26.03-py3 (26.04-py3 for the two Qwen3-235B paged-stash recipes); most reinstall no cuDNN
-#:   (only the cudnn-frontend Python package), but four (deepseek_v3/gb200, deepseek_v3/gb300 and the two
-#:   qwen3_235b gb200/gb300 paged-stash recipes) install the CUDA apt repository's latest libcudnn9-cuda-13 over the
-#:   base's ("Install latest cuDNN (libcudnn9-cuda-13) from NVIDIA's CUDA apt repo", a release not pinned: for them
-#:   9.20.0 is a lower bound and 'below 9.22' is not known; audit of 2026-12-05, validation/README.md). ASSUMED at
-#:   least 9.20.0, the cuDNN of NeMo 26.04, which software-versions.md says is built on PyTorch 26.02 (an earlier
-#:   base), and, for the recipes that keep the base's cuDNN, below 9.22 (NeMo 26.06 on PyTorch 26.04 lists 9.21.1.3):
-#:   the 9.19 curve either way for those; the four that install the apt repository's latest stay on it too, the curve
-#:   of their known floor (their release is not read, so no later curve is taken). The NGC PyTorch 26.03 notes were
-#:   not read.
-CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
-                   "mcrec26": ("9.20.0", "PyTorch 26.03/26.04 base, assumed >= PyTorch 26.02's"),
-                   "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
-                   "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
+#: than it had (sources.yaml ``cudnn_release``, ``cudnn_release_read_in``).
+CONTAINER_CUDNN = {src: (release, SOURCES[src].get("cudnn_release_read_in", ""))
+                   for src, release in source_values("cudnn_release").items()}
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -1123,8 +1115,8 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
     return "auto"
 
 
-#: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
-NANOTRON = frozenset({"nanotron25"})
+#: Sources whose runs are Hugging Face nanotron's (sources.yaml ``nanotron``).
+NANOTRON = sources_with("nanotron")
 #: The attention kernel of a nanotron Llama: flash-attn 2's ``flash_attn_varlen_func`` (causal, cu_seqlens from the
 #: all-ones sequence mask, no unpad copies), huggingface/nanotron@c2528430 src/nanotron/models/llama.py
 #: ``CoreAttention.forward`` -> fa2, the accelerator's FlashAttention-2 curve.
@@ -1150,238 +1142,45 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
     return stated
 
 
-#: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1):
-#: Megatron-LM (mlm24: Megatron-Core r0.8.0, whose distributed_data_parallel.py at baf94af3c6 defaults the bucket to
-#: max(4e7, 1e6 x dp) elements with --overlap-grad-reduce), Megatron-Bridge 25.11 (mb2511) and NeMo 2.2 (nemo2502:
-#: nemo/lightning/megatron_parallel.py at tag v2.2.0 @7192a2c944 wraps each model chunk in ``class DDP(McoreDDP)``,
-#: megatron.core.distributed.DistributedDataParallel, with the recipe's DistributedDataParallelConfig, whose bucket
-#: the MegatronCommOverlapCallback sets: :data:`BUCKET_128MI_SOURCES`). NeMo 24.07 (nemo2407) wraps its own way (its
-#: bucket is not verified here) and stays on the engine's defaults. Megatron-Bridge 26.08 (mb2608) at ZeRO 1: the
-#: same Megatron-Core DDP (use_megatron_fsdp False in the presets' base recipes at 4ab94dfad).
-#: Megatron-Bridge 26.04.01 / 26.06 (mb2604 / mb2606): the same (the recipes above set ddp.use_megatron_fsdp False).
-#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes): pretrain_gpt.py with Megatron-Core's DDP and no
-#: --ddp-bucket-size, so its default buckets (no Megatron-Bridge CommOverlapConfig: not in
-#: :data:`BUCKET_128MI_SOURCES`).
-#: Primus' Megatron backend (tprimat26): Primus v0.7.0 (9c529cd4) primus/modules/trainer/megatron/trainer.py wraps the
-#: model in ``megatron.core.distributed.DistributedDataParallel`` (L23; use_torch_fsdp2 / use_custom_fsdp false in
-#: trainer_base.yaml) and zeroes its buffers with ``zero_grad_buffer`` each step (L1615).
-#: NeMo 25.04 (nemo2504): v2.3.0 (2b03b748bb) nemo/lightning/megatron_parallel.py still wraps each chunk in
-#: Megatron-Core's DDP with the recipe's DistributedDataParallelConfig. dgxc2505: NeMo@7a8f1cc7bc, b4148d2169 and
-#: 6f2c6fdaff (r2.3.0 llmb-nemo) hold megatron_parallel.py, megatron_strategy.py, megatron_comm_overlap.py and
-#: mixed_precision.py as at v2.3.0 (git diff v2.3.0 7a8f1cc7bc empty for them; b4148d2169 changes two perf scripts'
-#: checkpoint lines, 6f2c6fdaff the 405B script's H100 userbuffers flags), so this rule and the two below hold.
-#: dgxc2504 (dgxc-benchmarking v25.04 llama3.1): the recipe is built on the launching host by NeMo@d2b21556f2 (a main
-#: commit of 2025-03-20, the recipe's setup.sh NEMO_COMMIT) with gsw_nemo.patch, and run inside
-#: nvcr.io/nvidia/nemo:25.02.01 with the container's own NeMo: gsw_nemo.patch and llama3.1/llama31_utils.py set
-#: ``packager=run.Packager()``, whose ``package`` returns nothing, so NeMo-Run (fb550a37
-#: nemo_run/core/execution/slurm.py SlurmExecutor.package) ships no code. That NeMo's release was not read from the
-#: container (ASSUMED the 25.02 line, v2.2.0 / v2.2.1, whose manifests pin Megatron-Core core_r0.11.0 791b70e031 /
-#: f62eb5b5c2); megatron_comm_overlap.py, recipes/precision/mixed_precision.py and the two recipes' pretrain settings
-#: are identical at v2.2.0, v2.2.1 and d2b21556f2, and megatron_parallel.py's DDP wrapping and extract_ddp_funcs agree,
-#: so the nemo2502 rules below hold for it.
-MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "nemo2504",
-                          "dgxc2505", "dgxc2504", "tprimat26"}) \
-    | frozenset({"mlpt51", "mlpt50", "mlpt60"})  # every MLPerf v5.0 / v5.1 / v6.0 row: Megatron-Core's
-#     DistributedDataParallelConfig (v6.0: the log's ``use_megatron_fsdp=False``; its
-#     data_parallel_sharding_strategy 'optim_grads_params' is read by Megatron-FSDP only)
+#: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1;
+#: sources.yaml ``megatron_ddp``).
+MEGATRON_DDP = sources_with("megatron_ddp")
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
 #: Unchanged at 4ab94dfad (26.08, mb2608: ``if self.data_parallel_size > 1: comm_overlap_cfg.bucket_size = 128 * 1024 *
 #: 1024``), and every mb2608 preset sets a CommOverlapConfig (the full-iteration MXFP8 helpers build one).
 BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
-#: The NeMo 2 sources (NeMo 2.2-2.4 through NeMo-Run: nemo2502, nemo2504, dgxc2505, dgxc2504): the rules below that
-#: follow NeMo 2's code (MegatronCommOverlapCallback, megatron_parallel.py, its mixed-precision plugins) start from
-#: this one set, so a new NeMo 2 source is added once.
-NEMO2 = frozenset({"nemo2502", "nemo2504", "dgxc2505", "dgxc2504"})
 #: Megatron-Core DDP sources whose training loop sets no ``grad_sync_func`` (strategy align_grad_reduce false,
-#: docs/model.md#interleaved-dp-sync): NeMo 2.2 (nemo2502, NVIDIA/NeMo@7192a2c944 nemo/lightning/megatron_parallel.py
-#: ``extract_ddp_funcs`` sets it only when ``getattr(ddp_config, "align_grad_reduce", False)``, and Megatron-Core's
-#: DistributedDataParallelConfig has no such field, neither at the commit NeMo 2.2 pins (791b70e031,
-#: requirements/manifest.json) nor since; so the interleaved schedule enables each chunk's sync before its last
-#: backward). Megatron-LM (mlm24: ``--no-delay-grad-reduce`` not given) and Megatron-Bridge
-#: (``DistributedInitConfig.align_grad_reduce = True``) set it. NeMo 2.3 (nemo2504, v2.3.0 @2b03b748bb
-#: megatron_parallel.py L125 ``if getattr(ddp_config, "align_grad_reduce", False)``): unchanged.
-NO_GRAD_SYNC_FUNC = NEMO2
+#: docs/model.md#interleaved-dp-sync; sources.yaml ``no_grad_sync_func``).
+NO_GRAD_SYNC_FUNC = sources_with("no_grad_sync_func")
 #: Sources whose interleaved runs post the pipeline's sends asynchronously (strategy overlap_p2p_comm,
-#: docs/model.md#pp-comm-overlap), each where the schedule is interleaved and pp > 1:
-#: - NeMo 2 (nemo2502, nemo2504, dgxc2505, dgxc2504): MegatronCommOverlapCallback sets ``overlap_p2p_comm = True`` and
-#:   ``batch_p2p_comm = False`` whenever the virtual pipeline size is > 1 (nemo/lightning/pytorch/callbacks/
-#:   megatron_comm_overlap.py ``_get_model_comm_overlap_cfgs`` "# PP overlap", at v2.2.0 7192a2c944, v2.3.0 and
-#:   7a8f1cc7bc); every perf recipe of these rows adds the callback (above, and the dgxc2505 / nemo2504 notes).
-#: - NeMo 1 on Megatron-Core (dgxc25): the recipes' model.overlap_p2p_comm=True, model.batch_p2p_comm=False (each
-#:   row's notes: NeMo-Framework-Launcher configure.sh / the hydra yaml).
-#: - Megatron-Bridge (mb2511, mb2604, mb2606, mb2608): CommOverlapConfig sets it likewise at vp > 1 (v0.2.0
-#:   src/megatron/bridge/training/comm_overlap.py lines 451-457), for the presets that pass one (not
-#:   framework.comm_overlap_config false, whose model config keeps TransformerConfig's False).
-#: - Megatron-LM launches (mcrec26 at 9c5258f109, mcore26 on Megatron-Core v0.16): on by default with an
-#:   interleaved schedule since 4eeff55d1f (2023-10-12; --no-overlap-p2p-communication, given by none).
-#: Not set: nemo2407 (recipe not stated), primus26 (Primus' own Megatron defaults, not read), the 2021-2022
-#: Megatron-LM rows (before f9283c5a8a, 2023-05-31, brought it).
-#: - MLPerf v5.1's NVIDIA NeMo 2 implementation (mlpt51, the interleaved 405B rows): conf/custom.yaml
-#:   ``overlap_p2p_comm: ${oc.decode:${oc.env:OVERLAP_P2P_COMM,True}}``, ``batch_p2p_comm`` False, not overridden by the
-#:   configs (Nebius/benchmarks/llama31_405b/implementations/nebius_h200_n64 at 441d65f4).
-OVERLAP_P2P_SOURCES = NEMO2 | {"dgxc25", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mcore26"} \
-    | {"mlpt51", "mlpt50"}
-#: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (2026-04-16, first in core_v0.18.0:
-#: "wait for async P2P send before deallocating output tensor"), which waits each steady forward send as soon as it
-#: is posted (deallocate_pipeline_outputs is set by all of them): strategy overlap_p2p_send_wait false, each send
-#: waited one chunk later (docs/model.md#pp-comm-overlap). NeMo 2 (nemo2502, nemo2504, dgxc2505, dgxc2504: 2025
-#: containers; dgxc2504's core_r0.11.0),
-#: NeMo 1 (dgxc25), Megatron-Bridge v0.2.0 (mb2511: 3rdparty/Megatron-LM 0d8e0714cd, 2025-11-17), mcore26 (Megatron-Core
-#: v0.16, the report). Kept at the default (the wait): mb2604 / mb2606 / mb2608 (3rdparty/Megatron-LM 2d1fa8d372,
-#: 002255075c, 24bad8e677, each after 260cba7133; Megatron-Bridge installs megatron-core from it, pyproject.toml
-#: ``megatron-core = { path = "3rdparty/Megatron-LM/" }``) and mcrec26 (9c5258f109).
-#: mlpt51's 405B rows: their Dockerfile installs Megatron-Core ``MCORE_REVISION=core_r0.11.0`` (2025), before
-#: 260cba7133.
-OVERLAP_P2P_SEND_LAGGED = NEMO2 | {"dgxc25", "mb2511", "mcore26"} | {"mlpt51", "mlpt50"}
-#: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
-#: nemo2502:
-#: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
-#: MegatronCommOverlapCallback._get_optimizer_overlap_cfgs sets ``bucket_size = 128 * 1024 * 1024`` (with
-#: overlap_grad_reduce, overlap_param_gather) when data_parallel_size > 1 and applies it to the strategy's
-#: DistributedDataParallelConfig when the distributed optimizer is on; every nemo2502 perf recipe
-#: (recipes/{gpt3_175b,llama3_70b,nemotron4_15b,nemotron4_340b,mixtral_8x7b}.py pretrain_performance_optimizations)
-#: adds that callback and sets no bucket_size of its own.
-#: mb2604 / mb2606: comm_overlap.py still sets ``comm_overlap_cfg.bucket_size = 128 * 1024 * 1024`` when dp > 1 (at
-#: 17a381f95 and 63b08b397), for the presets that pass a CommOverlapConfig; the one that passes none is
-#: framework.comm_overlap_config false (Megatron-Core DDP's own default bucket).
-#: nemo2504: NeMo v2.3.0 (2b03b748bb) megatron_comm_overlap.py L185-186 ``if data_parallel_size > 1:
-#: comm_overlap_cfg.bucket_size = 128 * 1024 * 1024``; the four GB200 perf recipes add the callback as in v2.2.0.
-#: dgxc2505: the same file at NeMo@7a8f1cc7bc; recipes/llama31_405b.py and nemotron4_{15b,340b}.py
-#: pretrain_performance_optimizations add the callback.
-#: dgxc2504: megatron_comm_overlap.py as at v2.2.0; recipes/llama3_70b.py and llama31_405b.py
-#: pretrain_performance_optimizations add the callback (NeMo@d2b21556f2).
-#: mlpt51: the Nebius and HPE logs print ``DistributedDataParallelConfig(... bucket_size=134217728 ...)`` (= 128 Mi
-#: elements); the AMD rows run without the data-parallel overlap (framework.dp_overlap false), where Megatron keeps
-#: no bucket (resolve_ddp_bucket_size: None without overlap_grad_reduce).
-BUCKET_128MI_SOURCES = NEMO2 | {"mb2511", "mb2604", "mb2606", "mb2608"} | {"mlpt51", "mlpt50"}
-#: Sources whose run sets another data-parallel bucket (elements): mlpt60, the Cisco H200 llama31_8b log's
-#: ``DistributedDataParallelConfig(... bucket_size=768000000 ...)`` (result_0.txt).
-SOURCE_BUCKET_ELEMENTS = {"mlpt60": 768_000_000}
-#: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only when the data-parallel size
-#: without context parallelism exceeds 1: _get_optimizer_overlap_cfgs keeps ``bucket_size = None`` and
-#: ``overlap_grad_reduce = overlap_param_gather = False`` otherwise and applies them to the DDP config over the recipe's
-#: own True (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py L168-195 at NeMo@d2b21556f2, identical at v2.2.0
-#: / v2.2.1; AppState.data_parallel_size = parallel_state.get_data_parallel_world_size(), without CP,
-#: nemo/lightning/_strategy_lib.py L143). A row with dp 1 then reduces its gradients over the context-parallel group
-#: after the last backward, and gathers its parameters after the optimizer step (strategy overlap false,
-#: overlap_param_gather false; one bucket per buffer: with overlap_grad_reduce off Megatron-Core sets bucket_size None,
-#: distributed_data_parallel.py L59-61 at f62eb5b5c2 / 791b70e031, as dp_comm._bucket_bytes prices a Megatron DDP
-#: without overlap). dgxc2504's 30-layer 405B proxy (TP 8, PP 4, CP 2, 64 GPUs)
-#: is the only NeMo 2 row at dp 1 (none of nemo2502 / nemo2504 / dgxc2505's is), so the rule is keyed to dgxc2504 alone.
-NEMO2_DP1_NO_DP_OVERLAP = frozenset({"dgxc2504"})
-#: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
-#: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
-#: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
-#: 26.08 (mb2608, 4ab94dfad): perf_recipes/_common.py _perf_precision("fp8_mx") -> bf16_with_mxfp8_mixed(), which sets
-#: ``cfg.fp8_param_gather = True`` (training/mixed_precision.py); the GB200 presets recorded (DeepSeek-V3, GPT-OSS 120B,
-#: Qwen3-30B/235B MXFP8) do not override it (only the *_dev and GPT-OSS 20B variants do).
-#: 26.04.01 / 26.06 (mb2604 / mb2606, 17a381f95 / 63b08b397): scripts/performance/utils/precision.py
-#: get_precision_config("fp8_cs") -> bf16_with_fp8_current_scaling_mixed() (training/mixed_precision.py:
-#: ``cfg.fp8_param_gather = True``); the H100 Llama and Qwen3 presets recorded do not override it.
-#: Round 5 (DGX-B200 MXFP8 rows, 17a381f95): get_precision_config("fp8_mx") -> bf16_with_mxfp8_mixed() (training/
-#: mixed_precision.py: ``cfg.fp8_param_gather = True``); the DeepSeek-V3 / Qwen3 B200 presets do not override it.
-BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
-#: NeMo 2.2's fp8 perf runs (nemo2502): scripts/llm/performance/pretrain_*.py set the plugin to
-#: recipes/precision/mixed_precision.py bf16_with_fp8_mixed(), which sets ``fp8_params = True``, and
-#: nemo/lightning/pytorch/plugins/mixed_precision.py MegatronMixedPrecision turns fp8_params into
-#: ``fp8_param_gather = True`` (tag v2.2.0 @7192a2c944).
-#: NeMo 2.3's (nemo2504, v2.3.0 @2b03b748bb): scripts/performance/utils.py set_primary_perf_configs with fp8_recipe 'cs'
-#: (the page's current scaling) sets recipes/precision/mixed_precision.py bf16_with_fp8_current_scaling_mixed(), which
-#: sets ``cfg.fp8_param_gather = True`` (L135); nothing there turns it off without Megatron-FSDP.
-#: dgxc2505 (NeMo@7a8f1cc7bc): argument_parser.py's ``--fp8_recipe`` default "ds" -> set_primary_perf_configs
-#: ``bf16_with_fp8_mixed()``, whose ``cfg.fp8_param_gather = True`` (recipes/precision/mixed_precision.py L70).
-#: dgxc2504 (NeMo@d2b21556f2): llama3.1/pretrain_llama31.py sets ``recipe.trainer.plugins = bf16_with_fp8_mixed()`` for
-#: fp8, whose ``cfg.fp8_params = True`` (recipes/precision/mixed_precision.py L53) MegatronMixedPrecision turns into
-#: fp8_param_gather (the same at v2.2.1, the container's line).
-NEMO2_FP8_PARAM_GATHER = NEMO2
-#: mlpt51 (every FP8 row): Nebius / HPE config_common.sh ``FP8_PARAMS=True`` / ``FP8_PARAM_GATHER=True`` (their logs'
-#: DistributedDataParallelConfig ``fp8_param_gather=True``); AMD src/train.py DistributedDataParallelConfig
-#: ``fp8_param_gather=True`` with MegatronMixedPrecision ``fp8_params`` (FP8_PARAMS=1).
-#: mlpt60: the Cisco H200 log prints ``fp8_param_gather=True`` in its DistributedDataParallelConfig (and the model
-#: config's ``fp8_param: True``).
-FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER | {"mlpt51", "mlpt50", "mlpt60"}
+#: docs/model.md#pp-comm-overlap; sources.yaml ``overlap_p2p``).
+OVERLAP_P2P_SOURCES = sources_with("overlap_p2p")
+#: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (strategy overlap_p2p_send_wait
+#: false; sources.yaml ``overlap_p2p_send_lagged``).
+OVERLAP_P2P_SEND_LAGGED = sources_with("overlap_p2p_send_lagged")
+#: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
+#: ``bucket_128mi``).
+BUCKET_128MI_SOURCES = sources_with("bucket_128mi")
+#: Sources whose run sets another data-parallel bucket, in elements (sources.yaml ``bucket_elements``).
+SOURCE_BUCKET_ELEMENTS: dict[str, int] = source_values("bucket_elements")
+#: NeMo 2 sources whose MegatronCommOverlapCallback sets the data-parallel overlap only at a data-parallel size
+#: without context parallelism above 1 (sources.yaml ``nemo2_dp1_no_dp_overlap``).
+NEMO2_DP1_NO_DP_OVERLAP = sources_with("nemo2_dp1_no_dp_overlap")
+#: Sources whose fp8 presets gather fp8 parameters (fp8_param_gather; sources.yaml ``fp8_param_gather``).
+FP8_PARAM_GATHER = sources_with("fp8_param_gather")
 
 
 #: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
-#: its framework's default fixes one other than the strategy default, megatron (Megatron-Core's unfused
-#: vocab_parallel_cross_entropy: Megatron-LM leaves --cross-entropy-loss-fusion off, model_parallel_config.py
-#: ``cross_entropy_loss_fusion: bool = False`` at core_r0.8.0 (mlm24); Megatron-DeepSpeed's mpu/cross_entropy.py on
-#: ``output.float()`` makes the same passes: bigscience-workshop@8387ae17c4 (bloom), microsoft@54884b5f (mtnlg)):
-#: - mb2511: Megatron-Bridge v0.2.0 (7af9601c9, the 25.11 release) GPTModelProvider ``cross_entropy_loss_fusion:
-#:   bool = True`` (src/megatron/bridge/models/gpt_provider.py; DeepSeek's provider likewise) and the performance
-#:   scripts' ``set_common_perf_overrides`` ``recipe.model.cross_entropy_fusion_impl = "te"``
-#:   (scripts/performance/utils/helpers.py, applied to every recipe by get_model_recipe_with_user_overrides); no
-#:   pretraining recipe switches the fusion off (only the PEFT finetunes do).
-#: - mpt: llm-foundry@5e85bd62d ComposerMPTCausalLM ``om_model_config.get('loss_fn', 'fused_crossentropy')``
-#:   -> flash_attn.losses.cross_entropy.CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py); the benchmark's
-#:   scripts/train/yamls/pretrain/mpt-*.yaml set no loss_fn (only mpt-small-cpu.yaml and testing.yaml do). The A100
-#:   40GB row ran mosaicml/examples release/v0.0.4 (validation/README.md "MPT rows against llm-foundry and
-#:   mosaicml/examples"): ComposerMosaicGPT has the same default, there flash-attn 0.2.8's CrossEntropyLoss on the
-#:   CUDA xentropy_cuda_lib (examples/llm/src/models/mosaic_gpt/mosaic_gpt.py @97f7f293), whose passes were not
-#:   read; priced as flash_attn, its 412.6 M logits a micro-batch are under 0.05 % of that row's 22 s step either way.
-#: - titan24 (tp 1 only, :func:`loss_impl`): torchtitan@9dec370 train.py ``loss_fn`` =
-#:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
-#:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
-#:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
-#: - titan2404: torchtitan@395a52627 / 1ea476e9f train.py ``loss_fn`` = ``F.cross_entropy(pred.flatten(0, 1),
-#:   labels.flatten(0, 1))`` on the model's ``self.output(h).float()`` (models/llama/model.py), eager: titan24's loss.
-#: - fms24: fms-fsdp@5e522b4 fms_fsdp/utils/train_utils.py train: eager ``torch.nn.CrossEntropyLoss()`` on the model's
-#:   bf16 output (no ``.float()``: torch's ``torch`` pricing counts the fp32 cast both ways, about 12 of its 48 B a
-#:   logit, so this loss is priced slightly slow).
-#: - titan25 (tp 1 only, as titan24): torchtitan@e7c0cae torchtitan/components/loss.py ``build_cross_entropy_loss``
-#:   wraps the same ``cross_entropy_loss`` in ``torch.compile`` when ``job_config.training.compile`` ("Compiling the
-#:   loss function with torch.compile"), and the runs' command line passes ``--training.compile``: inductor.
-#: - nemo2502: NeMo v2.2.0 (7192a2c944) nemo/collections/llm/gpt/model/base.py GPTConfig ``cross_entropy_loss_fusion:
-#:   bool = True`` (nemotron.py likewise); the pretraining recipes keep it (only the finetune recipes set it False,
-#:   e.g. recipes/llama31_70b.py finetune_recipe) and the Megatron-Core it ships has only the native fused loss.
-#: - mb2608: Megatron-Bridge 4ab94dfad src/megatron/bridge/perf_recipes/_common.py _benchmark_common(cfg,
-#:   cross_entropy_impl="te") sets ``cfg.model.cross_entropy_fusion_impl = cross_entropy_impl`` for every flat perf
-#:   recipe, whose base recipes set cross_entropy_loss_fusion True (GPT-OSS's base "native" is replaced by it).
-#: - mb2604, mb2606: scripts/performance/utils/overrides.py _set_common_perf_overrides sets
-#:   ``recipe.model.cross_entropy_fusion_impl = "te"`` for every perf recipe (17a381f95, 63b08b397; GPT-OSS's base
-#:   "native" is replaced by it), whose model recipes set cross_entropy_loss_fusion True.
-#: - mcrec26: every Megatron-LM MoE recipe compared (DeepSeek-V3, Qwen3; 9c5258f109 examples/moe_recipes/*/*.yaml) sets
-#:   ``cross_entropy_loss_fusion: true`` and ``cross_entropy_fusion_impl: te`` in its ARGS (the DeepSeek-V4 recipes,
-#:   listed, set ``native``).
-#: - nemo2504: NeMo v2.3.0 (2b03b748bb) scripts/performance/utils.py set_primary_perf_configs ``# enable cross entropy
-#:   fusion with TE kernel`` ``recipe.model.config.cross_entropy_fusion_impl = "te"`` on every perf recipe, whose
-#:   GPTConfig / NemotronConfig keep ``cross_entropy_loss_fusion: bool = True`` (gpt/model/base.py L290,
-#:   nemotron.py L57).
-#: - dgxc25: NVIDIA/dgxc-benchmarking@35a9aec nemotron/nemotron4-340b-synth.yaml ``cross_entropy_loss_fusion: true`` on
-#:   Megatron-Core (configure.sh model.mcore_gpt=True) in the NeMo 24.09 container: Megatron-Core's native fused loss.
-#: - dgxc2505: NeMo@7a8f1cc7bc (and b4148d2169) scripts/performance/utils.py set_primary_perf_configs
-#:   ``cross_entropy_fusion_impl = "te"`` as at v2.3.0 (nemo2504).
-#: - dgxc2504: NeMo@d2b21556f2 scripts/performance/utils.py set_primary_perf_configs (with gsw_nemo.patch) sets no
-#:   cross-entropy field, and GPTConfig keeps ``cross_entropy_loss_fusion: bool = True`` (gpt/model/base.py L268; L184
-#:   at v2.2.1); the container's Megatron-Core (core_r0.11.0, 791b70e031 / f62eb5b5c2) has no cross_entropy_fusion_impl,
-#:   only the native fused loss (language_module.py L78): as nemo2502.
-LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
-             "titan24": "torch", "fms24": "torch", "titan2404": "torch",
-             "titan25": "inductor",
-             "tao25": "inductor",
-             "nemo2502": "megatron_fused", "nemo2504": "te", "dgxc25": "megatron_fused", "dgxc2505": "te",
-             "dgxc2504": "megatron_fused",
-             "mlpt51": "megatron_fused", "mlpt50": "megatron_fused",
-             # mlpt60: the Cisco H200 log's non-default model config ``cross_entropy_fusion_impl: 'te'``,
-             # ``cross_entropy_loss_fusion: True`` (its output layer prints as LinearCrossEntropyModule)
-             "mlpt60": "te"}
+#: its framework's default fixes one other than the strategy default, megatron (sources.yaml ``loss_impl``).
+LOSS_IMPL: dict[str, str] = source_values("loss_impl")
 #: Training-metric passes over the logits per micro-batch (StrategySpec.train_metric_passes;
-#: docs/model.md#train-metrics): Composer evaluates every train metric after each micro-batch's backward
-#: (composer/trainer/trainer.py ``_eval_train_metrics``, at v0.17.2, the release llm-foundry@5e85bd62d pins for the
-#: H100 rows, and at v0.13.2, the release mosaicml/examples release/v0.0.4 pinned for the A100 40GB row:
-#: examples/llm/requirements.txt @97f7f293), and both models have two, LanguageCrossEntropy and LanguagePerplexity,
-#: each a CrossEntropyLoss over the logits (llmfoundry/models/mpt/modeling_mpt.py ``use_train_metrics`` default true,
-#: the benchmark yamls do not set it; mosaicml/examples@97f7f293 examples/llm/src/models/mosaic_gpt/mosaic_gpt.py
-#: ComposerMosaicGPT ``train_metrics``). The other sources' trainers compute the loss only.
-TRAIN_METRIC_PASSES = {"mpt": 2}
+#: docs/model.md#train-metrics; sources.yaml ``train_metric_passes``).
+TRAIN_METRIC_PASSES: dict[str, int] = source_values("train_metric_passes")
 #: Scalar metric states gathered over every rank once a step (StrategySpec.train_metric_states;
-#: docs/model.md#train-metric-sync): Composer computes each train metric after every batch (trainer.py ``_train_loop``
-#: -> ``_compute_and_log_metrics``, v0.17.2 and v0.13.2), and torchmetrics' compute() gathers each state; the two
-#: metrics of TRAIN_METRIC_PASSES each add ``sum_loss`` and ``total_items`` (composer/metrics/nlp.py
-#: LanguageCrossEntropy ``add_state`` at v0.17.2; LanguagePerplexity subclasses it): 2 x 2.
-TRAIN_METRIC_STATES = {"mpt": 4}
+#: docs/model.md#train-metric-sync; sources.yaml ``train_metric_states``).
+TRAIN_METRIC_STATES: dict[str, int] = source_values("train_metric_states")
 
 
 def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
@@ -1409,31 +1208,8 @@ def loss_impl(case: dict[str, Any]) -> str:
 
 
 #: The implementation of each source's layer memory-bound ops (StrategySpec.layer_impl; docs/model.md#layer-eltwise),
-#: where its framework is not the strategy default, megatron_te (Megatron-Core with the Transformer Engine spec: mlm24
-#: Megatron-LM core_r0.8.0 era, nemo2407 and nemo2502 (NeMo 2 on Megatron-Core), mb2511 (Megatron-Bridge), nemotron4
-#: (NeMo / Megatron-Core, the report's Megatron-LM)):
-#: - bloom: bigscience-workshop/Megatron-DeepSpeed, mtnlg: microsoft/Megatron-DeepSpeed (2021; the layer at
-#:   microsoft@54884b5f megatron/model/transformer.py), meg19: Megatron-LM 2019 -> megatron_legacy (the original
-#:   cases.yaml rows, Narayanan 2021 and Korthikanti 2022, Megatron-LM's megatron/model: :func:`run`);
-#: - mpt: llm-foundry@5e85bd62d MPTBlock under Composer, eager (the case's framework_config) -> llmfoundry; the A100
-#:   40GB row's MosaicGPT GPTBlock (mosaicml/examples@97f7f293 examples/llm/src/models/layers/gpt_blocks.py: Composer's
-#:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
-#: - titan24, titan25, tao25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
-#:   titan24's are not expressible);
-#: - maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24: MaxText, a JAX program compiled by XLA -> xla;
-#: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
-#:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
-#:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
-#: - titan2404: torchtitan's Llama TransformerBlock of April 2024 (models/llama/model.py at 1ea476e9f; compile not
-#:   stated, the TOMLs set false) -> torchtitan, by the compiled-or-not rule of docs/model.md;
-#: - fms24: IBM's fms LLaMA (foundation-model-stack fms/models/llama.py LLaMABlock: LayerNormParameterized RMS norm,
-#:   RotaryEmbedding, MultiHeadAttention over F.scaled_dot_product_attention, GatedLinearUnit) in PyTorch eager, no
-#:   torch.compile in the table recorded (fms-fsdp@5e522b4 use_torch_compile False) -> eager (ATen ops; the RMS norm
-#:   as several eager ops is not counted apart).
-LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
-              "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
-              "maxtext": "xla", "maxtext23": "xla", "mtv5e23": "xla", "mtgpu24": "xla", "mtdgxc24": "xla",
-              "nanotron25": "nanotron", "fms24": "fms", "titan2404": "torchtitan"}
+#: where its framework is not the strategy default, megatron_te (sources.yaml ``layer_impl``).
+LAYER_IMPL: dict[str, str] = source_values("layer_impl")
 
 
 def layer_impl(case: dict[str, Any]) -> str:
@@ -1799,19 +1575,21 @@ FP4_PARAM_GATHER_MARKER = "fp4_param_gather true"
 #: {}), "*mixer.out_proj" -> mxfp8 (fp8_quantization_recipe "mxfp8"); every other TE linear takes the run's NVFP4.
 #: One mix for the recipe, the same for every row that loads it (docs/model.md#module-precision): read from what a
 #: case records, its model (Nemotron 3 Super), its precision (nvfp4: the bf16_with_nvfp4_mixed presets) and its
-#: source (a Megatron-Bridge performance table, ids mb*), by :func:`recipe_module_precision`. No other row's MTP
-#: block is BF16: the presets' ``keep_mtp_spec_in_bf16`` (Nemotron 3 Super / 3.5 Lightning) is a provider field
-#: nothing at 17a381f95, 63b08b397, 8f341b04f or 4ab94dfad (nor their Megatron-LM) reads, and the DeepSeek-V3
-#: presets set none: Megatron-Core runs the block in the run's fp8 context (docs/model.md#module-precision).
+#: source (a Megatron-Bridge performance table, :data:`MEGATRON_BRIDGE_PERF`), by :func:`recipe_module_precision`.
+#: No other row's MTP block is BF16: the presets' ``keep_mtp_spec_in_bf16`` (Nemotron 3 Super / 3.5 Lightning) is a
+#: provider field nothing at 17a381f95, 63b08b397, 8f341b04f or 4ab94dfad (nor their Megatron-LM) reads, and the
+#: DeepSeek-V3 presets set none: Megatron-Core runs the block in the run's fp8 context (docs/model.md#module-precision).
 TE_QUANT_CFG_NEMOTRON_3_SUPER = {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
                                  "mamba_out_proj": "mxfp8"}
+#: The sources whose rows come from a Megatron-Bridge performance table (sources.yaml ``megatron_bridge_perf``).
+MEGATRON_BRIDGE_PERF = sources_with("megatron_bridge_perf")
 
 
 def recipe_module_precision(case: dict[str, Any]) -> dict[str, str] | None:
     """The per-module precision a case's preset sets (TrainingSpec.module_precision), or None: te_quant.cfg's mix
     for a Megatron-Bridge Nemotron 3 Super NVFP4 run (the presets at 17a381f95, 63b08b397 and 4ab94dfad that load it,
     :data:`TE_QUANT_CFG_NEMOTRON_3_SUPER`)."""
-    if (str(case.get("id", "")).startswith("mb") and case.get("model", {}).get("name") == "Nemotron 3 Super"
+    if (families(case)["source"] in MEGATRON_BRIDGE_PERF and case.get("model", {}).get("name") == "Nemotron 3 Super"
             and "nvfp4" in str(case.get("precision", "")).lower()):
         return TE_QUANT_CFG_NEMOTRON_3_SUPER
     return None
@@ -1912,37 +1690,10 @@ MCORE_DEEPEP_NUM_SMS = 20
 #: where the recipe graphs attention, attention_graphed, :func:`host_floor_s`) and a note.
 
 
-#: Whether each MoE row's recipe runs Transformer Engine's fused token permutations (StrategySpec.moe_permute_fusion,
-#: default True; docs/model.md#moe-permute-fusion), read in the recipe each row cites. Megatron-Core's own default is
-#: False (TransformerConfig ``moe_permute_fusion: bool = False``: NVIDIA/Megatron-LM@d98e8a64dd
-#: megatron/core/transformer/transformer_config.py L941; @791b70e031 L382), so a row whose stack never sets it runs
-#: unfused. Rows dispatching with HybridEP permute in HybridEP's own kernel (not read): listed for what they set.
-#: - mb2511 (Megatron-Bridge 97ad8cc6f): True. Qwen3 MoE: recipes/qwen/qwen3_moe.py builds the model with
-#:   AutoBridge.from_hf_pretrained, whose models/qwen/qwen3_moe_bridge.py L48 makes a Qwen3MoEModelProvider
-#:   (models/qwen/qwen_provider.py L396 ``moe_permute_fusion: bool = True``); DeepSeek-V3:
-#:   models/deepseek/deepseek_provider.py L115 ``is_te_min_version("2.1.0")`` (the 25.11 container's TE is newer) and
-#:   recipes/deepseek/deepseek_v3.py L259 (_deepseek_v3_common) ``model_cfg.moe_permute_fusion = True``;
-#:   scripts/performance sets nothing else.
-#: - mb2604 (17a381f95): True. recipes/qwen/qwen3_moe.py L77 qwen3_30b_a3b_pretrain_config, L191
-#:   qwen3_235b_a22b_pretrain_config (which scripts/performance/configs/qwen/qwen3_llm_pretrain.py imports),
-#:   recipes/deepseek/deepseek_v3.py L132 deepseek_v3_pretrain_config / L288, recipes/gpt_oss/gpt_oss.py
-#:   gpt_oss_120b_pretrain_config L225 (which scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py builds on),
-#:   recipes/nemotronh/nemotron_3_nano.py L127 / nemotronh.py; scripts/performance sets nothing else.
-#: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (framework.moe_flex_backend): not read.
-#:   The only presets that set False are GPT-OSS 20B's (8f341b04f scripts/performance/configs/gpt_oss/
-#:   gpt_oss_llm_pretrain.py L71 set_gpt_oss_20b_common_configs; 4ab94dfad perf_recipes/gpt_oss/common.py L92
-#:   _apply_gpt_oss_20b_common_configs), no row here; perf_recipes/nemotronh/common.py L112 sets True.
-#: - mcrec26 (NVIDIA/Megatron-LM@9c5258f109 examples/moe_recipes): True, ``moe_permute_fusion: true`` in all 18
-#:   YAMLs (e.g. qwen3_30b/h100/bf16_32GPU_TP1PP1EP8.yaml L136, deepseek_v3/b200/mxfp8_256GPU_TP1PP8EP32.yaml L155).
-#: - nemo2502 (NVIDIA/NeMo@7192a2c944, v2.2.0): False. No ``permute_fusion`` anywhere in NeMo's Python at that commit
-#:   (MixtralConfig, the recipes, the performance scripts), so Megatron-Core's default (@791b70e031, the Megatron-LM of
-#:   NeMo 2.2's requirements/manifest.json) runs: unfused.
-#: - nemo2504 (v2.3.0 @2b03b748bb): False for Mixtral. ``moe_permute_fusion`` is set only by the DeepSeek-V3 and Llama 4
-#:   perf scripts (scripts/performance/llm/pretrain_deepseek_v3.py L64, pretrain_llama4_e*.py L85) and defaulted False
-#:   in llama.py's Llama 4 config; MixtralConfig and pretrain_mixtral_8x7b.py leave Megatron-Core's default.
-#: - dgxc2505 Grok-1 (NeMo@7a8f1cc7bc): no ``permute_fusion`` in pretrain_grok1_314b.py or MixtralConfig: False.
-#: The rows of the sources not listed here carry what their recipe sets as framework.moe_permute_fusion (README).
-RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
+#: The sources whose MoE recipes run Transformer Engine's fused token permutations (StrategySpec.moe_permute_fusion,
+#: default True; docs/model.md#moe-permute-fusion), read in the recipes (sources.yaml ``moe_permute_fusion``); the rows
+#: of the other sources carry what their recipe sets as framework.moe_permute_fusion (README).
+RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = sources_with("moe_permute_fusion")
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -2011,44 +1762,8 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
     return [f"tiers.{t.name}.bandwidth={rate * 8 / 1e9:g} Gbit/s" for t in outer]
 
 
-#: Sources whose launch scripts export ``NCCL_NVLS_ENABLE=0`` (NVLink SHARP off: NCCL never picks NVLS / NVLSTree, so
-#: no all-reduce reduces in the NVSwitch): NeMo v2.2.0 (7192a2c944) scripts/llm/performance/utils.py slurm_executor
-#: env_vars ``"NCCL_NVLS_ENABLE": "0"`` (nemo2502); Megatron-Bridge v0.2.0 (7af9601c9)
-#: scripts/performance/utils/executors.py PERF_ENV_VARS ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save
-#: memory`` (mb2511; perf_plugins.py re-enables it for no model: the one place is commented out). Such a case's cluster
-#: gets ``in_network_reduction: false`` on its NVLink tiers.
-#: Megatron-Bridge 26.04.01 / 26.06 (mb2604, mb2606): scripts/performance/utils/executors.py PERF_ENV_VARS keeps
-#: ``"NCCL_NVLS_ENABLE": "0"`` (17a381f95, 63b08b397); setup_experiment.py and run_script.py turn it back on only with
-#: nccl_ub, which none of the DGX-H100 presets recorded sets (WorkloadBaseConfig default None); nor do the DGX-B200
-#: DeepSeek-V3, GPT-OSS and Qwen3 presets of round 5 (configs/{deepseek,gpt_oss,qwen}/*_workload_base_configs.py
-#: @17a381f95).
-#: Megatron-Bridge 26.08 (mb2608, audit of 2026-12-04): every flat perf recipe recorded keeps the process environment
-#: next to the recipe, and each sets ``"NCCL_NVLS_ENABLE": 0`` in ``cfg.env_vars`` (4ab94dfad
-#: src/megatron/bridge/perf_recipes/{deepseek,gpt_oss,qwen,nemotronh}/{gb200,gb300}/*.py: the DeepSeek-V3, GPT-OSS 120B,
-#: Qwen3-30B/235B and Nemotron 3 Nano/Super presets; only the GPT-OSS 20B ones set 1), which scripts/performance/
-#: bootstrap.py _apply_recipe_environment installs (os.environ.setdefault; the executors' OFFLINE_BENCHMARK_ENV_VARS do
-#: not name it).
-#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml): every one of the 18 recipes' ENV_VARS
-#: sets ``NCCL_NVLS_ENABLE: '0'``.
-#: MaxText on A3 GPUs (mtgpu24): the run scripts' xpk launch (``--device-type h100-80gb-8``) runs every GPU workload as
-#: ``cd /deps && bash gpu_multi_process_run.sh`` with ``USE_GPUDIRECT=tcpx`` (google/xpk@5442641 xpk.py, 2024-04-05,
-#: the last commit before the README's efb6d9e4a of 2024-04-09), and that launcher's TCPX branch exports
-#: ``NCCL_NVLS_ENABLE=0`` (AI-Hypercomputer/maxtext@efb6d9e4a gpu_multi_process_run.sh line 45, beside NCCL_ALGO=Ring,
-#: NCCL_PROTO=Simple and 12 channels), the 1-VM row included (xpk sets USE_GPUDIRECT for any GPU workload).
-#: NeMo v2.3.0 (2b03b748bb, nemo2504) scripts/performance/utils.py L73 ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink
-#: SHARP to save memory``.
-#: NVIDIA/dgxc-benchmarking@35a9aec nemotron/configure.sh ``export NCCL_NVLS_ENABLE=0`` (dgxc25); dgxc2505:
-#: NeMo@7a8f1cc7bc / b4148d2169 scripts/performance/utils.py slurm_executor ``"NCCL_NVLS_ENABLE": "0"``.
-#: MaxText on DGX H100 (mtdgxc24): maxtext/configure.sh at the same commit names no NCCL_NVLS_ENABLE, but the image it
-#: runs in (setup.sh: ghcr.io/nvidia/jax:maxtext-2024-12-09, JAX-Toolbox's nightly, .github/container/Dockerfile.maxtext
-#: FROM the jax image) carries ``ENV NCCL_NVLS_ENABLE=0`` (NVIDIA/JAX-Toolbox@bae53fc1, the last commit before the image
-#: date, .github/container/Dockerfile.jax line 89: set by 2aa961a9 of 2023-11-20 "Disable NVLS in nightly containers as
-#: the initialization of NCCL communicators is memory intensive", removed only by 64d686a5 of 2025-10-06).
-#: dgxc2504: NVIDIA/dgxc-benchmarking v25.04.01 llama3.1/llama31_utils.py llama31_slurm_executor env_vars
-#: ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save memory``.
-NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "mtgpu24", "nemo2502", "nemo2504",
-                           "dgxc25", "dgxc2505", "dgxc2504", "mtdgxc24"}) \
-    | frozenset({"mlpt50"})  # MLPerf v5.0 Eos-dfw: config_common.sh ``export NCCL_NVLS_ENABLE=0``
+#: Sources whose launch scripts or container images export NCCL_NVLS_ENABLE=0 (sources.yaml ``nvls_disabled``).
+NVLS_DISABLED = sources_with("nvls_disabled")
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -2324,7 +2039,6 @@ def validate_all() -> tuple[tuple[CaseResult, ...], tuple[NotExpressed, ...], in
         listed += s
         n_original = len(r)
     if NEW_CASES.is_file():
-        check_unique_keys(NEW_CASES)
         for case in read_yaml(NEW_CASES):
             res = predict_new_case(case)
             (results if isinstance(res, CaseResult) else listed).append(res)  # type: ignore[arg-type]
