@@ -137,8 +137,9 @@ def test_recompute_moe_repeats_the_blocks_own_collectives_by_hand() -> None:
 
 def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
     """tp_comm_overlap, every layer an MoE layer with a shared expert, etp 1. Off: C = 2 per a layer (attention +
-    shared pair); the forward's exposed max(C - G, C / 8) (G the layer's forward GEMMs; C / 8 the last reduce-scatter
-    chunk, docs/model.md#tp-comm-overlap), the backward's three parts each beside its own linears' GEMMs (tp33): the
+    shared pair); each part beside its own linears' GEMMs (tp33, G the layer's forward GEMMs): the forward's 2 ring
+    gathers under a G, its 2 pipelined reduce-scatters under r G with the last chunk's quarter exposed at least
+    (docs/model.md#tp-comm-overlap); the backward's three parts: the
     2 output-gradient ring gathers under r G, the 2 input-gradient reduce-scatters and the 2 re-gathers under a G
     each. With moe_shared_expert_overlap Megatron switches the shared pair's userbuffers off (shared_experts.py lines
     163-175): C = per and 1 of each backward part, at the shares without the shared expert, and the pair runs exposed
@@ -158,8 +159,8 @@ def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
     total = 28_680.0
 
     def layer(n: float, a: float, r: float) -> float:  # one layer's exposed userbuffers TP seconds, n pairs
-        return (max(n * per - g, n * per / 8) + max(n * ag - r * g, 0.0) + max(n * rs - a * g, 0.0)
-                + max(n * ag - a * g, 0.0))
+        return (max(n * ag - a * g, 0.0) + max(n * rs - r * g, n * rs / 4) + max(n * ag - r * g, 0.0)
+                + max(n * rs - a * g, 0.0) + max(n * ag - a * g, 0.0))
 
     want = layer(1, 6144 / total, 4096 / total) + 2 * per - layer(2, 10_240 / total, 6144 / total)
     assert on - off == pytest.approx(8 * LAYERS * want, rel=1e-9)

@@ -8,8 +8,9 @@ its window is its own weight-gradient GEMM, not the layer's. Under userbuffers t
 overlaps inside their own backward (the input re-gather beside the data-gradient GEMM, ``ub_bulk_dgrad``, the
 input-gradient reduce-scatter beside the weight-gradient GEMM, ``ub_bulk_wgrad``; v2.2 linear.py L457-472 / L572 /
 L652), and a row-parallel linear (O-proj, FC2) its output-gradient ring-exchange gather beside its own data-gradient
-GEMM (``ub_overlap_ag``, L441-445). Until tp33 the backward pooled all of it under the whole layer's weight-gradient
-GEMMs (no userbuffers) or under 2 x the whole layer's forward GEMMs (userbuffers).
+GEMM (``ub_overlap_ag``, L441-445); in the forward the ring-exchange gathers run beside QKV / FC1, the pipelined
+reduce-scatters beside O-proj / FC2. Until tp33 the backward pooled all of it under the whole layer's weight-gradient
+GEMMs (no userbuffers) or under 2 x the whole layer's forward GEMMs (userbuffers), the forward under all of them.
 
 By hand on a small GPT layer (h 1024, 8 heads of 128, MLP 4h not gated, s 2048, micro-batch 1), 4 layers at tensor
 4 on one DGX H100: the column-parallel linears hold a = (3h^2 + 4h^2) / 12h^2 = 7/12 of a layer's weight-GEMM FLOPs,
@@ -20,7 +21,7 @@ each one NCCL collective over the 4 ranks (tests/test_collectives.py prices them
     no userbuffers, SP:  exposed = n (RS + AG) + n AG(q_g E) + max(n RS - 4 a G, 0) + max(n AG - 4 a G, 0)
                          hidden  = min(n RS, 4 a G) + min(n AG, 4 a G)
     no SP (async AR):    exposed = n AR + max(n AR - 4 a G, 0),   hidden = min(n AR, 4 a G)
-    userbuffers:         exposed = max(n (RS + AG) - 4 G, n (RS + AG) / 8)
+    userbuffers:         exposed = max(n AG - 4 a G, 0) + max(n RS - 4 r G, n RS / 4)
                                    + max(n AG - 4 r G, 0) + max(n RS - 4 a G, 0) + max(n AG - 4 a G, 0)
 
 The weight-gradient time ``wgrad`` handed in is 10 s: the old window, under which every reduce-scatter hid.
@@ -116,16 +117,18 @@ def test_no_sp_allreduce_under_the_column_linears_wgrad_only() -> None:
 
 @pytest.mark.parametrize(("precision", "recipe", "q"), [("bf16", None, 2.0), ("fp8", "delayed", 1.0)])
 def test_userbuffers_each_overlap_beside_its_own_gemm(precision: str, recipe: str | None, q: float) -> None:
-    """tp_comm_overlap: 4 a G = half the 8 reduce-scatters' time. The forward's traffic under all 4 G (ring-exchange
-    AG beside QKV / FC1, pipelined RS beside O-proj / FC2: not changed here); the backward's three parts each beside
-    its own GEMMs: the output-gradient gathers (one usage, q) under 4 r G, the reduce-scatters and the re-gathers
-    under 4 a G each (before tp33: all of it under 2 x 4 G)."""
+    """tp_comm_overlap: 4 a G = half the 8 reduce-scatters' time. Each part beside its own linears' GEMMs: the
+    forward's ring-exchange gathers beside QKV / FC1 (4 a G), its pipelined reduce-scatters beside O-proj / FC2 (4 r G,
+    the last chunk's quarter exposed at least); the backward's output-gradient gathers (one usage, q) under 4 r G, the
+    reduce-scatters and the re-gathers under 4 a G each (before tp33: the forward's under all 4 G with the floor C / 8,
+    the backward's under 2 x 4 G)."""
     job, g, c = _setup(precision, recipe, tp_comm_overlap=True)
     rs, ag = _t("reducescatter", 2 * E, job), _t("allgather", q * E, job)
     gemm = 0.5 * N * rs / (LAYERS * A)
     wa, wr = LAYERS * A * gemm, LAYERS * R * gemm
     fwd_c = N * (rs + ag)
-    fwd = max(fwd_c - LAYERS * gemm, fwd_c / 8)
+    fwd_ring = min(N * ag, wa)  # the forward's ring-exchange gathers beside QKV / FC1
+    fwd = max(N * ag - wa, 0.0) + max(N * rs - wr, N * rs / 4)
     parts = ((N * ag, wr), (N * rs, wa), (N * ag, wa))  # ring gathers, bulk reduce-scatters, bulk re-gathers
     got = _tp(job, g, c, gemm)
     assert got["tp"] == pytest.approx(fwd + sum(max(x - w, 0.0) for x, w in parts), rel=1e-12)
@@ -135,7 +138,7 @@ def test_userbuffers_each_overlap_beside_its_own_gemm(precision: str, recipe: st
     # the userbuffers SMs: the forward's ring half at 1 SM, the RS-side GEMMs on S - 16 SMs, the backward's ring
     # gathers at 1 SM and its bulk overlaps at 16 SMs (TE initialize_ub defaults)
     s = float(job.compute_units)
-    want = ((fwd_c - fwd) * 0.5 / s + wr * 16 / (s - 16) + hidden[0] / s + (hidden[1] + hidden[2]) * 16 / s
+    want = (fwd_ring / s + wr * 16 / (s - 16) + hidden[0] / s + (hidden[1] + hidden[2]) * 16 / s
             if job.collective_share > 0 else 0.0)
     assert got["ub_sms"] == pytest.approx(want, rel=1e-12)
 

@@ -96,28 +96,30 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
 
     C - W: no GEMM hides more than runs beside it; the forward floor: the reduce-scatter (half of C)
     of the last pipeline chunk runs after the last GEMM chunk with nothing left to hide it. Phases:
-    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward. ``bwd`` and
-    ``gemm_bwd`` may be tuples of parts, each collective beside the GEMM that can hide it (tp33: a linear's
-    backward overlap runs inside that linear's own backward, TE@c55e425ac5 linear.py L437-470 / L636-660):
-    exposed = sum_i max(C_i - W_i, 0), ``hidden_bwd_parts`` the hidden seconds of each. Hidden traffic slows the
-    compute under it (``contention``).
+    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward. Each phase's traffic
+    and GEMMs may be tuples of parts, each collective beside the GEMMs that can hide it (tp33: a linear's overlap
+    runs inside that linear's own forward or backward, TE@c55e425ac5 linear.py L441-472 / L572 / L652):
+    exposed = sum_i max(C_i - W_i, f_i C_i), the forward's and the recompute's as (all-gathers, reduce-scatters)
+    with floors (0, 1 / UB_PIPELINE_SPLITS), the backward's floors 0; ``hidden_<phase>_parts`` the hidden seconds of
+    each part. Hidden traffic slows the compute under it (``contention``).
     """
-    out: dict[str, np.ndarray] = {}
-    for name, c, w, floor in (("fwd", fwd, gemm_fwd, 0.5 / UB_PIPELINE_SPLITS),
-                              ("rec", rec, gemm_rec, 0.5 / UB_PIPELINE_SPLITS)):
-        c = np.asarray(c, dtype=float)
-        exposed = np.maximum(c - np.asarray(w, dtype=float), c * floor)
-        out[name] = exposed
-        out["hidden_" + name] = c - exposed
-    parts = tuple(zip(bwd, gemm_bwd, strict=True)) if isinstance(bwd, tuple) else ((bwd, gemm_bwd),)
-    hidden_parts = tuple(np.minimum(np.asarray(c, dtype=float), np.asarray(w, dtype=float)) for c, w in parts)
-    out["bwd"] = sum((np.maximum(np.asarray(c, dtype=float) - np.asarray(w, dtype=float), 0.0) for c, w in parts),
-                     np.zeros(1))
-    out["hidden_bwd"] = sum(hidden_parts, np.zeros(1))
+    out: dict[str, Any] = {}
+    pipe = 1.0 / UB_PIPELINE_SPLITS
+    for name, c, w, floors in (("fwd", fwd, gemm_fwd, (0.0, pipe)), ("rec", rec, gemm_rec, (0.0, pipe)),
+                               ("bwd", bwd, gemm_bwd, (0.0, 0.0, 0.0))):
+        split = isinstance(c, tuple)
+        parts = tuple(zip(c, w, floors[:len(c)], strict=True)) if split else (
+            (c, w, 0.5 * pipe if name != "bwd" else 0.0),)
+        exposed = tuple(np.maximum(np.asarray(x, dtype=float) - np.asarray(y, dtype=float),
+                                   np.asarray(x, dtype=float) * f) for x, y, f in parts)
+        hidden = tuple(np.asarray(x, dtype=float) - e for (x, _y, _f), e in zip(parts, exposed, strict=True))
+        out[name], out["hidden_" + name] = sum(exposed, np.zeros(1)), sum(hidden, np.zeros(1))
+        out["hidden_" + name + "_parts"] = hidden
     return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
             "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"],
             "hidden_fwd_rec": out["hidden_fwd"] + out["hidden_rec"], "hidden_bwd_only": out["hidden_bwd"],
-            "hidden_bwd_parts": hidden_parts}
+            "hidden_fwd_parts": out["hidden_fwd_parts"], "hidden_rec_parts": out["hidden_rec_parts"],
+            "hidden_bwd_parts": out["hidden_bwd_parts"]}
 
 
 #: SMs of Transformer Engine's userbuffers kernels per tp_comm_overlap method (NVIDIA/TransformerEngine@bee4649c,
@@ -129,7 +131,7 @@ UB_PIPELINE_BULK_SMS = 16.0
 
 
 def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: Any, rs_gemm: Any,
-                        bulk_bwd: Any = 0.0, ring_bwd: Any = 0.0) -> np.ndarray:
+                        bulk_bwd: Any = 0.0, ring: Any = 0.0) -> np.ndarray:
     """Seconds per micro-batch the GEMMs lose to Transformer Engine's userbuffers kernels under tp_comm_overlap
     (docs/model.md#contention). ``units``: the chip's SMs (S); ``shared``: collectives run on them (the accelerator's
     collective share is not 0); ``hidden_fwd``: hidden TP seconds of the forward and recomputed forward,
@@ -146,16 +148,17 @@ def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: A
     sm_count``), the backward's the bulk overlaps, k SMs while they run (NeMo@7a8f1cc7bc
     recipes/tp_overlap_configs/userbuffers.py sets ``set_sm_margin=False`` for bulk). ``bulk_bwd``: hidden backward
     seconds that are bulk overlaps only (the input re-gathers under the data-gradient GEMMs, :func:`sp_regather`),
-    k SMs while they run: + bulk_bwd k / S; ``ring_bwd``: hidden backward seconds that are ring-exchange all-gathers
-    only (the row-parallel linears' output-gradient gathers beside their data-gradient GEMMs, tp33), r SMs while
-    they run: + ring_bwd r / S."""
+    k SMs while they run: + bulk_bwd k / S; ``ring``: hidden seconds that are ring-exchange all-gathers only (the
+    forward's and the recompute's input gathers beside QKV / FC1, the row-parallel linears' output-gradient gathers
+    beside their data-gradient GEMMs; tp33, which passes its parts here and 0 as ``hidden_fwd`` / ``hidden_bwd``),
+    r SMs while they run: + ring r / S."""
     if not units or not shared or units <= UB_PIPELINE_BULK_SMS:
         return np.zeros(1)
     s = float(units)
     r, k = UB_RING_EXCHANGE_SMS, UB_PIPELINE_BULK_SMS
     return np.asarray(np.maximum(hidden_fwd, 0.0) * 0.5 * r / s + np.maximum(hidden_bwd, 0.0) * 0.5 * (r + k) / s
                       + np.maximum(rs_gemm, 0.0) * k / (s - k) + np.maximum(bulk_bwd, 0.0) * k / s
-                      + np.maximum(ring_bwd, 0.0) * r / s, dtype=float)
+                      + np.maximum(ring, 0.0) * r / s, dtype=float)
 
 
 def nanotron_tp_time(ag: Any, rs: Any, ar: Any, cols: tuple[Any, Any], rows: tuple[Any, Any], tp: Any,
@@ -601,7 +604,6 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         mtp_gathers = mtp_tp * per_pass + adj * mtp_moe
         mtp_f = mtp_gathers * per + mtp_att_blocks * coll.get("tp_att", 0.0)
         rec_ub = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
-        gemm_f, gemm_r = n * comp["gemm_per_layer"], rec_ub * comp["gemm_per_layer"]
         rg_l = sp_regather(job, g, comp, coll, n * per_pass + adj * (moe_f - mtp_moe), n * att_share, mtp=0.0)
         mtp_nccl = _mtp_plain_tp(job, g, comp, coll, mtp_f, mtp_gathers, mtp_att_blocks)
         # the backward, each overlap inside its own linear's backward (tp33): the row-parallel linears' output-gradient
@@ -613,17 +615,25 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         shared_off = g.moe_shared_expert_overlap
         g_ag, g_rs = _ub_gemm(sh, comp, 0, n, 0.0, shared_off=shared_off), _ub_gemm(sh, comp, 1, n, 0.0,
                                                                                    shared_off=shared_off)
-        ov = _tp_comm_overlap(layers_f, pool_r - mtp_again * mtp_f, (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]),
-                              gemm_f, gemm_r, (g_rs, g_ag, g_ag))
+        # the forward and the recomputed forward likewise (tp33): the ring-exchange all-gathers beside the
+        # column-parallel linears' GEMMs, the pipelined reduce-scatters beside the row-parallel ones'
+        layers_r = pool_r - mtp_again * mtp_f
+        ag_share = coll.get("tp_fwd_ag", 0.0) / np.maximum(per, 1e-300)
+        r_ag, r_rs = (_ub_gemm(sh, comp, side, rec_ub, 0.0, shared_off=shared_off) for side in (0, 1))
+        ov = _tp_comm_overlap((layers_f * ag_share, layers_f * (1.0 - ag_share)),
+                              (layers_r * ag_share, layers_r * (1.0 - ag_share)),
+                              (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]), (g_ag, g_rs), (r_ag, r_rs),
+                              (g_rs, g_ag, g_ag))
         h_ring, h_rs, h_rg = ov["hidden_bwd_parts"]
+        ring_fwd = ov["hidden_fwd_parts"][0] + ov["hidden_rec_parts"][0]
         tp = np.where(ub, ov["exposed"] + mtp_nccl["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"] + mtp_nccl["hidden"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
-        ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
-                                                  0.0, _ub_gemm(sh, comp, 1, n + rec_ub, 0.0, shared_off=shared_off),
-                                                  h_rs + h_rg, ring_bwd=h_ring),
+        ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, 0.0, 0.0,
+                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 0.0, shared_off=shared_off),
+                                                  h_rs + h_rg, ring=h_ring + ring_fwd),
                           0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
