@@ -12,7 +12,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import model_parallel_comm, step
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -136,18 +136,34 @@ def test_recompute_moe_repeats_the_blocks_own_collectives_by_hand() -> None:
 
 
 def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
-    """tp_comm_overlap, every layer an MoE layer with a shared expert, etp 1: userbuffers hide each pass's TP traffic
-    C down to the forward's floor C / 8 (the last reduce-scatter chunk, docs/model.md#tp-comm-overlap; the GEMMs
-    beside it are far longer here). Off: C = 2 per a layer (attention + shared pair), exposed 2 per / 8. With
-    moe_shared_expert_overlap Megatron switches the shared pair's userbuffers off (shared_experts.py lines 163-175):
-    C = per, exposed per / 8, and the pair runs exposed forward and backward, 2 per. Difference a layer and
-    micro-batch: 2 per + per / 8 - 2 per / 8 = 15/8 per; 8 layers, 8 micro-batches."""
+    """tp_comm_overlap, every layer an MoE layer with a shared expert, etp 1. Off: C = 2 per a layer (attention +
+    shared pair); each part beside its own linears' GEMMs (tp33, G the layer's forward GEMMs): the forward's 2 ring
+    gathers under a G, its 2 pipelined reduce-scatters under r G with the last chunk's quarter exposed at least
+    (docs/model.md#tp-comm-overlap); the backward's three parts: the
+    2 output-gradient ring gathers under r G, the 2 input-gradient reduce-scatters and the 2 re-gathers under a G
+    each. With moe_shared_expert_overlap Megatron switches the shared pair's userbuffers off (shared_experts.py lines
+    163-175): C = per and 1 of each backward part, at the shares without the shared expert, and the pair runs exposed
+    forward and backward, 2 per. Shares in units of h a token (h 4096): QKV 6144, O 4096, the shared expert's FC1
+    2 x 2048 and FC2 2048, the routed experts 2 x 3 x 2048, the router 8: T = 28,680; a = 10,240 / T, r = 6144 / T
+    off, a = 6144 / T, r = 4096 / T on. 8 layers, 8 micro-batches."""
     kw = dict(tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, tp_comm_overlap=True)
     off = _tp_comm(1, **kw)
     on = _tp_comm(1, moe_shared_expert_overlap=True, **kw)
     act = B * S * H * EB
-    per = _t("reducescatter", act, 4) + _t("allgather", act, 4)
-    assert on - off == pytest.approx(8 * LAYERS * per * 15 / 8, rel=1e-9)
+    rs, ag = _t("reducescatter", act, 4), _t("allgather", act, 4)
+    per = rs + ag
+    job, tr = _job(1)
+    comp = layer_compute._compute_per_microbatch(job, _grid(job, tr, **kw), np.ones(1) * LAYERS,
+                                                 logits_on_stage=False)
+    g = float(np.ravel(comp["gemm_per_layer"])[0])
+    total = 28_680.0
+
+    def layer(n: float, a: float, r: float) -> float:  # one layer's exposed userbuffers TP seconds, n pairs
+        return (max(n * ag - a * g, 0.0) + max(n * rs - r * g, n * rs / 4) + max(n * ag - r * g, 0.0)
+                + max(n * rs - a * g, 0.0) + max(n * ag - a * g, 0.0))
+
+    want = layer(1, 6144 / total, 4096 / total) + 2 * per - layer(2, 10_240 / total, 6144 / total)
+    assert on - off == pytest.approx(8 * LAYERS * want, rel=1e-9)
 
 
 def test_tp1_etp2_dispatcher_pair_by_hand() -> None:

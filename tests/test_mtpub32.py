@@ -50,26 +50,29 @@ def _job(mtp: int, mla: bool, overlap: bool = True) -> tuple[Any, Any]:
     return job, grid_from_strategy(st, tr, 8, job)
 
 
-def _mp(job: Any, g: Any) -> dict[str, float]:
+def _mp(job: Any, g: Any, coll: dict[str, np.ndarray] = UNIT) -> dict[str, float]:
     comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * 3.0, logits_on_stage=True)
     blocks = float(np.ravel(comp["mtp_blocks"])[0])
     comp = dict(comp, wgrad=np.ones(1) * LONG * (3.0 + blocks), gemm_per_layer=np.ones(1) * LONG,
                 mtp_gemm=np.ones(1) * LONG * blocks)
-    mp = model_parallel_comm._model_parallel_comm(job, g, comp, UNIT)
+    mp = model_parallel_comm._model_parallel_comm(job, g, comp, coll)
     return {k: float(np.ravel(mp[k])[0]) for k in ("tp", "hidden_fwd", "hidden_bwd", "chunking", "hidden_ub")}
 
 
 @pytest.mark.parametrize("mtp", [0, 1, 2])
 def test_mtp_blocks_run_plain_nccl_the_layers_userbuffers(mtp: int) -> None:
-    """The layers' forward C = 4 shows its floor 4/8; the D blocks' forward D shows whole, their backward hides under
-    their weight-gradient GEMMs: TP = 1/2 + D (before mtpub32 the blocks pooled with the layers under userbuffers:
-    (4 + D)/8). Hidden on userbuffers' SMs: the layers' forward 4 - 1/2 and backward 4 only, 7.5 (before:
-    7/8 (4 + D) + 4 + D); the backward's hidden the layers' 4 and the blocks' D."""
-    got = _mp(*_job(mtp, mla=False))
-    assert got["tp"] == pytest.approx(0.5 + mtp, rel=1e-12)
+    """Each 1 s pair split as an all-gather of 0.5 s and a reduce-scatter of 0.5 s (``tp_fwd_ag``, ``tp_grad_ag``). The
+    layers' forward C = 4 shows its floor, the last quarter of its 2 s of pipelined reduce-scatters, 1/2 (tp33: each
+    part beside its own linears' GEMMs); the D blocks' forward D shows whole, their output-gradient gathers D/2
+    block (review32d), the rest of their backward hides under their weight-gradient GEMMs: TP = 1/2 + 3/2 D (before
+    mtpub32 the blocks pooled with the layers under userbuffers). Hidden on userbuffers' SMs: the layers' forward
+    4 - 1/2 and backward 4 only, 7.5; the backward's hidden the layers' 4 and the blocks' D/2."""
+    half = {"tp_fwd_ag": np.full(1, 0.5), "tp_grad_ag": np.full(1, 0.5)}
+    got = _mp(*_job(mtp, mla=False), coll=dict(UNIT, **half))
+    assert got["tp"] == pytest.approx(0.5 + 1.5 * mtp, rel=1e-12)
     assert got["hidden_ub"] == pytest.approx(7.5, rel=1e-12)
     assert got["hidden_fwd"] == pytest.approx(3.5, rel=1e-12)
-    assert got["hidden_bwd"] == pytest.approx(4.0 + mtp, rel=1e-12)
+    assert got["hidden_bwd"] == pytest.approx(4.0 + 0.5 * mtp, rel=1e-12)
 
 
 def test_mtp_blocks_add_no_userbuffers_chunking() -> None:

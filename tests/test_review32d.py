@@ -10,10 +10,15 @@ review32d the pool under the weight-gradient GEMMs kept MLA's share at the forwa
 per-tensor FP8 run, half its traffic.
 
 By hand on a 4-layer MLA model (h 1024, r_q 256, r_kv 128, d_rope 32, s 2048, micro-batch 1) at tensor 2 with SP
-on one DGX H100, no userbuffers, the weight-gradient window W = 10 s (everything in the pool hides) and no GEMM under
-the re-gathers (G = 0): the hidden backward is the pool, at 2 bytes whatever the recipe,
+on one DGX H100, no userbuffers, 10 s GEMMs a layer (everything in the pool hides, and the re-gathers of the saved
+shards, at q, under the column-parallel linears' data-gradient GEMMs): the hidden backward is the pool, at 2 bytes
+whatever the recipe, and the re-gathers,
 
-    8 RS(2 E) + 4 (AG(2 s r_q) + AG(2 s r_kv) + AG(2 s d_rope) - AG(2 E)),  E = s h = 2,097,152
+    8 RS(2 E) + 4 (AG(2 s r_q) + AG(2 s r_kv) - AG(2 E)) + 4 (AG(q E) + AG(q s r_q) + AG(q s r_kv)),  E = s h
+
+(tp33: the RoPE key's mirror, the reduce-scatter of ``_GatherFromSequenceParallelRegion.backward``, runs blocking
+outside any linear's backward, exposed, and its gather is not re-gathered; until tp33 the window was the layer's
+whole weight-gradient time)
 
 each collective one NCCL collective of its buffer over the 2 ranks (tests/test_collectives.py); MLA's mirrors are
 priced as the forward's gathers at 2 bytes, as docs/model.md#mla-tp prices that backward. The down-
@@ -57,7 +62,7 @@ def _setup(precision: str, recipe: str | None):  # type: ignore[no-untyped-def]
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     c = mpc._mp_collectives(job, g, groups)
     comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * LAYERS, logits_on_stage=False)
-    comp = dict(comp, wgrad=np.full(1, 10.0), gemm_per_layer=np.zeros(1), embedding_uses=np.zeros(1),
+    comp = dict(comp, wgrad=np.full(1, 10.0), gemm_per_layer=np.full(1, 10.0), embedding_uses=np.zeros(1),
                 head_uses=np.zeros(1))
     return job, c, mpc._model_parallel_comm(job, g, comp, c)
 
@@ -80,8 +85,10 @@ def test_mla_gathers_mirror_at_the_gradient_bytes(precision: str, recipe: str | 
     the fp8 rows' MLA share was priced at 1 byte)."""
     job, _, out = _setup(precision, recipe)
     e = float(S * H)
-    block = _ag(2.0 * S * RQ, job) + _ag(2.0 * S * RKV, job) + _ag(2.0 * S * ROPE, job) - _ag(2 * e, job)
-    want = 2 * LAYERS * _rs(2 * e, job) + LAYERS * block
+    q = 2.0 if precision == "bf16" else 1.0
+    block = _ag(2.0 * S * RQ, job) + _ag(2.0 * S * RKV, job) - _ag(2 * e, job)
+    regathers = LAYERS * (_ag(q * e, job) + _ag(q * S * RQ, job) + _ag(q * S * RKV, job))
+    want = 2 * LAYERS * _rs(2 * e, job) + LAYERS * block + regathers
     assert float(np.ravel(out["hidden_bwd"])[0]) == pytest.approx(want, rel=1e-12)
 
 

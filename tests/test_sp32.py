@@ -148,29 +148,33 @@ def test_layers_exposed_and_hidden_by_hand(precision: str, recipe: str | None, c
 
 
 def test_window_hides_only_what_fits() -> None:
-    """bf16, W = the 8 reduce-scatters' time / 2 and G = 0: half of them hides, the gathers of the gradient and the
-    re-gathers are all exposed (no traffic hides longer than the compute under it)."""
+    """bf16, the column-parallel linears' GEMMs (7/12 of the layers' forward GEMM time, tp33: the window of both their
+    input-gradient reduce-scatters and their re-gathers) W = the 8 reduce-scatters' time / 2: half of the reduce-
+    scatters hides, and W of the re-gathers; the gathers of the gradient are all exposed (no traffic hides longer
+    than the compute under it)."""
     job, g, c = _setup()
     rs, ag = _t("reducescatter", E * 2.0, job), _t("allgather", E * 2.0, job)
     n = LAYERS * 2
-    got = _tp(job, g, c, n * rs / 2, 0.0)
-    assert got["hidden_bwd"] == pytest.approx(n * rs / 2, rel=1e-12)
-    assert got["tp"] == pytest.approx(n * (rs + ag) + n * ag + n * rs / 2 + n * ag, rel=1e-12)
+    w = n * rs / 2
+    got = _tp(job, g, c, 10.0, w / (LAYERS * 7 / 12))  # the whole layer's wgrad (10 s) is no longer the window
+    assert got["hidden_bwd"] == pytest.approx(w + min(n * ag, w), rel=1e-12)
+    assert got["tp"] == pytest.approx(n * (rs + ag) + n * ag + n * rs / 2 + max(n * ag - w, 0.0), rel=1e-12)
 
 
 @pytest.mark.parametrize(("precision", "recipe", "q"), [("bf16", None, 2.0), ("fp8", "delayed", 1.0)])
 def test_userbuffers_keep_the_gradient_gather_overlapped(precision: str, recipe: str | None, q: float) -> None:
     """tp_comm_overlap: the output-gradient gather is userbuffers' ring exchange under the data-gradient GEMM, one
-    usage (the forward gathers' q). With 10 ms GEMMs a layer the forward's exposed part is the pipeline floor C / 8
-    of C = 8 (RS + AG(q)), the backward's 8 (RS + AG(q)) + 8 AG(q) re-gathers all hide under 2 x 4 x 10 ms:
-        exposed (RS + AG(q)),  hidden backward 8 (RS + AG(q)) + 8 AG(q),  hidden forward 7 (RS + AG(q))."""
+    usage (the forward gathers' q). With 10 ms GEMMs a layer the forward's exposed part is the pipeline floor, the
+    last quarter of its 8 reduce-scatters (tp33; C / 8 of the pair before, equal only where AG(q) = RS), the
+    backward's 8 (RS + AG(q)) + 8 AG(q) re-gathers all hide beside their own linears' GEMMs:
+        exposed 2 RS,  hidden backward 8 (RS + AG(q)) + 8 AG(q),  hidden forward 8 (RS + AG(q)) - 2 RS."""
     job, g, c = _setup(precision, recipe, tp_comm_overlap=True)
     rs, ag = _t("reducescatter", E * 2.0, job), _t("allgather", E * q, job)
     n = LAYERS * 2
     got = _tp(job, g, c, 10e-3, 10e-3)
-    assert got["tp"] == pytest.approx(n * (rs + ag) / 8, rel=1e-12)
+    assert got["tp"] == pytest.approx(n * rs / 4, rel=1e-12)
     assert got["hidden_bwd"] == pytest.approx(n * (rs + ag) + n * ag, rel=1e-12)
-    assert got["hidden_fwd"] == pytest.approx(n * (rs + ag) * 7 / 8, rel=1e-12)
+    assert got["hidden_fwd"] == pytest.approx(n * (rs + ag) - n * rs / 4, rel=1e-12)
 
 
 def test_without_sequence_parallelism_nothing_changes() -> None:

@@ -96,19 +96,30 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
 
     C - W: no GEMM hides more than runs beside it; the forward floor: the reduce-scatter (half of C)
     of the last pipeline chunk runs after the last GEMM chunk with nothing left to hide it. Phases:
-    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward (W = data- +
-    weight-gradient GEMMs = 2 x forward GEMMs). Hidden traffic slows the compute under it (``contention``).
+    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward. Each phase's traffic
+    and GEMMs may be tuples of parts, each collective beside the GEMMs that can hide it (tp33: a linear's overlap
+    runs inside that linear's own forward or backward, TE@c55e425ac5 linear.py L441-472 / L572 / L652):
+    exposed = sum_i max(C_i - W_i, f_i C_i), the forward's and the recompute's as (all-gathers, reduce-scatters)
+    with floors (0, 1 / UB_PIPELINE_SPLITS), the backward's floors 0; ``hidden_<phase>_parts`` the hidden seconds of
+    each part. Hidden traffic slows the compute under it (``contention``).
     """
-    out: dict[str, np.ndarray] = {}
-    for name, c, w, floor in (("fwd", fwd, gemm_fwd, 0.5 / UB_PIPELINE_SPLITS),
-                              ("rec", rec, gemm_rec, 0.5 / UB_PIPELINE_SPLITS), ("bwd", bwd, gemm_bwd, 0.0)):
-        c = np.asarray(c, dtype=float)
-        exposed = np.maximum(c - np.asarray(w, dtype=float), c * floor)
-        out[name] = exposed
-        out["hidden_" + name] = c - exposed
+    out: dict[str, Any] = {}
+    pipe = 1.0 / UB_PIPELINE_SPLITS
+    for name, c, w, floors in (("fwd", fwd, gemm_fwd, (0.0, pipe)), ("rec", rec, gemm_rec, (0.0, pipe)),
+                               ("bwd", bwd, gemm_bwd, (0.0, 0.0, 0.0))):
+        split = isinstance(c, tuple)
+        parts = tuple(zip(c, w, floors[:len(c)], strict=True)) if split else (
+            (c, w, 0.5 * pipe if name != "bwd" else 0.0),)
+        exposed = tuple(np.maximum(np.asarray(x, dtype=float) - np.asarray(y, dtype=float),
+                                   np.asarray(x, dtype=float) * f) for x, y, f in parts)
+        hidden = tuple(np.asarray(x, dtype=float) - e for (x, _y, _f), e in zip(parts, exposed, strict=True))
+        out[name], out["hidden_" + name] = sum(exposed, np.zeros(1)), sum(hidden, np.zeros(1))
+        out["hidden_" + name + "_parts"] = hidden
     return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
             "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"],
-            "hidden_fwd_rec": out["hidden_fwd"] + out["hidden_rec"], "hidden_bwd_only": out["hidden_bwd"]}
+            "hidden_fwd_rec": out["hidden_fwd"] + out["hidden_rec"], "hidden_bwd_only": out["hidden_bwd"],
+            "hidden_fwd_parts": out["hidden_fwd_parts"], "hidden_rec_parts": out["hidden_rec_parts"],
+            "hidden_bwd_parts": out["hidden_bwd_parts"]}
 
 
 #: SMs of Transformer Engine's userbuffers kernels per tp_comm_overlap method (NVIDIA/TransformerEngine@bee4649c,
@@ -120,7 +131,7 @@ UB_PIPELINE_BULK_SMS = 16.0
 
 
 def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: Any, rs_gemm: Any,
-                        bulk_bwd: Any = 0.0) -> np.ndarray:
+                        bulk_bwd: Any = 0.0, ring: Any = 0.0) -> np.ndarray:
     """Seconds per micro-batch the GEMMs lose to Transformer Engine's userbuffers kernels under tp_comm_overlap
     (docs/model.md#contention). ``units``: the chip's SMs (S); ``shared``: collectives run on them (the accelerator's
     collective share is not 0); ``hidden_fwd``: hidden TP seconds of the forward and recomputed forward,
@@ -137,13 +148,17 @@ def userbuffers_sm_time(units: int, shared: bool, hidden_fwd: Any, hidden_bwd: A
     sm_count``), the backward's the bulk overlaps, k SMs while they run (NeMo@7a8f1cc7bc
     recipes/tp_overlap_configs/userbuffers.py sets ``set_sm_margin=False`` for bulk). ``bulk_bwd``: hidden backward
     seconds that are bulk overlaps only (the input re-gathers under the data-gradient GEMMs, :func:`sp_regather`),
-    k SMs while they run: + bulk_bwd k / S."""
+    k SMs while they run: + bulk_bwd k / S; ``ring``: hidden seconds that are ring-exchange all-gathers only (the
+    forward's and the recompute's input gathers beside QKV / FC1, the row-parallel linears' output-gradient gathers
+    beside their data-gradient GEMMs; tp33, which passes its parts here and 0 as ``hidden_fwd`` / ``hidden_bwd``),
+    r SMs while they run: + ring r / S."""
     if not units or not shared or units <= UB_PIPELINE_BULK_SMS:
         return np.zeros(1)
     s = float(units)
     r, k = UB_RING_EXCHANGE_SMS, UB_PIPELINE_BULK_SMS
     return np.asarray(np.maximum(hidden_fwd, 0.0) * 0.5 * r / s + np.maximum(hidden_bwd, 0.0) * 0.5 * (r + k) / s
-                      + np.maximum(rs_gemm, 0.0) * k / (s - k) + np.maximum(bulk_bwd, 0.0) * k / s, dtype=float)
+                      + np.maximum(rs_gemm, 0.0) * k / (s - k) + np.maximum(bulk_bwd, 0.0) * k / s
+                      + np.maximum(ring, 0.0) * r / s, dtype=float)
 
 
 def nanotron_tp_time(ag: Any, rs: Any, ar: Any, cols: tuple[Any, Any], rows: tuple[Any, Any], tp: Any,
@@ -342,6 +357,23 @@ def sp_grad_gather_elem_bytes(job: Job) -> float:
     return _gathered_elem_bytes(job, True)
 
 
+def column_gemm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], mtp: Any = 1.0) -> np.ndarray:
+    """Forward GEMM seconds of the column-parallel linears (QKV or MLA's up-projections, the column build's
+    down-projections, the dense and shared-expert FC1, the Mamba in_proj: the AG side of :func:`_ub_shares`) of the
+    stage's layers and ``mtp`` passes of its MTP blocks; a linear's data- and weight-gradient GEMMs each take as long
+    (docs/model.md#tp-comm, #sp-regather). The window of the two collectives a column-parallel linear runs inside its
+    own backward (tp33): the re-gather of its saved input shard under its data-gradient GEMM (:func:`sp_regather`)
+    and the reduce-scatter (SP) or all-reduce (no SP) of its input gradient under its weight-gradient GEMM, each
+    issued async and waited on before the linear's backward returns (NVIDIA/TransformerEngine@c55e425ac5, v2.2,
+    pytorch/module/linear.py L582-588 / L676-679, layernorm_linear.py L662-668 / L753-756, layernorm_mlp.py
+    L880-886 / L957-960; @c27ee60ec7, v1.11, linear.py L502-506 / L574, layernorm_linear.py L571-575 / L667;
+    @40c69e751a, v2.8, linear.py L737-743 / L924-927, layernorm_linear.py L746-752 / L935-938; Megatron-Core's own
+    linears NVIDIA/Megatron-LM@d98e8a64dd megatron/core/tensor_parallel/layers.py L666-710), so no other GEMM of the
+    layer hides them."""
+    return _ub_gemm(job.shape, comp, 0, comp["layers_per_stage"], mtp, g.mla_column_down_proj,
+                    g.moe_shared_expert_overlap)
+
+
 def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
                 gathers: Any, att_blocks: Any, mtp: Any = 1.0) -> dict[str, np.ndarray]:
     """Exposed and hidden seconds per micro-batch of the backward's input re-gathers under sequence parallelism
@@ -367,9 +399,7 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
           & (not xla_remat(job)))
     c = np.where(on, gathers * coll.get("tp_regather", 0.0) + att_blocks * coll.get("tp_att_regather", 0.0), 0.0)
-    window = _ub_gemm(job.shape, comp, 0, comp["layers_per_stage"], mtp, g.mla_column_down_proj,
-                      g.moe_shared_expert_overlap)
-    exposed = np.maximum(c - window, 0.0)
+    exposed = np.maximum(c - column_gemm(job, g, comp, mtp), 0.0)
     return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
 
 
@@ -432,15 +462,19 @@ def _sp_backward_pool(job: Job, g: StrategyGrid, coll: dict[str, np.ndarray], tr
     column-parallel linears' input gradients, goes to the pool at the activations' dtype: the forward's gathers
     (``tp_fwd_ag``, MLA's ``tp_att``, at the quantized dtype) give way to their mirrors (the count's ``tp_rs`` already
     in ``traffic``, MLA's ``tp_att_grad_rs``: review32d). Not for nanotron's linears (nanotron_tp_time), nor on a TPU
-    or an XLA layer (_xla_partitioned)::
+    or an XLA layer (_xla_partitioned). MLA's plain gathers' mirrors (the RoPE key's reduce-scatter, the column
+    build's latents' gathers: Megatron's autograd collectives, blocking on the compute stream, ``tp_att_plain``) are
+    exposed too (tp33)::
 
-        exposed = count AG(q_g),   pool = traffic - count AG(q) + att_blocks (RS_att(eb) - AG_att(q))"""
+        exposed = count AG(q_g) + att_blocks P
+        pool    = traffic - count AG(q) + att_blocks (RS_att(eb) - AG_att(q) - P)"""
     blocking = np.where(g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
                         & ~_xla_partitioned(job, g), count, 0.0)
-    mla = np.where(g.sequence_parallel & (g.tp > 1), att_blocks, 0.0) * (coll.get("tp_att_grad_rs", 0.0)
-                                                                         - coll.get("tp_att", 0.0))
-    return (np.asarray(blocking * coll.get("tp_grad_ag", 0.0)),
-            np.asarray(traffic - blocking * coll.get("tp_fwd_ag", 0.0) + mla))
+    mla_blocks = np.where(g.sequence_parallel & (g.tp > 1), att_blocks, 0.0)
+    mla = mla_blocks * (coll.get("tp_att_grad_rs", 0.0) - coll.get("tp_att", 0.0))
+    plain = mla_blocks * coll.get("tp_att_plain", 0.0)
+    return (np.asarray(blocking * coll.get("tp_grad_ag", 0.0) + plain),
+            np.asarray(traffic - blocking * coll.get("tp_fwd_ag", 0.0) + mla - plain))
 
 
 def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
@@ -452,7 +486,9 @@ def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: 
     tp_comm_overlap off (extensions/transformer_engine.py L1176-1186); before 9d71cb1cd2 eh_proj had no buffer name
     and TELinear asserted one under the overlap (9d71cb1cd2^ transformer_engine.py L572-575), so no release runs
     an MTP block with userbuffers. ``traffic``: the blocks' forward TP seconds, ``gathers`` / ``att_blocks`` their
-    re-gathers (:func:`sp_regather`); G = ``mtp_gemm``, the blocks' forward GEMM time = their weight-gradient's::
+    re-gathers (:func:`sp_regather`); G = the blocks' column-parallel linears' forward GEMM time (``mtp_gemm`` at the
+    block's AG-side share, :func:`column_gemm`) = their weight-gradient GEMMs', the window of their input-gradient
+    reduce-scatters (tp33; before, all of ``mtp_gemm``)::
 
         exposed = traffic (1 + [recomputed]) + B + max(P - G, 0) + regather exposed,
         hidden  = min(P, G) + regather hidden
@@ -461,8 +497,9 @@ def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: 
     blocks' weight-gradient GEMMs, :func:`_sp_backward_pool`, as :func:`_model_parallel_comm` prices the layers
     without the overlap (before review32d the gathers pooled under G too); the re-gathers under the blocks' own
     data-gradient GEMMs)."""
-    rg = sp_regather(job, g, {**comp, "layers_per_stage": np.zeros(1)}, coll, gathers, att_blocks)
-    gemm = comp.get("mtp_gemm", 0.0)
+    blocks_only = {**comp, "layers_per_stage": np.zeros(1)}
+    rg = sp_regather(job, g, blocks_only, coll, gathers, att_blocks)
+    gemm = column_gemm(job, g, blocks_only)  # the column-parallel linears' own weight-gradient GEMMs (tp33)
     rec = np.where(mtp_module_recomputed(g), 1.0, 0.0)
     grad_ag, pool = _sp_backward_pool(job, g, coll, traffic, gathers, att_blocks)
     return {"exposed": traffic * (1.0 + rec) + grad_ag + np.maximum(pool - gemm, 0.0) + rg["exposed"],
@@ -519,7 +556,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # sequence parallelism Megatron launches the reduce-scatter async_op=True before the wgrad GEMM whatever the
     # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
     # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
-    bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
+    # the window is each column-parallel linear's own weight-gradient GEMM (column_gemm, tp33: the collective is waited
+    # on before that linear's backward returns); an XLA partitioner schedules its collectives beside any GEMM
+    bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel,
+                          np.where(_xla_partitioned(job, g), comp["wgrad"], column_gemm(job, g, comp)), 0.0)
     # with sequence parallelism the row-parallel linears' output-gradient gathers exposed, the rest of the mirror under
     # the weight-gradient GEMMs (_sp_backward_pool; docs/model.md#sp-grad-gather); not under userbuffers (below)
     grad_ag, under = _sp_backward_pool(job, g, coll, pool_f, L * per_pass + adj * moe_f,
@@ -564,24 +604,36 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         mtp_gathers = mtp_tp * per_pass + adj * mtp_moe
         mtp_f = mtp_gathers * per + mtp_att_blocks * coll.get("tp_att", 0.0)
         rec_ub = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
-        gemm_f, gemm_r = n * comp["gemm_per_layer"], rec_ub * comp["gemm_per_layer"]
         rg_l = sp_regather(job, g, comp, coll, n * per_pass + adj * (moe_f - mtp_moe), n * att_share, mtp=0.0)
         mtp_nccl = _mtp_plain_tp(job, g, comp, coll, mtp_f, mtp_gathers, mtp_att_blocks)
-        # the backward's bulk re-gathers (sp_regather) join its pooled traffic under its 2 x forward GEMMs
+        # the backward, each overlap inside its own linear's backward (tp33): the row-parallel linears' output-gradient
+        # gathers (ring exchange) beside their data-gradient GEMMs (the RS side), the column-parallel linears'
+        # input-gradient reduce-scatters (bulk) beside their weight-gradient GEMMs and their input re-gathers (bulk,
+        # sp_regather) beside their data-gradient GEMMs (the AG side)
         layers_f = pool_f - mtp_f
-        ov = _tp_comm_overlap(layers_f, pool_r - mtp_again * mtp_f,
-                              layers_f + rg_l["total"], gemm_f, gemm_r, 2.0 * gemm_f)
-        # the hidden backward's re-gather part, pro rata: on the bulk overlaps' k SMs (userbuffers_sm_time)
-        rg_hidden = ov["hidden_bwd_only"] * rg_l["total"] / np.maximum(layers_f + rg_l["total"], 1e-300)
+        grad_ag_l = (n * per_pass + adj * (moe_f - mtp_moe)) * coll.get("tp_fwd_ag", 0.0)
+        shared_off = g.moe_shared_expert_overlap
+        g_ag, g_rs = _ub_gemm(sh, comp, 0, n, 0.0, shared_off=shared_off), _ub_gemm(sh, comp, 1, n, 0.0,
+                                                                                   shared_off=shared_off)
+        # the forward and the recomputed forward likewise (tp33): the ring-exchange all-gathers beside the
+        # column-parallel linears' GEMMs, the pipelined reduce-scatters beside the row-parallel ones'
+        layers_r = pool_r - mtp_again * mtp_f
+        ag_share = coll.get("tp_fwd_ag", 0.0) / np.maximum(per, 1e-300)
+        r_ag, r_rs = (_ub_gemm(sh, comp, side, rec_ub, 0.0, shared_off=shared_off) for side in (0, 1))
+        ov = _tp_comm_overlap((layers_f * ag_share, layers_f * (1.0 - ag_share)),
+                              (layers_r * ag_share, layers_r * (1.0 - ag_share)),
+                              (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]), (g_ag, g_rs), (r_ag, r_rs),
+                              (g_rs, g_ag, g_ag))
+        h_ring, h_rs, h_rg = ov["hidden_bwd_parts"]
+        ring_fwd = ov["hidden_fwd_parts"][0] + ov["hidden_rec_parts"][0]
         tp = np.where(ub, ov["exposed"] + mtp_nccl["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"] + mtp_nccl["hidden"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
         hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
-        ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, ov["hidden_fwd_rec"],
-                                                  ov["hidden_bwd_only"] - rg_hidden,
-                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 0.0,
-                                                           shared_off=g.moe_shared_expert_overlap), rg_hidden),
+        ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, 0.0, 0.0,
+                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 0.0, shared_off=shared_off),
+                                                  h_rs + h_rg, ring=h_ring + ring_fwd),
                           0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
@@ -1055,7 +1107,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         ar_nvls = nvls_allreduce(groups.tensor, None, ar, ar_hier)
     # an attention block's all-gathers beyond the one h-wide gather coll['tp'] holds, with sequence parallelism, each
     # its own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is coll['tp']'s)
-    att_gather = mla_up = att_regather = att_grad_rs = np.zeros(1)
+    att_gather = mla_up = att_regather = att_grad_rs = att_plain = np.zeros(1)
     # the backward's re-gathers of the saved input shards, in their saved dtype (sp_regather): the forward's gathers
     # again where that is the activations' dtype
     rg_eb = sp_regather_elem_bytes(job)
@@ -1086,13 +1138,18 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         # gather), move the activations' dtype whatever the recipe (the data-gradient GEMM's 16-bit output): priced as
         # the forward's gathers at eb, as docs/model.md#mla-tp prices the backward (review32d)
         att_grad_rs = att_gather
+        # the plain gathers' backward mirrors (_GatherFromSequenceParallelRegion.backward's reduce-scatter of the RoPE
+        # key's gradient, mappings.py at d98e8a64dd; the column build's scatter's gather): autograd collectives run on
+        # the compute stream, blocking, outside any linear's backward: exposed (_sp_backward_pool, tp33)
+        att_plain = np.where(on, down_plain, 0.0)
+        # the re-gathers: the TE column linears' saved input shards only; the plain gathers save nothing to re-gather
+        # (their backward is the mirror above; tp33: the RoPE key was counted re-gathered)
         if same:
-            att_regather = att_gather
+            att_regather = np.where(on, mla_up + down_te - ag, 0.0)
         else:
             up_q = _allgathers(up_w, tokens, job, groups.tensor, rg_eb)
             down_te_q = _allgathers(down_w[0::2], tokens, job, groups.tensor, rg_eb)
-            att_regather = np.where(on, up_q + down_te_q
-                                    + _allgathers(down_w[1::2], tokens, job, groups.tensor, rg_eb) - regather, 0.0)
+            att_regather = np.where(on, up_q + down_te_q - regather, 0.0)
             # the forward's: the TE linears' input gathers at the quantized dtype too, the plain ones at eb
             att_gather = np.where(te & on, up_q + down_te_q + down_plain - regather, att_gather)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
@@ -1194,7 +1251,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a, "amax": delayed_amax_time(job, g, groups),
             "tp_amax_fwd": tp_amax_f, "tp_amax_bwd": tp_amax_b,
             "tp": np.where(g.sequence_parallel, rs + fwd_ag, ar), "tp_att": att_gather,
-            "tp_att_grad_rs": att_grad_rs,
+            "tp_att_grad_rs": att_grad_rs, "tp_att_plain": att_plain,
             "tp_fwd_ag": np.where(g.sequence_parallel, fwd_ag, 0.0), "tp_grad_ag": np.where(g.sequence_parallel,
                                                                                              grad_ag, 0.0),
             "tp_regather": regather, "tp_att_regather": att_regather,
