@@ -1,11 +1,11 @@
 """Activation offload on a hybrid Mamba model is infeasible, and the host-link bound reads the memory model (off33).
 
 Megatron-Core opens the offload context in TransformerBlock (transformer_block.py L304-312 at
-NVIDIA/Megatron-LM@d98e8a64dd); a hybrid model's MambaStack (mamba_block.py, same commit) opens none, so
-``cpu_offloading_num_layers`` moves nothing there (docs/model.md#offload). Hypothesis found the case in
-tests/test_physics30.py's host-link bound: Nemotron 3 Nano on one H100, one layer offloaded, no flash attention, the
-link 100x slower, priced 1.2328 s a step against a bound of 1.3370 s that charged every non-MoE layer attention's
-s^2 scores (22 of its 29 are Mamba layers).
+NVIDIA/Megatron-LM@d98e8a64dd); a hybrid model's MambaStack (HybridStack, models/hybrid/hybrid_block.py, same
+commit) opens none, so ``cpu_offloading_num_layers`` moves nothing there (docs/model.md#offload). Hypothesis found
+the case in tests/test_physics30.py's host-link bound: Nemotron 3 Nano on one H100, one layer offloaded, no flash
+attention, the link 100x slower, priced 1.2328 s a step against a bound of 1.3370 s that charged every non-MoE layer
+attention's s^2 scores (22 of its 29 are Mamba layers).
 """
 
 from __future__ import annotations

@@ -123,10 +123,10 @@ def test_auto_takes_the_torus_ring_on_a_torus_group(cluster: str, ranks: int, op
 
 
 def test_auto_keeps_every_algorithm_off_the_torus_forms() -> None:
-    """A group off the torus forms (4 chips at stride 2) is switch-priced: auto still weighs every algorithm there.
-    (Was 4 chips at stride 1; since tpu33 that segment of one dimension is held at its 2 links' floor, where every
-    algorithm ties.)"""
-    row = api.collective("tpu-v5e-pod", "allgather", ACT_BYTES, 4, stride=2).rows[0]
+    """A group off the torus forms (4 chips at stride 3: 12 chips, no tiling of the 16) is switch-priced: auto still
+    weighs every algorithm there. (Was 4 chips at stride 1, then at stride 2; since tpu33 / review33a those segments of
+    one dimension are held at their line's floor, where every algorithm ties.)"""
+    row = api.collective("tpu-v5e-pod", "allgather", ACT_BYTES, 4, stride=3).rows[0]
     times = {a["algorithm"]: a["time_s"] for a in row["algorithms"]}
     assert row["best"] == min(times, key=times.__getitem__) != "ring"
 

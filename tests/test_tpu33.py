@@ -46,11 +46,40 @@ def test_a_segment_of_the_second_dimension_and_an_all_reduce() -> None:
     assert _best("reducescatter", 2) == pytest.approx(1 / 2 * S / (2 * B_LINK), rel=1e-9)
 
 
-@pytest.mark.parametrize(("ranks", "stride"), [(3, 1), (4, 2), (4, 3), (8, 32)])
+@pytest.mark.parametrize(("ranks", "stride"), [(3, 1), (4, 3), (5, 2)])
 def test_groups_that_are_no_segment_keep_the_switch_price(ranks: int, stride: int) -> None:
-    """No divisor of 16 (3), an odd stride (4 at 2 or 3), a stride of no dimension (32): no segment, so the
-    switch price over all 4 links stays, under what the 2-link floor would give."""
+    """No divisor of 16 (3), a stride whose block does not divide the dimension (4 at 3: 12 chips; 5 at 2: 10):
+    no segment, so the switch price over all 4 links stays, under what the 2-link floor would give."""
     assert _best("allgather", ranks, stride) < (ranks - 1) / ranks * S / (2 * B_LINK) * 0.75
+
+
+def _line_floor(p: int, j: int, d: int = 16) -> float:
+    """Seconds a link of one 16-chip torus line must carry at least, by enumeration (no formula of the model's):
+    the mesh axis's groups tile the line, ``{r + b p j + m j}`` for m < p (r < j, b < d / (p j)); each member's
+    S / p block reaches the p - 1 others only across links of the line (every other line is busy with its own
+    groups: SPMD), at least over the shortest arc of the ring holding them all (d less the widest gap between
+    neighbouring members), and the line has 2 d directed links of B_LINK."""
+    crossed = 0.0
+    for r in range(j):
+        for b in range(d // (p * j)):
+            members = sorted(r + b * p * j + m * j for m in range(p))
+            gaps = [(members[(k + 1) % p] - members[k]) % d for k in range(p)]
+            crossed += p * (d - max(gaps)) * S / p  # every member's block, over the arc
+    return crossed / (2 * d * B_LINK)
+
+
+@pytest.mark.parametrize(("ranks", "stride", "hops"), [(4, 1, 1), (2, 1, 1), (8, 1, 1), (4, 2, 2), (2, 4, 4),
+                                                       (8, 2, 2), (4, 4, 4), (8, 32, 2), (2, 128, 8)])
+def test_a_strided_segment_is_held_at_its_lines_floor(ranks: int, stride: int, hops: int) -> None:
+    """review33a: p chips j apart along one dimension (stride j or 16 j) with p j dividing 16 (4 at 2: the axis
+    under a 2-way inner one) was switch-priced over all 4 links, 2 j x under what the line's links can carry: each
+    byte crosses j links of the dimension at least. The enumerated floor of the line is j (p - 1)/p S / (2 B_link),
+    and the price is held there (every algorithm)."""
+    floor = _line_floor(ranks, hops)
+    assert floor == pytest.approx(hops * (ranks - 1) / ranks * S / (2 * B_LINK), rel=1e-12)
+    row = api.collective("tpu-v6e-pod", "allgather", S, ranks, stride=stride).rows[0]
+    assert min(a["time_s"] for a in row["algorithms"]) >= floor * (1 - 1e-12)
+    assert _best("allgather", ranks, stride) == pytest.approx(floor, rel=1e-9)
 
 
 def test_a_whole_dimension_keeps_its_ring() -> None:

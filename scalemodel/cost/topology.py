@@ -46,7 +46,8 @@ the first free physical axis, or product of axes, whose size it equals, so MaxTe
 a 16 x 16 v5e slice runs along one torus dimension. The group filling the torus (``k = 1``, ``m = n + 1``)
 is the whole-torus case. Any other group on the tier (a partial dimension, an odd stride) is priced as on a
 switch (a sub-block's geometry is not modelled), held since tpu33 at no less than a node's bytes over the 2
-links of its dimension where it is a segment of one dimension (:func:`segment_groups`, :func:`injection_floor`).
+links of its dimension where it is a segment of one dimension, each byte over ``j`` of them where its ranks are ``j``
+nodes apart (review33a; :func:`segment_groups`, :func:`injection_floor`).
 """
 
 from __future__ import annotations
@@ -440,33 +441,39 @@ def torus_unpriced(op: str, algorithm: str, pl: Placement) -> np.ndarray | None:
     return mask
 
 
-def segment_groups(pl: Placement) -> tuple[int, list[np.ndarray]] | None:
-    """``(i, [mask, ...])``: the torus tier ``i`` (as :func:`torus_groups`) and, for each of its dimensions
-    ``d_k``, where the group is a segment of it: one rank per torus node, ``1 < p < d_k`` ranks (``p`` dividing
-    ``d_k``) at the stride of that dimension, ``span_(i-1) x d_1 x ... x d_(k-1)`` GPUs (tpu33). Under SPMD every
-    segment of the dimension runs the same collective at once; a byte between two members must change its
-    coordinate along ``d_k`` on some link of that dimension inside a segment, so a node is fed over at most the
-    2 links of that dimension, whatever route is taken (docs/model.md#torus-segment). None
-    if no tier declares a torus."""
+def segment_groups(pl: Placement) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]] | None:
+    """``(i, [(mask, hops), ...])``: the torus tier ``i`` (as :func:`torus_groups`) and, for each of its dimensions
+    ``d_k``, where the group is a segment of it: one rank per torus node, ``p > 1`` ranks ``j`` nodes apart along
+    that dimension (a stride of ``j x span_(i-1) x d_1 x ... x d_(k-1)`` GPUs, ``j`` a whole number) with ``p j``
+    dividing ``d_k``, other than a whole dimension (``j = 1``, ``p = d_k``: :func:`torus_groups`); ``hops`` is ``j``,
+    the fewest links of that dimension between two members (tpu33; ``j > 1``, review33a). Under SPMD every group of
+    the mesh axis runs the same collective at once and together they hold every node; a byte between two members
+    must change its coordinate along ``d_k`` by a multiple of ``j``, so it crosses at least ``j`` links of that
+    dimension whatever route it takes, and the torus has 2 of them a node and direction
+    (docs/model.md#torus-segment). None if no tier declares a torus."""
     tier = _torus_tier(pl)
     if tier is None:
         return None
     i, all_dims, inner, one_per_node = tier
     p = np.rint(pl.p)
-    masks = []
+    out = []
     for k, d in enumerate(all_dims):
-        stride = inner * float(np.prod(all_dims[:k]))
-        part = (p > 1.5) & (p < d - 0.5) & (np.mod(d, np.maximum(p, 1.0)) < 0.5)
-        masks.append(np.asarray(one_per_node & part & (np.abs(pl.stride - stride) < 0.5)))
-    return i, masks
+        hops = pl.stride / (inner * float(np.prod(all_dims[:k])))
+        j = np.rint(hops)
+        span = p * np.maximum(j, 1.0)
+        part = ((p > 1.5) & (j > 0.5) & (np.abs(hops - j) < 1e-9) & (span < d + 0.5)
+                & (np.mod(d, span) < 0.5) & ~((j < 1.5) & (p > d - 0.5)))
+        out.append((np.asarray(one_per_node & part), np.maximum(j, 1.0)))
+    return i, out
 
 
 def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, np.ndarray] | None:
     """``(mask, time)``: the least time any algorithm needs on a (sub-)torus group, a node's bytes in over the
     ``2 |dims|`` links of the group's dimensions (the only links joining it to the group's other nodes):
     ``sweeps x (p - 1)/p x S / (2 |dims| B_link)`` (:data:`INJECTION_SWEEPS`; docs/model.md#torus); on a segment
-    of one dimension (:func:`segment_groups`, tpu33) the same with ``|dims| = 1``: ``sweeps x (p - 1)/p x S /
-    (2 B_link)``, the bidirectional ring's bandwidth term on the dimension's 2 links."""
+    of one dimension (:func:`segment_groups`, tpu33) its bytes over that dimension's 2 links a node, each byte
+    over at least ``j`` of them: ``sweeps x j x (p - 1)/p x S / (2 B_link)`` (``j = 1``: the bidirectional
+    ring's bandwidth term)."""
     if op not in INJECTION_SWEEPS:
         return None
     sweeps = INJECTION_SWEEPS[op]
@@ -478,15 +485,16 @@ def injection_floor(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, 
     seg = segment_groups(pl)
     if seg is None:
         return whole
-    i, masks = seg
-    where = np.zeros(np.broadcast(np.asarray(S, dtype=float), pl.p).shape, dtype=bool)
-    for m in masks:
-        where = where | m
+    i, groups = seg
+    shape = np.broadcast(np.asarray(S, dtype=float), pl.p).shape
+    where, hops = np.zeros(shape, dtype=bool), np.ones(shape)
+    for m, j in groups:
+        where, hops = where | m, np.where(m, j, hops)
     if not np.any(where):
         return whole
     b_link = link_bandwidth(float(pl.bandwidth[i]), float(pl.efficiency[i]), pl.network.tiers[i].torus_dims)
     p = np.maximum(pl.p, 1.0)
-    t_seg = sweeps * (p - 1.0) / p * np.asarray(S, dtype=float) / (2.0 * b_link)
+    t_seg = sweeps * hops * (p - 1.0) / p * np.asarray(S, dtype=float) / (2.0 * b_link)
     if whole is None:
         return where, np.where(where, t_seg, 0.0)
     return whole[0] | where, np.where(where, t_seg, whole[1])

@@ -190,7 +190,7 @@ class Infeasible(IntEnum):
     OFFLOAD_INVALID = 14, "offload_invalid", (
         "activation offload needs pp = 1, no recompute, fewer offloaded layers than the model has "
         "(Megatron-Core transformer_config.py), a transformer block (a hybrid Mamba model's MambaStack builds no "
-        "offload context: megatron/core/ssm/mamba_block.py) and the cluster's host_bandwidth")
+        "offload context: megatron/core/models/hybrid/hybrid_block.py) and the cluster's host_bandwidth")
     SYNC_NEEDS_REPLICAS = 15, "sync_needs_replicas", (
         "asp, ssp:S and local:H step every data-parallel rank on its own full copy of the model and optimizer, "
         "which ZeRO, FSDP and HSDP shard across those ranks: they need zero 0")
@@ -304,8 +304,9 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     flag(R.TOPK_SHARDED_GRADIENTS, topk_refused(g.compression, g.zero))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
     layers = float(job.shape.layers) if job.is_transformer else 1.0
-    # Megatron-Core offloads through TransformerBlock's get_cpu_offload_context; MambaStack (mamba_block.py at
-    # d98e8a64dd) has none, so a hybrid model's cpu_offloading_num_layers moves nothing (docs/model.md#offload)
+    # Megatron-Core offloads through TransformerBlock's get_cpu_offload_context; MambaStack (HybridStack,
+    # models/hybrid/hybrid_block.py at d98e8a64dd) has none, so a hybrid model's cpu_offloading_num_layers moves
+    # nothing (docs/model.md#offload)
     no_block = not job.is_transformer or job.shape.hybrid is not None
     flag(R.OFFLOAD_INVALID, (g.offload_layers > 0) & ((g.pp > 1) | (g.recompute != Recompute.NONE)
                                                       | (g.offload_layers >= layers) | no_block
