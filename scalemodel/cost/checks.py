@@ -52,6 +52,12 @@ def all_finite_nonnegative(x: np.ndarray) -> bool:
     return _within(x, 0.0, True)
 
 
+def all_finite_above(x: np.ndarray, minimum: float, strict: bool = True) -> bool:
+    """Whether every element of the float array ``x`` is finite and > ``minimum`` (>= where not ``strict``; True when
+    empty): two reductions, as the elementwise ``~isfinite(x) | (x <= minimum)`` test decides it."""
+    return _within(x, minimum, not strict)
+
+
 def nonnegative(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array, finite and >= 0."""
     x = np.asarray(value, dtype=float)

@@ -86,6 +86,7 @@ from scalemodel.choices import (
     codes,
 )
 from scalemodel.cost import mamba
+from scalemodel.cost.checks import all_finite_nonnegative as _finite_nonneg
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import (
@@ -631,7 +632,7 @@ def gemm_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, gemm_max: ArrayLik
     """Fraction of peak for an M x N x K GEMM: gemm_max * prod(d / (d + d0))."""
     m, n, k = (_pos(nm, v) for nm, v in (("gemm M", m), ("gemm N", n), ("gemm K", k)))
     d0 = np.asarray(gemm_half_dim, dtype=float)
-    if np.any(~np.isfinite(d0) | (d0 < 0)):
+    if not _finite_nonneg(d0):
         raise InputError("gemm_half_dim is negative or not finite", where="compute_efficiency.gemm_half_dim",
                          allowed="a finite dimension >= 0")
     return _fraction("compute_efficiency.gemm_max", gemm_max) * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
@@ -657,7 +658,7 @@ def memory_time(nbytes: ArrayLike, *, memory_bandwidth: ArrayLike,
                 memory_efficiency: ArrayLike = 0.85) -> np.ndarray:
     """Time of memory-bound work: bytes / (memory_bandwidth * memory_efficiency)."""
     b = np.asarray(nbytes, dtype=float)
-    if np.any(~np.isfinite(b) | (b < 0)):
+    if not _finite_nonneg(b):
         raise InputError("a byte count is negative or not finite", where="memory_time", allowed="finite bytes >= 0")
     return b / (_pos("memory_bandwidth", memory_bandwidth)
                 * _fraction("compute_efficiency.memory", memory_efficiency))
@@ -709,7 +710,7 @@ def attention_kernel_efficiency(keys: ArrayLike, head_dim: ArrayLike, attn_max: 
     kernel benchmarks (scripts/fit_attention.py on hardware/measurements/attention.yaml)."""
     k, d = (_pos(nm, v) for nm, v in (("attention keys", keys), ("head dim", head_dim)))
     k0, d0 = np.asarray(seq_half, dtype=float), np.asarray(head_half, dtype=float)
-    if np.any(~np.isfinite(k0) | (k0 < 0) | ~np.isfinite(d0) | (d0 < 0)):
+    if not (_finite_nonneg(k0) and _finite_nonneg(d0)):
         raise InputError("an attention curve's seq_half or head_half is negative or not finite",
                          where="attention_efficiency", allowed="finite lengths >= 0")
     return _fraction("attention_efficiency.attn_max", attn_max) * (k / (k + k0)) * (d / (d + d0))
@@ -1510,7 +1511,7 @@ def train_metric_bytes(passes: ArrayLike, elem_bytes: ArrayLike = 2.0) -> np.nda
     each ``torch.nn.CrossEntropyLoss(reduction='sum')`` over the logits (LanguagePerplexity subclasses
     LanguageCrossEntropy; composer/metrics/nlp.py at v0.17.2): 2 passes, 20 B a logit."""
     n = np.asarray(passes, dtype=float)
-    if np.any(~np.isfinite(n) | (n < 0)):
+    if not _finite_nonneg(n):
         raise InputError("a train-metric pass count is negative or not finite", where="train_metric_bytes",
                          allowed="passes >= 0")
     return n * (3.0 * _pos("elem_bytes", elem_bytes) + 4.0)
@@ -1794,7 +1795,7 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
                         (LayerImpl.TORCHTITAN_EAGER_FUSED_RMSNORM, lambda: eager_llama(2 * e, 3 * e, 2 * up32 + 8)),
                         (LayerImpl.FMS, lambda: eager_llama(rms_f, rms_b, 2 * up32 + 24))):
         here = code == impl
-        if np.any(here):
+        if here.any():
             f_i, b_i = price()
             fwd, bwd = fwd + np.where(here, f_i, 0.0), bwd + np.where(here, b_i, 0.0)
     return fwd, bwd

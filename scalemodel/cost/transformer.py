@@ -64,6 +64,7 @@ import msgspec
 import numpy as np
 
 from scalemodel.choices import Recompute, codes
+from scalemodel.cost.checks import all_finite_above, all_finite_nonnegative
 from scalemodel.cost.mamba import LayerCounts, MambaDims, mamba_forward_flops, mamba_mixer_params, mamba_param_tensors
 from scalemodel.errors import InputError
 
@@ -224,8 +225,7 @@ def titan_op_recompute_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
 def _arr(name: str, value: ArrayLike, *, minimum: float = 0.0, strict: bool = True) -> np.ndarray:
     """Float array, finite and > minimum (or >= minimum when not strict); InputError otherwise."""
     x = np.asarray(value, dtype=float)
-    bad = ~np.isfinite(x) | ((x <= minimum) if strict else (x < minimum))
-    if np.any(bad):
+    if not all_finite_above(x, minimum, strict):
         op = ">" if strict else ">="
         raise InputError(f"{name} has a value that is not finite or not {op} {minimum:g}", where=name,
                          allowed=f"finite values {op} {minimum:g}")
@@ -237,7 +237,7 @@ def _default(value: ArrayLike | None, fallback: np.ndarray) -> np.ndarray:
     if value is None:
         return fallback
     v = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(v) | (v < 0)):
+    if not all_finite_nonnegative(v):
         raise InputError("a dimension is negative or not finite", where="shape",
                          allowed="finite values >= 0 (0 or null means the default)")
     return np.where(v > 0, v, fallback)

@@ -12,7 +12,8 @@ lives here (_KIND_MEMO).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,76 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         return {"total": total + recompute, "forward": fwd, "backward": bwd + recompute, "wgrad": bwd / 2,
                 "attention_core": zero, "layers_per_stage": zero + 1, "recomputed_layers": zero + 1}
     sh = job.shape
+    p = _layer_pieces(job, g, b)
+    kw, flash, mtp_flash, logits, core = p["kw"], p["flash"], p["mtp_flash"], p["logits"], p["core"]
+    fwd_l, bwd_l, rec_l, gemm_l, core_l, attn_l = p["per_layer"]
+    dense, moe, rec = p["dense"], p["moe"], g.recompute
+    with_logits = 1.0 if logits_on_stage else 0.0
+    copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
+    fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
+    rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
+    if "per_step" not in p:  # the (job, grid) terms, asked for here as before (the first stage's order of calls)
+        p["per_step"] = (train_metric_time(job, g), mtp_embedding_grad_time(job, g), mtp_output_grad_sum_time(job, g),
+                         grad_accumulation_time(job, g), fsdp_flat_grad_time(job, g))
+    metric, mtp_emb, mtp_out, grad_acc, flat_grad = p["per_step"]
+    if "embedding" not in p:
+        p["embedding"] = embedding_grad_time(job, g)
+    if embedding_on_stage and "first_embedding" not in p:
+        p["first_embedding"] = first_stage_embedding_grad_time(job, g)
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l \
+        + with_logits * (logits.backward + metric + mtp_emb + mtp_out) \
+        + grad_acc + flat_grad + copy_b + p["embedding"] \
+        + (p["first_embedding"] if embedding_on_stage else 0.0)
+    out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
+           "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
+           "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
+           "recomputed_layers": rec_n,
+           "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
+           "attention_forward": layers_per_stage * attn_l,  # the attention blocks' forward GEMMs and core
+           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
+           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim)),
+           # word-embedding lookups (model_parallel_comm.embedding_tp_collective): rank 0's (the one stage's at pp 1)
+           # and each MTP module's on the stage with the logits (multi_token_prediction.py embeds through it)
+           "embedding_uses": np.where(g.pp > 1, 1.0 if embedding_on_stage else 0.0, 1.0)
+           + with_logits * float(sh.mtp_layers),
+           # output-head passes (model_parallel_comm.output_layer_tp_collective, cross_entropy_tp_collective): the
+           # main head and each MTP module's through the shared output layer, on the stage with the logits
+           "head_uses": with_logits * (1.0 + float(sh.mtp_layers)), "head_gemm": logits.forward_gemm}
+    if logits_on_stage and float(sh.mtp_layers) > 0:
+        mjob, mkw, pkw = _mtp_job(job, kw)
+        if mjob is not job:  # the MTP block at its own precision (mtp_recipe): every GEMM of it
+            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **mkw,
+                                               **dict(mtp_flash, fp8_attention=False, **expert_gemm_kwargs(mjob)))
+        elif sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
+            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
+        else:
+            block = moe if moe is not None and bool(sh.last_layer_moe) else dense
+        casts = core if job.fp8_recipe and mjob is job else None  # the decoder's FP8 attention casts, the same job's
+        out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe), casts), logits,
+                                         pkw))
+    return out
+
+
+def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
+    """The pieces of :func:`_compute_per_microbatch` that read the job and the grid only, not the stage's layers,
+    logits, recomputed layers or embedding: one layer's forward, backward and recompute (dense, MoE, a hybrid's
+    mix, with the casts and kernels that ride on them), the logits, and the keyword sets the MTP block reuses;
+    and, filled in by the first stage that asks (:func:`_compute_per_microbatch`), the per-micro-batch terms
+    (metric, MTP gradients, gradient accumulation, flat FSDP gradients, embedding gradients). evaluate() prices
+    several stages of one grid (the ranks, interleaved chunks, the host's probes:
+    :func:`~scalemodel.engine.step._stage_memo`), each of which priced these again; now, inside
+    :func:`shared_layer_pieces` (one evaluate() call), each (job, grid) pair keeps them, by identity (both immutable:
+    Job and StrategyGrid are frozen Structs), and every stage reads the same arrays, so each value is the one it was
+    to the bit (only the number of times it is computed changes)."""
+    memo = _LAYER_MEMO.get("active")
+    ids = (id(job), id(g))
+    hit = None if memo is None else memo.get(ids)
+    if hit is not None and hit[0] is job and hit[1] is g:
+        return hit[2]
+    sh = job.shape
+    dense = moe = core = None
     kw: dict[str, Any] = dict(
               micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
               gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
@@ -161,45 +232,32 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
         gemm_half_dim=job.logits_gemm_half_dim)))
-    with_logits = 1.0 if logits_on_stage else 0.0
-    copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
-    fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
-    rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
-    bwd = layers_per_stage * bwd_l + rec_n * rec_l \
-        + with_logits * (logits.backward + train_metric_time(job, g) + mtp_embedding_grad_time(job, g)
-                         + mtp_output_grad_sum_time(job, g)) \
-        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g) \
-        + (first_stage_embedding_grad_time(job, g) if embedding_on_stage else 0.0)
-    out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
-           "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
-           "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
-           "recomputed_layers": rec_n,
-           "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
-           "attention_forward": layers_per_stage * attn_l,  # the attention blocks' forward GEMMs and core
-           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
-           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim)),
-           # word-embedding lookups (model_parallel_comm.embedding_tp_collective): rank 0's (the one stage's at pp 1)
-           # and each MTP module's on the stage with the logits (multi_token_prediction.py embeds through it)
-           "embedding_uses": np.where(g.pp > 1, 1.0 if embedding_on_stage else 0.0, 1.0)
-           + with_logits * float(sh.mtp_layers),
-           # output-head passes (model_parallel_comm.output_layer_tp_collective, cross_entropy_tp_collective): the
-           # main head and each MTP module's through the shared output layer, on the stage with the logits
-           "head_uses": with_logits * (1.0 + float(sh.mtp_layers)), "head_gemm": logits.forward_gemm}
-    if logits_on_stage and float(sh.mtp_layers) > 0:
-        mjob, mkw, pkw = _mtp_job(job, kw)
-        if mjob is not job:  # the MTP block at its own precision (mtp_recipe): every GEMM of it
-            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **mkw,
-                                               **dict(mtp_flash, fp8_attention=False, **expert_gemm_kwargs(mjob)))
-        elif sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
-            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
-        else:
-            block = moe if moe is not None and bool(sh.last_layer_moe) else dense
-        casts = core if job.fp8_recipe and mjob is job else None  # the decoder's FP8 attention casts, the same job's
-        out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe), casts), logits,
-                                         pkw))
-    return out
+    pieces: dict[str, Any] = {"kw": kw, "flash": flash, "mtp_flash": mtp_flash, "logits": logits, "core": core,
+                              "per_layer": (fwd_l, bwd_l, rec_l, gemm_l, core_l, attn_l), "dense": dense, "moe": moe}
+    if memo is not None:
+        memo[ids] = (job, g, pieces)  # held: neither id can be reused while its pieces are kept
+    return pieces
+
+
+@contextmanager
+def shared_layer_pieces() -> Iterator[None]:
+    """Within this block (one :func:`~scalemodel.engine.step.evaluate` or ``compute_floor`` call, nested ones
+    joining the outer), :func:`_layer_pieces` prices each (job, grid) once; outside it, every call prices its own, so
+    nothing is kept from one call to the next (a changed function or a new grid is always read anew)."""
+    if _LAYER_MEMO.get("active") is not None:
+        yield
+        return
+    _LAYER_MEMO["active"] = {}
+    try:
+        yield
+    finally:
+        _LAYER_MEMO.pop("active", None)
+
+
+#: :func:`_layer_pieces`' memo while :func:`shared_layer_pieces` is open: {"active": {(id(job), id(grid)): (job, grid,
+#: pieces)}} (evaluate asks for its job, its one-kind probes, :func:`~scalemodel.engine.step._host_wait`, and a
+#: BF16-layer mix's jobs)
+_LAYER_MEMO: dict[str, dict[tuple[int, int], tuple[Any, Any, dict[str, Any]]]] = {}
 
 
 def _with_rowwise_gemms(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any], gemm_l: np.ndarray,

@@ -107,6 +107,7 @@ from scalemodel.engine.layer_compute import (
     moe_block_recomputed,
     mtp_module_recomputed,
     recomputed_layers,
+    shared_layer_pieces,
     xla_remat,
 )
 from scalemodel.engine.lockstep import jitter_wait
@@ -587,7 +588,13 @@ def _dp_rank(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, fir
 
 def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call; a hybrid pattern's rows of
-    each rank split apart, :func:`_split_rows`)."""
+    each rank split apart, :func:`_split_rows`). Its stages share one layer's pricing (:func:`shared_layer_pieces`)."""
+    with shared_layer_pieces():
+        return _evaluate(job, g, sync=sync, kappa=kappa)
+
+
+def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> StepArrays:
+    """:func:`evaluate`, inside its shared layer pricing."""
     split = _split_rows(job, g)
     if split is not None:
         return _join_results([(x.rows, evaluate(job, x.grid, sync=sync, kappa=kappa)) for x in split], g.shape[0],
@@ -1171,7 +1178,14 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     alone). GPipe and ZB-H1, whose bubble evaluate takes as fixed (p - 1 and (p - 1)/3 micro-batches of
     t_mb >= t_max), are also bounded by (m + bubble) t_max. Without a pipeline all are m t. A hybrid pattern's
     ranks of their own kinds (:func:`_rank_layers`): t_max and t_last the ranks' own compute (:func:`_part_job`, at
-    their layers), the layers before the last rank the sum of the ranks 0 .. p-2's own."""
+    their layers), the layers before the last rank the sum of the ranks 0 .. p-2's own. Its stages share one layer's
+    pricing (:func:`shared_layer_pieces`)."""
+    with shared_layer_pieces():
+        return _compute_floor(job, g)
+
+
+def _compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
+    """:func:`compute_floor`, inside its shared layer pricing."""
     split = _split_rows(job, g)
     if split is not None:
         return _join_rows([(x.rows, compute_floor(job, x.grid)) for x in split], g.shape[0], len(g.shape))
