@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -18,9 +19,13 @@ sys.stderr.write("\\n".join(sorted(sys.modules)))
 """
 
 
-def _modules(code: str) -> set[str]:
+@functools.cache
+def _modules(code: str) -> frozenset[str]:
+    """The modules a fresh interpreter has loaded after running ``code``. Made once a process for each code (ci33):
+    several tests ask the same query different questions (plan --json: numpy.ma, rich, fractions, pathlib), and a
+    fresh interpreter loads the same modules each time it runs the same code."""
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return set(r.stderr.split("\n"))
+    return frozenset(r.stderr.split("\n"))
 
 
 def test_collective_imports_neither_the_step_model_nor_the_planner():

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, cli_once
+from conftest import ROOT, cli_once, fit_runs_once
 
+import scalemodel.engine.calibrate_runs as calibrate_runs
 from scalemodel.units import format_quantity
 
 #: Dense peaks from the datasheets (NVIDIA H100 SXM5: 989.4 TFLOP/s BF16, 1,979 TFLOP/s FP8, without sparsity;
@@ -123,10 +124,16 @@ RUNS = """
 def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """:data:`RUNS` written to a runs file and `calibrate runs FILE --json`'s document, fitted once for the two tests
     that read it (a fit of five factors takes ~13 s). ``--factors all``: the every-factor fit these tests were written
-    on, the default until calib27 (the default now fits only the factors the runs identify)."""
+    on, the default until calib27 (the default now fits only the factors the runs identify). The fit goes through
+    conftest's ``fit_runs_once`` with the per-test ``LOO_MAX_RUNS`` 0 (three runs for five factors: no leave-one-out
+    refit either way, calibrate_runs' ``loo_ok``), so test_calibrate_factor_table_reads_plainly's table, the same
+    command without --json under ``fit_once``, prints this fit instead of making it again (~30 s of CPU, ci33)."""
     f = tmp_path_factory.mktemp("walkthrough") / "runs.yaml"
     f.write_text(RUNS)
-    return f, json.loads(cli_once("calibrate", "runs", str(f), "--factors", "all", "--json").out)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(calibrate_runs, "LOO_MAX_RUNS", 0)
+        mp.setattr("scalemodel.commands.calibrate.fit_runs", fit_runs_once)
+        return f, json.loads(cli_once("calibrate", "runs", str(f), "--factors", "all", "--json").out)
 
 
 def test_calibrate_does_not_call_nonzero_residuals_zero(walkthrough: tuple[Path, dict[str, Any]]) -> None:
@@ -222,6 +229,7 @@ def test_weak_scaling_summary_names_the_statistical_efficiency_lost(cli: Any) ->
     assert "batch efficiency" not in json.loads(cli(*args, "--mode", "strong").out)["summary"]
 
 
+@pytest.mark.usefixtures("fit_once")
 def test_calibrate_factor_table_reads_plainly(cli: Any, walkthrough: tuple[Path, dict[str, Any]]) -> None:
     """The walk-through's fit printed the overhead on its lower bound 0 as 'overhead_s 2.173e-10 s' (the solver's
     last step, read as a fitted overhead) and each tier's meaning as "x tier 'nvlink''s efficiency"."""
