@@ -61,3 +61,27 @@ def test_falcon_norms_follow_transformers(parallel: bool, new_arch: bool, given:
     if new_arch:
         cfg["num_kv_heads"] = 1  # falcon-7b's 71 heads
     assert from_hf_config(cfg, "falcon")["norms_per_layer"] == norms
+
+
+# --- a DeepSpeed offload device that DeepSpeed refuses ---------------------------------------------------------------
+# deepspeed_config.py warned "zero_optimization.offload_optimizer.device tape (CPU/NVMe offload is not modelled)" for
+# any value but "none" or "" (and took "" as none): DeepSpeed's config refuses every value outside its
+# OffloadDeviceEnum (deepspeedai/DeepSpeed@1978617c deepspeed/runtime/zero/offload_config.py: none, cpu, nvme).
+@pytest.mark.parametrize("section", ["offload_optimizer", "offload_param"])
+@pytest.mark.parametrize("device", ['"tape"', '""', "5", '"CPU"', "true"])
+def test_an_offload_device_deepspeed_refuses_is_refused(cli: Any, tmp_path: Path, section: str, device: str) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text(f'{{"zero_optimization": {{"stage": 3, "{section}": {{"device": {device}}}}}}}')
+    line = refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--json", "--strategy", str(path),
+                   inputs=(path,))
+    assert f"ds.json: zero_optimization.{section}.device: unknown offload device" in line, line
+    assert '"cpu", "nvme" or "none"' in line, line
+
+
+@pytest.mark.parametrize(("device", "warned"), [('"cpu"', True), ('"nvme"', True), ('"none"', False), ("null", False)])
+def test_the_three_offload_devices_are_read(cli: Any, tmp_path: Path, device: str, warned: bool) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text(f'{{"zero_optimization": {{"stage": 3, "offload_optimizer": {{"device": {device}}}}}}}')
+    r = cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--json", "--strategy", str(path))
+    assert r.code == 0, r.err
+    assert ("(CPU/NVMe offload is not modelled)" in r.err) is warned, r.err
