@@ -85,3 +85,35 @@ def test_the_three_offload_devices_are_read(cli: Any, tmp_path: Path, device: st
     r = cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--json", "--strategy", str(path))
     assert r.code == 0, r.err
     assert ("(CPU/NVMe offload is not modelled)" in r.err) is warned, r.err
+
+
+# --- a --set path that indexes a list with brackets ---------------------------------------------------------------
+# '--set cluster.tiers[0].latency=1us' (jq / Python indexing) was "unknown key 'tiers[0]'; did you mean 'tiers'?",
+# naming the list the user did write and not how its item is written (after a dot: an index or the item's name).
+@pytest.mark.parametrize(("path", "fixed"), [
+    ("cluster.tiers[0].latency=1us", "cluster.tiers.0.latency"),
+    ("cluster.tiers[-1].latency=1us", "cluster.tiers.0.latency"),
+    ("cluster.tiers[ib-leaf].efficiency=0.5", "cluster.tiers.ib-leaf.efficiency"),
+    ("strategy.stage_layers[0]=3", "strategy.stage_layers.0")])  # a list the strategy has not set: its declared type
+def test_a_bracket_index_in_a_set_path_says_how_to_index(cli: Any, path: str, fixed: str) -> None:
+    line = refused(cli, "predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--json", "--set", path)
+    assert "brackets do not index a list in a --set path" in line, line
+    assert line.endswith(f"its index from 0 or its name: {fixed}"), line
+
+
+def test_the_dotted_index_it_suggests_is_read(cli: Any) -> None:
+    """The suggested path sets the item: the leaf tier's latency from its name and from its index alike."""
+    ring = ("predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--json", "--algo", "ring")
+    by_name = cli(*ring, "--set", "cluster.tiers.ib-leaf.latency=1ms")
+    by_index = cli(*ring, "--set", "cluster.tiers.1.latency=1ms")
+    plain = cli(*ring)
+    assert by_name.code == by_index.code == plain.code == 0, (by_name.err, by_index.err)
+    name, index, base = ({k: v for k, v in json.loads(r.out).items() if k != "inputs"}  # inputs echo the --set
+                         for r in (by_name, by_index, plain))
+    assert name == index != base
+
+
+def test_a_key_that_is_not_a_list_keeps_the_unknown_key_refusal(cli: Any) -> None:
+    line = refused(cli, "predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64", "--json", "--set",
+                   "model.layers[0]=1")
+    assert "unknown key 'layers[0]'" in line, line
