@@ -102,9 +102,16 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             if sec is not None and not isinstance(sec, dict):  # [1] was dropped without a word
                 raise InputError(f"expected a mapping, got {str(sec)[:40]!r}", where=f"zero_optimization.{dev}",
                                  allowed='{"device": "cpu" | "nvme" | "none", ...}, or leave it out')
-            if isinstance(sec, dict) and str(sec.get("device", "none")).lower() not in ("none", ""):
-                out.unused.append(f"zero_optimization.{dev}.device {str(sec.get('device'))[:20]} "
-                                  "(CPU/NVMe offload is not modelled)")
+            device = sec.get("device") if isinstance(sec, dict) else None
+            if device is not None and device not in ("none", "cpu", "nvme"):
+                # fuzz33: "tape", "" or 5 were said "CPU/NVMe offload is not modelled" (or, "", taken as none), where
+                # DeepSpeed's config refuses them (deepspeedai/DeepSpeed@1978617c deepspeed/runtime/zero/
+                # offload_config.py OffloadDeviceEnum: none, cpu, nvme)
+                raise InputError(f"unknown offload device {str(device)[:40]!r}",
+                                 where=f"zero_optimization.{dev}.device",
+                                 allowed='"cpu", "nvme" or "none" (DeepSpeed\'s OffloadDeviceEnum), or leave it out')
+            if device in ("cpu", "nvme"):
+                out.unused.append(f"zero_optimization.{dev}.device {device} (CPU/NVMe offload is not modelled)")
         for k in zero:
             if k not in _ZERO_USED and k not in ("offload_optimizer", "offload_param"):
                 out.unused.append(f"zero_optimization.{k}")

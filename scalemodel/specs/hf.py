@@ -32,7 +32,7 @@ _HF_MAX = {"layers": MAX_SPEC_INT, "hidden": 10**6, "heads": 10**5, "kv_heads": 
            "moe_ffn": 10**7, "shared_experts": 10**5, "shared_ffn": 10**8, "every": MAX_SPEC_INT,
            "first_dense": MAX_SPEC_INT, "positions": 10**9, "window": 10**9, "pattern": MAX_SPEC_INT, "rank": 10**6,
            "mtp": 1000, "proj": 10**6, "state_dim": 10**5, "groups": 10**5, "conv_kernel": 10**3, "expand": 100,
-           "chunk_size": 10**6, "moe latent size": 10**6}
+           "chunk_size": 10**6, "moe latent size": 10**6, "norms": 2}
 
 #: Marks a workload whose ``seq_len`` came from the config's context length (see :func:`seq_len_note`).
 SEQ_FROM_CONFIG = "config.json context length"
@@ -234,6 +234,18 @@ def _flag(cfg: dict[str, Any], key: str, default: bool) -> bool:
     return v
 
 
+def _falcon_norms(cfg: dict[str, Any], new_arch: bool) -> int:
+    """LayerNorms per Falcon block as transformers' ``FalconDecoderLayer.__init__`` builds them
+    (huggingface/transformers@00dcc6dd src/transformers/models/falcon/modeling_falcon.py): without ``parallel_attn``
+    two (input and post-attention); with it two (``ln_attn``, ``ln_mlp``) when ``num_ln_in_parallel_attn`` is 2 (null
+    under ``new_decoder_architecture`` is 2), else one. fuzz33: the key was read by ``or`` and not checked: a string
+    "2" was taken, 0 fell to the default, and -5 or 3 were refused at ``norms_per_layer``, a field the config lacks."""
+    given = None if cfg.get("num_ln_in_parallel_attn") is None else _integer(cfg, "num_ln_in_parallel_attn", "norms", 1)
+    if not _flag(cfg, "parallel_attn", True):
+        return 2
+    return 2 if (2 if given is None and new_arch else given) == 2 else 1
+
+
 def _pattern(layer_types: Any, layers: int) -> tuple[bool, int, str]:
     """``layer_types`` (a list of 'sliding_attention' / 'full_attention') -> (any local layer, every
     k-th global, note when the list is not of that form)."""
@@ -338,7 +350,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             kv_heads = 1
         elif not new_arch:
             kv_heads = None
-        norms = cfg.get("num_ln_in_parallel_attn") or (2 if new_arch else (1 if parallel else 2))
+        norms = _falcon_norms(cfg, new_arch)
         biases = _flag(cfg, "bias", False)
         # FalconDecoderLayer's norms are torch LayerNorms (weight and bias) whatever ``bias`` says of the linears
         # (huggingface/transformers@44272086 models/falcon/modeling_falcon.py; tiiuae/falcon-7b's safetensors total

@@ -661,6 +661,19 @@ def _index_refusal(field: str, index: str, path: str, state: str) -> InputError:
                               "of a list that has it")
 
 
+#: A ``--set`` path part that indexes a list with brackets, as jq or Python would ('tiers[0]', 'stage_layers[-1]')
+_BRACKETED = re.compile(r"([^\[\]]+)\[([^\[\]]*)\](?:\[[^\[\]]*\])*")
+
+
+def _bracket_refusal(path: str, part: str, field: str, index: str) -> InputError:
+    """fuzz33: ``--set cluster.tiers[0].latency=..`` was "unknown key 'tiers[0]'; did you mean 'tiers'?", which
+    says neither that brackets do not index here nor how an item is written (after a dot: its index or its name)."""
+    item = index if _is_index(index) or re.fullmatch(r"[A-Za-z_][\w-]*", index) else "0"
+    fixed = path.replace(part, f"{field}.{item}", 1)
+    return InputError(f"{part!r}: brackets do not index a list in a --set path", where=f"--set {path}",
+                      allowed=f"the item after a dot, its index from 0 or its name: {fixed}")
+
+
 def _is_list_at(model: Any, loc: Sequence[Any], data: Any) -> bool:
     """Whether the field at ``loc`` of ``model`` (its spec class; None: not known) is declared a list."""
     t = type_at(model, loc, data) if model is not None else None
@@ -705,6 +718,9 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                     node[part] = load_raw("accelerator", node[part])
                 if part == "extends" and last and (refusal := _extends_refusal(kind, loc, path)) is not None:
                     raise refusal
+                if part not in node and (m := _BRACKETED.fullmatch(part)) is not None and (
+                        isinstance(node.get(m.group(1)), list) or _is_list_at(model, [*loc, m.group(1)], out)):
+                    raise _bracket_refusal(path, part, m.group(1), m.group(2))
                 loc.append(part)
                 if last:
                     node[part] = _parse_value(value, f"--set {path}")
