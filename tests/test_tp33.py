@@ -21,8 +21,10 @@ each one NCCL collective over the 4 ranks (tests/test_collectives.py prices them
     no userbuffers, SP:  exposed = n (RS + AG) + n AG(q_g E) + max(n RS - 4 a G, 0) + max(n AG - 4 a G, 0)
                          hidden  = min(n RS, 4 a G) + min(n AG, 4 a G)
     no SP (async AR):    exposed = n AR + max(n AR - 4 a G, 0),   hidden = min(n AR, 4 a G)
-    userbuffers:         exposed = max(n AG - 4 a G, 0) + max(n RS - 4 r G, n RS / 4)
-                                   + max(n AG - 4 r G, 0) + max(n RS - 4 a G, 0) + max(n AG - 4 a G, 0)
+    userbuffers:         exposed = max(n AG - 3 a G, 0) + max(n RS - 3 r G, n RS / 4)
+                                   + max(n AG - 3 r G, 0) + max(n RS - 4 a G, 0) + max(n AG - 4 a G, 0)
+
+(the ring exchanges' last GEMM chunk, 1/tp, and the pipeline's first, 1/4, have nothing beside them: review33b)
 
 The weight-gradient time ``wgrad`` handed in is 10 s: the old window, under which every reduce-scatter hid.
 """
@@ -121,15 +123,17 @@ def test_userbuffers_each_overlap_beside_its_own_gemm(precision: str, recipe: st
     forward's ring-exchange gathers beside QKV / FC1 (4 a G), its pipelined reduce-scatters beside O-proj / FC2 (4 r G,
     the last chunk's quarter exposed at least); the backward's output-gradient gathers (one usage, q) under 4 r G, the
     reduce-scatters and the re-gathers under 4 a G each (before tp33: the forward's under all 4 G with the floor C / 8,
-    the backward's under 2 x 4 G)."""
+    the backward's under 2 x 4 G). The ring exchanges (tp = 4 chunks) run their last GEMM chunk and the pipeline (4
+    chunks) its first with no traffic beside it: 3/4 of their windows (review33b; tests/test_review33b.py simulates
+    TE's chunk timelines)."""
     job, g, c = _setup(precision, recipe, tp_comm_overlap=True)
     rs, ag = _t("reducescatter", 2 * E, job), _t("allgather", q * E, job)
     gemm = 0.5 * N * rs / (LAYERS * A)
     wa, wr = LAYERS * A * gemm, LAYERS * R * gemm
     fwd_c = N * (rs + ag)
-    fwd_ring = min(N * ag, wa)  # the forward's ring-exchange gathers beside QKV / FC1
-    fwd = max(N * ag - wa, 0.0) + max(N * rs - wr, N * rs / 4)
-    parts = ((N * ag, wr), (N * rs, wa), (N * ag, wa))  # ring gathers, bulk reduce-scatters, bulk re-gathers
+    fwd_ring = min(N * ag, 0.75 * wa)  # the forward's ring-exchange gathers beside QKV / FC1
+    fwd = max(N * ag - 0.75 * wa, 0.0) + max(N * rs - 0.75 * wr, N * rs / 4)
+    parts = ((N * ag, 0.75 * wr), (N * rs, wa), (N * ag, wa))  # ring gathers, bulk reduce-scatters, bulk re-gathers
     got = _tp(job, g, c, gemm)
     assert got["tp"] == pytest.approx(fwd + sum(max(x - w, 0.0) for x, w in parts), rel=1e-12)
     hidden = [min(x, w) for x, w in parts]

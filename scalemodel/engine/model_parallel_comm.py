@@ -101,7 +101,10 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
     runs inside that linear's own forward or backward, TE@c55e425ac5 linear.py L441-472 / L572 / L652):
     exposed = sum_i max(C_i - W_i, f_i C_i), the forward's and the recompute's as (all-gathers, reduce-scatters)
     with floors (0, 1 / UB_PIPELINE_SPLITS), the backward's floors 0; ``hidden_<phase>_parts`` the hidden seconds of
-    each part. Hidden traffic slows the compute under it (``contention``).
+    each part. The caller hands in each part's usable window (review33b): (1 - 1/tp) W beside a ring exchange (its
+    last GEMM chunk runs after the last receive), (1 - 1/UB_PIPELINE_SPLITS) W beside the pipeline (its first GEMM
+    chunk runs before the first reduce-scatter), W beside a bulk overlap (TE@c55e425ac5 comm_gemm_overlap.cpp
+    L405-530, L735-882). Hidden traffic slows the compute under it (``contention``).
     """
     out: dict[str, Any] = {}
     pipe = 1.0 / UB_PIPELINE_SPLITS
@@ -620,10 +623,13 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         layers_r = pool_r - mtp_again * mtp_f
         ag_share = coll.get("tp_fwd_ag", 0.0) / np.maximum(per, 1e-300)
         r_ag, r_rs = (_ub_gemm(sh, comp, side, rec_ub, 0.0, shared_off=shared_off) for side in (0, 1))
+        # the chunked overlaps' edge (review33b): a ring exchange's last GEMM chunk (1 / tp) runs after its last
+        # receive, a pipeline's first (1 / 4) before its first reduce-scatter: neither has traffic beside it
+        ring_w, pipe_w = 1.0 - 1.0 / np.maximum(g.tp, 1.0), 1.0 - 1.0 / UB_PIPELINE_SPLITS
         ov = _tp_comm_overlap((layers_f * ag_share, layers_f * (1.0 - ag_share)),
                               (layers_r * ag_share, layers_r * (1.0 - ag_share)),
-                              (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]), (g_ag, g_rs), (r_ag, r_rs),
-                              (g_rs, g_ag, g_ag))
+                              (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]), (ring_w * g_ag, pipe_w * g_rs),
+                              (ring_w * r_ag, pipe_w * r_rs), (ring_w * g_rs, g_ag, g_ag))
         h_ring, h_rs, h_rg = ov["hidden_bwd_parts"]
         ring_fwd = ov["hidden_fwd_parts"][0] + ov["hidden_rec_parts"][0]
         tp = np.where(ub, ov["exposed"] + mtp_nccl["exposed"] + mlp_rec, tp)
