@@ -4,7 +4,7 @@ Each of the D passes runs one transformer block of the last layer's kind (Megatr
 core_v0.15.0: DeepSeek-V3's block is an MoE layer; a hybrid's ``*E`` block is an attention layer then an MoE layer),
 so per micro-batch each pass adds exactly one such block's collectives: its TP reductions forward and backward (and
 forward again under full recompute, which Megatron-Core applies to every module), one attention layer's CP ring
-(3 ring passes: K, V forward; K, V and their gradients backward) and one MoE layer's four all-to-alls (dispatch +
+(at cp 2 three exchanges: K, V forward; K, V then dK, dV backward) and one MoE layer's four all-to-alls (dispatch +
 combine, forward and backward). The collectives are priced at 1 s each here, so every term reads as a count.
 """
 
@@ -19,6 +19,7 @@ import yaml
 from conftest import ROOT
 from msgspec.structs import replace
 
+from scalemodel.choices import CpCommType
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import transformer
 from scalemodel.engine import layer_compute, model_parallel_comm, step
@@ -31,7 +32,10 @@ ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep_tokens")}
 #: reduce-scatter (3/4 s); the backward's output-gradient gather (1/2 s, ``tp_grad_ag``, docs/model.md#tp-comm) and
 #: input re-gather (1/8 s, ``tp_regather``, docs/model.md#sp-regather) get their own values, so each reads off a sum
 SP_PARTS = {"tp_fwd_ag": np.full(1, 0.25), "tp_grad_ag": np.full(1, 0.5), "tp_regather": np.full(1, 0.125)}
-UNIT = {**ONE, **SP_PARTS, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
+#: the p2p CP ring's backward sends K, V with the accumulated dK, dV as one buffer of twice a K, V block's bytes
+#: (``cp_kv_dkv``, docs/model.md#cp-comm): 2 s at 1 s a block, so it reads as two K, V exchanges
+CP_PARTS = {"cp_kv_dkv": np.full(1, 2.0)}
+UNIT = {**ONE, **SP_PARTS, **CP_PARTS, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
 
 
 def _small_moe_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
@@ -94,11 +98,17 @@ def test_tp_reductions_under_megatron_core_sp_by_hand(mtp: int, recompute: str) 
 
 
 @pytest.mark.parametrize("mtp", [0, 1, 2])
-def test_cp_ring_per_micro_batch_by_hand(mtp: int) -> None:
-    """cp 2: one ring step per attention layer and pass, 3 passes (forward K, V; backward K, V and gradients):
-    3 x (3 + D)."""
-    job, g = _small_moe_job(mtp, {"cp": 2})
-    assert _counts(job, g)["cp"] == pytest.approx(3 * (3 + mtp), rel=1e-12)
+@pytest.mark.parametrize("cp", [2, 4])
+def test_cp_ring_per_micro_batch_by_hand(mtp: int, cp: int) -> None:
+    """Transformer Engine's p2p ring over cp ranks (AttnFuncWithCPAndKVP2P, NVIDIA/TransformerEngine@d0067d0
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py, docs/model.md#cp-comm), per
+    attention layer and MTP block, nothing hiding it: the forward's cp - 1 K, V exchanges (1 s each); the backward's
+    K, V first (1 s), dK, dV last (1 s) and, between, cp - 2 buffers of K, V with dK, dV (``cp_kv_dkv``, 2 s each):
+        cp 2: 1 + 1 + 1 = 3,   cp 4: 3 + 1 + 2 x 2 + 1 = 9,   x (3 + D)."""
+    job, g = _small_moe_job(mtp, {"cp": cp})
+    assert int(np.ravel(g.cp_comm_type)[0]) == CpCommType.P2P
+    per_layer = {2: 3.0, 4: 9.0}[cp]
+    assert _counts(job, g)["cp"] == pytest.approx(per_layer * (3 + mtp), rel=1e-12)
 
 
 def _chunking(job: Any, g: Any, layers: float = 3.0) -> tuple[float, dict[str, Any]]:
@@ -153,7 +163,8 @@ def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
     88 + 2 D block collectives is a forward pair (1 s) and, in the backward, an output-gradient gather (1/2 s), the
     pair's reduce-scatter mirror (3/4 s) and an input re-gather (1/8 s), nothing hiding them (the test_tp_reductions
     _under_megatron_core_sp_by_hand count):
-        EP 4 (40 + D),  TP 2.375 (88 + 2 D),  CP 3 (8 + D)."""
+        EP 4 (40 + D),  TP 2.375 (88 + 2 D),  CP 3 (8 + D)
+    (cp 2: the p2p ring's forward K, V exchange and backward K, V then dK, dV, no K, V + dK, dV buffer between)."""
     pattern = yaml.safe_load((ROOT / "examples/workloads/nemotron-3-super.yaml").read_text())["hybrid"]["pattern"]
     n_att, n_moe, n_all = pattern.count("*"), pattern.count("E"), len(pattern)
     assert (n_att, n_moe, n_all) == (8, 40, 88)
