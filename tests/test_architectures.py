@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost.collectives import collective_time
-from scalemodel.cost.compute import logits_compute_time
+from scalemodel.cost.compute import layer_compute_time, logits_compute_time
 from scalemodel.cost.transformer import (
     active_param_count,
     attention_core_flops,
@@ -104,9 +104,8 @@ def test_parallel_block_step_pays_half_the_exposed_tensor_parallel_forward():
     # Same model with and without the parallel formulation: compute differs only by the second norm's memory-bound
     # bytes (layer_impl megatron_te, docs/model.md#layer-eltwise: forward 2 eb h, backward 3 eb h per token; GPT-J
     # 6B h 4096, s 2048, 28 layers, tp 8 without SP so the norm acts on all of h; 8 micro-batches of 1 on a DP 8
-    # replica; A100 2.039 TB/s x the ampere memory default 0.85), and with the backward reductions hidden under the
-    # weight-gradient GEMMs (one all-reduce per pass each) the exposed TP time halves exactly (one reduction of the
-    # summed outputs instead of two).
+    # replica; A100 2.039 TB/s x the ampere memory default 0.85), and the exposed forward TP time halves exactly (one
+    # reduction of the summed outputs instead of two).
     par = _predict("gpt-j-6b")
     seq = _predict("gpt-j-6b", "parallel_block=false", "norms_per_layer=2")
     norm = (2 + 3) * 2 * 4096 * 2048 * 28 * 8 / (2.039e12 * 0.85)
@@ -117,14 +116,27 @@ def test_parallel_block_step_pays_half_the_exposed_tensor_parallel_forward():
     job = build_job(load_cluster("dgx-a100"), load_workload("gpt-j-6b"), TrainingSpec(global_batch=64))
     network = job.network
     ar = float(np.ravel(collective_time("allreduce", 2048 * 4096 * 2.0, 8, network, stride=1))[0])
-    gemm = float(np.ravel(logits_compute_time(
-        job.shape, micro_batch=1, seq_len=2048, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
-        gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
-        tp=8).forward_gemm)[0])
+    kw = dict(micro_batch=1, seq_len=2048, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
+              gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency, tp=8)
+    gemm = float(np.ravel(logits_compute_time(job.shape, **kw).forward_gemm)[0])
     loss = 3.0 * float(np.ravel(collective_time("allreduce", 2048 * 4.0, 8, network, stride=1))[0])
     emb = 8 * (ar + max(ar - gemm, 0.0) + loss)
-    assert float(par.breakdown["tp_comm"][0]) - emb == pytest.approx(
-        0.5 * (float(seq.breakdown["tp_comm"][0]) - emb), rel=1e-9)
+    # The backward all-reduces (one a layer per pass in the parallel block, two in the sequential one) hide only under
+    # the column-parallel linears' weight-gradient GEMMs since tp33 (docs/model.md#tp33; NVIDIA/TransformerEngine
+    # @c55e425ac5 pytorch/module/linear.py L582-588 / L676-679, layernorm_linear.py L662-668 / L753-756): a = (QKV
+    # 3 h^2 + FC1 4 h^2) / (3 + 1 + 4 + 4) h^2 = 7/12 of the layer's forward GEMM time G (the same GEMMs in both
+    # formulations). Before tp33 the whole layer's G hid both blocks' backward; now the sequential block's two
+    # all-reduces (28 x 2 x ar ~ 11.1 ms) pass 7/12 x 28 G (~ 8.1 ms) and show, the parallel block's one does not.
+    g_layer = float(np.ravel(layer_compute_time(job.shape, flash_attention=True, **kw).forward_gemm)[0])
+    window = 7 / 12 * 28 * g_layer
+    fwd = {1: 28 * ar, 2: 2 * 28 * ar}
+    bwd = {n: max(fwd[n] - window, 0.0) for n in (1, 2)}
+    assert bwd[1] == 0.0 < bwd[2]
+    assert float(par.breakdown["tp_comm"][0]) == pytest.approx(emb + 8 * (fwd[1] + bwd[1]), rel=1e-9)
+    assert float(seq.breakdown["tp_comm"][0]) == pytest.approx(emb + 8 * (fwd[2] + bwd[2]), rel=1e-9)
+    # the claim: the parallel block's exposed forward is half the sequential one's
+    assert float(par.breakdown["tp_comm"][0]) - emb - 8 * bwd[1] == pytest.approx(
+        0.5 * (float(seq.breakdown["tp_comm"][0]) - emb - 8 * bwd[2]), rel=1e-9)
 
 
 def test_mla_is_not_priced_as_ordinary_attention():
