@@ -34,14 +34,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalemodel.cost import collectives as coll
-from scalemodel.cost.placement import parallel_groups, place
+from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import layer_compute
 from scalemodel.engine import model_parallel_comm as mpc
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import MLASpec
+from tests.test_sp32 import _t, v  # the same t 4 group's collective time and scalar reader
 
 H, S, LAYERS, TP = 1024, 2048, 4, 4
 E = float(S * H)
@@ -60,14 +60,6 @@ def _setup(precision: str = "bf16", recipe: str | None = None, wl: TransformerWo
     g = grid_from_strategy(st, tr, st.tp, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     return job, g, mpc._mp_collectives(job, g, groups)
-
-
-def _t(op: str, nbytes: float, job) -> float:  # type: ignore[no-untyped-def]
-    return float(coll.group_time(op, np.asarray(nbytes), place(float(TP), 1.0, job.network)))
-
-
-def v(a) -> float:  # type: ignore[no-untyped-def]
-    return float(np.asarray(a).reshape(-1)[0])
 
 
 def _tp(job, g, c, gemm: float, wgrad: float = 10.0) -> dict[str, float]:  # type: ignore[no-untyped-def]
