@@ -29,6 +29,17 @@ from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_work
 POOL = [math.nan, math.inf, -math.inf, -1.0, -0.0, 0.0, 1e-300, 0.5, 1.0, 2.0, 1e308]
 
 
+def random_arrays(seed: int, n: int = 3000):  # type: ignore[no-untyped-def]
+    """n (array, bound) pairs: 0-d, empty, 1-d and 2-d arrays drawn from :data:`POOL` (NaN, +-inf, -0.0 and finite
+    values on both sides of each bound) and a bound from 0, 1, -1, 0.5; the range checks' tests compare against them."""
+    rnd = random.Random(seed)
+    shapes = [(), (0,), (1,), (5,), (2, 3), (0, 4)]
+    for _ in range(n):
+        shape = rnd.choice(shapes)
+        a = np.array([rnd.choice(POOL) for _ in range(int(np.prod(shape)))], dtype=float).reshape(shape)
+        yield a, rnd.choice([0.0, 1.0, -1.0, 0.5])
+
+
 def _definition(a: np.ndarray, minimum: float) -> str | None:
     """checked_array's refusal as it was written before speed32: elementwise, finiteness first."""
     if not np.all(np.isfinite(a)):
@@ -39,12 +50,7 @@ def _definition(a: np.ndarray, minimum: float) -> str | None:
 
 
 def test_checked_array_refuses_as_the_elementwise_definition() -> None:
-    rnd = random.Random(32)
-    shapes = [(), (0,), (1,), (5,), (2, 3), (0, 4)]
-    for _ in range(3000):
-        shape = rnd.choice(shapes)
-        a = np.array([rnd.choice(POOL) for _ in range(int(np.prod(shape)))], dtype=float).reshape(shape)
-        minimum = rnd.choice([0.0, 1.0, -1.0, 0.5])
+    for a, minimum in random_arrays(32):
         want = _definition(a, minimum)
         try:
             got = checked_array(a, "x", minimum=minimum)

@@ -15,8 +15,6 @@ instead of elementwise masks: which inputs they refuse is checked against the el
 from __future__ import annotations
 
 import contextlib
-import math
-import random
 from typing import Any
 
 import msgspec
@@ -31,6 +29,7 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import StepArrays, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from tests.test_speed32 import random_arrays
 
 
 def _unshared(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,20 +107,12 @@ def test_another_grid_or_job_gets_its_own_pieces() -> None:
     assert not layer_compute._LAYER_MEMO
 
 
-POOL = [math.nan, math.inf, -math.inf, -1.0, -0.0, 0.0, 1e-300, 0.5, 1.0, 2.0, 1e308]
-
-
 def test_range_checks_refuse_as_the_elementwise_definition() -> None:
     """checks.all_finite_above and all_finite_nonnegative (min / max reductions), which compute.memory_time,
     gemm_efficiency, attention_efficiency, train_metric_bytes and transformer._arr / _default now call, against the
     elementwise tests they replace, on 0-d, empty, 1-d and 2-d arrays drawn from NaN, +-inf, -0.0 and finite values on
     both sides of the bound."""
-    rnd = random.Random(33)
-    shapes = [(), (0,), (1,), (5,), (2, 3), (0, 4)]
-    for _ in range(3000):
-        shape = rnd.choice(shapes)
-        a = np.array([rnd.choice(POOL) for _ in range(int(np.prod(shape)))], dtype=float).reshape(shape)
-        low = rnd.choice([0.0, 1.0, -1.0, 0.5])
+    for a, low in random_arrays(33):
         for strict in (True, False):
             bad = ~np.isfinite(a) | ((a <= low) if strict else (a < low))
             assert all_finite_above(a, low, strict) == (not np.any(bad)), (a, low, strict)
