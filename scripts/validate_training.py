@@ -1189,11 +1189,14 @@ def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
     @c2528430 src/nanotron/models/base.py build_model lines 216-233 and models/llama.py get_block_compute_costs
     lines 913-925), from the case's own model widths, or the split the job logged where it breaks the rule's exact tie
     the other way (framework.stage_layers). None elsewhere (the even split, or the stated first/last
-    stage layers)."""
-    if families(case)["source"] not in NANOTRON or pp < 2:
+    stage layers). A case's own framework.stage_layers (a split the job logged, or one its framework's code fixes,
+    e.g. Automodel's per-virtual-stage split) is read for any source."""
+    if pp < 2:
         return None
     if (logged := setting(case, "stage_layers")) is not None:
         return list(logged)
+    if families(case)["source"] not in NANOTRON:
+        return None
     m = case["model"]
     return nanotron_stage_layers(int(m["layers"]), int(m["hidden"]), int(m["heads"]), int(m["ffn_hidden"]),
                                  int(m["vocab"]), pp)

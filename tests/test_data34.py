@@ -63,22 +63,25 @@ def test_layout_is_the_table_s(cid: str) -> None:
 
 
 @needs_new_cases
-def test_dsv3_split_is_automodel_s_and_the_validator_lists_it() -> None:
+def test_dsv3_split_is_automodel_s_and_the_validator_prices_it() -> None:
     """Automodel's AutoPipeline at 89e3a9fdd (pipelining/functional.py): ceil(61 / layers_per_stage 2) + 1 = 32 virtual
     stages (a multiple of pp 4, so 'down' rounding keeps it: VP 8 as printed); generate_hf_model_split gives 61 // 32
     = 1 layer each and one more to the first 61 % 32 = 29 stages; stage i runs on pipeline rank i mod 4, so the ranks
-    hold 16 / 15 / 15 / 15 decoder layers. The model splits chunks evenly only (first / last chunk overrides
-    aside), so the row is listed with the model's own refusal."""
+    hold 16 / 15 / 15 / 15 decoder layers. The row carries that split as framework.stage_layers (virtual stage c of
+    rank r at entry c pp + r, the order strategy.stage_layers reads), so the validator compares it instead of the
+    model's even-chunk refusal."""
     stages = math.ceil(61 / 2) + 1
     assert stages == 32 and stages % 4 == 0 and stages // 4 == 8
     per_stage = [61 // stages + (i < 61 % stages) for i in range(stages)]
     assert per_stage == [2] * 29 + [1] * 3 and sum(per_stage) == 61
     assert [sum(per_stage[r::4]) for r in range(4)] == [16, 15, 15, 15]
     assert "[2 x 29, 1 x 3]" in _rows()[DSV3]["parallelism"]["pipeline_layout"]
+    assert _rows()[DSV3]["framework"]["stage_layers"] == per_stage
     mod = script_module("validate_training")
+    assert mod.framework_split(_rows()[DSV3], 4) == per_stage
     out = mod.predict_new_case(_rows()[DSV3])
-    assert isinstance(out, mod.NotExpressed)
-    assert "61 layers over pp 4 x v 8 = 32 chunks" in out.reason
+    assert not isinstance(out, mod.NotExpressed)
+    assert out.metric == "tokens/s/GPU" and out.measured == 1002.0
 
 
 @needs_new_cases
