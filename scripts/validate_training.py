@@ -15,19 +15,20 @@ Two case files (issue 5 and issue 13):
   cluster is ``pcie-25gbe`` with its NIC bandwidth replaced by the case's stated NICs, and the per-sample
   compute time is the case's measured single-GPU backprop time x 1.5. Horovod states no compute time:
   listed, not predicted.
-* ``validation/training_cases.yaml`` (89 cases, 17 sources; validation/README.md). One rule set
+* ``validation/training_cases.yaml`` (every published run recorded there, grouped by source, a row id's prefix;
+  validation/README.md "Sources" lists the sources; the printed table's last lines count the rows compared and the
+  rows listed as not expressible, so no count is written here to go stale). One rule set
   fills what a source leaves open, the same for every case (no per-case constant or correction). Which sources a
   source-keyed rule below holds for, and the citation for each, is data: validation/sources.yaml (:func:`read_sources`,
   :data:`SOURCE_SETTINGS`); a row's own settings are its ``framework:`` fields (:data:`FRAMEWORK_FIELDS`).
 
   Hardware
-    - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 -> dgx-b300, B200 -> dgx-b200,
-      H200 -> hgx-h200,
-      H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
-      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod, TPU v6e -> tpu-v6e-pod (one slice),
-      AMD MI300X -> mi300x-8.
-      An accelerator the
-      catalog does not hold (H100 96GB HBM2e at 500 W; MI325X, MI355X) is listed, not substituted.
+    - cluster by accelerator (:data:`CLUSTER_FOR_ACCELERATOR`): GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 ->
+      dgx-b300, B200 -> dgx-b200, H200 -> hgx-h200, H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100,
+      A100 40GB -> dgx-a100-40g, V100 -> dgx-2, TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod,
+      TPU v6e -> tpu-v6e-pod (one slice), MI300X / MI325X / MI350X / MI355X -> mi300x-8 / mi325x-8 / mi350x-8 /
+      mi355x-8, Gaudi 2 / Gaudi 3 -> gaudi2-8 / gaudi3-8. A variant the catalog does not hold (H100 96GB HBM2e at
+      500 W, a power-capped B200: :data:`MISSING_HARDWARE_WHY`) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice, TPU v5e ->
       tpu-v5e-multislice, TPU v6e -> tpu-v6e-multislice) with
@@ -192,8 +193,9 @@ Two case files (issue 5 and issue 13):
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25/titan2404 ->
       torchtitan but the uncompiled rows (framework.layer_impl: torchtitan_eager or, with the TOML's
       norm_type fused_rmsnorm, torchtitan_eager_fused_rmsnorm), fms24 -> fms,
-      maxtext, maxtext23, mtv5e23, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer:
-      flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other
+      maxtext, maxtext23, mtv5e23, mttier25, mtgpu24, mtdgxc24 -> xla, nanotron25 -> nanotron (nanotron's eager
+      LlamaDecoderLayer: flash-attn's Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager
+      SiLU-gate); every other
       source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
