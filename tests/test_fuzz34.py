@@ -13,13 +13,13 @@ ends, tabs, empty / comment-only / null / scalar / list documents, 5,000-deep fl
 ``--set`` assignments over predict, memory and sensitivity (and 40 of them over plan and scale, 14 over
 collective): 1e308 bandwidths, 1e-308 and 5e-324 latencies, 0 and 2**63 GPUs per node, layers 1e9, seq 1, hidden
 1e9, hex, tags, anchors, 10,000-character names, lists and mappings for numbers, unknown roots, indexes 99 and -1;
-57 output paths for calibrate --out, sweep -o and scale --plot (the input through ./, //, /./, ../, a hard link, a
+49 output paths for calibrate --out, sweep -o and scale --plot (the input through ./, //, /./, ../, a hard link, a
 symlink, a folder symlink; the built-in catalog files the command read; a FIFO and a symlink to one, /dev/stdout,
 /dev/null, /dev/full, /proc/self/fd/1, a read-only folder and file, a missing folder, a path through a file, 300-
 character names, 3,000-deep paths, NUL, a lone surrogate, '-', '', ~nouser; a sweep's YAML model named .csv and -o
-at it with 1 and 2 workers); 63 sweep / scale / plan size cases (2,000 GPU counts as `best`, 1,000 repeated models
+at it with 1 and 2 workers); 80 sweep / scale / plan size cases (2,000 GPU counts as `best`, 1,000 repeated models
 or strategies, 2**63 and 1e6 GPUs, -j 0 / 1e5 / -1, unreachable and 1,000-character schedulers, 100,000 --gpus
-counts, ranges, -k 1e6, every --constraint / --allow / --sync-modes form); 126 calibrate cases (nccl-tests logs of
+counts, ranges, -k 1e6, every --constraint / --allow / --sync-modes form); 113 calibrate cases (nccl-tests logs of
 one row, two rows, one row five times, reversed, each time / size column at -51, 0, 1e-320, 1e308, nan, inf, -0,
 1e400, 1.5 in one row and in all, constant times, 480,000 rows, every option at its extremes; runs files with one
 run, the same run three times, equal step times, step_time / tokens_per_s of every type and magnitude, 12 hostile
@@ -27,11 +27,11 @@ CSVs, logs that are /dev/zero, the runs file itself, /etc/passwd, warmup_steps 1
 device / folder / link-loop / '-' / '' / NUL paths as every file argument of every command, stragglers options and
 --samples files, collective options, schema kinds and hardware subcommands; 198 sensitivity / predict / memory
 option extremes, check --set on every assertion, and 28 strategy files (YAML tags, anchors, merge keys, duplicate
-keys in YAML and JSON, NaN, 1e400, 100,000-deep JSON, TOML and Megatron flags at 0 / 1e400 / twice); 114
+keys in YAML and JSON, NaN, 1e400, 100,000-deep JSON, TOML and Megatron flags at 0 / 1e400 / twice); 126
 command-line forms (abbreviated and repeated options, --opt=value, '--', full-width and Arabic-Indic digits,
-5,000 --set options, ill-formed --set paths, unit spellings); 374 spec-file values (each numeric field of a
-workload, a cluster, its tiers and a capacity plan at 22 hostile values). About 2,300 processes' worth of cases in
-all. Findings, each fixed at the spec layer where the value is read and tested below:
+5,000 --set options, ill-formed --set paths, unit spellings); 462 spec-file values (each numeric field of a
+workload, a cluster, its tiers and a capacity plan at 22 hostile values); 19 outputs scanned for negative numbers
+and -0. 2,029 cases in all. Findings, each fixed at the spec layer where the value is read and tested below:
 
 1. a decimal beyond a 64-bit float (``1e400``) was read as inf, and a nonzero one below it (``1e-400``) as 0, in
    every YAML input (spec files, --set, --samples, runs CSV cells): the refusal quoted a value the user did not
