@@ -130,6 +130,10 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
         # '1e300GB/s' is a finite number whose unit carries it past the float range: not "not a finite number"
         what = "is not a finite number" if not math.isfinite(number) else "is too large (beyond the float range)"
         raise InputError(f"{_shown(value)} {what}", where=where, allowed="a finite quantity")
+    if result == 0 and (number != 0 or (isinstance(value, str) and re.search(r"[1-9]", re.split("[eE]", text)[0]))):
+        # fuzz34: '1e-400 s' (or 1e-320 ns) underflowed to 0 and was refused as "should be greater than 0"
+        raise InputError(f"{_shown(value)} is too small (below the float range, it rounds to 0)", where=where,
+                         allowed=f"0, or a {kind} quantity of at least 5e-324 {_BASE[kind]}".rstrip())
     return result + 0.0  # -0 is 0: `collective --size -0` echoed a size of -0.0 B and an algbw of -0.0 B/s
 
 

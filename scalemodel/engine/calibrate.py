@@ -123,8 +123,12 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     t = np.array([r.time_s for r in log.rows])
     keep = (S > 0) & (t > 0) & np.isfinite(S) & np.isfinite(t)
     S, t = S[keep], t[keep]
-    if S.size < 2:
-        raise InputError("need at least two rows with size > 0 to fit latency and bandwidth", where="LOG",
+    sizes = np.unique(S)
+    if sizes.size < 2:
+        # fuzz34: rows that all repeat one size (a log cut to one line, copied) were fitted as "5 sizes": one size
+        # gives one time, which any latency pairs with some bandwidth, so neither is determined
+        many = f", at two sizes or more: its {S.size} rows are all at {sizes[0]:.0f} bytes" if S.size > 1 else ""
+        raise InputError(f"need at least two rows with size > 0 to fit latency and bandwidth{many}", where="LOG",
                          allowed="an nccl-tests log of a size sweep (-b 8 -e 8G -f 2), at least two message sizes")
 
     def model(x: np.ndarray) -> np.ndarray:

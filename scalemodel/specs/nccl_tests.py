@@ -160,7 +160,9 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         body = line.lstrip("#").strip() if not line.lstrip().startswith("#") else ""
         toks = body.split()
         # a line that starts as a data row (size, count, type) but is not read as one is said, not dropped unseen
-        looks_data = len(toks) >= 2 and toks[0].lstrip("-").isdigit() and toks[1].lstrip("-").isdigit() \
+        # (fuzz34: a size such as 1.5 or 1e400, not an integer, was dropped unsaid: a number too, not only digits)
+        looks_data = len(toks) >= 2 and (toks[0].lstrip("-").isdigit() or _is_num(toks[0])) \
+            and toks[1].lstrip("-").isdigit() \
             and (len(toks) == 2 or not _is_num(toks[2]))
         if len(toks) < 6 or not (_INT.match(toks[0]) and _INT.match(toks[1])):
             if looks_data:

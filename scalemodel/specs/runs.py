@@ -34,6 +34,8 @@ from scalemodel.specs.workload import Workload
 from scalemodel.units import parse_quantity
 
 MAX_RUNS = 1000
+#: The largest warmup_steps: beyond any logged run (a step a second for 30 years).
+MAX_WARMUP = 10**9
 RUN_KEYS = ("name", "cluster", "model", "gpus", "step_time", "tokens_per_s", "log", "warmup_steps")
 ALLOWED = "a list of runs with cluster, model, gpus, step_time, tokens_per_s or log, and training/strategy fields"
 
@@ -252,9 +254,12 @@ def _from_log(row: dict[str, Any], folder: Path, where: str, gpus: int, training
     if not isinstance(ref, str) or not ref:
         raise InputError(f"{str(ref)[:40]!r} is not a file name", where=f"{where}: log",
                          allowed="a path to a training log, relative to the runs file")
-    if isinstance(warm, bool) or not isinstance(warm, int) or not 0 <= warm <= 10**9:
+    # fuzz34: 1e9 (a whole number, as spec integer fields take it) was "not a step count"; the bound was not said
+    if isinstance(warm, float) and warm.is_integer():
+        warm = int(warm)
+    if isinstance(warm, bool) or not isinstance(warm, int) or not 0 <= warm <= MAX_WARMUP:
         raise InputError(f"{str(warm)[:40]!r} is not a step count", where=f"{where}: warmup_steps",
-                         allowed="a whole number >= 0 (logged steps up to it are dropped)")
+                         allowed=f"a whole number from 0 to {MAX_WARMUP:.0e} (logged steps up to it are dropped)")
     path = Path(ref) if Path(ref).is_absolute() else folder / ref
     try:
         if ref.endswith("/"):  # the Path dropped it

@@ -8,6 +8,8 @@ of scalemodel (spec files, ``--set`` values, ``--samples`` lists) is read here i
   hex integers, decimal floats, ``.inf``/``.nan``; anything else plain is a string;
 - integers of at most :data:`MAX_INT_DIGITS` digits (Python refuses to convert over 4300 digits; no
   physical count needs more than 30);
+- decimal floats that a 64-bit float holds (:data:`FLOAT_RANGE`): ``1e400`` is not read as inf, nor a nonzero
+  ``1e-400`` as 0 (``.inf`` and ``.nan`` are written as such);
 - an error naming both lines for a key given twice in one mapping (PyYAML keeps the last silently);
 - at most :data:`MAX_NODES` nodes composed and at most :data:`MAX_NODES` after expanding aliases
   (an alias bomb has billions), and at most :data:`MAX_DEPTH` levels of nesting;
@@ -19,6 +21,7 @@ With the file-size limits of :mod:`scalemodel.specs.files` this keeps any input 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -39,6 +42,9 @@ _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
 _INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
                     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_NONZERO = re.compile(r"[1-9]")
+#: what a refused decimal may be instead (float64: the largest finite value, the smallest subnormal)
+FLOAT_RANGE = "a number of magnitude 0 or 5e-324 to 1.79e308 (.inf / .nan where a field takes them)"
 
 
 class Refused(yaml.MarkedYAMLError):
@@ -81,7 +87,14 @@ class StrictConstructor(SafeConstructor):
             return float("-inf") if low.startswith("-") else float("inf")
         if low == ".nan":
             return float("nan")
-        return float(text)
+        value = float(text)
+        # fuzz34: a decimal beyond a 64-bit float (1e400) was read as inf, and a nonzero one below it (1e-400) as 0,
+        # so the refusal quoted a value the user did not write ("layers: ... (got inf)", "latency: should be
+        # greater than 0 (got 0.0)"); .inf and .nan stay what they say
+        if math.isinf(value) or (value == 0 and _NONZERO.search(low.split("e")[0])):
+            raise Refused(f"{text[:40]} is {'beyond' if value else 'below'} the range of a number (a 64-bit float)",
+                          node.start_mark, FLOAT_RANGE)
+        return value
 
     def construct_core_bool(self, node: yaml.ScalarNode) -> bool:
         return str(self.construct_scalar(node)).lower() == "true"
