@@ -139,7 +139,8 @@ cuBLAS/NCCL buffers). Defaults 5 % and 1 GB are assumptions, not measurements.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -255,17 +256,63 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
     return _nonneg("stage_layers", stage_layers) / sh.layers
 
 
-def _mtp_weights(sh: Shape, mtp_modules: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def _mtp_weights(sh: Shape, mtp_modules: ArrayLike, routed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Of ``mtp_modules`` D MTP modules on a stage: those with weights of their own (D, or one with ``mtp_shared``,
-    Megatron-Core mtp_use_repeated_layer) and each one's routed-expert parameters (0 unless the last layer is MoE)."""
+    Megatron-Core mtp_use_repeated_layer) and each one's routed-expert parameters (0 unless the last layer is MoE;
+    ``routed`` that count where already computed, :class:`_ModelParams`)."""
     d_all = _nonneg("mtp_modules", mtp_modules)
-    routed = np.where(sh.last_layer_moe, sh.moe_experts * expert_params(sh), 0.0)
+    if routed is None:
+        routed = np.where(sh.last_layer_moe, sh.moe_experts * expert_params(sh), 0.0)
     return np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all), routed
+
+
+class _ModelParams(NamedTuple):
+    """The terms of :func:`params_per_gpu` that read the model's shape alone (no strategy or stage argument):
+    ``whole`` :func:`~scalemodel.cost.transformer.tp_whole_elements`, ``body`` the layers' parameters before the
+    stage's share, ``word`` V h, ``embedding`` :func:`~scalemodel.cost.transformer.embedding_params`, ``routed`` one
+    layer's routed experts' parameters, ``mtp_routed`` an MTP module's (0 unless the last layer is MoE) and
+    ``mtp_own`` an MTP module's parameters less those."""
+
+    whole: Any
+    body: np.ndarray
+    word: Any
+    embedding: np.ndarray
+    routed: np.ndarray
+    mtp_routed: np.ndarray
+    mtp_own: np.ndarray
+
+
+def _model_params(sh: Shape) -> _ModelParams:
+    """:class:`_ModelParams` of ``sh``: the same expressions :func:`params_per_gpu` evaluated on every call before
+    (speed34), so every value is the one it was to the bit."""
+    shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + router_params(sh)
+    latent = latent_projection_params(sh)
+    body = (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
+            + sh.moe_layers * (shared + latent) + sh.mamba_layers * mamba_params(sh))
+    mtp_routed = np.where(sh.last_layer_moe, sh.moe_experts * expert_params(sh), 0.0)
+    return _ModelParams(whole=tp_whole_elements(sh), body=body, word=sh.vocab * sh.hidden,
+                        embedding=embedding_params(sh), routed=sh.moe_experts * expert_params(sh),
+                        mtp_routed=mtp_routed, mtp_own=mtp_module_params(sh) - mtp_routed)
+
+
+def _once(shared: dict[str, Any] | None, key: str, args: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """``make()``, computed once per ``shared`` dict for the same ``args`` (compared by identity; the dict holds
+    them, so no id is reused while the value is kept): the memo of the terms :func:`memory_per_gpu` and
+    :func:`params_per_gpu` share between the stages of one strategy grid. ``shared`` None: computed each call."""
+    if shared is None:
+        return make()
+    hit = shared.get(key)
+    if hit is not None and len(hit[0]) == len(args) and all(a is b for a, b in zip(hit[0], args, strict=True)):
+        return hit[1]
+    value = make()
+    shared[key] = (args, value)
+    return value
 
 
 def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
                    stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None,
-                   embedding: ArrayLike = True, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> ParamsPerGpu:
+                   embedding: ArrayLike = True, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
+                   shared: dict[str, Any] | None = None) -> ParamsPerGpu:
     """Parameters on one GPU of a pipeline stage (by default the first, which also holds the embedding).
 
     dense  = (all - whole) / t + whole
@@ -302,30 +349,31 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     (the stage does not ``pre_process``), a parameter with its gradient buffer and optimizer states
     (NVIDIA/Megatron-LM@d98e8a64dd gpt_model.py lines 173-174 and 277-291, language_module.py lines 345-363; review18a:
     it was priced as the copy alone).
+
+    ``shared``: a dict kept by the caller across calls on one model (:func:`memory_per_gpu`'s); the terms that read
+    the shape alone (:class:`_ModelParams`) are then computed once for them (:func:`_once`).
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
-    whole = tp_whole_elements(sh)
-    shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + router_params(sh)
-    latent = latent_projection_params(sh)
-    body = (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
-            + sh.moe_layers * (shared + latent) + sh.mamba_layers * mamba_params(sh)) * share
+    mp = _once(shared, "model params", (sh,), lambda: _model_params(sh))
+    whole = mp.whole
+    body = mp.body * share
     body_whole = sh.layers * share * whole.per_layer
-    word = sh.vocab * sh.hidden
+    word = mp.word
     has_emb = np.asarray(embedding, dtype=bool)
     on_head = np.asarray(head, dtype=bool)
     # p = 1: embedding_params (word tables, positions, final norm); p > 1: the word table and positions with the
     # embedding, the final norm with the output layer
     final_norm = np.where((p > 1) & on_head, whole.final_norm, 0.0)
-    emb = np.where((p == 1), embedding_params(sh), (word + whole.position) * has_emb + final_norm)
+    emb = np.where((p == 1), mp.embedding, (word + whole.position) * has_emb + final_norm)
     emb_whole = np.where((p == 1), whole.position + whole.final_norm, whole.position * has_emb + final_norm)
-    d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules)
-    routed = sh.moe_experts * expert_params(sh)
+    d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules, mp.mtp_routed)
+    routed = mp.routed
     # the output layer's own V h on the last stage (p > 1), tied or not, beside an MTP embedding copy or not: only a
     # stage that also pre_processes skips its allocation, and at p > 1 the last stage never does
     out_head = np.where((p > 1) & on_head, word, 0.0)
     held_whole = body_whole + emb_whole + d_mtp * whole.mtp_module
-    dense = (body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed) - held_whole) / t + held_whole
+    dense = (body + emb + out_head + d_mtp * mp.mtp_own - held_whole) / t + held_whole
     u = t if etp is None else _pos("etp", etp)
     expert = (sh.moe_layers * share * routed + d_mtp * mtp_routed) / (e * u)
     return ParamsPerGpu(dense=dense, expert=expert)
@@ -863,7 +911,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
                    weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0,
                    mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0,
-                   elem_bytes: ArrayLike = 2.0) -> MemoryBreakdown:
+                   elem_bytes: ArrayLike = 2.0, shared: dict[str, Any] | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -912,29 +960,21 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     (:func:`~scalemodel.cost.transformer.mtp_linear_weights` on this TP rank, at the block's recipe) and
     ``mtp_expert_workspace`` per routed-expert parameter of the MTP modules (their share of ``expert``, priced at it
     instead of ``expert_workspace``). ``elem_bytes``: bytes of an activation element (:func:`activation_bytes`; the
-    engine passes the job's, 4 in an fp32 / tf32 run, else 2).
+    engine passes the job's, 4 in an fp32 / tf32 run, else 2). ``shared``: a dict the caller keeps across the calls
+    for the stages of one strategy grid (:func:`scalemodel.engine.stage_memory.memory_peak_stage`'s): the terms no
+    stage argument enters (the checked degrees, the expert-DP ranks, the gathered ZeRO-3 unit and linear weights, the
+    cached-copy bytes, :func:`params_per_gpu`'s shape terms) are computed on the first call and read by the next ones
+    with the same argument objects (:func:`_once`); the values are those computed without it, to the bit.
     """
-    n_dp = _pos("dp", dp)
-    e = _pos("ep", ep)
-    t = _pos("tp", tp)
-    frag = _nonneg("fragmentation", fragmentation)
-    ws = _nonneg("workspace", workspace)
+    n_dp, e, t, frag, ws = _once(shared, "degrees", (dp, ep, tp, fragmentation, workspace), lambda: (
+        _pos("dp", dp), _pos("ep", ep), _pos("tp", tp), _nonneg("fragmentation", fragmentation),
+        _nonneg("workspace", workspace)))
     pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp, embedding=embedding,
-                        mtp_modules=mtp_modules, head=head)
-    u = t if etp is None else _pos("etp", etp)
-    edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
-    # two units on one TP rank, the largest unit's own count (not the layers' mean): the TP-split parameters / t, the
-    # linears every rank holds whole, MLA's down-projections of its attention and LatentMoE's projections (with
-    # their biases) of its MoE block, whole: the count of the workspace and FP8 bytes (mem30c; review30b: the whole
-    # linears were the layers' mean, short of a hybrid's MoE unit's 2 h l; before mem30c every parameter / t)
-    layer = gathered_unit(sh, tp=t, ep=e, etp=u)
-    gathered = 2.0 * layer
-    linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
-    keep = ~np.asarray(reshard_after_forward, dtype=bool)
-    # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
-    if np.any(root_unit):
-        gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
-    if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
+                        mtp_modules=mtp_modules, head=head, shared=shared)
+    u, edp, gathered, linear, keep, any_keep = _once(
+        shared, "units", (sh, dp, ep, tp, etp, cp, expert_dp, reshard_after_forward, root_unit),
+        lambda: _gathered_units(sh, n_dp, e, t, etp, cp, expert_dp, reshard_after_forward, root_unit))
+    if any_keep:  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         gathered = np.where(keep, pg.dense + pg.expert, gathered)
         linear = np.where(keep, stage * linear_weights_per_layer(sh, t), linear)
@@ -948,9 +988,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
     # dense ones changes no bit)
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
-    cached, cached_e = _nonneg("weight_workspace", weight_workspace), _nonneg("expert_workspace", expert_workspace)
-    cached_m = _nonneg("mtp_workspace", mtp_workspace)
-    cached_me = _nonneg("mtp_expert_workspace", mtp_expert_workspace)
+    cached, cached_e, cached_m, cached_me, any_cached = _once(
+        shared, "workspaces", (weight_workspace, expert_workspace, mtp_workspace, mtp_expert_workspace),
+        lambda: _workspaces(weight_workspace, expert_workspace, mtp_workspace, mtp_expert_workspace))
     if np.any(fp8_params):
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         per = linear_weights_per_layer(sh, t) if fp8_linear_per_layer is None else _nonneg(
@@ -964,7 +1004,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         if expert is not None:
             expert = ModelStates(weights=expert.weights - save * pg.expert,
                                  gradients=expert.gradients, optimizer=expert.optimizer)
-    if np.any(cached) or np.any(cached_e) or np.any(cached_m) or np.any(cached_me):  # TE's cached quantized copies
+    if any_cached:  # TE's cached quantized copies
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules)
         dense = ModelStates(weights=dense.weights + stage * cached + d_mtp * cached_m, gradients=dense.gradients,
@@ -998,6 +1038,38 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,
         optimizer=dense.optimizer + expert.optimizer, activations=act,
         fragmentation=frag * (states + act), workspace=ws + np.zeros_like(act))
+
+
+def _gathered_units(sh: Shape, n_dp: np.ndarray, e: np.ndarray, t: np.ndarray, etp: ArrayLike | None, cp: ArrayLike,
+                    expert_dp: ArrayLike | None, reshard_after_forward: ArrayLike, root_unit: ArrayLike
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """:func:`memory_per_gpu`'s terms that read no stage argument, in its order: the expert-TP degree u, the expert-DP
+    ranks, the ZeRO-3 parameters gathered at a time and the linear weights among them (before a stage that keeps
+    every unit gathered), the units kept gathered (``reshard_after_forward`` false) and whether any is."""
+    u = t if etp is None else _pos("etp", etp)
+    edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
+    # two units on one TP rank, the largest unit's own count (not the layers' mean): the TP-split parameters / t, the
+    # linears every rank holds whole, MLA's down-projections of its attention and LatentMoE's projections (with
+    # their biases) of its MoE block, whole: the count of the workspace and FP8 bytes (mem30c; review30b: the whole
+    # linears were the layers' mean, short of a hybrid's MoE unit's 2 h l; before mem30c every parameter / t)
+    layer = gathered_unit(sh, tp=t, ep=e, etp=u)
+    gathered = 2.0 * layer
+    linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
+    keep = ~np.asarray(reshard_after_forward, dtype=bool)
+    # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
+    if np.any(root_unit):
+        gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
+    return u, edp, gathered, linear, keep, bool(np.any(keep))
+
+
+def _workspaces(weight_workspace: ArrayLike, expert_workspace: ArrayLike, mtp_workspace: ArrayLike,
+                mtp_expert_workspace: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """:func:`memory_per_gpu`'s cached-copy bytes, checked, and whether any is held."""
+    cached, cached_e = _nonneg("weight_workspace", weight_workspace), _nonneg("expert_workspace", expert_workspace)
+    cached_m = _nonneg("mtp_workspace", mtp_workspace)
+    cached_me = _nonneg("mtp_expert_workspace", mtp_expert_workspace)
+    return (cached, cached_e, cached_m, cached_me,
+            bool(np.any(cached) or np.any(cached_e) or np.any(cached_m) or np.any(cached_me)))
 
 
 def fits(total_bytes: ArrayLike, capacity_bytes: ArrayLike) -> np.ndarray:

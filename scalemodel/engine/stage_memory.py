@@ -219,7 +219,8 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         **weight_workspace(job, g),  # TE's cached quantized copies of the 16-bit weights
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
-        per_layer={})  # the stages share their layers' activation bytes (computed once)
+        per_layer={},  # the stages share their layers' activation bytes (computed once)
+        shared={})  # and the terms of their model states no stage argument enters (memory.memory_per_gpu's)
 
 
 def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
@@ -512,7 +513,8 @@ def _kept(br: memory.MemoryBreakdown, parts: bool) -> memory.MemoryBreakdown | _
 
 def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
     """Parameters one GPU of a stage holds (dense + expert), with the stage arguments its memory was priced with."""
-    pg = memory.params_per_gpu(job.shape, tp=kw["tp"], pp=kw["pp"], ep=kw["ep"], etp=kw["etp"], **stage)
+    pg = memory.params_per_gpu(job.shape, tp=kw["tp"], pp=kw["pp"], ep=kw["ep"], etp=kw["etp"], shared=kw["shared"],
+                               **stage)
     return np.asarray(pg.dense + pg.expert, dtype=float)
 
 
