@@ -97,7 +97,7 @@ def test_router_and_latent_projections_in_the_total():
 
 def _comp(layers: float, gemm: float, mtp_gemm: float) -> dict:  # type: ignore[type-arg]
     return {"layers_per_stage": np.asarray(layers), "gemm_per_layer": np.asarray(gemm),
-            "mtp_gemm": np.asarray(mtp_gemm)}
+            "mtp_gemm": np.asarray(mtp_gemm), "mtp_attention_blocks": np.asarray(2.0)}
 
 
 def test_regather_window_prices_the_block_at_its_own_share():
@@ -107,7 +107,7 @@ def test_regather_window_prices_the_block_at_its_own_share():
         W = 88 x 994,304 / 2,854,912 + 5 x 9,984 / 51,584 ms."""
     job, g = _super_job({"tp": 2, "sequence_parallel": True})
     comp = _comp(88.0, 1e-3, 5e-3)
-    got = mpc.sp_regather(job, g, comp, {"tp_regather": np.asarray(10.0)}, 1.0, 0.0)
+    got = mpc.sp_regather(job, g, comp, {"tp_regather": np.asarray(10.0)})
     want = 88 * 1e-3 * _shares(*SUPER_LAYERS)[0] + 5e-3 * _shares(*SUPER_BLOCK)[0]
     assert float(np.ravel(got["total"])[0] - np.ravel(got["exposed"])[0]) == pytest.approx(want, rel=1e-9)
 

@@ -90,5 +90,5 @@ def test_regather_window_of_an_mla_model_follows_the_down_projections_build(colu
     gemm = 1e-9
     comp = {"layers_per_stage": np.asarray([float(LAYERS)]), "gemm_per_layer": np.asarray([gemm])}
     coll = {"tp_regather": np.asarray([1e-3]), "tp_att_regather": np.asarray([1e-3])}
-    got = mpc.sp_regather(job, g, comp, coll, LAYERS * 2.0, float(LAYERS))
+    got = mpc.sp_regather(job, g, comp, coll)
     assert float(np.asarray(got["hidden"]).reshape(-1)[0]) == pytest.approx(LAYERS * a * gemm, rel=1e-12)

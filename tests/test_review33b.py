@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalemodel.engine import model_parallel_comm as mpc
-from tests.test_tp33 import LAYERS, TP, A, E, N, R, _setup, _t, _tp
+from tests.test_tp33 import LAYERS, TP, E, N, _setup, _t, _tp
 
 
 def _pipeline_rs_tail(c: float, w: float, n: int) -> float:
@@ -56,14 +56,17 @@ def test_userbuffers_exposed_is_the_simulated_chunk_timelines(scale: float, prec
     GEMM scaled around the traffic (``scale`` x the 8 reduce-scatters a layer's share) so both edges' regimes
     (traffic shorter, and up to 4/3 longer, than its window) are reached. Before review33b the model hid each ring
     and pipeline under all of its window: every scale where a part's traffic passes 3/4 of its window fails there.
-    The model pools each side's linears (QKV with FC1, O-proj with FC2) as one ring and one pipeline, as the
-    simulation here does."""
+    Since tp34 each linear runs its own ring or pipeline beside its own GEMM (before, one a side: QKV with FC1,
+    O-proj with FC2), as the simulation here does."""
     job, g, c = _setup(precision, recipe, tp_comm_overlap=True)
     rs, ag = _t("reducescatter", 2 * E, job), _t("allgather", q * E, job)
     gemm = scale * N * rs / LAYERS
-    wa, wr = LAYERS * A * gemm, LAYERS * R * gemm
-    fwd = _ring_ag_tail(N * ag, wa, TP) + _pipeline_rs_tail(N * rs, wr, 4)
-    bwd = _ring_ag_tail(N * ag, wr, TP) + max(N * rs - wa, 0.0) + max(N * ag - wa, 0.0)
+    # tp34: each linear's collective beside its own GEMM, a layer's QKV 3/12, FC1 4/12 (column), O-proj 1/12, FC2
+    # 4/12 (row) of its GEMM time; each simulated on its own, LAYERS times
+    cols, rows = (3 / 12 * gemm, 4 / 12 * gemm), (1 / 12 * gemm, 4 / 12 * gemm)
+    fwd = LAYERS * sum(_ring_ag_tail(ag, w, TP) for w in cols) + LAYERS * sum(_pipeline_rs_tail(rs, w, 4) for w in rows)
+    bwd = LAYERS * (sum(_ring_ag_tail(ag, w, TP) for w in rows) + sum(max(rs - w, 0.0) + max(ag - w, 0.0)
+                                                                      for w in cols))
     got = _tp(job, g, c, gemm)
     assert got["tp"] == pytest.approx(fwd + bwd, rel=1e-9)
     assert got["hidden_fwd"] == pytest.approx(N * (ag + rs) - fwd, rel=1e-9)

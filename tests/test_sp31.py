@@ -107,11 +107,11 @@ def test_exposed_part_when_the_gemm_is_shorter_than_the_gather() -> None:
     short = 10e-6
     window = LAYERS * 7 / 12 * short
     assert total > window  # the case this test is about
-    got = mpc.sp_regather(job, g, _comp(short), c, LAYERS * 2.0, 0.0)
+    got = mpc.sp_regather(job, g, _comp(short), c)
     assert v(got["total"]) == pytest.approx(total, rel=1e-12)
     assert v(got["exposed"]) == pytest.approx(total - window, rel=1e-12)
     assert v(got["hidden"]) == pytest.approx(window, rel=1e-12)
-    long = mpc.sp_regather(job, g, _comp(10e-3), c, LAYERS * 2.0, 0.0)
+    long = mpc.sp_regather(job, g, _comp(10e-3), c)
     assert v(long["exposed"]) == 0.0 and v(long["hidden"]) == pytest.approx(total, rel=1e-12)
 
 
@@ -120,7 +120,7 @@ def test_no_regather_without_sequence_parallelism_at_tp1_or_under_nanotron(strat
     """Without SP (or at tp 1) the saved input is the whole one; nanotron's own linears are priced by
     nanotron_tp_time (their re-gathers included)."""
     job, g, c = _setup(**strategy)
-    got = mpc.sp_regather(job, g, _comp(10e-6), c, LAYERS * 2.0, 0.0)
+    got = mpc.sp_regather(job, g, _comp(10e-6), c)
     assert v(got["total"]) == 0.0 and v(got["exposed"]) == 0.0 and v(got["hidden"]) == 0.0
 
 

@@ -86,9 +86,14 @@ def test_sp_without_userbuffers_by_hand(precision: str, recipe: str | None, q: f
     job, g, c = _setup(precision, recipe)
     rs, ag, ag_g = _t("reducescatter", 2 * E, job), _t("allgather", q * E, job), _t("allgather", q * E, job)
     w = 0.75 * N * rs
-    got = _tp(job, g, c, w / (LAYERS * A))
-    assert got["tp"] == pytest.approx(N * (rs + ag) + N * ag_g + 0.25 * N * rs + max(N * ag - w, 0.0), rel=1e-12)
-    assert got["hidden_bwd"] == pytest.approx(w + min(N * ag, w), rel=1e-12)
+    gemm = w / (LAYERS * A)
+    # tp34: each column linear's collectives under its own GEMMs, QKV 3/12 and FC1 4/12 of a layer's G
+    exp_rs = LAYERS * sum(max(rs - f * gemm, 0.0) for f in (3 / 12, 4 / 12))
+    exp_ag = LAYERS * sum(max(ag - f * gemm, 0.0) for f in (3 / 12, 4 / 12))
+    got = _tp(job, g, c, gemm)
+    assert got["tp"] == pytest.approx(N * (rs + ag) + N * ag_g + exp_rs + exp_ag, rel=1e-12)
+    assert exp_rs == pytest.approx(0.25 * N * rs, rel=1e-12)  # both linears past their GEMMs: the pool's quarter
+    assert got["hidden_bwd"] == pytest.approx(N * rs - exp_rs + N * ag - exp_ag, rel=1e-12)
     assert got["hidden_fwd"] == 0.0
     # per layer: exposed 2 (RS + AG) + 2 AG(q_g) + RS / 2 + the re-gathers' excess; nothing beyond its GEMMs hides
     assert got["hidden_bwd"] <= 2 * w * (1 + 1e-12)

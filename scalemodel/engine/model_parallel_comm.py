@@ -283,25 +283,44 @@ def _ub_block_shares(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba:
     weight-gradient window (:func:`_moe_tp_collectives`). Before hybrid32 the shares were one attention + MLP layer's
     with the MoE share moe_layers / layers; before review32a the down-projections sat on the AG side whatever the
     build; before mtp32 the router and LatentMoE projections were left out of T."""
+    col, row, total = _block_linears(sh, n_att, n_mlp, n_moe, n_mamba, column_down, shared_off)
+    if total <= 0:
+        return 0.5, 0.5
+    return (sum(n * f for n, f in col) / total, sum(n * f for n, f in row) / total)
+
+
+def _block_linears(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba: float, column_down: Any = False,
+                   shared_off: Any = False) -> tuple[tuple[tuple[Any, Any], ...], tuple[tuple[Any, Any], ...], float]:
+    """The TP linears of ``n_att`` attention, ``n_mlp`` dense MLP, ``n_moe`` MoE and ``n_mamba`` Mamba blocks by kind,
+    each as (instances, one instance's forward weight-GEMM FLOPs in :func:`_ub_block_shares`' units), on the column
+    side (attention: QKV or MLA's up-projections + [column_down] D; dense FC1; the shared experts' FC1; the Mamba
+    in_proj) and the row side (O-proj, FC2, the shared experts' FC2, the out_proj), and T, every weight GEMM of the
+    blocks (docs/model.md#ub-shares, #tp34). Each instance runs one h-wide TP collective per side and pass (an
+    attention block's MLA gathers besides, :func:`_own_windows`); the shared experts count only where they exist and
+    run on the TP linears (not ``shared_off``). A parallel block (GPT-NeoX ``gpt_j_residual``) sums the attention's
+    and the MLP's row-parallel outputs before its one reduction (EleutherAI/gpt-neox@ea7aefd8f8
+    megatron/model/transformer.py L951-959 / L1117-1118, the linears built with ``parallel_output``, mpu/layers.py
+    L775-782): its row side is one instance a layer over O-proj and FC2 together."""
     w = {name: (float(n_in * n_out), split) for name, n_in, n_out, split in transformer.attention_matrices(sh)}
     o = w.pop("o")[0]
-    col = sum(v for v, split in w.values() if split)  # QKV, or MLA's up-projections (q when r_q = 0)
+    qkv = sum(v for v, split in w.values() if split)  # QKV, or MLA's up-projections (q when r_q = 0)
     down = sum(v for v, split in w.values() if not split)  # MLA's q_down / kv_down, held whole
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     parts = transformer.linear_weight_parts(sh)
     h = float(sh.hidden)
-    dense = n_mlp * float(sh.ffn_hidden) * h
-    shared = n_moe * float(sh.moe_shared_experts * sh.moe_ffn_hidden) * h
-    on = dense + (1.0 - np.asarray(shared_off, dtype=float)) * shared
-    m_in, m_out = n_mamba * float(parts["mamba_in_proj"][0]), n_mamba * float(parts["mamba_out_proj"][0])
-    ag = n_att * (col + np.asarray(column_down, dtype=float) * down) + up * on + m_in
-    rs = n_att * o + on + m_out
+    f, s = float(sh.ffn_hidden) * h, float(sh.moe_shared_experts * sh.moe_ffn_hidden) * h
+    shared = n_moe * (1.0 - np.asarray(shared_off, dtype=float)) * (1.0 if s > 0 else 0.0)
+    m_in, m_out = float(parts["mamba_in_proj"][0]), float(parts["mamba_out_proj"][0])
+    col = ((n_att, qkv + np.asarray(column_down, dtype=float) * down), (n_mlp, up * f), (shared, up * s),
+           (n_mamba, m_in))
+    row = ((n_att, o), (n_mlp, f), (shared, s), (n_mamba, m_out))
+    if bool(np.any(sh.parallel_block)):
+        row = ((n_mlp, o + f), (n_att - n_mlp, o), (shared, s), (n_mamba, m_out))
     routed = float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width) * (up + 1.0)
     other = (h * float(sh.moe_experts) + 2.0 * h * float(sh.moe_latent)) if float(sh.moe_experts) > 0 else 0.0
-    total = n_att * (col + down + o) + (up + 1.0) * (dense + shared) + m_in + m_out + n_moe * (routed + other)
-    if total <= 0:
-        return 0.5, 0.5
-    return ag / total, rs / total
+    total = (n_att * (qkv + down + o) + (up + 1.0) * (n_mlp * f + n_moe * s) + n_mamba * (m_in + m_out)
+             + n_moe * (routed + other))
+    return col, row, float(total)
 
 
 def _ub_gemm(sh: Any, comp: dict[str, np.ndarray], side: int, layers: Any, mtp: Any, column_down: Any = False,
@@ -313,6 +332,47 @@ def _ub_gemm(sh: Any, comp: dict[str, np.ndarray], side: int, layers: Any, mtp: 
     return np.asarray(_ub_shares(sh, column_down, shared_off)[side] * layers * comp["gemm_per_layer"]
                       + _mtp_ub_shares(sh, column_down, shared_off)[side] * mtp * comp.get("mtp_gemm", 0.0),
                       dtype=float)
+
+
+def _own_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], c: Any, side: int, att_extra: Any = 0.0,
+                 layers: Any = None, mtp: Any = 1.0, edge: Any = 1.0, floor: float = 0.0
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(traffic, exposed, hidden) seconds per micro-batch of one TP collective per linear on ``side`` (0: the
+    column-parallel linears, 1: the row-parallel ones, :func:`_block_linears`), each under ``edge`` x its own linear's
+    GEMM (docs/model.md#tp34). Transformer Engine overlaps a linear's collective with that linear's own GEMMs, inside
+    the linear's forward or backward (NVIDIA/TransformerEngine@c55e425ac5, v2.2, pytorch/module/linear.py L230-262
+    the forward's userbuffers overlap in its own ``general_gemm``; L582-588 / L676-679 the input-gradient collective
+    launched after the data-gradient GEMM and waited after the weight-gradient GEMM; layernorm_linear.py L662-668 /
+    L753-756, layernorm_mlp.py L880-886 / L957-960), so one linear's excess is not hidden under another's slack::
+
+        exposed = sum_k n_k max(c_k - edge w_k, floor c_k),   hidden = sum_k n_k c_k - exposed
+
+    ``c`` seconds a linear (an attention block's column linears ``c + att_extra``: MLA's further gathers, pooled
+    under the block's own column GEMMs); ``w_k`` one instance's forward GEMM seconds (= its data- and its
+    weight-gradient GEMM's): its FLOP share of T times the blocks' GEMM time, the stage's ``layers`` (default all its
+    layers, ``gemm_per_layer`` each) and ``mtp`` x its MTP passes' blocks (``mtp_gemm``, one attention block a pass).
+    Before tp34 each side was one pool, max(sum c - edge sum w, floor sum c)."""
+    sh = job.shape
+    n = comp["layers_per_stage"] if layers is None else layers
+    passes = mtp * comp.get("mtp_attention_blocks", 0.0)
+    cd, off = g.mla_column_down_proj, g.moe_shared_expert_overlap
+    moe = 1.0 if bool(sh.last_layer_moe) else 0.0
+    per_model = float(sh.layers)
+    mtp_gemm = np.where(np.asarray(passes) > 0, comp.get("mtp_gemm", 0.0) / np.maximum(passes, 1e-300), 0.0)
+    sets = ((n / per_model, _block_linears(sh, float(sh.attention_layers), float(sh.mlp_layers),
+                                           float(sh.moe_layers), float(sh.mamba_layers), cd, off),
+             per_model * comp["gemm_per_layer"]),
+            (passes, _block_linears(sh, 1.0, 1.0 - moe, moe, 0.0, cd, off), mtp_gemm))
+    c = np.asarray(c, dtype=float)
+    traffic, exposed = np.zeros(1), np.zeros(1)
+    for scale, (col, row, total), gemm in sets:
+        for k, (count, flops) in enumerate((col, row)[side]):
+            ck = c + att_extra if k == 0 else c
+            w = edge * (flops / total if total > 0 else 0.0) * gemm
+            inst = scale * count
+            traffic = traffic + inst * ck
+            exposed = exposed + inst * np.maximum(ck - w, floor * ck)
+    return traffic, exposed, traffic - exposed
 
 
 def _gathered_elem_bytes(job: Job, both_usages: bool) -> float:
@@ -360,25 +420,8 @@ def sp_grad_gather_elem_bytes(job: Job) -> float:
     return _gathered_elem_bytes(job, True)
 
 
-def column_gemm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], mtp: Any = 1.0) -> np.ndarray:
-    """Forward GEMM seconds of the column-parallel linears (QKV or MLA's up-projections, the column build's
-    down-projections, the dense and shared-expert FC1, the Mamba in_proj: the AG side of :func:`_ub_shares`) of the
-    stage's layers and ``mtp`` passes of its MTP blocks; a linear's data- and weight-gradient GEMMs each take as long
-    (docs/model.md#tp-comm, #sp-regather). The window of the two collectives a column-parallel linear runs inside its
-    own backward (tp33): the re-gather of its saved input shard under its data-gradient GEMM (:func:`sp_regather`)
-    and the reduce-scatter (SP) or all-reduce (no SP) of its input gradient under its weight-gradient GEMM, each
-    issued async and waited on before the linear's backward returns (NVIDIA/TransformerEngine@c55e425ac5, v2.2,
-    pytorch/module/linear.py L582-588 / L676-679, layernorm_linear.py L662-668 / L753-756, layernorm_mlp.py
-    L880-886 / L957-960; @c27ee60ec7, v1.11, linear.py L502-506 / L574, layernorm_linear.py L571-575 / L667;
-    @40c69e751a, v2.8, linear.py L737-743 / L924-927, layernorm_linear.py L746-752 / L935-938; Megatron-Core's own
-    linears NVIDIA/Megatron-LM@d98e8a64dd megatron/core/tensor_parallel/layers.py L666-710), so no other GEMM of the
-    layer hides them."""
-    return _ub_gemm(job.shape, comp, 0, comp["layers_per_stage"], mtp, g.mla_column_down_proj,
-                    g.moe_shared_expert_overlap)
-
-
 def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
-                gathers: Any, att_blocks: Any, mtp: Any = 1.0) -> dict[str, np.ndarray]:
+                mtp: Any = 1.0) -> dict[str, np.ndarray]:
     """Exposed and hidden seconds per micro-batch of the backward's input re-gathers under sequence parallelism
     (docs/model.md#sp-regather). A column-parallel linear with sequence parallelism saves its input shard, not the
     gathered input, and all-gathers it again in the backward for the weight-gradient GEMM: asynchronously, issued
@@ -387,22 +430,23 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     @c27ee60ec7, v1.11, pytorch/module/linear.py L420-423 / L499-501 and layernorm_linear.py L451-459 / L566-567;
     @c55e425ac5, v2.2, linear.py L268-279 / L510-527 / L609-611 and layernorm_linear.py L595-612 / L689-691;
     @40c69e751a, v2.8, layernorm_linear.py L365-367 frees the gathered copy after the forward GEMM). One re-gather
-    per forward all-gather of a column-parallel input: ``gathers`` (the stage's layers' h-wide ones, each MoE block's
-    in the layers' count, the MTP blocks') at ``coll['tp_regather']`` and ``att_blocks`` MLA blocks' further ones at
-    ``coll['tp_att_regather']`` (the saved dtype, :func:`sp_regather_elem_bytes`). Under the data-gradient GEMMs of
-    the linears that gather (the share ``a`` of a layer's GEMM FLOPs, :func:`_ub_shares`, of the forward GEMM time
-    ``G`` of the stage's layers and MTP blocks)::
+    per forward all-gather of a column-parallel input (:func:`_block_linears`: the stage's layers' h-wide ones, each MoE
+    block's shared experts', the MTP blocks'), at ``coll['tp_regather']``, an MLA block's further ones at
+    ``coll['tp_att_regather']`` with it (the saved dtype, :func:`sp_regather_elem_bytes`), each under its own linear's
+    data-gradient GEMM (tp34, :func:`_own_windows`; until tp34 all under the gathering linears' summed GEMMs)::
 
-        C = gathers AG(X_q) + att_blocks AG_att(X_q),   W = a G,   exposed = max(C - W, 0),   hidden = C - exposed
+        exposed = sum_k n_k max(AG_k - w_k, 0),   hidden = sum_k n_k AG_k - exposed
 
-    Not for nanotron's linears (:func:`nanotron_tp_time` prices their own re-gathers), nor on a TPU (XLA keeps the
+    Not for a parallel block (GPT-NeoX's linears run ``F.linear`` on the gathered input, which autograd saves:
+    EleutherAI/gpt-neox@ea7aefd8f8 megatron/mpu/layers.py L567-576; docs/model.md#tp34-parallel), nor for
+    nanotron's linears (:func:`nanotron_tp_time` prices their own re-gathers), nor on a TPU (XLA keeps the
     gathered input unless a remat policy drops it: :func:`_jax_remat_tp_recompute`); 0 without sequence parallelism
     or at tp 1 (the saved input is the whole one). ``mtp``: the MTP blocks in the window, 1, or 0 for the layers'
     re-gathers alone (under userbuffers the MTP blocks' are priced on their own, :func:`_mtp_plain_tp`)."""
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
-          & (not xla_remat(job)))
-    c = np.where(on, gathers * coll.get("tp_regather", 0.0) + att_blocks * coll.get("tp_att_regather", 0.0), 0.0)
-    exposed = np.maximum(c - column_gemm(job, g, comp, mtp), 0.0)
+          & (not xla_remat(job)) & ~np.asarray(job.shape.parallel_block, dtype=bool))
+    c, own, _ = _own_windows(job, g, comp, coll.get("tp_regather", 0.0), 0, coll.get("tp_att_regather", 0.0), mtp=mtp)
+    c, exposed = np.where(on, c, 0.0), np.where(on, own, 0.0)
     return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
 
 
@@ -490,8 +534,8 @@ def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: 
     and TELinear asserted one under the overlap (9d71cb1cd2^ transformer_engine.py L572-575), so no release runs
     an MTP block with userbuffers. ``traffic``: the blocks' forward TP seconds, ``gathers`` / ``att_blocks`` their
     re-gathers (:func:`sp_regather`); G = the blocks' column-parallel linears' forward GEMM time (``mtp_gemm`` at the
-    block's AG-side share, :func:`column_gemm`) = their weight-gradient GEMMs', the window of their input-gradient
-    reduce-scatters (tp33; before, all of ``mtp_gemm``)::
+    block's AG-side share, :func:`_input_grad_windows`) = their weight-gradient GEMMs', the window of their
+    input-gradient reduce-scatters (tp33; before, all of ``mtp_gemm``; tp34: each under its own linear's)::
 
         exposed = traffic (1 + [recomputed]) + B + max(P - G, 0) + regather exposed,
         hidden  = min(P, G) + regather hidden
@@ -501,12 +545,24 @@ def _mtp_plain_tp(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: 
     without the overlap (before review32d the gathers pooled under G too); the re-gathers under the blocks' own
     data-gradient GEMMs)."""
     blocks_only = {**comp, "layers_per_stage": np.zeros(1)}
-    rg = sp_regather(job, g, blocks_only, coll, gathers, att_blocks)
-    gemm = column_gemm(job, g, blocks_only)  # the column-parallel linears' own weight-gradient GEMMs (tp33)
+    rg = sp_regather(job, g, blocks_only, coll)
     rec = np.where(mtp_module_recomputed(g), 1.0, 0.0)
-    grad_ag, pool = _sp_backward_pool(job, g, coll, traffic, gathers, att_blocks)
-    return {"exposed": traffic * (1.0 + rec) + grad_ag + np.maximum(pool - gemm, 0.0) + rg["exposed"],
-            "hidden": np.minimum(pool, gemm) + rg["hidden"]}
+    grad_ag = _sp_backward_pool(job, g, coll, traffic, gathers, att_blocks)[0]
+    # each column-parallel linear's input-gradient reduce-scatter under its own weight-gradient GEMM (tp33, tp34)
+    _, own, hid = _input_grad_windows(job, g, comp, coll, layers=np.zeros(1))
+    return {"exposed": traffic * (1.0 + rec) + grad_ag + own + rg["exposed"], "hidden": hid + rg["hidden"]}
+
+
+def _input_grad_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                        layers: Any = None, mtp: Any = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_own_windows` of the column-parallel linears' input-gradient collectives in the backward: the
+    reduce-scatter (sequence parallelism) or all-reduce of the activation, ``coll['tp']`` less the forward's
+    all-gather, each under its own linear's weight-gradient GEMM (tp33, tp34); an attention block's MLA mirrors
+    (``tp_att_grad_rs``) less its plain gathers' (``tp_att_plain``, exposed: :func:`_sp_backward_pool`) with it,
+    MLA's gathers as they are without sequence parallelism."""
+    sp = g.sequence_parallel & (g.tp > 1)
+    mla = np.where(sp, coll.get("tp_att_grad_rs", 0.0) - coll.get("tp_att_plain", 0.0), coll.get("tp_att", 0.0))
+    return _own_windows(job, g, comp, coll["tp"] - coll.get("tp_fwd_ag", 0.0), 0, mla, layers=layers, mtp=mtp)
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -559,15 +615,22 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # sequence parallelism Megatron launches the reduce-scatter async_op=True before the wgrad GEMM whatever the
     # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
     # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
-    # the window is each column-parallel linear's own weight-gradient GEMM (column_gemm, tp33: the collective is waited
-    # on before that linear's backward returns); an XLA partitioner schedules its collectives beside any GEMM
-    bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel,
-                          np.where(_xla_partitioned(job, g), comp["wgrad"], column_gemm(job, g, comp)), 0.0)
+    # the window is each column-parallel linear's own weight-gradient GEMM (_input_grad_windows, tp33: the collective
+    # is waited on before that linear's backward returns); an XLA partitioner schedules its collectives beside any GEMM
+    # (tp34: each its own linear's, not the side's pool)
+    async_on, xla = g.tp_async_allreduce | g.sequence_parallel, _xla_partitioned(job, g)
     # with sequence parallelism the row-parallel linears' output-gradient gathers exposed, the rest of the mirror under
     # the weight-gradient GEMMs (_sp_backward_pool; docs/model.md#sp-grad-gather); not under userbuffers (below)
     grad_ag, under = _sp_backward_pool(job, g, coll, pool_f, L * per_pass + adj * moe_f,
                                        n * att_share + mtp_att_blocks)
-    tp_bwd = grad_ag + np.maximum(under - bwd_window, 0.0)
+    own_c, _, own_h = _input_grad_windows(job, g, comp, coll)
+    # a parallel block under a framework's linears (GPT-NeoX gpt_j_residual, docs/model.md#tp34-parallel): each of
+    # QKV and FC1 gathers its own input (with SP: one all-gather more a pass than the count's one) and reduces its own
+    # input gradient in the backward (two a layer against the count's one), blocking: none is hidden
+    pb = np.asarray(sh.parallel_block, dtype=bool) & ~xla & (g.tp > 1) & (float(sh.moe_experts) == 0)
+    bwd_hidden = np.where(async_on & ~pb, np.minimum(under, np.where(xla, comp["wgrad"], own_h)), 0.0)
+    tp_bwd = grad_ag + np.where(pb, own_c, under) - bwd_hidden
+    tp_fwd = tp_fwd + np.where(pb, (L + rec_n) * coll.get("tp_fwd_ag", 0.0), 0.0)
     # selective recompute of mlp: each dense MLP block's checkpointed forward runs its TP collective(s) again in the
     # backward (the all-reduce after linear_fc2, or with SP the all-gather before linear_fc1 and the reduce-scatter
     # after linear_fc2: one block's forward traffic, ``per``), exposed like the forward's; under tp_comm_overlap too
@@ -596,9 +659,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     mlp_rec = mlp_rec + moe_rec + moe_ext + mla_rec + jax_rec
     # the backward's re-gathers of the column-parallel linears' saved input shards under their data-gradient GEMMs
     # (sequence parallelism; sp_regather): one per forward all-gather of pool_f
-    rg = sp_regather(job, g, comp, coll, L * per_pass + adj * moe_f, n * att_share + mtp_att_blocks)
+    rg = sp_regather(job, g, comp, coll)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec + rg["exposed"], 0.0)
-    tp_hidden = np.where(g.tp > 1, np.minimum(under, bwd_window) + rg["hidden"], 0.0)
+    tp_hidden = np.where(g.tp > 1, bwd_hidden + rg["hidden"], 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
     ub = userbuffers_on(sh, g)
     if np.any(ub):  # userbuffers: the layers' TP collectives under the GEMMs beside them (_tp_comm_overlap); the MTP
@@ -607,7 +670,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         mtp_gathers = mtp_tp * per_pass + adj * mtp_moe
         mtp_f = mtp_gathers * per + mtp_att_blocks * coll.get("tp_att", 0.0)
         rec_ub = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
-        rg_l = sp_regather(job, g, comp, coll, n * per_pass + adj * (moe_f - mtp_moe), n * att_share, mtp=0.0)
+        rg_l = sp_regather(job, g, comp, coll, mtp=0.0)
         mtp_nccl = _mtp_plain_tp(job, g, comp, coll, mtp_f, mtp_gathers, mtp_att_blocks)
         # the backward, each overlap inside its own linear's backward (tp33): the row-parallel linears' output-gradient
         # gathers (ring exchange) beside their data-gradient GEMMs (the RS side), the column-parallel linears'
@@ -616,20 +679,28 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         layers_f = pool_f - mtp_f
         grad_ag_l = (n * per_pass + adj * (moe_f - mtp_moe)) * coll.get("tp_fwd_ag", 0.0)
         shared_off = g.moe_shared_expert_overlap
-        g_ag, g_rs = _ub_gemm(sh, comp, 0, n, 0.0, shared_off=shared_off), _ub_gemm(sh, comp, 1, n, 0.0,
-                                                                                   shared_off=shared_off)
         # the forward and the recomputed forward likewise (tp33): the ring-exchange all-gathers beside the
         # column-parallel linears' GEMMs, the pipelined reduce-scatters beside the row-parallel ones'
         layers_r = pool_r - mtp_again * mtp_f
         ag_share = coll.get("tp_fwd_ag", 0.0) / np.maximum(per, 1e-300)
-        r_ag, r_rs = (_ub_gemm(sh, comp, side, rec_ub, 0.0, shared_off=shared_off) for side in (0, 1))
         # the chunked overlaps' edge (review33b): a ring exchange's last GEMM chunk (1 / tp) runs after its last
         # receive, a pipeline's first (1 / 4) before its first reduce-scatter: neither has traffic beside it
         ring_w, pipe_w = 1.0 - 1.0 / np.maximum(g.tp, 1.0), 1.0 - 1.0 / UB_PIPELINE_SPLITS
+        # each part's window is what its linears hide, each beside its own GEMM (_own_windows, tp34): the hidden
+        # seconds, so that _tp_comm_overlap's max(C - W, f C) is the per-linear sum (each term >= f c_k)
+        fwd_ag, fwd_rs = coll.get("tp_fwd_ag", 0.0), per - coll.get("tp_fwd_ag", 0.0)
+
+        def hid(c: Any, side: int, layers: Any, edge: Any, floor: float = 0.0) -> np.ndarray:
+            return _own_windows(job, g, comp, c, side, layers=layers, mtp=0.0, edge=edge, floor=floor)[2]
+
+        pipe = 1.0 / UB_PIPELINE_SPLITS
         ov = _tp_comm_overlap((layers_f * ag_share, layers_f * (1.0 - ag_share)),
                               (layers_r * ag_share, layers_r * (1.0 - ag_share)),
-                              (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]), (ring_w * g_ag, pipe_w * g_rs),
-                              (ring_w * r_ag, pipe_w * r_rs), (ring_w * g_rs, g_ag, g_ag))
+                              (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]),
+                              (hid(fwd_ag, 0, n, ring_w), hid(fwd_rs, 1, n, pipe_w, pipe)),
+                              (hid(fwd_ag, 0, rec_ub, ring_w), hid(fwd_rs, 1, rec_ub, pipe_w, pipe)),
+                              (hid(fwd_ag, 1, n, ring_w), _input_grad_windows(job, g, comp, coll, n, 0.0)[2],
+                               rg_l["hidden"]))
         h_ring, h_rs, h_rg = ov["hidden_bwd_parts"]
         ring_fwd = ov["hidden_fwd_parts"][0] + ov["hidden_rec_parts"][0]
         tp = np.where(ub, ov["exposed"] + mtp_nccl["exposed"] + mlp_rec, tp)
