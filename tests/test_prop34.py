@@ -52,6 +52,14 @@ H100_DP64 = dict(gpus=64, dp=64, tp=1, pp=1, cp=1, micro_batch=1, global_batch=6
 LLAMA_H100 = _wide_job("dgx-h100", "llama3-8b", "bf16", None, 4096)
 
 
+def _slowed(job, a, slower: float, sync: str = "bsp"):  # type: ignore[no-untyped-def]
+    """The job with every link ``slower`` times its rate, its step under ``a`` and the tier boundaries its
+    data-parallel group crosses (none where the group's domains are uneven or it crosses none: step 0, not priced)."""
+    job = _scaled_network(job, slower)
+    crossings = _crossings(job.network, a["dp"], 1) or []
+    return job, float(_eval(job, a, sync).step_time[0]) if crossings else 0.0, crossings
+
+
 def _dense(case) -> bool:  # type: ignore[no-untyped-def]
     job = case[0]
     return not (job.is_transformer and int(job.shape.moe_experts))
@@ -97,13 +105,10 @@ def test_parameter_server_never_beats_the_bytes_a_node_pushes(case, slower) -> N
     rounds = _steps_per_sync(sync) or (1 if sync in ("asp", "ssp:4") else 0)
     if not rounds:
         return
-    job = _scaled_network(job, slower)
-    crossings = _crossings(job.network, a["dp"], 1)
+    job, step, crossings = _slowed(job, a, slower, sync)
     if not crossings:
         return
     p_q = job.params * _wire_bytes(job, a["compression"])
-    res = _eval(job, a, sync)
-    step = float(res.step_time[0])
     share = 0.5 if a["ps_colocated"] else 1.0
     for _, outer, c, _n in crossings:
         bound = share * p_q / (c * outer.bandwidth) / rounds
@@ -142,12 +147,8 @@ def test_compressed_gradients_never_beat_the_bytes_crossing_each_tier(case, slow
     Top-k's selections differ from rank to rank and are all-gathered (DeepSpeed / Horovod style sparse exchange:
     rho P values and int32 indices a rank): every domain must receive the p - c payloads of the ranks outside it
     through its c links: step >= (p - c) rho P (g + 4) / (c B), g the gradient element's bytes."""
-    job, a = case
-    job = _scaled_network(job, slower)
-    crossings = _crossings(job.network, a["dp"], 1)
-    if not crossings:
-        return
-    step = float(_eval(job, a).step_time[0])
+    a = case[1]
+    job, step, crossings = _slowed(case[0], a, slower)
     for _, outer, c, n in crossings:
         if a["compression"] == int(CompressionKind.TOPK):
             bound = (a["dp"] - c) * a["topk_ratio"] * job.params * (job.grad_bytes + 4.0) / (c * outer.bandwidth)
@@ -184,12 +185,8 @@ def test_sharded_parameters_never_beat_the_bytes_crossing_each_tier(case, slower
     element's bytes (2; 1 with an FP8 gather, 1/2 with NVFP4's): step >= max(in, out) / (c B). HSDP (shard groups of
     g replicas, a node's when not given) across a tier whose domains hold whole groups: the groups' replicas all-reduce
     the gradients, out >= (n - 1) / n 2 P as for plain data parallelism (Patarasuk & Yuan 2009, Theorem 1)."""
-    job, a = case
-    job = _scaled_network(job, slower)
-    crossings = _crossings(job.network, a["dp"], 1)
-    if not crossings:
-        return
-    step = float(_eval(job, a).step_time[0])
+    a = case[1]
+    job, step, crossings = _slowed(case[0], a, slower)
     b = 0.5 if a["fp4_param_gather"] else 1.0 if a["fp8_param_gather"] or a["fsdp_fp8_all_gather"] else 2.0
     g = a["shard_group"] or min(job.network.gpus_per_node, a["dp"])
     P = job.params
