@@ -15,6 +15,13 @@ from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
 GB = 1e9
+#: NCCL's hwLatencies read on a tier's measured hop (coll34, docs/model.md#in-network-reduction): tier latency +
+#: NCCL's entry - NCCL's Ring LL entry of that link row. h100_like: NVLink 2 us (Ring LL 0.6): NVLS 2 + 25 - 0.6 =
+#: 26.4 us, CollNetChain NVLink 2 + 2.8 - 0.6 = 4.2 us a hop; IB 3.5 us (NET Ring LL 2.7): NVLS 3.5 + 18 - 2.7 =
+#: 18.8 us, NVLSTree 3.5 + 20.9 - 2.7 = 21.7 us a level, CollNetChain 3.5 + 30 - 2.7 = 30.8 us. dgx-b200: NVLink
+#: 1.2 us: NVLS 25.6 us; IB leaf 3.5 us: NVLSTree 21.7 us a level.
+NVLS_H100, NVLS_B200 = 26.4e-6, 25.6e-6
+NVLSTREE_IB = 21.7e-6
 
 
 def h100_like(sharp: bool = False, nvl_bw: float = 450e9, span: int = 8, transport: str = "",
@@ -30,10 +37,10 @@ def h100_like(sharp: bool = False, nvl_bw: float = 450e9, span: int = 8, transpo
 def test_nvls_one_node_large_message_by_hand() -> None:
     # 8 GPUs, Hopper: k = 8 heads, NVLS graph 8 bw with 9 bw <= B0 = 450 x 0.82 = 369 GB/s;
     # busBw = 2 x 0.85 x 369 x 8/9 x 7/8 = 487.9 GB/s; 8 GiB: C = 128 KiB, ops = 16 x 8 = 128,
-    # fill = 2 x 128 x 128 KiB = 32 MiB; T = 25 us + (8 GiB + 32 MiB) x 2 x 7/8 / busBw
+    # fill = 2 x 128 x 128 KiB = 32 MiB; T = 26.4 us + (8 GiB + 32 MiB) x 2 x 7/8 / busBw
     S = 8 * 2.0**30
     bus = 2 * 0.85 * 369e9 * (8 / 9) * (7 / 8)
-    expect = 25e-6 + (S + 2 * 128 * 128 * 1024) * 1.75 / bus
+    expect = NVLS_H100 + (S + 2 * 128 * 128 * 1024) * 1.75 / bus
     pl = place(8, 1, h100_like())
     got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
     assert got == pytest.approx(expect, rel=1e-9)
@@ -43,12 +50,12 @@ def test_nvls_one_node_large_message_by_hand() -> None:
 
 
 def test_nvls_small_message_pays_25us_and_three_chunk_stages() -> None:
-    # 1 KiB: fill = 2 x min(S, ops C) = 2 KiB -> T = 25 us + 3 KiB x 1.75 / busBw
+    # 1 KiB: fill = 2 x min(S, ops C) = 2 KiB -> T = 26.4 us (25 us read on the 2 us hop) + 3 KiB x 1.75 / busBw
     S = 1024.0
     bus = 2 * 0.85 * 369e9 * (8 / 9) * (7 / 8)
     pl = place(8, 1, h100_like())
     got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
-    assert got == pytest.approx(25e-6 + 3 * S * 1.75 / bus, rel=1e-9)
+    assert got == pytest.approx(NVLS_H100 + 3 * S * 1.75 / bus, rel=1e-9)
 
 
 def test_nvls_chunk_size_rules() -> None:
@@ -61,12 +68,12 @@ def test_nvls_chunk_size_rules() -> None:
 
 def test_nvlstree_two_nodes_capped_by_per_channel_max() -> None:
     # 16 GPUs on 2 nodes, no SHARP: NVLSTree. intra 487.9, inter 8 x 47 x 2 = 752, cap 8 x 57.7 = 461.6 GB/s
-    # -> busBw 461.6; latency 25 + 2 x log2i(2) x 20.9 = 66.8 us; Hopper runs 16 CTAs on any node count,
+    # -> busBw 461.6; latency 26.4 + 2 x log2i(2) x 21.7 = 69.8 us; Hopper runs 16 CTAs on any node count,
     # ops = 16 x 8 = 128, and 1 GiB >= 64 x 128 x 128 KiB keeps C = 128 KiB.
     S = 2.0**30
     pl = place(16, 1, h100_like())
     bus = 8 * 57.7e9
-    expect = 66.8e-6 + (S + 2 * 128 * 131072) * 2 * 15 / 16 / bus
+    expect = NVLS_H100 + 2 * NVLSTREE_IB + (S + 2 * 128 * 131072) * 2 * 15 / 16 / bus
     got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
     assert got == pytest.approx(expect, rel=1e-9)
 
@@ -79,12 +86,12 @@ def test_nvlstree_two_nodes_two_gpus_each_bound_by_their_own_two_nics() -> None:
     # 2 x 3/4 x 2 x 47 = 141 GB/s (NCCL's own estimate rounds 2(p-1)/p = 1.5 up to 2: 188 GB/s).
     # intra (Blackwell): B0 = 900 x 0.80 = 720, graph 720 x 2/3 = 480, 2 x 0.74 x 480 x 1/2 x 0.854 =
     # 303.3 GB/s; cap 2 x 96 = 192 GB/s -> busBw 141. 32 CTAs across domains, ops = 64, C = 128 KiB
-    # (1 GB >= 64 x 64 x 128 KiB); latency 25 + 2 x 20.9 = 66.8 us.
+    # (1 GB >= 64 x 64 x 128 KiB); latency 25.6 + 2 x 21.7 = 69.0 us (NCCL's own estimate: 25 + 2 x 20.9 = 66.8).
     S = 1e9
     net = build_network(load_cluster("dgx-b200", []))
     pl = place(4, 4, net)
     bus = 2 * 0.75 * 2 * 47e9
-    expect = 66.8e-6 + (S + 2 * 64 * 131072) * 1.5 / bus
+    expect = NVLS_B200 + 2 * NVLSTREE_IB + (S + 2 * 64 * 131072) * 1.5 / bus
     got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
     assert got == pytest.approx(expect, rel=1e-9)
     assert got >= 0.5e9 / 47e9  # the NIC bound of the cross-node half alone (10.64 ms)
@@ -96,8 +103,8 @@ def test_nvlstree_two_nodes_two_gpus_each_bound_by_their_own_two_nics() -> None:
     pl16 = place(16, 1, net)
     got16 = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl16))
     ops = 32 * 8  # 32 CTAs x 8 heads; 1 GB < 64 ops 128 KiB -> C = 64 KiB
-    assert got16 == pytest.approx(66.8e-6 + (S + 2 * ops * 65536) * 2 * 15 / 16 / (2 * 15 / 16 * 8 * 47e9),
-                                  rel=1e-9)
+    lat = NVLS_B200 + 2 * NVLSTREE_IB
+    assert got16 == pytest.approx(lat + (S + 2 * ops * 65536) * 2 * 15 / 16 / (2 * 15 / 16 * 8 * 47e9), rel=1e-9)
     assert got16 >= S / 8 / 47e9
 
 
@@ -107,11 +114,11 @@ def test_nvlstree_three_and_four_domains_by_the_busiest_heads_nic() -> None:
     # one (S/4 down) and the middle of the other (S/4 up + S/4 down): 0.75 S = 1.5 S/k through one NIC.
     # 4 nodes: node 2 has children 1 and 3 in tree 0 (S/4 up + 2 x S/4 down) and is a leaf of the mirror
     # (S/4 up): S = 2 S/k. Time = that / 47 GB/s; cap 2 x 80 = 160 and intra 303.3 GB/s do not bind.
-    # Latency 25 + 2 log2i(N) 20.9 us; ops = 32 x 2 = 64, C = 128 KiB at 1 GB.
+    # Latency 25.6 + 2 log2i(N) 21.7 us (NCCL's estimate 25 + 2 log2i(N) 20.9); ops = 32 x 2 = 64, C = 128 KiB at 1 GB.
     S = 1e9
     net = build_network(load_cluster("dgx-b200", []))
     fill = 2 * 64 * 131072
-    for p, lat, busiest in ((6, 66.8e-6, 0.75 * S), (8, 108.6e-6, 1.0 * S)):
+    for p, lat, busiest in ((6, NVLS_B200 + 2 * NVLSTREE_IB, 0.75 * S), (8, NVLS_B200 + 4 * NVLSTREE_IB, 1.0 * S)):
         bus = 2 * (p - 1) / p * S / (busiest / 47e9)
         expect = lat + (S + fill) * 2 * (p - 1) / p / bus
         got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), place(p, 4, net)))
@@ -123,13 +130,14 @@ def test_nvlstree_three_and_four_domains_by_the_busiest_heads_nic() -> None:
 
 
 def test_collnet_chain_with_sharp() -> None:
-    # 64 GPUs, 8 nodes, SHARP on the IB tier: CollNetChain lat = 2 x 7 x 2.8 + 30 = 69.2 us,
-    # algBw = min(0.5 x 369, 8 x 47) = 184.5 GB/s; NVLS multi-node (CollNet+NVLS): lat 25 + 18 = 43 us,
+    # 64 GPUs, 8 nodes, SHARP on the IB tier: CollNetChain lat = 2 x 7 x 4.2 + 30.8 = 89.6 us (NCCL's hwLatencies
+    # 2.8 and 30 read on the 2 us / 3.5 us hops, see NVLS_H100),
+    # algBw = min(0.5 x 369, 8 x 47) = 184.5 GB/s; NVLS multi-node (CollNet+NVLS): lat 26.4 + 18.8 = 45.2 us,
     # busBw = min(487.9, 8 x 47 = 376) = 376 -> algBw = 376 x 64 / 126 = 191.0 GB/s plus the fill: faster.
     S = 4 * 2.0**30
     pl = place(64, 1, h100_like(sharp=True))
-    chain = 69.2e-6 + S / 184.5e9
-    nvls = 43e-6 + (S + 2 * 128 * 131072) * 2 * 63 / 64 / 376e9
+    chain = 89.6e-6 + S / 184.5e9
+    nvls = 45.2e-6 + (S + 2 * 128 * 131072) * 2 * 63 / 64 / 376e9
     got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
     assert got == pytest.approx(min(chain, nvls), rel=1e-9)
 
@@ -137,7 +145,7 @@ def test_collnet_chain_with_sharp() -> None:
 def test_blackwell_generation_and_72_gpu_heads() -> None:
     # NVLink 5 (900 GB/s x 0.80 = 720): Blackwell eff 0.74, k = min(32, 72) = 32, 24 CTAs in one domain;
     # busBw = 2 x 0.74 x 720 x 32/33 x 31/32 = 1001.9 GB/s by NCCL's formula; 8 GiB: ops = 768,
-    # C = 128 KiB (8 GiB >= 64 x 768 x 128K = 6.4 GB)
+    # C = 128 KiB (8 GiB >= 64 x 768 x 128K = 6.4 GB); latency 2 + 25 - 0.6 = 26.4 us
     net = Network(tiers=(Tier("nvlink", 72, 900e9, 2e-6, efficiency=0.80, in_network_reduction=True,
                               protocol="nvlink"),), gpus_per_node=4)
     assert nccl.nvls_generation(net.tiers[0]) == "blackwell"
@@ -145,7 +153,7 @@ def test_blackwell_generation_and_72_gpu_heads() -> None:
     S = 8 * 2.0**30
     # x 0.854, the one Blackwell factor fitted on the CoreWeave one-rack 8 GiB point (834.57 GB/s busbw)
     bus = 2 * 0.74 * 720e9 * (32 / 33) * (31 / 32) * 0.854
-    expect = 25e-6 + (S + 2 * 768 * 131072) * 2 * 71 / 72 / bus
+    expect = NVLS_H100 + (S + 2 * 768 * 131072) * 2 * 71 / 72 / bus
     got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), place(72, 1, net)))
     assert got == pytest.approx(expect, rel=1e-9)
 

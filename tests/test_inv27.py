@@ -64,4 +64,6 @@ def test_twice_the_ib_bandwidth_does_not_slow_llama3_8b_on_64_h100s(cli) -> None
     base, fast = _predict(cli, "400 Gbit/s"), _predict(cli, "800 Gbit/s")
     assert fast["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)
     assert fast["breakdown_s"]["contention"] == pytest.approx(base["breakdown_s"]["contention"], rel=1e-12)
-    assert base["step_time_s"] == pytest.approx(0.864944, abs=2e-6)
+    # 864.944 ms until coll34, whose NVLSTree reads NCCL's hwLatencies on the measured hops (26.4 us in the node, 21.7
+    # us a level across the 8 nodes, 6.2 us more a call): dp_comm 7.749 -> 7.802 ms, contention 13.419 -> 13.511 ms
+    assert base["step_time_s"] == pytest.approx(0.865089, abs=2e-6)

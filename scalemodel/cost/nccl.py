@@ -232,8 +232,14 @@ def nvls_on(tiers: Sequence[Tier]) -> bool:
 
 
 def _hop(latency: float, link: str, algorithm: str, proto: str) -> float:
-    row = NCCL_HW_LATENCY[link]
-    return latency + row[algorithm][_PI[proto]] - row["ring"][0]
+    return _measured(latency, link, NCCL_HW_LATENCY[link][algorithm][_PI[proto]])
+
+
+def _measured(latency: float, link: str, own: float) -> float:
+    """NCCL's hwLatency ``own`` of some algorithm on a ``link`` row, read on a tier whose measured hop is ``latency``
+    (the Ring LL hop, :func:`hop_latency`): ``latency + own - hwLat[link][ring][LL]``. At ``latency`` = NCCL's own
+    Ring LL entry it is ``own`` itself (NCCL's estimate, :func:`nccl_tuner_picks_inr`)."""
+    return latency + own - NCCL_HW_LATENCY[link]["ring"][0]
 
 
 def hop_latency(tier: Tier, i: int, algorithm: str, proto: str) -> float:
@@ -659,9 +665,9 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
       table, modelling assumption). ``busBw_intra = 2 eff_g k bw (k - 1)/k`` ("AllReduce pipelines two
       operations" x2, ``nvlsEfficiency``), times ``NVLS_CALIBRATION[g]`` (1 on Hopper; 0.854 on Blackwell,
       fitted on one measured point, see its comment).
-    - NVLS (tier 0 reduces in the switch; N = 1, or N > 1 with SHARP on an outer tier): latency 25 us
-      (+ 18 us NET when N > 1); ``busBw = min(busBw_intra, k B_net)``.
-    - NVLSTree (tier 0 reduces, N > 1): latency ``25 us + 2 log2i(N) 20.9 us``;
+    - NVLS (tier 0 reduces in the switch; N = 1, or N > 1 with SHARP on an outer tier): latency ``L_0(25 us)``
+      (+ ``L_net(18 us)`` when N > 1); ``busBw = min(busBw_intra, k B_net)``.
+    - NVLSTree (tier 0 reduces, N > 1): latency ``L_0(25 us) + 2 log2i(N) L_net(20.9 us)``;
       ``busBw = min(busBw_intra, 2(p-1)/p k B_net / v_N, k perChMaxNVLSTreeBw[g][N])``, where ``v_N S / k``
       is what the busiest head sends (and receives) through its NIC per direction in the double binary tree
       across the domains (ncclGetDtree; connect.cc gives NVLS channel c tree c % 2, so each tree carries S/2):
@@ -673,10 +679,18 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
       GPUs of the group, one NIC each (search.cc ncclTopoSearchRecNet refuses a second NIC for a head, and
       the NVLS graph has at most as many channels as the group's GPUs in the domain), so a group with fewer
       GPUs per node than the node has NICs uses only its own GPUs' NICs.
-    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) 2.8 us + 30 us``;
+    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) L_0(2.8 us) + L_net(30 us)``;
       ``algBw = 0.5 busBw`` with NCCL's ``busBw = bwIntra`` = B_0 (chain inside the node), and not above
       the node's NICs ``n_0 B_net`` (each node sends and receives S once through the switch; modelling
       assumption, NCCL's formula has no NIC term).
+
+    Latency: NCCL's hwLatencies (NVLink NVLS / NVLSTree 25, CollNetChain 2.8 us; NET NVLS 18, NVLSTree 20.9,
+    CollNetChain 30 us) read on the measured hops as :func:`hop_latency` reads every hwLatency (coll34):
+    ``L_0(h) = Tier_0.latency + h - hwLat[link_0][ring][LL]`` and ``L_net(h) = max_i (Tier_i.latency -
+    hwLat[link_i][ring][LL]) + h`` over the outer tiers the group spans (NCCL's one interLat: the slowest hop the
+    tree or chain crosses). So every tier the group spans charges its own latency, as Ring and Tree do (a 1 s hop
+    cannot cost nothing; fuzz33), and at NCCL's own Ring LL hops it is NCCL's figure exactly. ``estimate=True``
+    charges NCCL's hwLatencies as they are.
 
     NVLS/NVLSTree time: ``lat + (S + f min(S, ops C)) 2(p-1)/p / busBw + (p-1)/p S gamma`` (algBw =
     busBw p / (2(p-1)), tuning.cc "ratio = nRanks/nsteps"), with the pipeline fill ``f = 2`` chunk steps
@@ -695,11 +709,19 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     spans_outer = [i for i in range(1, pl.ntiers)]
     b_net = np.full(p.shape, np.inf)
     sharp_outer = np.zeros(p.shape, dtype=bool)
+    # the measured hops (docstring "Latency"): tier 0's, and the slowest spanned outer tier's, each less the Ring LL
+    # hwLatency of its link row; 0 where no outer tier is spanned (one domain: the NET terms do not apply) and in
+    # NCCL's own estimate, which charges its hwLatencies as they are
+    intra_lat = 0.0 if estimate else _measured(float(pl.alpha[0]), _link_class(tiers[0], 0), 0.0)
+    net_lat = np.full(p.shape, -np.inf)
     for i in spans_outer:
         spanned = pl.level(i) > 1 + 1e-9
         b_net = np.where(spanned, np.minimum(b_net, pl.bw[i]), b_net)
+        net_lat = np.where(spanned, np.maximum(net_lat, _measured(float(pl.alpha[i]), _link_class(tiers[i], i), 0.0)),
+                           net_lat)
         if pl.inr[i]:
             sharp_outer = sharp_outer | spanned
+    net_lat = np.where(np.isfinite(net_lat) & (not estimate), net_lat, 0.0)
     multi = N > 1 + 1e-9
     red = (p - 1) / np.maximum(p, 1.0) * S * gamma
     bus_factor = 2.0 * (p - 1) / np.maximum(p, 1.0)
@@ -716,7 +738,7 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         # NVLS: one domain, or several joined by SHARP (NCCL enables multi-node NVLS only with CollNet)
         nvls_ok = ok & (~multi | sharp_outer)
         bus = np.where(multi, np.minimum(intra, k * b_net), intra)
-        lat = NVLS_LATENCY + np.where(multi, NVLS_NET_LATENCY, 0.0)
+        lat = NVLS_LATENCY + intra_lat + np.where(multi, NVLS_NET_LATENCY + net_lat, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):  # bus = 0 only where NVLS does not apply (masked)
             t = lat + (S + extra) * bus_factor / bus + red
         best = np.where(nvls_ok, np.minimum(best, t), best)
@@ -730,13 +752,13 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         # b_net is inf where no outer tier is spanned (one domain: NVLSTree does not apply, masked below)
         net_t = np.where(multi, k * np.where(multi, b_net, 0.0) * tree_net, np.inf)
         bus_t = np.minimum(np.minimum(intra, net_t), cap)
-        lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
+        lat_t = NVLS_LATENCY + intra_lat + 2.0 * _log2i(N) * (NVLSTREE_NET_LATENCY + net_lat)
         with np.errstate(divide="ignore", invalid="ignore"):  # bus_t = 0 only where NVLSTree does not apply
             t_t = lat_t + (S + extra) * bus_factor / bus_t + red
         best = np.where(ok & multi, np.minimum(best, t_t), best)
     # CollNetChain: SHARP on an outer tier the group spans
     chain_bw = np.minimum(0.5 * pl.bw[0], n0 * b_net)
-    lat_c = 2.0 * (n0 - 1.0) * COLLNET_CHAIN_NVLINK_LATENCY + COLLNET_CHAIN_NET_LATENCY
+    lat_c = 2.0 * (n0 - 1.0) * (COLLNET_CHAIN_NVLINK_LATENCY + intra_lat) + COLLNET_CHAIN_NET_LATENCY + net_lat
     t_c = lat_c + S / chain_bw + red
     best = np.where(sharp_outer & multi, np.minimum(best, t_c), best)
     return np.where(p > 1, best, 0.0)
@@ -808,16 +830,17 @@ def nccl_nvls_gather_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 
     (as for the all-reduce, :func:`nccl_inr_allreduce_time`) and ``eff`` = nvlsEfficiency of the generation:
 
     ``busBw = k bw eff (k - 1)/k (n - 1)/n``   (intraBw "x (ppn-1)/ppn" for non-AllReduce),
-    ``T = 25 us + S / busBw [+ (p-1)/p S gamma for reduce-scatter]``.
+    ``T = L_0(25 us) + S / busBw [+ (p-1)/p S gamma for reduce-scatter]`` (``L_0`` as in
+    :func:`nccl_inr_allreduce_time`: the NVLink NVLS hwLatency read on tier 0's measured hop).
 
     NCCL converts busBw to algBw only for Ring and for all-reduce ("if (!(a != NCCL_ALGO_RING && (coll ==
     ncclFuncAllGather || coll == ncclFuncReduceScatter)))"), so NVLS AG/RS is charged the whole S (nBytes =
     nRanks x count, enqueue.h ``ncclFuncMaxSendRecvCount``) at busBw; latency = the NVLink NVLS hwLatency (25 us,
-    base 0). Simple only; no channel ramp (NVLS runs its fixed nvlsChannels). The Blackwell NVLS_CALIBRATION,
-    fitted on all-reduce, is not applied. Charging the whole S matches the traffic: an NVLS all-gather GPU sends
-    S/N and receives S, a reduce-scatter GPU sends S and receives S/N, against the ring's (N-1)S/N each way, so
-    NVLS is slower than ring for them at large sizes (sjeaugey in NVIDIA/nccl#1083; 8x H100 ring vs NVLS
-    reduce_scatter_perf in NVIDIA/nccl#1047)."""
+    base 0) on the measured hop. Simple only; no channel ramp (NVLS runs its fixed nvlsChannels). The Blackwell
+    NVLS_CALIBRATION, fitted on all-reduce, is not applied. Charging the whole S matches the traffic: an NVLS
+    all-gather GPU sends S/N and receives S, a reduce-scatter GPU sends S and receives S/N, against the ring's
+    (N-1)S/N each way, so NVLS is slower than ring for them at large sizes (sjeaugey in NVIDIA/nccl#1083; 8x H100
+    ring vs NVLS reduce_scatter_perf in NVIDIA/nccl#1047)."""
     S = np.asarray(S, dtype=float)
     p = pl.p
     ok = nvls_gather_applies(pl)
@@ -829,8 +852,9 @@ def nccl_nvls_gather_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 
     k = np.minimum(NVLS_MAX_ARITY, n0)
     bus = pl.bw[0] * k / (k + 1.0) * NVLS_EFFICIENCY[gen] * (k - 1.0) / k * (n0 - 1.0) / n0
     red = (p - 1) / p * S * gamma if op == "reducescatter" else 0.0 * S
+    lat = _measured(float(pl.alpha[0]), _link_class(pl.network.tiers[0], 0), NVLS_LATENCY)
     with np.errstate(divide="ignore", invalid="ignore"):  # bus = 0 only where NVLS does not apply (masked)
-        t = NVLS_LATENCY + S / bus + red
+        t = lat + S / bus + red
     return np.where(ok, t, np.inf)
 
 
@@ -843,7 +867,9 @@ def nccl_pat_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> 
     with busBw the Tree graph's bottleneck (:meth:`Placement.bottleneck` with ``TREE_FLOWS``; PAT uses NCCL's
     treeGraph), no algBw conversion (non-Ring AG/RS, as :func:`nccl_nvls_gather_time`), and ``alpha_net`` the
     Tree Simple hop (:func:`hop_latency`, NCCL's NET Tree Simple 14 us less its Ring LL 2.7 us on top of the
-    measured ``Tier.latency``) of the outermost tier the group spans. Simple only; no channel ramp.
+    measured ``Tier.latency``) of the slowest tier the group spans (NCCL's one interLat; the outermost on every
+    built-in cluster, where latency grows outward; a max so that no spanned tier's latency is dropped, coll34).
+    Simple only; no channel ramp.
     Every rank still moves (p-1)/p S through its NIC, so the NIC bound holds: S / (0.75 B) > (p-1)/p S / B."""
     S = np.asarray(S, dtype=float)
     p = pl.p
@@ -855,7 +881,7 @@ def nccl_pat_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> 
     for i in range(1, pl.ntiers):
         spanned = pl.level(i) > 1 + 1e-9
         a_i = _hop(float(pl.alpha[i]), _link_class(pl.network.tiers[i], i), "tree", "simple")
-        alpha = np.where(spanned, a_i, alpha)  # outermost spanned tier wins (loop goes outward)
+        alpha = np.where(spanned, np.maximum(alpha, a_i), alpha)  # the slowest spanned tier's (coll34: every tier's)
     lat = PAT_BASE_LATENCY + _log2i(p) * alpha / PAT_LOG_LATENCY_DIV + PAT_RANK_LATENCY * p
     bus = PAT_BW * pl.bottleneck(TREE_FLOWS)
     red = (p - 1) / p * S * gamma if op == "reducescatter" else 0.0 * S

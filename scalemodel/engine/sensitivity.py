@@ -26,12 +26,10 @@ step does not move within the log step either way but the full improvement chang
 max, a min or a threshold that another term holds near the value and the improvement passes), the elasticity is 0,
 the local derivative, beside a nonzero improved gain; a note names those parameters too. Cases checked:
 
-- Llama-3 70B, tp 8 pp 4 on 512 H100s, NVLink latency: the TP all-reduces pick NCCL's fastest algorithm (``auto``,
-  a min), and NVLS holds it: its latency is NCCL's fixed NVLink NVLS hwLatency (25 us,
-  :data:`~scalemodel.cost.nccl.NVLS_LATENCY`), not the tier's. The activation's all-reduce is NVLS at any latency;
-  the vocab-parallel cross-entropy's three 32 KiB ones a micro-batch are NVLS (25.35 us) until Tree, which the
-  tier's latency prices (37.2 us at 1x), undercuts it below ~0.576x: the step is flat from there up, halving the
-  latency buys 5 us a step (tests/test_review26d.py).
+- Llama 2 7B, tp 2 on 16 H100s, ib-leaf bandwidth: flat within 1%, 0.4% at 2x (tests/test_tidy26.py). Llama-3 70B,
+  tp 8 pp 4 on 512 H100s, NVLink latency was the first: NVLS held its TP all-reduces at NCCL's fixed 25 us
+  (:data:`~scalemodel.cost.nccl.NVLS_LATENCY`) whatever the tier's latency; since coll34 NVLS reads that hwLatency on
+  the tier's measured hop as every algorithm does (26.4 us at 1x), so the row moves (tests/test_review26d.py).
 - (inv27) Llama-3 8B on 64 H100s (dp 64, 8 nodes), ib-leaf bandwidth, was the second: the 2x improvement passed a
   threshold of the model's search graph (two 48 GB/s channels a NIC from 96 GB/s, 16 channels, Tree's channel caps
   doubled) and the DP all-reduce turned from NVLS to Tree, a slower step (-0.7%). NCCL's search holds 8 channels
