@@ -237,7 +237,8 @@ def test_a_null_key_in_a_strategy_is_refused(cli, tmp_path, command: str) -> Non
     f = tmp_path / "s.yaml"
     f.write_text("strategy: {null: 2, tp: 2}\n")
     refused(cli, command, *B200, "-m", "nemotron-3-nano", "--strategy", str(f), "--json", inputs=(f,),
-            match=f"error: --strategy: {f}: strategy.None: unknown key None; known keys: dp, tp, ")
+            match=f"error: --strategy: {f}: strategy.null: key null is the null value, not text; keys are text; "
+                  "known keys: dp, tp, ")  # ux34: was "strategy.None: unknown key None"
 
 
 def test_a_null_key_in_a_cluster_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -245,7 +246,8 @@ def test_a_null_key_in_a_cluster_is_refused(cli, tmp_path) -> None:  # type: ign
     f = tmp_path / "c.yaml"
     f.write_text("kind: cluster\nname: c\nextends: dgx-h100\n~: 1\n")
     refused(cli, "predict", "-c", str(f), "-m", "gpt-1.7b", "-n", "64", "--json", inputs=(f,),
-            match="unknown key None; known keys: sources, kind, name, ")
+            match=f"error: {f}:4: ~: key ~ is the null value, not text; keys are text; known keys: sources, kind, "
+                  "name, ")  # ux34: was "None: unknown key None" at the mapping's line
 
 
 @pytest.mark.parametrize("key", ["~", "1", "true", "1.5"])

@@ -154,7 +154,7 @@ _KEY_ALLOWED = "a cuDNN release as quoted major.minor text without leading zeros
 
 
 @pytest.mark.parametrize("key, named, what", [
-    ("9.30", "attention_releases.9.3", "key 9.3 is a number, not text"),
+    ("9.30", "attention_releases.9.30", "key 9.30 is a number, not text"),  # as written (ux34)
     ("9", "attention_releases.9", "key 9 is a number, not text"),
     ("nine", "attention_releases.nine", "key 'nine' is not of the allowed form"),
     ("'09.30'", "attention_releases.09.30", "key '09.30' is not of the allowed form"),
@@ -163,6 +163,8 @@ _KEY_ALLOWED = "a cuDNN release as quoted major.minor text without leading zeros
 def test_a_bad_release_key_is_named(cli, tmp_path, key: str, named: str, what: str, route: str) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "acc.yaml"
     f.write_text(f"kind: accelerator\nname: x\nextends: b200\nattention_releases:\n  {key}:\n    {_CURVE}")
+    if route == "predict" and key == "9.30":  # --set cluster.accelerator=FILE: no node tree, the key as read
+        named, what = named.replace("9.30", "9.3"), what.replace("9.30", "9.3")
     args = (("hardware", "validate", str(f)) if route == "validate" else
             ("predict", "-c", "dgx-b200", *GPT, "--set", f"cluster.accelerator={f}"))
     line = refused(cli, *args, inputs=(f,), match=f"{named}: {what}; {_KEY_ALLOWED}")

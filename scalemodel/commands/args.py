@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -249,22 +250,43 @@ def _shown(text: str) -> str:
     return text if len(text) <= 100 else f"{text[:60]}... ({len(text)} characters)"
 
 
+#: A word argparse reads as a positional although it starts with '-' (CPython 3.11 Lib/argparse.py
+#: ``_negative_number_matcher``; no option of scalemodel looks like a negative number).
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _unknown_option(words: Sequence[str], known: set[str]) -> str | None:
+    """The first word of ``words`` (dash values glued, :func:`_glue_dash_values`) argparse would not know as an
+    option, or None. Looked for before argparse parses: it checks required arguments and choices first, so
+    `collective --nope` was "the following arguments are required: -c/--cluster, -n/--gpus" and `schema --nope
+    cluster` took ``cluster`` as --nope's value and then refused KIND as missing (ux34)."""
+    for word in words:
+        if word == "--":  # what follows is positional
+            return None
+        if not word.startswith("-") or word == "-" or _NEGATIVE_NUMBER.match(word):
+            continue
+        flag = word.split("=", 1)[0]
+        if flag not in known and not (not word.startswith("--") and word[:2] in known):  # -n8: -n with 8
+            return flag
+    return None
+
+
 def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
     """The command function's keyword arguments from ``argv``; options and positionals may interleave."""
-    values, extra = p.parse_known_intermixed_args(_glue_dash_values(argv, cmd))
+    words = _glue_dash_values(argv, cmd)
+    known = [s for o in cmd.options for s in o.option_strings()]
+    unknown = _unknown_option(words, {*known, "--help"})
+    if unknown is not None:  # said before a missing or misread argument it caused
+        from difflib import get_close_matches  # error path only: a query never loads difflib
+        near = get_close_matches(unknown[:100], known)
+        p.error(f"No such option: {_shown(unknown)}" + (f" (Possible options: {', '.join(near)})" if near else ""))
+    values, extra = p.parse_known_intermixed_args(words)
     for o in cmd.options:  # argparse takes '--' out of an option's words (CPython 3.11 Lib/argparse.py _get_values):
         # `-c --` (or --tp=--) left the option the empty list [], a traceback in the spec reader (fuzz29)
         given = getattr(values, o.name, None)
         if isinstance(given, list) and (o.kind in ("value", "optional") or any(isinstance(g, list) for g in given)):
             flags = "/".join(sorted(o.flags, key=lambda f: f.startswith("--")))
             p.error(f"argument {flags}: expected one argument, not '--' (the end of the options)")
-    if extra:
-        unknown = next((a for a in extra if a.startswith("-") and a != "-"), None)
-        if unknown is None:
-            p.error(f"Got unexpected extra argument(s) ({_shown(' '.join(extra))})")
-        flag = unknown.split("=", 1)[0]
-        known = [s for o in cmd.options for s in o.option_strings()]
-        from difflib import get_close_matches  # error path only: a query never loads difflib
-        near = get_close_matches(flag[:100], known)
-        p.error(f"No such option: {_shown(flag)}" + (f" (Possible options: {', '.join(near)})" if near else ""))
+    if extra:  # an unknown option was refused above: what is left are positional words
+        p.error(f"Got unexpected extra argument(s) ({_shown(' '.join(extra))})")
     return vars(values)

@@ -64,10 +64,33 @@ class SpecError(ValueError):
                          also=(*outer, *self.also) if self.also else ())
 
 
+class KeyNotText(str):
+    """A mapping key that is not text (YAML ``~:``, ``5:``, ``true:``, ``1.5:``) in a refusal's path: spelled as the
+    YAML core schema writes its value (``null``, ``5``, ``true``) until the loader spells it as the file wrote it
+    (:func:`scalemodel.specs.loader.validation_error`), and shown as a key: an integer key was ``[5]``, a list
+    index, and a null one ``None`` (ux34). ``value``: the key as read."""
+
+    value: Any
+
+    def __new__(cls, value: Any, spelled: str = "") -> "KeyNotText":
+        text = spelled or ("null" if value is None else str(value).lower() if isinstance(value, bool) else str(value))
+        key = super().__new__(cls, text)
+        key.value = value
+        return key
+
+    def refusal(self) -> str:
+        """What is wrong with it, in a refusal's words."""
+        v = self.value
+        what = ("the null value" if v is None else "a boolean" if isinstance(v, bool) else
+                "a number" if isinstance(v, int | float) else f"a {type(v).__name__}")
+        return f"key {self} is {what}, not text"
+
+
 def loc_text(loc: Sequence[Any]) -> str:
+    """A refusal's path: keys joined by dots, list indices in brackets (``strategies[0].label``)."""
     text = ""
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) and not isinstance(part, bool):
             text += f"[{part}]"
         else:
             text += ("." if text else "") + str(part)
@@ -248,6 +271,8 @@ def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
             key, value = typing.get_args(t)
             out = {}
             for k, x in v.items():
+                if not isinstance(k, str):  # every spec mapping is keyed by text (a name, a release, a module)
+                    raise SpecError(KeyNotText(k).refusal(), (*loc, KeyNotText(k)), allowed=_key_allowed(key))
                 if typing.get_origin(key) is Literal:
                     _prepare(key, k, (*loc, k))
                 _check_text_key(key, k, (*loc, k))
@@ -259,22 +284,35 @@ def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
     return _leaf(t, v, loc)
 
 
-def _check_text_key(t: Any, k: Any, loc: tuple[Any, ...]) -> None:
-    """A mapping key of a patterned text type (``Annotated[str, Meta(pattern=...)]``, e.g. a cuDNN release of
-    ``attention_releases``) refused at that key: msgspec's refusal named the whole mapping as the value ("got
-    {'9.10': {'cudnn': ...") and not the key, and a bare YAML number (9.30, read as 9.3) as "a valid string"."""
+def _key_pattern(t: Any) -> tuple[str, str] | None:
+    """(pattern, what it allows) of a patterned text key type (``Annotated[str, Meta(pattern=...)]``), or None."""
     if typing.get_origin(t) is not typing.Annotated:
-        return
+        return None
     meta = [m for m in typing.get_args(t)[1:] if isinstance(m, msgspec.Meta)]
     pattern = next((m.pattern for m in meta if m.pattern), None)
     if pattern is None:
-        return
-    allowed = next((m.description for m in meta if m.description), f"text matching {pattern}")
-    if not isinstance(k, str):
-        what = "a number" if isinstance(k, int | float) and not isinstance(k, bool) else f"a {type(k).__name__}"
-        raise SpecError(f"key {k!r} is {what}, not text", (*loc[:-1], str(k)), allowed=allowed)  # not a list index
-    if not re.search(pattern, k):
-        raise SpecError(f"key {k!r} is not of the allowed form", loc, allowed=allowed)
+        return None
+    return pattern, next((m.description for m in meta if m.description), f"text matching {pattern}")
+
+
+def _key_allowed(t: Any) -> str:
+    """What a mapping's keys may be, in words, for a key that is not text."""
+    form = _key_pattern(t)
+    if form is not None:
+        return form[1]
+    if typing.get_origin(t) is Literal:
+        return f"keys are text: one of {_choices(typing.get_args(t))}"
+    return "keys are text (quote one YAML reads as a number, a boolean or null: '5')"
+
+
+def _check_text_key(t: Any, k: str, loc: tuple[Any, ...]) -> None:
+    """A mapping key of a patterned text type (``Annotated[str, Meta(pattern=...)]``, e.g. a cuDNN release of
+    ``attention_releases``) refused at that key: msgspec's refusal named the whole mapping as the value ("got
+    {'9.10': {'cudnn': ...") and not the key. (A key that is not text, a bare YAML number 9.30 read as 9.3, is
+    refused before, by :func:`_prepare`.)"""
+    form = _key_pattern(t)
+    if form is not None and not re.search(form[0], k):
+        raise SpecError(f"key {k!r} is not of the allowed form", loc, allowed=form[1])
 
 
 def _tagged(union: Any, tag: str, v: dict[str, Any], loc: tuple[Any, ...]) -> Any:
@@ -287,6 +325,8 @@ def _tagged(union: Any, tag: str, v: dict[str, Any], loc: tuple[Any, ...]) -> An
 def _prepare_spec(cls: type, data: dict[str, Any], loc: tuple[Any, ...]) -> dict[str, Any]:
     plan = _plan(cls)
     for key in data:
+        if not isinstance(key, str):  # a field's name is text: `~: 1`, `5: 1` (the loader adds the known keys)
+            raise SpecError(KeyNotText(key).refusal(), (*loc, KeyNotText(key)), kind="unknown")
         # a spec without a tag field has tag_field None: a YAML key `null` (or `~`) compared equal to it and was
         # dropped without a word (``strategy: {null: 2}``; plan then failed on the None it listed as not pinned)
         if key not in plan.hints and (plan.tag_field is None or key != plan.tag_field):

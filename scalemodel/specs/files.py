@@ -60,6 +60,42 @@ def non_printable() -> re.Pattern[str]:
 #: what such a refusal allows
 PRINTABLE_TEXT = "printable text (no NUL or control characters; tab and newline are fine)"
 
+#: Format characters (Unicode category Cf) a spec string may not hold although YAML prints them: the bidirectional
+#: controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069: "Trojan Source", Boucher and Anderson 2021,
+#: arXiv:2111.00169; Unicode UAX #9 section 2) reorder what a terminal shows after them, so a name or label
+#: ``"\u202egnp.x"`` reads "x.png" reversed in a table; the invisible ones (U+200B-U+200D, U+2060-U+2064, U+FEFF
+#: past a file's first byte) make two names that look the same differ (ux34).
+_FORMAT = {"\u061c": "bidirectional", "\u200e": "bidirectional", "\u200f": "bidirectional",
+           **dict.fromkeys("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", "bidirectional"),
+           **dict.fromkeys("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff", "invisible")}
+#: what a format-character refusal allows
+PLAIN_TEXT = ("text without bidirectional controls or invisible format characters (U+061C, U+200B-U+200F, "
+              "U+202A-U+202E, U+2060-U+2064, U+2066-U+2069, U+FEFF); letters of any script are fine")
+
+
+def refused_character(text: str) -> str | None:
+    """The first character of ``text`` a spec string may not hold (:func:`non_printable`, :data:`_FORMAT`), or
+    None."""
+    bad = non_printable().search(text) or _format_characters().search(text)
+    return bad.group() if bad else None
+
+
+@functools.cache
+def _format_characters() -> re.Pattern[str]:
+    return re.compile(f"[{''.join(_FORMAT)}]")
+
+
+def character_refusal(c: str, escaped: bool) -> InputError:
+    """The refusal of ``c`` (from :func:`refused_character`) in a string; ``escaped``: written as an escape
+    (``\\u202e``), not raw. The caller names the file, line and field (:meth:`InputError.at`)."""
+    how = " (written as an escape)" if escaped else ""
+    if c in _FORMAT:
+        what = "a bidirectional control: it reorders the text a terminal shows after it" \
+            if _FORMAT[c] == "bidirectional" else "an invisible format character"
+        return InputError(f"character U+{ord(c):04X} (\\u{ord(c):04x}, {what}){how} is not allowed in a string",
+                          allowed=PLAIN_TEXT)
+    return InputError(f"character U+{ord(c):04X}{how} is not allowed in a string", allowed=PRINTABLE_TEXT)
+
 _READ_CHUNK = MiB
 
 # (st_dev, st_ino) -> the path as given, for every file read since the last forget_reads()

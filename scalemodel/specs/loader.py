@@ -25,6 +25,7 @@ from scalemodel.errors import InputError, one_line, shown
 from scalemodel.specs import files, notices, precompiled
 from scalemodel.specs.base import (
     _NO_VALUE,
+    KeyNotText,
     Spec,
     SpecError,
     allowed_for,
@@ -262,7 +263,7 @@ def load_json(text: str, name: str) -> Any:
         raise exc.at(_json_place(text, name, exc.what)) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
-    if "\\" in text or files.non_printable().search(text):  # no escape, nothing raw: every string is printable
+    if "\\" in text or files.refused_character(text):  # no escape, nothing raw: every string is printable
         _json_printable(data, text, name)
     return data
 
@@ -282,15 +283,12 @@ def _json_printable(data: Any, text: str, name: str) -> None:
             stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in reversed(x.items()))
         elif isinstance(x, list):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(x))))
-        elif isinstance(x, str) and (bad := files.non_printable().search(x)) is not None:
-            c = bad.group()
+        elif isinstance(x, str) and (c := files.refused_character(x)) is not None:
             raw = text.find(c)
             escape = re.search({"\b": r"\\b", "\f": r"\\f"}.get(c, rf"\\u{ord(c):04x}"), text, re.I)
             line = text.count("\n", 0, raw if raw >= 0 else escape.start() if escape else 0) + 1
             key = f" {shown(path)[:100]}:" if path else ""
-            raise InputError(f"character U+{ord(c):04X}{'' if raw >= 0 else ' (written as an escape)'} is not "
-                             "allowed in a string", where=f"{name}:{line}:{key}".rstrip(":"),
-                             allowed=files.PRINTABLE_TEXT)
+            raise files.character_refusal(c, raw < 0).at(f"{name}:{line}:{key}".rstrip(":"))
 
 
 def _json_place(text: str, name: str, what: str) -> str:
@@ -338,23 +336,44 @@ def read_document(ref: str | os.PathLike[str]) -> tuple[Any, yaml.Node | Unparse
     return yamlread.load(text, str(path))
 
 
-def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
+def _key_node(mapping: yaml.MappingNode, part: Any) -> tuple[yaml.Node, yaml.Node] | None:
+    """(key node, value node) of ``part`` in a mapping node, or None. A key that is not text (:class:`KeyNotText`)
+    is found by its value as read, not by its spelling: ``~`` read None, whose str 'None' matched no key and the
+    refusal took the line of the mapping (ux34)."""
+    for k, v in mapping.value:
+        if isinstance(part, KeyNotText):
+            if getattr(k, "id", None) == "scalar" and not k.tag.endswith(":str"):
+                import scalemodel.specs.yamlread as yamlread  # error path only (a node tree: yaml is loaded)
+                value = yamlread.construct(k, "")
+                if value == part.value and type(value) is type(part.value):
+                    return k, v
+        elif getattr(k, "value", None) == str(part):
+            return k, v
+    return None
+
+
+def _along(node: yaml.Node | None, loc: Sequence[Any]) -> tuple[int | None, list[Any]]:
+    """The line of the value (or the unknown key) ``loc`` names in a node tree, and ``loc`` with each key that is
+    not text spelled as the file wrote it (``~``, ``0x10``, ``9.30``)."""
     if node is None:
-        return None
-    best = node.start_mark.line + 1
-    for part in loc:
+        return None, list(loc)
+    best, spelled = node.start_mark.line + 1, list(loc)
+    for i, part in enumerate(loc):
         if getattr(node, "id", None) == "mapping":  # a yaml.MappingNode (yaml itself is imported on demand)
-            nxt = next((v for k, v in node.value if getattr(k, "value", None) == str(part)), None)
-            if nxt is None:
-                key = next((k for k, _ in node.value if getattr(k, "value", None) == str(part)), None)
-                return key.start_mark.line + 1 if key is not None else best
-            node = nxt
+            found = _key_node(node, part)  # type: ignore[arg-type]
+            if found is None:
+                return best, spelled
+            key, node = found
+            if isinstance(part, KeyNotText):
+                spelled[i] = KeyNotText(part.value, key.value or "(empty)")
+                if i == len(loc) - 1:  # the key is what is refused: its own line
+                    return key.start_mark.line + 1, spelled
         elif getattr(node, "id", None) == "sequence" and isinstance(part, int) and part < len(node.value):
             node = node.value[part]
         else:
-            return best
+            return best, spelled
         best = node.start_mark.line + 1
-    return best
+    return best, spelled
 
 
 # --- extends and overrides -----------------------------------------------------------------------
@@ -863,15 +882,23 @@ def validation_error(exc: SpecError, model: Any, path: str | os.PathLike[str] | 
     """A spec's refusal as one :class:`InputError`: file:line (or the ``--set`` item that wrote the value), the
     field's path, what, what is allowed."""
     loc = list(exc.loc)
-    full = list(prefix) + loc
     msg, allowed = exc.what, exc.allowed
+    line = None
+    if path is not None and node is not None:
+        line, spelled = _along(node.compose() if isinstance(node, Unparsed) else node, loc)
+        if loc and isinstance(loc[-1], KeyNotText) and msg == loc[-1].refusal():  # the key as the file spells it
+            msg = spelled[-1].refusal()
+        loc = spelled
+    full = list(prefix) + loc
     if exc.kind == "unknown":
         cls = _spec_at(model, loc[:-1], data)
         known = list(cls.model_fields) if cls is not None else []
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
         other = _other_section_field(cls, loc[-1])  # an exact field there beats a near one here
-        if other is not None:  # where it goes: a sweep has no strategy: section, its strategies: entries take it
+        if isinstance(loc[-1], KeyNotText):  # a field's name is text (the refusal says what it is)
+            allowed = "keys are text; " + _known_keys_text(known, cls, model)
+        elif other is not None:  # where it goes: a sweep has no strategy: section, its strategies: entries take it
             place = f"{other}.{loc[-1]}" if other == "training" or getattr(model, "__name__", "") != "SweepSpec" \
                 else f"an entry of strategies: [{{{loc[-1]}: ...}}]"
             allowed = f"{loc[-1]} is a {other} field ({place}); " + _known_keys_text(known, cls, model)
@@ -900,9 +927,6 @@ def validation_error(exc: SpecError, model: Any, path: str | os.PathLike[str] | 
         return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed,
                           also=exc.also)
     if path is not None:
-        if isinstance(node, Unparsed):
-            node = node.compose()
-        line = _line_of(node, loc) if node is not None else None
         where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
     return InputError(msg, where=where, allowed=allowed, also=exc.also)
 

@@ -33,7 +33,7 @@ from yaml.resolver import BaseResolver
 from scalemodel.errors import InputError, folded
 from scalemodel.specs.files import MAX_DEPTH as MAX_DEPTH  # bounds shared with JSON and --set (files.py)
 from scalemodel.specs.files import MAX_INT_DIGITS as MAX_INT_DIGITS
-from scalemodel.specs.files import PRINTABLE_TEXT, non_printable
+from scalemodel.specs.files import character_refusal, refused_character
 
 MAX_NODES = 20_000  # a spec has hundreds of nodes
 
@@ -70,6 +70,8 @@ CoreResolver.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+.0
 
 
 class StrictConstructor(SafeConstructor):
+    source = ""  # the text composed (construct's ``source``), or "" where not known
+
     def construct_core_int(self, node: yaml.ScalarNode) -> int:
         text = str(self.construct_scalar(node))
         digits = text.lstrip("+-")
@@ -102,12 +104,16 @@ class StrictConstructor(SafeConstructor):
     def construct_core_str(self, node: yaml.ScalarNode) -> str:
         """A string, refused where it holds a character the YAML reader refuses written raw (NUL, ESC, the other
         controls but tab and line breaks): ``"\\x1b[31m"`` escaped in double quotes reached a sweep label, and
-        so the user's terminal, as an escape sequence."""
+        so the user's terminal, as an escape sequence. The same for a bidirectional control or invisible format
+        character (files.refused_character), which the reader passes written raw too: ``name: "\\u202e..."``
+        showed a reversed name in the table (ux34)."""
         text = str(self.construct_scalar(node))
-        bad = non_printable().search(text)
-        if bad:
-            raise Refused(f"character U+{ord(bad.group()):04X} (written as an escape) is not allowed in a string",
-                          node.start_mark, PRINTABLE_TEXT)
+        bad = refused_character(text)
+        if bad is not None:
+            start, end = node.start_mark, node.end_mark
+            escaped = bool(self.source) and bad not in self.source[start.index:end.index]
+            refusal = character_refusal(bad, escaped)
+            raise Refused(refusal.what, start, refusal.allowed)
         return text
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -276,9 +282,11 @@ def _value_path(root: yaml.Node, mark: Any) -> str:
     return ""
 
 
-def construct(node: yaml.Node, name: str, *, multiline: bool = True) -> Any:
-    """The Python value of a node from :func:`compose` (core-schema types, duplicate keys refused)."""
+def construct(node: yaml.Node, name: str, *, multiline: bool = True, source: str = "") -> Any:
+    """The Python value of a node from :func:`compose` (core-schema types, duplicate keys refused); ``source``: the
+    text it was composed from, where a refused character is told written raw from written as an escape."""
     loader = StrictLoader("")
+    loader.source = source
     try:
         return loader.construct_document(node)
     except Refused as exc:
@@ -301,4 +309,4 @@ def load(text: str, name: str, *, max_nodes: int = MAX_NODES) -> tuple[Any, yaml
     node = compose(text, name, max_nodes=max_nodes)
     if node is None:
         return None, None
-    return construct(node, name, multiline="\n" in text.strip()), node
+    return construct(node, name, multiline="\n" in text.strip(), source=text), node
