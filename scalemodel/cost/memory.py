@@ -936,7 +936,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
     if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        gathered = np.where(keep, pg.dense + pg.expert, gathered)
+        # the routed experts are gathered only where FSDP shards them (expert_dp > 1): at expert_dp 1 (EP = dp, left
+        # out of FSDP as Automodel's apply_fsdp ignored_params does) the expert states below hold them whole, once
+        # (fsdpsync34: they were counted a second time as a gathered copy, 7.4 GB on automodel26's Nano row)
+        gathered = np.where(keep, pg.dense + np.where(edp > 1, pg.expert, 0.0), gathered)
         linear = np.where(keep, stage * linear_weights_per_layer(sh, t), linear)
     if np.any(fp8_gather):  # float8 gathered copies of the linear weights: 1 byte of each wb is held
         wb = _nonneg("weight_bytes", weight_bytes)
