@@ -857,7 +857,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    head: ArrayLike = False, fp8_params: ArrayLike = False, fp8_param_bytes: ArrayLike = 1.0,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
                    root_unit: ArrayLike = False, activations: ArrayLike | None = None,
-                   shared_input_copy: ArrayLike = True,
+                   shared_input_copy: ArrayLike = True, deferred_sync: ArrayLike = False,
                    fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
                    latent_inputs: ArrayLike | None = None,
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
@@ -873,7 +873,12 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     tensors on one GPU: the TP-split ones / tp, the rest whole, that layer's own, not the layers' mean); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
-    (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
+    (dense, and the experts where FSDP shards them: ``expert_dp`` > 1) are held at once. ``deferred_sync``
+    (strategy fsdp_defer_grad_sync, FSDP2 with its gradient sync and reshard after backward off until the last of
+    ``num_microbatches`` > 1; docs/model.md#fsdp-deferred-sync): the units a backward gathered stay gathered into the
+    next forward, so the whole stage is held as without reshard, and the unsharded gradients of those parameters
+    accumulate at ``grad_bytes`` (the reduce dtype: FSDP2 casts them to it when it differs from the parameters')
+    until the last backward reduce-scatters them. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
     fp8_param_gather): the gathered copies of the linear weights on this TP rank
     (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` at ``tp``: the split ones / tp, MLA's
     down-projections and LatentMoE's projections whole, as the engine's ``_gathered_bytes`` counts the wire) are
@@ -930,7 +935,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     layer = gathered_unit(sh, tp=t, ep=e, etp=u)
     gathered = 2.0 * layer
     linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
-    keep = ~np.asarray(reshard_after_forward, dtype=bool)
+    deferred = np.asarray(deferred_sync, dtype=bool) & (np.asarray(num_microbatches) > 1)
+    keep = ~np.asarray(reshard_after_forward, dtype=bool) | deferred
     # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
     if np.any(root_unit):
         gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
@@ -948,6 +954,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
+    if np.any(deferred):  # FSDP2's unsharded gradient accumulators, held from the first backward to the last
+        held = np.where(deferred, _nonneg("grad_bytes", grad_bytes) * (pg.dense + np.where(edp > 1, pg.expert, 0.0)),
+                        0.0)
+        dense = ModelStates(weights=dense.weights, gradients=dense.gradients + held, optimizer=dense.optimizer)
     # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
     # dense ones changes no bit)
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
