@@ -463,6 +463,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "eager_bias_dropout_add": ((bool,), (True,)),
     "moe_host_sync": ((str,), ("alltoall", "hybridep", "deepep", "attention_graphed")),
     "optimizer_bytes_per_param": ((int, float), None),
+    "fsdp_defer_grad_sync": ((bool,), (True,)),
 }
 
 
@@ -937,7 +938,8 @@ TORCHTITAN = sources_with("torchtitan")
 
 
 def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, bool]:
-    """The FSDP strategy fields the case states (module docstring): no reshard after forward, float8 all-gather."""
+    """The FSDP strategy fields the case states (module docstring): no reshard after forward, float8 all-gather, the
+    gradient sync deferred to the last micro-batch (``framework.fsdp_defer_grad_sync``)."""
     if zero not in ("fsdp", "hsdp"):
         return {}
     par = case["parallelism"]
@@ -948,6 +950,8 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
         raise ValueError(f"{case['id']}: parallelism.fsdp_reshard_after_forward {stated!r} is not true or false")
     if stated is False or titan_pp:
         out["fsdp_reshard_after_forward"] = False
+    if setting(case, "fsdp_defer_grad_sync"):  # FSDP2's gradient sync at the last micro-batch only (fsdpsync34)
+        out["fsdp_defer_grad_sync"] = True
     text = str(case.get("precision", "")).lower()
     if precision == "fp8" and ("float8 all-gather" in text or "fp8 all-gather" in text):
         out["fsdp_fp8_all_gather"] = True

@@ -905,7 +905,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    head: ArrayLike = False, fp8_params: ArrayLike = False, fp8_param_bytes: ArrayLike = 1.0,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
                    root_unit: ArrayLike = False, activations: ArrayLike | None = None,
-                   shared_input_copy: ArrayLike = True,
+                   shared_input_copy: ArrayLike = True, deferred_sync: ArrayLike = False,
                    fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
                    latent_inputs: ArrayLike | None = None,
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
@@ -921,7 +921,12 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     tensors on one GPU: the TP-split ones / tp, the rest whole, that layer's own, not the layers' mean); with
     ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
-    (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
+    (dense, and the experts where FSDP shards them: ``expert_dp`` > 1) are held at once. ``deferred_sync``
+    (strategy fsdp_defer_grad_sync, FSDP2 with its gradient sync and reshard after backward off until the last of
+    ``num_microbatches`` > 1; docs/model.md#fsdp-deferred-sync): the units a backward gathered stay gathered into the
+    next forward, so the whole stage is held as without reshard, and the unsharded gradients of those parameters
+    accumulate at ``grad_bytes`` (the reduce dtype: FSDP2 casts them to it when it differs from the parameters')
+    until the last backward reduce-scatters them. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather, Megatron-FSDP's
     fp8_param_gather): the gathered copies of the linear weights on this TP rank
     (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` at ``tp``: the split ones / tp, MLA's
     down-projections and LatentMoE's projections whole, as the engine's ``_gathered_bytes`` counts the wire) are
@@ -971,12 +976,17 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         _nonneg("workspace", workspace)))
     pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp, embedding=embedding,
                         mtp_modules=mtp_modules, head=head, shared=shared)
-    u, edp, gathered, linear, keep, any_keep = _once(
-        shared, "units", (sh, dp, ep, tp, etp, cp, expert_dp, reshard_after_forward, root_unit),
-        lambda: _gathered_units(sh, n_dp, e, t, etp, cp, expert_dp, reshard_after_forward, root_unit))
+    u, edp, gathered, linear, keep, any_keep, deferred = _once(
+        shared, "units", (sh, dp, ep, tp, etp, cp, expert_dp, reshard_after_forward, root_unit, deferred_sync,
+                          num_microbatches),
+        lambda: _gathered_units(sh, n_dp, e, t, etp, cp, expert_dp, reshard_after_forward, root_unit, deferred_sync,
+                                num_microbatches))
     if any_keep:  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        gathered = np.where(keep, pg.dense + pg.expert, gathered)
+        # the routed experts are gathered only where FSDP shards them (expert_dp > 1): at expert_dp 1 (EP = dp, left
+        # out of FSDP as Automodel's apply_fsdp ignored_params does) the expert states below hold them whole, once
+        # (fsdpsync34: they were counted a second time as a gathered copy, 7.4 GB on automodel26's Nano row)
+        gathered = np.where(keep, pg.dense + np.where(edp > 1, pg.expert, 0.0), gathered)
         linear = np.where(keep, stage * linear_weights_per_layer(sh, t), linear)
     if np.any(fp8_gather):  # float8 gathered copies of the linear weights: 1 byte of each wb is held
         wb = _nonneg("weight_bytes", weight_bytes)
@@ -985,6 +995,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
+    if np.any(deferred):  # FSDP2's unsharded gradient accumulators, held from the first backward to the last
+        held = np.where(deferred, _nonneg("grad_bytes", grad_bytes) * (pg.dense + np.where(edp > 1, pg.expert, 0.0)),
+                        0.0)
+        dense = ModelStates(weights=dense.weights, gradients=dense.gradients + held, optimizer=dense.optimizer)
     # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
     # dense ones changes no bit)
     expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
@@ -1041,11 +1055,13 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
 
 
 def _gathered_units(sh: Shape, n_dp: np.ndarray, e: np.ndarray, t: np.ndarray, etp: ArrayLike | None, cp: ArrayLike,
-                    expert_dp: ArrayLike | None, reshard_after_forward: ArrayLike, root_unit: ArrayLike
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+                    expert_dp: ArrayLike | None, reshard_after_forward: ArrayLike, root_unit: ArrayLike,
+                    deferred_sync: ArrayLike, num_microbatches: ArrayLike
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool, np.ndarray]:
     """:func:`memory_per_gpu`'s terms that read no stage argument, in its order: the expert-TP degree u, the expert-DP
     ranks, the ZeRO-3 parameters gathered at a time and the linear weights among them (before a stage that keeps
-    every unit gathered), the units kept gathered (``reshard_after_forward`` false) and whether any is."""
+    every unit gathered), the units kept gathered (``reshard_after_forward`` false, or the gradient sync deferred
+    over more than one micro-batch: fsdpsync34), whether any is, and where the sync is deferred."""
     u = t if etp is None else _pos("etp", etp)
     edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
     # two units on one TP rank, the largest unit's own count (not the layers' mean): the TP-split parameters / t, the
@@ -1055,11 +1071,12 @@ def _gathered_units(sh: Shape, n_dp: np.ndarray, e: np.ndarray, t: np.ndarray, e
     layer = gathered_unit(sh, tp=t, ep=e, etp=u)
     gathered = 2.0 * layer
     linear = 2.0 * linear_weights_per_layer(sh, t)  # on one TP rank: MLA down / latent projections whole (mtp30)
-    keep = ~np.asarray(reshard_after_forward, dtype=bool)
+    deferred = np.asarray(deferred_sync, dtype=bool) & (np.asarray(num_microbatches) > 1)
+    keep = ~np.asarray(reshard_after_forward, dtype=bool) | deferred
     # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
     if np.any(root_unit):
         gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
-    return u, edp, gathered, linear, keep, bool(np.any(keep))
+    return u, edp, gathered, linear, keep, bool(np.any(keep)), deferred
 
 
 def _workspaces(weight_workspace: ArrayLike, expert_workspace: ArrayLike, mtp_workspace: ArrayLike,

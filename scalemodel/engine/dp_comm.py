@@ -1483,6 +1483,17 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         exposed = AG_r + AG + (L-1) max(0, AG - f) + (L-1) max(0, AG + RS - b) + RS + RS_r
 
     (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
+    ``fsdp_defer_grad_sync`` (FSDP2's set_requires_gradient_sync(False) and set_reshard_after_backward(False) on every
+    micro-batch but the last, NeMo Automodel's components/moe/fsdp_mixin.py; m > 1; docs/model.md#fsdp-deferred-sync):
+    each unit's gradients are reduce-scattered once, under the last backward; the units a backward gathered stay
+    gathered into the next forward, so only the first forward gathers. Per step, with AG_b = AG where resharded after
+    forward, else 0:
+
+        traffic = L AG + m (L-1) AG_b + L RS + AG_r + RS_r
+        exposed = AG + (L-1) max(0, AG - f) + (m-1) (L-1) max(0, AG_b - b) + (L-1) max(0, AG_b + RS - b) + RS
+                  + AG_r + RS_r
+
+    (m = 1: the per-micro-batch formulas above).
     ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
     (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
     See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), then exposed under the
@@ -1568,6 +1579,11 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         xla_total = np.where(xla, xla_groups[0], 0.0)
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
+    # fsdp_defer_grad_sync (m > 1): the first forward's L gathers, the backwards' (L - 1) each where resharded after
+    # forward, one reduce-scatter of each unit; the root's gather and reduce-scatter once (#fsdp-deferred-sync)
+    defer = g.fsdp_defer_grad_sync & (m > 1)
+    bwd_ag = np.where(reshard, ag, 0.0)
+    per_step = layers * ag + m * (layers - 1.0) * bwd_ag + layers * rs
 
     def exposed(c: dict[str, np.ndarray]) -> np.ndarray:
         """Seconds per step of the priced units that the free windows of ``c`` do not hide."""
@@ -1590,9 +1606,16 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
         out = out + np.where(g.overlap, xla_exposed, xla_total)
         # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
-        return np.asarray(m * (out + ag_r + rs_r))
+        every = m * (out + ag_r + rs_r)
+        if not np.any(defer):
+            return np.asarray(every)
+        # deferred: the first forward as above, the m - 1 other backwards' gathers (reshard) beside no reduce-scatter,
+        # the last backward as above; the other forwards gather nothing
+        once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * np.maximum(bwd_ag - b, 0.0) + hidden_bwd + rs
+        once = np.where(g.overlap, np.minimum(once, per_step), per_step)
+        return np.asarray(np.where(defer, once + ag_r + rs_r, every))
 
-    return m * (per_mb + xla_total + ag_r + rs_r), exposed
+    return np.where(defer, per_step + ag_r + rs_r, m * (per_mb + xla_total + ag_r + rs_r)), exposed
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:

@@ -828,6 +828,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
     fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
+    fsdp_defer_grad_sync: np.ndarray  # bool: FSDP2 reduce-scatters once a step, keeps backward's gathers (pp 1)
     xla_gpu_lhs: np.ndarray  # bool: FSDP/HSDP collectives under XLA's GPU latency-hiding scheduler windows
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
@@ -941,7 +942,8 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
 #: then the pipeline's p2p and the eager kernels.
 _FRAMEWORK_SWITCHES: tuple[str, ...] = (
     "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "fsdp_flat_param",
-    "fsdp_per_param", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding", "moe_permute_fusion", "megatron_ddp",
+    "fsdp_per_param", "fsdp_defer_grad_sync", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
+    "moe_permute_fusion", "megatron_ddp",
     "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather", "fp8_param_gather",
     "fp4_param_gather")
 _KERNEL_SWITCHES: tuple[str, ...] = (
@@ -963,7 +965,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
-    fsdp_per_param=False, xla_gpu_lhs=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
+    fsdp_per_param=False, fsdp_defer_grad_sync=False, xla_gpu_lhs=False, attention_unpad=False,
+    moe_fp8_padding=False, moe_permute_fusion=True,
     megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
     align_param_gather=True, fp8_param_gather=False, fp4_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,

@@ -111,10 +111,15 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
             for i, x in enumerate(split)], n, nd)
     rank, params = np.zeros(1), np.full(1, float(job.params))
     if not job.is_transformer:
+        deferred = g.fsdp_defer_grad_sync & (m > 1) & (g.zero >= Zero.FSDP)
         ms = memory.model_state_bytes(job.params, dp=_state_shards(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-                                      gathered_params=np.where(g.fsdp_reshard_after_forward, 0.0, job.params))
+                                      gathered_params=np.where(g.fsdp_reshard_after_forward & ~deferred, 0.0,
+                                                               job.params))
+        # FSDP2's unsharded gradient accumulators under fsdp_defer_grad_sync (docs/model.md#fsdp-deferred-sync)
+        ms = memory.ModelStates(weights=ms.weights, gradients=ms.gradients + np.where(
+            deferred, job.grad_bytes * float(job.params), 0.0), optimizer=ms.optimizer)
         act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
                * np.where(g.recompute == Recompute.FULL, 0.25, 1.0))
         frag = fragmentation * (ms.total + act)
@@ -211,6 +216,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
         shared_input_copy=job.fp8_recipe == "delayed",
         reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
+        deferred_sync=g.fsdp_defer_grad_sync,  # FSDP2's gradient sync at the last micro-batch (#fsdp-deferred-sync)
         root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
         fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
         # 1.125 for NVFP4 parameters (both copies); 1 for FP8 ones (the Hopper transpose not held: #fp8-param-gather)

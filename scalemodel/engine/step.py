@@ -1242,6 +1242,8 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     without the last term when ``fsdp_reshard_after_forward`` is false (the backward gathers nothing). With a
     PyTorch FSDP root unit (:func:`fsdp_root_params`, R parameters) AG is the blocks' (dense - R) and its gather
     AG_r (2 R bytes, exposed before the first block) is added; its reduce-scatter RS_r >= 0 is dropped.
+    With ``fsdp_defer_grad_sync`` (m > 1) the forward terms and AG_r count once a step, the backward term every
+    micro-batch (docs/model.md#fsdp-deferred-sync).
     AG moves 16-bit parameters (float8 linear weights with ``fsdp_fp8_all_gather``, :func:`_gathered_bytes`)
     on NCCL's own algorithm, so no communication choice changes it, and the un-overlapped (2L-1) AG + L RS
     (L AG + L RS) is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
@@ -1321,8 +1323,11 @@ def _gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGroups, 
     def exposed(ag_both: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         ag, ag_r = ag_both
         bwd_ag = np.where(g.fsdp_reshard_after_forward, ag, 0.0)
-        hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(bwd_ag - bwd / layers, 0.0)
-        return np.asarray(np.where(zero3, m * (ag_r + ag + (layers - 1.0) * hidden_too_long), 0.0))
+        forward = ag_r + ag + (layers - 1.0) * np.maximum(ag - fwd / layers, 0.0)
+        backward = (layers - 1.0) * np.maximum(bwd_ag - bwd / layers, 0.0)
+        # fsdp_defer_grad_sync: only the first forward gathers (docs/model.md#fsdp-deferred-sync)
+        forwards = np.where(g.fsdp_defer_grad_sync & (m > 1), 1.0, m)
+        return np.asarray(np.where(zero3, forwards * forward + m * backward, 0.0))
 
     hier = hier_group(g, sync)
     if hier is not None:  # inside the groups of G replicas, the states' shards (as _sync_comm prices)

@@ -577,6 +577,14 @@ class StrategySpec(Spec, kw_only=True):
         "each reduce-scatter's input is built by copying every unsharded gradient into a buffer of the reduce dtype "
         "(read the gradient, write it cast), every micro-batch (torch/distributed/fsdp/_fully_shard/"
         "_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce); docs/model.md#fsdp2-copies"))] = False
+    fsdp_defer_grad_sync: Annotated[bool, Meta(description=(
+        "zero fsdp/hsdp on PyTorch FSDP2 with pp 1: every micro-batch but the last runs with "
+        "set_requires_gradient_sync(False) and set_reshard_after_backward(False) (NeMo Automodel's MoE models with "
+        "backend.enable_fsdp_optimizations, components/moe/fsdp_mixin.py): the gradients are reduce-scattered once "
+        "a step, under the last micro-batch's backward, and accumulate unsharded (at the reduce dtype) between "
+        "micro-batches; the parameters a backward gathered stay gathered into the next forward, so the forwards "
+        "after the first gather nothing and every unit's unsharded parameters are held at once; "
+        "docs/model.md#fsdp-deferred-sync"))] = False
     xla_gpu_lhs: Annotated[bool, Meta(description=(
         "zero fsdp or hsdp compiled by XLA for GPUs with its latency-hiding scheduler on its default, approximate "
         "cost model (--xla_gpu_enable_latency_hiding_scheduler=true, no PGLE profile, no analytical estimator): "
@@ -802,6 +810,18 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
                               f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
                               also="zero")
+        if self.fsdp_defer_grad_sync:
+            if zero not in (Zero.FSDP, Zero.HSDP):  # DeepSpeed ZeRO 2/3 reduce in every backward (no no_sync)
+                raise field_error("fsdp_defer_grad_sync", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
+                                  f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
+                                  also="zero")
+            for other in ("fsdp_flat_param", "xla_gpu_lhs"):  # FSDP1's no_sync / XLA's program: not this schedule
+                if getattr(self, other):
+                    raise field_error("fsdp_defer_grad_sync", f"true prices FSDP2's deferred sync, not {other}'s",
+                                      f"at most one of fsdp_defer_grad_sync and {other} true", also=other)
+            if self.pp > 1:  # the gathers a pipeline schedule repeats depend on its order of forwards and backwards
+                raise field_error("fsdp_defer_grad_sync", f"true is priced without pipeline parallelism (got pp "
+                                  f"{self.pp})", "pp 1 with fsdp_defer_grad_sync true", also="pp")
         if self.xla_gpu_lhs and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
                               f"false (the default), or true with zero fsdp or hsdp{pin}", also="zero")
