@@ -16,6 +16,7 @@ import yaml
 from conftest import load_yaml, validation_cases_path
 
 from scalemodel.engine.job import build_network
+from scalemodel.specs.yamlread import FastLoader
 from scalemodel.units import parse_quantity
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +57,7 @@ TERA = 1e12
 
 
 def _load(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path)  # yaml.safe_load's value (libyaml's parser, once a session)
     assert isinstance(data, dict), f"{path.name}: top level must be a mapping"
     return data
 
@@ -86,10 +87,10 @@ def test_required_names_exist() -> None:
 def test_plain_yaml_with_comment_header(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# "), "first line must be a one-line '# ...' comment describing the spec"
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=FastLoader):  # libyaml's events where PyYAML has it
         assert not isinstance(event, yaml.AliasEvent), "no YAML aliases in built-in specs"
         assert getattr(event, "anchor", None) is None, "no YAML anchors in built-in specs"
-    assert isinstance(yaml.safe_load(text), dict)
+    assert isinstance(load_yaml(path), dict)
 
 
 # ---------------------------------------------------------------- accelerators

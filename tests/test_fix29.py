@@ -28,6 +28,7 @@ from scalemodel.engine.step import evaluate
 from scalemodel.report.hardware import _sources_last, yaml_within
 from scalemodel.specs.loader import builtin_names
 from scalemodel.specs.nccl_tests import parse_nccl_tests
+from scalemodel.specs.yamlread import FastLoader
 
 ROOT = Path(__file__).resolve().parents[1]
 NCCL_LOG = ROOT / "tests" / "data" / "nccl" / "synthetic_current.log"
@@ -51,7 +52,7 @@ def test_a_key_wider_than_the_width_keeps_its_indent() -> None:
     landed at column 0 and the text no longer parsed (the scanner's error escaped)."""
     data = {"top": {"a_key_longer_than_the_width": "several words that wrap onto further lines"}}
     text = yaml_within(data, 12)
-    assert yaml.safe_load(text) == data
+    assert yaml.load(text, Loader=FastLoader) == data
     assert text.splitlines()[1] == "  a_key_longer_than_the_width:"
     # folded here, not by PyYAML's fallback (which breaks a word late): a line past 12 columns is one word
     assert all(len(line) <= 12 or " " not in line.strip() for line in text.splitlines()), text
@@ -63,7 +64,7 @@ def test_every_builtin_renders_as_yaml_equal_to_the_spec(width: int) -> None:
     for name in BUILTINS:
         data = _sources_last(show_spec(name).spec.model_dump(mode="json"))
         for unicode in (True, False):
-            assert yaml.safe_load(yaml_within(data, width, allow_unicode=unicode)) == data, (name, width)
+            assert yaml.load(yaml_within(data, width, allow_unicode=unicode), Loader=FastLoader) == data, (name, width)
 
 
 def test_hardware_show_at_columns_25_is_the_spec() -> None:
@@ -71,7 +72,7 @@ def test_hardware_show_at_columns_25_is_the_spec() -> None:
     assert r.returncode == 0 and r.stderr == ""
     body = r.stdout.split("\n", 1)[1]  # past the "cluster dgx-h100" title
     spec = json.loads(_run("hardware", "show", "dgx-h100", "--json").stdout)["spec"]
-    assert yaml.safe_load(body) == spec
+    assert yaml.load(body, Loader=FastLoader) == spec
 
 
 # --- (2) the FP8 attention core's casts computed once ----------------------------------------------------------

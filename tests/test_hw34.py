@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.specs import load_accelerator, load_cluster
 
@@ -68,7 +68,7 @@ def test_gb300_memory_bandwidth_tdp_and_nvlink_are_the_datasheet_figures() -> No
 
 def _doc(name: str) -> tuple[dict[str, Any], str]:
     text = (ACC_DIR / f"{name}.yaml").read_text()
-    return yaml.safe_load(text), text
+    return load_yaml(ACC_DIR / f"{name}.yaml"), text
 
 
 def _points(file: str) -> list[dict[str, Any]]:
@@ -85,7 +85,7 @@ def _points(file: str) -> list[dict[str, Any]]:
             for v in node:
                 walk(v)
 
-    walk(yaml.safe_load((MEAS / file).read_text()))
+    walk(load_yaml(MEAS / file))
     return found
 
 
@@ -193,6 +193,6 @@ def test_attention_curves_rest_on_this_parts_points_or_name_their_donor(name: st
 def test_sources_yaml_has_an_entry_for_every_case_source() -> None:
     ids = re.findall(r"^- id: (\S+)", (ROOT / "validation" / "training_cases.yaml").read_text(), re.M)
     prefixes = {i.split("_")[0] for i in ids}
-    listed = set(yaml.safe_load((ROOT / "validation" / "sources.yaml").read_text())["sources"])
+    listed = set(load_yaml(ROOT / "validation" / "sources.yaml")["sources"])
     assert prefixes - listed == set()
     assert {"fsdpaws22", "mttier25"} <= listed
