@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import nccl
+from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import parallel_groups, place
 from scalemodel.engine import layer_compute, pipeline_ranks
 from scalemodel.engine import model_parallel_comm as mpc
@@ -120,3 +121,23 @@ def test_pat_two_nodes_by_hand() -> None:
     expect = (8.0 + 1 * hop / 3.5 + 2.8 * 2) * US
     assert float(nccl.nccl_pat_time("allgather", np.array(0.0), pl)) == pytest.approx(expect, rel=1e-12)
 
+
+
+def test_collnet_chain_at_one_gpu_a_node_pays_nccls_ppn1_tree_latency() -> None:
+    """8 nodes, one GPU each, SHARP on the IB tier: NCCL's CollNetChain latency 2 (ppn - 1) intraLat + interLat has no
+    chain hop at ppn 1, and its interLat there is the NET Tree Simple 14 us ("With ppn=1 latencies are fully exposed,
+    use the Tree network latency", tuning.cc L386-388), not CollNetChain's 30: 14 us in NCCL's own estimate, 3.5 +
+    14 - 2.7 = 14.8 us read on the 3.5 us leaf hop. Before review34: 30 / 30.8 us."""
+    nvl = Tier("nvlink", 8, 450e9, 2e-6, efficiency=0.82, in_network_reduction=False, protocol="nvlink")
+    ib = Tier("ib", 64, 50e9, 3.5e-6, efficiency=0.94, in_network_reduction=True, protocol="rdma")
+    net = Network((nvl, ib), gpus_per_node=8, generation="hopper")
+    pl = place(8, 8, net)
+    assert float(pl.c[0]) == 1.0
+    assert float(nccl.nccl_inr_allreduce_time(np.array(0.0), pl, estimate=True)) == pytest.approx(14.0 * US, rel=1e-12)
+    assert float(nccl.nccl_inr_allreduce_time(np.array(0.0), pl)) == pytest.approx((3.5 + 14.0 - 2.7) * US, rel=1e-12)
+    # two GPUs a node keep CollNetChain's own 30 us, one chain hop each way (NVLink 2.8 read on the 2 us hop)
+    pl2 = place(16, 4, net)
+    assert float(pl2.c[0]) == 2.0
+    chain2 = 2 * (2.8 + 2.0 - 0.6) + (3.5 + 30.0 - 2.7)
+    got2 = float(nccl.nccl_inr_allreduce_time(np.array(0.0), pl2))
+    assert got2 == pytest.approx(chain2 * US, rel=1e-12)
