@@ -602,7 +602,8 @@ NVLS_EFFICIENCY: dict[str, float] = {"hopper": 0.85, "blackwell": 0.74}
 NVLS_CALIBRATION: dict[str, float] = {"hopper": 1.0, "blackwell": 0.854}
 #: NVLS and NVLSTree run Simple only; their baseLatencies are 0 and their whole latency is the hwLatencies
 #: entry (tuning.cc): NVLink NVLS / NVLSTree 25 us; NET NVLS 18 us, NVLSTree 20.9 us (per tree level,
-#: x2 log2i(nNodes)); CollNetChain NVLink 2.8 us (per chain hop, x2 (ppn - 1)) + NET 30 us.
+#: x2 log2i(nNodes)); CollNetChain NVLink 2.8 us (per chain hop, x2 (ppn - 1)) + NET 30 us (at ppn 1 the NET
+#: Tree Simple 14 us: "With ppn=1 latencies are fully exposed, use the Tree network latency").
 NVLS_LATENCY = 25.0e-6
 NVLS_NET_LATENCY = 18.0e-6
 NVLSTREE_NET_LATENCY = 20.9e-6
@@ -679,7 +680,9 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
       GPUs of the group, one NIC each (search.cc ncclTopoSearchRecNet refuses a second NIC for a head, and
       the NVLS graph has at most as many channels as the group's GPUs in the domain), so a group with fewer
       GPUs per node than the node has NICs uses only its own GPUs' NICs.
-    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) L_0(2.8 us) + L_net(30 us)``;
+    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) L_0(2.8 us) + L_net(30 us)``,
+      ``L_net(14 us)`` at n_0 = 1 (tuning.cc: "With ppn=1 latencies are fully exposed, use the Tree network latency",
+      interLat = hwLat[NET][TREE][Simple]; review34);
       ``algBw = 0.5 busBw`` with NCCL's ``busBw = bwIntra`` = B_0 (chain inside the node), and not above
       the node's NICs ``n_0 B_net`` (each node sends and receives S once through the switch; modelling
       assumption, NCCL's formula has no NIC term).
@@ -758,7 +761,10 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         best = np.where(ok & multi, np.minimum(best, t_t), best)
     # CollNetChain: SHARP on an outer tier the group spans
     chain_bw = np.minimum(0.5 * pl.bw[0], n0 * b_net)
-    lat_c = 2.0 * (n0 - 1.0) * (COLLNET_CHAIN_NVLINK_LATENCY + intra_lat) + COLLNET_CHAIN_NET_LATENCY + net_lat
+    # at one GPU a domain (ppn 1) NCCL's interLat is the NET Tree entry, not CollNetChain's ("With ppn=1 latencies are
+    # fully exposed, use the Tree network latency", tuning.cc L386-388; review34)
+    chain_net = np.where(n0 > 1 + 1e-9, COLLNET_CHAIN_NET_LATENCY, NCCL_HW_LATENCY["net"]["tree"][_PI["simple"]])
+    lat_c = 2.0 * (n0 - 1.0) * (COLLNET_CHAIN_NVLINK_LATENCY + intra_lat) + chain_net + net_lat
     t_c = lat_c + S / chain_bw + red
     best = np.where(sharp_outer & multi, np.minimum(best, t_c), best)
     return np.where(p > 1, best, 0.0)
