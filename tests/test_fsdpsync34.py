@@ -10,6 +10,8 @@ states held them whole too: their 16-bit weights were counted twice (7.4 GB of a
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from test_fsdp_reshard import LAYER, TINY, P
@@ -170,3 +172,17 @@ def test_refused_where_it_makes_no_sense() -> None:
         with pytest.raises(InputError, match="fsdp_defer_grad_sync"):
             StrategySpec(zero="fsdp", fsdp_defer_grad_sync=True, **other)
     StrategySpec(zero="hsdp", fsdp_defer_grad_sync=True)
+
+
+def test_plan_pins_the_deferred_sync_and_ranks_only_layouts_that_take_it(cli) -> None:  # type: ignore[no-untyped-def]
+    """`plan --set strategy.fsdp_defer_grad_sync=true` was refused ("plan cannot honour": the field was not in
+    planner.PIN_FIXED); pinned, every ranked plan carries it, on FSDP / HSDP and one pipeline stage, the only layouts
+    the field is allowed on (FSDP2's deferral is refused with ZeRO 0-3 and with pp > 1)."""
+    r = cli("plan", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--json",
+            "--set", "strategy.zero=fsdp", "--set", "strategy.fsdp_defer_grad_sync=true")
+    assert r.code == 0, r.err
+    ranked = json.loads(r.out)["ranked"]
+    assert ranked
+    for p in ranked:
+        s = p["strategy"]
+        assert s["fsdp_defer_grad_sync"] is True and s["zero"] in ("fsdp", "hsdp") and s["pp"] == 1
