@@ -141,6 +141,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mlpt50_h100_llama31_405b (512/2048/2432/2560/8192)": ("same model", [512, 2048, 2432, 2560, 8192]),
         # data27: Cisco's MLPerf v6.0 Llama 3.1 8B on 8 and 16 "Zeus" H100 nodes (TP 2, GBS 32 / 64)
         "mlpt60_h100_llama31_8b_64 (64/128)": ("same model", [64, 128]),  # named after its first id less its tail
+        # data34: NeMo Automodel's DGX-H100 table (Nemotron 3 Nano on 8, Llama 3.1 70B on 64, DeepSeek-V3 on 256 GPUs:
+        # one source and cluster, three models, so the script's rule reads it as a model growing with the GPUs)
+        "automodel26 dgx-h100 (8-256)": ("model grows with GPUs", [8, 64, 256]),
     }
 
 

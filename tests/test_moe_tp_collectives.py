@@ -144,9 +144,11 @@ def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
     1/4) and the pipeline's first (1/4) have nothing beside them: 3/4 of those windows (review33b). With
     moe_shared_expert_overlap Megatron switches the shared pair's userbuffers off (shared_experts.py lines 163-175):
     C = per and 1 of each backward part, at the shares without the shared expert, and the pair runs exposed
-    forward and backward, 2 per. Shares in units of h a token (h 4096): QKV 6144, O 4096, the shared expert's FC1
-    2 x 2048 and FC2 2048, the routed experts 2 x 3 x 2048, the router 8: T = 28,680; a = 10,240 / T, r = 6144 / T
-    off, a = 6144 / T, r = 4096 / T on. 8 layers, 8 micro-batches."""
+    forward and backward, 2 per. Since tp34 each linear's collective hides under its own GEMM only (off: QKV and
+    the shared FC1 on the column side, O and the shared FC2 on the row side, each its own window). Shares in units
+    of h a token (h 4096): QKV 6144, O 4096, the shared expert's FC1 2 x 2048 and FC2 2048, the routed experts
+    2 x 3 x 2048, the router 8: T = 28,680; on, a = 6144 / T, r = 4096 / T; off, the column linears' a 6144 / T and
+    4096 / T, the row linears' r 4096 / T and 2048 / T. 8 layers, 8 micro-batches."""
     kw = dict(tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, tp_comm_overlap=True)
     off = _tp_comm(1, **kw)
     on = _tp_comm(1, moe_shared_expert_overlap=True, **kw)
@@ -165,7 +167,18 @@ def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
         return (max(n * ag - 0.75 * a * g, 0.0) + max(n * rs - 0.75 * r * g, n * rs / 4)
                 + max(n * ag - 0.75 * r * g, 0.0) + max(n * rs - a * g, 0.0) + max(n * ag - a * g, 0.0))
 
-    want = layer(1, 6144 / total, 4096 / total) + 2 * per - layer(2, 10_240 / total, 6144 / total)
+    # tp34: each linear's collective under its own GEMM only: off, the column side is QKV (6144) and the shared FC1
+    # (4096), the row side O (4096) and the shared FC2 (2048), one collective each; a layer() per linear pair
+    # counts each column term under its own a and each row term under its own r
+    def column(a: float) -> float:
+        return max(ag - 0.75 * a * g, 0.0) + max(rs - a * g, 0.0) + max(ag - a * g, 0.0)
+
+    def row(r: float) -> float:
+        return max(rs - 0.75 * r * g, rs / 4) + max(ag - 0.75 * r * g, 0.0)
+
+    assert layer(1, 6144 / total, 4096 / total) == pytest.approx(column(6144 / total) + row(4096 / total), rel=1e-12)
+    off_layer = column(6144 / total) + column(4096 / total) + row(4096 / total) + row(2048 / total)
+    want = layer(1, 6144 / total, 4096 / total) + 2 * per - off_layer
     assert on - off == pytest.approx(8 * LAYERS * want, rel=1e-9)
 
 

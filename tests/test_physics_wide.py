@@ -227,6 +227,10 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         recompute_layers=draw(st.sampled_from((-1, -1, 1, 3))), recompute_uniform=draw(st.booleans()),
         fp8_param_gather=draw(st.booleans()) and job.precision == "fp8",
     )
+    # (fsdpsync34) FSDP2's gradient sync deferred to the last micro-batch, where the spec allows it: zero fsdp / hsdp,
+    # one pipeline stage, not FSDP1's flat parameters nor XLA's program
+    arrays["fsdp_defer_grad_sync"] = (draw(st.booleans()) and zero in (4, 5) and pp == 1
+                                      and not arrays["fsdp_flat_param"] and not arrays["xla_gpu_lhs"])
     sync = draw(st.sampled_from(SYNCS))
     if sync.startswith("hier") and dp % 2:  # hier:G needs G to divide the workers (refused as input otherwise)
         sync = "bsp"
