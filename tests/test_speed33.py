@@ -46,14 +46,21 @@ def _bytes(res: StepArrays) -> dict[str, bytes]:
     return out
 
 
-def _grids() -> list[tuple[Any, Any]]:
+def dense_grids(zeros: list[int]) -> list[tuple[Any, Any]]:
+    """llama3-8b on 32 dgx-h100 GPUs, global batch 64: an interleaved (tp 2, pp 4, V 2) and a 1F1B (tp 4, pp 2)
+    grid, each over the three recompute modes and ``zeros``."""
     out = []
     tr = TrainingSpec(global_batch=64, micro_batch=1)
     job = build_job(load_cluster("dgx-h100", []), load_workload("llama3-8b", []), tr)
     for strategy in (StrategySpec(tp=2, pp=4, schedule="interleaved:2"), StrategySpec(tp=4, pp=2)):
         g = grid_from_strategy(strategy, tr, 32, job)
         out.append((job, msgspec.structs.replace(g, recompute=np.arange(3).reshape(1, 3, 1),
-                                                 zero=np.array([0, 1]).reshape(1, 1, 2))))
+                                                 zero=np.array(zeros).reshape(1, 1, len(zeros)))))
+    return out
+
+
+def _grids() -> list[tuple[Any, Any]]:
+    out = dense_grids([0, 1])
     tr8 = TrainingSpec(global_batch=16, micro_batch=2, precision="fp8")
     moe = build_job(load_cluster("dgx-h100", []), TINY_MOE, tr8)
     g = grid_from_strategy(StrategySpec(pp=2, ep=2, dp=4), tr8, 8, moe)

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 import pytest
 from grid_helpers import TINY_MOE
+from test_speed33 import dense_grids
 
 from scalemodel.cost import memory
 from scalemodel.engine import stage_memory
@@ -28,13 +29,9 @@ from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_work
 def _grids() -> list[tuple[Any, Any]]:
     """(job, grid) pairs: a dense model on 1F1B and interleaved pipelines with ZeRO 0-3 and recompute axes, FSDP
     without resharding (every unit kept gathered), an fp8 MoE grid with expert parallelism, and a model with MTP."""
-    out = []
+    out = dense_grids([0, 1, 2, 3])
     tr = TrainingSpec(global_batch=64, micro_batch=1)
-    job = build_job(load_cluster("dgx-h100", []), load_workload("llama3-8b", []), tr)
-    for strategy in (StrategySpec(tp=2, pp=4, schedule="interleaved:2"), StrategySpec(tp=4, pp=2)):
-        g = grid_from_strategy(strategy, tr, 32, job)
-        out.append((job, msgspec.structs.replace(g, recompute=np.arange(3).reshape(1, 3, 1),
-                                                 zero=np.array([0, 1, 2, 3]).reshape(1, 1, 4))))
+    job = out[0][0]
     g = grid_from_strategy(StrategySpec(tp=2, zero="fsdp", fsdp_reshard_after_forward=False), tr, 32, job)
     out.append((job, g))
     tr8 = TrainingSpec(global_batch=16, micro_batch=2, precision="fp8")
