@@ -61,6 +61,21 @@ def test_fuzz33_predict_step_carries_the_one_second_hop(cli) -> None:  # type: i
     assert doc["step_time_s"] >= 6 * SECOND
 
 
+def test_rhd_charges_the_folded_pairs_outer_hop_by_hand() -> None:
+    """25 GPUs, 2 a node, domains of 16 and 32 group ranks: MPICH folds rank 0 into 1, ..., 16 into 17 (r = 9) and
+    renumbers the 16 left, j -> 2j + 1 for j < 9, j + 9 after; the all-gather's last step (distance 8) pairs j = 7
+    (group rank 15) with j = 15 (group rank 24), across the 16-rank domain: +1 s on the outer tier costs that step's
+    hop at least. Before, each step was priced on an aligned block (8 + 8 ranks inside one domain of 16): 92 us."""
+    net = Network(tiers=(Tier("nvlink", 2, 200e9, 1e-6, efficiency=0.8, protocol="nvlink"),
+                         Tier("net0", 16, 25e9, 1e-6, efficiency=0.9, protocol="rdma"),
+                         Tier("net1", 32, 25e9, 1e-6, efficiency=0.9, protocol="rdma")), gpus_per_node=2)
+    slow = _with_latency(net, 2, SECOND)
+    t = float(coll.group_time("allgather", 1e6, place(25, 1, slow), algorithm="rhd", dtype_bytes=1))
+    assert SECOND <= t < 2 * SECOND  # only the distance-8 step's pairs straddle the outer domain
+    t16 = float(coll.group_time("allgather", 1e6, place(16, 1, slow), algorithm="rhd", dtype_bytes=1))
+    assert t16 < 1e-3  # a power of two inside one 16-rank domain never crosses it
+
+
 def test_nvls_reads_the_nvlink_hop_and_nccls_own_at_its_own_hop() -> None:
     """8 GPUs in one dgx-h100 node: NVLS latency = 25 us (NCCL's NVLink NVLS hwLatency) read on the measured 2 us
     hop: 2 + 25 - 0.6 (NCCL's NVLink Ring LL) = 26.4 us; at NCCL's own 0.6 us hop exactly NCCL's 25 us; the NVLS
@@ -118,11 +133,6 @@ def test_raising_any_tier_latency_never_lowers_any_collective(net: Network, data
         pat = (op in ("reducescatter", "allgather") and float(pl.c[0]) < 1.5
                and (algo == "rd" or (algo == "auto" and t2 < SECOND)))
         least = np.floor(np.log2(p)) / nccl.PAT_LOG_LATENCY_DIV if pat else 1.0
-        # [known limitation] recursive halving / doubling at a p not a power of two: after MPICH's fold the p' ranks
-        # are renumbered, which shifts the pairs off the aligned 2^(k+1)-rank blocks the model prices each step on,
-        # so a pair straddling an outer tier's domain boundary is missed (CI found p 25 on domains of 16 / 32: the
-        # outer hop uncharged; docs/model.md#rhd-fold). Not a bound this test can assert there until it is priced.
-        folded = p & (p - 1) != 0 and (algo in ("rhd", "rd") or (algo == "auto" and t2 < SECOND))
-        if folded:
-            return
+        # (CI found p 25 on domains of 16 / 32 with rhd: the renumbered pairs after MPICH's fold crossed the outer
+        # tier uncharged; algorithms._folded_step_tiers, docs/model.md#rhd-fold)
         assert t2 >= least * (net.tiers[i].latency + SECOND) * (1 - 1e-9), (op, algo, i, t0, t2)

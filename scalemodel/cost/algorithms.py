@@ -379,6 +379,50 @@ def _log_steps(pl: Placement) -> tuple[np.ndarray, int]:
     return L, int(np.max(L)) if L.size else 0
 
 
+def _folded_step_tiers(pl: Placement, steps: int) -> list[np.ndarray]:
+    """Which tiers each recursive halving / doubling step ``k`` (``k < steps``) crosses, as a boolean array of
+    shape (tiers,) + p's: where p is a power of two the one tier holding an aligned block of 2^(k+1) group ranks
+    (every pair of the step crosses the same one); otherwise every tier one of the step's pairs crosses after
+    MPICH's fold (docs/model.md#rhd-fold): the first 2r ranks (r = p - p') fold 2i into 2i+1 and the p' left are
+    renumbered, rank j being group rank 2j+1 for j < r and j + r after, so pair (j, j + 2^k) (bit k of j clear) can
+    straddle a domain boundary the aligned rule does not (p 25 on domains of 16: pair 15-24), and pairs of one step
+    cross different tiers. Group ranks fill the tiers' domains in order, c_i to a tier-i domain (:class:`Placement`)."""
+    p = np.asarray(pl.p, dtype=float)
+    levels = np.arange(pl.ntiers).reshape((-1,) + (1,) * p.ndim)
+    out = [levels == pl.tier_for_block(2.0 ** (k + 1)) for k in range(steps)]
+    folded = 2.0 ** log2_floor(p) < p
+    if steps == 0 or not np.any(folded):
+        return out
+    cs = np.stack([np.broadcast_to(np.asarray(c, dtype=float), p.shape) for c in pl.c[:-1]] or
+                  [np.zeros(p.shape)], axis=-1)
+    rows, inverse = np.unique(np.concatenate([p[..., None], cs], axis=-1)[folded], axis=0, return_inverse=True)
+    where = np.flatnonzero(folded.ravel())
+    for n, row in enumerate(rows):
+        n_ranks, bounds = int(row[0]), row[1:pl.ntiers]
+        p2 = 1 << (n_ranks.bit_length() - 1)
+        j = np.arange(p2)
+        actual = np.where(j < n_ranks - p2, 2 * j + 1, j + (n_ranks - p2))
+        at = where[np.ravel(inverse) == n]
+        for k in range(min(steps, p2.bit_length() - 1)):
+            lo = j[((j >> k) & 1 == 0) & (j + (1 << k) < p2)]
+            x, y = actual[lo], actual[lo + (1 << k)]
+            # a pair's tier: the domains of tiers 0 .. i-1 it straddles (nested domains: a count)
+            tier_of = np.zeros(len(lo), dtype=int)
+            for c in bounds:
+                tier_of += np.floor(x / c) != np.floor(y / c)
+            crossed = np.zeros(pl.ntiers, dtype=bool)
+            crossed[np.unique(tier_of)] = True
+            flat = out[k].reshape(pl.ntiers, -1)
+            flat[:, at] = crossed[:, None]
+    return out
+
+
+def _step_time(pl: Placement, crossed: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """One step of every rank at once: the slowest of its pairs, ``max_t (alpha_t + m / B_t)`` over the tiers its
+    pairs cross (``crossed``, :func:`_folded_step_tiers`)."""
+    return np.max([np.where(crossed[i], pl.alpha[i] + m / pl.pair_bw(i), 0.0) for i in range(pl.ntiers)], axis=0)
+
+
 def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
     """Recursive halving/doubling across tiers, nearest partner first (Thakur et al. 2005).
 
@@ -403,12 +447,12 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
     p = pl.p
     L, Lmax = _log_steps(pl)
     pp = 2.0**L
+    crossed = _folded_step_tiers(pl, Lmax)
     half = np.zeros_like(p)  # one halving (or doubling) sweep, no gamma
     for k in range(Lmax):
         active = k < L
-        t = pl.tier_for_block(2.0 ** (k + 1))
         m = S / 2.0 ** (k + 1)  # each halving step moves half of the remaining vector
-        half = half + np.where(active, pl.alpha[t] + m / pl.pair_bw(t), 0.0)
+        half = half + np.where(active, _step_time(pl, crossed[k], m), 0.0)
     t2 = pl.tier_for_block(2.0)  # MPICH folds rank 2i into 2i+1: adjacent group ranks, on their own tier
     extra = np.where(pp < p, pl.alpha[t2] + S / pl.pair_bw(t2), 0.0)
     red = (pp - 1) / pp * S * gamma
