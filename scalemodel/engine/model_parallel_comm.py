@@ -286,24 +286,42 @@ def _ub_block_shares(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba:
     col, row, total = _block_linears(sh, n_att, n_mlp, n_moe, n_mamba, column_down, shared_off)
     if total <= 0:
         return 0.5, 0.5
-    return (sum(n * f for n, f in col) / total, sum(n * f for n, f in row) / total)
+    return (sum(n * f for n, f, _ in col) / total, sum(n * f for n, f, _ in row) / total)
+
+
+def mla_column_linears(sh: Any) -> tuple[tuple[str, Any, Any], ...]:
+    """The Transformer Engine column-parallel linears of one multi-head latent attention block, each as (name, input
+    width, weight elements), in the slot order of ``coll['tp_mla_rs']`` / ``coll['tp_mla_rg']``
+    (:func:`_mp_collectives`): linear_q_up_proj (r_q x a d; linear_q_proj h x a d where r_q = 0), linear_kv_up_proj
+    (r_kv x a (d_nope + d_v)), linear_q_down_proj (h x r_q; none where r_q = 0), linear_kv_down_proj
+    (h x (r_kv + d_rope)), from :func:`scalemodel.cost.transformer.attention_matrices`. The up-projections are
+    column-parallel in every build (TELayerNormColumnParallelLinear with the latent norms, else TEColumnParallelLinear:
+    NVIDIA/Megatron-LM@7094270c6f megatron/core/models/gpt/gpt_layer_specs.py L117-126, @d98e8a64dd L302-309); the
+    down-projections only in the column build (``mla_column_down_proj``: TEColumnParallelLinear at 7094270c6f L117 /
+    L123), TELinear ``parallel_mode='duplicated'`` otherwise (no TP collective: :func:`_block_linears` counts them
+    ``column_down`` times). Each gathers its own input with sequence parallelism inside the module, re-gathers it for
+    its weight gradient and reduce-scatters its input gradient (docs/model.md#mla-per-linear). 0 widths without MLA."""
+    m = {name: (n_in, n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
+    return tuple((name, *m[name]) for name in ("q_up", "kv_up", "q_down", "kv_down"))
 
 
 def _block_linears(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba: float, column_down: Any = False,
-                   shared_off: Any = False) -> tuple[tuple[tuple[Any, Any], ...], tuple[tuple[Any, Any], ...], float]:
+                   shared_off: Any = False) -> tuple[tuple[tuple[Any, Any, int], ...], tuple[tuple[Any, Any, int], ...],
+                                                     float]:
     """The TP linears of ``n_att`` attention, ``n_mlp`` dense MLP, ``n_moe`` MoE and ``n_mamba`` Mamba blocks by kind,
-    each as (instances, one instance's forward weight-GEMM FLOPs in :func:`_ub_block_shares`' units), on the column
-    side (attention: QKV or MLA's up-projections + [column_down] D; dense FC1; the shared experts' FC1; the Mamba
-    in_proj) and the row side (O-proj, FC2, the shared experts' FC2, the out_proj), and T, every weight GEMM of the
-    blocks (docs/model.md#ub-shares, #tp34). Each instance runs one h-wide TP collective per side and pass (an
-    attention block's MLA gathers besides, :func:`_own_windows`); the shared experts count only where they exist and
-    run on the TP linears (not ``shared_off``). A parallel block (GPT-NeoX ``gpt_j_residual``) sums the attention's
-    and the MLP's row-parallel outputs before its one reduction (EleutherAI/gpt-neox@ea7aefd8f8
-    megatron/model/transformer.py L951-959 / L1117-1118, the linears built with ``parallel_output``, mpu/layers.py
-    L775-782): its row side is one instance a layer over O-proj and FC2 together."""
+    each as (instances, one instance's forward weight-GEMM FLOPs in :func:`_ub_block_shares`' units, slot), on the
+    column side (attention: QKV, or each of MLA's column-parallel linears, :func:`mla_column_linears`, the
+    down-projections ``column_down`` times; dense FC1; the shared experts' FC1; the Mamba in_proj) and the row side
+    (O-proj, FC2, the shared experts' FC2, the out_proj), and T, every weight GEMM of the blocks
+    (docs/model.md#ub-shares, #tp34, #mla-per-linear). ``slot``: -1 for a linear whose collective is the count's
+    h-wide one, i >= 0 for MLA's linear i, whose collective is its own width's (:func:`_own_windows`). Each instance
+    runs one TP collective per side and pass; the shared experts count only where they exist and run on the TP
+    linears (not ``shared_off``). A parallel block (GPT-NeoX ``gpt_j_residual``) sums the attention's and the MLP's
+    row-parallel outputs before its one reduction (EleutherAI/gpt-neox@ea7aefd8f8 megatron/model/transformer.py
+    L951-959 / L1117-1118, the linears built with ``parallel_output``, mpu/layers.py L775-782): its row side is one
+    instance a layer over O-proj and FC2 together."""
     w = {name: (float(n_in * n_out), split) for name, n_in, n_out, split in transformer.attention_matrices(sh)}
     o = w.pop("o")[0]
-    qkv = sum(v for v, split in w.values() if split)  # QKV, or MLA's up-projections (q when r_q = 0)
     down = sum(v for v, split in w.values() if not split)  # MLA's q_down / kv_down, held whole
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     parts = transformer.linear_weight_parts(sh)
@@ -311,13 +329,20 @@ def _block_linears(sh: Any, n_att: float, n_mlp: float, n_moe: float, n_mamba: f
     f, s = float(sh.ffn_hidden) * h, float(sh.moe_shared_experts * sh.moe_ffn_hidden) * h
     shared = n_moe * (1.0 - np.asarray(shared_off, dtype=float)) * (1.0 if s > 0 else 0.0)
     m_in, m_out = float(parts["mamba_in_proj"][0]), float(parts["mamba_out_proj"][0])
-    col = ((n_att, qkv + np.asarray(column_down, dtype=float) * down), (n_mlp, up * f), (shared, up * s),
-           (n_mamba, m_in))
-    row = ((n_att, o), (n_mlp, f), (shared, s), (n_mamba, m_out))
+    if bool(np.any(sh.mla)):
+        cd = np.asarray(column_down, dtype=float)
+        att: tuple[tuple[Any, Any, int], ...] = tuple(
+            (n_att * (cd if name.endswith("down") else 1.0), float(flops), i)
+            for i, (name, _w, flops) in enumerate(mla_column_linears(sh)))
+    else:
+        att = ((n_att, w["qkv"][0], -1),)
+    col = (*att, (n_mlp, up * f, -1), (shared, up * s, -1), (n_mamba, m_in, -1))
+    row = ((n_att, o, -1), (n_mlp, f, -1), (shared, s, -1), (n_mamba, m_out, -1))
     if bool(np.any(sh.parallel_block)):
-        row = ((n_mlp, o + f), (n_att - n_mlp, o), (shared, s), (n_mamba, m_out))
+        row = ((n_mlp, o + f, -1), (n_att - n_mlp, o, -1), (shared, s, -1), (n_mamba, m_out, -1))
     routed = float(sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width) * (up + 1.0)
     other = (h * float(sh.moe_experts) + 2.0 * h * float(sh.moe_latent)) if float(sh.moe_experts) > 0 else 0.0
+    qkv = sum(v for v, split in w.values() if split)  # QKV, or MLA's up-projections (q when r_q = 0)
     total = (n_att * (qkv + down + o) + (up + 1.0) * (n_mlp * f + n_moe * s) + n_mamba * (m_in + m_out)
              + n_moe * (routed + other))
     return col, row, float(total)
@@ -335,7 +360,7 @@ def _ub_gemm(sh: Any, comp: dict[str, np.ndarray], side: int, layers: Any, mtp: 
 
 
 def _own_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], c: Any, side: int, att_extra: Any = 0.0,
-                 layers: Any = None, mtp: Any = 1.0, edge: Any = 1.0, floor: float = 0.0
+                 layers: Any = None, mtp: Any = 1.0, edge: Any = 1.0, floor: float = 0.0, mla: Any = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(traffic, exposed, hidden) seconds per micro-batch of one TP collective per linear on ``side`` (0: the
     column-parallel linears, 1: the row-parallel ones, :func:`_block_linears`), each under ``edge`` x its own linear's
@@ -347,11 +372,16 @@ def _own_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], c: Any,
 
         exposed = sum_k n_k max(c_k - edge w_k, floor c_k),   hidden = sum_k n_k c_k - exposed
 
-    ``c`` seconds a linear (an attention block's column linears ``c + att_extra``: MLA's further gathers, pooled
-    under the block's own column GEMMs); ``w_k`` one instance's forward GEMM seconds (= its data- and its
-    weight-gradient GEMM's): its FLOP share of T times the blocks' GEMM time, the stage's ``layers`` (default all its
-    layers, ``gemm_per_layer`` each) and ``mtp`` x its MTP passes' blocks (``mtp_gemm``, one attention block a pass).
-    Before tp34 each side was one pool, max(sum c - edge sum w, floor sum c)."""
+    ``c`` seconds a linear whose collective is the count's h-wide one (slot -1); ``w_k`` one instance's forward GEMM
+    seconds (= its data- and its weight-gradient GEMM's): its FLOP share of T times the blocks' GEMM time, the stage's
+    ``layers`` (default all its layers, ``gemm_per_layer`` each) and ``mtp`` x its MTP passes' blocks (``mtp_gemm``,
+    one attention block a pass). MLA's column linears (slots i >= 0, :func:`mla_column_linears`) each run their own
+    width's collective, ``mla[i]`` seconds (docs/model.md#mla-per-linear: sequence parallelism, tp > 1); where ``mla``
+    is None or where it is off, the block's ``c + att_extra`` (the count's collective and MLA's further gathers, as
+    one pool) is shared out pro rata to the block's column GEMMs, c_i = (c + att_extra) w_i / sum_j m_j w_j, so that
+    sum_i m_i max(c_i - w_i, 0) = max(c + att_extra - sum_j m_j w_j, 0): the block pooled (m_j: the down-projections'
+    ``column_down`` instances). Before tp34 each side was one pool, max(sum c - edge sum w, floor sum c); before
+    mla35 an MLA block's column linears were one pool under their summed GEMMs."""
     sh = job.shape
     n = comp["layers_per_stage"] if layers is None else layers
     passes = mtp * comp.get("mtp_attention_blocks", 0.0)
@@ -359,15 +389,24 @@ def _own_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], c: Any,
     moe = 1.0 if bool(sh.last_layer_moe) else 0.0
     per_model = float(sh.layers)
     mtp_gemm = np.where(np.asarray(passes) > 0, comp.get("mtp_gemm", 0.0) / np.maximum(passes, 1e-300), 0.0)
-    sets = ((n / per_model, _block_linears(sh, float(sh.attention_layers), float(sh.mlp_layers),
-                                           float(sh.moe_layers), float(sh.mamba_layers), cd, off),
+    n_att = float(sh.attention_layers)
+    sets = ((n / per_model, n_att, _block_linears(sh, n_att, float(sh.mlp_layers), float(sh.moe_layers),
+                                                  float(sh.mamba_layers), cd, off),
              per_model * comp["gemm_per_layer"]),
-            (passes, _block_linears(sh, 1.0, 1.0 - moe, moe, 0.0, cd, off), mtp_gemm))
+            (passes, 1.0, _block_linears(sh, 1.0, 1.0 - moe, moe, 0.0, cd, off), mtp_gemm))
     c = np.asarray(c, dtype=float)
+    per_linear = (g.sequence_parallel & (g.tp > 1)) if mla is not None else np.zeros(1, dtype=bool)
     traffic, exposed = np.zeros(1), np.zeros(1)
-    for scale, (col, row, total), gemm in sets:
-        for k, (count, flops) in enumerate((col, row)[side]):
-            ck = c + att_extra if k == 0 else c
+    for scale, blocks, (col, row, total), gemm in sets:
+        lin = (col, row)[side]
+        # one attention block's MLA column GEMMs in T's units (m_j w_j), the pro-rata divisor
+        att_w = (np.asarray(sum(count * flops for count, flops, slot in lin if slot >= 0), dtype=float)
+                 / max(blocks, 1e-300))
+        for count, flops, slot in lin:
+            ck = c
+            if slot >= 0:
+                pooled = (c + att_extra) * flops / np.maximum(att_w, 1e-300)
+                ck = np.where(per_linear, mla[slot] if mla is not None else 0.0, pooled)
             w = edge * (flops / total if total > 0 else 0.0) * gemm
             inst = scale * count
             traffic = traffic + inst * ck
@@ -445,7 +484,8 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
     re-gathers alone (under userbuffers the MTP blocks' are priced on their own, :func:`_mtp_plain_tp`)."""
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
           & (not xla_remat(job)) & ~np.asarray(job.shape.parallel_block, dtype=bool))
-    c, own, _ = _own_windows(job, g, comp, coll.get("tp_regather", 0.0), 0, coll.get("tp_att_regather", 0.0), mtp=mtp)
+    c, own, _ = _own_windows(job, g, comp, coll.get("tp_regather", 0.0), 0, coll.get("tp_att_regather", 0.0), mtp=mtp,
+                             mla=coll.get("tp_mla_rg"))
     c, exposed = np.where(on, c, 0.0), np.where(on, own, 0.0)
     return {"total": np.asarray(c, dtype=float), "exposed": exposed, "hidden": c - exposed}
 
@@ -561,8 +601,9 @@ def _input_grad_windows(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], 
     (``tp_att_grad_rs``) less its plain gathers' (``tp_att_plain``, exposed: :func:`_sp_backward_pool`) with it,
     MLA's gathers as they are without sequence parallelism."""
     sp = g.sequence_parallel & (g.tp > 1)
-    mla = np.where(sp, coll.get("tp_att_grad_rs", 0.0) - coll.get("tp_att_plain", 0.0), coll.get("tp_att", 0.0))
-    return _own_windows(job, g, comp, coll["tp"] - coll.get("tp_fwd_ag", 0.0), 0, mla, layers=layers, mtp=mtp)
+    extra = np.where(sp, coll.get("tp_att_grad_rs", 0.0) - coll.get("tp_att_plain", 0.0), coll.get("tp_att", 0.0))
+    return _own_windows(job, g, comp, coll["tp"] - coll.get("tp_fwd_ag", 0.0), 0, extra, layers=layers, mtp=mtp,
+                        mla=coll.get("tp_mla_rs"))
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -1185,6 +1226,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # an attention block's all-gathers beyond the one h-wide gather coll['tp'] holds, with sequence parallelism, each
     # its own collective (docs/model.md#mla-tp): MLA's only (an ordinary block's one gather is coll['tp']'s)
     att_gather = mla_up = att_regather = att_grad_rs = att_plain = np.zeros(1)
+    mla_rs = mla_rg = np.zeros((4, 1))
     # the backward's re-gathers of the saved input shards, in their saved dtype (sp_regather): the forward's gathers
     # again where that is the activations' dtype
     rg_eb = sp_regather_elem_bytes(job)
@@ -1201,34 +1243,41 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                        _collective("allgather", tokens * float(sh.hidden) * gg_eb, groups.tensor), ag)
     if np.any(sh.mla):
         on = g.sequence_parallel & (g.tp > 1)
-        up_w = transformer.mla_up_proj_gathers(sh)
-        down_w = transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj)
-        # the down-projections' slots 0 and 2 are TE column linears' input gathers (quantized before they gather),
-        # slots 1 and 3 Megatron's plain gathers of the bf16 outputs (the RoPE key,
-        # gather_from_sequence_parallel_region; the column build's latents, gather_from_tensor_model_parallel_region),
-        # at the activations' dtype (review32d)
-        mla_up = _allgathers(up_w, tokens, job, groups.tensor)
-        down_te, down_plain = (_allgathers(down_w[0::2], tokens, job, groups.tensor),
-                               _allgathers(down_w[1::2], tokens, job, groups.tensor))
-        att_gather = np.where(on, mla_up + down_te + down_plain - ag, 0.0)
-        # the backward's mirrors, the linears' input-gradient reduce-scatters (and the column build's scatter's
-        # gather), move the activations' dtype whatever the recipe (the data-gradient GEMM's 16-bit output): priced as
-        # the forward's gathers at eb, as docs/model.md#mla-tp prices the backward (review32d)
-        att_grad_rs = att_gather
+        # the TE column linears' input gathers, one each, by slot of mla_column_linears (q_up, kv_up, and the column
+        # build's q_down, kv_down: 0 wide in the duplicated build, whose TELinear down-projections gather nothing):
+        # transformer.mla_up_proj_gathers' two and mla_down_proj_gathers' slots 0 and 2; quantized before they gather
+        col = np.asarray(g.mla_column_down_proj, dtype=bool)
+        lin_w = [np.where(col, w, 0.0) if name.endswith("down") else w for name, w, _f in mla_column_linears(sh)]
+        # Megatron's plain gathers of the bf16 down-projection outputs, mla_down_proj_gathers' slots 1 and 3 (the RoPE
+        # key, gather_from_sequence_parallel_region; the column build's latents, gather_from_tensor_model_parallel_
+        # region), at the activations' dtype (review32d)
+        down_plain = _allgathers(transformer.mla_down_proj_gathers(sh, g.mla_column_down_proj)[1::2], tokens, job,
+                                 groups.tensor)
+
+        def per_linear(eb: float | None = None) -> np.ndarray:
+            return np.stack(np.broadcast_arrays(*(_allgathers((w,), tokens, job, groups.tensor, eb) for w in lin_w)))
+
+        # each TE column linear's own collectives (_own_windows, mla35): its input-gradient reduce-scatter, the
+        # activations' dtype whatever the recipe (the data-gradient GEMM's 16-bit output), priced as the forward's
+        # gather at eb as docs/model.md#mla-tp prices the backward (review32d), and its re-gather at the saved dtype
+        mla_rs = per_linear()
+        mla_rg = mla_rs if same else per_linear(rg_eb)
+        mla_up, te_eb = mla_rs[0] + mla_rs[1], mla_rs.sum(axis=0)
+        att_gather = np.where(on, te_eb + down_plain - ag, 0.0)
+        # the backward's mirrors as one pool (_sp_backward_pool): the linears' sum with the plain gathers' mirrors (the
+        # column build's scatter's gather), less the count's h-wide reduce-scatter, which no MLA linear runs (until
+        # mla35 less the count's all-gather, RS(h) - AG(h) a block off the linears' own sum)
+        att_grad_rs = np.where(on, te_eb + down_plain - rs, 0.0)
         # the plain gathers' backward mirrors (_GatherFromSequenceParallelRegion.backward's reduce-scatter of the RoPE
         # key's gradient, mappings.py at d98e8a64dd; the column build's scatter's gather): autograd collectives run on
         # the compute stream, blocking, outside any linear's backward: exposed (_sp_backward_pool, tp33)
         att_plain = np.where(on, down_plain, 0.0)
         # the re-gathers: the TE column linears' saved input shards only; the plain gathers save nothing to re-gather
         # (their backward is the mirror above; tp33: the RoPE key was counted re-gathered)
-        if same:
-            att_regather = np.where(on, mla_up + down_te - ag, 0.0)
-        else:
-            up_q = _allgathers(up_w, tokens, job, groups.tensor, rg_eb)
-            down_te_q = _allgathers(down_w[0::2], tokens, job, groups.tensor, rg_eb)
-            att_regather = np.where(on, up_q + down_te_q - regather, 0.0)
+        att_regather = np.where(on, mla_rg.sum(axis=0) - regather, 0.0)
+        if not same:
             # the forward's: the TE linears' input gathers at the quantized dtype too, the plain ones at eb
-            att_gather = np.where(te & on, up_q + down_te_q + down_plain - regather, att_gather)
+            att_gather = np.where(te & on, mla_rg.sum(axis=0) + down_plain - regather, att_gather)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
@@ -1334,7 +1383,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             "tp_regather": regather, "tp_att_regather": att_regather,
             # 1 where the TP collective is an all-reduce NCCL runs as NVLS (nvls_allreduce; contention's share)
             "tp_nvls": np.where(~np.asarray(g.sequence_parallel, dtype=bool) & ar_nvls, 1.0, 0.0),
-            "tp_mla_up": mla_up,
+            "tp_mla_up": mla_up, "tp_mla_rs": mla_rs, "tp_mla_rg": mla_rg,
             "moe_disp": moe_disp,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
