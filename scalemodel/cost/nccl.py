@@ -440,7 +440,9 @@ def nccl_execution_channels(pl: Placement, nvls_channels: float = 0.0) -> np.nda
     charged by the contention: the count grows with the NIC, so charged alone it would make more bandwidth slower
     (docs/model.md#contention, chan27); nor does the bandwidth half mend it: NCCL's bandwidth model reads the search
     graph (``busBw = graphs[a]->nChannels * bw``, v2.30.7-1 src/graph/tuning.cc:324), not this count, and the CTAs a
-    byte takes jump at ncclTopoDupChannels' 25 GB/s threshold (dgx-a100 at 31.25 GB/s NICs: 32 CTAs, chan32).
+    byte takes jump at ncclTopoDupChannels' 25 GB/s threshold (dgx-a100 at 31.25 GB/s NICs: 32 CTAs, chan32). The
+    published evidence (hardware/measurements/contention.yaml, chan35) shows a resident CTA holds its SM busy or
+    waiting, but times compute at no two nonzero CTA counts, so it does not settle the charge either.
 
     ncclTopoPostset duplicates the search graph's channels, ``c = min(MAXCHANNELS, 2 nCh)`` with ``nCh`` the graph's
     channels after ncclTopoDupChannels (:func:`nccl_graph_channels_inter`): NVIDIA/nccl 73cf112 v2.30.7-1
