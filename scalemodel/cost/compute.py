@@ -933,7 +933,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     inputs as needed"). The backward of the MLP's down-projection Y = Z W reads Z and W, never Y, and Y
     only feeds the residual sum, so its recomputation is dead code:
     recompute = forward - t(down-projection GEMMs) (dense: T x h x f/t; MoE: the experts' and shared
-    experts' down GEMMs), instead of PyTorch checkpointing's whole forward (Megatron-LM).
+    experts' down GEMMs), instead of PyTorch checkpointing's whole forward (Megatron-LM). In a parallel
+    block (``parallel_block``: MaxText's DecoderLayer sums ``mlp_lnx + attention_lnx``) the attention's
+    output projection feeds only that sum too and is dropped as well, - t(O-proj GEMM) (xlapar35: JAX's
+    rematerialized HLO of such a block holds Q / K / V, the core and the up-projection, neither O-proj nor
+    the down-projection; docs/model.md#xlapar35).
 
     Selective recompute repeats what ``recompute_modules`` names (bits of
     :data:`scalemodel.cost.transformer.RECOMPUTE_MODULES`; 0 = core_attn, Megatron-Core's default): core_attn the
@@ -1238,7 +1242,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f - disp) + disp, memory_bandwidth=memory_bandwidth,
                             memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
-    full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
+    # XLA's remat drops the down-projections, and in a parallel block the attention's output projection too: both
+    # outputs feed only the layer's output sum, which no backward reads (xlapar35; docs/model.md#xlapar35)
+    dead = down + np.where(np.asarray(sh.parallel_block, dtype=bool), o_proj, 0.0)
+    full = forward - np.where(np.asarray(xla_remat, dtype=bool), dead, 0.0)
     again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
     selective = (np.where(again.attention_core, t_core, 0.0)
                  + np.where(again.mla_up_proj, up_proj, 0.0)

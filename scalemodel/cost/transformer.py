@@ -1124,6 +1124,16 @@ def down_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
                       * sh.moe_ffn_hidden)
 
 
+def xla_remat_dead_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of all layers for one sequence that XLA's full remat leaves out of the recomputed forward
+    (compute.layer_compute_time ``xla_remat``): the down-projections (:func:`down_projection_flops`) and, in a
+    parallel block, the attention output projections, 2 s (a d_v) h per attention layer, whose outputs feed only
+    the layer's output sum (docs/model.md#xlapar35)."""
+    s = _arr("seq_len", seq_len)
+    o_proj = 2.0 * s * sh.attention_layers * sh.heads * sh.v_head_dim * sh.hidden
+    return down_projection_flops(sh, s) + np.where(np.asarray(sh.parallel_block, dtype=bool), o_proj, 0.0)
+
+
 def mla_up_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     """Forward FLOPs of MLA's Q and KV up-projection GEMMs (``q_up``, ``kv_up`` of :func:`attention_matrices`) of one
     layer for one sequence: 2 s (r_q a d + r_kv a (d_nope + d_v)) (r_q -> h without a Q low rank); 0 without MLA."""

@@ -1346,7 +1346,8 @@ def xla_remat(job: Job) -> bool:
     """Whether full recompute is XLA's (:func:`scalemodel.cost.compute.layer_compute_time`, ``xla_remat``):
     on a TPU, whose programs XLA compiles (JAX, PyTorch/XLA), the recomputed forward leaves out the MLP
     down-projection, whose output the backward never reads, and the TP collective after it (the reduce-scatter
-    with sequence parallelism, else the all-reduce)."""
+    with sequence parallelism, else the all-reduce); in a parallel block the attention's output projection too,
+    whose output feeds only the same sum (docs/model.md#xlapar35)."""
     return job.accelerator_family == "tpu"
 
 

@@ -1404,8 +1404,8 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec,
                                        g.recompute_modules)  # selective: the modules the compute time repeats
-        if xla_remat(job):  # XLA's remat leaves the down-projections out of the recomputed forward
-            dead = transformer.down_projection_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
+        if xla_remat(job):  # XLA's remat leaves the down-projections (a parallel block's O-proj too) out
+            dead = transformer.xla_remat_dead_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
             extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
             f = transformer.StepFlops(forward=f.forward, model=f.model, hardware=f.model + extra, recompute=extra)
         if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
