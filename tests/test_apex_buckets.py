@@ -44,15 +44,34 @@ def test_apex_rows_take_the_configs_bucket(cid: str, cap_mb: int) -> None:
     assert r.strategy.bucket_fragments  # Apex cuts parameters at bucket boundaries (ParameterFragment)
 
 
+#: MLPerf Training v4.0 / v4.1 GPT-3 175B (data35): NVIDIA's NeMo 1 implementation passes
+#: optim@model.optim=distributed_fused_adam (run_and_time.sh, USE_DIST_OPTIMIZER=True) and its
+#: conf/optim/distributed_fused_adam.yaml reads ``bucket_cap_mb: ${BUCKET_CAP_MB,100}``: config_common.sh exports 200,
+#: and v4.1's config_DGXH100_32x8x256x4x8_mbs2.sh exports 125 after sourcing it ("#Fix OOM")
+#: (mlcommons/training_results_v4.0@6fe9543, v4.1@b87b9e3; Supermicro's v4.0 copy the same files); v3.1's
+#: config_common.sh exports none.
+MLPERF_CAP_MB = {"mlpt41_h100_gpt3_175b_256": 125, "mlpt41_h100_gpt3_175b_512": 200,
+                 "mlpt40_h100_gpt3_175b_512": 200, "mlpt40_h100_gpt3_175b_512_smc": 200,
+                 "mlpt40_h100_gpt3_175b_10752": 200, "mlpt40_h100_gpt3_175b_11616": 200,
+                 # v3.1 (training_results_v3.1@d06288b, listed rows): no BUCKET_CAP_MB, the yaml's default 100
+                 **{f"mlpt31_h100_gpt3_175b_{n}": 100 for n in (768, 4096, 6144, 8192, 10240, 10752)}}
+
+
 def test_only_the_apex_rows() -> None:
-    """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket; no other source does."""
+    """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket, and the MLPerf v3.1 /
+    v4.0 / v4.1 GPT-3 rows of NVIDIA's NeMo 1 implementation (MLPERF_CAP_MB); no other row does."""
     vt = script_module("validate_training")
     optim = vt.rows_with("optim_name")  # the rows' framework.optim_name / bucket_cap_mb (validation/README.md)
+    mlperf = {i: o for i, o in optim.items() if i.startswith(("mlpt31_", "mlpt40_", "mlpt41_"))}
+    assert mlperf == dict.fromkeys(MLPERF_CAP_MB, "distributed_fused_adam")
+    optim = {i: o for i, o in optim.items() if i not in mlperf}
     assert len(optim) == 70 and all(i.startswith("dgxc25_h100_") for i in optim)
     apex = {i for i in optim if "_nemotron4_15b_" not in i}
     assert {i for i, o in optim.items() if o == "distributed_fused_adam"} == apex
-    assert set(vt.rows_with("bucket_cap_mb")) == apex and len(apex) == 54
-    for i, mb in vt.rows_with("bucket_cap_mb").items():
+    caps = vt.rows_with("bucket_cap_mb")
+    assert {i: caps.pop(i) for i in MLPERF_CAP_MB} == MLPERF_CAP_MB
+    assert set(caps) == apex and len(apex) == 54
+    for i, mb in caps.items():
         group = i.removeprefix("dgxc25_h100_").rsplit("_", 2)[0]
         assert mb * MIB == CONFIG_CAP_MB[group] * MIB
     r = vt.predict_new_case(training_cases()["dgxc25_h100_nemotron4_15b_bf16_2048"])

@@ -144,6 +144,10 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # data34: NeMo Automodel's DGX-H100 table (Nemotron 3 Nano on 8, Llama 3.1 70B on 64, DeepSeek-V3 on 256 GPUs:
         # one source and cluster, three models, so the script's rule reads it as a model growing with the GPUs)
         "automodel26 dgx-h100 (8-256)": ("model grows with GPUs", [8, 64, 256]),
+        # data35: MLPerf v4.1 / v4.0 GPT-3 175B on Eos (NVIDIA's NeMo 1 implementation; Supermicro's v4.0 512-GPU run
+        # is another submitter's, a series of its own)
+        "mlpt41_h100_gpt3_175b (256/512)": ("same model", [256, 512]),
+        "mlpt40_h100_gpt3_175b (512/10752/11616)": ("same model", [512, 10752, 11616]),
     }
 
 
