@@ -15,6 +15,9 @@ Megatron), optimizer ``K`` (12 for mixed-precision Adam: fp32 master weights, m,
     stage 3   (wb + gb + K) Ψ / N_d  + wb * gathered    (FSDP full-shard is the same as stage 3;
                                                         ``gathered`` = parameters all-gathered at once:
                                                         2 layers, or the whole stage without reshard)
+    PyTorch FSDP2 (``fsdp2``): the shard's weight and gradient bytes are the parameter's own dtype's,
+    :func:`fsdp2_shard_bytes` (0 + 4 with an fp32 master in K, else wb + wb), not wb + gb
+    (docs/model.md#fsdp2-shard-dtype)
 
 **Activations** per layer, 16-bit, after Korthikanti et al. 2022 [arXiv:2205.05198] §4 / Table 2,
 generalised to GQA (g kv heads, d = h/a), any MLP width f and gated MLPs (s = local sequence
@@ -219,13 +222,44 @@ class ModelStates(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == ha
         return self.weights + self.gradients + self.optimizer
 
 
+#: Optimizer bytes per parameter from which an fp32 master copy is among them (the K = 12 convention: fp32 master
+#: 4 + Adam m 4 + v 4; :func:`fsdp2_shard_bytes`).
+MASTER_OPTIMIZER_BYTES = 12.0
+
+
+def fsdp2_shard_bytes(weight_bytes: ArrayLike, optimizer_bytes: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(weight, gradient) bytes per sharded parameter under PyTorch FSDP2 (``fully_shard``), beside the optimizer's
+    ``optimizer_bytes``.
+
+    FSDP2 keeps one sharded tensor per parameter, ``FSDPParam.sharded_param``, at the dtype the model was built in
+    (``orig_dtype = self.sharded_param.dtype``, ``FSDPParam.init_dtype_attrs``), and its gradient at that same dtype:
+    ``foreach_reduce`` reduce-scatters in the reduce dtype, then ``target_dtype = orig_dtype``, ``grad_output =
+    _to_dtype_if_needed(reduce_output, target_dtype)`` and views ``sharded_param.grad`` out of it (torch/distributed/
+    fsdp/_fully_shard/_fsdp_collectives.py and _fsdp_param.py at pytorch/pytorch@010ae4a8951). The param_dtype copy
+    the all-gather reads is a temporary (``_get_param_all_gather_inputs``: ``flat_foreach_copy_input = torch.empty(...,
+    dtype=param_dtype)``, copied into the all-gather output and dropped), so no 16-bit shard is held. Parameters FSDP
+    ignores (Automodel's experts where EP = dp) are plain ones: AccumulateGrad keeps their gradient at their dtype too.
+
+    The model's built dtype, read from the byte convention: fp32 where the optimizer bytes count an fp32 master copy
+    (``optimizer_bytes`` >= :data:`MASTER_OPTIMIZER_BYTES`, torchtitan's fp32 model under MixedPrecisionPolicy
+    param_dtype bf16): that master *is* the sharded parameter, so no weight bytes of its own and a 4-byte gradient;
+    else (no master: Automodel's bf16 model, ``optimizer_bytes`` 4) ``weight_bytes`` for both."""
+    wb = _nonneg("weight_bytes", weight_bytes)
+    master = _nonneg("optimizer_bytes", optimizer_bytes) >= MASTER_OPTIMIZER_BYTES
+    return np.where(master, 0.0, wb), np.where(master, 4.0, wb)
+
+
 def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: ArrayLike = 0,
                       weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
-                      optimizer_bytes: ArrayLike = 12.0, gathered_params: ArrayLike = 0.0) -> ModelStates:
+                      optimizer_bytes: ArrayLike = 12.0, gathered_params: ArrayLike = 0.0,
+                      fsdp2: ArrayLike = False) -> ModelStates:
     """Bytes of weights, gradients and optimizer states for ``params`` parameters on one GPU.
 
     ZeRO stage 1 shards the optimizer over ``dp``, stage 2 also the gradients, stage 3 (= FSDP)
     also the weights, which then need ``gathered_params`` gathered at a time (see module docstring).
+    ``fsdp2`` (stage 3 on PyTorch FSDP2): the shard's weight and gradient bytes are :func:`fsdp2_shard_bytes`' (the
+    parameter's own dtype), not ``weight_bytes`` and the reduce dtype ``grad_bytes``; the gathered copies stay
+    ``weight_bytes`` (MixedPrecisionPolicy param_dtype).
     """
     psi = _nonneg("params", params)
     n = _pos("dp", dp)
@@ -233,9 +267,14 @@ def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: Array
     wb, gb, k = (_nonneg(nm, v) for nm, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
                                               ("optimizer_bytes", optimizer_bytes)))
     gathered = _nonneg("gathered_params", gathered_params)
+    shard_w, shard_g = wb, gb
+    if np.any(fsdp2):
+        f2 = np.asarray(fsdp2, dtype=bool) & (z >= 3)
+        w2, g2 = fsdp2_shard_bytes(wb, k)
+        shard_w, shard_g = np.where(f2, w2, wb), np.where(f2, g2, gb)
     opt = np.where(z >= 1, k * psi / n, k * psi)
-    grads = np.where(z >= 2, gb * psi / n, gb * psi)
-    weights = np.where(z >= 3, wb * psi / n + wb * gathered, wb * psi)
+    grads = np.where(z >= 2, shard_g * psi / n, gb * psi)
+    weights = np.where(z >= 3, shard_w * psi / n + wb * gathered, wb * psi)
     return ModelStates(weights=weights, gradients=grads, optimizer=opt)
 
 
@@ -256,13 +295,12 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
     return _nonneg("stage_layers", stage_layers) / sh.layers
 
 
-def _mtp_weights(sh: Shape, mtp_modules: ArrayLike, routed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _mtp_weights(sh: Shape, mtp_modules: ArrayLike, routed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Of ``mtp_modules`` D MTP modules on a stage: those with weights of their own (D, or one with ``mtp_shared``,
-    Megatron-Core mtp_use_repeated_layer) and each one's routed-expert parameters (0 unless the last layer is MoE;
-    ``routed`` that count where already computed, :class:`_ModelParams`)."""
+    Megatron-Core mtp_use_repeated_layer), and ``routed``, each one's routed-expert parameters
+    (:class:`_ModelParams`' ``mtp_routed``: 0 unless the last layer is MoE), passed through so that
+    :func:`params_per_gpu` and :func:`memory_per_gpu` read the one count."""
     d_all = _nonneg("mtp_modules", mtp_modules)
-    if routed is None:
-        routed = np.where(sh.last_layer_moe, sh.moe_experts * expert_params(sh), 0.0)
     return np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all), routed
 
 
@@ -911,7 +949,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
                    weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0,
                    mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0,
-                   elem_bytes: ArrayLike = 2.0, shared: dict[str, Any] | None = None) -> MemoryBreakdown:
+                   elem_bytes: ArrayLike = 2.0, fsdp2: ArrayLike = False,
+                   shared: dict[str, Any] | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -965,7 +1004,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     (:func:`~scalemodel.cost.transformer.mtp_linear_weights` on this TP rank, at the block's recipe) and
     ``mtp_expert_workspace`` per routed-expert parameter of the MTP modules (their share of ``expert``, priced at it
     instead of ``expert_workspace``). ``elem_bytes``: bytes of an activation element (:func:`activation_bytes`; the
-    engine passes the job's, 4 in an fp32 / tf32 run, else 2). ``shared``: a dict the caller keeps across the calls
+    engine passes the job's, 4 in an fp32 / tf32 run, else 2). ``fsdp2``: zero fsdp / hsdp on PyTorch FSDP2, whose
+    shards and their gradients are held at the parameters' own dtype (:func:`model_state_bytes`,
+    :func:`fsdp2_shard_bytes`; the deferred accumulators above stay at the reduce dtype). ``shared``: a dict the
+    caller keeps across the calls
     for the stages of one strategy grid (:func:`scalemodel.engine.stage_memory.memory_peak_stage`'s): the terms no
     stage argument enters (the checked degrees, the expert-DP ranks, the gathered ZeRO-3 unit and linear weights, the
     cached-copy bytes, :func:`params_per_gpu`'s shape terms) are computed on the first call and read by the next ones
@@ -981,23 +1023,24 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                           num_microbatches),
         lambda: _gathered_units(sh, n_dp, e, t, etp, cp, expert_dp, reshard_after_forward, root_unit, deferred_sync,
                                 num_microbatches))
+    # the stage's FSDP-managed parameters on this GPU, unsharded: the routed experts only where FSDP shards them
+    # (expert_dp > 1): at expert_dp 1 (EP = dp, left out of FSDP as Automodel's apply_fsdp ignored_params does) the
+    # expert states below hold them whole, once (fsdpsync34: they were counted a second time as a gathered copy, 7.4 GB
+    # on automodel26's Nano row). Held gathered where every unit stays gathered, and as the deferred-sync gradients.
+    managed = pg.dense + np.where(edp > 1, pg.expert, 0.0) if any_keep else 0.0
     if any_keep:  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        # the routed experts are gathered only where FSDP shards them (expert_dp > 1): at expert_dp 1 (EP = dp, left
-        # out of FSDP as Automodel's apply_fsdp ignored_params does) the expert states below hold them whole, once
-        # (fsdpsync34: they were counted a second time as a gathered copy, 7.4 GB on automodel26's Nano row)
-        gathered = np.where(keep, pg.dense + np.where(edp > 1, pg.expert, 0.0), gathered)
+        gathered = np.where(keep, managed, gathered)
         linear = np.where(keep, stage * linear_weights_per_layer(sh, t), linear)
     if np.any(fp8_gather):  # float8 gathered copies of the linear weights: 1 byte of each wb is held
         wb = _nonneg("weight_bytes", weight_bytes)
         gathered = np.where(np.asarray(fp8_gather, dtype=bool), gathered - np.minimum(linear, gathered) * (
             1.0 - 1.0 / np.maximum(wb, 1.0)), gathered)
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
-              optimizer_bytes=optimizer_bytes)
+              optimizer_bytes=optimizer_bytes, fsdp2=fsdp2)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
     if np.any(deferred):  # FSDP2's unsharded gradient accumulators, held from the first backward to the last
-        held = np.where(deferred, _nonneg("grad_bytes", grad_bytes) * (pg.dense + np.where(edp > 1, pg.expert, 0.0)),
-                        0.0)
+        held = np.where(deferred, _nonneg("grad_bytes", grad_bytes) * managed, 0.0)  # (deferred: any_keep holds)
         dense = ModelStates(weights=dense.weights, gradients=dense.gradients + held, optimizer=dense.optimizer)
     # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
     # dense ones changes no bit)
@@ -1020,7 +1063,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                  gradients=expert.gradients, optimizer=expert.optimizer)
     if any_cached:  # TE's cached quantized copies
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules)
+        # an MTP module's routed experts: params_per_gpu's count (its memo where ``shared`` keeps one)
+        d_mtp, mtp_routed = _mtp_weights(sh, mtp_modules, _once(shared, "model params", (sh,),
+                                                                lambda: _model_params(sh)).mtp_routed)
         dense = ModelStates(weights=dense.weights + stage * cached + d_mtp * cached_m, gradients=dense.gradients,
                             optimizer=dense.optimizer)
         if expert is not None:

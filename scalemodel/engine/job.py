@@ -1099,6 +1099,24 @@ def _check_host_link(job: Job, strategy: Any) -> None:
                              where=f"strategy.{field}", allowed=f"{off}, or --set cluster.host_bandwidth={rate}")
 
 
+def _check_offload_tensor_layers(job: Job, strategy: Any) -> None:
+    """strategy offload_tensors on a hybrid layer pattern: refused (mem35). Its names are MaxText's tags on an attention
+    decoder layer (dp_comm.offloaded_tensor_bytes prices q, k, v and out_proj at the attention widths, on every layer
+    of the stage), which a Mamba-2 layer does not have; and no framework the model reads offloads a Mamba layer's
+    tensors by name: Megatron-Core's fine-grained offload takes only attn_norm, qkv_linear, core_attn, attn_proj,
+    mlp_norm, expert_fc1, moe_act, fused_group_mlp and gdp_qkv (transformer_config.py ``offload_modules``
+    L1328-1341 and ``allowed_modules`` L2132-2142 at NVIDIA/Megatron-LM@d98e8a64dd; megatron/core/ssm/mamba_mixer.py
+    and mamba_layer.py read no offload option), and MaxText's remat policies that offload them
+    (recompute_modules jax_qkvo / jax_qkv) are priced on a dense block only (:func:`_check_titan_op`)."""
+    names = list(getattr(strategy, "offload_tensors", []) or [])
+    if names and job.is_transformer and job.shape.hybrid is not None:
+        raise InputError(f"offload_tensors [{', '.join(names)}] names MaxText's attention-layer tensors, which this "
+                         "model's Mamba-2 layers (a hybrid layer pattern) do not have, and no framework offloads a "
+                         "Mamba layer's tensors by name (Megatron-Core's --offload-modules has no Mamba module)",
+                         where="strategy.offload_tensors",
+                         allowed="offload_tensors: [] with a hybrid layer pattern")
+
+
 def _check_offload_tensors(job: Job, strategy: Any) -> None:
     """strategy offload_tensors (docs/model.md#offload) is MaxText's remat offload of named tensors: refused (after
     :func:`_check_host_link`) beside whole-layer offload (one route per layer), without a transformer layer, and with
@@ -1268,6 +1286,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                                      "every step")
     _check_shard_group(strategy, dp)
     _warn_unpriced_fields(job, strategy, origin)
+    _check_offload_tensor_layers(job, strategy)  # before the remat policy's own refusal, which names no offload
     _check_titan_op(job, strategy)
     given_etp = strategy.etp
     if ep == 1 and given_etp is not None and not (job.is_transformer and int(job.shape.moe_experts) > 0):

@@ -49,6 +49,14 @@ from scalemodel.engine.pipeline_ranks import (
 )
 
 
+def torch_fsdp2(g: StrategyGrid) -> np.ndarray:
+    """Where the candidate shards with PyTorch FSDP2 (``fully_shard``): zero fsdp / hsdp flagged ``fsdp_per_param``
+    (torchtitan) or ``fsdp_defer_grad_sync`` (Automodel's MoE models, whose field names FSDP2): its shards and their
+    gradients at the parameters' own dtype (:func:`scalemodel.cost.memory.fsdp2_shard_bytes`), TE's ``is_fsdp2``
+    (no cached dense weight copy, :func:`weight_workspace`)."""
+    return np.asarray((g.zero >= Zero.FSDP) & (g.fsdp_per_param | g.fsdp_defer_grad_sync), dtype=bool)
+
+
 def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  fragmentation: float = memory.DEFAULT_FRAGMENTATION,
                  workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> dict[str, np.ndarray]:
@@ -116,7 +124,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                                       weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
                                       gathered_params=np.where(g.fsdp_reshard_after_forward & ~deferred, 0.0,
-                                                               job.params))
+                                                               job.params), fsdp2=torch_fsdp2(g))
         # FSDP2's unsharded gradient accumulators under fsdp_defer_grad_sync (docs/model.md#fsdp-deferred-sync)
         ms = memory.ModelStates(weights=ms.weights, gradients=ms.gradients + np.where(
             deferred, job.grad_bytes * float(job.params), 0.0), optimizer=ms.optimizer)
@@ -217,6 +225,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         shared_input_copy=job.fp8_recipe == "delayed",
         reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
         deferred_sync=g.fsdp_defer_grad_sync,  # FSDP2's gradient sync at the last micro-batch (#fsdp-deferred-sync)
+        fsdp2=torch_fsdp2(g),  # shards and their gradients at the parameters' dtype (#fsdp2-shard-dtype)
         root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
         fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
         # 1.125 for NVFP4 parameters (both copies); 1 for FP8 ones (the Hopper transpose not held: #fp8-param-gather)
@@ -297,7 +306,7 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     block, eh = transformer.mtp_linear_weights(job.shape, g.tp)  # on one TP rank
     mtp_ws = w_mtp * block + w_eh * eh
     te = g.layer_impl == LayerImpl.MEGATRON_TE
-    fsdp2 = (g.zero >= Zero.FSDP) & g.fsdp_per_param  # TE's is_fsdp2: no dense cache, GroupedLinear's still
+    fsdp2 = torch_fsdp2(g)  # TE's is_fsdp2: no dense cache, GroupedLinear's still
     low = 1.0 - float(job.bf16_layer_share)  # training.bf16_layers run without a recipe: no copy
     return {"weight_workspace": np.asarray(np.where(te & ~fsdp2, low * dense, 0.0), dtype=float),
             "expert_workspace": np.asarray(np.where(te, low * w_run, 0.0), dtype=float),

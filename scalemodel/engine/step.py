@@ -312,6 +312,9 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     flag(R.OFFLOAD_INVALID, (g.offload_layers > 0) & ((g.pp > 1) | (g.recompute != Recompute.NONE)
                                                       | (g.offload_layers >= layers) | no_block
                                                       | (job.host_bandwidth <= 0)))
+    # named-tensor offload (MaxText's attention-layer names) on a hybrid pattern: the grid's face of
+    # job._check_offload_tensor_layers (no framework offloads a Mamba layer's tensors by name; mem35)
+    flag(R.OFFLOAD_INVALID, (np.asarray(g.offload_tensors) > 0) & no_block)
     flag(R.SYNC_NEEDS_REPLICAS, needs_replicas(sync) & (g.zero != Zero.NONE))
     if np.any(g.moe_a2a_overlap):  # a pinned moe_a2a_overlap: plan ranked candidates predict refuses
         flag(R.MOE_A2A_OVERLAP_INVALID, np.asarray(g.moe_a2a_overlap, dtype=bool) & (
