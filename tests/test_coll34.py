@@ -136,3 +136,32 @@ def test_raising_any_tier_latency_never_lowers_any_collective(net: Network, data
         # (CI found p 25 on domains of 16 / 32 with rhd: the renumbered pairs after MPICH's fold crossed the outer
         # tier uncharged; algorithms._folded_step_tiers, docs/model.md#rhd-fold)
         assert t2 >= least * (net.tiers[i].latency + SECOND) * (1 - 1e-9), (op, algo, i, t0, t2)
+
+
+def test_hierarchical_uneven_outer_level_costs_whole_hops() -> None:
+    """CI's draw (session 35): p 49 on domains of 2 / 4 / 32 / 64 ranks, all-gather of 0 bytes, hierarchical. The
+    group's levels hold 2, 2, 8 and ceil(49 / 32) = 2 sub-groups: one ring each, 1 + 1 + 7 + 1 hops (a ring over k
+    sub-groups takes k - 1 steps). The fractional 49 / 32 = 1.53 used to give the outer ring 0.53 of a hop, so a
+    1 s outer hop cost 0.53 s."""
+    lat = (8e-6, 1e-6, 20e-6, 10e-6)
+    spans = (2, 4, 32, 64)
+    net = Network(tiers=tuple(Tier(name=f"t{i}", span=s, bandwidth=25e9, latency=a, efficiency=0.9)
+                              for i, (s, a) in enumerate(zip(spans, lat, strict=True))), gpus_per_node=2)
+    t = float(coll.raw_algorithm_time("allgather", "hierarchical", 0.0, 49, net))  # the bare alpha-beta model
+    assert t == pytest.approx(1 * lat[0] + 1 * lat[1] + 7 * lat[2] + 1 * lat[3], rel=1e-9)
+    slow = _with_latency(net, 3, SECOND)
+    t_slow = float(coll.group_time("allgather", 0.0, place(49, 1, slow), algorithm="hierarchical", dtype_bytes=1))
+    assert t_slow >= SECOND
+
+
+def test_nvlstree_on_a_part_filled_second_domain_climbs_one_tree_level() -> None:
+    """CI's draw (session 35): 13 ranks on NVLS domains of 8 under one outer tier: 2 domains, so NVLSTree's double
+    binary tree has one level, up and down: 2 crossings of the outer hop (tuning.cc: 2 log2i(nNodes) interLat with
+    nNodes 2). The mean fill 13 / 8 = 1.6 domains gave log2i 0: a 1 s outer hop cost nothing."""
+    def net(lat1: float) -> Network:
+        return Network(tiers=(Tier(name="nvlink", span=8, bandwidth=200e9, latency=1e-6, efficiency=0.8,
+                                   in_network_reduction=True),
+                              Tier(name="net0", span=16, bandwidth=25e9, latency=lat1, efficiency=0.9)),
+                       gpus_per_node=8)
+    t = float(nccl.nccl_inr_allreduce_time(np.array(0.0), place(13, 1, net(SECOND))))
+    assert 2 * SECOND <= t <= 2 * SECOND + 1e-3

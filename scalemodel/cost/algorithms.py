@@ -583,7 +583,10 @@ def hierarchical_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0)
     Horovod hierarchical): reduce-scatter inside tier 0, then inside each outer tier on the shrinking
     shard, all-reduce at the outermost level, all-gather back down. With m_i = S / c_(i-1):
 
-    ``T_AR = sum_i [2 (p_i - 1) alpha_i + 2 (p_i - 1)/p_i m_i / B_i + (p_i - 1)/p_i m_i gamma]``
+    ``T_AR = sum_i [2 (ceil(p_i) - 1) alpha_i + 2 (p_i - 1)/p_i m_i / B_i + (p_i - 1)/p_i m_i gamma]``
+
+    (p_i = c_i / c_(i-1) may be fractional where a group fills its outer domain unevenly; its ring still has
+    ceil(p_i) sub-groups, so the hop count is whole, while the bytes keep the mean share.)
 
     where a level whose tier declares in-network reduction (NVLS/SHARP) may instead cost
     ``2 alpha_i + m_i / (INR_EFFICIENCY B_i)`` (the cheaper is taken; nccl#1242, tuning.cc NVLS eff).
@@ -596,13 +599,16 @@ def hierarchical_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0)
         pi = pl.level(i)
         m = S / pl.c_prev(i)
         frac = (pi - 1) / pi
+        # A ring over k sub-groups takes k - 1 steps: an uneven level (49 ranks over domains of 32: 1.53) still
+        # has 2 sub-groups and one hop on its critical path, not 0.53 of one (CI's test_coll34 draw, p 49)
+        steps = np.ceil(pi - 1e-9) - 1
         if op == "allreduce":
-            ring = 2 * (pi - 1) * pl.alpha[i] + 2 * frac * m / pl.bw[i] + frac * m * gamma
+            ring = 2 * steps * pl.alpha[i] + 2 * frac * m / pl.bw[i] + frac * m * gamma
             if pl.inr[i]:
                 inr = 2 * pl.alpha[i] + m / (INR_EFFICIENCY * pl.bw[i]) + frac * m * gamma
                 ring = np.minimum(ring, inr)
         elif op in ("reducescatter", "allgather"):
-            ring = (pi - 1) * pl.alpha[i] + frac * m / pl.bw[i]
+            ring = steps * pl.alpha[i] + frac * m / pl.bw[i]
             if op == "reducescatter":
                 ring = ring + frac * m * gamma
         else:

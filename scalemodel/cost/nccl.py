@@ -757,7 +757,9 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         # b_net is inf where no outer tier is spanned (one domain: NVLSTree does not apply, masked below)
         net_t = np.where(multi, k * np.where(multi, b_net, 0.0) * tree_net, np.inf)
         bus_t = np.minimum(np.minimum(intra, net_t), cap)
-        lat_t = NVLS_LATENCY + intra_lat + 2.0 * _log2i(N) * (NVLSTREE_NET_LATENCY + net_lat)
+        # the trees join whole domains: a group filling one domain and part of another (N = 13 / 8) has 2, so one
+        # level up and down, not log2i(1.6) = 0 (CI's test_coll34 draw, session 35)
+        lat_t = NVLS_LATENCY + intra_lat + 2.0 * _log2i(np.ceil(N - 1e-9)) * (NVLSTREE_NET_LATENCY + net_lat)
         with np.errstate(divide="ignore", invalid="ignore"):  # bus_t = 0 only where NVLSTree does not apply
             t_t = lat_t + (S + extra) * bus_factor / bus_t + red
         best = np.where(ok & multi, np.minimum(best, t_t), best)
