@@ -204,6 +204,9 @@ class Job(msgspec.Struct, frozen=True):
     # drop-and-pad dispatch (training.moe_pad_to_capacity): every expert's rows fixed at its capacity, no random spread
     # in cost.compute.expert_padded_rows
     moe_pad_to_capacity: bool = False
+    # the routing pattern (training.moe_routing): random, or cyclic (Automodel's FakeBalancedGate:
+    # cost.moe_routing.cyclic_part_hits), exactly balanced, no count spread
+    moe_routing: str = "random"
     # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
     # peak), the denominator predict names for MFU and HFU
     peak_format: str = ""
@@ -440,6 +443,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         nvfp4_2d_quantization="2d_quantization" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         moe_pad_to_capacity=bool(getattr(training, "moe_pad_to_capacity", False)),
+        moe_routing=str(getattr(training, "moe_routing", "random") or "random"),
         **_attention_kernel(training, acc, workload),
     )
 
@@ -2145,6 +2149,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("training.moe_rank_imbalance", " is not priced: the model has no MoE layers")
     if job.moe_pad_to_capacity and not moe:
         _warn_field("training.moe_pad_to_capacity", " = true is not priced: the model has no MoE layers")
+    if job.moe_routing != "random" and not moe:
+        _warn_field("training.moe_routing", f" = {job.moe_routing} is not priced: the model has no MoE layers")
     if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
         _warn_field("training.moe_router_dtype",
                     f" = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the model has no MoE layers")

@@ -1275,7 +1275,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         fg = _tp_ep_group(g, groups)
         # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
         # the busiest receiver of each stage (docs/model.md#moe-rank-imbalance): random routing's, or the measured
-        busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance)
+        busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance, routing=job.moe_routing)
         hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp, **busy)
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
                                                                prob_tokens=tokens / g.tp, etp=etp, **busy))
