@@ -448,6 +448,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "bf16_layers": ((int,), None),
     "moe_a2a_overlap": ((bool,), (True,)),
     "moe_shared_expert_overlap": ((bool,), (True,)),
+    "moe_shared_expert_stream": ((bool,), (True,)),
     "moe_flex_backend": ((str,), ("hybridep", "deepep")),
     "ep_dispatch_sms": ((int,), None),
     "etp": ((int,), None),
@@ -1899,6 +1900,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=bool(setting(case, "moe_a2a_overlap")),
                           offload_tensors=parse_offload_tensors(par.get("offload")),
                           moe_shared_expert_overlap=bool(setting(case, "moe_shared_expert_overlap")),
+                          moe_shared_expert_stream=bool(setting(case, "moe_shared_expert_stream")),
                           ep_dispatch_sms=setting(case, "ep_dispatch_sms") or {
                               "hybridep": MB_HYBRIDEP_NUM_SMS, "deepep": MCORE_DEEPEP_NUM_SMS}.get(flex),
                           moe_flex_dispatcher=flex is not None, moe_flex_backend=flex or "deepep",
@@ -2003,6 +2005,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "moe_permute_fusion": st.moe_permute_fusion,
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "moe_shared_expert_overlap": st.moe_shared_expert_overlap,
+                **({"moe_shared_expert_stream": True} if st.moe_shared_expert_stream else {}),
                 "tp_async_allreduce": st.tp_async_allreduce,
                 **({"moe_rank_imbalance": tr.moe_rank_imbalance} if tr.moe_rank_imbalance is not None else {}),
                 **({"moe_routing": tr.moe_routing} if tr.moe_routing != "random" else {}),

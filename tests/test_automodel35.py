@@ -12,9 +12,13 @@ import pytest
 from conftest import load_yaml, script_module
 from test_validation import NEW_CASES, needs_new_cases
 
-from scalemodel.cost import ep_dispatch, moe_routing
+from scalemodel.cost import compute, ep_dispatch, moe_routing
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import place
+from scalemodel.engine import model_parallel_comm as mpc
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 
 def automodel_indices(tokens: int, experts: int, top_k: int) -> np.ndarray:
@@ -140,3 +144,58 @@ def test_the_validator_sets_it_for_the_fake_balanced_gate_rows_only() -> None:
     cases = {c["id"]: c for c in load_yaml(NEW_CASES) if c["id"] == "automodel26_h100_nemotron3_nano"}
     r = v.predict_new_case(cases["automodel26_h100_nemotron3_nano"])
     assert r.training.moe_routing == "cyclic" and r.settings["moe_routing"] == "cyclic"
+
+
+# --- the shared experts on Automodel's side stream (strategy.moe_shared_expert_stream) --------------------------------
+
+SHARED_MOE = TransformerWorkload(name="moe-shared", layers=8, hidden=2048, heads=16, kv_heads=4, head_dim=128,
+                                 ffn_hidden=6144, gated_mlp=True, vocab=32000, seq_len=4096, tied_embeddings=False,
+                                 moe={"experts": 64, "top_k": 6, "ffn_hidden": 1024, "shared_experts": 2})
+
+
+def _stream_job(**strategy):  # type: ignore[no-untyped-def]
+    tr = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=4096)
+    job = build_job(load_cluster("dgx-h100"), SHARED_MOE, tr)
+    st_ = StrategySpec(tp=1, pp=1, ep=8, dp=16, moe_flex_dispatcher=True, **strategy)
+    return job, grid_from_strategy(st_, tr, 16, job)
+
+
+@pytest.mark.parametrize("scale", [0.2, 0.7, 1.5, 50.0])
+def test_side_stream_hides_one_all_to_all_each_way(scale) -> None:
+    """Automodel's MoE.forward (layers.py @bb0c0bfb0 L615-629): the whole shared MLP beside the dispatch forward,
+    its backward beside the combine's backward. With one all-to-all a = scale x the shared forward (fc1 + fc2) the
+    hidden time per block is min(a, fc1_f + fc2_f) forward and min(a, fc1_b + fc2_b) backward, plus one forward per
+    recomputed pass; Megatron-Core's split, for contrast, hides min(a, fc1) + min(a, fc2) each way."""
+    job, g = _stream_job(moe_shared_expert_stream=True)
+    f1, f2, b1, b2 = (float(np.ravel(v)[0]) for v in compute.shared_expert_times(
+        job.shape, micro_batch=1.0, seq_len=4096, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
+        gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+        elem_bytes=job.elem_bytes))
+    a = scale * (f1 + f2)
+    blocks, rec = 8.0, 8.0
+    mp = {"ep": np.array([1e3]), "hidden_fwd": np.zeros(1), "hidden_bwd": np.zeros(1), "hidden_ep": np.zeros(1)}
+    out = mpc._with_shared_expert_overlap(job, g, mp, np.array([a]), blocks, rec)
+    want_f = blocks * min(a, f1 + f2)
+    want_b = blocks * min(a, b1 + b2) + rec * min(a, f1 + f2)
+    assert float(out["hidden_fwd"][0]) == pytest.approx(want_f, rel=1e-12)
+    assert float(out["hidden_bwd"][0]) == pytest.approx(want_b, rel=1e-12)
+    assert float(out["ep"][0]) == pytest.approx(1e3 - want_f - want_b, rel=1e-12)
+    job_m, g_m = _stream_job(moe_shared_expert_overlap=True)
+    meg = mpc._with_shared_expert_overlap(job_m, g_m, dict(mp), np.array([a]), blocks, rec)
+    assert float(meg["hidden_fwd"][0]) == pytest.approx(blocks * (min(a, f1) + min(a, f2)), rel=1e-12)
+    assert float(out["hidden_fwd"][0]) <= float(meg["hidden_fwd"][0]) * (1 + 1e-12)
+
+
+def test_side_stream_refusals_and_warnings(cli) -> None:  # type: ignore[no-untyped-def]
+    """Refused beside Megatron-Core's split and the EP overlap (exit 2, naming the field); not priced, with a
+    warning, for a model without shared experts."""
+    base = ["predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "256", "--ep", "64", "--pp", "4", "--json",
+            "--set", "strategy.moe_shared_expert_stream=true"]
+    both = cli(*base, "--set", "strategy.moe_shared_expert_overlap=true")
+    assert both.code == 2 and "strategy.moe_shared_expert_stream" in both.err
+    on = json.loads(cli(*base).out)
+    off = json.loads(cli(*base[:-2]).out)
+    assert on["breakdown_s"]["ep_comm"] < off["breakdown_s"]["ep_comm"]
+    mix = json.loads(cli("predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--ep", "8", "--json",
+                         "--set", "strategy.moe_shared_expert_stream=true").out)
+    assert "strategy.moe_shared_expert_stream is not priced: the model has no shared experts" in mix["warnings"]

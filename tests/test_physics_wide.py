@@ -200,6 +200,7 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         moe_flex_dispatcher=dispatcher == "flex", moe_allgather_dispatcher=dispatcher == "allgather",
         moe_flex_backend=int(draw(st.sampled_from((FlexBackend.DEEPEP, FlexBackend.HYBRIDEP)))),
         moe_a2a_overlap=draw(st.booleans()), moe_shared_expert_overlap=draw(st.booleans()),
+        moe_shared_expert_stream=draw(st.booleans()),
         ep_dispatch_sms=draw(st.sampled_from((-1, -1, 8, 24))),
         moe_permute_fusion=draw(st.booleans()), moe_fp8_padding=draw(st.booleans()),
         mla_column_down_proj=draw(st.booleans()),
@@ -396,7 +397,8 @@ def test_flex_dispatch_never_beats_the_bytes_crossing_each_tier(cluster, ranks, 
 
 #: every overlap a candidate may switch on, off: each part is then exposed whole (its raw time)
 NO_OVERLAP = dict(overlap=False, tp_comm_overlap=False, tp_async_allreduce=False, overlap_param_gather=False,
-                  moe_a2a_overlap=False, moe_shared_expert_overlap=False, overlap_p2p_comm=False)
+                  moe_a2a_overlap=False, moe_shared_expert_overlap=False, moe_shared_expert_stream=False,
+                  overlap_p2p_comm=False)
 #: the overlap switch of each part, and the part it may hide
 OVERLAPS = (("overlap", "dp_comm"), ("overlap_param_gather", "dp_comm"), ("tp_comm_overlap", "tp_comm"),
             ("moe_a2a_overlap", "ep_comm"))

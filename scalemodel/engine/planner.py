@@ -193,6 +193,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
              "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
+             "moe_shared_expert_stream",
              "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
              "fsdp_fp8_all_gather", "fsdp_defer_grad_sync",
              "fsdp_flat_param", "fsdp_per_param", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",

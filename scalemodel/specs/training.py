@@ -374,6 +374,12 @@ class StrategySpec(Spec, kw_only=True):
         "dispatch all-to-all and fc2 under the combine (Megatron-Core --moe-shared-expert-overlap, alltoall or flex "
         "dispatcher; docs/model.md#shared-expert-overlap); not with moe_a2a_overlap nor selective recompute of "
         "shared_experts"))] = False
+    moe_shared_expert_stream: Annotated[bool, Meta(description=(
+        "run an MoE layer's whole shared-expert MLP on a stream of its own, forked before the router and joined after "
+        "the combine (NeMo Automodel MoE.forward's _shared_experts_stream), so its forward runs beside the dispatch "
+        "and its backward beside the combine's backward: each hides at most that one all-to-all "
+        "(docs/model.md#shared-expert-stream); not with moe_shared_expert_overlap (Megatron-Core's split) nor "
+        "moe_a2a_overlap"))] = False
     ep_dispatch_sms: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "SMs the expert-parallel dispatch/combine kernels occupy while they run (docs/model.md#contention): the "
         "compute an EP all-to-all hides under (moe_a2a_overlap) runs on the rest. Megatron-Core's flex dispatcher "
