@@ -820,7 +820,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
     moe_shared_expert_overlap: np.ndarray  # bool: shared experts on their own stream beside the EP all-to-alls
-    moe_shared_expert_stream: np.ndarray  # bool: the whole shared MLP on a side stream from the router (Automodel)
+    moe_shared_expert_stream: np.ndarray  # bool: the whole shared MLP on a side stream beside the dispatch (Automodel)
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)

@@ -937,11 +937,11 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
     (job._check_shared_expert_overlap); for a planner grid holding such a candidate it is off there.
 
     ``moe_shared_expert_stream`` (docs/model.md#shared-expert-stream): NeMo Automodel's MoE.forward forks the whole
-    shared MLP onto ``_shared_experts_stream`` before the gate and joins it after the combine
-    (NVIDIA-NeMo/Automodel nemo_automodel/components/moe/layers.py @bb0c0bfb0 L615-629; the same in MoE.forward at
-    @89e3a9fdd), so it runs beside the dispatch (the routed experts' GEMMs after it share the SMs, which hides no
-    traffic) and, autograd running each op's backward on its forward's stream, its backward beside the combine's
-    backward, the first all-to-all of the routed branch's backward::
+    shared MLP onto ``_shared_experts_stream`` after the gate, before the dispatch, and joins it after the combine
+    (NVIDIA-NeMo/Automodel nemo_automodel/components/moe/layers.py @bb0c0bfb0 L615-629; @89e3a9fdd L911-923), so
+    it runs beside the dispatch (the routed experts' GEMMs after it share the SMs, which hides no traffic) and,
+    autograd running each op's backward on its forward's stream, its backward beside the combine's backward, the
+    first all-to-all of the routed branch's backward::
 
         hidden forward  = blocks min(a + p, fc1_f + fc2_f)
         hidden backward = blocks min(a, fc1_b + fc2_b) + rec min(a + p, fc1_f + fc2_f)

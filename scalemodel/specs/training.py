@@ -375,8 +375,9 @@ class StrategySpec(Spec, kw_only=True):
         "dispatcher; docs/model.md#shared-expert-overlap); not with moe_a2a_overlap nor selective recompute of "
         "shared_experts"))] = False
     moe_shared_expert_stream: Annotated[bool, Meta(description=(
-        "run an MoE layer's whole shared-expert MLP on a stream of its own, forked before the router and joined after "
-        "the combine (NeMo Automodel MoE.forward's _shared_experts_stream), so its forward runs beside the dispatch "
+        "run an MoE layer's whole shared-expert MLP on a stream of its own, forked after the router, before the "
+        "dispatch, and joined after the combine (NeMo Automodel MoE.forward's _shared_experts_stream), so its forward "
+        "runs beside the dispatch "
         "and its backward beside the combine's backward: each hides at most that one all-to-all "
         "(docs/model.md#shared-expert-stream); not with moe_shared_expert_overlap (Megatron-Core's split) nor "
         "moe_a2a_overlap"))] = False
