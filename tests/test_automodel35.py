@@ -199,3 +199,17 @@ def test_side_stream_refusals_and_warnings(cli) -> None:  # type: ignore[no-unty
     mix = json.loads(cli("predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--ep", "8", "--json",
                          "--set", "strategy.moe_shared_expert_stream=true").out)
     assert "strategy.moe_shared_expert_stream is not priced: the model has no shared experts" in mix["warnings"]
+
+
+def test_plan_pins_the_side_stream_and_keeps_the_ep_overlap_off(cli) -> None:  # type: ignore[no-untyped-def]
+    """plan takes a pinned moe_shared_expert_stream as predict does: every ranked plan carries it and none runs
+    moe_a2a_overlap (predict refuses the pair); pinned beside Megatron-Core's split it is refused (exit 2)."""
+    args = ["plan", "-m", "nemotron-3-nano", "-n", "64", "--top", "3", "--json", "--constraint", "ep=8",
+            "--set", "strategy.moe_shared_expert_stream=true"]
+    r = cli(*args)
+    assert r.code == 0, r.err
+    ranked = json.loads(r.out)["ranked"]
+    assert ranked and all(p["strategy"]["moe_shared_expert_stream"] and not p["strategy"]["moe_a2a_overlap"]
+                          for p in ranked)
+    both = cli(*args, "--set", "strategy.moe_shared_expert_overlap=true")
+    assert both.code == 2 and "moe_shared_expert_stream" in both.err

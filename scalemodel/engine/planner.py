@@ -1661,6 +1661,8 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         _allgather_dispatcher_pins(fixed, cons, at["moe_allgather_dispatcher"])
     if fixed.get("moe_shared_expert_overlap"):
         _shared_expert_overlap_pins(cons, at["moe_shared_expert_overlap"])
+    if fixed.get("moe_shared_expert_stream"):
+        _shared_expert_stream_pins(fixed, cons, at["moe_shared_expert_stream"])
     trainer = next((n for n in TRAINER_NAMES if fixed.get(n)), None)
     if trainer is not None:
         # a pinned framework trainer runs NCCL's all-reduce / reduce-scatter and nothing else
@@ -1789,6 +1791,19 @@ def _shared_expert_overlap_pins(cons: dict[str, list[tuple[str, Any]]], where: s
         raise InputError("moe_shared_expert_overlap with moe_a2a_overlap true: Megatron-Core refuses them together "
                          "('disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm')",
                          where=where, allowed="one of moe_shared_expert_overlap and moe_a2a_overlap")
+    cons.setdefault("moe_a2a_overlap", []).append(("=", False))
+
+
+def _shared_expert_stream_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
+    """A pinned moe_shared_expert_stream (NeMo Automodel's shared-expert side stream,
+    docs/model.md#shared-expert-stream) keeps the EP dispatch search off moe_a2a_overlap, as predict refuses the pair
+    (job._check_shared_expert_overlap); pinned beside moe_shared_expert_overlap or moe_a2a_overlap true it is
+    refused."""
+    if fixed.get("moe_shared_expert_overlap") or any(
+            op in ("=", "==") and value is True for op, value in cons.get("moe_a2a_overlap", [])):
+        raise InputError("moe_shared_expert_stream (NeMo Automodel's shared-expert side stream) does not run with "
+                         "moe_shared_expert_overlap or moe_a2a_overlap", where=where,
+                         allowed="one of moe_shared_expert_stream, moe_shared_expert_overlap and moe_a2a_overlap")
     cons.setdefault("moe_a2a_overlap", []).append(("=", False))
 
 
