@@ -183,6 +183,9 @@ Two case files (issue 5 and issue 13):
       ``topk_softmax_with_capacity`` L585-587: with pad_to_capacity the routing map is the capacity mask, each
       expert's top-capacity tokens; token_dispatcher.py ``preprocess`` L348-367: every local expert's count is the
       host-side ``capacity x tp x ep``), no random remainder to tile (docs/model.md#expert-tile-padding).
+    - NeMo Automodel's fake balanced gate (framework.moe_routing cyclic: the benchmark YAML's
+      ``backend.fake_balanced_gate: true``, FakeBalancedGate with noise 0) -> training.moe_routing cyclic: token t to
+      experts (t k + j) mod E, exactly balanced, each token's k experts consecutive (docs/model.md#moe-cyclic-routing).
     - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
     - training-metric states gathered over every rank once a step (:data:`TRAIN_METRIC_STATES`): mpt -> 4 (Composer
@@ -445,6 +448,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "bf16_layers": ((int,), None),
     "moe_a2a_overlap": ((bool,), (True,)),
     "moe_shared_expert_overlap": ((bool,), (True,)),
+    "moe_shared_expert_stream": ((bool,), (True,)),
     "moe_flex_backend": ((str,), ("hybridep", "deepep")),
     "ep_dispatch_sms": ((int,), None),
     "etp": ((int,), None),
@@ -455,6 +459,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "layer_impl": ((str,), tuple(LayerImpl.labels())),
     "moe_capacity_factor": ((int, float), None),
     "moe_router_dtype": ((str,), ("fp32",)),
+    "moe_routing": ((str,), ("cyclic",)),
     "moe_fp8_padding": ((bool,), (True,)),
     "moe_permute_fusion": ((bool,), (False, True)),
     "eager_rope": ((bool,), (True,)),
@@ -1870,6 +1875,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       moe_rank_imbalance=setting(case, "moe_capacity_factor"),
                       moe_pad_to_capacity=setting(case, "moe_capacity_factor") is not None,
                       moe_router_dtype=setting(case, "moe_router_dtype"),
+                      moe_routing=setting(case, "moe_routing", "random"),
                       module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None
@@ -1894,6 +1900,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=bool(setting(case, "moe_a2a_overlap")),
                           offload_tensors=parse_offload_tensors(par.get("offload")),
                           moe_shared_expert_overlap=bool(setting(case, "moe_shared_expert_overlap")),
+                          moe_shared_expert_stream=bool(setting(case, "moe_shared_expert_stream")),
                           ep_dispatch_sms=setting(case, "ep_dispatch_sms") or {
                               "hybridep": MB_HYBRIDEP_NUM_SMS, "deepep": MCORE_DEEPEP_NUM_SMS}.get(flex),
                           moe_flex_dispatcher=flex is not None, moe_flex_backend=flex or "deepep",
@@ -1998,8 +2005,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "moe_permute_fusion": st.moe_permute_fusion,
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "moe_shared_expert_overlap": st.moe_shared_expert_overlap,
+                **({"moe_shared_expert_stream": True} if st.moe_shared_expert_stream else {}),
                 "tp_async_allreduce": st.tp_async_allreduce,
                 **({"moe_rank_imbalance": tr.moe_rank_imbalance} if tr.moe_rank_imbalance is not None else {}),
+                **({"moe_routing": tr.moe_routing} if tr.moe_routing != "random" else {}),
                 **({"moe_pad_to_capacity": True} if tr.moe_pad_to_capacity else {}),
                 "loss_impl": st.loss_impl, "train_metric_passes": st.train_metric_passes,
                 "train_metric_states": st.train_metric_states,

@@ -68,13 +68,13 @@ RECIPES = (None, "delayed", "tensorwise", "mxfp8", "blockwise")
 #: (prop30) training options beyond precision and recipe, each refused by TrainingSpec / build_job where the model or
 #: precision has no such module (a refused draw falls back to the run without them): BF16 edge layers, per-module
 #: precisions (te_quant.cfg's), FP8 attention, NVFP4's switched-off options, the optimizer (staleness kappa),
-#: drop-and-pad MoE dispatch (dsv3_31)
+#: drop-and-pad MoE dispatch (dsv3_31), Automodel's cyclic fake balanced gate (automodel35)
 TRAINING_OPTIONS = ((), (), (("bf16_layers", 2),), (("fp8_attention", True),), (("nvfp4_disable", ("rht",)),),
                     (("nvfp4_disable", ("stochastic_rounding", "2d_quantization")),), (("optimizer", "sgd"),),
                     (("module_precision", (("attention_proj", "bf16"),)),), (("module_precision", (("mtp", "bf16"),)),),
                     (("module_precision", (("attention_proj", "bf16"), ("moe_latent", "bf16"), ("mtp", "bf16"),
                                            ("mamba_out_proj", "mxfp8"))),),
-                    (("moe_pad_to_capacity", True),))
+                    (("moe_pad_to_capacity", True),), (("moe_routing", "cyclic"),))
 #: TrainingSpec fields wide_cases never draws, and why: the batch and sequence are drawn as the grid's axes and seq;
 #: the rest change no mechanism the properties test (a constant's value, a cost curve's source) or are the run's
 #: record, not its step
@@ -200,6 +200,7 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         moe_flex_dispatcher=dispatcher == "flex", moe_allgather_dispatcher=dispatcher == "allgather",
         moe_flex_backend=int(draw(st.sampled_from((FlexBackend.DEEPEP, FlexBackend.HYBRIDEP)))),
         moe_a2a_overlap=draw(st.booleans()), moe_shared_expert_overlap=draw(st.booleans()),
+        moe_shared_expert_stream=draw(st.booleans()),
         ep_dispatch_sms=draw(st.sampled_from((-1, -1, 8, 24))),
         moe_permute_fusion=draw(st.booleans()), moe_fp8_padding=draw(st.booleans()),
         mla_column_down_proj=draw(st.booleans()),
@@ -396,7 +397,8 @@ def test_flex_dispatch_never_beats_the_bytes_crossing_each_tier(cluster, ranks, 
 
 #: every overlap a candidate may switch on, off: each part is then exposed whole (its raw time)
 NO_OVERLAP = dict(overlap=False, tp_comm_overlap=False, tp_async_allreduce=False, overlap_param_gather=False,
-                  moe_a2a_overlap=False, moe_shared_expert_overlap=False, overlap_p2p_comm=False)
+                  moe_a2a_overlap=False, moe_shared_expert_overlap=False, moe_shared_expert_stream=False,
+                  overlap_p2p_comm=False)
 #: the overlap switch of each part, and the part it may hide
 OVERLAPS = (("overlap", "dp_comm"), ("overlap_param_gather", "dp_comm"), ("tp_comm_overlap", "tp_comm"),
             ("moe_a2a_overlap", "ep_comm"))

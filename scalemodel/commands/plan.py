@@ -162,7 +162,7 @@ def pin_file_settings(sf: Any, set_st: list[str], who: str = "plan") -> list[str
 #: Strategy fields that act only on MoE layers, as predict warns of them on a model without (engine.job
 #: _warn_unpriced_fields).
 _MOE_ONLY = ("moe_flex_dispatcher", "moe_a2a_overlap", "ep_dispatch_sms", "moe_layer_host_s", "moe_flex_backend",
-             "moe_shared_expert_overlap", "moe_allgather_dispatcher")
+             "moe_shared_expert_overlap", "moe_shared_expert_stream", "moe_allgather_dispatcher")
 
 
 def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> None:

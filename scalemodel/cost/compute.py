@@ -898,6 +898,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        expert_gemm_max: ArrayLike | None = None,
                        expert_gemm_half_dim: ArrayLike | None = None,
                        moe_pad_to_capacity: ArrayLike = False,
+                       moe_exact_counts: ArrayLike = False,
                        mla_column_down_proj: ArrayLike = False) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
@@ -911,7 +912,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 
     ``moe_pad_to_capacity`` (default False: dropless) drop-and-pad dispatch: every expert runs exactly its capacity
     rows (``moe_load`` x the mean), so :func:`expert_padded_rows` takes them with no spread, ``tau ceil(m / tau)``
-    (docs/model.md#expert-tile-padding).
+    (docs/model.md#expert-tile-padding). ``moe_exact_counts`` (default False): the same zero spread for a router that
+    gives every expert the mean count (training.moe_routing cyclic, Automodel's FakeBalancedGate;
+    docs/model.md#moe-cyclic-routing).
 
     ``moe_dispatch`` (:data:`MOE_DISPATCH_ALLTOALL` 0, the default; :data:`MOE_DISPATCH_FLEX` 1; DeepEP or HybridEP;
     :data:`MOE_DISPATCH_ALLGATHER` 2) names Megatron-Core's token dispatcher, whose token permutations
@@ -1176,7 +1179,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         # that of a uniformly routed count, Binomial(ep u T / t, k / E): var = mean (1 - k / E); none under
         # drop-and-pad, whose router fills every expert to its capacity (moe_pad_to_capacity)
         expert_rows = expert_padded_rows(tokens_per_expert, np.where(
-            np.asarray(moe_pad_to_capacity, dtype=bool), 0.0,
+            np.asarray(moe_pad_to_capacity, dtype=bool) | np.asarray(moe_exact_counts, dtype=bool), 0.0,
             np.sqrt(e * u * T * k / (E * t) * np.maximum(1.0 - k / E, 0.0))))
         experts_here = E / e
         # the tokens this rank routes: its sequence shard under sequence parallelism (MoELayer.forward hands the

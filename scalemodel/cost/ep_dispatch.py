@@ -231,6 +231,34 @@ def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, rank
     return np.asarray(inter), np.asarray(intra)
 
 
+def cyclic_hierarchical(token_bytes: object, experts: object, top_k: object, ranks: object,
+                        ranks_per_domain: object, etp: object = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                               np.ndarray]:
+    """(inter-domain bytes, intra-domain bytes, inter load factor, intra load factor) of one hierarchical dispatch
+    (or combine) under NeMo Automodel's cyclic ``FakeBalancedGate`` routing (training.moe_routing cyclic;
+    :func:`scalemodel.cost.moe_routing.cyclic_part_hits`: a token's experts are k consecutive ones, the same
+    pattern on every rank). With ``h_D`` the mean domains a token hits (of ``D = floor(p / G)`` whole domains) and
+    ``h_I`` the mean EP indices it hits (of ``p / etp``), a rank's token crosses RDMA once to each hit domain but
+    its own, and is forwarded over NVLink to each of the ``etp h_I`` GPUs it hits but the forwarder (the sender's
+    own local rank in each domain), averaged over the senders' local ranks::
+
+        inter = x h_D (D - 1) / D,        intra = x etp h_I (G - 1) / G
+
+    (the random routing's ``h_D = D q(D)`` and ``h_I = (p / etp) q(p / etp)`` give :func:`hierarchical_bytes`
+    exactly). The load factors are the busiest part's hit frequency over the mean's (1 where the windows cover the
+    parts evenly, as they do whenever a part holds a whole number of the windows' gcd(k, E) steps). Broadcasts."""
+    x = np.asarray(token_bytes, dtype=float)
+    p = np.maximum(np.asarray(ranks, dtype=float), 1.0)
+    G = np.minimum(np.clip(np.asarray(ranks_per_domain, dtype=float), 1.0, None), p)
+    D = np.maximum(np.floor(p / G + 1e-9), 1.0)
+    u = np.clip(np.asarray(etp, dtype=float), 1.0, None)
+    h_d, f_d = moe_routing.cyclic_part_hits(experts, top_k, D)
+    h_i, f_i = moe_routing.cyclic_part_hits(experts, top_k, p / u)
+    inter = x * h_d * (D - 1.0) / D
+    intra = x * u * h_i * (G - 1.0) / G
+    return np.asarray(inter), np.asarray(intra), np.asarray(f_d), np.asarray(f_i)
+
+
 def hierarchical_load_factors(tokens: object, experts: object, top_k: object, ranks: object,
                               ranks_per_domain: object, etp: object = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(inter-domain, intra-domain) expected busiest receiver's bytes over the mean of one hierarchical dispatch
@@ -252,7 +280,7 @@ def hierarchical_load_factors(tokens: object, experts: object, top_k: object, ra
 
 def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: object, pl: Placement,
                                prob_tokens: object = 0.0, etp: object = 1.0, tokens: object = 0.0,
-                               imbalance: object = 0.0) -> np.ndarray:
+                               imbalance: object = 0.0, routing: str = "random") -> np.ndarray:
     """Seconds of one hierarchical dispatch (or combine) on the EP group ``pl``: the bytes of
     :func:`hierarchical_bytes` with the domain = the group's ranks inside one tier-0 domain (``c_0``), each copy
     carrying ``prob_tokens * PROB_BYTES * E / D`` bytes of routing probabilities besides ``token_bytes``, priced
@@ -261,19 +289,33 @@ def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: obje
     a rank is hit as its EP index is and the probabilities are ``etp E / D`` floats (module docstring).
     The busiest receiver: ``imbalance`` >= 1 (a measured max / mean) scales both terms' bytes, each at most its
     stage's :func:`scalemodel.cost.moe_routing.distinct_load_cap` (every source token); else ``tokens`` > 0
-    (the rank's tokens per dispatch) scales them by :func:`hierarchical_load_factors`; neither: the mean."""
+    (the rank's tokens per dispatch) scales them by :func:`hierarchical_load_factors`; neither: the mean.
+    ``routing`` cyclic (training.moe_routing; Automodel's FakeBalancedGate): the bytes and load factors of
+    :func:`cyclic_hierarchical` instead of the random routing's (a stated ``imbalance`` still wins, capped at that
+    routing's every-source-token bound, n / h_n for n parts each hit by h_n / n of the tokens)."""
     p = pl.p
     G = np.maximum(pl.c[0], 1.0)
     D = np.maximum(p / np.minimum(G, np.maximum(p, 1.0)), 1.0)
     x = np.asarray(token_bytes, dtype=float) \
         + np.asarray(prob_tokens, dtype=float) * PROB_BYTES * np.asarray(etp, dtype=float) \
         * np.asarray(experts, dtype=float) / D
-    inter, intra = hierarchical_bytes(x, experts, top_k, p, G, etp)
-    f_inter, f_intra = hierarchical_load_factors(tokens, experts, top_k, p, G, etp)
+    if routing == "cyclic":
+        inter, intra, f_inter, f_intra = cyclic_hierarchical(x, experts, top_k, p, G, etp)
+    else:
+        inter, intra = hierarchical_bytes(x, experts, top_k, p, G, etp)
+        f_inter, f_intra = hierarchical_load_factors(tokens, experts, top_k, p, G, etp)
     given = np.asarray(imbalance, dtype=float)
     # a stated figure, at most what one receiver can take (every source token hitting its part, 1 / q)
-    cap_inter = moe_routing.distinct_load_cap(experts, top_k, D)
-    cap_intra = moe_routing.distinct_load_cap(experts, top_k, p / np.clip(np.asarray(etp, dtype=float), 1.0, None))
+    idx = p / np.clip(np.asarray(etp, dtype=float), 1.0, None)  # EP indices
+    if routing == "cyclic":  # every source token, against the mean part's share h_n / n of them
+        whole = np.maximum(np.floor(p / np.minimum(G, np.maximum(p, 1.0)) + 1e-9), 1.0)
+        h_d, h_i = moe_routing.cyclic_part_hits(experts, top_k, whole)[0], moe_routing.cyclic_part_hits(
+            experts, top_k, idx)[0]
+        cap_inter = np.where(whole > 1, whole / np.maximum(h_d, 1e-12), 1.0)
+        cap_intra = np.where(idx > 1, idx / np.maximum(h_i, 1e-12), 1.0)
+    else:
+        cap_inter = moe_routing.distinct_load_cap(experts, top_k, D)
+        cap_intra = moe_routing.distinct_load_cap(experts, top_k, idx)
     inter = inter * np.where(given >= 1.0, np.minimum(given, cap_inter), f_inter)
     intra = intra * np.where(given >= 1.0, np.minimum(given, cap_intra), f_intra)
     remote_domains = np.maximum(p / G - 1.0, 0.0)

@@ -61,6 +61,8 @@ estimate: by 5 % of the excess for 8 domains, E 128, k 4, and by well under 1 % 
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -141,3 +143,47 @@ def distinct_load_factor(source_tokens: Array, experts: Array, top_k: Array, par
     qs = np.where(ok, q, 1.0)
     f = 1.0 + expected_max_standard_normal(R) * np.sqrt(np.maximum(a - b, 0.0) / np.where(ok, n_t, 1.0)) / qs
     return np.asarray(np.where(ok, np.minimum(f, 1.0 / qs), 1.0))
+
+
+#: The routing patterns the step model prices (training.moe_routing): ``random``, the uniform random top-k above
+#: (Megatron-Core's moe_router_force_load_balancing); ``cyclic``, NeMo Automodel's ``FakeBalancedGate`` with noise 0
+#: (:func:`cyclic_part_hits`).
+ROUTINGS = ("random", "cyclic")
+
+
+@functools.lru_cache(maxsize=4096)
+def _cyclic_hits(experts: int, top_k: int, parts: int) -> tuple[float, float]:
+    """(mean parts hit per token, busiest part's hit frequency / the mean part's) of the cyclic routing
+    (:func:`cyclic_part_hits`) on integers, by enumerating the ``E / gcd(k, E)`` window starts of one period."""
+    E, k, n = experts, min(top_k, experts), max(min(parts, experts), 1)
+    starts = np.arange(0, E, math.gcd(k, E))  # t k mod E over one period of t: the multiples of gcd(k, E)
+    window = (starts[:, None] + np.arange(k)[None, :]) % E  # each start's k experts
+    part = window * n // E  # expert e in part floor(e n / E): n equal parts where n | E
+    hit = np.zeros((starts.size, n), dtype=bool)
+    hit[np.arange(starts.size)[:, None], part] = True
+    freq = hit.mean(axis=0)  # how often each part is hit, over the period
+    mean = float(freq.mean())
+    return float(hit.sum(axis=1).mean()), float(freq.max() / mean) if mean > 0 else 1.0
+
+
+def cyclic_part_hits(experts: Array, top_k: Array, parts: Array) -> tuple[np.ndarray, np.ndarray]:
+    """NeMo Automodel's ``FakeBalancedGate`` (noise 0): token t of a rank's micro-batch goes to experts
+    ``(t k + j) mod E``, j < k, whatever the rank (NVIDIA-NeMo/Automodel nemo_automodel/components/moe/layers.py
+    @89e3a9fdd L544-546: ``indices = torch.arange(x.size(0) * a_exp).view(-1, a_exp) % n_exp``; the same at
+    @bb0c0bfb0 L183-186 with skip_first_n_experts 0). A token's experts are one cyclic window of k consecutive
+    experts starting at ``s = t k mod E``, and s runs over the multiples of ``gcd(k, E)``, each equally often over a
+    period of ``E / gcd(k, E)`` tokens. Of ``parts`` equal groups of the experts (expert e in group
+    ``floor(e n / E)``) this returns, over one period, the mean number of groups a token hits (the random routing's
+    ``n q(n)``, :func:`scalemodel.cost.ep_dispatch.part_hit_probability`) and the busiest group's hit frequency over
+    the mean group's (the distinct-token load factor; 1 where the windows cover the groups evenly). Micro-batches
+    that are not whole periods are priced at the period's mean. Integers (E, k, n rounded); broadcasts over
+    ``parts``."""
+    E, k = int(round(float(np.max(experts)))), int(round(float(np.max(top_k))))
+    n = np.asarray(parts, dtype=float)
+    if E < 1 or k < 1:
+        return np.zeros(n.shape), np.ones(n.shape)
+    flat = np.rint(np.maximum(n, 1.0)).astype(int).ravel()
+    pairs = [_cyclic_hits(E, k, int(v)) for v in flat]
+    hits = np.array([h for h, _ in pairs], dtype=float).reshape(n.shape)
+    busy = np.array([f for _, f in pairs], dtype=float).reshape(n.shape)
+    return hits, busy

@@ -204,6 +204,9 @@ class Job(msgspec.Struct, frozen=True):
     # drop-and-pad dispatch (training.moe_pad_to_capacity): every expert's rows fixed at its capacity, no random spread
     # in cost.compute.expert_padded_rows
     moe_pad_to_capacity: bool = False
+    # the routing pattern (training.moe_routing): random, or cyclic (Automodel's FakeBalancedGate:
+    # cost.moe_routing.cyclic_part_hits), exactly balanced, no count spread
+    moe_routing: str = "random"
     # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
     # peak), the denominator predict names for MFU and HFU
     peak_format: str = ""
@@ -440,6 +443,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         nvfp4_2d_quantization="2d_quantization" not in tuple(getattr(training, "nvfp4_disable", ()) or ()),
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         moe_pad_to_capacity=bool(getattr(training, "moe_pad_to_capacity", False)),
+        moe_routing=str(getattr(training, "moe_routing", "random") or "random"),
         **_attention_kernel(training, acc, workload),
     )
 
@@ -816,6 +820,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
     moe_shared_expert_overlap: np.ndarray  # bool: shared experts on their own stream beside the EP all-to-alls
+    moe_shared_expert_stream: np.ndarray  # bool: the whole shared MLP on a side stream beside the dispatch (Automodel)
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)
@@ -917,6 +922,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
             "moe_shared_expert_overlap": bool(self.moe_shared_expert_overlap[i]),
+            "moe_shared_expert_stream": bool(self.moe_shared_expert_stream[i]),
             "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
                                           if int(self.recompute_modules[i]) & v),
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
@@ -961,7 +967,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     last_chunk_layers=-1, stage_split=-1,
     etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
     offload_layers=0, offload_tensors=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
-    moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
+    moe_a2a_overlap=False, moe_shared_expert_overlap=False, moe_shared_expert_stream=False, recompute_modules=0,
+    moe_layer_host_s=0.0,
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
@@ -1377,6 +1384,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         moe_shared_expert_overlap=getattr(strategy, "moe_shared_expert_overlap", False),
+        moe_shared_expert_stream=getattr(strategy, "moe_shared_expert_stream", False),
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
         moe_layer_host_s=strategy.moe_layer_host_s,
         ep_dispatch_sms=check_ep_dispatch_sms(job, getattr(strategy, "ep_dispatch_sms", None)),
@@ -1588,7 +1596,18 @@ def _check_shared_expert_overlap(job: Job, strategy: Any) -> None:
     recompute cannot work with --moe-shared-expert-overlap", raised only when ``moe_shared_expert_intermediate_size
     is not None``, so a model without shared experts runs both (the overlap does nothing there, and the job warns);
     lines 3039-3041: "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm", whatever the
-    model)."""
+    model). And ``moe_shared_expert_stream`` (NeMo Automodel's side stream, docs/model.md#shared-expert-stream)
+    with either: two arrangements of the same shared experts (no framework runs both), and the EP overlap's combined
+    1F1B, which Automodel does not run, leaves no all-to-all beside them."""
+    if getattr(strategy, "moe_shared_expert_stream", False) and (
+            getattr(strategy, "moe_shared_expert_overlap", False) or getattr(strategy, "moe_a2a_overlap", False)):
+        raise InputError("moe_shared_expert_stream (NeMo Automodel's shared-expert side stream) does not run with "
+                         + ("moe_shared_expert_overlap (Megatron-Core's split of the shared experts around the "
+                            "all-to-alls)" if getattr(strategy, "moe_shared_expert_overlap", False)
+                            else "moe_a2a_overlap (Megatron-Core's combined 1F1B)"),
+                         where="strategy.moe_shared_expert_stream",
+                         allowed="moe_shared_expert_stream false, or moe_shared_expert_overlap and moe_a2a_overlap "
+                                 "false")
     if not getattr(strategy, "moe_shared_expert_overlap", False):
         return
     allowed = "moe_shared_expert_overlap false, or moe_a2a_overlap false and no selective recompute of shared_experts"
@@ -2007,7 +2026,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     "layers")
     elif getattr(strategy, "ep_dispatch_sms", None) is not None and not (
             getattr(strategy, "moe_a2a_overlap", False) or (
-                getattr(strategy, "moe_shared_expert_overlap", False) and float(job.shape.moe_shared_experts) > 0
+                (getattr(strategy, "moe_shared_expert_overlap", False)
+                 or getattr(strategy, "moe_shared_expert_stream", False)) and float(job.shape.moe_shared_experts) > 0
                 and int(getattr(strategy, "ep", 1)) > 1)):
         # the dispatcher's SMs slow only the compute that hides EP all-to-alls
         # (model_parallel_comm._with_moe_a2a_overlap, model_parallel_comm._with_shared_expert_overlap, which hides
@@ -2023,6 +2043,12 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_shared_expert_overlap",
                     " is not priced: ep is 1 (no expert-parallel all-to-all for "
                     "the shared experts to run beside)")
+    if getattr(strategy, "moe_shared_expert_stream", False) and not (
+            moe and float(job.shape.moe_shared_experts) > 0):
+        _warn_field("strategy.moe_shared_expert_stream", " is not priced: the model has no shared experts")
+    elif getattr(strategy, "moe_shared_expert_stream", False) and int(getattr(strategy, "ep", 1)) == 1:
+        _warn_field("strategy.moe_shared_expert_stream",
+                    " is not priced: ep is 1 (no expert-parallel all-to-all for the shared experts to run beside)")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         _warn_field("strategy.moe_flex_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:
@@ -2164,6 +2190,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("training.moe_rank_imbalance", " is not priced: the model has no MoE layers")
     if job.moe_pad_to_capacity and not moe:
         _warn_field("training.moe_pad_to_capacity", " = true is not priced: the model has no MoE layers")
+    if job.moe_routing != "random" and not moe:
+        _warn_field("training.moe_routing", f" = {job.moe_routing} is not priced: the model has no MoE layers")
     if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
         _warn_field("training.moe_router_dtype",
                     f" = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the model has no MoE layers")

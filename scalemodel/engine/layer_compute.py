@@ -183,6 +183,8 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
         flash["moe_permute_fusion"] = np.asarray(g.moe_permute_fusion, dtype=bool) | hybridep
         # drop-and-pad (training.moe_pad_to_capacity): each expert's rows are its capacity, without a random spread
         flash["moe_pad_to_capacity"] = bool(job.moe_pad_to_capacity)
+        # cyclic routing (training.moe_routing): every expert's count the mean, no random spread either
+        flash["moe_exact_counts"] = job.moe_routing == "cyclic"
     layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
     for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
         layer_flash.update(module_gemm_kwargs(job, module, key))
@@ -1356,7 +1358,9 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
     (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given (at most
     :func:`scalemodel.cost.moe_routing.copy_load_cap`), else the expected
     maximum under uniform random top-k routing (:func:`scalemodel.cost.moe_routing.copy_load_factor` over the ep
-    ranks); 1 at ep 1 and without experts."""
+    ranks), or 1 under training.moe_routing cyclic (Automodel's FakeBalancedGate: over a period of E / gcd(k, E)
+    tokens every expert gets k / gcd(k, E) copies, so every rank of E / ep experts the same;
+    :func:`scalemodel.cost.moe_routing.cyclic_part_hits`); 1 at ep 1 and without experts."""
     sh = job.shape
     E, k = float(sh.moe_experts), float(sh.moe_top_k)
     ep = np.asarray(g.ep, dtype=float)
@@ -1364,6 +1368,7 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
     # pass it: 3 at ep 2 of 8 experts, top-2, would price a rank over all the copies its experts can be sent)
     f = (np.broadcast_to(np.minimum(job.moe_rank_imbalance, moe_routing.copy_load_cap(E, k, ep)),
                          np.broadcast(ep, copies).shape) if job.moe_rank_imbalance >= 1.0
+         else np.ones(np.broadcast(ep, copies).shape) if job.moe_routing == "cyclic"
          else moe_routing.copy_load_factor(copies, E, k, ep))
     return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
 

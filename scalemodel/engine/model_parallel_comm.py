@@ -975,20 +975,40 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
     as without the overlap: exposed, or under tp_comm_overlap under the GEMMs as userbuffers, which Megatron-Core
     turns off for the shared experts' linears under the overlap, shared_experts.py lines 163-175). Megatron-Core
     refuses it with overlap_moe_expert_parallel_comm and with selective recompute of shared_experts
-    (job._check_shared_expert_overlap); for a planner grid holding such a candidate it is off there."""
-    on = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & (g.ep > 1)
+    (job._check_shared_expert_overlap); for a planner grid holding such a candidate it is off there.
+
+    ``moe_shared_expert_stream`` (docs/model.md#shared-expert-stream): NeMo Automodel's MoE.forward forks the whole
+    shared MLP onto ``_shared_experts_stream`` after the gate, before the dispatch, and joins it after the combine
+    (NVIDIA-NeMo/Automodel nemo_automodel/components/moe/layers.py @bb0c0bfb0 L615-629; @89e3a9fdd L911-923), so
+    it runs beside the dispatch (the routed experts' GEMMs after it share the SMs, which hides no traffic) and,
+    autograd running each op's backward on its forward's stream, its backward beside the combine's backward, the
+    first all-to-all of the routed branch's backward::
+
+        hidden forward  = blocks min(a + p, fc1_f + fc2_f)
+        hidden backward = blocks min(a, fc1_b + fc2_b) + rec min(a + p, fc1_f + fc2_f)
+
+    with the same caps. Its TP collectives are priced as without it (Automodel's MoE parallelizer runs tp 1)."""
+    mcore = np.asarray(g.moe_shared_expert_overlap, dtype=bool)
+    stream = np.asarray(g.moe_shared_expert_stream, dtype=bool) & ~mcore  # job refuses both; a grid keeps Megatron's
+    on = (mcore | stream) & (g.ep > 1)
     if not job.is_transformer or not np.any(on) or float(job.shape.moe_shared_experts) <= 0:
         return mp
-    on = on & ~np.asarray(g.moe_a2a_overlap, dtype=bool) & ~np.asarray(
-        transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).shared_experts, dtype=bool)
+    on = on & ~np.asarray(g.moe_a2a_overlap, dtype=bool) & (stream | ~np.asarray(
+        transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).shared_experts, dtype=bool))
     f1, f2, b1, b2 = compute.shared_expert_times(
         job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
         peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
         gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency, elem_bytes=job.elem_bytes)
     a, p = np.asarray(a2a, dtype=float), np.asarray(probs, dtype=float)
     fwd = np.minimum(a + p, f1) + np.minimum(a, f2)
+    bwd = np.minimum(a, b2) + np.minimum(a + p, b1)
+    # Automodel's side stream (moe_shared_expert_stream): the whole shared MLP beside the dispatch in the forward
+    # (and a recomputed forward), its backward beside the combine's backward; the probabilities' all-to-all is the
+    # alltoall dispatcher's (0 under DeepEP), beside the forward's dispatch
+    fwd = np.where(stream, np.minimum(a + p, f1 + f2), fwd)
+    bwd = np.where(stream, np.minimum(a, b1 + b2), bwd)
     hid_f = np.where(on, blocks * fwd, 0.0)
-    hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a + p, b1)) + rec_passes * fwd, 0.0)
+    hid_b = np.where(on, blocks * bwd + rec_passes * fwd, 0.0)
     if comp is not None:  # only compute not already hiding TP/CP traffic
         hid_f = np.minimum(hid_f, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0))
         hid_b = np.minimum(hid_b, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
@@ -1324,7 +1344,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         fg = _tp_ep_group(g, groups)
         # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
         # the busiest receiver of each stage (docs/model.md#moe-rank-imbalance): random routing's, or the measured
-        busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance)
+        busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance, routing=job.moe_routing)
         hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp, **busy)
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
                                                                prob_tokens=tokens / g.tp, etp=etp, **busy))

@@ -193,6 +193,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
              "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
+             "moe_shared_expert_stream",
              "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
              "fsdp_fp8_all_gather", "fsdp_defer_grad_sync",
              "fsdp_flat_param", "fsdp_per_param", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
@@ -1660,6 +1661,8 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         _allgather_dispatcher_pins(fixed, cons, at["moe_allgather_dispatcher"])
     if fixed.get("moe_shared_expert_overlap"):
         _shared_expert_overlap_pins(cons, at["moe_shared_expert_overlap"])
+    if fixed.get("moe_shared_expert_stream"):
+        _shared_expert_stream_pins(fixed, cons, at["moe_shared_expert_stream"])
     trainer = next((n for n in TRAINER_NAMES if fixed.get(n)), None)
     if trainer is not None:
         # a pinned framework trainer runs NCCL's all-reduce / reduce-scatter and nothing else
@@ -1788,6 +1791,19 @@ def _shared_expert_overlap_pins(cons: dict[str, list[tuple[str, Any]]], where: s
         raise InputError("moe_shared_expert_overlap with moe_a2a_overlap true: Megatron-Core refuses them together "
                          "('disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm')",
                          where=where, allowed="one of moe_shared_expert_overlap and moe_a2a_overlap")
+    cons.setdefault("moe_a2a_overlap", []).append(("=", False))
+
+
+def _shared_expert_stream_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
+    """A pinned moe_shared_expert_stream (NeMo Automodel's shared-expert side stream,
+    docs/model.md#shared-expert-stream) keeps the EP dispatch search off moe_a2a_overlap, as predict refuses the pair
+    (job._check_shared_expert_overlap); pinned beside moe_shared_expert_overlap or moe_a2a_overlap true it is
+    refused."""
+    if fixed.get("moe_shared_expert_overlap") or any(
+            op in ("=", "==") and value is True for op, value in cons.get("moe_a2a_overlap", [])):
+        raise InputError("moe_shared_expert_stream (NeMo Automodel's shared-expert side stream) does not run with "
+                         "moe_shared_expert_overlap or moe_a2a_overlap", where=where,
+                         allowed="one of moe_shared_expert_stream, moe_shared_expert_overlap and moe_a2a_overlap")
     cons.setdefault("moe_a2a_overlap", []).append(("=", False))
 
 

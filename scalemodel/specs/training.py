@@ -241,6 +241,14 @@ class TrainingSpec(Spec, kw_only=True):
         "the expected maximum under uniform random top-k routing (Megatron-Core moe_router_force_load_balancing, "
         "which benchmark recipes set), a baseline computed from the shapes, not a measured figure; a learned router, "
         "even with an auxiliary load-balancing loss, is typically less balanced than that"))] = None
+    moe_routing: Annotated[Literal["random", "cyclic"], Meta(description=(
+        "MoE: how tokens are routed to experts where no measured moe_rank_imbalance says otherwise. random (default): "
+        "each token's top-k a uniformly random k-subset of the E experts (Megatron-Core "
+        "moe_router_force_load_balancing, the expected busiest rank and spread of that); cyclic: NeMo Automodel's "
+        "FakeBalancedGate (noise 0), token t of each rank's micro-batch to experts (t k + j) mod E, j < k: a window of "
+        "k consecutive experts, every expert the same count, so no busiest-rank excess or count spread, and the "
+        "DeepEP / HybridEP dispatch moves each token to the domains and GPUs its window spans "
+        "(docs/model.md#moe-cyclic-routing)"))] = "random"
     moe_pad_to_capacity: Annotated[bool, Meta(description=(
         "MoE: drop-and-pad dispatch (Megatron-Core --moe-pad-expert-input-to-capacity with "
         "--moe-expert-capacity-factor c): every expert receives exactly its capacity, c x its mean routed tokens (give "
@@ -366,6 +374,13 @@ class StrategySpec(Spec, kw_only=True):
         "dispatch all-to-all and fc2 under the combine (Megatron-Core --moe-shared-expert-overlap, alltoall or flex "
         "dispatcher; docs/model.md#shared-expert-overlap); not with moe_a2a_overlap nor selective recompute of "
         "shared_experts"))] = False
+    moe_shared_expert_stream: Annotated[bool, Meta(description=(
+        "run an MoE layer's whole shared-expert MLP on a stream of its own, forked after the router, before the "
+        "dispatch, and joined after the combine (NeMo Automodel MoE.forward's _shared_experts_stream), so its forward "
+        "runs beside the dispatch "
+        "and its backward beside the combine's backward: each hides at most that one all-to-all "
+        "(docs/model.md#shared-expert-stream); not with moe_shared_expert_overlap (Megatron-Core's split) nor "
+        "moe_a2a_overlap"))] = False
     ep_dispatch_sms: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "SMs the expert-parallel dispatch/combine kernels occupy while they run (docs/model.md#contention): the "
         "compute an EP all-to-all hides under (moe_a2a_overlap) runs on the rest. Megatron-Core's flex dispatcher "
