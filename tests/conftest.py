@@ -25,7 +25,12 @@ from scalemodel.specs import load_cluster, notices
 # No per-example deadline: hypothesis' default 200 ms is a timing assertion, which the house rules keep out of tests
 # (speed is measured in benchmarks/); on a loaded machine it failed a quantile property that holds (round 19).
 settings.register_profile("scalemodel", deadline=None)
-settings.load_profile("scalemodel")
+# CI (.ci/run sets SCALEMODEL_CI=1) draws the same examples every run: a landing is judged on the code, not on the
+# draw. Two random CI draws found real bugs (rhd fold at p 25, session 34; uneven hierarchical / NVLSTree levels,
+# session 35), each a day late and on a red run; local runs keep drawing anew (the profile above), and property
+# sweeps at many seeds are how new counterexamples are searched for (tests/README.md, "Property tests").
+settings.register_profile("ci", deadline=None, derandomize=True)
+settings.load_profile("ci" if os.environ.get("SCALEMODEL_CI") else "scalemodel")
 
 
 #: The checkout's root: tests open the repository's files (examples/, hardware/, README.md) under it, never relative to
