@@ -6,12 +6,15 @@ function must give the same boolean arrays on every placement drawn, and so ``rh
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from scalemodel.cost import algorithms
 from scalemodel.cost.algorithms import _folded_step_tiers, log2_floor, rhd_time
 from scalemodel.cost.placement import Placement, place
+from scalemodel.engine import intervals
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
@@ -113,3 +116,18 @@ def test_p25_on_nodes_of_8_by_hand() -> None:
     assert [g[:, 0].tolist() for g in got] == [[True, True, False, False]] * 3 + [[False, True, False, False]]
     aligned = _folded_step_tiers(place(np.array([16.0]), np.array([1.0]), net), 4)
     assert [g[:, 0].tolist() for g in aligned] == [[True, False, False, False]] * 3 + [[False, True, False, False]]
+
+
+def test_published_band_read_once_per_family_equals_the_search_over_the_runs() -> None:
+    """``intervals._published_match`` keeps each family's most similar published runs for the process: for every
+    family key tuple the shipped residuals hold (and one they do not), the cached answer is the one
+    ``_most_similar`` gives on the runs read afresh, and asking twice gives the same runs."""
+    with open(intervals.RESIDUALS) as f:
+        runs = tuple(json.load(f)["cases"])
+    families = {tuple(r[k] for k in intervals.KEYS) for r in runs} | {("nosuch", "DP", "dense", "bf16")}
+    for fam in sorted(families):
+        want = dict(zip(intervals.KEYS, fam, strict=True))
+        keys, match = intervals._most_similar(runs, want, intervals.KEYS, fewest=1, value=lambda c, k: c[k])
+        got = intervals._published_match(*fam)
+        assert got == (tuple(keys), tuple(match)), fam
+        assert intervals._published_match(*fam) is got
