@@ -27,6 +27,10 @@ timed through the ``scalemodel`` script found on PATH. A pyenv shim in front of 
    round-robin in one run; next to each, its floor: a ``python -c`` importing every third-party module the
    query imports (found with -X importtime, so it follows the dependencies as they change); and, per query,
    the heaviest imports (median self time of 3 runs under -X importtime), per package and per module.
+7. the planner's throughput (``--throughput`` alone): evaluated candidates per second of search (the JSON's
+   ``elapsed_s``) and of wall time, for README's plan (a) and a TPU multislice plan (GPT-3 175B on four 256-chip
+   tpu-v5p slices), each a fresh process, round-robin, the run with the least search time; beside them the
+   process's CPU time (best and median), which a loaded machine moves less than the wall time.
 
 The package's bytecode is compiled first (as ``pip install`` does): with PYTHONDONTWRITEBYTECODE set
 and no ``__pycache__``, every run would compile scalemodel's sources again (about 0.1 s).
@@ -58,6 +62,13 @@ PLAN_CMD = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--gpus", "
 COLLECTIVE_CMD = ["collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"]
 PREDICT_CMD = ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"]
 _GPT3 = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--json"]
+#: The TPU multislice plan of figure 7: GPT-3 175B on four v5p slices of 256 chips (1024 chips) joined over the DCN
+#: (the cluster's ici span set to the slice, as its description says).
+TPU_PLAN_CMD = ["plan", "--cluster", "tpu-v5p-multislice", "--model", "gpt3-175b", "--gpus", "1024",
+                "--set", "cluster.tiers.ici.span=256", "--json"]
+#: (label, arguments) of figure 7, the planner's throughput: README's plan (a) and the TPU multislice plan.
+THROUGHPUT_PLANS: list[tuple[str, list[str]]] = [("(a) GPT-3 175B, 4096 dgx-a100", PLAN_CMD),
+                                                 ("GPT-3 175B, 4 x 256 tpu-v5p-multislice", TPU_PLAN_CMD)]
 
 
 def _beyond(span: int) -> list[str]:
@@ -192,6 +203,53 @@ def bench_scale(repeat: int) -> list[dict[str, Any]]:
             "peak_rss_mb": rss, "best": best and {k: best.get(k) for k in ("dp", "tp", "pp", "cp", "sync")},
             "wall_target_s": target, "met": (target is None or wall < target) and (rss is None or rss < RSS_TARGET_MB)})
     return rows
+
+
+def bench_throughput(repeat: int) -> list[dict[str, Any]]:
+    """Figure 7: each plan of THROUGHPUT_PLANS as a fresh process, ``repeat`` runs round-robin; the run with the
+    least search time (its JSON's ``elapsed_s``): evaluated candidates per second of search and of wall time."""
+    runs: dict[str, list[tuple[float, float, float, dict[str, Any]]]] = {label: [] for label, _ in THROUGHPUT_PLANS}
+    for _ in range(repeat):
+        for label, args in THROUGHPUT_PLANS:
+            wall, cpu, out = _wall_cpu(args)
+            doc = json.loads(out)
+            runs[label].append((doc["elapsed_s"], wall, cpu, doc["search"]))
+    rows = []
+    for label, args in THROUGHPUT_PLANS:
+        search_s, wall, cpu, search = min(runs[label], key=lambda r: r[0])
+        rows.append({"plan": label, "command": "scalemodel " + " ".join(args), "evaluated": search["evaluated"],
+                     "sync_repriced": search.get("sync_repriced", 0), "covered": search["covered"],
+                     "search_s": search_s, "wall_s": wall, "evaluated_per_search_s": search["evaluated"] / search_s,
+                     "evaluated_per_wall_s": search["evaluated"] / wall,
+                     "search_s_median": statistics.median(r[0] for r in runs[label]),
+                     "cpu_s_best": min(r[2] for r in runs[label]),
+                     "cpu_s_median": statistics.median(r[2] for r in runs[label])})
+    return rows
+
+
+def _wall_cpu(args: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system, the child's own rusage) and stdout of one fresh process: the CPU
+    time moves less than the wall time on a loaded machine (it leaves out the time spent waiting for a core)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(_scalemodel() + args, stdout=out, stderr=err)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"scalemodel {' '.join(args)} failed: {err.read().decode().strip()}")
+        return wall, usage.ru_utime + usage.ru_stime, out.read().decode()
+
+
+def _throughput_lines(rows: list[dict[str, Any]]) -> list[str]:
+    out = ["  planner throughput (fresh process, run with the least search time; evaluated candidates per second):"]
+    for r in rows:
+        out.append(f"    {r['plan']:<40}: {r['evaluated']:>9,} evaluated of {r['covered']:>12,} covered, search "
+                   f"{r['search_s']:.3f} s (median {r['search_s_median']:.3f} s), wall {r['wall_s']:.3f} s, CPU "
+                   f"{r['cpu_s_best']:.3f} s (median {r['cpu_s_median']:.3f} s): {r['evaluated_per_search_s']:>9,.0f} "
+                   f"/s of search, {r['evaluated_per_wall_s']:>9,.0f} /s of wall")
+    return out
 
 
 def bench_cli(repeat: int) -> dict[str, Any]:
@@ -366,8 +424,15 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--scale-only", action="store_true", help="only the plan-at-scale figures (issue 15)")
     ap.add_argument("--latency", action="store_true", help="only the query-latency figures (median of max(repeat, 7))")
+    ap.add_argument("--throughput", action="store_true", help="only the planner-throughput figures (7)")
     args = ap.parse_args()
     cpu = _one_core()
+    if args.throughput:
+        _compile_package()
+        rows = bench_throughput(args.repeat)
+        print(json.dumps({"python": sys.version.split()[0], "pinned_cpu": cpu, "throughput": rows}, indent=2)
+              if args.json else "\n".join(_throughput_lines(rows)))
+        return
     if args.scale_only:
         scale = bench_scale(args.repeat)
         print(json.dumps({"python": sys.version.split()[0], "pinned_cpu": cpu, "scale": scale}, indent=2)
@@ -386,7 +451,8 @@ def main() -> None:
     scale = bench_scale(args.repeat)
     figures = {"python": sys.version.split()[0], "pinned_cpu": cpu,
                "evaluate": bench_evaluate(args.repeat), "search": bench_search(args.repeat),
-               **bench_cli(args.repeat), "latency": bench_latency(max(args.repeat, 7)), "scale": scale}
+               **bench_cli(args.repeat), "latency": bench_latency(max(args.repeat, 7)), "scale": scale,
+               "throughput": bench_throughput(args.repeat)}
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -410,6 +476,7 @@ def main() -> None:
     print(f"  scalemodel --help   : {st['wall_s_best']:>12.3f} s wall (interpreter + CLI start-up floor)")
     _print_latency(figures["latency"])
     print("\n".join(_scale_lines(figures["scale"])))
+    print("\n".join(_throughput_lines(figures["throughput"])))
 
 
 def _scale_lines(rows: list[dict[str, Any]]) -> list[str]:

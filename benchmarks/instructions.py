@@ -1,7 +1,7 @@
 """CPU instructions of the what-if queries and of a plan, under callgrind, as a ratio to ``import numpy``.
 
     python benchmarks/instructions.py            # predict and collective, tables and --json
-    python benchmarks/instructions.py --plan     # also plan (a) of bench.py and a 64-GPU plan (minutes)
+    python benchmarks/instructions.py --plan     # also plan (a) of bench.py, a 64-GPU plan and the TPU plan
     python benchmarks/instructions.py --evaluate # also the planner's evaluation, instructions per candidate
     python benchmarks/instructions.py --json
 
@@ -16,8 +16,8 @@ is measured against). Needs valgrind on PATH; prints figures and asserts nothing
 dgx-a100 GPUs) is the difference between a process that makes 3 calls and one that makes 1 (each after the same
 set-up), halved, then divided by the chunk's candidates: instructions per candidate, the inverse of candidates/s at a
 given instruction rate; and the same for a call on the chunk's first 16 configuration rows (576 candidates), the cost
-of a call whatever its size (plan (a) makes four). ``--plan`` also divides plan (a)'s whole process by the candidates
-it evaluated (its JSON's ``search.evaluated``, read from one run outside callgrind).
+of a call whatever its size (plan (a) makes four). ``--plan`` also divides plan (a)'s and the TPU multislice plan's
+whole process by the candidates each evaluated (its JSON's ``search.evaluated``, read from one run outside callgrind).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bench import COLLECTIVE_CMD, PLAN_CMD, PREDICT_CMD, _compile_package, evaluate_chunk
+from bench import COLLECTIVE_CMD, PLAN_CMD, PREDICT_CMD, TPU_PLAN_CMD, _compile_package, evaluate_chunk
 
 #: (label, arguments after ``python``); the plans only with --plan.
 QUERIES: list[tuple[str, list[str]]] = [
@@ -46,6 +46,7 @@ PLANS: list[tuple[str, list[str]]] = [
     ("plan, 64 dgx-a100 GPUs --json", ["-m", "scalemodel", "plan", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "64",
                                        "--json"]),
     ("plan (a), 4096 GPUs --json", ["-m", "scalemodel", *PLAN_CMD]),
+    ("plan, 4 x 256 tpu-v5p-multislice --json", ["-m", "scalemodel", *TPU_PLAN_CMD]),
 ]
 #: A process that builds bench.py's chunk and evaluates it {calls} times (the first call also warms caches).
 #: With {rows} set, the chunk's first {rows} configuration rows only (every field spanning axis 0 cut to them): the
@@ -96,11 +97,12 @@ def main() -> None:
         per_candidate["evaluate"] = {"candidates": size, "instructions_per_call": (three - one) / 2,
                                      "instructions_per_candidate": round((three - one) / 2 / size, 1)}
     if args.plan:
-        doc = json.loads(subprocess.run([sys.executable, "-m", "scalemodel", *PLAN_CMD], capture_output=True,
-                                        text=True, check=True).stdout)
-        total = rows[-1]["instructions"]
-        per_candidate["plan (a)"] = {"evaluated": doc["search"]["evaluated"], "covered": doc["search"]["covered"],
-                                     "instructions_per_evaluated": round(total / doc["search"]["evaluated"], 1)}
+        for key, label, cmd in (("plan (a)", PLANS[1][0], PLAN_CMD), ("plan tpu", PLANS[2][0], TPU_PLAN_CMD)):
+            doc = json.loads(subprocess.run([sys.executable, "-m", "scalemodel", *cmd], capture_output=True,
+                                            text=True, check=True).stdout)
+            total = next(r["instructions"] for r in rows if r["command"] == label)
+            per_candidate[key] = {"evaluated": doc["search"]["evaluated"], "covered": doc["search"]["covered"],
+                                  "instructions_per_evaluated": round(total / doc["search"]["evaluated"], 1)}
     if args.json:
         print(json.dumps({"python": sys.version.split()[0], "rows": rows, "per_candidate": per_candidate}, indent=2))
         return
@@ -115,10 +117,11 @@ def main() -> None:
         e = per_candidate["evaluate_small"]
         print(f"  evaluate, one call on the chunk's first {e['rows']} configuration rows: "
               f"{e['instructions_per_call'] / 1e6:,.1f} M (the cost of a call whatever its size)")
-    if "plan (a)" in per_candidate:
-        p = per_candidate["plan (a)"]
-        print(f"  plan (a), whole process over its {p['evaluated']:,} evaluated candidates: "
-              f"{p['instructions_per_evaluated']:,.1f} instructions each")
+    for key in ("plan (a)", "plan tpu"):
+        if key in per_candidate:
+            p = per_candidate[key]
+            print(f"  {key}, whole process over its {p['evaluated']:,} evaluated candidates: "
+                  f"{p['instructions_per_evaluated']:,.1f} instructions each")
 
 
 if __name__ == "__main__":

@@ -386,7 +386,11 @@ def _folded_step_tiers(pl: Placement, steps: int) -> list[np.ndarray]:
     MPICH's fold (docs/model.md#rhd-fold): the first 2r ranks (r = p - p') fold 2i into 2i+1 and the p' left are
     renumbered, rank j being group rank 2j+1 for j < r and j + r after, so pair (j, j + 2^k) (bit k of j clear) can
     straddle a domain boundary the aligned rule does not (p 25 on domains of 16: pair 15-24), and pairs of one step
-    cross different tiers. Group ranks fill the tiers' domains in order, c_i to a tier-i domain (:class:`Placement`)."""
+    cross different tiers. Group ranks fill the tiers' domains in order, c_i to a tier-i domain (:class:`Placement`).
+
+    The folded groups are priced once per distinct (p, c_0 .. c_{T-2}) and, among those, all with the same p' at
+    once (:func:`_folded_crossings`); tests/test_speed35.py keeps the row-by-row loop this replaced as its
+    reference and compares the two."""
     p = np.asarray(pl.p, dtype=float)
     levels = np.arange(pl.ntiers).reshape((-1,) + (1,) * p.ndim)
     out = [levels == pl.tier_for_block(2.0 ** (k + 1)) for k in range(steps)]
@@ -396,25 +400,47 @@ def _folded_step_tiers(pl: Placement, steps: int) -> list[np.ndarray]:
     cs = np.stack([np.broadcast_to(np.asarray(c, dtype=float), p.shape) for c in pl.c[:-1]] or
                   [np.zeros(p.shape)], axis=-1)
     rows, inverse = np.unique(np.concatenate([p[..., None], cs], axis=-1)[folded], axis=0, return_inverse=True)
+    inverse = np.ravel(inverse)
     where = np.flatnonzero(folded.ravel())
-    for n, row in enumerate(rows):
-        n_ranks, bounds = int(row[0]), row[1:pl.ntiers]
-        p2 = 1 << (n_ranks.bit_length() - 1)
-        j = np.arange(p2)
-        actual = np.where(j < n_ranks - p2, 2 * j + 1, j + (n_ranks - p2))
-        at = where[np.ravel(inverse) == n]
-        for k in range(min(steps, p2.bit_length() - 1)):
-            lo = j[((j >> k) & 1 == 0) & (j + (1 << k) < p2)]
-            x, y = actual[lo], actual[lo + (1 << k)]
-            # a pair's tier: the domains of tiers 0 .. i-1 it straddles (nested domains: a count)
-            tier_of = np.zeros(len(lo), dtype=int)
-            for c in bounds:
-                tier_of += np.floor(x / c) != np.floor(y / c)
-            crossed = np.zeros(pl.ntiers, dtype=bool)
-            crossed[np.unique(tier_of)] = True
-            flat = out[k].reshape(pl.ntiers, -1)
-            flat[:, at] = crossed[:, None]
+    crossed, reach = _folded_crossings(rows[:, 0].astype(np.int64), rows[:, 1:pl.ntiers], pl.ntiers, steps)
+    for k in range(steps):
+        at = reach[inverse] > k  # steps past lg p' of a row keep the aligned rule (the loop's range)
+        out[k].reshape(pl.ntiers, -1)[:, where[at]] = crossed[k][inverse[at]].T
     return out
+
+
+#: elements of one (rows, p') block of :func:`_folded_crossings` (about 8 MB of int64)
+_FOLD_BLOCK = 1 << 20
+
+
+def _folded_crossings(n_ranks: np.ndarray, bounds: np.ndarray, ntiers: int, steps: int
+                      ) -> tuple[list[np.ndarray], np.ndarray]:
+    """Per folded group (``n_ranks`` p, not a power of two; ``bounds`` its c_0 .. c_{T-2}, shape (rows, T - 1)):
+    the tiers step k's pairs cross (``crossed[k]``, shape (rows, T)) and the steps the group runs, lg p'
+    (``reach``). Rows of one p' share their rank arrays: rank j of the p' left after the fold is group rank
+    2j + 1 for j < r (r = p - p') and j + r after; step k pairs j with j + 2^k (bit k of j clear), and a pair
+    crosses the tier that counts the domains of tiers 0 .. T-2 it straddles (nested domains)."""
+    lg = (np.frexp(n_ranks.astype(float))[1] - 1).astype(np.int64)  # exactly floor(lg p): p = m 2^e, m in [1/2, 1)
+    crossed = [np.zeros((len(n_ranks), ntiers), dtype=bool) for _ in range(steps)]
+    for e in np.unique(lg):
+        p2 = 1 << int(e)
+        group = np.flatnonzero(lg == e)
+        j = np.arange(p2)
+        block = max(1, _FOLD_BLOCK // p2)
+        for first in range(0, len(group), block):
+            sel = group[first:first + block]
+            r = (n_ranks[sel] - p2)[:, None]
+            actual = np.where(j < r, 2 * j + 1, j + r)
+            domain = [np.floor(actual / c[:, None]) for c in bounds[sel].T]  # each rank's tier-b domain
+            base = (np.arange(len(sel)) * ntiers)[:, None]
+            for k in range(min(steps, int(e))):
+                # ranks j (bit k clear) and j + 2^k: the two halves of each block of 2^(k+1) ranks
+                tier_of = base + np.zeros(p2 // 2, dtype=np.int64)  # row-major (row, tier) bins
+                for d in domain:
+                    blocks = d.reshape(len(sel), -1, 2, 1 << k)
+                    tier_of += (blocks[:, :, 0] != blocks[:, :, 1]).reshape(len(sel), -1)
+                crossed[k][sel] = np.bincount(tier_of.ravel(), minlength=len(sel) * ntiers).reshape(-1, ntiers) > 0
+    return crossed, lg
 
 
 def _step_time(pl: Placement, crossed: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -282,13 +282,24 @@ def _most_similar(rows: Sequence[Any], want: dict[str, str], keys: Sequence[str]
     return keys[:fewest], []
 
 
+@cache
+def _published_match(generation: str, parallelism: str, model: str, precision: str
+                     ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
+    """:func:`_most_similar` of the published runs (:func:`_residuals`, read once a process) for these family keys,
+    once per process for each: a plan's picks share a few families (the TPU multislice plan of benchmarks/bench.py
+    asked 18 times for one or two, ~6% of its search)."""
+    want = {"generation": generation, "parallelism": parallelism, "model": model, "precision": precision}
+    keys, match = _most_similar(_residuals(), want, KEYS, fewest=1, value=lambda c, k: c[k])
+    return tuple(keys), tuple(match)
+
+
 def _published(generation: str, parallelism: str, model: str, precision: str, gpus: int) -> Interval | None:
     """The band from the published runs' residuals (module docstring)."""
     cases = _residuals()
     if not cases:
         return None
     want = {"generation": generation, "parallelism": parallelism, "model": model, "precision": precision}
-    keys, match = _most_similar(cases, want, KEYS, fewest=1, value=lambda c, k: c[k])
+    keys, match = _published_match(generation, parallelism, model, precision)
     if match:
         lo, hi = _band([c["speed_error"] for c in match])
         sizes = [c["gpus"] for c in match if c.get("gpus")]
