@@ -158,7 +158,10 @@ Two case files (issue 5 and issue 13):
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed); with fp4 at ZeRO 1, fp4_param_gather
       where the case's precision records it (:data:`FP4_PARAM_GATHER_MARKER`: Megatron-Bridge's
-      bf16_with_nvfp4_mixed on the Llama rows). NeMo 2.2 sets no grad_sync_func
+      bf16_with_nvfp4_mixed on the Llama rows); a row's framework.fp8_param_gather (true or false) over its source's
+      rule: false where the run sets no fp8_params (MLPerf v3.1's NeMo: FP8 GEMMs, BF16 parameters gathered in BF16).
+      NeMo 1's Apex route under the interleaved schedule syncs chunk by chunk through the schedule's grad_sync_func
+      and param_sync_func (bucket_fragments; docs/model.md#apex-interleaved). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
       keeps align_param_gather true: docs/model.md#interleaved-dp-sync). NeMo 2's callback sets the data-parallel
       overlap and that bucket only at data-parallel size > 1 without CP: a row at dp 1 (:data:`NEMO2_DP1_NO_DP_OVERLAP`:
@@ -442,7 +445,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "grad_accumulation_fusion": ((bool,), (False,)),
     "optim_name": ((str,), ("distributed_fused_adam", "mcore_distributed_optim")),
     "bucket_cap_mb": ((int, float), None),
-    "fp8_param_gather": ((bool,), (True,)),
+    "fp8_param_gather": ((bool,), (True, False)),
     "fp8_attention": ((bool,), (True,)),
     "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
     "bf16_layers": ((int,), None),
@@ -1237,15 +1240,18 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     src = families(case)["source"]
     out: dict[str, Any] = {}
     optim = setting(case, "optim_name")  # NeMo 1 (dgxc25): the config's optim.name
+    stated = setting(case, "fp8_param_gather")  # the row's own, true or false, over its source's rule
     if optim == "mcore_distributed_optim" and zero == "1":  # NeMo 1 on Megatron-Core DDP, fp8_params = FP8_ENABLED
-        return {"megatron_ddp": True, **({"fp8_param_gather": True} if precision == "fp8" else {})}
+        return {"megatron_ddp": True, **({"fp8_param_gather": True} if precision == "fp8" and stated is not False
+                                         else {})}
     if (cap_mb := setting(case, "bucket_cap_mb")) is not None and zero == "1":
         # Apex's DistributedFusedAdam: the config's bucket_cap_mb, its buckets cutting parameters (ParameterFragment)
         out.update(bucket_size=float(cap_mb) * 1024 * 1024, bucket_fragments=True)
     if optim == "distributed_fused_adam" and zero == "1" and precision == "fp8":
-        # NeMo 1's fp8_params (configure.sh +model.fp8_params=${FP8_ENABLED}) on Apex's distributed Adam
-        return {**out, "fp8_param_gather": True}
-    if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
+        # NeMo 1's fp8_params (configure.sh +model.fp8_params=${FP8_ENABLED}) on Apex's distributed Adam; a row whose
+        # run sets no fp8_params (framework.fp8_param_gather false: MLPerf v3.1's NeMo) gathers its BF16 parameters
+        return {**out, "fp8_param_gather": stated is not False}
+    if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8" and stated is not False:
         return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
         return out
@@ -1261,7 +1267,7 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["bucket_size"] = float(SOURCE_BUCKET_ELEMENTS[src]) * grad_bytes
     if (elements := setting(case, "bucket_elements")) is not None and zero == "1":  # the row's own (README)
         out["bucket_size"] = float(elements) * grad_bytes
-    if (src in FP8_PARAM_GATHER or setting(case, "fp8_param_gather")) and zero == "1" and precision == "fp8":
+    if (stated if stated is not None else src in FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
         out["fp4_param_gather"] = True

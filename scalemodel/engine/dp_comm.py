@@ -442,17 +442,24 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     # such a candidate stay within its m micro-batches' compute)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     group = np.minimum(g.pp, microbatches(g))
-    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], group, v, rs * last_bucket, g.align_grad_reduce)
-    ag_i = interleaved_param_gather_exposed(ag, comp["forward_free"], group, v, ag * last_bucket,
-                                            g.align_param_gather)
+    # NeMo 1's Apex route (bucket_fragments) always passes grad_sync_func and param_sync_func (apex-interleaved)
+    apex = np.asarray(g.bucket_fragments, dtype=bool)
+    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], group, v, rs * last_bucket,
+                                         g.align_grad_reduce | apex)
+    ag_i = np.where(apex, apex_interleaved_param_gather_exposed(ag, comp["forward_free"], group, v),
+                    interleaved_param_gather_exposed(ag, comp["forward_free"], group, v, ag * last_bucket,
+                                                     g.align_param_gather))
     return np.asarray(np.where(chunked, rs_i + np.where(opg, ag_i, ag), whole_stage))
 
 
 def interleaved_dp_sync(g: StrategyGrid) -> np.ndarray:
     """Where the data-parallel sync runs model chunk by model chunk (docs/model.md#interleaved-dp-sync): Megatron-Core's
-    DDP (:func:`megatron_ddp_on`) with overlap, under the interleaved schedule with pp > 1 and v >= 2 chunks per rank
-    (megatron/core/pipeline_parallel/schedules.py ``forward_backward_pipelining_with_interleaving``)."""
-    return np.asarray(megatron_ddp_on(g) & g.overlap & (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
+    DDP (:func:`megatron_ddp_on`) or NeMo 1's Apex DistributedFusedAdam (``bucket_fragments``, ZeRO 1/2;
+    docs/model.md#apex-interleaved) with overlap, under the interleaved schedule with pp > 1 and v >= 2 chunks per
+    rank (megatron/core/pipeline_parallel/schedules.py ``forward_backward_pipelining_with_interleaving``)."""
+    zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
+    owner = megatron_ddp_on(g) | (np.asarray(g.bucket_fragments, dtype=bool) & zero12)
+    return np.asarray(owner & g.overlap & (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
                       & (g.virtual_stages >= 2))
 
 
@@ -515,6 +522,33 @@ def interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any,
     after = np.maximum(d0, 2.0 * a - window) + (v - 2.0) * np.maximum(a - window, 0.0)
     exposed = np.where(aligned, after, d0 + (v - 1.0) * a)
     return np.asarray(np.minimum(exposed, a_all))
+
+
+def apex_interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any) -> np.ndarray:
+    """Seconds of an interleaved pipeline's parameter all-gather (``gather`` seconds for the stage) the first stage
+    waits for under NeMo 1's Apex DistributedFusedAdam with overlap_param_sync (docs/model.md#apex-interleaved).
+
+    NeMo 1 passes ``sync_overlap_parameters`` as the schedule's ``param_sync_func`` (megatron_gpt_model.py
+    ``fwd_bwd_step``; NeMo v2.0.0.rc0.beta L591-607, 24.09-alpha.rc0 L662-675, v2.1.0 L708-721), which launches the
+    chunk's buckets through Apex's ``_try_start_bucket_param_sync`` -> ``_start_bucket_param_sync``, and that first
+    calls ``_finish_bucket_param_sync``: the compute stream waits for every gather in flight on the one
+    communication stream (apex/contrib/optimizers/distributed_fused_adam.py at b496d85f L1936-1946, L1991-1995;
+    the same at c5f6b795, f9f19d5c, 6102d2c3). The schedule calls it for chunks 0 and 1 when it starts and for
+    chunk j + 1 before chunk j's first forward (schedules.py, Megatron-Core core_v0.7.0.beta L549-552, L605-615).
+    So chunk 1's launch waits for chunk 0's whole gather, before any compute, and chunk j's gather (j >= 1),
+    launched at chunk j - 1's first forward, has the pp chunk-forwards before its own (f/v each, ``forward`` = f,
+    one micro-batch's forward of the stage left free). With a = A/v a chunk, W = pp f/v:
+
+        exposed = a + (v - 1) max(0, a - W)          (at most A)
+
+    (Megatron-Core's aligned rule, :func:`interleaved_param_gather_exposed`, hides chunk 0's buckets under its first
+    chunk-forward and launches chunks 0 and 1 together; Apex does neither.)
+    """
+    a_all = np.asarray(gather, dtype=float)
+    v = np.maximum(np.asarray(v, dtype=float), 1.0)
+    a = a_all / v
+    window = np.asarray(pp, dtype=float) * np.asarray(forward, dtype=float) / v
+    return np.asarray(np.minimum(a + (v - 1.0) * np.maximum(a - window, 0.0), a_all))
 
 
 def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

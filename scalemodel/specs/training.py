@@ -555,7 +555,10 @@ class StrategySpec(Spec, kw_only=True):
         "one coalesced NCCL group: G layers x ceil(ceil(X / G / S) / channels) latencies for a payload of X bytes "
         "in buckets of S bytes (zero 1 or 2, no other trainer); false: every bucket holds whole tensors, a tensor "
         "larger than a bucket closes one of its own, and each bucket is its own collective (Megatron-Core, PyTorch "
-        "DDP, DeepSpeed ZeRO-1/2); docs/model.md#dp-comm"))] = False
+        "DDP, DeepSpeed ZeRO-1/2); docs/model.md#dp-comm. Under the interleaved schedule with overlap, NeMo 1 hands "
+        "the schedule Apex's grad and param sync per model chunk: each chunk's reduce-scatter after its last "
+        "backward, each gather launched a chunk ahead after Apex waits for the one in flight "
+        "(docs/model.md#apex-interleaved)"))] = False
     align_param_gather: Annotated[bool, Meta(description=(
         "megatron_ddp with the interleaved schedule and overlap_param_gather: the schedule gathers the first two "
         "model chunks' parameters when it starts and chunk j + 1's at chunk j's first forward, pp chunk-forwards "
