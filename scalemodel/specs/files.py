@@ -25,8 +25,9 @@ import functools
 import os
 import re
 import stat
+from typing import Any
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, shown
 
 KiB = 2**10
 MiB = 2**20
@@ -95,6 +96,35 @@ def character_refusal(c: str, escaped: bool) -> InputError:
         return InputError(f"character U+{ord(c):04X} (\\u{ord(c):04x}, {what}){how} is not allowed in a string",
                           allowed=PLAIN_TEXT)
     return InputError(f"character U+{ord(c):04X}{how} is not allowed in a string", allowed=PRINTABLE_TEXT)
+
+
+def refuse_unprintable_strings(data: Any, text: str, name: str) -> None:
+    """Refuse a string value of ``data`` (a JSON or TOML document parsed from ``text``) holding a character the
+    YAML reader refuses (:func:`refused_character`), named at its line and key path: the one check of parsed JSON
+    and TOML strings, as :mod:`scalemodel.specs.yamlread` makes it of YAML's. JSON writes any character as
+    ``\\uXXXX`` (``\\b``, ``\\f``) and passes C1 controls and format characters raw; TOML's basic strings take
+    ``\\uXXXX`` / ``\\UXXXXXXXX`` escapes and raw format characters (tomllib refuses only raw controls): a
+    cluster.json's ``"name": "\\u001b[31m"`` reached the terminal as an escape sequence, a lone ``"\\ud800"`` made
+    the text output a UnicodeEncodeError traceback, and a torchtitan ``flavor = "8B\\u202e"`` was echoed in a
+    warning (fuzz35). Keys are left as they are: a key is read only where it is a field's name, and any other is
+    named in an error or warning, which writes such a character as its escape (errors.prose); a third-party config
+    (HuggingFace, DeepSpeed, torchtitan) keeps its unread keys, warned about."""
+    if "\\" not in text and not refused_character(text):  # no escape, nothing raw: every string is printable
+        return
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in reversed(x.items()))
+        elif isinstance(x, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(x))))
+        elif isinstance(x, str) and (c := refused_character(x)) is not None:
+            raw = text.find(c)
+            escape = re.search({"\b": r"\\b", "\f": r"\\f"}.get(c, rf"\\u{ord(c):04x}|\\U{ord(c):08x}"), text,
+                               re.I)
+            line = text.count("\n", 0, raw if raw >= 0 else escape.start() if escape else 0) + 1
+            key = f" {shown(path)[:100]}:" if path else ""
+            raise character_refusal(c, raw < 0).at(f"{name}:{line}:{key}".rstrip(":"))
 
 _READ_CHUNK = MiB
 
