@@ -65,13 +65,16 @@ PRINTABLE_TEXT = "printable text (no NUL or control characters; tab and newline 
 #: controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069: "Trojan Source", Boucher and Anderson 2021,
 #: arXiv:2111.00169; Unicode UAX #9 section 2) reorder what a terminal shows after them, so a name or label
 #: ``"\u202egnp.x"`` reads "x.png" reversed in a table; the invisible ones (U+200B-U+200D, U+2060-U+2064, U+FEFF
-#: past a file's first byte) make two names that look the same differ (ux34).
+#: past a file's first byte) make two names that look the same differ (ux34); the line and paragraph separators
+#: (U+2028, U+2029, categories Zl / Zp, which error lines already escape: errors._INVISIBLE) broke a name across lines
+#: of a table (``--set model.name=x<U+2028>y``, fuzz35).
 _FORMAT = {"\u061c": "bidirectional", "\u200e": "bidirectional", "\u200f": "bidirectional",
            **dict.fromkeys("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", "bidirectional"),
-           **dict.fromkeys("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff", "invisible")}
+           **dict.fromkeys("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff", "invisible"),
+           **dict.fromkeys("\u2028\u2029", "separator")}
 #: what a format-character refusal allows
-PLAIN_TEXT = ("text without bidirectional controls or invisible format characters (U+061C, U+200B-U+200F, "
-              "U+202A-U+202E, U+2060-U+2064, U+2066-U+2069, U+FEFF); letters of any script are fine")
+PLAIN_TEXT = ("text without bidirectional controls, invisible format characters or line separators (U+061C, "
+              "U+200B-U+200F, U+2028-U+202E, U+2060-U+2064, U+2066-U+2069, U+FEFF); letters of any script are fine")
 
 
 def refused_character(text: str) -> str | None:
@@ -91,8 +94,9 @@ def character_refusal(c: str, escaped: bool) -> InputError:
     (``\\u202e``), not raw. The caller names the file, line and field (:meth:`InputError.at`)."""
     how = " (written as an escape)" if escaped else ""
     if c in _FORMAT:
-        what = "a bidirectional control: it reorders the text a terminal shows after it" \
-            if _FORMAT[c] == "bidirectional" else "an invisible format character"
+        what = {"bidirectional": "a bidirectional control: it reorders the text a terminal shows after it",
+                "invisible": "an invisible format character",
+                "separator": "a line or paragraph separator: a terminal breaks the line at it"}[_FORMAT[c]]
         return InputError(f"character U+{ord(c):04X} (\\u{ord(c):04x}, {what}){how} is not allowed in a string",
                           allowed=PLAIN_TEXT)
     return InputError(f"character U+{ord(c):04X}{how} is not allowed in a string", allowed=PRINTABLE_TEXT)
@@ -166,7 +170,10 @@ def read_by_this_invocation(path: str | os.PathLike[str]) -> str | None:
 def refuse_trailing_slash(ref: str | os.PathLike[str], what: str = "file") -> None:
     """Refuse a path written with a trailing '/' (``file.yaml/``) that names something other than a folder, as the
     OS does (ENOTDIR, "Not a directory"): :class:`pathlib.Path` drops the slash, and such a path was read as the file.
-    A folder's path (a HuggingFace snapshot ``models/llama/``) keeps its slash."""
+    A folder's path (a HuggingFace snapshot ``models/llama/``) keeps its slash. An empty path, which
+    :class:`pathlib.Path` reads as '.', is refused here too (:func:`empty_path`)."""
+    if ref == "":
+        raise empty_path(what)
     if not isinstance(ref, str) or not ref.endswith(("/", os.sep)) or ref.strip("/" + os.sep) == "":
         return
     try:
@@ -183,7 +190,16 @@ def _not_a_directory(ref: str | os.PathLike[str], what: str) -> InputError:
                       where=shown, allowed=f"the {what}'s path without the trailing '/'")
 
 
+def empty_path(what: str) -> InputError:
+    """The refusal of an empty path (``--strategy ''``): ``Path('')`` and :func:`clean` read it as '.', the working
+    folder, which a reader then refused as "'.' is a directory" (a path the user did not write), and ``os.stat('')``
+    as "not found" of no path (fuzz35)."""
+    return InputError("an empty path ('')", allowed="a file path" + (f" (the {what})" if what != "file" else ""))
+
+
 def _stat(path: str | os.PathLike[str], what: str) -> os.stat_result:
+    if os.fspath(path) == "":
+        raise empty_path(what)
     try:
         return os.stat(path)
     except NotADirectoryError:
@@ -291,6 +307,8 @@ def expand_user(ref: str | os.PathLike[str]) -> str:
     :meth:`pathlib.Path.expanduser` does; an unknown user (or no home folder) is an input error, where pathlib raises
     RuntimeError. (The clean path drops a trailing '/': callers that read a file refuse one first,
     :func:`refuse_trailing_slash`.)"""
+    if os.fspath(ref) == "":
+        raise empty_path("file")
     p = clean(ref)
     if not p.startswith("~"):
         return p
