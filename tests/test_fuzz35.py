@@ -19,7 +19,8 @@ distributions x 5 cvs, 14 samples files, worker and backup counts), hardware sho
 files; 245 plan --constraint / --allow / --objective / --sync-modes, scale --gpus / --mode / --critical-batch,
 --set paths, strategy degrees to 1e8, schedules, precisions, ZeRO forms, TOML integers and strings, .sh scripts;
 339 SweepStrategy -> StrategySpec round trips (engine/grid.py's model_validate: the one caller whose SpecError could
-reach a user; none failed). 3,512 invocations in all. Findings, each fixed where the input is read:
+reach a user; none failed); 110 FIFO, device, 15 MiB and link-loop files as every file argument.
+3,622 invocations in all (and the 339 round trips). Findings, each fixed where the input is read:
 
 1. a bidirectional control, invisible format character or escaped control in a torchtitan TOML string
    (``flavor = "8B\\u202e"``, ``x = "\\u001b[31m"``), which YAML and JSON strings refuse, was accepted and echoed;
@@ -33,7 +34,11 @@ reach a user; none failed). 3,512 invocations in all. Findings, each fixed where
    these belong to the nccl-tests form;
 4. an empty path ('') was read as '.', the working folder ("'.' is a directory", a path not written), or as "not
    found" of no path: refused as an empty path wherever a path is first read (files.expand_user,
-   files.refuse_trailing_slash, the stat of every reader).
+   files.refuse_trailing_slash, the stat of every reader);
+5. a log within the 64 MiB byte limit but of millions of short lines held its reader for a minute of CPU (60 MiB
+   of empty lines: 64 s in the nccl-tests reader; 30 Mi lines of "a": 34 s; a training log of them: 8.8 s): every
+   log is now at most files.MAX_LOG_LINES (2,000,000) lines, counted in C as str.splitlines would split them,
+   before a reader walks them (2 M lines of junk: 2.6 s of CPU on this loaded machine).
 
 Checked and accepted (not findings): a TOML or JSON key holding such a character is warned "not used" with the
 character escaped (keys are read only as field names: specs/files.refuse_unprintable_strings); a soft hyphen U+00AD
@@ -51,6 +56,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+from scalemodel.engine.predict import divisors
+from scalemodel.specs import files
 
 RUN = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--json")
 LOG = ROOT / "tests" / "data" / "nccl" / "synthetic_current.log"
@@ -145,7 +153,60 @@ def test_nccl_tests_options_given_empty_to_calibrate_runs_are_refused(cli, tmp_p
     (("calibrate", "runs", ""), "an empty path (''); a file path (the runs file)"),
     (("hardware", "validate", ""), "an empty path (''); a file path (the spec file)"),
     (("sweep", ""), "an empty path (''); a file path (the sweep file)"),
+    (("scale", "-m", "llama3-8b", "-c", "dgx-h100", "--plot", ""), "--plot: cannot tell the image format of ''"),
 ])
 def test_an_empty_path_is_refused_as_empty_not_read_as_the_working_folder(cli, args, said: str) -> None:  # type: ignore[no-untyped-def]
     line = refused(cli, *args, match=said)
     assert "'.'" not in line and ".: " not in line, line
+
+
+# --- 5. a log of millions of short lines ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", ["\n", "a\n", "\f", "\r\n"])
+def test_an_nccl_tests_log_of_more_lines_than_the_limit_is_refused_before_its_rows_are_read(
+        cli, tmp_path: Path, line: str) -> None:  # type: ignore[no-untyped-def]
+    """64 MiB (the byte limit) of empty lines held the reader for 64 s of CPU, 30 Mi lines of "a" for 34 s; each
+    kind of line break str.splitlines makes counts (a form feed is one), CR LF once."""
+    f = tmp_path / "big.log"
+    f.write_text(LOG.read_text() + line * (files.MAX_LOG_LINES + 1), newline="")
+    refused(cli, "calibrate", str(f), "-c", "dgx-h100", inputs=(f,),
+            match=f"{f}: nccl-tests log has more than 2,000,000 lines (2,000,0")
+
+
+def test_an_nccl_tests_log_at_the_line_limit_is_read(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    text = LOG.read_text()
+    f = tmp_path / "ok.log"
+    f.write_text(text + "\n" * (files.MAX_LOG_LINES - text.count("\n")))
+    assert accepted(cli, "calibrate", str(f), "-c", "dgx-h100")["command"] == "calibrate"
+
+
+def test_a_training_log_of_more_lines_than_the_limit_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "train.log").write_text("x\n" * (files.MAX_LOG_LINES + 1))
+    f = tmp_path / "runs.yaml"
+    f.write_text("- {cluster: dgx-h100, model: llama3-8b, gpus: 64, log: train.log}\n")
+    refused(cli, "calibrate", "runs", str(f), inputs=(f,),
+            match=f"run 1 (line 1): log: {tmp_path / 'train.log'}: training log has more than 2,000,000 lines "
+                  "(2,000,001); a training log of at most 2,000,000 lines")
+
+
+# --- 6. what would divide, said without scanning 1..n -----------------------------------------------------------------
+
+def test_a_global_batch_near_the_limit_that_does_not_divide_is_said_at_once(cli) -> None:  # type: ignore[no-untyped-def]
+    """The detail listed the divisors of B / b by trial of 1..B (1e9 steps: ~30 s of CPU, beyond the hang guard's
+    20 s). 999999999 = 3^4 x 37 x 333667 (by hand): its divisors nearest dp 64 are 37, 81, 27 and 111."""
+    doc = accepted(cli, "predict", *RUN[:-1], "--global-batch", "999999999")
+    assert "global batch 999999936 or 1000000000 would divide; at micro-batch 1, dp 27, 37, 81, 111 would" \
+        in doc["infeasible_detail"], doc["infeasible_detail"]
+
+
+def test_a_layer_count_near_the_limit_that_does_not_divide_is_said_at_once(cli) -> None:  # type: ignore[no-untyped-def]
+    """999999990 / pp 2 = 499999995 = 3^2 x 5 x 11 x 73 x 101 x 137 (by hand), odd, so v = 4 does not divide and
+    its divisors from 2 up do: 3, 5, 9, 11, 15, 33 first."""
+    doc = accepted(cli, "predict", *RUN[:-1], "--pp", "2", "--schedule", "interleaved:4",
+                   "--set", "model.layers=999999990")
+    assert "(v = 3, 5, 9, 11, 15, 33 would divide)" in doc["infeasible_detail"], doc["infeasible_detail"]
+
+
+@pytest.mark.parametrize("n", [1, 2, 12, 97, 360, 1001])
+def test_divisors_are_those_of_the_definition(n: int) -> None:
+    assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]

@@ -38,6 +38,10 @@ MAX_SPEC_BYTES = 256 * KiB
 MAX_JSON_BYTES = 8 * MiB
 #: nccl-tests output logs (text or ``-J`` JSON).
 MAX_LOG_BYTES = 64 * MiB
+#: Lines of a log (nccl-tests or training): 64 MiB of lines of 32 bytes on average. nccl-tests data rows are ~100
+#: bytes, NCCL INFO lines 60-150, a Megatron-LM iteration line ~300, so a real log of MAX_LOG_BYTES holds well under
+#: a million lines; the readers take ~1 us of CPU a line, and 60 MiB of empty lines took 64 s (fuzz35).
+MAX_LOG_LINES = 2_000_000
 #: ``stragglers --samples`` files of measured step times.
 MAX_SAMPLES_BYTES = 16 * MiB
 #: Integers in a spec (YAML or JSON): 10**30 is beyond any count of GPUs, parameters, bytes or FLOPs.
@@ -288,12 +292,19 @@ def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "file") -
 def read_log(path: str | os.PathLike[str], *, limit: int, what: str) -> str:
     """:func:`read_bytes` of a log (a training or nccl-tests log): UTF-16 when a UTF-16 byte-order mark says so,
     else UTF-8 with undecodable bytes as U+FFFD (a log may hold a stray binary line). A UTF-16 log read as UTF-8
-    had every other byte NUL and was refused as "no ... line found" with no word of its encoding."""
+    had every other byte NUL and was refused as "no ... line found" with no word of its encoding. At most
+    :data:`MAX_LOG_LINES` lines: the byte limit alone let 60 MiB of empty lines hold a reader for a minute."""
     data = read_bytes(path, limit=limit, what=what)
-    for bom, codec in _UTF16_BOMS:
-        if data.startswith(bom) and not data.startswith(codecs.BOM_UTF32_LE):
-            return data[len(bom):].decode(codec, errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
+    text = next((data[len(bom):].decode(codec, errors="replace") for bom, codec in _UTF16_BOMS
+                 if data.startswith(bom) and not data.startswith(codecs.BOM_UTF32_LE)), None)
+    if text is None:
+        text = data.decode("utf-8-sig", errors="replace")
+    # the lines str.splitlines makes (CR LF is one), counted in C before a reader's Python loop walks them
+    lines = sum(text.count(c) for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029") - text.count("\r\n")
+    if lines > MAX_LOG_LINES:
+        raise InputError(f"{what} has more than {MAX_LOG_LINES:,} lines ({lines:,})", where=str(path),
+                         allowed=f"a {what} of at most {MAX_LOG_LINES:,} lines (trim or split a longer log)")
+    return text
 
 
 def nul_note(text: str) -> str:
