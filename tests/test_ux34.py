@@ -65,7 +65,8 @@ def test_a_key_that_is_not_text_is_named_as_written_at_its_line(cli, tmp_path: P
 BIDI = "(\\u202e, a bidirectional control: it reorders the text a terminal shows after it)"
 FORMATS = [
     ("c.yaml", 'kind: cluster\nname: "c\u202egnp.x"\nextends: dgx-h100\n', f":2: name: character U+202E {BIDI} is not "
-     "allowed in a string; text without bidirectional controls or invisible format characters (U+061C"),
+     "allowed in a string; text without bidirectional controls, invisible format characters or line separators "
+     "(U+061C"),
     ("c.yaml", 'kind: cluster\nname: "c\\u202ex"\nextends: dgx-h100\n',
      f":2: name: character U+202E {BIDI} (written as an escape) is not allowed"),
     ("c.yaml", "kind: cluster\nname: c\u2066x\u2069\nextends: dgx-h100\n", ":2: name: character U+2066 (\\u2066, a "

@@ -36,7 +36,7 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
     between the largest run and N GPUs.
     """
     if len(args) == 2 and args[0] == "runs":
-        if cluster is not None or sets or tier or ranks or op:
+        if cluster is not None or sets or tier is not None or ranks is not None or op is not None:
             raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
                              where="calibrate runs", allowed="each run names its cluster in FILE")
         if algo != "ring" or tolerance != DEFAULT_TOLERANCE or force:  # not read by the runs fit: not ignored silently

@@ -50,7 +50,9 @@ def collective(*, cluster: str, gpus: int, op: str, size: str | None, sizes: str
     positive_int(dtype_bytes, "--dtype-bytes")
     if size is not None and sizes is not None:
         raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
-    size_list = parse_sizes(sizes) if sizes is not None else [ranged_quantity(size or "1GiB", "bytes", "--size")]
+    # fuzz35: `size or "1GiB"` took --size '' for the default
+    size_list = parse_sizes(sizes) if sizes is not None else [
+        ranged_quantity("1GiB" if size is None else size, "bytes", "--size")]
     spec = load_cluster_with(cluster, sets, "collective")
     result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
     render_collective(result, as_json=as_json)

@@ -345,7 +345,7 @@ class CalibrationResult:
 
 def collective_op(op: str | None) -> str | None:
     """The ``--op`` name normalised (``all_reduce`` -> ``allreduce``), or None; an unknown one is an error."""
-    op_n = op.lower().replace("_", "") if op else None
+    op_n = op.lower().replace("_", "") if op is not None else None  # fuzz35: --op '' was taken as not given
     if op_n is not None and op_n not in APPLICABLE:
         raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
     return op_n

@@ -13,17 +13,18 @@ from scalemodel.report.output import check_output_path, write_file
 FORMATS = {".png": "png", ".svg": "svg"}
 
 
-def _format(path: Path, option: str) -> str:
-    fmt = FORMATS.get(path.suffix.lower())
+def _format(path: str, option: str) -> str:
+    """The image format of ``path`` as written (fuzz35: ``--plot ''`` was said as '.', what Path('') reads)."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
-        raise InputError(f"cannot tell the image format of {str(path)!r}", where=option,
+        raise InputError(f"cannot tell the image format of {path[:200]!r}", where=option,
                          allowed="a file name ending in .png or .svg")
     return fmt
 
 
 def check_plot_path(path: str | Path, option: str = "--plot") -> str:
     """Refuse a bad plot path before the work: unknown extension, a folder, a missing folder, an input."""
-    fmt = _format(Path(path), option)
+    fmt = _format(str(path), option)
     check_output_path(path, option)
     return fmt
 

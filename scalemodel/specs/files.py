@@ -25,8 +25,9 @@ import functools
 import os
 import re
 import stat
+from typing import Any
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, shown
 
 KiB = 2**10
 MiB = 2**20
@@ -37,6 +38,10 @@ MAX_SPEC_BYTES = 256 * KiB
 MAX_JSON_BYTES = 8 * MiB
 #: nccl-tests output logs (text or ``-J`` JSON).
 MAX_LOG_BYTES = 64 * MiB
+#: Lines of a log (nccl-tests or training): 64 MiB of lines of 32 bytes on average. nccl-tests data rows are ~100
+#: bytes, NCCL INFO lines 60-150, a Megatron-LM iteration line ~300, so a real log of MAX_LOG_BYTES holds well under
+#: a million lines; the readers take ~1 us of CPU a line, and 60 MiB of empty lines took 64 s (fuzz35).
+MAX_LOG_LINES = 2_000_000
 #: ``stragglers --samples`` files of measured step times.
 MAX_SAMPLES_BYTES = 16 * MiB
 #: Integers in a spec (YAML or JSON): 10**30 is beyond any count of GPUs, parameters, bytes or FLOPs.
@@ -64,13 +69,16 @@ PRINTABLE_TEXT = "printable text (no NUL or control characters; tab and newline 
 #: controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069: "Trojan Source", Boucher and Anderson 2021,
 #: arXiv:2111.00169; Unicode UAX #9 section 2) reorder what a terminal shows after them, so a name or label
 #: ``"\u202egnp.x"`` reads "x.png" reversed in a table; the invisible ones (U+200B-U+200D, U+2060-U+2064, U+FEFF
-#: past a file's first byte) make two names that look the same differ (ux34).
+#: past a file's first byte) make two names that look the same differ (ux34); the line and paragraph separators
+#: (U+2028, U+2029, categories Zl / Zp, which error lines already escape: errors._INVISIBLE) broke a name across lines
+#: of a table (``--set model.name=x<U+2028>y``, fuzz35).
 _FORMAT = {"\u061c": "bidirectional", "\u200e": "bidirectional", "\u200f": "bidirectional",
            **dict.fromkeys("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", "bidirectional"),
-           **dict.fromkeys("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff", "invisible")}
+           **dict.fromkeys("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff", "invisible"),
+           **dict.fromkeys("\u2028\u2029", "separator")}
 #: what a format-character refusal allows
-PLAIN_TEXT = ("text without bidirectional controls or invisible format characters (U+061C, U+200B-U+200F, "
-              "U+202A-U+202E, U+2060-U+2064, U+2066-U+2069, U+FEFF); letters of any script are fine")
+PLAIN_TEXT = ("text without bidirectional controls, invisible format characters or line separators (U+061C, "
+              "U+200B-U+200F, U+2028-U+202E, U+2060-U+2064, U+2066-U+2069, U+FEFF); letters of any script are fine")
 
 
 def refused_character(text: str) -> str | None:
@@ -90,11 +98,41 @@ def character_refusal(c: str, escaped: bool) -> InputError:
     (``\\u202e``), not raw. The caller names the file, line and field (:meth:`InputError.at`)."""
     how = " (written as an escape)" if escaped else ""
     if c in _FORMAT:
-        what = "a bidirectional control: it reorders the text a terminal shows after it" \
-            if _FORMAT[c] == "bidirectional" else "an invisible format character"
+        what = {"bidirectional": "a bidirectional control: it reorders the text a terminal shows after it",
+                "invisible": "an invisible format character",
+                "separator": "a line or paragraph separator: a terminal breaks the line at it"}[_FORMAT[c]]
         return InputError(f"character U+{ord(c):04X} (\\u{ord(c):04x}, {what}){how} is not allowed in a string",
                           allowed=PLAIN_TEXT)
     return InputError(f"character U+{ord(c):04X}{how} is not allowed in a string", allowed=PRINTABLE_TEXT)
+
+
+def refuse_unprintable_strings(data: Any, text: str, name: str) -> None:
+    """Refuse a string value of ``data`` (a JSON or TOML document parsed from ``text``) holding a character the
+    YAML reader refuses (:func:`refused_character`), named at its line and key path: the one check of parsed JSON
+    and TOML strings, as :mod:`scalemodel.specs.yamlread` makes it of YAML's. JSON writes any character as
+    ``\\uXXXX`` (``\\b``, ``\\f``) and passes C1 controls and format characters raw; TOML's basic strings take
+    ``\\uXXXX`` / ``\\UXXXXXXXX`` escapes and raw format characters (tomllib refuses only raw controls): a
+    cluster.json's ``"name": "\\u001b[31m"`` reached the terminal as an escape sequence, a lone ``"\\ud800"`` made
+    the text output a UnicodeEncodeError traceback, and a torchtitan ``flavor = "8B\\u202e"`` was echoed in a
+    warning (fuzz35). Keys are left as they are: a key is read only where it is a field's name, and any other is
+    named in an error or warning, which writes such a character as its escape (errors.prose); a third-party config
+    (HuggingFace, DeepSpeed, torchtitan) keeps its unread keys, warned about."""
+    if "\\" not in text and not refused_character(text):  # no escape, nothing raw: every string is printable
+        return
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in reversed(x.items()))
+        elif isinstance(x, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(x))))
+        elif isinstance(x, str) and (c := refused_character(x)) is not None:
+            raw = text.find(c)
+            escape = re.search({"\b": r"\\b", "\f": r"\\f"}.get(c, rf"\\u{ord(c):04x}|\\U{ord(c):08x}"), text,
+                               re.I)
+            line = text.count("\n", 0, raw if raw >= 0 else escape.start() if escape else 0) + 1
+            key = f" {shown(path)[:100]}:" if path else ""
+            raise character_refusal(c, raw < 0).at(f"{name}:{line}:{key}".rstrip(":"))
 
 _READ_CHUNK = MiB
 
@@ -136,7 +174,10 @@ def read_by_this_invocation(path: str | os.PathLike[str]) -> str | None:
 def refuse_trailing_slash(ref: str | os.PathLike[str], what: str = "file") -> None:
     """Refuse a path written with a trailing '/' (``file.yaml/``) that names something other than a folder, as the
     OS does (ENOTDIR, "Not a directory"): :class:`pathlib.Path` drops the slash, and such a path was read as the file.
-    A folder's path (a HuggingFace snapshot ``models/llama/``) keeps its slash."""
+    A folder's path (a HuggingFace snapshot ``models/llama/``) keeps its slash. An empty path, which
+    :class:`pathlib.Path` reads as '.', is refused here too (:func:`empty_path`)."""
+    if ref == "":
+        raise empty_path(what)
     if not isinstance(ref, str) or not ref.endswith(("/", os.sep)) or ref.strip("/" + os.sep) == "":
         return
     try:
@@ -153,7 +194,16 @@ def _not_a_directory(ref: str | os.PathLike[str], what: str) -> InputError:
                       where=shown, allowed=f"the {what}'s path without the trailing '/'")
 
 
+def empty_path(what: str) -> InputError:
+    """The refusal of an empty path (``--strategy ''``): ``Path('')`` and :func:`clean` read it as '.', the working
+    folder, which a reader then refused as "'.' is a directory" (a path the user did not write), and ``os.stat('')``
+    as "not found" of no path (fuzz35)."""
+    return InputError("an empty path ('')", allowed="a file path" + (f" (the {what})" if what != "file" else ""))
+
+
 def _stat(path: str | os.PathLike[str], what: str) -> os.stat_result:
+    if os.fspath(path) == "":
+        raise empty_path(what)
     try:
         return os.stat(path)
     except NotADirectoryError:
@@ -242,12 +292,19 @@ def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "file") -
 def read_log(path: str | os.PathLike[str], *, limit: int, what: str) -> str:
     """:func:`read_bytes` of a log (a training or nccl-tests log): UTF-16 when a UTF-16 byte-order mark says so,
     else UTF-8 with undecodable bytes as U+FFFD (a log may hold a stray binary line). A UTF-16 log read as UTF-8
-    had every other byte NUL and was refused as "no ... line found" with no word of its encoding."""
+    had every other byte NUL and was refused as "no ... line found" with no word of its encoding. At most
+    :data:`MAX_LOG_LINES` lines: the byte limit alone let 60 MiB of empty lines hold a reader for a minute."""
     data = read_bytes(path, limit=limit, what=what)
-    for bom, codec in _UTF16_BOMS:
-        if data.startswith(bom) and not data.startswith(codecs.BOM_UTF32_LE):
-            return data[len(bom):].decode(codec, errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
+    text = next((data[len(bom):].decode(codec, errors="replace") for bom, codec in _UTF16_BOMS
+                 if data.startswith(bom) and not data.startswith(codecs.BOM_UTF32_LE)), None)
+    if text is None:
+        text = data.decode("utf-8-sig", errors="replace")
+    # the lines str.splitlines makes (CR LF is one), counted in C before a reader's Python loop walks them
+    lines = sum(text.count(c) for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029") - text.count("\r\n")
+    if lines > MAX_LOG_LINES:
+        raise InputError(f"{what} has more than {MAX_LOG_LINES:,} lines ({lines:,})", where=str(path),
+                         allowed=f"a {what} of at most {MAX_LOG_LINES:,} lines (trim or split a longer log)")
+    return text
 
 
 def nul_note(text: str) -> str:
@@ -261,6 +318,8 @@ def expand_user(ref: str | os.PathLike[str]) -> str:
     :meth:`pathlib.Path.expanduser` does; an unknown user (or no home folder) is an input error, where pathlib raises
     RuntimeError. (The clean path drops a trailing '/': callers that read a file refuse one first,
     :func:`refuse_trailing_slash`.)"""
+    if os.fspath(ref) == "":
+        raise empty_path("file")
     p = clean(ref)
     if not p.startswith("~"):
         return p

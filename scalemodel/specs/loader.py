@@ -246,7 +246,7 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def load_json(text: str, name: str) -> Any:
     """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys (named with their lines), and
-    strings of printable text as YAML's are (:func:`_json_printable`)."""
+    strings of printable text as YAML's are (:func:`scalemodel.specs.files.refuse_unprintable_strings`)."""
     try:
         data = json.loads(text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object)
     except _DuplicateKey as exc:
@@ -263,32 +263,8 @@ def load_json(text: str, name: str) -> Any:
         raise exc.at(_json_place(text, name, exc.what)) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
-    if "\\" in text or files.refused_character(text):  # no escape, nothing raw: every string is printable
-        _json_printable(data, text, name)
+    files.refuse_unprintable_strings(data, text, name)
     return data
-
-
-def _json_printable(data: Any, text: str, name: str) -> None:
-    """Refuse a string value of ``data`` (parsed from ``text``) holding a character YAML refuses
-    (:func:`scalemodel.specs.files.non_printable`), named at its line and key path. JSON writes any character as
-    ``\\uXXXX`` (``\\b``, ``\\f``) and passes C1 controls raw, where the YAML reader refuses both: a cluster.json's
-    ``"name": "\\u001b[31m"`` reached the terminal as an escape sequence, a lone ``"\\ud800"`` made the text output
-    a UnicodeEncodeError traceback. Keys are left as they are: a key is read only where it is a field's name, and
-    any other is named in an error or warning, which writes such a character as its escape (errors.prose); a
-    third-party config (HuggingFace, DeepSpeed) keeps its unread keys, warned about."""
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        path, x = stack.pop()
-        if isinstance(x, dict):
-            stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in reversed(x.items()))
-        elif isinstance(x, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(x))))
-        elif isinstance(x, str) and (c := files.refused_character(x)) is not None:
-            raw = text.find(c)
-            escape = re.search({"\b": r"\\b", "\f": r"\\f"}.get(c, rf"\\u{ord(c):04x}"), text, re.I)
-            line = text.count("\n", 0, raw if raw >= 0 else escape.start() if escape else 0) + 1
-            key = f" {shown(path)[:100]}:" if path else ""
-            raise files.character_refusal(c, raw < 0).at(f"{name}:{line}:{key}".rstrip(":"))
 
 
 def _json_place(text: str, name: str, what: str) -> str:

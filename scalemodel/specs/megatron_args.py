@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scalemodel.errors import InputError, folded
+from scalemodel.specs import files
 from scalemodel.specs.shell_words import (
     _BLANK_AFTER_BACKSLASH,
     _drop_heredocs,
@@ -453,6 +454,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
         line = text.count("\n", 0, bad.start()) + 1
         raise InputError(f"control character 0x{ord(bad.group()):02x} on line {line}",
                          allowed="a text file of Megatron-LM flags (a launch script)")
+    # fuzz35: a bidirectional control or invisible format character, which the YAML, JSON and TOML readers refuse in
+    # a string, made "--tensor-model\u200b-parallel-size 8" a flag Megatron-LM has not (warned as not used, tp 1
+    # priced) and reordered what a terminal shows of the script; refused wherever it is, as a control character is
+    fmt = files.refused_character(text)
+    if fmt is not None:
+        raise files.character_refusal(fmt, False).at(f"line {text.count(chr(10), 0, text.find(fmt)) + 1}")
     tokens = _megatron_tokens(text, out)
     if not any(t.startswith("--") for t in tokens):
         # review17f: the reason was in out.unused, never shown ("torchrun pretrain_gpt.py \ " + newline: a blank

@@ -15,6 +15,7 @@ from typing import Any
 
 from scalemodel.choices import ROWWISE_FP8_RECIPES
 from scalemodel.errors import InputError, folded
+from scalemodel.specs import files
 from scalemodel.specs.strategy_file import StrategyFile, _bool, _int
 
 #: The most parts a TOML dotted key or table name may have (torchtitan's deepest is quantize.linear.float8.X, 4).
@@ -44,7 +45,7 @@ def _toml(text: str, where: str) -> dict[str, Any]:
             raise InputError("reading TOML needs Python 3.11 or the tomli package", where=where,
                              allowed="pip install tomli, or a strategy YAML") from None
     try:
-        return toml_reader.loads(text)
+        data: dict[str, Any] = toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {folded(exc)}", where=where,
                          allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
@@ -56,6 +57,8 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     except RecursionError:  # the parser recurses per nested array or inline table
         raise InputError("arrays or inline tables nested too deeply", where=where,
                          allowed="a torchtitan job TOML (a few levels of tables)") from None
+    files.refuse_unprintable_strings(data, text, where)  # a string YAML refuses ("8B\u202e", "\u001b[31m")
+    return data
 
 
 _TITAN_SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved:2", "zbvzerobubble": "zb",
