@@ -123,7 +123,7 @@ def _refuse_segment_split(scenario: Any, strategy: dict[str, Any], reason: str, 
     name = "schedule" if v > 1 and segments % pp == 0 else "pp"
     where = f"--set strategy.{name}" if name in set_names else f"{prefix}strategy.{name}"
     fits = [f"pp {q} with interleaved:{segments // q}" if q < segments else f"pp {q} with 1f1b"
-            for q in divisors(segments) if q >= 2]
+            for q in divisors(segments).tolist() if q >= 2]
     raise InputError(f"pp {pp}{f' x v {v}' if v > 1 else ''} = {pp * v} pipeline stages, but the model's hybrid "
                      f"pattern has {segments} '|' segments, which are the stages (Megatron-LM runs pp x v = "
                      f"segments)", where=where,

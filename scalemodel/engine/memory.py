@@ -18,6 +18,7 @@ import numpy as np
 from scalemodel.cost import memory as M
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.pipeline_ranks import microbatches
+from scalemodel.engine.predict import divisors
 from scalemodel.engine.stage_memory import memory_peak_stage, memory_total
 from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility
 from scalemodel.errors import InputError, Origin
@@ -58,13 +59,6 @@ class MemoryResult:
                 "peak_stage": {"rank": self.peak_stage, "role": self.peak_stage_role}}
 
 
-def _divisors(n: int) -> np.ndarray:
-    small = np.arange(1, int(np.sqrt(n)) + 2)
-    small = small[(small <= n) & (n % small == 0)]
-    # without numpy.ma (see model_parallel_comm.py)
-    return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]
-
-
 def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None, states: float, act1: float,
                          fragmentation: float, workspace: float, sync: str = "bsp") -> int | None:
     """The largest micro-batch b whose memory fits, under the step model's rule for m.
@@ -101,7 +95,7 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         return lo
-    candidates = _divisors(global_batch // dp)
+    candidates = divisors(global_batch // dp)
     trial = msgspec.structs.replace(grid, micro_batch=candidates.astype(np.int64))
     total = memory_total(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
                          sync=sync)

@@ -111,7 +111,7 @@ from scalemodel.engine.job import (
 from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.pipeline_ranks import microbatches
-from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.predict import Prediction, divisors, result_at
 from scalemodel.engine.stage_memory import memory_total
 from scalemodel.engine.step import (
     REASON_KEYS,
@@ -220,12 +220,6 @@ def _unique(a: np.ndarray) -> np.ndarray:
     return np.unique(a, return_counts=True)[0]
 
 
-def _divisors(n: int) -> np.ndarray:
-    small = np.arange(1, math.isqrt(n) + 1)
-    small = small[n % small == 0]
-    return _unique(np.concatenate([small, n // small]))
-
-
 def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None,
                    allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
@@ -240,7 +234,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     (docs/model.md#uneven-stages, "Hybrid segments").
     """
     c = constraints or {}
-    div = _divisors(gpus)
+    div = divisors(gpus)
     hy = job.shape.hybrid if job.is_transformer else None
     segments = int(hy.segments) if hy is not None else 1
     if job.is_transformer:
@@ -284,7 +278,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
 
     # schedules: (code, v); only 1f1b without a pipeline, interleaved:v needs layers % (pp v) == 0
     # with '|' segments, interleaved:v needs pp v = the segments instead (Megatron-LM validate_args derives v)
-    vs = _divisors(max(segments if segments > 1 else layers, 1))
+    vs = divisors(max(segments if segments > 1 else layers, 1))
     vs = vs[vs >= 2]
     flat_kinds = [k for k in ScheduleKind if k != ScheduleKind.INTERLEAVED]
     sched = np.concatenate([np.asarray(flat_kinds, dtype=np.int64),
@@ -374,7 +368,7 @@ def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
                 types.append(t)
                 sizes.append(other)
             elif t == CpCommType.A2A_P2P:
-                d = _divisors(int(cp))
+                d = divisors(int(cp))
                 a = np.asarray(size_pin[:1]) if size_pin else d if _pinned_equal(c, "cp_comm_type") else d[
                     (d > 1) & (d < cp)]
                 a = [int(x) for x in _restricted(a, c, "cp_a2a_size") if runs(int(x))]
@@ -1707,7 +1701,7 @@ def _segment_split_refusal(job: Job, gpus: int, c: Constraints) -> str:
     segments = int(hy.segments) if hy is not None else 1
     if segments < 2 or "pp" not in c:
         return ""
-    div = _divisors(gpus)
+    div = divisors(gpus)
     fits = div[(div == 1) | (segments % div == 0)]
     if allowed_by(fits, c["pp"]).any():
         return ""

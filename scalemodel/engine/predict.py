@@ -158,7 +158,7 @@ def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
     layers, pp, v = int(job.shape.layers), int(strategy["pp"]), int(sched.split(":")[1])
     if layers % (pp * v) == 0:
         return None
-    fits = [w for w in divisors(layers // pp) if w >= 2 and layers % (pp * w) == 0]
+    fits = [w for w in divisors(layers // pp).tolist() if w >= 2 and layers % (pp * w) == 0]
     other = (f"v = {', '.join(map(str, fits[:6]))} would divide" if fits else
              f"no v >= 2 divides at pp {pp}")
     return (f"{layers} layers are not a multiple of pp {pp} x v {v} = {pp * v} model chunks ({other}); "
@@ -166,12 +166,15 @@ def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
             "(Megatron-Core's account-for-embedding/loss split)")
 
 
-def divisors(n: int) -> list[int]:
-    """The divisors of ``n`` >= 1, ascending, by trial division up to sqrt(n): the messages below scanned 1..n, and a
-    global batch or layer count near the 1e9 a spec allows held ``predict`` for a minute (fuzz35: --global-batch
-    100000001 on 64 GPUs, 38 s of CPU under the profiler, before it said the batch does not divide)."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
+def divisors(n: int) -> np.ndarray:
+    """The divisors of ``n`` >= 1, ascending (int64), by trial division up to sqrt(n): the one routine for the
+    planner's degrees, the largest fitting micro-batch and the messages below (which scanned 1..n: a global batch
+    or layer count near the 1e9 a spec allows held ``predict`` for a minute; fuzz35: --global-batch 100000001 on 64
+    GPUs, 38 s of CPU under the profiler, before it said the batch does not divide). Sorted without np.unique, which
+    imports numpy.ma (model_parallel_comm.py)."""
+    small = np.arange(1, math.isqrt(n) + 1, dtype=np.int64)
+    small = small[n % small == 0]
+    return np.array(sorted({*small.tolist(), *(n // small).tolist()}), dtype=np.int64)
 
 
 def batch_detail(global_batch: int, dp: int, micro_batch: int) -> str:
@@ -184,11 +187,11 @@ def batch_detail(global_batch: int, dp: int, micro_batch: int) -> str:
     out = [f"global batch {global_batch} is not a multiple of dp {dp} x micro-batch {micro_batch} = {per_step}: "
            f"global batch {batches} would divide"]
     if global_batch % dp == 0:
-        fits = divisors(global_batch // dp)
+        fits = divisors(global_batch // dp).tolist()
         out.append(f"at dp {dp}, micro-batch {', '.join(map(str, fits[:6]))} would")
     if global_batch % micro_batch == 0:
         per_rank = global_batch // micro_batch
-        near = sorted(divisors(per_rank), key=lambda d: (abs(d - dp), d))[:4]
+        near = sorted(divisors(per_rank).tolist(), key=lambda d: (abs(d - dp), d))[:4]
         out.append(f"at micro-batch {micro_batch}, dp {', '.join(map(str, sorted(near)))} would "
                    "(dp = gpus / (tp x pp x cp))")
     return "; ".join(out)
