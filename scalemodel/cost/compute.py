@@ -2452,7 +2452,11 @@ def expert_gemm_calls(sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.n
     ``multi_stream_cublas_gemm``: one cuBLAS GEMM per local expert, round-robin over ``nvte_get_num_compute_streams()``
     (4) streams, for the forward and for each backward GEMM (transformer_engine/common/gemm/cublaslt_gemm.cu,
     NVIDIA/TransformerEngine@70f536662a = v2.9; the CUTLASS grouped kernel is opt-in, ``NVTE_USE_CUTLASS_GROUPED_GEMM``,
-    Hopper BF16/FP16 only). Check (tests/test_expert_quantize_kernels.py, hardware/measurements/grouped_gemm.yaml):
+    Hopper BF16/FP16 only). The same loop runs NeMo Automodel's experts on Hopper (the automodel26 MoE rows):
+    ``grouped_gemm.ops.gmm`` (fanshiqing/grouped_gemm v1.1.4 and its 1.1.4.post8, csrc/grouped_gemm.cu L400-411)
+    takes its CUTLASS kernel only in an SM80 build and otherwise ``CublasGroupedGemm``, one cublasGemmEx per expert
+    round-robin over 4 streams (L191-286; the weight gradient ``CublasGroupedGemmVariableK`` likewise; amhost35).
+    Check (tests/test_expert_quantize_kernels.py, hardware/measurements/grouped_gemm.yaml):
     TE's own ``general_grouped_gemm`` benchmark on H100, BF16, TE 2.7 (NVIDIA/TransformerEngine pull request #2045),
     8 x (4096 x 768 x 2048) at 627.9 TFLOP/s and 16 x (2048 x 768 x 2048) at 553.9: the isolated H100 BF16 curve
     prices each expert GEMM 6 % and 16 % faster than measured, and with 1.78 us more per call within 3 %."""
