@@ -113,6 +113,23 @@ def log2_floor(p: np.ndarray) -> np.ndarray:
     return np.floor(np.log2(np.maximum(p, 1.0)) + 1e-9)
 
 
+def tree_depth(pl: Placement, i: int, unit: np.ndarray | float = 1.0) -> np.ndarray:
+    """Levels of one binary tree over the group's ``unit``-sized members (ranks: 1; NCCL's nodes: ``c_0``) that
+    cross tier ``i``: ``d_i = max(1, floor(lg n_i) - floor(lg n_(i-1)))`` where the group spans tier i's level
+    (``p_i`` > 1), else 0, with ``n_i = ceil(c_i / unit)`` the whole members inside a tier-i domain (n_(-1) = 1).
+    The sum over the tiers telescopes to ``floor(lg n)`` of the whole group's n members, one tree's depth
+    (:func:`tree_allreduce`'s ``floor(lg p)``; NCCL's ``log2i(nNodes)``, tuning.cc L416 at v2.30.7-1), each level
+    on the tier it crosses; the 1 keeps a spanned tier's crossing where its members do not add a whole level (7
+    nodes in domains of 5). Whole counts, not the level's mean fill ``p_i = c_i / c_(i-1)``: 28 ranks on nodes of 8
+    are 4 nodes, two levels, where ``floor(lg 3.5)`` gave one (review35b; d544ca0f's rule for the hierarchical ring
+    and NVLSTree)."""
+    u = np.asarray(unit, dtype=float)
+    n = np.ceil(pl.c[i] / u - 1e-9)
+    n_prev = np.ceil(pl.c_prev(i) / u - 1e-9) if i > 0 else np.ones_like(n)
+    return np.asarray(np.where(pl.level(i) > 1 + 1e-9,
+                               np.maximum(1.0, log2_floor(n) - log2_floor(np.maximum(n_prev, 1.0))), 0.0))
+
+
 # ------------------------------------------------------------------------------------------------
 # 1. Textbook single-tier closed forms (uniform alpha, beta). Used by tests and as building blocks.
 # ------------------------------------------------------------------------------------------------
@@ -312,7 +329,8 @@ def _ring_hops(pl: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[
 def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
     """Pipelined double binary tree (all-reduce) or two-tree broadcast/reduce across the tiers.
 
-    Level i of the group (p_i members) adds ``d_i = max(1, floor(lg p_i))`` tree levels (0 if p_i = 1),
+    Level i of the group (p_i members) adds :func:`tree_depth`'s ``d_i`` tree levels (0 if p_i = 1; one
+    tree of ``floor(lg p)`` levels over the group's ranks, each on the tier it crosses),
     whose hops cost alpha_i and run at a_i B_i / 4 per link (all-reduce: 4 streams per rank, chunk
     S/(2k)) or a_i B_i / 2 (broadcast/reduce: 2 streams). With D = number of hop traversals
     (2 sum d_i for all-reduce, sum d_i otherwise):
@@ -328,8 +346,7 @@ def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     bmin = np.full_like(p, np.inf)
     mult = 2.0 if op == "allreduce" else 1.0
     for i in range(pl.ntiers):
-        pi = pl.level(i)
-        d = np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0)
+        d = tree_depth(pl, i)
         a = pl.agg(i)
         b = a * pl.flow_bw(i, TREE_FLOWS * a)
         x = mult * S / b

@@ -235,7 +235,9 @@ def fsdp2_shard_bytes(weight_bytes: ArrayLike, optimizer_bytes: ArrayLike) -> tu
     (``orig_dtype = self.sharded_param.dtype``, ``FSDPParam.init_dtype_attrs``), and its gradient at that same dtype:
     ``foreach_reduce`` reduce-scatters in the reduce dtype, then ``target_dtype = orig_dtype``, ``grad_output =
     _to_dtype_if_needed(reduce_output, target_dtype)`` and views ``sharded_param.grad`` out of it (torch/distributed/
-    fsdp/_fully_shard/_fsdp_collectives.py and _fsdp_param.py at pytorch/pytorch@010ae4a8951). The param_dtype copy
+    fsdp/_fully_shard/_fsdp_collectives.py and _fsdp_param.py at pytorch/pytorch@010ae4a8951; at the release torch
+    2.7.0: _fsdp_param.py L421, _fsdp_collectives.py L459 ``reduce_output = _to_dtype_if_needed(reduce_output,
+    orig_dtype)``, L493-496). The param_dtype copy
     the all-gather reads is a temporary (``_get_param_all_gather_inputs``: ``flat_foreach_copy_input = torch.empty(...,
     dtype=param_dtype)``, copied into the all-gather output and dropped), so no 16-bit shard is held. Parameters FSDP
     ignores (Automodel's experts where EP = dp) are plain ones: AccumulateGrad keeps their gradient at their dtype too.

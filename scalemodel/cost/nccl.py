@@ -547,8 +547,10 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     """NCCL's Tree all-reduce for one protocol (tuning.cc; docs/model.md#nccl).
 
     Latency: ``base_tree[p] + 2 ((ppn - 1) alpha_0 + sum_(i>=1) d_i alpha_i)``: a chain inside the node
-    (ppn = group ranks per innermost domain) and a double binary tree of depth ``d_i = max(1, floor(lg
-    p_i))`` across each outer tier (NCCL: floor(log2 N) x interLat); alpha from :func:`hop_latency` with
+    (ppn = group ranks per innermost domain) and a double binary tree over the group's nodes whose
+    ``floor(lg nNodes)`` levels (NCCL: log2i(nNodes) x interLat, tuning.cc L416 at v2.30.7-1) are apportioned to the
+    outer tiers they cross, ``d_i`` of :func:`scalemodel.cost.algorithms.tree_depth` on whole node counts (at least 1
+    on a spanned tier); alpha from :func:`hop_latency` with
     the Tree row (``pl`` is placed on that network).
     Bandwidth: ``algbw = 0.5 x busBw_p x corr_p(S)`` with NCCL's refinements (tuning.cc:330-335) of busbw, the
     bottleneck of :meth:`Placement.bottleneck` with the tree's flow count (``TREE_FLOWS``, docs/model.md#flow-taper)
@@ -563,8 +565,8 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     """
     hops = (pl.c[0] - 1.0) * pl.alpha[0]
     for i in range(1, pl.ntiers):
-        pi = pl.level(i)
-        hops = hops + np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0) * pl.alpha[i]
+        # NCCL's log2i(nNodes) on whole nodes: 28 ranks on nodes of 8 are nNodes 4, two levels, not floor(lg 3.5) = 1
+        hops = hops + algorithms.tree_depth(pl, i, pl.c[0]) * pl.alpha[i]
     lat = NCCL_BASE_LATENCY["tree"][_PI[proto]] + 2.0 * hops
     nodes = pl.domains(0)
     cap_tree, cap_ll128 = tree_channel_caps(pl) if caps is None else caps
