@@ -1769,6 +1769,8 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
 
     (``ep`` None: the bound over every ep, E / k). A factor above it (100 at ep 8 on Mixtral's E 8, k 2: bound 4)
     priced the busiest rank's expert GEMMs and EP bytes at more than the whole batch's routed copies, without a word.
+    Under drop-and-pad (training.moe_pad_to_capacity) the factor is the capacity factor: callers pass ep None, the
+    bound E / k (a capacity of every token), at every ep.
     Raises InputError at training.moe_rank_imbalance."""
     if not factor or experts <= 0 or top_k <= 0 or (ep is not None and ep <= 1):
         return
@@ -1789,11 +1791,15 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
 
 def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
     """:func:`check_moe_rank_imbalance` at the strategy's ep; a factor at ep 1, where it prices nothing
-    (layer_compute.moe_rank_load is 1 there), is said."""
+    (layer_compute.moe_rank_load is 1 there), is said; under drop-and-pad the capacity factor, priced at every ep,
+    is checked against E / k."""
     f = float(job.moe_rank_imbalance)
     E, k = (float(job.shape.moe_experts), float(job.shape.moe_top_k)) if job.is_transformer else (0.0, 0.0)
     if not f or E <= 0 or k <= 0:
         return  # unset, or no MoE layers (_warn_unpriced_fields says so)
+    if job.moe_pad_to_capacity:  # the capacity factor: priced at every ep (layer_compute.moe_rank_load)
+        check_moe_rank_imbalance(f, E, k, None)
+        return
     if ep <= 1:
         _warn_field("training.moe_rank_imbalance",
                     f" = {f:g} is not priced: ep is 1 (every rank holds every expert, "
