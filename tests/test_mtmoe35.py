@@ -10,12 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalemodel.cost import compute
+from scalemodel.cost import compute, memory
 from scalemodel.cost.transformer import shape
 from scalemodel.engine import layer_compute
-from scalemodel.engine.job import build_job, check_moe_rank_imbalance, grid_from_strategy
+from scalemodel.engine.job import Job, StrategyGrid, build_job, check_moe_rank_imbalance, grid_from_strategy
+from scalemodel.engine.pipeline_ranks import microbatches
+from scalemodel.engine.stage_memory import memory_parts
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster
+from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster, notices
 from scalemodel.specs.workload import MoESpec
 
 E, K, CF, S, H, FE = 4, 2, 1.25, 1024, 256, 512
@@ -144,3 +146,55 @@ def test_the_capacity_factor_bound_under_drop_and_pad() -> None:
     check_moe_rank_imbalance(CF, E, K, None)
     with pytest.raises(InputError, match="moe_rank_imbalance"):
         check_moe_rank_imbalance(2.5, E, K, None)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_capacity_buffers_and_masks_in_memory(tp: int) -> None:
+    """One MoE block's saved activations at recompute none (b 1, s 1024, 16-bit, expert TP 1): the capacity factor
+    1.25 takes the routed rows' bytes, k (s b h e + (2 e + e) s b f_e) = 2 (524,288 + 3,145,728) = 7,340,032, a
+    quarter up (1,835,008); the einsum dispatch adds its two masks, (1 + 2) s b c k s = 7,864,320 bytes, whole on
+    every tensor rank, and the experts' output buffer 2 c k s b h = 1,310,720 (h split by t)."""
+    kw = dict(micro_batch=1, seq_len=S, tp=tp, etp=1, recompute="none", moe=True, attention=False, mlp=True)
+    base = float(memory.activation_bytes_per_layer(SH, **kw))
+    pad = float(memory.activation_bytes_per_layer(SH, moe_capacity=CF, **kw))
+    ein = float(memory.activation_bytes_per_layer(SH, moe_capacity=CF, moe_einsum=True, **kw))
+    routed = K * (2 * S * H + 3 * 2 * S * FE)
+    assert routed == 7_340_032
+    assert pad - base == pytest.approx((CF - 1) * routed / tp, rel=1e-12)
+    assert ein - pad == pytest.approx(3 * S * CF * K * S + 2 * CF * K * S * H / tp, rel=1e-12)
+
+
+def test_the_row_shape_memory_grows_by_the_buffers() -> None:
+    """The step's memory for a drop-and-pad job on the XLA layer holds the capacity rows and the masks: tiny-e4 at
+    recompute none, ep 1, micro-batch 1: the activations of its 2 MoE layers grow by 2 x (the routed quarter + the
+    masks + the output buffer) against the same job dropless (no moe_pad_to_capacity)."""
+    cl = load_cluster("tpu-v6e-pod")
+    acts = []
+    for pad in (False, True):
+        tr = TrainingSpec(global_batch=8, micro_batch=1, **({"moe_rank_imbalance": CF, "moe_pad_to_capacity": True}
+                                                            if pad else {}))
+        job = build_job(cl, TINY, tr)
+        g = grid_from_strategy(StrategySpec(dp=8, ep=1, zero="fsdp", layer_impl="xla"), tr, 8, job)
+        acts.append(float(np.asarray(layer_compute_memory(job, g)).ravel()[0]))
+    routed = K * (2 * S * H + 3 * 2 * S * FE)
+    per_layer = (CF - 1) * routed + 3 * S * CF * K * S + 2 * CF * K * S * H
+    assert acts[1] - acts[0] == pytest.approx(2 * per_layer, rel=1e-9)
+
+
+def layer_compute_memory(job: Job, g: StrategyGrid) -> np.ndarray:
+    """The activations of the step's memory model (engine.stage_memory, the peak stage)."""
+    return memory_parts(job, g, microbatches(g))["activations"]
+
+
+def test_the_einsum_dispatch_at_tp_says_what_it_leaves_out() -> None:
+    """At tp 2 the einsum dispatch's combine-mask gradient needs a tensor all-reduce the model does not price: the
+    grid is built, with a warning naming the field; at tp 1 nothing is said."""
+    cl = load_cluster("tpu-v6e-pod")
+    tr = TrainingSpec(global_batch=8, micro_batch=1, moe_rank_imbalance=CF, moe_pad_to_capacity=True)
+    job = build_job(cl, TINY, tr)
+    with notices.collecting() as said:
+        grid_from_strategy(StrategySpec(dp=8, ep=1, zero="fsdp", layer_impl="xla"), tr, 8, job)
+    assert not any("einsum dispatch" in w for w in said)
+    with notices.collecting() as said:
+        grid_from_strategy(StrategySpec(dp=4, tp=2, ep=1, zero="fsdp", layer_impl="xla"), tr, 8, job)
+    assert any("moe_pad_to_capacity = true on layer_impl xla (the einsum dispatch) at tp 2" in w for w in said)

@@ -1321,6 +1321,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
     _check_moe_rank_imbalance(job, ep)
+    _warn_einsum_dispatch_parallel(job, strategy, tp, cp)
     check_mtp_recompute(job, RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM
                         and Recompute.parse(strategy.recompute) == Recompute.FULL, strategy.recompute_layers,
                         "strategy.recompute_layers" if origin is None else origin.field("recompute_layers"))
@@ -1805,6 +1806,22 @@ def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
                     f" = {f:g} is not priced: ep is 1 (every rank holds every expert, "
                     "so no EP rank is busier than the mean)")
     check_moe_rank_imbalance(f, E, k, ep)
+
+
+def _warn_einsum_dispatch_parallel(job: Job, strategy: Any, tp: int, cp: int) -> None:
+    """XLA's drop-and-pad (training.moe_pad_to_capacity on layer_impl xla: the einsum dispatch,
+    docs/model.md#maxtext-dropping-moe) at tp > 1 or cp > 1: the einsums are priced on the rank's h / t columns and
+    s / cp rows, but not the collectives the SPMD partitioner adds there (the combine mask's gradient contracts over the
+    sharded h: an all-reduce over the tensor axis; the dispatch sums over the sharded sequence), which is said."""
+    if not (job.moe_pad_to_capacity and job.is_transformer and float(job.shape.moe_experts) > 0):
+        return
+    if LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl") != LayerImpl.XLA:
+        return
+    if tp > 1 or cp > 1:
+        _warn_field("training.moe_pad_to_capacity",
+                    f" = true on layer_impl xla (the einsum dispatch) at tp {tp}, cp {cp}: the einsums are priced on "
+                    "the rank's share, not the tensor all-reduce of the combine mask's gradient or the context "
+                    "sum the partitioner adds (docs/model.md#maxtext-dropping-moe)")
 
 
 def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:

@@ -1379,6 +1379,17 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
     return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
 
 
+def moe_capacity_buffers(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The memory model's MoE buffer arguments (cost.memory.activation_bytes_per_layer): ``moe_capacity`` the
+    routed experts' rows over the dropless k s b, the capacity factor c under drop-and-pad (training.moe_pad_to_capacity
+    with moe_rank_imbalance c: every expert's buffer holds c x its mean rows, at every ep), else 1; ``moe_einsum``
+    where drop-and-pad runs on the XLA layer (MaxText dense_matmul: its masks and expert-output buffer,
+    docs/model.md#maxtext-dropping-moe)."""
+    pad = bool(job.moe_pad_to_capacity) and float(job.shape.moe_experts) > 0
+    cap = float(job.moe_rank_imbalance) if pad and job.moe_rank_imbalance >= 1.0 else 1.0
+    return {"moe_capacity": cap, "moe_einsum": np.asarray(g.layer_impl) == LayerImpl.XLA if pad else False}
+
+
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether the layers' linear weights are quantized parameters
     (:func:`~scalemodel.engine.dp_comm.fp8_param_elements`), with ZeRO 1-2 on a transformer: FP8 under
