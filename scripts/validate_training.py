@@ -179,9 +179,11 @@ Two case files (issue 5 and issue 13):
       parallel/tensor_parallel/functional.py _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy,
       called on fp32 logits).
     - MoE dispatch dropped and padded to a capacity factor c (framework.moe_capacity_factor: NeMo 2.2's
-      MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0) -> training.moe_rank_imbalance c: every EP
-      rank receives and runs exactly c x the dropless mean copies, so no busiest rank above it; every other MoE row
-      is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance); and
+      MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0; MaxText's capacity_factor,
+      mttier25_v6e_mixtral_8x7b_256, c = 1.25, whose XLA layer makes it the einsum dispatch against capacity masks,
+      docs/model.md#maxtext-dropping-moe) -> training.moe_rank_imbalance c: every expert receives and runs exactly c
+      x the dropless mean copies at every ep, so no busiest rank above it; every other MoE row is dropless and takes
+      the random-routing expected maximum (docs/model.md#moe-rank-imbalance); and
       training.moe_pad_to_capacity: every expert's rows are exactly its capacity (Megatron-LM 7094270c6f moe_utils.py
       ``topk_softmax_with_capacity`` L585-587: with pad_to_capacity the routing map is the capacity mask, each
       expert's top-capacity tokens; token_dispatcher.py ``preprocess`` L348-367: every local expert's count is the
@@ -220,8 +222,8 @@ Two case files (issue 5 and issue 13):
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
   Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states or parameter shards on
-  the host; MaxText's named tensors under jax_qkvo or jax_qkv are priced, :data:`MAXTEXT_OFFLOAD_TENSORS`), MaxText's
-  dropping MoE without megablox (:data:`UNPRICED_MOE_DISPATCH`), FSDP over DCN slices without a multi-slice cluster, an
+  the host; MaxText's named tensors under jax_qkvo or jax_qkv are priced, :data:`MAXTEXT_OFFLOAD_TENSORS`), FSDP over
+  DCN slices without a multi-slice cluster, an
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
@@ -1526,16 +1528,6 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
     # offload_tensors, :func:`parse_offload_tensors`) on the policies that keep q, k, v and out_proj (jax_qkvo) or q,
     # k and v (jax_qkv: out_proj rematerialized), on MoE layers with moe (the block recomputed whole; since maxtext30).
 )
-#: ``parallelism.moe_dispatch`` markers of MoE implementations the model does not price (marker -> why): MaxText's
-#: dropping path without megablox (``MoeBlock.dense_matmul``, AI-Hypercomputer/maxtext@14b5876ea
-#: MaxText/layers/moe.py L734-900: tokens dispatched to and combined from per-expert capacity buffers by einsums
-#: against one-hot masks, ``BSM,BSEC->EBCM``, and the experts' GEMMs run on the buffers' E C rows, C = capacity_factor
-#: k s / E per sequence); the model prices a permutation dispatch and k T expert rows.
-UNPRICED_MOE_DISPATCH: tuple[tuple[str, str], ...] = (
-    ("maxtext_dense_matmul", "MaxText's dropping MoE (megablox False): dispatch and combine are einsums against "
-     "one-hot capacity masks (2 cf k s h FLOPs a token each) and the experts run on capacity buffers (cf k T rows); "
-     "the model prices a permutation dispatch and k T expert rows"),
-)
 #: ``parallelism.offload`` key of a MaxText row whose offloaded tensors are priced (StrategySpec.offload_tensors):
 #: ``maxtext_offload_tensors: name, name, ... (evidence)``, the names MaxText's remat_policy custom sets to 'offload'
 MAXTEXT_OFFLOAD_TENSORS = "maxtext_offload_tensors:"
@@ -1641,7 +1633,6 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
     offload = re.sub(r"\([^)]*\)", "", str(par.get("offload", ""))).lower()  # the names, not the evidence
     why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload]
-    why += [w for marker, w in UNPRICED_MOE_DISPATCH if marker in str(par.get("moe_dispatch", "")).lower()]
     multislice = (par.get("dcn_dp", 1) > 1 and (variant in MULTISLICE_CLUSTER or fabric_cluster(case) is not None)
                   and par.get("pod_dp", 1) == 1)
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:

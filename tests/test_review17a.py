@@ -147,12 +147,15 @@ def test_drop_and_pad_prices_every_rank_at_the_capacity() -> None:
     # every other MoE row is dropless: the random-routing default; NeMo 25.04's GB200 Mixtral row runs the same
     # MegatronTokenDropCallback (NeMo v2.3.0 recipes/mixtral_8x7b.py L224-226), and so do NeMo@7a8f1cc7bc's
     # pretrain_grok1_314b.py (dgxc2505 Grok-1, dgxc21 / data21c), pretrain_deepseek_v3.py (USE_TOKEN_DROP, data21c)
-    # and the Llama 4 Maverick perf script (data22, review22e: the token-drop callback at capacity 1.0)
+    # and the Llama 4 Maverick perf script (data22, review22e: the token-drop callback at capacity 1.0); since
+    # mtmoe35 MaxText's tiering Mixtral row too (tuning_params capacity_factor 1.25, the einsum dispatch)
     dgxc2505 = {i for i in training_cases() if i.startswith("dgxc2505_")
                 and any(m in i for m in ("_grok1_314b_", "_dsv3_", "_llama4_maverick_"))}
     drop = vt.rows_with("moe_capacity_factor")  # the rows' framework field (validation/README.md)
-    assert set(drop) == {"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b"} | dgxc2505
-    assert len(dgxc2505) == 17 and all(c == 1.0 for c in drop.values())
+    maxtext = "mttier25_v6e_mixtral_8x7b_256"
+    assert set(drop) == {"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b", maxtext} | dgxc2505
+    assert len(dgxc2505) == 17 and all(c == 1.0 for i, c in drop.items() if i != maxtext)
+    assert drop[maxtext] == 1.25
 
 
 def test_nanotron_refuses_overlap_param_gather(cli) -> None:  # type: ignore[no-untyped-def]

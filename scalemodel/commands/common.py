@@ -398,7 +398,8 @@ def _check_rank_imbalance_at_ep(wl: Any, tr: Any, st: Any, given: dict[str, Any]
     engine's own check names the field alone)."""
     sh = transformer_shape(wl)
     try:
-        check_moe_rank_imbalance(tr.moe_rank_imbalance, float(sh.moe_experts), float(sh.moe_top_k), int(st.ep or 1))
+        check_moe_rank_imbalance(tr.moe_rank_imbalance, float(sh.moe_experts), float(sh.moe_top_k),
+                                 None if getattr(tr, "moe_pad_to_capacity", False) else int(st.ep or 1))
     except InputError as exc:
         where = written_at("training", "moe_rank_imbalance", given, sf, sets)
         raise InputError(exc.what, where=where or exc.where, allowed=exc.allowed) from None

@@ -796,8 +796,59 @@ def _gemm_kwargs(kw: dict[str, Any], peak_flops: ArrayLike | None, gemm_max: Arr
                 gemm_half_dim=kw["gemm_half_dim"] if gemm_half_dim is None else gemm_half_dim)
 
 
-#: Megatron-Core's token dispatchers (``moe_token_dispatcher_type``), as :func:`layer_compute_time` codes them
-MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_FLEX, MOE_DISPATCH_ALLGATHER = 0, 1, 2
+#: Megatron-Core's token dispatchers (``moe_token_dispatcher_type``), as :func:`layer_compute_time` codes them, and
+#: the einsum dispatch of XLA's drop-and-pad MoE (MaxText ``MoeBlock.dense_matmul``: :func:`moe_einsum_dispatch`)
+MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_FLEX, MOE_DISPATCH_ALLGATHER, MOE_DISPATCH_EINSUM = 0, 1, 2, 3
+
+
+class EinsumDispatch(msgspec.Struct, frozen=True, eq=False):
+    """One MoE layer's einsum dispatch and combine on one device for one micro-batch (:func:`moe_einsum_dispatch`):
+    GEMM seconds forward and backward, memory-bound mask bytes forward and backward, forward FLOPs."""
+
+    forward: np.ndarray
+    backward: np.ndarray
+    mask_forward_bytes: np.ndarray
+    mask_backward_bytes: np.ndarray
+    forward_flops: np.ndarray
+
+
+def moe_einsum_dispatch(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, capacity_factor: ArrayLike,
+                        cp: ArrayLike = 1, tp: ArrayLike = 1, **kw: Any) -> EinsumDispatch:
+    """XLA's drop-and-pad MoE dispatch (docs/model.md#maxtext-dropping-moe): tokens reach per-expert capacity buffers
+    and come back through einsums against one-hot capacity masks, GShard's form (Lepikhin et al. 2020,
+    arXiv:2006.16668, Algorithm 2) as MaxText runs it with ``capacity_factor`` > 0 and ``sparse_matmul`` False
+    (AI-Hypercomputer/maxtext@14b5876ea MaxText/layers/moe.py ``dense_matmul`` L760-897, ``generate_masks``
+    L630-689; the same at e591f30cb src/maxtext/layers/moe.py, where capacity_factor is read only there).
+
+    Per sequence of s tokens each of the E experts holds C = cf k s / E rows (``expert_capacity_per_batch``,
+    ``int(ceil(s k / E) cf)``: the rounding, under one row, is not priced), so the buffers hold E C = cf k s rows of
+    width h. ``dispatch`` ``BSM,BSEC -> EBCM`` and ``combine`` ``EBCM,BSEC -> BSM`` are each, per sequence, one
+    (E C) x h x s GEMM (the mask cast to the activations' dtype; the MXU runs it whole, zeros included), with h / t
+    columns a device under tensor parallelism (``activation_embed`` on the tensor axis) and s / cp rows::
+
+        forward   dispatch + combine                          2 x 2 b (s/cp) (cf k s) (h/t) FLOPs
+        backward  dispatch: the inputs' gradient only (``dispatch_mask = combine_mask.astype(bool)``: a bool
+                  has no gradient); combine: the buffers' gradient and the combine mask's (the routing weights
+                  are in it: ``combine_mask = softmax_probs[..., None] * one_hot(position)``)   3 GEMMs, not 4
+
+    Mask bytes (memory-bound): ``generate_masks`` writes the combine mask (eb a element) and the bool dispatch mask
+    (1 byte) of b (s/cp) E C elements in the forward; the backward writes the combine mask's gradient and reads it
+    into the routing weights' (2 eb). ``kw``: :func:`gemm_time`'s keywords (peak_flops, memory_bandwidth, the
+    curve, elem_bytes). Not priced: the tensor-parallel all-reduce the combine mask's gradient needs at t > 1 (its
+    contraction runs over the sharded h) and a context-parallel sum over the s / cp shards (no compared row has
+    either)."""
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len)
+    t, c = _pos("tp", tp), _pos("cp", cp)
+    cf = _pos("capacity_factor", capacity_factor)
+    eb = _pos("elem_bytes", kw.get("elem_bytes", 2.0))
+    k, E = float(sh.moe_top_k), float(sh.moe_experts)
+    rows = cf * k * s * (1.0 if E > 0 else 0.0)  # E C: every expert's capacity buffer for one sequence
+    one = gemm_time(rows, sh.hidden / t, s / c, b, **kw)  # dispatch; combine is the same (E C, h, s) GEMM
+    elements = b * (s / c) * rows
+    return EinsumDispatch(forward=2.0 * one, backward=3.0 * one, mask_forward_bytes=(eb + 1.0) * elements,
+                          mask_backward_bytes=2.0 * eb * elements,
+                          forward_flops=2.0 * 2.0 * b * (s / c) * rows * sh.hidden / t)
 
 
 def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: ArrayLike = 1, ep: ArrayLike = 1,
@@ -918,7 +969,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 
     ``moe_dispatch`` (:data:`MOE_DISPATCH_ALLTOALL` 0, the default; :data:`MOE_DISPATCH_FLEX` 1; DeepEP or HybridEP;
     :data:`MOE_DISPATCH_ALLGATHER` 2) names Megatron-Core's token dispatcher, whose token permutations
-    :func:`moe_permutation_bytes` prices; ``moe_permute_fusion`` (default True) whether its permute kernels are
+    :func:`moe_permutation_bytes` prices (:data:`MOE_DISPATCH_EINSUM` 3: XLA's drop-and-pad, no permutation but
+    :func:`moe_einsum_dispatch`'s einsums and masks, the capacity factor ``moe_load``);
+    ``moe_permute_fusion`` (default True) whether its permute kernels are
     Transformer Engine's fused ones (False: Megatron-Core's unfused index_select / scatter_add_ path).
 
     ``moe_load`` (default 1: every EP rank at the mean) scales the routed rows of the busiest EP rank that the MoE
@@ -1162,6 +1215,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                        part=part, micro_batch=b)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
     disp = np.zeros_like(T)  # the MoE dispatcher's token permutations (their backward moves as many bytes)
+    # XLA's einsum dispatch (moe_einsum_dispatch): its capacity masks' bytes, forward and backward, and its GEMMs'
+    # backward over the 2 x forward every other GEMM takes (3 GEMMs against the forward's 2)
+    mask_f = mask_b = einsum_bwd = np.zeros_like(T)
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
     mlp_gemm = np.zeros_like(T)  # the dense MLP's GEMMs (selective recompute of mlp repeats them)
     mlp_up = np.zeros_like(T)  # the dense MLP's up-projection GEMMs (selective recompute of jax_qkvo repeats them)
@@ -1216,7 +1272,18 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         # the dispatcher's token permutations (w wide) on the rank's own tokens and on the rows the exchange brings
         disp = moe_permutation_bytes(sh, tokens=T, own=t_own, tp=t, ep=e, etp=u, load=load,
                                      dispatch=moe_dispatch, elem_bytes=eb, fused=moe_permute_fusion)
-        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + disp
+        # XLA's drop-and-pad: no permutation; the dispatch and combine einsums against the capacity masks, each
+        # expert's capacity load x k s / E rows a sequence (moe_einsum_dispatch, docs/model.md#maxtext-dropping-moe)
+        einsum = np.asarray(moe_dispatch) == MOE_DISPATCH_EINSUM
+        if np.any(einsum):
+            ed = moe_einsum_dispatch(sh, micro_batch=b, seq_len=s, capacity_factor=load, cp=c, tp=t, **kw)
+            gemm = gemm + np.where(einsum, ed.forward, 0.0)
+            einsum_bwd = np.where(einsum, ed.backward - 2.0 * ed.forward, 0.0)
+            flops = flops + np.where(einsum, ed.forward_flops, 0.0)
+            disp = np.where(einsum, 0.0, disp)
+            mask_f = np.where(einsum, ed.mask_forward_bytes, 0.0)
+            mask_b = np.where(einsum, ed.mask_backward_bytes, 0.0)
+        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + disp + mask_f
         expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * load * T * k * fe / t  # routed experts' activation
         moe_block = gemm - gemm_before + memory_time(mem - mem_before, memory_bandwidth=memory_bandwidth,
                                                      memory_efficiency=memory_efficiency)
@@ -1242,8 +1309,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     # backward: the implementation's own passes; the experts' activation 2 x forward; the token permutations
     # 1 x (the gradient of a gather is a scatter of the same rows and the reverse)
-    t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f - disp) + disp, memory_bandwidth=memory_bandwidth,
-                            memory_efficiency=memory_efficiency)
+    t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f - disp - mask_f) + disp + mask_b,
+                            memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
     # XLA's remat drops the down-projections, and in a parallel block the attention's output projection too: both
     # outputs feed only the layer's output sum, which no backward reads (xlapar35; docs/model.md#xlapar35)
@@ -1275,7 +1342,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                     if (mlp and moe and np.any(again.jax_qkvo)) else 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
-        + t_ring_b - 2.0 * t_ring_f
+        + t_ring_b - 2.0 * t_ring_f + einsum_bwd
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops,
                      attention_forward=attention_forward)

@@ -429,7 +429,8 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                recompute_modules: ArrayLike = 0, attention: bool = True,
                                mlp: bool = True, attention_inputs: ArrayLike | None = None,
                                latent_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
-                               elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+                               elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
+                               moe_einsum: ArrayLike = False) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
     inputs and the selective-recompute modules as in the module docstring). ``attention`` / ``mlp`` False: one
     block of a hybrid pattern's layer, with one norm, one GEMM input and one dropout mask of the residual stream
@@ -445,7 +446,12 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     activation, f_e / u wide on u T k / t rows, stays k s b f_e / t. ``elem_bytes`` e: bytes of an activation element
     (the job's, 4 in an fp32 / tf32 run, else 2), which every element-sized term below is counted at; the dropout
     masks (1 byte), flash attention's fp32 log-sum-exp and the quantized GEMM inputs keep their own size
-    (docs/model.md#activations, "32-bit runs")."""
+    (docs/model.md#activations, "32-bit runs"). ``moe_capacity`` c (default 1): the routed experts' rows over the
+    dropless k s b, c under drop-and-pad (training.moe_pad_to_capacity: every expert's buffer is its capacity, c x the
+    mean); ``moe_einsum`` (XLA's drop-and-pad, MaxText dense_matmul: docs/model.md#maxtext-dropping-moe) adds what
+    its einsums save for the backward: the combine mask (e bytes) and the bool dispatch mask (1) of s b c k s_full
+    elements, whole on every tensor rank, and the experts' output buffer the combine mask's gradient reads, c k s b h
+    at e bytes (h split by t)."""
     b = _pos("micro_batch", micro_batch)
     s_full = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -477,8 +483,14 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         # the routed experts' input at their width w (LatentMoE: l), on u T k / t rows a GPU (u x the k T / t the
         # split by t leaves) + LatentMoE's fc2_latent_proj input (the combined l-wide tokens); fc1_latent_proj reads
         # the norm output the shared experts and router read
-        mlp_bytes = (sh.moe_top_k * (u * gemm_in * s * b * sh.moe_width + routed * fe)
+        cap = _pos("moe_capacity", moe_capacity)  # the routed rows over k s b (drop-and-pad: the capacity factor)
+        mlp_bytes = (sh.moe_top_k * cap * (u * gemm_in * s * b * sh.moe_width + routed * fe)
                      + sh.moe_shared_experts * act_per_f * fe + gemm_lat * s * b * sh.moe_latent)
+        if np.any(moe_einsum):  # the einsum dispatch's masks (whole a tensor rank: x t against the split's / t)
+            # and the experts' output buffer E C h the combine's backward reads
+            masks = (1.0 + e) * s * b * cap * sh.moe_top_k * s_full
+            mlp_bytes = mlp_bytes + np.where(np.asarray(moe_einsum, dtype=bool),
+                                             t * masks + e * cap * sh.moe_top_k * s * b * h, 0.0)
         up_width = (sh.moe_top_k + sh.moe_shared_experts) * fe
     else:
         mlp_bytes = act_per_f * sh.ffn_hidden
@@ -642,7 +654,8 @@ def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.
                             fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
                             attention_inputs: ArrayLike | None = None, latent_inputs: ArrayLike | None = None,
                             out_proj_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
-                            elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+                            elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
+                            moe_einsum: ArrayLike = False) -> np.ndarray:
     """Activation bytes of all of the model's layers for one micro-batch at ``recompute``: dense_layers x a dense
     layer + moe_layers x an MoE layer (:func:`activation_bytes_per_layer`), a hybrid pattern each kind's layers x its
     layer (a Mamba layer :func:`mamba_activation_bytes`); a kind the model has none of adds exactly 0 (its bytes are
@@ -655,7 +668,7 @@ def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.
         micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
         flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
         attention_inputs=attention_inputs, latent_inputs=latent_inputs, out_proj_inputs=out_proj_inputs, etp=etp,
-        elem_bytes=elem_bytes)
+        elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum)
     if sh.hybrid is not None:
         return sum((n * _layer_bytes(sh, recompute, k, memo, kw) for k, n in _hybrid_kinds(sh)), np.zeros(()))
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
@@ -681,7 +694,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      shared_input_copy: ArrayLike = True, attention_inputs: ArrayLike | None = None,
                      latent_inputs: ArrayLike | None = None,
                      out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
-                     etp: ArrayLike | None = None, elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+                     etp: ArrayLike | None = None, elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
+                     moe_einsum: ArrayLike = False) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
     :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
@@ -756,7 +770,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
-              attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp, elem_bytes=elem_bytes)
+              attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp, elem_bytes=elem_bytes,
+              moe_capacity=moe_capacity, moe_einsum=moe_einsum)
     e = _pos("elem_bytes", elem_bytes)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_moe = sh.moe_layers
@@ -952,9 +967,11 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    weight_workspace: ArrayLike = 0.0, expert_workspace: ArrayLike = 0.0,
                    mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0,
                    elem_bytes: ArrayLike = 2.0, fsdp2: ArrayLike = False,
-                   shared: dict[str, Any] | None = None) -> MemoryBreakdown:
+                   shared: dict[str, Any] | None = None,
+                   moe_capacity: ArrayLike = 1.0, moe_einsum: ArrayLike = False) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
-    ``stage_layers`` layers when the stages are uneven, else L/p).
+    ``stage_layers`` layers when the stages are uneven, else L/p). ``moe_capacity``, ``moe_einsum``: the routed
+    experts' capacity rows and XLA's einsum-dispatch buffers (:func:`activation_bytes_per_layer`).
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
@@ -1089,7 +1106,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                per_layer=per_layer, shared_input_copy=shared_input_copy,
                                attention_inputs=attention_inputs, latent_inputs=latent_inputs,
                                out_proj_inputs=out_proj_inputs, inflight=inflight, etp=etp,
-                               elem_bytes=elem_bytes)
+                               elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

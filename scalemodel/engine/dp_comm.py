@@ -38,6 +38,7 @@ from scalemodel.engine.layer_compute import (
     fsdp_root_params,
     megatron_ddp_on,
     module_recipe,
+    moe_capacity_buffers,
     recomputed_layers,
     vocab_shard_elements,
     xla_remat,
@@ -373,7 +374,8 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         sh, "none", None, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
         sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g),
         elem_bytes=job.elem_bytes, fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe),
-        recompute_modules=g.recompute_modules, **module_input_bytes(job)) / float(sh.layers)
+        recompute_modules=g.recompute_modules, **module_input_bytes(job), **moe_capacity_buffers(job, g)) / float(
+            sh.layers)
     c = np.where(tensors, offloaded_tensor_bytes(job, g), per_layer) / job.host_bandwidth
     e = np.asarray(layer_comm, dtype=float)
     w_f = comp["forward_per_layer"] + e / 3.0

@@ -1347,6 +1347,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
     _check_moe_rank_imbalance(job, ep)
+    _warn_einsum_dispatch_parallel(job, strategy, tp, cp)
     check_mtp_recompute(job, RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM
                         and Recompute.parse(strategy.recompute) == Recompute.FULL, strategy.recompute_layers,
                         "strategy.recompute_layers" if origin is None else origin.field("recompute_layers"))
@@ -1807,6 +1808,8 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
 
     (``ep`` None: the bound over every ep, E / k). A factor above it (100 at ep 8 on Mixtral's E 8, k 2: bound 4)
     priced the busiest rank's expert GEMMs and EP bytes at more than the whole batch's routed copies, without a word.
+    Under drop-and-pad (training.moe_pad_to_capacity) the factor is the capacity factor: callers pass ep None, the
+    bound E / k (a capacity of every token), at every ep.
     Raises InputError at training.moe_rank_imbalance."""
     if not factor or experts <= 0 or top_k <= 0 or (ep is not None and ep <= 1):
         return
@@ -1827,16 +1830,36 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
 
 def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
     """:func:`check_moe_rank_imbalance` at the strategy's ep; a factor at ep 1, where it prices nothing
-    (layer_compute.moe_rank_load is 1 there), is said."""
+    (layer_compute.moe_rank_load is 1 there), is said; under drop-and-pad the capacity factor, priced at every ep,
+    is checked against E / k."""
     f = float(job.moe_rank_imbalance)
     E, k = (float(job.shape.moe_experts), float(job.shape.moe_top_k)) if job.is_transformer else (0.0, 0.0)
     if not f or E <= 0 or k <= 0:
         return  # unset, or no MoE layers (_warn_unpriced_fields says so)
+    if job.moe_pad_to_capacity:  # the capacity factor: priced at every ep (layer_compute.moe_rank_load)
+        check_moe_rank_imbalance(f, E, k, None)
+        return
     if ep <= 1:
         _warn_field("training.moe_rank_imbalance",
                     f" = {f:g} is not priced: ep is 1 (every rank holds every expert, "
                     "so no EP rank is busier than the mean)")
     check_moe_rank_imbalance(f, E, k, ep)
+
+
+def _warn_einsum_dispatch_parallel(job: Job, strategy: Any, tp: int, cp: int) -> None:
+    """XLA's drop-and-pad (training.moe_pad_to_capacity on layer_impl xla: the einsum dispatch,
+    docs/model.md#maxtext-dropping-moe) at tp > 1 or cp > 1: the einsums are priced on the rank's h / t columns and
+    s / cp rows, but not the collectives the SPMD partitioner adds there (the combine mask's gradient contracts over the
+    sharded h: an all-reduce over the tensor axis; the dispatch sums over the sharded sequence), which is said."""
+    if not (job.moe_pad_to_capacity and job.is_transformer and float(job.shape.moe_experts) > 0):
+        return
+    if LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl") != LayerImpl.XLA:
+        return
+    if tp > 1 or cp > 1:
+        _warn_field("training.moe_pad_to_capacity",
+                    f" = true on layer_impl xla (the einsum dispatch) at tp {tp}, cp {cp}: the einsums are priced on "
+                    "the rank's share, not the tensor all-reduce of the combine mask's gradient or the context "
+                    "sum the partitioner adds (docs/model.md#maxtext-dropping-moe)")
 
 
 def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:

@@ -176,6 +176,11 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
         flash["moe_dispatch"] = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), compute.MOE_DISPATCH_FLEX,
                                          np.where(np.asarray(g.moe_allgather_dispatcher, dtype=bool),
                                                   compute.MOE_DISPATCH_ALLGATHER, compute.MOE_DISPATCH_ALLTOALL))
+        # drop-and-pad on XLA (layer_impl xla): MaxText's dense_matmul, einsums against one-hot capacity masks, the
+        # only path MaxText reads capacity_factor on (compute.moe_einsum_dispatch, docs/model.md#maxtext-dropping-moe)
+        if job.moe_pad_to_capacity:
+            flash["moe_dispatch"] = np.where(np.asarray(g.layer_impl) == LayerImpl.XLA, compute.MOE_DISPATCH_EINSUM,
+                                             flash["moe_dispatch"])
         # Transformer Engine's fused permute kernels or Megatron-Core's unfused ones (strategy.moe_permute_fusion);
         # HybridEP permutes in its own kernel either way (token_dispatcher.py L1212 at d98e8a64dd)
         hybridep = (np.asarray(g.moe_flex_dispatcher, dtype=bool)
@@ -1360,10 +1365,17 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
     maximum under uniform random top-k routing (:func:`scalemodel.cost.moe_routing.copy_load_factor` over the ep
     ranks), or 1 under training.moe_routing cyclic (Automodel's FakeBalancedGate: over a period of E / gcd(k, E)
     tokens every expert gets k / gcd(k, E) copies, so every rank of E / ep experts the same;
-    :func:`scalemodel.cost.moe_routing.cyclic_part_hits`); 1 at ep 1 and without experts."""
+    :func:`scalemodel.cost.moe_routing.cyclic_part_hits`); 1 at ep 1 and without experts. Under drop-and-pad
+    (training.moe_pad_to_capacity) the stated factor is the capacity factor c, and every expert runs c x its mean
+    rows at every ep, ep 1 included (Megatron-LM 7094270c6f moe_utils.py ``topk_softmax_with_capacity``: capacity
+    ceil(T k / E c) a pad-filled expert; MaxText ``generate_masks``: C = ceil(s k / E) c a sequence): c, at most
+    E / k (job.check_moe_rank_imbalance), no routing cap (the padding rows are not token copies)."""
     sh = job.shape
     E, k = float(sh.moe_experts), float(sh.moe_top_k)
     ep = np.asarray(g.ep, dtype=float)
+    if job.moe_pad_to_capacity and job.moe_rank_imbalance >= 1.0:
+        return np.asarray(np.broadcast_to(np.where(E > 0, job.moe_rank_imbalance, 1.0),
+                                          np.broadcast(ep, copies).shape), dtype=float)
     # a stated figure at most the most one rank can take, p min(k, E/p) / k (a figure measured at another ep can
     # pass it: 3 at ep 2 of 8 experts, top-2, would price a rank over all the copies its experts can be sent)
     f = (np.broadcast_to(np.minimum(job.moe_rank_imbalance, moe_routing.copy_load_cap(E, k, ep)),
@@ -1371,6 +1383,17 @@ def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
          else np.ones(np.broadcast(ep, copies).shape) if job.moe_routing == "cyclic"
          else moe_routing.copy_load_factor(copies, E, k, ep))
     return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
+
+
+def moe_capacity_buffers(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The memory model's MoE buffer arguments (cost.memory.activation_bytes_per_layer): ``moe_capacity`` the
+    routed experts' rows over the dropless k s b, the capacity factor c under drop-and-pad (training.moe_pad_to_capacity
+    with moe_rank_imbalance c: every expert's buffer holds c x its mean rows, at every ep), else 1; ``moe_einsum``
+    where drop-and-pad runs on the XLA layer (MaxText dense_matmul: its masks and expert-output buffer,
+    docs/model.md#maxtext-dropping-moe)."""
+    pad = bool(job.moe_pad_to_capacity) and float(job.shape.moe_experts) > 0
+    cap = float(job.moe_rank_imbalance) if pad and job.moe_rank_imbalance >= 1.0 else 1.0
+    return {"moe_capacity": cap, "moe_einsum": np.asarray(g.layer_impl) == LayerImpl.XLA if pad else False}
 
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:

@@ -30,6 +30,7 @@ from scalemodel.engine.layer_compute import (
     fsdp_fp8_gather,
     fsdp_root_params,
     module_recipe,
+    moe_capacity_buffers,
     mtp_recipe,
     recomputed_layers,
 )
@@ -228,6 +229,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         fsdp2=torch_fsdp2(g),  # shards and their gradients at the parameters' dtype (#fsdp2-shard-dtype)
         root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
         fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
+        **moe_capacity_buffers(job, g),  # drop-and-pad's capacity rows, XLA's einsum-dispatch buffers
         # 1.125 for NVFP4 parameters (both copies); 1 for FP8 ones (the Hopper transpose not held: #fp8-param-gather)
         fp8_param_bytes=compute.param_gather_bytes(job.fp8_recipe)[1],
         fp8_linear_per_layer=fp8_param_linear_per_layer(job, g.tp) if job.is_transformer else None,

@@ -237,7 +237,8 @@ class TrainingSpec(Spec, kw_only=True):
         "MoE: the measured max / mean routed token copies per expert-parallel rank of one MoE layer and micro-batch "
         "(the busiest EP rank's load over the mean); scales the routed experts' GEMMs and activation and the EP "
         "dispatch / combine bytes of every MoE layer, every dispatcher, at ep > 1 and at most what one rank can take, "
-        "ep min(k, E/ep) / k (docs/model.md#moe-rank-imbalance). Not given: "
+        "ep min(k, E/ep) / k (docs/model.md#moe-rank-imbalance); with moe_pad_to_capacity it is the capacity factor, "
+        "priced at every ep, at most E / k. Not given: "
         "the expected maximum under uniform random top-k routing (Megatron-Core moe_router_force_load_balancing, "
         "which benchmark recipes set), a baseline computed from the shapes, not a measured figure; a learned router, "
         "even with an auxiliary load-balancing loss, is typically less balanced than that"))] = None
@@ -251,9 +252,12 @@ class TrainingSpec(Spec, kw_only=True):
         "(docs/model.md#moe-cyclic-routing)"))] = "random"
     moe_pad_to_capacity: Annotated[bool, Meta(description=(
         "MoE: drop-and-pad dispatch (Megatron-Core --moe-pad-expert-input-to-capacity with "
-        "--moe-expert-capacity-factor c): every expert receives exactly its capacity, c x its mean routed tokens (give "
-        "c as moe_rank_imbalance), so its GEMMs run that fixed row count in whole 128-row tiles, with no dropless "
-        "router's random remainder (docs/model.md#expert-tile-padding). Default false: dropless routing"))] = False
+        "--moe-expert-capacity-factor c; MaxText capacity_factor c): every expert receives exactly its capacity, c x "
+        "its mean routed tokens at every ep, ep 1 included (give c as moe_rank_imbalance, at most E / k), so its GEMMs "
+        "run that fixed row count in whole 128-row tiles, with no dropless router's random remainder "
+        "(docs/model.md#expert-tile-padding). With strategy.layer_impl xla it is MaxText's dropping dense_matmul: "
+        "dispatch and combine are einsums against one-hot capacity masks, no permutation "
+        "(docs/model.md#maxtext-dropping-moe). Default false: dropless routing"))] = False
     moe_router_dtype: Annotated[Literal["fp32", "fp64"] | None, Meta(description=(
         "the MoE router's dtype (Megatron-Core --moe-router-dtype): its logits and so the routing probabilities in "
         "fp32 or fp64. Priced where the probabilities' dtype reaches the wire: the allgather dispatcher's gather of "
