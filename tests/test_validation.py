@@ -699,7 +699,10 @@ FAMILY_MEDIAN_BOUNDS = {
     # 9.0 points above it; one point of room left for the next movement
     # raised 0.09 -> 0.101 by p2p21 (Megatron-Core's overlap_p2p_comm priced where the frameworks turn it
     # on: every affected row faster, most already too fast; kept): the median is 9.6%
-    ("source", "nemo2504"): 0.045,  # n=4, now 9.6%
+    # raised 0.045 -> 0.051 by vpp35 (the interleaved bubble's chunks carry their rank's exposed exchanges at the rate
+    # pp_overlap prices them: step._chunk_time, docs/model.md#chunk-exchanges; every row with overlap_p2p_comm
+    # slower, kept): GPT-3 175B -5.2 -> -5.8 %, Nemotron-4 340B -3.6 -> -4.1 % (v 12), median 4.4 -> 5.0%
+    ("source", "nemo2504"): 0.051,  # n=4, now 5.0%
     ("source", "kor22"): 0.03,  # n=4, now 2.3% (was 3.5%)
     ("source", "maxtext"): 0.08,  # n=7, now 6.8% (6.0% before the parallel block, 5.6% at n=5; see TPU v5p)
     # mb2511 raised 0.06 -> 0.11 by the in-layer GEMM factor: see GB200 and fp8 above

@@ -385,15 +385,19 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             if sp.segments and not all(sp.segments[:p]):
                 # a rank whose chunk of virtual stage 0 holds no layer starts on a later chunk, behind every chunk
                 # before it (cost.pipeline.interleaved_rank_wait_time)
-                out.append((sp.on, _empty_chunk_waits(job, stage, m, sp, stages)))
+                out.append((sp.on, _empty_chunk_waits(job, g, stage, m, sp, stages)))
                 continue
             chunks, pieces = [], []
             for i, s in enumerate(sp.chunks[:p - 1]):
                 part = _part_job(job, s)
-                pp_only = stage(np.zeros(1), False, part).time
                 # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's with the embedding
-                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)]), i == 0))
-                chunks.append(pieces[-1].time - pp_only + pp_only / v)
+                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)]), i == 0,
+                                    blocking_p2p=True))
+                rank = sp.ranks[i]  # virtual stage 0's chunk i runs on rank i
+                hidden = _rank_hidden(stage, np.full(1, float(len(rank))), False, _part_job(job, rank),
+                                      _split_rank_recomputed(g, sp, i), i == 0)
+                chunks.append(_chunk_time(stage, np.full(1, float(len(s))), v, part, _block_recomputed(g, [len(s)]),
+                                          i == 0, hidden))
             if same and all(x is pieces[-1] for x in pieces[1:]):
                 mid = stages[1] if p >= 3 else stages[0]
                 out.append((sp.on, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
@@ -417,7 +421,7 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
     return out
 
 
-def _empty_chunk_waits(job: Job, stage: Callable[..., _Stage], m: np.ndarray, sp: _RankSplit,
+def _empty_chunk_waits(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray, sp: _RankSplit,
                        stages: list[_Stage]) -> np.ndarray:
     """The interleaved step of a split (``sp``: '|' segments or strategy.stage_layers) where a chunk of virtual stage 0
     holds no layer: :func:`scalemodel.cost.pipeline.interleaved_rank_wait_time` over the ranks' times (``stages``)
@@ -427,10 +431,11 @@ def _empty_chunk_waits(job: Job, stage: Callable[..., _Stage], m: np.ndarray, sp
     p, v, segs = sp.p, float(sp.v), sp.segments
     times: list[np.ndarray] = []
     for i, s in enumerate(segs):
-        part = _part_job(job, s)
-        pp_only = stage(np.zeros(1), False, part).time
         # virtual stage 0 (rank 0's first chunk) holds the word embedding
-        times.append(stage(np.full(1, float(len(s))), False, part, None, i == 0).time - pp_only + pp_only / v)
+        rank = sp.ranks[i % p]  # chunk i (virtual stage i // p) runs on rank i mod p
+        hidden = _rank_hidden(stage, np.full(1, float(len(rank))), i % p == p - 1, _part_job(job, rank),
+                              _split_rank_recomputed(g, sp, i % p), i % p == 0)
+        times.append(_chunk_time(stage, np.full(1, float(len(s))), v, _part_job(job, s), None, i == 0, hidden))
     waits = []
     for r in range(p):
         first = next((c * p + r for c in range(len(segs) // p) if segs[c * p + r]), r)
@@ -1095,22 +1100,61 @@ def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[.
     evaluate and the pipeline formulas ask for ranks and chunks that are often the same size (a balanced
     split), and each costs a compute and traffic pass. ``part``: a hybrid pattern's rank or segment priced on its
     own kinds (:func:`_part_job`; the per-layer collectives depend on the widths alone, not on the kinds), else
-    ``job``."""
+    ``job``. ``blocking_p2p``: the stage with every pipeline send/recv exposed, ``overlap_p2p_comm`` off (the
+    collectives do not depend on it): the interleaved bubble's chunks, whose warm-up and cool-down exchanges no
+    compute hides (:func:`_chunk_time`)."""
     seen: dict[tuple[Any, ...], _Stage] = {}
     held: dict[int, Job] = {}
     coll = _mp_collectives(job, g, groups) if job.is_transformer else None
+    grids: dict[bool, StrategyGrid] = {False: g}
 
     def stage(layers: np.ndarray, logits: bool, part: Job | None = None, recomputed: Any = None,
-              embedding: bool = False) -> _Stage:
+              embedding: bool = False, blocking_p2p: bool = False) -> _Stage:
         a = np.asarray(layers, dtype=float)
         who = job if part is None else part
         rec = None if recomputed is None else np.asarray(recomputed, dtype=float)
-        key = (a.shape, a.tobytes(), logits, id(who), None if rec is None else (rec.shape, rec.tobytes()), embedding)
+        blocking = blocking_p2p and bool(np.any(g.overlap_p2p_comm))
+        key = (a.shape, a.tobytes(), logits, id(who), None if rec is None else (rec.shape, rec.tobytes()), embedding,
+               blocking)
         if key not in seen:
-            seen[key] = _stage(who, g, groups, a, logits, coll, rec, embedding)
+            if blocking not in grids:
+                grids[blocking] = msgspec.structs.replace(g, overlap_p2p_comm=np.zeros_like(g.overlap_p2p_comm))
+            seen[key] = _stage(who, grids[blocking], groups, a, logits, coll, rec, embedding)
             held[id(who)] = who  # its id stays its own while remembered
         return seen[key]
     return stage
+
+
+def _chunk_time(stage: Callable[..., _Stage], layers: np.ndarray, v: Any, part: Job | None = None,
+                recomputed: Any = None, embedding: bool = False, rank_hidden: Any = 0.0) -> np.ndarray:
+    """One model chunk of an interleaved pipeline in the bubble's chain, forward + backward of one micro-batch: its
+    ``layers`` priced as a stage with every pipeline exchange exposed (``blocking_p2p``), less the empty stage's 2 v
+    send/recvs (and the other per-chunk costs an empty stage carries), plus 1 / v of them, less 1 / v of
+    ``rank_hidden``, what ``overlap_p2p_comm`` takes off one micro-batch of the rank holding the chunk
+    (:func:`_rank_hidden`):
+
+        chunk = T_blocking(n layers) - T(0) + (T(0) - hidden_rank) / v
+
+    With equal chunks and stage times linear in the layers this is the rank's own micro-batch time over v, so the
+    bubble stays (p - 1)/v of t_mb, the rate model_parallel_comm.pp_overlap spreads its 2 (p v - 1) exposed
+    transfers at (its steady count over m + (p - 1)/v micro-batch times; the schedule simulation of
+    tests/test_pp_overlap.py). Before vpp35 the chunk was its layers' stage with the steady phase's hiding applied
+    at that stage's own size (``min(p2p, forward / v)`` of n layers, not of the rank's n v) less the empty stage's
+    unhidden exchanges: short by up to 2 p2p a chunk less the rank's share, most with few layers a chunk (MLPerf v4.0
+    GPT-3 175B at pp 8 x v 12, one layer a chunk: a middle chunk 6.2 ms, now 12.0 ms = its rank's 143.4 ms / 12)."""
+    pp_only = stage(np.zeros_like(np.asarray(layers, dtype=float)), False, part, blocking_p2p=True).time
+    piece = stage(layers, False, part, recomputed, embedding, blocking_p2p=True)
+    return np.asarray(piece.time - pp_only + (pp_only - rank_hidden) / v)
+
+
+def _rank_hidden(stage: Callable[..., _Stage], layers: Any, logits: bool, part: Job | None = None,
+                 recomputed: Any = None, embedding: bool = False) -> np.ndarray:
+    """Seconds ``overlap_p2p_comm`` takes off one micro-batch of a pipeline rank (its hidden steady-phase exchanges
+    and the contention they bring, model_parallel_comm.pp_overlap): the rank priced with every exchange exposed less
+    the rank as priced; 0 where the overlap is off."""
+    a = np.asarray(layers, dtype=float)
+    return np.asarray(stage(a, logits, part, recomputed, embedding, blocking_p2p=True).time
+                      - stage(a, logits, part, recomputed, embedding).time)
 
 
 def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
@@ -1156,14 +1200,14 @@ def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], 
     w_first = stage(r_first, False, None, rec_first, embedding=True).time  # rank 0: the word embedding's gradient
     w_mid = stage(r_mid, False, None, rec_mid).time
     w_last = stage(r_last, True, None, rec_last).time
-    pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
-    def chunk(n: np.ndarray, embedding: bool = False) -> np.ndarray:
+    def chunk(n: np.ndarray, hidden: np.ndarray, embedding: bool = False) -> np.ndarray:
         # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's first with the embedding
-        return stage(n, False, None, _block_recomputed(g, [n]), embedding).time - pp_only + pp_only / v
+        return _chunk_time(stage, n, v, None, _block_recomputed(g, [n]), embedding, hidden)
 
-    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first, True),
-                                                       chunk(mid)))
+    first_c = chunk(first, _rank_hidden(stage, r_first, False, None, rec_first, True), True)
+    mid_c = chunk(mid, _rank_hidden(stage, r_mid, False, None, rec_mid))
+    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, first_c, mid_c))
 
 
 def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
