@@ -454,7 +454,9 @@ def nccl_execution_channels(pl: Placement, nvls_channels: float = 0.0) -> np.nda
     the ring count is raised to theirs (``if (comm->nChannels < comm->nvlsChannels) copyChannels``, v2.20.3-1 :473,
     v2.21.5-1 :478, v2.27.7-1 :493; gone by v2.28): ``nvls_channels`` (0 with NVLS off), where the group has more
     than 2 GPUs a node (ncclNvlsInit builds none on ``gpuCount <= 2``, v2.27.7-1 src/transport/nvls.cc:160). Not
-    modelled: the UNPACK-network doubling below 16 (TCPX, v2.27.7-1 :472) and NCCL_MIN/MAX_CTAS.
+    modelled: the UNPACK-network doubling below 16 (TCPX, v2.27.7-1 :472) and a run's NCCL_MIN/MAX_CTAS or
+    per-communicator min / max CTAs (``max(min(c, maxCTAs), minCTAs)``, connect.cc:483-484; read, not priced:
+    docs/model.md#contention, ctacap35, tests/test_ctacap35.py).
 
     8 H100 a node with a 400 Gb/s NIC each: 8 graph channels at 48 GB/s (not duplicated: 48 < 50 with 8 > 4) -> 16,
     the "16 coll channels" of a multi-node H100 log (deepseek-ai/DeepEP#106; "execution channels are typically 2x the
