@@ -194,9 +194,9 @@ def test_fsdp_units_exposed_beyond_their_windows(a3, monkeypatch) -> None:  # ty
 
 
 def _fsdp(a3, workload: Any = TINY, **strategy: Any):  # type: ignore[no-untyped-def]
-    """FSDP over one 8-GPU VM (one micro-batch of 8 sequences)."""
+    """FSDP over one 8-GPU VM (one micro-batch of 8 sequences), MaxText's layer (layer_impl xla) unless told."""
     job = build_job(a3, workload, TrainingSpec(grad_bytes_per_param=2))
-    st = StrategySpec(dp=8, zero="fsdp", **strategy)
+    st = StrategySpec(dp=8, zero="fsdp", **{"layer_impl": "xla", **strategy})
     return job, grid_from_strategy(st, TrainingSpec(global_batch=8, precision=job.precision), 8, job)
 
 
@@ -208,9 +208,10 @@ UNGATED = TransformerWorkload(name="tiny-gpt", layers=4, hidden=1024, heads=8, f
     # no recompute: 2 (4 + 3) + 1 = 15 gated, 2 (4 + 2) + 1 = 13 ungated
     (TINY, {}, 15.0),
     (UNGATED, {}, 13.0),
-    # full recompute repeats the forward: q, k, v, o, wi_0, wi_1, wo + the attention kernel = 8 more (7 ungated)
-    (TINY, {"recompute": "full"}, 23.0),
-    (UNGATED, {"recompute": "full"}, 20.0),
+    # full recompute under XLA's remat repeats the forward but the down-projection wo, whose output no backward
+    # reads: q, k, v, o, wi_0, wi_1 + the attention kernel = 7 more (6 ungated: q, k, v, o, wi + the kernel)
+    (TINY, {"recompute": "full"}, 22.0),
+    (UNGATED, {"recompute": "full"}, 19.0),
     # jax_dots (checkpoint_dots_with_no_batch_dims, MaxText minimal / minimal_flash): the attention core only
     (TINY, {"recompute": "selective", "recompute_modules": "jax_dots"}, 16.0),
     # jax_qkvo (save_dot_except_mlp): the core and the MLP's up-projections wi_0, wi_1 (wi ungated)
@@ -235,28 +236,49 @@ def test_layer_kernels_count_the_recomputed_forward(a3, workload, strategy,  # t
 
 def test_partial_full_recompute_counts_its_share_of_layers(a3) -> None:  # type: ignore[no-untyped-def]
     """Full recompute of 1 of the stage's 4 layers (recompute_layers 1, block): b is the stage's backward over its
-    layers, one of which repeats its 8 forward kernels: K = 15 + 8 / 4 = 17."""
+    layers, one of which repeats 7 of its 8 forward kernels (XLA's remat drops wo): K = 15 + 7 / 4 = 16.75."""
     job, g = _fsdp(a3, recompute="full", recompute_layers=1)
-    assert dp_comm.xla_layer_kernels(job, g, 1.0 / 4.0).item() == 17.0
+    assert dp_comm.xla_layer_kernels(job, g, 1.0 / 4.0).item() == 16.75
 
 
-def test_xla_remat_leaves_the_down_projection_out(monkeypatch, a3) -> None:  # type: ignore[no-untyped-def]
-    """Where XLA's remat leaves the down-projection out of the recomputed forward (a TPU: layer_compute.xla_remat),
-    b holds 7 of the forward's 8 kernels: K = 15 + 7 = 22."""
-    job, g = _fsdp(a3, recompute="full")
-    monkeypatch.setattr(dp_comm, "xla_remat", lambda job: True)
-    assert dp_comm.xla_layer_kernels(job, g).item() == 22.0
+@pytest.mark.parametrize(("strategy", "want"), [
+    # an XLA layer on GPUs (MaxText on A3): XLA's remat, 7 of the forward's 8 kernels again: K = 15 + 7 = 22
+    ({"layer_impl": "xla"}, 22.0),
+    # a program under XLA's GPU scheduler is compiled by XLA whatever layer_impl says: the same 22
+    ({"layer_impl": "megatron_te", "xla_gpu_lhs": True}, 22.0),
+    # a PyTorch layer (Megatron-Core, TE) on the same GPUs: torch.utils.checkpoint reruns all 8: K = 15 + 8 = 23
+    ({"layer_impl": "megatron_te"}, 23.0),
+    # a parallel block under XLA drops the O-projection too (xlapar35): 6 again, K = 15 + 6 = 21 (below)
+])
+def test_xla_remat_leaves_the_down_projection_out(a3, strategy, want) -> None:  # type: ignore[no-untyped-def]
+    """XLA's remat is the compiler's, not the TPU's (layer_compute.xla_remat, docs/model.md#xlagpu35): on GPUs
+    too the recomputed forward leaves the down-projection out, so b holds 7 of its 8 forward kernels."""
+    job, g = _fsdp(a3, recompute="full", **strategy)
+    assert dp_comm.xla_layer_kernels(job, g).item() == want
+
+
+def test_xla_remat_of_a_parallel_block_on_gpus(a3) -> None:  # type: ignore[no-untyped-def]
+    """A parallel block (one norm, attention and MLP summed) under XLA on GPUs: its recomputed forward drops wo and
+    the O-projection, both feeding only the sum (docs/model.md#xlapar35): q, k, v, wi_0, wi_1 + the kernel = 6 again,
+    K = 15 + 6 = 21; the same block under a PyTorch layer reruns all 8 (23)."""
+    par = TransformerWorkload(name="tiny-par", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
+                              seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=True, dropout=False,
+                              parallel_block=True, norms_per_layer=1)
+    job, g = _fsdp(a3, par, recompute="full")
+    assert dp_comm.xla_layer_kernels(job, g).item() == 21.0
+    job, g = _fsdp(a3, par, recompute="full", layer_impl="megatron_te")
+    assert dp_comm.xla_layer_kernels(job, g).item() == 23.0
 
 
 def test_fsdp_windows_under_full_recompute(a3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """test_fsdp_units_exposed_beyond_their_windows' run under full recompute, the backward 184 ms a unit (the
-    same free backward per kernel, 120 / 15 = 184 / 23 = 8 ms): W_b = 5 x 184 / 23 = 40 ms as before, not
-    5 x 184 / 15 = 61.3 ms, which would hide every backward collective (49.94304 ms).
+    """test_fsdp_units_exposed_beyond_their_windows' run under full recompute (XLA's: K = 15 + 7 = 22), the backward
+    176 ms a unit (the same free backward per kernel, 120 / 15 = 176 / 22 = 8 ms): W_b = 5 x 176 / 22 = 40 ms as
+    before, not 5 x 176 / 15 = 58.7 ms, which would hide every backward collective (49.94304 ms).
 
         AG + 3 max(AG - 40, 0) + 3 (max(AG - 40, 0) + max(RS - 40, 0)) + RS = 2 x 49.94304 + 9 x 9.94304 ms"""
     _priced(monkeypatch, 1e-9)
     comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
-            "backward_free": np.asarray([L * 184e-3]), "recomputed_layers": np.asarray([float(L)])}
+            "backward_free": np.asarray([L * 176e-3]), "recomputed_layers": np.asarray([float(L)])}
     job, g = _fsdp(a3, recompute="full", xla_gpu_lhs=True)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data)
@@ -361,7 +383,7 @@ def test_hsdp_unit_windows_under_full_recompute(a3, monkeypatch) -> None:  # typ
         exposed = 2 x 49.94304 + 9 x (49.94304 - 40) + 8.194304 ms = 197.567744 ms"""
     _priced(monkeypatch, 1e-9)
     comp = {"layers_per_stage": np.asarray([float(L)]), "forward_free": np.asarray([L * 64e-3]),
-            "backward_free": np.asarray([L * 184e-3]), "recomputed_layers": np.asarray([float(L)])}
+            "backward_free": np.asarray([L * 176e-3]), "recomputed_layers": np.asarray([float(L)])}
     job, g = _hsdp(a3, xla_gpu_lhs=True, bucket_size=float(8 * MIB), recompute="full")
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     out = dp_comm._dp_comm(job, g, comp, np.asarray([1.0]), groups.data, hsdp=groups.data_split(np.asarray(8)))

@@ -53,7 +53,7 @@ def test_tpu_recompute_drops_one_of_four_sp_collectives(monkeypatch):
     st = StrategySpec(tp=tp, pp=1, dp=16, recompute="full", sequence_parallel=True, flash_attention=True)
     xla = predict(cl, wl, tp * 16, tr, st).breakdown_s["tp_comm"]
     for module in (layer_compute, model_parallel_comm, step):  # every module whose functions look it up
-        monkeypatch.setattr(module, "xla_remat", lambda job: False)
+        monkeypatch.setattr(module, "xla_remat", lambda job, g: np.asarray(False))
     torch_like = predict(cl, wl, tp * 16, tr, st).breakdown_s["tp_comm"]
     # one reduce-scatter of the activation (mb*s*h*2 bytes) per recomputed layer on the ici tier, `auto` (every
     # algorithm on ICI) taking the one-shot direct one: (p-1)/p * S / (600 GB/s * 0.80) + one 0.75 us hop (no NCCL
@@ -76,3 +76,19 @@ def test_tpu_hardware_flops_leave_out_the_down_projection():
     dead = 2 * s * h * f
     assert fl["hardware_flops_per_step"] - fl["model_flops_per_step"] == pytest.approx(B * L * (layer_fwd - dead),
                                                                                      rel=1e-9)
+
+
+@pytest.mark.parametrize(("layer_impl", "dead"), [("xla", True), ("megatron_te", False)])
+def test_gpu_xla_layer_hardware_flops_leave_out_the_down_projection(layer_impl, dead):
+    """The rule is the compiler's, not the TPU's (docs/model.md#xlagpu35): a MaxText layer on H100s (layer_impl xla)
+    recomputes the layers' forward less the down GEMMs, 2 s h f a layer and sequence, as on a TPU; a PyTorch layer on
+    the same GPUs (Megatron-Core with TE, torch.utils.checkpoint) recomputes the whole forward."""
+    L, h, s, f, B = 4, 4096, 2048, 16384, 64
+    wl = TransformerWorkload(name="t", layers=L, hidden=h, heads=32, ffn_hidden=f, seq_len=s, vocab=32768)
+    tr = TrainingSpec(global_batch=B, micro_batch=4, precision="bf16", seq_len=s)
+    st = StrategySpec(tp=4, pp=1, dp=16, recompute="full", sequence_parallel=True, flash_attention=True,
+                      layer_impl=layer_impl)
+    fl = predict(load_cluster("dgx-h100"), wl, 64, tr, st).flops
+    layer_fwd = 2 * s * (4 * h * h + 2 * h * f) + 2 * s * s * 32 * (128 + 128)  # QKV+O, up+down, full-k core
+    want = B * L * (layer_fwd - (2 * s * h * f if dead else 0))
+    assert fl["hardware_flops_per_step"] - fl["model_flops_per_step"] == pytest.approx(want, rel=1e-9)

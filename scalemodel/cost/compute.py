@@ -982,9 +982,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``attention`` / ``mlp`` False leave that block out: a hybrid pattern's layer holds one block with one norm and
     one residual (docs/model.md#mamba-2-layers); its memory-bound bytes are :func:`layer_eltwise_bytes`'s ``part``.
 
-    Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
-    TPU program is: JAX ``jax.checkpoint``/``nn.remat`` with no saving policy): it recomputes only the
-    forward values the backward reads, "these linearization points are recomputed from the function's saved
+    Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, every TPU
+    program and a MaxText run on GPUs: JAX ``jax.checkpoint``/``nn.remat`` with no saving policy): it recomputes
+    only the forward values the backward reads, "these linearization points are recomputed from the function's saved
     inputs" (docs.jax.dev, jax.checkpoint; the autodiff_remat notebook: residuals "re-computed from those
     inputs as needed"). The backward of the MLP's down-projection Y = Z W reads Z and W, never Y, and Y
     only feeds the residual sum, so its recomputation is dead code:

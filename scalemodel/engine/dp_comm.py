@@ -1313,7 +1313,7 @@ def xla_recomputed_kernels(job: Job, g: StrategyGrid) -> np.ndarray:
     (docs/model.md#recompute, :func:`scalemodel.cost.transformer.recomputed_modules`):
 
         full recompute       K_f = 4 + (3|2) + 1, less the down-projection where XLA's remat leaves it out
-                             (:func:`scalemodel.engine.layer_compute.xla_remat`, a TPU)        (8 for Llama)
+                             (:func:`scalemodel.engine.layer_compute.xla_remat`: XLA's)      (8 for Llama)
                              and, in a parallel block, the output projection too (xlapar35)
         selective            the attention forward kernel with core_attn, jax_dots, jax_qkvo or jax_qkv (1),
                              the MLP's up-projections with jax_qkvo or jax_qkv (wi_0, wi_1 gated, wi: 2|1), the
@@ -1337,7 +1337,7 @@ def xla_recomputed_kernels(job: Job, g: StrategyGrid) -> np.ndarray:
                  + np.where(again.titan_op, titan, 0.0))
     # XLA's remat drops the down-projection, and a parallel block's O-proj (docs/model.md#xlapar35)
     dead = 1.0 + np.where(np.asarray(job.shape.parallel_block, dtype=bool), 1.0, 0.0)
-    full = xla_layer_forward_kernels(job) - (dead if xla_remat(job) else 0.0)
+    full = xla_layer_forward_kernels(job) - np.where(xla_remat(job, g), dead, 0.0)
     return np.asarray(np.where(g.recompute == Recompute.FULL, full, selective), dtype=float)
 
 

@@ -162,7 +162,7 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
         flash.update(router_peak_flops=job.logits_peak_flops, router_gemm_max=job.logits_gemm_max,
                      router_gemm_half_dim=job.logits_gemm_half_dim)
     rec = g.recompute
-    flash["xla_remat"] = xla_remat(job)
+    flash["xla_remat"] = xla_remat(job, g)
     flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
     flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
@@ -1349,13 +1349,18 @@ def _recomputed_total(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(total, dtype=float)
 
 
-def xla_remat(job: Job) -> bool:
-    """Whether full recompute is XLA's (:func:`scalemodel.cost.compute.layer_compute_time`, ``xla_remat``):
-    on a TPU, whose programs XLA compiles (JAX, PyTorch/XLA), the recomputed forward leaves out the MLP
-    down-projection, whose output the backward never reads, and the TP collective after it (the reduce-scatter
-    with sequence parallelism, else the all-reduce); in a parallel block the attention's output projection too,
-    whose output feeds only the same sum (docs/model.md#xlapar35)."""
-    return job.accelerator_family == "tpu"
+def xla_remat(job: Job, g: StrategyGrid) -> np.ndarray:
+    """bool per grid point: whether full recompute is XLA's (:func:`scalemodel.cost.compute.layer_compute_time`,
+    ``xla_remat``): a program XLA compiles, on a TPU (JAX, PyTorch/XLA: every TPU program) or on GPUs (a layer
+    compiled by XLA, ``layer_impl`` xla: MaxText; or a program under XLA's GPU scheduler, ``xla_gpu_lhs``). Its
+    recomputed forward leaves out the MLP down-projection, whose output the backward never reads, and the TP
+    collective after it (the reduce-scatter with sequence parallelism, else the all-reduce); in a parallel block the
+    attention's output projection too, whose output feeds only the same sum (docs/model.md#xlapar35). The device
+    does not enter: JAX's partial evaluation of ``jax.checkpoint`` keeps only the recomputed equations the backward
+    reads (jax/_src/ad_checkpoint.py ``remat_partial_eval``, ``pe.dce_jaxpr``) and XLA's ``HloDCE`` removes dead
+    instructions in the GPU and TPU pipelines alike (docs/model.md#xlagpu35)."""
+    return np.asarray((np.asarray(g.layer_impl) == int(LayerImpl.XLA)) | np.asarray(g.xla_gpu_lhs, dtype=bool)
+                      | (job.accelerator_family == "tpu"), dtype=bool)
 
 
 def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:

@@ -478,12 +478,13 @@ def sp_regather(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
 
     Not for a parallel block (GPT-NeoX's linears run ``F.linear`` on the gathered input, which autograd saves:
     EleutherAI/gpt-neox@ea7aefd8f8 megatron/mpu/layers.py L567-576; docs/model.md#tp34-parallel), nor for
-    nanotron's linears (:func:`nanotron_tp_time` prices their own re-gathers), nor on a TPU (XLA keeps the
-    gathered input unless a remat policy drops it: :func:`_jax_remat_tp_recompute`); 0 without sequence parallelism
+    nanotron's linears (:func:`nanotron_tp_time` prices their own re-gathers), nor under XLA (a TPU, an XLA layer:
+    :func:`~scalemodel.engine.layer_compute.xla_remat`; XLA keeps the gathered input unless a remat policy drops it:
+    :func:`_jax_remat_tp_recompute`); 0 without sequence parallelism
     or at tp 1 (the saved input is the whole one). ``mtp``: the MTP blocks in the window, 1, or 0 for the layers'
     re-gathers alone (under userbuffers the MTP blocks' are priced on their own, :func:`_mtp_plain_tp`)."""
     on = (g.sequence_parallel & (g.tp > 1) & ~np.asarray(g.nanotron_trainer, dtype=bool)
-          & (not xla_remat(job)) & ~np.asarray(job.shape.parallel_block, dtype=bool))
+          & ~xla_remat(job, g) & ~np.asarray(job.shape.parallel_block, dtype=bool))
     c, own, _ = _own_windows(job, g, comp, coll.get("tp_regather", 0.0), 0, coll.get("tp_att_regather", 0.0), mtp=mtp,
                              mla=coll.get("tp_mla_rg"))
     c, exposed = np.where(on, c, 0.0), np.where(on, own, 0.0)
@@ -651,7 +652,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                                0.0) * coll.get("tp_att", 0.0)
     moe_ext = ext * (2.0 * moe_f + moe_r)  # forward, backward, recomputed forward
     # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
-    tp_fwd = pool_f + pool_r - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
+    tp_fwd = pool_f + pool_r - np.where(xla_remat(job, g), rec_n * coll["tp_last"], 0.0)
     # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed); with
     # sequence parallelism Megatron launches the reduce-scatter async_op=True before the wgrad GEMM whatever the
     # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
@@ -818,7 +819,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     if ep_on:
         moe_recomputed = moe_block_recomputed(job, g)
         again_moe = np.where(moe_recomputed, 1.0, 0.0)
-        again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
+        again_full = np.where(full, np.where(xla_remat(job, g), 1.0, 2.0), 0.0)
         rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_again * mtp_moe, 0.0)
         ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
         # a recomputed forward's traffic beyond the 2 ops counted for it (HybridEP's routing-map gather runs whole

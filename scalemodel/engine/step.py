@@ -1451,9 +1451,10 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec,
                                        g.recompute_modules)  # selective: the modules the compute time repeats
-        if xla_remat(job):  # XLA's remat leaves the down-projections (a parallel block's O-proj too) out
+        xla = xla_remat(job, g)
+        if np.any(xla):  # XLA's remat leaves the down-projections (a parallel block's O-proj too) out
             dead = transformer.xla_remat_dead_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
-            extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
+            extra = f.recompute - np.where((rec == Recompute.FULL) & xla, dead, 0.0)
             f = transformer.StepFlops(forward=f.forward, model=f.model, hardware=f.model + extra, recompute=extra)
         if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
             # partial full recompute: the share of the L layers a micro-batch recomputes over the whole pipeline,
