@@ -77,6 +77,7 @@ from scalemodel.choices import (
     Recompute,
     RecomputeMethod,
     ScheduleKind,
+    StateOffload,
     SyncKind,
     Zero,
     parse_compression,
@@ -191,7 +192,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "stage_layers",
              "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
-             "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
+             "offload_layers", "offload_states", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
              "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
              "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
              "fsdp_fp8_all_gather", "fsdp_defer_grad_sync",
@@ -1645,6 +1646,8 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
         elif name == "layer_impl":
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
+        elif name == "offload_states":  # every candidate's; where its ZeRO stage cannot run it, state_offload_invalid
+            fixed[name] = int(StateOffload.parse(value, "strategy.offload_states"))
         elif type(GRID_DEFAULTS.get(name)) in (bool, int):
             # a flag or a count: the grid's own type, and its default where the spec's None means "not set" (the
             # stage and chunk layer counts, etp, shard_group, ep_dispatch_sms)
