@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from scalemodel.api import predict, strategy_spec
 from scalemodel.choices import Recompute, StateOffload, Zero
 from scalemodel.cost import state_offload
-from scalemodel.engine import dp_comm
+from scalemodel.engine import dp_comm, planner
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.stage_memory import memory_parts
 from scalemodel.engine.step import Infeasible, evaluate
@@ -255,3 +255,23 @@ def test_offload_never_faster_and_never_beats_its_host_bytes(case, slower) -> No
         weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes)
     bound = np.maximum(d2h, h2d + after) / job.host_bandwidth
     assert np.all(r_on.step_time >= bound * (1 - 1e-9))
+
+
+def test_plan_searches_offload_when_allowed() -> None:
+    """70B on 8 H100s: nothing fits without host offload (the states alone need 14 GPUs), so plan finds no strategy
+    by default; ``--allow offload`` opens offload_states on every configuration (3 x the candidates) and finds plans,
+    the winner's states on the host, priced as predict prices the same strategy. Candidates whose ZeRO stage cannot
+    run a value are counted state_offload_invalid, at every ZeRO stage (not at the first searched)."""
+    job = build_job(load_cluster("dgx-h100"), load_workload("llama3-70b"), TrainingSpec(global_batch=64))
+    plain = planner.search(job, 8, 64, top=3)
+    opened = planner.search(job, 8, 64, top=3, allow=("offload",))
+    assert not plain.ranked and opened.ranked
+    assert opened.candidates_evaluated == 3 * plain.candidates_evaluated
+    assert opened.infeasible_by_reason.get("state_offload_invalid", 0) > 0
+    best = opened.ranked[0]
+    assert best.strategy["offload_states"] != "none"
+    keys = ("tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute", "sequence_parallel",
+            "offload_states", "layout", "overlap", "algorithm", "cp_comm_type")
+    again = predict("dgx-h100", "llama3-70b", 8, global_batch=64, bucket_size=best.strategy["bucket_bytes"],
+                    **{k: best.strategy[k] for k in keys})
+    assert again.feasible and again.step_time_s == pytest.approx(best.step_time_s, rel=1e-9)

@@ -316,6 +316,14 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
     flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
+    host = np.asarray(g.offload_states)
+    if np.any(host > 0):  # offload_states: what predict refuses (flagged before
+        # the parameter-server and top-k codes, which plan's pass 1 counts per communication choice on open candidates)
+        flag(R.STATE_OFFLOAD_INVALID, (host > 0) & (
+            (job.host_bandwidth <= 0) | (g.offload_layers > 0) | (g.offload_tensors > 0) | g.megatron_ddp
+            | g.nanotron_trainer | g.bucket_fragments
+            | ((host == StateOffload.OPTIMIZER) & ((g.zero == Zero.NONE) | (g.zero >= Zero.FSDP)))
+            | ((host == StateOffload.PARAMS) & (g.zero < Zero.PARAMETERS))))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.TOPK_SHARDED_GRADIENTS, topk_refused(g.compression, g.zero))
@@ -329,13 +337,6 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
                                                       | (g.offload_layers >= layers) | no_block
                                                       | (job.host_bandwidth <= 0)))
     flag(R.SYNC_NEEDS_REPLICAS, needs_replicas(sync) & (g.zero != Zero.NONE))
-    host = np.asarray(g.offload_states)
-    if np.any(host > 0):  # a pinned offload_states (plan): candidates predict refuses
-        flag(R.STATE_OFFLOAD_INVALID, (host > 0) & (
-            (job.host_bandwidth <= 0) | (g.offload_layers > 0) | (g.offload_tensors > 0) | g.megatron_ddp
-            | g.nanotron_trainer | g.bucket_fragments
-            | ((host == StateOffload.OPTIMIZER) & ((g.zero == Zero.NONE) | (g.zero >= Zero.FSDP)))
-            | ((host == StateOffload.PARAMS) & (g.zero < Zero.PARAMETERS))))
     if np.any(g.moe_a2a_overlap):  # a pinned moe_a2a_overlap: plan ranked candidates predict refuses
         flag(R.MOE_A2A_OVERLAP_INVALID, np.asarray(g.moe_a2a_overlap, dtype=bool) & (
             (g.ep <= 1) | (g.recompute == Recompute.FULL) | moe_block_recomputed(job, g)
