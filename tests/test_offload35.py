@@ -275,3 +275,14 @@ def test_plan_searches_offload_when_allowed() -> None:
     again = predict("dgx-h100", "llama3-70b", 8, global_batch=64, bucket_size=best.strategy["bucket_bytes"],
                     **{k: best.strategy[k] for k in keys})
     assert again.feasible and again.step_time_s == pytest.approx(best.step_time_s, rel=1e-9)
+
+
+def test_plan_without_a_fit_names_host_offload() -> None:
+    """The memory-floor sentence of a plan with no feasible strategy names the host offload where the cluster could
+    price it and the search did not open it; with --allow offload the plan fits and the sentence is not needed."""
+    cmd = [sys.executable, "-m", "scalemodel", "plan", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "8",
+           "--global-batch", "64", "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    doc = json.loads(done.stdout)
+    assert not doc["ranked"] and "--allow offload" in doc["why"], doc["why"]
+    assert doc["search"]["memory_floor"]["offload_unsearched"] is True

@@ -2028,7 +2028,11 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         states = float(job.params) * per_param
         result.search["memory_floor"] = {"params": float(job.params), "bytes_per_param": per_param,
                                          "state_bytes": states, "capacity_bytes": float(job.memory_capacity),
-                                         "gpus": math.ceil(states / job.memory_capacity)}
+                                         "gpus": math.ceil(states / job.memory_capacity),
+                                         # host offload of the states not searched, and the cluster could price it
+                                         # (docs/model.md#state-offload): the explanation names it
+                                         "offload_unsearched": bool(job.host_bandwidth > 0 and not {"offload", "all"}
+                                                                    & set(allow) and "offload_states" not in fixed)}
     if pareto:
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):
