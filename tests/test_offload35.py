@@ -86,7 +86,8 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
     d2h, h2d, after = n * d2h_per, n * h2d_per, n * after_per
     got_bytes = state_offload.host_copy_bytes(n, mode=offload, zero=zero, microbatches=m, gathers=2 * m)
     assert [float(x) for x in got_bytes] == pytest.approx([d2h, h2d, after], rel=1e-12)
-    compute = float(res.breakdown["compute"][0])
+    # ZeRO-1 copies at the boundary, after the last backward: no compute under them (the others' streams run beside it)
+    compute = 0.0 if zero == Zero.OPTIMIZER else float(res.breakdown["compute"][0])
     cpu = n * 8 / RATE
     by_hand = max(0.0, max(d2h, h2d) / 1e9 - compute) + cpu + after / 1e9
     assert max(d2h, h2d) / 1e9 > compute  # the copies are exposed: the max() term is not 0
@@ -98,13 +99,17 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
 
 
 def test_copies_hide_under_the_compute(tmp_path: Path) -> None:
-    """On the catalog's 64 GB/s link the small ZeRO-2 job's copies fit under its compute: only the CPU step and the
-    copy back after it remain."""
+    """On the catalog's 63 GB/s link the small ZeRO-2 job's copies (12 bytes a shard parameter out, 6 in) fit under its
+    compute with overlap_comm: only the CPU step and the copy back after it remain. Without overlap_comm DeepSpeed
+    issues them on the compute's own stream (stage_1_and_2.py reduce_ipg_grads), so they all add."""
     job, _ = _job(tmp_path)
     res = evaluate(job, _grid(Zero.GRADIENTS, StateOffload.OPTIMIZER))
     n = job.params / 8
     assert (4 + 8) * n / job.host_bandwidth < float(res.breakdown["compute"][0])
-    assert float(res.breakdown["optimizer"][0]) == pytest.approx(n * 8 / RATE + 2 * n / job.host_bandwidth, rel=1e-9)
+    tail = n * 8 / RATE + 2 * n / job.host_bandwidth
+    assert float(res.breakdown["optimizer"][0]) == pytest.approx(tail, rel=1e-9)
+    serial = evaluate(job, _grid(Zero.GRADIENTS, StateOffload.OPTIMIZER, overlap=False))
+    assert float(serial.breakdown["optimizer"][0]) == pytest.approx(tail + (4 + 8) * n / job.host_bandwidth, rel=1e-9)
 
 
 @pytest.mark.parametrize(("zero", "offload"), [(Zero.OPTIMIZER, 1), (Zero.GRADIENTS, 1), (Zero.PARAMETERS, 1),

@@ -96,11 +96,11 @@ def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, c
         t = max(0, max(D2H, H2D) / B - C) + t_cpu + H2D_after / B
 
     ``B`` the GPU-host link per GPU per direction (the two directions run at once, one copy engine each), ``C`` the
-    step's compute (the forward and backward of every micro-batch: the gradient copies follow the backward's
-    reductions, the parameter copies the gathers, on copy engines beside the kernels, never hidden past the compute
-    that exists); the CPU step waits for the last gradient and the GPU for its result (no one-step delayed update:
-    the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at edaa7221), and the updated 16-bit
-    partition crosses after it."""
+    compute the copies run beside (the forward and backward of every micro-batch where the framework issues them on
+    a stream of their own, else 0: :func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never hidden past the
+    compute that exists); the CPU step waits for the last gradient and the GPU for its result (no one-step delayed
+    update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at edaa7221), and the updated
+    16-bit partition crosses after it."""
     b = np.asarray(host_bandwidth, dtype=float)
     during = np.maximum(np.asarray(d2h, dtype=float), np.asarray(h2d, dtype=float)) / b
     return (np.maximum(during - np.asarray(compute_s, dtype=float), 0.0) + np.asarray(cpu_s, dtype=float)

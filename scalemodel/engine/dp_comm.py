@@ -1800,8 +1800,15 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
                         sync: str = "bsp", layers: Any = None, rank: Any = None) -> Any:
     """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`
     where the states live in host memory (the GPU runs no Adam step then), its copies under the stage's compute of the
-    step, ``m`` x ``comp["total"]``."""
+    step, ``m`` x ``comp["total"]``, where the framework issues them beside it: ZeRO-3 on its
+    ``reduce_and_partition_stream`` (stage3.py, always) and FSDP on its post-backward and unshard streams; ZeRO-2 on
+    its ``reduction_stream`` only with overlap_comm (stage_1_and_2.py ``reduce_ipg_grads``: without it, and under
+    cpu_offload, "stream = get_accelerator().current_stream()", the compute's own); ZeRO-1 reduces and copies once
+    at the accumulation boundary, after the last backward, with no compute left to hide under
+    (deepspeedai/DeepSpeed@edaa7221)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return gpu_opt
-    return np.where(mode > 0, state_offload_time(job, g, m, m * comp["total"], sync, layers, rank), gpu_opt)
+    beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & np.asarray(g.overlap, dtype=bool))
+    under = np.where(beside, m * comp["total"], 0.0)
+    return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank), gpu_opt)
