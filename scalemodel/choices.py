@@ -365,6 +365,34 @@ class CpCommType(Choice):
         return "cp_comm_type"
 
 
+class StateOffload(Choice):
+    """Model states held in host memory and updated there by a CPU optimizer (docs/model.md#state-offload).
+
+    - ``none`` (the default): every state on the GPU, the optimizer step on the GPU.
+    - ``optimizer``: ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 §4): the fp32 master weights, Adam's m and v
+      and the gradient partition in host memory, the Adam step on the CPU (DeepSpeedCPUAdam), the 16-bit parameter
+      partition copied back to the GPU after it. DeepSpeed ``zero_optimization.offload_optimizer.device: cpu``
+      ("Valid for ZeRO stage 1, 2, 3", deepspeed/runtime/zero/config.py at deepspeedai/DeepSpeed@edaa7221): zero 1,
+      2 or 3.
+    - ``optimizer+params``: ZeRO-Infinity's CPU offload (Rajbhandari et al. 2021, arXiv 2104.07857): the parameter
+      shards in host memory too, copied to the GPU before every all-gather. DeepSpeed ``offload_param`` ("Valid
+      only with stage 3", same file) with ``offload_optimizer``; PyTorch FSDP ``CPUOffload(offload_params=True)``
+      and FSDP2 ``CPUOffloadPolicy`` (parameters, gradients and the optimizer step on the CPU together: FSDP has no
+      optimizer-only offload): zero 3, fsdp or hsdp.
+
+    One choice, not two switches: FSDP offers only the combined mode, and DeepSpeed's parameter offload without the
+    optimizer's (the fp32 states on the GPU, the 16-bit shards on the host) is not a configuration the cited papers
+    evaluate; the DeepSpeed reader lists it as not modelled."""
+
+    NONE = 0, "none"
+    OPTIMIZER = 1, "optimizer", "cpu", "zero-offload", "zero_offload"
+    PARAMS = 2, "optimizer+params", "params", "all", "optimizer_params", "zero-infinity"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "offload_states"
+
+
 class FlexBackend(Choice):
     """Which backend Megatron-Core's flex token dispatcher runs (``moe_flex_dispatcher_backend``,
     Literal['deepep', 'hybridep', 'ncclep'], default "deepep": NVIDIA/Megatron-LM@d98e8a64dd

@@ -82,13 +82,16 @@ def test_an_offload_device_deepspeed_refuses_is_refused(cli: Any, tmp_path: Path
     assert '"cpu", "nvme" or "none"' in line, line
 
 
-@pytest.mark.parametrize(("device", "warned"), [('"cpu"', True), ('"nvme"', True), ('"none"', False), ("null", False)])
-def test_the_three_offload_devices_are_read(cli: Any, tmp_path: Path, device: str, warned: bool) -> None:
+# offload35: device cpu is read as strategy offload_states (docs/model.md#state-offload); nvme stays not modelled
+@pytest.mark.parametrize(("device", "warned", "states"), [('"cpu"', False, "optimizer"), ('"nvme"', True, "none"),
+                                                          ('"none"', False, "none"), ("null", False, "none")])
+def test_the_three_offload_devices_are_read(cli: Any, tmp_path: Path, device: str, warned: bool, states: str) -> None:
     path = tmp_path / "ds.json"
     path.write_text(f'{{"zero_optimization": {{"stage": 3, "offload_optimizer": {{"device": {device}}}}}}}')
     r = cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--json", "--strategy", str(path))
     assert r.code == 0, r.err
-    assert ("(CPU/NVMe offload is not modelled)" in r.err) is warned, r.err
+    assert ("(NVMe offload is not modelled)" in r.err) is warned, r.err
+    assert json.loads(r.out)["strategy"]["offload_states"] == states
 
 
 # --- a --set path that indexes a list with brackets ---------------------------------------------------------------

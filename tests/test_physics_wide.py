@@ -183,6 +183,9 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         offload_layers=draw(st.sampled_from((0, 0, 1, 2))) if job.host_bandwidth > 0 else 0,
         # (prop30) MaxText's named tensors to host (bits of specs.training.OFFLOAD_TENSORS), same host link
         offload_tensors=draw(st.sampled_from((0, 0, 0, 1, 6, 31))) if job.host_bandwidth > 0 else 0,
+        # (offload35) model states in host memory (choices.StateOffload: optimizer, optimizer+params), same host
+        # link; a ZeRO stage or framework that cannot run it is state_offload_invalid, priced all the same
+        offload_states=draw(st.sampled_from((0, 0, 0, 1, 2))) if job.host_bandwidth > 0 else 0,
         recompute_modules=draw(st.sampled_from(modules)),
         # Apex DistributedFusedAdam's buckets cut tensors (scale26): NeMo 1's optimizer, not Megatron-Core's DDP,
         # whose buckets hold whole tensors and which runs one bucket per buffer with overlap off

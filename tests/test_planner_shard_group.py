@@ -30,7 +30,8 @@ def _brute(job, gpus, batch, cons, fixed, sync_modes=("bsp",), allow=()):
     """(best throughput objective, candidates, feasible, Counter of infeasible reasons) over the whole space,
     every candidate evaluated at once with ``fixed`` on each (one rank order: the default)."""
     c = constraints.normalize_constraints(cons)
-    cfg = planner.configurations(job, gpus, batch, c)
+    # the configurations ``allow`` opens too (offload35: --allow all's offload_states column)
+    cfg = planner.configurations(job, gpus, batch, c, frozenset(k for a in allow for k in planner.ALLOW[a]))
     axes = planner._axes(job, c)
     ch = planner.comm_choices(job, gpus, c, frozenset(k for a in allow for k in planner.ALLOW[a]))
     best, n, n_ok, why = np.inf, 0, 0, Counter()

@@ -208,8 +208,9 @@ COMMAND = Command("plan", plan, (
                                     "frameworks do not run (such plans are labelled custom); cp-exchanges and "
                                     "moe-dispatch search the CP exchange (cp_comm_type) and the MoE dispatch "
                                     "(flex dispatcher and its backend, all-to-all overlap), each pinned to its "
-                                    "default otherwise (a --constraint or --set on one also opens it); all opens "
-                                    "every one."),
+                                    "default otherwise (a --constraint or --set on one also opens it); offload "
+                                    "searches the model states' host offload (offload_states none, optimizer, "
+                                    "optimizer+params) where the cluster gives host_bandwidth; all opens every one."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE.but(

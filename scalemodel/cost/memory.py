@@ -254,7 +254,7 @@ def fsdp2_shard_bytes(weight_bytes: ArrayLike, optimizer_bytes: ArrayLike) -> tu
 def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: ArrayLike = 0,
                       weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
                       optimizer_bytes: ArrayLike = 12.0, gathered_params: ArrayLike = 0.0,
-                      fsdp2: ArrayLike = False) -> ModelStates:
+                      fsdp2: ArrayLike = False, host_states: ArrayLike = 0) -> ModelStates:
     """Bytes of weights, gradients and optimizer states for ``params`` parameters on one GPU.
 
     ZeRO stage 1 shards the optimizer over ``dp``, stage 2 also the gradients, stage 3 (= FSDP)
@@ -262,6 +262,7 @@ def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: Array
     ``fsdp2`` (stage 3 on PyTorch FSDP2): the shard's weight and gradient bytes are :func:`fsdp2_shard_bytes`' (the
     parameter's own dtype), not ``weight_bytes`` and the reduce dtype ``grad_bytes``; the gathered copies stay
     ``weight_bytes`` (MixedPrecisionPolicy param_dtype).
+    ``host_states``: what lives in host memory instead (:func:`host_offloaded`).
     """
     psi = _nonneg("params", params)
     n = _pos("dp", dp)
@@ -277,7 +278,29 @@ def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: Array
     opt = np.where(z >= 1, k * psi / n, k * psi)
     grads = np.where(z >= 2, shard_g * psi / n, gb * psi)
     weights = np.where(z >= 3, shard_w * psi / n + wb * gathered, wb * psi)
-    return ModelStates(weights=weights, gradients=grads, optimizer=opt)
+    return host_offloaded(ModelStates(weights=weights, gradients=grads, optimizer=opt), host_states, z,
+                          weight_shard=shard_w * psi / n, grad_shard=shard_g * psi / n)
+
+
+def host_offloaded(states: ModelStates, host_states: ArrayLike, zero: ArrayLike, *, weight_shard: ArrayLike,
+                   grad_shard: ArrayLike) -> ModelStates:
+    """``states`` less what strategy offload_states keeps in host memory (docs/model.md#state-offload).
+
+    ``host_states`` 1 (optimizer; DeepSpeed offload_optimizer, ZeRO-Offload): the optimizer states (fp32 master,
+    Adam's m and v) leave the GPU, and at ZeRO >= 2 the gradient shard too (DeepSpeed keeps the reduced partition
+    in host memory: stage_1_and_2.py ``copy_grads_in_partition`` returns before allocating its GPU
+    ``grads_in_partition`` under cpu_offload, stage3.py allocates ``grad_partitions_flat_buffer`` on ``self.device``,
+    the CPU under offload_optimizer; deepspeedai/DeepSpeed@edaa7221); at ZeRO 1 the unsharded gradients stay.
+    2 (optimizer+params; ZeRO-3 offload_param, FSDP CPUOffload): the parameter shard ``weight_shard`` and the
+    gradient shard ``grad_shard`` leave too; the gathered units stay. ``zero`` the sharding stage (0-3)."""
+    h = np.asarray(host_states)
+    if not np.any(h > 0):
+        return states
+    z = np.asarray(zero)
+    grads_out = (h >= 2) | ((h >= 1) & (z >= 2))
+    return ModelStates(weights=np.where((h >= 2) & (z >= 3), states.weights - weight_shard, states.weights),
+                       gradients=np.where(grads_out & (z >= 2), states.gradients - grad_shard, states.gradients),
+                       optimizer=np.where(h >= 1, 0.0, states.optimizer))
 
 
 class ParamsPerGpu(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
@@ -968,7 +991,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    mtp_workspace: ArrayLike = 0.0, mtp_expert_workspace: ArrayLike = 0.0,
                    elem_bytes: ArrayLike = 2.0, fsdp2: ArrayLike = False,
                    shared: dict[str, Any] | None = None,
-                   moe_capacity: ArrayLike = 1.0, moe_einsum: ArrayLike = False) -> MemoryBreakdown:
+                   moe_capacity: ArrayLike = 1.0, moe_einsum: ArrayLike = False,
+                   host_states: ArrayLike = 0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p). ``moe_capacity``, ``moe_einsum``: the routed
     experts' capacity rows and XLA's einsum-dispatch buffers (:func:`activation_bytes_per_layer`).
@@ -1056,7 +1080,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         gathered = np.where(np.asarray(fp8_gather, dtype=bool), gathered - np.minimum(linear, gathered) * (
             1.0 - 1.0 / np.maximum(wb, 1.0)), gathered)
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
-              optimizer_bytes=optimizer_bytes, fsdp2=fsdp2)
+              optimizer_bytes=optimizer_bytes, fsdp2=fsdp2, host_states=host_states)  # host_offloaded: offload_states
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
     if np.any(deferred):  # FSDP2's unsharded gradient accumulators, held from the first backward to the last
         held = np.where(deferred, _nonneg("grad_bytes", grad_bytes) * managed, 0.0)  # (deferred: any_keep holds)

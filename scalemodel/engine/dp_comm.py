@@ -26,7 +26,7 @@ from scalemodel.choices import (
     Zero,
     parse_sync,
 )
-from scalemodel.cost import compute, memory, ps, transformer
+from scalemodel.cost import compute, memory, ps, state_offload, transformer
 from scalemodel.cost.nccl import nccl_graph_channels_inter, nvls_allreduce_applies
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, place, rank_strides
 from scalemodel.engine.host_floor import CALL_COST_US
@@ -1810,3 +1810,44 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers, rank) \
         + grad_buffer_reset_time(job, g, layers, rank) + nanotron_grad_buffer_time(job, g, layers, rank) \
         + nanotron_gather_loop_time(job, g, layers, rank)
+
+
+def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any, sync: str = "bsp",
+                       layers: Any = None, rank: Any = None) -> np.ndarray:
+    """Seconds of the optimizer step with the model states in host memory (strategy offload_states,
+    docs/model.md#state-offload), 0 where they are not: the rank's state shard ``n`` (its share of the stage's
+    parameters over :func:`_state_shards`, the experts over :func:`_expert_state_shards`, as :func:`_optimizer_time`
+    and the memory model count it) crosses the GPU-host link as :func:`scalemodel.cost.state_offload.host_copy_bytes`
+    says, with ``m`` micro-batches and, with the parameters on the host, one copy of the shard per all-gather (a
+    forward gather per micro-batch and a backward one where the units reshard after the forward); the host's CPU-Adam
+    rate is shared by the ranks of one node (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`); the copies run
+    under ``compute_s``, the step's compute (:func:`~scalemodel.cost.state_offload.offload_step_seconds`)."""
+    mode = np.asarray(g.offload_states)
+    if not np.any(mode > 0):
+        return np.zeros(1)
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+    n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
+    d2h, h2d, after = state_offload.host_copy_bytes(n, mode=mode, zero=g.zero, microbatches=m, gathers=gathers,
+                                                    weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes)
+    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
+    link = job.host_bandwidth if job.host_bandwidth > 0 else np.inf  # refused without it (job._check_state_offload)
+    return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s), 0.0)
+
+
+def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str, np.ndarray], gpu_opt: Any,
+                        sync: str = "bsp", layers: Any = None, rank: Any = None) -> Any:
+    """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`
+    where the states live in host memory (the GPU runs no Adam step then), its copies under the stage's compute of the
+    step, ``m`` x ``comp["total"]``, where the framework issues them beside it: ZeRO-3 on its
+    ``reduce_and_partition_stream`` (stage3.py, always) and FSDP on its post-backward and unshard streams; ZeRO-2 on
+    its ``reduction_stream`` only with overlap_comm (stage_1_and_2.py ``reduce_ipg_grads``: without it, and under
+    cpu_offload, "stream = get_accelerator().current_stream()", the compute's own); ZeRO-1 reduces and copies once
+    at the accumulation boundary, after the last backward, with no compute left to hide under
+    (deepspeedai/DeepSpeed@edaa7221)."""
+    mode = np.asarray(g.offload_states)
+    if not np.any(mode > 0):
+        return gpu_opt
+    beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & np.asarray(g.overlap, dtype=bool))
+    under = np.where(beside, m * comp["total"], 0.0)
+    return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank), gpu_opt)

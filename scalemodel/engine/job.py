@@ -35,6 +35,7 @@ from scalemodel.choices import (
     RecomputeMethod,
     Schedule,
     ScheduleKind,
+    StateOffload,
     SyncKind,
     Zero,
     parse_compression,
@@ -815,6 +816,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     recompute_uniform: np.ndarray  # bool: recompute_layers is Megatron's uniform chunk size, not block's count
     offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
     offload_tensors: np.ndarray  # bits of specs.training.OFFLOAD_TENSORS: named tensors of every layer to host memory
+    offload_states: np.ndarray  # choices.StateOffload codes: model states in host memory, CPU optimizer
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
     tp_async_allreduce: np.ndarray  # bool: backward TP collectives under the weight-gradient GEMMs (Megatron async)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
@@ -918,6 +920,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
             "recompute_method": (RecomputeMethod.UNIFORM if self.recompute_uniform[i] else RecomputeMethod.BLOCK).label,
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
             "offload_tensors": [n for b, n in enumerate(OFFLOAD_TENSORS) if int(self.offload_tensors[i]) >> b & 1],
+            "offload_states": StateOffload.of(self.offload_states[i]).label,
             "tp_async_allreduce": bool(self.tp_async_allreduce[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
@@ -966,7 +969,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     flash_attention=True, shard_group=0, first_stage_layers=-1, last_stage_layers=-1, first_chunk_layers=-1,
     last_chunk_layers=-1, stage_split=-1,
     etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
-    offload_layers=0, offload_tensors=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
+    offload_layers=0, offload_tensors=0, offload_states=StateOffload.NONE, tp_comm_overlap=False,
+    tp_async_allreduce=True, overlap_param_gather=False,
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, moe_shared_expert_stream=False, recompute_modules=0,
     moe_layer_host_s=0.0,
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
@@ -1122,6 +1126,31 @@ def _check_offload_tensor_layers(job: Job, strategy: Any) -> None:
                          "Mamba layer's tensors by name (Megatron-Core's --offload-modules has no Mamba module)",
                          where="strategy.offload_tensors",
                          allowed="offload_tensors: [] with a hybrid layer pattern")
+
+
+def _check_state_offload(job: Job, strategy: Any, training: Any) -> None:
+    """Model states in host memory (strategy offload_states, docs/model.md#state-offload) are priced over the
+    GPU-host link (ClusterSpec.host_bandwidth) and with a CPU-Adam step (cost.compute.CPU_ADAM_PARAMS_PER_S, a
+    DeepSpeedCPUAdam measurement): refused without the link, with another optimizer (DeepSpeed's other CPU optimizers,
+    Adagrad and Lion, are not measured here), and beside activation offload (offload_layers / offload_tensors: the
+    same link's bytes priced by two routes that do not share it)."""
+    mode = StateOffload.parse(getattr(strategy, "offload_states", "none"), "strategy.offload_states")
+    if mode == StateOffload.NONE:
+        return
+    optimizer = str(getattr(training, "optimizer", None) or "adam")
+    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    for bad, what, allowed in (
+            (job.host_bandwidth <= 0, f"offload_states {mode.label} needs the GPU-host link rate, which cluster "
+             f"{job.cluster_name} does not give", "offload_states: none, or --set cluster.host_bandwidth=64GB/s (per "
+             "GPU, per direction)"),
+            (optimizer != "adam", f"offload_states {mode.label} prices the host step from a CPU-Adam measurement; "
+             f"the training optimizer is {optimizer}", "offload_states: none, or training optimizer adam"),
+            (strategy.offload_layers > 0 or bool(named), f"offload_states {mode.label} beside activation offload "
+             f"({'offload_layers=' + str(strategy.offload_layers) if strategy.offload_layers > 0 else named}): both "
+             "use the GPU-host link and are priced as if each had it alone", "offload_states: none, or "
+             "offload_layers: 0 and offload_tensors: []")):
+        if bad:
+            raise InputError(what, where="strategy.offload_states", allowed=allowed)
 
 
 def _check_offload_tensors(job: Job, strategy: Any) -> None:
@@ -1336,6 +1365,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="xla_gpu_lhs: false with a non-transformer workload")
     _check_host_link(job, strategy)
     _check_offload_tensors(job, strategy)
+    _check_state_offload(job, strategy, training)
     _check_chunk_layers(strategy)
     _check_stage_layers(job, strategy)
     _check_edge_split(job, strategy)
@@ -1382,6 +1412,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
         offload_tensors=sum(1 << OFFLOAD_TENSORS.index(n) for n in set(getattr(strategy, "offload_tensors", []))),
+        offload_states=StateOffload.parse(getattr(strategy, "offload_states", "none"), "strategy.offload_states"),
         tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         moe_shared_expert_overlap=getattr(strategy, "moe_shared_expert_overlap", False),

@@ -50,7 +50,9 @@ BREAKDOWN: tuple[Part, ...] = (
          "all-reduce of the word-embedding gradient between the first and last pipeline stage, after the flush: the "
          "embedding tied to the output layer, or shared with the last stage's multi-token prediction (MTP) modules",
          "tab:olive", "bright_green"),
-    Part("optimizer", "optimizer step", "optimizer step (memory-bound)", "0.35", "bright_black"),
+    Part("optimizer", "optimizer step",
+         "optimizer step (memory-bound on the GPU; with offload_states the CPU step and its host copies)", "0.35",
+         "bright_black"),
     Part("straggler", "straggler wait", "waiting for the slowest worker", "tab:orange", "bright_red"),
     Part("jitter", "clock-jitter wait",
          "waiting for the slowest of the GPUs that synchronise within the step, whose clocks swing at the power limit",

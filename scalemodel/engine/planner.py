@@ -77,6 +77,7 @@ from scalemodel.choices import (
     Recompute,
     RecomputeMethod,
     ScheduleKind,
+    StateOffload,
     SyncKind,
     Zero,
     parse_compression,
@@ -178,7 +179,8 @@ MAINSTREAM: dict[str, frozenset[int]] = {
 #: search, so they are asked for (or pinned), not default.
 ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
          "dynamic-assignment": ("assignment",), "cp-exchanges": ("cp_comm_type",),
-         "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")}
+         "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend"),
+         "offload": ("offload_states",)}
 ALLOW["all"] = tuple(k for keys in ALLOW.values() for k in keys)  # every name's keys: none is left out of all
 #: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
 COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
@@ -191,7 +193,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "stage_layers",
              "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
-             "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
+             "offload_layers", "offload_states", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
              "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
              "moe_shared_expert_stream",
              "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
@@ -299,7 +301,8 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     ci, si = np.nonzero(ok3)
     cfg = {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
            "schedule": sched[si], "virtual_stages": virt[si]}
-    return _with_layouts(_with_moe_dispatch(job, _with_cp_exchange(job, cfg, c, allow), c, allow), c)
+    return _with_layouts(_with_state_offload(job, _with_moe_dispatch(job, _with_cp_exchange(job, cfg, c, allow), c,
+                                                                     allow), allow), c)
 
 
 def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[str, list[Any]]], names: Sequence[str]
@@ -413,6 +416,20 @@ def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
         options.append({"moe_flex_dispatcher": [r[0] for r in rows], "moe_a2a_overlap": [r[1] for r in rows],
                         key: [r[2] for r in rows]})
     return _expand(cfg, group, options, list(one))
+
+
+def _with_state_offload(job: Job, cfg: dict[str, np.ndarray], allow: frozenset[str] = frozenset()
+                        ) -> dict[str, np.ndarray]:
+    """The configurations x the model states' host offload (strategy offload_states, docs/model.md#state-offload):
+    none, optimizer, optimizer+params on every row where ``allow`` opens it (``--allow offload``) and the cluster
+    gives its host link; a ZeRO stage that cannot run a value is counted state_offload_invalid. Otherwise no column:
+    every candidate at predict's default (none), or at plan's pinned value (a fixed field, :func:`search` then
+    leaves the search closed). A column, not an outer axis: the memory rows key on it (it is not in
+    :data:`MEMORY_BLIND`), so each value's states are priced."""
+    if "offload_states" not in allow or job.host_bandwidth <= 0:
+        return cfg
+    options = [{"offload_states": [int(m) for m in StateOffload]}]
+    return _expand(cfg, np.zeros(len(cfg["dp"]), dtype=np.int64), options, ("offload_states",))
 
 
 def outer_valid(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -1092,6 +1109,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         if name not in ALLOW:
             raise InputError(f"unknown --allow {name!r}", where="--allow", allowed=" | ".join(ALLOW))
     allow_keys = frozenset(k for name in allow for k in ALLOW[name])
+    if fixed and "offload_states" in fixed:  # pinned: every candidate's, no search (_with_state_offload)
+        allow_keys -= {"offload_states"}
     c = normalize_constraints(constraints)
     modes = []
     for s in sync_modes:
@@ -1241,6 +1260,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
     hsdp_searched = bool(np.any(axes["zero"] == int(Zero.HSDP)))
     hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and hsdp_searched
+    offload_zero = "offload_states" in all_cfg or int(fixed.get("offload_states", 0) or 0) > 0
     def classify(mem: np.ndarray, r1: np.ndarray, valid_all: np.ndarray, zb: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(candidates feasible within the memory constraint, per configuration and ZeRO group (0, > 0) the
@@ -1288,8 +1308,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                                        full_rep.shape), inv, gathered)
         valid_all = np.broadcast_to(outer_valid(job, grid), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
-        # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
-        r1 = feasibility(job, full if hsdp_pinned else grid)  # the codes at their own shape (classify broadcasts)
+        # pinned shard group, HSDP's "the group divides dp", or with the states' host offload searched or pinned,
+        # the stages that run it (state_offload_invalid): then the codes are taken at every ZeRO stage
+        r1 = feasibility(job, full if hsdp_pinned or offload_zero else grid)  # at their own shape (classify broadcasts)
         zb = np.broadcast_to(zeros, shape)
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
         good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
@@ -1643,6 +1664,8 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
         elif name == "layer_impl":
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
+        elif name == "offload_states":  # every candidate's; where its ZeRO stage cannot run it, state_offload_invalid
+            fixed[name] = int(StateOffload.parse(value, "strategy.offload_states"))
         elif type(GRID_DEFAULTS.get(name)) in (bool, int):
             # a flag or a count: the grid's own type, and its default where the spec's None means "not set" (the
             # stage and chunk layer counts, etp, shard_group, ep_dispatch_sms)
@@ -2018,7 +2041,11 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         states = float(job.params) * per_param
         result.search["memory_floor"] = {"params": float(job.params), "bytes_per_param": per_param,
                                          "state_bytes": states, "capacity_bytes": float(job.memory_capacity),
-                                         "gpus": math.ceil(states / job.memory_capacity)}
+                                         "gpus": math.ceil(states / job.memory_capacity),
+                                         # host offload of the states not searched, and the cluster could price it
+                                         # (docs/model.md#state-offload): the explanation names it
+                                         "offload_unsearched": bool(job.host_bandwidth > 0 and not {"offload", "all"}
+                                                                    & set(allow) and "offload_states" not in fixed)}
     if pareto:
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):

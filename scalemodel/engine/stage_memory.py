@@ -125,7 +125,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                                       weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
                                       gathered_params=np.where(g.fsdp_reshard_after_forward & ~deferred, 0.0,
-                                                               job.params), fsdp2=torch_fsdp2(g))
+                                                               job.params), fsdp2=torch_fsdp2(g),
+                                       host_states=g.offload_states)
         # FSDP2's unsharded gradient accumulators under fsdp_defer_grad_sync (docs/model.md#fsdp-deferred-sync)
         ms = memory.ModelStates(weights=ms.weights, gradients=ms.gradients + np.where(
             deferred, job.grad_bytes * float(job.params), 0.0), optimizer=ms.optimizer)
@@ -214,6 +215,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
         elem_bytes=job.elem_bytes,  # the activations' element (4 in an fp32 / tf32 run): docs/model.md#activations
         optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
+        host_states=g.offload_states,  # states in host memory: cost.memory.host_offloaded (#state-offload)
         fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
         offloaded_layer_bytes=offloaded_tensor_bytes(job, g),  # strategy offload_tensors (docs/model.md#offload)
         # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)

@@ -70,7 +70,17 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from scalemodel.choices import CompressionKind, CpCommType, Layout, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.choices import (
+    CompressionKind,
+    CpCommType,
+    Layout,
+    Recompute,
+    ScheduleKind,
+    StateOffload,
+    SyncKind,
+    Zero,
+    parse_sync,
+)
 from scalemodel.cost import balance, pipeline, transformer
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.checks import all_finite_nonnegative
@@ -83,6 +93,7 @@ from scalemodel.engine.dp_comm import (
     _sync_traffic,
     hier_group,
     hsdp_shard_group,
+    offloaded_optimizer,
     train_metric_sync_time,
 )
 from scalemodel.engine.host_floor import eager_ops_host_s, expert_forward_host_share, sync_refill_us
@@ -212,6 +223,11 @@ class Infeasible(IntEnum):
         "top-k compression all-gathers each rank's whole sparsified gradient (with its error-feedback residual); "
         "ZeRO 2, ZeRO 3, FSDP and HSDP reduce-scatter the gradients to shards instead: top-k needs zero 0 or 1 "
         "(job.topk_refused, predict refuses it)")
+    STATE_OFFLOAD_INVALID = 21, "state_offload_invalid", (
+        "offload_states needs the cluster's host_bandwidth and a framework that runs it: optimizer with zero 1, 2 "
+        "or 3 (DeepSpeed offload_optimizer), optimizer+params with zero 3, fsdp or hsdp (DeepSpeed offload_param, "
+        "FSDP CPUOffload); not beside activation offload, Megatron-Core's DDP, nanotron's trainer or Apex's "
+        "DistributedFusedAdam (StrategySpec and job._check_state_offload refuse these in predict)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -300,6 +316,14 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
     flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
+    host = np.asarray(g.offload_states)
+    if np.any(host > 0):  # offload_states: what predict refuses (flagged before
+        # the parameter-server and top-k codes, which plan's pass 1 counts per communication choice on open candidates)
+        flag(R.STATE_OFFLOAD_INVALID, (host > 0) & (
+            (job.host_bandwidth <= 0) | (g.offload_layers > 0) | (g.offload_tensors > 0) | g.megatron_ddp
+            | g.nanotron_trainer | g.bucket_fragments
+            | ((host == StateOffload.OPTIMIZER) & ((g.zero == Zero.NONE) | (g.zero >= Zero.FSDP)))
+            | ((host == StateOffload.PARAMS) & (g.zero < Zero.PARAMETERS))))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.TOPK_SHARDED_GRADIENTS, topk_refused(g.compression, g.zero))
@@ -664,6 +688,8 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
     opt = zero if own else (_optimizer_time(job, g, sync) if dp_rank is None
                             else _optimizer_time(job, g, sync, *dp_rank))
+    if not own:  # model states in host memory: the CPU step and the link's copies (docs/model.md#state-offload)
+        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, *(dp_rank or ()))
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
@@ -694,7 +720,9 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
             # parameters (_dp_ranks), on its own parameters (_rank_dp_job) and its own compute windows
             s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
             dp_job = _rank_dp_job(job, s)
-            opt_r = _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r)))
+            opt_r = offloaded_optimizer(dp_job, g, m, ranks[r].busy,
+                                        _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
+                                        sync, layers=n, rank=np.full(1, float(r)))
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters

@@ -134,7 +134,10 @@ def _memory_floor_hint(result: PlanResult) -> str:
             f"weights, gradients and optimizer = {format_quantity(floor['state_bytes'], 'bytes', binary=False)}) need "
             f"at least {floor['gpus']:,} GPUs of {format_quantity(floor['capacity_bytes'], 'bytes', binary=False)} "
             "even sharded over all "
-            f"of them (ZeRO-3), before any activation; this job has {gpus:,}.")
+            f"of them (ZeRO-3), before any activation; this job has {gpus:,}." + (
+                " Host memory can hold the states (ZeRO-Offload, FSDP CPU offload): add --allow offload, or --set "
+                "strategy.offload_states=optimizer+params with a sharded zero." if floor.get("offload_unsearched")
+                else ""))
 
 
 def explain(result: PlanResult) -> str:

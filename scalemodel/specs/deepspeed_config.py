@@ -2,8 +2,9 @@
 
 ``train_batch_size``, ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``, ``bf16``/``fp16``,
 ``communication_data_type``, ``zero_optimization`` (stage, ``reduce_bucket_size`` in elements, ``overlap_comm``,
-offload), ``tensor_parallel.autotp_size``; what is not modelled is named in :attr:`StrategyFile.unused`. The
-entry point that tells the formats apart is :func:`scalemodel.specs.frameworks.read_strategy_file`.
+``offload_optimizer`` / ``offload_param`` device cpu as strategy offload_states), ``tensor_parallel.autotp_size``;
+what is not modelled is named in :attr:`StrategyFile.unused`. The entry point that tells the formats apart is
+:func:`scalemodel.specs.frameworks.read_strategy_file`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,35 @@ _ZERO_USED = {"stage", "reduce_bucket_size", "overlap_comm", "contiguous_gradien
               "allgather_partitions", "round_robin_gradients", "load_from_fp32_weights", "elastic_checkpoint",
               "ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
               "gather_16bit_weights_on_model_save"}
+
+
+def _offload_states(zero: dict[str, Any], out: StrategyFile) -> None:
+    """``offload_optimizer`` / ``offload_param`` device cpu as strategy offload_states (docs/model.md#state-offload):
+    the optimizer's alone is ``optimizer`` (ZeRO-Offload), both ``optimizer+params`` (ZeRO-Infinity's CPU offload);
+    the deprecated ``cpu_offload`` / ``cpu_offload_param`` booleans are read as DeepSpeed maps them (device cpu:
+    deepspeed/runtime/zero/config.py ``new_param_fn`` at deepspeedai/DeepSpeed@edaa7221). Not modelled, so listed in
+    ``unused`` and not set: NVMe (its swap bandwidth is not priced), the parameters' offload without the optimizer's
+    (the fp32 states on the GPU), and a partial offload (``offload_optimizer.ratio`` < 1, ZeRO-Offload++ Twin-Flow)."""
+    devices: dict[str, str] = {}
+    for dev, old in (("offload_optimizer", "cpu_offload"), ("offload_param", "cpu_offload_param")):
+        sec = zero.get(dev)
+        if isinstance(sec, dict) and sec.get("device") is not None:
+            devices[dev] = str(sec["device"])
+        elif zero.get(old) is not None and not _auto(zero[old]) and _bool(zero[old], f"zero_optimization.{old}"):
+            devices[dev] = "cpu"
+    opt, par = devices.get("offload_optimizer", "none"), devices.get("offload_param", "none")
+    ratio = (zero.get("offload_optimizer") or {}).get("ratio", 1.0) if isinstance(zero.get("offload_optimizer"),
+                                                                                  dict) else 1.0
+    why = ("NVMe offload is not modelled" if "nvme" in (opt, par) else
+           "the parameters' offload without the optimizer's is not modelled" if par == "cpu" and opt != "cpu" else
+           "a partial optimizer offload (ratio < 1) is not modelled" if opt == "cpu" and isinstance(
+               ratio, (int, float)) and not isinstance(ratio, bool) and ratio < 1 else "")
+    if why:
+        out.unused += [f"zero_optimization.{d}.device {v} ({why})" for d, v in devices.items() if v != "none"]
+    elif opt == "cpu":
+        out.strategy["offload_states"] = "optimizer+params" if par == "cpu" else "optimizer"
+        out.fields["offload_states"] = "zero_optimization." + ("offload_param.device" if par == "cpu"
+                                                               else "offload_optimizer.device")
 
 
 #: Where DeepSpeed sets the default the reader fills (StrategyFile.default): the gradient reduction dtype without
@@ -110,10 +140,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 raise InputError(f"unknown offload device {str(device)[:40]!r}",
                                  where=f"zero_optimization.{dev}.device",
                                  allowed='"cpu", "nvme" or "none" (DeepSpeed\'s OffloadDeviceEnum), or leave it out')
-            if device in ("cpu", "nvme"):
-                out.unused.append(f"zero_optimization.{dev}.device {device} (CPU/NVMe offload is not modelled)")
+        _offload_states(zero, out)
         for k in zero:
-            if k not in _ZERO_USED and k not in ("offload_optimizer", "offload_param"):
+            if k not in _ZERO_USED and k not in ("offload_optimizer", "offload_param", "cpu_offload",
+                                                 "cpu_offload_param"):
                 out.unused.append(f"zero_optimization.{k}")
     elif zero is not None:
         raise InputError("expected a mapping", where="zero_optimization", allowed='{"stage": 0..3, ...}')

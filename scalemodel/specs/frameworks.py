@@ -5,7 +5,8 @@ Four formats, told apart by content (then by name):
 * a scalemodel strategy YAML: ``strategy:`` and/or ``training:`` mappings (or their fields at the top);
 * a DeepSpeed config JSON (https://www.deepspeed.ai/docs/config-json/): ``train_batch_size``,
   ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``, ``bf16``/``fp16``,
-  ``zero_optimization.stage``, ``reduce_bucket_size`` (elements), ``overlap_comm``, offload;
+  ``zero_optimization.stage``, ``reduce_bucket_size`` (elements), ``overlap_comm``, CPU offload
+  (``offload_optimizer`` / ``offload_param``: strategy offload_states);
 * a Megatron-LM argument list (the flags of a launch script, ``megatron/training/arguments.py``):
   ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``,
   ``--expert-model-parallel-size``, ``--micro-batch-size``, ``--global-batch-size``, ``--seq-length``,
@@ -18,7 +19,7 @@ Four formats, told apart by content (then by name):
   ``tomli`` package (a dependency there, see pyproject.toml).
 
 Every setting that is read is returned as StrategySpec / TrainingSpec fields; every setting that
-could matter but is not modelled (CPU offload, ZeRO-3 prefetch knobs, partial recompute, an
+could matter but is not modelled (NVMe offload, ZeRO-3 prefetch knobs, partial recompute, an
 unresolved ``auto`` or ``$VAR``) is named in :attr:`StrategyFile.unused` and warned about. The
 file is read through :mod:`scalemodel.specs.files` (regular files only, bounded in size).
 

@@ -150,6 +150,12 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                              allowed="bfloat16, float16 or float32 (torch dtype names; fp8 GEMMs: give --precision "
                                      "fp8)")
         out.training["precision"] = precision
+    if training.get("enable_cpu_offload") is not None and _bool(training["enable_cpu_offload"],
+                                                                "training.enable_cpu_offload"):
+        # FSDP2's CPUOffloadPolicy (torchtitan's apply_fsdp: ``if cpu_offload: fsdp_config["offload_policy"] =
+        # CPUOffloadPolicy()``): parameters, gradients and the optimizer step on the host (docs/model.md#state-offload)
+        out.strategy["offload_states"] = "optimizer+params"
+        out.fields["offload_states"] = "training.enable_cpu_offload"
     model: dict[str, Any] = data["model"] if isinstance(data.get("model"), dict) else {}
     float8 = _titan_float8(data, model)
     if float8 is not None:

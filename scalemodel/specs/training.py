@@ -27,6 +27,7 @@ from scalemodel.choices import (
     RecomputeMethod,
     Schedule,
     ScheduleKind,
+    StateOffload,
     SyncKind,
     Zero,
     parse_compression,
@@ -102,6 +103,7 @@ LossImplText = Annotated[str, Before(LossImpl.normalize), _labels(LossImpl)]
 LayerImplText = Annotated[str, Before(LayerImpl.normalize), _labels(LayerImpl)]
 CpCommTypeText = Annotated[str, Before(CpCommType.normalize), _labels(CpCommType)]
 FlexBackendText = Annotated[str, Before(FlexBackend.normalize), _labels(FlexBackend)]
+StateOffloadText = Annotated[str, Before(StateOffload.normalize), _labels(StateOffload)]
 
 # Text fields kept in their canonical spelling (the label of what they parse to).
 _SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
@@ -492,6 +494,13 @@ class StrategySpec(Spec, kw_only=True):
         "recompute selective with recompute_modules jax_qkvo (the policy that would keep q, k, v and out_proj on "
         "the device) or jax_qkv (q, k and v; out_proj recomputed, so not offloaded) and the cluster's "
         "host_bandwidth (docs/model.md#offload)"))] = []
+    offload_states: Annotated[StateOffloadText, Meta(description=(
+        "model states in host memory, updated by a CPU optimizer (docs/model.md#state-offload): none; optimizer "
+        "(ZeRO-Offload, DeepSpeed offload_optimizer device cpu: fp32 master, Adam moments and gradients on the host, "
+        "CPU-Adam, the 16-bit parameters copied back; zero 1, 2 or 3); optimizer+params (ZeRO-Infinity's / "
+        "DeepSpeed offload_param with offload_optimizer, PyTorch FSDP CPUOffload(offload_params=True): the parameter "
+        "shards on the host too, copied to the GPU before each all-gather; zero 3, fsdp or hsdp). Needs an Adam "
+        "optimizer and the cluster's host_bandwidth"))] = "none"
     tp_comm_overlap: Annotated[bool, Meta(description=(
         "tensor-parallel all-gathers/reduce-scatters overlapped with the GEMMs that consume/produce them "
         "(Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers); default: only the backward ones, under "
@@ -738,6 +747,36 @@ class StrategySpec(Spec, kw_only=True):
         "rank order of the parallel dimensions, innermost first: tp-cp-dp-pp (Megatron-LM's default, torchtitan) "
         "or tp-cp-pp-dp (PP inside DP, Megatron-LM --use-tp-pp-dp-mapping); docs/model.md#layout"))] = "tp-cp-dp-pp"
 
+    def _check_offload_states(self, zero: Zero, unset: str, pin: str, trainers: list[str]) -> None:
+        """offload_states where a framework runs it (docs/model.md#state-offload): optimizer is DeepSpeed's
+        offload_optimizer, "Valid for ZeRO stage 1, 2, 3"; optimizer+params its offload_param, "Valid only with stage
+        3" (deepspeed/runtime/zero/config.py at deepspeedai/DeepSpeed@edaa7221), or PyTorch FSDP's CPUOffload, whose
+        one mode moves the parameters, gradients and optimizer step together (so FSDP has no optimizer-only
+        offload); neither under Megatron-Core's DDP, nanotron's trainer or Apex's DistributedFusedAdam (their own
+        optimizers, whose host offload is not priced)."""
+        mode = StateOffload.parse(self.offload_states)
+        if mode == StateOffload.NONE:
+            return
+        if mode == StateOffload.OPTIMIZER and zero in (Zero.FSDP, Zero.HSDP):
+            raise field_error("offload_states", f"optimizer with zero {self.zero}: PyTorch FSDP's CPUOffload moves "
+                              "the parameters, gradients and optimizer step to the host together, it has no "
+                              "optimizer-only mode", "optimizer+params with zero fsdp or hsdp; optimizer with zero 1, "
+                              "2 or 3 (DeepSpeed's offload_optimizer)", also="zero")
+        if mode == StateOffload.OPTIMIZER and zero == Zero.NONE:
+            raise field_error("offload_states", f"optimizer needs DeepSpeed's ZeRO optimizer (offload_optimizer is "
+                              f"valid for ZeRO stage 1, 2, 3){unset}", f"optimizer with zero 1, 2 or 3{pin}",
+                              also="zero")
+        if mode == StateOffload.PARAMS and zero < Zero.PARAMETERS:
+            raise field_error("offload_states", f"optimizer+params needs the parameters sharded (DeepSpeed "
+                              f"offload_param is valid only with stage 3; FSDP's CPUOffload){unset}",
+                              f"optimizer+params with zero 3, fsdp or hsdp; optimizer with zero 1 or 2{pin}",
+                              also="zero")
+        other = trainers + (["bucket_fragments"] if self.bucket_fragments else [])
+        if other:
+            raise field_error("offload_states", f"{mode.label} is priced as DeepSpeed's and PyTorch FSDP's host "
+                              f"offload; {other[0]} true names another framework's optimizer",
+                              f"offload_states: none with {other[0]}, or {other[0]}: false")
+
     def _check(self) -> None:
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
@@ -775,6 +814,7 @@ class StrategySpec(Spec, kw_only=True):
                               f"ZeRO-1/2 optimizer of its own{got}", "false (the default) with any zero; true with "
                               "zero 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false"
                               + ("" if trainers else pin), also="" if trainers else "zero")
+        self._check_offload_states(zero, unset, pin, trainers)
         if self.deepspeed_pipeline and zero > Zero.OPTIMIZER:  # deepspeed/runtime/pipe/engine.py PipelineEngine
             raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
                               "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "

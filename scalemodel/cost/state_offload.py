@@ -1,0 +1,107 @@
+"""Optimizer-state and parameter offload to host memory: the bytes over the GPU-host link and the CPU optimizer step.
+
+Formulas and sources: docs/model.md#state-offload. Codes: ``mode`` is :class:`scalemodel.choices.StateOffload`
+(0 none, 1 optimizer, 2 optimizer+params), ``zero`` :class:`scalemodel.choices.Zero` (1, 2, 3; 4 fsdp, 5 hsdp).
+Every function takes plain numbers or numpy arrays (broadcast) in SI units.
+
+The bytes are per parameter of the rank's state shard ``n`` (the parameters whose optimizer states the rank
+updates: the same share the optimizer step and the memory model count), per step:
+
+================  ===========================  ===============================  ==========================
+mode, zero        D2H during the step          H2D during the step              H2D after the CPU step
+================  ===========================  ===============================  ==========================
+optimizer, 1      4 + [m>1] gb                 [m>1] gb                         wb
+optimizer, 2      4 + [m>1] m gb               [m>1] (m-1) gb                   wb
+optimizer, 3      4 + m gb                     m gb                             wb
++params, 3        4 + m gb                     m gb + G wb                      0
++params, fsdp     4 m                          4 G                              0
+================  ===========================  ===============================  ==========================
+
+(m micro-batches, G parameter all-gathers a step, gb / wb the 16-bit gradient / weight bytes.) DeepSpeed at
+deepspeedai/DeepSpeed@edaa7221: ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py) casts the reduced gradient
+partition to the fp32 master dtype on the GPU and copies it into the host's fp32 gradient
+(``async_inplace_copy_grad_to_fp32_buffer_from_gpu``: ``src_tensor.to(master_weights_and_grads_dtype)``, then
+``dest_tensor.copy_``), and with gradient accumulation keeps a 16-bit host accumulator it copies out after each
+reduction and back in before the next (``async_accumulate_grad_in_cpu_via_gpu``: ``copy_gradients_to_cpu`` every
+time, ``accumulate_gradients`` from the second micro-step); stage 2 reduces after every micro-batch's backward, stage
+1 once at the boundary. After ``_optimizer_step`` it casts the fp32 partition into a 16-bit host buffer and copies
+that to the GPU (``bit16_partitions[partition_id].data.copy_(bit16_partition_buffer.data, non_blocking=True)``).
+ZeRO-3 (stage3.py ``partition_grads``) keeps its gradient-partition buffer on the host (``self.device`` is cpu
+under offload_optimizer): each micro-batch copies the reduced partition out and back (``grad_buffer.copy_`` then
+``grad_buffer.to(grad_partition.device)``; later micro-steps add on the GPU and copy back), and at the boundary
+copies its fp32 cast into the optimizer's gradient (``_offload_grad_partition_at_boundary``); after the step
+``_reassign_or_swap_out_partitioned_parameters`` copies the fp32 partition into the 16-bit one, a host-to-GPU copy
+when the parameters stay on the GPU (a CPU-to-CUDA ``copy_`` converts on the host: 2 bytes cross) and a host copy
+under offload_param, whose 16-bit shards then cross once per all-gather (ZeRO-Infinity, arXiv 2104.07857: the
+parameter partitions live in CPU memory and are moved to the GPU for the all-gather; paraphrased from summaries, its
+section text not read here). PyTorch FSDP ``CPUOffload(offload_params=True)``
+(torch/distributed/fsdp/_flat_param.py ``FlatParamHandle._use_low_precision_shard``:
+``flat_param._mp_shard.copy_(flat_param._local_shard.to(self.device, non_blocking=True))``) copies the full-precision
+(fp32) shard to the GPU before each all-gather and casts it there; the reduced gradient shard is copied back in the
+parameter dtype after every reduce-scatter (``_offload_grad``), 4 bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+#: Parameters a host updates per second with DeepSpeedCPUAdam: 11.6e9 / 8.2 s. "it reduces the optimizer time from 56
+#: seconds to 8.2 seconds to an 11.6B parameter GPT2 model" (R. Yazdani Aminabadi, DeepSpeed team, deepspeedai/
+#: DeepSpeed pull request #735 "CPU-Adam fix for scalar mode", 2021-02-08); hardware/measurements/cpu_adam.yaml.
+CPU_ADAM_PARAMS_PER_S = 11.6e9 / 8.2
+
+#: The fp32 master-gradient element DeepSpeed copies to the host at the gradient-accumulation boundary, and the
+#: fp32 gradient / parameter shard element PyTorch FSDP's CPU offload moves.
+FP32_BYTES = 4.0
+
+
+def host_copy_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, microbatches: ArrayLike,
+                    gathers: ArrayLike, weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(device-to-host bytes during the step, host-to-device bytes during the step, host-to-device bytes after the
+    CPU step) of one GPU per step, by the table of the module docstring; all 0 where ``mode`` is 0."""
+    n = np.asarray(n_shard, dtype=float)
+    md, z = np.asarray(mode), np.asarray(zero)
+    m = np.asarray(microbatches, dtype=float)
+    g_n = np.asarray(gathers, dtype=float)
+    wb, gb = np.asarray(weight_bytes, dtype=float), np.asarray(grad_bytes, dtype=float)
+    acc = (m > 1).astype(float)
+    fsdp = z >= 4
+    d2h = np.select([z == 1, z == 2, fsdp], [FP32_BYTES + acc * gb, FP32_BYTES + acc * m * gb, FP32_BYTES * m],
+                    FP32_BYTES + m * gb)
+    h2d = np.select([z == 1, z == 2, fsdp], [acc * gb, acc * (m - 1.0) * gb, FP32_BYTES * g_n], m * gb)
+    params = md == 2
+    h2d = h2d + np.where(params & ~fsdp, g_n * wb, 0.0)
+    after = np.where(params, 0.0, wb)
+    on = md > 0
+    return (np.where(on, n * d2h, 0.0), np.where(on, n * h2d, 0.0), np.where(on, n * after, 0.0))
+
+
+def cpu_adam_seconds(n_shard: ArrayLike, ranks_per_host: ArrayLike,
+                     params_per_s: ArrayLike = CPU_ADAM_PARAMS_PER_S) -> np.ndarray:
+    """Seconds of the CPU-Adam step of one rank's ``n_shard`` parameters while ``ranks_per_host`` ranks of the same
+    host step theirs at once: the host's rate ``params_per_s`` (:data:`CPU_ADAM_PARAMS_PER_S`) shared between them
+    (the step reads and writes the fp32 master, m, v and gradient in host DRAM; the ranks share its cores and memory
+    bandwidth)."""
+    k = np.maximum(np.asarray(ranks_per_host, dtype=float), 1.0)
+    return np.asarray(n_shard, dtype=float) * k / np.asarray(params_per_s, dtype=float)
+
+
+def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, cpu_s: ArrayLike,
+                         host_bandwidth: ArrayLike, compute_s: ArrayLike) -> np.ndarray:
+    """Seconds the step spends on the host offload: the copies during the step past the compute they run under,
+    then the CPU step and the copy back after it.
+
+        t = max(0, max(D2H, H2D) / B - C) + t_cpu + H2D_after / B
+
+    ``B`` the GPU-host link per GPU per direction (the two directions run at once, one copy engine each), ``C`` the
+    compute the copies run beside (the forward and backward of every micro-batch where the framework issues them on
+    a stream of their own, else 0: :func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never hidden past the
+    compute that exists); the CPU step waits for the last gradient and the GPU for its result (no one-step delayed
+    update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at edaa7221), and the updated
+    16-bit partition crosses after it."""
+    b = np.asarray(host_bandwidth, dtype=float)
+    during = np.maximum(np.asarray(d2h, dtype=float), np.asarray(h2d, dtype=float)) / b
+    return (np.maximum(during - np.asarray(compute_s, dtype=float), 0.0) + np.asarray(cpu_s, dtype=float)
+            + np.asarray(h2d_after, dtype=float) / b)
