@@ -91,6 +91,10 @@ def test_llama70b_row_by_hand(automodel_predictions) -> None:  # type: ignore[no
     states = (a["weights"] + a["gradients"]) - (b["weights"] + b["gradients"])
     assert states == pytest.approx(2 * ROOT_70B, rel=1e-9)
     assert a["optimizer"] == b["optimizer"]
+    # the row's own optimizer bytes (framework.optimizer_bytes_per_param 8: TE FusedAdam's fp32 moments, no master)
+    # over the 64 FSDP ranks (dp 32 x cp 2), the shard's gradient at the bf16 parameters' dtype
+    assert a["optimizer"] == pytest.approx(8 * P_70B / 64, rel=1e-9)
+    assert a["gradients"] == pytest.approx(2 * P_70B / 64, rel=1e-9)
 
 
 def test_deferred_sync_copies_out_once_a_step() -> None:
