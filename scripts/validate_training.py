@@ -95,8 +95,10 @@ Two case files (issue 5 and issue 13):
     - PyTorch FSDP1 (``TORCH_FSDP1`` sources: MosaicML llm-foundry on Composer, which wraps with
       torch FullyShardedDataParallel) with gradients sharded (zero 2, 3, fsdp, hsdp) -> fsdp_flat_param (the
       flat gradient's cat, cast and pre-divide every micro-batch); torchtitan (``TORCHTITAN``: FSDP2's fully_shard,
-      torchtitan 9dec370 and e7c0cae parallelize_llama.py apply_fsdp) with zero fsdp or hsdp -> fsdp_per_param (the
-      copy-out of every all-gather, the copy-in of every reduce-scatter).
+      torchtitan 9dec370 and e7c0cae parallelize_llama.py apply_fsdp) and NeMo Automodel (``TORCH_FSDP2``: its
+      parallelizers fully_shard every block, then the model; sources.yaml citation torch_fsdp2_automodel26) with zero
+      fsdp or hsdp -> fsdp_per_param (the copy-out of every all-gather, the copy-in of every reduce-scatter, the
+      root unit at pp 1).
     - an attention text that names flash-attn's unpad_input (llm-foundry attn_impl flash) ->
       attention_unpad.
     - nanotron (``NANOTRON`` sources: nanotron25) -> nanotron_trainer: each micro-batch's bf16 gradients added into
@@ -552,6 +554,7 @@ SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "sync_tp_allreduce": _ON,
     "torchtitan": _ON,
     "torch_fsdp1": _ON,
+    "torch_fsdp2": _ON,
     "sdpa_attention": _ON,
     "te_sm100_cudnn_head_dim_max": _COUNT,
     "cudnn_release": ((str,), None),
@@ -993,6 +996,9 @@ def xla_options(case: dict[str, Any], zero: str) -> dict[str, Any]:
 
 #: Sources whose runs shard data parallelism with PyTorch FSDP1 (sources.yaml ``torch_fsdp1``).
 TORCH_FSDP1 = sources_with("torch_fsdp1")
+#: Sources other than torchtitan's whose runs shard data parallelism with PyTorch FSDP2's fully_shard (sources.yaml
+#: ``torch_fsdp2``: NeMo Automodel).
+TORCH_FSDP2 = sources_with("torch_fsdp2")
 
 
 def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
@@ -1001,8 +1007,9 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
     out: dict[str, bool] = {}
     if families(case)["source"] in TORCH_FSDP1 and zero in ("2", "3", "fsdp", "hsdp"):
         out["fsdp_flat_param"] = True
-    if families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
-        out["fsdp_per_param"] = True  # torchtitan applies FSDP2's fully_shard (parallelize_llama.py apply_fsdp)
+    if families(case)["source"] in TORCHTITAN | TORCH_FSDP2 and zero in ("fsdp", "hsdp"):
+        # torchtitan (parallelize_llama.py apply_fsdp) and Automodel (parallelizer.py) apply FSDP2's fully_shard
+        out["fsdp_per_param"] = True
     if "unpad_input" in str(case["model"].get("attention", "")).lower():
         out["attention_unpad"] = True
     if families(case)["source"] in NANOTRON:

@@ -1038,7 +1038,11 @@ def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.n
 
         G     = the stage's gathered bytes (:func:`_gathered_bytes`: 16-bit, float8 linear weights with
                 fsdp_fp8_all_gather) + 2 x its expert parameters
-        fwd   = copy-out of every unit's forward gather, 2 G
+        fwd   = copy-out of every unit's forward gather, 2 G; with fsdp_defer_grad_sync and m > 1 micro-batches
+                2 G / m (only the step's first forward gathers: a backward leaves its units gathered into the next
+                forward: FSDPParamGroup.unshard returns at once for an unsharded group, and wait_for_unshard, which
+                runs the copy-out, without an all-gather result; torch 2.7.0 _fsdp_param_group.py L255-256,
+                L285-286; docs/model.md#fsdp-deferred-sync)
         bwd   = copy-out of the backward gathers, 2 G_b (L - 1)/L with reshard after forward (the last unit is not
                 re-gathered, as the FSDP traffic term counts), else 0; G_b is G less the root unit's 2 R
                 (:func:`fsdp_root_params`), which stays gathered from the forward to the backward
@@ -1055,11 +1059,13 @@ def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.n
     out_b, in_b = compute.fsdp2_copy_bytes(gathered, dense + expert, grad_bytes=job.elem_bytes,
                                            reduce_bytes=job.grad_bytes)
     on = g.fsdp_per_param & (g.zero >= Zero.FSDP)
+    m = microbatches(g).astype(float)
+    first = np.where(g.fsdp_defer_grad_sync & (m > 1.0), 1.0 / m, 1.0)  # the forwards that gather, per micro-batch
     units = np.maximum(layers, 1.0)  # a planner candidate with no layer on a stage is infeasible, not a NaN
     again = np.where(g.fsdp_reshard_after_forward, (units - 1.0) / units, 0.0)
     root = np.minimum(fsdp_root_params(job, g), dense)
     blocks_b = compute.fsdp2_copy_bytes(_gathered_bytes(job, g, dense - root, layers) + 2.0 * expert, 0.0)[0]
-    return (np.asarray(np.where(on, _hbm_seconds(job, out_b), 0.0)),
+    return (np.asarray(np.where(on, first * _hbm_seconds(job, out_b), 0.0)),
             np.asarray(np.where(on, _hbm_seconds(job, again * blocks_b + in_b), 0.0)))
 
 

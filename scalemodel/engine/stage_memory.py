@@ -52,7 +52,7 @@ from scalemodel.engine.pipeline_ranks import (
 
 def torch_fsdp2(g: StrategyGrid) -> np.ndarray:
     """Where the candidate shards with PyTorch FSDP2 (``fully_shard``): zero fsdp / hsdp flagged ``fsdp_per_param``
-    (torchtitan) or ``fsdp_defer_grad_sync`` (Automodel's MoE models, whose field names FSDP2): its shards and their
+    (torchtitan's and NeMo Automodel's runs) or ``fsdp_defer_grad_sync`` (whose field names FSDP2): its shards and their
     gradients at the parameters' own dtype (:func:`scalemodel.cost.memory.fsdp2_shard_bytes`), TE's ``is_fsdp2``
     (no cached dense weight copy, :func:`weight_workspace`)."""
     return np.asarray((g.zero >= Zero.FSDP) & (g.fsdp_per_param | g.fsdp_defer_grad_sync), dtype=bool)

@@ -603,10 +603,11 @@ class StrategySpec(Spec, kw_only=True):
         "pre-divide factor (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook, _reduce_grad); "
         "docs/model.md#fsdp1-gradient"))] = False
     fsdp_per_param: Annotated[bool, Meta(description=(
-        "zero fsdp/hsdp on PyTorch FSDP2 (fully_shard, per-parameter sharding, as torchtitan wraps models): each "
-        "all-gather's flat output is copied into the unsharded parameters (read + write of the gathered bytes) and "
-        "each reduce-scatter's input is built by copying every unsharded gradient into a buffer of the reduce dtype "
-        "(read the gradient, write it cast), every micro-batch (torch/distributed/fsdp/_fully_shard/"
+        "zero fsdp/hsdp on PyTorch FSDP2 (fully_shard, per-parameter sharding, as torchtitan and NeMo Automodel "
+        "wrap models): each all-gather's flat output is copied into the unsharded parameters (read + write of the "
+        "gathered bytes) and each reduce-scatter's input is built by copying every unsharded gradient into a buffer "
+        "of the reduce dtype (read the gradient, write it cast), every micro-batch (the forward's once a step with "
+        "fsdp_defer_grad_sync, whose later forwards gather nothing) (torch/distributed/fsdp/_fully_shard/"
         "_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce); docs/model.md#fsdp2-copies"))] = False
     fsdp_defer_grad_sync: Annotated[bool, Meta(description=(
         "zero fsdp/hsdp on PyTorch FSDP2 with pp 1: every micro-batch but the last runs with "
