@@ -179,3 +179,15 @@ def test_a_collective_of_1e8_ranks_finishes(cli, tmp_path) -> None:  # type: ign
     assert out["rows"][0]["algorithms"]
     accepted(cli, "collective", *big, "-n", "99999743", "--sizes", "1KiB:8GiB")
     accepted(cli, "collective", *big, "-n", "33333247", "--stride", "3", "--algo", "rhd")
+
+
+def test_domains_of_no_common_period_at_3e7_ranks_finish(cli) -> None:  # type: ignore[no-untyped-def]
+    """Tiers of 8, 8,000, 8e6 and 9.6e7 GPUs at stride 3: domains of 2, 2,666 and 2,666,666 ranks, whose runs of
+    pairs repeat only after lcm(1,333, 1,333,333) runs, more than the 1.6e7 a step holds; the first closed form
+    priced them all (41 s of CPU at 31,999,999 ranks). The large bounds' few multiples are priced one by one
+    (algorithms._whole_runs): exit 0 within the hang guard (equality with the rank arrays is checked above, on
+    groups the rank arrays can hold)."""
+    big = ("-c", "dgx-h100", "--set", "cluster.max_gpus=96000000", "--set", "cluster.tiers.ib-leaf.span=8000",
+           "--set", "cluster.tiers.ib-spine.span=8000000", "--set", "cluster.tiers.ib-core.span=96000000")
+    for op in ("allgather", "allreduce"):
+        assert accepted(cli, "collective", *big, "-n", "31999999", "--stride", "3", "--op", op, "--algo", "rhd")

@@ -431,17 +431,48 @@ def _folded_step_tiers(pl: Placement, steps: int) -> list[np.ndarray]:
 _FOLD_BLOCK = 1 << 16
 
 
-def _runs_period(bounds: np.ndarray, n_ranks: np.ndarray, shift: int, longer: int, cap: np.ndarray) -> np.ndarray:
-    """How many consecutive runs of pairs repeat themselves, capped at ``cap``: runs ``shift`` group ranks apart
-    see every bound ``c`` with ``longer < c < p`` (the bounds a pair of the run can fail to cross, and that a pair
-    can cross at all) at the same offset after ``c / gcd(c, shift)`` runs, all of them after the lcm of those."""
-    period = np.ones(len(n_ranks), dtype=np.int64)
-    for c in bounds.T:
-        live = (c > longer) & (c < n_ranks)
-        step = np.where(live, c // np.gcd(c, shift), 1)
-        q = period // np.gcd(period, step)
-        period = np.where(q > cap // step, cap, np.minimum(q * step, cap))
-    return np.maximum(period, 1)
+def _whole_runs(rows: np.ndarray, first: np.ndarray, count: np.ndarray, shift: int, x_off: np.ndarray, span: int,
+                longer: int, n_ranks: np.ndarray, bounds: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The runs ``first .. first + count - 1`` of one kind (run m's pairs lie in (shift m + x_off, shift m + x_off +
+    span]) that give every count they hold, as (row, run) arrays (:func:`_folded_crossings`).
+
+    A bound ``c`` with ``longer < c < p`` (one a pair of the run can cross and can fail to) changes a run's counts
+    only if one of its multiples lies in the run's range; the others are crossed by every pair or by none. Split
+    those bounds at a size: the smaller ("dense") bring the runs back to the same offsets after
+    ``P = lcm c / gcd(c, shift)`` runs; a run holding no multiple of a larger ("sparse") one has the counts of every
+    run P away that holds none either, and among N + 1 runs P apart at most N hold one of the N sparse multiples.
+    So the first ``min(count, P (N + 1))`` runs and the N runs holding a sparse multiple give every count: work
+    that depends on the domain sizes, not on p. The split is chosen per row to price the fewest runs."""
+    live = (bounds > longer) & (bounds < n_ranks[:, None])
+    lo = shift * first + x_off
+    hi = shift * (first + count - 1) + x_off + span
+    safe = np.maximum(bounds, 1)
+    mult = np.where(live, np.maximum(hi[:, None] // safe - lo[:, None] // safe, 0), 0)  # multiples in the range
+    step = np.where(live, safe // np.gcd(safe, shift), 1)
+    cap = np.maximum(count, 1)
+    best, sparse_of = np.full(len(rows), np.iinfo(np.int64).max), np.zeros(bounds.shape, dtype=bool)
+    window = count.copy()
+    for edge in [np.zeros(len(rows), dtype=np.int64)] + list(bounds.T):
+        sparse = live & (bounds > edge[:, None])
+        period = np.ones(len(rows), dtype=np.int64)
+        for b in range(bounds.shape[1]):
+            st = np.where(sparse[:, b], 1, step[:, b])
+            q = period // np.gcd(period, st)
+            period = np.where(q > cap // st, cap, np.minimum(q * st, cap))
+        near = np.sum(np.where(sparse, mult, 0), axis=1)
+        win = np.where(period > count // (near + 1), count, period * (near + 1))
+        cost = win + near
+        better = cost < best
+        best, window = np.where(better, cost, best), np.where(better, win, window)
+        sparse_of[better] = sparse[better]
+    yield from _runs(rows, window, first)
+    at = np.repeat(np.arange(len(rows)), bounds.shape[1])
+    cf = safe.ravel()
+    for i, off in _runs(np.arange(at.size), np.where(sparse_of, mult, 0).ravel(), np.zeros(at.size, dtype=np.int64)):
+        q = (lo[at[i]] // cf[i] + 1 + off) * cf[i]  # a multiple of a sparse bound in the range
+        m = (q - x_off[at[i]] - 1) // shift  # the run whose range holds it
+        keep = (m >= first[at[i]]) & (m < first[at[i]] + count[at[i]])
+        yield rows[at[i]][keep], m[keep]
 
 
 def _folded_crossings(n_ranks: np.ndarray, bounds: np.ndarray, ntiers: int, steps: int
@@ -459,8 +490,8 @@ def _folded_crossings(n_ranks: np.ndarray, bounds: np.ndarray, ntiers: int, step
     has at most two multiples within the piece's x and one within its y, so the count is constant between the
     piece's first j and the j where x or y reaches one of the next two multiples of each bound, and those
     1 + 4 (T - 1) pairs give every count the piece holds. Whole runs of one kind repeat once the run offset
-    (2h m after the fold, 4h m in x before it) is a multiple of every bound that matters, so only the first
-    ``_runs_period`` of them are priced, plus the at most three pieces of the run holding r - h and r."""
+    (2h m after the fold, 4h m in x before it) is a multiple of every bound that matters, so only a few of them are
+    priced (:func:`_whole_runs`), plus the at most three pieces of the run holding r - h and r."""
     lg = (np.frexp(n_ranks.astype(float))[1] - 1).astype(np.int64)  # exactly floor(lg p): p = m 2^e, m in [1/2, 1)
     crossed = [np.zeros((len(n_ranks), ntiers), dtype=bool) for _ in range(steps)]
     c = np.asarray(bounds, dtype=np.int64).reshape(len(n_ranks), ntiers - 1)
@@ -473,14 +504,15 @@ def _folded_crossings(n_ranks: np.ndarray, bounds: np.ndarray, ntiers: int, step
         n, rr, cb = n_ranks[rows], r[rows], c[rows]
         runs = (np.int64(1) << lg[rows]) // (2 * h)
         m1, m2 = rr // (2 * h), -(-rr // (2 * h))  # runs wholly before r - h; the first wholly from r on
-        before = np.minimum(m1, _runs_period(cb, n, 4 * h, 2 * h, np.maximum(m1, 1)))
-        after = np.minimum(runs - m2, _runs_period(cb, n, 2 * h, h, np.maximum(runs - m2, 1)))
         cut = m1 < m2  # r is not a multiple of 2h: run m1 holds r - h and r, in up to three pieces
         row, mid, rc = rows[cut], 2 * h * m1[cut], rr[cut]
         pieces = [(row, mid, np.minimum(mid + h, rc - h), 0),  # (row, first j, end j, kind)
                   (row, np.maximum(mid, rc - h), np.minimum(mid + h, rc), 2), (row, np.maximum(mid, rc), mid + h, 1)]
-        pieces += [(row, 2 * h * m, 2 * h * m + h, 0) for row, m in _runs(rows, before, 0 * m1)]
-        pieces += [(row, 2 * h * m, 2 * h * m + h, 1) for row, m in _runs(rows, after, m2)]
+        # whole runs before r - h (x = 2j + 1 from 4hm + 1, y up to 4hm + 4h - 1) and from r on (x = j + r)
+        pieces += [(row, 2 * h * m, 2 * h * m + h, 0) for row, m in
+                   _whole_runs(rows, 0 * m1, m1, 4 * h, 1 + 0 * m1, 4 * h - 2, 2 * h, n, cb)]
+        pieces += [(row, 2 * h * m, 2 * h * m + h, 1) for row, m in
+                   _whole_runs(rows, m2, runs - m2, 2 * h, rr, 2 * h - 1, h, n, cb)]
         for row, first, end, kind in pieces:
             keep = first < end
             row, first, end = row[keep], first[keep], end[keep]
