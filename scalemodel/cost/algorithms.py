@@ -40,6 +40,7 @@ NVLS efficiency). See docs/model.md#collectives and docs/model.md#nccl.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -441,8 +442,10 @@ def _whole_runs(rows: np.ndarray, first: np.ndarray, count: np.ndarray, shift: i
     those bounds at a size: the smaller ("dense") bring the runs back to the same offsets after
     ``P = lcm c / gcd(c, shift)`` runs; a run holding no multiple of a larger ("sparse") one has the counts of every
     run P away that holds none either, and among N + 1 runs P apart at most N hold one of the N sparse multiples.
-    So the first ``min(count, P (N + 1))`` runs and the N runs holding a sparse multiple give every count: work
-    that depends on the domain sizes, not on p. The split is chosen per row to price the fewest runs."""
+    So the first ``min(count, P (N + 1))`` runs and the N runs holding a sparse multiple give every count. The
+    split is chosen per row to price the fewest runs: a few where the domains share a short period (a power of two
+    times small odd factors: the shipped clusters at stride 1), about p / c where a large domain c has none of its
+    own, never more than the runs themselves."""
     live = (bounds > longer) & (bounds < n_ranks[:, None])
     lo = shift * first + x_off
     hi = shift * (first + count - 1) + x_off + span
@@ -506,14 +509,15 @@ def _folded_crossings(n_ranks: np.ndarray, bounds: np.ndarray, ntiers: int, step
         m1, m2 = rr // (2 * h), -(-rr // (2 * h))  # runs wholly before r - h; the first wholly from r on
         cut = m1 < m2  # r is not a multiple of 2h: run m1 holds r - h and r, in up to three pieces
         row, mid, rc = rows[cut], 2 * h * m1[cut], rr[cut]
-        pieces = [(row, mid, np.minimum(mid + h, rc - h), 0),  # (row, first j, end j, kind)
-                  (row, np.maximum(mid, rc - h), np.minimum(mid + h, rc), 2), (row, np.maximum(mid, rc), mid + h, 1)]
-        # whole runs before r - h (x = 2j + 1 from 4hm + 1, y up to 4hm + 4h - 1) and from r on (x = j + r)
-        pieces += [(row, 2 * h * m, 2 * h * m + h, 0) for row, m in
-                   _whole_runs(rows, 0 * m1, m1, 4 * h, 1 + 0 * m1, 4 * h - 2, 2 * h, n, cb)]
-        pieces += [(row, 2 * h * m, 2 * h * m + h, 1) for row, m in
-                   _whole_runs(rows, m2, runs - m2, 2 * h, rr, 2 * h - 1, h, n, cb)]
-        for row, first, end, kind in pieces:
+        cut_run = [(row, mid, np.minimum(mid + h, rc - h), 0),  # (row, first j, end j, kind)
+                   (row, np.maximum(mid, rc - h), np.minimum(mid + h, rc), 2), (row, np.maximum(mid, rc), mid + h, 1)]
+        # whole runs before r - h (x = 2j + 1 from 4hm + 1, y up to 4hm + 4h - 1) and from r on (x = j + r),
+        # generated a block at a time
+        before = ((row, 2 * h * m, 2 * h * m + h, 0) for row, m in
+                  _whole_runs(rows, 0 * m1, m1, 4 * h, 1 + 0 * m1, 4 * h - 2, 2 * h, n, cb))
+        after = ((row, 2 * h * m, 2 * h * m + h, 1) for row, m in
+                 _whole_runs(rows, m2, runs - m2, 2 * h, rr, 2 * h - 1, h, n, cb))
+        for row, first, end, kind in itertools.chain(cut_run, before, after):
             keep = first < end
             row, first, end = row[keep], first[keep], end[keep]
             for s in range(0, len(row), _FOLD_BLOCK):
