@@ -91,8 +91,8 @@ def test_vectorised_fold_equals_the_loop_on_random_grids(cluster: str) -> None:
 
 
 def test_blocks_split_a_large_group_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows of one p' are priced in blocks of ``_FOLD_BLOCK`` elements: a block of one row, and blocks cutting a
-    set of rows unevenly, give the loop's answer (p 1,000,001 on dgx-a100: one row of 2^19 ranks per block)."""
+    """Pieces of runs are priced in blocks of ``_FOLD_BLOCK`` (rhdbig35; speed35's blocks held ranks): a block of
+    one piece, and blocks cutting a set of rows unevenly, give the loop's answer (p 1,000,001 on dgx-a100)."""
     net = build_network(load_cluster("dgx-a100", []))
     p = np.array([[25.0, 27.0, 29.0, 31.0, 1000001.0], [24.0, 100.0, 1000.0, 3.0, 7.0]])
     pl = place(p, np.array([[1.0], [8.0]]), net)

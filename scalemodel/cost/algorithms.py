@@ -40,7 +40,8 @@ NVLS efficiency). See docs/model.md#collectives and docs/model.md#nccl.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -405,9 +406,10 @@ def _folded_step_tiers(pl: Placement, steps: int) -> list[np.ndarray]:
     straddle a domain boundary the aligned rule does not (p 25 on domains of 16: pair 15-24), and pairs of one step
     cross different tiers. Group ranks fill the tiers' domains in order, c_i to a tier-i domain (:class:`Placement`).
 
-    The folded groups are priced once per distinct (p, c_0 .. c_{T-2}) and, among those, all with the same p' at
-    once (:func:`_folded_crossings`); tests/test_speed35.py keeps the row-by-row loop this replaced as its
-    reference and compares the two."""
+    The folded groups are priced once per distinct (p, c_0 .. c_{T-2}), all at once, in closed form
+    (:func:`_folded_crossings`: a few representative runs of pairs per group, not its p ranks);
+    tests/test_speed35.py keeps the row-by-row loop and tests/test_rhdbig35.py the rank-array version this replaced
+    as references and compare them."""
     p = np.asarray(pl.p, dtype=float)
     levels = np.arange(pl.ntiers).reshape((-1,) + (1,) * p.ndim)
     out = [levels == pl.tier_for_block(2.0 ** (k + 1)) for k in range(steps)]
@@ -426,38 +428,143 @@ def _folded_step_tiers(pl: Placement, steps: int) -> list[np.ndarray]:
     return out
 
 
-#: elements of one (rows, p') block of :func:`_folded_crossings` (about 8 MB of int64)
-_FOLD_BLOCK = 1 << 20
+#: pieces of runs priced in one block of :func:`_folded_crossings` (each with 1 + 4 (T - 1) candidate pairs)
+_FOLD_BLOCK = 1 << 16
+
+
+def _whole_runs(rows: np.ndarray, first: np.ndarray, count: np.ndarray, shift: int, x_off: np.ndarray, span: int,
+                longer: int, n_ranks: np.ndarray, bounds: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The runs ``first .. first + count - 1`` of one kind (run m's pairs lie in (shift m + x_off, shift m + x_off +
+    span]) that give every count they hold, as (row, run) arrays (:func:`_folded_crossings`).
+
+    A bound ``c`` with ``longer < c < p`` (one a pair of the run can cross and can fail to) changes a run's counts
+    only if one of its multiples lies in the run's range; the others are crossed by every pair or by none. Split
+    those bounds at a size: the smaller ("dense") bring the runs back to the same offsets after
+    ``P = lcm c / gcd(c, shift)`` runs; a run holding no multiple of a larger ("sparse") one has the counts of every
+    run P away that holds none either, and among N + 1 runs P apart at most N hold one of the N sparse multiples.
+    So the first ``min(count, P (N + 1))`` runs and the N runs holding a sparse multiple give every count. The
+    split is chosen per row to price the fewest runs: a few where the domains share a short period (a power of two
+    times small odd factors: the shipped clusters at stride 1), about p / c where a large domain c has none of its
+    own, never more than the runs themselves."""
+    live = (bounds > longer) & (bounds < n_ranks[:, None])
+    lo = shift * first + x_off
+    hi = shift * (first + count - 1) + x_off + span
+    safe = np.maximum(bounds, 1)
+    mult = np.where(live, np.maximum(hi[:, None] // safe - lo[:, None] // safe, 0), 0)  # multiples in the range
+    step = np.where(live, safe // np.gcd(safe, shift), 1)
+    cap = np.maximum(count, 1)
+    best, sparse_of = np.full(len(rows), np.iinfo(np.int64).max), np.zeros(bounds.shape, dtype=bool)
+    window = count.copy()
+    for edge in [np.zeros(len(rows), dtype=np.int64)] + list(bounds.T):
+        sparse = live & (bounds > edge[:, None])
+        period = np.ones(len(rows), dtype=np.int64)
+        for b in range(bounds.shape[1]):
+            st = np.where(sparse[:, b], 1, step[:, b])
+            q = period // np.gcd(period, st)
+            period = np.where(q > cap // st, cap, np.minimum(q * st, cap))
+        near = np.sum(np.where(sparse, mult, 0), axis=1)
+        win = np.where(period > count // (near + 1), count, period * (near + 1))
+        cost = win + near
+        better = cost < best
+        best, window = np.where(better, cost, best), np.where(better, win, window)
+        sparse_of[better] = sparse[better]
+    yield from _runs(rows, window, first)
+    at = np.repeat(np.arange(len(rows)), bounds.shape[1])
+    cf = safe.ravel()
+    for i, off in _runs(np.arange(at.size), np.where(sparse_of, mult, 0).ravel(), np.zeros(at.size, dtype=np.int64)):
+        q = (lo[at[i]] // cf[i] + 1 + off) * cf[i]  # a multiple of a sparse bound in the range
+        m = (q - x_off[at[i]] - 1) // shift  # the run whose range holds it
+        keep = (m >= first[at[i]]) & (m < first[at[i]] + count[at[i]])
+        yield rows[at[i]][keep], m[keep]
 
 
 def _folded_crossings(n_ranks: np.ndarray, bounds: np.ndarray, ntiers: int, steps: int
                       ) -> tuple[list[np.ndarray], np.ndarray]:
     """Per folded group (``n_ranks`` p, not a power of two; ``bounds`` its c_0 .. c_{T-2}, shape (rows, T - 1)):
     the tiers step k's pairs cross (``crossed[k]``, shape (rows, T)) and the steps the group runs, lg p'
-    (``reach``). Rows of one p' share their rank arrays: rank j of the p' left after the fold is group rank
-    2j + 1 for j < r (r = p - p') and j + r after; step k pairs j with j + 2^k (bit k of j clear), and a pair
-    crosses the tier that counts the domains of tiers 0 .. T-2 it straddles (nested domains)."""
+    (``reach``). Rank j of the p' left after the fold is group rank x(j) = 2j + 1 for j < r (r = p - p') and j + r
+    after; step k (h = 2^k) pairs j with j + h for j in the runs [2hm, 2hm + h), and a pair crosses the tier that
+    counts the bounds it straddles (``x // c != y // c``; nested domains).
+
+    Closed form, not the p ranks (rhdbig35): the runs split at r - h and r into three kinds of pair, both ranks
+    folded (y = x + 2h), both after the fold (y = x + h), and one of each (y = j + h + r, distance >= h), so within a
+    piece of a run x and y rise linearly with j and a bound changes a pair's count only where x or y passes one of
+    its multiples. A bound no larger than the piece's least distance is crossed by every pair of it; a larger one
+    has at most two multiples within the piece's x and one within its y, so the count is constant between the
+    piece's first j and the j where x or y reaches one of the next two multiples of each bound, and those
+    1 + 4 (T - 1) pairs give every count the piece holds. Whole runs of one kind repeat once the run offset
+    (2h m after the fold, 4h m in x before it) is a multiple of every bound that matters, so only a few of them are
+    priced (:func:`_whole_runs`), plus the at most three pieces of the run holding r - h and r."""
     lg = (np.frexp(n_ranks.astype(float))[1] - 1).astype(np.int64)  # exactly floor(lg p): p = m 2^e, m in [1/2, 1)
     crossed = [np.zeros((len(n_ranks), ntiers), dtype=bool) for _ in range(steps)]
-    for e in np.unique(lg):
-        p2 = 1 << int(e)
-        group = np.flatnonzero(lg == e)
-        j = np.arange(p2)
-        block = max(1, _FOLD_BLOCK // p2)
-        for first in range(0, len(group), block):
-            sel = group[first:first + block]
-            r = (n_ranks[sel] - p2)[:, None]
-            actual = np.where(j < r, 2 * j + 1, j + r)
-            domain = [np.floor(actual / c[:, None]) for c in bounds[sel].T]  # each rank's tier-b domain
-            base = (np.arange(len(sel)) * ntiers)[:, None]
-            for k in range(min(steps, int(e))):
-                # ranks j (bit k clear) and j + 2^k: the two halves of each block of 2^(k+1) ranks
-                tier_of = base + np.zeros(p2 // 2, dtype=np.int64)  # row-major (row, tier) bins
-                for d in domain:
-                    blocks = d.reshape(len(sel), -1, 2, 1 << k)
-                    tier_of += (blocks[:, :, 0] != blocks[:, :, 1]).reshape(len(sel), -1)
-                crossed[k][sel] = np.bincount(tier_of.ravel(), minlength=len(sel) * ntiers).reshape(-1, ntiers) > 0
+    c = np.asarray(bounds, dtype=np.int64).reshape(len(n_ranks), ntiers - 1)
+    r = n_ranks - (np.int64(1) << lg)
+    for k in range(steps):
+        rows = np.flatnonzero(lg > k)
+        if not rows.size:
+            continue
+        h = 1 << k
+        n, rr, cb = n_ranks[rows], r[rows], c[rows]
+        runs = (np.int64(1) << lg[rows]) // (2 * h)
+        m1, m2 = rr // (2 * h), -(-rr // (2 * h))  # runs wholly before r - h; the first wholly from r on
+        cut = m1 < m2  # r is not a multiple of 2h: run m1 holds r - h and r, in up to three pieces
+        row, mid, rc = rows[cut], 2 * h * m1[cut], rr[cut]
+        cut_run = [(row, mid, np.minimum(mid + h, rc - h), 0),  # (row, first j, end j, kind)
+                   (row, np.maximum(mid, rc - h), np.minimum(mid + h, rc), 2), (row, np.maximum(mid, rc), mid + h, 1)]
+        # whole runs before r - h (x = 2j + 1 from 4hm + 1, y up to 4hm + 4h - 1) and from r on (x = j + r),
+        # generated a block at a time
+        before = ((row, 2 * h * m, 2 * h * m + h, 0) for row, m in
+                  _whole_runs(rows, 0 * m1, m1, 4 * h, 1 + 0 * m1, 4 * h - 2, 2 * h, n, cb))
+        after = ((row, 2 * h * m, 2 * h * m + h, 1) for row, m in
+                 _whole_runs(rows, m2, runs - m2, 2 * h, rr, 2 * h - 1, h, n, cb))
+        for row, first, end, kind in itertools.chain(cut_run, before, after):
+            keep = first < end
+            row, first, end = row[keep], first[keep], end[keep]
+            for s in range(0, len(row), _FOLD_BLOCK):
+                sl = slice(s, s + _FOLD_BLOCK)
+                hit = _piece_counts(row[sl], first[sl], end[sl], kind, r, c, h)
+                flat = (row[sl][:, None] * ntiers + hit).ravel()
+                crossed[k] |= np.bincount(flat, minlength=len(n_ranks) * ntiers).reshape(-1, ntiers) > 0
     return crossed, lg
+
+
+def _runs(rows: np.ndarray, counts: np.ndarray, start: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Runs ``start[i] .. start[i] + counts[i] - 1`` of each row ``rows[i]``, as (row, run) arrays of at most
+    ``_FOLD_BLOCK`` entries (the runs of one row may fill many)."""
+    ends = np.cumsum(counts)
+    for s in range(0, int(ends[-1]) if ends.size else 0, _FOLD_BLOCK):
+        flat = np.arange(s, min(s + _FOLD_BLOCK, int(ends[-1])), dtype=np.int64)
+        i = np.searchsorted(ends, flat, side="right")
+        yield rows[i], start[i] + flat - (ends[i] - counts[i])
+
+
+def _piece_counts(row: np.ndarray, a: np.ndarray, b: np.ndarray, kind: int, r_all: np.ndarray, c_all: np.ndarray,
+                  h: int) -> np.ndarray:
+    """The bound counts of the candidate pairs of pieces ``a <= j < b`` of one ``kind`` (:func:`_folded_crossings`:
+    0 both ranks folded, 1 both after the fold, 2 one of each), shape (pieces, 1 + 4 (T - 1))."""
+    r, c, a2 = r_all[row][:, None], c_all[row], a[:, None]
+
+    def x_of(j: np.ndarray) -> np.ndarray:
+        return j + r if kind == 1 else 2 * j + 1
+
+    def y_of(j: np.ndarray) -> np.ndarray:
+        return 2 * j + 2 * h + 1 if kind == 0 else j + h + r
+
+    x0, y0 = x_of(a2), y_of(a2)
+    cand = [a2]
+    for i in range(c.shape[1]):
+        ci = c[:, i:i + 1]
+        for t in (1, 2):
+            xm, ym = (x0 // ci + t) * ci, (y0 // ci + t) * ci  # the next multiples of c_i above x(a), y(a)
+            cand.append(xm - r if kind == 1 else xm // 2)  # the first j with x(j) >= xm
+            cand.append((ym - 2 * h) // 2 if kind == 0 else ym - h - r)  # the first j with y(j) >= ym
+    j = np.concatenate(cand, axis=1)
+    j = np.where((j >= a2) & (j < b[:, None]), j, a2)
+    x, y = x_of(j), y_of(j)
+    count = np.zeros(j.shape, dtype=np.int64)
+    for i in range(c.shape[1]):
+        count += x // c[:, i:i + 1] != y // c[:, i:i + 1]
+    return count
 
 
 def _step_time(pl: Placement, crossed: np.ndarray, m: np.ndarray) -> np.ndarray:
