@@ -44,10 +44,9 @@ the 339 round trips). Findings, each fixed where the input is read:
    trial of 1..n: --global-batch 100000001 on 64 GPUs took 3.7 s of CPU, 999999999 about ten times that; now by
    trial to sqrt(n) (engine.predict.divisors), the same text, 0.4 s.
 
-Found and NOT fixed here (its own work): `collective -n 10000000 --op allgather --algo rhd` on a cluster of 1e8 GPUs
-takes 15 s of CPU and 400 MB (3e7 ranks: 31 s, 760 MB; 1e8: over 120 s), and an allreduce --sizes sweep at 1e8
-ranks as long: cost/algorithms.py _folded_step_tiers (commit 5e91beab) enumerates every pair of every halving /
-doubling step after MPICH's fold, O(p log p) arrays of p / 2 ranks, where p is not a power of two (1e6 ranks: 1 s).
+Found here, fixed after (rhdbig35): `collective -n 10000000 --op allgather --algo rhd` on a cluster of 1e8 GPUs
+took 15 s of CPU and 400 MB (1e8: over 120 s): cost/algorithms.py's fold listed every pair of every halving /
+doubling step; it now prices a few pairs a piece (0.26 s / 40 MB at 1e8, tests/test_rhdbig35.py). Still open:
 `plan -n 73513440` (a highly composite count) on such a cluster takes 7.8 s of CPU.
 
 Checked and accepted (not findings): a TOML or JSON key holding such a character is warned "not used" with the
