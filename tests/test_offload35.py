@@ -41,10 +41,11 @@ RATE = 11.6e9 / 8.2
 L, HID, NH, FFN, SEQ, VOCAB = 4, 1024, 8, 4096, 2048, 32000
 
 
-def _job(tmp_path: Path, host_bandwidth: float | None = None):  # type: ignore[no-untyped-def]
+def _job(tmp_path: Path, host_bandwidth: float | None = None, hidden: int = HID,  # type: ignore[no-untyped-def]
+         ffn: int = FFN, heads: int = NH):
     path = tmp_path / "small.yaml"
-    path.write_text(f"kind: transformer\nname: small\nlayers: {L}\nhidden: {HID}\nheads: {NH}\nffn_hidden: {FFN}\n"
-                    f"vocab: {VOCAB}\nseq_len: {SEQ}\ndropout: false\n")
+    path.write_text(f"kind: transformer\nname: small\nlayers: {L}\nhidden: {hidden}\nheads: {heads}\n"
+                    f"ffn_hidden: {ffn}\nvocab: {VOCAB}\nseq_len: {SEQ}\ndropout: false\n")
     job = build_job(load_cluster("dgx-h100"), load_workload(str(path)),
                     TrainingSpec(precision="bf16", global_batch=32, micro_batch=1))
     if host_bandwidth is not None:
@@ -78,7 +79,8 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
     max(D2H, H2D) / B past the step's compute, the CPU-Adam step of the rank's 1/8 of the parameters at an eighth of
     the host's rate (8 ranks per node), and the copy back after it."""
     job, _ = _job(tmp_path, host_bandwidth=1e9)
-    g = _grid(zero, offload)
+    # ZeRO-1 without overlap_comm: reduced and copied after the last backward, on the compute's stream (review35c)
+    g = _grid(zero, offload, **({"overlap": False} if zero == Zero.OPTIMIZER else {}))
     res = evaluate(job, g)
     n = job.params / 8  # pp 1, tp 1: each rank's state shard is an eighth of the model
     m = 4
@@ -86,16 +88,38 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
     d2h, h2d, after = n * d2h_per, n * h2d_per, n * after_per
     got_bytes = state_offload.host_copy_bytes(n, mode=offload, zero=zero, microbatches=m, gathers=2 * m)
     assert [float(x) for x in got_bytes] == pytest.approx([d2h, h2d, after], rel=1e-12)
-    # ZeRO-1 copies at the boundary, after the last backward: no compute under them (the others' streams run beside it)
+    # ZeRO-1 without overlap_comm copies after the last backward: no compute under them (the others' streams run
+    # beside every micro-batch's forward and backward)
     compute = 0.0 if zero == Zero.OPTIMIZER else float(res.breakdown["compute"][0])
     cpu = n * 8 / RATE
     by_hand = max(0.0, max(d2h, h2d) / 1e9 - compute) + cpu + after / 1e9
     assert max(d2h, h2d) / 1e9 > compute  # the copies are exposed: the max() term is not 0
     assert float(res.breakdown["optimizer"][0]) == pytest.approx(by_hand, rel=1e-9)
     # the GPU's own Adam step is gone: the same job without offload prices the HBM-bound step instead
-    none = evaluate(job, _grid(zero, 0))
+    none = evaluate(job, _grid(zero, 0, **({"overlap": False} if zero == Zero.OPTIMIZER else {})))
     assert float(none.breakdown["optimizer"][0]) < cpu
     assert float(res.step_time[0]) > float(none.step_time[0])
+
+
+def test_zero1_copies_run_beside_the_last_backward(tmp_path: Path) -> None:
+    """ZeRO-1 with overlap_comm (review35c): DeepSpeed's gradient hooks, created under cpu_offload (which forces
+    contiguous_gradients), reduce and copy bucket by bucket in the accumulation boundary's backward, on the
+    reduction_stream (stage_1_and_2.py@edaa7221 L638-641, L1758-1769, L1719-1727), so the last micro-batch's backward
+    runs under the copies; without overlap_comm reduce_gradients reduces after it on the compute's stream (L874-879).
+    On a 1 GB/s link (copies longer than a backward) overlap takes off one micro-batch's backward: for layers of
+    hidden 8192 (GEMM-bound) about 2/3 of its forward + backward (GEMM backward 2 x the forward FLOPs, flash
+    attention's 2.5 x; 0.6 to 0.75 of it), no more than the copies."""
+    job, _ = _job(tmp_path, host_bandwidth=1e9, hidden=8192, ffn=28672, heads=64)
+    serial = evaluate(job, _grid(Zero.OPTIMIZER, StateOffload.OPTIMIZER, overlap=False))
+    beside = evaluate(job, _grid(Zero.OPTIMIZER, StateOffload.OPTIMIZER, overlap=True))
+    m = float(dp_comm.microbatches(_grid(Zero.OPTIMIZER, StateOffload.OPTIMIZER))[0])
+    n = job.params / 8
+    copies = (4 + 2) * n / 1e9  # D2H of the table's ZeRO-1 row at m = 4: fp32 gradient + the 16-bit accumulator
+    per_mb = float(beside.breakdown["compute"][0]) / m  # one micro-batch's forward + backward
+    saved = float(serial.breakdown["optimizer"][0] - beside.breakdown["optimizer"][0])
+    assert copies > per_mb  # exposed either way: the saving is the backward itself
+    assert 0.6 * per_mb < saved < 0.75 * per_mb
+    assert saved < copies
 
 
 def test_copies_hide_under_the_compute(tmp_path: Path) -> None:
