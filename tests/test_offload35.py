@@ -13,6 +13,7 @@ shorter than the bytes it sends either way over the host link.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -315,3 +316,18 @@ def test_plan_without_a_fit_names_host_offload() -> None:
     doc = json.loads(done.stdout)
     assert not doc["ranked"] and "--allow offload" in doc["why"], doc["why"]
     assert doc["search"]["memory_floor"]["offload_unsearched"] is True
+
+
+@pytest.mark.parametrize("command", ["memory", "predict"])
+def test_header_says_where_the_states_went(command: str) -> None:
+    """review35c: memory's table of an offloaded run reads optimizer states 0 B; its header (and predict's) names the
+    offload, and a run without it is not marked."""
+    base = [sys.executable, "-m", "scalemodel", command, "-m", "llama3-70b", "-c", "dgx-h100", "-n", "8", "--zero",
+            "3", "--recompute", "full", "--global-batch", "64"]
+    on = subprocess.run(base + ["--set", "strategy.offload_states=optimizer+params"], capture_output=True, text=True,
+                        check=False, env={**os.environ, "COLUMNS": "200"})
+    off = subprocess.run(base, capture_output=True, text=True, check=False, env={**os.environ,
+                                                                                 "COLUMNS": "200"})
+    assert on.returncode == 0, on.stderr
+    assert "model states in host memory (offload_states optimizer+params)" in " ".join(on.stdout.split())
+    assert "host memory" not in off.stdout
