@@ -32,6 +32,7 @@ from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.stage_memory import memory_parts
 from scalemodel.engine.step import Infeasible, evaluate
 from scalemodel.errors import InputError
+from scalemodel.report.explain import describe_settings
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.frameworks import read_strategy_file
 from scalemodel.specs.training import TrainingSpec
@@ -300,6 +301,8 @@ def test_plan_searches_offload_when_allowed() -> None:
     assert opened.infeasible_by_reason.get("state_offload_invalid", 0) > 0
     best = opened.ranked[0]
     assert best.strategy["offload_states"] != "none"
+    # the table's settings name it (review35c: the winner's row read "mb 1, FSDP, SP")
+    assert f"offload {best.strategy['offload_states']}" in describe_settings(best.strategy)
     keys = ("tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute", "sequence_parallel",
             "offload_states", "layout", "overlap", "algorithm", "cp_comm_type")
     again = predict("dgx-h100", "llama3-70b", 8, global_batch=64, bucket_size=best.strategy["bucket_bytes"],
