@@ -197,6 +197,19 @@ def test_deepspeed_offload_is_read(tmp_path: Path, zero: dict[str, object], expe
         assert not any("offload" in u for u in out.unused), out.unused
 
 
+@pytest.mark.parametrize(("kind", "kept"), [("Lion", False), ("Adagrad", False), ("AdamW", True), ("Adam", True)])
+def test_deepspeed_offload_with_another_optimizer_is_not_priced(tmp_path: Path, kind: str, kept: bool) -> None:
+    """review35c: DeepSpeed steps an offloaded Lion / Adagrad with DeepSpeedCPULion / DeepSpeedCPUAdagrad
+    (deepspeed/runtime/engine.py _configure_basic_optimizer at edaa7221), which no measurement here prices; the reader
+    leaves offload_states unset and names the field, as predict refuses offload_states beside optimizer sgd."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": kind},
+                                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}))
+    out = read_strategy_file(str(path))
+    assert (out.strategy.get("offload_states") == "optimizer") is kept
+    assert any("offload_optimizer.device cpu" in u and kind in u for u in out.unused) is not kept, out.unused
+
+
 def test_deepspeed_offload_predicts(tmp_path: Path) -> None:
     """End to end: a DeepSpeed ZeRO-3 JSON with both offloads predicts the 70B job on one node (it fits) and echoes
     offload_states; a bad combination exits 2 with one line naming the file's field."""

@@ -192,6 +192,12 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
                           "per parameter; set training.optimizer_bytes_per_param)")
+        if out.strategy.pop("offload_states", None) is not None:  # review35c: a Lion config was priced as CPU-Adam
+            # DeepSpeed steps it with DeepSpeedCPULion / DeepSpeedCPUAdagrad (deepspeed/runtime/engine.py
+            # _configure_basic_optimizer at edaa7221); the CPU step here is a DeepSpeedCPUAdam measurement (predict
+            # refuses offload_states beside training optimizer other than adam: job._check_state_offload)
+            out.unused.append(f"{out.fields.pop('offload_states')} cpu (the host optimizer step is priced from a "
+                              f"CPU-Adam measurement; optimizer.type {str(opt.get('type'))[:40]} has none)")
     for k in data:
         if k not in _DS_HARMLESS:
             out.unused.append(k)
