@@ -186,6 +186,9 @@ def _ds(tmp_path: Path, zero: dict[str, object]):  # type: ignore[no-untyped-def
     ({"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}, None, "NVMe"),
     ({"stage": 3, "offload_param": {"device": "cpu"}}, None, "without the optimizer"),
     ({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.4}}, None, "partial"),
+    # review35c: SuperOffloadOptimizer_Stage3 steps on the CPU during the backward (superoffload_stage3.py@edaa7221)
+    ({"stage": 3, "offload_optimizer": {"device": "cpu", "super_offload": True}}, None, "SuperOffload"),
+    ({"stage": 3, "offload_optimizer": {"device": "cpu", "super_offload": False}}, "optimizer", ""),
     ({"stage": 3, "offload_optimizer": {"device": "none"}}, None, ""),
 ])
 def test_deepspeed_offload_is_read(tmp_path: Path, zero: dict[str, object], expect: str | None, unused: str) -> None:
