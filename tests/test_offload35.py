@@ -124,6 +124,25 @@ def test_zero1_copies_run_beside_the_last_backward(tmp_path: Path) -> None:
     assert saved < copies
 
 
+@pytest.mark.parametrize(("opt_bytes", "elem"), [(12.0, 4.0), (4.0, 2.0), (8.0, 2.0)])
+def test_fsdp_copies_move_the_shards_built_dtype(tmp_path: Path, opt_bytes: float, elem: float) -> None:
+    """review35c: FSDP's CPU offload moves the sharded parameter (before each gather) and its reduced gradient (after
+    each reduce-scatter) at the dtype the model was built in: fp32 under a bf16 MixedPrecisionPolicy with an fp32
+    master (optimizer bytes 12, the table's 4), bf16 for a model built in bf16 with no master (Automodel's rows:
+    optimizer bytes 4 or 8), 2 bytes (FSDP2 _fsdp_param.py: sharded_param keeps orig_dtype). On a 1 GB/s link
+    with the copies exposed, m = 4 micro-batches, G = 2 m gathers (reshard after forward): D2H 4 e n, H2D 8 e n."""
+    job, _ = _job(tmp_path, host_bandwidth=1e9)
+    job = msgspec.structs.replace(job, optimizer_bytes_per_param=opt_bytes)
+    g = _grid(Zero.FSDP, StateOffload.PARAMS, fsdp_per_param=True, fsdp_reshard_after_forward=True)
+    res = evaluate(job, g)
+    n, m = job.params / 8, 4
+    d2h, h2d = 4 * elem * n, 2 * m * elem * n
+    compute = float(res.breakdown["compute"][0])
+    assert max(d2h, h2d) / 1e9 > compute
+    by_hand = max(d2h, h2d) / 1e9 - compute + n * 8 / RATE
+    assert float(res.breakdown["optimizer"][0]) == pytest.approx(by_hand, rel=1e-9)
+
+
 def test_copies_hide_under_the_compute(tmp_path: Path) -> None:
     """On the catalog's 63 GB/s link the small ZeRO-2 job's copies (12 bytes a shard parameter out, 6 in) fit under its
     compute with overlap_comm: only the CPU step and the copy back after it remain. Without overlap_comm DeepSpeed
@@ -299,7 +318,8 @@ def test_offload_never_faster_and_never_beats_its_host_bytes(case, slower) -> No
     d2h, h2d, after = state_offload.host_copy_bytes(
         n, mode=on.offload_states, zero=on.zero, microbatches=m,
         gathers=m * (1.0 + np.asarray(on.fsdp_reshard_after_forward, dtype=float)),
-        weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes)
+        weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+        shard_bytes=4.0 if job.optimizer_bytes_per_param >= 12 else job.elem_bytes)  # FSDP's shard: the built dtype
     bound = np.maximum(d2h, h2d + after) / job.host_bandwidth
     assert np.all(r_on.step_time >= bound * (1 - 1e-9))
 

@@ -1828,8 +1828,10 @@ def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any,
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
+    shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
     d2h, h2d, after = state_offload.host_copy_bytes(n, mode=mode, zero=g.zero, microbatches=m, gathers=gathers,
-                                                    weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes)
+                                                    weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+                                                    shard_bytes=shard)
     cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
     link = job.host_bandwidth if job.host_bandwidth > 0 else np.inf  # refused without it (job._check_state_offload)
     return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s), 0.0)
