@@ -13,6 +13,7 @@ shorter than the bytes it sends either way over the host link.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.stage_memory import memory_parts
 from scalemodel.engine.step import Infeasible, evaluate
 from scalemodel.errors import InputError
+from scalemodel.report.explain import describe_settings
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.frameworks import read_strategy_file
 from scalemodel.specs.training import TrainingSpec
@@ -41,10 +43,11 @@ RATE = 11.6e9 / 8.2
 L, HID, NH, FFN, SEQ, VOCAB = 4, 1024, 8, 4096, 2048, 32000
 
 
-def _job(tmp_path: Path, host_bandwidth: float | None = None):  # type: ignore[no-untyped-def]
+def _job(tmp_path: Path, host_bandwidth: float | None = None, hidden: int = HID,  # type: ignore[no-untyped-def]
+         ffn: int = FFN, heads: int = NH):
     path = tmp_path / "small.yaml"
-    path.write_text(f"kind: transformer\nname: small\nlayers: {L}\nhidden: {HID}\nheads: {NH}\nffn_hidden: {FFN}\n"
-                    f"vocab: {VOCAB}\nseq_len: {SEQ}\ndropout: false\n")
+    path.write_text(f"kind: transformer\nname: small\nlayers: {L}\nhidden: {hidden}\nheads: {heads}\n"
+                    f"ffn_hidden: {ffn}\nvocab: {VOCAB}\nseq_len: {SEQ}\ndropout: false\n")
     job = build_job(load_cluster("dgx-h100"), load_workload(str(path)),
                     TrainingSpec(precision="bf16", global_batch=32, micro_batch=1))
     if host_bandwidth is not None:
@@ -78,7 +81,8 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
     max(D2H, H2D) / B past the step's compute, the CPU-Adam step of the rank's 1/8 of the parameters at an eighth of
     the host's rate (8 ranks per node), and the copy back after it."""
     job, _ = _job(tmp_path, host_bandwidth=1e9)
-    g = _grid(zero, offload)
+    # ZeRO-1 without overlap_comm: reduced and copied after the last backward, on the compute's stream (review35c)
+    g = _grid(zero, offload, **({"overlap": False} if zero == Zero.OPTIMIZER else {}))
     res = evaluate(job, g)
     n = job.params / 8  # pp 1, tp 1: each rank's state shard is an eighth of the model
     m = 4
@@ -86,16 +90,57 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
     d2h, h2d, after = n * d2h_per, n * h2d_per, n * after_per
     got_bytes = state_offload.host_copy_bytes(n, mode=offload, zero=zero, microbatches=m, gathers=2 * m)
     assert [float(x) for x in got_bytes] == pytest.approx([d2h, h2d, after], rel=1e-12)
-    # ZeRO-1 copies at the boundary, after the last backward: no compute under them (the others' streams run beside it)
+    # ZeRO-1 without overlap_comm copies after the last backward: no compute under them (the others' streams run
+    # beside every micro-batch's forward and backward)
     compute = 0.0 if zero == Zero.OPTIMIZER else float(res.breakdown["compute"][0])
     cpu = n * 8 / RATE
     by_hand = max(0.0, max(d2h, h2d) / 1e9 - compute) + cpu + after / 1e9
     assert max(d2h, h2d) / 1e9 > compute  # the copies are exposed: the max() term is not 0
     assert float(res.breakdown["optimizer"][0]) == pytest.approx(by_hand, rel=1e-9)
     # the GPU's own Adam step is gone: the same job without offload prices the HBM-bound step instead
-    none = evaluate(job, _grid(zero, 0))
+    none = evaluate(job, _grid(zero, 0, **({"overlap": False} if zero == Zero.OPTIMIZER else {})))
     assert float(none.breakdown["optimizer"][0]) < cpu
     assert float(res.step_time[0]) > float(none.step_time[0])
+
+
+def test_zero1_copies_run_beside_the_last_backward(tmp_path: Path) -> None:
+    """ZeRO-1 with overlap_comm (review35c): DeepSpeed's gradient hooks, created under cpu_offload (which forces
+    contiguous_gradients), reduce and copy bucket by bucket in the accumulation boundary's backward, on the
+    reduction_stream (stage_1_and_2.py@edaa7221 L638-641, L1758-1769, L1719-1727), so the last micro-batch's backward
+    runs under the copies; without overlap_comm reduce_gradients reduces after it on the compute's stream (L874-879).
+    On a 1 GB/s link (copies longer than a backward) overlap takes off one micro-batch's backward: for layers of
+    hidden 8192 (GEMM-bound) about 2/3 of its forward + backward (GEMM backward 2 x the forward FLOPs, flash
+    attention's 2.5 x; 0.6 to 0.75 of it), no more than the copies."""
+    job, _ = _job(tmp_path, host_bandwidth=1e9, hidden=8192, ffn=28672, heads=64)
+    serial = evaluate(job, _grid(Zero.OPTIMIZER, StateOffload.OPTIMIZER, overlap=False))
+    beside = evaluate(job, _grid(Zero.OPTIMIZER, StateOffload.OPTIMIZER, overlap=True))
+    m = float(dp_comm.microbatches(_grid(Zero.OPTIMIZER, StateOffload.OPTIMIZER))[0])
+    n = job.params / 8
+    copies = (4 + 2) * n / 1e9  # D2H of the table's ZeRO-1 row at m = 4: fp32 gradient + the 16-bit accumulator
+    per_mb = float(beside.breakdown["compute"][0]) / m  # one micro-batch's forward + backward
+    saved = float(serial.breakdown["optimizer"][0] - beside.breakdown["optimizer"][0])
+    assert copies > per_mb  # exposed either way: the saving is the backward itself
+    assert 0.6 * per_mb < saved < 0.75 * per_mb
+    assert saved < copies
+
+
+@pytest.mark.parametrize(("opt_bytes", "elem"), [(12.0, 4.0), (4.0, 2.0), (8.0, 2.0)])
+def test_fsdp_copies_move_the_shards_built_dtype(tmp_path: Path, opt_bytes: float, elem: float) -> None:
+    """review35c: FSDP's CPU offload moves the sharded parameter (before each gather) and its reduced gradient (after
+    each reduce-scatter) at the dtype the model was built in: fp32 under a bf16 MixedPrecisionPolicy with an fp32
+    master (optimizer bytes 12, the table's 4), bf16 for a model built in bf16 with no master (Automodel's rows:
+    optimizer bytes 4 or 8), 2 bytes (FSDP2 _fsdp_param.py: sharded_param keeps orig_dtype). On a 1 GB/s link
+    with the copies exposed, m = 4 micro-batches, G = 2 m gathers (reshard after forward): D2H 4 e n, H2D 8 e n."""
+    job, _ = _job(tmp_path, host_bandwidth=1e9)
+    job = msgspec.structs.replace(job, optimizer_bytes_per_param=opt_bytes)
+    g = _grid(Zero.FSDP, StateOffload.PARAMS, fsdp_per_param=True, fsdp_reshard_after_forward=True)
+    res = evaluate(job, g)
+    n, m = job.params / 8, 4
+    d2h, h2d = 4 * elem * n, 2 * m * elem * n
+    compute = float(res.breakdown["compute"][0])
+    assert max(d2h, h2d) / 1e9 > compute
+    by_hand = max(d2h, h2d) / 1e9 - compute + n * 8 / RATE
+    assert float(res.breakdown["optimizer"][0]) == pytest.approx(by_hand, rel=1e-9)
 
 
 def test_copies_hide_under_the_compute(tmp_path: Path) -> None:
@@ -160,6 +205,9 @@ def _ds(tmp_path: Path, zero: dict[str, object]):  # type: ignore[no-untyped-def
     ({"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}, None, "NVMe"),
     ({"stage": 3, "offload_param": {"device": "cpu"}}, None, "without the optimizer"),
     ({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.4}}, None, "partial"),
+    # review35c: SuperOffloadOptimizer_Stage3 steps on the CPU during the backward (superoffload_stage3.py@edaa7221)
+    ({"stage": 3, "offload_optimizer": {"device": "cpu", "super_offload": True}}, None, "SuperOffload"),
+    ({"stage": 3, "offload_optimizer": {"device": "cpu", "super_offload": False}}, "optimizer", ""),
     ({"stage": 3, "offload_optimizer": {"device": "none"}}, None, ""),
 ])
 def test_deepspeed_offload_is_read(tmp_path: Path, zero: dict[str, object], expect: str | None, unused: str) -> None:
@@ -169,6 +217,19 @@ def test_deepspeed_offload_is_read(tmp_path: Path, zero: dict[str, object], expe
         assert any(unused in u for u in out.unused), out.unused
     else:
         assert not any("offload" in u for u in out.unused), out.unused
+
+
+@pytest.mark.parametrize(("kind", "kept"), [("Lion", False), ("Adagrad", False), ("AdamW", True), ("Adam", True)])
+def test_deepspeed_offload_with_another_optimizer_is_not_priced(tmp_path: Path, kind: str, kept: bool) -> None:
+    """review35c: DeepSpeed steps an offloaded Lion / Adagrad with DeepSpeedCPULion / DeepSpeedCPUAdagrad
+    (deepspeed/runtime/engine.py _configure_basic_optimizer at edaa7221), which no measurement here prices; the reader
+    leaves offload_states unset and names the field, as predict refuses offload_states beside optimizer sgd."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": kind},
+                                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}))
+    out = read_strategy_file(str(path))
+    assert (out.strategy.get("offload_states") == "optimizer") is kept
+    assert any("offload_optimizer.device cpu" in u and kind in u for u in out.unused) is not kept, out.unused
 
 
 def test_deepspeed_offload_predicts(tmp_path: Path) -> None:
@@ -257,7 +318,8 @@ def test_offload_never_faster_and_never_beats_its_host_bytes(case, slower) -> No
     d2h, h2d, after = state_offload.host_copy_bytes(
         n, mode=on.offload_states, zero=on.zero, microbatches=m,
         gathers=m * (1.0 + np.asarray(on.fsdp_reshard_after_forward, dtype=float)),
-        weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes)
+        weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+        shard_bytes=4.0 if job.optimizer_bytes_per_param >= 12 else job.elem_bytes)  # FSDP's shard: the built dtype
     bound = np.maximum(d2h, h2d + after) / job.host_bandwidth
     assert np.all(r_on.step_time >= bound * (1 - 1e-9))
 
@@ -275,6 +337,8 @@ def test_plan_searches_offload_when_allowed() -> None:
     assert opened.infeasible_by_reason.get("state_offload_invalid", 0) > 0
     best = opened.ranked[0]
     assert best.strategy["offload_states"] != "none"
+    # the table's settings name it (review35c: the winner's row read "mb 1, FSDP, SP")
+    assert f"offload {best.strategy['offload_states']}" in describe_settings(best.strategy)
     keys = ("tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute", "sequence_parallel",
             "offload_states", "layout", "overlap", "algorithm", "cp_comm_type")
     again = predict("dgx-h100", "llama3-70b", 8, global_batch=64, bucket_size=best.strategy["bucket_bytes"],
@@ -291,3 +355,18 @@ def test_plan_without_a_fit_names_host_offload() -> None:
     doc = json.loads(done.stdout)
     assert not doc["ranked"] and "--allow offload" in doc["why"], doc["why"]
     assert doc["search"]["memory_floor"]["offload_unsearched"] is True
+
+
+@pytest.mark.parametrize("command", ["memory", "predict"])
+def test_header_says_where_the_states_went(command: str) -> None:
+    """review35c: memory's table of an offloaded run reads optimizer states 0 B; its header (and predict's) names the
+    offload, and a run without it is not marked."""
+    base = [sys.executable, "-m", "scalemodel", command, "-m", "llama3-70b", "-c", "dgx-h100", "-n", "8", "--zero",
+            "3", "--recompute", "full", "--global-batch", "64"]
+    on = subprocess.run(base + ["--set", "strategy.offload_states=optimizer+params"], capture_output=True, text=True,
+                        check=False, env={**os.environ, "COLUMNS": "200"})
+    off = subprocess.run(base, capture_output=True, text=True, check=False, env={**os.environ,
+                                                                                 "COLUMNS": "200"})
+    assert on.returncode == 0, on.stderr
+    assert "model states in host memory (offload_states optimizer+params)" in " ".join(on.stdout.split())
+    assert "host memory" not in off.stdout

@@ -14,10 +14,11 @@ optimizer, 1      4 + [m>1] gb                 [m>1] gb                         
 optimizer, 2      4 + [m>1] m gb               [m>1] (m-1) gb                   wb
 optimizer, 3      4 + m gb                     m gb                             wb
 +params, 3        4 + m gb                     m gb + G wb                      0
-+params, fsdp     4 m                          4 G                              0
++params, fsdp     s m                          s G                              0
 ================  ===========================  ===============================  ==========================
 
-(m micro-batches, G parameter all-gathers a step, gb / wb the 16-bit gradient / weight bytes.) DeepSpeed at
+(m micro-batches, G parameter all-gathers a step, gb / wb the 16-bit gradient / weight bytes, s FSDP's shard element:
+4 for a model built in fp32, 2 for one built in bf16.) DeepSpeed at
 deepspeedai/DeepSpeed@edaa7221: ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py) casts the reduced gradient
 partition to the fp32 master dtype on the GPU and copies it into the host's fp32 gradient
 (``async_inplace_copy_grad_to_fp32_buffer_from_gpu``: ``src_tensor.to(master_weights_and_grads_dtype)``, then
@@ -57,10 +58,13 @@ FP32_BYTES = 4.0
 
 
 def host_copy_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, microbatches: ArrayLike,
-                    gathers: ArrayLike, weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    gathers: ArrayLike, weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
+                    shard_bytes: ArrayLike = FP32_BYTES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(device-to-host bytes during the step, host-to-device bytes during the step, host-to-device bytes after the
-    CPU step) of one GPU per step, by the table of the module docstring; all 0 where ``mode`` is 0."""
+    CPU step) of one GPU per step, by the table of the module docstring; all 0 where ``mode`` is 0. ``shard_bytes``:
+    the element of FSDP's sharded parameter and gradient, the dtype the model was built in (the table's 4: an fp32
+    model under a bf16 MixedPrecisionPolicy; 2 for a model built in bf16, as Automodel's:
+    :func:`scalemodel.cost.memory.fsdp2_shard_bytes`; review35c)."""
     n = np.asarray(n_shard, dtype=float)
     md, z = np.asarray(mode), np.asarray(zero)
     m = np.asarray(microbatches, dtype=float)
@@ -68,9 +72,10 @@ def host_copy_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, mic
     wb, gb = np.asarray(weight_bytes, dtype=float), np.asarray(grad_bytes, dtype=float)
     acc = (m > 1).astype(float)
     fsdp = z >= 4
-    d2h = np.select([z == 1, z == 2, fsdp], [FP32_BYTES + acc * gb, FP32_BYTES + acc * m * gb, FP32_BYTES * m],
+    sb = np.asarray(shard_bytes, dtype=float)
+    d2h = np.select([z == 1, z == 2, fsdp], [FP32_BYTES + acc * gb, FP32_BYTES + acc * m * gb, sb * m],
                     FP32_BYTES + m * gb)
-    h2d = np.select([z == 1, z == 2, fsdp], [acc * gb, acc * (m - 1.0) * gb, FP32_BYTES * g_n], m * gb)
+    h2d = np.select([z == 1, z == 2, fsdp], [acc * gb, acc * (m - 1.0) * gb, sb * g_n], m * gb)
     params = md == 2
     h2d = h2d + np.where(params & ~fsdp, g_n * wb, 0.0)
     after = np.where(params, 0.0, wb)

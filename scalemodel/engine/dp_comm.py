@@ -1828,8 +1828,10 @@ def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any,
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
+    shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
     d2h, h2d, after = state_offload.host_copy_bytes(n, mode=mode, zero=g.zero, microbatches=m, gathers=gathers,
-                                                    weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes)
+                                                    weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+                                                    shard_bytes=shard)
     cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
     link = job.host_bandwidth if job.host_bandwidth > 0 else np.inf  # refused without it (job._check_state_offload)
     return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s), 0.0)
@@ -1842,12 +1844,17 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     step, ``m`` x ``comp["total"]``, where the framework issues them beside it: ZeRO-3 on its
     ``reduce_and_partition_stream`` (stage3.py, always) and FSDP on its post-backward and unshard streams; ZeRO-2 on
     its ``reduction_stream`` only with overlap_comm (stage_1_and_2.py ``reduce_ipg_grads``: without it, and under
-    cpu_offload, "stream = get_accelerator().current_stream()", the compute's own); ZeRO-1 reduces and copies once
-    at the accumulation boundary, after the last backward, with no compute left to hide under
-    (deepspeedai/DeepSpeed@edaa7221)."""
+    cpu_offload, "stream = get_accelerator().current_stream()", the compute's own); ZeRO-1 reduces and copies once,
+    in the accumulation boundary's backward: with overlap_comm its gradient hooks (created under cpu_offload, which
+    forces contiguous_gradients) reduce and copy bucket by bucket on the ``reduction_stream`` beside that last
+    backward (``process_gradients`` -> ``reduce_ready_partitions_and_remove_grads``, which reduces only when
+    ``is_gradient_accumulation_boundary()``), so one micro-batch's backward, ``comp["backward"]``, is under them;
+    without overlap_comm ``reduce_gradients`` reduces after the backward on the compute's stream: nothing
+    (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L638-641, L861-881, L1758-1769; review35c)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return gpu_opt
-    beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & np.asarray(g.overlap, dtype=bool))
-    under = np.where(beside, m * comp["total"], 0.0)
+    overlap = np.asarray(g.overlap, dtype=bool)
+    beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & overlap)
+    under = np.where(beside, m * comp["total"], np.where((g.zero == Zero.OPTIMIZER) & overlap, comp["backward"], 0.0))
     return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank), gpu_opt)

@@ -141,6 +141,8 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
               "grad_bytes_per_param": job.grad_bytes, "optimizer_bytes_per_param": job.optimizer_bytes_per_param,
               "flash_attention": strategy.flash_attention, "fragmentation": fragmentation,
               "workspace_bytes": workspace, "set": list(sets or [])}
+    if strategy.offload_states != "none":  # where the states went (report.predict.strategy_header; review35c)
+        inputs["offload_states"] = strategy.offload_states
     return MemoryResult(
         inputs=inputs, accelerator=job.accelerator, seq_len=job.seq_len if job.is_transformer else None,
         num_microbatches=int(np.asarray(m).ravel()[0]), params_per_gpu=params, per_gpu_bytes=breakdown,

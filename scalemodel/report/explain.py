@@ -33,6 +33,8 @@ def describe_settings(s: dict[str, Any]) -> str:
         extra.append(f"{s['recompute']} recompute")
     if s["sequence_parallel"]:
         extra.append("SP")
+    if s.get("offload_states", "none") != "none":  # plan --allow offload's winners (review35c: the row hid it)
+        extra.append(f"offload {s['offload_states']}")
     if s["cp"] > 1 and s.get("cp_comm_type", "p2p") != "p2p":  # the CP exchange (plan searches it with cp > 1)
         extra.append(f"CP {s['cp_comm_type']}" + (f" (a2a {s.get('cp_a2a_size', 1)})"
                                                   if s["cp_comm_type"] == "a2a+p2p" else ""))

@@ -29,7 +29,16 @@ def strategy_header(model: object, gpus: object, where: object, s: dict[str, Any
             f"{s['micro_batch']}, " + (f"global batch {batch}, " if batch is not None else "")
             + f"{s['schedule']}, {zero_label(s['zero'], ' ')}, "
             f"recompute {s['recompute']}, " + ("SP, " if s["sequence_parallel"] else "")
-            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + _stage_split(s) + seq)
+            + f"sync {s['sync']}" + (f", rank order {s['layout']}" if "layout" in s else "") + _stage_split(s)
+            + _host_states(s) + seq)
+
+
+def _host_states(s: dict[str, Any]) -> str:
+    """', model states in host memory (offload_states optimizer)': strategy offload_states keeps them there
+    (docs/model.md#state-offload), so that a table whose optimizer states read 0 B says where they went (review35c:
+    the header of an offloaded 70B on one node read as a plain ZeRO-3 run)."""
+    mode = s.get("offload_states", "none")
+    return "" if mode in (None, "none") else f", model states in host memory (offload_states {mode})"
 
 
 def _stage_split(s: dict[str, Any]) -> str:

@@ -31,7 +31,8 @@ def _offload_states(zero: dict[str, Any], out: StrategyFile) -> None:
     the optimizer's alone is ``optimizer`` (ZeRO-Offload), both ``optimizer+params`` (ZeRO-Infinity's CPU offload);
     the deprecated ``cpu_offload`` / ``cpu_offload_param`` booleans are read as DeepSpeed maps them (device cpu:
     deepspeed/runtime/zero/config.py ``new_param_fn`` at deepspeedai/DeepSpeed@edaa7221). Not modelled, so listed in
-    ``unused`` and not set: NVMe (its swap bandwidth is not priced), the parameters' offload without the optimizer's
+    ``unused`` and not set: NVMe (its swap bandwidth is not priced), SuperOffload (``super_offload``: the CPU step
+    during the backward, superoffload_stage3.py), the parameters' offload without the optimizer's
     (the fp32 states on the GPU), and a partial offload (``offload_optimizer.ratio`` < 1, ZeRO-Offload++ Twin-Flow)."""
     devices: dict[str, str] = {}
     for dev, old in (("offload_optimizer", "cpu_offload"), ("offload_param", "cpu_offload_param")):
@@ -43,7 +44,13 @@ def _offload_states(zero: dict[str, Any], out: StrategyFile) -> None:
     opt, par = devices.get("offload_optimizer", "none"), devices.get("offload_param", "none")
     ratio = (zero.get("offload_optimizer") or {}).get("ratio", 1.0) if isinstance(zero.get("offload_optimizer"),
                                                                                   dict) else 1.0
+    sec = zero.get("offload_optimizer")
+    superchip = isinstance(sec, dict) and sec.get("super_offload") is not None and not _auto(sec["super_offload"]) \
+        and _bool(sec["super_offload"], "zero_optimization.offload_optimizer.super_offload")
     why = ("NVMe offload is not modelled" if "nvme" in (opt, par) else
+           # review35c: SuperOffloadOptimizer_Stage3 steps each sub-group on the CPU during the backward
+           # (superoffload_stage3.py partition_grads -> async_step at edaa7221), not after it as priced here
+           "SuperOffload's CPU step during the backward (super_offload) is not modelled" if superchip else
            "the parameters' offload without the optimizer's is not modelled" if par == "cpu" and opt != "cpu" else
            "a partial optimizer offload (ratio < 1) is not modelled" if opt == "cpu" and isinstance(
                ratio, (int, float)) and not isinstance(ratio, bool) and ratio < 1 else "")
@@ -192,6 +199,12 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
                           "per parameter; set training.optimizer_bytes_per_param)")
+        if out.strategy.pop("offload_states", None) is not None:  # review35c: a Lion config was priced as CPU-Adam
+            # DeepSpeed steps it with DeepSpeedCPULion / DeepSpeedCPUAdagrad (deepspeed/runtime/engine.py
+            # _configure_basic_optimizer at edaa7221); the CPU step here is a DeepSpeedCPUAdam measurement (predict
+            # refuses offload_states beside training optimizer other than adam: job._check_state_offload)
+            out.unused.append(f"{out.fields.pop('offload_states')} cpu (the host optimizer step is priced from a "
+                              f"CPU-Adam measurement; optimizer.type {str(opt.get('type'))[:40]} has none)")
     for k in data:
         if k not in _DS_HARMLESS:
             out.unused.append(k)
