@@ -173,6 +173,8 @@ USER_DOCS = ("README.md", "docs/api.md", "docs/calibration.md", "docs/ci.md")
 #: Flags of other programs that the pages quote (Megatron-LM, huggingface-cli, benchmarks/bench.py).
 FOREIGN_FLAGS = {"--bf16", "--decoder-first", "--grad-reduce-in-bf16", "--use-distributed-optimizer",
                  "--use-tp-pp-dp-mapping", "--local-dir", "--latency", "--scale-only",
+                 # benchmarks/bench.py --throughput and benchmarks/instructions.py --plan (README Speed)
+                 "--throughput", "--plan",
                  # Megatron-LM launch flags the README's `plan --strategy` paragraph names (read from a launch file)
                  "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--fp8-param-gather",
                  "--moe-flex-dispatcher-num-sms", "--moe-shared-expert-overlap", "--overlap-grad-reduce",
