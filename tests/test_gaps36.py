@@ -6,6 +6,11 @@
    L416 Tree ``2 * ((nRanks / nNodes - 1) * intraLat + log2i(nNodes) * interLat)``, L423 CollNetChain ``2 *
    (nRanks / nNodes - 1) * intraLat + interLat``). Expected values are hop counts by hand: a 1 s NVLink hop makes the
    intra-node chain the whole latency to within a millisecond.
+2. MaxText's einsum dispatch (drop-and-pad on the XLA layer) at tp > 1 (docs/model.md#maxtext-dropping-moe): the
+   combine mask's gradient contracts over the tensor-sharded M and is constrained whole on every tensor rank
+   (AI-Hypercomputer/maxtext@14b5876ea MaxText/layers/moe.py L769, L797-798, L848-851; JAX constrains a cotangent as
+   its primal): one all-reduce over the tensor group of b (s / cp) x c k s x eb bytes per MoE block's backward.
+   Bytes by hand; the seconds are the collectives model's for those bytes on the tensor group.
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ import pytest
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import nccl
 from scalemodel.cost.network import Network, Tier
-from scalemodel.cost.placement import place
+from scalemodel.cost.placement import parallel_groups, place
+from scalemodel.engine import layer_compute
+from scalemodel.engine import model_parallel_comm as mpc
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster, notices
+from scalemodel.specs.workload import MoESpec
 
 SECOND = 1.0
 NET_HOP = 1e-6
@@ -83,3 +93,68 @@ def test_collnet_chain_on_three_uneven_nodes_by_hand() -> None:
     assert est == pytest.approx(2 * 5 * 2.8e-6 + 30e-6, rel=1e-9)
     est24 = float(nccl.nccl_inr_allreduce_time(np.asarray(0.0), place(24, 1, _net(sharp=True)), estimate=True))
     assert est24 == pytest.approx(2 * 7 * 2.8e-6 + 30e-6, rel=1e-9)
+
+
+# ---- 2. MaxText's einsum dispatch at tp > 1 ----
+E, K, CF, S, H, FE = 4, 2, 1.25, 1024, 256, 512
+TINY = TransformerWorkload(name="tiny-e4", layers=2, hidden=H, heads=4, ffn_hidden=FE, vocab=1000, seq_len=S,
+                           gated_mlp=True, biases=False, tied_embeddings=False, dropout=False,
+                           moe=MoESpec(experts=E, top_k=K, ffn_hidden=FE))
+
+
+def _maxtext(tp: int, pad: bool = True, cp: int = 1):  # type: ignore[no-untyped-def]
+    cl = load_cluster("tpu-v6e-pod")
+    tr = TrainingSpec(global_batch=8, micro_batch=1, **({"moe_rank_imbalance": CF, "moe_pad_to_capacity": True}
+                                                        if pad else {}))
+    job = build_job(cl, TINY, tr)
+    with notices.collecting() as said:
+        g = grid_from_strategy(StrategySpec(dp=8 // (tp * cp), tp=tp, cp=cp, ep=1, zero="fsdp", layer_impl="xla"),
+                               tr, 8, job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    return job, g, groups, said
+
+
+def test_mask_gradient_bytes_by_hand() -> None:
+    """b 1, s 1024, cp 1: the mask's rows 1024 tokens, its columns E C = 4 x 640 = 2560 (C = 1.25 x 2 x 1024 / 4),
+    2 bytes: 1024 x 2560 x 2 = 5,242,880 bytes; at cp 2 the rank's 512 rows, half."""
+    assert float(mpc.einsum_mask_allreduce_bytes(1024, S, K, CF, 2.0)) == 1024 * 2560 * 2 == 5_242_880
+    assert float(mpc.einsum_mask_allreduce_bytes(512, S, K, CF, 2.0)) == 2_621_440
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_the_tensor_group_all_reduces_the_mask_gradient(tp: int) -> None:
+    """_mp_collectives' moe_mask_ar is the all-reduce of 5,242,880 bytes (bf16) on the tensor group; 0 at tp 1,
+    0 for the dropless layer (no moe_pad_to_capacity: MaxText's sparse_matmul path has no masks)."""
+    job, g, groups, _ = _maxtext(tp)
+    c = mpc._mp_collectives(job, g, groups)
+    assert job.elem_bytes == 2.0
+    want = float(coll.group_time("allreduce", np.asarray(5_242_880.0), groups.tensor))
+    assert want > 0
+    assert float(np.asarray(c["moe_mask_ar"]).ravel()[0]) == pytest.approx(want, rel=1e-12)
+    job1, g1, groups1, _ = _maxtext(1)
+    assert float(np.asarray(mpc._mp_collectives(job1, g1, groups1)["moe_mask_ar"]).ravel()[0]) == 0.0
+    jobd, gd, groupsd, _ = _maxtext(tp, pad=False)
+    assert float(np.asarray(mpc._mp_collectives(jobd, gd, groupsd)["moe_mask_ar"]).ravel()[0]) == 0.0
+
+
+def test_each_moe_block_backward_pays_it_once() -> None:
+    """The stage's TP time (exposed + hidden under the weight-gradient GEMMs) with the mask all-reduce less without
+    it: the 2 MoE layers' backward, 2 x moe_mask_ar; with no GEMM to hide it (wgrad 0) all of it exposed."""
+    job, g, groups, _ = _maxtext(2)
+    c = mpc._mp_collectives(job, g, groups)
+    m = float(np.asarray(c["moe_mask_ar"]).ravel()[0])
+    comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * 2, logits_on_stage=False)
+    comp = dict(comp, wgrad=np.zeros(1), embedding_uses=np.zeros(1), head_uses=np.zeros(1))
+    off = dict(c, moe_mask_ar=np.zeros(1))
+    on_tp = float(np.asarray(mpc._model_parallel_comm(job, g, comp, c)["tp"]).ravel()[0])
+    off_tp = float(np.asarray(mpc._model_parallel_comm(job, g, comp, off)["tp"]).ravel()[0])
+    assert on_tp - off_tp == pytest.approx(2 * m, rel=1e-9)
+
+
+def test_warning_only_at_cp() -> None:
+    """tp 2 is priced and says nothing; cp 2 still says what it leaves out (the experts on the whole sequence's
+    capacity rows on every context rank, the context sums)."""
+    *_, said = _maxtext(2)
+    assert not any("einsum dispatch" in w for w in said)
+    *_, said = _maxtext(1, cp=2)
+    assert any("einsum dispatch) at cp 2" in w for w in said)
