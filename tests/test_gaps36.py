@@ -11,6 +11,11 @@
    (AI-Hypercomputer/maxtext@14b5876ea MaxText/layers/moe.py L769, L797-798, L848-851; JAX constrains a cotangent as
    its primal): one all-reduce over the tensor group of b (s / cp) x c k s x eb bytes per MoE block's backward.
    Bytes by hand; the seconds are the collectives model's for those bytes on the tensor group.
+3. fsdp_defer_grad_sync under pipeline parallelism (docs/model.md#fsdp-deferred-sync): torch.distributed.pipelining
+   runs every backward of an FSDPModule stage with gradient sync and reshard after backward off and reduce-scatters
+   every unit after the stage's last backward (REDUCE_GRAD -> perform_reduce_grad -> post_backward, then
+   _root_post_backward_final_callback's stream wait): per stage and step L gathers (the first forward) and L
+   reduce-scatters, all of them after the backward. Exposed seconds by hand at 1 ns a byte.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ from scalemodel.cost import collectives as coll
 from scalemodel.cost import nccl
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import layer_compute
+from scalemodel.engine import dp_comm, layer_compute
 from scalemodel.engine import model_parallel_comm as mpc
 from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster, notices
 from scalemodel.specs.workload import MoESpec
 
@@ -95,6 +101,9 @@ def test_collnet_chain_on_three_uneven_nodes_by_hand() -> None:
     assert est24 == pytest.approx(2 * 7 * 2.8e-6 + 30e-6, rel=1e-9)
 
 
+TINY_DENSE = TransformerWorkload(name="tiny-dense", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32000,
+                                 seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=True, dropout=False)
+
 # ---- 2. MaxText's einsum dispatch at tp > 1 ----
 E, K, CF, S, H, FE = 4, 2, 1.25, 1024, 256, 512
 TINY = TransformerWorkload(name="tiny-e4", layers=2, hidden=H, heads=4, ffn_hidden=FE, vocab=1000, seq_len=S,
@@ -158,3 +167,48 @@ def test_warning_only_at_cp() -> None:
     assert not any("einsum dispatch" in w for w in said)
     *_, said = _maxtext(1, cp=2)
     assert any("einsum dispatch) at cp 2" in w for w in said)
+
+
+# ---- 3. FSDP2's deferred gradient sync per pipeline stage ----
+L3, M3 = 2, 4  # units (layers) a stage, micro-batches a step
+
+
+def _fsdp_grid(job, pp: int, **strategy):  # type: ignore[no-untyped-def]
+    """dp 8 x pp, zero fsdp (no root unit), parameters kept gathered, global batch 32: m = 4."""
+    st = StrategySpec(dp=8, pp=pp, zero="fsdp", fsdp_reshard_after_forward=False, **strategy)
+    return grid_from_strategy(st, TrainingSpec(global_batch=8 * M3, precision=job.precision), 8 * pp, job)
+
+
+def _dp(job, g, monkeypatch, *, f: float, b: float):  # type: ignore[no-untyped-def]
+    """dp_comm._dp_comm at 4 micro-batches, every collective 1 ns a byte, a unit's free forward f and backward b."""
+    monkeypatch.setattr(dp_comm, "_collective",
+                        lambda op, size, group, algorithm=None: np.asarray(size, dtype=float) * 1e-9)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    comp = {"layers_per_stage": np.asarray([float(L3)]), "forward_free": np.asarray([L3 * f]),
+            "backward_free": np.asarray([L3 * b])}
+    return dp_comm._dp_comm(job, g, comp, np.asarray([float(M3)]), groups.data)
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_deferred_sync_per_stage_by_hand(monkeypatch, pp: int) -> None:  # type: ignore[no-untyped-def]
+    """A stage of 2 units, unit bytes U (AG = RS = U ns): without deferral 4 x (2 AG + 2 RS) a step; deferred
+    2 AG + 2 RS, a quarter. Exposed, f = 0.2 AG, b = 10 AG (a backward long enough to hide any one collective):
+    pp 1 (the reduce-scatters under the last backward): AG + max(0, AG - f) + max(0, RS - b) + RS = 2.8 AG;
+    pp 2 (all after the stage's last backward, REDUCE_GRAD): AG + max(0, AG - f) + 2 RS = 3.8 AG."""
+    job = build_job(load_cluster("dgx-h100"), TINY_DENSE, TrainingSpec(grad_bytes_per_param=2))
+    plain = _dp(job, _fsdp_grid(job, pp), monkeypatch, f=0.0, b=0.0)
+    unit_s = float(plain["gathers"][0]) / (M3 * 2 * L3)  # one unit's AG (= RS) seconds
+    assert unit_s > 0
+    d = _dp(job, _fsdp_grid(job, pp, fsdp_defer_grad_sync=True), monkeypatch, f=0.2 * unit_s, b=10 * unit_s)
+    assert float(d["gathers"][0]) == pytest.approx(2 * L3 * unit_s, rel=1e-12)
+    want = (2.8 if pp == 1 else 3.8) * unit_s
+    assert float(d["gathers_exposed"][0]) == pytest.approx(want, rel=1e-9)
+
+
+def test_pipeline_deferral_needs_the_parameters_kept_gathered() -> None:
+    """pp > 1 with reshard after forward: refused, naming the field (a stage's gathers then depend on the schedule's
+    order: 1F1B's warm-up forwards each gather again); kept gathered: accepted; pp 1 either way."""
+    with pytest.raises(InputError, match="fsdp_defer_grad_sync"):
+        StrategySpec(dp=8, pp=2, zero="fsdp", fsdp_defer_grad_sync=True)
+    StrategySpec(dp=8, pp=2, zero="fsdp", fsdp_defer_grad_sync=True, fsdp_reshard_after_forward=False)
+    StrategySpec(dp=8, pp=1, zero="fsdp", fsdp_defer_grad_sync=True)

@@ -835,7 +835,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
     fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
-    fsdp_defer_grad_sync: np.ndarray  # bool: FSDP2 reduce-scatters once a step, keeps backward's gathers (pp 1)
+    fsdp_defer_grad_sync: np.ndarray  # bool: FSDP2 reduce-scatters once a step, keeps backward's gathers (per stage)
     xla_gpu_lhs: np.ndarray  # bool: FSDP/HSDP collectives under XLA's GPU latency-hiding scheduler windows
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
