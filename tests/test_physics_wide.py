@@ -232,8 +232,10 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         fp8_param_gather=draw(st.booleans()) and job.precision == "fp8",
     )
     # (fsdpsync34) FSDP2's gradient sync deferred to the last micro-batch, where the spec allows it: zero fsdp / hsdp,
-    # one pipeline stage, not FSDP1's flat parameters nor XLA's program
-    arrays["fsdp_defer_grad_sync"] = (draw(st.booleans()) and zero in (4, 5) and pp == 1
+    # one pipeline stage or (gaps36) several with the parameters kept gathered, not FSDP1's flat parameters nor XLA's
+    # program
+    arrays["fsdp_defer_grad_sync"] = (draw(st.booleans()) and zero in (4, 5)
+                                      and (pp == 1 or not arrays["fsdp_reshard_after_forward"])
                                       and not arrays["fsdp_flat_param"] and not arrays["xla_gpu_lhs"])
     sync = draw(st.sampled_from(SYNCS))
     if sync.startswith("hier") and dp % 2:  # hier:G needs G to divide the workers (refused as input otherwise)

@@ -834,9 +834,9 @@ def moe_einsum_dispatch(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     Mask bytes (memory-bound): ``generate_masks`` writes the combine mask (eb a element) and the bool dispatch mask
     (1 byte) of b (s/cp) E C elements in the forward; the backward writes the combine mask's gradient and reads it
     into the routing weights' (2 eb). ``kw``: :func:`gemm_time`'s keywords (peak_flops, memory_bandwidth, the
-    curve, elem_bytes). Not priced: the tensor-parallel all-reduce the combine mask's gradient needs at t > 1 (its
-    contraction runs over the sharded h) and a context-parallel sum over the s / cp shards (no compared row has
-    either)."""
+    curve, elem_bytes). The tensor-parallel all-reduce the combine mask's gradient needs at t > 1 (its contraction
+    runs over the sharded h) is tp_comm's (``model_parallel_comm.einsum_mask_allreduce_bytes``); not priced: the
+    context-parallel sums and the experts' whole-sequence rows at cp > 1 (said by a warning; no compared row)."""
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len)
     t, c = _pos("tp", tp), _pos("cp", cp)

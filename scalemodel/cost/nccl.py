@@ -543,13 +543,32 @@ def tree_channel_caps(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
     return cap_t, cap_l
 
 
+def nccl_chain_hops(pl: Placement, estimate: bool = False) -> np.ndarray:
+    """Intra-node hops of the chain NCCL's Tree and CollNetChain run inside a node, each way
+    (docs/model.md#nccl-tree-uneven). NCCL builds each node's chain over that node's own ranks (NVIDIA/nccl
+    v2.30.7-1 src/graph/connect.cc ``ncclTopoPreset``: ``tree.up = treeIntra[i - 1]``, ``tree.down[0] =
+    treeIntra[i + 1]`` for ``i < localRanks``; init.cc L1384-1400 keeps each node's own ``localRanks``) and joins whole
+    nodes by index whatever their fill (trees.cc ``ncclGetDtree(nNodes, node)``), so the critical path runs through
+    the fullest node's chain, ``c_0 - 1`` hops (the group's first nodes are full, :mod:`placement`): the time.
+    ``estimate``: NCCL's own tuning formula, ``nRanks / nNodes - 1`` in C integer division over ``nNodes =
+    ceil(p / c_0)`` nodes (tuning.cc L416 Tree, L423 CollNetChain; connect.cc L144 the tree depth, "Not an exact
+    value but a good approximation in most cases"): the mean fill rounded down, which decides what NCCL's tuner
+    picks (:func:`nccl_tuner_picks_inr`). Both are ``c_0 - 1`` on whole nodes; 20 ranks on nodes of 8 (8, 8, 4) are
+    7 hops on the critical path and 5 in NCCL's estimate, 3 ranks on nodes of 2 (2, 1) 1 and 0."""
+    if not estimate:
+        return np.asarray(pl.c[0] - 1.0)
+    return np.maximum(np.floor(pl.p / pl.domains(0) + 1e-9) - 1.0, 0.0)
+
+
 def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: np.ndarray,
                              channels: np.ndarray, gamma: float = 0.0,
-                             caps: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                             caps: tuple[np.ndarray, np.ndarray] | None = None, *,
+                             estimate: bool = False) -> np.ndarray:
     """NCCL's Tree all-reduce for one protocol (tuning.cc; docs/model.md#nccl).
 
     Latency: ``base_tree[p] + 2 ((ppn - 1) alpha_0 + sum_(i>=1) d_i alpha_i)``: a chain inside the node
-    (ppn = group ranks per innermost domain) and a double binary tree over the group's nodes whose
+    (ppn - 1 = :func:`nccl_chain_hops`: the fullest node's c_0 - 1, or with ``estimate`` NCCL's tuning formula
+    ``nRanks / nNodes - 1``, the same on whole nodes) and a double binary tree over the group's nodes whose
     ``floor(lg nNodes)`` levels (NCCL: log2i(nNodes) x interLat, tuning.cc L416 at v2.30.7-1) are apportioned to the
     outer tiers they cross, ``d_i`` of :func:`scalemodel.cost.algorithms.tree_depth` on whole node counts (at least 1
     on a spanned tier); alpha from :func:`hop_latency` with
@@ -565,7 +584,7 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     :func:`tree_channel_caps` where already priced (they read the group and its line rates, which every protocol's
     links share: :func:`algorithm_time` prices them once for the three).
     """
-    hops = (pl.c[0] - 1.0) * pl.alpha[0]
+    hops = nccl_chain_hops(pl, estimate) * pl.alpha[0]
     for i in range(1, pl.ntiers):
         # NCCL's log2i(nNodes) on whole nodes: 28 ranks on nodes of 8 are nNodes 4, two levels, not floor(lg 3.5) = 1
         hops = hops + algorithms.tree_depth(pl, i, pl.c[0]) * pl.alpha[i]
@@ -686,7 +705,8 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
       GPUs of the group, one NIC each (search.cc ncclTopoSearchRecNet refuses a second NIC for a head, and
       the NVLS graph has at most as many channels as the group's GPUs in the domain), so a group with fewer
       GPUs per node than the node has NICs uses only its own GPUs' NICs.
-    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) L_0(2.8 us) + L_net(30 us)``,
+    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 h L_0(2.8 us) + L_net(30 us)``,
+      h = :func:`nccl_chain_hops` (the fullest node's n_0 - 1; NCCL's nRanks / nNodes - 1 in the estimate),
       ``L_net(14 us)`` at n_0 = 1 (tuning.cc: "With ppn=1 latencies are fully exposed, use the Tree network latency",
       interLat = hwLat[NET][TREE][Simple]; review34);
       ``algBw = 0.5 busBw`` with NCCL's ``busBw = bwIntra`` = B_0 (chain inside the node), and not above
@@ -772,7 +792,8 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     # at one GPU a domain (ppn 1) NCCL's interLat is the NET Tree entry, not CollNetChain's ("With ppn=1 latencies are
     # fully exposed, use the Tree network latency", tuning.cc L386-388; review34)
     chain_net = np.where(n0 > 1 + 1e-9, COLLNET_CHAIN_NET_LATENCY, NCCL_HW_LATENCY["net"]["tree"][_PI["simple"]])
-    lat_c = 2.0 * (n0 - 1.0) * (COLLNET_CHAIN_NVLINK_LATENCY + intra_lat) + chain_net + net_lat
+    # the fullest node's chain (nccl_chain_hops); NCCL's estimate 2 (nRanks / nNodes - 1) intraLat (tuning.cc L423)
+    lat_c = 2.0 * nccl_chain_hops(pl, estimate) * (COLLNET_CHAIN_NVLINK_LATENCY + intra_lat) + chain_net + net_lat
     t_c = lat_c + S / chain_bw + red
     best = np.where(sharp_outer & multi, np.minimum(best, t_c), best)
     return np.where(p > 1, best, 0.0)
@@ -1080,12 +1101,13 @@ def _tuner_time(op: str, S: np.ndarray, pl: Placement, gamma: float,
 # ------------------------------------------------------------------------------------------------
 
 def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
-                   protocols: Sequence[str] | None = None) -> np.ndarray:
+                   protocols: Sequence[str] | None = None, estimate: bool = False) -> np.ndarray:
     """Time of one named algorithm on a placed group: the minimum over NCCL's protocol lines (LL, LL128,
     Simple); 0 when p = 1. On a network NCCL does not run (:func:`runs_nccl`: a TPU ICI tier) the bare
     alpha-beta form (:func:`scalemodel.cost.algorithms.algorithm_time`) and none of what follows.
 
-    - ``tree`` all-reduce: :func:`nccl_tree_allreduce_time`.
+    - ``tree`` all-reduce: :func:`nccl_tree_allreduce_time` (``estimate``: with NCCL's own intra-node hop count,
+      :func:`nccl_chain_hops`, as its tuner sees the group: :func:`nccl_tuner_picks_inr`).
     - ``hierarchical`` reduce-scatter / all-gather where NVLS applies: NCCL's NVLS (:func:`nccl_nvls_gather_time`);
       ``rd`` reduce-scatter / all-gather at one GPU per node on a GPU network: NCCL's PAT (:func:`nccl_pat_time`),
       NCCL's log-step algorithm for them (elsewhere these names keep their alpha-beta forms).
@@ -1128,7 +1150,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
     for proto in protos:
         if algorithm == "tree" and op == "allreduce":
             t = nccl_tree_allreduce_time(S, protocol_links(pl, proto, "tree", bw_factor=1.0), proto,
-                                         pl.bottleneck(TREE_FLOWS), nc, gamma, caps=caps)
+                                         pl.bottleneck(TREE_FLOWS), nc, gamma, caps=caps, estimate=estimate)
         else:
             pp = protocol_links(pl, proto, "ring")
             fn = ALGO_FUNCS[algorithm]
@@ -1177,12 +1199,13 @@ def nccl_tuner_picks_inr(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     absolute ``hwLatencies`` (Ring LL hop NVLink 0.6, PCI 1.0, NET 2.7 us, plus NCCL's per-protocol
     increments) instead of the measured ``Tier.latency`` (tuning.cc ncclTopoTuneModel / ncclTopoGetAlgoTime;
     docs/model.md#in-network-reduction). NCCL picks by its own estimates, so a size where the measured-hop
-    ring would be slower than NVLS but NCCL's estimate is not still runs Ring/Tree."""
+    ring would be slower than NVLS but NCCL's estimate is not still runs Ring/Tree. Both estimates count the
+    intra-node chain as NCCL's tuning formula does, ``nRanks / nNodes - 1`` (:func:`nccl_chain_hops`)."""
     own = np.array([NCCL_HW_LATENCY[_link_class(t, i)]["ring"][0] for i, t in enumerate(pl.network.tiers)])
     pn = pl.relinked(own, pl.bandwidth)
     t_inr = nccl_inr_allreduce_time(S, pn, gamma, estimate=True)
     t_rt = np.minimum(algorithm_time("allreduce", "ring", S, pn, gamma=gamma),
-                      algorithm_time("allreduce", "tree", S, pn, gamma=gamma))
+                      algorithm_time("allreduce", "tree", S, pn, gamma=gamma, estimate=True))
     return np.asarray(t_inr <= t_rt)
 
 

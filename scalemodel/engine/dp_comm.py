@@ -1532,7 +1532,16 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         exposed = AG + (L-1) max(0, AG - f) + (m-1) (L-1) max(0, AG_b - b) + (L-1) max(0, AG_b + RS - b) + RS
                   + AG_r + RS_r
 
-    (m = 1: the per-micro-batch formulas above).
+    (m = 1: the per-micro-batch formulas above). Under pipeline parallelism (pp > 1, with AG_b = 0: the spec refuses
+    reshard after forward there) each stage defers on its own (torch.distributed.pipelining stage.py
+    ``backward_maybe_with_nosync``: every backward of an FSDPModule stage with requires_gradient_sync and
+    reshard_after_backward off; ``perform_reduce_grad``, the schedule's REDUCE_GRAD after the stage's last backward,
+    runs every unit's post_backward, reduce-scatter and reshard, and ``_root_post_backward_final_callback``, which
+    makes the compute stream wait for them): the reduce-scatters run after the backward, under no compute,
+
+        exposed = AG + (L-1)·max(0, AG - f) + L·RS + AG_r + RS_r        (pp > 1)
+
+    docs/model.md#fsdp-deferred-sync.
     ``xla_gpu_lhs`` (zero fsdp/hsdp, a transformer): the (L-1) max() terms take XLA's windows instead
     (:func:`xla_lhs_unit_exposure`), and hsdp's cross-group all-reduces leave the units (:func:`xla_lhs_allreduce`).
     See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), then exposed under the
@@ -1650,7 +1659,10 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
             return np.asarray(every)
         # deferred: the first forward as above, the m - 1 other backwards' gathers (reshard) beside no reduce-scatter,
         # the last backward as above; the other forwards gather nothing
-        once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * np.maximum(bwd_ag - b, 0.0) + hidden_bwd + rs
+        # under a pipeline schedule the stage's reduce-scatters wait for its last backward to end (REDUCE_GRAD):
+        # none under it (AG_b = 0 there: the spec refuses reshard after forward with pp > 1)
+        last_bwd = np.where(g.pp > 1, (layers - 1.0) * (bwd_ag + rs), hidden_bwd)
+        once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * np.maximum(bwd_ag - b, 0.0) + last_bwd + rs
         once = np.where(g.overlap, np.minimum(once, per_step), per_step)
         return np.asarray(np.where(defer, once + ag_r + rs_r, every))
 

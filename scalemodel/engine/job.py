@@ -835,7 +835,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
     fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
-    fsdp_defer_grad_sync: np.ndarray  # bool: FSDP2 reduce-scatters once a step, keeps backward's gathers (pp 1)
+    fsdp_defer_grad_sync: np.ndarray  # bool: FSDP2 reduce-scatters once a step, keeps backward's gathers (per stage)
     xla_gpu_lhs: np.ndarray  # bool: FSDP/HSDP collectives under XLA's GPU latency-hiding scheduler windows
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
@@ -1879,18 +1879,23 @@ def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
 
 def _warn_einsum_dispatch_parallel(job: Job, strategy: Any, tp: int, cp: int) -> None:
     """XLA's drop-and-pad (training.moe_pad_to_capacity on layer_impl xla: the einsum dispatch,
-    docs/model.md#maxtext-dropping-moe) at tp > 1 or cp > 1: the einsums are priced on the rank's h / t columns and
-    s / cp rows, but not the collectives the SPMD partitioner adds there (the combine mask's gradient contracts over the
-    sharded h: an all-reduce over the tensor axis; the dispatch sums over the sharded sequence), which is said."""
+    docs/model.md#maxtext-dropping-moe) at cp > 1, which is said: MaxText's ``dense_matmul`` keeps the dispatched
+    buffers off the context axis (``dispatch_axis`` has no ``activation_length``), so every context rank runs the
+    experts on the whole sequence's capacity rows, and the partitioner sums the dispatch (forward) and the experts'
+    output gradient (backward) over the context shards; priced: the einsums on s / cp rows, the experts on the rank's
+    s / cp rows, none of the context collectives. At tp > 1 the combine mask's gradient all-reduce is priced
+    (model_parallel_comm.einsum_mask_allreduce_bytes)."""
     if not (job.moe_pad_to_capacity and job.is_transformer and float(job.shape.moe_experts) > 0):
         return
     if LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl") != LayerImpl.XLA:
         return
-    if tp > 1 or cp > 1:
+    if cp > 1:
         _warn_field("training.moe_pad_to_capacity",
-                    f" = true on layer_impl xla (the einsum dispatch) at tp {tp}, cp {cp}: the einsums are priced on "
-                    "the rank's share, not the tensor all-reduce of the combine mask's gradient or the context "
-                    "sum the partitioner adds (docs/model.md#maxtext-dropping-moe)")
+                    f" = true on layer_impl xla (the einsum dispatch) at cp {cp}: MaxText keeps the dispatched "
+                    "buffers whole over the context axis, so each context rank runs the experts on the whole "
+                    "sequence's capacity rows and the partitioner sums the dispatch and the experts' output gradient "
+                    "over the context shards; priced on the rank's s / cp rows without those sums "
+                    "(docs/model.md#maxtext-dropping-moe)")
 
 
 def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:

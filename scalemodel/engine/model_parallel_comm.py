@@ -665,6 +665,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # the weight-gradient GEMMs (_sp_backward_pool; docs/model.md#sp-grad-gather); not under userbuffers (below)
     grad_ag, under = _sp_backward_pool(job, g, coll, pool_f, L * per_pass + adj * moe_f,
                                        n * att_share + mtp_att_blocks)
+    # MaxText's einsum dispatch at tp > 1: each MoE block's backward all-reduces its combine mask's gradient over the
+    # tensor axis (coll['moe_mask_ar'], 0 elsewhere), one more collective of the backward's pool, which the XLA
+    # partitioner schedules beside the weight-gradient GEMMs as it does the layers' own (below)
+    under = under + moe_f * coll.get("moe_mask_ar", 0.0)
     own_c, _, own_h = _input_grad_windows(job, g, comp, coll)
     # a parallel block under a framework's linears (GPT-NeoX gpt_j_residual, docs/model.md#tp34-parallel): each of
     # QKV and FC1 gathers its own input (with SP: one all-gather more a pass than the count's one) and reduces its own
@@ -1225,6 +1229,27 @@ def _gather_scatter(size: np.ndarray, group: Placement) -> np.ndarray:
     return np.asarray(_collective("allgather", size, group) + _collective("reducescatter", size, group))
 
 
+def einsum_mask_allreduce_bytes(tokens: Any, seq_len: Any, top_k: Any, capacity: Any, elem_bytes: Any) -> np.ndarray:
+    """Bytes of the all-reduce over the tensor axis that MaxText's einsum dispatch (drop-and-pad on the XLA layer,
+    docs/model.md#maxtext-dropping-moe) needs per MoE block and micro-batch at tp > 1: the combine mask's gradient,
+    ``tokens x E C x eb`` with ``tokens = b s / cp`` the rank's rows of the mask and ``E C = c k s`` its capacity
+    columns (``C = ceil(s k / E) c`` an expert, the rounding not priced as in
+    :func:`scalemodel.cost.compute.moe_einsum_dispatch`). Source: AI-Hypercomputer/maxtext@14b5876ea
+    MaxText/layers/moe.py ``dense_matmul``: ``output = einsum("EBCM,BSEC -> BSM", intermediate_layer, combine_mask)``
+    with ``intermediate_layer`` constrained to ``(activation_exp, activation_batch_no_exp, None, activation_embed)``
+    (L848-851) and ``activation_embed`` -> ``tensor`` (configs/base.yml L279): the combine mask's gradient
+    ``einsum("BSM,EBCM -> BSEC")`` contracts over the tensor-sharded M, each rank a partial sum; the mask is constrained
+    to ``mask_axes = (activation_batch, activation_length, None, None)`` (L769, L797-798), no tensor axis, and JAX
+    constrains a cotangent as its primal (jax/_src/pjit.py: ``ad.deflinear2(sharding_constraint_p, lambda ct, _,
+    **params: (sharding_constraint_p.bind(ct, **params),))``), so the gradient is whole on every tensor rank: the
+    partial sums' all-reduce (GSPMD's dot over a contracting dimension sharded in both operands, Xu et al. 2021,
+    arXiv:2105.04663). ``eb``: the mask's dtype, the routing weights' (``combine_mask = weights[..., None] x
+    one_hot``), the activations'. The forward's einsums and the dispatch's backward move nothing over the tensor axis
+    (their contractions run over E C or the unsharded s; the dispatch mask is a bool without a gradient)."""
+    return np.asarray(np.asarray(tokens, dtype=float) * np.asarray(capacity, dtype=float) * float(top_k)
+                      * np.asarray(seq_len, dtype=float) * np.asarray(elem_bytes, dtype=float))
+
+
 def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
     """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
     return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
@@ -1336,6 +1361,13 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         probs = cast / float(sh.moe_width)
         moe_disp = 0.5 * (_gather_scatter(disp_bytes, etp_group) + _gather_scatter(cast, etp_group)
                           + _gather_scatter(probs, etp_group))
+    # MaxText's einsum dispatch (drop-and-pad on the XLA layer) at tp > 1: the combine mask's gradient, all-reduced
+    # over the tensor axis once a MoE block's backward (einsum_mask_allreduce_bytes, docs/model.md#maxtext-dropping-moe)
+    moe_mask = np.zeros(1)
+    einsum_tp = moe & bool(job.moe_pad_to_capacity) & (np.asarray(g.layer_impl) == int(LayerImpl.XLA)) & (g.tp > 1)
+    if np.any(einsum_tp):
+        mask_bytes = einsum_mask_allreduce_bytes(tokens, job.seq_len, float(sh.moe_top_k), load, job.elem_bytes)
+        moe_mask = np.where(einsum_tp, _collective("allreduce", mask_bytes, groups.tensor), 0.0)
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
@@ -1405,7 +1437,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             # 1 where the TP collective is an all-reduce NCCL runs as NVLS (nvls_allreduce; contention's share)
             "tp_nvls": np.where(~np.asarray(g.sequence_parallel, dtype=bool) & ar_nvls, 1.0, 0.0),
             "tp_mla_up": mla_up, "tp_mla_rs": mla_rs, "tp_mla_rg": mla_rg,
-            "moe_disp": moe_disp,
+            "moe_disp": moe_disp, "moe_mask_ar": moe_mask,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),
             "tp_last": np.where(g.sequence_parallel, rs, ar),

@@ -610,7 +610,9 @@ class StrategySpec(Spec, kw_only=True):
         "fsdp_defer_grad_sync, whose later forwards gather nothing) (torch/distributed/fsdp/_fully_shard/"
         "_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce); docs/model.md#fsdp2-copies"))] = False
     fsdp_defer_grad_sync: Annotated[bool, Meta(description=(
-        "zero fsdp/hsdp on PyTorch FSDP2 with pp 1: every micro-batch but the last runs with "
+        "zero fsdp/hsdp on PyTorch FSDP2 (pp 1, or pp > 1 with fsdp_reshard_after_forward false: per stage, "
+        "torch.distributed.pipelining's FSDP stage, its reduce-scatters after the stage's last backward, exposed): "
+        "every micro-batch but the last runs with "
         "set_requires_gradient_sync(False) and set_reshard_after_backward(False) (NeMo Automodel's MoE models with "
         "backend.enable_fsdp_optimizations, components/moe/fsdp_mixin.py): the gradients are reduce-scattered once "
         "a step, under the last micro-batch's backward, and accumulate unsharded (at the reduce dtype) between "
@@ -882,9 +884,15 @@ class StrategySpec(Spec, kw_only=True):
                 if getattr(self, other):
                     raise field_error("fsdp_defer_grad_sync", f"true prices FSDP2's deferred sync, not {other}'s",
                                       f"at most one of fsdp_defer_grad_sync and {other} true", also=other)
-            if self.pp > 1:  # the gathers a pipeline schedule repeats depend on its order of forwards and backwards
-                raise field_error("fsdp_defer_grad_sync", f"true is priced without pipeline parallelism (got pp "
-                                  f"{self.pp})", "pp 1 with fsdp_defer_grad_sync true", also="pp")
+            # under a pipeline schedule (torch.distributed.pipelining, an FSDPModule a stage) each stage defers per
+            # stage; the gathers a schedule repeats where forwards reshard depend on its order of forwards and
+            # backwards (1F1B's warm-up forwards each gather again), so pp > 1 is priced with the parameters kept
+            # gathered (torchtitan's default under PP; docs/model.md#fsdp-deferred-sync)
+            if self.pp > 1 and self.fsdp_reshard_after_forward:
+                raise field_error("fsdp_defer_grad_sync", f"true with pp {self.pp} is priced with "
+                                  "fsdp_reshard_after_forward false (a pipeline stage's gathers with reshard after "
+                                  "forward depend on the schedule's order of forwards and backwards)",
+                                  "pp 1, or pp > 1 with fsdp_reshard_after_forward false", also="pp")
         if self.xla_gpu_lhs and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
                               f"false (the default), or true with zero fsdp or hsdp{pin}", also="zero")
