@@ -94,6 +94,9 @@ def test_unknown_host_memory_is_said(cli: Any) -> None:
     assert d["host_memory"]["bytes_per_node"] > 0 and d["feasible"]
     text = " ".join(cli("memory", *args).out.split())
     assert "gives no host_memory" in text and "NOT checked" in text
+    res = cli("predict", "--json", *args)  # predict prices it and warns that the fit is not checked
+    assert res.code == 0 and any("gives no host_memory" in w and "not checked" in w
+                                 for w in json.loads(res.out)["warnings"])
     # given on the command line, it is checked
     small = _memory_json(cli, *args, "--set", "cluster.host_memory=64GB")
     assert small["host_memory"]["fits"] is False and small["infeasible_reason"] == Infeasible.HOST_OUT_OF_MEMORY.text

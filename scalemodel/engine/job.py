@@ -1153,6 +1153,10 @@ def _check_state_offload(job: Job, strategy: Any, training: Any) -> None:
              "offload_layers: 0 and offload_tensors: []")):
         if bad:
             raise InputError(what, where="strategy.offload_states", allowed=allowed)
+    if job.host_memory <= 0:  # unknown capacity: priced, but its fit is not checked (docs/model.md#host-memory)
+        notices.warn(f"offload_states {mode.label}: cluster {job.cluster_name} gives no host_memory, so whether the "
+                     "states fit the node's host memory is not checked (--set cluster.host_memory=2TB, the node's "
+                     "DRAM; docs/model.md#host-memory)")
 
 
 def _check_offload_tensors(job: Job, strategy: Any) -> None:
