@@ -44,8 +44,9 @@ ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units", "collective_units_nvls")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
-              "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner", "host_cpu"}
-CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
+              "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner", "host_cpu",
+              "host_memory"}
+CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth", "host_memory")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
                "topology", "protocol", "sources", "torus_dims", "net_overhead", "full_mesh", "nics_per_node"}
 TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims",

@@ -83,6 +83,54 @@ def host_copy_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, mic
     return (np.where(on, n * d2h, 0.0), np.where(on, n * h2d, 0.0), np.where(on, n * after, 0.0))
 
 
+def host_state_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, microbatches: ArrayLike,
+                     optimizer_bytes: ArrayLike = 12.0, weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
+                     shard_weight_bytes: ArrayLike = 0.0, shard_grad_bytes: ArrayLike = FP32_BYTES,
+                     largest_param: ArrayLike = 0.0) -> np.ndarray:
+    """Host-memory bytes one rank keeps under strategy offload_states (docs/model.md#host-memory), 0 where ``mode``
+    is 0: per parameter of its state shard ``n`` (K ``optimizer_bytes``: the fp32 master and Adam's m and v; wb / gb
+    the model's 16-bit weight / gradient element; sw / sg FSDP's shard elements, :func:`scalemodel.cost.memory.
+    fsdp2_shard_bytes`), plus one buffer of the largest parameter tensor ``largest_param`` (elements) at ZeRO 1/2:
+
+    ================  ====================================  ============================================
+    mode, zero        bytes                                 DeepSpeed / PyTorch allocation on the host
+    ================  ====================================  ============================================
+    optimizer, 1-2    n (K + 4 + wb + [m>1] wb) + P wb      master, fp32 grad, 16-bit copy-back buffer,
+                                                            16-bit accumulator; P-element grad buffer
+    optimizer, 3      n (K + 4 + gb)                        master, fp32 grad, gradient-partition buffer
+    +params, 3        n (K + 4 + gb + wb)                   the above and the 16-bit parameter partition
+    +params, fsdp     n (K + sw + sg)                       shard (the master where fp32), its grad, m, v
+    ================  ====================================  ============================================
+
+    deepspeedai/DeepSpeed@edaa7221, ``self.device`` 'cpu' under offload (stage_1_and_2.py L238, stage3.py L328),
+    pinned by default (runtime/zero/offload_config.py L45, L75 ``pin_memory: bool = True``): ZeRO 1/2
+    (stage_1_and_2.py) L492 the fp32 master partition, L499 ``temp_buffer_bit16`` of its shape in the model dtype
+    (the copy-back buffer), L840 the fp32 gradient partition (``initialize_optimizer_states``), L1527 the accumulator
+    ``torch.zeros(param.numel(), dtype=param.dtype)`` per parameter of the partition where a step has more than one
+    micro-batch (``copy_grads_in_partition`` L1656: ``micro_step_id > 0 or not is_gradient_accumulation_boundary()``),
+    L585 ``temp_grad_buffer_for_cpu_offload`` of the largest parameter's elements in the model dtype; ZeRO 3
+    (stage3.py) L1108 the fp32 master (``converted``), L1288 the fp32 gradient (``subgroup_gradient_buffer``), L742
+    ``grad_partitions_flat_buffer`` in ``gradient_accumulation_dtype`` (the model dtype unless data_types.
+    grad_accum_dtype is set: engine.py L1492), and under offload_param L857 ``param_groups_fp16_flat_cpu_memory`` in
+    the model dtype; DeepSpeedCPUAdam's ``exp_avg`` and ``exp_avg_sq`` ``zeros_like(p.data)`` on the master's device
+    (ops/adam/cpu_adam.py L151-154), counted in K. PyTorch FSDP ``CPUOffload(offload_params=True)``
+    (pytorch/pytorch@01caf79e torch/distributed/fsdp/_flat_param.py ``FlatParamHandle.init_flat_param_attributes``):
+    the local shard pinned on the CPU and ``_cpu_grad = torch.zeros_like(flat_param._local_shard, device=cpu_device)
+    .pin_memory()``, both at the parameter's own dtype; the optimizer, built on these CPU parameters, keeps its state
+    there. Not counted: stage3.py L1256's ``gradient_buffer`` (a local of ``initialize_optimizer_states``, freed when
+    it returns under offload), the CUDA/NCCL host allocations, the dataloader and the process images."""
+    n = np.asarray(n_shard, dtype=float)
+    md, z = np.asarray(mode), np.asarray(zero)
+    m = np.asarray(microbatches, dtype=float)
+    k, wb, gb = (np.asarray(x, dtype=float) for x in (optimizer_bytes, weight_bytes, grad_bytes))
+    sw, sg = np.asarray(shard_weight_bytes, dtype=float), np.asarray(shard_grad_bytes, dtype=float)
+    acc = (m > 1).astype(float)
+    per = np.select([z <= 2, z == 3, z >= 4],
+                    [k + FP32_BYTES + wb + acc * wb, k + FP32_BYTES + gb + np.where(md == 2, wb, 0.0), k + sw + sg])
+    extra = np.where(z <= 2, np.asarray(largest_param, dtype=float) * wb, 0.0)
+    return np.where(md > 0, n * per + extra, 0.0)
+
+
 def cpu_adam_seconds(n_shard: ArrayLike, ranks_per_host: ArrayLike,
                      params_per_s: ArrayLike = CPU_ADAM_PARAMS_PER_S) -> np.ndarray:
     """Seconds of the CPU-Adam step of one rank's ``n_shard`` parameters while ``ranks_per_host`` ranks of the same

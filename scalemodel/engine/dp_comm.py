@@ -1849,6 +1849,26 @@ def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any,
     return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s), 0.0)
 
 
+def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
+    """Host-memory bytes per node of the model states strategy offload_states keeps there (docs/model.md#host-memory),
+    0 where none: :func:`scalemodel.cost.state_offload.host_state_bytes` of each rank's state shard ``n`` (as
+    :func:`state_offload_time` prices it: the stages' mean share over :func:`_state_shards`, the experts over
+    :func:`_expert_state_shards`), times the node's ranks, min(GPUs, gpus_per_node). ZeRO 1/2's one buffer of the
+    largest parameter is the vocabulary-parallel word embedding, V h / tp elements."""
+    mode = np.asarray(g.offload_states)
+    if not np.any(mode > 0):
+        return np.zeros(1)
+    dense, expert = _stage_params_per_gpu(job, g)
+    n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    sw, sg = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)  # FSDP's shard dtype
+    largest = (float(job.shape.vocab) * float(job.shape.hidden) / g.tp) if job.is_transformer else 0.0
+    rank = state_offload.host_state_bytes(n, mode=mode, zero=g.zero, microbatches=m,
+                                          optimizer_bytes=job.optimizer_bytes_per_param, weight_bytes=job.elem_bytes,
+                                          grad_bytes=job.grad_bytes, shard_weight_bytes=sw, shard_grad_bytes=sg,
+                                          largest_param=largest)
+    return rank * np.minimum(g.gpus, job.gpus_per_node)
+
+
 def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str, np.ndarray], gpu_opt: Any,
                         sync: str = "bsp", layers: Any = None, rank: Any = None) -> Any:
     """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`

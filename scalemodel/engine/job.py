@@ -160,6 +160,8 @@ class Job(msgspec.Struct, frozen=True):
     logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
+    # host DRAM per node (ClusterSpec.host_memory; 0 = not given): the capacity offload_states' host bytes must fit
+    host_memory: float = 0.0
     # a low-precision run's scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an fp4 run; "" =
     # 16/32-bit; torchao's rowwise / rowwise_with_gw_hp): prices the quantization casts (cost.compute.
     # fp8_quantize_bytes, specs.training.low_precision_recipe) and the row-wise recipes' GEMMs
@@ -433,7 +435,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         calibration=calibration_of(cluster),
-        host_bandwidth=float(cluster.host_bandwidth or 0.0),
+        host_bandwidth=float(cluster.host_bandwidth or 0.0), host_memory=float(cluster.host_memory or 0.0),
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
@@ -1151,6 +1153,10 @@ def _check_state_offload(job: Job, strategy: Any, training: Any) -> None:
              "offload_layers: 0 and offload_tensors: []")):
         if bad:
             raise InputError(what, where="strategy.offload_states", allowed=allowed)
+    if job.host_memory <= 0:  # unknown capacity: priced, but its fit is not checked (docs/model.md#host-memory)
+        notices.warn(f"offload_states {mode.label}: cluster {job.cluster_name} gives no host_memory, so whether the "
+                     "states fit the node's host memory is not checked (--set cluster.host_memory=2TB, the node's "
+                     "DRAM; docs/model.md#host-memory)")
 
 
 def _check_offload_tensors(job: Job, strategy: Any) -> None:

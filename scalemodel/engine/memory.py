@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 
 from scalemodel.cost import memory as M
+from scalemodel.engine.dp_comm import host_state_bytes_per_node
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.pipeline_ranks import microbatches
 from scalemodel.engine.predict import divisors
@@ -48,9 +49,16 @@ class MemoryResult:
     # rank 0 = first, pp - 1 = last; its role: "only" (pp 1), "first", "middle" or "last"
     peak_stage: int = 0
     peak_stage_role: str = "only"
+    # offload_states' host bytes per node and the cluster's host_memory (None: unknown, not checked); both None
+    # without offload_states (docs/model.md#host-memory)
+    host_bytes_per_node: float | None = None
+    host_capacity_bytes: float | None = None
 
     def payload(self) -> dict[str, Any]:
-        return {"inputs": self.inputs, "seq_len": self.seq_len, "num_microbatches": self.num_microbatches,
+        host = {} if self.host_bytes_per_node is None else {"host_memory": {
+            "bytes_per_node": self.host_bytes_per_node, "capacity_bytes": self.host_capacity_bytes,
+            "fits": None if self.host_capacity_bytes is None else self.host_bytes_per_node <= self.host_capacity_bytes}}
+        return {**host, "inputs": self.inputs, "seq_len": self.seq_len, "num_microbatches": self.num_microbatches,
                 "params_per_gpu": self.params_per_gpu, "per_gpu_bytes": self.per_gpu_bytes,
                 "activation_bytes_per_micro_batch_sample": self.activation_bytes_per_micro_batch_sample,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "max_micro_batch": self.max_micro_batch,
@@ -143,6 +151,10 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
               "workspace_bytes": workspace, "set": list(sets or [])}
     if strategy.offload_states != "none":  # where the states went (report.predict.strategy_header; review35c)
         inputs["offload_states"] = strategy.offload_states
+    host_bytes = host_cap = None
+    if strategy.offload_states != "none":  # the host side of the offload (the same function feasibility checks)
+        host_bytes = float(np.asarray(host_state_bytes_per_node(job, grid, m, strategy.sync)).ravel()[0])
+        host_cap = job.host_memory if job.host_memory > 0 else None
     return MemoryResult(
         inputs=inputs, accelerator=job.accelerator, seq_len=job.seq_len if job.is_transformer else None,
         num_microbatches=int(np.asarray(m).ravel()[0]), params_per_gpu=params, per_gpu_bytes=breakdown,
@@ -151,4 +163,4 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
         max_micro_batch=_largest_micro_batch(job, grid, training.global_batch, states, act1, fragmentation,
                                              workspace, strategy.sync),
         feasible=code == 0, infeasible_reason=INFEASIBLE_REASONS[code] if code else None,
-        peak_stage=rank, peak_stage_role=role)
+        peak_stage=rank, peak_stage_role=role, host_bytes_per_node=host_bytes, host_capacity_bytes=host_cap)

@@ -11,7 +11,13 @@ import numpy as np
 
 from scalemodel.choices import CompressionKind, Zero, parse_compression
 from scalemodel.cost import compression
-from scalemodel.engine.dp_comm import bucket_size_priced, hier_group, hsdp_shard_group, ps_server_line
+from scalemodel.engine.dp_comm import (
+    bucket_size_priced,
+    hier_group,
+    host_state_bytes_per_node,
+    hsdp_shard_group,
+    ps_server_line,
+)
 from scalemodel.engine.intervals import family_of, generation_of, interval_for
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy, held_gpus
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
@@ -108,6 +114,12 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
             detail = _layers_detail(job, strategy)
         elif reason_code == int(Infeasible.BATCH_NOT_DIVISIBLE):
             detail = batch_detail(int(strategy["global_batch"]), int(strategy["dp"]), int(strategy["micro_batch"]))
+        elif reason_code == int(Infeasible.HOST_OUT_OF_MEMORY):
+            host = _f(_pick(np.broadcast_to(host_state_bytes_per_node(job, grid, res.microbatches, sync),
+                                            np.shape(res.reason)), i))
+            detail = (f"{format_quantity(host, 'bytes', binary=False)} of model states per node against the "
+                      f"cluster's host_memory {format_quantity(job.host_memory, 'bytes', binary=False)} "
+                      "(`scalemodel memory` with the same options shows them)")
     mfu = _f(_pick(res.mfu, i))
     band = interval_for(generation_of(job.accelerator_family), *family_of(job, strategy["zero"]), gpus,
                         job.calibration)

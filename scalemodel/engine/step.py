@@ -92,6 +92,7 @@ from scalemodel.engine.dp_comm import (
     _sync_comm,
     _sync_traffic,
     hier_group,
+    host_state_bytes_per_node,
     hsdp_shard_group,
     offloaded_optimizer,
     train_metric_sync_time,
@@ -228,6 +229,9 @@ class Infeasible(IntEnum):
         "or 3 (DeepSpeed offload_optimizer), optimizer+params with zero 3, fsdp or hsdp (DeepSpeed offload_param, "
         "FSDP CPUOffload); not beside activation offload, Megatron-Core's DDP, nanotron's trainer or Apex's "
         "DistributedFusedAdam (StrategySpec and job._check_state_offload refuse these in predict)")
+    HOST_OUT_OF_MEMORY = 22, "host_out_of_memory", (
+        "the model states offload_states keeps in host memory (fp32 master, Adam moments, gradient and staging "
+        "buffers of the node's ranks) exceed the cluster's host_memory per node (docs/model.md#host-memory)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -324,6 +328,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
             | g.nanotron_trainer | g.bucket_fragments
             | ((host == StateOffload.OPTIMIZER) & ((g.zero == Zero.NONE) | (g.zero >= Zero.FSDP)))
             | ((host == StateOffload.PARAMS) & (g.zero < Zero.PARAMETERS))))
+        if job.host_memory > 0:  # unknown (0): not checked; memory's report says so
+            flag(R.HOST_OUT_OF_MEMORY, (host > 0) & (host_state_bytes_per_node(job, g, m, sync) > job.host_memory))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.TOPK_SHARDED_GRADIENTS, topk_refused(g.compression, g.zero))

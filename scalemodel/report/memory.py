@@ -58,6 +58,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
         "stage with the most memory, whose bytes are above)")
     # the count leads ('11.03 B' in a byte table reads as bytes; a count last wrapped onto a line of its own)
     console.print(f"{verdict}; largest part: {biggest}. {result.params_per_gpu:,.0f} parameters on {where}.")
+    if result.host_bytes_per_node is not None:  # offload_states: the node's host memory (docs/model.md#host-memory)
+        console.print(_host_line(result.host_bytes_per_node, result.host_capacity_bytes, inp))
     bmax = result.max_micro_batch
     if bmax is None:
         console.print("largest micro-batch: no activation size known for this workload")
@@ -69,6 +71,17 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
                       f"gives dp {inp['dp']} no whole micro-batch)")
     else:
         console.print(f"largest micro-batch that fits: {bmax}")
+
+
+def _host_line(host: float, cap: float | None, inp: dict) -> str:
+    """The host side of offload_states: the bytes its states take per node against the cluster's host_memory, or
+    that the capacity is unknown (then not checked: no verdict is implied)."""
+    head = f"host memory per node (offload_states {inp.get('offload_states')}): {fq(host, 'bytes', binary=False)}"
+    if cap is None:
+        return (f"{head}; cluster {inp.get('cluster')} gives no host_memory, so whether it fits is NOT checked "
+                "(--set cluster.host_memory=2TB to check it)")
+    verdict = "fits" if host <= cap else "does NOT fit (host memory)"
+    return f"{head} of {fq(cap, 'bytes', binary=False)} ({host / cap:.0%}): {verdict}"
 
 
 def _nothing_fits(result: MemoryResult) -> str:

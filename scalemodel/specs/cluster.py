@@ -279,6 +279,11 @@ class CalibrationSpec(Spec, kw_only=True):
                                   "the refit's speed error of this run, a number > -1 and < 100")
 
 
+#: A node's host DRAM, bytes: at least 1 GB (a bare 2048 is 2 KB, a wrong unit: no training node has less), at most
+#: 100 TB (past the largest single-system servers' memory; a typo of PB or EB is refused, not priced).
+HOST_MEMORY_RANGE = (1e9, 1e14)
+
+
 class ClusterSpec(Sourced, kw_only=True):
     kind: Literal["cluster"] = "cluster"
     name: str
@@ -291,6 +296,10 @@ class ClusterSpec(Sourced, kw_only=True):
     host_bandwidth: Annotated[Bandwidth | None, Meta(description=(
         "GPU <-> host-memory link per GPU, per direction (PCIe, NVLink-C2C): the rate activation offload "
         "(strategy offload_layers) moves bytes at; none: offload cannot be priced"))] = None
+    host_memory: Annotated[Bytes | None, Meta(description=(
+        "host (CPU) DRAM per node, the capacity the model states of strategy offload_states must fit in "
+        f"(docs/model.md#host-memory), {HOST_MEMORY_RANGE[0] / 1e9:g} GB .. {HOST_MEMORY_RANGE[1] / 1e12:g} TB; "
+        "none: unknown, the host-memory check is not made and memory says so"))] = None
     price_per_gpu_hour: PricePerHour | None = None
     node_power: Watts | None = None
     variability: Variability = msgspec.field(default_factory=Variability)
@@ -334,6 +343,10 @@ class ClusterSpec(Sourced, kw_only=True):
                 "latency": {t.name: float(t.latency) for t in self.tiers}}
 
     def _check(self) -> None:
+        if self.host_memory is not None and not HOST_MEMORY_RANGE[0] <= self.host_memory <= HOST_MEMORY_RANGE[1]:
+            raise field_error("host_memory", f"{self.host_memory:.4g} B per node is not a node's DRAM",
+                              f"{HOST_MEMORY_RANGE[0] / 1e9:g} GB .. {HOST_MEMORY_RANGE[1] / 1e12:g} TB per node "
+                              "(e.g. 2TB), or leave it out where unknown")
         try:
             self._tiers_nest(self.tiers)
         except ValueError as exc:
