@@ -541,7 +541,9 @@ def test_wide_more_microbatches_never_grow_the_bubble_fraction(case) -> None:  #
     many = _eval(job, dict(arrays, global_batch=arrays["global_batch"] * 4), sync)
     frac_few = float(few.breakdown["bubble"][0]) / float(few.breakdown["compute"][0])
     frac_many = float(many.breakdown["bubble"][0]) / float(many.breakdown["compute"][0])
-    assert frac_many <= frac_few * (1 + 1e-9), (arrays, sync, frac_few, frac_many)
+    # 1e-12 absolute: a stage split whose first stage is never idle leaves a bubble of rounding noise (hostmem36's
+    # hypothesis run: falcon-7b pp 2 with a split, ZeRO 3, a bubble of ~1e-16 of compute either way)
+    assert frac_many <= frac_few * (1 + 1e-9) + 1e-12, (arrays, sync, frac_few, frac_many)
 
 
 def test_a_dense_only_stage_holding_the_mtp_block_is_priced() -> None:
