@@ -151,6 +151,15 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # apexdp35: v3.1's Eos rows, compared since framework.fp8_param_gather false (BF16 parameter gathers)
         "mlpt31_h100_gpt3_175b (768/4096/6144/8192/10240/10752)": ("same model",
                                                                    [768, 4096, 6144, 8192, 10240, 10752]),
+        # data36: the sequence-2048 rows of mosaicml/examples @9fa3ceb9a's A100 80GB / 40GB tables (one sweep, one
+        # series per model and table)
+        **{f"mpt_a100_40g_{m} (8/16/32/64/128)": ("same model", [8, 16, 32, 64, 128])
+           for m in ("125m", "350m", "760m", "1b", "3b", "7b", "13b")},
+        "mpt_a100_40g_30b (32/128)": ("same model", [32, 128]),
+        "mpt_a100_40g_70b (64/128)": ("same model", [64, 128]),
+        **{f"mpt_a100_80g_{m} (8/16/32/64)": ("same model", [8, 16, 32, 64])
+           for m in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b")},
+        "mpt_a100_80g_70b (32/64)": ("same model", [32, 64]),
     }
 
 
