@@ -47,6 +47,7 @@ from scalemodel.choices import (
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, nccl, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
+from scalemodel.engine.divisors import divisors
 from scalemodel.engine.intervals import Calibration, calibration_of
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin, sub_path
@@ -1479,9 +1480,8 @@ def _check_shard_group(strategy: Any, dp: int) -> None:
     shard = getattr(strategy, "shard_group", None)
     if str(strategy.zero).lower() != "hsdp" or shard is None or dp % shard == 0:
         return
-    small = [d for d in range(1, int(dp ** 0.5) + 1) if dp % d == 0]
-    divisors = sorted(set(small + [dp // d for d in small]))
-    shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+    fits = divisors(dp).tolist()
+    shown = ", ".join(map(str, fits[:12])) + (", ..." if len(fits) > 12 else "")
     raise InputError(f"zero hsdp shard_group = {shard} does not divide dp = {dp}", where="strategy.shard_group",
                      allowed=f"a divisor of dp = {dp} ({shown}), or shard_group unset (the replicas in one node)")
 

@@ -89,6 +89,7 @@ from scalemodel.cost import compression, compute, efficiency, memory, transforme
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
+from scalemodel.engine.divisors import divisors
 from scalemodel.engine.dp_comm import hsdp_shard_group
 from scalemodel.engine.job import (
     GRID_DEFAULTS,
@@ -112,7 +113,7 @@ from scalemodel.engine.job import (
 from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.pipeline_ranks import microbatches
-from scalemodel.engine.predict import Prediction, divisors, result_at
+from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.stage_memory import memory_total
 from scalemodel.engine.step import (
     REASON_KEYS,
