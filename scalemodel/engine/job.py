@@ -1094,13 +1094,19 @@ def _check_stage_layers(job: Job, strategy: Any) -> None:
     check_stage_layers(job, split)
 
 
+def _offload_tensor_names(strategy: Any) -> list[str]:
+    """strategy offload_tensors (MaxText's named tensors to host memory), [] where the strategy has none: the one
+    reading of it for the refusals below and StrategyGrid.offload_tensors' bits."""
+    return list(getattr(strategy, "offload_tensors", []) or [])
+
+
 def _check_host_link(job: Job, strategy: Any) -> None:
     """Offload to host memory (docs/model.md#offload: strategy offload_layers, Megatron's activation offload on GPUs,
     and offload_tensors, MaxText's named tensors on TPUs) is priced over the accelerator-host link: refused where the
     cluster does not give its rate (ClusterSpec.host_bandwidth), offload_layers named first when both are set."""
     if job.host_bandwidth > 0:
         return
-    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    named = ", ".join(_offload_tensor_names(strategy))
     for field, given, chip, off, rate in (
             ("offload_layers", strategy.offload_layers > 0 and f"offload_layers={strategy.offload_layers}", "GPU",
              "offload_layers: 0", "64GB/s (per GPU, per direction)"),
@@ -1120,7 +1126,7 @@ def _check_offload_tensor_layers(job: Job, strategy: Any) -> None:
     L1328-1341 and ``allowed_modules`` L2132-2142 at NVIDIA/Megatron-LM@d98e8a64dd; megatron/core/ssm/mamba_mixer.py
     and mamba_layer.py read no offload option), and MaxText's remat policies that offload them
     (recompute_modules jax_qkvo / jax_qkv) are priced on a dense block only (:func:`_check_titan_op`)."""
-    names = list(getattr(strategy, "offload_tensors", []) or [])
+    names = _offload_tensor_names(strategy)
     if names and job.is_transformer and job.shape.hybrid is not None:
         raise InputError(f"offload_tensors [{', '.join(names)}] names MaxText's attention-layer tensors, which this "
                          "model's Mamba-2 layers (a hybrid layer pattern) do not have, and no framework offloads a "
@@ -1139,7 +1145,7 @@ def _check_state_offload(job: Job, strategy: Any, training: Any) -> None:
     if mode == StateOffload.NONE:
         return
     optimizer = str(getattr(training, "optimizer", None) or "adam")
-    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    named = ", ".join(_offload_tensor_names(strategy))
     for bad, what, allowed in (
             (job.host_bandwidth <= 0, f"offload_states {mode.label} needs the GPU-host link rate, which cluster "
              f"{job.cluster_name} does not give", "offload_states: none, or --set cluster.host_bandwidth=64GB/s (per "
@@ -1160,7 +1166,7 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
     a recompute other than selective jax_qkvo or jax_qkv, the remat policies whose saved tensors (q, k, v, out_proj
     and the layer input; jax_qkv: not out_proj, which it recomputes) are the ones that can go to host memory instead
     (src/MaxText/layers/decoders.py at 92e59fdf5)."""
-    names = list(getattr(strategy, "offload_tensors", []) or [])
+    names = _offload_tensor_names(strategy)
     if not names:
         return
     named = ", ".join(names)
@@ -1412,7 +1418,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
-        offload_tensors=sum(1 << OFFLOAD_TENSORS.index(n) for n in set(getattr(strategy, "offload_tensors", []))),
+        offload_tensors=sum(1 << OFFLOAD_TENSORS.index(n) for n in set(_offload_tensor_names(strategy))),
         offload_states=StateOffload.parse(getattr(strategy, "offload_states", "none"), "strategy.offload_states"),
         tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
