@@ -47,7 +47,8 @@ the 339 round trips). Findings, each fixed where the input is read:
 Found here, fixed after (rhdbig35): `collective -n 10000000 --op allgather --algo rhd` on a cluster of 1e8 GPUs
 took 15 s of CPU and 400 MB (1e8: over 120 s): cost/algorithms.py's fold listed every pair of every halving /
 doubling step; it now prices a few pairs a piece (0.26 s / 40 MB at 1e8, tests/test_rhdbig35.py). Still open:
-`plan -n 73513440` (a highly composite count) on such a cluster takes 7.8 s of CPU.
+`plan -n 73513440` (a highly composite count) on such a cluster takes 7.8 s of CPU (tidy36: its closed configurations'
+memory is no longer priced, 20-24 -> 14-15 s at load 8-10; benchmarks/README.md).
 
 Checked and accepted (not findings): a TOML or JSON key holding such a character is warned "not used" with the
 character escaped (keys are read only as field names: specs/files.refuse_unprintable_strings); a soft hyphen U+00AD
