@@ -42,12 +42,13 @@ the 339 round trips). Findings, each fixed where the input is read:
    before a reader walks them (2 M lines of junk: 2.6 s of CPU on this loaded machine);
 6. predict's "what would divide" detail of a global batch or layer count that does not divide listed divisors by
    trial of 1..n: --global-batch 100000001 on 64 GPUs took 3.7 s of CPU, 999999999 about ten times that; now by
-   trial to sqrt(n) (engine.predict.divisors), the same text, 0.4 s.
+   trial to sqrt(n) (engine.divisors), the same text, 0.4 s.
 
 Found here, fixed after (rhdbig35): `collective -n 10000000 --op allgather --algo rhd` on a cluster of 1e8 GPUs
 took 15 s of CPU and 400 MB (1e8: over 120 s): cost/algorithms.py's fold listed every pair of every halving /
 doubling step; it now prices a few pairs a piece (0.26 s / 40 MB at 1e8, tests/test_rhdbig35.py). Still open:
-`plan -n 73513440` (a highly composite count) on such a cluster takes 7.8 s of CPU.
+`plan -n 73513440` (a highly composite count) on such a cluster takes 7.8 s of CPU (tidy36: its closed configurations'
+memory is no longer priced, 20-24 -> 14-15 s at load 8-10; benchmarks/README.md).
 
 Checked and accepted (not findings): a TOML or JSON key holding such a character is warned "not used" with the
 character escaped (keys are read only as field names: specs/files.refuse_unprintable_strings); a soft hyphen U+00AD
@@ -66,7 +67,7 @@ import pytest
 from conftest import ROOT
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
-from scalemodel.engine.predict import divisors
+from scalemodel.engine.divisors import divisors
 from scalemodel.specs import files
 
 RUN = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--json")

@@ -99,7 +99,8 @@ CLUSTERS = ("dgx-a100", "dgx-h100", "gb200-nvl72", "tpu-v5p-multislice", "tpu-v5
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS)
-def test_closed_form_equals_the_rank_arrays_on_cluster_placements(cluster: str) -> None:
+def test_closed_form_equals_the_rank_arrays_on_cluster_placements(cluster: str, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
     """Placements as the planner makes them: group sizes up to 1e5 around powers of two and anywhere, strides
     1 to 48 (odd ones make domain sizes like 8 / 3 = 2, 256 / 3 = 85): every step's crossed-tier array and rhd's
     times (all-reduce, reduce-scatter, all-gather) equal to the rank-array version's."""
@@ -114,12 +115,9 @@ def test_closed_form_equals_the_rank_arrays_on_cluster_placements(cluster: str) 
     steps = int(np.max(L))
 
     def reference(pl_, steps_):  # type: ignore[no-untyped-def]
-        saved = algorithms._folded_crossings
-        try:
-            algorithms._folded_crossings = _rank_array_reference  # type: ignore[assignment]
+        with monkeypatch.context() as mp:
+            mp.setattr(algorithms, "_folded_crossings", _rank_array_reference)
             return _folded_step_tiers(pl_, steps_)
-        finally:
-            algorithms._folded_crossings = saved  # type: ignore[assignment]
 
     got, want = _folded_step_tiers(pl, steps), reference(pl, steps)
     for k in range(steps):
@@ -127,12 +125,9 @@ def test_closed_form_equals_the_rank_arrays_on_cluster_placements(cluster: str) 
     S = rng.uniform(1e3, 1e10, size=p.shape)
     for op in ("allreduce", "reducescatter", "allgather"):
         ours = rhd_time(op, S, pl, 1e-12)
-        saved = algorithms._folded_step_tiers
-        try:
-            algorithms._folded_step_tiers = reference  # type: ignore[assignment]
+        with monkeypatch.context() as mp:
+            mp.setattr(algorithms, "_folded_step_tiers", reference)
             ref = rhd_time(op, S, pl, 1e-12)
-        finally:
-            algorithms._folded_step_tiers = saved  # type: ignore[assignment]
         assert np.array_equal(ours, ref), (cluster, op)
 
 

@@ -60,7 +60,7 @@ CLUSTERS = ("dgx-a100", "dgx-h100", "gb200-nvl72", "tpu-v5p-multislice", "tpu-v5
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS)
-def test_vectorised_fold_equals_the_loop_on_random_grids(cluster: str) -> None:
+def test_vectorised_fold_equals_the_loop_on_random_grids(cluster: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Random grids of group sizes (powers of two, one either side, and any size up to 5,000) and strides, in
     2-D shapes like the planner's: every step's crossed-tier array identical to the loop's, and rhd's times too."""
     net = build_network(load_cluster(cluster, []))
@@ -81,12 +81,9 @@ def test_vectorised_fold_equals_the_loop_on_random_grids(cluster: str) -> None:
         for op in ("allreduce", "reducescatter", "allgather"):
             ours = rhd_time(op, S, pl, 1e-12)
             assert np.array_equal(ours, ours)  # no NaN
-            saved = algorithms._folded_step_tiers
-            try:
-                algorithms._folded_step_tiers = _loop_reference  # type: ignore[assignment]
+            with monkeypatch.context() as mp:
+                mp.setattr(algorithms, "_folded_step_tiers", _loop_reference)
                 ref = rhd_time(op, S, pl, 1e-12)
-            finally:
-                algorithms._folded_step_tiers = saved  # type: ignore[assignment]
             assert np.array_equal(ours, ref), (cluster, op)
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.divisors import divisors
 from scalemodel.engine.intervals import runs_phrase
 from scalemodel.engine.job import held_gpus, scenario_training_fits
-from scalemodel.engine.predict import divisors
 from scalemodel.engine.scaling import sweep
 from scalemodel.engine.step import Infeasible
 from scalemodel.errors import InputError, Origin

@@ -47,6 +47,7 @@ from scalemodel.choices import (
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, nccl, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
+from scalemodel.engine.divisors import divisors
 from scalemodel.engine.intervals import Calibration, calibration_of
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin, sub_path
@@ -1095,13 +1096,19 @@ def _check_stage_layers(job: Job, strategy: Any) -> None:
     check_stage_layers(job, split)
 
 
+def _offload_tensor_names(strategy: Any) -> list[str]:
+    """strategy offload_tensors (MaxText's named tensors to host memory), [] where the strategy has none: the one
+    reading of it for the refusals below and StrategyGrid.offload_tensors' bits."""
+    return list(getattr(strategy, "offload_tensors", []) or [])
+
+
 def _check_host_link(job: Job, strategy: Any) -> None:
     """Offload to host memory (docs/model.md#offload: strategy offload_layers, Megatron's activation offload on GPUs,
     and offload_tensors, MaxText's named tensors on TPUs) is priced over the accelerator-host link: refused where the
     cluster does not give its rate (ClusterSpec.host_bandwidth), offload_layers named first when both are set."""
     if job.host_bandwidth > 0:
         return
-    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    named = ", ".join(_offload_tensor_names(strategy))
     for field, given, chip, off, rate in (
             ("offload_layers", strategy.offload_layers > 0 and f"offload_layers={strategy.offload_layers}", "GPU",
              "offload_layers: 0", "64GB/s (per GPU, per direction)"),
@@ -1121,7 +1128,7 @@ def _check_offload_tensor_layers(job: Job, strategy: Any) -> None:
     L1328-1341 and ``allowed_modules`` L2132-2142 at NVIDIA/Megatron-LM@d98e8a64dd; megatron/core/ssm/mamba_mixer.py
     and mamba_layer.py read no offload option), and MaxText's remat policies that offload them
     (recompute_modules jax_qkvo / jax_qkv) are priced on a dense block only (:func:`_check_titan_op`)."""
-    names = list(getattr(strategy, "offload_tensors", []) or [])
+    names = _offload_tensor_names(strategy)
     if names and job.is_transformer and job.shape.hybrid is not None:
         raise InputError(f"offload_tensors [{', '.join(names)}] names MaxText's attention-layer tensors, which this "
                          "model's Mamba-2 layers (a hybrid layer pattern) do not have, and no framework offloads a "
@@ -1140,7 +1147,7 @@ def _check_state_offload(job: Job, strategy: Any, training: Any) -> None:
     if mode == StateOffload.NONE:
         return
     optimizer = str(getattr(training, "optimizer", None) or "adam")
-    named = ", ".join(getattr(strategy, "offload_tensors", []) or [])
+    named = ", ".join(_offload_tensor_names(strategy))
     for bad, what, allowed in (
             (job.host_bandwidth <= 0, f"offload_states {mode.label} needs the GPU-host link rate, which cluster "
              f"{job.cluster_name} does not give", "offload_states: none, or --set cluster.host_bandwidth=64GB/s (per "
@@ -1165,7 +1172,7 @@ def _check_offload_tensors(job: Job, strategy: Any) -> None:
     a recompute other than selective jax_qkvo or jax_qkv, the remat policies whose saved tensors (q, k, v, out_proj
     and the layer input; jax_qkv: not out_proj, which it recomputes) are the ones that can go to host memory instead
     (src/MaxText/layers/decoders.py at 92e59fdf5)."""
-    names = list(getattr(strategy, "offload_tensors", []) or [])
+    names = _offload_tensor_names(strategy)
     if not names:
         return
     named = ", ".join(names)
@@ -1417,7 +1424,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
-        offload_tensors=sum(1 << OFFLOAD_TENSORS.index(n) for n in set(getattr(strategy, "offload_tensors", []))),
+        offload_tensors=sum(1 << OFFLOAD_TENSORS.index(n) for n in set(_offload_tensor_names(strategy))),
         offload_states=StateOffload.parse(getattr(strategy, "offload_states", "none"), "strategy.offload_states"),
         tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
@@ -1485,9 +1492,8 @@ def _check_shard_group(strategy: Any, dp: int) -> None:
     shard = getattr(strategy, "shard_group", None)
     if str(strategy.zero).lower() != "hsdp" or shard is None or dp % shard == 0:
         return
-    small = [d for d in range(1, int(dp ** 0.5) + 1) if dp % d == 0]
-    divisors = sorted(set(small + [dp // d for d in small]))
-    shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+    fits = divisors(dp).tolist()
+    shown = ", ".join(map(str, fits[:12])) + (", ..." if len(fits) > 12 else "")
     raise InputError(f"zero hsdp shard_group = {shard} does not divide dp = {dp}", where="strategy.shard_group",
                      allowed=f"a divisor of dp = {dp} ({shown}), or shard_group unset (the replicas in one node)")
 

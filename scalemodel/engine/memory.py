@@ -16,10 +16,10 @@ import msgspec
 import numpy as np
 
 from scalemodel.cost import memory as M
+from scalemodel.engine.divisors import divisors
 from scalemodel.engine.dp_comm import host_state_bytes_per_node
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.pipeline_ranks import microbatches
-from scalemodel.engine.predict import divisors
 from scalemodel.engine.stage_memory import memory_peak_stage, memory_total
 from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility
 from scalemodel.errors import InputError, Origin

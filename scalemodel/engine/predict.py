@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from scalemodel.choices import CompressionKind, Zero, parse_compression
 from scalemodel.cost import compression
+from scalemodel.engine.divisors import divisors
 from scalemodel.engine.dp_comm import (
     bucket_size_priced,
     hier_group,
@@ -176,17 +176,6 @@ def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
     return (f"{layers} layers are not a multiple of pp {pp} x v {v} = {pp * v} model chunks ({other}); "
             "--set strategy.first_chunk_layers=N / last_chunk_layers=N gives the first/last chunk its own size "
             "(Megatron-Core's account-for-embedding/loss split)")
-
-
-def divisors(n: int) -> np.ndarray:
-    """The divisors of ``n`` >= 1, ascending (int64), by trial division up to sqrt(n): the one routine for the
-    planner's degrees, the largest fitting micro-batch and the messages below (which scanned 1..n: a global batch
-    or layer count near the 1e9 a spec allows held ``predict`` for a minute; fuzz35: --global-batch 100000001 on 64
-    GPUs, 38 s of CPU under the profiler, before it said the batch does not divide). Sorted without np.unique, which
-    imports numpy.ma (model_parallel_comm.py)."""
-    small = np.arange(1, math.isqrt(n) + 1, dtype=np.int64)
-    small = small[n % small == 0]
-    return np.array(sorted({*small.tolist(), *(n // small).tolist()}), dtype=np.int64)
 
 
 def batch_detail(global_batch: int, dp: int, micro_batch: int) -> str:
