@@ -54,7 +54,7 @@ Two case files (issue 5 and issue 13):
       JAX-Toolbox's JAX images up to 2025-10, the mtdgxc24 rows') -> no in-network reduction on the NVLink tiers.
     - sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking
       (:data:`LOSS_DP_ALLREDUCE`: NeMo 1 and NeMo 2 before 58f6689700: dgxc25, dgxc2504, dgxc2505, mlpt31, mlpt40,
-      mlpt41, nemo2407, nemo2502, nemo2504) -> strategy loss_dp_allreduce.
+      mlpt41, nemo2407, nemo2502, nemo2504; Megatron-LM before 3806ec2754: mlm24) -> strategy loss_dp_allreduce.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
@@ -1188,7 +1188,8 @@ OVERLAP_P2P_SOURCES = sources_with("overlap_p2p")
 #: false; sources.yaml ``overlap_p2p_send_lagged``).
 OVERLAP_P2P_SEND_LAGGED = sources_with("overlap_p2p_send_lagged")
 #: Sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking (NeMo 1, NeMo 2
-#: before 58f6689700; strategy loss_dp_allreduce, docs/model.md#loss-dp-allreduce; sources.yaml ``loss_dp_allreduce``).
+#: before 58f6689700, Megatron-LM before 3806ec2754; strategy loss_dp_allreduce, docs/model.md#loss-dp-allreduce;
+#: sources.yaml ``loss_dp_allreduce``).
 LOSS_DP_ALLREDUCE = sources_with("loss_dp_allreduce")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).

@@ -98,11 +98,11 @@ def test_no_replicas_or_already_locked_add_no_group() -> None:
 
 
 def test_sources_and_rows() -> None:
-    """The NeMo 1 sources and the NeMo 2 ones before 58f6689700 run it (validation/sources.yaml loss_dp_allreduce);
-    Megatron-Bridge and Megatron-LM rows do not."""
+    """The NeMo 1 sources, the NeMo 2 ones before 58f6689700 and Megatron-LM's before 3806ec2754 run it
+    (validation/sources.yaml loss_dp_allreduce); Megatron-Bridge's rows do not."""
     vt = script_module("validate_training")
     assert vt.LOSS_DP_ALLREDUCE == {"dgxc25", "dgxc2504", "dgxc2505", "mlpt31", "mlpt40", "mlpt41", "nemo2407",
-                                    "nemo2502", "nemo2504"}
+                                    "nemo2502", "nemo2504", "mlm24"}
     cases = training_cases()
     assert vt.predict_new_case(cases["dgxc25_h100_nemotron4_15b_bf16_16"]).strategy.loss_dp_allreduce is True
     assert vt.predict_new_case(cases["mb2511_gb200_llama3_8b_fp8cs"]).strategy.loss_dp_allreduce is False

@@ -272,7 +272,9 @@ def loss_allreduce_time(g: StrategyGrid, groups: ParallelGroups, m: np.ndarray) 
     micro-batch on the last pipeline stage (its last model chunk when interleaved), between that micro-batch's forward
     and its backward. NeMo 2's ``MaskedTokenLossReduction.forward`` did the same (nemo/lightning/megatron_parallel.py
     L1750 at v2.2.0 7192a2c944, L1813 at v2.3.0 2b03b748bb) until 58f6689700 (2025-05-05, "Fix loss compute and
-    reduction"), which is in neither v2.3.0 nor 7a8f1cc7bc. The message is latency-bound.
+    reduction"), which is in neither v2.3.0 nor 7a8f1cc7bc; Megatron-LM's pretrain_gpt.py loss_func all-reduces its
+    reporting loss (sum and token count, 8 bytes) over the data-parallel group likewise (NVIDIA/Megatron-LM f2e5db402c
+    L145) until 3806ec2754 (2025-04-30). The message is latency-bound (4 or 8 bytes: the same time to well under 1 %).
     docs/model.md#loss-dp-allreduce"""
     on = np.asarray(g.loss_dp_allreduce, dtype=bool) & (np.asarray(g.dp) > 1)
     if not np.any(on):

@@ -725,7 +725,8 @@ class StrategySpec(Spec, kw_only=True):
     loss_dp_allreduce: Annotated[bool, Meta(description=(
         "each micro-batch's loss is averaged over the data-parallel group by a blocking all-reduce of one fp32 value "
         "on the last pipeline stage, before its backward (NeMo 1's MegatronGPTModel loss_func and NeMo 2 before "
-        "58f6689700: average_losses_across_data_parallel_group): its latency on the critical path m times a step, "
+        "58f6689700: average_losses_across_data_parallel_group; Megatron-LM's pretrain_gpt.py reporting loss before "
+        "3806ec2754): its latency on the critical path m times a step, "
         "and the data-parallel replicas locked together every micro-batch (docs/model.md#loss-dp-allreduce)"
     ))] = False
     loss_impl: Annotated[LossImplText, Meta(description=(
