@@ -52,6 +52,9 @@ Two case files (issue 5 and issue 13):
     - sources whose launch scripts or container images export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo
       2.2's and Megatron-Bridge 25.11's perf executors; MaxText's GPU launcher under xpk with GPUDirect-TCPX;
       JAX-Toolbox's JAX images up to 2025-10, the mtdgxc24 rows') -> no in-network reduction on the NVLink tiers.
+    - sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking
+      (:data:`LOSS_DP_ALLREDUCE`: NeMo 1 and NeMo 2 before 58f6689700: dgxc25, dgxc2504, dgxc2505, mlpt31, mlpt40,
+      mlpt41, nemo2407, nemo2502, nemo2504; Megatron-LM before 3806ec2754: mlm24) -> strategy loss_dp_allreduce.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
@@ -575,6 +578,7 @@ SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "moe_permute_fusion": _ON,
     "nvls_disabled": _ON,
     "megatron_bridge_perf": _ON,
+    "loss_dp_allreduce": _ON,
 }
 
 
@@ -1183,6 +1187,10 @@ OVERLAP_P2P_SOURCES = sources_with("overlap_p2p")
 #: Of :data:`OVERLAP_P2P_SOURCES`, those whose Megatron-Core predates 260cba7133 (strategy overlap_p2p_send_wait
 #: false; sources.yaml ``overlap_p2p_send_lagged``).
 OVERLAP_P2P_SEND_LAGGED = sources_with("overlap_p2p_send_lagged")
+#: Sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking (NeMo 1, NeMo 2
+#: before 58f6689700, Megatron-LM before 3806ec2754; strategy loss_dp_allreduce, docs/model.md#loss-dp-allreduce;
+#: sources.yaml ``loss_dp_allreduce``).
+LOSS_DP_ALLREDUCE = sources_with("loss_dp_allreduce")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).
 BUCKET_128MI_SOURCES = sources_with("bucket_128mi")
@@ -1930,6 +1938,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           overlap_p2p_comm=p2p_overlap,
                           # the lag only where the overlap is on (the field qualifies it; alone it is warned)
                           overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),
+                          loss_dp_allreduce=src in LOSS_DP_ALLREDUCE,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param

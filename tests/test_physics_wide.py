@@ -225,6 +225,8 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         fp4_param_gather=draw(st.booleans()) and job.precision == "fp4", loss_impl=draw(st.sampled_from(range(6))),
         pp_scatter_gather=draw(st.booleans()), overlap_p2p_comm=draw(st.booleans()),
         overlap_p2p_send_wait=draw(st.booleans()), tp_async_allreduce=draw(st.booleans()),
+        # (nemo1sync36) NeMo's per-micro-batch loss all-reduce over the data-parallel group
+        loss_dp_allreduce=draw(st.booleans()),
         # and those tests/test_physics.py's ``cases`` alone drew: the collective algorithm, unfused attention, partial
         # / uniform full recompute, FP8 parameter gathers
         algorithm=draw(st.sampled_from((0, 0, 1, 2, 6))), flash_attention=draw(st.sampled_from((True, True, False))),

@@ -252,6 +252,37 @@ def train_metric_sync_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where((states > 0) & (world > 1), states * one, 0.0), dtype=float)
 
 
+#: Bytes of one micro-batch's loss all-reduced over the data-parallel group (strategy loss_dp_allreduce): one fp32
+#: value (NeMo's loss_func reduces ``loss_for_ub``, the masked mean of the fp32 per-token losses).
+LOSS_ALLREDUCE_BYTES = 4.0
+
+
+def loss_allreduce_time(g: StrategyGrid, groups: ParallelGroups, m: np.ndarray) -> np.ndarray:
+    """Seconds per step of the per-micro-batch loss all-reduce over the data-parallel group (strategy
+    ``loss_dp_allreduce``), on the last pipeline stage's critical path:
+
+        T = m x AllReduce(4 B, the dp replicas at the DP stride)          0 where off or dp = 1
+
+    Source. NeMo 1's ``MegatronGPTModel.get_forward_output_and_loss_func`` ``loss_func`` returns, for a training
+    micro-batch, ``average_losses_across_data_parallel_group([loss_for_ub])`` (NVIDIA/NeMo bd0b818ac2
+    megatron_gpt_model.py L840, b2eccd270d L1184, 24.09-alpha.rc0 L1353, v2.0.0 L1362), which calls
+    ``torch.distributed.all_reduce(averaged_losses, group=parallel_state.get_data_parallel_group())``
+    (nemo/collections/nlp/modules/common/megatron/utils.py L188-196 at b2eccd270d): not ``async_op``, so the compute
+    stream waits for it, unconditionally (no config switch). Megatron-Core's schedules call the loss function once a
+    micro-batch on the last pipeline stage (its last model chunk when interleaved), between that micro-batch's forward
+    and its backward. NeMo 2's ``MaskedTokenLossReduction.forward`` did the same (nemo/lightning/megatron_parallel.py
+    L1750 at v2.2.0 7192a2c944, L1813 at v2.3.0 2b03b748bb) until 58f6689700 (2025-05-05, "Fix loss compute and
+    reduction"), which is in neither v2.3.0 nor 7a8f1cc7bc; Megatron-LM's pretrain_gpt.py loss_func all-reduces its
+    reporting loss (sum and token count, 8 bytes) over the data-parallel group likewise (NVIDIA/Megatron-LM f2e5db402c
+    L145) until 3806ec2754 (2025-04-30). The message is latency-bound (4 or 8 bytes: the same time to well under 1 %).
+    docs/model.md#loss-dp-allreduce"""
+    on = np.asarray(g.loss_dp_allreduce, dtype=bool) & (np.asarray(g.dp) > 1)
+    if not np.any(on):
+        return np.zeros(1)
+    one = _collective("allreduce", np.full(1, LOSS_ALLREDUCE_BYTES), groups.data.dense)
+    return np.asarray(np.where(on, np.asarray(m, dtype=float) * one, 0.0), dtype=float)
+
+
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
     """Data-parallel replicas per HSDP sharding group: the strategy's ``shard_group``, else the replicas
     that fit in one node (gpus_per_node / the DP stride, i.e. / (tp cp) in the default rank order; at least 1,

@@ -37,6 +37,8 @@ def lockstep_group(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     * ``dp`` under Transformer Engine's delayed scaling (:func:`~scalemodel.engine.model_parallel_comm.
       delayed_amax_on`): a blocking amax all-reduce over the stage's ``tp cp dp`` GPUs in every chunk's forward
       and backward;
+    * ``dp`` where each micro-batch's loss is all-reduced over the data-parallel group on the last stage before its
+      backward (strategy ``loss_dp_allreduce``: :func:`~scalemodel.engine.dp_comm.loss_allreduce_time`);
     * the replicas the states are sharded over under ZeRO-3, FSDP and HSDP (:func:`~scalemodel.engine.dp_comm.
       _state_replicas`: ``dp``, HSDP's shard group, or under ``hier:G`` its group of ``min(dp, G)``, whose
       groups step apart): every layer's parameter all-gather;
@@ -44,7 +46,7 @@ def lockstep_group(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
       ``ep etp`` ranks, carved from the stage's ``tp cp dp`` (Megatron-Core's expert groups; ``etp`` 0 is ``tp``).
     """
     tp, cp, pp, dp = (np.asarray(x, dtype=float) for x in (g.tp, g.cp, g.pp, g.dp))
-    replicas = np.where(delayed_amax_on(job, g), dp, 1.0)
+    replicas = np.where(delayed_amax_on(job, g) | np.asarray(g.loss_dp_allreduce, dtype=bool), dp, 1.0)
     zero = np.asarray(g.zero)
     sharded = (zero == int(Zero.PARAMETERS)) | (zero == int(Zero.FSDP)) | (zero == int(Zero.HSDP))
     if np.any(sharded):

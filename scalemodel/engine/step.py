@@ -94,6 +94,7 @@ from scalemodel.engine.dp_comm import (
     hier_group,
     host_state_bytes_per_node,
     hsdp_shard_group,
+    loss_allreduce_time,
     offloaded_optimizer,
     train_metric_sync_time,
 )
@@ -705,7 +706,10 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     # the lock-stepped GPUs' wait for the slowest of them under the clock's power-management swing
     # (docs/model.md#jitter): the compute of every micro-batch and of the bubble's
     jitter = jitter_wait(job, g, (m + bubble_mb) * comp["total"], sync)
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync + jitter  # one worker alone
+    # each micro-batch's loss all-reduced over the data-parallel group on the last stage, in the dp_comm part
+    # (docs/model.md#loss-dp-allreduce)
+    loss_sync = loss_allreduce_time(g, groups, m)
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync + jitter + loss_sync
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
         cross, in_group, dp_total, dp_nvls = zero, None if hier_group(g, sync) is None else zero, zero, zero
@@ -730,7 +734,8 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
                                         _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
                                         sync, layers=n, rank=np.full(1, float(r)))
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
-            local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
+            local_r = ((m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
+                       + loss_sync)
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
             cross_r, in_group_r, total_r, nvls_r, idle_r = _sync_comm(dp_job, g, comp_r, m, sync, groups,
                                                                       local=local_r, idle=ranks[r].host)
@@ -757,7 +762,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * (mp["tp"] + mp["amax"]) + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "host": m * host + metric_sync, "offload": off, "bubble": bubble_mb * t_mb,
-        "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
+        "dp_comm": np.maximum(dp_term, 0.0) + loss_sync, "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "jitter": jitter, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }

@@ -724,6 +724,13 @@ class StrategySpec(Spec, kw_only=True):
         "tensor per rank for each state (llm-foundry's MPT: 4, LanguageCrossEntropy and LanguagePerplexity with "
         "sum_loss and total_items each); priced as the host's per-rank calls and the two collectives over the job's "
         "GPUs, in the host part (docs/model.md#train-metric-sync); 0 = none"))] = 0
+    loss_dp_allreduce: Annotated[bool, Meta(description=(
+        "each micro-batch's loss is averaged over the data-parallel group by a blocking all-reduce of one fp32 value "
+        "on the last pipeline stage, before its backward (NeMo 1's MegatronGPTModel loss_func and NeMo 2 before "
+        "58f6689700: average_losses_across_data_parallel_group; Megatron-LM's pretrain_gpt.py reporting loss before "
+        "3806ec2754): its latency on the critical path m times a step, "
+        "and the data-parallel replicas locked together every micro-batch (docs/model.md#loss-dp-allreduce)"
+    ))] = False
     loss_impl: Annotated[LossImplText, Meta(description=(
         "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
