@@ -4,9 +4,9 @@ Section: docs/model.md#host-memory.
 
 Checked independently of the catalog loader: each value is written here from the figure its source prints and the
 unit it prints it in (AWS's "Memory (GiB) 1,152" and "Instance Memory (TiB) 2", Azure's "Memory: GiB 1850", Google's
-"1,872 GB", "DRAM per host 512 GiB" and "RAM (GB) (4-chip VM) 448", the MLPerf v5.1 system descriptions' "3.0 TB"
-and "960GB"), and the YAML's source string must quote that figure; the capacity the memory report compares against
-is that byte count; every built-in cluster is either in docs/model.md's host-memory table or in its "Left out" list.
+"1,872 GB", "DRAM per host 512 GiB" and "RAM (GB) (4-chip VM) 448", the MLPerf system descriptions' "3.0 TB",
+"960GB" and "1024 GB"), and the YAML's source string must quote that figure; the capacity the memory report compares
+against is that byte count; every built-in cluster is either in docs/model.md's host-memory table or in its "Left out" list.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ PRINTED = {
     "mi350x-8": (3.0e12, "host_memory_capacity: 3.0 TB"),
     "gb200-nvl72": (2 * 480e9, "Up to 480GB LPDDR5X"),
     "gb300-nvl72": (960e9, "host_memory_capacity: 960GB"),
+    "gaudi2-8": (1024e9, "host_memory_capacity: 1024 GB"),
     "tpu-v5e-pod": (512 * GIB, "DRAM per host 512 GiB"),
     "tpu-v5e-multislice": (512 * GIB, "DRAM per host 512 GiB"),
     "tpu-v5p-pod": (448e9, "RAM (GB) (4-chip VM) 448"),
