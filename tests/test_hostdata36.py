@@ -6,7 +6,8 @@ Checked independently of the catalog loader: each value is written here from the
 unit it prints it in (AWS's "Memory (GiB) 1,152" and "Instance Memory (TiB) 2", Azure's "Memory: GiB 1850", Google's
 "1,872 GB", "DRAM per host 512 GiB" and "RAM (GB) (4-chip VM) 448", the MLPerf system descriptions' "3.0 TB",
 "960GB" and "1024 GB"), and the YAML's source string must quote that figure; the capacity the memory report compares
-against is that byte count; every built-in cluster is either in docs/model.md's host-memory table or in its "Left out" list.
+against is that byte count; every built-in cluster is either in docs/model.md's host-memory table or in its
+"Left out" list.
 """
 
 from __future__ import annotations
