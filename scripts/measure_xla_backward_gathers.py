@@ -21,7 +21,8 @@ duplicate, which only a collective CSE removes: HloCSE leaves channel collective
 
     /tmp/j/bin/python scripts/measure_xla_backward_gathers.py      (a minute or two per case on 2 cores)
 
-What it printed with jax / jaxlib 0.4.20, 0.4.23, 0.4.30 and 0.4.37 is in docs/model.md#xlabwd36.
+What it printed with jax / jaxlib 0.4.20, 0.4.23, 0.4.30 and 0.4.37 is in docs/model.md#xlabwd36; with 0.4.26, 0.4.28
+and 0.4.29 (the boundary training.jax_release prices) in docs/model.md#xlaver36.
 """
 
 from __future__ import annotations

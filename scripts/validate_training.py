@@ -479,6 +479,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "moe_host_sync": ((str,), ("alltoall", "hybridep", "deepep", "attention_graphed")),
     "optimizer_bytes_per_param": ((int, float), None),
     "fsdp_defer_grad_sync": ((bool,), (True,)),
+    "jax_release": ((str,), None),
 }
 
 
@@ -1883,6 +1884,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       fp8_attention=bool(setting(case, "fp8_attention")),
                       nvfp4_disable=list(setting(case, "nvfp4_disable", ())),
                       cudnn_release=release,
+                      jax_release=setting(case, "jax_release"),
                       bf16_layers=setting(case, "bf16_layers", 0),
                       moe_rank_imbalance=setting(case, "moe_capacity_factor"),
                       moe_pad_to_capacity=setting(case, "moe_capacity_factor") is not None,

@@ -68,13 +68,15 @@ RECIPES = (None, "delayed", "tensorwise", "mxfp8", "blockwise")
 #: (prop30) training options beyond precision and recipe, each refused by TrainingSpec / build_job where the model or
 #: precision has no such module (a refused draw falls back to the run without them): BF16 edge layers, per-module
 #: precisions (te_quant.cfg's), FP8 attention, NVFP4's switched-off options, the optimizer (staleness kappa),
-#: drop-and-pad MoE dispatch (dsv3_31), Automodel's cyclic fake balanced gate (automodel35)
+#: drop-and-pad MoE dispatch (dsv3_31), Automodel's cyclic fake balanced gate (automodel35), XLA's earlier SPMD
+#: partitioner (xlaver36: unset is the later one)
 TRAINING_OPTIONS = ((), (), (("bf16_layers", 2),), (("fp8_attention", True),), (("nvfp4_disable", ("rht",)),),
                     (("nvfp4_disable", ("stochastic_rounding", "2d_quantization")),), (("optimizer", "sgd"),),
                     (("module_precision", (("attention_proj", "bf16"),)),), (("module_precision", (("mtp", "bf16"),)),),
                     (("module_precision", (("attention_proj", "bf16"), ("moe_latent", "bf16"), ("mtp", "bf16"),
                                            ("mamba_out_proj", "mxfp8"))),),
-                    (("moe_pad_to_capacity", True),), (("moe_routing", "cyclic"),))
+                    (("moe_pad_to_capacity", True),), (("moe_routing", "cyclic"),),
+                    (("jax_release", "0.4.23"),))
 #: TrainingSpec fields wide_cases never draws, and why: the batch and sequence are drawn as the grid's axes and seq;
 #: the rest change no mechanism the properties test (a constant's value, a cost curve's source) or are the run's
 #: record, not its step

@@ -677,6 +677,26 @@ def tp_allreduces_per_layer(sh: Shape) -> np.ndarray:
     return np.where(sh.parallel_block | (sh.hybrid is not None), 1.0, 2.0)
 
 
+def xla_head_side_gathers(sh: Shape) -> tuple[np.ndarray, ...]:
+    """Elements a token of each head-side all-gather the later XLA SPMD partitioner (jaxlib 0.4.29 on) adds to an
+    attention layer's backward at tensor > 1, by slot Q, K, V, O (0: none; docs/model.md#xlaver36). Each weight-gradient
+    dot of a projection contracts the tokens between an operand sharded over 'tensor' on heads (dQ, dK, dV; the
+    attention output ``o``, a v_d wide) and one sharded on embed (the norm output; the output gradient), and one of
+    them is gathered: up to jaxlib 0.4.28 the h-wide one, from 0.4.29 the narrower one (xla/service/spmd/
+    dot_handler.cc ``PartitionDot``, ``EvaluatePartitionCost``; measured on CPU GSPMD, docs/model.md#xlabwd36)::
+
+        Q: a d  if a d < h        K: g d  if g d < h        V: g v_d  if g v_d < h        O: a v_d  if a v_d <= h
+
+    The ties as measured (a d = h, jaxlib 0.4.37): Q's dot gathers the norm output, O's the attention output. A
+    layer whose heads are wider than h gathers as before (measured: none added at a d = 1.5 h). MLA: 0 (its latent
+    projections were not measured)."""
+    h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
+    plain = ~np.asarray(sh.mla, dtype=bool)
+    q, k, v, o = a * d, g * d, g * dv, a * dv
+    return tuple(np.asarray(np.where(plain & narrower, w, 0.0), dtype=float)
+                 for w, narrower in ((q, q < h), (k, k < h), (v, v < h), (o, o <= h)))
+
+
 def mla_down_proj_gathers(sh: Shape, mla_column_down_proj: ArrayLike = False) -> tuple[np.ndarray, ...]:
     """Elements a token of each all-gather an MLA attention block runs over the tensor-parallel group with sequence
     parallelism besides its up-projections' two (:func:`mla_up_proj_gathers`), one NCCL collective each (0: not run;

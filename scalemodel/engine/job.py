@@ -64,6 +64,7 @@ from scalemodel.specs.training import (
     learned_positions_fit,
     low_precision_recipe,
     module_precisions,
+    xla_later_partitioner,
 )
 
 #: PyTorch DDP's default gradient bucket: ``bucket_cap_mb=25``, which DDP reads in MiB,
@@ -211,6 +212,10 @@ class Job(msgspec.Struct, frozen=True):
     # the routing pattern (training.moe_routing): random, or cyclic (Automodel's FakeBalancedGate:
     # cost.moe_routing.cyclic_part_hits), exactly balanced, no count spread
     moe_routing: str = "random"
+    # the run's XLA SPMD partitioner gathers a tensor-parallel attention projection's narrower head-side operand for its
+    # weight gradient (training.jax_release from 0.4.29, or unset; specs.training.xla_later_partitioner): priced by
+    # engine.model_parallel_comm._xla_head_side_gathers on an XLA program at tensor > 1
+    xla_later_partitioner: bool = True
     # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
     # peak), the denominator predict names for MFU and HFU
     peak_format: str = ""
@@ -448,6 +453,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         moe_pad_to_capacity=bool(getattr(training, "moe_pad_to_capacity", False)),
         moe_routing=str(getattr(training, "moe_routing", "random") or "random"),
+        xla_later_partitioner=xla_later_partitioner(training),
         **_attention_kernel(training, acc, workload),
     )
 

@@ -669,6 +669,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # tensor axis (coll['moe_mask_ar'], 0 elsewhere), one more collective of the backward's pool, which the XLA
     # partitioner schedules beside the weight-gradient GEMMs as it does the layers' own (below)
     under = under + moe_f * coll.get("moe_mask_ar", 0.0)
+    # the later XLA partitioner's head-side gathers (jaxlib 0.4.29 on) join the pool XLA schedules beside the
+    # weight-gradient compute; the norm output they spare is no longer re-gathered (_xla_head_side_gathers)
+    xla_head, xla_spared = _xla_head_side_gathers(job, g, comp, coll, n * att_share + mtp_att_blocks)
+    under = under + xla_head
     own_c, _, own_h = _input_grad_windows(job, g, comp, coll)
     # a parallel block under a framework's linears (GPT-NeoX gpt_j_residual, docs/model.md#tp34-parallel): each of
     # QKV and FC1 gathers its own input (with SP: one all-gather more a pass than the count's one) and reduces its own
@@ -696,7 +700,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     moe_rec = _moe_tp_recompute(job, g, comp, coll)
     # JAX remat policies (jax_dots, jax_qkvo, jax_qkv): the TP collectives their backward runs again, exposed as the
     # mlp's above (_jax_remat_tp_recompute)
-    jax_rec = _jax_remat_tp_recompute(job, g, comp, coll)
+    jax_rec = _jax_remat_tp_recompute(job, g, comp, coll) - xla_spared
     # selective recompute of mla_up_proj: the up-projections' input gathers again in the backward (sequence
     # parallelism; transformer.mla_up_proj_gathers), exposed as the mlp's above
     up_rec = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mla_up_proj
@@ -1144,6 +1148,39 @@ def _jax_remat_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarra
     return np.asarray(np.where(jax & (g.tp > 1), n * (ag + out_proj), 0.0))
 
 
+def _xla_head_side_gathers(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                           att_blocks: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(added, spared) seconds per micro-batch on the busiest stage of the later XLA SPMD partitioner's backward
+    (jaxlib 0.4.29 on: Job.xla_later_partitioner, training.jax_release; docs/model.md#xlaver36) on an XLA program
+    (:func:`_xla_partitioned`) at tensor > 1 with the activations sharded on embed over 'tensor' (sequence_parallel,
+    MaxText's ``activation_embed``): each weight-gradient dot of an attention projection gathers its narrower
+    head-side operand instead of the h-wide one (dot_handler.cc ``PartitionDot``; measured on CPU GSPMD,
+    docs/model.md#xlabwd36)::
+
+        added  = att_blocks sum_i AG(w_i)      (w_i: transformer.xla_head_side_gathers, Q K V O; coll['tp_xla_head'])
+        spared = att_blocks AG(h)              in a sequential layer under a JAX dots policy (jax_dots, jax_qkvo)
+                                               where Q, K and V all gather head-side
+
+    ``added`` are distinct tensors (no collective CSE merges them) priced over the tensor group at the activations'
+    dtype; they join the backward pool XLA schedules beside the weight-gradient compute (the caller's ``under``,
+    hidden up to ``comp['wgrad']`` with the rest of it: never more than the compute under them). ``spared``: the
+    input norm's output, which only Q / K / V's weight gradients read, is no longer re-gathered under a policy that
+    recomputes it (:func:`_jax_remat_tp_recompute` priced it; measured: a sequential layer's gathered tensors 4 -> 7
+    under ``minimal`` at a d = 0.8 h, 4 -> 8 under ``full``, whose recomputed forward gathers it anyway)."""
+    sh = job.shape
+    on = (_xla_partitioned(job, g) & (g.tp > 1) & np.asarray(g.sequence_parallel, dtype=bool)
+          & bool(job.xla_later_partitioner))
+    if not np.any(on):
+        return np.zeros(1), np.zeros(1)
+    added = np.where(on, att_blocks * coll["tp_xla_head"], 0.0)
+    q, k, v, _o = transformer.xla_head_side_gathers(sh)
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
+    spare = (on & (again.jax_dots | again.jax_qkvo) & ~np.asarray(sh.parallel_block, dtype=bool)
+             & (q > 0) & (k > 0) & (v > 0))
+    spared = np.where(spare, att_blocks * coll["tp_ag"], 0.0)
+    return np.asarray(added), np.asarray(spared)
+
+
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
                 att_layers: np.ndarray, full_rec: np.ndarray) -> np.ndarray:
     """Exposed context-parallel seconds per micro-batch on a stage of ``att_layers`` attention layers under
@@ -1437,6 +1474,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             # 1 where the TP collective is an all-reduce NCCL runs as NVLS (nvls_allreduce; contention's share)
             "tp_nvls": np.where(~np.asarray(g.sequence_parallel, dtype=bool) & ar_nvls, 1.0, 0.0),
             "tp_mla_up": mla_up, "tp_mla_rs": mla_rs, "tp_mla_rg": mla_rg,
+            # the later XLA partitioner's head-side gathers of an attention layer's backward (_xla_head_side_gathers)
+            "tp_xla_head": _allgathers(transformer.xla_head_side_gathers(sh), tokens, job, groups.tensor)
+            if np.any(_xla_partitioned(job, g) & (g.tp > 1)) and job.xla_later_partitioner else np.zeros(1),
             "moe_disp": moe_disp, "moe_mask_ar": moe_mask,
            "tp_embed": embedding_tp_collective(job, g, ar, rs, ag), "tp_ar": ar, "tp_rs": rs, "tp_ag": ag,
            "tp_loss": cross_entropy_tp_collective(job, g, groups, tokens),

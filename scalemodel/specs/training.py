@@ -85,6 +85,14 @@ def _release_text(v: object) -> object:
     return repr(v) if isinstance(v, float) else v
 
 
+#: a JAX release as pip names it, major.minor.patch without leading zeros (training.jax_release)
+JAX_RELEASE_PATTERN = r"^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$"
+#: the first release whose SPMD partitioner gathers the narrower operand of a weight-gradient dot: 0.4.28 measured the
+#: earlier, 0.4.29 the later (scripts/measure_xla_backward_gathers.py; docs/model.md#xlabwd36, #xlaver36)
+JAX_LATER_PARTITIONER_FIRST = (0, 4, 29)
+_JAX_TEXT = Before(_release_text, "a JAX release as major.minor.patch text without leading zeros, e.g. '0.4.23'")
+
+
 _RELEASE_NUMBER_AS_TEXT = Before(_release_text, (
     "a cuDNN release as major.minor or major.minor.patch text without leading zeros, e.g. '9.19' or '9.21.1' (quote "
     "it: a bare 9.10 reads as 9.1)"))
@@ -235,6 +243,14 @@ class TrainingSpec(Spec, kw_only=True):
         "warning naming the curve when it is another release's; a release older than every one held is refused; "
         "unset: the accelerator's default curve (attention_efficiency; docs/model.md#cudnn-release)"
     ))] = None
+    jax_release: Annotated[Annotated[str, _JAX_TEXT, Meta(pattern=JAX_RELEASE_PATTERN)] | None, Meta(description=(
+        "the JAX / jaxlib release the run used, major.minor.patch (e.g. '0.4.23'): the XLA whose SPMD partitioner "
+        "places an XLA program's tensor-parallel collectives (strategy.layer_impl xla, every TPU run). Up to 0.4.28 "
+        "(measured at 0.4.20, 0.4.23, 0.4.26, 0.4.28; earlier releases taken as these) each weight-gradient dot of a "
+        "tensor-parallel attention projection gathers its h-wide operand; from 0.4.29 (measured at 0.4.29, 0.4.30, "
+        "0.4.37) its narrower head-side one (dQ, dK, dV, the attention output), one more all-gather of that width "
+        "each in the backward at tensor > 1 (docs/model.md#xlaver36); unset: the later partitioner, the current "
+        "releases'"))] = None
     moe_rank_imbalance: Annotated[Annotated[float, Meta(ge=1.0, le=1000.0)] | None, Meta(description=(
         "MoE: the measured max / mean routed token copies per expert-parallel rank of one MoE layer and micro-batch "
         "(the busiest EP rank's load over the mean); scales the routed experts' GEMMs and activation and the EP "
@@ -1168,6 +1184,19 @@ def learned_positions_fit(training: Any, workload: Any) -> None:
         raise InputError(f"{seq} is longer than the model's learned position table of {rows} rows (position_"
                          "embeddings): no position past it has an embedding", where="training.seq_len",
                          allowed=f"a seq_len of at most {rows}, or a model with a table of as many rows")
+
+
+def xla_later_partitioner(training: Any) -> bool:
+    """Whether the run's XLA SPMD partitioner is the later one (training.jax_release; docs/model.md#xlaver36): from
+    jaxlib 0.4.29 the weight-gradient dot of a tensor-parallel attention projection gathers its narrower head-side
+    operand (dQ, dK, dV, the attention output), up to 0.4.28 its h-wide one (xla/service/spmd/dot_handler.cc
+    ``PartitionDot``'s cost-ordered strategies; measured on CPU GSPMD with jaxlib 0.4.20, 0.4.23, 0.4.26, 0.4.28
+    (earlier) and 0.4.29, 0.4.30, 0.4.37 (later): docs/model.md#xlabwd36, #xlaver36); 0.4.27, between two measured
+    earlier ones, and any release before 0.4.20 (no row at tensor > 1 states one but PaLM's 2022 XLA, two years
+    before the change) are taken as the earlier. Unset: True, the current releases' partitioner (a what-if on a new
+    install)."""
+    release = getattr(training, "jax_release", None)
+    return release is None or tuple(int(part) for part in release.split(".")) >= JAX_LATER_PARTITIONER_FIRST
 
 
 def cudnn_release_held(training: Any, acc: Any) -> str | None:
