@@ -1,0 +1,58 @@
+"""Hostile input, round 36 (fuzz36): what this round's fuzzing found in what session 35 added (strategy offload_states,
+plan --allow offload, training.moe_routing cyclic, strategy.moe_shared_expert_stream, strategy.fp8_param_gather,
+algorithms.tree_depth, the DeepSpeed config's offload keys) and in the spec fields no earlier round had fuzzed. The CLI
+contract is test_hostile_inputs.py's: exit 2, one ``error:`` line naming the file / field / option, what was wrong and
+what is allowed, nothing on stdout, no input changed.
+
+The corpus is scripts/fuzz36.py (in-process, each case under a 30 s wall alarm, checked for exit 0/1/2, one ``error:``
+line on exit 2 and nothing on stdout then, no traceback, strict JSON under ``json.loads(parse_constant=raise)`` with no
+non-finite float, no nan / inf word in a table, no input changed); its last line counts the cases and findings.
+Findings, each fixed where the input is read:
+
+1. a DeepSpeed ``zero_optimization.offload_optimizer.ratio`` outside [0, 1] (2, 1e999 read as inf) or not a JSON
+   number ("0.3") was priced as the whole optimizer offloaded, without a word; DeepSpeed's config refuses the first
+   (offload_config.py L99 at deepspeedai/DeepSpeed@edaa7221: ``ratio: float = Field(1.0, ge=0.0, le=1.0)``) and
+   reads the string as 0.3, a partial offload this model does not price.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+DENSE = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "16")
+
+
+def _ds(tmp_path: Path, offload: str) -> Path:
+    f = tmp_path / "ds.json"
+    f.write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                 f'"zero_optimization": {{"stage": 3, "offload_optimizer": {offload}}}}}')
+    return f
+
+
+# --- 1. DeepSpeed offload_optimizer.ratio ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("ratio", "said"), [("2", "2 is not"), ("1e999", "inf is not"), ("-0.5", "-0.5 is not"),
+                                             ('"0.3"', "'0.3' is not"), ("true", "True is not"), ("[]", "[] is not")])
+def test_an_offload_ratio_deepspeed_refuses_or_reads_as_partial_is_refused(cli, tmp_path: Path, ratio: str,  # type: ignore[no-untyped-def]
+                                                                           said: str) -> None:
+    f = _ds(tmp_path, f'{{"device": "cpu", "ratio": {ratio}}}')
+    line = refused(cli, "predict", *DENSE, "--strategy", str(f), "--json", inputs=(f,),
+                   match="zero_optimization.offload_optimizer.ratio: ")
+    assert said in line and "a JSON number from 0 to 1" in line, line
+
+
+@pytest.mark.parametrize(("ratio", "offloaded"), [("1", "optimizer"), ("1.0", "optimizer"), ("0.5", "none"),
+                                                  ("0", "none")])
+def test_an_offload_ratio_in_range_is_read_as_before(cli, tmp_path: Path, ratio: str, offloaded: str) -> None:  # type: ignore[no-untyped-def]
+    """1 offloads every state (DeepSpeed's default); below 1 is ZeRO-Offload++'s partial offload, named as not
+    modelled and left unset (deepspeed_config._offload_states)."""
+    f = _ds(tmp_path, f'{{"device": "cpu", "ratio": {ratio}}}')
+    r = cli("predict", *DENSE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+
+    assert json.loads(r.out)["strategy"]["offload_states"] == offloaded
+    assert ("partial optimizer offload" in r.err) == (offloaded == "none"), r.err
