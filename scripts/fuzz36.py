@@ -1,7 +1,7 @@
 """Hostile-input corpus of round 36 (fuzz36): what session 35 added and the spec fields no earlier round fuzzed.
 
 Run from the project root: ``python scripts/fuzz36.py [--only SECTION] [--list]``. Each case runs the CLI in-process
-(``scalemodel.cli.main``) under a wall-clock alarm and is checked against the contract of tests/README.md and
+(``scalemodel.cli.main``) under a 20 s CPU / 300 s wall alarm and is checked against the contract of tests/README.md and
 tests/test_hostile_inputs.py: exit 0, 1 or 2 only; no traceback (an exception other than SystemExit is a finding);
 on exit 2 one ``error:`` line on stderr and nothing on stdout; ``--json`` output parsed by ``json.loads`` with
 ``parse_constant`` raising (no NaN / Infinity) and no float that is not finite; no ``nan`` / ``inf`` word in a
@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 from scalemodel.cli import main  # noqa: E402
 
-WALL_S = 30
+WALL_S = 300
+CPU_S = 20
 
 Case = tuple[str, list[str], tuple[Path, ...]]
 
@@ -48,16 +49,21 @@ class Hang(Exception):
 
 @contextlib.contextmanager
 def _alarm(seconds: int) -> Iterator[None]:
+    """A case is a hang past CPU_S seconds of CPU (SIGPROF) or `seconds` of wall clock (SIGALRM, for a blocked read):
+    the machine is shared, so wall time alone would call a slow neighbour a hang."""
     def boom(signum, frame):  # type: ignore[no-untyped-def]
-        raise Hang(f"over {seconds} s")
+        raise Hang(f"over {CPU_S} s of CPU" if signum == signal.SIGPROF else f"over {seconds} s of wall clock")
 
-    old = signal.signal(signal.SIGALRM, boom)
+    old = signal.signal(signal.SIGALRM, boom), signal.signal(signal.SIGPROF, boom)
     signal.alarm(seconds)
+    signal.setitimer(signal.ITIMER_PROF, CPU_S)
     try:
         yield
     finally:
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGALRM, old[0])
+        signal.signal(signal.SIGPROF, old[1])
 
 
 def _no_constant(name: str) -> None:
@@ -73,6 +79,20 @@ def _bad_floats(obj: object, where: str = "") -> list[str]:
         return [w for i, v in enumerate(obj) for w in _bad_floats(v, f"{where}[{i}]")]
     return []
 
+
+def _negatives(obj: object, where: str = "") -> list[str]:
+    """Paths (list indices folded to []) of the negative numbers in a JSON document."""
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool) and obj < 0:
+        return [where]
+    if isinstance(obj, dict):
+        return [w for k, v in obj.items() for w in _negatives(v, f"{where}.{k}")]
+    if isinstance(obj, list):
+        return [w for v in obj for w in _negatives(v, f"{where}[]")]
+    return []
+
+
+#: where a negative number was seen in --json output: path -> (count, an example command)
+NEGATIVES: dict[str, list] = {}  # type: ignore[type-arg]
 
 _NAN_WORD = re.compile(r"(?<![A-Za-z_])(nan|NaN|-?inf|Infinity)(?![A-Za-z_])")
 
@@ -116,6 +136,8 @@ def run_case(argv: list[str], inputs: tuple[Path, ...] = ()) -> tuple[str | None
             try:
                 doc = json.loads(o, parse_constant=_no_constant)
                 bad = _bad_floats(doc)
+                for w in _negatives(doc):
+                    NEGATIVES.setdefault(w, [0, " ".join(argv)[:200]])[0] += 1
                 if bad:
                     finding = f"non-finite float in JSON at {bad[:3]}"
             except ValueError as exc:
@@ -300,9 +322,10 @@ def _cluster_yaml(tmp: Path, name: str, tiers: list[tuple[str, int]], gpn: int) 
 
 def sec_tree(tmp: Path) -> Iterator[Case]:
     shapes = {"t2": ([("nv", 8), ("ib", 1 << 20)], 8), "t3": ([("nv", 8), ("leaf", 32), ("spine", 1 << 20)], 8),
-              "odd": ([("nv", 6), ("leaf", 21), ("spine", 1 << 20)], 6), "one": ([("nv", 1), ("ib", 1 << 20)], 1),
-              "t5": ([("a", 2), ("b", 6), ("c", 18), ("d", 54), ("e", 1 << 20)], 2),
-              "prime": ([("nv", 7), ("ib", 1 << 20)], 7), "flat": ([("ib", 1 << 20)], 1)}
+              "odd": ([("nv", 6), ("leaf", 18), ("spine", 18 << 16)], 6), "one": ([("nv", 1), ("ib", 1 << 20)], 1),
+              "t5": ([("a", 2), ("b", 6), ("c", 18), ("d", 54), ("e", 54 << 14)], 2),
+              "prime": ([("nv", 7), ("ib", 7 << 17)], 7), "flat": ([("ib", 1 << 20)], 1),
+              "odd2": ([("nv", 6), ("leaf", 42), ("spine", 42 * 7 * 1000)], 6)}
     files = {k: _cluster_yaml(tmp, k, t, g) for k, (t, g) in shapes.items()}
     ranks = ["1", "2", "3", "5", "6", "7", "9", "21", "28", "63", "127", "129", "1000", "1023", "1025", "65535",
              "999999", "1048576"]
@@ -317,9 +340,10 @@ def sec_tree(tmp: Path) -> Iterator[Case]:
                               "--json"], ()
     for size in ["0", "1", "1 B", "-1", "1e30", "1 EiB", "0.5 B", ".nan"]:
         yield "tree.size", ["collective", "-c", "dgx-h100", "-n", "28", "--algo", "tree", "--size", size, "--json"], ()
-    for n in ("28", "100"):
-        yield "tree.predict", ["predict", "-m", "llama3-8b", "-c", str(files["odd"]), "-n", n, "--algo", "tree",
-                               "--json"], (files["odd"],)
+    for n in ("6", "12", "18", "28", "36", "100", "126", "252", "10000"):
+        for k in ("odd", "odd2", "t5", "prime"):
+            yield "tree.predict", ["predict", "-m", "llama3-8b", "-c", str(files[k]), "-n", n, "--algo", "tree",
+                                   "--json"], (files[k],)
 
 
 def _write(tmp: Path, name: str, text: str | bytes) -> Path:
@@ -448,6 +472,15 @@ def sec_fields(tmp: Path) -> Iterator[Case]:
                             "--json"], ()
         yield "fields.host_cpu", ["predict", *BASE_DENSE, "--zero", "3", "--set", "strategy.offload_states=optimizer",
                                   "--set", f"cluster.host_cpu={v}", "--json"], ()
+    for v in ["intel", "amd", "arm", "power", "other", "AMD", "x86", ""]:
+        for n in ("8", "16", "24", "64"):
+            yield "fields.host_cpu3", ["collective", "-c", "dgx-h100", "-n", n, "--set", f"cluster.host_cpu={v}",
+                                       "--json"], ()
+    for f in ("nic_bandwidth", "memory_bandwidth", "partition_bytes", "shard_imbalance"):
+        for v in HOSTILE_NUM[:22] + ["1 GB/s", "0 GB/s", "1e30 TB/s", "1 B", "1 EiB", "0 B", "0.5", "1e6", "1e7"]:
+            for ps in ("ps:1", "ps:4", "ps:4:colocated", "ps:1000"):
+                yield "fields.ps2", ["predict", *BASE_DENSE, "--dp-comm", ps,
+                                     "--set", f"cluster.parameter_server.{f}={v}", "--json"], ()
     for v in ["{cores: 0}", "{cores: -1}", "{cores: 1e9}", "{adam_rate: 0}", "{adam_rate: -1}", "{x: 1}", "{}",
               "{cores: .nan}", "{cores: 1.5}", "{name: x}"]:
         yield "fields.host_cpu2", ["predict", *BASE_DENSE, "--zero", "3", "--set", "strategy.offload_states=optimizer",
@@ -455,9 +488,9 @@ def sec_fields(tmp: Path) -> Iterator[Case]:
     for f in TIER_FIELDS:
         for v in HOSTILE_NUM[:24] + ["fat-tree", "torus", "ring", "dragonfly", "rail", "ib", "roce", "tcp", "efa",
                                     "nvlink", "1500 B", "9000", "4 KiB", "-1 B", "0 B", "1e30 B"]:
-            yield "fields.tier", ["predict", *BASE_DENSE, "--set", f"cluster.tiers.ib.{f}={v}", "--json"], ()
-            yield "fields.tier.coll", ["collective", "-c", "dgx-h100", "-n", "64", "--set", f"cluster.tiers.ib.{f}={v}",
-                                       "--json"], ()
+            yield "fields.tier", ["predict", *BASE_DENSE, "--set", f"cluster.tiers.ib-leaf.{f}={v}", "--json"], ()
+            yield "fields.tier.coll", ["collective", "-c", "dgx-h100", "-n", "64",
+                                       "--set", f"cluster.tiers.ib-leaf.{f}={v}", "--json"], ()
     for v in HOSTILE_NUM + ["700 W", "0 W", "-1 W", "1e30 W"]:
         yield "fields.tdp", ["predict", *BASE_DENSE, "--set", f"cluster.accelerator.tdp={v}", "--json"], ()
 
@@ -547,16 +580,137 @@ def sec_yaml(tmp: Path) -> Iterator[Case]:
     big.unlink()
 
 
+NEW_FIELDS = {"offload_states": ["optimizer", "optimizer+params", "none", "bogus", "", 1, None, [], "OPTIMIZER"],
+              "moe_shared_expert_stream": [True, False, "yes", 2, None, "x"],
+              "fp8_param_gather": [True, False, 2, None, "x"],
+              "moe_routing": ["cyclic", "random", "Cyclic", 1, None]}
+
+
+def _yaml_value(v: object) -> str:
+    return json.dumps(v)
+
+
+def sec_files(tmp: Path) -> Iterator[Case]:
+    """The session-35 fields in sweep files, scenario files and calibrate runs files (YAML and CSV)."""
+    i = 0
+    for field, values in NEW_FIELDS.items():
+        for v in values:
+            for zero in ('"3"', '"1"', "fsdp"):
+                i += 1
+                sweep = _write(tmp, f"sw{i}.yaml", "kind: sweep\nname: s\nmodels: [llama3-8b, mixtral-8x7b]\n"
+                               "clusters: [dgx-h100]\ngpus: [8, 16]\nstrategies:\n  - best\n"
+                               f"  - {{label: a, zero: {zero}, ep: 8, {field}: {_yaml_value(v)}}}\n"
+                               "training: {global_batch: 64, precision: fp8}\n")
+                yield "files.sweep", ["sweep", str(sweep), "--json"], (sweep,)
+                i += 1
+                scen = _write(tmp, f"sc{i}.yaml", "kind: scenario\nname: s\nmodel: mixtral-8x7b\ncluster: dgx-h100\n"
+                              "gpus: [8, 16]\n" + (
+                                  f"strategy: {{zero: {zero}, ep: 8}}\n"
+                                  f"training: {{precision: fp8, moe_routing: {_yaml_value(v)}}}\n"
+                                  if field == "moe_routing" else
+                                  f"strategy: {{zero: {zero}, ep: 8, {field}: {_yaml_value(v)}}}\n"
+                                  "training: {precision: fp8}\n"))
+                yield "files.scenario", ["scale", "--scenario", str(scen), "--json"], (scen,)
+                i += 1
+                runs = _write(tmp, f"runs{i}.yaml", "".join(
+                    f"- {{cluster: dgx-h100, model: mixtral-8x7b, gpus: {g}, ep: 8, zero: {zero}, "
+                    f"{field}: {_yaml_value(v)}, step_time: {t}}}\n" for g, t in ((8, "40 s"), (16, "21 s"),
+                                                                                 (32, "11 s"))))
+                yield "files.runs", ["calibrate", "runs", str(runs), "--json"], (runs,)
+            i += 1
+            cell = "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+            csvf = _write(tmp, f"runs{i}.csv", f"cluster,model,gpus,ep,zero,{field},step_time\n" + "".join(
+                f'dgx-h100,mixtral-8x7b,{g},8,3,"{cell}",{t}\n' for g, t in ((8, 40), (16, 21), (32, 11))))
+            yield "files.runs_csv", ["calibrate", "runs", str(csvf), "--json"], (csvf,)
+
+
+def sec_megatron(tmp: Path) -> Iterator[Case]:
+    base = "torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --micro-batch-size 1 --bf16 "
+    flags = ["--fp8-param-gather", "--fp8-param-gather --use-distributed-optimizer",
+             "--fp8-param-gather --use-distributed-optimizer --fp8-format hybrid",
+             "--fp8-param-gather=1", "--fp8-param-gather true", "--fp8-param-gather --fp8-format e4m3 "
+             "--use-distributed-optimizer --fp8-param-gather", "--fp8-param-gather --use-torch-fsdp2",
+             "--fp8-param-gather --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params",
+             "--moe-shared-expert-overlap --fp8-param-gather", "--optimizer-cpu-offload",
+             "--optimizer-cpu-offload --optimizer-offload-fraction 0.5 --use-distributed-optimizer",
+             "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-distributed-optimizer",
+             "--optimizer-offload-fraction 2", "--cpu-offloading --cpu-offloading-num-layers 4",
+             "--fp8-param-gather --fp8-format hybrid --use-distributed-optimizer --overlap-param-gather"]
+    for i, fl in enumerate(flags):
+        f = _write(tmp, f"meg{i}.sh", base + fl + "\n")
+        yield "megatron", ["predict", *BASE_DENSE, "--strategy", str(f), "--json"], (f,)
+
+
+def _field_values(prop: dict) -> list[str]:  # type: ignore[type-arg]
+    """Values worth trying for one schema property: its enum, both booleans, small and edge integers."""
+    opts = prop.get("anyOf", [prop])
+    out: list[str] = []
+    for o in opts:
+        if "enum" in o:
+            out += [str(v) for v in o["enum"]]
+        elif o.get("type") == "boolean":
+            out += ["true", "false"]
+        elif o.get("type") == "integer":
+            lo = o.get("minimum", o.get("exclusiveMinimum", -1) + 1)
+            out += [str(v) for v in (lo, lo + 1, 2, 3, 4, 8, 7, 64) if v >= lo and v <= o.get("maximum", 10**9)]
+        elif o.get("type") == "number":
+            lo, hi = o.get("minimum", 0), o.get("maximum", o.get("exclusiveMaximum", 2e3) / 2)
+            out += [str(v) for v in (lo, hi, (lo + hi) / 2)]
+        elif o.get("type") == "null":
+            out.append("null")
+    return out
+
+
+COMBO_BASES = [["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"], ["-m", "llama3-70b", "-c", "dgx-h100", "-n", "64"],
+               ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"], ["-m", "deepseek-v3", "-c", "gb200-nvl72",
+                                                                      "-n", "256"],
+               ["-m", "llama3-8b", "-c", "tpu-v6e-pod", "-n", "16"], ["-m", "gpt3-175b", "-c", "dgx-a100", "-n", "128"],
+               ["-m", "mixtral-8x7b", "-c", "dgx-b200", "-n", "16"]]
+SESSION35 = {"strategy": ["offload_states", "moe_shared_expert_stream", "fp8_param_gather", "fsdp_defer_grad_sync",
+                          "fsdp_per_param", "layer_impl"],
+             "training": ["moe_routing", "moe_pad_to_capacity", "optimizer"]}
+
+
+def sec_combo(tmp: Path, count: int = int(os.environ.get("FUZZ36_COMBO", "1500")),
+              seed: int = int(os.environ.get("FUZZ36_SEED", "36"))) -> Iterator[Case]:
+    """Random combinations of valid field values (the schemas' enums, booleans and small integers), each with one of
+    the session-35 fields, over dense, MoE, TPU and Blackwell bases: engine paths no hand-written case reaches."""
+    import random
+
+    schema = json.loads((ROOT / "schemas" / "scenario.schema.json").read_text())["$defs"]
+    pools = {sec: {f: _field_values(p) for f, p in schema[name]["properties"].items() if _field_values(p)}
+             for sec, name in (("strategy", "StrategySpec"), ("training", "TrainingSpec"))}
+    for drop in ("dp", "seq_len", "global_batch", "cp_a2a_size", "stage_layers"):
+        for pool in pools.values():
+            pool.pop(drop, None)
+    rng = random.Random(seed)
+    for _ in range(count):
+        base = rng.choice(COMBO_BASES)
+        sec = rng.choice(list(SESSION35))
+        picks = [(sec, rng.choice(SESSION35[sec]))]
+        for _k in range(rng.randint(2, 7)):
+            s2 = rng.choice(["strategy", "training"])
+            picks.append((s2, rng.choice(list(pools[s2]))))
+        sets = ["--set", f"strategy.zero={rng.choice(['1', '2', '3', 'fsdp', 'hsdp', '0'])}",
+                "--set", f"training.precision={rng.choice(['bf16', 'fp8', 'fp8', 'fp4'])}"]
+        for s2, f in picks:
+            sets += ["--set", f"{s2}.{f}={rng.choice(pools[s2][f])}"]
+        cmd = rng.choice(["predict", "predict", "predict", "memory"])
+        yield "combo", [cmd, *base, *sets, "--json"], ()
+
+
 SECTIONS: dict[str, Callable[[Path], Iterator[Case]]] = {
     "offload": sec_offload, "plan_allow": sec_plan_allow, "moe": sec_moe, "fp8": sec_fp8, "tree": sec_tree,
     "deepspeed": sec_deepspeed, "torchtitan": sec_torchtitan, "fields": sec_fields, "check": sec_check,
-    "generic": sec_generic, "yaml": sec_yaml}
+    "generic": sec_generic, "yaml": sec_yaml, "files": sec_files, "megatron": sec_megatron,
+    "combo": sec_combo}
 
 
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", choices=sorted(SECTIONS), help="run these sections only")
     ap.add_argument("--verbose", action="store_true", help="print every case's exit status and last stderr line")
+    ap.add_argument("--text", action="store_true", help="run every case without --json (the tables' renderers)")
     ap.add_argument("--list", action="store_true", help="print the cases, run none")
     args = ap.parse_args()
     n = found = 0
@@ -567,6 +721,8 @@ def main_() -> int:
         for name in args.only or list(SECTIONS):
             for label, argv, inputs in SECTIONS[name](tmp):
                 n += 1
+                if args.text:
+                    argv = [a for a in argv if a != "--json"]
                 if args.list:
                     print(label, " ".join(argv)[:300])
                     continue
@@ -578,6 +734,8 @@ def main_() -> int:
                 if finding:
                     found += 1
                     print(f"FINDING [{label}] {' '.join(argv)[:300]}\n    {finding}", flush=True)
+    for w, (count, example) in sorted(NEGATIVES.items()):
+        print(f"negative: {w} x{count} e.g. {example}")
     print(f"fuzz36: {n} cases, {found} findings, exit statuses {dict(sorted(codes.items()))}, "
           f"{cpu_total:.0f} s of CPU")
     return 1 if found else 0

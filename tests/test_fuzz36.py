@@ -9,10 +9,14 @@ line on exit 2 and nothing on stdout then, no traceback, strict JSON under ``jso
 non-finite float, no nan / inf word in a table, no input changed); its last line counts the cases and findings.
 Findings, each fixed where the input is read:
 
-1. a DeepSpeed ``zero_optimization.offload_optimizer.ratio`` outside [0, 1] (2, 1e999 read as inf) or not a JSON
+1. a DeepSpeed ``zero_optimization.offload_optimizer.ratio`` outside [0, 1] (2, 1.5, -0.5) or not a JSON
    number ("0.3") was priced as the whole optimizer offloaded, without a word; DeepSpeed's config refuses the first
    (offload_config.py L99 at deepspeedai/DeepSpeed@edaa7221: ``ratio: float = Field(1.0, ge=0.0, le=1.0)``) and
-   reads the string as 0.3, a partial offload this model does not price.
+   reads the string as 0.3, a partial offload this model does not price;
+2. a JSON decimal beyond a 64-bit float (1e999) was read as inf and a nonzero one below it (1e-999) as 0 (Python's
+   json), so a config.json or DeepSpeed config was refused for a value it does not hold ("hidden_size: expected an
+   integer, got 'inf'", "num_hidden_layers: ... got '0.0'") or, where the key is not read, passed as 0: refused as
+   written at its key and line, as YAML's are since fuzz34 (loader._json_float).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+from scalemodel.specs.loader import load_json
 
 DENSE = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "16")
 
@@ -35,7 +42,7 @@ def _ds(tmp_path: Path, offload: str) -> Path:
 
 # --- 1. DeepSpeed offload_optimizer.ratio ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("ratio", "said"), [("2", "2 is not"), ("1e999", "inf is not"), ("-0.5", "-0.5 is not"),
+@pytest.mark.parametrize(("ratio", "said"), [("2", "2 is not"), ("1.5", "1.5 is not"), ("-0.5", "-0.5 is not"),
                                              ('"0.3"', "'0.3' is not"), ("true", "True is not"), ("[]", "[] is not")])
 def test_an_offload_ratio_deepspeed_refuses_or_reads_as_partial_is_refused(cli, tmp_path: Path, ratio: str,  # type: ignore[no-untyped-def]
                                                                            said: str) -> None:
@@ -56,3 +63,40 @@ def test_an_offload_ratio_in_range_is_read_as_before(cli, tmp_path: Path, ratio:
 
     assert json.loads(r.out)["strategy"]["offload_states"] == offloaded
     assert ("partial optimizer offload" in r.err) == (offloaded == "none"), r.err
+
+
+# --- 2. JSON decimals beyond a 64-bit float --------------------------------------------------------------------------
+
+HF_LLAMA = ROOT / "tests" / "data" / "hf" / "Llama-2-7b-hf" / "config.json"
+
+
+@pytest.mark.parametrize(("key", "text", "said"), [
+    ("hidden_size", "1e999", "hidden_size: 1e999 is beyond"), ("num_hidden_layers", "2e-400", "num_hidden_layers: "
+                                                                                               "2e-400 is below"),
+    ("max_position_embeddings", "-1E+999", "max_position_embeddings: -1E+999 is beyond"),
+    ("rms_norm_eps", "1e-999", "rms_norm_eps: 1e-999 is below")])
+def test_a_json_decimal_beyond_a_float_is_refused_as_written_at_its_key(cli, tmp_path: Path, key: str, text: str,  # type: ignore[no-untyped-def]
+                                                                        said: str) -> None:
+    """As YAML's (fuzz34): 1e999 was read as inf and 2e-400 as 0, refused as "got 'inf'" / "got '0.0'", values the
+    file does not hold, and a nonzero rms_norm_eps written 1e-999 was read as 0 without a word."""
+    src = HF_LLAMA.read_text()
+    before = f'"{key}": {json.loads(src)[key]}'
+    assert before in src
+    f = tmp_path / "config.json"
+    f.write_text(src.replace(before, f'"{key}": {text}'))
+    line = refused(cli, "predict", "-m", str(f), "-c", "dgx-h100", "-n", "8", "--json", inputs=(f,))
+    assert f"config.json:{src[:src.index(before)].count(chr(10)) + 1}: {said} the range of a number (a 64-bit float)" \
+        in line, line
+
+
+def test_a_deepspeed_decimal_below_a_float_is_refused_as_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "ds.json"
+    f.write_text('{"train_micro_batch_size_per_gpu": 1e-999}')
+    refused(cli, "predict", *DENSE, "--strategy", str(f), "--json", inputs=(f,),
+            match="ds.json:1: train_micro_batch_size_per_gpu: 1e-999 is below the range of a number")
+
+
+@pytest.mark.parametrize(("text", "value"), [("1.7e308", 1.7e308), ("5e-324", 5e-324), ("0.0e-999", 0.0),
+                                             ("-0.0", 0.0), ("0e400", 0.0), ("1e9", 1e9)])
+def test_json_decimals_a_float_holds_are_read(text: str, value: float) -> None:
+    assert load_json(f'{{"x": {text}}}', "f.json") == {"x": value}
