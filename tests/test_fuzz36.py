@@ -16,7 +16,9 @@ Findings, each fixed where the input is read:
 2. a JSON decimal beyond a 64-bit float (1e999) was read as inf and a nonzero one below it (1e-999) as 0 (Python's
    json), so a config.json or DeepSpeed config was refused for a value it does not hold ("hidden_size: expected an
    integer, got 'inf'", "num_hidden_layers: ... got '0.0'") or, where the key is not read, passed as 0: refused as
-   written at its key and line, as YAML's are since fuzz34 (loader._json_float).
+   written at its key and line, as YAML's are since fuzz34 (loader._json_float);
+3. the same in a torchtitan TOML (tomllib): ``tensor_parallel_degree = 1e999`` was "expected a count, got 'inf'";
+   now refused as written at its line and key (torchtitan_config._toml_float); TOML's own inf / nan are unchanged.
 """
 
 from __future__ import annotations
@@ -100,3 +102,34 @@ def test_a_deepspeed_decimal_below_a_float_is_refused_as_written(cli, tmp_path: 
                                              ("-0.0", 0.0), ("0e400", 0.0), ("1e9", 1e9)])
 def test_json_decimals_a_float_holds_are_read(text: str, value: float) -> None:
     assert load_json(f'{{"x": {text}}}', "f.json") == {"x": value}
+
+
+# --- 3. TOML decimals beyond a 64-bit float --------------------------------------------------------------------------
+
+def _titan(tmp_path: Path, tp: str) -> Path:
+    f = tmp_path / "job.toml"
+    f.write_text(f"[training]\nlocal_batch_size = 1\n[parallelism]\ndata_parallel_shard_degree = 8\n"
+                 f"tensor_parallel_degree = {tp}\n")
+    return f
+
+
+@pytest.mark.parametrize(("text", "said"), [("1e999", "1e999 is beyond"), ("-1e999", "-1e999 is beyond"),
+                                            ("1e-999", "1e-999 is below"), ("1_0e9_99", "1_0e9_99 is beyond")])
+def test_a_toml_decimal_beyond_a_float_is_refused_as_written_at_its_line(cli, tmp_path: Path, text: str,  # type: ignore[no-untyped-def]
+                                                                         said: str) -> None:
+    """tomllib read 1e999 as inf and 1e-999 as 0: "tensor_parallel_degree: expected a count, got 'inf'"."""
+    f = _titan(tmp_path, text)
+    refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match=f"job.toml:5: tensor_parallel_degree: {said} the range of a number (a 64-bit float)")
+
+
+@pytest.mark.parametrize(("text", "said"), [("inf", "got 'inf'"), ("nan", "got 'nan'"), ("0.0e-999", "got '0.0'"),
+                                            ("2.0", None)])
+def test_toml_floats_a_float_holds_keep_their_own_errors(cli, tmp_path: Path, text: str, said: str | None) -> None:  # type: ignore[no-untyped-def]
+    """TOML's own inf / nan and a decimal zero are read as before (the degree's check says what it got)."""
+    f = _titan(tmp_path, text)
+    r = cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--strategy", str(f), "--json")
+    if said is None:
+        assert r.code == 2 and "tensor_parallel_degree" in r.err and "range of a number" not in r.err, r.err
+    else:
+        assert r.code == 2 and said in r.err, r.err
