@@ -55,15 +55,20 @@ def _alarm(seconds: int) -> Iterator[None]:
         raise Hang(f"over {CPU_S} s of CPU" if signum == signal.SIGPROF else f"over {seconds} s of wall clock")
 
     old = signal.signal(signal.SIGALRM, boom), signal.signal(signal.SIGPROF, boom)
-    signal.alarm(seconds)
-    signal.setitimer(signal.ITIMER_PROF, CPU_S)
+    t0, c0 = time.monotonic(), time.process_time()
+    outer_wall = signal.setitimer(signal.ITIMER_REAL, seconds)[0]  # an enclosing guard's (a test's) timers, resumed
+    outer_cpu = signal.setitimer(signal.ITIMER_PROF, CPU_S)[0]
     try:
         yield
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGALRM, old[0])
         signal.signal(signal.SIGPROF, old[1])
+        if outer_wall:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_wall - (time.monotonic() - t0), 0.001))
+        if outer_cpu:
+            signal.setitimer(signal.ITIMER_PROF, max(outer_cpu - (time.process_time() - c0), 0.001))
 
 
 def _no_constant(name: str) -> None:

@@ -27,7 +27,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, script_module
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 from scalemodel.specs.loader import load_json
@@ -133,3 +135,55 @@ def test_toml_floats_a_float_holds_keep_their_own_errors(cli, tmp_path: Path, te
         assert r.code == 2 and "tensor_parallel_degree" in r.err and "range of a number" not in r.err, r.err
     else:
         assert r.code == 2 and said in r.err, r.err
+
+
+# --- guards: the session-35 fields under generated strategy files, and a slice of the round's corpus ----------------
+
+_VALUE = hs.one_of(hs.sampled_from(["none", "optimizer", "optimizer+params", "cyclic", "random", "true", "false", "",
+                                    "1e999", "1e-999", ".nan", "-.inf", "null", "\u202e", "optimizer\u200b",
+                                    "x" * 300]),
+                   hs.booleans(), hs.none(), hs.integers(-2**70, 2**70),
+                   hs.floats(allow_nan=True, allow_infinity=True), hs.lists(hs.integers(0, 3), max_size=3),
+                   hs.dictionaries(hs.sampled_from(["device", "a"]), hs.sampled_from(["cpu", 1]), max_size=2))
+_FIELDS = hs.sampled_from([("strategy", "offload_states"), ("strategy", "moe_shared_expert_stream"),
+                           ("strategy", "fp8_param_gather"), ("training", "moe_routing"),
+                           ("strategy", "fsdp_defer_grad_sync"), ("strategy", "zero"), ("training", "precision"),
+                           ("training", "optimizer"), ("strategy", "ep")])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(items=hs.lists(hs.tuples(_FIELDS, _VALUE), min_size=1, max_size=5, unique_by=lambda t: t[0]),
+       command=hs.sampled_from(["predict", "memory"]))
+def test_generated_strategy_files_keep_the_contract(cli, tmp_path_factory: pytest.TempPathFactory,  # type: ignore[no-untyped-def]
+                                                    items: list, command: str) -> None:  # type: ignore[type-arg]
+    """A strategy file (JSON, a subset of YAML) of the session-35 fields with any value: exit 0 with strict JSON, or
+    exit 2 with one error line and nothing on stdout; never a traceback; the file unchanged."""
+    doc: dict = {"strategy": {}, "training": {}}  # type: ignore[type-arg]
+    for (section, field), value in items:
+        doc[section][field] = value
+    text = json.dumps(doc, allow_nan=True)  # NaN / Infinity tokens are hostile input too
+    f = tmp_path_factory.mktemp("gen") / "s.yaml"
+    f.write_text(text)
+    r = cli(command, "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "16", "--strategy", str(f), "--json")
+    assert "Traceback" not in r.err and r.code in (0, 2), (r.code, r.err[-300:])
+    if r.code == 2:
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and r.out == "", r.err
+    else:
+        json.loads(r.out, parse_constant=_no_constant)
+    assert f.read_text() == text
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"{name} in --json output")
+
+
+@pytest.mark.parametrize("section", ["deepspeed", "torchtitan", "megatron", "check"])
+def test_the_round_corpus_sections_find_nothing(section: str, tmp_path: Path) -> None:
+    """scripts/fuzz36.py's smaller sections (~480 cases, a few CPU seconds) as a regression guard: each case's
+    contract is checked by its run_case (exit 0/1/2, one error line, strict JSON, no input changed)."""
+    fuzz = script_module("fuzz36")
+    found = [(argv, finding) for _label, argv, inputs in fuzz.SECTIONS[section](tmp_path)
+             for finding in [fuzz.run_case(argv, inputs)[0]] if finding]
+    assert not found, found[:3]
