@@ -18,7 +18,10 @@ Findings, each fixed where the input is read:
    integer, got 'inf'", "num_hidden_layers: ... got '0.0'") or, where the key is not read, passed as 0: refused as
    written at its key and line, as YAML's are since fuzz34 (loader._json_float);
 3. the same in a torchtitan TOML (tomllib): ``tensor_parallel_degree = 1e999`` was "expected a count, got 'inf'";
-   now refused as written at its line and key (torchtitan_config._toml_float); TOML's own inf / nan are unchanged.
+   now refused as written at its line and key (torchtitan_config._toml_float); TOML's own inf / nan are unchanged;
+4. ``plan --allow offload --constraint offload_states!=none`` was "unknown constraint key 'offload_states'", though
+   plan searches that column and the other searched columns (cp_comm_type, moe_flex_backend) are constraint keys: the
+   error now says what plan does with it and how to pin it (constraints._PINNED_BY_SET).
 """
 
 from __future__ import annotations
@@ -135,6 +138,24 @@ def test_toml_floats_a_float_holds_keep_their_own_errors(cli, tmp_path: Path, te
         assert r.code == 2 and "tensor_parallel_degree" in r.err and "range of a number" not in r.err, r.err
     else:
         assert r.code == 2 and said in r.err, r.err
+
+
+
+# --- 4. offload_states as a --constraint ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("constraint", ["offload_states!=none", "offload_states=optimizer", "offload=optimizer+params"])
+def test_offload_states_as_a_constraint_says_how_plan_searches_and_pins_it(cli, constraint: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "plan", *DENSE, "-k", "1", "--allow", "offload", "--constraint", constraint, "--json",
+                   match=f"--constraint: {constraint.split('!')[0].split('=')[0]} is not a constraint key: plan "
+                         "--allow offload searches none, optimizer and optimizer+params")
+    assert "--set strategy.offload_states=VALUE pins it" in line, line
+
+
+def test_the_pin_the_constraint_error_names_is_accepted(cli) -> None:  # type: ignore[no-untyped-def]
+    """What the error says to do works: plan with offload_states pinned (and a zero it runs with) ranks only it."""
+    doc = accepted(cli, "plan", *DENSE, "-k", "2", "--set", "strategy.offload_states=optimizer", "--set",
+                   "strategy.zero=3")
+    assert doc["ranked"] and {r["strategy"]["offload_states"] for r in doc["ranked"]} == {"optimizer"}
 
 
 # --- guards: the session-35 fields under generated strategy files, and a slice of the round's corpus ----------------
