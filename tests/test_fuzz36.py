@@ -7,7 +7,13 @@ what is allowed, nothing on stdout, no input changed.
 The corpus is scripts/fuzz36.py (in-process, each case under a 30 s wall alarm, checked for exit 0/1/2, one ``error:``
 line on exit 2 and nothing on stdout then, no traceback, strict JSON under ``json.loads(parse_constant=raise)`` with no
 non-finite float, no nan / inf word in a table, no input changed); its last line counts the cases and findings.
-Findings, each fixed where the input is read:
+At 5a1b9212+: 6,580 cases in 14 sections (offload 464, plan --allow offload 62, MoE routing / shared-expert stream
+322, fp8_param_gather 205, tree depths 872, DeepSpeed offload keys 220, torchtitan offload 194, the 53 unfuzzed spec
+fields 2,179, check assertions 29, generic workload 190, YAML structure 78, sweep / scenario / runs files 250,
+Megatron flags 15, random valid combinations 1,500), 0 contract breaks; the same without --json (the tables) 6,116,
+and 5,500 more random combinations (seeds 37, 39): none. The negative numbers seen in --json are signed by design
+(speed-error ranges, residuals, elasticities, loss attributions that are gains). The findings below came from
+reading what the corpus accepted or said, not from a contract break. Findings, each fixed where the input is read:
 
 1. a DeepSpeed ``zero_optimization.offload_optimizer.ratio`` outside [0, 1] (2, 1.5, -0.5) or not a JSON
    number ("0.3") was priced as the whole optimizer offloaded, without a word; DeepSpeed's config refuses the first
