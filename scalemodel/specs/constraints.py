@@ -153,6 +153,15 @@ def constraint_pairs(spec: Any) -> list[Any]:
     return [("=", spec)]
 
 
+#: Strategy fields plan searches that no constraint key restricts (a key, or its short name, -> the field): what
+#: the error says instead of "unknown constraint key"
+_PINNED_BY_SET = {"offload_states": "offload_states", "offload": "offload_states"}
+_PINNED_WHY = {"offload_states": ("plan --allow offload searches none, optimizer and optimizer+params where the "
+                                  "cluster gives host_bandwidth",
+                                  " (with --set strategy.zero: 1, 2 or 3 for optimizer; 3, fsdp or hsdp for "
+                                  "optimizer+params)")}
+
+
 def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
     """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
     list of pairs; string values are parsed (names, integers, byte quantities)."""
@@ -165,6 +174,12 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
     for raw_key, spec in (constraints or {}).items():
         key = constraint_key(raw_key)
         if key not in CONSTRAINT_KEYS:
+            if key in _PINNED_BY_SET:  # fuzz36: said only "unknown constraint key", though plan searches it
+                field = _PINNED_BY_SET[key]
+                why, pin = _PINNED_WHY[field]
+                raise InputError(f"{raw_key} is not a constraint key: {why}", where=where,
+                                 allowed=f"--set strategy.{field}=VALUE pins it{pin}; constraint keys: "
+                                         f"{', '.join(CONSTRAINT_KEYS)}")
             raise InputError(f"unknown constraint key {raw_key!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
         for pair in constraint_pairs(spec):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:  # {"tp": [2, 4]}: "cannot unpack non-iterable"

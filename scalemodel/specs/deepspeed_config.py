@@ -147,6 +147,19 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 raise InputError(f"unknown offload device {str(device)[:40]!r}",
                                  where=f"zero_optimization.{dev}.device",
                                  allowed='"cpu", "nvme" or "none" (DeepSpeed\'s OffloadDeviceEnum), or leave it out')
+            ratio = sec.get("ratio") if isinstance(sec, dict) and dev == "offload_optimizer" else None
+            if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                      or not 0 <= ratio <= 1):
+                # fuzz36: 2, 1e999 (inf) or "0.3" were priced as the whole optimizer offloaded, without a word, where
+                # DeepSpeed's config refuses what is outside [0, 1] (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/
+                # zero/offload_config.py L99: ratio: float = Field(1.0, ge=0.0, le=1.0)) and reads "0.3" as 0.3, a
+                # partial offload
+                shown = repr(ratio)[:40] if isinstance(ratio, str) else str(ratio)[:40]
+                raise InputError(f"{shown} is not a JSON number from 0 to 1",
+                                 where="zero_optimization.offload_optimizer.ratio",
+                                 allowed="the fraction of the optimizer states offloaded, a JSON number from 0 to 1 "
+                                         "(DeepSpeed's DeepSpeedZeroOffloadOptimizerConfig.ratio; 1, the default, "
+                                         "offloads them all), or leave it out")
         _offload_states(zero, out)
         for k in zero:
             if k not in _ZERO_USED and k not in ("offload_optimizer", "offload_param", "cpu_offload",

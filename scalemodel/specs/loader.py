@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import sys
@@ -227,6 +228,17 @@ def _json_int(text: str) -> int:
     return int(text)
 
 
+def _json_float(text: str) -> float:
+    """A JSON decimal a 64-bit float holds, as YAML's (yamlread.construct_core_float, fuzz34). fuzz36: ``1e999`` was
+    read as inf and a nonzero ``1e-999`` as 0, so the refusal quoted a value the file does not hold
+    (``train_batch_size: expected a count, got 'inf'``, ``num_hidden_layers: expected an integer, got '0.0'``)."""
+    value = float(text)
+    if math.isinf(value) or (value == 0 and re.search(r"[1-9]", text.lower().split("e")[0])):
+        raise InputError(f"{text[:40]} is {'beyond' if value else 'below'} the range of a number (a 64-bit float)",
+                         allowed="a number of magnitude 0 or 5e-324 to 1.79e308 (JSON has no NaN or Infinity)")
+    return value
+
+
 def _json_constant(text: str) -> float:
     raise InputError(f"{text} is not a number", allowed="finite numbers (JSON has no NaN or Infinity)")
 
@@ -248,7 +260,8 @@ def load_json(text: str, name: str) -> Any:
     """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys (named with their lines), and
     strings of printable text as YAML's are (:func:`scalemodel.specs.files.refuse_unprintable_strings`)."""
     try:
-        data = json.loads(text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object)
+        data = json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant,
+                          object_pairs_hook=_json_object)
     except _DuplicateKey as exc:
         key = str(exc.args[0])
         lines = [text.count("\n", 0, m.start()) + 1
@@ -259,7 +272,7 @@ def load_json(text: str, name: str) -> Any:
         raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", where=f"{name}:{exc.lineno}",
                          allowed="strict JSON: double-quoted keys and strings, commas between items, nothing "
                                  "after the document") from None
-    except InputError as exc:  # a long integer or NaN/Infinity: named at its key and line, as YAML's are
+    except InputError as exc:  # a long integer, NaN/Infinity or 1e999: named at its key and line, as YAML's are
         raise exc.at(_json_place(text, name, exc.what)) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
@@ -268,9 +281,10 @@ def load_json(text: str, name: str) -> Any:
 
 
 def _json_place(text: str, name: str, what: str) -> str:
-    """``name:LINE: KEY`` of the first value :func:`load_json` refused (``what`` says which: a long integer or a
-    NaN/Infinity constant), or ``name`` when it is not found after a key (an array item)."""
+    """``name:LINE: KEY`` of the first value :func:`load_json` refused (``what`` says which: a long integer, a
+    NaN/Infinity constant or a decimal beyond a float), or ``name`` when it is not found after a key (an array item)."""
     value = (r"-?(?:NaN|Infinity)" if what.endswith(" is not a number")
+             else re.escape(what.split(" ", 1)[0]) if "the range of a number" in what
              else rf"-?[0-9]{{{files.MAX_INT_DIGITS + 1},}}")
     m = re.search(r'"((?:[^"\\]|\\.){0,200})"\s*:\s*(' + value + ")", text)
     if m is None:

@@ -9,6 +9,7 @@ its dotted keys bounded first (:data:`MAX_TOML_KEY_PARTS`). The entry point that
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from typing import Any
@@ -28,6 +29,22 @@ _TOML_DEEP_KEY = re.compile(r"(?:^|[{,])[ \t]*\[{0,2}[ \t]*(?:(?:[A-Za-z0-9_-]+|
                             rf"[ \t]*\.[ \t]*){{{MAX_TOML_KEY_PARTS}}}", re.M)
 
 
+class _FloatRange(Exception):
+    pass
+
+
+def _toml_float(text: str) -> float:
+    """A TOML decimal a 64-bit float holds (as YAML's and JSON's: yamlread.construct_core_float, loader._json_float).
+    fuzz36: ``tensor_parallel_degree = 1e999`` was read as inf and ``1e-999`` as 0, refused as a value the file does
+    not hold ("expected a count, got 'inf'"); ``inf`` and ``nan``, which TOML spells out, stay what they say."""
+    value = float(text)
+    plain = text.lower().lstrip("+-")
+    if plain not in ("inf", "nan") and (math.isinf(value) or (value == 0 and re.search(r"[1-9]",
+                                                                                        plain.split("e")[0]))):
+        raise _FloatRange(text, "beyond" if value else "below")
+    return value
+
+
 def _toml(text: str, where: str) -> dict[str, Any]:
     deep = _TOML_DEEP_KEY.search(text)
     if deep:
@@ -45,7 +62,14 @@ def _toml(text: str, where: str) -> dict[str, Any]:
             raise InputError("reading TOML needs Python 3.11 or the tomli package", where=where,
                              allowed="pip install tomli, or a strategy YAML") from None
     try:
-        data: dict[str, Any] = toml_reader.loads(text)
+        data: dict[str, Any] = toml_reader.loads(text, parse_float=_toml_float)
+    except _FloatRange as exc:
+        written, side = exc.args
+        m = re.search(r"^[ \t]*([^=\n]{1,100}?)[ \t]*=[ \t]*" + "_?".join(map(re.escape, written)), text, re.M)
+        at = f":{text.count(chr(10), 0, m.start()) + 1}: {m.group(1)}" if m else ""
+        raise InputError(f"{written[:40]} is {side} the range of a number (a 64-bit float)", where=where + at,
+                         allowed="a number of magnitude 0 or 5e-324 to 1.79e308, or inf / nan as TOML writes "
+                                 "them") from None
     except toml_reader.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {folded(exc)}", where=where,
                          allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
