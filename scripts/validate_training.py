@@ -54,7 +54,9 @@ Two case files (issue 5 and issue 13):
       JAX-Toolbox's JAX images up to 2025-10, the mtdgxc24 rows') -> no in-network reduction on the NVLink tiers.
     - sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking
       (:data:`LOSS_DP_ALLREDUCE`: NeMo 1 and NeMo 2 before 58f6689700: dgxc25, dgxc2504, dgxc2505, mlpt31, mlpt40,
-      mlpt41, nemo2407, nemo2502, nemo2504; Megatron-LM before 3806ec2754: mlm24) -> strategy loss_dp_allreduce.
+      mlpt41, mlpt50, nemo2407, nemo2502, nemo2504; Megatron-LM before 3806ec2754: mlm24; Primus' own Megatron
+      loss_func: tprimat26; a row's ``framework.loss_dp_allreduce`` over its source's: mlpt51's NeMo 2.2 Nebius 405B
+      rows) -> strategy loss_dp_allreduce.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
@@ -453,6 +455,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "optim_name": ((str,), ("distributed_fused_adam", "mcore_distributed_optim")),
     "bucket_cap_mb": ((int, float), None),
     "fp8_param_gather": ((bool,), (True, False)),
+    "loss_dp_allreduce": ((bool,), (True, False)),
     "fp8_attention": ((bool,), (True,)),
     "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
     "bf16_layers": ((int,), None),
@@ -1189,8 +1192,8 @@ OVERLAP_P2P_SOURCES = sources_with("overlap_p2p")
 #: false; sources.yaml ``overlap_p2p_send_lagged``).
 OVERLAP_P2P_SEND_LAGGED = sources_with("overlap_p2p_send_lagged")
 #: Sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking (NeMo 1, NeMo 2
-#: before 58f6689700, Megatron-LM before 3806ec2754; strategy loss_dp_allreduce, docs/model.md#loss-dp-allreduce;
-#: sources.yaml ``loss_dp_allreduce``).
+#: before 58f6689700, Megatron-LM before 3806ec2754, Primus' Megatron trainer; strategy loss_dp_allreduce,
+#: docs/model.md#loss-dp-allreduce; sources.yaml ``loss_dp_allreduce``); a row's ``framework.loss_dp_allreduce`` wins.
 LOSS_DP_ALLREDUCE = sources_with("loss_dp_allreduce")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).
@@ -1940,7 +1943,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           overlap_p2p_comm=p2p_overlap,
                           # the lag only where the overlap is on (the field qualifies it; alone it is warned)
                           overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),
-                          loss_dp_allreduce=src in LOSS_DP_ALLREDUCE,
+                          loss_dp_allreduce=bool(setting(case, "loss_dp_allreduce", src in LOSS_DP_ALLREDUCE)),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param

@@ -101,8 +101,9 @@ def test_sources_and_rows() -> None:
     """The NeMo 1 sources, the NeMo 2 ones before 58f6689700 and Megatron-LM's before 3806ec2754 run it
     (validation/sources.yaml loss_dp_allreduce); Megatron-Bridge's rows do not."""
     vt = script_module("validate_training")
+    # nemo1rest36 added mlpt50 (NeMo v2.2.0) and tprimat26 (Primus' own loss_func): tests/test_nemo1rest36.py
     assert vt.LOSS_DP_ALLREDUCE == {"dgxc25", "dgxc2504", "dgxc2505", "mlpt31", "mlpt40", "mlpt41", "nemo2407",
-                                    "nemo2502", "nemo2504", "mlm24"}
+                                    "nemo2502", "nemo2504", "mlm24", "mlpt50", "tprimat26"}
     cases = training_cases()
     assert vt.predict_new_case(cases["dgxc25_h100_nemotron4_15b_bf16_16"]).strategy.loss_dp_allreduce is True
     assert vt.predict_new_case(cases["mb2511_gb200_llama3_8b_fp8cs"]).strategy.loss_dp_allreduce is False
