@@ -74,11 +74,14 @@ def test_offload_step_seconds_by_hand() -> None:
     """Numbers by hand, B = 1 byte/s. DeepSpeed ZeRO-2 (D2H 12, H2D 6, no fetch) under C = 10: 12 + 6 - 10 = 8 (the
     max of the two directions gave 2). FSDP (D2H 16 on the reduce-scatter stream, H2D 32 all fetches) under C = 5,
     C_F = 20: max(16 - 5, 32 - 20) = 12. ZeRO-3 with offload_param (D2H 20, H2D 8 of gradients + 16 fetched), C = 4,
-    C_F = 30: 28 - 4 = 24. The CPU step and the copy back add after."""
+    C_F = 30: 28 - 4 = 24 (all 24 bytes in under C_F: 24 - 30 < 0). The CPU step and the copy back add after."""
     assert float(state_offload.offload_step_seconds(12, 6, 0, 0, 1.0, 10)) == pytest.approx(8.0)
     assert float(state_offload.offload_step_seconds(16, 32, 0, 0, 1.0, 5, 32, 20)) == pytest.approx(12.0)
     assert float(state_offload.offload_step_seconds(20, 24, 0, 0, 1.0, 4, 16, 30)) == pytest.approx(24.0)
     assert float(state_offload.offload_step_seconds(20, 24, 2, 7, 1.0, 100, 16, 100)) == pytest.approx(9.0)
+    # the fetches and the copies back share the host-to-device direction: D2H 10, H2D 30 of which 20 fetched, C 5,
+    # C_F 12: max(10 + 10 - 5, 20 - 12, 30 - 12) = 18
+    assert float(state_offload.offload_step_seconds(10, 30, 0, 0, 1.0, 5, 20, 12)) == pytest.approx(18.0)
     # the fetched bytes: G wb at ZeRO-3 with the parameters offloaded, s G under FSDP, none otherwise
     assert float(state_offload.param_fetch_bytes(10.0, mode=2, zero=3, gathers=8, weight_bytes=2.0)) == 160.0
     assert float(state_offload.param_fetch_bytes(10.0, mode=2, zero=4, gathers=8, shard_bytes=2.0)) == 160.0

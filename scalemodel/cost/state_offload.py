@@ -114,7 +114,7 @@ def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, c
     """Seconds the step spends on the host offload: the copies during the step past the compute they run under,
     then the CPU step and the copy back after it.
 
-        t = max(0, (D2H + H2D - F) / B - C, F / B - C_F) + t_cpu + H2D_after / B
+        t = max(0, (D2H + H2D - F) / B - C, F / B - C_F, H2D / B - max(C, C_F)) + t_cpu + H2D_after / B
 
     ``B`` the GPU-host link per GPU per direction. The gradient path's copies, out and back, run one after another
     on one stream, behind the gradients' reductions (review36): DeepSpeed issues every gradient copy of ZeRO 1/2
@@ -125,13 +125,17 @@ def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, c
     reduce-scatter (stage3.py L1591-1608, L1886-1934); FSDP copies the reduced shard out on the reduce-scatter's
     stream ("future RS-stream ops run after the copy", torch _fsdp_collectives.py ``foreach_reduce``), so they add,
     not overlap: ``D2H + H2D - F``. ``F`` (:func:`param_fetch_bytes`): the parameter shards' copies in before the
-    gathers, on the fetch path beside them. ``C`` / ``C_F``: the compute those copies run beside, less the
+    gathers, on the fetch path beside them, sharing the link's host-to-device direction with the
+    gradients' copies back (the last term). ``C`` / ``C_F``: the compute those copies run beside, less the
     collectives queued ahead of them on their stream (:func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never
     hidden past the compute that exists); the CPU step waits for the last gradient and the GPU for its result (no
     one-step delayed update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at
     edaa7221), and the updated 16-bit partition crosses after it."""
     b = np.asarray(host_bandwidth, dtype=float)
-    f = np.asarray(fetch, dtype=float)
-    grads = (np.asarray(d2h, dtype=float) + np.asarray(h2d, dtype=float) - f) / b
-    during = np.maximum(grads - np.asarray(compute_s, dtype=float), f / b - np.asarray(fetch_compute_s, dtype=float))
+    f, h = np.asarray(fetch, dtype=float), np.asarray(h2d, dtype=float)
+    c, c_f = np.asarray(compute_s, dtype=float), np.asarray(fetch_compute_s, dtype=float)
+    grads = (np.asarray(d2h, dtype=float) + h - f) / b
+    # the fetches and the gradients' copies back share the link's one host-to-device direction: all H2D bytes cross
+    # it under whichever window is longer
+    during = np.maximum(np.maximum(grads - c, f / b - c_f), h / b - np.maximum(c, c_f))
     return np.maximum(during, 0.0) + np.asarray(cpu_s, dtype=float) + np.asarray(h2d_after, dtype=float) / b
