@@ -20,7 +20,12 @@ import pytest
 
 from scalemodel.cost import compute, moe_routing, state_offload, transformer
 from scalemodel.cost.algorithms import _folded_crossings
+from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import dp_comm
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import _chunk_time, _stage_memo
+from scalemodel.specs import load_cluster, load_workload
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 # ------------------------------------------------------------------------------------------------------------------
 # state offload (offload35; review36's fix): the gradient stream's copies in series behind the reductions
@@ -211,3 +216,30 @@ def test_folded_crossings_match_every_pair_listed() -> None:
         assert int(reach[0]) == lg
         for k in range(min(steps, lg)):
             assert np.array_equal(got[k][0], want[k]), (p, bounds, k)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the interleaved bubble's chunks under overlap_p2p_comm (vpp35: step._chunk_time)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pp", "v", "tp"), [(4, 9, 4), (4, 3, 1), (2, 2, 8)])
+def test_vpp_chunks_sum_to_the_rank_and_hide_no_more_than_the_exchanges(pp: int, v: int, tp: int) -> None:
+    """gpt-7.5b (36 layers) on dgx-h100: v equal chunks of a middle rank, each T_b(n) - T_b(0) + (T_b(0) - hidden)/v
+    with T_b the stage with every exchange exposed and hidden = T_b(rank) - T(rank), add up to the rank's own
+    micro-batch time T(rank) (the stage is linear in its layers: T_b(n v) - T_b(0) = v (T_b(n) - T_b(0))), and what
+    the overlap takes off the rank is less than the empty stage's exposed exchanges, so no chunk is priced below its
+    layers' compute."""
+    tr = TrainingSpec(global_batch=16, micro_batch=1)
+    job = build_job(load_cluster("dgx-h100"), load_workload("gpt-7.5b"), tr)
+    st = StrategySpec(tp=tp, pp=pp, schedule=f"interleaved:{v}", overlap_p2p_comm=True, overlap_p2p_send_wait=False)
+    g = grid_from_strategy(st, tr, tp * pp, job)
+    stage = _stage_memo(job, g, parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp))
+    rank = np.full(1, 36.0 / pp)
+    t_rank = float(stage(rank, False).time[0])
+    hidden = float(stage(rank, False, blocking_p2p=True).time[0]) - t_rank
+    empty = float(stage(np.zeros(1), False, blocking_p2p=True).time[0])
+    assert 0.0 < hidden < empty
+    chunk = float(_chunk_time(stage, rank / v, v, rank_hidden=hidden)[0])
+    assert v * chunk == pytest.approx(t_rank, rel=1e-9)
+    assert chunk > float(stage(rank / v, False, blocking_p2p=True).time[0]) - empty
