@@ -18,8 +18,10 @@ import math
 import numpy as np
 import pytest
 
+from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, moe_routing, state_offload, transformer
 from scalemodel.cost.algorithms import _folded_crossings
+from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import dp_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -243,3 +245,21 @@ def test_vpp_chunks_sum_to_the_rank_and_hide_no_more_than_the_exchanges(pp: int,
     chunk = float(_chunk_time(stage, rank / v, v, rank_hidden=hidden)[0])
     assert v * chunk == pytest.approx(t_rank, rel=1e-9)
     assert chunk > float(stage(rank / v, False, blocking_p2p=True).time[0]) - empty
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# hierarchical ring latency on whole sub-groups (d544ca0f)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("ranks", "outer_steps"), [(33, 1), (49, 1), (64, 1), (65, 2), (97, 3)])
+def test_hierarchical_ring_hops_by_hand(ranks: int, outer_steps: int) -> None:
+    """A 0-byte hierarchical all-gather over domains of 32 (1 us hops) under a 1 s outer hop: 31 inner ring steps,
+    then a ring over the ceil(p / 32) sub-groups, one step fewer than sub-groups (97 ranks: 4 sub-groups, 3 s); the
+    all-reduce goes up and down, twice each."""
+    net = Network(tiers=(Tier(name="nvlink", span=32, bandwidth=200e9, latency=1e-6, efficiency=0.8),
+                         Tier(name="net0", span=128, bandwidth=25e9, latency=1.0, efficiency=0.9)), gpus_per_node=32)
+    ag = float(coll.raw_algorithm_time("allgather", "hierarchical", 0.0, ranks, net))
+    ar = float(coll.raw_algorithm_time("allreduce", "hierarchical", 0.0, ranks, net))
+    assert ag == pytest.approx(31e-6 + outer_steps * 1.0, rel=1e-12)
+    assert ar == pytest.approx(2 * (31e-6 + outer_steps * 1.0), rel=1e-12)
