@@ -24,8 +24,8 @@ from scalemodel.cost.algorithms import _folded_crossings
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine import dp_comm
-from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import _chunk_time, _stage_memo
+from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
+from scalemodel.engine.step import _chunk_time, _stage, _stage_memo
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -263,3 +263,44 @@ def test_hierarchical_ring_hops_by_hand(ranks: int, outer_steps: int) -> None:
     ar = float(coll.raw_algorithm_time("allreduce", "hierarchical", 0.0, ranks, net))
     assert ag == pytest.approx(31e-6 + outer_steps * 1.0, rel=1e-12)
     assert ar == pytest.approx(2 * (31e-6 + outer_steps * 1.0), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# DeepSpeed ZeRO-2 reduces after every micro-batch's backward (review36)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _zero_traffic(zero: int, m: int, **extra: object):  # type: ignore[no-untyped-def]
+    job = build_job(load_cluster("dgx-h100"), load_workload("gpt-7.5b"), TrainingSpec(precision="bf16"))
+    base = dict(gpus=8, dp=8, tp=1, pp=1, micro_batch=1, global_batch=8 * m, overlap=True, zero=zero, **extra)
+    g = grid_from_arrays(**{k: np.asarray([v]) for k, v in base.items()})
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    comp = dict(_stage(job, g, groups, np.asarray([float(job.shape.layers)]), True).busy, pipeline_rank=np.zeros(1))
+    traffic = dp_comm._sync_traffic(job, g, comp, np.asarray([float(m)]), "bsp", groups)
+    return job, g, comp, traffic
+
+
+def test_deepspeed_zero2_reduces_every_micro_batch() -> None:
+    """DeepSpeed@edaa7221 stage_1_and_2.py L1767-1769: ``if self.partition_gradients or
+    self.is_gradient_accumulation_boundary()``: ZeRO-2 (partition_gradients) reduce-scatters each backward's
+    gradients, ZeRO-1 only at the boundary. At m = 4 micro-batches ZeRO-2's step moves 3 more reduce-scatters than
+    ZeRO-1's (the same RS and parameter all-gather at m = 1), and with the windows wide open each of them exposes
+    its last bucket as the boundary's does; Apex's DistributedFusedAdam (bucket_fragments) at zero 2 reduces once."""
+    _, _, _, one = _zero_traffic(1, 1)
+    _, _, _, two_one = _zero_traffic(2, 1)
+    rs = float(one[0][0]["grads"][0] - one[0][0]["param_gather"][0])
+    assert rs > 0 and float(two_one[0][0]["grads"][0]) == pytest.approx(float(one[0][0]["grads"][0]), rel=1e-12)
+    job, g1, comp, z1 = _zero_traffic(1, 4)
+    _, g2, _, z2 = _zero_traffic(2, 4)
+    _, g3, _, apex = _zero_traffic(2, 4, bucket_fragments=True)
+    assert float(z1[0][0]["grads"][0]) == pytest.approx(float(one[0][0]["grads"][0]), rel=1e-12)
+    assert float(z2[0][0]["grads"][0]) == pytest.approx(float(z1[0][0]["grads"][0]) + 3 * rs, rel=1e-12)
+    assert float(apex[0][0]["grads"][0] - apex[0][0]["param_gather"][0]) < 1.5 * rs  # once a step
+    wide = dict(comp, forward_free=np.full(1, 1e6), backward_free=np.full(1, 1e6))
+    last = float(z1[0][0]["last_bucket"][0])
+    e1 = float(dp_comm._sync_exposed(job, g1, z1, wide, "bsp")[0][0])
+    e2 = float(dp_comm._sync_exposed(job, g2, z2, wide, "bsp")[0][0])
+    assert e2 - e1 == pytest.approx(3 * rs * last, rel=1e-9)
+    shut = dict(comp, forward_free=np.zeros(1), backward_free=np.zeros(1))
+    assert float(dp_comm._sync_exposed(job, g2, z2, shut, "bsp")[0][0]) == pytest.approx(
+        float(z2[0][0]["grads"][0]), rel=1e-9)  # nothing hides: every reduce-scatter and the gather exposed

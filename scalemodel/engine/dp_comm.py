@@ -454,6 +454,14 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     return np.asarray(np.where(chunked, rs_i + np.where(opg, ag_i, ag), whole_stage))
 
 
+def deepspeed_zero2(g: StrategyGrid) -> np.ndarray:
+    """bool per grid point: ZeRO-2 as DeepSpeed runs it (zero 2, none of Megatron-Core's DDP, Apex's
+    DistributedFusedAdam or nanotron's trainer), which reduces the gradients after every micro-batch's backward
+    (:func:`_dp_traffic`; docs/model.md#zero12-sync)."""
+    return np.asarray((g.zero == Zero.GRADIENTS) & ~np.asarray(g.megatron_ddp, dtype=bool)
+                      & ~np.asarray(g.bucket_fragments, dtype=bool) & ~np.asarray(g.nanotron_trainer, dtype=bool))
+
+
 def interleaved_dp_sync(g: StrategyGrid) -> np.ndarray:
     """Where the data-parallel sync runs model chunk by model chunk (docs/model.md#interleaved-dp-sync): Megatron-Core's
     DDP (:func:`megatron_ddp_on`) or NeMo 1's Apex DistributedFusedAdam (``bucket_fragments``, ZeRO 1/2;
@@ -1179,6 +1187,13 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
     total = np.where(dp > 1, total + codec, 0.0)
     nvls_ar = np.where(dp > 1, nvls_ar, 0.0)
     param_gather = np.where(dp > 1, param_gather, 0.0)
+    # DeepSpeed's ZeRO-2 reduces every micro-batch's gradients, not once at the boundary: partition_gradients makes
+    # each backward's hooks reduce (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L1767-1769
+    # ``if self.partition_gradients or self.is_gradient_accumulation_boundary()``), so m - 1 more reduce-scatters
+    # each step, one under each earlier backward (review36); Megatron's, Apex's and nanotron's ZeRO reduce once
+    rs_each = total - param_gather
+    repeats = np.where(deepspeed_zero2(g) & ~np.asarray(all_reduce, dtype=bool), np.maximum(m - 1.0, 0.0), 0.0)
+    total = total + repeats * rs_each
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
         # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server), over the replicas
@@ -1214,7 +1229,8 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
         gathers_exposed = zero3_exposed
     return ({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
              "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar,
-             "reduces": reduces, "unit_gathers": unit_gathers}, gathers_exposed)
+             "reduces": reduces, "unit_gathers": unit_gathers, "rs_each": rs_each, "repeats": repeats},
+            gathers_exposed)
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1774,8 +1790,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     """
     (parts, gathers_exposed), outer_traffic = traffic
     if outer_traffic is None:
-        exposed = _expose_param_gather(g, comp, parts["grads"], parts["last_bucket"], parts["param_gather"]) \
-            + gathers_exposed(comp)
+        exposed = _expose_param_gather(g, comp, parts["grads"] - parts["repeats"] * parts["rs_each"],
+                                       parts["last_bucket"], parts["param_gather"]) + gathers_exposed(comp) \
+            + parts["repeats"] * _expose(g, comp, parts["rs_each"], parts["last_bucket"])
         if parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
             worker = _expose(g, comp, parts["ps_worker"], parts["last_bucket"])
             busy = parts["ps_server_round"] - (0.0 if local is None else local)
@@ -1789,7 +1806,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     hidden = np.maximum(inner["gathers"] - inner_exposed, 0.0)
     left = dict(comp, backward_free=np.maximum(comp["backward_free"] - hidden, 0.0))
     # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
-    exposed = _expose(g, left, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
+    early = inner["repeats"] * inner["rs_each"]  # DeepSpeed ZeRO-2's reductions under the earlier backwards
+    exposed = _expose(g, left, both - inner["param_gather"] - early, inner["last_bucket"]) + inner["param_gather"] \
+        + inner["repeats"] * _expose(g, left, inner["rs_each"], inner["last_bucket"])
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner_exposed
     return exposed * (1.0 - share) + outer_exposed(comp), in_group
