@@ -1903,6 +1903,9 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     for part in (() if traffic is None else traffic):
         if part is not None:
             reduces, gathers = reduces + part[0]["reduces"], gathers + part[0]["unit_gathers"]
-    under = np.maximum(window - reduces, 0.0)
-    fetch_under = np.maximum(m * comp["total"] - gathers, 0.0)
+    # beside activation offload (refused: state_offload_invalid) the link carries the activation copies under the
+    # compute, so none of it is left to these (a plan's infeasible candidate stays monotone in the compute)
+    act = (np.asarray(g.offload_layers) > 0) | (np.asarray(g.offload_tensors) > 0)
+    under = np.where(act, 0.0, np.maximum(window - reduces, 0.0))
+    fetch_under = np.where(act, 0.0, np.maximum(m * comp["total"] - gathers, 0.0))
     return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank, fetch_under), gpu_opt)
