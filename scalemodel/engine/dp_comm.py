@@ -1192,7 +1192,9 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
     # ``if self.partition_gradients or self.is_gradient_accumulation_boundary()``), so m - 1 more reduce-scatters
     # each step, one under each earlier backward (review36); Megatron's, Apex's and nanotron's ZeRO reduce once
     rs_each = total - param_gather
-    repeats = np.where(deepspeed_zero2(g) & ~np.asarray(all_reduce, dtype=bool), np.maximum(m - 1.0, 0.0), 0.0)
+    # (a parameter server, refused beside ZeRO, exchanges once a step: its rows' sync is replaced below)
+    repeats = np.where(deepspeed_zero2(g) & ~np.asarray(all_reduce, dtype=bool) & (np.asarray(g.ps_servers) <= 0),
+                       np.maximum(m - 1.0, 0.0), 0.0)
     total = total + repeats * rs_each
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
