@@ -141,20 +141,49 @@ def cpu_adam_seconds(n_shard: ArrayLike, ranks_per_host: ArrayLike,
     return np.asarray(n_shard, dtype=float) * k / np.asarray(params_per_s, dtype=float)
 
 
+def param_fetch_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, gathers: ArrayLike,
+                      weight_bytes: ArrayLike = 2.0, shard_bytes: ArrayLike = FP32_BYTES) -> np.ndarray:
+    """Host-to-device bytes of one GPU per step that copy parameter shards for the all-gathers (the parameters on
+    the host): the part of :func:`host_copy_bytes`'s in-step H2D that rides the parameter fetch, beside the
+    gradient path's copies, not behind them: ``G wb`` a shard parameter under optimizer+params at ZeRO-3 (DeepSpeed
+    fetches the 16-bit shard for each gather), ``s G`` under FSDP / HSDP (``_use_low_precision_shard`` on the unshard
+    stream before each gather); 0 otherwise."""
+    n = np.asarray(n_shard, dtype=float)
+    md, z = np.asarray(mode), np.asarray(zero)
+    g_n = np.asarray(gathers, dtype=float)
+    per = np.where(z >= 4, np.asarray(shard_bytes, dtype=float) * g_n,
+                   np.where(md == 2, g_n * np.asarray(weight_bytes, dtype=float), 0.0))
+    return np.asarray(np.where(md > 0, n * per, 0.0))
+
+
 def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, cpu_s: ArrayLike,
-                         host_bandwidth: ArrayLike, compute_s: ArrayLike) -> np.ndarray:
+                         host_bandwidth: ArrayLike, compute_s: ArrayLike, fetch: ArrayLike = 0.0,
+                         fetch_compute_s: ArrayLike = 0.0) -> np.ndarray:
     """Seconds the step spends on the host offload: the copies during the step past the compute they run under,
     then the CPU step and the copy back after it.
 
-        t = max(0, max(D2H, H2D) / B - C) + t_cpu + H2D_after / B
+        t = max(0, (D2H + H2D - F) / B - C, F / B - C_F, H2D / B - max(C, C_F)) + t_cpu + H2D_after / B
 
-    ``B`` the GPU-host link per GPU per direction (the two directions run at once, one copy engine each), ``C`` the
-    compute the copies run beside (the forward and backward of every micro-batch where the framework issues them on
-    a stream of their own, else 0: :func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never hidden past the
-    compute that exists); the CPU step waits for the last gradient and the GPU for its result (no one-step delayed
-    update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at edaa7221), and the updated
-    16-bit partition crosses after it."""
+    ``B`` the GPU-host link per GPU per direction. The gradient path's copies, out and back, run one after another
+    on one stream, behind the gradients' reductions (review36): DeepSpeed issues every gradient copy of ZeRO 1/2
+    inside ``reduce_ipg_grads``' one ``with stream(stream)`` block, the host accumulator's copy in, its add, then
+    its copy out (``async_accumulate_grad_in_cpu_via_gpu``), then the fp32 copy, after ``average_tensor`` on the same
+    stream (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L1719-1754, L1533-1560, L1650-1666), and ZeRO-3's
+    ``partition_grads`` copies out then back (or in, add, out) on ``reduce_and_partition_stream`` after the
+    reduce-scatter (stage3.py L1591-1608, L1886-1934); FSDP copies the reduced shard out on the reduce-scatter's
+    stream ("future RS-stream ops run after the copy", torch _fsdp_collectives.py ``foreach_reduce``), so they add,
+    not overlap: ``D2H + H2D - F``. ``F`` (:func:`param_fetch_bytes`): the parameter shards' copies in before the
+    gathers, on the fetch path beside them, sharing the link's host-to-device direction with the
+    gradients' copies back (the last term). ``C`` / ``C_F``: the compute those copies run beside, less the
+    collectives queued ahead of them on their stream (:func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never
+    hidden past the compute that exists); the CPU step waits for the last gradient and the GPU for its result (no
+    one-step delayed update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at
+    edaa7221), and the updated 16-bit partition crosses after it."""
     b = np.asarray(host_bandwidth, dtype=float)
-    during = np.maximum(np.asarray(d2h, dtype=float), np.asarray(h2d, dtype=float)) / b
-    return (np.maximum(during - np.asarray(compute_s, dtype=float), 0.0) + np.asarray(cpu_s, dtype=float)
-            + np.asarray(h2d_after, dtype=float) / b)
+    f, h = np.asarray(fetch, dtype=float), np.asarray(h2d, dtype=float)
+    c, c_f = np.asarray(compute_s, dtype=float), np.asarray(fetch_compute_s, dtype=float)
+    grads = (np.asarray(d2h, dtype=float) + h - f) / b
+    # the fetches and the gradients' copies back share the link's one host-to-device direction: all H2D bytes cross
+    # it under whichever window is longer
+    during = np.maximum(np.maximum(grads - c, f / b - c_f), h / b - np.maximum(c, c_f))
+    return np.maximum(during, 0.0) + np.asarray(cpu_s, dtype=float) + np.asarray(h2d_after, dtype=float) / b

@@ -485,6 +485,14 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     return np.asarray(np.where(chunked, rs_i + np.where(opg, ag_i, ag), whole_stage))
 
 
+def deepspeed_zero2(g: StrategyGrid) -> np.ndarray:
+    """bool per grid point: ZeRO-2 as DeepSpeed runs it (zero 2, none of Megatron-Core's DDP, Apex's
+    DistributedFusedAdam or nanotron's trainer), which reduces the gradients after every micro-batch's backward
+    (:func:`_dp_traffic`; docs/model.md#zero12-sync)."""
+    return np.asarray((g.zero == Zero.GRADIENTS) & ~np.asarray(g.megatron_ddp, dtype=bool)
+                      & ~np.asarray(g.bucket_fragments, dtype=bool) & ~np.asarray(g.nanotron_trainer, dtype=bool))
+
+
 def interleaved_dp_sync(g: StrategyGrid) -> np.ndarray:
     """Where the data-parallel sync runs model chunk by model chunk (docs/model.md#interleaved-dp-sync): Megatron-Core's
     DDP (:func:`megatron_ddp_on`) or NeMo 1's Apex DistributedFusedAdam (``bucket_fragments``, ZeRO 1/2;
@@ -1210,6 +1218,15 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
     total = np.where(dp > 1, total + codec, 0.0)
     nvls_ar = np.where(dp > 1, nvls_ar, 0.0)
     param_gather = np.where(dp > 1, param_gather, 0.0)
+    # DeepSpeed's ZeRO-2 reduces every micro-batch's gradients, not once at the boundary: partition_gradients makes
+    # each backward's hooks reduce (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L1767-1769
+    # ``if self.partition_gradients or self.is_gradient_accumulation_boundary()``), so m - 1 more reduce-scatters
+    # each step, one under each earlier backward (review36); Megatron's, Apex's and nanotron's ZeRO reduce once
+    rs_each = total - param_gather
+    # (a parameter server, refused beside ZeRO, exchanges once a step: its rows' sync is replaced below)
+    repeats = np.where(deepspeed_zero2(g) & ~np.asarray(all_reduce, dtype=bool) & (np.asarray(g.ps_servers) <= 0),
+                       np.maximum(m - 1.0, 0.0), 0.0)
+    total = total + repeats * rs_each
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
         # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server), over the replicas
@@ -1226,12 +1243,17 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
                              embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
     gathers_exposed: Exposure = _none_exposed
+    # the gradients' reductions of the step (ZeRO 1/2: the sync less its parameter all-gather, which follows the
+    # optimizer step) and the units' all-gathers: the streams the state offload's copies queue behind
+    reduces, unit_gathers = total - param_gather, np.zeros(1)
     if np.any(zero3):
         root = np.minimum(fsdp_root_params(job, g) / shard, dense)
-        units, units_exposed = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
+        units, units_exposed, units_rs = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         nvls_ar = np.where(zero3, 0.0, nvls_ar)
         gathers = np.where(zero3, units, 0.0)
+        reduces = np.where(zero3, units_rs, reduces)
+        unit_gathers = np.where(zero3, units - units_rs, 0.0)
 
         def zero3_exposed(c: dict[str, np.ndarray]) -> np.ndarray:
             """The ZeRO-3 / FSDP rows' exposed unit traffic under the windows of ``c``, 0 on the other rows."""
@@ -1239,7 +1261,9 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
 
         gathers_exposed = zero3_exposed
     return ({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
-             "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar}, gathers_exposed)
+             "ps_server_round": ps_round, "param_gather": param_gather, "nvls_allreduce": nvls_ar,
+             "reduces": reduces, "unit_gathers": unit_gathers, "rs_each": rs_each, "repeats": repeats},
+            gathers_exposed)
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1578,15 +1602,16 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     See docs/model.md#dp-comm. The collectives are priced once (:func:`_sharded_units`), then exposed under the
     windows f and b.
     """
-    total, exposed = _sharded_units(job, g, comp, m, data, dense, expert, wire, bucket, hsdp, root)
+    total, exposed, _ = _sharded_units(job, g, comp, m, data, dense, expert, wire, bucket, hsdp, root)
     return {"total": total, "exposed": exposed(comp)}
 
 
 def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups,
                    dense: np.ndarray, expert: np.ndarray, wire: np.ndarray, bucket: np.ndarray,
                    hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any
-                   ) -> tuple[np.ndarray, Exposure]:
-    """(traffic seconds per step, exposure) of :func:`_sharded_parameter_traffic`: the collectives priced once (one
+                   ) -> tuple[np.ndarray, Exposure, np.ndarray]:
+    """(traffic seconds per step, exposure, the reduce-scatters' (and HSDP's all-reduces') seconds per step of that
+    traffic) of :func:`_sharded_parameter_traffic`: the collectives priced once (one
     unit's AG and RS, the root unit's, HSDP's cross-group all-reduces: of ``comp`` only the stage's layers and the
     recomputed ones are read, not its windows), and the seconds per step a stage's free forward and backward
     (``forward_free``, ``backward_free``: f and b, L units' worth) leave exposed of them, with XLA's windows
@@ -1697,7 +1722,8 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         once = np.where(g.overlap, np.minimum(once, per_step), per_step)
         return np.asarray(np.where(defer, once + ag_r + rs_r, every))
 
-    return np.where(defer, per_step + ag_r + rs_r, m * (per_mb + xla_total + ag_r + rs_r)), exposed
+    reduces = np.where(defer, layers * rs + rs_r, m * (layers * rs + xla_total + rs_r))
+    return np.where(defer, per_step + ag_r + rs_r, m * (per_mb + xla_total + ag_r + rs_r)), exposed, reduces
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
@@ -1809,8 +1835,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     """
     (parts, gathers_exposed), outer_traffic = traffic
     if outer_traffic is None:
-        exposed = _expose_param_gather(g, comp, parts["grads"], parts["last_bucket"], parts["param_gather"]) \
-            + gathers_exposed(comp)
+        exposed = _expose_param_gather(g, comp, parts["grads"] - parts["repeats"] * parts["rs_each"],
+                                       parts["last_bucket"], parts["param_gather"]) + gathers_exposed(comp) \
+            + parts["repeats"] * _expose(g, comp, parts["rs_each"], parts["last_bucket"])
         if parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
             worker = _expose(g, comp, parts["ps_worker"], parts["last_bucket"])
             busy = parts["ps_server_round"] - (0.0 if local is None else local)
@@ -1824,7 +1851,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     hidden = np.maximum(inner["gathers"] - inner_exposed, 0.0)
     left = dict(comp, backward_free=np.maximum(comp["backward_free"] - hidden, 0.0))
     # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
-    exposed = _expose(g, left, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
+    early = inner["repeats"] * inner["rs_each"]  # DeepSpeed ZeRO-2's reductions under the earlier backwards
+    exposed = _expose(g, left, both - inner["param_gather"] - early, inner["last_bucket"]) + inner["param_gather"] \
+        + inner["repeats"] * _expose(g, left, inner["rs_each"], inner["last_bucket"])
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner_exposed
     return exposed * (1.0 - share) + outer_exposed(comp), in_group
@@ -1856,15 +1885,16 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
 
 
 def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any, sync: str = "bsp",
-                       layers: Any = None, rank: Any = None) -> np.ndarray:
+                       layers: Any = None, rank: Any = None, fetch_compute_s: Any = 0.0) -> np.ndarray:
     """Seconds of the optimizer step with the model states in host memory (strategy offload_states,
     docs/model.md#state-offload), 0 where they are not: the rank's state shard ``n`` (its share of the stage's
     parameters over :func:`_state_shards`, the experts over :func:`_expert_state_shards`, as :func:`_optimizer_time`
     and the memory model count it) crosses the GPU-host link as :func:`scalemodel.cost.state_offload.host_copy_bytes`
     says, with ``m`` micro-batches and, with the parameters on the host, one copy of the shard per all-gather (a
     forward gather per micro-batch and a backward one where the units reshard after the forward); the host's CPU-Adam
-    rate is shared by the ranks of one node (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`); the copies run
-    under ``compute_s``, the step's compute (:func:`~scalemodel.cost.state_offload.offload_step_seconds`)."""
+    rate is shared by the ranks of one node (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`); the gradient
+    path's copies run under ``compute_s`` and the parameter fetches under ``fetch_compute_s``
+    (:func:`~scalemodel.cost.state_offload.offload_step_seconds`)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return np.zeros(1)
@@ -1875,9 +1905,12 @@ def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any,
     d2h, h2d, after = state_offload.host_copy_bytes(n, mode=mode, zero=g.zero, microbatches=m, gathers=gathers,
                                                     weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
                                                     shard_bytes=shard)
+    fetch = state_offload.param_fetch_bytes(n, mode=mode, zero=g.zero, gathers=gathers, weight_bytes=job.elem_bytes,
+                                            shard_bytes=shard)
     cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
     link = job.host_bandwidth if job.host_bandwidth > 0 else np.inf  # refused without it (job._check_state_offload)
-    return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s), 0.0)
+    return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s, fetch,
+                                                                 fetch_compute_s), 0.0)
 
 
 def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
@@ -1901,23 +1934,43 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
 
 
 def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str, np.ndarray], gpu_opt: Any,
-                        sync: str = "bsp", layers: Any = None, rank: Any = None) -> Any:
+                        sync: str = "bsp", layers: Any = None, rank: Any = None,
+                        traffic: tuple[DpTraffic, DpTraffic | None] | None = None) -> Any:
     """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`
-    where the states live in host memory (the GPU runs no Adam step then), its copies under the stage's compute of the
-    step, ``m`` x ``comp["total"]``, where the framework issues them beside it: ZeRO-3 on its
-    ``reduce_and_partition_stream`` (stage3.py, always) and FSDP on its post-backward and unshard streams; ZeRO-2 on
-    its ``reduction_stream`` only with overlap_comm (stage_1_and_2.py ``reduce_ipg_grads``: without it, and under
-    cpu_offload, "stream = get_accelerator().current_stream()", the compute's own); ZeRO-1 reduces and copies once,
-    in the accumulation boundary's backward: with overlap_comm its gradient hooks (created under cpu_offload, which
-    forces contiguous_gradients) reduce and copy bucket by bucket on the ``reduction_stream`` beside that last
-    backward (``process_gradients`` -> ``reduce_ready_partitions_and_remove_grads``, which reduces only when
-    ``is_gradient_accumulation_boundary()``), so one micro-batch's backward, ``comp["backward"]``, is under them;
-    without overlap_comm ``reduce_gradients`` reduces after the backward on the compute's stream: nothing
-    (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L638-641, L861-881, L1758-1769; review35c)."""
+    where the states live in host memory (the GPU runs no Adam step then).
+
+    The gradient path's copies follow the gradients' reductions on one stream, inside the backward: each backward
+    ends waiting for that stream (DeepSpeed@edaa7221 ``independent_gradient_partition_epilogue``: stage3.py
+    L1363-1364 ``reduce_and_partition_stream.synchronize()``, stage_1_and_2.py L929-931 under overlap_comm; FSDP's
+    post-backward callback waits for its reduce-scatter stream), so they run beside the backward compute less the
+    reductions queued ahead of them, ``C = max(0, W - R)`` (review36; before it ``W`` was every micro-batch's
+    forward and backward, and the reductions hid under the same compute too): ``W`` = ``m`` x ``comp["backward"]``
+    for ZeRO-3 (``reduce_and_partition_stream``, always) and FSDP / HSDP, and for ZeRO-2 with overlap_comm
+    (``reduction_stream``; without it, and under cpu_offload, "stream = get_accelerator().current_stream()", the
+    compute's own: 0); ZeRO-1 reduces and copies once, in the accumulation boundary's backward: with overlap_comm
+    its gradient hooks (created under cpu_offload, which forces contiguous_gradients) reduce and copy bucket by bucket
+    on the ``reduction_stream`` beside that last backward (``process_gradients`` ->
+    ``reduce_ready_partitions_and_remove_grads``, which reduces only when ``is_gradient_accumulation_boundary()``),
+    ``W`` = one micro-batch's backward; without overlap_comm ``reduce_gradients`` reduces after the backward on the
+    compute's stream: 0 (stage_1_and_2.py L638-641, L861-881, L1758-1769; review35c). ``R``: the step's gradient
+    reductions (``traffic``'s ``reduces``: ZeRO 1/2's reduce-scatters, the ZeRO-3 / FSDP units' reduce-scatters).
+    The parameter fetches (optimizer+params) precede their all-gathers on the gather path, beside every
+    micro-batch's forward and backward:
+    ``C_F = max(0, m comp["total"] - A)``, ``A`` the units' all-gathers (``unit_gathers``)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return gpu_opt
     overlap = np.asarray(g.overlap, dtype=bool)
     beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & overlap)
-    under = np.where(beside, m * comp["total"], np.where((g.zero == Zero.OPTIMIZER) & overlap, comp["backward"], 0.0))
-    return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank), gpu_opt)
+    window = np.where(beside, m * comp["backward"],
+                      np.where((g.zero == Zero.OPTIMIZER) & overlap, comp["backward"], 0.0))
+    reduces, gathers = np.zeros(1), np.zeros(1)
+    for part in (() if traffic is None else traffic):
+        if part is not None:
+            reduces, gathers = reduces + part[0]["reduces"], gathers + part[0]["unit_gathers"]
+    # beside activation offload (refused: state_offload_invalid) the link carries the activation copies under the
+    # compute, so none of it is left to these (a plan's infeasible candidate stays monotone in the compute)
+    act = (np.asarray(g.offload_layers) > 0) | (np.asarray(g.offload_tensors) > 0)
+    under = np.where(act, 0.0, np.maximum(window - reduces, 0.0))
+    fetch_under = np.where(act, 0.0, np.maximum(m * comp["total"] - gathers, 0.0))
+    return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank, fetch_under), gpu_opt)

@@ -695,8 +695,12 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
     opt = zero if own else (_optimizer_time(job, g, sync) if dp_rank is None
                             else _optimizer_time(job, g, sync, *dp_rank))
+    # the DP collectives priced once: the state offload's copies queue behind their reductions, the activation
+    # offload reads its gathers' exposure, the sync all of them (sync28b)
+    traffic = None if own else _sync_traffic(job, g, comp_dp, m, sync, groups)
     if not own:  # model states in host memory: the CPU step and the link's copies (docs/model.md#state-offload)
-        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, *(dp_rank or ()))
+        n_opt, r_opt = dp_rank if dp_rank is not None else (None, None)
+        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, n_opt, r_opt, traffic=traffic)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
@@ -717,8 +721,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     else:
         # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
         layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
-        # the DP collectives priced once: the offload reads its gathers' exposure, the sync all of them (sync28b)
-        traffic = _sync_traffic(job, g, comp_dp, m, sync, groups)
+        assert traffic is not None  # priced above where not own
         off = _offload_exposed(job, g, comp_dp, m, traffic[0][1], layer_comm)
         cross, in_group, dp_total, dp_nvls, idle_hidden = _sync_comm(job, g, comp_dp, m, sync, groups,
                                                                      local=local + off, idle=idle_dp,
@@ -730,15 +733,17 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
             # parameters (_dp_ranks), on its own parameters (_rank_dp_job) and its own compute windows
             s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
             dp_job = _rank_dp_job(job, s)
+            comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
+            traffic_r = _sync_traffic(dp_job, g, comp_r, m, sync, groups)
             opt_r = offloaded_optimizer(dp_job, g, m, ranks[r].busy,
                                         _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
-                                        sync, layers=n, rank=np.full(1, float(r)))
+                                        sync, layers=n, rank=np.full(1, float(r)), traffic=traffic_r)
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = ((m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
                        + loss_sync)
-            comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
             cross_r, in_group_r, total_r, nvls_r, idle_r = _sync_comm(dp_job, g, comp_r, m, sync, groups,
-                                                                      local=local_r, idle=ranks[r].host)
+                                                                      local=local_r, idle=ranks[r].host,
+                                                                      traffic=traffic_r)
             opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
             cross, dp_total, dp_nvls = np.where(on, cross_r, cross), np.where(on, total_r, dp_total), np.where(
                 on, nvls_r, dp_nvls)
