@@ -91,7 +91,7 @@ def test_mla_model_keeps_no_userbuffers(mtp: int) -> None:
     up-projections' inputs) are not in UNIT: 0 here."""
     job, g = _job(mtp, mla=True)
     assert bool(np.ravel(job.shape.mla)[0])
-    assert not bool(np.ravel(model_parallel_comm.userbuffers_on(job.shape, g))[0])
+    assert not bool(np.ravel(model_parallel_comm.userbuffers_on(job, g))[0])
     got = _mp(job, g)
     assert got["tp"] == pytest.approx(4.0 + mtp, rel=1e-12)
     assert (got["chunking"], got["hidden_ub"], got["hidden_fwd"]) == (0.0, 0.0, 0.0)
@@ -103,6 +103,6 @@ def test_mla_model_keeps_no_userbuffers(mtp: int) -> None:
 def test_standard_model_keeps_userbuffers() -> None:
     """No MLA, no MTP: userbuffers on at tp 2 with SP and the overlap, off without the overlap."""
     job, g = _job(0, mla=False)
-    assert bool(np.ravel(model_parallel_comm.userbuffers_on(job.shape, g))[0])
+    assert bool(np.ravel(model_parallel_comm.userbuffers_on(job, g))[0])
     job, g = _job(0, mla=False, overlap=False)
-    assert not bool(np.ravel(model_parallel_comm.userbuffers_on(job.shape, g))[0])
+    assert not bool(np.ravel(model_parallel_comm.userbuffers_on(job, g))[0])

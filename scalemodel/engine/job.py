@@ -2324,6 +2324,16 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f"of sequence parallelism, and tp is {strategy.tp}"
                     f"{'' if strategy.sequence_parallel else ' without sequence_parallel'} (Megatron-LM asserts "
                     "--sequence-parallel for --tp-comm-overlap)")
+    elif getattr(strategy, "tp_comm_overlap", False):
+        # model_parallel_comm.userbuffers_on: XLA's partitioner places the TP collectives, no Transformer Engine linear
+        where = ("the accelerator is a TPU" if job.accelerator_family == "tpu" else "layer_impl is xla"
+                 if LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+                 == LayerImpl.XLA else "xla_gpu_lhs is true" if getattr(strategy, "xla_gpu_lhs", False) else "")
+        if where:
+            _warn_field("strategy.tp_comm_overlap",
+                        f" = true is not priced: it is Transformer Engine's userbuffers overlap of its linears' "
+                        f"collectives, and {where} (a program XLA compiles: its partitioner places and schedules the "
+                        "TP collectives; priced as without it)")
     shard = getattr(strategy, "shard_group", None)
     if shard is not None and str(getattr(strategy, "zero", "")).lower() != "hsdp":
         _warn_field("strategy.shard_group",

@@ -523,9 +523,19 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     return np.asarray(comp["gemm_per_layer"] * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
 
 
-def userbuffers_on(sh: Any, g: StrategyGrid) -> np.ndarray:
+def userbuffers_on(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether the stage's layers run their TP collectives as Transformer Engine userbuffers (docs/model.md#ub-off):
-    ``tp_comm_overlap`` with sequence parallelism at tp > 1, and not an MLA model. Megatron-Core's TELinear
+    ``tp_comm_overlap`` with sequence parallelism at tp > 1, on Transformer Engine's linears, and not an MLA model.
+    Userbuffers is a Transformer Engine module option (TE@c55e425ac5 pytorch/module/base.py ``initialize_ub``, CUDA
+    IPC buffers and the ``CommOverlap`` C++ classes): a program XLA compiles (a TPU's, an XLA layer's, or one under
+    XLA's GPU scheduler, ``xla_gpu_lhs``: :func:`~scalemodel.engine.layer_compute.xla_remat`) has its partitioner
+    place its TP collectives (:func:`_xla_partitioned`) and its remat drop the recomputed down-projection's, and
+    nanotron's linears run their own (:func:`nanotron_tp_time`), so none runs them; there the flag prices nothing, the
+    step is the one without it (ubmoe36, docs/model.md#ub-xla: a TPU v5e's Mixtral at tp 8 priced its layers as
+    userbuffers linears, each collective under its own TE linear's GEMMs, and so exposed more than XLA's plain
+    schedule, which hides the backward's collectives beside every weight-gradient GEMM, the routed experts' too; under
+    ``xla_gpu_lhs`` with full recompute the userbuffers path re-ran the reduce-scatter XLA's remat drops).
+    Megatron-Core's TELinear
     (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py L1176-1186, since 4e6ae3a2d2,
     2025-04-24) writes ``self.config.tp_comm_overlap = False`` on the TransformerConfig every module shares when its
     ``tp_comm_buffer_name`` is none of qkv / proj / fc1 / fc2; MLA's first such linear (q_proj or q_down_proj,
@@ -535,8 +545,9 @@ def userbuffers_on(sh: Any, g: StrategyGrid) -> np.ndarray:
     (4e6ae3a2d2^ transformer_engine.py: "Buffer name should be set to configure communication overlap settings"): no
     Megatron-Core release builds an MLA model with userbuffers beyond that one linear_proj, which is priced without
     them too (one reduce-scatter and its data-gradient all-gather per model chunk)."""
-    return np.asarray((g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
-                      & ~np.asarray(sh.mla, dtype=bool), dtype=bool)
+    return np.asarray((g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel & ~xla_remat(job, g)
+                      & ~np.asarray(g.nanotron_trainer, dtype=bool) & ~np.asarray(job.shape.mla, dtype=bool),
+                      dtype=bool)
 
 
 def _sp_backward_pool(job: Job, g: StrategyGrid, coll: dict[str, np.ndarray], traffic: Any, count: Any,
@@ -713,7 +724,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec + rg["exposed"], 0.0)
     tp_hidden = np.where(g.tp > 1, bwd_hidden + rg["hidden"], 0.0)
     tp_hidden_fwd = chunking = hidden_ub = ub_sms = np.zeros(1)
-    ub = userbuffers_on(sh, g)
+    ub = userbuffers_on(job, g)
     if np.any(ub):  # userbuffers: the layers' TP collectives under the GEMMs beside them (_tp_comm_overlap); the MTP
         # blocks' plain NCCL (_mtp_plain_tp: Megatron builds them without userbuffers), at their own block's GEMMs
         mtp_moe = comp.get("mtp_moe_blocks", 0.0)
