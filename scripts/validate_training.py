@@ -1295,6 +1295,24 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     return out
 
 
+#: (deferwgrad36) Megatron-Core's defer_embedding_wgrad_compute and wgrad_deferral_limit as a row's own notes record
+#: them from its cited config ("defer_embedding_wgrad_compute true" / "True" / "resolves True"; the limit's number),
+#: -> strategy defer_embedding_wgrad, wgrad_deferral_limit (docs/model.md#defer-embedding-wgrad). A row whose notes
+#: also say false (the dgxc25 405B proxies at pp 1: configure.sh overrides the yaml) is off; the engine prices the
+#: switch at pp > 1 only (Megatron-Core refuses it at pp 1).
+_DEFER_WGRAD_ON = re.compile(r"defer_embedding_wgrad_compute[ =]+(?:resolves )?true", re.IGNORECASE)
+_DEFER_WGRAD_OFF = re.compile(r"defer_embedding_wgrad_compute[ =]+(?:resolves )?false", re.IGNORECASE)
+_DEFER_WGRAD_LIMIT = re.compile(r"wgrad_deferral_limit (\d+)")
+
+
+def defer_wgrad_options(case: dict[str, Any]) -> dict[str, Any]:
+    """Strategy defer_embedding_wgrad / wgrad_deferral_limit from the row's notes (:data:`_DEFER_WGRAD_ON`)."""
+    text = str(case.get("parallelism") or {}) + " " + str(case.get("note") or "")
+    on = bool(_DEFER_WGRAD_ON.search(text)) and not _DEFER_WGRAD_OFF.search(text)
+    limit = _DEFER_WGRAD_LIMIT.search(text)
+    return {"defer_embedding_wgrad": on, "wgrad_deferral_limit": int(limit.group(1)) if on and limit else 0}
+
+
 def nemo2_dp1(case: dict[str, Any]) -> bool:
     """Whether a NeMo 2 row's MegatronCommOverlapCallback leaves the data-parallel overlap and bucket off
     (:data:`NEMO2_DP1_NO_DP_OVERLAP`: data-parallel size 1 without context parallelism)."""
@@ -1944,6 +1962,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           # the lag only where the overlap is on (the field qualifies it; alone it is warned)
                           overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),
                           loss_dp_allreduce=bool(setting(case, "loss_dp_allreduce", src in LOSS_DP_ALLREDUCE)),
+                          **defer_wgrad_options(case),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param

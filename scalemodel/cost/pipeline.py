@@ -274,3 +274,54 @@ def one_f_one_b_three_class_time(m: ArrayLike, pp: ArrayLike, f_first: ArrayLike
     out = np.maximum(at(zero, ff + 0 * p, bf + 0 * p), at(p - 1.0, fl + 0 * p, bl + 0 * p))
     middle = np.maximum(at(zero + 1.0, fm + 0 * p, bm + 0 * p), at(p - 2.0, fm + 0 * p, bm + 0 * p))
     return np.asarray(np.where(p >= 3, np.maximum(out, middle), out))
+
+
+# ------------------------------- deferred output-layer weight gradients (docs/model.md#defer-embedding-wgrad)
+def deferred_wgrad_share(defer: ArrayLike, pp: ArrayLike, microbatches: ArrayLike, head_uses: ArrayLike,
+                         limit: ArrayLike = 0) -> np.ndarray:
+    """Share of the last pipeline stage's output-layer weight-gradient GEMMs that Megatron-Core's
+    ``defer_embedding_wgrad_compute`` moves out of their backward, n / (m u) with n = min(limit, m u) (limit 0:
+    n = m u), u the output layer's passes a micro-batch (the main head and each MTP module's), m the micro-batches
+    a step.
+
+    NVIDIA/Megatron-LM core_r0.12.0 (5cb6dbb3ed) tensor_parallel/layers.py line 455: a pass appends its incoming
+    gradient to ``grad_output_buffer`` and skips its weight-gradient GEMM while ``wgrad_deferral_limit == 0 or
+    len(grad_output_buffer) < wgrad_deferral_limit`` (the limit from core_r0.9.0; 3c0f3ef38c lines 384-385 defer
+    every pass). 0 at pp 1: model_parallel_config.py lines 367-370 (3c0f3ef38c lines 296-299) refuse the switch
+    without a pipeline, and only the pipelined schedules drain the buffer (schedules.py lines 1576 and 1978)."""
+    n_all = np.asarray(microbatches, dtype=float) * np.asarray(head_uses, dtype=float)
+    lim = np.asarray(limit, dtype=float)
+    n = np.where(lim > 0, np.minimum(lim, n_all), n_all)
+    on = np.asarray(defer, dtype=bool) & (np.asarray(pp) > 1) & (n_all > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(on, n / np.where(n_all > 0, n_all, 1.0), 0.0))
+
+
+def deferred_wgrad_drain(n: ArrayLike, gemm: ArrayLike, all_gather: ArrayLike = 0.0) -> np.ndarray:
+    """Seconds of the drain, n deferred weight-gradient GEMMs of G seconds each, the last stage's run after its last
+    backward, each input all-gathered over TP first under sequence parallelism (A seconds; 0 without)::
+
+        drain = A + (n - 1) max(G, A) + G        (n >= 1; 0 for n = 0)
+
+    NVIDIA/Megatron-LM 3c0f3ef38c megatron/core/utils.py lines 269-351 ``drain_embedding_wgrad_compute``: the first
+    input's all-gather blocking, then each next input's all-gather issued async into the other half of a double buffer
+    before the current GEMM and waited after it, and the last GEMM alone. A = 0 gives n G."""
+    n_ = np.asarray(n, dtype=float)
+    g_, a = np.asarray(gemm, dtype=float), np.asarray(all_gather, dtype=float)
+    return np.asarray(np.where(n_ > 0, a + np.maximum(n_ - 1.0, 0.0) * np.maximum(g_, a) + g_, 0.0))
+
+
+def deferred_wgrad_idle(pp: ArrayLike, virtual_stages: ArrayLike, first_backward: ArrayLike,
+                        middle_backward: ArrayLike) -> np.ndarray:
+    """Seconds the last pipeline rank of a 1F1B (or interleaved) schedule waits between its last backward and the end
+    of the flush, where the drain runs: the last micro-batch's backward still has to pass the p - 1 ranks before it,
+    one model chunk each (a rank's backward a micro-batch / v)::
+
+        idle = ((p - 2) b_middle + b_first) / v        (0 at p <= 1)
+
+    The lower bound of that wait (a last rank that paces the pipeline; a faster one finishes earlier)."""
+    p = np.asarray(pp, dtype=float)
+    v = np.maximum(np.asarray(virtual_stages, dtype=float), 1.0)
+    idle = (np.maximum(p - 2.0, 0.0) * np.asarray(middle_backward, dtype=float)
+            + np.asarray(first_backward, dtype=float)) / v
+    return np.asarray(np.where(p > 1, idle, 0.0))

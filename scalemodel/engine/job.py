@@ -857,6 +857,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     fp4_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in NVFP4 (Megatron)
     loss_dp_allreduce: np.ndarray  # bool: a blocking all-reduce of each micro-batch's loss over DP (NeMo 1/2)
+    defer_embedding_wgrad: np.ndarray  # bool: the output layer's wgrad GEMMs deferred to the pipeline flush (MCore)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
     cp_comm_type: np.ndarray  # choices.CpCommType codes: context parallelism's exchange (p2p ring, all_gather, a2a)
@@ -872,6 +873,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     moe_host_attention_graphed: np.ndarray  # bool: attention CUDA-graphed: its eager calls add no host time (step)
     train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
     train_metric_states: np.ndarray  # metric states gathered over all ranks once a step (train_metric_sync_time)
+    wgrad_deferral_limit: np.ndarray  # under defer_embedding_wgrad: the most micro-batches deferred (0 = all)
 
     @cached_property
     def shape(self) -> tuple[int, ...]:
@@ -951,6 +953,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
             **{name: bool(getattr(self, name)[i]) for name in _KERNEL_SWITCHES},
             "train_metric_passes": int(self.train_metric_passes[i]),
             "train_metric_states": int(self.train_metric_states[i]),
+            "wgrad_deferral_limit": int(self.wgrad_deferral_limit[i]),
         }
 
 
@@ -964,7 +967,7 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
     "fsdp_per_param", "fsdp_defer_grad_sync", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
     "moe_permute_fusion", "megatron_ddp",
     "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather", "fp8_param_gather",
-    "fp4_param_gather", "loss_dp_allreduce")
+    "fp4_param_gather", "loss_dp_allreduce", "defer_embedding_wgrad")
 _KERNEL_SWITCHES: tuple[str, ...] = (
     "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
     "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed")
@@ -990,6 +993,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     moe_fp8_padding=False, moe_permute_fusion=True,
     megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
     align_param_gather=True, fp8_param_gather=False, fp4_param_gather=False, loss_dp_allreduce=False,
+    defer_embedding_wgrad=False, wgrad_deferral_limit=0,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
@@ -1451,7 +1455,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         cp_a2a_size=getattr(strategy, "cp_a2a_size", 1),
         **{name: getattr(strategy, name, GRID_DEFAULTS[name]) for name in _KERNEL_SWITCHES},
         train_metric_passes=getattr(strategy, "train_metric_passes", 0),
-        train_metric_states=getattr(strategy, "train_metric_states", 0))
+        train_metric_states=getattr(strategy, "train_metric_states", 0),
+        wgrad_deferral_limit=getattr(strategy, "wgrad_deferral_limit", 0))
 
 
 def held_gpus(sync: str, gpus: Any, model_parallel: Any) -> Any:

@@ -20,7 +20,7 @@ import numpy as np
 from msgspec.structs import replace
 
 from scalemodel.choices import ROWWISE_FP8_RECIPES, FlexBackend, LayerImpl, Precision, Recompute, ScheduleKind, Zero
-from scalemodel.cost import compute, moe_routing, transformer
+from scalemodel.cost import compute, moe_routing, pipeline, transformer
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.pipeline_ranks import (
     _PART_MEMO,
@@ -32,6 +32,18 @@ from scalemodel.engine.pipeline_ranks import (
     _RankSplit,
     microbatches,
 )
+
+
+def deferred_head_share(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Share of the output layer's weight-gradient GEMMs on the last stage deferred to the pipeline flush
+    (strategy defer_embedding_wgrad, wgrad_deferral_limit): :func:`scalemodel.cost.pipeline.deferred_wgrad_share`
+    with m = :func:`microbatches` and one pass a micro-batch per head (the main one and each MTP module's, which
+    run the shared output layer). docs/model.md#defer-embedding-wgrad"""
+    if not np.any(g.defer_embedding_wgrad):
+        return np.zeros(1)
+    uses = 1.0 + float(job.shape.mtp_layers) if job.is_transformer else 1.0
+    return pipeline.deferred_wgrad_share(g.defer_embedding_wgrad, g.pp, microbatches(g), uses,
+                                         g.wgrad_deferral_limit)
 
 
 def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
@@ -98,6 +110,9 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         + with_logits * (logits.backward + metric + mtp_emb + mtp_out) \
         + grad_acc + flat_grad + copy_b + p["embedding"] \
         + (p["first_embedding"] if embedding_on_stage else 0.0)
+    # the output layer's weight-gradient GEMMs (G each pass) deferred to the flush under defer_embedding_wgrad leave
+    # the micro-batch's backward: step.py prices their drain (docs/model.md#defer-embedding-wgrad)
+    bwd = bwd - with_logits * deferred_head_share(job, g) * (1.0 + float(sh.mtp_layers)) * logits.forward_gemm
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,

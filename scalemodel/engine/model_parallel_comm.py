@@ -22,6 +22,7 @@ from scalemodel.cost.placement import ParallelGroups, Placement, place
 from scalemodel.engine.host_floor import CALL_COST_US
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
+    deferred_head_share,
     module_recipe,
     moe_block_recomputed,
     moe_rank_load,
@@ -797,7 +798,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # head (the main one and each MTP module's): output_layer_tp_collective, cross_entropy_tp_collective
     heads = comp.get("head_uses", 0.0)
     if np.any(np.asarray(heads) > 0) and "tp_ag" in coll:
-        head = output_layer_tp_collective(job, g, coll["tp_ar"], coll["tp_rs"], coll["tp_ag"], comp["head_gemm"])
+        head = output_layer_tp_collective(job, g, coll["tp_ar"], coll["tp_rs"], coll["tp_ag"], comp["head_gemm"],
+                                          deferred_head_share(job, g))
         tp = tp + heads * (head["exposed"] + coll["tp_loss"])
         tp_hidden_fwd = tp_hidden_fwd + heads * head["hidden_fwd"]
         tp_hidden = tp_hidden + heads * head["hidden_bwd"]
@@ -1579,7 +1581,7 @@ def _no_tp_comm(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray((g.tp <= 1) | _xla_partitioned(job, g))
 
 
-def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any, gemm: Any
+def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: Any, gemm: Any, deferred: Any = 0.0
                                ) -> dict[str, np.ndarray]:
     """Seconds per micro-batch and head of the output layer's TP collectives, exposed and hidden (forward,
     backward), ``ar``, ``rs``, ``ag`` one b s / cp x h activation's all-reduce, reduce-scatter, all-gather over TP
@@ -1611,8 +1613,15 @@ def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: 
     rank's own shard's GEMM, G / t (exposed max(AG - G / t, 0), hidden min(AG, G / t)), the backward as above;
     without SP (tp_mode ALL_REDUCE, synchronous) the backward all-reduce is blocking. Not in the layers' count
     (:func:`~scalemodel.cost.transformer.tp_allreduces_per_layer`: each layer's own pairs). 0 where
-    :func:`_no_tp_comm`. docs/model.md#output-tp-comm"""
-    ar, rs, ag, gemm = (np.asarray(v, dtype=float) for v in (ar, rs, ag, gemm))
+    :func:`_no_tp_comm`.
+
+    ``deferred`` d: the share of the passes whose weight-gradient GEMM is deferred to the pipeline flush
+    (defer_embedding_wgrad, :func:`~scalemodel.engine.layer_compute.deferred_head_share`; 3c0f3ef38c layers.py lines
+    380-480): such a backward skips the input's all-gather (``wgrad_compute`` False) and waits on its reduce-scatter
+    (SP) or async all-reduce with no GEMM under it, so it pays RS (SP) or AR in full and hides nothing; the drain's
+    all-gathers are priced with the drain (step.py). Each part is (1 - d) x the usual + d x the deferred one.
+    docs/model.md#output-tp-comm, #defer-embedding-wgrad"""
+    ar, rs, ag, gemm, d = (np.asarray(v, dtype=float) for v in (ar, rs, ag, gemm, deferred))
     nt = np.asarray(g.nanotron_trainer, dtype=bool)
     sp = np.asarray(g.sequence_parallel, dtype=bool)
     own = gemm / np.asarray(g.tp, dtype=float)
@@ -1623,6 +1632,12 @@ def output_layer_tp_collective(job: Job, g: StrategyGrid, ar: Any, rs: Any, ag: 
     hides = np.asarray(g.tp_async_allreduce, dtype=bool) & ~nt
     bwd_ar_e = np.where(hides, np.maximum(ar - gemm, 0.0), ar)
     bwd_ar_h = np.where(hides, np.minimum(ar, gemm), 0.0)
+    # a deferred pass (Megatron-Core only: never nanotron's head): RS or AR exposed, nothing hidden in its backward
+    d = np.where(nt, 0.0, d)
+    bwd_sp_e = (1.0 - d) * bwd_sp_e + d * rs
+    bwd_sp_h = (1.0 - d) * bwd_sp_h
+    bwd_ar_e = (1.0 - d) * bwd_ar_e + d * ar
+    bwd_ar_h = (1.0 - d) * bwd_ar_h
     off = _no_tp_comm(job, g)
     return {"exposed": np.where(off, 0.0, np.where(sp, fwd_e + bwd_sp_e, bwd_ar_e)),
             "hidden_fwd": np.where(off | ~sp, 0.0, fwd_h),

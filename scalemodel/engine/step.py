@@ -116,6 +116,7 @@ from scalemodel.engine.layer_compute import (
     _recomputed_total,
     _split_rank_recomputed,
     _stage_recomputed,
+    deferred_head_share,
     fsdp_root_params,
     moe_block_recomputed,
     mtp_module_recomputed,
@@ -128,6 +129,7 @@ from scalemodel.engine.model_parallel_comm import (
     _collective,
     _model_parallel_comm,
     _mp_collectives,
+    _no_tp_comm,
     sp_replicated_grad_allreduce,
     tied_embedding_allreduce,
 )
@@ -713,7 +715,11 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     # each micro-batch's loss all-reduced over the data-parallel group on the last stage, in the dp_comm part
     # (docs/model.md#loss-dp-allreduce)
     loss_sync = loss_allreduce_time(g, groups, m)
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads + metric_sync + jitter + loss_sync
+    # the output layer's deferred weight-gradient GEMMs, drained after the last stage's last backward: what the
+    # flush's wait does not hold (docs/model.md#defer-embedding-wgrad), in the bubble part
+    drain = _deferred_wgrad_exposed(job, g, groups, stage, m, (last_layers, rec_last), (other_layers, rec_other),
+                                    (first_layers, rec_first))
+    local = (m + bubble_mb) * t_mb + drain + opt + imbalance_s + tied + sp_grads + metric_sync + jitter + loss_sync
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
         cross, in_group, dp_total, dp_nvls = zero, None if hier_group(g, sync) is None else zero, zero, zero
@@ -739,7 +745,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
                                         _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
                                         sync, layers=n, rank=np.full(1, float(r)), traffic=traffic_r)
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
-            local_r = ((m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
+            local_r = ((m + bubble_mb) * t_mb + drain + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
                        + loss_sync)
             cross_r, in_group_r, total_r, nvls_r, idle_r = _sync_comm(dp_job, g, comp_r, m, sync, groups,
                                                                       local=local_r, idle=ranks[r].host,
@@ -766,7 +772,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * (mp["tp"] + mp["amax"]) + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
-        "pp_comm": m * mp["pp"], "host": m * host + metric_sync, "offload": off, "bubble": bubble_mb * t_mb,
+        "pp_comm": m * mp["pp"], "host": m * host + metric_sync, "offload": off, "bubble": bubble_mb * t_mb + drain,
         "dp_comm": np.maximum(dp_term, 0.0) + loss_sync, "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "jitter": jitter, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
@@ -805,6 +811,35 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
                 "bubble_microbatches": full(bubble_mb), "local": full(local), "sync_comm": full(cross)},
     )
+
+
+def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, stage: Callable[..., _Stage],
+                            m: np.ndarray, last: tuple[Any, Any], other: tuple[Any, Any], first: tuple[Any, Any]
+                            ) -> np.ndarray:
+    """Seconds a step of the output layer's deferred weight-gradient GEMMs (strategy defer_embedding_wgrad) that the
+    pipeline's flush does not hold: max(drain - idle, 0), the drain of n = d m u GEMMs of G seconds (d
+    :func:`~scalemodel.engine.layer_compute.deferred_head_share`, u the head passes a micro-batch, G the last stage's
+    ``head_gemm``; with sequence parallelism at tp > 1 each input all-gathered over TP first, A = one b s / cp x h
+    activation's all-gather: :func:`scalemodel.cost.pipeline.deferred_wgrad_drain`), the idle the last rank's wait
+    for the last micro-batch's backward to pass the p - 1 ranks before it (first and middle ranks' backward a
+    micro-batch, :func:`_stage_forward_backward`; :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
+    runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
+    megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
+    ``finish_embedding_wgrad_compute``), before the gradients' finalisation. 0 without the switch or at pp 1."""
+    share = deferred_head_share(job, g) if job.is_transformer else np.zeros(1)
+    if not np.any(share > 0):
+        return np.zeros(1)
+    uses = 1.0 + float(job.shape.mtp_layers)
+    coll = _mp_collectives(job, g, groups)
+    gemm = stage(last[0], True, None, last[1]).compute["head_gemm"]
+    sp_ag = np.asarray(g.sequence_parallel, dtype=bool) & ~np.asarray(_no_tp_comm(job, g), dtype=bool)
+    ag = np.where(sp_ag, coll.get("tp_ag", 0.0), 0.0)
+    drain = pipeline.deferred_wgrad_drain(share * m * uses, gemm, ag)
+    _, b_first = _stage_forward_backward(stage(first[0], False, None, first[1], True), end=True)
+    _, b_mid = _stage_forward_backward(stage(other[0], False, None, other[1]))
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
+    idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
+    return np.asarray(np.where(share > 0, np.maximum(drain - idle, 0.0), 0.0))
 
 
 class _Stage(NamedTuple):

@@ -132,6 +132,9 @@ MAX_OPTIMIZER_BYTES = 64.0
 #: The most training-metric passes over the logits taken per micro-batch (strategy train_metric_passes): a trainer
 #: evaluates a handful of metrics; a huge count overflowed nothing but priced nonsense.
 MAX_TRAIN_METRIC_PASSES = 64
+#: The largest wgrad_deferral_limit taken (strategy wgrad_deferral_limit): Megatron-Core counts deferred micro-batches
+#: in a Python list; a step holds far fewer micro-batches than this.
+MAX_WGRAD_DEFERRAL_LIMIT = 1_000_000
 #: The most metric states synchronised over all ranks once a step taken (strategy train_metric_states): a handful of
 #: metrics with a few states each; a huge count priced nonsense.
 MAX_TRAIN_METRIC_STATES = 256
@@ -747,6 +750,16 @@ class StrategySpec(Spec, kw_only=True):
         "3806ec2754): its latency on the critical path m times a step, "
         "and the data-parallel replicas locked together every micro-batch (docs/model.md#loss-dp-allreduce)"
     ))] = False
+    defer_embedding_wgrad: Annotated[bool, Meta(description=(
+        "Megatron-Core's defer_embedding_wgrad_compute: the last pipeline stage buffers the output layer's incoming "
+        "gradients and skips their weight-gradient GEMM, then runs those GEMMs (each input all-gathered over TP under "
+        "sequence parallelism) after its last backward, in the pipeline's cool-down; takes effect at pp > 1 only "
+        "(Megatron-Core refuses it at pp 1) (docs/model.md#defer-embedding-wgrad)"
+    ))] = False
+    wgrad_deferral_limit: Annotated[int, Meta(ge=0, le=MAX_WGRAD_DEFERRAL_LIMIT, description=(
+        "with defer_embedding_wgrad: the most micro-batches' output-layer weight-gradient GEMMs deferred a step "
+        "(Megatron-Core wgrad_deferral_limit; the later ones run in their own backward); 0 = all of them"
+    ))] = 0
     loss_impl: Annotated[LossImplText, Meta(description=(
         "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
