@@ -830,6 +830,46 @@ def _code_histogram(code: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, 
     return counts.astype(float).reshape(n_rows, 2, n_codes + 1)
 
 
+class _ClosedSplit:
+    """Pass 1a's classification of a chunk split at ``need`` (per row: some valid candidate whose code before memory
+    leaves memory to decide, :func:`_open_code`) where the codes before memory ``r1`` have no ZeRO axis. A closed
+    row's candidates all take r1's code, fitting or not, at every ZeRO stage, and none is feasible or a parameter
+    server's or top-k's hit (those need an open code): its histogram is its codes' counts at one stage times the
+    number of stages in each ZeRO group, exact in integers as :func:`_code_histogram`'s. ``plan -n 73513440`` on a
+    1e8-GPU cluster: 50,164 of 5.3 M configurations are open, so classify at (rows, 6, 3, 2) ran on the closed
+    rows for nothing (tests/test_speed36.py compares the split with classify on every row)."""
+
+    def __init__(self, need: np.ndarray, r1: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, n_codes: int,
+                 n_choice: int) -> None:
+        self.need, self.open_rows = need, np.nonzero(need)[0]
+        n = len(need)
+        closed = ~need
+        own = np.broadcast_shapes((n, 1, 1, 1), r1.shape, valid.shape)  # one ZeRO stage
+        code = np.broadcast_to(r1, own)[closed]
+        one = _code_histogram(code, np.broadcast_to(valid, own)[closed], np.zeros(1, dtype=bool),
+                              n_codes, n_choice, np.zeros((1, 1, 1, 1), dtype=bool), 0)[:, 0]
+        per_group = np.asarray([np.count_nonzero(~sharded_z), np.count_nonzero(sharded_z)], dtype=float)
+        self.hist = np.zeros((n, 2, n_codes + 1))
+        self.hist[closed] = one[:, None, :] * per_group[None, :, None]
+
+    def run(self, classify: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], mem: np.ndarray,
+            r1: np.ndarray, valid: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``classify(mem, r1, valid, zb)``'s (good, histogram, parameter-server hits, top-k hits) on every row of
+        the chunk (``mem``, ``valid``, ``zb`` at its full shape), classify run on the open rows alone."""
+        at = self.open_rows
+        got = classify(mem[at], np.broadcast_to(r1, (len(self.need), *r1.shape[1:]))[at], valid[at], zb[: len(at)])
+        good = np.zeros(mem.shape, dtype=bool)
+        good[at] = got[0]
+        hist = self.hist.copy()
+        hist[at] = got[1]
+        hits = []
+        for part in got[2:]:
+            every = np.zeros(len(self.need), dtype=np.asarray(part).dtype)
+            every[at] = part
+            hits.append(every)
+        return good, hist, hits[0], hits[1]
+
+
 def _top_up(part: np.ndarray, batches: list[np.ndarray], later: list[int],
             refilter: Callable[[np.ndarray], np.ndarray], per2: int) -> np.ndarray:
     """Pass 2's batch ``part`` (fewer than ``per2`` rows once the cutoffs thinned it) topped up with the rows of its
@@ -1374,15 +1414,21 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # (classify: elsewhere its code is r1's, fitting or not): only the memory rows of such configurations are
         # priced (:func:`_open_memory_rows`), the others hold 0 bytes that nothing reads
         acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
-        need = None if hsdp_pinned and hier_counted else np.any(valid_all & _open_code(r1, ps_bad, topk_bad),
+        valid_own = np.broadcast_to(outer_valid(job, grid), grid.shape)  # no ZeRO axis: grid has one stage
+        need = None if hsdp_pinned and hier_counted else np.any(valid_own & _open_code(r1, ps_bad, topk_bad),
                                                                 axis=(1, 2, 3))
         mem_of = _open_memory_rows(
             job, grid, {k: v[lo:hi] for k, v in all_cfg.items()} if rep is None else rep, rep is not None, inv,
             gathered, need, acts, lambda r: _outer_grid(gpus, global_batch, r, 0, len(r["dp"]), axes, comm0, fixed))
         mem = mem_of(zeros, "bsp")
         zb = np.broadcast_to(zeros, shape)
+        # where r1 has no ZeRO axis, the closed configurations' codes are r1's at every stage: classified at one
+        # stage, their counts times the stages of each group (_ClosedSplit); classify runs on the open rows only
+        closed = _ClosedSplit(need, r1, valid_own, sharded_z, n_codes, n_choice) if (
+            need is not None and np.ndim(r1) == 4 and r1.shape[1] == 1) else None
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
-        good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
+        good, hist, n_ps_hit, n_topk_hit = (closed.run(classify, mem, r1, valid_all, zb) if closed
+                                            else classify(mem, r1, valid_all, zb))
         good_all[lo:hi] = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
         for (key, _bytes), (mask, count) in mask_groups.items():
@@ -1396,7 +1442,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 mem_h[:, sharded_z] = mem_of(axes["zero"][sharded_z].reshape(1, -1, 1, 1), f"hier:{key}")
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = feasibility(job, full, sync=f"hier:{key}") if hsdp_pinned else r1
-                _good, hist_h, ps_hits, topk_hits = classify(mem_h, r1_h, valid_all, zb)
+                _good, hist_h, ps_hits, topk_hits = (closed.run(classify, mem_h, r1_h, valid_all, zb) if closed
+                                                     else classify(mem_h, r1_h, valid_all, zb))
                 h = hist_h.sum(axis=1)
             else:
                 h = hist.sum(axis=1)
