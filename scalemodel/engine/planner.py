@@ -843,14 +843,11 @@ class _ClosedSplit:
                  n_choice: int) -> None:
         self.need, self.open_rows = need, np.nonzero(need)[0]
         n = len(need)
-        closed = ~need
         own = np.broadcast_shapes((n, 1, 1, 1), r1.shape, valid.shape)  # one ZeRO stage
-        code = np.broadcast_to(r1, own)[closed]
-        one = _code_histogram(code, np.broadcast_to(valid, own)[closed], np.zeros(1, dtype=bool),
-                              n_codes, n_choice, np.zeros((1, 1, 1, 1), dtype=bool), 0)[:, 0]
+        one = _code_histogram(np.broadcast_to(r1, own), np.broadcast_to(valid, own) & ~need.reshape(-1, 1, 1, 1),
+                              np.zeros(1, dtype=bool), n_codes, n_choice, np.zeros((1, 1, 1, 1), dtype=bool), 0)
         per_group = np.asarray([np.count_nonzero(~sharded_z), np.count_nonzero(sharded_z)], dtype=float)
-        self.hist = np.zeros((n, 2, n_codes + 1))
-        self.hist[closed] = one[:, None, :] * per_group[None, :, None]
+        self.hist = one[:, :1] * per_group.reshape(1, 2, 1)  # open rows: 0 (classify's counts replace them)
 
     def run(self, classify: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], mem: np.ndarray,
             r1: np.ndarray, valid: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -1352,7 +1349,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     zeros = axes["zero"].reshape(1, -1, 1, 1)
     n_cfg = len(all_cfg["dp"])
     nz, nr, ns = (len(axes[k]) for k in ("zero", "recompute", "sequence_parallel"))
-    good_all = np.zeros((n_cfg, nz, nr, ns), dtype=bool)  # feasible and within the memory constraint
+    # feasible and within the memory constraint, kept for the configurations with a candidate that is (the others'
+    # are all False and nothing reads them): good_pos[row] indexes good_fit's pieces, -1 where none fits (a
+    # (configurations, 36) mask was 192 MB of the 1e8-GPU plan's peak for 50 k rows that fit)
+    good_pos = np.full(n_cfg, -1, dtype=np.int64)
+    good_fit: list[np.ndarray] = []
+    n_good = 0
     bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
     # rank-order twins (adjacent rows that differ in the order alone) share the compute floor, which reads no
     # placement: it is priced once per twin group (memory does read the order: HSDP's default group is a node's)
@@ -1429,7 +1431,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
         good, hist, n_ps_hit, n_topk_hit = (closed.run(classify, mem, r1, valid_all, zb) if closed
                                             else classify(mem, r1, valid_all, zb))
-        good_all[lo:hi] = valid_all & good
+        good_chunk = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
         for (key, _bytes), (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
@@ -1460,7 +1462,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             feasible_n += int(round(tot[0]))
             over_limit += float(tot[n_codes])
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
-        fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
+        fit_at = np.nonzero(good_chunk.any(axis=(1, 2, 3)))[0]
+        fit = lo + fit_at
+        g_fit = good_chunk[fit_at]
+        good_fit.append(g_fit)
+        good_pos[fit] = n_good + np.arange(len(fit))
+        n_good += len(fit)
         if len(fit):
             new = fit[np.isnan(floor_of[twin_of[fit], 0, 0])]
             todo = new[np.unique(twin_of[new], return_index=True)[1]]  # one row per twin group not yet priced
@@ -1471,7 +1478,6 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             cf = floor_of[twin_of[fit]]
             # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
             # where it fits (the modes that need replicas only at ZeRO 0)
-            g_fit = good_all[fit]
             fac = np.minimum(np.where(g_fit[:, ~sharded_z].any(axis=1), a_any[fit].reshape(-1, 1, 1), np.inf),
                              np.where(g_fit[:, sharded_z].any(axis=1), a_sharded[fit].reshape(-1, 1, 1), np.inf))
             bound_a[fit] = (cf.reshape(len(fit), nr, ns) * fac).reshape(len(fit), -1).min(axis=1) * scale * (
@@ -1484,6 +1490,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # evaluated at its first feasible ZeRO stage and one communication choice, under bsp. That gives exact
     # values (the sync modes sharing bsp's traffic re-priced) and the bound of pass 2: (m + bubble) x t_mb, which
     # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
+    good_of = np.concatenate(good_fit) if good_fit else np.zeros((0, nz, nr, ns), dtype=bool)
+    del good_fit
     order = np.argsort(bound_a, kind="stable")
     order = order[np.isfinite(bound_a[order])]
     # batches of the configurations that can still reach the threshold, in bound order: the first a third of the
@@ -1510,7 +1518,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         idx = rest[sel]
         ok[sel] = False  # the rest of the rows the cutoffs still allow stay (those they left out stay out)
         rest = rest[ok]
-        good_idx = good_all[idx]
+        good_idx = good_of[good_pos[idx]]  # every configuration pass 1b takes has a finite bound: one that fits
         zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
         sub = {k: v[idx] for k, v in all_cfg.items()}
         grid = msgspec.structs.replace(_outer_grid(gpus, global_batch, sub, 0, len(idx), axes, comm0, fixed),
