@@ -831,6 +831,43 @@ def _code_histogram(code: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, 
     return counts.astype(float).reshape(n_rows, 2, n_codes + 1)
 
 
+class _ClosedSplit:
+    """Pass 1a's classification of a chunk split at ``need`` (per row: some valid candidate whose code before memory
+    leaves memory to decide, :func:`_open_code`) where the codes before memory ``r1`` have no ZeRO axis. A closed
+    row's candidates all take r1's code, fitting or not, at every ZeRO stage, and none is feasible or a parameter
+    server's or top-k's hit (those need an open code): its histogram is its codes' counts at one stage times the
+    number of stages in each ZeRO group, exact in integers as :func:`_code_histogram`'s. ``plan -n 73513440`` on a
+    1e8-GPU cluster: 50,164 of 5.3 M configurations are open, so classify at (rows, 6, 3, 2) ran on the closed
+    rows for nothing (tests/test_speed36.py compares the split with classify on every row)."""
+
+    def __init__(self, need: np.ndarray, r1: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, n_codes: int,
+                 n_choice: int) -> None:
+        self.need, self.open_rows = need, np.nonzero(need)[0]
+        n = len(need)
+        own = np.broadcast_shapes((n, 1, 1, 1), r1.shape, valid.shape)  # one ZeRO stage
+        one = _code_histogram(np.broadcast_to(r1, own), np.broadcast_to(valid, own) & ~need.reshape(-1, 1, 1, 1),
+                              np.zeros(1, dtype=bool), n_codes, n_choice, np.zeros((1, 1, 1, 1), dtype=bool), 0)
+        per_group = np.asarray([np.count_nonzero(~sharded_z), np.count_nonzero(sharded_z)], dtype=float)
+        self.hist = one[:, :1] * per_group.reshape(1, 2, 1)  # open rows: 0 (classify's counts replace them)
+
+    def run(self, classify: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], mem: np.ndarray,
+            r1: np.ndarray, valid: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``classify(mem, r1, valid, zb)``'s (good, histogram, parameter-server hits, top-k hits) on every row of
+        the chunk (``mem``, ``valid``, ``zb`` at its full shape), classify run on the open rows alone."""
+        at = self.open_rows
+        got = classify(mem[at], np.broadcast_to(r1, (len(self.need), *r1.shape[1:]))[at], valid[at], zb[: len(at)])
+        good = np.zeros(mem.shape, dtype=bool)
+        good[at] = got[0]
+        hist = self.hist.copy()
+        hist[at] = got[1]
+        hits = []
+        for part in got[2:]:
+            every = np.zeros(len(self.need), dtype=np.asarray(part).dtype)
+            every[at] = part
+            hits.append(every)
+        return good, hist, hits[0], hits[1]
+
+
 def _top_up(part: np.ndarray, batches: list[np.ndarray], later: list[int],
             refilter: Callable[[np.ndarray], np.ndarray], per2: int) -> np.ndarray:
     """Pass 2's batch ``part`` (fewer than ``per2`` rows once the cutoffs thinned it) topped up with the rows of its
@@ -1313,7 +1350,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     zeros = axes["zero"].reshape(1, -1, 1, 1)
     n_cfg = len(all_cfg["dp"])
     nz, nr, ns = (len(axes[k]) for k in ("zero", "recompute", "sequence_parallel"))
-    good_all = np.zeros((n_cfg, nz, nr, ns), dtype=bool)  # feasible and within the memory constraint
+    # feasible and within the memory constraint, kept for the configurations with a candidate that is (the others'
+    # are all False and nothing reads them): good_pos[row] indexes good_fit's pieces, -1 where none fits (a
+    # (configurations, 36) mask was 192 MB of the 1e8-GPU plan's peak for 50 k rows that fit)
+    good_pos = np.full(n_cfg, -1, dtype=np.int64)
+    good_fit: list[np.ndarray] = []
+    n_good = 0
     bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
     # rank-order twins (adjacent rows that differ in the order alone) share the compute floor, which reads no
     # placement: it is priced once per twin group (memory does read the order: HSDP's default group is a node's)
@@ -1375,16 +1417,22 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # (classify: elsewhere its code is r1's, fitting or not): only the memory rows of such configurations are
         # priced (:func:`_open_memory_rows`), the others hold 0 bytes that nothing reads
         acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
-        need = None if hsdp_pinned and hier_counted else np.any(valid_all & _open_code(r1, ps_bad, topk_bad),
+        valid_own = np.broadcast_to(outer_valid(job, grid), grid.shape)  # no ZeRO axis: grid has one stage
+        need = None if hsdp_pinned and hier_counted else np.any(valid_own & _open_code(r1, ps_bad, topk_bad),
                                                                 axis=(1, 2, 3))
         mem_of = _open_memory_rows(
             job, grid, {k: v[lo:hi] for k, v in all_cfg.items()} if rep is None else rep, rep is not None, inv,
             gathered, need, acts, lambda r: _outer_grid(gpus, global_batch, r, 0, len(r["dp"]), axes, comm0, fixed))
         mem = mem_of(zeros, "bsp")
         zb = np.broadcast_to(zeros, shape)
+        # where r1 has no ZeRO axis, the closed configurations' codes are r1's at every stage: classified at one
+        # stage, their counts times the stages of each group (_ClosedSplit); classify runs on the open rows only
+        closed = _ClosedSplit(need, r1, valid_own, sharded_z, n_codes, n_choice) if (
+            need is not None and np.ndim(r1) == 4 and r1.shape[1] == 1) else None
         # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
-        good, hist, n_ps_hit, n_topk_hit = classify(mem, r1, valid_all, zb)
-        good_all[lo:hi] = valid_all & good
+        good, hist, n_ps_hit, n_topk_hit = (closed.run(classify, mem, r1, valid_all, zb) if closed
+                                            else classify(mem, r1, valid_all, zb))
+        good_chunk = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
         for (key, _bytes), (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
@@ -1397,7 +1445,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 mem_h[:, sharded_z] = mem_of(axes["zero"][sharded_z].reshape(1, -1, 1, 1), f"hier:{key}")
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = feasibility(job, full, sync=f"hier:{key}") if hsdp_pinned else r1
-                _good, hist_h, ps_hits, topk_hits = classify(mem_h, r1_h, valid_all, zb)
+                _good, hist_h, ps_hits, topk_hits = (closed.run(classify, mem_h, r1_h, valid_all, zb) if closed
+                                                     else classify(mem_h, r1_h, valid_all, zb))
                 h = hist_h.sum(axis=1)
             else:
                 h = hist.sum(axis=1)
@@ -1414,7 +1463,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             feasible_n += int(round(tot[0]))
             over_limit += float(tot[n_codes])
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
-        fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
+        fit_at = np.nonzero(good_chunk.any(axis=(1, 2, 3)))[0]
+        fit = lo + fit_at
+        g_fit = good_chunk[fit_at]
+        good_fit.append(g_fit)
+        good_pos[fit] = n_good + np.arange(len(fit))
+        n_good += len(fit)
         if len(fit):
             new = fit[np.isnan(floor_of[twin_of[fit], 0, 0])]
             todo = new[np.unique(twin_of[new], return_index=True)[1]]  # one row per twin group not yet priced
@@ -1425,7 +1479,6 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             cf = floor_of[twin_of[fit]]
             # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
             # where it fits (the modes that need replicas only at ZeRO 0)
-            g_fit = good_all[fit]
             fac = np.minimum(np.where(g_fit[:, ~sharded_z].any(axis=1), a_any[fit].reshape(-1, 1, 1), np.inf),
                              np.where(g_fit[:, sharded_z].any(axis=1), a_sharded[fit].reshape(-1, 1, 1), np.inf))
             bound_a[fit] = (cf.reshape(len(fit), nr, ns) * fac).reshape(len(fit), -1).min(axis=1) * scale * (
@@ -1438,6 +1491,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # evaluated at its first feasible ZeRO stage and one communication choice, under bsp. That gives exact
     # values (the sync modes sharing bsp's traffic re-priced) and the bound of pass 2: (m + bubble) x t_mb, which
     # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
+    good_of = np.concatenate(good_fit) if good_fit else np.zeros((0, nz, nr, ns), dtype=bool)
+    del good_fit
     order = np.argsort(bound_a, kind="stable")
     order = order[np.isfinite(bound_a[order])]
     # batches of the configurations that can still reach the threshold, in bound order: the first a third of the
@@ -1464,7 +1519,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         idx = rest[sel]
         ok[sel] = False  # the rest of the rows the cutoffs still allow stay (those they left out stay out)
         rest = rest[ok]
-        good_idx = good_all[idx]
+        good_idx = good_of[good_pos[idx]]  # every configuration pass 1b takes has a finite bound: one that fits
         zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
         sub = {k: v[idx] for k, v in all_cfg.items()}
         grid = msgspec.structs.replace(_outer_grid(gpus, global_batch, sub, 0, len(idx), axes, comm0, fixed),
