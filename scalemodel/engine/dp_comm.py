@@ -1901,7 +1901,7 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
 
 
 def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str, np.ndarray], gpu_opt: Any,
-                        sync: str = "bsp", layers: Any = None, rank: Any = None) -> Any:
+                        sync: str = "bsp", layers: Any = None, rank: Any = None, t_mb: Any = None) -> Any:
     """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`
     where the states live in host memory (the GPU runs no Adam step then), its copies under the stage's compute of the
     step, ``m`` x ``comp["total"]``, where the framework issues them beside it: ZeRO-3 on its
@@ -1913,11 +1913,21 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     backward (``process_gradients`` -> ``reduce_ready_partitions_and_remove_grads``, which reduces only when
     ``is_gradient_accumulation_boundary()``), so one micro-batch's backward, ``comp["backward"]``, is under them;
     without overlap_comm ``reduce_gradients`` reduces after the backward on the compute's stream: nothing
-    (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L638-641, L861-881, L1758-1769; review35c)."""
+    (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L638-641, L861-881, L1758-1769; review35c).
+    ``t_mb``: the micro-batch's time in the step (compute and the TP / CP / EP / pipeline traffic it exposes; None:
+    its compute alone). The copies run on a copy engine over the host link, beside whatever the GPU's streams run,
+    kernels or collectives, so their window is that time, not the compute alone: m ``t_mb``, and for ZeRO-1 the
+    backward's share of it, ``t_mb`` x backward / compute (the exposed traffic is not priced per pass). Priced on the
+    compute alone, a faster accelerator slowed the step (prop36: mixtral-8x7b tp 4 ZeRO-3 on dgx-h100, the compute
+    17.5 ms shorter, the copies 17.5 ms more exposed and the TP traffic 0.65 ms more: 34.51996 -> 34.52028 s)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return gpu_opt
     overlap = np.asarray(g.overlap, dtype=bool)
     beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & overlap)
-    under = np.where(beside, m * comp["total"], np.where((g.zero == Zero.OPTIMIZER) & overlap, comp["backward"], 0.0))
+    total = np.asarray(comp["total"], dtype=float)
+    wall = total if t_mb is None else np.maximum(np.asarray(t_mb, dtype=float), total)
+    backward = np.asarray(comp["backward"], dtype=float) * np.where(total > 0, wall / np.where(total > 0, total, 1.0),
+                                                                    1.0)
+    under = np.where(beside, m * wall, np.where((g.zero == Zero.OPTIMIZER) & overlap, backward, 0.0))
     return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank), gpu_opt)

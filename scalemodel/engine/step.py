@@ -696,7 +696,8 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     opt = zero if own else (_optimizer_time(job, g, sync) if dp_rank is None
                             else _optimizer_time(job, g, sync, *dp_rank))
     if not own:  # model states in host memory: the CPU step and the link's copies (docs/model.md#state-offload)
-        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, *(dp_rank or ()))
+        dp_layers, dp_index = dp_rank if dp_rank is not None else (None, None)
+        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, layers=dp_layers, rank=dp_index, t_mb=t_mb)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
@@ -732,7 +733,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
             dp_job = _rank_dp_job(job, s)
             opt_r = offloaded_optimizer(dp_job, g, m, ranks[r].busy,
                                         _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
-                                        sync, layers=n, rank=np.full(1, float(r)))
+                                        sync, layers=n, rank=np.full(1, float(r)), t_mb=t_mb)
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = ((m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
                        + loss_sync)

@@ -1,0 +1,61 @@
+"""prop36: counterexamples of the round-36 property sweep (tests/README.md#property-tests), each a hand case.
+
+1. test_physics_wide's ``test_wide_faster_accelerator_never_slower`` at seed 21 x2: mixtral-8x7b on dgx-h100, tp 4,
+   ZeRO-3 with the optimizer states in host memory (offload_states optimizer). A 1.25x faster accelerator ran the
+   step 0.3 ms slower (34.51996 -> 34.52028 s): the host copies were hidden under the compute alone
+   (dp_comm.offloaded_optimizer), so the 17.5 ms shorter compute exposed 17.5 ms more of the copies, while the TP
+   traffic the compute no longer covered (0.65 ms) was added on top. The copies run on a copy engine over the host
+   link, beside whatever the GPU's streams run, so their window is the micro-batches' time in the step, not their
+   compute. Checked here independently of the pricing code: with the copies longer than the window the step less
+   the jitter is the copies, the CPU step and the copy back, whatever the accelerator (m t_mb + max(0, X - m t_mb) =
+   X), so it is the same at 1x, 1.25x and 2x; and a faster accelerator never slows the step, at every ZeRO stage that
+   runs the copies beside the compute.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from tests.test_physics_wide import _eval, _wide_job
+
+#: the shrunk hypothesis case (every field not named here at GRID_DEFAULTS)
+CASE = dict(gpus=4, dp=1, tp=4, pp=1, cp=1, ep=1, micro_batch=1, global_batch=1, zero=3, offload_states=1,
+            sequence_parallel=True, overlap=False, tp_comm_overlap=False, tp_async_allreduce=False,
+            fsdp_reshard_after_forward=False)
+#: the parts of one step the micro-batches' time is made of here (pp 1, m 1): compute, its contention, exposed TP
+WINDOW_PARTS = ("compute", "contention", "tp_comm")
+
+
+def _faster(job, factor: float):  # type: ignore[no-untyped-def]
+    return msgspec.structs.replace(job, peak_flops=job.peak_flops * factor,
+                                   memory_bandwidth=job.memory_bandwidth * factor)
+
+
+def test_exposed_copies_make_the_step_the_copies_whatever_the_accelerator() -> None:
+    """The shrunk case: the copies of 11.7 B parameters' states (34 s of host link and CPU Adam) outlast the 0.11 s
+    micro-batch, so the window, the micro-batch's compute and exposed traffic, is inside the copies; the step less
+    the clock-jitter wait (priced on the compute alone) is the same sum at every accelerator speed."""
+    job = _wide_job("dgx-h100", "mixtral-8x7b", "bf16", None, 2048)
+    sums, steps = [], []
+    for factor in (1.0, 1.25, 2.0):
+        res = _eval(_faster(job, factor), CASE)
+        b = {k: float(v[0]) for k, v in res.breakdown.items()}
+        assert b["optimizer"] > 100 * sum(b[k] for k in WINDOW_PARTS), b  # the copies outlast the window
+        assert b["tp_comm"] > 0, b  # exposed TP traffic, which the copies run beside too
+        sums.append(sum(b[k] for k in WINDOW_PARTS) + b["optimizer"])
+        steps.append(float(res.step_time[0]))
+    assert sums[1] == pytest.approx(sums[0], rel=1e-12) and sums[2] == pytest.approx(sums[0], rel=1e-12), sums
+    assert steps[2] <= steps[1] <= steps[0], steps
+
+
+@pytest.mark.parametrize("zero,overlap", [(3, False), (3, True), (2, True), (1, True), (4, True)])
+@pytest.mark.parametrize("accumulation", [1, 4])
+def test_faster_accelerator_never_slows_an_offloaded_step(zero: int, overlap: bool, accumulation: int) -> None:
+    """The case at every stage whose copies run beside the compute (ZeRO-3 and FSDP always, ZeRO-2 and ZeRO-1 with
+    overlap_comm; FSDP with the parameters too), 1 and 4 micro-batches: 1.25x and 2x peak and memory bandwidth never
+    make the step slower (the invariant of tests/test_physics_wide.py, which found this case)."""
+    job = _wide_job("dgx-h100", "mixtral-8x7b", "bf16", None, 2048)
+    arrays = dict(CASE, zero=zero, overlap=overlap, global_batch=accumulation, offload_states=2 if zero == 4 else 1)
+    steps = [float(_eval(_faster(job, f), arrays).step_time[0]) for f in (1.0, 1.25, 2.0)]
+    assert steps[1] <= steps[0] * (1 + 1e-12) and steps[2] <= steps[1] * (1 + 1e-12), steps
