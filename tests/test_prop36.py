@@ -10,6 +10,14 @@
    the jitter is the copies, the CPU step and the copy back, whatever the accelerator (m t_mb + max(0, X - m t_mb) =
    X), so it is the same at 1x, 1.25x and 2x; and a faster accelerator never slows the step, at every ZeRO stage that
    runs the copies beside the compute.
+2. hostmem36's host-memory check (dp_comm.host_state_bytes_per_node), swept beside the GPU memory it relieves: the
+   bytes offload_states takes off a GPU must be in its node's host memory. The check priced each rank's states on
+   the stages' mean share, so the node of the last stage of llama3-8b pp 16 ZeRO-3 (128 GPUs, dp 8: a node is 8 ranks
+   of one stage) was priced 1.13 GB a rank while 1.68 GB of optimizer states and gradient shard left each of its
+   GPUs. Checked here: the host bytes a rank at least the GPU bytes the offload removes on the peak stage (memory's
+   own report, with and without offload), and the ZeRO-3 value by hand from DeepSpeed's host allocations (the fp32
+   master, Adam's m and v, the fp32 gradient and the 16-bit gradient partition: 12 + 4 + 2 bytes a parameter of the
+   rank's shard, deepspeedai/DeepSpeed@edaa7221 stage3.py L1108, L1288, L742).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from scalemodel import api
 from tests.test_physics_wide import _eval, _wide_job
 
 #: the shrunk hypothesis case (every field not named here at GRID_DEFAULTS)
@@ -59,3 +68,31 @@ def test_faster_accelerator_never_slows_an_offloaded_step(zero: int, overlap: bo
     arrays = dict(CASE, zero=zero, overlap=overlap, global_batch=accumulation, offload_states=2 if zero == 4 else 1)
     steps = [float(_eval(_faster(job, f), arrays).step_time[0]) for f in (1.0, 1.25, 2.0)]
     assert steps[1] <= steps[0] * (1 + 1e-12) and steps[2] <= steps[1] * (1 + 1e-12), steps
+
+
+def _memory(zero: int, offload: str, pp: int, gpus: int = 128):  # type: ignore[no-untyped-def]
+    return api.memory("dgx-h100", "llama3-8b", gpus, strategy={"pp": pp, "zero": zero, "offload_states": offload})
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+@pytest.mark.parametrize("pp", [1, 4, 16])
+def test_host_memory_holds_what_the_offload_takes_off_each_gpu(zero: int, pp: int) -> None:
+    """Per rank (the node's bytes over its 8 ranks): at least the GPU bytes (gradients and optimizer, the weights
+    stay at ZeRO 1-3 with the optimizer offloaded) the offload removes on the peak stage."""
+    on, off = _memory(zero, "optimizer", pp), _memory(zero, "none", pp)
+    removed = sum(off.per_gpu_bytes[k] - on.per_gpu_bytes[k] for k in ("weights", "gradients", "optimizer"))
+    assert removed > 0
+    assert on.host_bytes_per_node / 8 >= removed, (on.host_bytes_per_node / 8, removed)
+
+
+def test_host_memory_of_the_last_stage_by_hand() -> None:
+    """llama3-8b pp 16 ZeRO-3 on 128 GPUs: the last stage (2 of the 32 layers, the final norm and the untied output
+    layer) holds the most parameters; each of a node's 8 ranks (dp 8) keeps 18 bytes a parameter of its 1 / 8 shard.
+    The parameters by hand from the model's shape (h 4096, 8 KV heads of 128, ffn 14336, V 128256): a layer
+    4096 (4096 + 2 x 1024) + 4096 x 4096 + 3 x 4096 x 14336 + 2 x 4096 = 218,112,000; the output layer 525,336,576;
+    the final norm 4096."""
+    layer = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    last = 2 * layer + 128256 * 4096 + 4096
+    res = _memory(3, "optimizer", 16)
+    assert res.params_per_gpu == last
+    assert res.host_bytes_per_node == pytest.approx(8 * last / 8 * (12 + 4 + 2), rel=1e-12)

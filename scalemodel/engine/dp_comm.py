@@ -48,6 +48,7 @@ from scalemodel.engine.pipeline_ranks import (
     _etp,
     _params_per_gpu,
     _rank_params_per_gpu,
+    _stage_layers,
     _stage_params_per_gpu,
     microbatches,
 )
@@ -1885,12 +1886,26 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
     0 where none: :func:`scalemodel.cost.state_offload.host_state_bytes` of each rank's state shard ``n`` (as
     :func:`state_offload_time` prices it: the stages' mean share over :func:`_state_shards`, the experts over
     :func:`_expert_state_shards`), times the node's ranks, min(GPUs, gpus_per_node). ZeRO 1/2's one buffer of the
-    largest parameter is the vocabulary-parallel word embedding, V h / tp elements."""
+    largest parameter is the vocabulary-parallel word embedding, V h / tp elements. Under pipeline parallelism the
+    shard is the pipeline rank's holding the most parameters (:func:`_rank_params_per_gpu` of the last rank, rank 0
+    and the busiest middle one, as step._dp_rank picks), not the stages' mean: each rank keeps its own stage's states,
+    and a node of one stage's ranks (tp cp dp >= gpus_per_node in the stage-major order, DeepSpeed's
+    PipeDataParallelTopology) holds that many times them; where a node spans stages this is an upper bound. prop36:
+    the mean under-counted llama3-8b pp 16 ZeRO-3 on 128 GPUs, the last stage's 1.68 GB a GPU of optimizer states and
+    gradient shard leaving each GPU beside 1.13 GB a rank of host memory priced."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return np.zeros(1)
+    shards, expert_shards = _state_shards(job, g, sync), _expert_state_shards(job, g, sync)
     dense, expert = _stage_params_per_gpu(job, g)
-    n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    n = dense / shards + expert / expert_shards
+    if job.is_transformer:
+        pp = np.asarray(g.pp, dtype=float)
+        last, other, first = _stage_layers(job, g)
+        for layers, rank, on in ((last, np.maximum(pp - 1.0, 0.0), pp > 1), (first, np.zeros(1), pp > 1),
+                                 (other, np.ones(1), pp > 2)):
+            d_r, e_r = _rank_params_per_gpu(job, g, layers, rank)
+            n = np.where(on, np.maximum(n, d_r / shards + e_r / expert_shards), n)
     sw, sg = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)  # FSDP's shard dtype
     largest = (float(job.shape.vocab) * float(job.shape.hidden) / g.tp) if job.is_transformer else 0.0
     rank = state_offload.host_state_bytes(n, mode=mode, zero=g.zero, microbatches=m,
