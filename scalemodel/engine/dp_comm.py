@@ -48,6 +48,7 @@ from scalemodel.engine.pipeline_ranks import (
     _etp,
     _params_per_gpu,
     _rank_params_per_gpu,
+    _stage_layers,
     _stage_params_per_gpu,
     microbatches,
 )
@@ -1918,12 +1919,26 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
     0 where none: :func:`scalemodel.cost.state_offload.host_state_bytes` of each rank's state shard ``n`` (as
     :func:`state_offload_time` prices it: the stages' mean share over :func:`_state_shards`, the experts over
     :func:`_expert_state_shards`), times the node's ranks, min(GPUs, gpus_per_node). ZeRO 1/2's one buffer of the
-    largest parameter is the vocabulary-parallel word embedding, V h / tp elements."""
+    largest parameter is the vocabulary-parallel word embedding, V h / tp elements. Under pipeline parallelism the
+    shard is the pipeline rank's holding the most parameters (:func:`_rank_params_per_gpu` of the last rank, rank 0
+    and the busiest middle one, as step._dp_rank picks), not the stages' mean: each rank keeps its own stage's states,
+    and a node of one stage's ranks (tp cp dp >= gpus_per_node in the stage-major order, DeepSpeed's
+    PipeDataParallelTopology) holds that many times them; where a node spans stages this is an upper bound. prop36:
+    the mean under-counted llama3-8b pp 16 ZeRO-3 on 128 GPUs, the last stage's 1.68 GB a GPU of optimizer states and
+    gradient shard leaving each GPU beside 1.13 GB a rank of host memory priced."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return np.zeros(1)
+    shards, expert_shards = _state_shards(job, g, sync), _expert_state_shards(job, g, sync)
     dense, expert = _stage_params_per_gpu(job, g)
-    n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    n = dense / shards + expert / expert_shards
+    if job.is_transformer:
+        pp = np.asarray(g.pp, dtype=float)
+        last, other, first = _stage_layers(job, g)
+        for layers, rank, on in ((last, np.maximum(pp - 1.0, 0.0), pp > 1), (first, np.zeros(1), pp > 1),
+                                 (other, np.ones(1), pp > 2)):
+            d_r, e_r = _rank_params_per_gpu(job, g, layers, rank)
+            n = np.where(on, np.maximum(n, d_r / shards + e_r / expert_shards), n)
     sw, sg = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)  # FSDP's shard dtype
     largest = (float(job.shape.vocab) * float(job.shape.hidden) / g.tp) if job.is_transformer else 0.0
     rank = state_offload.host_state_bytes(n, mode=mode, zero=g.zero, microbatches=m,
@@ -1935,7 +1950,7 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
 
 def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str, np.ndarray], gpu_opt: Any,
                         sync: str = "bsp", layers: Any = None, rank: Any = None,
-                        traffic: tuple[DpTraffic, DpTraffic | None] | None = None) -> Any:
+                        traffic: tuple[DpTraffic, DpTraffic | None] | None = None, t_mb: Any = None) -> Any:
     """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`
     where the states live in host memory (the GPU runs no Adam step then).
 
@@ -1956,14 +1971,24 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     reductions (``traffic``'s ``reduces``: ZeRO 1/2's reduce-scatters, the ZeRO-3 / FSDP units' reduce-scatters).
     The parameter fetches (optimizer+params) precede their all-gathers on the gather path, beside every
     micro-batch's forward and backward:
-    ``C_F = max(0, m comp["total"] - A)``, ``A`` the units' all-gathers (``unit_gathers``)."""
+    ``C_F = max(0, m comp["total"] - A)``, ``A`` the units' all-gathers (``unit_gathers``).
+
+    ``t_mb``: the micro-batch's time in the step (compute and the TP / CP / EP / pipeline traffic it exposes; None:
+    its compute alone). The copies run on a copy engine over the host link, beside whatever the GPU's streams run,
+    kernels or collectives, so both windows stretch by ``t_mb / comp["total"]`` (the backward's share of it for the
+    gradient path; the exposed traffic is not priced per pass). Priced on the compute alone, a faster accelerator
+    slowed the step (prop36: mixtral-8x7b tp 4 ZeRO-3 on dgx-h100, the compute 17.5 ms shorter, the copies 17.5 ms
+    more exposed and the TP traffic 0.65 ms more: 34.51996 -> 34.52028 s)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return gpu_opt
     overlap = np.asarray(g.overlap, dtype=bool)
     beside = (g.zero >= Zero.PARAMETERS) | ((g.zero == Zero.GRADIENTS) & overlap)
-    window = np.where(beside, m * comp["backward"],
-                      np.where((g.zero == Zero.OPTIMIZER) & overlap, comp["backward"], 0.0))
+    total = np.asarray(comp["total"], dtype=float)
+    wall = total if t_mb is None else np.maximum(np.asarray(t_mb, dtype=float), total)
+    stretch = np.where(total > 0, wall / np.where(total > 0, total, 1.0), 1.0)
+    backward = np.asarray(comp["backward"], dtype=float) * stretch
+    window = np.where(beside, m * backward, np.where((g.zero == Zero.OPTIMIZER) & overlap, backward, 0.0))
     reduces, gathers = np.zeros(1), np.zeros(1)
     for part in (() if traffic is None else traffic):
         if part is not None:
@@ -1972,5 +1997,5 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     # compute, so none of it is left to these (a plan's infeasible candidate stays monotone in the compute)
     act = (np.asarray(g.offload_layers) > 0) | (np.asarray(g.offload_tensors) > 0)
     under = np.where(act, 0.0, np.maximum(window - reduces, 0.0))
-    fetch_under = np.where(act, 0.0, np.maximum(m * comp["total"] - gathers, 0.0))
+    fetch_under = np.where(act, 0.0, np.maximum(m * wall - gathers, 0.0))
     return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank, fetch_under), gpu_opt)

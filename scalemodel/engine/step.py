@@ -702,7 +702,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     traffic = None if own else _sync_traffic(job, g, comp_dp, m, sync, groups)
     if not own:  # model states in host memory: the CPU step and the link's copies (docs/model.md#state-offload)
         n_opt, r_opt = dp_rank if dp_rank is not None else (None, None)
-        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, n_opt, r_opt, traffic=traffic)
+        opt = offloaded_optimizer(job, g, m, comp_dp, opt, sync, n_opt, r_opt, traffic=traffic, t_mb=t_mb)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
@@ -743,7 +743,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
             traffic_r = _sync_traffic(dp_job, g, comp_r, m, sync, groups)
             opt_r = offloaded_optimizer(dp_job, g, m, ranks[r].busy,
                                         _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
-                                        sync, layers=n, rank=np.full(1, float(r)), traffic=traffic_r)
+                                        sync, layers=n, rank=np.full(1, float(r)), traffic=traffic_r, t_mb=t_mb)
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = ((m + bubble_mb) * t_mb + drain + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
                        + loss_sync)
