@@ -7,10 +7,14 @@
 2. A Megatron-LM launch with --use-torch-fsdp2 and --fp8-param-gather was refused "got zero '0', the default", the
    FSDP flag (not read: zero comes from the command line) unsaid, and --zero fsdp, what its warning advises, was
    refused too (the file was validated alone): the refusal names the flag, and --zero fsdp runs.
+3. DeepSpeed offload keys not priced (buffer_count, buffer_size, max_in_cpu, pin_memory, cpuadam_cores_perc, ...)
+   passed silently whatever their value: one DeepSpeed's config refuses is refused naming the key and its range, a
+   valid one is named as not modelled (pin_memory true, the priced default, aside).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,3 +73,61 @@ def test_a_launch_without_an_fsdp_flag_is_still_refused_alone(cli, tmp_path: Pat
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f),
                    match="--fp8-param-gather: true needs a parameter all-gather")
     assert "not used" not in line and line.endswith("give zero too"), line
+
+
+# --- 3. DeepSpeed offload keys outside DeepSpeed's own range ---------------------------------------------------------
+# deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/offload_config.py: buffer_count / buffer_size / max_in_cpu
+# Field(ge=0) ints, pin_memory (and pipeline_read / _write, fast_init) bool, cpuadam_cores_perc Field(ge=0.0, le=1.0)
+
+def _ds_file(tmp_path: Path, optimizer: dict[str, object], param: dict[str, object] | None = None) -> Path:
+    zero: dict[str, object] = {"stage": 3, "offload_optimizer": {"device": "cpu", **optimizer}}
+    if param is not None:
+        zero["offload_param"] = {"device": "cpu", **param}
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                             "zero_optimization": zero}))
+    return f
+
+
+DS_PREDICT = ("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8")
+
+
+@pytest.mark.parametrize(("optimizer", "param", "key", "said"), [
+    ({"cpuadam_cores_perc": 1.5}, None, "offload_optimizer.cpuadam_cores_perc", "a number from 0 to 1"),
+    ({"cpuadam_cores_perc": -0.1}, None, "offload_optimizer.cpuadam_cores_perc", "a number from 0 to 1"),
+    ({"buffer_count": -1}, None, "offload_optimizer.buffer_count", "a whole number >= 0"),
+    ({"buffer_count": 2.5}, None, "offload_optimizer.buffer_count", "a whole number >= 0"),
+    ({"pin_memory": "maybe"}, None, "offload_optimizer.pin_memory", "true or false"),
+    ({"pin_memory": 2}, None, "offload_optimizer.pin_memory", "true or false"),
+    ({}, {"buffer_count": -5}, "offload_param.buffer_count", "a whole number >= 0"),
+    ({}, {"buffer_size": -1}, "offload_param.buffer_size", "a whole number >= 0"),
+    ({}, {"max_in_cpu": "lots"}, "offload_param.max_in_cpu", "a whole number >= 0"),
+    ({}, {"pin_memory": [True]}, "offload_param.pin_memory", "true or false"),
+])
+def test_offload_keys_outside_deepspeeds_range_are_refused(cli, tmp_path: Path, optimizer: dict[str, object],  # type: ignore[no-untyped-def]
+                                                           param: dict[str, object] | None, key: str,
+                                                           said: str) -> None:
+    f = _ds_file(tmp_path, optimizer, param)
+    line = refused(cli, *DS_PREDICT, "--strategy", str(f), inputs=(f,), match=f"zero_optimization.{key}: ")
+    assert f"is not {said}" in line and "DeepSpeed's DeepSpeedZeroOffload" in line, line
+
+
+@pytest.mark.parametrize(("optimizer", "param", "warned"), [
+    ({"cpuadam_cores_perc": 0.5, "buffer_count": 4}, None,
+     ["offload_optimizer.cpuadam_cores_perc 0.5 (not modelled)", "offload_optimizer.buffer_count 4 (not modelled)"]),
+    ({"pin_memory": False}, None, ["offload_optimizer.pin_memory false (pageable host memory is not modelled"]),
+    ({}, {"buffer_size": 1.5e8, "max_in_cpu": "1000"}, ["offload_param.buffer_size 150000000.0 (not modelled)",
+                                                        "offload_param.max_in_cpu 1000 (not modelled)"]),
+    ({"pin_memory": True, "fast_init": "auto"}, None, []),  # priced (pinned, the default); "auto" dropped as DeepSpeed
+])
+def test_valid_offload_keys_are_read_and_named_as_not_priced(cli, tmp_path: Path, optimizer: dict[str, object],  # type: ignore[no-untyped-def]
+                                                             param: dict[str, object] | None,
+                                                             warned: list[str]) -> None:
+    out = accepted(cli, *DS_PREDICT, "--strategy", str(_ds_file(tmp_path, optimizer, param)),
+                   "--set", "cluster.host_bandwidth=50GB/s")
+    text = " ".join(out["warnings"])
+    assert out["strategy"]["offload_states"] == ("optimizer+params" if param is not None else "optimizer")
+    for w in warned:
+        assert f"zero_optimization.{w}" in text, text
+    if not warned:
+        assert "offload_optimizer." not in text, text
