@@ -10,6 +10,8 @@
 3. DeepSpeed offload keys not priced (buffer_count, buffer_size, max_in_cpu, pin_memory, cpuadam_cores_perc, ...)
    passed silently whatever their value: one DeepSpeed's config refuses is refused naming the key and its range, a
    valid one is named as not modelled (pin_memory true, the priced default, aside).
+4. A choice error printed a YAML null as ``None`` (and a boolean as ``True``): now ``null`` / ``true``, as written
+   (errors.written; every Choice, schedule, compression, dp_comm, transport and the loader's type errors).
 """
 
 from __future__ import annotations
@@ -131,3 +133,23 @@ def test_valid_offload_keys_are_read_and_named_as_not_priced(cli, tmp_path: Path
         assert f"zero_optimization.{w}" in text, text
     if not warned:
         assert "offload_optimizer." not in text, text
+
+
+# --- 4. a YAML null (or boolean) in a choice error is spelled as the file wrote it ----------------------------------
+
+@pytest.mark.parametrize(("field", "said"), [
+    ("strategy.recompute", "unknown recompute null"), ("strategy.zero", "unknown ZeRO stage null"),
+    ("training.precision", "unknown precision null"), ("strategy.offload_states", "unknown offload_states null"),
+    ("strategy.layout", "unknown layout null"), ("strategy.loss_impl", "unknown loss implementation null"),
+    ("strategy.schedule", "Input should be a valid string (got null)"),
+])
+def test_a_null_choice_is_said_null(cli, field: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-m", "gpt-1.7b", "-n", "8", "--set", f"{field}=null", match=said)
+    assert "None" not in line, line
+
+
+def test_a_null_choice_in_a_strategy_file_is_said_null(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  recompute: true\n  cp_comm_type: null\n")
+    line = refused(cli, "predict", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), inputs=(f,))
+    assert "strategy.cp_comm_type: unknown cp_comm_type null; use p2p" in line and "None" not in line, line
