@@ -12,6 +12,9 @@
    valid one is named as not modelled (pin_memory true, the priced default, aside).
 4. A choice error printed a YAML null as ``None`` (and a boolean as ``True``): now ``null`` / ``true``, as written
    (errors.written; every Choice, schedule, compression, dp_comm, transport and the loader's type errors).
+5. An MoE model at tp > 1 on a TPU with sequence_parallel unset was said priced on as "the only choice Megatron-Core
+   trains ... with": a TPU program is XLA's, whatever layer_impl names. The pricing (SP on, MaxText's activation_embed
+   sharding over 'tensor') is unchanged; the note says that instead.
 """
 
 from __future__ import annotations
@@ -153,3 +156,24 @@ def test_a_null_choice_in_a_strategy_file_is_said_null(cli, tmp_path: Path) -> N
     f.write_text("strategy:\n  recompute: true\n  cp_comm_type: null\n")
     line = refused(cli, "predict", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), inputs=(f,))
     assert "strategy.cp_comm_type: unknown cp_comm_type null; use p2p" in line and "None" not in line, line
+
+
+# --- 5. the unset-SP note on a TPU ---------------------------------------------------------------------------------
+
+TPU_MOE = ("predict", "-c", "tpu-v5e-multislice", "-m", "mixtral-8x7b", "-n", "8", "--tp", "8")
+
+
+def test_the_unset_sp_note_on_a_tpu_names_no_megatron_rule(cli) -> None:  # type: ignore[no-untyped-def]
+    unset = accepted(cli, *TPU_MOE)
+    notes = [w for w in unset["warnings"] if "sequence_parallel" in w]
+    assert len(notes) == 1 and "Megatron" not in notes[0] and "MaxText" in notes[0], notes
+    assert "priced on at tp 8" in notes[0], notes
+    # what the note says is what is priced: the same step as sequence_parallel given true (no note then)
+    given = accepted(cli, *TPU_MOE, "--set", "strategy.sequence_parallel=true")
+    assert unset["step_time_s"] == given["step_time_s"] and unset["strategy"]["sequence_parallel"] is True
+    assert not [w for w in given["warnings"] if "sequence_parallel" in w]
+
+
+def test_the_unset_sp_note_on_a_gpu_still_names_megatron_core(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "8", "--tp", "8")
+    assert any("the only choice Megatron-Core trains an MoE model at tp 8" in w for w in out["warnings"])
