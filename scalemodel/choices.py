@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 import numpy as np
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, written
 
 C = TypeVar("C", bound="Choice")
 
@@ -88,7 +88,7 @@ class Choice(IntEnum):
             for m in cls:
                 if text == m.label or text in m.aliases:
                     return m
-        raise InputError(f"unknown {cls.noun()} {value!r}", where=where, allowed=cls.allowed())
+        raise InputError(f"unknown {cls.noun()} {written(value)}", where=where, allowed=cls.allowed())
 
     @classmethod
     def normalize(cls, value: Any) -> str:
@@ -529,7 +529,7 @@ def parse_schedule(value: Any, where: str = "") -> Schedule:
             raise InputError(f"schedule {value!r} needs V >= 2 virtual stages, e.g. interleaved:2", where=where,
                              allowed=SCHEDULE_ALLOWED)
         return Schedule(ScheduleKind.INTERLEAVED, v)
-    raise InputError(f"unknown schedule {value!r}", where=where, allowed=SCHEDULE_ALLOWED)
+    raise InputError(f"unknown schedule {written(value)}", where=where, allowed=SCHEDULE_ALLOWED)
 
 
 COMPRESSION_ALLOWED = "use none, fp16, bf16, int8 or topk:FRACTION with 0 < FRACTION <= 1 (e.g. topk:0.01)"
@@ -565,7 +565,7 @@ def parse_compression(value: Any, where: str = "") -> Compression:
         for k in CompressionKind:
             if name == k.label or name in k.aliases:
                 return Compression(k)
-    raise InputError(f"unknown compression {value!r}", where=where, allowed=COMPRESSION_ALLOWED)
+    raise InputError(f"unknown compression {written(value)}", where=where, allowed=COMPRESSION_ALLOWED)
 
 
 SEQUENCE_LENGTHS_ALLOWED = "use fixed (every sample seq_len tokens, e.g. packed) or uniform:LO:HI (1 <= LO <= HI)"
@@ -641,7 +641,7 @@ def parse_dp_comm(value: Any, where: str = "") -> DpComm:
         place = parts[2] if len(parts) == 3 else "dedicated"
         if k is not None and k >= 1 and place in ("colocated", "dedicated"):
             return DpComm(k, place == "colocated")
-    raise InputError(f"unknown DP communication {value!r}", where=where, allowed=DP_COMM_ALLOWED)
+    raise InputError(f"unknown DP communication {written(value)}", where=where, allowed=DP_COMM_ALLOWED)
 
 
 SYNC_ALLOWED = ("bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H (B, S >= 0; H, G >= 1; integers of at "
@@ -752,7 +752,7 @@ DEFAULT_MTU: dict[str, int] = {"tcp": 1500, "roce": 1500, "ib": 4096}
 def check_transport(transport: str, where: str = "transport") -> str:
     """``transport`` if it is one of :data:`TRANSPORTS`, else an error listing them."""
     if transport not in TRANSPORTS:
-        raise InputError(f"unknown transport {transport!r}", where=where, allowed=", ".join(TRANSPORTS))
+        raise InputError(f"unknown transport {written(transport)}", where=where, allowed=", ".join(TRANSPORTS))
     return transport
 
 

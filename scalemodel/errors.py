@@ -40,6 +40,17 @@ def shown(text: str) -> str:
                                      else f"\\u{ord(m.group()):04x}"), text)
 
 
+def written(value: object) -> str:
+    """``value`` in an error as the user's YAML / JSON spelled it: ``null``, ``true``, ``false`` (``repr`` printed
+    None / True / False, words no spec file writes: ux36, "unknown recompute None" for ``recompute: null``);
+    anything else as ``repr``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def one_line(text: str) -> str:
     """``text`` with every line break and terminal control character written as its Python escape (``\\n``,
     ``\\x1b``): what the CLI prints on stderr stays one line and shows the character instead of acting on it; a

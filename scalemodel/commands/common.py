@@ -37,6 +37,7 @@ from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
+from scalemodel.specs.strategy_file import ZERO_NOT_READ
 from scalemodel.specs.training import ZERO_UNSET_HINT, check_derived_batch
 
 if TYPE_CHECKING:
@@ -346,7 +347,7 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
     try:
         return validate(model, raw, prefix=[section])
     except InputError as err:
-        exc, also = _zero_options_named(err, given), err.also[:1]
+        exc, also = _zero_not_read(_zero_options_named(err, given), sf), err.also[:1]
     key = exc.where[len(section) + 1:].split(".")[0].split("[")[0] if exc.where.startswith(f"{section}.") else ""
     where = written_at(section, key, given, sf, sets, scenario) if key else None
     other = written_at(section, str(also[0]), given, sf, sets, scenario) if also and also[0] != key else None
@@ -374,6 +375,19 @@ def _zero_options_named(err: InputError, given: dict[str, Any]) -> InputError:
         return err
     ways = ("--zero or " if "zero" in given else "") + "--set strategy.zero"
     return InputError(err.what, where=err.where, allowed=f"{err.allowed} ({ways})", also=err.also)
+
+
+def _zero_not_read(err: InputError, sf: StrategyFile | None) -> InputError:
+    """``err``, a refusal at zero 0 (its allowed text holds specs.training.ZERO_UNSET_HINT), naming the --strategy
+    file's ZeRO settings that are not read (StrategyFile.zero_not_read): a Megatron-LM launch with --use-torch-fsdp2
+    and --fp8-param-gather was refused "got zero '0', the default", the FSDP flag's "not used" warning dropped with
+    the error (ux36)."""
+    unread = sf.zero_not_read() if sf is not None else []
+    if not unread or ZERO_UNSET_HINT not in err.allowed:
+        return err
+    flags = ", ".join(u.split(" (")[0] for u in unread)
+    return InputError(f"{err.what}; {flags} in {sf.path if sf else ''} not used ({ZERO_NOT_READ})", where=err.where,
+                      allowed=err.allowed, also=err.also)
 
 
 def _typed(where: str) -> bool:

@@ -64,9 +64,8 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     # the file's strategy (its axes too, as predict validates them: fp8_param_gather needs the file's zero 1) with
     # --set on top, each refusal naming the file's field; its training was merged above
     strategy_view = replace(sf, training={}, training_fields={}, gradient_accumulation=None) if sf else None
-    cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={},
-                                   strategy_file=strategy_view,
-                                   training_from=(options, sf) if sf is not None else None)
+    cl, wl, tr, st = _build_specs(pinned, sf, cluster=cluster, model=model, sets=sets, training=training,
+                                  strategy_file=strategy_view, training_from=(options, sf) if sf is not None else None)
     _warn_moe_pins_without_moe(wl, st, pinned, constraints)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
     if "micro_batch" in o.set_keys(sets, "training"):
@@ -81,6 +80,30 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     finally:
         bar.close()
     render_plan(result, as_json=as_json)
+
+
+#: The ZeRO stages plan validates a pinned offload_states at when zero is not given (:func:`_build_specs`), in order.
+SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
+
+
+def _build_specs(pinned: list[str], sf: Any, **kw: Any) -> tuple[Any, Any, Any, Any]:
+    """common.build_specs for plan. A pinned offload_states with zero given nowhere (plan searches zero) is validated
+    at the first searched stage that runs it (SEARCHED_ZEROS: optimizer at zero 1, optimizer+params at zero 3) rather
+    than at zero 0, which refused it ("give zero too", ux36); the search itself counts the stages that cannot run it
+    state_offload_invalid (engine.planner.pins), so only zero 1, 2, 3 (optimizer) or 3, fsdp, hsdp
+    (optimizer+params) are ranked. The returned StrategySpec's zero is never read as a pin (zero is not pinned). Where
+    no stage validates, the refusal is the one at zero 0 (the one predict gives)."""
+    if "offload_states" in pinned and "zero" not in pinned and not (sf is not None and "zero" in sf.strategy):
+        for zero in SEARCHED_ZEROS:
+            try:
+                with notices.collecting() as seen:
+                    specs = o.build_specs(strategy={"zero": zero}, **kw)
+            except InputError:
+                continue
+            for line in seen:
+                notices.warn(line)
+            return specs
+    return o.build_specs(strategy={}, **kw)
 
 
 def _sync_modes(sync_modes: str, sf: Any, file_pins: list[str]) -> list[str]:

@@ -1826,7 +1826,15 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
     # row-parallel outputs, torchtitan@e7c0cae parallelize_llama.py; parallelism.enable_sequence_parallel defaults
     # true @b5bcd76c66), as its TOML reader already reads it
     titan = int(impl) in TORCHTITAN_LAYERS and tp > 1
-    if need:
+    if need and job.accelerator_family == "tpu":
+        # ux36: a TPU program is compiled by XLA whatever layer_impl names (model_parallel_comm._xla_partitioned), so
+        # Megatron-Core's MoELayer rule was the wrong reason; SP on is what MaxText runs there (the residual stream's
+        # embed sharded over 'tensor': base.yml logical_axis_rules ['activation_embed', 'tensor'], docs/model.md
+        # #jax-remat-tp), and the pricing is unchanged
+        _warn_field("strategy.sequence_parallel",
+                    f" is unset: priced on at tp {tp}, the activations sharded over the tensor axis as MaxText "
+                    "shards a TPU program's residual stream (logical_axis_rules ['activation_embed', 'tensor'])")
+    elif need:
         _warn_field("strategy.sequence_parallel",
                     f" is unset: priced on, the only choice Megatron-Core trains an MoE "
                     f"model at tp {tp} with (MoELayer.forward raises without it; a Megatron-LM launch needs "

@@ -9,6 +9,7 @@ what is not modelled is named in :attr:`StrategyFile.unused`. The entry point th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from scalemodel.errors import InputError, first_of
@@ -24,6 +25,67 @@ _ZERO_USED = {"stage", "reduce_bucket_size", "overlap_comm", "contiguous_gradien
               "allgather_partitions", "round_robin_gradients", "load_from_fp32_weights", "elastic_checkpoint",
               "ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
               "gather_16bit_weights_on_model_save"}
+
+
+#: The offload sections' keys this reader does not price, with DeepSpeed's own constraint on each
+#: (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/offload_config.py: DeepSpeedZeroOffloadParamConfig L33-53,
+#: DeepSpeedZeroOffloadOptimizerConfig L73-107, pydantic fields read in lax mode): (kind, low, high), kind "int"
+#: (Field(ge=0)), "bool" or "float" (Field(ge=0.0, le=1.0)). pin_memory true is what the engine prices (DeepSpeed's
+#: default, cost.state_offload); the NVMe buffers (buffer_count, buffer_size, max_in_cpu, pipeline_read / _write,
+#: fast_init) and SuperOffload's cpuadam_cores_perc are not priced.
+_OFFLOAD_KEYS: dict[str, dict[str, tuple[str, float, float]]] = {
+    "offload_param": {"buffer_count": ("int", 0, math.inf), "buffer_size": ("int", 0, math.inf),
+                      "max_in_cpu": ("int", 0, math.inf), "pin_memory": ("bool", 0, 1)},
+    "offload_optimizer": {"buffer_count": ("int", 0, math.inf), "pin_memory": ("bool", 0, 1),
+                          "pipeline_read": ("bool", 0, 1), "pipeline_write": ("bool", 0, 1),
+                          "fast_init": ("bool", 0, 1), "cpuadam_cores_perc": ("float", 0.0, 1.0)}}
+#: the strings pydantic reads as a bool in lax mode (docs.pydantic.dev, standard library types: Booleans)
+_LAX_BOOL = {"0": False, "off": False, "f": False, "false": False, "n": False, "no": False,
+             "1": True, "on": True, "t": True, "true": True, "y": True, "yes": True}
+
+
+def _lax(value: Any, kind: str) -> float | bool | None:
+    """``value`` as pydantic's lax mode reads it into a field of ``kind`` (docs.pydantic.dev conversion table: an int
+    from a bool, an integral float or a numeric string; a bool from 0 / 1 or the strings of :data:`_LAX_BOOL`; a
+    float from a bool, a number or a numeric string), or None where it refuses it."""
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and value in (0, 1):
+            return bool(value)
+        return _LAX_BOOL.get(value.strip().lower()) if isinstance(value, str) else None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value if kind == "float" or float(value).is_integer() else None
+
+
+def _offload_keys(sec: dict[str, Any], dev: str, out: StrategyFile) -> None:
+    """The keys of :data:`_OFFLOAD_KEYS` in ``zero_optimization.<dev>``: a value DeepSpeed's config refuses (a
+    negative buffer_count, a cpuadam_cores_perc outside [0, 1], a pin_memory that is no boolean) is refused naming
+    the key and its range (fuzz36 / ux36: they passed without a word); a valid one is named as not priced, but
+    pin_memory true (priced). "auto" is dropped, as DeepSpeedConfigModel drops it."""
+    for key, (kind, low, high) in _OFFLOAD_KEYS[dev].items():
+        value = sec.get(key)
+        if key not in sec or _auto(value):
+            continue
+        read = _lax(value, kind)
+        if read is None or not low <= read <= high:
+            shown = repr(value)[:40] if isinstance(value, str) else str(value)[:40]
+            allowed = {"int": "a whole number >= 0", "bool": "true or false",
+                       "float": "a number from 0 to 1"}[kind]
+            model = "DeepSpeedZeroOffload" + ("ParamConfig" if dev == "offload_param" else "OptimizerConfig")
+            raise InputError(f"{shown} is not {allowed}", where=f"zero_optimization.{dev}.{key}",
+                             allowed=f"{allowed} (DeepSpeed's {model}.{key}), or leave it out")
+        if not (key == "pin_memory" and read):
+            written = str(value).lower() if isinstance(value, bool) else str(value)[:40]  # as JSON writes it
+            out.unused.append(f"zero_optimization.{dev}.{key} {written} ("
+                              + ("pageable host memory is not modelled: priced pinned, DeepSpeed's default"
+                                 if key == "pin_memory" else "not modelled") + ")")
 
 
 def _offload_states(zero: dict[str, Any], out: StrategyFile) -> None:
@@ -147,6 +209,8 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 raise InputError(f"unknown offload device {str(device)[:40]!r}",
                                  where=f"zero_optimization.{dev}.device",
                                  allowed='"cpu", "nvme" or "none" (DeepSpeed\'s OffloadDeviceEnum), or leave it out')
+            if isinstance(sec, dict):
+                _offload_keys(sec, dev, out)
             ratio = sec.get("ratio") if isinstance(sec, dict) and dev == "offload_optimizer" else None
             if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
                                       or not 0 <= ratio <= 1):

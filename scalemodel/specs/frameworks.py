@@ -45,7 +45,7 @@ from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.megatron_args import _megatron
 from scalemodel.specs.strategy_file import JSON_FIELD_TWINS, StrategyFile
 from scalemodel.specs.torchtitan_config import _toml, _torchtitan
-from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.training import ZERO_UNSET_HINT, StrategySpec, TrainingSpec
 
 #: The fields a scalemodel strategy YAML may also give at its top level: every TrainingSpec and StrategySpec field.
 #: Written out by hand, the lists had fallen behind the specs (fp8_attention, fp8_recipe, optimizer,
@@ -230,7 +230,14 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     if out.format in ("deepspeed", "scalemodel"):  # a key of the other format said to be one, with why
         out.unused = [_other_formats_key(u, out.format) for u in out.unused]
     _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file
-    _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
+    try:
+        _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
+    except InputError as exc:
+        # a rule at zero 0 where the file has a ZeRO setting that is not read (--use-torch-fsdp2): the command line's
+        # --zero decides it, so the command's own validation of the file with its options refuses it, naming the
+        # setting (commands.common.validate_written); here --zero fsdp, the warning's advice, was refused too (ux36)
+        if not (out.zero_not_read() and exc.allowed.endswith(ZERO_UNSET_HINT)):
+            raise
     # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
     out.unused = [u if len(u) <= 300 else f"{u[:240]}... ({len(u):,} characters)" for u in out.unused]
     if out.unused:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from scalemodel.errors import InputError, one_line, shown
+from scalemodel.errors import InputError, one_line, shown, written
 from scalemodel.specs import files, notices, precompiled
 from scalemodel.specs.base import (
     _NO_VALUE,
@@ -897,7 +897,7 @@ def validation_error(exc: SpecError, model: Any, path: str | os.PathLike[str] | 
     elif exc.kind == "missing":
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
-        msg = f"{msg} (got {exc.value!r})"
+        msg = f"{msg} (got {written(exc.value)})"
     elif exc.kind == "value" and not allowed and "; " in msg:
         # a rule's own "what; allowed" text: kept apart so that InputError cuts a long echoed value from the
         # what, never the allowed (a 400-character tier name left "...nnn..." and no rule)

@@ -30,7 +30,7 @@ from scalemodel.specs.shell_words import (
     _split_commands,
 )
 from scalemodel.specs.stage_layers import _layout_text, megatron_layout_stages
-from scalemodel.specs.strategy_file import StrategyFile, _bucket_bytes, _grad_bytes
+from scalemodel.specs.strategy_file import ZERO_NOT_READ, StrategyFile, _bucket_bytes, _grad_bytes
 
 _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-model-parallel-size": ("strategy", "pp"),
             "--context-parallel-size": ("strategy", "cp"), "--expert-model-parallel-size": ("strategy", "ep"),
@@ -1105,7 +1105,7 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
     fsdp = [k for k in _MEG_FSDP if k in args]
     if fsdp:  # was dropped without a word: the launch was priced as DDP with replicated parameters
         ignored = [k for k in ("--ddp-bucket-size", "--ddp-num-buckets") if k in args]
-        out.unused.append(f"{' '.join(fsdp)} (FSDP is not read from the flags: give --zero fsdp, or --zero hsdp with "
+        out.unused.append(f"{' '.join(fsdp)} ({ZERO_NOT_READ}: give --zero fsdp, or --zero hsdp with "
                           "strategy.shard_group, to price sharded parameters"
                           + (f"; {', '.join(ignored)} not used with it" if ignored else "") + ")")
         return

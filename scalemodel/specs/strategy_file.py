@@ -23,6 +23,12 @@ from scalemodel.specs.training import MIN_BUCKET_BYTES, TrainingSpec
 JSON_FIELD_TWINS = {"bucket_bytes": "bucket_size", "dispatch_overhead_s": "dispatch_overhead"}
 
 
+#: The words of a :attr:`StrategyFile.unused` entry for a setting that decides the ZeRO stage but is not read from the
+#: file (Megatron-LM's --use-torch-fsdp2 / --use-megatron-fsdp): the stage is 0 unless the command line gives it
+#: (:meth:`StrategyFile.zero_not_read`).
+ZERO_NOT_READ = "FSDP is not read from the flags"
+
+
 @dataclass
 class StrategyFile:
     """What a strategy file sets: TrainingSpec and StrategySpec fields, and what it could not use."""
@@ -55,6 +61,12 @@ class StrategyFile:
     def field_name(self, key: str) -> str:
         """The file's field that set strategy ``key`` (for an error naming what the user wrote)."""
         return self.fields.get(key, f"strategy.{key}")
+
+    def zero_not_read(self) -> list[str]:
+        """The file's settings that decide the ZeRO stage and are not read (:data:`ZERO_NOT_READ`), as
+        :attr:`unused` names them: a refusal of a field at zero 0 "the default" names them (ux36: a launch with
+        --use-torch-fsdp2 and --fp8-param-gather was refused "got zero 0, the default", the FSDP flag unsaid)."""
+        return [u for u in self.unused if ZERO_NOT_READ in u]
 
     def echo(self) -> dict[str, Any]:
         """The JSON echo: where the values came from and what they were."""
