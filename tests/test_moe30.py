@@ -84,8 +84,9 @@ def test_gb200_segment_holds_the_ep_groups() -> None:
             got[span] = vt.predict_new_case(case).predicted
     finally:
         vt.cluster_overrides = orig
-    # 1e-4, not exact: each micro-batch's loss all-reduce over the DP group (nemo1sync36, docs/model.md#loss-dp-allreduce)
-    # crosses 64- and 72-GPU domains by a different hierarchy, 0.6 ms of latency in 18.4 s; the EP groups' placement,
-    # which this test is about, moves the step by > 20% where it splits them (span 32, below)
+    # 1e-4, not exact: each micro-batch's loss all-reduce over the DP group (nemo1sync36,
+    # docs/model.md#loss-dp-allreduce) crosses 64- and 72-GPU domains by a different hierarchy, 0.6 ms of
+    # latency in 18.4 s; the EP groups' placement, which this test is about, moves the step by > 20% where it
+    # splits them (span 32, below)
     assert got[64] == pytest.approx(base.predicted, rel=1e-4)
     assert got[32] > 1.2 * base.predicted

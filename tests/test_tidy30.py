@@ -96,4 +96,4 @@ def test_strategy_switches_pass_through_grid_and_back() -> None:
     i = keys.index("moe_flex_backend")
     assert keys[i + 1:i + 1 + len(_FRAMEWORK_SWITCHES)] == list(_FRAMEWORK_SWITCHES)
     j = keys.index("cp_a2a_size")
-    assert keys[j + 1:] == [*_KERNEL_SWITCHES, "train_metric_passes", "train_metric_states"]
+    assert keys[j + 1:] == [*_KERNEL_SWITCHES, "train_metric_passes", "train_metric_states", "wgrad_deferral_limit"]
