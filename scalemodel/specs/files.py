@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import errno
 import functools
+import math
 import os
 import re
 import stat
@@ -48,6 +49,8 @@ MAX_SAMPLES_BYTES = 16 * MiB
 MAX_INT_DIGITS = 30
 #: Nesting of a YAML spec, and parts of a ``--set`` path: a spec nests a handful of levels.
 MAX_DEPTH = 100
+#: The decimals a spec may write (YAML, JSON, TOML): what a 64-bit float holds (:func:`float_range_refusal`).
+FLOAT_MAGNITUDES = "a number of magnitude 0 or 5e-324 to 1.79e308"
 
 
 @functools.cache
@@ -410,3 +413,13 @@ def exists(path: str | os.PathLike[str]) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+def float_range_refusal(text: str, value: float) -> str | None:
+    """Why the decimal ``text``, which ``float`` read as ``value``, is refused, or None where a 64-bit float holds it:
+    beyond the range (read as inf) or nonzero below it (read as 0), so a refusal would quote a value the file does
+    not hold ("layers: ... (got inf)"). One rule for the YAML, JSON and TOML readers (fuzz34, fuzz36); the spelled-out
+    infinities and NaNs (YAML's .inf, TOML's inf) are the caller's to pass before."""
+    if math.isinf(value) or (value == 0 and re.search(r"[1-9]", text.lower().lstrip("+-").split("e")[0])):
+        return f"{text[:40]} is {'beyond' if value else 'below'} the range of a number (a 64-bit float)"
+    return None

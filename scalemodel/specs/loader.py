@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import re
 import sys
@@ -233,9 +232,9 @@ def _json_float(text: str) -> float:
     read as inf and a nonzero ``1e-999`` as 0, so the refusal quoted a value the file does not hold
     (``train_batch_size: expected a count, got 'inf'``, ``num_hidden_layers: expected an integer, got '0.0'``)."""
     value = float(text)
-    if math.isinf(value) or (value == 0 and re.search(r"[1-9]", text.lower().split("e")[0])):
-        raise InputError(f"{text[:40]} is {'beyond' if value else 'below'} the range of a number (a 64-bit float)",
-                         allowed="a number of magnitude 0 or 5e-324 to 1.79e308 (JSON has no NaN or Infinity)")
+    refusal = files.float_range_refusal(text, value)
+    if refusal:
+        raise InputError(refusal, allowed=f"{files.FLOAT_MAGNITUDES} (JSON has no NaN or Infinity)")
     return value
 
 

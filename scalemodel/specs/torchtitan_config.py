@@ -9,7 +9,6 @@ its dotted keys bounded first (:data:`MAX_TOML_KEY_PARTS`). The entry point that
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from typing import Any
@@ -38,10 +37,9 @@ def _toml_float(text: str) -> float:
     fuzz36: ``tensor_parallel_degree = 1e999`` was read as inf and ``1e-999`` as 0, refused as a value the file does
     not hold ("expected a count, got 'inf'"); ``inf`` and ``nan``, which TOML spells out, stay what they say."""
     value = float(text)
-    plain = text.lower().lstrip("+-")
-    if plain not in ("inf", "nan") and (math.isinf(value) or (value == 0 and re.search(r"[1-9]",
-                                                                                        plain.split("e")[0]))):
-        raise _FloatRange(text, "beyond" if value else "below")
+    refusal = None if text.lower().lstrip("+-") in ("inf", "nan") else files.float_range_refusal(text, value)
+    if refusal:
+        raise _FloatRange(text, refusal)
     return value
 
 
@@ -64,12 +62,11 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         data: dict[str, Any] = toml_reader.loads(text, parse_float=_toml_float)
     except _FloatRange as exc:
-        written, side = exc.args
+        written, refusal = exc.args
         m = re.search(r"^[ \t]*([^=\n]{1,100}?)[ \t]*=[ \t]*" + "_?".join(map(re.escape, written)), text, re.M)
         at = f":{text.count(chr(10), 0, m.start()) + 1}: {m.group(1)}" if m else ""
-        raise InputError(f"{written[:40]} is {side} the range of a number (a 64-bit float)", where=where + at,
-                         allowed="a number of magnitude 0 or 5e-324 to 1.79e308, or inf / nan as TOML writes "
-                                 "them") from None
+        raise InputError(refusal, where=where + at,
+                         allowed=f"{files.FLOAT_MAGNITUDES}, or inf / nan as TOML writes them") from None
     except toml_reader.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {folded(exc)}", where=where,
                          allowed="a TOML document (toml.io), as torchtitan's job configs are") from None

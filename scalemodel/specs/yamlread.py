@@ -21,7 +21,6 @@ With the file-size limits of :mod:`scalemodel.specs.files` this keeps any input 
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -31,9 +30,9 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import BaseResolver
 
 from scalemodel.errors import InputError, folded
+from scalemodel.specs.files import FLOAT_MAGNITUDES, character_refusal, float_range_refusal, refused_character
 from scalemodel.specs.files import MAX_DEPTH as MAX_DEPTH  # bounds shared with JSON and --set (files.py)
 from scalemodel.specs.files import MAX_INT_DIGITS as MAX_INT_DIGITS
-from scalemodel.specs.files import character_refusal, refused_character
 
 MAX_NODES = 20_000  # a spec has hundreds of nodes
 
@@ -42,9 +41,8 @@ _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
 _INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
                     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
-_NONZERO = re.compile(r"[1-9]")
 #: what a refused decimal may be instead (float64: the largest finite value, the smallest subnormal)
-FLOAT_RANGE = "a number of magnitude 0 or 5e-324 to 1.79e308 (.inf / .nan where a field takes them)"
+FLOAT_RANGE = f"{FLOAT_MAGNITUDES} (.inf / .nan where a field takes them)"
 
 
 class Refused(yaml.MarkedYAMLError):
@@ -93,9 +91,9 @@ class StrictConstructor(SafeConstructor):
         # fuzz34: a decimal beyond a 64-bit float (1e400) was read as inf, and a nonzero one below it (1e-400) as 0,
         # so the refusal quoted a value the user did not write ("layers: ... (got inf)", "latency: should be
         # greater than 0 (got 0.0)"); .inf and .nan stay what they say
-        if math.isinf(value) or (value == 0 and _NONZERO.search(low.split("e")[0])):
-            raise Refused(f"{text[:40]} is {'beyond' if value else 'below'} the range of a number (a 64-bit float)",
-                          node.start_mark, FLOAT_RANGE)
+        refusal = float_range_refusal(text, value)
+        if refusal:
+            raise Refused(refusal, node.start_mark, FLOAT_RANGE)
         return value
 
     def construct_core_bool(self, node: yaml.ScalarNode) -> bool:
