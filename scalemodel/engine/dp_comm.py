@@ -1860,6 +1860,16 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     return exposed * (1.0 - share) + outer_exposed(comp), in_group
 
 
+def _state_shard(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None) -> np.ndarray:
+    """Parameters whose model states one rank keeps at ZeRO >= 1: the stage's dense parameters over
+    :func:`_state_shards` and its experts over :func:`_expert_state_shards` (the shards
+    :func:`~scalemodel.engine.stage_memory.memory_parts` holds), for the stages' mean or, with ``layers`` and ``rank``,
+    pipeline rank ``rank``'s own (:func:`_stage_params_per_gpu`). One count for the optimizer step, the offloaded
+    states' copies and their host memory."""
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+    return dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+
+
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None
                     ) -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
@@ -1877,8 +1887,7 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     :func:`~scalemodel.engine.step.evaluate` prices the rank holding the most parameters
     (:func:`~scalemodel.engine.step._dp_rank`): the step waits for it."""
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
-    sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
-    sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, _state_shard(job, g, sync, layers, rank), dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers, rank) \
         + grad_buffer_reset_time(job, g, layers, rank) + nanotron_grad_buffer_time(job, g, layers, rank) \
@@ -1899,8 +1908,7 @@ def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any,
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return np.zeros(1)
-    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
-    n = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    n = _state_shard(job, g, sync, layers, rank)
     gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
     shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
     d2h, h2d, after = state_offload.host_copy_bytes(n, mode=mode, zero=g.zero, microbatches=m, gathers=gathers,
@@ -1929,16 +1937,13 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return np.zeros(1)
-    shards, expert_shards = _state_shards(job, g, sync), _expert_state_shards(job, g, sync)
-    dense, expert = _stage_params_per_gpu(job, g)
-    n = dense / shards + expert / expert_shards
+    n = _state_shard(job, g, sync)
     if job.is_transformer:
         pp = np.asarray(g.pp, dtype=float)
         last, other, first = _stage_layers(job, g)
         for layers, rank, on in ((last, np.maximum(pp - 1.0, 0.0), pp > 1), (first, np.zeros(1), pp > 1),
                                  (other, np.ones(1), pp > 2)):
-            d_r, e_r = _rank_params_per_gpu(job, g, layers, rank)
-            n = np.where(on, np.maximum(n, d_r / shards + e_r / expert_shards), n)
+            n = np.where(on, np.maximum(n, _state_shard(job, g, sync, layers, rank)), n)
     sw, sg = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)  # FSDP's shard dtype
     largest = (float(job.shape.vocab) * float(job.shape.hidden) / g.tp) if job.is_transformer else 0.0
     rank = state_offload.host_state_bytes(n, mode=mode, zero=g.zero, microbatches=m,
