@@ -61,17 +61,22 @@ def test_memory_fit_leaves_out_fit_false_points() -> None:
     fits = fit.fit_memory(MEMBW["points"])
     by_hand = sum(STREAM_NEW[k] for k in ("copy", "mul", "add", "triad")) / 4 / NOMINAL_TBPS
     assert by_hand == pytest.approx(0.78585, abs=1e-5)
-    assert fits["mi300x"]["memory"] == pytest.approx(by_hand, abs=1e-9)
-    assert fits["mi300x"]["n"] == 4
+    # since mi300x37 the fit also holds RRZE-HPC/gpu-benches' gpu-stream scale / triad (3.997 / 3.866 TB/s), a second
+    # published run of this chip (tests/test_mi300x37.py): the Azure revision's four rows and those two, the first
+    # version's five still left out
+    azure_and_rrze = (4 * by_hand * NOMINAL_TBPS + 3.997 + 3.866) / 6 / NOMINAL_TBPS
+    assert fits["mi300x"]["memory"] == pytest.approx(azure_and_rrze, abs=1e-9)
+    assert fits["mi300x"]["n"] == 6
     old_rows = [p for p in MEMBW["points"] if p["acc"] == "mi300x" and p.get("fit") is False]
     assert {p["kernel"]: p["tbps"] for p in old_rows} == STREAM_OLD
 
 
 @pytest.mark.parametrize("name", ["mi300x", "mi325x", "mi355x"])
 def test_catalog_memory_is_the_revision_mean(name: str) -> None:
-    """mi325x and mi355x borrow mi300x's BabelStream fit (no run of their own): 0.78585 -> 0.79 at the catalog's
-    two decimals (0.78 from the first version's 0.7830)."""
-    assert load_accelerator(name).compute_efficiency.memory == 0.79
+    """mi325x and mi355x borrow mi300x's streaming fit (no run of their own): 0.78585 -> 0.79 at the catalog's
+    two decimals (0.78 from the first version's 0.7830); since mi300x37 the revision's four rows with RRZE's two
+    gpu-stream rows, 0.7712 -> 0.77 (tests/test_mi300x37.py)."""
+    assert load_accelerator(name).compute_efficiency.memory == 0.77
 
 
 def _isolated_fp8_time_ratio(gemm_max: float, d0: float, shape: tuple[int, int, int], tflops: float) -> float:
