@@ -104,7 +104,7 @@ def test_layout_is_the_script_s_on_the_row_s_slices(cid: str) -> None:
     assert par["recompute"] == f"remat_policy={remat}" and par["attention"] == "flash"
     cluster = "tpu-v5p-multislice" if slices > 1 else "tpu-v5p-pod"
     assert hw["catalog_cluster"].split()[0] == cluster
-    assert f"README.md line {line} at 76bd53b0f" in " ".join(case["selected"].split())
+    assert f"README.md line {line} at 76bd53b0f" in " ".join(case["note"].split())
 
 
 @needs_new_cases
