@@ -36,7 +36,11 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mpt_h100_70b (256/512)": ("same model", [256, 512]),
         "mtnlg_530b (2240/2800/3360)": ("same model", [2240, 2800, 3360]),
         "nemotron4_15b_h100 (768/1536/2304)": ("same model", [768, 1536, 2304]),
-        "maxtext tpu-v5p-pod (64-2048)": ("model grows with GPUs", [64, 256, 512, 512, 2048]),
+        # v5pdata37: the rest of MaxText's v5p table (one-slice 64B on 64 chips, 128B on 128, 1024B on 1024 chips; the
+        # same 128B and 1024B scripts on two slice sizes make two same-model series)
+        "maxtext tpu-v5p-pod (64-2048)": ("model grows with GPUs", [64, 64, 128, 256, 512, 512, 1024, 2048]),
+        "maxtext_v5p_128b (128/256)": ("same model", [128, 256]),
+        "maxtext_v5p_1024b (1024/2048)": ("same model", [1024, 2048]),
         # Megatron-Bridge 25.11 tables, once interleaved uneven chunks made their 405B / Qwen3-235B rows expressible;
         # B200 gains the DeepSeek-V3 MTP row (256 GPUs, 671B) and H100 is found at all once model size is the total
         # parameter count: by FLOPs per sequence DeepSeek-V3 (37B active, 4096 tokens) after Llama 3.1 405B and

@@ -2038,15 +2038,15 @@ def test_maxtext_v5e_rows_by_hand() -> None:
 
 @needs_new_cases
 def test_maxtext_v5p_rows_are_parallel_causal_blocks() -> None:
-    """The 7 `maxtext` v5p rows ran MaxText at 76bd53b0f: layers/models.py DecoderLayer feeds one RMSNorm output to
-    attention and MLP and adds ``mlp_lnx + attention_lnx`` to the residual (a parallel block), and
+    """The 16 `maxtext` v5p rows (7 before v5pdata37) ran MaxText at 76bd53b0f: layers/models.py DecoderLayer feeds one
+    RMSNorm output to attention and MLP and adds ``mlp_lnx + attention_lnx`` to the residual (a parallel block), and
     layers/attentions.py calls the TPU flash kernel with ``causal=True`` (unlike e47fa1b5d's causal = False, mtv5e23).
     Each row's workload is built with one pre-norm (parallel_block) and the causal mask; dropping the stated block
     turns it sequential."""
     mod = load_script()
     cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
     ids = sorted(i for i in cases if i.startswith("maxtext_v5p_"))
-    assert len(ids) == 7
+    assert len(ids) == 16
     for cid in ids:
         case = cases[cid]
         assert "causal" not in case["model"], cid
