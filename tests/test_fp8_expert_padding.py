@@ -99,7 +99,14 @@ def test_validation_rule_sets_the_field_for_the_alltoall_fp8_rows() -> None:
 @pytest.mark.parametrize(("extra", "pads"), [
     ("", True),  # Megatron-LM's default dispatcher, allgather, leaves the padding to TEGroupedMLP
     ("--moe-token-dispatcher-type alltoall", True),
-    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", False),  # padded in the permute
+    # DeepEP pads its routing map only under --moe-router-padding-for-quantization (Megatron-LM 32f2c9cfdd
+    # token_dispatcher.py _DeepepManager._pad_routing_map): TEGroupedMLP pads (moefp837); HybridEP pads in its dispatch
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", True),
+    ("--moe-token-dispatcher-type flex", True),  # deepep is moe_flex_dispatcher_backend's default
+    ("--moe-token-dispatcher-type flex --moe-enable-deepep", True),
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep", False),  # padded in the dispatch
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep --moe-router-padding-for-quantization",
+     False),
     ("--moe-token-dispatcher-type alltoall --moe-router-padding-for-quantization", False),  # routing map padded
     ("--moe-token-dispatcher-type alltoall --moe-router-padding-for-fp8", False),  # its alias
 ])

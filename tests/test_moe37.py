@@ -85,8 +85,8 @@ def test_deepep_over_mnnvl_is_priced_as_hybridep(cli, tmp_path) -> None:  # type
     row runs DeepEP over more than 8 NVLink ranks). The model's exchange at EP 32 on NVL72, by hand: 4096 tokens of
     7168 BF16 values, top-8 of 256 experts, 8 a rank, so a token reaches 32 (1 - C(248, 8) / C(256, 8)) = 7.27 ranks
     and a rank receives 4096 x 7.27 rows; over the priced time that is 1.6x and 3.4x the published DeepEP dispatch
-    and combine bandwidths, and the model's DeepEP step is within 2 % of its HybridEP one, where the table measures
-    HybridEP 1.137x faster."""
+    and combine bandwidths, and the model's DeepEP step is 2-3 % slower than its HybridEP one (the experts' FP8
+    padding copies, moefp837; the exchange is priced alike), where the table measures HybridEP 1.137x faster."""
     tokens, hidden = 4096, 7168
     hit = 32 * (1 - comb(248, 8) / comb(256, 8))
     assert abs(hit - 7.27) < 0.01
@@ -97,7 +97,9 @@ def test_deepep_over_mnnvl_is_priced_as_hybridep(cli, tmp_path) -> None:  # type
     assert algbw > 1.5 * DEEPEP_MNNVL_GBPS[0] and algbw > 3.3 * DEEPEP_MNNVL_GBPS[1], algbw
     deepep = _final(cli, tmp_path, "deepep")["throughput"]["tokens_per_s_per_gpu"]
     hybridep = _final(cli, tmp_path)["throughput"]["tokens_per_s_per_gpu"]
-    assert abs(deepep / hybridep - 1) <= 0.02
+    # moefp837: DeepEP pads its routing map only under --moe-router-padding-for-quantization, which the launch does not
+    # set, so the DeepEP step carries the experts' FP8 padding copies (docs/model.md#fp8-expert-padding): 2-3 % slower
+    assert -0.035 <= deepep / hybridep - 1 <= -0.015, deepep / hybridep
     assert MEASURED_HYBRIDEP_TFLOPS / MEASURED_DEEPEP_TFLOPS > 1.13
 
 
@@ -133,7 +135,9 @@ def _moe_block_ms(cli, tmp_path, proxy: str, dispatcher: str, precision: str,  #
     prec = ["--precision", "fp8", "--set", "training.fp8_recipe=blockwise"] if precision == "fp8" else []
     flex = [] if dispatcher == "alltoall" else ["--set", "strategy.moe_flex_dispatcher=true",
                                                 "--set", f"strategy.moe_flex_backend={dispatcher}"]
-    pad = ["--set", "strategy.moe_fp8_padding=true"] if precision == "fp8" and dispatcher == "alltoall" else []
+    # moe_perf sets no moe_router_padding_for_quantization: alltoall and DeepEP leave the padding to TEGroupedMLP,
+    # HybridEP pads in its dispatch (docs/model.md#fp8-expert-padding, moefp837)
+    pad = ["--set", "strategy.moe_fp8_padding=true"] if precision == "fp8" and dispatcher != "hybridep" else []
     base = ["predict", "-c", "dgx-h100", "-n", "8", "--global-batch", "8", *prec, "--json"]
     r = cli(*base, "-m", _one_layer(tmp_path, f"{proxy}-moe", hidden, ffn, experts, top_k), "--ep", "8", *flex, *pad)
     assert r.code == 0, r.err

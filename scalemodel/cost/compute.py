@@ -2806,8 +2806,9 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
     (read it, write the padded or unpadded copy) unless every count is already aligned, and its autograd backward is
     the opposite copy of the gradient. A dropless router's counts are aligned only by chance (the Megatron-Bridge
     benchmarks draw normal logits per token, ``RandomSTE``), so the copies run. The all-to-all and all-gather
-    dispatchers leave the padding to the experts unless ``moe_router_padding_for_quantization`` pads the routing
-    map; the flex dispatcher pads in its permute (HybridEP ``pad_multiple``, DeepEP ``_pad_routing_map``).
+    dispatchers, and the flex dispatcher's DeepEP backend, leave the padding to the experts unless
+    ``moe_router_padding_for_quantization`` pads the routing map (DeepEP ``_pad_routing_map`` runs only under it,
+    Megatron-LM 32f2c9cfdd token_dispatcher.py); HybridEP pads in its dispatch (``pad_multiple``), so no copy runs.
 
     With R = u T k / t routed rows on this GPU's E/ep experts (ep u T k / (E t) each; T = b s / cp, u = etp,
     default t; the rows :func:`fp8_quantize_bytes` quantizes) and h the experts' token width (the hidden width, or

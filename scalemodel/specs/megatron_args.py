@@ -378,12 +378,21 @@ def _attention_backend(args: dict[str, str | None], out: StrategyFile) -> None:
 def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
     """Whether a Megatron-LM launch pads an fp8 run's routed tokens in the experts (strategy moe_fp8_padding,
     docs/model.md#fp8-expert-padding): --fp8-format with experts (``moe``: --num-experts) and --moe-grouped-gemm
-    (TEGroupedMLP; not --moe-use-legacy-grouped-gemm), a dispatcher other than flex (--moe-token-dispatcher-type,
-    default allgather: megatron/training/arguments.py, core_dev_r0.15.0) and no --moe-router-padding-for-quantization
-    (or its alias --moe-router-padding-for-fp8), which pads the routing map instead."""
+    (TEGroupedMLP; not --moe-use-legacy-grouped-gemm), a dispatcher that leaves the padding to the experts and no
+    --moe-router-padding-for-quantization (or its alias --moe-router-padding-for-fp8), which pads the routing map
+    instead. The dispatchers that leave it (megatron/core/transformer/moe/token_dispatcher.py at 32f2c9cfdd and
+    2d1fa8d372): allgather (--moe-token-dispatcher-type's default: megatron/training/arguments.py, core_dev_r0.15.0),
+    alltoall, and flex with the DeepEP backend (--moe-flex-dispatcher-backend's default, or --moe-enable-deepep):
+    ``_DeepepManager`` pads its routing map only under moe_router_padding_for_quantization (``_pad_routing_map``),
+    so its permuted tokens reach ``TEGroupedMLP.forward``'s ``Fp8Padding`` unaligned. The flex dispatcher's HybridEP
+    backend pads in its dispatch (``_HybridEPManager.dispatch`` ``pad_multiple`` whenever fp8 or fp4) and NCCL EP in
+    its receive buffer (``_NCCLEPManager`` ``alignment``, d98e8a64dd), so TE's ``Fp8Padding`` finds the counts
+    aligned and copies nothing (moefp837; docs/model.md#fp8-expert-padding)."""
+    dispatcher = args.get("--moe-token-dispatcher-type") or "allgather"
+    backend = "deepep" if "--moe-enable-deepep" in args else (args.get("--moe-flex-dispatcher-backend") or "deepep")
     return ("--fp8-format" in args and moe and "--moe-grouped-gemm" in args
             and "--moe-use-legacy-grouped-gemm" not in args
-            and (args.get("--moe-token-dispatcher-type") or "allgather") != "flex"
+            and (dispatcher != "flex" or backend == "deepep")
             and "--moe-router-padding-for-quantization" not in args and "--moe-router-padding-for-fp8" not in args)
 
 

@@ -653,8 +653,9 @@ class StrategySpec(Spec, kw_only=True):
     ))] = False
     moe_fp8_padding: Annotated[bool, Meta(description=(
         "precision fp8 with MoE layers whose token dispatcher does not pad the tokens per expert to the FP8 GEMM "
-        "alignment (Megatron-Core alltoall or allgather without moe_router_padding_for_quantization; the flex "
-        "dispatcher, DeepEP or HybridEP, pads in its permute): the experts copy their routed tokens into a padded "
+        "alignment (Megatron-Core alltoall, allgather or the flex dispatcher's DeepEP backend without "
+        "moe_router_padding_for_quantization; the flex dispatcher's HybridEP backend pads in its dispatch): the "
+        "experts copy their routed tokens into a padded "
         "tensor before FC1 and FC2's output out of it, and the backward the same for the gradients (Megatron-Core "
         "TEGroupedMLP with Transformer Engine Fp8Padding / Fp8Unpadding); docs/model.md#fp8-expert-padding"
     ))] = False
