@@ -284,6 +284,55 @@ def loss_allreduce_time(g: StrategyGrid, groups: ParallelGroups, m: np.ndarray) 
     return np.asarray(np.where(on, np.asarray(m, dtype=float) * one, 0.0), dtype=float)
 
 
+#: Bytes of the gradient norm Megatron-Core's optimizer all-reduces once a step
+#: (:func:`optimizer_stats_allreduce_time`): one fp32, the sum of the shard's squared norms.
+GRAD_NORM_ALLREDUCE_BYTES = 4.0
+#: Bytes per parameter tensor of the tensorwise FP8 parameters' amax all-reduce (one fp32 amax each).
+PARAM_AMAX_BYTES = 4.0
+
+
+def optimizer_stats_allreduce_time(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.ndarray:
+    """Seconds per step of the two small all-reduces Megatron-Core's distributed optimizer issues in its step (strategy
+    ``megatron_ddp`` at ZeRO 1), in series on the compute stream between the last gradient reduce-scatter and the
+    parameter all-gather, so exposed whole:
+
+        T = AllReduce(4 B, all W GPUs)                                   the gradient norm
+          + AllReduce(4 n_t B, the dp x cp sharding group)               tensorwise FP8 parameters only
+
+    Source (NVIDIA/Megatron-LM@d98e8a64dd). The gradient norm: ``MixedPrecisionOptimizer.step`` clips where
+    ``config.clip_grad > 0`` (megatron/core/optimizer/optimizer.py L830-831; OptimizerConfig's default 1.0, every
+    MLPerf llama31 run's opt_gradient_clip_norm 1.0), and ``clip_grad_norm`` -> ``get_grad_norm_fp32``
+    (optimizer.py L374-390; clip_grads.py L55-140) sums the shard's squared norm (one multi_tensor_l2norm) and
+    all-reduces it over ``grad_stats_parallel_group``, which the distributed optimizer sets to the
+    intra-distributed-optimizer-instance group (optimizer/__init__.py L671-674), every rank of the job with one
+    instance (parallel_state.py L1561-1576: the tp-ep-pp groups of all data-parallel ranks), an fp32 scalar
+    (no host read where multi_tensor_scale_tensor_impl exists). The parameters' amaxes: with FP8 parameters under
+    current scaling (fp8_param_gather, recipe tensorwise) ``_copy_main_params_to_model_params`` calls
+    ``quantize_param_shard(..., self.data_parallel_group)`` (distrib_optimizer.py L2847-2852), which reaches
+    Transformer Engine's ``_cast_master_weights_to_fp8_current_scaling`` (NVIDIA/TransformerEngine@d0067d0
+    transformer_engine/pytorch/tensor/utils.py L466-532): a packed fp32 amax per FP8 parameter, every one of them,
+    ``all_reduce(packed_amaxes, MAX, group)`` over the optimizer's data-parallel (dp x cp) group, before the casts.
+    n_t: the rank's parameter tensors (:func:`param_tensors`; an upper bound on its FP8 weights, norms counted), a
+    message under 1 kB whose time is the collective's latency. Delayed scaling casts with the previous scale (no
+    reduction here); blockwise and NVFP4 reduce per tile, not priced here. 0 off Megatron-Core's distributed
+    optimizer. docs/model.md#optimizer-stats-allreduce"""
+    on = megatron_ddp_on(g) & (g.zero == Zero.OPTIMIZER) & (g.gpus > 1)
+    if not np.any(on):
+        return np.zeros(1)
+    world = place(g.gpus.astype(float), 1.0, job.network)
+    norm = _collective("allreduce", np.full(1, GRAD_NORM_ALLREDUCE_BYTES), world)
+    amax = np.zeros(1)
+    if job.fp8_recipe == "tensorwise" and job.is_transformer:
+        comp: dict[str, np.ndarray] = {
+            "layers_per_stage": float(job.shape.layers) / np.asarray(g.pp, dtype=float) + np.zeros(np.shape(g.dp))}
+        dense_t, expert_t = param_tensors(job, g, comp)
+        n_t = sum((c for c, _ in (dense_t or []) + (expert_t or [])), np.zeros(1))
+        shard = groups.data.sharding
+        amax = np.where(fp8_params_held(job, g) & (shard.ranks > 1),
+                        _collective("allreduce", PARAM_AMAX_BYTES * np.maximum(n_t, 1.0), shard.dense), 0.0)
+    return np.asarray(np.where(on, norm + amax, 0.0), dtype=float)
+
+
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
     """Data-parallel replicas per HSDP sharding group: the strategy's ``shard_group``, else the replicas
     that fit in one node (gpus_per_node / the DP stride, i.e. / (tp cp) in the default rank order; at least 1,

@@ -96,6 +96,7 @@ from scalemodel.engine.dp_comm import (
     hsdp_shard_group,
     loss_allreduce_time,
     offloaded_optimizer,
+    optimizer_stats_allreduce_time,
     train_metric_sync_time,
 )
 from scalemodel.engine.host_floor import eager_ops_host_s, expert_forward_host_share, sync_refill_us
@@ -715,6 +716,9 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     # each micro-batch's loss all-reduced over the data-parallel group on the last stage, in the dp_comm part
     # (docs/model.md#loss-dp-allreduce)
     loss_sync = loss_allreduce_time(g, groups, m)
+    # the optimizer step's gradient-norm and FP8-parameter amax all-reduces, in series between the gradient
+    # reduce-scatter and the parameter gather, in the dp_comm part (docs/model.md#optimizer-stats-allreduce)
+    loss_sync = loss_sync + optimizer_stats_allreduce_time(job, g, groups)
     # the output layer's deferred weight-gradient GEMMs, drained after the last stage's last backward: what the
     # flush's wait does not hold (docs/model.md#defer-embedding-wgrad), in the bubble part
     drain = _deferred_wgrad_exposed(job, g, groups, stage, m, (last_layers, rec_last), (other_layers, rec_other),
