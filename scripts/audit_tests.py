@@ -69,6 +69,7 @@ KINDS = (
     "tautology",
     "snapshot",
     "skip-no-reason",
+    "vacuous-loop",
 )
 # Files a script or command of this repository writes from the code (a test whose expected values come from one of
 # them compares the code with itself unless it names another source): the writer of each.
@@ -300,6 +301,87 @@ def _fixtures(tree: ast.Module) -> set[str]:
             and any("fixture" in _dump(d) for d in n.decorator_list)}
 
 
+def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` of a function that does not enter the bodies of the functions and lambdas defined in it."""
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _checks_itself(test: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A check in the test's own body, or in a function defined inside it that the test names (calls or hands on):
+    a nested ``def check(...): assert ...`` that is never called checks nothing."""
+    own = list(_own_nodes(test))
+    if any(_has_direct_check(n) for n in own if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+           and isinstance(n, ast.Assert | ast.Call)):
+        return True
+    named = {n.id for n in own if isinstance(n, ast.Name)}
+    nested = [n for n in own if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)]
+    return any(_has_direct_check(n) for n in nested if isinstance(n, ast.Lambda) or n.name in named)
+
+
+def _literal_nonempty(node: ast.expr) -> bool:
+    """An iterable that is visibly not empty: a literal list / tuple / set / dict / string, range() of constants
+    with at least one element, or enumerate / zip / sorted / reversed of such."""
+    if _truthy_constant(node):
+        return True
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    name = _call_name(node)
+    if name == "range":
+        bounds = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
+        return len(bounds) == len(node.args) and len(range(*bounds)) > 0
+    if name in {"enumerate", "sorted", "reversed", "list", "tuple"}:
+        return _literal_nonempty(node.args[0])
+    if name == "zip":
+        return all(_literal_nonempty(a) for a in node.args)
+    return False
+
+
+def _literal_names(body: list[ast.stmt]) -> set[str]:
+    """Names bound, in these statements, to a visibly non-empty literal (``want = {...}``, ``CASES = [...]``)."""
+    return {t.id for s in body if isinstance(s, ast.Assign) and _literal_nonempty(s.value)
+            for t in s.targets if isinstance(t, ast.Name)}
+
+
+def _shown_nonempty(node: ast.expr, literal: set[str]) -> bool:
+    """_literal_nonempty, or a name bound to such a literal (``.items()`` / ``.keys()`` / ``.values()`` of it)."""
+    if isinstance(node, ast.Call) and _call_name(node) in {"items", "keys", "values"} \
+            and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    if isinstance(node, ast.Call) and _call_name(node) in {"enumerate", "sorted", "list", "tuple"} and node.args:
+        node = node.args[0]
+    return _literal_nonempty(node) or (isinstance(node, ast.Name) and node.id in literal)
+
+
+def vacuous(test: ast.FunctionDef | ast.AsyncFunctionDef, literal: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Every assert of the test sits in a ``for`` loop (or is ``assert all(... for ...)``) over an iterable that is
+    not visibly non-empty, and nothing outside the loops asserts: an empty iterable passes the test unchecked.
+    ``literal``: module-level names bound to non-empty literals."""
+    literal = set(literal) | _literal_names([s for s in _own_nodes(test) if isinstance(s, ast.stmt)])
+    looped: set[int] = set()
+    for node in _own_nodes(test):
+        if isinstance(node, ast.For | ast.AsyncFor) and not _shown_nonempty(node.iter, literal):
+            looped |= {id(a) for s in node.body for a in ast.walk(s) if isinstance(a, ast.Assert)}
+    asserts = [n for n in _own_nodes(test) if isinstance(n, ast.Assert)]
+    others = [n for n in _own_nodes(test) if isinstance(n, ast.Call) and (
+        _call_name(n) in {"raises", "warns"} or ASSERT_CALL.match(_call_name(n)))]
+    if not asserts or others:
+        return False
+
+    def empty_ok(a: ast.Assert) -> bool:
+        if id(a) in looped:
+            return True
+        t = a.test
+        return isinstance(t, ast.Call) and _call_name(t) == "all" and len(t.args) == 1 \
+            and isinstance(t.args[0], ast.GeneratorExp | ast.ListComp) \
+            and not all(_shown_nonempty(g.iter, literal) for g in t.args[0].generators)
+    return all(empty_ok(a) for a in asserts)
+
+
 def _tests(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
@@ -336,9 +418,11 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
     for test in _tests(tree):
         calls = {_call_name(c) for c in ast.walk(test) if isinstance(c, ast.Call)}
         args = {a.arg for a in [*test.args.args, *test.args.kwonlyargs]}
-        direct = _has_direct_check(test)
+        direct = _checks_itself(test)
         if not direct and not (calls & checking) and not (args & shared):
             yield "no-assert", test.lineno, test.name, "no assert, raises or checking helper"
+        if direct and vacuous(test, _literal_names(tree.body)):
+            yield "vacuous-loop", test.lineno, test.name, "every assert in a loop over an iterable not shown non-empty"
         for a in (n for n in ast.walk(test) if isinstance(n, ast.Assert)):
             why = tautology(a.test)
             if why:

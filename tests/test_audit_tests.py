@@ -93,6 +93,20 @@ def test_snapshot():
 def test_independent():
     assert f(3) == 3  # the identity, by hand
     assert f(2) != f(3)
+
+
+def test_loops_over_what_the_code_returned():
+    for row in f([]):
+        assert row == 1
+    assert all(r > 0 for r in f([]))
+
+
+def test_loops_over_a_literal():
+    want = {1: 1, 2: 2}
+    for k, v in want.items():
+        assert f(k) == v
+    for k in (1, 2):
+        assert f(k) == k
 '''
 
 
@@ -126,13 +140,15 @@ def test_each_kind_is_found_on_its_line(tmp_path: Path) -> None:
         ("skip-no-reason", _line("def test_skipif():"), "test_skipif"),
         ("skip-no-reason", _line("        pytest.skip()"), "test_skip_call"),
         ("snapshot", _line("def test_snapshot():"), "test_snapshot"),
+        ("vacuous-loop", _line("def test_loops_over_what_the_code_returned():"),
+         "test_loops_over_what_the_code_returned"),
     }
     assert want <= got, sorted(want - got)
 
 
 def test_the_look_alikes_are_not_listed(tmp_path: Path) -> None:
-    """A checking helper imported by name, a checking fixture, a local checker, a skip with its reason and an
-    independent expected value are not defects."""
+    """A checking helper imported by name, a checking fixture, a local checker, a skip with its reason, an
+    independent expected value and a loop over a literal are not defects."""
     clean = {"test_calls_an_imported_checker", "test_takes_a_checking_fixture", "test_calls_a_local_checker",
-             "test_skipif_with_reason", "test_independent"}
+             "test_skipif_with_reason", "test_independent", "test_loops_over_a_literal"}
     assert not {f for f in _findings(tmp_path) if f[2] in clean}
