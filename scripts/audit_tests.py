@@ -79,7 +79,8 @@ GENERATED = {
     ".schema.json": "python -m scalemodel schema KIND",
     "json_contract.json": "the --json key paths, written from the CLI's output (tests/test_ux31.py)",
 }
-GENERATED_NAMES = {"DATA": "precompiled", "OUT": "build_residuals"}
+GENERATED_NAMES = {"DATA": "precompiled", "OUT": "build_residuals", "RESIDUALS": "intervals"}
+GENERATED_BARE = {"RESIDUALS"}  # imported by name (from scalemodel.engine.intervals import RESIDUALS)
 CHECK_CALLS = {"assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal",
                "assert_almost_equal", "isclose", "allclose", "array_equal", "assert_frame_equal"}
 
@@ -247,6 +248,8 @@ def _reads_generated(func: ast.AST, source: str, module_strings: dict[str, str])
             text = module_strings[node.id]
         elif isinstance(node, ast.Attribute) and GENERATED_NAMES.get(node.attr) == _call_name(node.value):
             return f"{_call_name(node.value)}.{node.attr}"
+        elif isinstance(node, ast.Name) and node.id in GENERATED_BARE:
+            return node.id
         if len(text) > 200:  # a docstring or message that merely mentions the file
             continue
         for name in GENERATED:
@@ -409,6 +412,8 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
     tree = ast.parse(source)
     checking = _helpers_that_check(tree, shared & _imported_names(tree))
     module_strings = _module_strings(tree)
+    readers = {f.name: why for f in tree.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("test")
+               for why in [_reads_generated(f, source, module_strings)] if why}
     for top in tree.body:  # module-level pytestmark = pytest.mark.skip(...)
         if isinstance(top, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in top.targets):
             for mark in getattr(top.value, "elts", [top.value]):
@@ -430,7 +435,8 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
         for c in (n for n in ast.walk(test) if isinstance(n, ast.Call) and _call_name(n) in CHECK_CALLS):
             if len(c.args) >= 2 and _dump(c.args[0]) == _dump(c.args[1]) and not isinstance(c.args[0], ast.Constant):
                 yield "tautology", c.lineno, test.name, f"{_call_name(c)} of a value with itself"
-        generated = _reads_generated(test, source, module_strings)
+        generated = _reads_generated(test, source, module_strings) or next(
+            (f"{why} (through {name}())" for name, why in readers.items() if name in calls), "")
         if generated:
             yield "snapshot", test.lineno, test.name, f"reads {generated}"
         for dec in test.decorator_list:
