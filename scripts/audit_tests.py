@@ -28,6 +28,11 @@ The script only lists candidates; each must be read. Kinds (one line per finding
 * ``snapshot`` (testaudit37): a test that reads a file a script or command of this repository writes from the code
   (GENERATED below: the precompiled catalog, the shipped residuals, the JSON schemas, the --json key contract): its
   expected values are the code's own output unless the test says what independent source it checks them against.
+* ``vacuous-loop`` (testaudit37): every assert sits in a ``for`` loop (or ``assert all(... for ...)``) over an
+  iterable not visibly non-empty (a literal, ``range`` of constants, a name bound to a literal): an empty result
+  passes unchecked.
+* ``exit-only`` (testaudit37): every assert is ``r.code == 0`` / ``returncode == 0``: an acceptance test (valid
+  input runs), which checks no value; right for an input-range boundary, weak where a value could be derived.
 * ``skip-no-reason`` (testaudit37): ``@pytest.mark.skip`` / ``skipif`` / ``xfail`` without ``reason=``, or
   ``pytest.skip()`` / ``pytest.xfail()`` with no message.
 
@@ -70,6 +75,7 @@ KINDS = (
     "snapshot",
     "skip-no-reason",
     "vacuous-loop",
+    "exit-only",
 )
 # Files a script or command of this repository writes from the code (a test whose expected values come from one of
 # them compares the code with itself unless it names another source): the writer of each.
@@ -385,6 +391,14 @@ def vacuous(test: ast.FunctionDef | ast.AsyncFunctionDef, literal: set[str] = fr
     return all(empty_ok(a) for a in asserts)
 
 
+def _exit_zero(test: ast.expr) -> bool:
+    """``r.code == 0`` / ``returncode == 0`` (and ``and`` of such): the command ran, whatever it printed."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(_exit_zero(v) for v in test.values)
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+        and _is_zero(test.comparators[0]) and _call_name(test.left) in {"code", "returncode", "exit_code"}
+
+
 def _tests(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
@@ -426,6 +440,11 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
         direct = _checks_itself(test)
         if not direct and not (calls & checking) and not (args & shared):
             yield "no-assert", test.lineno, test.name, "no assert, raises or checking helper"
+        own_asserts = [n for n in _own_nodes(test) if isinstance(n, ast.Assert)]
+        if own_asserts and not (calls & checking) and not (args & shared) and not any(
+                c in {"raises", "warns"} or ASSERT_CALL.match(c) for c in calls) \
+                and all(_exit_zero(n.test) for n in own_asserts):
+            yield "exit-only", test.lineno, test.name, "every assert is an exit status of 0"
         if direct and vacuous(test, _literal_names(tree.body)):
             yield "vacuous-loop", test.lineno, test.name, "every assert in a loop over an iterable not shown non-empty"
         for a in (n for n in ast.walk(test) if isinstance(n, ast.Assert)):

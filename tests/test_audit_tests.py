@@ -101,6 +101,10 @@ def test_loops_over_what_the_code_returned():
     assert all(r > 0 for r in f([]))
 
 
+def test_only_runs_the_command():
+    assert f(1).code == 0
+
+
 def test_loops_over_a_literal():
     want = {1: 1, 2: 2}
     for k, v in want.items():
@@ -140,6 +144,7 @@ def test_each_kind_is_found_on_its_line(tmp_path: Path) -> None:
         ("skip-no-reason", _line("def test_skipif():"), "test_skipif"),
         ("skip-no-reason", _line("        pytest.skip()"), "test_skip_call"),
         ("snapshot", _line("def test_snapshot():"), "test_snapshot"),
+        ("exit-only", _line("def test_only_runs_the_command():"), "test_only_runs_the_command"),
         ("vacuous-loop", _line("def test_loops_over_what_the_code_returned():"),
          "test_loops_over_what_the_code_returned"),
     }
