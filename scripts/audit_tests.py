@@ -21,6 +21,26 @@ The script only lists candidates; each must be read. Kinds (one line per finding
 * ``sanity-only``: every assertion is a sign or finiteness check (``x > 0``, ``x >= 0``, ``np.isfinite(x).all()``)
   or weak: right for a hostile-input or property test, a defect where a value could be derived.
 * ``duplicate``: two test functions (any files) whose bodies are identical after the name is removed.
+* ``tautology`` (testaudit37): an assertion that holds whatever the code does: ``assert True`` / a non-empty constant,
+  ``assert (x, "msg")`` (a non-empty tuple), an f-string, ``a or not a``, ``x or True``, a comparison of constants,
+  ``len(x) >= 0`` / ``abs(x) >= 0`` / ``0 <= len(x)``, ``isinstance(x, object)``, and ``assert_*`` / ``isclose`` calls
+  whose first two arguments are the same expression.
+* ``snapshot`` (testaudit37): a test that reads a file a script or command of this repository writes from the code
+  (GENERATED below: the precompiled catalog, the shipped residuals, the JSON schemas, the --json key contract): its
+  expected values are the code's own output unless the test says what independent source it checks them against.
+* ``vacuous-loop`` (testaudit37): every assert sits in a ``for`` loop (or ``assert all(... for ...)``) over an
+  iterable not visibly non-empty (a literal, ``range`` of constants, a name bound to a literal): an empty result
+  passes unchecked.
+* ``exit-only`` (testaudit37): every assert is ``r.code == 0`` / ``returncode == 0``: an acceptance test (valid
+  input runs), which checks no value; right for an input-range boundary, weak where a value could be derived.
+* ``skip-no-reason`` (testaudit37): ``@pytest.mark.skip`` / ``skipif`` / ``xfail`` without ``reason=``, or
+  ``pytest.skip()`` / ``pytest.xfail()`` with no message.
+
+Since testaudit37 ``swallow`` also lists any handler (whatever its type) that is only ``pass`` / ``continue`` /
+``return`` around a ``try`` body that asserts, and ``with contextlib.suppress(...)`` around an assert; ``same-oracle``
+also reads ``assert_*`` / ``isclose`` calls and ``approx`` on either side; and a helper counts as checking for
+``no-assert`` only when it is defined in the test's own file or imported into it by name (no longer any name defined
+in any tests/*.py), or is a fixture the test takes that asserts.
 
 ``--counts`` prints the number per kind only (the table tests/README.md quotes).
 """
@@ -51,7 +71,24 @@ KINDS = (
     "same-oracle",
     "sanity-only",
     "duplicate",
+    "tautology",
+    "snapshot",
+    "skip-no-reason",
+    "vacuous-loop",
+    "exit-only",
 )
+# Files a script or command of this repository writes from the code (a test whose expected values come from one of
+# them compares the code with itself unless it names another source): the writer of each.
+GENERATED = {
+    "catalog.json": "scripts/build_catalog.py (scalemodel/specs/precompiled.py DATA)",
+    "validation_residuals.json": "scripts/build_residuals.py",
+    ".schema.json": "python -m scalemodel schema KIND",
+    "json_contract.json": "the --json key paths, written from the CLI's output (tests/test_ux31.py)",
+}
+GENERATED_NAMES = {"DATA": "precompiled", "OUT": "build_residuals", "RESIDUALS": "intervals"}
+GENERATED_BARE = {"RESIDUALS"}  # imported by name (from scalemodel.engine.intervals import RESIDUALS)
+CHECK_CALLS = {"assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal",
+               "assert_almost_equal", "isclose", "allclose", "array_equal", "assert_frame_equal"}
 
 
 def _call_name(node: ast.AST) -> str:
@@ -148,6 +185,220 @@ def _explained(text: str, prose: str) -> bool:
     return bool(digits) and digits in prose.replace(".", "")
 
 
+def _truthy_constant(node: ast.expr) -> bool:
+    """A literal that is always true: a non-empty constant, tuple, list, set, dict or f-string."""
+    if isinstance(node, ast.Constant):
+        return bool(node.value)
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return bool(node.elts)
+    if isinstance(node, ast.Dict):
+        return bool(node.keys)
+    if isinstance(node, ast.JoinedStr):
+        return any(isinstance(v, ast.Constant) and v.value for v in node.values)
+    return False
+
+
+def _never_negative(node: ast.expr) -> bool:
+    """``len(...)`` or ``abs(...)``: at least zero whatever its argument."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"len", "abs"}
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 0
+
+
+def tautology(test: ast.expr) -> str:
+    """Why ``assert test`` cannot fail, or "" (see the module docstring)."""
+    if _truthy_constant(test):
+        return "a constant that is always true" if not isinstance(test, ast.Tuple) else "a non-empty tuple"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
+        return "" if test.operand.value else "not of a false constant"
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.Or):
+            if any(_truthy_constant(v) for v in test.values):
+                return "an or with a true constant"
+            plain = {_dump(v) for v in test.values}
+            negated = {_dump(v.operand) for v in test.values
+                       if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not)}
+            if plain & negated:
+                return "a or not a"
+        else:
+            reasons = [tautology(v) for v in test.values]
+            if all(reasons):
+                return reasons[0]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        if isinstance(left, ast.Constant) and isinstance(right, ast.Constant):
+            return "a comparison of two constants"
+        if isinstance(op, ast.GtE) and _never_negative(left) and _is_zero(right):
+            return "len / abs >= 0"
+        if isinstance(op, ast.LtE) and _is_zero(left) and _never_negative(right):
+            return "0 <= len / abs"
+        if isinstance(op, ast.Eq | ast.Is | ast.LtE | ast.GtE) and _dump(left) == _dump(right) \
+                and not isinstance(left, ast.Constant):
+            return "a value compared with itself"
+    if isinstance(test, ast.Call) and _call_name(test) == "isinstance" and len(test.args) == 2:
+        if isinstance(test.args[1], ast.Name) and test.args[1].id == "object":
+            return "isinstance(x, object)"
+    return ""
+
+
+def _reads_generated(func: ast.AST, source: str, module_strings: dict[str, str]) -> str:
+    """The generated file a test names (a string literal, a module constant holding one, or DATA / OUT of its
+    writer), or ""."""
+    for node in ast.walk(func):
+        text = ""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.Name) and node.id in module_strings:
+            text = module_strings[node.id]
+        elif isinstance(node, ast.Attribute) and GENERATED_NAMES.get(node.attr) == _call_name(node.value):
+            return f"{_call_name(node.value)}.{node.attr}"
+        elif isinstance(node, ast.Name) and node.id in GENERATED_BARE:
+            return node.id
+        if len(text) > 200:  # a docstring or message that merely mentions the file
+            continue
+        for name in GENERATED:
+            if text.endswith(name):
+                return text
+    return ""
+
+
+def _module_strings(tree: ast.Module) -> dict[str, str]:
+    """Module-level names bound to a path that ends in a generated file's name (``CONTRACT = ... / "x.json"``)."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            for node in ast.walk(stmt.value):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                        and any(node.value.endswith(g) for g in GENERATED):
+                    out[stmt.targets[0].id] = node.value
+    return out
+
+
+def _skip_without_reason(node: ast.expr) -> str:
+    """A skip / skipif / xfail mark or call with no reason, or ""."""
+    call = node if isinstance(node, ast.Call) else None
+    name = _call_name(node)
+    if name not in {"skip", "skipif", "xfail"}:
+        return ""
+    if not any(isinstance(n, ast.Name) and n.id == "pytest" for n in ast.walk(node)):
+        return ""
+    if call is None:
+        return f"@pytest.mark.{name} with no reason"
+    if any(kw.arg in {"reason", "msg"} for kw in call.keywords):
+        return ""
+    if name == "skipif" and len(call.args) >= 2:
+        return ""
+    if name in {"skip", "xfail"} and call.args:
+        return ""
+    return f"{name}(...) with no reason"
+
+
+def _imported_names(tree: ast.Module) -> set[str]:
+    """Names a test file imports with ``from X import name`` (a helper of another test file among them)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def _fixtures(tree: ast.Module) -> set[str]:
+    """Functions decorated with ``pytest.fixture`` in a module."""
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+            and any("fixture" in _dump(d) for d in n.decorator_list)}
+
+
+def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` of a function that does not enter the bodies of the functions and lambdas defined in it."""
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _checks_itself(test: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A check in the test's own body, or in a function defined inside it that the test names (calls or hands on):
+    a nested ``def check(...): assert ...`` that is never called checks nothing."""
+    own = list(_own_nodes(test))
+    if any(_has_direct_check(n) for n in own if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+           and isinstance(n, ast.Assert | ast.Call)):
+        return True
+    named = {n.id for n in own if isinstance(n, ast.Name)}
+    nested = [n for n in own if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)]
+    return any(_has_direct_check(n) for n in nested if isinstance(n, ast.Lambda) or n.name in named)
+
+
+def _literal_nonempty(node: ast.expr) -> bool:
+    """An iterable that is visibly not empty: a literal list / tuple / set / dict / string, range() of constants
+    with at least one element, or enumerate / zip / sorted / reversed of such."""
+    if _truthy_constant(node):
+        return True
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    name = _call_name(node)
+    if name == "range":
+        bounds = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
+        return len(bounds) == len(node.args) and len(range(*bounds)) > 0
+    if name in {"enumerate", "sorted", "reversed", "list", "tuple"}:
+        return _literal_nonempty(node.args[0])
+    if name == "zip":
+        return all(_literal_nonempty(a) for a in node.args)
+    return False
+
+
+def _literal_names(body: list[ast.stmt]) -> set[str]:
+    """Names bound, in these statements, to a visibly non-empty literal (``want = {...}``, ``CASES = [...]``)."""
+    return {t.id for s in body if isinstance(s, ast.Assign) and _literal_nonempty(s.value)
+            for t in s.targets if isinstance(t, ast.Name)}
+
+
+def _shown_nonempty(node: ast.expr, literal: set[str]) -> bool:
+    """_literal_nonempty, or a name bound to such a literal (``.items()`` / ``.keys()`` / ``.values()`` of it)."""
+    if isinstance(node, ast.Call) and _call_name(node) in {"items", "keys", "values"} \
+            and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    if isinstance(node, ast.Call) and _call_name(node) in {"enumerate", "sorted", "list", "tuple"} and node.args:
+        node = node.args[0]
+    return _literal_nonempty(node) or (isinstance(node, ast.Name) and node.id in literal)
+
+
+def vacuous(test: ast.FunctionDef | ast.AsyncFunctionDef, literal: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Every assert of the test sits in a ``for`` loop (or is ``assert all(... for ...)``) over an iterable that is
+    not visibly non-empty, and nothing outside the loops asserts: an empty iterable passes the test unchecked.
+    ``literal``: module-level names bound to non-empty literals."""
+    literal = set(literal) | _literal_names([s for s in _own_nodes(test) if isinstance(s, ast.stmt)])
+    looped: set[int] = set()
+    for node in _own_nodes(test):
+        if isinstance(node, ast.For | ast.AsyncFor) and not _shown_nonempty(node.iter, literal):
+            looped |= {id(a) for s in node.body for a in ast.walk(s) if isinstance(a, ast.Assert)}
+    asserts = [n for n in _own_nodes(test) if isinstance(n, ast.Assert)]
+    others = [n for n in _own_nodes(test) if isinstance(n, ast.Call) and (
+        _call_name(n) in {"raises", "warns"} or ASSERT_CALL.match(_call_name(n)))]
+    if not asserts or others:
+        return False
+
+    def empty_ok(a: ast.Assert) -> bool:
+        if id(a) in looped:
+            return True
+        t = a.test
+        return isinstance(t, ast.Call) and _call_name(t) == "all" and len(t.args) == 1 \
+            and isinstance(t.args[0], ast.GeneratorExp | ast.ListComp) \
+            and not all(_shown_nonempty(g.iter, literal) for g in t.args[0].generators)
+    return all(empty_ok(a) for a in asserts)
+
+
+def _exit_zero(test: ast.expr) -> bool:
+    """``r.code == 0`` / ``returncode == 0`` (and ``and`` of such): the command ran, whatever it printed."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(_exit_zero(v) for v in test.values)
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+        and _is_zero(test.comparators[0]) and _call_name(test.left) in {"code", "returncode", "exit_code"}
+
+
 def _tests(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
@@ -173,12 +424,55 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
     source = path.read_text()
     lines = source.splitlines()
     tree = ast.parse(source)
-    checking = _helpers_that_check(tree, shared)
+    checking = _helpers_that_check(tree, shared & _imported_names(tree))
+    module_strings = _module_strings(tree)
+    readers = {f.name: why for f in tree.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("test")
+               for why in [_reads_generated(f, source, module_strings)] if why}
+    for top in tree.body:  # module-level pytestmark = pytest.mark.skip(...)
+        if isinstance(top, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in top.targets):
+            for mark in getattr(top.value, "elts", [top.value]):
+                why = _skip_without_reason(mark)
+                if why:
+                    yield "skip-no-reason", top.lineno, "pytestmark", why
     for test in _tests(tree):
         calls = {_call_name(c) for c in ast.walk(test) if isinstance(c, ast.Call)}
-        direct = _has_direct_check(test)
-        if not direct and not (calls & checking):
+        args = {a.arg for a in [*test.args.args, *test.args.kwonlyargs]}
+        direct = _checks_itself(test)
+        if not direct and not (calls & checking) and not (args & shared):
             yield "no-assert", test.lineno, test.name, "no assert, raises or checking helper"
+        own_asserts = [n for n in _own_nodes(test) if isinstance(n, ast.Assert)]
+        if own_asserts and not (calls & checking) and not (args & shared) and not any(
+                c in {"raises", "warns"} or ASSERT_CALL.match(c) for c in calls) \
+                and all(_exit_zero(n.test) for n in own_asserts):
+            yield "exit-only", test.lineno, test.name, "every assert is an exit status of 0"
+        if direct and vacuous(test, _literal_names(tree.body)):
+            yield "vacuous-loop", test.lineno, test.name, "every assert in a loop over an iterable not shown non-empty"
+        for a in (n for n in ast.walk(test) if isinstance(n, ast.Assert)):
+            why = tautology(a.test)
+            if why:
+                yield "tautology", a.lineno, test.name, f"{why}: {ast.get_source_segment(source, a.test) or ''}"
+        for c in (n for n in ast.walk(test) if isinstance(n, ast.Call) and _call_name(n) in CHECK_CALLS):
+            if len(c.args) >= 2 and _dump(c.args[0]) == _dump(c.args[1]) and not isinstance(c.args[0], ast.Constant):
+                yield "tautology", c.lineno, test.name, f"{_call_name(c)} of a value with itself"
+        generated = _reads_generated(test, source, module_strings) or next(
+            (f"{why} (through {name}())" for name, why in readers.items() if name in calls), "")
+        if generated:
+            yield "snapshot", test.lineno, test.name, f"reads {generated}"
+        for dec in test.decorator_list:
+            for mark in ([dec] if not isinstance(dec, ast.Call) or _call_name(dec) != "parametrize" else []):
+                why = _skip_without_reason(mark)
+                if why:
+                    yield "skip-no-reason", test.lineno, test.name, why
+        for c in (n for n in ast.walk(test) if isinstance(n, ast.Call)):
+            owner = c.func.value if isinstance(c.func, ast.Attribute) else None
+            if _call_name(c) in {"skip", "xfail"} and isinstance(owner, ast.Name) and owner.id == "pytest" \
+                    and not c.args and not c.keywords:
+                yield "skip-no-reason", c.lineno, test.name, f"pytest.{_call_name(c)}() with no message"
+        for w in (n for n in ast.walk(test) if isinstance(n, ast.With)):
+            for item in w.items:
+                if _call_name(item.context_expr) == "suppress" and any(
+                        isinstance(n, ast.Assert) for s in w.body for n in ast.walk(s)):
+                    yield "swallow", w.lineno, test.name, "contextlib.suppress around an assert"
         asserts = [n for n in ast.walk(test) if isinstance(n, ast.Assert)]
         other_checks = any(
             isinstance(c, ast.Call) and (_call_name(c) in {"raises", "warns"} or ASSERT_CALL.match(_call_name(c)))
@@ -223,7 +517,9 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
                         if handler.type is None
                         else {_call_name(t) for t in getattr(handler.type, "elts", [handler.type])}
                     )
-                    if names & BROAD and all(isinstance(s, ast.Pass | ast.Continue | ast.Return) for s in handler.body):
+                    quiet = all(isinstance(s, ast.Pass | ast.Continue | ast.Return) for s in handler.body)
+                    guards = any(isinstance(n, ast.Assert) for s in node.body for n in ast.walk(s))
+                    if quiet and (names & BROAD or guards):
                         yield "swallow", handler.lineno, test.name, f"except {', '.join(map(str, names))}: pass"
         for stmt in test.body:
             if (
@@ -240,14 +536,15 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 if isinstance(node.value, ast.Call):
                     assigned[node.targets[0].id] = _dump(node.value)
-        for a in asserts:
-            if not isinstance(a.test, ast.Compare):
-                continue
-            sides = [a.test.left, *a.test.comparators]
+        compared: list[tuple[ast.AST, list[ast.expr]]] = [
+            (a, [a.test.left, *a.test.comparators]) for a in asserts if isinstance(a.test, ast.Compare)]
+        compared += [(c, list(c.args[:2])) for c in ast.walk(test)
+                     if isinstance(c, ast.Call) and _call_name(c) in CHECK_CALLS and len(c.args) >= 2]
+        for where, sides in compared:
             dumps = set()
             for side in sides:
-                is_approx = isinstance(side, ast.Call) and _call_name(side) == "approx" and side.args
-                inner = side.args[0] if is_approx else side
+                inner = side.args[0] if isinstance(side, ast.Call) and _call_name(side) == "approx" and side.args \
+                    else side
                 if isinstance(inner, ast.Name) and inner.id in assigned:
                     dumps.add(assigned[inner.id])
                 elif isinstance(inner, ast.Call):
@@ -255,7 +552,8 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
                 else:
                     dumps.add(_dump(inner) + str(id(inner)))
             if len(dumps) < len(sides):
-                yield "same-oracle", a.lineno, test.name, ast.get_source_segment(source, a) or ""
+                seg = ast.get_source_segment(source, where) or ""  # type: ignore[arg-type]
+                yield "same-oracle", getattr(where, "lineno", 0), test.name, seg
 
 
 def duplicates(paths: list[Path]) -> Iterator[tuple[str, int, str, str]]:

@@ -68,6 +68,7 @@ def automodel_predictions() -> dict[str, tuple[Any, ...]]:
 
 
 def test_the_rows_are_predicted_with_it(automodel_predictions) -> None:  # type: ignore[no-untyped-def]
+    assert set(automodel_predictions) == AUTOMODEL  # every row priced: a row left unpriced passed the loop before
     for cid, args in automodel_predictions.items():
         st = args[4]
         assert st.fsdp_per_param is True, cid

@@ -194,7 +194,11 @@ def test_bucket_fragments_needs_apex_zero12(extra: list[str], why: str, cli: Any
 
 
 def test_bucket_fragments_takes_zero_1_and_2(cli: Any) -> None:
+    import json
+
     for zero in ("1", "2"):
         r = cli("predict", "--cluster", "dgx-h100", "--model", "llama3-8b", "--gpus", "64", "--zero", zero, "--set",
-                "strategy.bucket_fragments=true")
+                "strategy.bucket_fragments=true", "--json")
         assert r.code == 0, r.err
+        st = json.loads(r.out)["strategy"]  # testaudit37: taken, not only not refused
+        assert (st["zero"], st["bucket_fragments"]) == (zero, True)

@@ -88,6 +88,9 @@ def test_data_parallel_overlap_follows_the_callback(cid: str) -> None:
 
 def test_dp1_rule_touches_no_other_nemo2_row() -> None:
     """The callback's dp-1 branch is keyed to dgxc2504 because no row of the other NeMo 2 sources runs at dp 1."""
+    checked = 0
     for i, c in training_cases().items():
         if i.split("_")[0] in ("nemo2502", "nemo2504", "dgxc2505"):
             assert int(c["parallelism"].get("dp", 0)) != 1, i
+            checked += 1
+    assert checked, "no nemo2502 / nemo2504 / dgxc2505 row: the rule was checked on nothing"  # 50 at 3d87a634

@@ -236,6 +236,9 @@ def test_user_docs_name_commands_and_options_that_exist() -> None:
 
 
 def test_every_command_says_what_it_answers_in_one_line() -> None:
+    # the commands of DESIGN.md's CLI contract, written out (testaudit37: an empty registry passed the loop)
+    assert {"predict", "plan", "scale", "check", "calibrate", "collective", "hardware", "memory", "schema",
+            "sensitivity", "stragglers", "sweep"} <= set(_commands())
     for name, cmd in _commands().items():
         summary = cmd.summary  # type: ignore[attr-defined]
         assert summary and summary.endswith(".") and len(summary) <= 120, (name, summary)

@@ -47,6 +47,7 @@ def test_plan_quantities_are_whole_at_80_columns(cli, monkeypatch) -> None:  # t
     doc = json.loads(cli(*args, "--json").out)
     monkeypatch.setenv("COLUMNS", "80")
     out = cli(*args).out
+    assert len(doc["ranked"]) == 5  # plan's --top default (scalemodel/api.py plan(top=5)): an empty list passed
     for p in doc["ranked"]:
         assert fq(p["step_time_s"], "time") in out
         assert fq(p["memory_per_gpu_bytes"], "bytes") in out

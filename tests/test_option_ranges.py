@@ -27,8 +27,23 @@ def test_stragglers_cv_out_of_range_names_cv(cli, dist, cv):
 
 
 def test_stragglers_cv_just_below_the_bound_is_finite(cli):
+    """Finite, and the right value: E[max of 64 gamma steps], shape k = 1 / cv^2, mean 1 s, is the integral of
+    1 - F(x)^64 over x >= 0, computed here with scipy's gamma CDF and quadrature (45.728 s), not by the code under
+    test (testaudit37: the test asserted the exit status only)."""
+    import json
+    import math
+
+    from scipy import integrate, stats
+
     r = cli("stragglers", "--workers", "64", "--dist", "gamma", "--cv", "9.9", "--json")
     assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    k = 1 / 9.9**2
+    dist = stats.gamma(k, scale=1 / k)
+    want, err = integrate.quad(lambda x: 1 - dist.cdf(x) ** 64, 0, math.inf, limit=500)
+    assert err < 1e-5 * want
+    assert doc["expected_max_s"] == pytest.approx(want, rel=1e-6)
+    assert all(math.isfinite(s["step_time_s"]) for s in doc["strategies"])
 
 
 @pytest.mark.parametrize(("option", "value"), [("--mean", "1.7e308s"), ("--mean", "1e-320s"), ("--mean", "1e13s"),

@@ -49,6 +49,8 @@ def test_straggler_cv_beside_another_variability_field_is_taken(cli) -> None:  #
     r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "64", "--straggler-cv", "0.1", "--set",
             "cluster.variability.dist=normal", "--json")
     assert r.code == 0, r.err
+    doc = json.loads(r.out)  # testaudit37: the exit status alone passed a run that dropped the cv
+    assert doc["inputs"]["straggler_cv"] == 0.1 and doc["breakdown_s"]["straggler"] > 0
 
 
 def test_scales_no_switch_beside_its_set_is_named_as_given(cli) -> None:  # type: ignore[no-untyped-def]

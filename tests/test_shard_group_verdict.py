@@ -42,9 +42,14 @@ def test_scale_refuses_at_the_count_where_the_group_stops_dividing(cli, extra, w
 
 
 def test_divisor_is_accepted(cli):
-    for extra in (["--zero", "hsdp", "--set", "strategy.shard_group=4"], ["--sync", "hier:4"]):
+    import json
+
+    for extra, want in ((["--zero", "hsdp", "--set", "strategy.shard_group=4"], {"zero": "hsdp", "shard_group": 4}),
+                        (["--sync", "hier:4"], {"sync": "hier:4"})):
         r = cli("predict", *BASE, "--gpus", "16", *extra, "--json")
         assert r.code == 0, r.err
+        st = json.loads(r.out)["strategy"]  # testaudit37: taken as given, not only not refused
+        assert {k: st[k] for k in want} == want
 
 
 @pytest.mark.parametrize("strategy,where", [("{tp: 1, pp: 1, zero: hsdp, shard_group: 3}", "strategy.shard_group"),

@@ -66,9 +66,14 @@ def test_flag_and_set_on_one_field_is_refused(cli, command: str, args: list[str]
 
 
 def test_set_on_another_field_beside_a_flag_is_taken(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
     r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--set", "strategy.pp=2",
             "--json")
     assert r.code == 0, r.err
+    # both taken (testaudit37: the exit status alone passed a run that dropped either): tp 8 x pp 2 leaves dp 64
+    st = json.loads(r.out)["strategy"]
+    assert (st["tp"], st["pp"], st["dp"]) == (8, 2, 1024 // 16)
 
 
 

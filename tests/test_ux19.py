@@ -194,6 +194,7 @@ def test_check_best_names_the_whole_strategy(cli: Any, tmp_path: Path, monkeypat
     doc = json.loads(cli("check", str(cap), "--json").out)
     monkeypatch.setenv("COLUMNS", "250")
     out = cli("check", str(cap)).out
+    assert [p["gpus"] for p in doc["points"]] == [64, 256]  # the scenario's gpus: an empty list passed the loop
     for p in doc["points"]:
         s = p["strategy"]
         cp = f" x CP {s['cp']}" if s["cp"] > 1 else ""

@@ -105,6 +105,7 @@ def test_scale_batch_efficiency_never_exceeds_one(counts: list[int], mode: str, 
     gpus = sorted(counts)
     r = api.scale("dgx-a100", "gpt-1.7b", gpus=gpus, mode=mode, tp=8, micro_batch=1, global_batch=gpus[-1] // 8 * 2,
                   critical_batch=b_noise)
+    assert [p.gpus for p in r.points] == gpus  # one point a count: an empty sweep passed the loop
     smallest = min(p.global_batch for p in r.points)
     for p in r.points:
         assert p.batch_efficiency is not None and 0.0 < p.batch_efficiency <= 1.0

@@ -31,6 +31,8 @@ def test_algo_help_names_every_algorithm_the_option_takes(command: Command) -> N
     """`predict --help` offered 'auto|ring|tree|rhd|hierarchical' for --algo, while the option takes rd and direct
     too (choices.Algorithm; `--algo foo` answers with all seven)."""
     text = _help_of(command, "--algo")
+    # the seven the option takes, written out (the docstring; an emptied Algorithm passed the loop before)
+    assert sorted(Algorithm.labels()) == ["auto", "direct", "hierarchical", "rd", "rhd", "ring", "tree"]
     for label in Algorithm.labels():
         assert label in text.replace("|", " ").replace(",", " ").split(), label
 

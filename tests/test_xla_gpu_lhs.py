@@ -325,6 +325,7 @@ def test_dgx_cloud_rows_ran_a_pgle_profile() -> None:
     so xla_options prices none of it."""
     vt = _vt()
     gib = 8 * 1024 * MIB
+    checked = 0
     for case in load_yaml(ROOT / "validation" / "training_cases.yaml"):
         if not case["id"].startswith("mtdgxc24_"):
             continue
@@ -338,6 +339,8 @@ def test_dgx_cloud_rows_ran_a_pgle_profile() -> None:
         assert par["xla_latency_hiding_scheduler"] is True and par["xla_pgle_profile"] is True
         for zero in ("fsdp", "hsdp"):
             assert vt.xla_options(case, zero) == {}
+        checked += 1
+    assert checked, "no mtdgxc24_ row: the thresholds were checked on nothing"  # 12 rows at 3d87a634
 
 
 
