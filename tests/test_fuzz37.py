@@ -1,0 +1,76 @@
+"""Hostile input, round 37 (fuzz37): what this round's fuzzing and its three named reader defects found. The CLI
+contract is test_hostile_inputs.py's: exit 2, one ``error:`` line naming the file / field / option, what was wrong
+and what is allowed, nothing on stdout, no input changed.
+
+1. Megatron-LM's ``--use-torch-fsdp2`` was named as not read and the launch priced at zero 0 (replicated
+   parameters) unless the command line gave --zero: it is PyTorch FSDP2 (get_model: DP = TorchFullyShardedDataParallel,
+   fully_shard on every TransformerLayer; NVIDIA/Megatron-LM@d98e8a64dd megatron/training/training.py L2484-2486,
+   megatron/core/distributed/torch_fully_sharded_data_parallel.py), now read as zero fsdp with fsdp_per_param, and
+   ``--torch-fsdp2-no-reshard-after-forward`` as fsdp_reshard_after_forward false; the flags Megatron's validate_args
+   refuses beside it (arguments.py L1031-1047) are refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+MEG = ("-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64")
+
+
+# --- 1. Megatron-LM --use-torch-fsdp2 --------------------------------------------------------------------------------
+
+def test_torch_fsdp2_prices_as_the_same_job_written_as_zero_fsdp(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The launch (tp 2, micro-batch 1, bf16, --use-torch-fsdp2) and the same job written on the command line as
+    PyTorch FSDP2 (zero fsdp, fsdp_per_param; the gradients reduced in bf16, the parameters' dtype) price the same
+    step and memory: two routes, one through the reader, one through the options."""
+    f = megatron_launch(tmp_path, "--use-torch-fsdp2")
+    read = accepted(cli, "predict", *MEG, "--strategy", str(f))
+    written = accepted(cli, "predict", *MEG, "--tp", "2", "--zero", "fsdp", "--precision", "bf16", "--set",
+                       "training.micro_batch=1", "--set", "strategy.fsdp_per_param=true")
+    assert read["strategy"]["zero"] == "fsdp" and read["strategy"]["fsdp_per_param"] is True
+    assert read["step_time_s"] == pytest.approx(written["step_time_s"], rel=1e-12)
+    assert read["memory"] == written["memory"]
+    # and it is not the zero-0 job it was priced as before: the states are sharded over the 64 / tp 2 = 32 DP ranks
+    plain = accepted(cli, "predict", *MEG, "--strategy", str(megatron_launch(tmp_path, "")))
+    assert plain["strategy"]["zero"] == "0" and plain["strategy"]["megatron_ddp"] is True
+    assert read["memory"]["parts_bytes"]["optimizer"] == pytest.approx(
+        plain["memory"]["parts_bytes"]["optimizer"] / 32, rel=1e-6)
+
+
+def test_torch_fsdp2_without_reshard_reads_reshard_after_forward_false(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward --ddp-bucket-size 5")
+    r = cli("predict", *MEG, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert '"fsdp_reshard_after_forward": false' in r.out
+    assert "--ddp-bucket-size (Megatron-Core DDP's buckets" in r.err, r.err  # named as not read, not priced
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    ("--use-distributed-optimizer", "not supported with MCore's distributed optimizer"),
+    ("--use-megatron-fsdp", "Cannot be used together with use_torch_fsdp2"),
+    ("--pipeline-model-parallel-size 2", "not supported with pipeline parallelism"),
+    ("--expert-model-parallel-size 4", "not supported with expert parallelism"),
+])
+def test_torch_fsdp2_beside_a_flag_megatron_refuses_is_refused(cli, tmp_path: Path, flags: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, f"--use-torch-fsdp2 {flags}")
+    line = refused(cli, "predict", *MEG, "--strategy", str(f), inputs=(f,), match="--use-torch-fsdp2: ")
+    assert said in line and "arguments.py validate_args L1031-1047" in line, line
+
+
+def test_torch_fsdp2_with_fp16_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --use-torch-fsdp2 --fp16\n")
+    refused(cli, "predict", *MEG, "--strategy", str(f), inputs=(f,), match="not supported with fp16 yet")
+
+
+def test_the_no_reshard_switch_is_store_false_and_alone_is_named_as_not_read(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward=true")
+    line = refused(cli, "predict", *MEG, "--strategy", str(f), inputs=(f,),
+                   match="--torch-fsdp2-no-reshard-after-forward: a switch takes no value")
+    assert "(argparse store_false)" in line, line
+    r = cli("predict", *MEG, "--strategy", str(megatron_launch(tmp_path, "--torch-fsdp2-no-reshard-after-forward")),
+            "--json")
+    assert r.code == 0 and "--torch-fsdp2-no-reshard-after-forward without --use-torch-fsdp2" in r.err, r.err
