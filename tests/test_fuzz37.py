@@ -8,10 +8,15 @@ and what is allowed, nothing on stdout, no input changed.
    megatron/core/distributed/torch_fully_sharded_data_parallel.py), now read as zero fsdp with fsdp_per_param, and
    ``--torch-fsdp2-no-reshard-after-forward`` as fsdp_reshard_after_forward false; the flags Megatron's validate_args
    refuses beside it (arguments.py L1031-1047) are refused.
+2. A key DeepSpeed's offload sections have not (``offload_optimizer.pin_memmory``, ``offload_param.ratio``) passed
+   without a word; DeepSpeedConfigModel forbids extras (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/
+   config_utils.py L110 ``extra="forbid"``; the fields: deepspeed/runtime/zero/offload_config.py L21-105): refused
+   naming the section, the key and the keys allowed.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +79,42 @@ def test_the_no_reshard_switch_is_store_false_and_alone_is_named_as_not_read(cli
     r = cli("predict", *MEG, "--strategy", str(megatron_launch(tmp_path, "--torch-fsdp2-no-reshard-after-forward")),
             "--json")
     assert r.code == 0 and "--torch-fsdp2-no-reshard-after-forward without --use-torch-fsdp2" in r.err, r.err
+
+
+# --- 2. DeepSpeed offload sections forbid extra keys ----------------------------------------------------------------
+
+#: every field of DeepSpeed's two offload models, typed out from offload_config.py at edaa7221 (not the reader's)
+_DS_PARAM = ("device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory")
+_DS_OPT = ("device", "nvme_path", "buffer_count", "pin_memory", "pipeline_read", "pipeline_write", "fast_init", "ratio",
+           "super_offload", "cpuadam_cores_perc")
+
+
+def _ds(tmp_path: Path, **sections: dict) -> Path:  # type: ignore[type-arg]
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                             "zero_optimization": {"stage": 3, **sections}}))
+    return f
+
+
+@pytest.mark.parametrize(("dev", "key", "fields"), [
+    ("offload_optimizer", "pin_memmory", _DS_OPT), ("offload_optimizer", "pipeline", _DS_OPT),
+    ("offload_optimizer", "max_in_cpu", _DS_OPT), ("offload_param", "ratio", _DS_PARAM),
+    ("offload_param", "Device", _DS_PARAM), ("offload_param", "", _DS_PARAM)])
+def test_an_offload_key_deepspeed_has_not_is_refused(cli, tmp_path: Path, dev: str, key: str,  # type: ignore[no-untyped-def]
+                                                     fields: tuple[str, ...]) -> None:
+    """``pipeline`` is set by the optimizer model's validator (``self.__dict__["pipeline"]``), not a field: extra;
+    ``max_in_cpu`` belongs to offload_param only."""
+    f = _ds(tmp_path, **{dev: {"device": "cpu", key: True}})
+    line = refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--strategy", str(f),
+                   inputs=(f,), match=f"zero_optimization.{dev}: unknown key {key!r}")
+    assert 'extra="forbid"' in line and line.endswith(", ".join(fields)), line
+
+
+def test_every_field_deepspeed_has_is_still_read(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    values = {"device": "cpu", "nvme_path": "/local_nvme", "buffer_count": 5, "buffer_size": 100000000,
+              "max_in_cpu": 1000000000, "pin_memory": True, "pipeline_read": False, "pipeline_write": False,
+              "fast_init": False, "ratio": 1.0, "super_offload": False, "cpuadam_cores_perc": 0.8}
+    f = _ds(tmp_path, offload_param={k: values[k] for k in _DS_PARAM},
+            offload_optimizer={k: values[k] for k in _DS_OPT})
+    out = accepted(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--strategy", str(f))
+    assert out["strategy"]["offload_states"] == "optimizer+params"
