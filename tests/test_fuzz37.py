@@ -12,6 +12,15 @@ and what is allowed, nothing on stdout, no input changed.
    without a word; DeepSpeedConfigModel forbids extras (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/
    config_utils.py L110 ``extra="forbid"``; the fields: deepspeed/runtime/zero/offload_config.py L21-105): refused
    naming the section, the key and the keys allowed.
+3. ``plan --strategy s.yaml`` (fp8_param_gather: true, no zero) is refused "give zero too": the rule is Megatron's
+   (arguments.py L1095-1097 at d98e8a64dd: --fp8-param-gather "only supported with distributed optimizer, torch
+   fsdp2, megatron fsdp"; the model's zero 1 / 2 is the distributed optimizer, fsdp / hsdp the FSDPs) and the message
+   names the field and the values, but what it advised was refused: a file that does not write zero was validated
+   alone, so --zero 1 or --set strategy.zero=1 beside it was refused with the same words (predict, memory, plan), and
+   plan's --constraint zero=1 too. A scalemodel file that does not write zero is now judged with the command line's
+   zero (as ux36 did for Megatron's unread FSDP flags), a one-stage --constraint zero gives plan its zero, and plan's
+   hint names the constraint. A Megatron-LM launch gives its stage by its flags: --fp8-param-gather without
+   --use-distributed-optimizer or an FSDP flag is refused in Megatron's words, naming the flags to add.
 """
 
 from __future__ import annotations
@@ -118,3 +127,72 @@ def test_every_field_deepspeed_has_is_still_read(cli, tmp_path: Path) -> None:  
             offload_optimizer={k: values[k] for k in _DS_OPT})
     out = accepted(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--strategy", str(f))
     assert out["strategy"]["offload_states"] == "optimizer+params"
+
+
+# --- 3. a file's switch that needs a ZeRO stage, the stage given on the command line --------------------------------
+
+_FP8 = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--precision", "fp8")
+
+
+def _needs_zero(tmp_path: Path) -> Path:
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  fp8_param_gather: true\n")
+    return f
+
+
+@pytest.mark.parametrize(("command", "how"), [("predict", "(--zero or --set strategy.zero)"),
+                                              ("memory", "(--zero or --set strategy.zero)"),
+                                              ("plan", "(--set strategy.zero, or --constraint zero=VALUE)")])
+def test_a_file_switch_without_zero_is_refused_naming_the_field_values_and_how(cli, tmp_path: Path, command: str,  # type: ignore[no-untyped-def]
+                                                                              how: str) -> None:
+    f = _needs_zero(tmp_path)
+    line = refused(cli, command, *_FP8, "--strategy", str(f), "--json", inputs=(f,),
+                   match=f"--strategy: {f}: strategy.fp8_param_gather: true needs a parameter all-gather")
+    assert "true with zero 1, 2, fsdp or hsdp" in line and line.endswith(f"give zero too {how}"), line
+
+
+@pytest.mark.parametrize("zero", [("--zero", "1"), ("--set", "strategy.zero=2"), ("--zero", "fsdp")])
+def test_the_zero_the_hint_asks_for_is_taken_beside_the_file(cli, tmp_path: Path, zero: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """The same job through the file and through --set alone: one step time."""
+    by_file = accepted(cli, "predict", *_FP8, "--strategy", str(_needs_zero(tmp_path)), *zero)
+    by_set = accepted(cli, "predict", *_FP8, "--set", "strategy.fp8_param_gather=true", *zero)
+    assert by_file["strategy"]["fp8_param_gather"] is True
+    assert by_file["step_time_s"] == by_set["step_time_s"]
+
+
+def test_a_stage_that_cannot_run_the_file_switch_is_still_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _needs_zero(tmp_path)
+    line = refused(cli, "predict", *_FP8, "--strategy", str(f), "--zero", "3", inputs=(f,),
+                   match="error: --zero: --strategy: ")
+    assert "(got zero '3')" in line, line
+    line = refused(cli, "plan", *_FP8, "--strategy", str(f), "--constraint", "zero=3", inputs=(f,),
+                   match="error: --constraint zero=3: --strategy: ")
+    assert "(got zero '3')" in line, line
+
+
+def test_plan_takes_a_one_stage_zero_constraint_beside_the_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    by_file = accepted(cli, "plan", *_FP8, "--top", "2", "--strategy", str(_needs_zero(tmp_path)), "--constraint",
+                       "zero=1")
+    by_set = accepted(cli, "plan", *_FP8, "--top", "2", "--set", "strategy.fp8_param_gather=true", "--set",
+                      "strategy.zero=1")
+    assert [(r["strategy"]["zero"], r["strategy"]["fp8_param_gather"]) for r in by_file["ranked"]] == [("1", True)] * 2
+    assert [r["step_time_s"] for r in by_file["ranked"]] == [r["step_time_s"] for r in by_set["ranked"]]
+    # a constraint that leaves several stages does not pick one: refused as before, naming how
+    refused(cli, "plan", *_FP8, "--strategy", str(_needs_zero(tmp_path)), "--constraint", "zero<=2",
+            match="give zero too (--set strategy.zero, or --constraint zero=VALUE)")
+
+
+@pytest.mark.parametrize("command", ["predict", "plan"])
+def test_a_megatron_launch_with_fp8_param_gather_alone_is_refused_as_megatron_does(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                                   command: str) -> None:
+    f = megatron_launch(tmp_path, "--fp8-format hybrid --fp8-param-gather")
+    line = refused(cli, command, *MEG, "--strategy", str(f), "--json", inputs=(f,),
+                   match="--fp8-param-gather: --fp8-param-gather without --use-distributed-optimizer, "
+                         "--use-torch-fsdp2 or --use-megatron-fsdp: Megatron-LM refuses the launch")
+    assert "arguments.py validate_args L1095-1097" in line and line.endswith(
+        "--fp8-param-gather with --use-distributed-optimizer (zero 1) or --use-torch-fsdp2 (zero fsdp), or leave it "
+        "out"), line
+    for flag, zero in (("--use-distributed-optimizer", "1"), ("--use-torch-fsdp2", "fsdp")):
+        out = accepted(cli, "predict", *MEG, "--strategy",
+                       str(megatron_launch(tmp_path, f"--fp8-format hybrid --fp8-param-gather {flag}")))
+        assert (out["strategy"]["zero"], out["strategy"]["fp8_param_gather"]) == (zero, True)

@@ -1107,6 +1107,16 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
     (dp_comm.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
     ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
     gradient bytes (the engine divides by them again)."""
+    if "--fp8-param-gather" in args and not any(k in args for k in ("--use-distributed-optimizer", *_MEG_FSDP)):
+        # fuzz37: refused by the spec's rule at zero 0, "give zero too", though the launch gives its data-parallel
+        # wrapper by these flags and Megatron-LM stops it (the file is judged alone where it does not write zero)
+        raise InputError("--fp8-param-gather without --use-distributed-optimizer, --use-torch-fsdp2 or "
+                         "--use-megatron-fsdp: Megatron-LM refuses the launch (\"--fp8-param-gather only supported "
+                         "with distributed optimizer, torch fsdp2, megatron fsdp, or inference mode\", "
+                         "megatron/training/arguments.py validate_args L1095-1097 at d98e8a64dd)",
+                         where="--fp8-param-gather",
+                         allowed="--fp8-param-gather with --use-distributed-optimizer (zero 1) or --use-torch-fsdp2 "
+                                 "(zero fsdp), or leave it out")
     if "--torch-fsdp2-no-reshard-after-forward" in args and "--use-torch-fsdp2" not in args:
         out.unused.append("--torch-fsdp2-no-reshard-after-forward without --use-torch-fsdp2 (Megatron-LM reads it only "
                           "for torch FSDP2: training.py get_megatron_ddp_config)")
