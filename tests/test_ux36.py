@@ -79,7 +79,7 @@ def test_a_launch_without_an_fsdp_flag_is_still_refused_alone(cli, tmp_path: Pat
     f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --fp8-param-gather --fp8-format hybrid "
                  "--bf16\n")
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f),
-                   match="--fp8-param-gather: --fp8-param-gather without --use-distributed-optimizer")
+                   match="--fp8-param-gather: given without --use-distributed-optimizer")
     assert "not used" not in line and line.endswith("--fp8-param-gather with --use-distributed-optimizer (zero 1) or "
                                                     "--use-torch-fsdp2 (zero fsdp), or leave it out"), line
 

@@ -1110,10 +1110,10 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
     if "--fp8-param-gather" in args and not any(k in args for k in ("--use-distributed-optimizer", *_MEG_FSDP)):
         # fuzz37: refused by the spec's rule at zero 0, "give zero too", though the launch gives its data-parallel
         # wrapper by these flags and Megatron-LM stops it (the file is judged alone where it does not write zero)
-        raise InputError("--fp8-param-gather without --use-distributed-optimizer, --use-torch-fsdp2 or "
-                         "--use-megatron-fsdp: Megatron-LM refuses the launch (\"--fp8-param-gather only supported "
-                         "with distributed optimizer, torch fsdp2, megatron fsdp, or inference mode\", "
-                         "megatron/training/arguments.py validate_args L1095-1097 at d98e8a64dd)",
+        raise InputError("given without --use-distributed-optimizer, --use-torch-fsdp2 or --use-megatron-fsdp: "
+                         "Megatron-LM refuses the launch (\"--fp8-param-gather only supported with distributed "
+                         "optimizer, torch fsdp2, megatron fsdp, or inference mode\", arguments.py validate_args "
+                         "L1095-1097 at d98e8a64dd)",
                          where="--fp8-param-gather",
                          allowed="--fp8-param-gather with --use-distributed-optimizer (zero 1) or --use-torch-fsdp2 "
                                  "(zero fsdp), or leave it out")
@@ -1146,13 +1146,16 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
 _MEG_TORCH_FSDP2 = (f"{_MEG_AT} megatron/training/training.py get_model L2484-2486 (--use-torch-fsdp2: DP = "
                     "TorchFullyShardedDataParallel) and megatron/core/distributed/torch_fully_sharded_data_parallel.py "
                     "(fully_shard on each TransformerLayer, the embedding and the output layer over the DP x CP group)")
-#: Megatron-LM's validate_args asserts on --use-torch-fsdp2 (megatron/training/arguments.py L1031-1047 at d98e8a64dd)
-#: beside these flags of the same launch: the flag, and what Megatron says
+#: Megatron-LM's validate_args asserts on --use-torch-fsdp2 (megatron/training/arguments.py L1031-1047 at d98e8a64dd;
+#: --overlap-param-gather at L1024-1027) beside these flags of the same launch: the flag, and what Megatron says
 _MEG_TORCH_FSDP2_CONFLICTS = (
     ("--use-distributed-optimizer", "\"--use-torch-fsdp2 is not supported with MCore's distributed optimizer\""),
     ("--use-megatron-fsdp", "\"Cannot be used together with use_torch_fsdp2\" (megatron/training/config/"
                             "common_config.py L93)"),
     ("--fp16", "\"--use-torch-fsdp2 not supported with fp16 yet\""),
+    # L1024-1027: "--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or dist_muon"
+    ("--overlap-param-gather", "\"--overlap-param-gather only supported with distributed optimizer, megatron fsdp, "
+                               "or dist_muon\""),
 )
 
 
@@ -1170,17 +1173,17 @@ def _torch_fsdp2(args: dict[str, str | None], out: StrategyFile) -> None:
     beside it (_MEG_TORCH_FSDP2_CONFLICTS) are refused here, so a launch Megatron stops is not priced. Before fuzz37
     the flag was named as not used and the launch priced at zero 0 (replicated parameters) unless --zero was given."""
     for flag, said in _MEG_TORCH_FSDP2_CONFLICTS:
-        if flag in args:
+        if flag in args and not (flag == "--overlap-param-gather" and args.get("--optimizer") == "dist_muon"):
             raise InputError(f"{flag} with --use-torch-fsdp2: Megatron-LM refuses the launch ({said}, "
-                             "megatron/training/arguments.py validate_args L1031-1047 at d98e8a64dd)",
+                             "arguments.py validate_args at d98e8a64dd)",
                              where="--use-torch-fsdp2", allowed=f"--use-torch-fsdp2 (zero fsdp) without {flag}, or "
                                                                 f"{flag} without --use-torch-fsdp2")
     for key, flag, said in (("pp", "--pipeline-model-parallel-size", "pipeline parallelism"),
                             ("ep", "--expert-model-parallel-size", "expert parallelism")):
         if isinstance(out.strategy.get(key), int) and out.strategy[key] > 1 and out.fields.get(key) == flag:
             raise InputError(f"{flag} {out.strategy[key]} with --use-torch-fsdp2: Megatron-LM refuses the launch "
-                             f"(\"--use-torch-fsdp2 is not supported with {said}\", megatron/training/arguments.py "
-                             "validate_args L1031-1047 at d98e8a64dd)", where="--use-torch-fsdp2",
+                             f"(\"--use-torch-fsdp2 is not supported with {said}\", arguments.py validate_args "
+                             "L1031-1047 at d98e8a64dd)", where="--use-torch-fsdp2",
                              allowed=f"--use-torch-fsdp2 with {flag} 1, or {flag} > 1 without --use-torch-fsdp2")
     out.default("strategy", "zero", "fsdp", _MEG_TORCH_FSDP2)
     out.fields["zero"] = "--use-torch-fsdp2"
