@@ -21,6 +21,10 @@ and what is allowed, nothing on stdout, no input changed.
    zero (as ux36 did for Megatron's unread FSDP flags), a one-stage --constraint zero gives plan its zero, and plan's
    hint names the constraint. A Megatron-LM launch gives its stage by its flags: --fp8-param-gather without
    --use-distributed-optimizer or an FSDP flag is refused in Megatron's words, naming the flags to add.
+4. (corpus) Megatron-LM's --defer-embedding-wgrad-compute and --wgrad-deferral-limit were a "harmless prefix",
+   dropped without a word since session 36 priced strategy.defer_embedding_wgrad: read, and refused where
+   Megatron-Core raises (model_parallel_config.py L545-553 at d98e8a64dd: pp 1, --no-gradient-accumulation-fusion).
+   --use-torch-fsdp2 with --overlap-param-gather is refused as Megatron refuses it (arguments.py L1024-1027).
 """
 
 from __future__ import annotations
@@ -197,3 +201,40 @@ def test_a_megatron_launch_with_fp8_param_gather_alone_is_refused_as_megatron_do
         out = accepted(cli, "predict", *MEG, "--strategy",
                        str(megatron_launch(tmp_path, f"--fp8-format hybrid --fp8-param-gather {flag}")))
         assert (out["strategy"]["zero"], out["strategy"]["fp8_param_gather"]) == (zero, True)
+
+
+# --- 4. Megatron-LM --defer-embedding-wgrad-compute ------------------------------------------------------------------
+
+_BIG = ("-m", "llama3-70b", "-c", "dgx-h100", "-n", "64")
+
+
+def test_defer_embedding_wgrad_compute_is_read_as_the_set_field(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The flag in the launch and the field set on the command line over the launch without it: one step."""
+    flagged = accepted(cli, "predict", *_BIG, "--strategy", str(megatron_launch(
+        tmp_path, "--pipeline-model-parallel-size 2 --defer-embedding-wgrad-compute --wgrad-deferral-limit 1")))
+    plain = megatron_launch(tmp_path, "--pipeline-model-parallel-size 2")
+    by_set = accepted(cli, "predict", *_BIG, "--strategy", str(plain), "--set", "strategy.defer_embedding_wgrad=true",
+                      "--set", "strategy.wgrad_deferral_limit=1")
+    without = accepted(cli, "predict", *_BIG, "--strategy", str(plain))
+    assert (flagged["strategy"]["defer_embedding_wgrad"], flagged["strategy"]["wgrad_deferral_limit"]) == (True, 1)
+    assert flagged["step_time_s"] == by_set["step_time_s"] != without["step_time_s"]
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    ("--defer-embedding-wgrad-compute", "when pipeline model parallel is not used"),
+    ("--pipeline-model-parallel-size 1 --defer-embedding-wgrad-compute", "when pipeline model parallel is not used"),
+    ("--pipeline-model-parallel-size 2 --defer-embedding-wgrad-compute --no-gradient-accumulation-fusion",
+     "when gradient accumulation fusion is not used")])
+def test_defer_embedding_wgrad_compute_where_megatron_core_raises_is_refused(cli, tmp_path: Path, flags: str,  # type: ignore[no-untyped-def]
+                                                                             said: str) -> None:
+    f = megatron_launch(tmp_path, flags)
+    line = refused(cli, "predict", *_BIG, "--strategy", str(f), inputs=(f,),
+                   match="--defer-embedding-wgrad-compute: given ")
+    assert said in line and "model_parallel_config.py" in line and "..." not in line, line
+
+
+def test_a_wgrad_deferral_limit_alone_is_named_as_not_used(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--pipeline-model-parallel-size 2 --wgrad-deferral-limit 3")
+    r = cli("predict", *_BIG, "--strategy", str(f), "--json")
+    assert r.code == 0 and "--wgrad-deferral-limit without --defer-embedding-wgrad-compute" in r.err, r.err
+    assert '"wgrad_deferral_limit": 0' in r.out

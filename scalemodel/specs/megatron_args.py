@@ -38,8 +38,15 @@ _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-mode
             "--seq-length": ("training", "seq_len"), "--train-samples": ("training", "train_samples"),
             "--decoder-first-pipeline-num-layers": ("strategy", "first_stage_layers"),
             "--decoder-last-pipeline-num-layers": ("strategy", "last_stage_layers"),
-            "--expert-tensor-parallel-size": ("strategy", "etp")}
+            "--expert-tensor-parallel-size": ("strategy", "etp"),
+            # type=int (arguments.py at core_v0.15.0; generated from ModelParallelConfig.wgrad_deferral_limit at
+            # d98e8a64dd): strategy wgrad_deferral_limit, read with --defer-embedding-wgrad-compute (fuzz37)
+            "--wgrad-deferral-limit": ("strategy", "wgrad_deferral_limit")}
 _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
+               # store_true, dest defer_embedding_wgrad_compute (arguments.py L1415 at core_r0.8.0 to core_v0.15.0;
+               # generated from ModelParallelConfig at d98e8a64dd, argument_utils.py _format_arg_name): strategy
+               # defer_embedding_wgrad, priced since session 36; until fuzz37 a harmless prefix, dropped unsaid
+               "--defer-embedding-wgrad-compute": ("strategy", "defer_embedding_wgrad", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
                "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
@@ -102,7 +109,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
                           "--norm-epsilon", "--layernorm-epsilon", "--cross-entropy",
-                          "--defer-embedding-wgrad", "--deterministic-mode",
+                          "--deterministic-mode",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-modules", "--recompute-num-layers",
                     "--optimizer",
@@ -1117,6 +1124,7 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
                          where="--fp8-param-gather",
                          allowed="--fp8-param-gather with --use-distributed-optimizer (zero 1) or --use-torch-fsdp2 "
                                  "(zero fsdp), or leave it out")
+    _defer_embedding_wgrad(args, out)
     if "--torch-fsdp2-no-reshard-after-forward" in args and "--use-torch-fsdp2" not in args:
         out.unused.append("--torch-fsdp2-no-reshard-after-forward without --use-torch-fsdp2 (Megatron-LM reads it only "
                           "for torch FSDP2: training.py get_megatron_ddp_config)")
@@ -1195,3 +1203,30 @@ def _torch_fsdp2(args: dict[str, str | None], out: StrategyFile) -> None:
     if ignored:
         out.unused.append(f"{', '.join(ignored)} (Megatron-Core DDP's buckets; TorchFullyShardedDataParallel reads "
                           "neither: FSDP2 reduces each unit's gradients after its backward)")
+
+
+def _defer_embedding_wgrad(args: dict[str, str | None], out: StrategyFile) -> None:
+    """--defer-embedding-wgrad-compute where Megatron-Core refuses it (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/model_parallel_config.py L545-553, ModelParallelConfig.__post_init__ raises ValueError): without
+    pipeline parallelism (no --pipeline-model-parallel-size, Megatron's default 1, or 1) and with
+    --no-gradient-accumulation-fusion. --wgrad-deferral-limit without it is "invalid" (L415-419) and not used."""
+    if "--defer-embedding-wgrad-compute" not in args:
+        if "--wgrad-deferral-limit" in args:
+            out.strategy.pop("wgrad_deferral_limit", None)
+            out.fields.pop("wgrad_deferral_limit", None)
+            out.unused.append("--wgrad-deferral-limit without --defer-embedding-wgrad-compute (Megatron-Core reads it "
+                              "only with that flag: model_parallel_config.py L415-419)")
+        return
+    pp_flag = args.get("--pipeline-model-parallel-size")
+    if pp_flag is None or out.strategy.get("pp") == 1 and out.fields.get("pp") == "--pipeline-model-parallel-size":
+        raise InputError("given without pipeline parallelism: Megatron-Core raises \"Cannot defer embedding wgrad "
+                         "compute when pipeline model parallel is not used\" (model_parallel_config.py L545-548 at "
+                         "d98e8a64dd)", where="--defer-embedding-wgrad-compute",
+                         allowed="--defer-embedding-wgrad-compute with --pipeline-model-parallel-size 2 or more, or "
+                                 "leave it out")
+    if "--no-gradient-accumulation-fusion" in args:
+        raise InputError("given with --no-gradient-accumulation-fusion: Megatron-Core raises \"Cannot defer embedding "
+                         "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py "
+                         "L550-553 at d98e8a64dd)", where="--defer-embedding-wgrad-compute",
+                         allowed="--defer-embedding-wgrad-compute without --no-gradient-accumulation-fusion, or "
+                                 "leave it out")
