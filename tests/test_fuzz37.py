@@ -25,11 +25,16 @@ and what is allowed, nothing on stdout, no input changed.
    dropped without a word since session 36 priced strategy.defer_embedding_wgrad: read, and refused where
    Megatron-Core raises (model_parallel_config.py L545-553 at d98e8a64dd: pp 1, --no-gradient-accumulation-fusion).
    --use-torch-fsdp2 with --overlap-param-gather is refused as Megatron refuses it (arguments.py L1024-1027).
+5. (by hand) ``--install-completion`` appended to the shell's rc in place: a full disk left part of the script at
+   its end, a syntax error in every new shell; and a HOME that does not exist was created, folders and all. The rc
+   is now written atomically (report.output.write_file) and a missing HOME refused.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -238,3 +243,33 @@ def test_a_wgrad_deferral_limit_alone_is_named_as_not_used(cli, tmp_path: Path) 
     r = cli("predict", *_BIG, "--strategy", str(f), "--json")
     assert r.code == 0 and "--wgrad-deferral-limit without --defer-embedding-wgrad-compute" in r.err, r.err
     assert '"wgrad_deferral_limit": 0' in r.out
+
+
+# --- 5. --install-completion ----------------------------------------------------------------------------------------
+
+def test_install_completion_leaves_the_rc_whole_when_the_disk_is_full(cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    rc = tmp_path / ".bashrc"
+    rc.write_text("export KEEP=1\n")
+
+    def full(fd: int) -> None:  # the data does not reach the disk: ENOSPC, as on a full file system
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(os, "fsync", full)
+    line = refused(cli, "--install-completion", "bash", inputs=(rc,), match="error: --install-completion: ")
+    assert "No space left on device" in line, line
+    assert rc.read_text() == "export KEEP=1\n" and sorted(p.name for p in tmp_path.iterdir()) == [".bashrc"]
+    monkeypatch.undo()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = cli("--install-completion", "bash")
+    assert r.code == 0, r.err
+    text = rc.read_text()
+    assert text.startswith("export KEEP=1\n") and text.count("_SCALEMODEL_COMPLETE") == 1
+
+
+def test_install_completion_does_not_create_a_missing_home(cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    home = tmp_path / "no" / "such"
+    monkeypatch.setenv("HOME", str(home))
+    refused(cli, "--install-completion", "fish", match=f"cannot add the completion script to {home}/.config/fish/"
+                                                       "completions/scalemodel.fish: HOME does not exist")
+    assert not (tmp_path / "no").exists()
