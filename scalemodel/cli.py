@@ -24,6 +24,7 @@ from scalemodel import __version__
 from scalemodel.commands import COMMAND_MODULES
 from scalemodel.commands.args import Command, HelpShown, UsageError, optional, parse, parser, switch
 from scalemodel.errors import InputError, one_line
+from scalemodel.report.output import write_file  # --install-completion's atomic write of the shell's rc
 from scalemodel.specs import files
 from scalemodel.specs.loader import builtin_names
 
@@ -183,19 +184,26 @@ def completion_script(show: str | None, install: str | None) -> None:
         sys.stdout.write(SCRIPTS[_shell(show)])
         return
     shell = _shell(install)
-    rc = files.join(files.expand_user("~"), RC_FILES[shell])
+    home = files.expand_user("~")
+    rc = files.join(home, RC_FILES[shell])
+    allowed = (f"a HOME whose {RC_FILES[shell]} can be written, or --show-completion {shell} to print the script and "
+               "add it by hand")
+    if not os.path.lexists(home):  # fuzz37: HOME=/nonexistent/x was created, folders and all, to hold a .bashrc
+        raise InputError(f"cannot add the completion script to {str(rc)[:200]}: HOME does not exist",
+                         where="--install-completion", allowed=allowed)
     try:
         with open(rc) if os.path.isfile(rc) else io.StringIO() as f:
             text = f.read()
         if "_SCALEMODEL_COMPLETE" not in text:
-            os.makedirs(files.parent(rc), exist_ok=True)
-            with open(rc, "a") as f:
-                f.write(("\n" if text and not text.endswith("\n") else "") + SCRIPTS[shell])
+            os.makedirs(files.parent(rc), exist_ok=True)  # below HOME: fish's ~/.config/fish/completions
+            # fuzz37: appended in place, a full disk left half a script at the end of the rc, a syntax error in every
+            # new shell; written atomically (a temporary file renamed over it), the rc is whole or as it was
+            write_file(rc, text + ("\n" if text and not text.endswith("\n") else "") + SCRIPTS[shell],
+                       "--install-completion")
     except (OSError, UnicodeDecodeError) as exc:  # fuzz24: HOME=/etc/passwd (a file) or /proc was a traceback
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise InputError(f"cannot add the completion script to {str(rc)[:200]}: {why}", where="--install-completion",
-                         allowed=f"a HOME whose {RC_FILES[shell]} can be written, or --show-completion {shell} to "
-                                 "print the script and add it by hand") from None
+                         allowed=allowed) from None
     sys.stdout.write(f"{shell} completion installed in {rc}; it works in new shells\n")
 
 

@@ -49,8 +49,9 @@ def test_plan_offload_with_a_pinned_zero_that_cannot_run_it_is_still_refused(cli
 # --- 2. Megatron-LM's FSDP flag beside a switch that needs a sharded stage ------------------------------------------
 
 def _fsdp_launch(tmp_path: Path) -> Path:
+    """--use-megatron-fsdp, the FSDP flag still not read (--use-torch-fsdp2 is read as zero fsdp since fuzz37)."""
     f = tmp_path / "run.sh"
-    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --use-torch-fsdp2 --fp8-param-gather "
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --use-megatron-fsdp --fp8-param-gather "
                  "--fp8-format hybrid --bf16\n")
     return f
 
@@ -59,7 +60,7 @@ def test_a_megatron_fsdp_launch_refused_at_zero_0_names_the_unread_flag(cli, tmp
     f = _fsdp_launch(tmp_path)
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f),
                    inputs=(f,), match="--fp8-param-gather: true needs a parameter all-gather")
-    assert f"--use-torch-fsdp2 in {f} not used (FSDP is not read from the flags)" in line, line
+    assert f"--use-megatron-fsdp in {f} not used (FSDP is not read from the flags)" in line, line
     assert line.endswith("give zero too (--zero or --set strategy.zero)"), line
 
 
@@ -71,13 +72,16 @@ def test_a_megatron_fsdp_launch_runs_with_the_zero_given_on_the_command_line(cli
 
 
 def test_a_launch_without_an_fsdp_flag_is_still_refused_alone(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Without an unread ZeRO setting the file's own refusal stands (before --zero is merged), as before ux36."""
+    """Without an unread ZeRO setting the file's own refusal stands (before --zero is merged), as before ux36; since
+    fuzz37 in Megatron-LM's words (validate_args refuses --fp8-param-gather without the distributed optimizer or an
+    FSDP flag)."""
     f = tmp_path / "run.sh"
     f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --fp8-param-gather --fp8-format hybrid "
                  "--bf16\n")
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f),
-                   match="--fp8-param-gather: true needs a parameter all-gather")
-    assert "not used" not in line and line.endswith("give zero too"), line
+                   match="--fp8-param-gather: given without --use-distributed-optimizer")
+    assert "not used" not in line and line.endswith("--fp8-param-gather with --use-distributed-optimizer (zero 1) or "
+                                                    "--use-torch-fsdp2 (zero fsdp), or leave it out"), line
 
 
 # --- 3. DeepSpeed offload keys outside DeepSpeed's own range ---------------------------------------------------------

@@ -481,8 +481,9 @@ def check_launch_zero(sf: StrategyFile | None, st_raw: dict[str, Any], given: di
     raise InputError(f"{zero_label(zero.label, ' ')} over the Megatron-LM launch {sf.path}: it runs Megatron-Core's "
                      "DDP (it names neither --use-torch-fsdp2 nor --use-megatron-fsdp), whose distributed optimizer "
                      "shards the optimizer states only", where=where,
-                     allowed="zero 0 or 1 with this launch; for sharded parameters, --use-megatron-fsdp (or "
-                             "--use-torch-fsdp2) in the launch with --zero fsdp, or --set strategy.megatron_ddp=false")
+                     allowed="zero 0 or 1 with this launch; for sharded parameters, --use-torch-fsdp2 in the "
+                             "launch (read as zero fsdp), --use-megatron-fsdp in it with --zero fsdp, or --set "
+                             "strategy.megatron_ddp=false")
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scalemodel.choices import FlexBackend, parse_sync
+from scalemodel.choices import FlexBackend, Zero, parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
 from scalemodel.commands.options import comma_list
@@ -14,7 +14,8 @@ from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import notices
-from scalemodel.specs.constraints import OPERATORS, merge_constraints, parse_constraints
+from scalemodel.specs.constraints import OPERATORS, OPS, merge_constraints, parse_constraints
+from scalemodel.specs.training import ZERO_UNSET_HINT
 from scalemodel.units import format_quantity
 
 #: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
@@ -64,8 +65,9 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     # the file's strategy (its axes too, as predict validates them: fp8_param_gather needs the file's zero 1) with
     # --set on top, each refusal naming the file's field; its training was merged above
     strategy_view = replace(sf, training={}, training_fields={}, gradient_accumulation=None) if sf else None
-    cl, wl, tr, st = _build_specs(pinned, sf, cluster=cluster, model=model, sets=sets, training=training,
-                                  strategy_file=strategy_view, training_from=(options, sf) if sf is not None else None)
+    cl, wl, tr, st = _build_specs(pinned, sf, constraints.get("zero", []), cluster=cluster, model=model, sets=sets,
+                                  training=training, strategy_file=strategy_view,
+                                  training_from=(options, sf) if sf is not None else None)
     _warn_moe_pins_without_moe(wl, st, pinned, constraints)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
     if "micro_batch" in o.set_keys(sets, "training"):
@@ -86,14 +88,39 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
 SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
 
 
-def _build_specs(pinned: list[str], sf: Any, **kw: Any) -> tuple[Any, Any, Any, Any]:
+def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
     """common.build_specs for plan. A pinned offload_states with zero given nowhere (plan searches zero) is validated
     at the first searched stage that runs it (SEARCHED_ZEROS: optimizer at zero 1, optimizer+params at zero 3) rather
     than at zero 0, which refused it ("give zero too", ux36); the search itself counts the stages that cannot run it
     state_offload_invalid (engine.planner.pins), so only zero 1, 2, 3 (optimizer) or 3, fsdp, hsdp
     (optimizer+params) are ranked. The returned StrategySpec's zero is never read as a pin (zero is not pinned). Where
-    no stage validates, the refusal is the one at zero 0 (the one predict gives)."""
-    if "offload_states" in pinned and "zero" not in pinned and not (sf is not None and "zero" in sf.strategy):
+    no stage validates, the refusal is the one at zero 0 (the one predict gives).
+
+    fuzz37: ``--constraint zero=1`` (``zero_pairs``, the constraints on zero) that leaves one stage gives zero as
+    --set strategy.zero does: a pinned switch that needs a stage (fp8_param_gather, ...) is validated at it; it was
+    refused "give zero too (--set strategy.zero)" beside it. A refusal at zero 0 names the constraint too."""
+    unpinned = "zero" not in pinned and not (sf is not None and "zero" in sf.strategy)
+    try:
+        return _build_searched(pinned, unpinned, **kw)
+    except InputError as exc:
+        if not (unpinned and exc.allowed.endswith(")") and ZERO_UNSET_HINT in exc.allowed):
+            raise
+        left = [z for z in Zero if all(OPS[op](int(z), v) for op, v in zero_pairs)]
+        if not zero_pairs or len(left) != 1:
+            raise InputError(exc.what, where=exc.where, allowed=f"{exc.allowed[:-1]}, or --constraint zero=VALUE)",
+                             also=exc.also) from None
+    try:  # the constraint's one stage, given as --zero would give it (plan has no --zero: named as the constraint)
+        return o.build_specs(strategy={"zero": left[0].label}, **kw)
+    except InputError as exc:
+        if not exc.where.startswith("--zero"):
+            raise
+        raise InputError(exc.what, where=f"--constraint zero={left[0].label}{exc.where[len('--zero'):]}",
+                         allowed=exc.allowed, also=exc.also) from None
+
+
+def _build_searched(pinned: list[str], unpinned: bool, **kw: Any) -> tuple[Any, Any, Any, Any]:
+    """common.build_specs at zero 0, or for a pinned offload_states at the first searched stage that runs it."""
+    if "offload_states" in pinned and unpinned:
         for zero in SEARCHED_ZEROS:
             try:
                 with notices.collecting() as seen:

@@ -39,6 +39,15 @@ _OFFLOAD_KEYS: dict[str, dict[str, tuple[str, float, float]]] = {
     "offload_optimizer": {"buffer_count": ("int", 0, math.inf), "pin_memory": ("bool", 0, 1),
                           "pipeline_read": ("bool", 0, 1), "pipeline_write": ("bool", 0, 1),
                           "fast_init": ("bool", 0, 1), "cpuadam_cores_perc": ("float", 0.0, 1.0)}}
+#: Every key DeepSpeed's offload sections hold (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/offload_config.py:
+#: DeepSpeedZeroOffloadParamConfig L21-45, DeepSpeedZeroOffloadOptimizerConfig L55-105); DeepSpeedConfigModel forbids
+#: any other (deepspeed/runtime/config_utils.py L105-113: ``model_config = ConfigDict(..., extra="forbid")``), and a
+#: nested section is validated by pydantic, not by DeepSpeedConfigModel.__init__'s "auto" filter, so an unknown key is
+#: refused whatever its value. In DeepSpeed's order of declaration.
+_OFFLOAD_FIELDS = {
+    "offload_param": ("device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory"),
+    "offload_optimizer": ("device", "nvme_path", "buffer_count", "pin_memory", "pipeline_read", "pipeline_write",
+                          "fast_init", "ratio", "super_offload", "cpuadam_cores_perc")}
 #: the strings pydantic reads as a bool in lax mode (docs.pydantic.dev, standard library types: Booleans)
 _LAX_BOOL = {"0": False, "off": False, "f": False, "false": False, "n": False, "no": False,
              "1": True, "on": True, "t": True, "true": True, "y": True, "yes": True}
@@ -68,7 +77,15 @@ def _offload_keys(sec: dict[str, Any], dev: str, out: StrategyFile) -> None:
     """The keys of :data:`_OFFLOAD_KEYS` in ``zero_optimization.<dev>``: a value DeepSpeed's config refuses (a
     negative buffer_count, a cpuadam_cores_perc outside [0, 1], a pin_memory that is no boolean) is refused naming
     the key and its range (fuzz36 / ux36: they passed without a word); a valid one is named as not priced, but
-    pin_memory true (priced). "auto" is dropped, as DeepSpeedConfigModel drops it."""
+    pin_memory true (priced). "auto" is dropped, as DeepSpeedConfigModel drops it. A key DeepSpeed's model has not
+    (:data:`_OFFLOAD_FIELDS`: a misspelt ``pin_memmory``, ``nvme_pth``, ``ratio`` under offload_param) is refused as
+    DeepSpeed refuses it ("Extra inputs are not permitted"); fuzz37: it passed without a word."""
+    extra = next((k for k in sec if k not in _OFFLOAD_FIELDS[dev]), None)
+    if extra is not None:
+        model = "DeepSpeedZeroOffload" + ("ParamConfig" if dev == "offload_param" else "OptimizerConfig")
+        raise InputError(f"unknown key {str(extra)[:40]!r} (DeepSpeed's {model} forbids extra keys: pydantic "
+                         "extra=\"forbid\", deepspeed/runtime/config_utils.py L110 at edaa7221)",
+                         where=f"zero_optimization.{dev}", allowed=", ".join(_OFFLOAD_FIELDS[dev]))
     for key, (kind, low, high) in _OFFLOAD_KEYS[dev].items():
         value = sec.get(key)
         if key not in sec or _auto(value):

@@ -38,8 +38,15 @@ _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-mode
             "--seq-length": ("training", "seq_len"), "--train-samples": ("training", "train_samples"),
             "--decoder-first-pipeline-num-layers": ("strategy", "first_stage_layers"),
             "--decoder-last-pipeline-num-layers": ("strategy", "last_stage_layers"),
-            "--expert-tensor-parallel-size": ("strategy", "etp")}
+            "--expert-tensor-parallel-size": ("strategy", "etp"),
+            # type=int (arguments.py at core_v0.15.0; generated from ModelParallelConfig.wgrad_deferral_limit at
+            # d98e8a64dd): strategy wgrad_deferral_limit, read with --defer-embedding-wgrad-compute (fuzz37)
+            "--wgrad-deferral-limit": ("strategy", "wgrad_deferral_limit")}
 _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
+               # store_true, dest defer_embedding_wgrad_compute (arguments.py L1415 at core_r0.8.0 to core_v0.15.0;
+               # generated from ModelParallelConfig at d98e8a64dd, argument_utils.py _format_arg_name): strategy
+               # defer_embedding_wgrad, priced since session 36; until fuzz37 a harmless prefix, dropped unsaid
+               "--defer-embedding-wgrad-compute": ("strategy", "defer_embedding_wgrad", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
                "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
@@ -102,7 +109,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
                           "--norm-epsilon", "--layernorm-epsilon", "--cross-entropy",
-                          "--defer-embedding-wgrad", "--deterministic-mode",
+                          "--deterministic-mode",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-modules", "--recompute-num-layers",
                     "--optimizer",
@@ -397,12 +404,14 @@ def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
 
 
 #: Megatron-LM's on/off flags (argparse ``action='store_true'``, megatron/training/arguments.py): they take no value.
-#: Megatron-LM's FSDP switches: not read (StrategyFile.unused says so), and no Megatron-Core DDP with them.
+#: Megatron-LM's FSDP switches: no Megatron-Core DDP with them. --use-torch-fsdp2 is read as zero fsdp
+#: (_torch_fsdp2); --use-megatron-fsdp is not read (StrategyFile.unused says so).
 _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 #: The switches read for strategy.moe_fp8_padding and strategy.loss_impl are store_true too (arguments.py,
 #: core_v0.15.0: --moe-grouped-gemm, --moe-use-legacy-grouped-gemm, --moe-router-padding-for-quantization (alias
 #: --moe-router-padding-for-fp8), --cross-entropy-loss-fusion): ``--cross-entropy-loss-fusion=false`` was read as on.
-_MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+_MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-reshard-after-forward",  # store_false
+                                                             "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
                                             "--cross-entropy-loss-fusion",
                                             # store_true: strategy moe_permute_fusion
@@ -435,7 +444,9 @@ def _switch_without_value(name: str, after: str | None) -> None:
     are store_false (megatron/training/arguments.py; argument_utils.py names a store_false bool both ways), the
     others store_true."""
     if after is not None and (after.startswith("=") or after.strip().lower() in _BOOL_WORDS):
-        if name.startswith(("--no-", "--disable-")):  # argparse store_false: the switch turns its feature off
+        # argparse store_false: the switch turns its feature off (--torch-fsdp2-no-reshard-after-forward too,
+        # arguments.py L3218 at d98e8a64dd)
+        if name.startswith(("--no-", "--disable-")) or name == "--torch-fsdp2-no-reshard-after-forward":
             allowed = (f"{name} alone to turn off what it names, or leave it out to keep that on "
                        "(argparse store_false)")
         else:
@@ -587,7 +598,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
         del out.strategy["tp_async_allreduce"]
         out.unused.append("--no-async-tensor-model-parallel-allreduce with --sequence-parallel (Megatron's "
                           "sequence-parallel reduce-scatters run under the weight-gradient GEMMs regardless)")
-    if "--bf16" in args and "--grad-reduce-in-bf16" not in args and "--accumulate-allreduce-grads-in-fp32" not in args:
+    if ("--bf16" in args and "--grad-reduce-in-bf16" not in args and "--accumulate-allreduce-grads-in-fp32" not in args
+            and "--use-torch-fsdp2" not in args):  # torch FSDP2 reduces in the parameters' dtype (_torch_fsdp2)
         # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
@@ -1111,6 +1123,23 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
     (dp_comm.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
     ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
     gradient bytes (the engine divides by them again)."""
+    if "--fp8-param-gather" in args and not any(k in args for k in ("--use-distributed-optimizer", *_MEG_FSDP)):
+        # fuzz37: refused by the spec's rule at zero 0, "give zero too", though the launch gives its data-parallel
+        # wrapper by these flags and Megatron-LM stops it (the file is judged alone where it does not write zero)
+        raise InputError("given without --use-distributed-optimizer, --use-torch-fsdp2 or --use-megatron-fsdp: "
+                         "Megatron-LM refuses the launch (\"--fp8-param-gather only supported with distributed "
+                         "optimizer, torch fsdp2, megatron fsdp, or inference mode\", arguments.py validate_args "
+                         "L1095-1097 at d98e8a64dd)",
+                         where="--fp8-param-gather",
+                         allowed="--fp8-param-gather with --use-distributed-optimizer (zero 1) or --use-torch-fsdp2 "
+                                 "(zero fsdp), or leave it out")
+    _defer_embedding_wgrad(args, out)
+    if "--torch-fsdp2-no-reshard-after-forward" in args and "--use-torch-fsdp2" not in args:
+        out.unused.append("--torch-fsdp2-no-reshard-after-forward without --use-torch-fsdp2 (Megatron-LM reads it only "
+                          "for torch FSDP2: training.py get_megatron_ddp_config)")
+    if "--use-torch-fsdp2" in args:
+        _torch_fsdp2(args, out)
+        return
     fsdp = [k for k in _MEG_FSDP if k in args]
     if fsdp:  # was dropped without a word: the launch was priced as DDP with replicated parameters
         ignored = [k for k in ("--ddp-bucket-size", "--ddp-num-buckets") if k in args]
@@ -1129,3 +1158,84 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
     if args.get("--ddp-num-buckets") is not None:
         out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
                           "--ddp-bucket-size instead)")
+
+
+_MEG_TORCH_FSDP2 = (f"{_MEG_AT} megatron/training/training.py get_model L2484-2486 (--use-torch-fsdp2: DP = "
+                    "TorchFullyShardedDataParallel) and megatron/core/distributed/torch_fully_sharded_data_parallel.py "
+                    "(fully_shard on each TransformerLayer, the embedding and the output layer over the DP x CP group)")
+#: Megatron-LM's validate_args asserts on --use-torch-fsdp2 (megatron/training/arguments.py L1031-1047 at d98e8a64dd;
+#: --overlap-param-gather at L1024-1027) beside these flags of the same launch: the flag, and what Megatron says
+_MEG_TORCH_FSDP2_CONFLICTS = (
+    ("--use-distributed-optimizer", "\"--use-torch-fsdp2 is not supported with MCore's distributed optimizer\""),
+    ("--use-megatron-fsdp", "\"Cannot be used together with use_torch_fsdp2\" (megatron/training/config/"
+                            "common_config.py L93)"),
+    ("--fp16", "\"--use-torch-fsdp2 not supported with fp16 yet\""),
+    # L1024-1027: "--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or dist_muon"
+    ("--overlap-param-gather", "\"--overlap-param-gather only supported with distributed optimizer, megatron fsdp, "
+                               "or dist_muon\""),
+)
+
+
+def _torch_fsdp2(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Megatron-LM's ``--use-torch-fsdp2`` (store_true, megatron/training/config/common_config.py L95 at d98e8a64dd):
+    get_model wraps the model in TorchFullyShardedDataParallel, PyTorch FSDP2's ``fully_shard`` on every
+    TransformerLayer, the embedding and the output layer over the data-parallel (x context-parallel) group, full
+    sharding: ``zero fsdp`` with ``fsdp_per_param`` (fully_shard is FSDP2's per-parameter sharding, as torchtitan's
+    reader sets). ``--torch-fsdp2-no-reshard-after-forward`` (store_false, dest torch_fsdp2_reshard_after_forward,
+    arguments.py L3218, "Set to enable FSDP ZeRO-2") -> ``fsdp_reshard_after_forward`` false. Its config
+    (TorchFullyShardedDataParallelConfig, training.py get_megatron_ddp_config L2627-2629) holds only
+    reshard_after_forward: no fp32 gradient buffer and no mixed-precision policy, so the gradients are reduced in the
+    dtype of the parameters (Float16Module's bf16 with --bf16, training.py L2466-2469), not in fp32 as Megatron-Core
+    DDP's --bf16 default; the --ddp-* bucket flags are not read by it. The flags Megatron's validate_args refuses
+    beside it (_MEG_TORCH_FSDP2_CONFLICTS) are refused here, so a launch Megatron stops is not priced. Before fuzz37
+    the flag was named as not used and the launch priced at zero 0 (replicated parameters) unless --zero was given."""
+    for flag, said in _MEG_TORCH_FSDP2_CONFLICTS:
+        if flag in args and not (flag == "--overlap-param-gather" and args.get("--optimizer") == "dist_muon"):
+            raise InputError(f"{flag} with --use-torch-fsdp2: Megatron-LM refuses the launch ({said}, "
+                             "arguments.py validate_args at d98e8a64dd)",
+                             where="--use-torch-fsdp2", allowed=f"--use-torch-fsdp2 (zero fsdp) without {flag}, or "
+                                                                f"{flag} without --use-torch-fsdp2")
+    for key, flag, said in (("pp", "--pipeline-model-parallel-size", "pipeline parallelism"),
+                            ("ep", "--expert-model-parallel-size", "expert parallelism")):
+        if isinstance(out.strategy.get(key), int) and out.strategy[key] > 1 and out.fields.get(key) == flag:
+            raise InputError(f"{flag} {out.strategy[key]} with --use-torch-fsdp2: Megatron-LM refuses the launch "
+                             f"(\"--use-torch-fsdp2 is not supported with {said}\", arguments.py validate_args "
+                             "L1031-1047 at d98e8a64dd)", where="--use-torch-fsdp2",
+                             allowed=f"--use-torch-fsdp2 with {flag} 1, or {flag} > 1 without --use-torch-fsdp2")
+    out.default("strategy", "zero", "fsdp", _MEG_TORCH_FSDP2)
+    out.fields["zero"] = "--use-torch-fsdp2"
+    out.default("strategy", "fsdp_per_param", True, _MEG_TORCH_FSDP2)
+    if "--torch-fsdp2-no-reshard-after-forward" in args:
+        out.strategy["fsdp_reshard_after_forward"] = False
+        out.fields["fsdp_reshard_after_forward"] = "--torch-fsdp2-no-reshard-after-forward"
+    ignored = [k for k in ("--ddp-bucket-size", "--ddp-num-buckets") if k in args]
+    if ignored:
+        out.unused.append(f"{', '.join(ignored)} (Megatron-Core DDP's buckets; TorchFullyShardedDataParallel reads "
+                          "neither: FSDP2 reduces each unit's gradients after its backward)")
+
+
+def _defer_embedding_wgrad(args: dict[str, str | None], out: StrategyFile) -> None:
+    """--defer-embedding-wgrad-compute where Megatron-Core refuses it (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/model_parallel_config.py L545-553, ModelParallelConfig.__post_init__ raises ValueError): without
+    pipeline parallelism (no --pipeline-model-parallel-size, Megatron's default 1, or 1) and with
+    --no-gradient-accumulation-fusion. --wgrad-deferral-limit without it is "invalid" (L415-419) and not used."""
+    if "--defer-embedding-wgrad-compute" not in args:
+        if "--wgrad-deferral-limit" in args:
+            out.strategy.pop("wgrad_deferral_limit", None)
+            out.fields.pop("wgrad_deferral_limit", None)
+            out.unused.append("--wgrad-deferral-limit without --defer-embedding-wgrad-compute (Megatron-Core reads it "
+                              "only with that flag: model_parallel_config.py L415-419)")
+        return
+    pp_flag = args.get("--pipeline-model-parallel-size")
+    if pp_flag is None or out.strategy.get("pp") == 1 and out.fields.get("pp") == "--pipeline-model-parallel-size":
+        raise InputError("given without pipeline parallelism: Megatron-Core raises \"Cannot defer embedding wgrad "
+                         "compute when pipeline model parallel is not used\" (model_parallel_config.py L545-548 at "
+                         "d98e8a64dd)", where="--defer-embedding-wgrad-compute",
+                         allowed="--defer-embedding-wgrad-compute with --pipeline-model-parallel-size 2 or more, or "
+                                 "leave it out")
+    if "--no-gradient-accumulation-fusion" in args:
+        raise InputError("given with --no-gradient-accumulation-fusion: Megatron-Core raises \"Cannot defer embedding "
+                         "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py "
+                         "L550-553 at d98e8a64dd)", where="--defer-embedding-wgrad-compute",
+                         allowed="--defer-embedding-wgrad-compute without --no-gradient-accumulation-fusion, or "
+                                 "leave it out")
