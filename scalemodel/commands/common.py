@@ -37,8 +37,7 @@ from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
-from scalemodel.specs.strategy_file import ZERO_NOT_READ
-from scalemodel.specs.training import ZERO_UNSET_HINT, check_derived_batch
+from scalemodel.specs.training import ZERO_NOT_READ, ZERO_UNSET_HINT, check_derived_batch
 
 if TYPE_CHECKING:
     from scalemodel.specs.strategy_file import StrategyFile

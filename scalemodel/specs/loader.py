@@ -669,8 +669,9 @@ def _index_refusal(field: str, index: str, path: str, state: str) -> InputError:
                               "of a list that has it")
 
 
-#: A ``--set`` path part that indexes a list with brackets, as jq or Python would ('tiers[0]', 'stage_layers[-1]')
-_BRACKETED = re.compile(r"([^\[\]]+)\[([^\[\]]*)\](?:\[[^\[\]]*\])*")
+#: A ``--set`` path part that indexes a list with brackets, as jq or Python would ('tiers[0]', 'stage_layers[-1]'); a
+#: pattern text, compiled by ``re`` where first used (a query without ``--set`` never is; latency37)
+_BRACKETED = r"([^\[\]]+)\[([^\[\]]*)\](?:\[[^\[\]]*\])*"
 
 
 def _bracket_refusal(path: str, part: str, field: str, index: str) -> InputError:
@@ -726,7 +727,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                     node[part] = load_raw("accelerator", node[part])
                 if part == "extends" and last and (refusal := _extends_refusal(kind, loc, path)) is not None:
                     raise refusal
-                if part not in node and (m := _BRACKETED.fullmatch(part)) is not None and (
+                if part not in node and (m := re.fullmatch(_BRACKETED, part)) is not None and (
                         isinstance(node.get(m.group(1)), list) or _is_list_at(model, [*loc, m.group(1)], out)):
                     raise _bracket_refusal(path, part, m.group(1), m.group(2))
                 loc.append(part)

@@ -30,7 +30,8 @@ from scalemodel.specs.shell_words import (
     _split_commands,
 )
 from scalemodel.specs.stage_layers import _layout_text, megatron_layout_stages
-from scalemodel.specs.strategy_file import ZERO_NOT_READ, StrategyFile, _bucket_bytes, _grad_bytes
+from scalemodel.specs.strategy_file import StrategyFile, _bucket_bytes, _grad_bytes
+from scalemodel.specs.training import ZERO_NOT_READ
 
 _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-model-parallel-size": ("strategy", "pp"),
             "--context-parallel-size": ("strategy", "cp"), "--expert-model-parallel-size": ("strategy", "ep"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from scalemodel.choices import Precision
 from scalemodel.errors import InputError
-from scalemodel.specs.training import MIN_BUCKET_BYTES, TrainingSpec
+from scalemodel.specs.training import MIN_BUCKET_BYTES, ZERO_NOT_READ, TrainingSpec
 
 #: The keys of plan's and predict's JSON strategy (engine.job StrategyGrid.describe) whose strategy-file field has
 #: another name: plan's JSON gives both (engine.planner._readable), predict's only the key; a strategy file reads the
@@ -23,10 +23,6 @@ from scalemodel.specs.training import MIN_BUCKET_BYTES, TrainingSpec
 JSON_FIELD_TWINS = {"bucket_bytes": "bucket_size", "dispatch_overhead_s": "dispatch_overhead"}
 
 
-#: The words of a :attr:`StrategyFile.unused` entry for a setting that decides the ZeRO stage but is not read from the
-#: file (Megatron-LM's --use-torch-fsdp2 / --use-megatron-fsdp): the stage is 0 unless the command line gives it
-#: (:meth:`StrategyFile.zero_not_read`).
-ZERO_NOT_READ = "FSDP is not read from the flags"
 
 
 @dataclass

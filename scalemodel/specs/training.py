@@ -367,6 +367,12 @@ MIN_BUCKET_BYTES = 1024.0
 #: command has it (fix29: "--zero or strategy.zero" was said inside scenario and runs files, and by plan).
 ZERO_UNSET_HINT = "zero is 0 unless given: give zero too"
 
+#: The words of a :attr:`~scalemodel.specs.strategy_file.StrategyFile.unused` entry for a setting that decides the ZeRO
+#: stage but is not read from the file (Megatron-LM's --use-torch-fsdp2 / --use-megatron-fsdp): the stage is 0 unless
+#: the command line gives it (``StrategyFile.zero_not_read``). Here, not in specs.strategy_file, so that a query
+#: without ``--strategy`` (commands.common names it in a refusal) does not import that module (latency37).
+ZERO_NOT_READ = "FSDP is not read from the flags"
+
 
 class StrategySpec(Spec, kw_only=True):
     dp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
