@@ -1314,7 +1314,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     mode_mask = [_sync_mask(all_cfg, sync, job.max_gpus - gpus) for sync in modes]
     if len(all_cfg["dp"]) and not any(m.any() for m in mode_mask):  # splits, but none a sync mode applies to
         no_split = _no_sync_split(modes, gpus, job.max_gpus - gpus)
-    fam_all = _family_code(all_cfg)
+    fam_all = _family_code(all_cfg).astype(np.int8)  # 5 bits (n_fam below): int8 on every configuration
     total = sum(int(m.sum()) for m in mode_mask) * inner
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
@@ -1336,6 +1336,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # that need no replica per rank (asp, ssp:S, local:H are infeasible there, code 15; a = inf where none is left)
     f_class = [(_class_factor(factor, mode_mask, members), _class_factor(
         factor, mode_mask, [si for si in members if not needs_replicas(modes[si])])) for members in classes]
+    del factor, levels  # read by f_class alone: a float pair per mode and dp's inverse per mask, per configuration
     a_any = np.min([f[z][0] for f in f_class for z in (0, 1)], axis=0)
     a_sharded = np.min([f[1][0] for f in f_class], axis=0)  # at ZeRO > 0
     sharded_z = axes["zero"] != int(Zero.NONE)  # the ZeRO stages the second factors apply to
@@ -1376,7 +1377,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # feasible and within the memory constraint, kept for the configurations with a candidate that is (the others'
     # are all False and nothing reads them): good_pos[row] indexes good_fit's pieces, -1 where none fits (a
     # (configurations, 36) mask was 192 MB of the 1e8-GPU plan's peak for 50 k rows that fit)
-    good_pos = np.full(n_cfg, -1, dtype=np.int64)
+    # row indices per configuration (good_pos, twin_of, floor_pos) in int32 where every row index fits it
+    index_t = np.int32 if n_cfg < 2 ** 31 else np.int64
+    good_pos = np.full(n_cfg, -1, dtype=index_t)
     good_fit: list[np.ndarray] = []
     n_good = 0
     bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
@@ -1387,8 +1390,14 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for name, column in all_cfg.items():  # a column at a time (a stacked (columns, configurations) mask was 69 MB)
         if name not in FLOOR_BLIND:
             first[1:] |= column[1:] != column[:-1]
-    twin_of = np.cumsum(first) - 1
-    floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
+    twin_of = np.cumsum(first, dtype=index_t) - 1
+    del first
+    # the floors priced, one row per twin group in the order priced (floor_val, grown by doubling), and per twin
+    # group its row there (floor_pos, -1: not priced): only groups with a configuration that fits are priced (the
+    # 1e8-GPU plan: 50 k of 5.3 M configurations), so a (twin groups, recompute, SP) float array was mostly unread
+    floor_pos = np.full(int(twin_of[-1]) + 1 if n_cfg else 0, -1, dtype=index_t)
+    floor_val = np.empty((0, nr, ns))
+    n_floor = 0
     hsdp_searched = bool(np.any(axes["zero"] == int(Zero.HSDP)))
     hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and hsdp_searched
     # hier:G's own counts (below) take its own codes where HSDP's shard group is pinned: memory priced everywhere there
@@ -1497,13 +1506,19 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         good_pos[fit] = n_good + np.arange(len(fit))
         n_good += len(fit)
         if len(fit):
-            new = fit[np.isnan(floor_of[twin_of[fit], 0, 0])]
+            new = fit[floor_pos[twin_of[fit]] < 0]
             todo = new[np.unique(twin_of[new], return_index=True)[1]]  # one row per twin group not yet priced
             if len(todo):
                 sub = {k: v[todo] for k, v in all_cfg.items()}
-                floor_of[twin_of[todo]] = np.broadcast_to(compute_floor(job, _outer_grid(
+                if n_floor + len(todo) > len(floor_val):
+                    grown = np.empty((max(2 * len(floor_val), n_floor + len(todo)), nr, ns))
+                    grown[:n_floor] = floor_val[:n_floor]
+                    floor_val = grown
+                floor_val[n_floor:n_floor + len(todo)] = np.broadcast_to(compute_floor(job, _outer_grid(
                     gpus, global_batch, sub, 0, len(todo), axes, comm0, fixed)), (len(todo), 1, nr, ns))[:, 0]
-            cf = floor_of[twin_of[fit]]
+                floor_pos[twin_of[todo]] = n_floor + np.arange(len(todo))
+                n_floor += len(todo)
+            cf = floor_val[floor_pos[twin_of[fit]]]
             # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
             # where it fits (the modes that need replicas only at ZeRO 0)
             fac = np.minimum(np.where(g_fit[:, ~sharded_z].any(axis=1), a_any[fit].reshape(-1, 1, 1), np.inf),
