@@ -240,7 +240,7 @@ def _levels(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None,
-                   allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+                   allow: frozenset[str] = frozenset(), *, narrow: bool = False) -> dict[str, np.ndarray]:
     """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
     of every valid combination (vectorised filtering of a cartesian product).
 
@@ -251,6 +251,9 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers). A hybrid
     pattern with S '|' segments fixes the split: pp divides S, and interleaved:v needs pp v = S
     (docs/model.md#uneven-stages, "Hybrid segments").
+
+    ``narrow``: each integer column in the least signed type that holds its own values (:func:`_narrow`; search's
+    columns, which reach the cost model only through grid_from_arrays' int64), otherwise int64.
     """
     c = constraints or {}
     div = divisors(gpus)
@@ -319,7 +322,23 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     cfg = {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
            "schedule": sched[si], "virtual_stages": virt[si]}
     return _with_layouts(_with_state_offload(job, _with_moe_dispatch(job, _with_cp_exchange(job, cfg, c, allow), c,
-                                                                     allow), allow), c)
+                                                                     allow), allow), c, narrow)
+
+
+def _narrow(v: np.ndarray) -> np.ndarray:
+    """An integer column in the least of int8, int16, int32 that holds every value it has (its own least and greatest
+    value checked, so no value changes), or as it is (int64 beyond, bool, an empty column). The planner's
+    configuration columns hold degrees and counts (dp, tp, pp, cp, ep <= GPUs, micro-batch <= the per-replica batch,
+    interleaving v <= layers) and choice codes (< 10): ``plan -n 73513440`` on a 1e8-GPU cluster kept 14 int64
+    columns of 5.3 M rows (593 MB); narrowed, dp is int32 and the others int8 / int16."""
+    if v.dtype.kind != "i" or not len(v):
+        return v
+    least, most = int(v.min()), int(v.max())
+    for kind in (np.int8, np.int16, np.int32):
+        info = np.iinfo(kind)
+        if info.min <= least and most <= info.max:
+            return v.astype(kind)
+    return v
 
 
 def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[str, list[Any]]], names: Sequence[str]
@@ -475,12 +494,13 @@ def outer_valid(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(ok)
 
 
-def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
+def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints, narrow: bool = False) -> dict[str, np.ndarray]:
     """The configurations x the rank orders (choices.Layout) the constraints allow: each configuration
     takes every order that numbers its ranks differently from the allowed orders before it (with pp = 1
     or dp = 1 the two orders coincide: one candidate), except PP inside DP with ep > 1 and a pipeline,
     which Megatron-LM does not run (step.Infeasible.LAYOUT_INVALID). A configuration's orders are adjacent
-    rows, its first allowed order first."""
+    rows, its first allowed order first. ``narrow``: the columns gathered narrowed (:func:`_narrow`), the orders
+    found from the int64 columns."""
     lay = _restricted(np.asarray([int(m) for m in Layout]), c, "layout")
     among = tuple(Layout.of(x) for x in lay)
     col = {k: v[:, None] for k, v in cfg.items()}
@@ -488,6 +508,8 @@ def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.nd
     pp_inner = np.asarray([m.dims[-1] != "pp" for m in among])[None, :]
     ok &= ~(pp_inner & (col["pp"] > 1) & (col["ep"] > 1))
     ri, li = np.nonzero(ok)
+    if narrow:
+        return {**{k: _narrow(v)[ri] for k, v in cfg.items()}, "layout": _narrow(lay)[li]}
     return {**{k: v[ri] for k, v in cfg.items()}, "layout": lay[li]}
 
 
@@ -729,9 +751,9 @@ def _sync_mask(cfg: dict[str, np.ndarray], sync: str, spare: int | None = None) 
     bound predict refuses beyond (engine.job.check_backup_workers; review26f: plan ranked layouts predict refuses)."""
     strat = parse_sync(sync)
     if strat.kind == SyncKind.HIER:
-        return np.asarray(cfg["dp"] % strat.param == 0)
+        return np.asarray(cfg["dp"].astype(np.int64) % strat.param == 0)  # int64: a narrowed column (_narrow)
     if strat.kind == SyncKind.BACKUP and spare is not None:
-        return np.asarray(strat.param * cfg["tp"] * cfg["pp"] * cfg["cp"] <= spare)
+        return np.asarray(strat.param * cfg["tp"].astype(np.int64) * cfg["pp"] * cfg["cp"] <= spare)
     return np.ones(len(cfg["dp"]), dtype=bool)
 
 
@@ -1031,8 +1053,9 @@ def _memory_rows(job: Job, cfg: dict[str, np.ndarray], lo: int, hi: int, hsdp: n
     ag = (cfg["cp_comm_type"][lo:hi] == CpCommType.ALL_GATHER) & (cfg["cp"][lo:hi] > 1)
     if job.is_transformer and np.any(ag):
         gathered = compute.cp_gathered_bytes(
-            job.shape, micro_batch=cfg["micro_batch"][lo:hi], seq_len=job.seq_len, tp=cfg["tp"][lo:hi],
-            cp=cfg["cp"][lo:hi], cp_comm_type=cfg["cp_comm_type"][lo:hi],
+            job.shape, micro_batch=cfg["micro_batch"][lo:hi].astype(np.int64), seq_len=job.seq_len,
+            tp=cfg["tp"][lo:hi].astype(np.int64), cp=cfg["cp"][lo:hi].astype(np.int64),
+            cp_comm_type=cfg["cp_comm_type"][lo:hi].astype(np.int64),
             elem_bytes=job.elem_bytes).reshape(-1, 1, 1, 1)
     rep["cp_comm_type"] = np.zeros(len(first), dtype=np.int64)  # p2p: no gathered bytes (memory_total)
     return rep, np.ravel(inv), gathered
@@ -1270,7 +1293,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             notices.warn(f"strategy.{name} = false is not priced: it times the interleaved schedule's per-chunk "
                          f"data-parallel sync of Megatron-Core's DDP, and {' and '.join(missing)} "
                          f"{'is' if len(missing) == 1 else 'are'} not pinned true")
-    all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
+    all_cfg = configurations(job, gpus, global_batch, c, allow_keys, narrow=True)
     no_split = _segment_split_refusal(job, gpus, c) if not len(all_cfg["dp"]) else ""
     axes = _axes(job, c)
     for name, axis in axes.items():
@@ -1291,7 +1314,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     mode_mask = [_sync_mask(all_cfg, sync, job.max_gpus - gpus) for sync in modes]
     if len(all_cfg["dp"]) and not any(m.any() for m in mode_mask):  # splits, but none a sync mode applies to
         no_split = _no_sync_split(modes, gpus, job.max_gpus - gpus)
-    fam_all = _family_code(all_cfg)
+    fam_all = _family_code(all_cfg).astype(np.int8)  # 5 bits (n_fam below): int8 on every configuration
     total = sum(int(m.sum()) for m in mode_mask) * inner
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
@@ -1313,6 +1336,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # that need no replica per rank (asp, ssp:S, local:H are infeasible there, code 15; a = inf where none is left)
     f_class = [(_class_factor(factor, mode_mask, members), _class_factor(
         factor, mode_mask, [si for si in members if not needs_replicas(modes[si])])) for members in classes]
+    del factor, levels  # read by f_class alone: a float pair per mode and dp's inverse per mask, per configuration
     a_any = np.min([f[z][0] for f in f_class for z in (0, 1)], axis=0)
     a_sharded = np.min([f[1][0] for f in f_class], axis=0)  # at ZeRO > 0
     sharded_z = axes["zero"] != int(Zero.NONE)  # the ZeRO stages the second factors apply to
@@ -1353,16 +1377,27 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # feasible and within the memory constraint, kept for the configurations with a candidate that is (the others'
     # are all False and nothing reads them): good_pos[row] indexes good_fit's pieces, -1 where none fits (a
     # (configurations, 36) mask was 192 MB of the 1e8-GPU plan's peak for 50 k rows that fit)
-    good_pos = np.full(n_cfg, -1, dtype=np.int64)
+    # row indices per configuration (good_pos, twin_of, floor_pos) in int32 where every row index fits it
+    index_t = np.int32 if n_cfg < 2 ** 31 else np.int64
+    good_pos = np.full(n_cfg, -1, dtype=index_t)
     good_fit: list[np.ndarray] = []
     n_good = 0
     bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
     # rank-order twins (adjacent rows that differ in the order alone) share the compute floor, which reads no
     # placement: it is priced once per twin group (memory does read the order: HSDP's default group is a node's)
-    first = np.ones(n_cfg, dtype=bool)
-    first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k not in FLOOR_BLIND], axis=0)
-    twin_of = np.cumsum(first) - 1
-    floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
+    first = np.zeros(n_cfg, dtype=bool)
+    first[:1] = True
+    for name, column in all_cfg.items():  # a column at a time (a stacked (columns, configurations) mask was 69 MB)
+        if name not in FLOOR_BLIND:
+            first[1:] |= column[1:] != column[:-1]
+    twin_of = np.cumsum(first, dtype=index_t) - 1
+    del first
+    # the floors priced, one row per twin group in the order priced (floor_val, grown by doubling), and per twin
+    # group its row there (floor_pos, -1: not priced): only groups with a configuration that fits are priced (the
+    # 1e8-GPU plan: 50 k of 5.3 M configurations), so a (twin groups, recompute, SP) float array was mostly unread
+    floor_pos = np.full(int(twin_of[-1]) + 1 if n_cfg else 0, -1, dtype=index_t)
+    floor_val = np.empty((0, nr, ns))
+    n_floor = 0
     hsdp_searched = bool(np.any(axes["zero"] == int(Zero.HSDP)))
     hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and hsdp_searched
     # hier:G's own counts (below) take its own codes where HSDP's shard group is pinned: memory priced everywhere there
@@ -1408,7 +1443,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # through HSDP's shard group (_memory_rows): priced once per row that differs in something else
         rep, inv, gathered = _memory_rows(job, all_cfg, lo, hi, np.ravel(np.broadcast_to(hsdp_shard_group(
             job, grid), (hi - lo, 1, 1, 1))) if hsdp_searched else None)
-        valid_all = np.broadcast_to(outer_valid(job, grid), shape)
+        valid_one = outer_valid(job, grid)  # reads no ZeRO stage: once for both shapes below
+        valid_all = np.broadcast_to(valid_one, shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp", or with the states' host offload searched or pinned,
         # the stages that run it (state_offload_invalid): then the codes are taken at every ZeRO stage
@@ -1417,7 +1453,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # (classify: elsewhere its code is r1's, fitting or not): only the memory rows of such configurations are
         # priced (:func:`_open_memory_rows`), the others hold 0 bytes that nothing reads
         acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
-        valid_own = np.broadcast_to(outer_valid(job, grid), grid.shape)  # no ZeRO axis: grid has one stage
+        valid_own = np.broadcast_to(valid_one, grid.shape)  # no ZeRO axis: grid has one stage
         need = None if hsdp_pinned and hier_counted else np.any(valid_own & _open_code(r1, ps_bad, topk_bad),
                                                                 axis=(1, 2, 3))
         mem_of = _open_memory_rows(
@@ -1470,13 +1506,19 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         good_pos[fit] = n_good + np.arange(len(fit))
         n_good += len(fit)
         if len(fit):
-            new = fit[np.isnan(floor_of[twin_of[fit], 0, 0])]
+            new = fit[floor_pos[twin_of[fit]] < 0]
             todo = new[np.unique(twin_of[new], return_index=True)[1]]  # one row per twin group not yet priced
             if len(todo):
                 sub = {k: v[todo] for k, v in all_cfg.items()}
-                floor_of[twin_of[todo]] = np.broadcast_to(compute_floor(job, _outer_grid(
+                if n_floor + len(todo) > len(floor_val):
+                    grown = np.empty((max(2 * len(floor_val), n_floor + len(todo)), nr, ns))
+                    grown[:n_floor] = floor_val[:n_floor]
+                    floor_val = grown
+                floor_val[n_floor:n_floor + len(todo)] = np.broadcast_to(compute_floor(job, _outer_grid(
                     gpus, global_batch, sub, 0, len(todo), axes, comm0, fixed)), (len(todo), 1, nr, ns))[:, 0]
-            cf = floor_of[twin_of[fit]]
+                floor_pos[twin_of[todo]] = n_floor + np.arange(len(todo))
+                n_floor += len(todo)
+            cf = floor_val[floor_pos[twin_of[fit]]]
             # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
             # where it fits (the modes that need replicas only at ZeRO 0)
             fac = np.minimum(np.where(g_fit[:, ~sharded_z].any(axis=1), a_any[fit].reshape(-1, 1, 1), np.inf),
