@@ -217,6 +217,7 @@ FORCED = {"NVLS": "|hierarchical", "Ring": "|ring",
 
 #: Families of the summary table (by case id prefix).
 FAMILIES = (("az_ndh100v5", "NVLS 8x H100"), ("az_ndh200v5", "NVLS 8x H200"), ("az_ndgb200v6", "GB200 4 GPUs ring"),
+            ("az_ndgb300v6", "GB300 4 GPUs ring"), ("nccl1807_b200", "B200 8 GPUs peak (out)"),
             ("cw_gb200_nvl72", "NVL72 1 rack"), ("cw_gb200_allreduce_2racks", "NVL72 2 racks"),
             ("cw_gb200_allreduce_20racks", "NVL72 20 racks"), ("cw_h100_64gpu", "SHARP IB 64x H100"),
             ("nccl1374_h800", "H800 NVLS peak"), ("nccl1259", "H100 2-GPU latency"),
