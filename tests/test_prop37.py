@@ -10,12 +10,14 @@ the last rank's idle is F + max(I, m G) (F its fill, I that wait) and (F + max(I
 (simulated with the engine's own stage times: 0.005467 at m 4, 0.005352 at m 16; the drain adds 3.212 and 13.434 ms
 there, exactly the engine's max(m G - I, 0), so the drain is priced right). The engine's pipeline bubble is what
 differs: bubble_mb t_mb = max(F + m W + I - m t_mb, 0) is 5.87e-5 s at m 4 and 0 at m 16, because t_mb, the busiest
-(last) rank's micro-batch (0.160354 s), counts the pipeline exchange on both boundaries, a middle rank's, while
-the schedule's paths take the end rank's one (_stage_forward_backward's ``end``: W = 0.160296 s, pp_edge 5.87e-5
-s): m pp_edge (0.94 ms at m 16) outgrows F + I (0.29 ms) and the clipped bubble no longer holds the I the drain is
-credited with. Without the drain the same clipping only flattens the bubble (never a growth), which is why no
-earlier sweep saw it. Left open (strict xfail below): the fix is the end ranks' own t_mb in the step's m t_mb (the
-busiest rank is the last on most pipelined validation rows, so every one of them moves) and needs its own round.
+(last) rank's micro-batch (0.160354 s), counts a middle rank's two pipeline exchanges (pp_exchanges), while the
+schedule's paths (pipeline.one_f_one_b_time) take the end rank's one (_stage_forward_backward's ``end``: W =
+0.160296 s, pp_edge 5.87e-5 s). Whichever the end rank's steady state is (its own one exchange, or paced through
+the blocking exchange by its two-exchange neighbour), one of the two terms is off by m pp_edge (0.94 ms at m 16,
+against F + I = 0.29 ms), and the clipped bubble drops the fill and the wait the drain is credited with. Without
+the drain the same clipping only flattens the bubble (never a growth), which is why no earlier sweep saw it.
+Left open (strict xfail below): one per-micro-batch time for the end rank in both terms is the fix; it changes
+the step of pipelined validation rows (how much not measured here) and needs a round of its own.
 """
 
 from __future__ import annotations
