@@ -7,7 +7,8 @@ the output layer's weight-gradient GEMM deferred (wgrad_deferral_limit 0). The b
 0.0051026 at m 4 to 0.0052399 at m 16 (``scalemodel predict --cluster dgx-h100 --model mistral-7b --gpus 4 --set
 strategy.pp=4 --set 'strategy.stage_layers=[0,0,0,32]' --set strategy.defer_embedding_wgrad=true --set
 strategy.overlap=false --set training.micro_batch=1 --set training.seq_len=2048 --set training.global_batch=4``
-(then 16) --json: bubble 3.2705 / 13.434 ms over compute 0.64095 / 2.56379 s). The step-by-step schedule below says it must not: the drain of m G seconds
+(then 16) --json: bubble 3.2705 / 13.434 ms over compute 0.64095 / 2.56379 s). The step-by-step schedule below
+says it must not: the drain of m G seconds
 runs on the last rank after its last backward, inside the wait for that micro-batch's backward to reach rank 0, so
 the last rank's idle is F + max(I, m G) (F its fill, I that wait) and (F + max(I, m G)) / (m W) never grows with m
 (simulated with the engine's own stage times: 0.005467 at m 4, 0.005352 at m 16; the drain adds 3.212 and 13.434 ms
