@@ -139,7 +139,10 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
     sched = draw(st.sampled_from((ScheduleKind.ONE_F_ONE_B, ScheduleKind.INTERLEAVED, ScheduleKind.GPIPE,
                                   ScheduleKind.ZERO_BUBBLE)))
     dispatcher = draw(st.sampled_from(("alltoall", "allgather", "flex", "flex")))
-    zero = draw(st.sampled_from((0, 1, 3, 4, 5)))
+    # (prop37) every ZeRO stage, 2 too: DeepSpeed's ZeRO-2 reduce-scatters every micro-batch (review36,
+    # dp_comm.deepspeed_zero2) and runs offload_states' optimizer offload, which only tests/test_physics.py's
+    # ``cases`` (no offload, no framework switches) drew before
+    zero = draw(st.sampled_from((0, 1, 2, 3, 4, 5)))
     # an uneven first / last stage (Megatron's --decoder-first/last-pipeline-num-layers) where the model's layers
     # allow one: the stages between share the rest evenly, or the edges hold every layer at pp 2 (job._check_edge_split
     # refuses the rest, and a hybrid pattern's '|' segments are its own split)
