@@ -52,6 +52,11 @@ Two case files (issue 5 and issue 13):
     - sources whose launch scripts or container images export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo
       2.2's and Megatron-Bridge 25.11's perf executors; MaxText's GPU launcher under xpk with GPUDirect-TCPX;
       JAX-Toolbox's JAX images up to 2025-10, the mtdgxc24 rows') -> no in-network reduction on the NVLink tiers.
+    - sources whose Megatron-Core DDP checks each gradient bucket's norm for NaN / Inf on the host before its
+      collective (:data:`NAN_CHECK_SOURCES`: Megatron-LM's default, mlm24; NeMo 2's recipes, dgxc2504, dgxc2505,
+      nemo2502, nemo2504; MLPerf v5.0 NVIDIA 405B, mlpt50; a row's ``framework.check_for_nan_in_grad`` over its
+      source's: mlpt51's Cisco and Nebius 405B rows, GigaComputing's MI355X, mcrec26's recipes without
+      no_check_for_nan_in_loss_and_grad) -> strategy check_for_nan_in_grad.
     - sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking
       (:data:`LOSS_DP_ALLREDUCE`: NeMo 1 and NeMo 2 before 58f6689700: dgxc25, dgxc2504, dgxc2505, mlpt31, mlpt40,
       mlpt41, mlpt50, nemo2407, nemo2502, nemo2504; Megatron-LM before 3806ec2754: mlm24; Primus' own Megatron
@@ -456,6 +461,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "bucket_cap_mb": ((int, float), None),
     "fp8_param_gather": ((bool,), (True, False)),
     "loss_dp_allreduce": ((bool,), (True, False)),
+    "check_for_nan_in_grad": ((bool,), (True, False)),
     "fp8_attention": ((bool,), (True,)),
     "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
     "bf16_layers": ((int,), None),
@@ -583,6 +589,7 @@ SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "nvls_disabled": _ON,
     "megatron_bridge_perf": _ON,
     "loss_dp_allreduce": _ON,
+    "check_for_nan_in_grad": _ON,
 }
 
 
@@ -1195,6 +1202,10 @@ OVERLAP_P2P_SEND_LAGGED = sources_with("overlap_p2p_send_lagged")
 #: before 58f6689700, Megatron-LM before 3806ec2754, Primus' Megatron trainer; strategy loss_dp_allreduce,
 #: docs/model.md#loss-dp-allreduce; sources.yaml ``loss_dp_allreduce``); a row's ``framework.loss_dp_allreduce`` wins.
 LOSS_DP_ALLREDUCE = sources_with("loss_dp_allreduce")
+#: Sources whose Megatron-Core DDP runs with ``check_for_nan_in_grad`` (Megatron-LM's default, NeMo 2's recipes, the
+#: MLPerf implementations that set it; strategy check_for_nan_in_grad, docs/model.md#nan-check; sources.yaml
+#: ``check_for_nan_in_grad``); a row's ``framework.check_for_nan_in_grad`` wins.
+NAN_CHECK_SOURCES = sources_with("check_for_nan_in_grad")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).
 BUCKET_128MI_SOURCES = sources_with("bucket_128mi")
@@ -1962,6 +1973,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           # the lag only where the overlap is on (the field qualifies it; alone it is warned)
                           overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),
                           loss_dp_allreduce=bool(setting(case, "loss_dp_allreduce", src in LOSS_DP_ALLREDUCE)),
+                          check_for_nan_in_grad=bool(setting(case, "check_for_nan_in_grad",
+                                                             src in NAN_CHECK_SOURCES)),
                           **defer_wgrad_options(case),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),

@@ -182,8 +182,9 @@ def test_megatron_shell_variables_are_still_warned_about(cli, tmp_path: Path) ->
     f.write_text('torchrun pretrain_gpt.py --tensor-model-parallel-size "$TP" --micro-batch-size `echo 1` '
                  "--pipeline-model-parallel-size +2\n")
     out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
-    # issue 13: Megatron-Core DDP, and no --overlap-grad-reduce (Megatron's default: off)
-    assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2, "megatron_ddp": True, "overlap": False}
+    # issue 13: Megatron-Core DDP, and no --overlap-grad-reduce (Megatron's default: off); nancheck37: its NaN check on
+    assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2, "megatron_ddp": True, "overlap": False,
+                                                          "check_for_nan_in_grad": True}
     assert sum("shell variable is not expanded" in u for u in out["inputs"]["strategy_file"]["unused"]) == 2
 
 

@@ -29,7 +29,7 @@ from scalemodel.choices import (
 from scalemodel.cost import compute, memory, ps, state_offload, transformer
 from scalemodel.cost.nccl import nccl_graph_channels_inter, nvls_allreduce_applies
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, place, rank_strides
-from scalemodel.engine.host_floor import CALL_COST_US
+from scalemodel.engine.host_floor import CALL_COST_US, SYNC_ROUND_TRIP_US
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
     _gathered_bytes,
@@ -84,6 +84,57 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None, rank: 
         return np.zeros(1)
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
+
+
+#: Host reads per bucket of Megatron-Core DDP's gradient NaN check (strategy check_for_nan_in_grad): two
+#: ``rerun_state_machine.validate_result`` calls on the bucket's norm, ``rejection_func=torch.isnan`` then
+#: ``torch.isinf`` (NVIDIA/Megatron-LM core_v0.13.1 megatron/core/distributed/param_and_grad_buffer.py
+#: ``_ParamAndGradBucketGroup.check_grads`` L167-191; 9c5258f109 L410-431), each a Python truth test of a CUDA tensor
+#: with reruns disabled (``result_rejected: bool = rejection_func(result)``, rerun_state_machine.py L491-493 at
+#: core_v0.13.1). Megatron-Core before the rerun state machine (f2e5db402c L111-118) has one, ``assert not
+#: norm.isnan()``; priced at two there too (docs/model.md#nan-check says by how much).
+NAN_CHECK_HOST_READS = 2.0
+
+
+def nan_check_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
+    """Seconds per step of Megatron-Core DDP's gradient NaN check (strategy ``check_for_nan_in_grad`` under
+    :func:`megatron_ddp_on`), 0 otherwise (docs/model.md#nan-check):
+
+        n_b   = buckets of the rank's dense + expert gradient buffers (:func:`bucket_count` at Megatron-Core's bucket,
+                :func:`megatron_bucket_elements` or the given bucket_size; one per buffer without overlap)
+        t     = P_gpu g / (HBM bandwidth x memory efficiency)                        the norms' read of every bucket
+              + n_b x 2 x (SYNC_ROUND_TRIP_US + CALL_COST_US['launch'] low) x 1e-6   the host reads and refills
+
+    Source. ``start_grad_sync`` of each bucket group calls ``check_grads`` before its reduce-scatter / all-reduce
+    (NVIDIA/Megatron-LM core_v0.13.1 megatron/core/distributed/param_and_grad_buffer.py L291-308; f2e5db402c
+    L96-118), which takes ``self.buckets[i].grad_data.norm(p=2)`` of the whole bucket (not the rank's shard; the
+    gradient element ``g`` = ``Job.grad_bytes``) on the current, i.e. compute, stream and tests it on the host
+    (:data:`NAN_CHECK_HOST_READS`). Each read blocks the host until the norm is done and returns after the
+    device-to-host round trip (:data:`~scalemodel.engine.host_floor.SYNC_ROUND_TRIP_US`); the GPU, drained by then,
+    idles until the host's next launch (CALL_COST_US 'launch', low): the blocking read empties the host's run-ahead,
+    so the backward's remaining kernels and the bucket's collective start after round trip + launch. With
+    --overlap-grad-reduce the check runs inside the last backward (the bucket's hook, on the compute stream), without
+    it after the backward (finish_grad_sync): on the critical path either way, once a step (start_grad_sync runs on
+    the last micro-batch only). No collective is involved, so it locks no replicas together. ``layers`` / ``rank``:
+    the stage, as :func:`grad_buffer_reset_time`."""
+    on = np.asarray(g.check_for_nan_in_grad, dtype=bool) & megatron_ddp_on(g)
+    if not np.any(on):
+        return np.zeros(1)
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+    q = float(job.grad_bytes)
+    elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / q, megatron_bucket_elements(g))
+    bucket = np.where(g.overlap, elements, np.inf) * q  # no overlap: one bucket per buffer (megatron_bucket_elements)
+    dense_tensors = expert_tensors = None
+    if job.is_transformer:
+        comp = {"layers_per_stage": np.asarray(job.shape.layers / g.pp if layers is None else layers, dtype=float)}
+        if rank is not None:
+            comp["pipeline_rank"] = np.asarray(rank, dtype=float)
+        dense_tensors, expert_tensors = param_tensors(job, g, comp)
+    n_b = bucket_count(dense * q, bucket, q, dense_tensors)
+    if job.expert_params > 0:  # the experts' own buffer (Megatron-Core's expert_parallel_buffers), its own buckets
+        n_b = n_b + np.where(expert > 0, bucket_count(expert * q, bucket, q, expert_tensors), 0.0)
+    reads = n_b * NAN_CHECK_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
+    return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * q) + reads, 0.0), dtype=float)
 
 
 #: Bytes per parameter per step of nanotron's passes over its whole fp32 gradient buffer outside the optimizer:
@@ -1926,7 +1977,8 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     :func:`_expert_state_shards`, the shards :func:`~scalemodel.engine.stage_memory.memory_parts` holds) times
     2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
-    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
+    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`) and, where
+    ``check_for_nan_in_grad``, the per-bucket NaN check of the last backward (:func:`nan_check_time`); under
     nanotron's trainer plus its clipping and reset of the whole fp32 gradient buffer
     (:func:`nanotron_grad_buffer_time`) and, at its ZeRO-1, the host tail of its gather's Python copy loop
     (:func:`nanotron_gather_loop_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers``
@@ -1939,8 +1991,8 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     sharded = np.where(g.zero >= Zero.OPTIMIZER, _state_shard(job, g, sync, layers, rank), dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers, rank) \
-        + grad_buffer_reset_time(job, g, layers, rank) + nanotron_grad_buffer_time(job, g, layers, rank) \
-        + nanotron_gather_loop_time(job, g, layers, rank)
+        + grad_buffer_reset_time(job, g, layers, rank) + nan_check_time(job, g, layers, rank) \
+        + nanotron_grad_buffer_time(job, g, layers, rank) + nanotron_gather_loop_time(job, g, layers, rank)
 
 
 def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any, sync: str = "bsp",

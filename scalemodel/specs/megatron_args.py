@@ -114,6 +114,8 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-modules", "--recompute-num-layers",
                     "--optimizer",
+                    # read for strategy check_for_nan_in_grad (_nan_check: --fp16 without it turns the check off)
+                    "--loss-scale",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
                     "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
@@ -426,6 +428,9 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-r
                                             # store_false, dest bias_dropout_fusion (arguments.py at 24bad8e677):
                                             # strategy eager_bias_dropout_add
                                             "--no-bias-dropout-fusion",
+                                            # store_false, dest check_for_nan_in_loss_and_grad: strategy
+                                            # check_for_nan_in_grad (_nan_check)
+                                            "--no-check-for-nan-in-loss-and-grad",
                                             # not in NVIDIA/Megatron-LM's argparse (TransformerConfig
                                             # .fp8_dot_product_attention has no CLI argument: arguments.py at
                                             # d98e8a64 lists it under "no CLI argument exists for these", and no
@@ -1149,6 +1154,7 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
                           + (f"; {', '.join(ignored)} not used with it" if ignored else "") + ")")
         return
     out.default("strategy", "megatron_ddp", True, _MEG_DDP)
+    _nan_check(args, out)
     if "--overlap-grad-reduce" not in args:
         out.default("strategy", "overlap", False, _MEG_OVERLAP_GRAD_REDUCE)
     if "--ddp-bucket-size" in args and (n := number("--ddp-bucket-size")) is not None:
@@ -1159,6 +1165,26 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
     if args.get("--ddp-num-buckets") is not None:
         out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
                           "--ddp-bucket-size instead)")
+
+
+_MEG_NAN_CHECK = (f"{_MEG_AT} megatron/training/arguments.py L2872-2874: --no-check-for-nan-in-loss-and-grad "
+                  "store_false (default on), training.py L2636: DDP check_for_nan_in_grad = "
+                  "args.check_for_nan_in_loss_and_grad (f2e5db402c: arguments.py L1016, training.py L450)")
+
+
+def _nan_check(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Megatron-Core DDP's gradient NaN check (strategy ``check_for_nan_in_grad``, docs/model.md#nan-check):
+    Megatron-LM's ``check_for_nan_in_loss_and_grad`` defaults on (``--no-check-for-nan-in-loss-and-grad``,
+    store_false, arguments.py L2872-2874 at d98e8a64dd, L1016 at f2e5db402c) and get_model hands it to the DDP
+    config (training.py L2636; L450 at f2e5db402c). validate_args turns it off under --fp16 without --loss-scale
+    (dynamic loss scaling, whose NaNs are the scaler's signal: arguments.py L1196-1203 at d98e8a64dd)."""
+    if "--no-check-for-nan-in-loss-and-grad" in args:
+        out.strategy["check_for_nan_in_grad"] = False
+        out.fields["check_for_nan_in_grad"] = "--no-check-for-nan-in-loss-and-grad"
+        return
+    if "--fp16" in args and "--loss-scale" not in args:
+        return
+    out.default("strategy", "check_for_nan_in_grad", True, _MEG_NAN_CHECK)
 
 
 _MEG_TORCH_FSDP2 = (f"{_MEG_AT} megatron/training/training.py get_model L2484-2486 (--use-torch-fsdp2: DP = "

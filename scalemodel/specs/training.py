@@ -757,6 +757,14 @@ class StrategySpec(Spec, kw_only=True):
         "3806ec2754): its latency on the critical path m times a step, "
         "and the data-parallel replicas locked together every micro-batch (docs/model.md#loss-dp-allreduce)"
     ))] = False
+    check_for_nan_in_grad: Annotated[bool, Meta(description=(
+        "Megatron-Core DDP's DistributedDataParallelConfig.check_for_nan_in_grad (with megatron_ddp): each bucket's "
+        "start_grad_sync takes the L2 norm of its whole gradient buffer on the compute stream and tests it for NaN "
+        "and Inf on the host (rerun_state_machine.validate_result, a blocking device-to-host read each) before its "
+        "reduce-scatter or all-reduce; priced as the buffer's bytes over HBM bandwidth plus two host round trips and "
+        "launches a bucket, once a step, in the optimizer part (docs/model.md#nan-check). Megatron-LM's "
+        "--no-check-for-nan-in-loss-and-grad turns it off (default on); NeMo 2's recipes set it, Megatron-Bridge's "
+        "performance scripts unset it"))] = False
     defer_embedding_wgrad: Annotated[bool, Meta(description=(
         "Megatron-Core's defer_embedding_wgrad_compute: the last pipeline stage buffers the output layer's incoming "
         "gradients and skips their weight-gradient GEMM, then runs those GEMMs (each input all-gathered over TP under "
