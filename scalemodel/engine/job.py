@@ -1400,6 +1400,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_topk_sharded(strategy, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
+    _check_defer_embedding_wgrad(strategy)
     _check_moe_rank_imbalance(job, ep)
     _warn_einsum_dispatch_parallel(job, strategy, tp, cp)
     check_mtp_recompute(job, RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM
@@ -1844,6 +1845,29 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
                     f" is unset: priced on, as torchtitan runs tensor parallelism at tp {tp} "
                     "(parallelism.enable_sequence_parallel defaults true); set it false to price without")
     return strategy.model_copy(update={"sequence_parallel": need or titan})
+
+
+def _check_defer_embedding_wgrad(strategy: Any) -> None:
+    """Refuse defer_embedding_wgrad where Megatron-Core's ModelParallelConfig.__post_init__ raises ValueError
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py L545-553): at pp 1 ("Cannot defer embedding
+    wgrad compute when pipeline model parallel is not used") and with grad_accumulation_fusion false ("... when
+    gradient accumulation fusion is not used"). At pp 1 it was accepted and priced nothing (no pipelined schedule
+    drains the deferred GEMMs: docs/model.md#defer-embedding-wgrad); a Megatron-LM launch's flag was refused there
+    already (specs.megatron_args._defer_embedding_wgrad), the field written in a file or with --set was not (ux37)."""
+    if not getattr(strategy, "defer_embedding_wgrad", False):
+        return
+    if int(strategy.pp) == 1:
+        raise InputError("true at pp 1: Megatron-Core raises \"Cannot defer embedding wgrad compute when pipeline "
+                         "model parallel is not used\" (model_parallel_config.py L545-548 at d98e8a64dd); the "
+                         "deferred output-layer weight-gradient GEMMs are drained only by a pipelined schedule",
+                         where="strategy.defer_embedding_wgrad",
+                         allowed="defer_embedding_wgrad: true with pp 2 or more; false (the default) at pp 1")
+    if not getattr(strategy, "grad_accumulation_fusion", True):
+        raise InputError("true with grad_accumulation_fusion false: Megatron-Core raises \"Cannot defer embedding "
+                         "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py "
+                         "L550-553 at d98e8a64dd)", where="strategy.defer_embedding_wgrad",
+                         allowed="defer_embedding_wgrad: true with grad_accumulation_fusion true (the default), or "
+                                 "false")
 
 
 def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None) -> None:

@@ -1,0 +1,42 @@
+"""Input accepted without a word although it meant nothing or could not run (ux37, from fuzz37's corpus): each
+item's refusal or warning, and that the neighbouring valid input is still taken. The CLI contract is
+test_hostile_inputs.py's: exit 2, one ``error:`` line naming where the field was written, what was wrong and what is
+allowed, nothing on stdout, no input changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+_8B = ("-m", "llama3-8b", "-c", "dgx-h100")
+
+
+# --- 1. defer_embedding_wgrad where Megatron-Core raises -------------------------------------------------------------
+
+def test_defer_embedding_wgrad_at_pp_1_is_refused_from_set_and_from_a_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py L545-548 raises at pp 1; the field was
+    accepted and priced nothing."""
+    line = refused(cli, "predict", *_8B, "-n", "8", "--set", "strategy.defer_embedding_wgrad=true",
+                   match="error: --set strategy.defer_embedding_wgrad: true at pp 1: ")
+    assert "Cannot defer embedding wgrad compute when pipeline model parallel is not used" in line, line
+    assert line.endswith("defer_embedding_wgrad: true with pp 2 or more; false (the default) at pp 1"), line
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  tp: 2\n  defer_embedding_wgrad: true\n")
+    refused(cli, "predict", *_8B, "-n", "8", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: strategy.defer_embedding_wgrad: true at pp 1")
+
+
+def test_defer_embedding_wgrad_without_gradient_accumulation_fusion_is_refused(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", *_8B, "-n", "16", "--pp", "2", "--set", "strategy.defer_embedding_wgrad=true",
+                   "--set", "strategy.grad_accumulation_fusion=false", match="--set strategy.defer_embedding_wgrad: ")
+    assert "when gradient accumulation fusion is not used" in line and "L550-553" in line, line
+
+
+def test_defer_embedding_wgrad_at_pp_2_is_still_priced(cli) -> None:  # type: ignore[no-untyped-def]
+    """The valid neighbour: pp 2 takes the switch, and it moves the step (the deferred GEMMs leave the last stage's
+    backward: test_deferwgrad36 prices the drop by hand)."""
+    on = accepted(cli, "predict", *_8B, "-n", "16", "--pp", "2", "--set", "strategy.defer_embedding_wgrad=true")
+    off = accepted(cli, "predict", *_8B, "-n", "16", "--pp", "2")
+    assert on["strategy"]["defer_embedding_wgrad"] is True and on["strategy"]["pp"] == 2
+    assert on["step_time_s"] != off["step_time_s"]
