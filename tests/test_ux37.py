@@ -5,6 +5,7 @@ allowed, nothing on stdout, no input changed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
@@ -40,3 +41,22 @@ def test_defer_embedding_wgrad_at_pp_2_is_still_priced(cli) -> None:  # type: ig
     off = accepted(cli, "predict", *_8B, "-n", "16", "--pp", "2")
     assert on["strategy"]["defer_embedding_wgrad"] is True and on["strategy"]["pp"] == 2
     assert on["step_time_s"] != off["step_time_s"]
+
+
+# --- 2. wgrad_deferral_limit without defer_embedding_wgrad ------------------------------------------------------------
+
+def test_a_wgrad_deferral_limit_without_the_switch_is_warned_and_prices_nothing(cli) -> None:  # type: ignore[no-untyped-def]
+    """A warning, not a refusal: Megatron-Core raises nothing for it (model_parallel_config.py checks the limit only
+    with defer_embedding_wgrad_compute on) and reads it only under the switch, as the codebase warns for every field
+    that qualifies one that is off (job._warn_unpriced_fields). The step is that of the job without the field."""
+    r = cli("predict", *_8B, "-n", "16", "--pp", "2", "--set", "strategy.wgrad_deferral_limit=3", "--json")
+    assert r.code == 0, r.err
+    assert r.err.strip() == ("warning: strategy.wgrad_deferral_limit = 3 is not priced: it caps the micro-batches "
+                             "whose output-layer weight-gradient GEMMs defer_embedding_wgrad defers, and "
+                             "defer_embedding_wgrad is off"), r.err
+    plain = accepted(cli, "predict", *_8B, "-n", "16", "--pp", "2")
+    assert json.loads(r.out)["step_time_s"] == plain["step_time_s"]
+    # with the switch on, no warning: the limit is priced
+    on = cli("predict", *_8B, "-n", "16", "--pp", "2", "--set", "strategy.defer_embedding_wgrad=true", "--set",
+             "strategy.wgrad_deferral_limit=3", "--json")
+    assert on.code == 0 and "wgrad_deferral_limit" not in on.err, on.err

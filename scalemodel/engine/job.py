@@ -2280,6 +2280,15 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         _warn_field("strategy.train_metric_passes",
                     " is not priced: the model has no transformer output layer (logits)")
+    limit = int(getattr(strategy, "wgrad_deferral_limit", 0) or 0)
+    if limit and not getattr(strategy, "defer_embedding_wgrad", False):
+        # ux37: Megatron-Core reads wgrad_deferral_limit only under defer_embedding_wgrad_compute (layers.py
+        # LinearWithGradAccumulationAndAsyncCommunication, 3c0f3ef38c L384-385: the cap on grad_output_buffer, which
+        # exists only with the switch); no error there (model_parallel_config.py checks the limit only with the
+        # switch on), so a warning here as for every other field that qualifies one that is off
+        _warn_field("strategy.wgrad_deferral_limit",
+                    f" = {limit} is not priced: it caps the micro-batches whose output-layer weight-gradient GEMMs "
+                    "defer_embedding_wgrad defers, and defer_embedding_wgrad is off")
     warn_unfused_attention(job, bool(getattr(strategy, "flash_attention", True)))
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
