@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 _8B = ("-m", "llama3-8b", "-c", "dgx-h100")
@@ -60,3 +61,33 @@ def test_a_wgrad_deferral_limit_without_the_switch_is_warned_and_prices_nothing(
     on = cli("predict", *_8B, "-n", "16", "--pp", "2", "--set", "strategy.defer_embedding_wgrad=true", "--set",
              "strategy.wgrad_deferral_limit=3", "--json")
     assert on.code == 0 and "wgrad_deferral_limit" not in on.err, on.err
+
+
+# --- 3. training.jax_release on a run no XLA compiles -----------------------------------------------------------------
+
+_JAX_WARNING = ("warning: training.jax_release = 0.4.23 is not priced: it picks the XLA SPMD partitioner of an XLA "
+                "program (layer_impl xla, or a TPU), and this run is megatron_te on hopper")
+
+
+@pytest.mark.parametrize("command", ["predict", "plan"])
+def test_jax_release_on_a_megatron_gpu_run_is_warned_and_prices_nothing(cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    """The same treatment as item 2: no framework refuses a stated release; it priced nothing without a word. The
+    step is that of the run without the field (predict), the ranking the same (plan)."""
+    args = (command, *_8B, "-n", "16", "--tp", "2") if command == "predict" else (command, *_8B, "-n", "16", "--top",
+                                                                                  "2")
+    r = cli(*args, "--set", "training.jax_release=0.4.23", "--json")
+    assert r.code == 0, r.err
+    assert _JAX_WARNING in r.err.splitlines(), r.err
+    plain = accepted(cli, *args)
+    if command == "predict":
+        assert json.loads(r.out)["step_time_s"] == plain["step_time_s"]
+    else:
+        assert [p["step_time_s"] for p in json.loads(r.out)["ranked"]] == [p["step_time_s"] for p in plain["ranked"]]
+
+
+def test_jax_release_on_an_xla_layer_is_not_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """layer_impl xla on a GPU (MaxText) is an XLA program, whose partitioner the release picks: no warning."""
+    r = cli("predict", *_8B, "-n", "16", "--tp", "2", "--set", "strategy.layer_impl=xla", "--set",
+            "training.jax_release=0.4.23", "--json")
+    assert r.code == 0 and "jax_release" not in r.err, r.err
+    assert json.loads(r.out)["strategy"]["layer_impl"] == "xla"

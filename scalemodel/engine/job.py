@@ -216,6 +216,9 @@ class Job(msgspec.Struct, frozen=True):
     # weight gradient (training.jax_release from 0.4.29, or unset; specs.training.xla_later_partitioner): priced by
     # engine.model_parallel_comm._xla_head_side_gathers on an XLA program at tensor > 1
     xla_later_partitioner: bool = True
+    # the release given (training.jax_release), "" when unset: warned about where no XLA program runs
+    # (warn_unpriced_jax_release)
+    jax_release: str = ""
     # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
     # peak), the denominator predict names for MFU and HFU
     peak_format: str = ""
@@ -454,6 +457,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         moe_pad_to_capacity=bool(getattr(training, "moe_pad_to_capacity", False)),
         moe_routing=str(getattr(training, "moe_routing", "random") or "random"),
         xla_later_partitioner=xla_later_partitioner(training),
+        jax_release=str(getattr(training, "jax_release", None) or ""),
         **_attention_kernel(training, acc, workload),
     )
 
@@ -2042,6 +2046,20 @@ def _warn_field(path: str, text: str) -> None:
     notices.warn(notices.field_name(path) + text)
 
 
+def warn_unpriced_jax_release(job: Job, layer_impl: Any) -> None:
+    """A warning for training.jax_release on a run that no XLA compiles: the release picks the XLA SPMD partitioner
+    that places an XLA program's tensor-parallel collectives (specs.training.xla_later_partitioner, priced only by
+    model_parallel_comm._xla_partitioned runs: strategy.layer_impl xla or a TPU), so on a GPU run of any other
+    layer_impl (Megatron-Core's, torchtitan's, ...) it priced nothing without a word (ux37, fuzz37's corpus). A
+    warning, not a refusal, as for every field that qualifies what the run does not do (no framework reads it).
+    Predict's strategy and plan's pinned (else default) layer_impl both call it."""
+    if job.jax_release and job.accelerator_family != "tpu" and int(layer_impl) != int(LayerImpl.XLA):
+        _warn_field("training.jax_release",
+                    f" = {job.jax_release} is not priced: it picks the XLA SPMD partitioner of an XLA program "
+                    f"(layer_impl xla, or a TPU), and this run is {LayerImpl.of(layer_impl).label} on "
+                    f"{job.accelerator_family}")
+
+
 def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
     """A warning for the fused-kernel settings (training.attention_kernel other than gemm, training.cudnn_release) of
     a run without flash_attention: its core runs as two GEMMs on the GEMM curve (cost.compute), so they were priced
@@ -2280,6 +2298,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         _warn_field("strategy.train_metric_passes",
                     " is not priced: the model has no transformer output layer (logits)")
+    warn_unpriced_jax_release(job, LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"),
+                                                   "strategy.layer_impl"))
     limit = int(getattr(strategy, "wgrad_deferral_limit", 0) or 0)
     if limit and not getattr(strategy, "defer_embedding_wgrad", False):
         # ux37: Megatron-Core reads wgrad_deferral_limit only under defer_embedding_wgrad_compute (layers.py

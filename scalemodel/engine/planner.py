@@ -109,6 +109,7 @@ from scalemodel.engine.job import (
     refuse_two_splits,
     stage_split_code,
     warn_unfused_attention,
+    warn_unpriced_jax_release,
 )
 from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
@@ -1278,6 +1279,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         refuse_two_splits([n for n in OTHER_SPLITS if int(fixed.get(n, -1)) >= 0], split_at)
         check_stage_layers(job, STAGE_SPLITS[int(fixed["stage_split"])], split_at)
     warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
+    warn_unpriced_jax_release(job, int(fixed.get("layer_impl", LayerImpl.MEGATRON_TE)))  # predict's (ux37)
     if "moe_flex_backend" in c and "moe_flex_dispatcher" in c and not (
             bool(allowed_by(np.asarray(True), c["moe_flex_dispatcher"]))
             or bool(allowed_by(np.asarray(int(FlexBackend.DEEPEP)), c["moe_flex_backend"]))):
