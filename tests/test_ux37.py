@@ -91,3 +91,51 @@ def test_jax_release_on_an_xla_layer_is_not_warned(cli) -> None:  # type: ignore
             "training.jax_release=0.4.23", "--json")
     assert r.code == 0 and "jax_release" not in r.err, r.err
     assert json.loads(r.out)["strategy"]["layer_impl"] == "xla"
+
+
+# --- 4. plan with a pinned switch that needs a ZeRO stage, zero left to the search ------------------------------------
+
+_FP8 = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--precision", "fp8")
+
+
+def test_plan_searches_only_the_stages_that_run_the_pinned_switch(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """fp8_param_gather (Megatron: the distributed optimizer or an FSDP; arguments.py L1095-1097 at d98e8a64dd) in a
+    file, zero not given: was refused "give zero too" though plan searches zero. Now the search keeps to zero 1, 2,
+    fsdp and hsdp, says so, and its winner is the best of the four plans each pinned to one of those stages (the
+    fuzz37 route, validated at that stage): a second route to the same answer."""
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  fp8_param_gather: true\n")
+    r = cli("plan", *_FP8, "--top", "3", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["warnings"] == ["plan searches zero 1, 2, fsdp, hsdp only: the pinned fp8_param_gather true cannot "
+                               "run at zero 0 or 3 (predict refuses it there)"], doc["warnings"]
+    assert len(doc["ranked"]) == 3
+    assert all(p["strategy"]["fp8_param_gather"] is True and p["strategy"]["zero"] in ("1", "2", "fsdp", "hsdp")
+               for p in doc["ranked"])
+    best = {}
+    for zero in ("1", "2", "fsdp", "hsdp"):
+        one = accepted(cli, "plan", *_FP8, "--top", "1", "--strategy", str(f), "--constraint", f"zero={zero}")
+        best[zero] = one["ranked"][0]["step_time_s"]
+    assert doc["ranked"][0]["step_time_s"] == min(best.values())
+    assert doc["ranked"][0]["strategy"]["zero"] == min(best, key=lambda z: best[z])
+
+
+def test_plan_names_the_stages_left_where_a_constraint_narrows_them(cli) -> None:  # type: ignore[no-untyped-def]
+    """--constraint zero>=3 leaves 3, fsdp and hsdp; fsdp_reshard_after_forward false runs at all three and
+    fsdp_per_param (FSDP2) at fsdp and hsdp only."""
+    r = cli("plan", *_FP8, "--top", "2", "--constraint", "zero>=3", "--set", "strategy.fsdp_per_param=true", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["warnings"] == ["plan searches zero fsdp, hsdp only: the pinned fsdp_per_param true cannot run at "
+                               "zero 3 (predict refuses it there)"]
+    assert {p["strategy"]["zero"] for p in doc["ranked"]} <= {"fsdp", "hsdp"}
+    r = cli("plan", *_FP8, "--top", "1", "--constraint", "zero>=3", "--set",
+            "strategy.fsdp_reshard_after_forward=false", "--json")
+    assert r.code == 0 and "plan searches" not in r.err, r.err  # nothing left out: nothing said
+
+
+def test_plan_with_no_stage_left_that_runs_the_switch_is_still_refused(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "plan", *_FP8, "--set", "strategy.fsdp_per_param=true", "--constraint", "zero<=3",
+                   match="error: --set strategy.fsdp_per_param: true needs PyTorch FSDP2: zero fsdp or hsdp")
+    assert line.endswith("give zero too (--set strategy.zero, or --constraint zero=VALUE)"), line
