@@ -139,3 +139,21 @@ def test_plan_with_no_stage_left_that_runs_the_switch_is_still_refused(cli) -> N
     line = refused(cli, "plan", *_FP8, "--set", "strategy.fsdp_per_param=true", "--constraint", "zero<=3",
                    match="error: --set strategy.fsdp_per_param: true needs PyTorch FSDP2: zero fsdp or hsdp")
     assert line.endswith("give zero too (--set strategy.zero, or --constraint zero=VALUE)"), line
+
+
+# --- 5. plan's refusal names plan's own option ------------------------------------------------------------------------
+
+def test_a_zero_constraint_over_a_megatron_ddp_launch_names_plans_option(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The launch runs Megatron-Core's DDP (no FSDP flag): --constraint zero=fsdp beside a switch that needs it is
+    refused; the advice named "--zero fsdp", which plan does not have (plan --zero is refused as unknown)."""
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16\n")
+    line = refused(cli, "plan", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--constraint",
+                   "zero=fsdp", "--set", "strategy.fsdp_per_param=true", inputs=(f,),
+                   match=f"error: --constraint zero=fsdp: FSDP over the Megatron-LM launch {f}: ")
+    assert "--use-megatron-fsdp in it with --constraint zero=fsdp, or --set strategy.megatron_ddp=false" in line, line
+    assert "--zero" not in line, line
+    # predict has --zero, and keeps it
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--zero",
+                   "fsdp", inputs=(f,), match="error: --zero: FSDP over the Megatron-LM launch")
+    assert "--use-megatron-fsdp in it with --zero fsdp" in line, line

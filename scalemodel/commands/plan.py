@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -125,8 +126,17 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
     except InputError as exc:
         if not exc.where.startswith("--zero"):
             raise
-        raise InputError(exc.what, where=f"--constraint zero={left[0].label}{exc.where[len('--zero'):]}",
-                         allowed=exc.allowed, also=exc.also) from None
+        raise InputError(_plan_options(exc.what), where=f"--constraint zero={left[0].label}"
+                         f"{exc.where[len('--zero'):]}", allowed=_plan_options(exc.allowed), also=exc.also) from None
+
+
+def _plan_options(text: str) -> str:
+    """``text``, a refusal built for a command with ``--zero``, with each ``--zero VALUE`` it advises named as plan's
+    own option, ``--constraint zero=VALUE`` (plan has no --zero). ux37: ``plan --strategy run.sh --constraint
+    zero=fsdp`` over a Megatron-DDP launch advised "--use-megatron-fsdp in it with --zero fsdp" (common.
+    check_launch_zero), an option plan refuses; "--zero or --set strategy.zero" names no value and is left as it is
+    (plan's hint is written by _build_specs)."""
+    return re.sub(r"--zero (?!or\b)([0-9a-z]+)", r"--constraint zero=\1", text)
 
 
 def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, Any] | None:
