@@ -1310,7 +1310,10 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
 #: them from its cited config ("defer_embedding_wgrad_compute true" / "True" / "resolves True"; the limit's number),
 #: -> strategy defer_embedding_wgrad, wgrad_deferral_limit (docs/model.md#defer-embedding-wgrad). A row whose notes
 #: also say false (the dgxc25 405B proxies at pp 1: configure.sh overrides the yaml) is off; the engine prices the
-#: switch at pp > 1 only (Megatron-Core refuses it at pp 1).
+#: switch at pp > 1 only (Megatron-Core refuses it at pp 1). A row at pp 1 whose notes say true (dgxc2504's two
+#: 405B 8-layer proxies: NeMo 2's MegatronCommOverlapCallback sets the switch on the built config, after
+#: ModelParallelConfig.__post_init__'s check, and no pipelined schedule drains it) is off: it does nothing there, and
+#: predict refuses it at pp 1 as Megatron-Core's config does (ux37; the prediction is the same).
 _DEFER_WGRAD_ON = re.compile(r"defer_embedding_wgrad_compute[ =]+(?:resolves )?true", re.IGNORECASE)
 _DEFER_WGRAD_OFF = re.compile(r"defer_embedding_wgrad_compute[ =]+(?:resolves )?false", re.IGNORECASE)
 _DEFER_WGRAD_LIMIT = re.compile(r"wgrad_deferral_limit (\d+)")
@@ -1319,7 +1322,8 @@ _DEFER_WGRAD_LIMIT = re.compile(r"wgrad_deferral_limit (\d+)")
 def defer_wgrad_options(case: dict[str, Any]) -> dict[str, Any]:
     """Strategy defer_embedding_wgrad / wgrad_deferral_limit from the row's notes (:data:`_DEFER_WGRAD_ON`)."""
     text = str(case.get("parallelism") or {}) + " " + str(case.get("note") or "")
-    on = bool(_DEFER_WGRAD_ON.search(text)) and not _DEFER_WGRAD_OFF.search(text)
+    on = (bool(_DEFER_WGRAD_ON.search(text)) and not _DEFER_WGRAD_OFF.search(text)
+          and int((case.get("parallelism") or {}).get("pp", 1)) > 1)
     limit = _DEFER_WGRAD_LIMIT.search(text)
     return {"defer_embedding_wgrad": on, "wgrad_deferral_limit": int(limit.group(1)) if on and limit else 0}
 

@@ -52,6 +52,7 @@ replaced by the atomic rename (as ``sed -i`` does; root in this sandbox cannot t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -168,9 +169,16 @@ def test_a_log_of_one_message_size_repeated_is_refused(cli: Any, tmp_path: Path,
 
 
 def test_two_sizes_still_fit(cli: Any, tmp_path: Path) -> None:
+    """Fitted from all three rows, each row's time the mean of the log's out-of-place and in-place times, read off
+    the two rows by hand (synthetic_current.log: 1 MiB 68.97 / 68.28 us, 2 MiB 85.72 / 84.87 us; ux37)."""
     path = _log(tmp_path, lambda rows: [rows[10], rows[10], rows[11]])
     r = cli("calibrate", str(path), "-c", "dgx-a100", "--json")
     assert r.code == 0, r.err
+    fit = json.loads(r.out)["fit"]
+    assert fit["rows_used"] == 3
+    assert [row["size_bytes"] for row in fit["residuals"]] == [1048576, 1048576, 2097152]
+    assert [row["measured_s"] for row in fit["residuals"]] == pytest.approx([68.625e-6, 68.625e-6, 85.295e-6],
+                                                                           rel=1e-12)
 
 
 @pytest.mark.parametrize("size", ["1.5", "1e400", "32768.0", "-1.5"])

@@ -9,6 +9,7 @@ test_hostile_inputs.py's.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -309,5 +310,6 @@ def test_tabs_and_newlines_in_yaml_strings_still_read(cli, tmp_path) -> None:  #
     f = tmp_path / "a.yaml"
     f.write_text('kind: accelerator\nname: "a\\tb"\ndescription: "x\\ny"\npeak_flops: {bf16: 1 TFLOP/s}\n'
                  "memory: 1 GB\nmemory_bandwidth: 1 TB/s\n")
-    r = cli("hardware", "validate", str(f))
+    r = cli("hardware", "validate", str(f), "--json")
     assert r.code == 0, r.err
+    assert json.loads(r.out)["name"] == "a\tb"  # YAML's double-quoted "\t" escape is a tab (YAML 1.2 5.7) (ux37)

@@ -185,18 +185,22 @@ def test_a_framework_bucket_below_one_kib_names_the_framework_field(cli, tmp_pat
 
 # --- a ZeRO-dependent switch against the zero the user never gave ----------------------------------------------
 
-@pytest.mark.parametrize("switch, needs", [
-    ("fsdp_flat_param=true", "zero 2, 3, fsdp or hsdp"),
-    ("fsdp_reshard_after_forward=false", "zero 3, fsdp or hsdp"),
-    ("fsdp_fp8_all_gather=true", "zero fsdp or hsdp"),
-    ("fp8_param_gather=true", "(zero fsdp or hsdp)"),
+@pytest.mark.parametrize("switch, needs, cannot", [
+    ("fsdp_flat_param=true", "zero 2, 3, fsdp or hsdp", ("zero<=1",)),
+    ("fsdp_reshard_after_forward=false", "zero 3, fsdp or hsdp", ("zero<=2",)),
+    ("fsdp_fp8_all_gather=true", "zero fsdp or hsdp", ("zero<=3",)),
+    ("fp8_param_gather=true", "(zero fsdp or hsdp)", ("zero<=3", "zero!=1", "zero!=2")),
 ])
-def test_a_zero_switch_without_zero_asks_for_zero_in_predict_and_plan(cli, switch: str, needs: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_zero_switch_without_zero_asks_for_zero_in_predict_and_plan(cli, switch: str, needs: str,  # type: ignore[no-untyped-def]
+                                                                      cannot: tuple[str, ...]) -> None:
     """``plan --set strategy.fsdp_flat_param=true`` was refused "(got zero '0')" though the user gave no zero (plan
     searches it): the decision is to refuse, in every command alike, and to say that zero is the default 0 and is
-    to be given too (no command picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)."""
+    to be given too (no command picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic). ux37:
+    plan searches the stages that run the switch where its constraints leave some (tests/test_ux37.py); where they
+    leave only stages that cannot (``cannot``), plan is refused as predict is."""
     name = switch.split("=")[0]
     lines = [refused(cli, command, *BASE, "--set", f"strategy.{switch}", "--json",
+                     *([a for c in cannot for a in ("--constraint", c)] if command == "plan" else []),
                      match=f"error: --set strategy.{name}: ") for command in ("predict", "plan", "memory")]
     # alike but for the options named (fix29): plan has no --zero option
     # plan names its --constraint zero=VALUE too (fuzz37: a one-stage constraint gives zero there)

@@ -115,10 +115,16 @@ def test_resolve_sequence_parallel_by_hand() -> None:
 
 def test_predict_prices_the_allowed_neighbours(cli) -> None:  # type: ignore[no-untyped-def]
     """SP on, tp 1, a torchtitan layer without SP, and a dense model at tp 2 without SP are priced."""
-    for args in (["--tp", "2", "--sequence-parallel"], ["--tp", "1", *_NO_SP], ["--tp", "2", *_TITAN, *_NO_SP]):
+    # each priced as given: the echoed (tp, sequence_parallel) is the one asked for (ux37)
+    for args, want in ((["--tp", "2", "--sequence-parallel"], (2, True)), (["--tp", "1", *_NO_SP], (1, False)),
+                       (["--tp", "2", *_TITAN, *_NO_SP], (2, False))):
         r = cli("predict", *_MOE, *args, "--json")
         assert r.code == 0, (args, r.err)
-    assert cli("predict", *_DENSE, "--tp", "2", *_NO_SP, "--json").code == 0
+        s = json.loads(r.out)["strategy"]
+        assert (s["tp"], s["sequence_parallel"]) == want, args
+    r = cli("predict", *_DENSE, "--tp", "2", *_NO_SP, "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["strategy"]["sequence_parallel"] is False
 
 
 def test_plan_marks_the_candidates_infeasible_and_never_ranks_one(cli) -> None:  # type: ignore[no-untyped-def]

@@ -53,7 +53,20 @@ def test_stragglers_times_outside_the_physical_range_name_the_option(cli, option
 
 
 def test_stragglers_comm_zero_is_still_allowed(cli):
-    assert cli("stragglers", "--workers", "64", "--comm", "0s", "--json").code == 0
+    """And priced: BSP's step is E[max of 64 normal steps] plus nothing, 1 + 0.05 x E[max of 64 standard normals],
+    the latter the integral of x 64 phi(x) Phi(x)^63 (scipy quadrature here: 2.3437335; ux37)."""
+    import json
+    import math
+
+    from scipy import integrate, stats
+
+    r = cli("stragglers", "--workers", "64", "--comm", "0s", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    e_max, _ = integrate.quad(lambda x: x * 64 * stats.norm.pdf(x) * stats.norm.cdf(x) ** 63, -math.inf, math.inf)
+    bsp = next(s for s in doc["strategies"] if s["sync"] == "bsp")
+    assert doc["inputs"]["comm_s"] == 0.0 and (doc["inputs"]["dist"], doc["inputs"]["cv"]) == ("normal", 0.05)
+    assert bsp["step_time_s"] == pytest.approx(1 + 0.05 * e_max, rel=1e-6)
 
 
 def test_stragglers_huge_kappa_names_the_option(cli):

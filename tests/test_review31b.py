@@ -18,12 +18,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
 import numpy as np
 import pytest
-from conftest import load_yaml, script_module
+from conftest import ROOT, load_yaml, script_module
 from scipy.special import gammaln
 from test_validation import NEW_CASES, needs_new_cases
 
@@ -105,5 +106,10 @@ def test_gamma_floor_sits_above_the_shape_overflow() -> None:
 @pytest.mark.parametrize("scenario", ["sync-stragglers", "hierarchical-sync"])
 def test_published_example_variability_passes(scenario: str, cli) -> None:  # type: ignore[no-untyped-def]
     """The two example scenarios with a variability block (normal, cv 0.05) still validate."""
-    r = cli("hardware", "validate", f"examples/scenarios/{scenario}.yaml")
+    path = f"examples/scenarios/{scenario}.yaml"
+    r = cli("hardware", "validate", path, "--json")
     assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    # the file read as the scenario it names (its name read here with PyYAML, conftest.load_yaml, not the product's
+    # reader; ux37)
+    assert (doc["kind"], doc["name"], doc["valid"]) == ("scenario", load_yaml(ROOT / path)["name"], True)

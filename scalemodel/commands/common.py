@@ -240,10 +240,10 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
         elif key in PINNABLE:
             if value is None:  # unset (sequence_parallel: null, dp: null): not pinned, the planner searches it, as
                 continue  # engine.planner.pins does for --set (was refused: "bad value")
-            if key == "zero":  # constraints compare ZeRO codes; the planner searches stages 0-3
-                value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
-                if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
-                    unpinned.append("zero fsdp (pinned as ZeRO-3, which the planner searches)")
+            if key == "zero":  # constraints compare ZeRO codes; the planner searches 0-3, fsdp and hsdp (ux37: fsdp
+                # was pinned as ZeRO-3, so a torchtitan file's FSDP2 switches, fsdp_per_param, were ranked at zero 3,
+                # where predict refuses them; with planner.pins' ZERO_SWITCHES no plan was left)
+                value = Zero.parse(value, "--strategy").label
             if isinstance(value, float) and value.is_integer():  # YAML's 2.0 (or 2e0), read by the spec as 2: was
                 value = int(value)  # refused by plan alone as "constraint 'tp=2.0' needs an integer" (fuzz28)
             if PINNABLE[key] not in constrained:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -84,7 +85,8 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     render_plan(result, as_json=as_json)
 
 
-#: The ZeRO stages plan validates a pinned offload_states at when zero is not given (:func:`_build_specs`), in order.
+#: The ZeRO stages plan validates a pinned offload_states (or another switch that needs a stage) at when zero is not
+#: given (:func:`_build_specs`), in order.
 SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
 
 
@@ -98,7 +100,13 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
 
     fuzz37: ``--constraint zero=1`` (``zero_pairs``, the constraints on zero) that leaves one stage gives zero as
     --set strategy.zero does: a pinned switch that needs a stage (fp8_param_gather, ...) is validated at it; it was
-    refused "give zero too (--set strategy.zero)" beside it. A refusal at zero 0 names the constraint too."""
+    refused "give zero too (--set strategy.zero)" beside it. A refusal at zero 0 names the constraint too.
+
+    ux37: a pinned switch that runs at some stages only (engine.planner.ZERO_SWITCHES: fp8_param_gather,
+    fsdp_per_param, ...) refused at zero 0 while the constraints leave several stages is validated at the first of
+    them that runs it (:func:`_first_stage_that_runs`), as offload_states above, and the search keeps to the stages
+    that run it (engine.planner.pins adds the zero constraint; planner.run says which). It was refused "give zero
+    too" though several stages run it and plan searches zero."""
     unpinned = "zero" not in pinned and not (sf is not None and "zero" in sf.strategy)
     try:
         return _build_searched(pinned, unpinned, **kw)
@@ -106,6 +114,10 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
         if not (unpinned and exc.allowed.endswith(")") and ZERO_UNSET_HINT in exc.allowed):
             raise
         left = [z for z in Zero if all(OPS[op](int(z), v) for op, v in zero_pairs)]
+        if len(left) > 1:  # ux37: validated at the first stage left that runs the switch; the search keeps to those
+            specs = _first_stage_that_runs(left, **kw)  # (engine.planner.pins, ZERO_SWITCHES), and says so
+            if specs is not None:
+                return specs
         if not zero_pairs or len(left) != 1:
             raise InputError(exc.what, where=exc.where, allowed=f"{exc.allowed[:-1]}, or --constraint zero=VALUE)",
                              also=exc.also) from None
@@ -114,8 +126,34 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
     except InputError as exc:
         if not exc.where.startswith("--zero"):
             raise
-        raise InputError(exc.what, where=f"--constraint zero={left[0].label}{exc.where[len('--zero'):]}",
-                         allowed=exc.allowed, also=exc.also) from None
+        raise InputError(_plan_options(exc.what), where=f"--constraint zero={left[0].label}"
+                         f"{exc.where[len('--zero'):]}", allowed=_plan_options(exc.allowed), also=exc.also) from None
+
+
+def _plan_options(text: str) -> str:
+    """``text``, a refusal built for a command with ``--zero``, with each ``--zero VALUE`` it advises named as plan's
+    own option, ``--constraint zero=VALUE`` (plan has no --zero). ux37: ``plan --strategy run.sh --constraint
+    zero=fsdp`` over a Megatron-DDP launch advised "--use-megatron-fsdp in it with --zero fsdp" (common.
+    check_launch_zero), an option plan refuses; "--zero or --set strategy.zero" names no value and is left as it is
+    (plan's hint is written by _build_specs)."""
+    return re.sub(r"--zero (?!or\b)([0-9a-z]+)", r"--constraint zero=\1", text)
+
+
+def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, Any] | None:
+    """common.build_specs at the first of SEARCHED_ZEROS among ``left`` (the stages the constraints leave) that
+    validates, its warnings said; None where none does (the refusal at zero 0 stands)."""
+    for zero in SEARCHED_ZEROS:
+        if Zero.parse(zero) not in left:
+            continue
+        try:
+            with notices.collecting() as seen:
+                specs = o.build_specs(strategy={"zero": zero}, **kw)
+        except InputError:
+            continue
+        for line in seen:
+            notices.warn(line)
+        return specs
+    return None
 
 
 def _build_searched(pinned: list[str], unpinned: bool, **kw: Any) -> tuple[Any, Any, Any, Any]:

@@ -216,6 +216,9 @@ class Job(msgspec.Struct, frozen=True):
     # weight gradient (training.jax_release from 0.4.29, or unset; specs.training.xla_later_partitioner): priced by
     # engine.model_parallel_comm._xla_head_side_gathers on an XLA program at tensor > 1
     xla_later_partitioner: bool = True
+    # the release given (training.jax_release), "" when unset: warned about where no XLA program runs
+    # (warn_unpriced_jax_release)
+    jax_release: str = ""
     # the format whose dense peak is peak_flops (AcceleratorSpec.peak_format: a V100's bf16 run is on its fp16
     # peak), the denominator predict names for MFU and HFU
     peak_format: str = ""
@@ -454,6 +457,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         moe_pad_to_capacity=bool(getattr(training, "moe_pad_to_capacity", False)),
         moe_routing=str(getattr(training, "moe_routing", "random") or "random"),
         xla_later_partitioner=xla_later_partitioner(training),
+        jax_release=str(getattr(training, "jax_release", None) or ""),
         **_attention_kernel(training, acc, workload),
     )
 
@@ -1401,6 +1405,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_topk_sharded(strategy, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
+    _check_defer_embedding_wgrad(strategy)
     _check_moe_rank_imbalance(job, ep)
     _warn_einsum_dispatch_parallel(job, strategy, tp, cp)
     check_mtp_recompute(job, RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM
@@ -1847,6 +1852,29 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
     return strategy.model_copy(update={"sequence_parallel": need or titan})
 
 
+def _check_defer_embedding_wgrad(strategy: Any) -> None:
+    """Refuse defer_embedding_wgrad where Megatron-Core's ModelParallelConfig.__post_init__ raises ValueError
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py L545-553): at pp 1 ("Cannot defer embedding
+    wgrad compute when pipeline model parallel is not used") and with grad_accumulation_fusion false ("... when
+    gradient accumulation fusion is not used"). At pp 1 it was accepted and priced nothing (no pipelined schedule
+    drains the deferred GEMMs: docs/model.md#defer-embedding-wgrad); a Megatron-LM launch's flag was refused there
+    already (specs.megatron_args._defer_embedding_wgrad), the field written in a file or with --set was not (ux37)."""
+    if not getattr(strategy, "defer_embedding_wgrad", False):
+        return
+    if int(strategy.pp) == 1:
+        raise InputError("true at pp 1: Megatron-Core raises \"Cannot defer embedding wgrad compute when pipeline "
+                         "model parallel is not used\" (model_parallel_config.py L545-548 at d98e8a64dd); the "
+                         "deferred output-layer weight-gradient GEMMs are drained only by a pipelined schedule",
+                         where="strategy.defer_embedding_wgrad",
+                         allowed="defer_embedding_wgrad: true with pp 2 or more; false (the default) at pp 1")
+    if not getattr(strategy, "grad_accumulation_fusion", True):
+        raise InputError("true with grad_accumulation_fusion false: Megatron-Core raises \"Cannot defer embedding "
+                         "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py "
+                         "L550-553 at d98e8a64dd)", where="strategy.defer_embedding_wgrad",
+                         allowed="defer_embedding_wgrad: true with grad_accumulation_fusion true (the default), or "
+                                 "false")
+
+
 def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None) -> None:
     """predict's refusal of what :func:`moe_sp_refused` finds (the planner marks such candidates infeasible,
     step.Infeasible.MOE_SP_REQUIRED), at sequence_parallel: only a false that was given reaches it (an unset value
@@ -2017,6 +2045,20 @@ def _warn_field(path: str, text: str) -> None:
     """A warning about the spec field ``path`` (``strategy.etp``), named as :func:`notices.field_name` writes it for
     the input in hand (flat in a measured-runs file), then ``text``."""
     notices.warn(notices.field_name(path) + text)
+
+
+def warn_unpriced_jax_release(job: Job, layer_impl: Any) -> None:
+    """A warning for training.jax_release on a run that no XLA compiles: the release picks the XLA SPMD partitioner
+    that places an XLA program's tensor-parallel collectives (specs.training.xla_later_partitioner, priced only by
+    model_parallel_comm._xla_partitioned runs: strategy.layer_impl xla or a TPU), so on a GPU run of any other
+    layer_impl (Megatron-Core's, torchtitan's, ...) it priced nothing without a word (ux37, fuzz37's corpus). A
+    warning, not a refusal, as for every field that qualifies what the run does not do (no framework reads it).
+    Predict's strategy and plan's pinned (else default) layer_impl both call it."""
+    if job.jax_release and job.accelerator_family != "tpu" and int(layer_impl) != int(LayerImpl.XLA):
+        _warn_field("training.jax_release",
+                    f" = {job.jax_release} is not priced: it picks the XLA SPMD partitioner of an XLA program "
+                    f"(layer_impl xla, or a TPU), and this run is {LayerImpl.of(layer_impl).label} on "
+                    f"{job.accelerator_family}")
 
 
 def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
@@ -2257,6 +2299,17 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         _warn_field("strategy.train_metric_passes",
                     " is not priced: the model has no transformer output layer (logits)")
+    warn_unpriced_jax_release(job, LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"),
+                                                   "strategy.layer_impl"))
+    limit = int(getattr(strategy, "wgrad_deferral_limit", 0) or 0)
+    if limit and not getattr(strategy, "defer_embedding_wgrad", False):
+        # ux37: Megatron-Core reads wgrad_deferral_limit only under defer_embedding_wgrad_compute (layers.py
+        # LinearWithGradAccumulationAndAsyncCommunication, 3c0f3ef38c L384-385: the cap on grad_output_buffer, which
+        # exists only with the switch); no error there (model_parallel_config.py checks the limit only with the
+        # switch on), so a warning here as for every other field that qualifies one that is off
+        _warn_field("strategy.wgrad_deferral_limit",
+                    f" = {limit} is not priced: it caps the micro-batches whose output-layer weight-gradient GEMMs "
+                    "defer_embedding_wgrad defers, and defer_embedding_wgrad is off")
     warn_unfused_attention(job, bool(getattr(strategy, "flash_attention", True)))
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):

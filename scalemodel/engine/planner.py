@@ -109,6 +109,7 @@ from scalemodel.engine.job import (
     refuse_two_splits,
     stage_split_code,
     warn_unfused_attention,
+    warn_unpriced_jax_release,
 )
 from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
@@ -208,6 +209,35 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
              "eager_bias_dropout_add", "moe_host_attention_graphed", "train_metric_passes", "train_metric_states")
+
+#: The pinned switches that run at some ZeRO stages only, (the value that needs them, those stages): StrategySpec's
+#: refusals (specs.training StrategySpec._check, each citing its framework). Plan searches only those stages where
+#: the switch is pinned and zero is not (:func:`pins` adds the constraint; ux37): fp8_param_gather at zero 0 or 3 was
+#: refused "give zero too" where it left several stages open, though zero 1, 2, fsdp and hsdp each run it.
+#: offload_states is not here: ux36 counts the stages that cannot run it state_offload_invalid.
+ZERO_SWITCHES: dict[str, tuple[bool, tuple[Zero, ...]]] = {
+    "fp8_param_gather": (True, (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP)),
+    "fp4_param_gather": (True, (Zero.OPTIMIZER, Zero.GRADIENTS)),
+    "bucket_fragments": (True, (Zero.OPTIMIZER, Zero.GRADIENTS)),
+    "fsdp_fp8_all_gather": (True, (Zero.FSDP, Zero.HSDP)),
+    "fsdp_per_param": (True, (Zero.FSDP, Zero.HSDP)),
+    "fsdp_defer_grad_sync": (True, (Zero.FSDP, Zero.HSDP)),
+    "fsdp_reshard_after_forward": (False, (Zero.PARAMETERS, Zero.FSDP, Zero.HSDP)),
+    "fsdp_flat_param": (True, (Zero.GRADIENTS, Zero.PARAMETERS, Zero.FSDP, Zero.HSDP)),
+    "xla_gpu_lhs": (True, (Zero.FSDP, Zero.HSDP)),
+}
+
+
+def zero_switch_stages(fixed: Mapping[str, Any]) -> tuple[list[str], list[Zero]]:
+    """(the pinned :data:`ZERO_SWITCHES` set to the value that needs a ZeRO stage, as ``name value``; the stages
+    every one of them runs at, all of Zero where there is none)."""
+    named, stages = [], list(Zero)
+    for name, (value, runs) in ZERO_SWITCHES.items():
+        if name in fixed and bool(fixed[name]) == value:
+            named.append(f"{name} {str(value).lower()}")
+            stages = [z for z in stages if z in runs]
+    return named, stages
+
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1278,6 +1308,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         refuse_two_splits([n for n in OTHER_SPLITS if int(fixed.get(n, -1)) >= 0], split_at)
         check_stage_layers(job, STAGE_SPLITS[int(fixed["stage_split"])], split_at)
     warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
+    warn_unpriced_jax_release(job, int(fixed.get("layer_impl", LayerImpl.MEGATRON_TE)))  # predict's (ux37)
     if "moe_flex_backend" in c and "moe_flex_dispatcher" in c and not (
             bool(allowed_by(np.asarray(True), c["moe_flex_dispatcher"]))
             or bool(allowed_by(np.asarray(int(FlexBackend.DEEPEP)), c["moe_flex_backend"]))):
@@ -1837,6 +1868,10 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed[name] = GRID_DEFAULTS[name] if value is None else type(GRID_DEFAULTS[name])(value)
         else:
             fixed[name] = value
+    switches, stages = zero_switch_stages(fixed)
+    if switches and "zero" not in names:
+        # only the stages that run the pinned switch are searched (ZERO_SWITCHES; run says so)
+        cons.setdefault("zero", []).extend(("!=", int(z)) for z in Zero if z not in stages)
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"), at.get("shard_group", ""))
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons, at["deepspeed_pipeline"])
@@ -2175,8 +2210,17 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                 if key not in (written or {}):
                     raise
                 raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
+        switches, stages = zero_switch_stages(fixed)
+        asked = [z for z in Zero if allowed_by(np.asarray(int(z)), cons.get("zero", []))]  # --constraint's stages
+        left_out = [z for z in asked if z not in stages]
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
+        if switches and left_out and "zero" not in pinned:
+            kept = [z.label for z in asked if z in stages] or ["none"]
+            out = [z.label for z in left_out]
+            notices.warn(f"plan searches zero {', '.join(kept)} only: the pinned {' and '.join(switches)} "
+                         f"cannot run at zero {', '.join(out[:-1]) + ' or ' if len(out) > 1 else ''}{out[-1]} "
+                         "(predict refuses it there)")
         _check_pins_meet_constraints(cons, strategy, pinned, written)
         if sync is not None:
             labels = [parse_sync(m).label() for m in modes]
