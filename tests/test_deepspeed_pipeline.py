@@ -8,7 +8,9 @@ import pytest
 from grid_helpers import evaluated, first
 
 from scalemodel.cost import collectives as coll
+from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine.layer_compute import grad_accumulation_time
+from scalemodel.engine.step import _stage
 from scalemodel.errors import InputError
 from scalemodel.specs import TrainingSpec, load_workload
 
@@ -110,21 +112,34 @@ def test_a_slower_last_stage_sets_the_pace_without_extra_coupling() -> None:
 
 
 def test_pipeline_traffic_is_four_shards_and_three_tp_gathers(a100) -> None:  # type: ignore[no-untyped-def]
+    """A middle stage's pipeline traffic a micro-batch (gpt-7.5b, tp 2, pp 4): Megatron-Core 2 whole activations,
+    legacy Megatron-LM 2 shards and 2 TP all-gathers, DeepSpeed 4 shards and 3 all-gathers. The step's pp_comm is the
+    busiest rank's, here the last (the logits on equal layers), which exchanges on one boundary: a middle rank's less
+    one boundary's exchange (mp['pp_edge']: Megatron one whole activation, legacy one shard and its gather, DeepSpeed 2
+    shards; its 3 gathers kept, as pp_edge prices them)."""
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1)
-    _, _, mega = evaluated(a100, wl, training, 64, tp=2, pp=4)
-    _, _, legacy = evaluated(a100, wl, training, 64, tp=2, pp=4, pp_scatter_gather=True)
-    job, _, ds = evaluated(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
+    _, g_mega, mega = evaluated(a100, wl, training, 64, tp=2, pp=4)
+    _, g_legacy, legacy = evaluated(a100, wl, training, 64, tp=2, pp=4, pp_scatter_gather=True)
+    job, g_ds, ds = evaluated(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
     act = wl.seq_len * wl.hidden * 2.0  # b s h x 2 bytes
     p2p = first(coll.collective_time("sendrecv", act / 2, 2, job.network, stride=2 * 8))  # stages 16 GPUs apart
     whole = first(coll.collective_time("sendrecv", act, 2, job.network, stride=2 * 8))
     gather = first(coll.collective_time("allgather", act, 2, job.network, stride=1))
     m = 8
+
+    def middle(g) -> float:  # type: ignore[no-untyped-def]
+        groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+        return first(_stage(job, g, groups, np.asarray([9.0]), False).mp["pp"])
+
     # Megatron-Core without SP: every TP rank sends the whole activation (docs/model.md#pp-comm); legacy Megatron-LM's
     # scatter/gather: the shard and an all-gather after each receive, 2 a micro-batch against DeepSpeed's 4 and 3
-    assert first(mega.breakdown["pp_comm"]) == pytest.approx(m * 2 * whole, rel=1e-9)
-    assert first(legacy.breakdown["pp_comm"]) == pytest.approx(m * 2 * (p2p + gather), rel=1e-9)
-    assert first(ds.breakdown["pp_comm"]) == pytest.approx(m * (4 * p2p + 3 * gather), rel=1e-9)
+    assert middle(g_mega) == pytest.approx(2 * whole, rel=1e-9)
+    assert middle(g_legacy) == pytest.approx(2 * (p2p + gather), rel=1e-9)
+    assert middle(g_ds) == pytest.approx(4 * p2p + 3 * gather, rel=1e-9)
+    assert first(mega.breakdown["pp_comm"]) == pytest.approx(m * whole, rel=1e-9)
+    assert first(legacy.breakdown["pp_comm"]) == pytest.approx(m * (p2p + gather), rel=1e-9)
+    assert first(ds.breakdown["pp_comm"]) == pytest.approx(m * (2 * p2p + 3 * gather), rel=1e-9)
     # by hand: half of b s h x 2 bytes over one 200 Gb/s HDR NIC at 0.96 of line rate, plus a hop latency
     assert act / 2 / (25e9 * 0.96) < p2p < 1.1 * act / 2 / (25e9 * 0.96) + 20e-6
 

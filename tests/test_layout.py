@@ -19,7 +19,7 @@ from scalemodel.choices import Layout
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import distinct_layout, parallel_groups, place
 from scalemodel.engine.job import build_job, grid_from_arrays
-from scalemodel.engine.step import Infeasible, evaluate
+from scalemodel.engine.step import Infeasible, _stage, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
@@ -155,7 +155,22 @@ def test_pp_inside_dp_keeps_the_pipeline_in_the_leaf_and_puts_dp_on_the_spine():
     assert per_mb(inner) == pytest.approx(per_mb(alone), rel=1e-12)
     assert per_mb(inner) < per_mb(outer)  # off the slow spine
     assert float(inner.breakdown["dp_comm"].ravel()[0]) > float(outer.breakdown["dp_comm"].ravel()[0])
-    assert float(inner.breakdown["compute"].ravel()[0]) == float(outer.breakdown["compute"].ravel()[0])
+    # the layout moves no rank's compute; it moves which rank paces (the step's compute is that rank's): with the
+    # pipeline in the leaf the last (its logits), over the spine a middle rank, whose second boundary's exchange
+    # there outweighs the logits that the last rank, on one boundary, runs instead (step._end_rank, bubble37)
+    cl, wl = load_cluster("dgx-a100", SETS), load_workload("gpt3-175b", ["layers=16"])
+    job = build_job(cl, wl, TrainingSpec(global_batch=64))
+    m = float(inner.microbatches.ravel()[0])
+    own = {}
+    for layout in (Layout.TP_CP_DP_PP, Layout.TP_CP_PP_DP):
+        g = grid_from_arrays(gpus=128, dp=4, tp=8, pp=4, micro_batch=1, global_batch=64, layout=int(layout))
+        groups = parallel_groups(job.network, tp=8, cp=1, dp=4, ep=1, pp=4, layout=int(layout))
+        own[layout] = [float(np.asarray(_stage(job, g, groups, np.asarray([4.0]), logits).busy["total"]).ravel()[0])
+                       for logits in (False, True)]
+    assert own[Layout.TP_CP_DP_PP] == own[Layout.TP_CP_PP_DP]
+    middle, last = own[Layout.TP_CP_PP_DP]
+    assert float(inner.breakdown["compute"].ravel()[0]) == pytest.approx(m * last, rel=1e-12)
+    assert float(outer.breakdown["compute"].ravel()[0]) == pytest.approx(m * middle, rel=1e-12)
 
 
 def test_pp_inside_dp_with_expert_parallelism_is_infeasible():

@@ -147,7 +147,8 @@ def test_engine_pipelined_time_matches_the_simulation_on_its_own_stage_times():
 def test_pipeline_ranks_are_priced_as_evaluate_prices_its_micro_batch(eta: float) -> None:
     """The rank times the pipeline formulas use are evaluate's own: with the overlap efficiency below 1 the
     busiest rank's time is still the micro-batch time t_mb the bubble is counted in (the formulas once priced
-    ranks with full overlap windows while t_mb used the cut ones)."""
+    ranks with full overlap windows while t_mb used the cut ones); the last rank, an end rank, less the second
+    boundary's exchange it does not pay (mp['pp_edge'], step._end_rank), in t_mb as in the formulas' paths."""
     from msgspec.structs import replace
 
     job = build_job(load_cluster("dgx-h100"), load_workload("gpt3-175b"), TrainingSpec(global_batch=32, micro_batch=1))
@@ -155,5 +156,7 @@ def test_pipeline_ranks_are_priced_as_evaluate_prices_its_micro_batch(eta: float
     g = grid_from_strategy(StrategySpec(tp=8, pp=8), TrainingSpec(global_batch=32), 64, job)
     res = evaluate(job, g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
-    last = float(_stage(job, g, groups, np.asarray([12.0]), True).time[0])  # 96 layers / 8, with the logits
+    st = _stage(job, g, groups, np.asarray([12.0]), True)  # 96 layers / 8, with the logits
+    last = float(st.time[0]) - float(np.asarray(st.mp["pp_edge"]).reshape(-1)[0])
+    assert float(np.asarray(st.mp["pp_edge"]).reshape(-1)[0]) > 0.0
     assert last == pytest.approx(float(res.extras["microbatch_time"][0]), rel=1e-12)

@@ -95,8 +95,6 @@ def test_the_simulated_bubble_fraction_with_a_drain_never_grows() -> None:
     assert frac[16] <= frac[4] * (1 + 1e-12), frac
 
 
-@pytest.mark.xfail(strict=True, reason="open: the engine's drain window I beside a bubble the end rank's t_mb "
-                   "clips to 0 (module docstring); fixed when the bubble fraction stops growing")
 def test_the_engine_bubble_fraction_with_a_drain_never_grows() -> None:
     """The sweep's counterexample through the engine: bubble / compute 0.0051026 at m 4, 0.0052399 at m 16."""
     job = _wide_job("dgx-h100", "mistral-7b", "bf16", None, 2048)

@@ -656,9 +656,13 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
            and not np.any(np.asarray(g.offload_tensors) > 0) and _splits_cover(g, _rank_layers(job, g)))
     zero = np.zeros(1)
     if own:
-        last = _Stage(zero, {}, {}, {}, zero)
+        last, edge_last = _Stage(zero, {}, {}, {}, zero), zero
     else:
-        last = stage(last_layers, True, None, rec_last)
+        # the last rank exchanges on one boundary: its micro-batch as the schedule runs it (_end_rank), the time the
+        # pipeline formulas' paths take for it, so m t_mb and the bubble count its exchanges alike
+        last_both = stage(last_layers, True, None, rec_last)
+        last = _end_rank(last_both)
+        edge_last = last_both.time - last.time
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
     idle_dp = host  # its GPU's wait on the host per micro-batch, a window of the DP traffic (dp_comm._sync_comm)
@@ -672,8 +676,9 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
                 comp_dp = {k: np.where(on_c, st_c.busy[k], v) for k, v in comp_dp.items()}
                 idle_dp = np.where(on_c, st_c.host, idle_dp)
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
-    if job.is_transformer and not own and np.any(other_layers > last_layers):
-        # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
+    if job.is_transformer and not own and np.any((other_layers > last_layers) | (edge_last > 0)):
+        # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace; so may one with
+        # as many where the last rank's exchange on one boundary (_end_rank) saves more than its logits cost
         other = stage(other_layers, False, None, rec_other)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
         busier = t_o > t_mb
@@ -685,7 +690,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     for sp, ranks in rank_stages:
         # a hybrid pattern's ranks (its '|' segments, or the split by count where a rank's kinds are its own): each
         # rank on its own kinds (_part_job), the pace the busiest rank's
-        last_s, other_s = ranks[-1], _busiest(ranks[:-1])
+        last_s, other_s = _end_rank(ranks[-1]), _busiest([_end_rank(ranks[0])] + ranks[1:-1])
         sel = _where_stage(other_s.time > last_s.time, other_s, last_s)
         if not comp:  # own: the mean layer's stage not priced, its parts stand in as zeros
             comp, mp = dict.fromkeys(sel.busy, zero), dict.fromkeys(sel.mp, zero)
@@ -1550,12 +1555,29 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
 
 
+def _end_rank(stage: _Stage) -> _Stage:
+    """The pipeline's first or last rank of a non-interleaved schedule, which exchanges on one boundary only:
+    ``stage`` (priced with a middle rank's two, model_parallel_comm.pp_exchanges) less the second boundary's exchange
+    (``mp['pp_edge']``; 0 at pp 2, interleaved and GPipe / ZB-H1), off its time and its pipeline traffic alike, so the
+    parts still add up to the time. Megatron-Core's 1F1B: the end rank's calls toward no neighbour move nothing
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/pipeline_parallel/p2p_communication.py lines 536-600), and an end
+    rank that paces the pipeline adds f + b + one exchange a micro-batch (tests/test_pipeline_exchanges.py's
+    step-by-step simulations, Megatron, nanotron and DeepSpeed). The one route for an end rank's micro-batch: the
+    pipeline formulas' paths (:func:`_stage_forward_backward`) and the busiest rank's t_mb (:func:`_evaluate`) both
+    take it, so the bubble, (pipelined time - m t_mb) / t_mb, counts the end rank's exchanges as m t_mb does (prop37:
+    t_mb kept the two, the paths one, and the bubble clipped at 0 by m pp_edge; docs/model.md#bubble)."""
+    edge = stage.mp.get("pp_edge")
+    if edge is None or not np.any(edge):
+        return stage
+    return stage._replace(time=np.asarray(stage.time - edge),
+                          mp=dict(stage.mp, pp=np.asarray(stage.mp["pp"] - edge), pp_edge=np.zeros(1)))
+
+
 def _stage_forward_backward(stage: _Stage, end: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """One micro-batch's (forward, backward) seconds on a pipeline rank: its time split in the proportion
     of the rank's forward and backward (+ recompute) compute. ``end``: the pipeline's first or last rank of a
-    non-interleaved schedule, which exchanges on one boundary only: its time less the second boundary's exchange a
-    middle rank pays (``mp['pp_edge']``, model_parallel_comm.pp_exchanges; 0 at pp 2 and interleaved)."""
-    total, comp = stage.time - (stage.mp.get("pp_edge", 0.0) if end else 0.0), stage.compute
+    non-interleaved schedule, which exchanges on one boundary only (:func:`_end_rank`)."""
+    total, comp = (_end_rank(stage) if end else stage).time, stage.compute
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
     return total * share, total * (1.0 - share)
