@@ -108,11 +108,13 @@ def test_search_is_the_same_with_int64_columns(case, sync_modes, monkeypatch) ->
     assert fast["ranked"]
 
 
-@pytest.mark.parametrize("case", SPACES[:2], ids=[c[1] for c in SPACES[:2]])
+@pytest.mark.parametrize("case", SPACES[:1], ids=[c[1] for c in SPACES[:1]])
 def test_compute_floors_whatever_the_chunking(case, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Pass 1a in chunks of 3 configurations (twin groups split across chunks, the floor store grown ~log2(rows)
     times) gives the same payload as in its usual chunk, and prices as many floors: one per twin group with a
-    configuration that fits, a group priced in one chunk read, not priced again, in the next."""
+    configuration that fits, a group priced in one chunk read, not priced again, in the next. On the GPT-3 space
+    only: the mixtral "allow all" space in chunks of 3 ran over 10 minutes of CI (thousands of chunks, each a full
+    pass-1a evaluation), and the chunking path is the same code on both."""
     cluster, model, sets, gpus, allow = case
     job = _job(cluster, model, sets, gpus)
     kw = {"allow": allow}
