@@ -159,14 +159,8 @@ def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, 
 def _build_searched(pinned: list[str], unpinned: bool, **kw: Any) -> tuple[Any, Any, Any, Any]:
     """common.build_specs at zero 0, or for a pinned offload_states at the first searched stage that runs it."""
     if "offload_states" in pinned and unpinned:
-        for zero in SEARCHED_ZEROS:
-            try:
-                with notices.collecting() as seen:
-                    specs = o.build_specs(strategy={"zero": zero}, **kw)
-            except InputError:
-                continue
-            for line in seen:
-                notices.warn(line)
+        specs = _first_stage_that_runs(list(Zero), **kw)
+        if specs is not None:
             return specs
     return o.build_specs(strategy={}, **kw)
 
