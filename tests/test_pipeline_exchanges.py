@@ -11,12 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from grid_helpers import evaluated, first
+from test_deepspeed_pipeline import ds_commands
 from test_deepspeed_pipeline import simulate as ds_simulate
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import _stage, evaluate
+from scalemodel.engine.model_parallel_comm import _mp_collectives
+from scalemodel.engine.step import _end_rank, _stage, evaluate
 from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec
 
@@ -399,4 +401,121 @@ def test_t_mb_is_what_one_more_microbatch_adds_in_the_schedule(
     (its one boundary) where the first or the last rank paces, a middle rank's f + b + two where a middle rank does.
     Before bubble37 a pacing end rank's t_mb was c over it (a middle rank's second exchange); its pp_comm likewise."""
     res, _, _, slope = _engine_and_schedule(cluster, model, tp, split, 64, seq)
+    assert first(res.extras["microbatch_time"]) == pytest.approx(slope, rel=1e-9)
+
+
+# ---- dsend38: DeepSpeed's PipelineEngine, what each rank moves per micro-batch (partitioned activations over TP)
+def deepspeed_rank_traffic(r: int, p: int, m: int, t: int, act: float) -> dict[str, float]:
+    """Rank r's pipeline traffic over one TrainSchedule batch of m micro-batches at tp t > 1, ``act`` the bytes of
+    one whole b s h activation: the schedule's instructions (tests/test_deepspeed_pipeline.py ``ds_commands``, a
+    transcription of schedule.py) run through a transcription of the PipelineEngine's handlers
+    (deepspeedai/DeepSpeed@edaa722126 deepspeed/runtime/pipe/engine.py; is_pipe_partitioned = is_grad_partitioned =
+    tp > 1): SendActivation / SendGrad split the tensor with PartitionedTensor() (a local narrow) and p2p.send the
+    rank's 1/t piece (after its small meta tensor, counted apart); RecvActivation / RecvGrad receive that piece;
+    ForwardPass all-gathers the received input over TP unless the rank is the first (lines 731-738); BackwardPass
+    returns at once on the last rank (lines 821-823), elsewhere all-gathers its own partitioned output and the
+    received gradient (lines 835-857). Returns per-batch totals: sent / received bytes, sends / receives, meta
+    messages, all-gathers and their bytes (the whole tensor each, the TP group's output)."""
+    out = dict.fromkeys(("sent", "received", "sends", "receives", "meta", "gathers", "gathered"), 0.0)
+    shard = act / t
+    for op, _, _ in ds_commands(r, p, m):
+        if op in ("send_act", "send_grad"):
+            out["sends"] += 1
+            out["sent"] += shard
+            out["meta"] += 1
+        elif op in ("recv_act", "recv_grad"):
+            out["receives"] += 1
+            out["received"] += shard
+        elif op == "F" and r > 0:
+            out["gathers"] += 1
+            out["gathered"] += act
+        elif op == "B" and r < p - 1:
+            out["gathers"] += 2
+            out["gathered"] += 2 * act
+    return out
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+def test_deepspeed_ranks_move_what_the_engine_code_runs(p: int) -> None:
+    """Per micro-batch, counted through the whole schedule: the first rank sends one shard (its output) and
+    receives one (the gradient) and all-gathers twice (its output and that gradient before each backward); a middle
+    rank moves 4 shards (2 each way) and all-gathers 3 times (also its received input before each forward); the last
+    rank receives one shard and sends one back and all-gathers once (its input; its backward starts from the loss).
+    At pp 2 the two ranks are the first and the last."""
+    m, t, act = 12, 4, 1.0e6
+    want = {"first": (1, 1, 2), "middle": (2, 2, 3), "last": (1, 1, 1)}
+    for r in range(p):
+        kind = "first" if r == 0 else "last" if r == p - 1 else "middle"
+        sends, recvs, gathers = want[kind]
+        c = deepspeed_rank_traffic(r, p, m, t, act)
+        assert (c["sends"] / m, c["receives"] / m, c["gathers"] / m) == (sends, recvs, gathers), (r, c)
+        assert c["sent"] / m == pytest.approx(sends * act / t) and c["received"] / m == pytest.approx(recvs * act / t)
+        assert c["gathered"] / m == pytest.approx(gathers * act)
+        assert c["meta"] == c["sends"]  # a partitioned send is its meta tensor, then the piece
+
+
+def _deepspeed_collectives(job, g):  # type: ignore[no-untyped-def]
+    """(one shard's send/recv across the slowest stage boundary, one TP all-gather of the whole activation): the
+    collective primitives (model_parallel_comm._mp_collectives' 'pp' and 'pp_gather'), checked by hand below."""
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+    coll_mp = _mp_collectives(job, g, groups)
+    return first(coll_mp["pp"]), first(coll_mp["pp_gather"]), groups
+
+
+@pytest.mark.parametrize(("pp", "dp"), [(4, 8), (2, 16), (8, 4)])
+def test_deepspeed_end_ranks_priced_as_the_engine_code_counts(a100, pp: int, dp: int) -> None:  # type: ignore[no-untyped-def]
+    """Each rank's pipeline traffic a micro-batch as the engine prices it (a middle rank's stage, the first rank
+    through step._end_rank(first=True), the last through _end_rank) against the count above times one shard's
+    send/recv and one TP all-gather: gpt-7.5b, tp 2 on DGX A100 nodes. Before dsend38 the end ranks kept a middle
+    rank's 3 all-gathers (pp_edge took 2 shards off only) and at pp 2 every rank was priced with 3."""
+    wl = load_workload("gpt-7.5b")
+    tr = TrainingSpec(global_batch=8 * dp, micro_batch=1)
+    job, g, _ = evaluated(a100, wl, tr, 2 * pp * dp, tp=2, pp=pp, deepspeed_pipeline=True)
+    c, ag, groups = _deepspeed_collectives(job, g)
+    act = wl.seq_len * wl.hidden * 2.0
+    # by hand: the shard b s h x 2 / 2 over the stage boundary 2 dp GPUs apart (a 200 Gb/s HDR NIC at 0.96 where it
+    # leaves the node, NVLink inside); the all-gather of b s h x 2 between 2 NVLink neighbours
+    assert c == pytest.approx(first(coll.collective_time("sendrecv", act / 2, 2, job.network, stride=2 * dp)))
+    assert ag == pytest.approx(first(coll.collective_time("allgather", act, 2, job.network, stride=1)))
+    m = 8
+    counts = [deepspeed_rank_traffic(r, pp, m, 2, act) for r in range(pp)]
+    priced = [_end_rank(_stage(job, g, groups, np.asarray([9.0]), False, embedding=True), first=True),
+              *[_stage(job, g, groups, np.asarray([9.0]), False) for _ in range(pp - 2)],
+              _end_rank(_stage(job, g, groups, np.asarray([9.0]), True))]
+    for r, (cnt, st) in enumerate(zip(counts, priced, strict=True)):
+        expected = (cnt["sends"] + cnt["receives"]) / m * c + cnt["gathers"] / m * ag
+        assert first(st.mp["pp"]) == pytest.approx(expected, rel=1e-9), r
+
+
+#: (stage_layers, the rank that paces): gpt3-175b on DGX H100 nodes, tp 8 (DeepSpeed's PipelineEngine)
+DS_PROFILES = [([30, 22, 22, 22], 0), ([18, 24, 24, 30], 3), ([20, 28, 28, 20], 1), ([52, 44], 0), ([44, 52], 1),
+               ([8, 12, 12, 12, 12, 12, 12, 16], 7)]
+
+
+@pytest.mark.parametrize(("split", "pace"), DS_PROFILES)
+def test_deepspeed_t_mb_is_what_one_more_microbatch_adds_in_the_train_schedule(split: list[int], pace: int) -> None:
+    """The engine's t_mb (extras microbatch_time) against what one more micro-batch adds to the step-by-step
+    simulation of DeepSpeed's TrainSchedule (tests/test_deepspeed_pipeline.py ``simulate``, blocking exchanges) at
+    m = 64, every rank's compute the engine's own (its stage time less its pipeline traffic) plus the TP all-gathers
+    the engine code runs on it (deepspeed_rank_traffic: a forward's 1 unless the first rank, a backward's 2 unless
+    the last) and c one shard's send/recv: a pacing end rank adds f + b + 2 c + its own gathers (the first 2, the
+    last 1), a middle rank f + b + 4 c + 3. Before dsend38 a pacing end rank's t_mb kept the middle rank's 3 gathers
+    (the last 2 gathers over, the first 1) and at pp 2 either rank's all three."""
+    m, p = 64, len(split)
+    tr = TrainingSpec(global_batch=m, micro_batch=1)
+    job = build_job(load_cluster("dgx-h100"), load_workload("gpt3-175b"), tr)
+    g = grid_from_strategy(StrategySpec(tp=8, pp=p, stage_layers=split, deepspeed_pipeline=True), tr, 8 * p, job)
+    res = evaluate(job, g)
+    assert int(first(res.microbatches)) == m
+    c, ag, groups = _deepspeed_collectives(job, g)
+    f, b = [], []
+    for k, n in enumerate(split):
+        st = _stage(job, g, groups, np.asarray([float(n)]), k == p - 1, embedding=k == 0)
+        work = first(st.time) - first(st.mp["pp"])
+        share = first(st.compute["forward"]) / first(st.compute["total"])
+        f.append(work * share + (ag if k > 0 else 0.0))
+        b.append(work * (1.0 - share) + (2 * ag if k < p - 1 else 0.0))
+    slope = ds_simulate(p, m + 1, f, b, c) - ds_simulate(p, m, f, b, c)
+    comm = 2 * c * (1 if pace in (0, p - 1) else 2)
+    assert slope == pytest.approx(f[pace] + b[pace] + comm, rel=1e-9)  # the pacing rank as expected
     assert first(res.extras["microbatch_time"]) == pytest.approx(slope, rel=1e-9)

@@ -864,16 +864,19 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     pp = np.where(g.pp > 1, np.where(ds, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
                                      np.where(nt, nano, exchanges * (p2p + sg))), 0.0)
     # the pipeline's first and last rank exchange on one boundary: what a middle rank pays on its second (pp > 2),
-    # taken off the end ranks' time by the non-interleaved pipeline formulas (step._stage_forward_backward)
-    boundary = np.where(ds, 2.0 * p2p, np.where(nt, 2.0 * p2p + coll.get("pp_meta", 0.0), p2p + sg))
+    # taken off the end ranks' time by the non-interleaved pipeline formulas (step._end_rank); DeepSpeed's end ranks
+    # also skip some of the priced stage's TP all-gathers, the first rank one, the last two (deepspeed_pipe_edges)
+    boundary = np.where(nt, 2.0 * p2p + coll.get("pp_meta", 0.0), p2p + sg)
     edge = np.where((g.pp > 1) & onef1b, np.maximum(n_x - 1.0, 0.0) * boundary, 0.0)
+    ds_first, ds_last = deepspeed_pipe_edges(g, p2p, coll["pp_gather"])
+    edge_first, edge = np.where(ds, ds_first, edge), np.where(ds, ds_last, edge)
     # delayed scaling's amax reductions: a forward and a backward one per model chunk (delayed_amax_time), exposed
     amax = v * coll.get("amax", 0.0)
     # current scaling's / NVFP4's per-linear TP amax all-reduces (tp_amax_time): each layer's forward and backward, a
     # fully recomputed layer's forward again
     rec_amax = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
     amax = amax + (n + rec_amax) * coll.get("tp_amax_fwd", 0.0) + n * coll.get("tp_amax_bwd", 0.0)
-    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "pp_edge": edge, "amax": amax,
+    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "pp_edge": edge, "pp_edge_first": edge_first, "amax": amax,
            "hidden_fwd": cp_hidden + tp_hidden_fwd, "hidden_bwd": tp_hidden + cp_hidden_bwd, "chunking": chunking,
            "hidden_ep": np.zeros(1), "hidden_ub": hidden_ub, "ub_sms": ub_sms,
            # the hidden TP traffic that is an NVLS all-reduce (without sequence parallelism every hidden TP
@@ -1847,19 +1850,32 @@ def pp_exchanges(g: StrategyGrid) -> np.ndarray:
     d98e8a64dd megatron/core/pipeline_parallel/schedules.py lines 2379-2450, p2p_communication.py lines 22-57 and
     536-600, ``batch_p2p_comm`` True) and two transfers one after the other under DeepSpeed's PipelineEngine and
     nanotron's engine. The first and the last rank exchange on one boundary whatever pp: the pipeline formulas take
-    the second one off their time (``pp_edge``, step._stage_forward_backward). Step-by-step simulations of the three
-    schedules: tests/test_pipeline_exchanges.py, tests/test_deepspeed_pipeline.py. 0 without a pipeline."""
+    the second one off their time (``pp_edge``, ``pp_edge_first``: step._end_rank). Step-by-step simulations of the
+    three schedules: tests/test_pipeline_exchanges.py, tests/test_deepspeed_pipeline.py. 0 without a pipeline."""
     return np.asarray(np.clip(np.asarray(g.pp, dtype=float) - 1.0, 0.0, 2.0))
 
 
-def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
-    """Pipeline communication seconds per micro-batch on one stage under DeepSpeed's PipelineEngine:
+#: TP all-gathers (PartitionedTensor.full(), each of the whole b s h activation or its gradient over the TP group) a
+#: rank of DeepSpeed's PipelineEngine runs per micro-batch at tp > 1 (is_pipe_partitioned = is_grad_partitioned =
+#: model-parallel): ``_exec_forward_pass`` gathers the received input ``if self.is_pipe_partitioned and not
+#: self.is_first_stage()``; ``_exec_backward_pass`` returns at once on the last stage (``super().backward(self.loss)``)
+#: and elsewhere gathers the stage's own partitioned output and the received gradient (deepspeedai/DeepSpeed@edaa722126
+#: deepspeed/runtime/pipe/engine.py lines 731-738, 821-824, 835-857; the same branches at v0.5.4, v0.6.5 and v0.14.4).
+#: The sends (_exec_send_activations / _exec_send_grads) split with PartitionedTensor(), a local narrow, no collective.
+DEEPSPEED_GATHERS_FIRST, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_LAST = 2.0, 3.0, 1.0
 
-        t_pp = 2 n_x p2p + 3 [tp > 1] t_allgather_tp(b s h eb),   n_x = min(pp - 1, 2)  (pp_exchanges)
+
+def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
+    """Pipeline communication seconds per micro-batch on the stage the step prices under DeepSpeed's PipelineEngine,
+    a middle rank at pp > 2 (at pp 2, with no middle rank, rank 0; the end ranks less :func:`deepspeed_pipe_edges`):
+
+        t_pp = 2 n_x p2p + G [tp > 1] t_allgather_tp(b s h eb),   n_x = min(pp - 1, 2)  (pp_exchanges)
+        G = 3 at pp > 2 (a middle rank's), 2 at pp = 2 (rank 0's)
 
     DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py, v0.5.0-v0.6.5) gives every stage, per
     micro-batch, a forward step that opens with RecvActivation then SendGrad (with the stage before) and a
-    backward step that opens with SendActivation then RecvGrad (with the stage after). p2p.send/recv are
+    backward step that opens with SendActivation then RecvGrad (with the stage after); the first stage has no stage
+    before, the last none after (``_valid_stage``). p2p.send/recv are
     blocking broadcasts in a 2-rank group (deepspeed/runtime/pipe/p2p.py), so the activation and the gradient of
     one exchange follow each other instead of sharing the link both ways as Megatron's batched
     send_forward_recv_backward does: 4 send/recvs per micro-batch on a middle stage, against Megatron's 2; 2 at
@@ -1867,10 +1883,34 @@ def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) ->
     partitioned over the TP group (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = model-parallel,
     since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as legacy Megatron-LM's scatter/gather) and rebuilt with
     PartitionedTensor.full(), an all-gather over TP of the whole b s h activation: the received input before
-    the forward, the stage's own output and the received gradient before the backward (3 per micro-batch).
-    A step-by-step simulation of the schedule with blocking exchanges (tests/test_deepspeed_pipeline.py) gives a
-    steady state of t_f + t_b + 4 p2p per micro-batch (2 p2p at pp = 2); DeepSpeed has no interleaved schedule."""
-    return np.asarray(2.0 * pp_exchanges(g) * p2p + np.where(g.tp > 1, 3.0 * gather, 0.0))
+    the forward (not on the first stage), the stage's own output and the received gradient before the backward (not
+    on the last stage): 3 per micro-batch on a middle rank, 2 on the first, 1 on the last
+    (:data:`DEEPSPEED_GATHERS_MIDDLE`). A step-by-step simulation of the schedule with blocking exchanges
+    (tests/test_deepspeed_pipeline.py) gives a steady state of t_f + t_b + 4 p2p per micro-batch (2 p2p at pp = 2);
+    DeepSpeed has no interleaved schedule."""
+    gathers = np.where(g.pp > 2, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_FIRST)
+    return np.asarray(2.0 * pp_exchanges(g) * p2p + np.where(g.tp > 1, gathers * gather, 0.0))
+
+
+def deepspeed_pipe_edges(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first rank's, last rank's) seconds per micro-batch of :func:`deepspeed_pipe_comm`'s priced stage that the
+    PipelineEngine's end rank does not run (``mp['pp_edge_first']``, ``mp['pp_edge']``, taken off by
+    step._end_rank): at pp > 2 a middle rank's second boundary, 2 p2p (the shard one way and its gradient back), and
+    its TP all-gathers beyond the end rank's own (:data:`DEEPSPEED_GATHERS_FIRST` etc.): the first rank gathers no
+    received input (1 fewer), the last no output and no gradient (2 fewer). At pp = 2 the priced stage is rank 0's:
+    the first rank 0, the last 1 gather. Per micro-batch, a TP shard s = b s h eb / tp and a gather of b s h eb:
+
+        first   2 p2p (send s, receive s)   + 2 gathers    = priced - [pp > 2] 2 p2p - (G - 2) gathers
+        middle  4 p2p (2 sends, 2 receives) + 3 gathers
+        last    2 p2p (receive s, send s)   + 1 gather     = priced - [pp > 2] 2 p2p - (G - 1) gathers
+
+    tests/test_pipeline_exchanges.py (dsend38) counts them per rank by a step-by-step simulation of the schedule."""
+    gathers = np.where(g.pp > 2, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_FIRST)
+    ag = np.where(g.tp > 1, gather, 0.0)
+    second = np.maximum(pp_exchanges(g) - 1.0, 0.0) * 2.0 * p2p
+    on = g.pp > 1
+    return (np.asarray(np.where(on, second + (gathers - DEEPSPEED_GATHERS_FIRST) * ag, 0.0)),
+            np.asarray(np.where(on, second + (gathers - DEEPSPEED_GATHERS_LAST) * ag, 0.0)))
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray, op: str = "sendrecv") -> np.ndarray:

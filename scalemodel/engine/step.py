@@ -443,7 +443,7 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
             out.append((sp.on, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
         else:
-            fb = [_stage_forward_backward(x, end=k in (0, p - 1)) for k, x in enumerate(stages)]
+            fb = [_stage_forward_backward(x, end=k in (0, p - 1), first=k == 0) for k, x in enumerate(stages)]
             if same:
                 mid_fb = fb[1] if p >= 3 else fb[0]
                 out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
@@ -690,7 +690,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     for sp, ranks in rank_stages:
         # a hybrid pattern's ranks (its '|' segments, or the split by count where a rank's kinds are its own): each
         # rank on its own kinds (_part_job), the pace the busiest rank's
-        last_s, other_s = _end_rank(ranks[-1]), _busiest([_end_rank(ranks[0])] + ranks[1:-1])
+        last_s, other_s = _end_rank(ranks[-1]), _busiest([_end_rank(ranks[0], first=True)] + ranks[1:-1])
         sel = _where_stage(other_s.time > last_s.time, other_s, last_s)
         if not comp:  # own: the mean layer's stage not priced, its parts stand in as zeros
             comp, mp = dict.fromkeys(sel.busy, zero), dict.fromkeys(sel.mp, zero)
@@ -844,7 +844,7 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     sp_ag = np.asarray(g.sequence_parallel, dtype=bool) & ~np.asarray(_no_tp_comm(job, g), dtype=bool)
     ag = np.where(sp_ag, coll.get("tp_ag", 0.0), 0.0)
     drain = pipeline.deferred_wgrad_drain(share * m * uses, gemm, ag)
-    _, b_first = _stage_forward_backward(stage(first[0], False, None, first[1], True), end=True)
+    _, b_first = _stage_forward_backward(stage(first[0], False, None, first[1], True), end=True, first=True)
     _, b_mid = _stage_forward_backward(stage(other[0], False, None, other[1]))
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
@@ -1555,10 +1555,12 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
 
 
-def _end_rank(stage: _Stage) -> _Stage:
-    """The pipeline's first or last rank of a non-interleaved schedule, which exchanges on one boundary only:
-    ``stage`` (priced with a middle rank's two, model_parallel_comm.pp_exchanges) less the second boundary's exchange
-    (``mp['pp_edge']``; 0 at pp 2, interleaved and GPipe / ZB-H1), off its time and its pipeline traffic alike, so the
+def _end_rank(stage: _Stage, first: bool = False) -> _Stage:
+    """The pipeline's last (``first``: first) rank of a non-interleaved schedule, which exchanges on one boundary only:
+    ``stage`` (priced with a middle rank's two, model_parallel_comm.pp_exchanges) less what a middle rank runs that
+    this end rank does not (``mp['pp_edge']``, ``mp['pp_edge_first']``: the second boundary's exchange, 0 at pp 2,
+    interleaved and GPipe / ZB-H1; under DeepSpeed's PipelineEngine also the TP all-gathers the end rank skips,
+    model_parallel_comm.deepspeed_pipe_edges, at pp 2 too), off its time and its pipeline traffic alike, so the
     parts still add up to the time. Megatron-Core's 1F1B: the end rank's calls toward no neighbour move nothing
     (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/pipeline_parallel/p2p_communication.py lines 536-600), and an end
     rank that paces the pipeline adds f + b + one exchange a micro-batch (tests/test_pipeline_exchanges.py's
@@ -1566,18 +1568,19 @@ def _end_rank(stage: _Stage) -> _Stage:
     pipeline formulas' paths (:func:`_stage_forward_backward`) and the busiest rank's t_mb (:func:`_evaluate`) both
     take it, so the bubble, (pipelined time - m t_mb) / t_mb, counts the end rank's exchanges as m t_mb does (prop37:
     t_mb kept the two, the paths one, and the bubble clipped at 0 by m pp_edge; docs/model.md#bubble)."""
-    edge = stage.mp.get("pp_edge")
+    edge = stage.mp.get("pp_edge_first" if first else "pp_edge")
     if edge is None or not np.any(edge):
         return stage
     return stage._replace(time=np.asarray(stage.time - edge),
-                          mp=dict(stage.mp, pp=np.asarray(stage.mp["pp"] - edge), pp_edge=np.zeros(1)))
+                          mp=dict(stage.mp, pp=np.asarray(stage.mp["pp"] - edge), pp_edge=np.zeros(1),
+                                  pp_edge_first=np.zeros(1)))
 
 
-def _stage_forward_backward(stage: _Stage, end: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _stage_forward_backward(stage: _Stage, end: bool = False, first: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """One micro-batch's (forward, backward) seconds on a pipeline rank: its time split in the proportion
-    of the rank's forward and backward (+ recompute) compute. ``end``: the pipeline's first or last rank of a
-    non-interleaved schedule, which exchanges on one boundary only (:func:`_end_rank`)."""
-    total, comp = (_end_rank(stage) if end else stage).time, stage.compute
+    of the rank's forward and backward (+ recompute) compute. ``end``: the pipeline's last rank (with ``first``, its
+    first) of a non-interleaved schedule, which exchanges on one boundary only (:func:`_end_rank`)."""
+    total, comp = (_end_rank(stage, first) if end else stage).time, stage.compute
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
     return total * share, total * (1.0 - share)
@@ -1598,7 +1601,7 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
         total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
     else:
         last, other, first = _stage_layers(job, g)
-        ff, bf = _stage_forward_backward(stage(first, False, embedding=True), end=True)
+        ff, bf = _stage_forward_backward(stage(first, False, embedding=True), end=True, first=True)
         fm, bm = _stage_forward_backward(stage(other, False))
         fl, bl = _stage_forward_backward(stage(last, True), end=True)
         total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
