@@ -1689,8 +1689,11 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
         why.append(f"hardware missing: the catalog holds no {hw.get('gpu')}"
                    + (f" ({MISSING_HARDWARE_WHY[variant]})" if variant in MISSING_HARDWARE_WHY else ""))
-    if not isinstance(par.get("tp", 1), int):
-        why.append("tensor-parallel degree not stated")
+    unstated = [name for key, name in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"), ("ep", "expert"))
+                if not isinstance(par.get(key, 1), int)]
+    if unstated:  # each parallel degree the case records as not stated (mcore26's table: TP, PP and EP)
+        head = ", ".join(f"{n}-" for n in unstated[:-1])
+        why.append(f"{head + ' and ' if head else ''}{unstated[-1]}-parallel degree{'s' if head else ''} not stated")
     env = case.get("environment") or {}
     vendor = ("amd" if variant.startswith("MI") else "" if variant.startswith(("TPU", "Gaudi"))
               else "nvidia")

@@ -129,3 +129,10 @@ def test_sequence_length_not_stated(vt: Any, cases: dict[str, Any]) -> None:
     case = copy.deepcopy(cases["fms24_a100_llama2_13b_fsdp_128"])
     case["model"]["seq_len"] = "not stated"
     assert vt.case_limits(case) == ["sequence length not stated"]
+
+
+def test_each_unstated_parallel_degree_is_named(vt: Any, cases: dict[str, Any]) -> None:
+    """mcore26's table states none of TP, PP, EP (the reason named TP alone); OPT states PP and DP but not TP."""
+    why = vt.case_limits(cases["mcore26_gb300_qwen3_235b_fp8mx"])
+    assert "tensor-, pipeline- and expert-parallel degrees not stated" in why
+    assert "tensor-parallel degree not stated" in vt.case_limits(cases["opt_175b_992"])
