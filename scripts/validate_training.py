@@ -1557,23 +1557,45 @@ UNEXPRESSED_MODEL_TYPES = {
                     "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
 }
 #: Offload mechanisms a case states (``parallelism.offload``, Megatron-Core names, read outside parentheses) that the
-#: model does not price (marker -> why): only whole-layer activation offload is priced (StrategySpec.offload_layers,
-#: Megatron-Core cpu_offloading_num_layers, docs/model.md#offload). Megatron-LM 9c5258f109:
+#: model does not price (marker -> why). Priced: whole-layer activation offload (StrategySpec.offload_layers,
+#: Megatron-Core cpu_offloading_num_layers, docs/model.md#offload), MaxText's named tensors (offload_tensors) and a
+#: CPU-stepped Adam with or without parameter offload (offload_states, docs/model.md#state-offload; the validator
+#: sets it for no row: none records one). Megatron-LM 9c5258f109:
 #: megatron/core/transformer/transformer_config.py ``fine_grained_activation_offloading`` / ``offload_modules`` (chosen
 #: sub-layer activations to host), ``moe_paged_stash_buffer_size_factor_cpu`` ("Scale factor for paged stash host
 #: buffer. 0 disables host buffer."), megatron/core/optimizer/optimizer_config.py ``offload_optimizer_states`` ("offload
 #: optimizer states to CPU after each optimizer step and reload them before the next optimizer step").
 UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
-    ("fine_grained_activation_offloading", "fine-grained activation offload of sub-layer modules to host memory "
-     "(offload_modules); the model prices whole-layer offload only"),
-    ("offload_optimizer_states", "optimizer states offloaded to host between steps"),
+    ("fine_grained_activation_offloading", "Megatron-Core fine-grained activation offload of the named sub-layer "
+     "modules (offload_modules) to host memory; the model prices whole-layer activation offload (offload_layers, "
+     "cpu_offloading_num_layers) and MaxText's named tensors (offload_tensors), not a Megatron layer's modules"),
+    # Megatron-Core's optimizer-state offload (megatron/core/optimizer/cpu_offloading OptimizerStateOffloader, read
+    # in the code index, commit not pinned): TE FusedAdam's exp_avg / exp_avg_sq and the master weights are copied to
+    # the host on a D2H stream after each step and back on an H2D stream before the next (offload / reload /
+    # sync_before_step); Adam itself stays on the GPU. The model's offload_states prices a CPU-stepped optimizer
+    # (DeepSpeed offload_optimizer, FSDP CPUOffload) and refuses Megatron-Core's DDP (StrategySpec.
+    # _check_offload_states). Under FSDP's parameter offload the marker names FSDP's own CPU step (offload_params).
+    ("offload_optimizer_states", "Megatron-Core offload_optimizer_states: the distributed optimizer states (Adam "
+     "moments, master weights) copied to the host after each step and back before the next (OptimizerStateOffloader; "
+     "Adam on the GPU); the model's offload_states prices a CPU-stepped optimizer (DeepSpeed, PyTorch FSDP), not "
+     "these copies"),
     # PyTorch FSDP CPUOffload(offload_params=True) (torch/distributed/fsdp: the sharded parameters live on the CPU, are
     # copied to the GPU before each all-gather, their gradients copied back, the optimizer steps on the CPU);
-    # DeepSpeed's ``offload_param`` is the same kind, recorded under this name (data29's fsdpaws22 row)
-    ("offload_params", "parameter shards held in host memory and copied to the GPU for every all-gather (FSDP / "
-     "ZeRO parameter offload); the model prices whole-layer activation offload only"),
+    # DeepSpeed's ``offload_param`` is the same kind, recorded under this name (data29's fsdpaws22 row). Priced since
+    # offload35 as offload_states optimizer+params (docs/model.md#state-offload) for an Adam step at DeepSpeedCPUAdam's
+    # measured rate only; the one recorded row steps SGD on the host ('All experiments were run with fp16, including
+    # SGD optimizer', its precision text), whose host rate nothing here measures.
+    ("offload_params", "parameter shards held in host memory and the optimizer stepped on the CPU (PyTorch FSDP "
+     "CPUOffload(offload_params=True)): priced as offload_states optimizer+params for an Adam step at "
+     "DeepSpeedCPUAdam's measured rate (docs/model.md#state-offload); the recorded run steps SGD on the host "
+     "('including SGD optimizer'), whose CPU rate is not measured"),
+    # the same run's torch.autograd.graph.save_on_cpu around each checkpoint_wrapper'd layer: the layer's input (its
+    # 'outer activations') goes to the host under full recompute; offload_layers offloads un-recomputed layers
+    ("outer activations", "each checkpointed layer's input offloaded to host memory under full recompute "
+     "(save_on_cpu around checkpoint_wrapper); offload_layers prices whole-layer offload without recompute or pipeline "
+     "stages (step.py OFFLOAD_INVALID)"),
     ("moe_paged_stash_buffer_size_factor_cpu", "paged-stash host buffer (routed experts' saved activations partly in "
-     "host memory); the model prices whole-layer offload only"),
+     "host memory); the model prices whole-layer activation offload and MaxText's named tensors, no paged stash"),
     # MaxText: remat_policy custom with tensors set to 'offload', or qkv_proj_offloaded (jax
     # save_and_offload_only_these_names with offload_dst pinned_host; MaxText/layers/models.py at tpu-recipes-v0.1.2,
     # src/MaxText/layers/decoders.py at 92e59fdf5). The named-tensor offload itself is priced (StrategySpec
@@ -1667,8 +1689,11 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
         why.append(f"hardware missing: the catalog holds no {hw.get('gpu')}"
                    + (f" ({MISSING_HARDWARE_WHY[variant]})" if variant in MISSING_HARDWARE_WHY else ""))
-    if not isinstance(par.get("tp", 1), int):
-        why.append("tensor-parallel degree not stated")
+    unstated = [name for key, name in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"), ("ep", "expert"))
+                if not isinstance(par.get(key, 1), int)]
+    if unstated:  # each parallel degree the case records as not stated (mcore26's table: TP, PP and EP)
+        head = ", ".join(f"{n}-" for n in unstated[:-1])
+        why.append(f"{head + ' and ' if head else ''}{unstated[-1]}-parallel degree{'s' if head else ''} not stated")
     env = case.get("environment") or {}
     vendor = ("amd" if variant.startswith("MI") else "" if variant.startswith(("TPU", "Gaudi"))
               else "nvidia")
@@ -1684,7 +1709,8 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
                    "forward again; the model prices core_attn, mla_up_proj and moe_act)")
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
     offload = re.sub(r"\([^)]*\)", "", str(par.get("offload", ""))).lower()  # the names, not the evidence
-    why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload]
+    why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload
+            and not (marker == "offload_optimizer_states" and "offload_params" in offload)]  # FSDP's own CPU step
     multislice = (par.get("dcn_dp", 1) > 1 and (variant in MULTISLICE_CLUSTER or fabric_cluster(case) is not None)
                   and par.get("pod_dp", 1) == 1)
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
@@ -1705,6 +1731,8 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         why.append("interleaved schedule with the virtual stages (and micro-batch count) not stated")
     if (m.get("moe") or {}).get("max_nodes_per_token") and "dualpipe" in sched:
         why.append("node-limited expert routing (at most 4 nodes per token)")
+    if not isinstance(m.get("seq_len"), int):
+        why.append("sequence length not stated")
     gb = par.get("global_batch_seqs", par.get("derived_global_batch_seqs"))
     if not isinstance(gb, int):
         why.append(f"global batch not one number ({gb}): the batch the throughput was measured at is not stated"
