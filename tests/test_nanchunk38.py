@@ -11,7 +11,9 @@ docs/model.md#nan-check), worked out by hand on one model at pp 2:
 * rank 0's bucketed chunk is counted by bucket_count's documented bound big + ceil(S / e) (computed here from the
   tensor list, not by the engine), with Megatron-Core's own fill beside it (the bound is at or above it);
 * a tied embedding at pp > 1 under the distributed optimizer is a ``shared_embedding`` parameter that closes a
-  bucket of its own (param_and_grad_buffer.py L575-608): one more bucket on the last rank.
+  bucket of its own (param_and_grad_buffer.py L575-608): one more bucket on the last rank;
+* the loss function's check (strategy check_for_nan_in_loss, pretrain_gpt.py loss_func at core_v0.13.1 L248-264):
+  two reads of the same price a micro-batch, m a step, in the host part.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import math
 import pytest
 from grid_helpers import HBM, one
 
-from scalemodel.engine import dp_comm
+from scalemodel.engine import dp_comm, planner
 from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
+from scalemodel.specs.frameworks import read_strategy_file
 from scalemodel.specs.workload import TransformerWorkload
 
 # 8 layers, h = 1024, 8 heads of 128 (MHA), ungated f = 4096, 32,000-token embedding, no biases
@@ -138,3 +142,42 @@ def test_in_the_optimizer_part(h100) -> None:  # type: ignore[no-untyped-def]
                              16, job)
     diff = one(dp_comm._optimizer_time(job, on, "bsp", 4, 1)) - one(dp_comm._optimizer_time(job, off, "bsp", 4, 1))
     assert diff == pytest.approx(sum(RANK1) * 4 / HBM + read_s(2))
+
+
+# ---- the loss function's per-micro-batch NaN check (strategy check_for_nan_in_loss)
+
+def test_loss_check_by_hand(h100) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM pretrain_gpt.py loss_func (core_v0.13.1 L248-264): validate_result on the loss with torch.isnan,
+    then torch.isinf, each a blocking read: 2 x (6 + 5) us a micro-batch on the last stage, m = 32 / (8 x 2) = 2
+    micro-batches a step, in the host part; the step grows by exactly that (nothing hides a drained GPU)."""
+    job = build_job(h100, model(False), TrainingSpec(grad_bytes_per_param=4))
+    m = 32 / (8 * 2)
+    by_hand = m * READS * (ROUND_TRIP_US + LAUNCH_US) * 1e-6
+    assert by_hand == pytest.approx(44e-6)
+    st = dict(dp=8, pp=2, megatron_ddp=True, zero="1", schedule="interleaved:2")
+    tr = TrainingSpec(global_batch=32, micro_batch=2, precision="bf16", grad_bytes_per_param=4)
+    on = grid_from_strategy(StrategySpec(check_for_nan_in_loss=True, **st), tr, 16, job)
+    off = grid_from_strategy(StrategySpec(**st), tr, 16, job)
+    assert one(dp_comm.nan_loss_check_time(on, m)) == pytest.approx(by_hand)
+    assert one(dp_comm.nan_loss_check_time(off, m)) == 0.0
+    a, b = evaluate(job, on), evaluate(job, off)
+    assert one(a.step_time) - one(b.step_time) == pytest.approx(by_hand, rel=1e-6)
+    assert one(a.breakdown["host"]) - one(b.breakdown["host"]) == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_loss_check_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One Megatron-LM argument drives both checks: on by default, off with --no-check-for-nan-in-loss-and-grad,
+    off under --fp16 with dynamic loss scaling (arguments.py L1196-1203 at d98e8a64dd)."""
+    f = tmp_path / "launch.sh"
+    f.write_text("--tensor-model-parallel-size 2 --bf16\n")
+    read = read_strategy_file(str(f))
+    assert read.strategy.get("check_for_nan_in_loss") is True
+    assert read.is_default("strategy", "check_for_nan_in_loss")
+    f.write_text("--tensor-model-parallel-size 2 --bf16 --no-check-for-nan-in-loss-and-grad\n")
+    assert read_strategy_file(str(f)).strategy.get("check_for_nan_in_loss") is False
+    f.write_text("--tensor-model-parallel-size 2 --fp16\n")
+    assert "check_for_nan_in_loss" not in read_strategy_file(str(f)).strategy
+
+
+def test_loss_check_pinned_by_the_planner() -> None:
+    assert "check_for_nan_in_loss" in planner.PIN_FIXED

@@ -189,6 +189,38 @@ def nan_check_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = No
                       dtype=float)
 
 
+#: Host reads per micro-batch of the loss function's NaN check (strategy check_for_nan_in_loss): Megatron-LM's
+#: pretrain_gpt.py ``loss_func`` calls ``rerun_state_machine.validate_result`` on the micro-batch's loss twice,
+#: ``rejection_func=torch.isnan`` then ``torch.isinf`` (NVIDIA/Megatron-LM core_v0.13.1 pretrain_gpt.py L248-264,
+#: 9c5258f109 L320-334, d98e8a64dd L263-277), each a Python truth test of a CUDA tensor with reruns disabled
+#: (rerun_state_machine.py L520 at 9c5258f109). At f2e5db402c (L136-142) one, ``assert not loss[0].isnan()``; priced
+#: at two there too, as :data:`NAN_CHECK_HOST_READS` is (docs/model.md#nan-check says by how much).
+NAN_LOSS_HOST_READS = 2.0
+
+
+def nan_loss_check_time(g: StrategyGrid, m: Any) -> np.ndarray:
+    """Seconds per step of the loss function's per-micro-batch NaN check (strategy ``check_for_nan_in_loss``), 0
+    where off (docs/model.md#nan-check):
+
+        T = m x 2 x (SYNC_ROUND_TRIP_US + CALL_COST_US['launch'] low) x 1e-6          m micro-batches a step
+
+    Megatron-Core's schedules call the loss function once a micro-batch on the last pipeline stage (its last model
+    chunk when interleaved), between the micro-batch's forward and its backward; each read (:data:`NAN_LOSS_HOST_READS`)
+    blocks the host until the loss is computed, i.e. until the GPU has run everything queued (the output layer, the
+    cross-entropy), and the GPU, drained, idles for the round trip and until the host's next launch (the isinf, then
+    the backward's first kernel): the same price a read as :func:`nan_check_time`'s, no new constant. The host is
+    ahead at that point on every priced row (the output layer's GEMMs and the cross-entropy are device work the host
+    issued in microseconds), so the drain is not in any host term: dense layers' host time is priced 0 and the MoE
+    host wait's intervals count the dispatcher's synchronisations, not this one (docs/model.md#host-refill). A lower
+    bound: the Python between the reads and the backward (the reporting loss's clone and cat, the schedule's return)
+    is left out. On the last stage's critical path in every schedule; no collective, no replicas locked together."""
+    on = np.asarray(g.check_for_nan_in_loss, dtype=bool)
+    if not np.any(on):
+        return np.zeros(1)
+    one = NAN_LOSS_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
+    return np.asarray(np.where(on, np.asarray(m, dtype=float) * one, 0.0), dtype=float)
+
+
 #: Bytes per parameter per step of nanotron's passes over its whole fp32 gradient buffer outside the optimizer:
 #: ``clip_grad_norm`` reads every gradient once for its per-parameter norms (``torch.linalg.vector_norm`` of each
 #: ``grad_accumulator.get_grad_buffer(name)``) and scales each in place (``.mul_``: read and write), 4 + 4 + 4, over
