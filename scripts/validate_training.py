@@ -57,6 +57,9 @@ Two case files (issue 5 and issue 13):
       nemo2502, nemo2504; MLPerf v5.0 NVIDIA 405B, mlpt50; a row's ``framework.check_for_nan_in_grad`` over its
       source's: mlpt51's Cisco and Nebius 405B rows, GigaComputing's MI355X, mcrec26's recipes without
       no_check_for_nan_in_loss_and_grad) -> strategy check_for_nan_in_grad.
+    - sources whose loss function is Megatron-LM's pretrain_gpt.py loss_func, which tests each micro-batch's loss on
+      the host under the same argument (:data:`NAN_LOSS_SOURCES`: mlm24, mcrec26) -> strategy check_for_nan_in_loss
+      where the row's check_for_nan_in_grad is on.
     - sources whose framework all-reduces each micro-batch's loss over the data-parallel group, blocking
       (:data:`LOSS_DP_ALLREDUCE`: NeMo 1 and NeMo 2 before 58f6689700: dgxc25, dgxc2504, dgxc2505, mlpt31, mlpt40,
       mlpt41, mlpt50, nemo2407, nemo2502, nemo2504; Megatron-LM before 3806ec2754: mlm24; Primus' own Megatron
@@ -590,6 +593,7 @@ SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "megatron_bridge_perf": _ON,
     "loss_dp_allreduce": _ON,
     "check_for_nan_in_grad": _ON,
+    "check_for_nan_in_loss": _ON,
 }
 
 
@@ -1206,6 +1210,11 @@ LOSS_DP_ALLREDUCE = sources_with("loss_dp_allreduce")
 #: MLPerf implementations that set it; strategy check_for_nan_in_grad, docs/model.md#nan-check; sources.yaml
 #: ``check_for_nan_in_grad``); a row's ``framework.check_for_nan_in_grad`` wins.
 NAN_CHECK_SOURCES = sources_with("check_for_nan_in_grad")
+#: Sources whose loss function is Megatron-LM's pretrain_gpt.py loss_func, which tests each micro-batch's loss for NaN /
+#: Inf on the host under ``check_for_nan_in_loss_and_grad``, the argument that also sets the DDP's gradient check
+#: (strategy check_for_nan_in_loss, docs/model.md#nan-check; sources.yaml ``check_for_nan_in_loss``): on where the
+#: row's check_for_nan_in_grad is.
+NAN_LOSS_SOURCES = sources_with("check_for_nan_in_loss")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).
 BUCKET_128MI_SOURCES = sources_with("bucket_128mi")
@@ -1963,6 +1972,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     flex = setting(case, "moe_flex_backend")  # the flex dispatcher's backend, None: the alltoall dispatcher
     p2p_overlap = (src in OVERLAP_P2P_SOURCES and schedule != "1f1b" and pp > 1
                    and setting(case, "comm_overlap_config", True))
+    nan_grad = bool(setting(case, "check_for_nan_in_grad", src in NAN_CHECK_SOURCES))
     for rec in options:
         st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=setting(case, "etp"), dp=dp, zero=zero,
                           shard_group=shard_group, recompute=rec, sequence_parallel=seqpar, schedule=schedule,
@@ -2005,8 +2015,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           # the lag only where the overlap is on (the field qualifies it; alone it is warned)
                           overlap_p2p_send_wait=not (p2p_overlap and src in OVERLAP_P2P_SEND_LAGGED),
                           loss_dp_allreduce=bool(setting(case, "loss_dp_allreduce", src in LOSS_DP_ALLREDUCE)),
-                          check_for_nan_in_grad=bool(setting(case, "check_for_nan_in_grad",
-                                                             src in NAN_CHECK_SOURCES)),
+                          check_for_nan_in_grad=nan_grad,
+                          check_for_nan_in_loss=nan_grad and src in NAN_LOSS_SOURCES,
                           **defer_wgrad_options(case),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),

@@ -63,7 +63,8 @@ def test_megatron_launch_script() -> None:
     assert sf.strategy == {"tp": 8, "pp": 8, "sequence_parallel": True, "zero": "1", "overlap": True,
                            "recompute": "selective", "schedule": "interleaved:4", "megatron_ddp": True,
                            "overlap_p2p_comm": True,  # Megatron-LM's default with virtual stages (4eeff55d1f)
-                           "check_for_nan_in_grad": True}  # Megatron-LM's default (nancheck37)
+                           "check_for_nan_in_grad": True,  # Megatron-LM's default (nancheck37)
+                           "check_for_nan_in_loss": True}  # the same argument's loss check (nanchunk38)
     assert any("--num-layers" in u for u in sf.unused)  # model flags are named, not used
 
 
@@ -82,7 +83,8 @@ def test_megatron_shell_variables_are_named(tmp_path: Path) -> None:
     notices.clear()
     sf = read_strategy_file(f)
     # issue 13: Megatron DDP, no overlap flag; nancheck37: its gradient NaN check, Megatron-LM's default
-    assert sf.strategy == {"pp": 2, "megatron_ddp": True, "overlap": False, "check_for_nan_in_grad": True}
+    assert sf.strategy == {"pp": 2, "megatron_ddp": True, "overlap": False, "check_for_nan_in_grad": True,
+                           "check_for_nan_in_loss": True}
     assert any("$TP" in u for u in sf.unused)
 
 
@@ -140,7 +142,8 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
       "selective", "--overlap", "--micro-batch", "1", "--global-batch", "1536", "--seq-len", "2048", "--precision",
       "bf16", "--set", "training.grad_bytes_per_param=4", "--set", "strategy.megatron_ddp=true",
       "--set", "strategy.overlap_p2p_comm=true",  # Megatron-LM's default with virtual stages
-      "--set", "strategy.check_for_nan_in_grad=true"]),  # Megatron-LM's default (nancheck37)
+      "--set", "strategy.check_for_nan_in_grad=true",  # Megatron-LM's default (nancheck37)
+      "--set", "strategy.check_for_nan_in_loss=true"]),  # the same argument's loss check (nanchunk38)
     ("llama3-8b", "64", "ds_zero3_offload.json",
      ["--zero", "3", "--overlap", "--micro-batch", "4", "--global-batch", str(4 * 8 * 64), "--precision", "bf16",
       "--set", "strategy.bucket_size=1e9", "--set", "strategy.offload_states=optimizer"]),
@@ -225,10 +228,12 @@ def test_megatron_virtual_stage_spellings(tmp_path: Path) -> None:
     f.write_text("--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 3\n")
     # issue 13: Megatron DDP, no --overlap-grad-reduce; overlap_p2p_comm: Megatron-LM's default when interleaved
     assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:3", "megatron_ddp": True,
-                                              "overlap": False, "overlap_p2p_comm": True, "check_for_nan_in_grad": True}
+                                              "overlap": False, "overlap_p2p_comm": True, "check_for_nan_in_grad": True,
+                                              "check_for_nan_in_loss": True}
     f.write_text("--pipeline-model-parallel-size=4 --virtual-pipeline-model-parallel-size=2\n")
     assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:2", "megatron_ddp": True,
-                                              "overlap": False, "overlap_p2p_comm": True, "check_for_nan_in_grad": True}
+                                              "overlap": False, "overlap_p2p_comm": True, "check_for_nan_in_grad": True,
+                                              "check_for_nan_in_loss": True}
 
 
 def test_megatron_tp_pp_dp_mapping_is_the_rank_order(tmp_path: Path) -> None:
@@ -240,7 +245,8 @@ def test_megatron_tp_pp_dp_mapping_is_the_rank_order(tmp_path: Path) -> None:
     sf = read_strategy_file(f)
     # issue 13: Megatron DDP, no overlap flag
     assert sf.strategy == {"pp": 4, "layout": "tp-cp-pp-dp", "megatron_ddp": True, "overlap": False,
-                           "check_for_nan_in_grad": True}  # nancheck37: Megatron-LM's default
+                           "check_for_nan_in_grad": True,  # nancheck37: Megatron-LM's default
+                           "check_for_nan_in_loss": True}  # nanchunk38: the same argument's loss check
     assert "layout=tp-cp-pp-dp" in strategy_constraints(sf, None)  # plan pins the file's order
 
 

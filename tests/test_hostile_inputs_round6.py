@@ -184,7 +184,8 @@ def test_megatron_shell_variables_are_still_warned_about(cli, tmp_path: Path) ->
     out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
     # issue 13: Megatron-Core DDP, and no --overlap-grad-reduce (Megatron's default: off); nancheck37: its NaN check on
     assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2, "megatron_ddp": True, "overlap": False,
-                                                          "check_for_nan_in_grad": True}
+                                                          "check_for_nan_in_grad": True,
+                                                          "check_for_nan_in_loss": True}
     assert sum("shell variable is not expanded" in u for u in out["inputs"]["strategy_file"]["unused"]) == 2
 
 

@@ -234,6 +234,8 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         loss_dp_allreduce=draw(st.booleans()),
         # (nancheck37) Megatron-Core DDP's per-bucket gradient NaN check (host reads, a norm over the buffer)
         check_for_nan_in_grad=draw(st.booleans()),
+        # (nanchunk38) the loss function's per-micro-batch NaN check (host reads on the last stage)
+        check_for_nan_in_loss=draw(st.booleans()),
         # (deferwgrad36) the output layer's weight-gradient GEMMs deferred to the pipeline flush, all or a few
         defer_embedding_wgrad=draw(st.booleans()), wgrad_deferral_limit=draw(st.sampled_from((0, 0, 1, 3))),
         # and those tests/test_physics.py's ``cases`` alone drew: the collective algorithm, unfused attention, partial

@@ -19,6 +19,7 @@ EQUIVALENT = ["--precision", "fp8",
               "--constraint", "tp=2,pp=2,micro_batch=1,moe_flex_dispatcher=true,moe_flex_backend=deepep",
               "--set", "strategy.zero=1", "--set", "strategy.megatron_ddp=true",
               "--set", "strategy.check_for_nan_in_grad=true",  # Megatron-LM's default (nancheck37)
+              "--set", "strategy.check_for_nan_in_loss=true",  # the same argument's loss check (nanchunk38)
               "--set", "strategy.overlap_param_gather=true",
               "--set", "strategy.ep_dispatch_sms=24", "--set", "strategy.first_stage_layers=6",
               "--set", "strategy.fp8_param_gather=true", "--set", "strategy.tp_comm_overlap=true",

@@ -60,6 +60,7 @@ def test_megatron_marks_the_defaults_it_fills(tmp_path: Path) -> None:
         "strategy.overlap": False,  # --overlap-grad-reduce store_true
         "strategy.megatron_ddp": True,  # get_model's DDP
         "strategy.check_for_nan_in_grad": True,  # --no-check-for-nan-in-loss-and-grad store_false (nancheck37)
+        "strategy.check_for_nan_in_loss": True,  # the same argument, pretrain_gpt.py's loss_func (nanchunk38)
         "training.grad_bytes_per_param": 4.0,  # --bf16: fp32 reduction
     }
     assert "d98e8a64dd" in sf.defaults["strategy.moe_allgather_dispatcher"]
@@ -76,7 +77,8 @@ def test_megatron_does_not_mark_what_the_launch_writes(tmp_path: Path) -> None:
     for key in ("moe_allgather_dispatcher", "moe_permute_fusion", "overlap"):
         assert not sf.is_default("strategy", key), key
     # no flag writes Megatron's DDP wrapper, nor its NaN check (only --no-check-for-nan-in-loss-and-grad, off)
-    assert set(sf.defaults) == {"strategy.megatron_ddp", "strategy.check_for_nan_in_grad"}
+    assert set(sf.defaults) == {"strategy.megatron_ddp", "strategy.check_for_nan_in_grad",
+                                "strategy.check_for_nan_in_loss"}
     assert "strategy.tp" not in sf.defaults and "training.micro_batch" not in sf.defaults
 
 

@@ -15,6 +15,7 @@ from tests.conftest import assert_mixtral_launch_pinned
 EQUIVALENT = ["--precision", "fp8", "--tp", "2", "--pp", "2", "--micro-batch", "1",
               "--set", "strategy.zero=1", "--set", "strategy.moe_flex_dispatcher=true",
               "--set", "strategy.check_for_nan_in_grad=true",  # Megatron-LM's default (nancheck37)
+              "--set", "strategy.check_for_nan_in_loss=true",  # the same argument's loss check (nanchunk38)
               "--set", "strategy.moe_flex_backend=deepep", "--set", "strategy.megatron_ddp=true",
               "--set", "strategy.overlap_param_gather=true",
               "--set", "strategy.ep_dispatch_sms=24", "--set", "strategy.first_stage_layers=6",

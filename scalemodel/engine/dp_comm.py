@@ -96,12 +96,74 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None, rank: 
 NAN_CHECK_HOST_READS = 2.0
 
 
+def nan_check_buckets(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
+    """Gradient buckets of pipeline rank ``rank``'s Megatron-Core DDP wrappers, one per model chunk, as the NaN
+    check visits them (:func:`nan_check_time`; docs/model.md#nan-check):
+
+        v     = virtual stages (interleaved schedule at pp > 1), else 1: one DDP, one set of buffers, per chunk
+        n_b   = [rank 0] x B(chunk 0)                       rank 0's first chunk, bucketed
+              + (v - [rank 0]) x (1 + [experts])            every other chunk: one bucket per buffer
+              + [tied, pp > 1, distributed optimizer] x ([last rank] + [rank 0, no overlap])
+
+    B(chunk 0): :func:`bucket_count` of the chunk's dense and expert buffers (layers / v of the stage, with the
+    word embedding) at Megatron-Core's bucket (:func:`megatron_bucket_elements`, or the given bucket_size; one per
+    buffer without --overlap-grad-reduce). Source: the DDP constructor sets ``bucket_size = None`` (one bucket for
+    the whole buffer) where ``pp_rank > 0`` or ``disable_bucketing`` (NVIDIA/Megatron-LM core_v0.13.1
+    megatron/core/distributed/distributed_data_parallel.py L177-189; f2e5db402c L66-74; 9c5258f109 L97-105,
+    d98e8a64dd L162-170 ``if disable_bucketing or pp_rank > 0``), and every launcher wraps chunk k > 0 with
+    ``disable_bucketing`` true: Megatron-LM's get_model (training.py L1139 at core_v0.13.1, L458 at f2e5db402c;
+    ``per_chunk_bucket_sizes`` "None if (disable or pp_rank > 0)" at d98e8a64dd L2504-2514, 9c5258f109
+    L2260-2270), NeMo 2's ``init_ddp`` (nemo/lightning/megatron_parallel.py L652 at v2.2.0,
+    ``(model_chunk_idx > 0) or overlap_param_gather_with_optimizer_step``). Each chunk's DDP builds one buffer per
+    (param dtype, grad dtype) group of its dense parameters and one for its experts (L193-293 at core_v0.13.1);
+    counted here as one dense buffer a chunk (FP8 parameters, a uint8 group of their own, are not split off) and an
+    expert buffer in every chunk of a rank that holds experts. Tied embeddings at pp > 1 with the distributed
+    optimizer: the shared weight (``shared_embedding``, set on rank 0's embedding and the last rank's output layer,
+    language_module.py L134-151) closes a bucket of its own even with ``bucket_size`` None
+    (``_does_param_require_new_bucket``, param_and_grad_buffer.py L575-608): one more bucket on the last rank, and on
+    rank 0 where its chunk is one bucket (no overlap; bucketed, :func:`bucket_count` already closes the embedding's
+    own bucket where it is at least a bucket). ``rank`` None (a workload without layers, or the stages' mean): the
+    bucketed chunk, as rank 0's."""
+    q = float(job.grad_bytes)
+    elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / q, megatron_bucket_elements(g))
+    bucket = np.where(g.overlap, elements, np.inf) * q  # no overlap: one bucket per buffer (megatron_bucket_elements)
+    pp = np.asarray(g.pp, dtype=float)
+    v = np.where((g.schedule == ScheduleKind.INTERLEAVED) & (pp > 1), np.maximum(g.virtual_stages, 1), 1
+                 ).astype(float)
+    stage = np.asarray(job.shape.layers / pp if layers is None else layers, dtype=float) if job.is_transformer \
+        else None
+    if layers is None:
+        dense, expert = _stage_params_per_gpu(job, g)
+        dense0, expert0 = dense / v, expert / v
+    else:
+        dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+        dense0, expert0 = _stage_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank)
+    dense_tensors = expert_tensors = None
+    if stage is not None:
+        comp = {"layers_per_stage": stage / v}
+        if rank is not None:
+            comp["pipeline_rank"] = np.asarray(rank, dtype=float)
+        dense_tensors, expert_tensors = param_tensors(job, g, comp)
+    first = np.ones(1, dtype=bool) if rank is None else (np.asarray(rank) == 0) | (pp <= 1)
+    bucketed = bucket_count(dense0 * q, bucket, q, dense_tensors)
+    has_experts = expert > 0
+    if job.expert_params > 0:  # the experts' own buffer (Megatron-Core's expert_parallel_buffers), its own buckets
+        bucketed = bucketed + np.where(expert0 > 0, bucket_count(expert0 * q, bucket, q, expert_tensors), 0.0)
+    whole = 1.0 + np.where(has_experts, 1.0, 0.0)  # one bucket per buffer in every other chunk
+    n_b = np.where(first, bucketed + (v - 1.0) * whole, v * whole)
+    if job.is_transformer and bool(job.shape.tied_embeddings):
+        shared = (pp > 1) & (g.zero == Zero.OPTIMIZER)
+        last = np.zeros(1, dtype=bool) if rank is None else np.asarray(rank) >= pp - 1
+        n_b = n_b + np.where(shared & (last | (first & ~np.asarray(g.overlap, dtype=bool))), 1.0, 0.0)
+    return np.asarray(n_b, dtype=float)
+
+
 def nan_check_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
     """Seconds per step of Megatron-Core DDP's gradient NaN check (strategy ``check_for_nan_in_grad`` under
     :func:`megatron_ddp_on`), 0 otherwise (docs/model.md#nan-check):
 
-        n_b   = buckets of the rank's dense + expert gradient buffers (:func:`bucket_count` at Megatron-Core's bucket,
-                :func:`megatron_bucket_elements` or the given bucket_size; one per buffer without overlap)
+        n_b   = buckets of the rank's DDP wrappers, one per model chunk (:func:`nan_check_buckets`: rank 0's first
+                chunk bucketed, every other chunk one bucket per buffer)
         t     = P_gpu g / (HBM bandwidth x memory efficiency)                        the norms' read of every bucket
               + n_b x 2 x (SYNC_ROUND_TRIP_US + CALL_COST_US['launch'] low) x 1e-6   the host reads and refills
 
@@ -121,20 +183,42 @@ def nan_check_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = No
     if not np.any(on):
         return np.zeros(1)
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
-    q = float(job.grad_bytes)
-    elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / q, megatron_bucket_elements(g))
-    bucket = np.where(g.overlap, elements, np.inf) * q  # no overlap: one bucket per buffer (megatron_bucket_elements)
-    dense_tensors = expert_tensors = None
-    if job.is_transformer:
-        comp = {"layers_per_stage": np.asarray(job.shape.layers / g.pp if layers is None else layers, dtype=float)}
-        if rank is not None:
-            comp["pipeline_rank"] = np.asarray(rank, dtype=float)
-        dense_tensors, expert_tensors = param_tensors(job, g, comp)
-    n_b = bucket_count(dense * q, bucket, q, dense_tensors)
-    if job.expert_params > 0:  # the experts' own buffer (Megatron-Core's expert_parallel_buffers), its own buckets
-        n_b = n_b + np.where(expert > 0, bucket_count(expert * q, bucket, q, expert_tensors), 0.0)
+    n_b = nan_check_buckets(job, g, layers, rank)
     reads = n_b * NAN_CHECK_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
-    return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * q) + reads, 0.0), dtype=float)
+    return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * float(job.grad_bytes)) + reads, 0.0),
+                      dtype=float)
+
+
+#: Host reads per micro-batch of the loss function's NaN check (strategy check_for_nan_in_loss): Megatron-LM's
+#: pretrain_gpt.py ``loss_func`` calls ``rerun_state_machine.validate_result`` on the micro-batch's loss twice,
+#: ``rejection_func=torch.isnan`` then ``torch.isinf`` (NVIDIA/Megatron-LM core_v0.13.1 pretrain_gpt.py L248-264,
+#: 9c5258f109 L320-334, d98e8a64dd L263-277), each a Python truth test of a CUDA tensor with reruns disabled
+#: (rerun_state_machine.py L520 at 9c5258f109). At f2e5db402c (L136-142) one, ``assert not loss[0].isnan()``; priced
+#: at two there too, as :data:`NAN_CHECK_HOST_READS` is (docs/model.md#nan-check says by how much).
+NAN_LOSS_HOST_READS = 2.0
+
+
+def nan_loss_check_time(g: StrategyGrid, m: Any) -> np.ndarray:
+    """Seconds per step of the loss function's per-micro-batch NaN check (strategy ``check_for_nan_in_loss``), 0
+    where off (docs/model.md#nan-check):
+
+        T = m x 2 x (SYNC_ROUND_TRIP_US + CALL_COST_US['launch'] low) x 1e-6          m micro-batches a step
+
+    Megatron-Core's schedules call the loss function once a micro-batch on the last pipeline stage (its last model
+    chunk when interleaved), between the micro-batch's forward and its backward; each read (:data:`NAN_LOSS_HOST_READS`)
+    blocks the host until the loss is computed, i.e. until the GPU has run everything queued (the output layer, the
+    cross-entropy), and the GPU, drained, idles for the round trip and until the host's next launch (the isinf, then
+    the backward's first kernel): the same price a read as :func:`nan_check_time`'s, no new constant. The host is
+    ahead at that point on every priced row (the output layer's GEMMs and the cross-entropy are device work the host
+    issued in microseconds), so the drain is not in any host term: dense layers' host time is priced 0 and the MoE
+    host wait's intervals count the dispatcher's synchronisations, not this one (docs/model.md#host-refill). A lower
+    bound: the Python between the reads and the backward (the reporting loss's clone and cat, the schedule's return)
+    is left out. On the last stage's critical path in every schedule; no collective, no replicas locked together."""
+    on = np.asarray(g.check_for_nan_in_loss, dtype=bool)
+    if not np.any(on):
+        return np.zeros(1)
+    one = NAN_LOSS_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
+    return np.asarray(np.where(on, np.asarray(m, dtype=float) * one, 0.0), dtype=float)
 
 
 #: Bytes per parameter per step of nanotron's passes over its whole fp32 gradient buffer outside the optimizer:

@@ -862,6 +862,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     fp4_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in NVFP4 (Megatron)
     loss_dp_allreduce: np.ndarray  # bool: a blocking all-reduce of each micro-batch's loss over DP (NeMo 1/2)
     check_for_nan_in_grad: np.ndarray  # bool: Megatron-Core DDP's per-bucket gradient-norm NaN/Inf check (host reads)
+    check_for_nan_in_loss: np.ndarray  # bool: the loss function's per-micro-batch NaN/Inf check (host reads)
     defer_embedding_wgrad: np.ndarray  # bool: the output layer's wgrad GEMMs deferred to the pipeline flush (MCore)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
@@ -972,7 +973,8 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
     "fsdp_per_param", "fsdp_defer_grad_sync", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
     "moe_permute_fusion", "megatron_ddp",
     "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather", "fp8_param_gather",
-    "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad", "defer_embedding_wgrad")
+    "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad", "check_for_nan_in_loss",
+    "defer_embedding_wgrad")
 _KERNEL_SWITCHES: tuple[str, ...] = (
     "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
     "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed")
@@ -998,7 +1000,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     moe_fp8_padding=False, moe_permute_fusion=True,
     megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
     align_param_gather=True, fp8_param_gather=False, fp4_param_gather=False, loss_dp_allreduce=False,
-    check_for_nan_in_grad=False, defer_embedding_wgrad=False, wgrad_deferral_limit=0,
+    check_for_nan_in_grad=False, check_for_nan_in_loss=False, defer_embedding_wgrad=False, wgrad_deferral_limit=0,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,

@@ -205,6 +205,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "megatron_ddp",
              "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion", "bucket_fragments",
              "fp8_param_gather", "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad",
+             "check_for_nan_in_loss",
              "defer_embedding_wgrad", "wgrad_deferral_limit", "loss_impl", "layer_impl",
              "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",

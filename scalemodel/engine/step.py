@@ -95,6 +95,7 @@ from scalemodel.engine.dp_comm import (
     host_state_bytes_per_node,
     hsdp_shard_group,
     loss_allreduce_time,
+    nan_loss_check_time,
     offloaded_optimizer,
     optimizer_stats_allreduce_time,
     train_metric_sync_time,
@@ -714,7 +715,8 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
                                                              comp_dp.get("pipeline_rank", np.zeros(1)))
     # the host's per-step gather of the training metrics' states, the device idle (docs/model.md#train-metric-sync)
-    metric_sync = train_metric_sync_time(job, g)
+    # and the loss function's per-micro-batch NaN check on the last stage, the GPU drained (docs/model.md#nan-check)
+    host_syncs = train_metric_sync_time(job, g) + nan_loss_check_time(g, m)
     # the lock-stepped GPUs' wait for the slowest of them under the clock's power-management swing
     # (docs/model.md#jitter): the compute of every micro-batch and of the bubble's
     jitter = jitter_wait(job, g, (m + bubble_mb) * comp["total"], sync)
@@ -728,7 +730,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     # flush's wait does not hold (docs/model.md#defer-embedding-wgrad), in the bubble part
     drain = _deferred_wgrad_exposed(job, g, groups, stage, m, (last_layers, rec_last), (other_layers, rec_other),
                                     (first_layers, rec_first))
-    local = (m + bubble_mb) * t_mb + drain + opt + imbalance_s + tied + sp_grads + metric_sync + jitter + loss_sync
+    local = (m + bubble_mb) * t_mb + drain + opt + imbalance_s + tied + sp_grads + host_syncs + jitter + loss_sync
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
         cross, in_group, dp_total, dp_nvls = zero, None if hier_group(g, sync) is None else zero, zero, zero
@@ -754,7 +756,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
                                         _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r))),
                                         sync, layers=n, rank=np.full(1, float(r)), traffic=traffic_r, t_mb=t_mb)
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
-            local_r = ((m + bubble_mb) * t_mb + drain + opt_r + imbalance_s + tied + sp_r + off + metric_sync + jitter
+            local_r = ((m + bubble_mb) * t_mb + drain + opt_r + imbalance_s + tied + sp_r + off + host_syncs + jitter
                        + loss_sync)
             cross_r, in_group_r, total_r, nvls_r, idle_r = _sync_comm(dp_job, g, comp_r, m, sync, groups,
                                                                       local=local_r, idle=ranks[r].host,
@@ -781,7 +783,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * (mp["tp"] + mp["amax"]) + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
-        "pp_comm": m * mp["pp"], "host": m * host + metric_sync, "offload": off, "bubble": bubble_mb * t_mb + drain,
+        "pp_comm": m * mp["pp"], "host": m * host + host_syncs, "offload": off, "bubble": bubble_mb * t_mb + drain,
         "dp_comm": np.maximum(dp_term, 0.0) + loss_sync, "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "jitter": jitter, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead

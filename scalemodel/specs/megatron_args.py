@@ -429,7 +429,7 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-r
                                             # strategy eager_bias_dropout_add
                                             "--no-bias-dropout-fusion",
                                             # store_false, dest check_for_nan_in_loss_and_grad: strategy
-                                            # check_for_nan_in_grad (_nan_check)
+                                            # check_for_nan_in_grad and check_for_nan_in_loss (_nan_check)
                                             "--no-check-for-nan-in-loss-and-grad",
                                             # not in NVIDIA/Megatron-LM's argparse (TransformerConfig
                                             # .fp8_dot_product_attention has no CLI argument: arguments.py at
@@ -1170,21 +1170,29 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
 _MEG_NAN_CHECK = (f"{_MEG_AT} megatron/training/arguments.py L2872-2874: --no-check-for-nan-in-loss-and-grad "
                   "store_false (default on), training.py L2636: DDP check_for_nan_in_grad = "
                   "args.check_for_nan_in_loss_and_grad (f2e5db402c: arguments.py L1016, training.py L450)")
+_MEG_NAN_LOSS = (f"{_MEG_AT} megatron/training/arguments.py L2872-2874: --no-check-for-nan-in-loss-and-grad "
+                 "store_false (default on); pretrain_gpt.py L263-277: loss_func validate_result(loss, torch.isnan) and "
+                 "(loss, torch.isinf) each micro-batch under args.check_for_nan_in_loss_and_grad (f2e5db402c: "
+                 "pretrain_gpt.py L136-142, assert not loss[0].isnan())")
 
 
 def _nan_check(args: dict[str, str | None], out: StrategyFile) -> None:
-    """Megatron-Core DDP's gradient NaN check (strategy ``check_for_nan_in_grad``, docs/model.md#nan-check):
-    Megatron-LM's ``check_for_nan_in_loss_and_grad`` defaults on (``--no-check-for-nan-in-loss-and-grad``,
-    store_false, arguments.py L2872-2874 at d98e8a64dd, L1016 at f2e5db402c) and get_model hands it to the DDP
-    config (training.py L2636; L450 at f2e5db402c). validate_args turns it off under --fp16 without --loss-scale
-    (dynamic loss scaling, whose NaNs are the scaler's signal: arguments.py L1196-1203 at d98e8a64dd)."""
+    """Megatron-LM's NaN checks (docs/model.md#nan-check): the DDP's per-bucket gradient check (strategy
+    ``check_for_nan_in_grad``) and the loss function's per-micro-batch check (strategy ``check_for_nan_in_loss``).
+    One argument drives both: ``check_for_nan_in_loss_and_grad`` defaults on (``--no-check-for-nan-in-loss-and-grad``,
+    store_false, arguments.py L2872-2874 at d98e8a64dd, L1016 at f2e5db402c); get_model hands it to the DDP config
+    (training.py L2636; L450 at f2e5db402c) and pretrain_gpt.py's loss_func tests the loss under it (L263-277; L136-142
+    at f2e5db402c). validate_args turns it off under --fp16 without --loss-scale (dynamic loss scaling, whose NaNs are
+    the scaler's signal: arguments.py L1196-1203 at d98e8a64dd)."""
     if "--no-check-for-nan-in-loss-and-grad" in args:
-        out.strategy["check_for_nan_in_grad"] = False
-        out.fields["check_for_nan_in_grad"] = "--no-check-for-nan-in-loss-and-grad"
+        for name in ("check_for_nan_in_grad", "check_for_nan_in_loss"):
+            out.strategy[name] = False
+            out.fields[name] = "--no-check-for-nan-in-loss-and-grad"
         return
     if "--fp16" in args and "--loss-scale" not in args:
         return
     out.default("strategy", "check_for_nan_in_grad", True, _MEG_NAN_CHECK)
+    out.default("strategy", "check_for_nan_in_loss", True, _MEG_NAN_LOSS)
 
 
 _MEG_TORCH_FSDP2 = (f"{_MEG_AT} megatron/training/training.py get_model L2484-2486 (--use-torch-fsdp2: DP = "

@@ -765,6 +765,13 @@ class StrategySpec(Spec, kw_only=True):
         "launches a bucket, once a step, in the optimizer part (docs/model.md#nan-check). Megatron-LM's "
         "--no-check-for-nan-in-loss-and-grad turns it off (default on); NeMo 2's recipes set it, Megatron-Bridge's "
         "performance scripts unset it"))] = False
+    check_for_nan_in_loss: Annotated[bool, Meta(description=(
+        "the training loss function tests each micro-batch's loss for NaN and Inf on the host on the last pipeline "
+        "stage, before its backward (Megatron-LM pretrain_gpt.py loss_func: rerun_state_machine.validate_result "
+        "with torch.isnan, then torch.isinf, a blocking device-to-host read each); priced as two host round trips "
+        "and launches a micro-batch, m a step, in the host part (docs/model.md#nan-check). Megatron-LM's "
+        "--no-check-for-nan-in-loss-and-grad turns it off (default on); NeMo 2's training loss has no such check; "
+        "Megatron-Bridge's performance scripts unset its rerun_state_machine.check_for_nan_in_loss"))] = False
     defer_embedding_wgrad: Annotated[bool, Meta(description=(
         "Megatron-Core's defer_embedding_wgrad_compute: the last pipeline stage buffers the output layer's incoming "
         "gradients and skips their weight-gradient GEMM, then runs those GEMMs (each input all-gathered over TP under "
