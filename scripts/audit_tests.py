@@ -46,6 +46,9 @@ The script only lists candidates; each must be read. Kinds (one line per finding
   ``monkeypatch.setattr("a.b.f", ...)``, ``mock.patch("a.b.f")``) and then asserts on the value of a call to that
   same name: the replacement, not the code, is what is checked.
 
+* ``broad-raises`` (testaudit38): ``pytest.raises(Exception)`` / ``BaseException`` (or a tuple holding one) with no
+  ``match=``: any crash, a TypeError of a bug included, passes it; the house contract is a named InputError.
+
 Since testaudit38 ``loose-approx`` also lists a positional ``approx(v, rel)`` / ``np.isclose(a, b, rtol)`` with
 rel >= 0.5, and an absolute tolerance (``abs`` / ``abs_tol`` / ``atol``) at least the size of a non-zero constant
 expected value (any value within it, even 0 or one of the opposite sign, passes); ``tautology`` also lists
@@ -99,6 +102,7 @@ KINDS = (
     "single-draw",
     "empty-parametrize",
     "mock-under-test",
+    "broad-raises",
 )
 # Files a script or command of this repository writes from the code (a test whose expected values come from one of
 # them compares the code with itself unless it names another source): the writer of each.
@@ -709,6 +713,11 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
             yield "empty-parametrize", test.lineno, test.name, why
         for line, why in mock_under_test(test):
             yield "mock-under-test", line, test.name, why
+        for c in (n for n in ast.walk(test) if isinstance(n, ast.Call) and _call_name(n) == "raises" and n.args):
+            caught = getattr(c.args[0], "elts", [c.args[0]])
+            if any(_call_name(e) in {"Exception", "BaseException"} for e in caught) \
+                    and not any(kw.arg == "match" for kw in c.keywords):
+                yield "broad-raises", c.lineno, test.name, ast.get_source_segment(source, c) or ""
         for stmt in (n for n in ast.walk(test) if isinstance(n, ast.stmt)):
             why = bare_compare(stmt)
             if why:

@@ -189,6 +189,13 @@ def test_replaces_a_dependency(monkeypatch):
     assert f(2) == 2  # the identity
 
 
+def test_any_crash_passes():
+    with pytest.raises(Exception):
+        f(None) + 1
+    with pytest.raises((ValueError, Exception), match="unsupported"):
+        f(None) + 1
+
+
 def test_pinned_output():
     assert f(123456789) == 987654321
     assert f(0.1) == pytest.approx(0.1234567)
@@ -242,7 +249,8 @@ def test_each_kind_is_found_on_its_line(tmp_path: Path) -> None:
 def test_the_testaudit38_kinds_are_found_on_their_lines(tmp_path: Path) -> None:
     """A positional rel of 0.5, absolute tolerances as large as the expected value, comparisons thrown away, an
     approx object asserted, the new weak forms, hypothesis strategies of one value, parametrize over nothing, a
-    replaced function asserted on, and integers pinned on the expected side with nothing that derives them."""
+    replaced function asserted on, integers pinned on the expected side with nothing that derives them, and
+    pytest.raises(Exception) with no match."""
     got = _findings(tmp_path)
     loose = "test_loose_tolerances"
     want = {
@@ -262,6 +270,7 @@ def test_the_testaudit38_kinds_are_found_on_their_lines(tmp_path: Path) -> None:
         ("mock-under-test", _line("    assert got == 6"), "test_replaces_what_it_checks"),
         ("long-literal", _line("    assert f(123456789) == 987654321"), "test_pinned_output"),
         ("long-literal", _line("    assert f(0.1) == pytest.approx(0.1234567)"), "test_pinned_output"),
+        ("broad-raises", _line("    with pytest.raises(Exception):"), "test_any_crash_passes"),
     }
     assert want <= got, sorted(want - got)
     # tight tolerances, a strategy of one value beside a wide one, a patched dependency, hand arithmetic beside its
@@ -269,6 +278,8 @@ def test_the_testaudit38_kinds_are_found_on_their_lines(tmp_path: Path) -> None:
     clean = {"test_tight_tolerances", "test_one_value_among_others", "test_replaces_a_dependency",
              "test_hand_product_beside_its_arithmetic"}
     assert not {f for f in got if f[2] in clean}, sorted(f for f in got if f[2] in clean)
+    # a broad class with match= names the error it expects: listed once, not twice
+    assert sum(1 for f in got if f[0] == "broad-raises") == 1
     # the integer 123456789 is an input (an argument of the code under test), not listed: the expected 987654321 is
     audit = script_module("audit_tests")
     details = {d for k, _, n, d in audit.audit_file(tmp_path / "test_sample.py") if n == "test_pinned_output"}
