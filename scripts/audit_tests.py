@@ -36,6 +36,28 @@ The script only lists candidates; each must be read. Kinds (one line per finding
 * ``skip-no-reason`` (testaudit37): ``@pytest.mark.skip`` / ``skipif`` / ``xfail`` without ``reason=``, or
   ``pytest.skip()`` / ``pytest.xfail()`` with no message.
 
+* ``bare-compare`` (testaudit38): a comparison, ``approx`` / ``isclose`` / ``allclose`` / ``array_equal`` call whose
+  value is thrown away (an expression statement: ``x == approx(y)`` with no ``assert``); it checks nothing.
+* ``single-draw`` (testaudit38): a hypothesis ``@given`` whose every strategy draws one value (``st.just(v)``,
+  ``sampled_from`` of a one-element literal, ``integers`` / ``floats`` with equal bounds): one example run many times.
+* ``empty-parametrize`` (testaudit38): ``@pytest.mark.parametrize`` over an empty literal (or a module name bound
+  to one): the test is collected as skipped and checks nothing.
+* ``mock-under-test`` (testaudit38): the test replaces a name (``monkeypatch.setattr(obj, "f", ...)``,
+  ``monkeypatch.setattr("a.b.f", ...)``, ``mock.patch("a.b.f")``) and then asserts on the value of a call to that
+  same name: the replacement, not the code, is what is checked.
+
+* ``broad-raises`` (testaudit38): ``pytest.raises(Exception)`` / ``BaseException`` (or a tuple holding one) with no
+  ``match=``: any crash, a TypeError of a bug included, passes it; the house contract is a named InputError.
+
+Since testaudit38 ``loose-approx`` also lists a positional ``approx(v, rel)`` / ``np.isclose(a, b, rtol)`` with
+rel >= 0.5, and an absolute tolerance (``abs`` / ``abs_tol`` / ``atol``) at least the size of a non-zero constant
+expected value (any value within it, even 0 or one of the opposite sign, passes); ``tautology`` also lists
+``assert approx(...)`` (an approx object is always true); ``weak-assert`` / ``sanity-only`` also read ``x != None``,
+``type(x) is T``, ``x != 0``, ``len(x) >= 1``, ``not isnan(x)`` and ``and`` of such; ``long-literal`` also lists an
+integer of >= ``--digits`` significant digits on the expected side of an assert (a comparison or an ``approx`` /
+``assert_*`` argument), and a comment counts as its source only when it is not a bare pragma (``# noqa``,
+``# type: ignore``, ``# pragma``).
+
 Since testaudit37 ``swallow`` also lists any handler (whatever its type) that is only ``pass`` / ``continue`` /
 ``return`` around a ``try`` body that asserts, and ``with contextlib.suppress(...)`` around an assert; ``same-oracle``
 also reads ``assert_*`` / ``isclose`` calls and ``approx`` on either side; and a helper counts as checking for
@@ -76,6 +98,11 @@ KINDS = (
     "skip-no-reason",
     "vacuous-loop",
     "exit-only",
+    "bare-compare",
+    "single-draw",
+    "empty-parametrize",
+    "mock-under-test",
+    "broad-raises",
 )
 # Files a script or command of this repository writes from the code (a test whose expected values come from one of
 # them compares the code with itself unless it names another source): the writer of each.
@@ -140,8 +167,13 @@ def _is_weak(test: ast.expr) -> bool:
         return True
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         right = test.comparators[0]
-        if isinstance(test.ops[0], ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+        if isinstance(test.ops[0], ast.IsNot | ast.NotEq) and isinstance(right, ast.Constant) and right.value is None:
             return True
+        if isinstance(test.ops[0], ast.Is | ast.Eq) and _call_name(test.left) == "type" \
+                and isinstance(test.left, ast.Call):  # type(x) is float
+            return True
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(_is_weak(v) for v in test.values)
     return False
 
 
@@ -155,6 +187,15 @@ def _is_sanity(test: ast.expr) -> bool:
         return _is_sanity(test.args[0])
     if isinstance(test, ast.BoolOp):
         return all(_is_sanity(v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+            and _call_name(test.operand) in {"isnan", "isinf"}:
+        return True  # not math.isnan(x)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq):
+        return _is_zero(test.comparators[0]) or _is_zero(test.left)  # x != 0
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.GtE) \
+            and _call_name(test.left) == "len" and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value == 1:  # len(x) >= 1
+        return True
     if isinstance(test, ast.Compare) and all(isinstance(op, ast.Gt | ast.GtE | ast.Lt | ast.LtE) for op in test.ops):
         consts = [n for n in [test.left, *test.comparators] if isinstance(n, ast.Constant)]
         return bool(consts) and all(c.value in (0, 0.0) for c in consts) and len(consts) == len(test.ops)
@@ -237,6 +278,8 @@ def tautology(test: ast.expr) -> str:
         if isinstance(op, ast.Eq | ast.Is | ast.LtE | ast.GtE) and _dump(left) == _dump(right) \
                 and not isinstance(left, ast.Constant):
             return "a value compared with itself"
+    if isinstance(test, ast.Call) and _call_name(test) == "approx":
+        return "an approx object (always true)"
     if isinstance(test, ast.Call) and _call_name(test) == "isinstance" and len(test.args) == 2:
         if isinstance(test.args[1], ast.Name) and test.args[1].id == "object":
             return "isinstance(x, object)"
@@ -351,9 +394,22 @@ def _literal_nonempty(node: ast.expr) -> bool:
 
 
 def _literal_names(body: list[ast.stmt]) -> set[str]:
-    """Names bound, in these statements, to a visibly non-empty literal (``want = {...}``, ``CASES = [...]``)."""
-    return {t.id for s in body if isinstance(s, ast.Assign) and _literal_nonempty(s.value)
-            for t in s.targets if isinstance(t, ast.Name)}
+    """Names bound, in these statements, to a visibly non-empty literal (``want = {...}``, ``CASES = [...]``,
+    ``CHECKED: dict[str, bool] = {...}``)."""
+    plain = {t.id for s in body if isinstance(s, ast.Assign) and _literal_nonempty(s.value)
+             for t in s.targets if isinstance(t, ast.Name)}
+    return plain | {s.target.id for s in body if isinstance(s, ast.AnnAssign) and s.value is not None
+                    and isinstance(s.target, ast.Name) and _literal_nonempty(s.value)}
+
+
+STATE_CHANGES = {"setattr", "delattr", "setitem", "delitem", "setenv", "delenv", "chdir", "write_text",
+                 "write_bytes", "cache_clear", "unlink", "touch", "seed"}
+
+
+def _changes_state(call: ast.Call) -> bool:
+    """A call that changes what a second call of the same function returns: monkeypatch.*, a file write, a cache
+    cleared, a random seed set."""
+    return _call_name(call) in STATE_CHANGES
 
 
 def _shown_nonempty(node: ast.expr, literal: set[str]) -> bool:
@@ -399,6 +455,219 @@ def _exit_zero(test: ast.expr) -> bool:
         and _is_zero(test.comparators[0]) and _call_name(test.left) in {"code", "returncode", "exit_code"}
 
 
+PRAGMA = re.compile(r"#\s*(noqa|type:\s*ignore|pragma|nosec|fmt:)[^#]*$")
+TOLERANT = {"approx", "isclose", "allclose", "assert_allclose"}
+COMPARE_CALLS = {"approx", "isclose", "allclose", "array_equal", "array_equiv"}
+
+
+def _number(node: ast.AST | None) -> float | None:
+    """A numeric constant, signed (``-0.5``), or None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _number(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return float(node.value)
+    return None
+
+
+def loose_tolerance(call: ast.Call) -> str:
+    """Why a tolerant comparison (``approx``, ``isclose``, ``allclose``, ``assert_allclose``) accepts almost
+    anything, or "": a relative tolerance >= 0.5 (keyword or positional), or an absolute one at least the size of a
+    non-zero constant expected value."""
+    name = _call_name(call)
+    if name not in TOLERANT:
+        return ""
+    # positional tolerances: approx(expected, rel, abs); np.isclose / allclose / assert_allclose(a, b, rtol, atol)
+    slots = ("expected", "rel", "abs") if name == "approx" else ("a", "b", "rel", "abs")
+    tol = {slots[i]: a for i, a in enumerate(call.args) if i < len(slots)}
+    for kw in call.keywords:
+        key = {"rel": "rel", "rel_tol": "rel", "rtol": "rel", "abs": "abs", "abs_tol": "abs", "atol": "abs"}.get(
+            kw.arg or "")
+        if key:
+            tol[key] = kw.value
+    rel = _number(tol.get("rel"))
+    if rel is not None and rel >= 0.5:
+        return f"rel={rel:g}"
+    absolute = _number(tol.get("abs"))
+    expected = [v for v in (_number(tol.get(k)) for k in ("expected", "a", "b")) if v is not None]
+    if absolute is not None and expected and expected[0] != 0 and absolute >= abs(expected[0]):
+        return f"abs={absolute:g} >= |{expected[0]:g}|"
+    return ""
+
+
+def bare_compare(stmt: ast.stmt) -> str:
+    """A comparison or a comparing call whose value an expression statement throws away, or ""."""
+    if not isinstance(stmt, ast.Expr):
+        return ""
+    value = stmt.value
+    if isinstance(value, ast.Compare):
+        return "a comparison with no assert"
+    if isinstance(value, ast.Call) and _call_name(value) in COMPARE_CALLS:
+        return f"{_call_name(value)}(...) with no assert"
+    return ""
+
+
+def _one_value_strategy(node: ast.expr, literal: dict[str, ast.expr]) -> bool:
+    """A hypothesis strategy that can draw only one value: just(v), sampled_from of a one-element literal (or a
+    name bound to one), integers / floats / decimals with equal constant bounds."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = _call_name(node)
+    if name == "just":
+        return True
+    if name == "sampled_from" and node.args:
+        seq = node.args[0]
+        if isinstance(seq, ast.Name) and seq.id in literal:
+            seq = literal[seq.id]
+        return isinstance(seq, ast.List | ast.Tuple | ast.Set) and len(seq.elts) == 1
+    if name in {"integers", "floats", "decimals", "fractions"}:
+        bounds = dict(zip(("min_value", "max_value"), node.args, strict=False))
+        bounds |= {kw.arg: kw.value for kw in node.keywords if kw.arg in {"min_value", "max_value"}}
+        lo, hi = _number(bounds.get("min_value")), _number(bounds.get("max_value"))
+        return lo is not None and lo == hi
+    return False
+
+
+def single_draw(test: ast.FunctionDef | ast.AsyncFunctionDef, literal: dict[str, ast.expr]) -> str:
+    """A ``@given`` whose every strategy draws one value, or ""."""
+    for dec in test.decorator_list:
+        if isinstance(dec, ast.Call) and _call_name(dec) == "given":
+            strategies = [*dec.args, *(kw.value for kw in dec.keywords)]
+            if strategies and all(_one_value_strategy(s, literal) for s in strategies):
+                return f"@given with {len(strategies)} one-value strateg{'y' if len(strategies) == 1 else 'ies'}"
+    return ""
+
+
+def empty_parametrize(test: ast.FunctionDef | ast.AsyncFunctionDef, literal: dict[str, ast.expr]) -> str:
+    """A ``parametrize`` over an empty literal (or a module name bound to one), or ""."""
+    for dec in test.decorator_list:
+        if not (isinstance(dec, ast.Call) and _call_name(dec) == "parametrize"):
+            continue
+        values = dec.args[1] if len(dec.args) > 1 else next(
+            (kw.value for kw in dec.keywords if kw.arg == "argvalues"), None)
+        if isinstance(values, ast.Name) and values.id in literal:
+            values = literal[values.id]
+        if isinstance(values, ast.List | ast.Tuple | ast.Set) and not values.elts:
+            return "parametrize over an empty list"
+    return ""
+
+
+def _patched_names(test: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """Names a test replaces, with the line: monkeypatch.setattr(obj, "f", v) / ("a.b.f", v),
+    mock.patch("a.b.f") / patch.object(obj, "f") in a decorator, a with or a call."""
+    out: dict[str, int] = {}
+    for node in [*test.decorator_list, *_own_nodes(test)]:
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+        target: ast.expr | None = None
+        if name == "setattr" and owner is not None and "monkeypatch" in _dump(owner) and node.args:
+            target = node.args[1] if len(node.args) >= 3 else node.args[0]
+        elif name == "patch" and node.args:
+            target = node.args[0]
+        elif name == "object" and _call_name(owner) == "patch" and len(node.args) >= 2:
+            target = node.args[1]
+        if isinstance(target, ast.Constant) and isinstance(target.value, str):
+            out.setdefault(target.value.rsplit(".", 1)[-1], node.lineno)
+    return out
+
+
+def mock_under_test(test: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[int, str]]:
+    """(line, detail) for each assert on the value of a call to a name the test replaced (see _patched_names)."""
+    patched = _patched_names(test)
+    if not patched:
+        return
+    own = list(_own_nodes(test))
+    from_patched: set[str] = set()  # variables bound to the value of a call to a replaced name
+    for node in own:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _call_name(node.value) in patched:
+            from_patched |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    for node in own:
+        if not isinstance(node, ast.Assert):
+            continue
+        for sub in ast.walk(node.test):
+            hit = ""
+            if isinstance(sub, ast.Call) and _call_name(sub) in patched:
+                hit = _call_name(sub)
+            elif isinstance(sub, ast.Name) and sub.id in from_patched:
+                hit = sub.id
+            if hit:
+                yield node.lineno, f"asserts on {hit}, replaced on line {patched.get(hit, 0) or min(patched.values())}"
+                break
+
+
+def _module_literals(tree: ast.Module) -> dict[str, ast.expr]:
+    """Module-level names bound to a list / tuple / set literal (parametrize and sampled_from read them)."""
+    return {t.id: s.value for s in tree.body if isinstance(s, ast.Assign)
+            and isinstance(s.value, ast.List | ast.Tuple | ast.Set) for t in s.targets if isinstance(t, ast.Name)}
+
+
+def _arithmetic_names(body: list[ast.stmt]) -> set[str]:
+    """Names bound, in these statements, to arithmetic (``by_hand = 96 * (12 * h * h + 13 * h) + ...``)."""
+    return {t.id for s in body if isinstance(s, ast.Assign) and _hand_arithmetic(s.value)
+            for t in s.targets if isinstance(t, ast.Name)}
+
+
+def _worked(node: ast.expr, arithmetic: set[str]) -> bool:
+    """Arithmetic written in the test (a BinOp, a name bound to one, a tuple of such): a hand derivation."""
+    if isinstance(node, ast.Call) and _call_name(node) in {"float", "int", "approx"} and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Tuple | ast.List):
+        return bool(node.elts) and all(_worked(e, arithmetic) for e in node.elts)
+    return _hand_arithmetic(node) or (isinstance(node, ast.Name) and node.id in arithmetic)
+
+
+def _hand_arithmetic(node: ast.AST) -> bool:
+    """A BinOp of constants and names only (``96 * (12 * h * h + 13 * h)``), not of outputs (``kept.weights -
+    base.weights``, ``f(x) * 2``)."""
+    if not isinstance(node, ast.BinOp):
+        return False
+    leaves = [n for n in ast.walk(node) if not isinstance(n, ast.BinOp | ast.UnaryOp | ast.operator | ast.unaryop
+                                                          | ast.expr_context)]
+    return all(isinstance(n, ast.Constant | ast.Name) for n in leaves)
+
+
+def _expected_side(test: ast.FunctionDef | ast.AsyncFunctionDef, arithmetic: set[str] = frozenset()) -> set[int]:  # type: ignore[assignment]
+    """ids of the integer constants on the expected side of a check (the operands of an assert's comparison, the
+    first argument of approx, the arguments of assert_* / isclose calls), less those a hand derivation stands beside:
+    an operand of the same comparison that is arithmetic (``by_hand == 174_615_846_912``, ``f == 10 * 2 * r == N``)
+    and factors of arithmetic (``1357.7e12 / 259992950784``)."""
+    arithmetic = set(arithmetic) | _arithmetic_names([s for s in _own_nodes(test) if isinstance(s, ast.stmt)])
+    out: set[int] = set()
+    beside_work: set[int] = set()  # constants of a comparison one of whose operands is arithmetic
+    for node in ast.walk(test):
+        if isinstance(node, ast.Assert):
+            for cmp in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+                if any(_worked(side, arithmetic) for side in [cmp.left, *cmp.comparators]):
+                    beside_work |= {id(sub) for sub in ast.walk(cmp) if isinstance(sub, ast.Constant)}
+    for node in ast.walk(test):
+        sides: list[ast.expr] = []
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
+            sides = [node.test.left, *node.test.comparators]
+        elif isinstance(node, ast.Call) and _call_name(node) == "approx":
+            sides = node.args[:1]
+        elif isinstance(node, ast.Call) and _call_name(node) in CHECK_CALLS:
+            sides = node.args[:2]
+        for side in sides:
+            if _worked(side, arithmetic):
+                continue
+            out |= {id(sub) for sub in _outside_calls(side) if isinstance(sub, ast.Constant)}
+    return out - beside_work
+
+
+def _outside_calls(node: ast.expr) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter the arguments of a call (``f(123456789)``: an input of the code under test,
+    not an expected value), except the wrappers of an expected value (approx, float, int, tuple, list)."""
+    todo: list[ast.AST] = [node]
+    while todo:
+        sub = todo.pop()
+        yield sub
+        if isinstance(sub, ast.Call) and _call_name(sub) not in {"approx", "float", "int", "tuple", "list"}:
+            continue
+        todo.extend(ast.iter_child_nodes(sub))
+
+
 def _tests(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
@@ -434,7 +703,25 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
                 why = _skip_without_reason(mark)
                 if why:
                     yield "skip-no-reason", top.lineno, "pytestmark", why
+    literals = _module_literals(tree)
     for test in _tests(tree):
+        why = single_draw(test, literals)
+        if why:
+            yield "single-draw", test.lineno, test.name, why
+        why = empty_parametrize(test, literals)
+        if why:
+            yield "empty-parametrize", test.lineno, test.name, why
+        for line, why in mock_under_test(test):
+            yield "mock-under-test", line, test.name, why
+        for c in (n for n in ast.walk(test) if isinstance(n, ast.Call) and _call_name(n) == "raises" and n.args):
+            caught = getattr(c.args[0], "elts", [c.args[0]])
+            if any(_call_name(e) in {"Exception", "BaseException"} for e in caught) \
+                    and not any(kw.arg == "match" for kw in c.keywords):
+                yield "broad-raises", c.lineno, test.name, ast.get_source_segment(source, c) or ""
+        for stmt in (n for n in ast.walk(test) if isinstance(n, ast.stmt)):
+            why = bare_compare(stmt)
+            if why:
+                yield "bare-compare", stmt.lineno, test.name, f"{why}: {ast.get_source_segment(source, stmt) or ''}"
         calls = {_call_name(c) for c in ast.walk(test) if isinstance(c, ast.Call)}
         args = {a.arg for a in [*test.args.args, *test.args.kwonlyargs]}
         direct = _checks_itself(test)
@@ -483,13 +770,17 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
         elif asserts and not other_checks and not (calls & checking) and all(_is_sanity(a.test) for a in asserts):
             yield "sanity-only", test.lineno, test.name, f"{len(asserts)} assert(s), all sign / finiteness"
         prose = _prose(test, lines)
+        expected_side = _expected_side(test, _arithmetic_names(tree.body))
         for node in ast.walk(test):
-            if isinstance(node, ast.Constant) and isinstance(node.value, float):
+            pinned_int = isinstance(node, ast.Constant) and isinstance(node.value, int) \
+                and not isinstance(node.value, bool) and id(node) in expected_side \
+                and node.value & (node.value - 1) != 0  # a power of two is a size written out, not an output
+            if isinstance(node, ast.Constant) and (isinstance(node.value, float) or pinned_int):
                 text = ast.get_source_segment(source, node) or ""
                 if _significant_digits(text) < digits:
                     continue
                 window = lines[max(0, node.lineno - 3) : node.lineno]
-                if any("#" in line for line in window) or _explained(text, prose):
+                if any("#" in PRAGMA.sub("", line) for line in window) or _explained(text, prose):
                     continue
                 yield "long-literal", node.lineno, test.name, text
             if isinstance(node, ast.Compare):
@@ -504,12 +795,10 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
                         r = r.args[0]
                     if _dump(r) == left and not isinstance(r, ast.Constant):
                         yield "self-compare", node.lineno, test.name, ast.get_source_segment(source, node) or ""
-            if isinstance(node, ast.Call) and _call_name(node) in {"approx", "isclose", "allclose", "assert_allclose"}:
-                for kw in node.keywords:
-                    if kw.arg in {"rel", "rel_tol", "rtol"} and isinstance(kw.value, ast.Constant):
-                        value = kw.value.value
-                        if isinstance(value, int | float) and value >= 0.5:
-                            yield "loose-approx", node.lineno, test.name, f"{kw.arg}={value}"
+            if isinstance(node, ast.Call):
+                why = loose_tolerance(node)
+                if why:
+                    yield "loose-approx", node.lineno, test.name, why
             if isinstance(node, ast.Try):
                 for handler in node.handlers:
                     names = (
@@ -532,26 +821,33 @@ def audit_file(path: Path, shared: frozenset[str] = frozenset(),
             if _dump(dec).endswith("Attribute(Name('pytest', Load()), 'mark', Load()), 'skip', Load())"):
                 yield "always-skip", test.lineno, test.name, "@pytest.mark.skip"
         assigned: dict[str, str] = {}
+        assigned_line: dict[str, int] = {}
         for node in ast.walk(test):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 if isinstance(node.value, ast.Call):
                     assigned[node.targets[0].id] = _dump(node.value)
+                    assigned_line[node.targets[0].id] = node.lineno
+        # since testaudit38: a state change between the two calls (a monkeypatched reference path, a file written,
+        # a cache cleared) makes them two different computations, not one compared with itself
+        changes = [c.lineno for c in ast.walk(test) if isinstance(c, ast.Call) and _changes_state(c)]
         compared: list[tuple[ast.AST, list[ast.expr]]] = [
             (a, [a.test.left, *a.test.comparators]) for a in asserts if isinstance(a.test, ast.Compare)]
         compared += [(c, list(c.args[:2])) for c in ast.walk(test)
                      if isinstance(c, ast.Call) and _call_name(c) in CHECK_CALLS and len(c.args) >= 2]
         for where, sides in compared:
             dumps = set()
+            at = [getattr(where, "lineno", 0)]
             for side in sides:
                 inner = side.args[0] if isinstance(side, ast.Call) and _call_name(side) == "approx" and side.args \
                     else side
                 if isinstance(inner, ast.Name) and inner.id in assigned:
                     dumps.add(assigned[inner.id])
+                    at.append(assigned_line[inner.id])
                 elif isinstance(inner, ast.Call):
                     dumps.add(_dump(inner))
                 else:
                     dumps.add(_dump(inner) + str(id(inner)))
-            if len(dumps) < len(sides):
+            if len(dumps) < len(sides) and not any(min(at) < line < max(at) for line in changes):
                 seg = ast.get_source_segment(source, where) or ""  # type: ignore[arg-type]
                 yield "same-oracle", getattr(where, "lineno", 0), test.name, seg
 
@@ -598,10 +894,10 @@ def main(argv: list[str] | None = None) -> int:
         for kind in KINDS:
             if kind in kinds:
                 hit = [f for f in findings if f[0] == kind]
-                print(f"{kind:13s} {len(hit):5d} findings in {len({(f[1], f[3]) for f in hit}):4d} tests")
+                print(f"{kind:17s} {len(hit):5d} findings in {len({(f[1], f[3]) for f in hit}):4d} tests")
         return 0
     for kind, file, line, name, detail in findings:
-        print(f"{kind:13s} {file}:{line} {name}: {detail}")
+        print(f"{kind:17s} {file}:{line} {name}: {detail}")
     return 0
 
 

@@ -145,6 +145,8 @@ def test_memory_holds_the_unsharded_stage_by_hand() -> None:
     both = memory_per_gpu(SHAPE, **kw, reshard_after_forward=False, fp8_gather=True)
     assert float(base.weights) == pytest.approx(2 * P / 8 + 2 * 2 * LAYER, rel=1e-12)
     assert float(kept.weights) == pytest.approx(2 * P / 8 + 2 * P, rel=1e-12)
+    # kept - resharded = 2 P - 2 x 2 LAYER = 2 x 99,886,080 - 4 x 16,779,264 (LAYER = 4,194,304 attention +
+    # 12,582,912 MLP + 2,048 norms) = 199,772,160 - 67,117,056 = 132,655,104 bytes
     assert float(kept.weights - base.weights) == pytest.approx(132_655_104, rel=1e-12)
     assert float(base.weights - fp8.weights) == pytest.approx(2 * (ATTN + MLP), rel=1e-12)
     assert float(kept.weights - both.weights) == pytest.approx(LINEAR, rel=1e-12)

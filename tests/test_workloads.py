@@ -111,6 +111,7 @@ def test_generic_workloads_count_forward_flops_not_macs():
     assert _load("resnet50")["flops_per_sample"] == pytest.approx(2 * 4.09e9, rel=0.01)
     assert _load("vgg16")["flops_per_sample"] == pytest.approx(2 * 15.47e9, rel=0.01)
     assert _load("inception-v3")["flops_per_sample"] == pytest.approx(2 * 5.71e9, rel=0.01)
+    # torchvision models/resnet.py ResNet50_Weights.IMAGENET1K_V1 meta "num_params": 25557032 (the YAML's source)
     assert _load("resnet50")["params"] == 25_557_032
 
 
