@@ -25,10 +25,11 @@ Two case files (issue 5 and issue 13):
   Hardware
     - cluster by accelerator (:data:`CLUSTER_FOR_ACCELERATOR`): GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 ->
       dgx-b300, B200 -> dgx-b200, H200 -> hgx-h200, H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100,
-      A100 40GB -> dgx-a100-40g, V100 -> dgx-2, TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod,
-      TPU v6e -> tpu-v6e-pod (one slice), MI300X / MI325X / MI350X / MI355X -> mi300x-8 / mi325x-8 / mi350x-8 /
-      mi355x-8, Gaudi 2 / Gaudi 3 -> gaudi2-8 / gaudi3-8. A variant the catalog does not hold (H100 96GB HBM2e at
-      500 W, a power-capped B200: :data:`MISSING_HARDWARE_WHY`) is listed, not substituted.
+      A100 40GB -> dgx-a100-40g, V100 -> dgx-2 (a V100 whose name says DGX-2H -> dgx-2h), TPU v4 -> tpu-v4-pod,
+      TPU v5p -> tpu-v5p-pod, TPU v5e -> tpu-v5e-pod, TPU v6e -> tpu-v6e-pod (one slice), MI300X / MI325X / MI350X /
+      MI355X -> mi300x-8 / mi325x-8 / mi350x-8 / mi355x-8, Gaudi 2 / Gaudi 3 -> gaudi2-8 / gaudi3-8. A variant the
+      catalog does not hold (H100 96GB HBM2e at 500 W, a power-capped B200: :data:`MISSING_HARDWARE_WHY`)
+      is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice, TPU v5e ->
       tpu-v5e-multislice, TPU v6e -> tpu-v6e-multislice) with
@@ -704,7 +705,7 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
     "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
-    "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
+    "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "V100 DGX-2H": "dgx-2h", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "TPU v6e": "tpu-v6e-pod", "MI300X": "mi300x-8",
     "MI325X": "mi325x-8", "MI355X": "mi355x-8", "MI350X": "mi350x-8",
     "Gaudi 2": "gaudi2-8", "Gaudi 3": "gaudi3-8"}
@@ -779,7 +780,8 @@ def accelerator_variant(gpu: str) -> str:
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
                        ("MI350X", "MI350X"), ("GAUDI 3", "Gaudi 3"), ("GAUDI 2", "Gaudi 2"),
                        ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"), ("TPU V6E", "TPU v6e"),
-                       ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
+                       ("TPU V4", "TPU v4"), ("DGX-2H", "V100 DGX-2H"), ("V100", "V100"), ("P100", "P100"),
+                       ("PASCAL", "P100")):
         if key in g:
             return label
     if "H100" in g:
