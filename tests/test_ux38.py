@@ -12,9 +12,11 @@ and what is allowed; a plan ranks only strategies predict accepts.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 from test_hostile_inputs import accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 from scalemodel.specs.frameworks import read_strategy_file
@@ -69,3 +71,95 @@ def test_pp_on_the_command_line_over_the_launch_is_a_what_if(cli, tmp_path: Path
     at2.write_text(at1.read_text().replace("--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 2"))
     assert (over["strategy"]["pp"], over["strategy"]["defer_embedding_wgrad"]) == (2, True)
     assert over["step_time_s"] == accepted(cli, "predict", *_70B, "--strategy", str(at2))["step_time_s"]
+
+
+# --- 1. plan with a pinned field that runs on some pipelines only ----------------------------------------------------
+# Checked against plan with each field pinned (every ranked plan written as a strategy YAML and run through predict):
+# job.py's _check_* refusals and validate_strategy's own. Ranked only strategies predict accepts, as before:
+# stage_layers, first/last_stage_layers, offload_layers, shard_group, deepspeed_pipeline, nanotron_trainer, xla_gpu_lhs,
+# compression topk (top-k sharded), layer_impl torchtitan, megatron_ddp, tp_comm_overlap, overlap_p2p_comm,
+# pp_scatter_gather, and on mixtral sequence_parallel false (moe_sp), moe_flex_backend hybridep, moe_a2a_overlap,
+# moe_shared_expert_overlap, moe_allgather_dispatcher. Ranked only refused strategies (now mended):
+# defer_embedding_wgrad and first/last_chunk_layers. Refused at the pin with the spec's words, as before:
+# recompute_layers / recompute_method / recompute_modules without recompute pinned (StrategySpec's rules).
+
+_PLAN = ("plan", *_8B, "-n", "16", "--global-batch", "32", "--top", "6")
+_DEFER_NOTE = ("plan searches pp 2 or more only: the pinned defer_embedding_wgrad true cannot run at pp 1 (predict "
+               "refuses it there)")
+
+
+def _each_runs_in_predict(cli, tmp_path: Path, doc: dict) -> None:  # type: ignore[no-untyped-def]
+    """Every ranked plan, its strategy written as a strategy YAML, is accepted by predict at the plan's step."""
+    assert doc["ranked"]
+    for i, p in enumerate(doc["ranked"]):
+        f = tmp_path / f"plan{i}.yaml"
+        f.write_text(yaml.safe_dump(p["strategy"]))
+        r = cli("predict", *_8B, "-n", "16", "--global-batch", "32", "--strategy", str(f), "--json")
+        assert r.code == 0, r.err
+        assert json.loads(r.out)["step_time_s"] == pytest.approx(p["step_time_s"], rel=1e-9)
+
+
+def test_plan_with_defer_embedding_wgrad_pinned_searches_pp_2_or_more(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Every plan ranked was at pp 1, each one predict refuses. Now the search keeps to pp >= 2 and says so; its
+    ranking is that of the same search given --constraint pp>=2 by hand (a second route), which says nothing."""
+    r = cli(*_PLAN, "--set", "strategy.defer_embedding_wgrad=true", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["warnings"] == [_DEFER_NOTE], doc["warnings"]
+    assert all(p["strategy"]["pp"] >= 2 and p["strategy"]["defer_embedding_wgrad"] for p in doc["ranked"])
+    _each_runs_in_predict(cli, tmp_path, doc)
+    by_hand = cli(*_PLAN, "--set", "strategy.defer_embedding_wgrad=true", "--constraint", "pp>=2", "--json")
+    assert by_hand.code == 0 and "plan searches" not in by_hand.err, by_hand.err  # nothing left out: nothing said
+    assert [p["strategy"] for p in json.loads(by_hand.out)["ranked"]] == [p["strategy"] for p in doc["ranked"]]
+
+
+def test_a_launchs_flag_pins_it_too(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A Megatron-LM launch without --pipeline-model-parallel-size: plan searches pp, the flag pinned, so pp >= 2."""
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --micro-batch-size 1 --bf16 "
+                 "--use-distributed-optimizer --overlap-grad-reduce --defer-embedding-wgrad-compute\n")
+    r = cli(*_PLAN, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert _DEFER_NOTE in doc["warnings"], doc["warnings"]
+    assert doc["ranked"] and all(p["strategy"]["pp"] >= 2 for p in doc["ranked"])
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("--constraint", "pp=1"), "error: --constraint: no pp meets pp=1, pp>=2 together: pp is also constrained by the "
+                               "pinned defer_embedding_wgrad (--set strategy.defer_embedding_wgrad)"),
+    (("--set", "strategy.pp=1"), f"error: --set strategy.defer_embedding_wgrad: true at pp 1 (--set strategy.pp): "
+                                 f"{_PP1}"),
+    (("--set", "strategy.grad_accumulation_fusion=false"),
+     "error: --set strategy.defer_embedding_wgrad: true with grad_accumulation_fusion false (--set "
+     f"strategy.grad_accumulation_fusion): {_FUSION}")])
+def test_plan_with_no_pipeline_left_for_the_pin_is_refused_naming_it(cli, args: tuple[str, ...], match: str) -> None:  # type: ignore[no-untyped-def]
+    """pp 1 pinned (a constraint or --set) or the fusion off: no candidate predict would take. The --set pp=1 was
+    refused as "--set: no pp meets pp=1, pp>=2 together", a constraint nobody wrote."""
+    refused(cli, *_PLAN, "--set", "strategy.defer_embedding_wgrad=true", *args, match=match)
+
+
+def test_plan_on_one_gpu_says_the_pin_left_nothing(cli) -> None:  # type: ignore[no-untyped-def]
+    """One GPU has no pipeline: plan's empty search (exit 0, as for --constraint pp=2 there) names the pin."""
+    r = cli("plan", *_8B, "-n", "1", "--set", "strategy.defer_embedding_wgrad=true", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["ranked"] == [] and doc["warnings"] == [_DEFER_NOTE]
+    assert "meets what was asked (--set strategy.defer_embedding_wgrad=true)" in doc["why"], doc["why"]
+
+
+@pytest.mark.parametrize("name", ["first_chunk_layers", "last_chunk_layers"])
+def test_plan_with_a_chunk_layer_count_pinned_searches_interleaved_schedules(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    """They split an interleaved pipeline's model chunks (job._check_chunk_layers); plan ranked 1f1b plans, each one
+    predict refuses ("is set but the schedule is 1f1b")."""
+    r = cli(*_PLAN, "--set", f"strategy.{name}=2", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["warnings"] == [f"plan searches interleaved schedules only: the pinned {name} 2 cannot run under 1f1b, "
+                               "gpipe or zb (a flat schedule) (predict refuses it there)"], doc["warnings"]
+    assert all(p["strategy"]["schedule"].startswith("interleaved:") for p in doc["ranked"])
+    _each_runs_in_predict(cli, tmp_path, doc)
+    line = refused(cli, *_PLAN, "--set", f"strategy.{name}=2", "--set", "strategy.schedule=1f1b",
+                   match=f"error: --set strategy.{name}: {name} is set but the schedule is 1f1b (pinned by --set "
+                         "strategy.schedule)")
+    assert line.endswith("an interleaved:V schedule (V >= 2), or first/last_stage_layers for 1f1b"), line
