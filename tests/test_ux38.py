@@ -163,3 +163,24 @@ def test_plan_with_a_chunk_layer_count_pinned_searches_interleaved_schedules(cli
                    match=f"error: --set strategy.{name}: {name} is set but the schedule is 1f1b (pinned by --set "
                          "strategy.schedule)")
     assert line.endswith("an interleaved:V schedule (V >= 2), or first/last_stage_layers for 1f1b"), line
+
+
+# --- 4. plan's warning for a launch's --use-megatron-fsdp names plan's option ---------------------------------------
+
+def test_plans_megatron_fsdp_warning_names_its_constraint(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The flag is not read (StrategyFile.zero_not_read): the warning advised "give --zero fsdp", which plan refuses
+    as an unknown option. plan names --constraint zero=VALUE, and the advice runs: every plan at zero fsdp."""
+    f = megatron_launch(tmp_path, "--use-megatron-fsdp")
+    plan = ("plan", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "16", "--top", "2", "--strategy", str(f))
+    r = cli(*plan, "--json")
+    assert r.code == 0, r.err
+    said = [w for w in json.loads(r.out)["warnings"] if "--use-megatron-fsdp" in w]
+    assert said == [f"{f}: megatron settings not used: --use-megatron-fsdp (FSDP is not read from the flags: give "
+                    "--constraint zero=fsdp, or --constraint zero=hsdp with strategy.shard_group, to price sharded "
+                    "parameters)"], said
+    assert "--zero" not in r.err, r.err
+    advised = accepted(cli, *plan, "--constraint", "zero=fsdp")
+    assert advised["ranked"] and {p["strategy"]["zero"] for p in advised["ranked"]} == {"fsdp"}
+    # predict has --zero, and keeps it
+    r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "16", "--strategy", str(f), "--json")
+    assert r.code == 0 and "give --zero fsdp, or --zero hsdp with strategy.shard_group" in r.err, r.err

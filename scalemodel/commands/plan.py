@@ -37,7 +37,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
                                                 "strategies, `scalemodel sweep` with fixed strategies)")
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
-    sf = o.read_strategy(strategy_file)
+    sf = _read_strategy(strategy_file)
     # the file's axes and the --constraint items each named as given (all were "--constraint")
     constraints = parse_constraints(constraint or [])
     set_st = o.set_keys(sets, "strategy")
@@ -137,6 +137,20 @@ def _plan_options(text: str) -> str:
     check_launch_zero), an option plan refuses; "--zero or --set strategy.zero" names no value and is left as it is
     (plan's hint is written by _build_specs)."""
     return re.sub(r"--zero (?!or\b)([0-9a-z]+)", r"--constraint zero=\1", text)
+
+
+def _read_strategy(strategy_file: str | None) -> Any:
+    """common.read_strategy, its warnings in plan's options (:func:`_plan_options`). ux38: a Megatron-LM launch with
+    --use-megatron-fsdp (not read: StrategyFile.zero_not_read) was said "not used (FSDP is not read from the flags:
+    give --zero fsdp, or --zero hsdp with ...)", an option plan refuses; plan's is --constraint zero=fsdp, which
+    keeps its search (every ZeRO stage otherwise) to the sharded parameters the launch runs."""
+    seen: list[str] = []
+    try:
+        with notices.collecting() as seen:
+            return o.read_strategy(strategy_file)
+    finally:  # said also where the file is refused, as before
+        for line in seen:
+            notices.warn(_plan_options(line))
 
 
 def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, Any] | None:
