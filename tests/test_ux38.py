@@ -19,7 +19,10 @@ import pytest
 import yaml
 from test_hostile_inputs import accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
 
+from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec
 from scalemodel.specs.frameworks import read_strategy_file
+from scalemodel.specs.training import ZERO_UNSET_HINT
 
 _8B = ("-m", "llama3-8b", "-c", "dgx-h100")
 _70B = ("-m", "llama3-70b", "-c", "dgx-h100", "-n", "64")
@@ -163,6 +166,45 @@ def test_plan_with_a_chunk_layer_count_pinned_searches_interleaved_schedules(cli
                    match=f"error: --set strategy.{name}: {name} is set but the schedule is 1f1b (pinned by --set "
                          "strategy.schedule)")
     assert line.endswith("an interleaved:V schedule (V >= 2), or first/last_stage_layers for 1f1b"), line
+
+
+# --- 3. the refusal that some ZeRO stage lifts carries a marker, not only its words ----------------------------------
+
+_REWORDED = "zero stays 0 where nothing sets it: set zero as well"
+
+
+@pytest.mark.parametrize(("fields", "marked"), [
+    ({"fp8_param_gather": True}, True), ({"fsdp_per_param": True}, True), ({"offload_states": "optimizer"}, True),
+    ({"fsdp_reshard_after_forward": False}, True), ({"bucket_fragments": True}, True),
+    ({"fp8_param_gather": True, "zero": "3"}, False),  # zero given: nothing to give
+    ({"megatron_ddp": True, "zero": "2"}, False), ({"bucket_fragments": True, "nanotron_trainer": True}, False)])
+def test_the_spec_marks_the_refusals_that_ask_for_zero(fields: dict, marked: bool) -> None:
+    """InputError.needs_zero is set exactly where the hint is written: a switch some stage runs, refused at zero 0."""
+    with pytest.raises(InputError) as caught:
+        StrategySpec(**fields)
+    assert caught.value.needs_zero is marked
+    assert caught.value.allowed.endswith(ZERO_UNSET_HINT) is marked, caught.value.allowed
+
+
+def test_a_reworded_hint_keeps_every_fallback(cli, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The callers read the marker: with the hint reworded, plan still searches the stages that run a pinned switch
+    (ux37's route; it matched the old words and refused "give zero too"), predict still names its options after the
+    hint, and a strategy file without zero still takes --zero beside it (fuzz37)."""
+    monkeypatch.setattr("scalemodel.specs.training.ZERO_UNSET_HINT", _REWORDED)
+    fp8 = ("-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--precision", "fp8")
+    r = cli("plan", *fp8, "--top", "2", "--set", "strategy.fp8_param_gather=true", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["warnings"] == ["plan searches zero 1, 2, fsdp, hsdp only: the pinned fp8_param_gather "
+                                             "true cannot run at zero 0 or 3 (predict refuses it there)"]
+    line = refused(cli, "predict", *fp8, "--set", "strategy.fp8_param_gather=true",
+                   match="error: --set strategy.fp8_param_gather: ")
+    assert line.endswith(f"; {_REWORDED} (--zero or --set strategy.zero)"), line
+    line = refused(cli, "plan", *fp8, "--set", "strategy.fsdp_per_param=true", "--constraint", "zero<=3",
+                   match="error: --set strategy.fsdp_per_param: ")
+    assert line.endswith(f"; {_REWORDED} (--set strategy.zero, or --constraint zero=VALUE)"), line
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  fp8_param_gather: true\n")
+    assert accepted(cli, "predict", *fp8, "--strategy", str(f), "--zero", "1")["strategy"]["zero"] == "1"
 
 
 # --- 4. plan's warning for a launch's --use-megatron-fsdp names plan's option ---------------------------------------

@@ -16,7 +16,6 @@ from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import OPERATORS, OPS, merge_constraints, parse_constraints
-from scalemodel.specs.training import ZERO_UNSET_HINT
 from scalemodel.units import format_quantity
 
 #: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
@@ -111,7 +110,7 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
     try:
         return _build_searched(pinned, unpinned, **kw)
     except InputError as exc:
-        if not (unpinned and exc.allowed.endswith(")") and ZERO_UNSET_HINT in exc.allowed):
+        if not (unpinned and exc.needs_zero and exc.allowed.endswith(")")):  # ")": validate_written named the options
             raise
         left = [z for z in Zero if all(OPS[op](int(z), v) for op, v in zero_pairs)]
         if len(left) > 1:  # ux37: validated at the first stage left that runs the switch; the search keeps to those
