@@ -83,8 +83,9 @@ def test_pp_on_the_command_line_over_the_launch_is_a_what_if(cli, tmp_path: Path
 # compression topk (top-k sharded), layer_impl torchtitan, megatron_ddp, tp_comm_overlap, overlap_p2p_comm,
 # pp_scatter_gather, and on mixtral sequence_parallel false (moe_sp), moe_flex_backend hybridep, moe_a2a_overlap,
 # moe_shared_expert_overlap, moe_allgather_dispatcher. Ranked only refused strategies (now mended):
-# defer_embedding_wgrad and first/last_chunk_layers. Refused at the pin with the spec's words, as before:
-# recompute_layers / recompute_method / recompute_modules without recompute pinned (StrategySpec's rules).
+# defer_embedding_wgrad and first/last_chunk_layers; ranked none: etp on a dense model (mended below). Refused at
+# the pin with the spec's words, as before: recompute_layers / recompute_method / recompute_modules without recompute
+# pinned (StrategySpec's rules).
 
 _PLAN = ("plan", *_8B, "-n", "16", "--global-batch", "32", "--top", "6")
 _DEFER_NOTE = ("plan searches pp 2 or more only: the pinned defer_embedding_wgrad true cannot run at pp 1 (predict "
@@ -166,6 +167,23 @@ def test_plan_with_a_chunk_layer_count_pinned_searches_interleaved_schedules(cli
                    match=f"error: --set strategy.{name}: {name} is set but the schedule is 1f1b (pinned by --set "
                          "strategy.schedule)")
     assert line.endswith("an interleaved:V schedule (V >= 2), or first/last_stage_layers for 1f1b"), line
+
+
+
+def test_plan_with_etp_pinned_on_a_dense_model_ranks_what_predict_prices(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Found by the same check: predict prices a dense model's etp as unset, with a warning; plan with it pinned
+    ranked nothing (exit 0, every candidate expert_parallel_invalid). Now plan says predict's warning and ranks the
+    plans of the same search without the pin, each one predict accepts at its step."""
+    r = cli(*_PLAN, "--set", "strategy.etp=2", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["warnings"] == ["strategy.etp = 2 is not priced: the model has no MoE layers (expert tensor "
+                               "parallelism applies to experts only)"], doc["warnings"]
+    _each_runs_in_predict(cli, tmp_path, doc)
+    plain = accepted(cli, *_PLAN)
+    assert [p["step_time_s"] for p in doc["ranked"]] == [p["step_time_s"] for p in plain["ranked"]]
+    said = cli("predict", *_8B, "-n", "16", "--set", "strategy.etp=2")
+    assert said.code == 0 and doc["warnings"][0] in said.err, said.err  # predict's own words
 
 
 # --- 3. the refusal that some ZeRO stage lifts carries a marker, not only its words ----------------------------------

@@ -68,7 +68,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     cl, wl, tr, st = _build_specs(pinned, sf, constraints.get("zero", []), cluster=cluster, model=model, sets=sets,
                                   training=training, strategy_file=strategy_view,
                                   training_from=(options, sf) if sf is not None else None)
-    _warn_moe_pins_without_moe(wl, st, pinned, constraints)
+    pinned = _warn_moe_pins_without_moe(wl, st, pinned, constraints)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
     if "micro_batch" in o.set_keys(sets, "training"):
         merge_constraints(constraints, [f"micro_batch={tr.micro_batch}"], where="--set")
@@ -260,13 +260,15 @@ _MOE_ONLY = ("moe_flex_dispatcher", "moe_a2a_overlap", "ep_dispatch_sms", "moe_l
              "moe_shared_expert_overlap", "moe_shared_expert_stream", "moe_allgather_dispatcher")
 
 
-def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> None:
+def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> list[str]:
     """A warning for an MoE dispatch setting plan was given (--set, --constraint, the --strategy file's axes) on a
     model without MoE layers: predict warns "is not priced: the model has no MoE layers", plan ranked the rows with
-    the flag on (--constraint moe_flex_dispatcher=true on llama3-8b) without a word (round 15)."""
+    the flag on (--constraint moe_flex_dispatcher=true on llama3-8b) without a word (round 15). ``pinned`` is
+    returned without etp there: predict prices a dense model's etp as unset, and plan with it pinned ranked no
+    plan, every candidate expert_parallel_invalid (ux38)."""
     moe = getattr(wl, "kind", "") == "transformer" and wl.moe is not None and int(wl.moe.experts) > 0
     if moe:
-        return
+        return pinned
     shown = {"moe_layer_host_s": lambda v: f" = {v:g} s", "ep_dispatch_sms": lambda v: f" = {v}",
              "moe_flex_backend": lambda v: f" = {v}"}  # as predict's
     given = [f"strategy.{k}{shown.get(k, lambda v: '')(getattr(st, k))}" for k in dict.fromkeys(pinned)
@@ -279,6 +281,10 @@ def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints:
               if op in ("=", "==") and int(v) != FlexBackend.DEEPEP]
     for g in given:
         notices.warn(f"{g} is not priced: the model has no MoE layers")
+    if "etp" in pinned and getattr(st, "etp", None) is not None:  # predict's words (job._grid_from_strategy)
+        notices.warn(f"strategy.etp = {st.etp} is not priced: the model has no MoE layers (expert tensor parallelism "
+                     "applies to experts only)")
+    return [k for k in pinned if k != "etp"]
 
 
 COMMAND = Command("plan", plan, (
