@@ -186,6 +186,22 @@ def test_plan_with_etp_pinned_on_a_dense_model_ranks_what_predict_prices(cli, tm
     assert said.code == 0 and doc["warnings"][0] in said.err, said.err  # predict's own words
 
 
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "32", "--set", "strategy.recompute=selective", "--set",
+      "strategy.recompute_modules=titan_op"),
+     "error: --set strategy.recompute_modules: titan_op prices torchtitan's op policy on a dense block"),
+    (("-m", "llama3-8b", "-c", "aws-p5", "-n", "16", "--set", "strategy.offload_layers=2"),
+     "error: --set strategy.offload_layers: offload_layers=2 needs the GPU-host link rate, which cluster aws-p5 "
+     "does not give")])
+def test_plan_refuses_a_pin_no_degree_lifts_as_predict_does(cli, args: tuple[str, ...], match: str) -> None:  # type: ignore[no-untyped-def]
+    """job.PIN_CHECKS, the rules of the model or the cluster on a field: titan_op on an MoE model was ranked (each
+    plan one predict refuses); offload_layers on a cluster without host_bandwidth left every candidate
+    offload_invalid (exit 0). Both are predict's refusal now, at the pin; predict's own line is the same."""
+    line = refused(cli, "plan", *args, "--top", "2", match=match)
+    assert refused(cli, "predict", *args, match=match.split(": ", 2)[0] + ": ").endswith(line.split("; ", 1)[1])
+
+
 # --- 3. the refusal that some ZeRO stage lifts carries a marker, not only its words ----------------------------------
 
 _REWORDED = "zero stays 0 where nothing sets it: set zero as well"

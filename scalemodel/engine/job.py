@@ -2060,6 +2060,12 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
                                      "jax_dots otherwise")
 
 
+#: The strategy checks that no parallel degree lifts (the model's or the cluster's rule on a field), with the field
+#: each refuses at: plan runs them on its pinned fields (engine.planner.run), as predict does on its strategy.
+PIN_CHECKS: tuple[tuple[str, Callable[[Job, Any], None]], ...] = (
+    ("recompute_modules", _check_titan_op), ("offload_layers", _check_host_link))
+
+
 def _warn_field(path: str, text: str) -> None:
     """A warning about the spec field ``path`` (``strategy.etp``), named as :func:`notices.field_name` writes it for
     the input in hand (flat in a measured-runs file), then ``text``."""

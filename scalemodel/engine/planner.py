@@ -94,6 +94,7 @@ from scalemodel.engine.dp_comm import hsdp_shard_group
 from scalemodel.engine.job import (
     GRID_DEFAULTS,
     OTHER_SPLITS,
+    PIN_CHECKS,
     STAGE_SPLITS,
     Job,
     StrategyGrid,
@@ -2270,6 +2271,13 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                 if key not in (written or {}):
                     raise
                 raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
+        for key, rule in PIN_CHECKS:  # ux38: recompute_modules titan_op on an MoE model ranked plans predict refuses
+            if key in pinned:
+                try:
+                    rule(job, strategy)
+                except InputError as exc:
+                    raise InputError(exc.what, where=(written or {}).get(key, f"--set strategy.{key}"),
+                                     allowed=exc.allowed) from None
         switches, stages = zero_switch_stages(fixed)
         asked = [z for z in Zero if allowed_by(np.asarray(int(z)), cons.get("zero", []))]  # --constraint's stages
         left_out = [z for z in asked if z not in stages]
