@@ -1963,7 +1963,7 @@ def _warn_pipeline_switches(strategy: Any, pinned: Sequence[str], asked: Constra
     ZeRO stages, where the constraints given (``asked``, before the pins) allowed others: pp 1 is searched on every
     GPU count, the flat schedules unless a constraint pins an interleaved one."""
     for name in _pipeline_switches(strategy, pinned):
-        key, pairs, kept, out = PIPELINE_SWITCHES[name]
+        key, _, kept, out = PIPELINE_SWITCHES[name]
         if key in pinned:
             continue
         if key == "pp" and not bool(allowed_by(np.asarray([1]), asked.get("pp", []))[0]):
