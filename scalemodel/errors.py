@@ -81,13 +81,19 @@ def folded(text: object) -> str:
 class InputError(ValueError):
     """Bad user input. Subclasses ValueError so spec validators report it with a field path."""
 
-    def __init__(self, what: str, *, where: str = "", allowed: str = "", also: tuple[str | int, ...] = ()) -> None:
+    def __init__(self, what: str, *, where: str = "", allowed: str = "", also: tuple[str | int, ...] = (),
+                 needs_zero: bool = False) -> None:
         self.what = what
         self.where = where
         self.allowed = allowed
         #: a spec's rule across two fields: the other field's path in the spec (``("zero",)`` for a refused
         #: ``megatron_ddp``; specs.base.field_error's ``also``), for a caller that names where each was written
         self.also = also
+        #: a refusal at zero 0 of a switch that some ZeRO stage runs, where zero was not given (its allowed text ends
+        #: with specs.training.ZERO_UNSET_HINT, "give zero too"): set where that hint is written, for the callers
+        #: that name their own way to give zero or search it (commands.common, commands.plan, specs.frameworks).
+        #: ux38: they matched the hint's text, which a reworded hint would silently have broken
+        self.needs_zero = needs_zero
         super().__init__(self.message())
 
     def message(self) -> str:
@@ -104,7 +110,7 @@ class InputError(ValueError):
     def at(self, where: str) -> InputError:
         """The same error, located more precisely (prefixing the outer location)."""
         loc = f"{where}: {self.where}" if self.where else where
-        return InputError(self.what, where=loc, allowed=self.allowed, also=self.also)
+        return InputError(self.what, where=loc, allowed=self.allowed, also=self.also, needs_zero=self.needs_zero)
 
 
 def sub_path(where: str, field: str) -> str:

@@ -37,7 +37,7 @@ from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.constraints import named_key
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
-from scalemodel.specs.training import ZERO_NOT_READ, ZERO_UNSET_HINT, check_derived_batch
+from scalemodel.specs.training import ZERO_NOT_READ, check_derived_batch
 
 if TYPE_CHECKING:
     from scalemodel.specs.strategy_file import StrategyFile
@@ -362,31 +362,31 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
     here = (where or exc.where) + sub_path(exc.where, f"{section}.{key}")
     if other is not None and other != where:
         here, what = _across(here, what, other, f"{section}.{also[0]}")
-    raise InputError(what, where=here, allowed=exc.allowed) from None
+    raise InputError(what, where=here, allowed=exc.allowed, needs_zero=exc.needs_zero) from None
 
 
 def _zero_options_named(err: InputError, given: dict[str, Any]) -> InputError:
-    """``err`` whose allowed text ends with the spec's "give zero too" (specs.training.ZERO_UNSET_HINT) naming how
-    this command line gives it: ``--zero`` where the command has that option (``given`` holds its key: predict,
-    memory, scale), and ``--set strategy.zero`` (every one; plan has no --zero). A file's own refusal (a scenario,
-    a runs file) names the field alone, as the file writes it."""
-    if not err.allowed.endswith(ZERO_UNSET_HINT):
+    """``err``, a refusal at zero 0 (InputError.needs_zero: its allowed text ends with the spec's "give zero too",
+    specs.training.ZERO_UNSET_HINT), naming how this command line gives it: ``--zero`` where the command has that
+    option (``given`` holds its key: predict, memory, scale), and ``--set strategy.zero`` (every one; plan has no
+    --zero). A file's own refusal (a scenario, a runs file) names the field alone, as the file writes it."""
+    if not err.needs_zero:
         return err
     ways = ("--zero or " if "zero" in given else "") + "--set strategy.zero"
-    return InputError(err.what, where=err.where, allowed=f"{err.allowed} ({ways})", also=err.also)
+    return InputError(err.what, where=err.where, allowed=f"{err.allowed} ({ways})", also=err.also, needs_zero=True)
 
 
 def _zero_not_read(err: InputError, sf: StrategyFile | None) -> InputError:
-    """``err``, a refusal at zero 0 (its allowed text holds specs.training.ZERO_UNSET_HINT), naming the --strategy
+    """``err``, a refusal at zero 0 (InputError.needs_zero: specs.training.ZERO_UNSET_HINT), naming the --strategy
     file's ZeRO settings that are not read (StrategyFile.zero_not_read): a Megatron-LM launch with --use-torch-fsdp2
     and --fp8-param-gather was refused "got zero '0', the default", the FSDP flag's "not used" warning dropped with
     the error (ux36)."""
     unread = sf.zero_not_read() if sf is not None else []
-    if not unread or ZERO_UNSET_HINT not in err.allowed:
+    if not unread or not err.needs_zero:
         return err
     flags = ", ".join(u.split(" (")[0] for u in unread)
     return InputError(f"{err.what}; {flags} in {sf.path if sf else ''} not used ({ZERO_NOT_READ})", where=err.where,
-                      allowed=err.allowed, also=err.also)
+                      allowed=err.allowed, also=err.also, needs_zero=True)
 
 
 def _typed(where: str) -> bool:

@@ -16,7 +16,6 @@ from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import OPERATORS, OPS, merge_constraints, parse_constraints
-from scalemodel.specs.training import ZERO_UNSET_HINT
 from scalemodel.units import format_quantity
 
 #: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
@@ -37,7 +36,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
                                                 "strategies, `scalemodel sweep` with fixed strategies)")
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
-    sf = o.read_strategy(strategy_file)
+    sf = _read_strategy(strategy_file)
     # the file's axes and the --constraint items each named as given (all were "--constraint")
     constraints = parse_constraints(constraint or [])
     set_st = o.set_keys(sets, "strategy")
@@ -69,7 +68,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     cl, wl, tr, st = _build_specs(pinned, sf, constraints.get("zero", []), cluster=cluster, model=model, sets=sets,
                                   training=training, strategy_file=strategy_view,
                                   training_from=(options, sf) if sf is not None else None)
-    _warn_moe_pins_without_moe(wl, st, pinned, constraints)
+    pinned = _warn_moe_pins_without_moe(wl, st, pinned, constraints)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
     if "micro_batch" in o.set_keys(sets, "training"):
         merge_constraints(constraints, [f"micro_batch={tr.micro_batch}"], where="--set")
@@ -111,7 +110,7 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
     try:
         return _build_searched(pinned, unpinned, **kw)
     except InputError as exc:
-        if not (unpinned and exc.allowed.endswith(")") and ZERO_UNSET_HINT in exc.allowed):
+        if not (unpinned and exc.needs_zero and exc.allowed.endswith(")")):  # ")": validate_written named the options
             raise
         left = [z for z in Zero if all(OPS[op](int(z), v) for op, v in zero_pairs)]
         if len(left) > 1:  # ux37: validated at the first stage left that runs the switch; the search keeps to those
@@ -137,6 +136,20 @@ def _plan_options(text: str) -> str:
     check_launch_zero), an option plan refuses; "--zero or --set strategy.zero" names no value and is left as it is
     (plan's hint is written by _build_specs)."""
     return re.sub(r"--zero (?!or\b)([0-9a-z]+)", r"--constraint zero=\1", text)
+
+
+def _read_strategy(strategy_file: str | None) -> Any:
+    """common.read_strategy, its warnings in plan's options (:func:`_plan_options`). ux38: a Megatron-LM launch with
+    --use-megatron-fsdp (not read: StrategyFile.zero_not_read) was said "not used (FSDP is not read from the flags:
+    give --zero fsdp, or --zero hsdp with ...)", an option plan refuses; plan's is --constraint zero=fsdp, which
+    keeps its search (every ZeRO stage otherwise) to the sharded parameters the launch runs."""
+    seen: list[str] = []
+    try:
+        with notices.collecting() as seen:
+            return o.read_strategy(strategy_file)
+    finally:  # said also where the file is refused, as before
+        for line in seen:
+            notices.warn(_plan_options(line))
 
 
 def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, Any] | None:
@@ -247,13 +260,15 @@ _MOE_ONLY = ("moe_flex_dispatcher", "moe_a2a_overlap", "ep_dispatch_sms", "moe_l
              "moe_shared_expert_overlap", "moe_shared_expert_stream", "moe_allgather_dispatcher")
 
 
-def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> None:
+def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> list[str]:
     """A warning for an MoE dispatch setting plan was given (--set, --constraint, the --strategy file's axes) on a
     model without MoE layers: predict warns "is not priced: the model has no MoE layers", plan ranked the rows with
-    the flag on (--constraint moe_flex_dispatcher=true on llama3-8b) without a word (round 15)."""
+    the flag on (--constraint moe_flex_dispatcher=true on llama3-8b) without a word (round 15). ``pinned`` is
+    returned without etp there: predict prices a dense model's etp as unset, and plan with it pinned ranked no
+    plan, every candidate expert_parallel_invalid (ux38)."""
     moe = getattr(wl, "kind", "") == "transformer" and wl.moe is not None and int(wl.moe.experts) > 0
     if moe:
-        return
+        return pinned
     shown = {"moe_layer_host_s": lambda v: f" = {v:g} s", "ep_dispatch_sms": lambda v: f" = {v}",
              "moe_flex_backend": lambda v: f" = {v}"}  # as predict's
     given = [f"strategy.{k}{shown.get(k, lambda v: '')(getattr(st, k))}" for k in dict.fromkeys(pinned)
@@ -266,6 +281,10 @@ def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints:
               if op in ("=", "==") and int(v) != FlexBackend.DEEPEP]
     for g in given:
         notices.warn(f"{g} is not priced: the model has no MoE layers")
+    if "etp" in pinned and getattr(st, "etp", None) is not None:  # predict's words (job._grid_from_strategy)
+        notices.warn(f"strategy.etp = {st.etp} is not priced: the model has no MoE layers (expert tensor parallelism "
+                     "applies to experts only)")
+    return [k for k in pinned if k != "etp"]
 
 
 COMMAND = Command("plan", plan, (

@@ -1407,7 +1407,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_topk_sharded(strategy, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
-    _check_defer_embedding_wgrad(strategy)
+    _check_defer_embedding_wgrad(strategy, origin)
     _check_moe_rank_imbalance(job, ep)
     _warn_einsum_dispatch_parallel(job, strategy, tp, cp)
     check_mtp_recompute(job, RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM
@@ -1854,27 +1854,46 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
     return strategy.model_copy(update={"sequence_parallel": need or titan})
 
 
-def _check_defer_embedding_wgrad(strategy: Any) -> None:
-    """Refuse defer_embedding_wgrad where Megatron-Core's ModelParallelConfig.__post_init__ raises ValueError
-    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py L545-553): at pp 1 ("Cannot defer embedding
-    wgrad compute when pipeline model parallel is not used") and with grad_accumulation_fusion false ("... when
-    gradient accumulation fusion is not used"). At pp 1 it was accepted and priced nothing (no pipelined schedule
-    drains the deferred GEMMs: docs/model.md#defer-embedding-wgrad); a Megatron-LM launch's flag was refused there
-    already (specs.megatron_args._defer_embedding_wgrad), the field written in a file or with --set was not (ux37)."""
+def defer_embedding_wgrad_refusal(pp: int, grad_accumulation_fusion: bool, pp_at: str = "",
+                                  fusion_at: str = "") -> tuple[str, str] | None:
+    """(what was wrong, what is allowed) where Megatron-Core's ModelParallelConfig.__post_init__ raises ValueError for
+    defer_embedding_wgrad_compute (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py L545-553): at
+    pp 1 ("Cannot defer embedding wgrad compute when pipeline model parallel is not used": no pipelined schedule
+    drains the deferred output-layer GEMMs, docs/model.md#defer-embedding-wgrad) and with grad_accumulation_fusion
+    false ("... when gradient accumulation fusion is not used"); None where it runs. ``pp_at`` / ``fusion_at``: where
+    the other field was written, named in the message (a Megatron-LM launch's flag).
+
+    The one rule for every route: predict's check of the strategy (:func:`_check_defer_embedding_wgrad`, a launch's
+    --defer-embedding-wgrad-compute read into the field by specs.megatron_args) and plan's pins (engine.planner.pins
+    keeps the search to pp >= 2 and refuses the fusion pair). ux38: the launch's flags were refused by a second copy
+    of the rule in the reader."""
+    if pp == 1:
+        return (f"true at pp 1{pp_at}: Megatron-Core raises \"Cannot defer embedding wgrad compute when pipeline "
+                "model parallel is not used\" (model_parallel_config.py L545-548 at d98e8a64dd)",
+                "defer_embedding_wgrad: true with pp 2 or more; false (the default) at pp 1")
+    if not grad_accumulation_fusion:
+        return (f"true with grad_accumulation_fusion false{fusion_at}: Megatron-Core raises \"Cannot defer embedding "
+                "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py L550-553 at "
+                "d98e8a64dd)", "defer_embedding_wgrad: true with grad_accumulation_fusion true (the default), or false")
+    return None
+
+
+def _check_defer_embedding_wgrad(strategy: Any, origin: Origin | None = None) -> None:
+    """Refuse defer_embedding_wgrad where Megatron-Core raises (:func:`defer_embedding_wgrad_refusal`), at the field
+    where it was written: a Megatron-LM launch's --defer-embedding-wgrad-compute, a file's field, --set; the other
+    field (pp, grad_accumulation_fusion) named as written (``--pipeline-model-parallel-size``,
+    ``--no-gradient-accumulation-fusion``). A launch without --pipeline-model-parallel-size runs Megatron's pp 1,
+    the spec's default: refused here too, unless the command line sets pp (a what-if over the launch, as --pp over
+    its --pipeline-model-parallel-size 1). At pp 1 the field was accepted and priced nothing (ux37)."""
     if not getattr(strategy, "defer_embedding_wgrad", False):
         return
-    if int(strategy.pp) == 1:
-        raise InputError("true at pp 1: Megatron-Core raises \"Cannot defer embedding wgrad compute when pipeline "
-                         "model parallel is not used\" (model_parallel_config.py L545-548 at d98e8a64dd); the "
-                         "deferred output-layer weight-gradient GEMMs are drained only by a pipelined schedule",
-                         where="strategy.defer_embedding_wgrad",
-                         allowed="defer_embedding_wgrad: true with pp 2 or more; false (the default) at pp 1")
-    if not getattr(strategy, "grad_accumulation_fusion", True):
-        raise InputError("true with grad_accumulation_fusion false: Megatron-Core raises \"Cannot defer embedding "
-                         "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py "
-                         "L550-553 at d98e8a64dd)", where="strategy.defer_embedding_wgrad",
-                         allowed="defer_embedding_wgrad: true with grad_accumulation_fusion true (the default), or "
-                                 "false")
+    named = dict(origin.named) if origin is not None else {}
+    why = defer_embedding_wgrad_refusal(int(strategy.pp), bool(getattr(strategy, "grad_accumulation_fusion", True)),
+                                        *(f" ({named[n].rsplit(': ', 1)[-1]})" if n in named else ""
+                                          for n in ("pp", "grad_accumulation_fusion")))
+    if why is not None:
+        raise InputError(why[0], where="strategy.defer_embedding_wgrad" if origin is None
+                         else origin.field("defer_embedding_wgrad"), allowed=why[1])
 
 
 def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None) -> None:
@@ -2041,6 +2060,12 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
             raise InputError(f"{name} prices {block}; the model has {what}", where="strategy.recompute_modules",
                              allowed=f"{name} with a dense transformer; core_attn, mla_up_proj, moe_act, moe or "
                                      "jax_dots otherwise")
+
+
+#: The strategy checks that no parallel degree lifts (the model's or the cluster's rule on a field), with the field
+#: each refuses at: plan runs them on its pinned fields (engine.planner.run), as predict does on its strategy.
+PIN_CHECKS: tuple[tuple[str, Callable[[Job, Any], None]], ...] = (
+    ("recompute_modules", _check_titan_op), ("offload_layers", _check_host_link))
 
 
 def _warn_field(path: str, text: str) -> None:

@@ -94,6 +94,7 @@ from scalemodel.engine.dp_comm import hsdp_shard_group
 from scalemodel.engine.job import (
     GRID_DEFAULTS,
     OTHER_SPLITS,
+    PIN_CHECKS,
     STAGE_SPLITS,
     Job,
     StrategyGrid,
@@ -104,6 +105,7 @@ from scalemodel.engine.job import (
     check_fp8_all_gather,
     check_mtp_recompute,
     check_stage_layers,
+    defer_embedding_wgrad_refusal,
     grid_from_arrays,
     held_gpus,
     refuse_two_splits,
@@ -1873,6 +1875,7 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
     if switches and "zero" not in names:
         # only the stages that run the pinned switch are searched (ZERO_SWITCHES; run says so)
         cons.setdefault("zero", []).extend(("!=", int(z)) for z in Zero if z not in stages)
+    _pipeline_switch_pins(strategy, names, fixed, cons, at)
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"), at.get("shard_group", ""))
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons, at["deepspeed_pipeline"])
@@ -1914,6 +1917,64 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
                                                 ("!=", (int(ScheduleKind.ZERO_BUBBLE), None))])
         cons.setdefault("cp", []).append(("=", 1))
     return cons, fixed, sync
+
+
+#: The pinned fields that run on some pipelines only, each with the constraint that keeps the search to those
+#: (:func:`_pipeline_switch_pins`) and the words :func:`_warn_pipeline_switches` says it in: defer_embedding_wgrad at
+#: pp >= 2 (job.defer_embedding_wgrad_refusal, Megatron-Core's ModelParallelConfig), first/last_chunk_layers under an
+#: interleaved schedule (job._check_chunk_layers: they split an interleaved pipeline's model chunks). ux38: plan
+#: searched pp 1 (1f1b) with them pinned and ranked only plans predict refuses.
+PIPELINE_SWITCHES: dict[str, tuple[str, list[tuple[str, Any]], str, str]] = {
+    "defer_embedding_wgrad": ("pp", [(">=", 2)], "pp 2 or more", "at pp 1"),
+    **{n: ("schedule", [("!=", (int(k), None)) for k in ScheduleKind if k != ScheduleKind.INTERLEAVED],
+           "interleaved schedules", "under 1f1b, gpipe or zb (a flat schedule)")
+       for n in ("first_chunk_layers", "last_chunk_layers")}}
+
+
+def _pipeline_switches(strategy: Any, names: Sequence[str]) -> list[str]:
+    """The pinned :data:`PIPELINE_SWITCHES` that are on (defer_embedding_wgrad true, a chunk layer count given)."""
+    return [n for n in PIPELINE_SWITCHES if n in names and getattr(strategy, n, None) not in (None, False)]
+
+
+def _pipeline_switch_pins(strategy: Any, names: Sequence[str], fixed: dict[str, Any],
+                          cons: dict[str, list[tuple[str, Any]]], at: Mapping[str, str]) -> None:
+    """The search kept to the pipelines a pinned :data:`PIPELINE_SWITCHES` runs on (its constraint added to
+    ``cons``), and what predict refuses whatever the pipeline refused here, at the pin: defer_embedding_wgrad with
+    grad_accumulation_fusion false pinned too, a chunk layer count with a flat schedule pinned."""
+    for name in _pipeline_switches(strategy, names):
+        if name == "defer_embedding_wgrad":
+            # a pinned pp is the one searched (pp 1 refused here, not as "--set: no pp meets pp=1, pp>=2")
+            shown = {n: f" ({at[n].rsplit(': ', 1)[-1]})" if n in at else ""
+                     for n in ("pp", "grad_accumulation_fusion")}
+            why = defer_embedding_wgrad_refusal(int(strategy.pp) if "pp" in names else 2,
+                                                bool(fixed.get("grad_accumulation_fusion", True)), shown["pp"],
+                                                shown["grad_accumulation_fusion"])
+            if why is not None:
+                raise InputError(why[0], where=at[name], allowed=why[1])
+        elif "schedule" in names and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
+            raise InputError(f"{name} is set but the schedule is {strategy.schedule} (pinned by {at['schedule']})",
+                             where=at[name], allowed="an interleaved:V schedule (V >= 2), or first/last_stage_layers "
+                                                     "for 1f1b")
+        key, pairs, _, _ = PIPELINE_SWITCHES[name]
+        cons.setdefault(key, []).extend(p for p in pairs if p not in cons.get(key, []))
+
+
+def _warn_pipeline_switches(strategy: Any, pinned: Sequence[str], asked: Constraints) -> None:
+    """Say that the search keeps to the pipelines a pinned :data:`PIPELINE_SWITCHES` runs on, as ux37 says it of the
+    ZeRO stages, where the constraints given (``asked``, before the pins) allowed others: pp 1 is searched on every
+    GPU count, the flat schedules unless a constraint pins an interleaved one."""
+    for name in _pipeline_switches(strategy, pinned):
+        key, _, kept, out = PIPELINE_SWITCHES[name]
+        if key in pinned:
+            continue
+        if key == "pp" and not bool(allowed_by(np.asarray([1]), asked.get("pp", []))[0]):
+            continue
+        if key == "schedule" and any(op in ("=", "==") and code == ScheduleKind.INTERLEAVED
+                                     for op, (code, _) in asked.get("schedule", [])):
+            continue
+        value = str(getattr(strategy, name)).lower()
+        notices.warn(f"plan searches {kept} only: the pinned {name} {value} cannot run {out} (predict refuses it "
+                     "there)")
 
 
 def _segment_split_refusal(job: Job, gpus: int, c: Constraints) -> str:
@@ -2211,6 +2272,13 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                 if key not in (written or {}):
                     raise
                 raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
+        for key, rule in PIN_CHECKS:  # ux38: recompute_modules titan_op on an MoE model ranked plans predict refuses
+            if key in pinned:
+                try:
+                    rule(job, strategy)
+                except InputError as exc:
+                    raise InputError(exc.what, where=(written or {}).get(key, f"--set strategy.{key}"),
+                                     allowed=exc.allowed) from None
         switches, stages = zero_switch_stages(fixed)
         asked = [z for z in Zero if allowed_by(np.asarray(int(z)), cons.get("zero", []))]  # --constraint's stages
         left_out = [z for z in asked if z not in stages]
@@ -2223,6 +2291,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                          f"cannot run at zero {', '.join(out[:-1]) + ' or ' if len(out) > 1 else ''}{out[-1]} "
                          "(predict refuses it there)")
         _check_pins_meet_constraints(cons, strategy, pinned, written)
+        _warn_pipeline_switches(strategy, pinned, normalize_constraints(constraints))
         if sync is not None:
             labels = [parse_sync(m).label() for m in modes]
             if labels not in (["bsp"], [sync]) and sync not in labels:

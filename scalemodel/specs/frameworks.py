@@ -45,7 +45,7 @@ from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.megatron_args import _megatron
 from scalemodel.specs.strategy_file import JSON_FIELD_TWINS, StrategyFile
 from scalemodel.specs.torchtitan_config import _toml, _torchtitan
-from scalemodel.specs.training import ZERO_UNSET_HINT, StrategySpec, TrainingSpec
+from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 #: The fields a scalemodel strategy YAML may also give at its top level: every TrainingSpec and StrategySpec field.
 #: Written out by hand, the lists had fallen behind the specs (fp8_attention, fp8_recipe, optimizer,
@@ -133,7 +133,7 @@ def _validate_as_written(model: Any, data: dict[str, Any], path: Path, root: str
         own = names.get(key)
         if own is None or own == key:  # a scalemodel file's top-level field keeps the spec's name
             raise
-        raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed) from None
+        raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed, needs_zero=exc.needs_zero) from None
 
 
 def _deepspeed_keys_only(text: str) -> bool:
@@ -241,7 +241,7 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
         # read of the file alone. A framework's file gives its stage by what it writes (no Megatron-LM
         # --use-distributed-optimizer is Megatron-Core DDP at zero 0; its reader refuses what Megatron refuses)
         unset = out.format == "scalemodel" and "zero" not in out.strategy
-        if not ((out.zero_not_read() or unset) and exc.allowed.endswith(ZERO_UNSET_HINT)):
+        if not ((out.zero_not_read() or unset) and exc.needs_zero):
             raise
     # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
     out.unused = [u if len(u) <= 300 else f"{u[:240]}... ({len(u):,} characters)" for u in out.unused]

@@ -1139,7 +1139,7 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
                          where="--fp8-param-gather",
                          allowed="--fp8-param-gather with --use-distributed-optimizer (zero 1) or --use-torch-fsdp2 "
                                  "(zero fsdp), or leave it out")
-    _defer_embedding_wgrad(args, out)
+    _wgrad_deferral_limit_alone(args, out)
     if "--torch-fsdp2-no-reshard-after-forward" in args and "--use-torch-fsdp2" not in args:
         out.unused.append("--torch-fsdp2-no-reshard-after-forward without --use-torch-fsdp2 (Megatron-LM reads it only "
                           "for torch FSDP2: training.py get_megatron_ddp_config)")
@@ -1249,11 +1249,12 @@ def _torch_fsdp2(args: dict[str, str | None], out: StrategyFile) -> None:
                           "neither: FSDP2 reduces each unit's gradients after its backward)")
 
 
-def _defer_embedding_wgrad(args: dict[str, str | None], out: StrategyFile) -> None:
-    """--defer-embedding-wgrad-compute where Megatron-Core refuses it (NVIDIA/Megatron-LM@d98e8a64dd
-    megatron/core/model_parallel_config.py L545-553, ModelParallelConfig.__post_init__ raises ValueError): without
-    pipeline parallelism (no --pipeline-model-parallel-size, Megatron's default 1, or 1) and with
-    --no-gradient-accumulation-fusion. --wgrad-deferral-limit without it is "invalid" (L415-419) and not used."""
+def _wgrad_deferral_limit_alone(args: dict[str, str | None], out: StrategyFile) -> None:
+    """--wgrad-deferral-limit without --defer-embedding-wgrad-compute: "invalid" to Megatron-Core (NVIDIA/Megatron-LM@
+    d98e8a64dd megatron/core/model_parallel_config.py L415-419) and not used. Where Megatron-Core refuses the flag
+    itself (pp 1, --no-gradient-accumulation-fusion: L545-553) is the strategy's check, the flags read into
+    strategy defer_embedding_wgrad, pp and grad_accumulation_fusion (engine.job._check_defer_embedding_wgrad, which
+    names the flags); ux38: this reader refused them with a second copy of that rule."""
     if "--defer-embedding-wgrad-compute" not in args:
         if "--wgrad-deferral-limit" in args:
             out.strategy.pop("wgrad_deferral_limit", None)
@@ -1261,16 +1262,3 @@ def _defer_embedding_wgrad(args: dict[str, str | None], out: StrategyFile) -> No
             out.unused.append("--wgrad-deferral-limit without --defer-embedding-wgrad-compute (Megatron-Core reads it "
                               "only with that flag: model_parallel_config.py L415-419)")
         return
-    pp_flag = args.get("--pipeline-model-parallel-size")
-    if pp_flag is None or out.strategy.get("pp") == 1 and out.fields.get("pp") == "--pipeline-model-parallel-size":
-        raise InputError("given without pipeline parallelism: Megatron-Core raises \"Cannot defer embedding wgrad "
-                         "compute when pipeline model parallel is not used\" (model_parallel_config.py L545-548 at "
-                         "d98e8a64dd)", where="--defer-embedding-wgrad-compute",
-                         allowed="--defer-embedding-wgrad-compute with --pipeline-model-parallel-size 2 or more, or "
-                                 "leave it out")
-    if "--no-gradient-accumulation-fusion" in args:
-        raise InputError("given with --no-gradient-accumulation-fusion: Megatron-Core raises \"Cannot defer embedding "
-                         "wgrad compute when gradient accumulation fusion is not used\" (model_parallel_config.py "
-                         "L550-553 at d98e8a64dd)", where="--defer-embedding-wgrad-compute",
-                         allowed="--defer-embedding-wgrad-compute without --no-gradient-accumulation-fusion, or "
-                                 "leave it out")

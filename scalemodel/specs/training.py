@@ -367,6 +367,16 @@ MIN_BUCKET_BYTES = 1024.0
 #: command has it (fix29: "--zero or strategy.zero" was said inside scenario and runs files, and by plan).
 ZERO_UNSET_HINT = "zero is 0 unless given: give zero too"
 
+
+def _zero_refusal(name: str, what: str, allowed: str, *, zero: Zero, also: str = "zero") -> ValueError:
+    """field_error of a switch that some ZeRO stages run, refused at ``zero``: at zero 0, what a strategy that never
+    names zero gets, its allowed text ends with :data:`ZERO_UNSET_HINT` (the options that give zero are named by
+    commands.common.validate_written) and it carries errors.InputError.needs_zero, the one place both are written.
+    ux38: the callers that give or search zero instead (commands.plan, commands.common, specs.frameworks) matched
+    the hint's text, which a reworded hint would silently have broken."""
+    unset = zero == Zero.NONE
+    return field_error(name, what, f"{allowed}; {ZERO_UNSET_HINT}" if unset else allowed, also=also, needs_zero=unset)
+
 #: The words of a :attr:`~scalemodel.specs.strategy_file.StrategyFile.unused` entry for a setting that decides the ZeRO
 #: stage but is not read from the file (Megatron-LM's --use-torch-fsdp2 / --use-megatron-fsdp): the stage is 0 unless
 #: the command line gives it (``StrategyFile.zero_not_read``). Here, not in specs.strategy_file, so that a query
@@ -808,7 +818,7 @@ class StrategySpec(Spec, kw_only=True):
         "rank order of the parallel dimensions, innermost first: tp-cp-dp-pp (Megatron-LM's default, torchtitan) "
         "or tp-cp-pp-dp (PP inside DP, Megatron-LM --use-tp-pp-dp-mapping); docs/model.md#layout"))] = "tp-cp-dp-pp"
 
-    def _check_offload_states(self, zero: Zero, unset: str, pin: str, trainers: list[str]) -> None:
+    def _check_offload_states(self, zero: Zero, unset: str, trainers: list[str]) -> None:
         """offload_states where a framework runs it (docs/model.md#state-offload): optimizer is DeepSpeed's
         offload_optimizer, "Valid for ZeRO stage 1, 2, 3"; optimizer+params its offload_param, "Valid only with stage
         3" (deepspeed/runtime/zero/config.py at deepspeedai/DeepSpeed@edaa7221), or PyTorch FSDP's CPUOffload, whose
@@ -824,14 +834,14 @@ class StrategySpec(Spec, kw_only=True):
                               "optimizer-only mode", "optimizer+params with zero fsdp or hsdp; optimizer with zero 1, "
                               "2 or 3 (DeepSpeed's offload_optimizer)", also="zero")
         if mode == StateOffload.OPTIMIZER and zero == Zero.NONE:
-            raise field_error("offload_states", f"optimizer needs DeepSpeed's ZeRO optimizer (offload_optimizer is "
-                              f"valid for ZeRO stage 1, 2, 3){unset}", f"optimizer with zero 1, 2 or 3{pin}",
-                              also="zero")
+            raise _zero_refusal("offload_states", f"optimizer needs DeepSpeed's ZeRO optimizer (offload_optimizer is "
+                              f"valid for ZeRO stage 1, 2, 3){unset}", "optimizer with zero 1, 2 or 3",
+                              zero=zero)
         if mode == StateOffload.PARAMS and zero < Zero.PARAMETERS:
-            raise field_error("offload_states", f"optimizer+params needs the parameters sharded (DeepSpeed "
+            raise _zero_refusal("offload_states", f"optimizer+params needs the parameters sharded (DeepSpeed "
                               f"offload_param is valid only with stage 3; FSDP's CPUOffload){unset}",
-                              f"optimizer+params with zero 3, fsdp or hsdp; optimizer with zero 1 or 2{pin}",
-                              also="zero")
+                              "optimizer+params with zero 3, fsdp or hsdp; optimizer with zero 1 or 2",
+                              zero=zero)
         other = trainers + (["bucket_fragments"] if self.bucket_fragments else [])
         if other:
             raise field_error("offload_states", f"{mode.label} is priced as DeepSpeed's and PyTorch FSDP's host "
@@ -854,15 +864,14 @@ class StrategySpec(Spec, kw_only=True):
         # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
         # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)
         unset = f" (got zero {self.zero!r}{', the default' if zero == Zero.NONE else ''})"
-        pin = f"; {ZERO_UNSET_HINT}" if zero == Zero.NONE else ""  # options named by validate_written
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
-            raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
+            raise _zero_refusal("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
                               f"hsdp{unset}", "true (the default) with zero 0, 1 or 2; false with zero 3, fsdp or "
-                                              f"hsdp{pin}", also="zero")
+                                              "hsdp", zero=zero)
         if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
-            raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp{unset}",
-                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
-                              also="zero")
+            raise _zero_refusal("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp{unset}",
+                              "false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp",
+                              zero=zero)
         if self.megatron_ddp and zero > Zero.OPTIMIZER:
             raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
                               f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
@@ -871,11 +880,13 @@ class StrategySpec(Spec, kw_only=True):
             # Apex's DistributedFusedAdam (NeMo 1's distributed_fused_adam) reduce-scatters the gradients and
             # all-gathers the parameters (ZeRO-1/2) on its own: not ZeRO 0 / 3 / FSDP, nor under another trainer
             got = f" ({trainers[0]} true)" if trainers else unset
-            raise field_error("bucket_fragments", f"true prices Apex's DistributedFusedAdam as NeMo 1 runs it, a "
-                              f"ZeRO-1/2 optimizer of its own{got}", "false (the default) with any zero; true with "
-                              "zero 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false"
-                              + ("" if trainers else pin), also="" if trainers else "zero")
-        self._check_offload_states(zero, unset, pin, trainers)
+            what = f"true prices Apex's DistributedFusedAdam as NeMo 1 runs it, a ZeRO-1/2 optimizer of its own{got}"
+            allowed = ("false (the default) with any zero; true with zero 1 or 2 and megatron_ddp, deepspeed_pipeline "
+                       "and nanotron_trainer false")
+            if trainers:
+                raise field_error("bucket_fragments", what, allowed)
+            raise _zero_refusal("bucket_fragments", what, allowed, zero=zero)
+        self._check_offload_states(zero, unset, trainers)
         if self.deepspeed_pipeline and zero > Zero.OPTIMIZER:  # deepspeed/runtime/pipe/engine.py PipelineEngine
             raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
                               "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "
@@ -920,24 +931,24 @@ class StrategySpec(Spec, kw_only=True):
                               "Engine's userbuffers)", "tp_comm_overlap false with nanotron_trainer",
                               also="tp_comm_overlap")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
-            raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
+            raise _zero_refusal("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
-                              f"false (the default), or true with zero 1, 2, fsdp or hsdp{pin}", also="zero")
+                              "false (the default), or true with zero 1, 2, fsdp or hsdp", zero=zero)
         if self.fp4_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS):
             # Megatron-Core's NVFP4 parameters are all-gathered by the distributed optimizer's buffers only
             # (param_and_grad_buffer.py nvfp4_packed_param_index_map; distrib_optimizer.py quantize_nvfp4_param_shard)
-            raise field_error("fp4_param_gather", f"true needs the distributed optimizer's parameter all-gather "
-                              f"(zero 1 or 2){unset}", f"false (the default), or true with zero 1 or 2{pin}",
-                              also="zero")
+            raise _zero_refusal("fp4_param_gather", f"true needs the distributed optimizer's parameter all-gather "
+                              f"(zero 1 or 2){unset}", "false (the default), or true with zero 1 or 2",
+                              zero=zero)
         if self.fsdp_per_param and zero not in (Zero.FSDP, Zero.HSDP):
-            raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
-                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
-                              also="zero")
+            raise _zero_refusal("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
+                              "false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp",
+                              zero=zero)
         if self.fsdp_defer_grad_sync:
             if zero not in (Zero.FSDP, Zero.HSDP):  # DeepSpeed ZeRO 2/3 reduce in every backward (no no_sync)
-                raise field_error("fsdp_defer_grad_sync", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
-                                  f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}",
-                                  also="zero")
+                raise _zero_refusal("fsdp_defer_grad_sync", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
+                                  "false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp",
+                                  zero=zero)
             for other in ("fsdp_flat_param", "xla_gpu_lhs"):  # FSDP1's no_sync / XLA's program: not this schedule
                 if getattr(self, other):
                     raise field_error("fsdp_defer_grad_sync", f"true prices FSDP2's deferred sync, not {other}'s",
@@ -952,8 +963,8 @@ class StrategySpec(Spec, kw_only=True):
                                   "forward depend on the schedule's order of forwards and backwards)",
                                   "pp 1, or pp > 1 with fsdp_reshard_after_forward false", also="pp")
         if self.xla_gpu_lhs and zero not in (Zero.FSDP, Zero.HSDP):
-            raise field_error("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
-                              f"false (the default), or true with zero fsdp or hsdp{pin}", also="zero")
+            raise _zero_refusal("xla_gpu_lhs", f"true prices XLA's scheduling of the fsdp/hsdp collectives{unset}",
+                              "false (the default), or true with zero fsdp or hsdp", zero=zero)
         if self.fsdp_per_param and self.fsdp_flat_param:
             raise field_error("fsdp_per_param", "true with fsdp_flat_param true: a model is wrapped by FSDP1 "
                               "(FlatParameter) or FSDP2 (per-parameter), not both",
@@ -968,9 +979,9 @@ class StrategySpec(Spec, kw_only=True):
                               f"reaches (got compression {self.compression!r})", "compression none with xla_gpu_lhs",
                               also="compression")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
-            raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
-                              f"hsdp{unset}", f"false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
-                                              f"hsdp{pin}", also="zero")
+            raise _zero_refusal("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
+                              f"hsdp{unset}", "false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
+                                              "hsdp", zero=zero)
         if self.bucket_size is not None and self.bucket_size < MIN_BUCKET_BYTES:
             raise field_error("bucket_size", f"{self.bucket_size:g} B is below the smallest bucket priced, 1 KiB",
                               "from 1 KiB (1024 B) up, e.g. 25MiB (PyTorch DDP's bucket_cap_mb default); or leave it "
