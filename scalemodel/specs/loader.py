@@ -1026,16 +1026,41 @@ def _load_scenario_spec(ref: str | os.PathLike[str], model: Any, overrides: Iter
     if declared is not None and declared != "scenario":
         raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
                          allowed="a scenario (kind: scenario)")
+    named: list[tuple[tuple[str, ...], str, str]] = []  # (where, kind, file) of each spec the scenario names
     for key, kind in (("cluster", "cluster"), ("model", "workload")):
         if key in raw:  # a missing one stays missing: a None put here was "Input should be a valid mapping (got None)"
+            if isinstance(raw[key], str):
+                named.append(((key,), kind, raw[key]))
             raw[key] = _expand_ref(raw[key], kind, files.parent(path), key, path)
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
+        if isinstance(cluster.get("accelerator"), str) and ("cluster",) not in [n[0] for n in named]:
+            named.append((("cluster", "accelerator"), "accelerator", cluster["accelerator"]))
         cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", files.parent(path),
                                              "cluster.accelerator", path)
     touched: Touched = []
     raw = apply_overrides(raw, overrides, kind="scenario", touched=touched, model=model)
-    return validate(model, raw, path=path, node=nodes.get("node"), touched=touched), path
+    try:
+        return validate(model, raw, path=path, node=nodes.get("node"), touched=touched), path
+    except InputError:
+        _refuse_named_alone(model, named, files.parent(path), overrides)
+        raise
+
+
+def _refuse_named_alone(model: Any, named: list[tuple[tuple[str, ...], str, str]], folder: str,
+                        overrides: Iterable[str]) -> None:
+    """A scenario refused: each spec file it names (``cluster: c.yaml``, ``model: m.yaml``) validated alone, as
+    ``-c c.yaml`` reads it, so that a value refused in that file is named there (fuzz38: ``host_memory: -5 TB`` in
+    c.yaml was "s.yaml:4: cluster.host_memory", a line of the scenario without the field; sweep and calibrate runs
+    named c.yaml:3). A spec a ``--set`` item writes into is left to the scenario's refusal (the item is named)."""
+    sets = [str(o).split("=", 1)[0] for o in overrides]
+    for where, kind, ref in named:
+        prefix = ".".join(where)
+        if any(s == prefix or s.startswith(prefix + ".") for s in sets):
+            continue
+        t = type_at(model, where)
+        if t is not None:
+            load_spec(kind, resolve(kind, ref, folder), t)
 
 
 set_reference_loader(load_raw)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads it here

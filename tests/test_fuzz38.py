@@ -1,0 +1,66 @@
+"""Hostile input, round 38 (fuzz38): what this round's corpus found. The CLI contract is test_hostile_inputs.py's:
+exit 2, one ``error:`` line naming the file / field / option, what was wrong and what is allowed, nothing on stdout,
+no input changed.
+
+The corpus is scripts/fuzz38.py (fuzz36's in-process harness; a subprocess section for environment variables, stdin
+and outputs). Findings:
+
+1. A scenario's cluster, model or accelerator given as a file (``cluster: c.yaml``) with a refused value was named at
+   the scenario's line (``s.yaml:4: cluster.host_memory``), a file and line without the field; ``sweep`` and
+   ``calibrate runs`` named ``c.yaml:3``. The file is now validated alone when the scenario is refused, and its own
+   error (its file, line and field) given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+RUN = "- {{cluster: dgx-h100, model: llama3-8b, gpus: {g}, {measure}}}\n"
+
+
+# --- 1. a scenario's referenced file is named where its value is ---------------------------------------------------
+
+def _scenario(tmp_path: Path, cluster: str = "c.yaml", model: str = "llama3-8b") -> Path:
+    s = tmp_path / "s.yaml"
+    s.write_text(f"kind: scenario\nname: s\nmodel: {model}\ncluster: {cluster}\ngpus: [8, 16]\n"
+                 "assertions: {min_scaling_efficiency: 0.1}\n")
+    return s
+
+
+@pytest.mark.parametrize("command", [("check",), ("scale", "--scenario")])
+def test_a_scenario_names_its_cluster_files_line(cli, tmp_path: Path, command: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    c = tmp_path / "c.yaml"
+    c.write_text("extends: dgx-h100\nname: c\nhost_memory: -5 TB\n")  # line 3
+    s = _scenario(tmp_path)
+    line = refused(cli, *command, str(s), "--json", inputs=(s, c))
+    # the file, the line and the field as the file writes them: -c c.yaml's own refusal
+    assert line.startswith(f"error: {c}:3: host_memory: "), line
+    assert "'-5 TB'" in line, line
+    direct = refused(cli, "predict", "-m", "llama3-8b", "-c", str(c), "-n", "8", "--json")
+    assert line == direct
+
+
+def test_a_scenario_names_its_workload_and_accelerator_files(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    w = tmp_path / "w.yaml"
+    w.write_text("kind: transformer\nname: w\nlayers: 0\nhidden: 1024\nheads: 8\nvocab: 32000\nseq_len: 2048\n")
+    s = _scenario(tmp_path, cluster="dgx-h100", model="w.yaml")
+    line = refused(cli, "check", str(s), "--json", inputs=(s, w))
+    assert line.startswith(f"error: {w}:3: layers: "), line
+    a = tmp_path / "a.yaml"
+    a.write_text("extends: h100-sxm\nname: a\nmemory: -80 GB\n")
+    s = _scenario(tmp_path, cluster="{extends: dgx-h100, accelerator: a.yaml}")
+    line = refused(cli, "check", str(s), "--json", inputs=(s, a))
+    assert line.startswith(f"error: {a}:3: memory: "), line
+
+
+def test_a_scenario_refusal_of_its_own_field_still_names_the_scenario(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A valid cluster file and a bad scenario field: the scenario's line, as before."""
+    c = tmp_path / "c.yaml"
+    c.write_text("extends: dgx-h100\nname: c\n")
+    s = tmp_path / "s.yaml"
+    s.write_text("kind: scenario\nname: s\nmodel: llama3-8b\ncluster: c.yaml\ngpus: [8, 0]\n")
+    line = refused(cli, "check", str(s), "--json", inputs=(s, c))
+    assert line.startswith(f"error: {s}:5: gpus"), line
