@@ -9,10 +9,12 @@ and outputs). Findings:
    the scenario's line (``s.yaml:4: cluster.host_memory``), a file and line without the field; ``sweep`` and
    ``calibrate runs`` named ``c.yaml:3``. The file is now validated alone when the scenario is refused, and its own
    error (its file, line and field) given.
+2. ``tokens_per_s: 1e-320`` in a runs file: "1e-320 tokens per second is a step of inf s", an ``inf`` in the output.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,16 @@ def test_a_scenario_refusal_of_its_own_field_still_names_the_scenario(cli, tmp_p
     s.write_text("kind: scenario\nname: s\nmodel: llama3-8b\ncluster: c.yaml\ngpus: [8, 0]\n")
     line = refused(cli, "check", str(s), "--json", inputs=(s, c))
     assert line.startswith(f"error: {s}:5: gpus"), line
+
+
+# --- 2. a rate so small its step overflows ---------------------------------------------------------------------------
+
+def test_a_subnormal_rate_is_refused_without_inf(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("".join(RUN.format(g=g, measure="tokens_per_s: 1e-320" if g == 16 else "step_time: 1 s")
+                            for g in (8, 16, 32)))
+    line = refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,))
+    assert not re.search(r"\binf\b", line), line
+    # the step is tokens / 1e-320, past any float: said as past the bound the allowed part names
+    assert "run 2 (line 2): tokens_per_s: 1e-320 tokens per second is a step longer than 1e+12 s" in line, line
+    assert line.endswith("a rate that makes a step of 1e-06 s to 1e+12 s"), line
