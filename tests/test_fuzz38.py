@@ -10,6 +10,7 @@ and outputs). Findings:
    ``calibrate runs`` named ``c.yaml:3``. The file is now validated alone when the scenario is refused, and its own
    error (its file, line and field) given.
 2. ``tokens_per_s: 1e-320`` in a runs file: "1e-320 tokens per second is a step of inf s", an ``inf`` in the output.
+3. A negative integer past the bound (``--set strategy.tp=-1e308``) was "beyond the largest integer a spec accepts".
 """
 
 from __future__ import annotations
@@ -79,3 +80,12 @@ def test_a_subnormal_rate_is_refused_without_inf(cli, tmp_path: Path) -> None:  
     # the step is tokens / 1e-320, past any float: said as past the bound the allowed part names
     assert "run 2 (line 2): tokens_per_s: 1e-320 tokens per second is a step longer than 1e+12 s" in line, line
     assert line.endswith("a rate that makes a step of 1e-06 s to 1e+12 s"), line
+
+
+# --- 3. a negative integer past the bound -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, shown", [("-1e308", "-1e+308"), (str(-2**70), str(-2**70))])
+def test_a_negative_integer_past_the_bound_names_the_smallest(cli, value: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--set", f"strategy.tp={value}",
+                   "--json")
+    assert f"strategy.tp: {shown} is beyond the smallest integer a spec accepts (-1e+09)" in line, line
