@@ -11,6 +11,7 @@ and outputs). Findings:
    error (its file, line and field) given.
 2. ``tokens_per_s: 1e-320`` in a runs file: "1e-320 tokens per second is a step of inf s", an ``inf`` in the output.
 3. A negative integer past the bound (``--set strategy.tp=-1e308``) was "beyond the largest integer a spec accepts".
+4. A runs file's ``warmup_steps: 1e308`` was shown as int(1e308)'s first 40 of 309 digits, and ``null`` as 'None'.
 """
 
 from __future__ import annotations
@@ -89,3 +90,16 @@ def test_a_negative_integer_past_the_bound_names_the_smallest(cli, value: str, s
     line = refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--set", f"strategy.tp={value}",
                    "--json")
     assert f"strategy.tp: {shown} is beyond the smallest integer a spec accepts (-1e+09)" in line, line
+
+
+# --- 4. warmup_steps shown as written ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, shown", [("1e308", "'1e+308'"), ("1e-320", "'1e-320'"), ("null", "'null'"),
+                                          ("-1e308", "'-1e+308'")])
+def test_warmup_steps_is_shown_as_written(cli, tmp_path: Path, value: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "m.log").write_text("")
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(f"- {{cluster: dgx-h100, model: llama3-8b, gpus: 8, log: m.log, warmup_steps: {value}}}\n")
+    line = refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,))
+    assert line.endswith(f"run 1 (line 1): warmup_steps: {shown} is not a step count; a whole number from 0 to "
+                         "1e+09 (logged steps up to it are dropped)"), line
