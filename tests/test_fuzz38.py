@@ -12,6 +12,8 @@ and outputs). Findings:
 2. ``tokens_per_s: 1e-320`` in a runs file: "1e-320 tokens per second is a step of inf s", an ``inf`` in the output.
 3. A negative integer past the bound (``--set strategy.tp=-1e308``) was "beyond the largest integer a spec accepts".
 4. A runs file's ``warmup_steps: 1e308`` was shown as int(1e308)'s first 40 of 309 digits, and ``null`` as 'None'.
+5. A cluster file's accelerator file (``accelerator: a.yaml``) with a refused value was named at the cluster's line
+   (``c.yaml:3: accelerator.memory``), as in 1; and "not a accelerator" of a TOML given as an accelerator.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def test_a_negative_integer_past_the_bound_names_the_smallest(cli, value: str, s
     assert f"strategy.tp: {shown} is beyond the smallest integer a spec accepts (-1e+09)" in line, line
 
 
-# --- 4. warmup_steps shown as written ----------------------------------------------------------------------------------
+# --- 4. warmup_steps shown as written ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value, shown", [("1e308", "'1e+308'"), ("1e-320", "'1e-320'"), ("null", "'null'"),
                                           ("-1e308", "'-1e+308'")])
@@ -103,3 +105,27 @@ def test_warmup_steps_is_shown_as_written(cli, tmp_path: Path, value: str, shown
     line = refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,))
     assert line.endswith(f"run 1 (line 1): warmup_steps: {shown} is not a step count; a whole number from 0 to "
                          "1e+09 (logged steps up to it are dropped)"), line
+
+
+# --- 5. a cluster's accelerator file is named where its value is ----------------------------------------------------
+
+def test_a_cluster_names_its_accelerator_files_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = tmp_path / "a.yaml"
+    a.write_text("extends: h100-sxm\nname: a\nmemroy: 80 GB\n")  # line 3, misspelt
+    c = tmp_path / "c.yaml"
+    c.write_text("extends: dgx-h100\nname: c\naccelerator: a.yaml\n")
+    line = refused(cli, "predict", "-m", "llama3-8b", "-c", str(c), "-n", "8", "--json", inputs=(a, c))
+    assert line.startswith(f"error: {a}:3: memroy: unknown key 'memroy'; did you mean 'memory'?"), line
+    # a --set item into the accelerator keeps naming the item, and fixes what it writes
+    a.write_text("extends: h100-sxm\nname: a\nmemory: -80 GB\n")
+    refused(cli, "predict", "-m", "llama3-8b", "-c", str(c), "-n", "8", "--set", "accelerator.memory=-8GB", "--json",
+            match="error: --set accelerator.memory: Input should be greater than 0 (got '-8GB')")
+    r = cli("predict", "-m", "llama3-8b", "-c", str(c), "-n", "8", "--set", "accelerator.memory=80GB", "--json")
+    assert r.code == 0, r.err
+
+
+def test_a_toml_accelerator_is_refused_with_its_article(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    c = tmp_path / "c.yaml"
+    c.write_text("extends: dgx-h100\nname: c\naccelerator: a.toml\n")
+    line = refused(cli, "predict", "-m", "llama3-8b", "-c", str(c), "-n", "8", "--json", inputs=(c,))
+    assert "looks like a training framework's launch config, not an accelerator;" in line, line
