@@ -14,10 +14,14 @@ and outputs). Findings:
 4. A runs file's ``warmup_steps: 1e308`` was shown as int(1e308)'s first 40 of 309 digits, and ``null`` as 'None'.
 5. A cluster file's accelerator file (``accelerator: a.yaml``) with a refused value was named at the cluster's line
    (``c.yaml:3: accelerator.memory``), as in 1; and "not a accelerator" of a TOML given as an accelerator.
+6. ``plan`` with two pinned switches no ZeRO stage runs together (``bucket_fragments`` at zero 1 / 2,
+   ``fsdp_per_param`` at fsdp / hsdp) was refused at zero 0 with "give zero too (--set strategy.zero, or
+   --constraint zero=VALUE)": advice no stage could take. It now names each pin and the stages that refuse it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -129,3 +133,26 @@ def test_a_toml_accelerator_is_refused_with_its_article(cli, tmp_path: Path) -> 
     c.write_text("extends: dgx-h100\nname: c\naccelerator: a.toml\n")
     line = refused(cli, "predict", "-m", "llama3-8b", "-c", str(c), "-n", "8", "--json", inputs=(c,))
     assert "looks like a training framework's launch config, not an accelerator;" in line, line
+
+
+# --- 6. plan: pinned switches no stage runs together ------------------------------------------------------------------
+
+@pytest.mark.parametrize("first, second, precision, firsts, seconds", [  # on dgx-b200 (FP4 on Blackwell only)
+    # StrategySpec's rules (engine.planner.ZERO_SWITCHES): bucket_fragments and fp4_param_gather run at zero 1 and 2
+    # only, fsdp_per_param at fsdp and hsdp only; zero 0 refuses the first (checked first), zero 3 too
+    ("bucket_fragments", "fsdp_per_param", "bf16", "0, 3, fsdp and hsdp", "1 and 2"),
+    ("fp4_param_gather", "fsdp_per_param", "fp4", "0, 3, fsdp and hsdp", "1 and 2"),
+])
+def test_plan_names_pins_no_stage_runs_together(cli, first: str, second: str, precision: str, firsts: str,  # type: ignore[no-untyped-def]
+                                                seconds: str) -> None:
+    line = refused(cli, "plan", "-m", "llama3-8b", "-c", "dgx-b200", "-n", "8", "--precision", precision, "--top", "1",
+                   "--set", f"strategy.{first}=true", "--set", f"strategy.{second}=true", "--json")
+    assert "give zero too" not in line, line
+    assert (f"error: --set strategy.{first}: no ZeRO stage plan searches runs every pinned switch: refused at zero "
+            f"{firsts}, --set strategy.{first}; at zero {seconds}, --set strategy.{second}; ") in line, line
+    # each pin alone is planned, at its own stages
+    for name, stages in ((first, {"1", "2"}), (second, {"fsdp", "hsdp"})):
+        r = cli("plan", "-m", "llama3-8b", "-c", "dgx-b200", "-n", "8", "--precision", precision, "--top", "3", "--set",
+                f"strategy.{name}=true", "--json")
+        assert r.code == 0, r.err
+        assert {p["strategy"]["zero"] for p in json.loads(r.out)["ranked"]} <= stages
