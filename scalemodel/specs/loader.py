@@ -1070,7 +1070,10 @@ def _refuse_named_alone(model: Any, named: list[tuple[tuple[str, ...], str, str]
         if any(s == prefix or s.startswith(prefix + ".") for s in sets):
             continue
         t = type_at(model, where)
-        file = resolve(kind, ref, folder)
+        try:
+            file = resolve(kind, ref, folder)
+        except InputError:  # not found, a folder, ...: the first refusal says so where it names the reference
+            continue
         if t is not None and file not in said and ref not in said:
             load_spec(kind, file, t)
 
