@@ -17,6 +17,9 @@ and outputs). Findings:
 6. ``plan`` with two pinned switches no ZeRO stage runs together (``bucket_fragments`` at zero 1 / 2,
    ``fsdp_per_param`` at fsdp / hsdp) was refused at zero 0 with "give zero too (--set strategy.zero, or
    --constraint zero=VALUE)": advice no stage could take. It now names each pin and the stages that refuse it.
+7. A cluster file that inherits a refused value by ``extends: c.yaml`` (a user's file) was named at its own extends line
+   (``d.yaml:1: host_memory``): the base is now read alone and, where it refuses the same field in the same words,
+   its file and line are given.
 """
 
 from __future__ import annotations
@@ -156,3 +159,23 @@ def test_plan_names_pins_no_stage_runs_together(cli, first: str, second: str, pr
                 f"strategy.{name}=true", "--json")
         assert r.code == 0, r.err
         assert {p["strategy"]["zero"] for p in json.loads(r.out)["ranked"]} <= stages
+
+
+# --- 7. a value inherited by extends is named in the file that writes it --------------------------------------------
+
+def test_an_inherited_value_is_named_in_its_base_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    c, d, e, g = (tmp_path / f"{n}.yaml" for n in "cdeg")
+    c.write_text("extends: dgx-h100\nname: c\nhost_memory: -5 TB\n")  # line 3
+    d.write_text("extends: c.yaml\nname: d\n")
+    e.write_text("extends: d.yaml\nname: e\n")  # two links down
+    g.write_text("extends: c.yaml\nname: g\nhost_memory: -1 TB\n")  # its own value: its own line
+    for f in (d, e):
+        line = refused(cli, "predict", "-m", "llama3-8b", "-c", str(f), "-n", "8", "--json", inputs=(c, d, e))
+        assert line.startswith(f"error: {c}:3: host_memory: Input should be greater than 0 (got '-5 TB')"), line
+    line = refused(cli, "predict", "-m", "llama3-8b", "-c", str(g), "-n", "8", "--json")
+    assert line.startswith(f"error: {g}:3: host_memory: Input should be greater than 0 (got '-1 TB')"), line
+    # a --set item is named as the item; one that writes a good value over the base's runs
+    refused(cli, "predict", "-m", "llama3-8b", "-c", str(d), "-n", "8", "--set", "cluster.host_memory=-3TB", "--json",
+            match="error: --set cluster.host_memory: Input should be greater than 0 (got '-3TB')")
+    assert cli("predict", "-m", "llama3-8b", "-c", str(d), "-n", "8", "--set", "cluster.host_memory=1TB",
+               "--json").code == 0

@@ -1003,7 +1003,33 @@ def _load_spec(kind: str, ref: str | os.PathLike[str], model: Any, overrides: It
         # a cluster's accelerator file (accelerator: a.yaml), refused in its own file and line (fuzz38: a.yaml's
         # memory: -80 GB was "c.yaml:3: accelerator.memory", the cluster's line naming the file)
         _refuse_named_alone(model, named, files.parent(str(nodes.get("path") or ".")), overrides, exc)
+        if nodes.get("path") is not None:
+            _refuse_in_base(kind, model, str(nodes["path"]), exc)
         raise
+
+
+def _refuse_in_base(kind: str, model: Any, path: str, refusal: InputError) -> None:
+    """A file refused for a field it does not write itself but inherits by ``extends: base.yaml``: the base's own
+    refusal of the same field, naming the base file and its line (fuzz38: ``host_memory: -5 TB`` in c.yaml, extended
+    by d.yaml, was "d.yaml:1: host_memory", d.yaml's extends line). Only where the base, read alone, refuses that
+    field with the same words; otherwise the first refusal stands."""
+    field = refusal.where.split(": ", 1)[-1] if ": " in refusal.where else ""
+    top = re.split(r"[.\[]", field, maxsplit=1)[0]
+    try:
+        data, _node = read_document(path)
+    except InputError:
+        return
+    if not top or not isinstance(data, dict) or top in data or not isinstance(data.get("extends"), str):
+        return
+    try:
+        base = resolve(kind, data["extends"], files.parent(path))
+    except InputError:
+        return
+    try:
+        load_spec(kind, base, model)
+    except InputError as exc:
+        if exc.what == refusal.what and ": " in exc.where and exc.where.split(": ", 1)[-1] == field:
+            raise exc from None
 
 
 def _expand_ref(value: Any, kind: str, base_dir: str, where: str, origin: str) -> Any:
