@@ -406,7 +406,7 @@ def sec_sweep(tmp: Path) -> Iterator[Case]:
         "{a: " * 2000 + "1" + "}" * 2000 + "]\n",
         "training_list": head + "models: [llama3-8b]\nclusters: [dgx-h100]\ngpus: [8]\nstrategies: [best]\n"
                                 "training: [{global_batch: 64}, {global_batch: 128}]\n",
-        "inline_models": head + "models: [{kind: workload, name: m, layers: 2, hidden: 64, heads: 2, vocab: 100}]\n"
+        "inline_models": head + "models: [{kind: transformer, name: m, layers: 2, hidden: 64, heads: 2, vocab: 100}]\n"
                                 "clusters: [dgx-h100]\ngpus: [8]\nstrategies: [best]\n",
     }
     for name, body in bodies.items():
@@ -422,7 +422,7 @@ def _kinds() -> dict[str, str]:
         "cluster": "kind: cluster\nname: c\naccelerator: h100-sxm\ngpus_per_node: 8\ntiers:\n"
                    "  - {name: nv, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8}\n"
                    "  - {name: ib, span: 1024, bandwidth: 50 GB/s, latency: 4 us, efficiency: 0.9}\n",
-        "workload": "kind: workload\nname: w\nlayers: 4\nhidden: 1024\nheads: 8\nvocab: 32000\nseq_len: 2048\n",
+        "workload": "kind: transformer\nname: w\nlayers: 4\nhidden: 1024\nheads: 8\nvocab: 32000\nseq_len: 2048\n",
         "scenario": "kind: scenario\nname: s\nmodel: llama3-8b\ncluster: dgx-h100\ngpus: [8, 16]\n",
         "accelerator": (ROOT / "hardware" / "accelerators" / "h100-sxm.yaml").read_text()
         if (ROOT / "hardware" / "accelerators" / "h100-sxm.yaml").exists() else "kind: accelerator\nname: a\n",
