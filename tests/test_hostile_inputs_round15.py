@@ -23,8 +23,9 @@ SMALL = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8"]
                                          ("strategy.ep_dispatch_sms=1e40", "1e+40"), ("model.layers=1e20", "1e+20"),
                                          ("training.micro_batch=-1e300", "-1e+300")])
 def test_a_float_past_the_integer_bound_is_named_short(cli, item: str, shown: str) -> None:  # type: ignore[no-untyped-def]
-    line = refused(cli, "predict", *SMALL, "--set", item,
-                   match=f"{shown} is beyond the largest integer a spec accepts (1e+09)")
+    end = ("smallest integer a spec accepts (-1e+09)" if shown.startswith("-")
+           else "largest integer a spec accepts (1e+09)")
+    line = refused(cli, "predict", *SMALL, "--set", item, match=f"{shown} is beyond the {end}")
     assert len(line) < 300, line
 
 
@@ -98,8 +99,9 @@ def test_an_empty_release_mapping_is_called_a_mapping(cli, tmp_path) -> None:  #
     acc, clu = tmp_path / "acc.yaml", tmp_path / "c.yaml"
     acc.write_text("kind: accelerator\nextends: b200\nname: myb\nattention_releases:\n  '9.30': {}\n")
     clu.write_text("kind: cluster\nextends: dgx-b200\nname: myc\naccelerator: acc.yaml\n")
+    # fuzz38: named in acc.yaml at the release's line, as `-c` names a file's own field
     refused(cli, "predict", "-c", str(clu), "-m", "llama3-8b", "-n", "8", inputs=(acc, clu),
-            match="accelerator.attention_releases.9.30: Mapping should have at least 1 entry (got {})")
+            match=f"{acc}:5: attention_releases.9.30: Mapping should have at least 1 entry (got {{}})")
 
 
 def test_an_empty_list_is_still_called_a_list(cli) -> None:  # type: ignore[no-untyped-def]

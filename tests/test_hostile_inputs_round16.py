@@ -326,8 +326,11 @@ def test_a_field_refused_in_the_file_still_names_the_file(cli, tmp_path) -> None
                    "  '9.30': {cudnn: {fwd: {attn_max: 0.9, seq_half: 900, head_half: 50}}}\n")
     clu.write_text("kind: cluster\nextends: dgx-b200\nname: myc\naccelerator: acc.yaml\n")
     for sets in ([], ["--set", "accelerator.attention_releases.9.99.cudnn.fwd.attn_max=0.5"]):
+        # fuzz38: without a --set into the accelerator, its own file and line (acc.yaml:5, the release's line), as
+        # `-c` reads a file; with one, the cluster file's accelerator field, as before
         line = refused(cli, "predict", "-c", str(clu), "-m", "llama3-8b", "-n", "8", *sets, inputs=(acc, clu),
-                       match="accelerator.attention_releases.9.30.cudnn.bwd: missing required field")
+                       match=f"{acc}:5: attention_releases.9.30.cudnn.bwd: missing required field" if not sets else
+                       "accelerator.attention_releases.9.30.cudnn.bwd: missing required field")
         assert line.startswith(f"error: {tmp_path}/"), line
 
 

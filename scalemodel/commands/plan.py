@@ -10,7 +10,7 @@ from scalemodel.choices import FlexBackend, Zero, parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
 from scalemodel.commands.options import comma_list
-from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED
+from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED, ZERO_SWITCHES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
@@ -117,6 +117,7 @@ def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -
             specs = _first_stage_that_runs(left, **kw)  # (engine.planner.pins, ZERO_SWITCHES), and says so
             if specs is not None:
                 return specs
+            _refuse_pins_without_a_stage(left, exc, **kw)
         if not zero_pairs or len(left) != 1:
             raise InputError(exc.what, where=exc.where, allowed=f"{exc.allowed[:-1]}, or --constraint zero=VALUE)",
                              also=exc.also) from None
@@ -167,6 +168,38 @@ def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, 
             notices.warn(line)
         return specs
     return None
+
+
+def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: Any) -> None:
+    """Refuse pinned switches no ZeRO stage runs together, where two or more are refused across the stages ``left``
+    (fuzz38: ``--set strategy.bucket_fragments=true --set strategy.fsdp_per_param=true``, zero 1 / 2 against fsdp /
+    hsdp, was refused at zero 0 with "give zero too (--set strategy.zero, or --constraint zero=VALUE)", advice no
+    stage could take). Returns where one field alone is refused at every stage (its own refusal stands)."""
+    refused: dict[str, list[str]] = {}
+    if Zero.parse("0") in left:
+        refused[at_zero0.where] = ["0"]
+    for zero in SEARCHED_ZEROS:
+        if Zero.parse(zero) not in left:
+            continue
+        try:
+            with notices.collecting():
+                o.build_specs(strategy={"zero": zero}, **kw)
+        except InputError as exc:
+            refused.setdefault(exc.where, []).append(zero)
+        else:  # _first_stage_that_runs found none: not expected; the refusal at zero 0 stands
+            return
+    pins = (*ZERO_SWITCHES, "offload_states")
+    if len(refused) < 2 or not all(re.search(rf"\b(?:{'|'.join(pins)})$", where) for where in refused):
+        return  # one field refused everywhere, or another option among the refusals: the refusal at zero 0 stands
+
+    def stages(zs: list[str]) -> str:
+        return zs[0] if len(zs) == 1 else ", ".join(zs[:-1]) + " and " + zs[-1]
+
+    said = "; ".join(f"at zero {stages(zs)}, {where}" for where, zs in refused.items())
+    raise InputError(f"no ZeRO stage plan searches runs every pinned switch: refused {said}",
+                     where=next(iter(refused)), allowed="pin only switches one stage runs (drop one --set, or set "
+                                                        "it to its default), or --constraint zero=VALUE for the "
+                                                        "stage you mean, to see its refusal") from None
 
 
 def _build_searched(pinned: list[str], unpinned: bool, **kw: Any) -> tuple[Any, Any, Any, Any]:

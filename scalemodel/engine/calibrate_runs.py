@@ -467,7 +467,9 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                              allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")
         measured = r.step_time_s if r.step_time_s is not None else step * tokens / r.tokens_per_s
         if r.step_time_s is None and not MIN_STEP_S <= measured <= MAX_STEP_S:  # a rate read as a step time
-            raise InputError(f"{r.tokens_per_s:.3g} tokens per second is a step of {measured:.3g} s (this run's "
+            # a subnormal rate overflows the step to inf: "a step of inf s" (fuzz38); said as past the bound
+            step_text = f"of {measured:.3g} s" if math.isfinite(measured) else f"longer than {MAX_STEP_S:g} s"
+            raise InputError(f"{r.tokens_per_s:.3g} tokens per second is a step {step_text} (this run's "
                              f"{step * tokens:.4g} tokens a step)", where=f"{where}: tokens_per_s",
                              allowed=f"a rate that makes a step of {MIN_STEP_S:g} s to {MAX_STEP_S:g} s")
         floor = _flops_floor_s(job, res, r.gpus)

@@ -193,6 +193,14 @@ def _choices(args: Sequence[Any]) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
+def _past_bound(v: float) -> str:
+    """Why an integer field refuses ``v`` past :data:`MAX_SPEC_INT` in magnitude: a negative one is below the
+    smallest integer (fuzz38: "-1e+308 is beyond the largest integer a spec accepts" named the wrong end)."""
+    if v < 0:
+        return f"is beyond the smallest integer a spec accepts ({-MAX_SPEC_INT:.0e})"
+    return f"is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})"
+
+
 def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
     if t is int or t is float:
         if isinstance(v, bool):
@@ -213,7 +221,7 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
                                 kind="type", value=v) from None
         if t is int and isinstance(v, float) and math.isfinite(v):
             if abs(v) > MAX_SPEC_INT:  # as written: int(1e308) printed 309 digits, cut before the reason (round 15)
-                raise SpecError(f"{v:g} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})", loc)
+                raise SpecError(f"{v:g} {_past_bound(v)}", loc)
             if v != int(v):
                 raise SpecError("Input should be a valid integer, got a number with a fractional part", loc,
                                 kind="type", value=v)
@@ -221,7 +229,7 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
             raise SpecError("Input should be a finite number", loc, kind="type", value=v)
         if isinstance(v, int) and abs(v) > MAX_SPEC_INT and t is int:
-            raise SpecError(f"{v} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})", loc)
+            raise SpecError(f"{v} {_past_bound(v)}", loc)
     elif t is bool:
         if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
             return bool(v)

@@ -167,7 +167,7 @@ def resolve(kind: str, ref: str, relative_to: str | os.PathLike[str] | None = No
                          allowed=f"a built-in {kind} name or a path to a YAML file (save the piped text to a file "
                                  "first)")
     if ref.endswith(_FRAMEWORK_SUFFIXES):
-        raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not a {kind}",
+        raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not {_a(kind)}",
                          where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
     if _looks_like_path(ref):
         p = _beside(ref, relative_to)
@@ -994,8 +994,42 @@ def _load_spec(kind: str, ref: str | os.PathLike[str], model: Any, overrides: It
         raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
                          allowed=f"{_a(kind)} spec (kind: {' or '.join(expected)})")
     touched: Touched = []
+    named: list[tuple[tuple[str, ...], str, str]] = [(("accelerator",), "accelerator", raw["accelerator"])] if (
+        kind == "cluster" and isinstance(raw.get("accelerator"), str)) else []
     raw = apply_overrides(raw, overrides, kind=kind, touched=touched, model=model)
-    return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)
+    try:
+        return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)
+    except InputError as exc:
+        # a cluster's accelerator file (accelerator: a.yaml), refused in its own file and line (fuzz38: a.yaml's
+        # memory: -80 GB was "c.yaml:3: accelerator.memory", the cluster's line naming the file)
+        _refuse_named_alone(model, named, files.parent(str(nodes.get("path") or ".")), overrides, exc)
+        if nodes.get("path") is not None:
+            _refuse_in_base(kind, model, str(nodes["path"]), exc)
+        raise
+
+
+def _refuse_in_base(kind: str, model: Any, path: str, refusal: InputError) -> None:
+    """A file refused for a field it does not write itself but inherits by ``extends: base.yaml``: the base's own
+    refusal of the same field, naming the base file and its line (fuzz38: ``host_memory: -5 TB`` in c.yaml, extended
+    by d.yaml, was "d.yaml:1: host_memory", d.yaml's extends line). Only where the base, read alone, refuses that
+    field with the same words; otherwise the first refusal stands."""
+    field = refusal.where.split(": ", 1)[-1] if ": " in refusal.where else ""
+    top = re.split(r"[.\[]", field, maxsplit=1)[0]
+    try:
+        data, _node = read_document(path)
+    except InputError:
+        return
+    if not top or not isinstance(data, dict) or top in data or not isinstance(data.get("extends"), str):
+        return
+    try:
+        base = resolve(kind, data["extends"], files.parent(path))
+    except InputError:
+        return
+    try:
+        load_spec(kind, base, model)
+    except InputError as exc:
+        if exc.what == refusal.what and ": " in exc.where and exc.where.split(": ", 1)[-1] == field:
+            raise exc from None
 
 
 def _expand_ref(value: Any, kind: str, base_dir: str, where: str, origin: str) -> Any:
@@ -1026,16 +1060,48 @@ def _load_scenario_spec(ref: str | os.PathLike[str], model: Any, overrides: Iter
     if declared is not None and declared != "scenario":
         raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
                          allowed="a scenario (kind: scenario)")
+    named: list[tuple[tuple[str, ...], str, str]] = []  # (where, kind, file) of each spec the scenario names
     for key, kind in (("cluster", "cluster"), ("model", "workload")):
         if key in raw:  # a missing one stays missing: a None put here was "Input should be a valid mapping (got None)"
+            if isinstance(raw[key], str):
+                named.append(((key,), kind, raw[key]))
             raw[key] = _expand_ref(raw[key], kind, files.parent(path), key, path)
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
+        if isinstance(cluster.get("accelerator"), str) and ("cluster",) not in [n[0] for n in named]:
+            named.append((("cluster", "accelerator"), "accelerator", cluster["accelerator"]))
         cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", files.parent(path),
                                              "cluster.accelerator", path)
     touched: Touched = []
     raw = apply_overrides(raw, overrides, kind="scenario", touched=touched, model=model)
-    return validate(model, raw, path=path, node=nodes.get("node"), touched=touched), path
+    try:
+        return validate(model, raw, path=path, node=nodes.get("node"), touched=touched), path
+    except InputError as exc:
+        _refuse_named_alone(model, named, files.parent(path), overrides, exc)
+        raise
+
+
+def _refuse_named_alone(model: Any, named: list[tuple[tuple[str, ...], str, str]], folder: str,
+                        overrides: Iterable[str], refusal: InputError) -> None:
+    """A scenario (or a cluster naming its accelerator) refused: each spec file it names (``cluster: c.yaml``,
+    ``model: m.yaml``, ``accelerator: a.yaml``) validated alone, as ``-c c.yaml`` reads it, so that a value refused in
+    that file is named there (fuzz38: ``host_memory: -5 TB`` in c.yaml was "s.yaml:4: cluster.host_memory", a line
+    of the scenario without the field; sweep and calibrate runs named c.yaml:3). A spec a ``--set`` item writes into
+    is left to the first refusal (the item is named), and so is a ``refusal`` that names the file already (one
+    reading it: "c.yaml:3: accelerator: a.yaml: file is empty")."""
+    sets = [str(o).split("=", 1)[0] for o in overrides]
+    said = f"{refusal.where}: {refusal.what}"
+    for where, kind, ref in named:
+        prefix = ".".join(where)
+        if any(s == prefix or s.startswith(prefix + ".") for s in sets):
+            continue
+        t = type_at(model, where)
+        try:
+            file = resolve(kind, ref, folder)
+        except InputError:  # not found, a folder, ...: the first refusal says so where it names the reference
+            continue
+        if t is not None and file not in said and ref not in said:
+            load_spec(kind, file, t)
 
 
 set_reference_loader(load_raw)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads it here

@@ -255,10 +255,13 @@ def _from_log(row: dict[str, Any], folder: Path, where: str, gpus: int, training
         raise InputError(f"{str(ref)[:40]!r} is not a file name", where=f"{where}: log",
                          allowed="a path to a training log, relative to the runs file")
     # fuzz34: 1e9 (a whole number, as spec integer fields take it) was "not a step count"; the bound was not said
+    written = warm
     if isinstance(warm, float) and warm.is_integer():
         warm = int(warm)
     if isinstance(warm, bool) or not isinstance(warm, int) or not 0 <= warm <= MAX_WARMUP:
-        raise InputError(f"{str(warm)[:40]!r} is not a step count", where=f"{where}: warmup_steps",
+        # the value as written (fuzz38: 1e308 was shown as int(1e308)'s first 40 of 309 digits, null as 'None')
+        text = "null" if written is None else repr(written) if isinstance(written, float) else str(written)
+        raise InputError(f"{text[:40]!r} is not a step count", where=f"{where}: warmup_steps",
                          allowed=f"a whole number from 0 to {MAX_WARMUP:.0e} (logged steps up to it are dropped)")
     path = Path(ref) if Path(ref).is_absolute() else folder / ref
     try:
