@@ -13,6 +13,10 @@ hypothesis test stated, each checked against the model's own documented rules.
   all-reduces, FP8 expert padding, the unpad copies, eager host ops, a dispatch overhead) never makes the step faster:
   each adds work and takes none away;
 - twice the bandwidth of every network tier and of the host link never makes the step slower.
+
+Found by the first property while it was written (fixed in engine/step.py ``with_sync``; the two hand cases at the
+end): plan's picks under asp / ssp / local / backup, re-priced from bsp's evaluation, left NeMo's loss all-reduce
+(and, in the engine, Megatron-Core's optimizer-statistics all-reduces) out of the dp_comm part and the step.
 """
 
 from __future__ import annotations
