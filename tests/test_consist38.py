@@ -1,0 +1,78 @@
+"""One question, one answer, whichever command asks it (consist38): the disagreements between commands found by
+the route tests, each tested where it was fixed (plan against predict on the same pinned strategy)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+
+from scalemodel.cli import main
+
+REL = 1e-9
+
+
+def _cli(*args: str) -> dict[str, Any]:
+    """``scalemodel ARGS --json`` in-process; its document (exit 0, or check's 1)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([*args, "--json"])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0
+    assert code in (0, 1), f"scalemodel {' '.join(args)}: exit {code}: {err.getvalue()}"
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL * max(abs(a), abs(b), 1e-300)
+
+
+def _dump(spec: Any) -> dict[str, Any]:
+    return msgspec.to_builtins(spec)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("consist38")
+
+
+def _write(folder: Path, name: str, data: Any) -> str:
+    f = folder / name
+    f.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(f)
+
+
+
+# --- the disagreements found, each at its root --------------------------------------------------------------------
+
+_VARIABLE = ("--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "128", "--global-batch", "2048",
+             "--set", "training.sequence_lengths=uniform:1:2048")
+_PINNED = ("tp=1,pp=1,cp=1,ep=1,dp=128,micro_batch=1,zero=0,recompute=none,sp=false,overlap=true,compression=none,"
+           "dp_comm=allreduce,algorithm=auto,layout=tp-cp-dp-pp,bucket=default,schedule=1f1b")
+
+
+def test_plan_prices_dynamic_assignment_at_predicts_dispatch_overhead() -> None:
+    """plan's grids took a 0 s dispatch overhead (GRID_DEFAULTS) where predict takes Ray's measured task round trip
+    (cost.balance.DEFAULT_DISPATCH_OVERHEAD_S): the same pinned dynamic strategy was 1.929 s in plan and 1.946 s in
+    predict. Now one default serves both; the overhead is priced (a free queue is faster) and echoed alike."""
+    p = _cli("predict", *_VARIABLE, "--assignment", "dynamic")
+    doc = _cli("plan", *_VARIABLE, "--allow", "dynamic-assignment", "--top", "1",
+               "--constraint", _PINNED + ",assignment=dynamic")
+    r = doc["ranked"][0]
+    assert r["strategy"]["assignment"] == "dynamic"
+    assert _close(r["step_time_s"], p["step_time_s"])
+    assert r["strategy"]["dispatch_overhead_s"] == p["strategy"]["dispatch_overhead_s"] > 0
+    assert r["strategy"]["dispatch_overhead"] == r["strategy"]["dispatch_overhead_s"]  # the file's twin, dynamic
+    free = _cli("predict", *_VARIABLE, "--assignment", "dynamic", "--set", "strategy.dispatch_overhead=0")
+    assert free["step_time_s"] < p["step_time_s"]
+    # static: the same default echoed by both, no dispatch_overhead twin (a file's would be warned "not priced")
+    s = _cli("plan", *_VARIABLE, "--top", "1", "--constraint", _PINNED + ",assignment=static")["ranked"][0]["strategy"]
+    assert s["dispatch_overhead_s"] == p["strategy"]["dispatch_overhead_s"] and "dispatch_overhead" not in s
