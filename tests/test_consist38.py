@@ -76,3 +76,18 @@ def test_plan_prices_dynamic_assignment_at_predicts_dispatch_overhead() -> None:
     # static: the same default echoed by both, no dispatch_overhead twin (a file's would be warned "not priced")
     s = _cli("plan", *_VARIABLE, "--top", "1", "--constraint", _PINNED + ",assignment=static")["ranked"][0]["strategy"]
     assert s["dispatch_overhead_s"] == p["strategy"]["dispatch_overhead_s"] and "dispatch_overhead" not in s
+
+
+def test_plan_reads_null_fields_of_a_strategy_file_as_predict_does(tmp: Path) -> None:
+    """A strategy file's null is the field's default. plan pinned a null dispatch_overhead into its grid as NaN ("a
+    result is not finite", exit 2, under --json) and a null bucket_size (which plan's own --json strategy writes)
+    was a TypeError traceback; predict priced both files at the defaults."""
+    base = ("--cluster", "dgx-h100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "16")
+    null = _write(tmp, "null-overhead.yaml", {"tp": 2, "zero": "1", "dispatch_overhead": None, "bucket_size": None})
+    p = _cli("predict", *base, "--strategy", null)
+    r = _cli("plan", *base, "--strategy", null, "--top", "1", "--constraint", "dp=8,micro_batch=1,sp=false,"
+             "recompute=none,schedule=1f1b,overlap=true,bucket=default,layout=tp-cp-dp-pp")["ranked"][0]
+    assert _close(r["step_time_s"], p["step_time_s"])
+    top = _cli("plan", *base, "--top", "1")["ranked"][0]
+    again = _write(tmp, "plan-top.yaml", top["strategy"])  # its bucket_size is null: the framework's default
+    assert _cli("plan", *base, "--strategy", again, "--top", "1")["ranked"]

@@ -1865,9 +1865,11 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
         elif name == "offload_states":  # every candidate's; where its ZeRO stage cannot run it, state_offload_invalid
             fixed[name] = int(StateOffload.parse(value, "strategy.offload_states"))
-        elif type(GRID_DEFAULTS.get(name)) in (bool, int):
-            # a flag or a count: the grid's own type, and its default where the spec's None means "not set" (the
-            # stage and chunk layer counts, etp, shard_group, ep_dispatch_sms)
+        elif type(GRID_DEFAULTS.get(name)) in (bool, int, float):
+            # a flag, a count or a time: the grid's own type, and its default where the spec's None means "not set"
+            # (the stage and chunk layer counts, etp, shard_group, ep_dispatch_sms, dispatch_overhead: a file's
+            # `dispatch_overhead: null` went into the grid as NaN and plan stopped "a result is not finite", where
+            # predict prices the same file at the default: consist38)
             fixed[name] = GRID_DEFAULTS[name] if value is None else type(GRID_DEFAULTS[name])(value)
         else:
             fixed[name] = value
