@@ -91,3 +91,17 @@ def test_plan_reads_null_fields_of_a_strategy_file_as_predict_does(tmp: Path) ->
     top = _cli("plan", *base, "--top", "1")["ranked"][0]
     again = _write(tmp, "plan-top.yaml", top["strategy"])  # its bucket_size is null: the framework's default
     assert _cli("plan", *base, "--strategy", again, "--top", "1")["ranked"]
+
+
+def test_plan_ranks_a_pinned_micro_batch_that_is_not_a_power_of_two() -> None:
+    """plan's micro-batch axis is the powers of two dividing B / dp; one pinned with = is a candidate too, as predict
+    prices it (docs/model.md#plan-space): a pinned 6 was "no split meets what was asked"."""
+    base = ("--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "64", "--global-batch", "384")
+    p = _cli("predict", *base, "--micro-batch", "6", "--zero", "1")
+    r = _cli("plan", *base, "--top", "1", "--constraint",
+             "dp=64,tp=1,pp=1,micro_batch=6,zero=1,recompute=none,sp=false,overlap=true,bucket=default")["ranked"][0]
+    assert r["strategy"]["micro_batch"] == 6
+    assert _close(r["step_time_s"], p["step_time_s"])
+    # unpinned, the axis is unchanged: powers of two only
+    free = _cli("plan", *base, "--top", "5", "--constraint", "dp=64,tp=1,pp=1")["ranked"]
+    assert {x["strategy"]["micro_batch"] for x in free} <= {1, 2}

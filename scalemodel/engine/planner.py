@@ -275,8 +275,10 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     of every valid combination (vectorised filtering of a cartesian product).
 
     tp, pp, cp are divisors of the GPU count whose product divides it (dp = gpus / (tp pp cp)), tp <=
-    heads, pp <= layers, cp <= seq_len / 2, ep divides dp and the expert count (MoE only);
-    micro-batches are the powers of two dividing the per-replica batch B / dp; pipelines (pp > 1)
+    heads, pp <= layers, cp <= seq_len / 2, ep divides dp (one pinned with =: tp x cp x dp, the folding predict
+    takes) and the expert count (MoE only);
+    micro-batches are the powers of two dividing the per-replica batch B / dp, and one pinned with = whatever it is
+    (docs/model.md#plan-space); pipelines (pp > 1)
     try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
     layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers). A hybrid
     pattern with S '|' segments fixes the split: pp divides S, and interleaved:v needs pp v = S
@@ -310,7 +312,11 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     ok = gpus % mp == 0
     tp, pp, cp, ep, mp = tp[ok], pp[ok], cp[ok], ep[ok], mp[ok]
     dp = gpus // mp
-    ok = dp % ep == 0
+    # ep carved out of dp; an ep pinned with = may fold over tp x cp x dp as predict takes it (MoE parallel folding,
+    # step.py: etp x ep | tp cp dp, the rest refused there as expert_parallel_invalid): a pinned ep 32 at dp 16 x tp 2
+    # (validation row dgxc2505_gb200_dsv3_bf16_128) left plan "no split meets what was asked" (consist38)
+    folds = any(op in ("=", "==") for op, _ in c.get("ep", ()))
+    ok = (tp * cp * dp) % ep == 0 if folds else dp % ep == 0
     if job.is_transformer and int(job.shape.moe_experts) > 0:
         ok &= int(job.shape.moe_experts) % ep == 0
     if "dp" in c:
@@ -322,6 +328,12 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     per_replica = np.where(global_batch % dp == 0, global_batch // np.maximum(dp, 1), 1)
     top = max(int(per_replica.max(initial=1)), 1)
     mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
+    # a micro-batch pinned with = (--constraint micro_batch=6, a --strategy file's, scale --best's --micro-batch) is a
+    # candidate whatever it is, as predict prices it: a pinned 6 (MaxText's per_device_batch_size 6 on 1024 v5e chips,
+    # validation row mtv5e23_v5e_16b_4x256) left plan "no split meets what was asked" (consist38)
+    pinned = [int(v) for op, v in c.get("micro_batch", ()) if op in ("=", "==") and int(v) >= 1]
+    if pinned:
+        mb_c = np.union1d(mb_c, np.asarray(pinned, dtype=mb_c.dtype))
     ok2 = (per_replica[:, None] % mb_c[None, :]) == 0
     if "micro_batch" in c:
         ok2 &= allowed_by(mb_c, c["micro_batch"])[None, :]
@@ -332,13 +344,22 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     # with '|' segments, interleaved:v needs pp v = the segments instead (Megatron-LM validate_args derives v)
     vs = divisors(max(segments if segments > 1 else layers, 1))
     vs = vs[vs >= 2]
+    # an interleaved:v pinned with = is a candidate whatever v, as predict prices it: the stage split decides
+    # (pipeline_ranks._layers_split: strategy.stage_layers or first/last chunk layers, else layers_not_divisible).
+    # DeepSeek-V3's 61 layers at pp 4 x interleaved:8 over stage_layers (validation row
+    # automodel26_h100_dsv3_fsdp64_ep64_256) left plan "no split meets what was asked" (consist38)
+    pinned_v = np.asarray(sorted({int(v) for op, (code, v) in c.get("schedule", ()) if op in ("=", "==")
+                                  and code == ScheduleKind.INTERLEAVED and v is not None and int(v) >= 2}),
+                          dtype=vs.dtype)
+    if segments == 1 and len(pinned_v):
+        vs = np.union1d(vs, pinned_v)
     flat_kinds = [k for k in ScheduleKind if k != ScheduleKind.INTERLEAVED]
     sched = np.concatenate([np.asarray(flat_kinds, dtype=np.int64),
                             np.full(len(vs), ScheduleKind.INTERLEAVED, dtype=np.int64)])
     virt = np.concatenate([np.ones(len(flat_kinds), dtype=np.int64), vs])
     ok3 = (pp[:, None] > 1) | (sched[None, :] == ScheduleKind.ONE_F_ONE_B)
     split = (pp[:, None] * virt[None, :] == segments) if segments > 1 else (
-        layers % (pp[:, None] * virt[None, :]) == 0)
+        (layers % (pp[:, None] * virt[None, :]) == 0) | np.isin(virt, pinned_v)[None, :])
     ok3 &= (sched[None, :] != ScheduleKind.INTERLEAVED) | split
     if segments > 1:  # a flat schedule's stages are the segments themselves
         ok3 &= (sched[None, :] == ScheduleKind.INTERLEAVED) | (pp[:, None] == 1) | (pp[:, None] == segments)
