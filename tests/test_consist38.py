@@ -73,9 +73,9 @@ def test_plan_prices_dynamic_assignment_at_predicts_dispatch_overhead() -> None:
     assert r["strategy"]["dispatch_overhead"] == r["strategy"]["dispatch_overhead_s"]  # the file's twin, dynamic
     free = _cli("predict", *_VARIABLE, "--assignment", "dynamic", "--set", "strategy.dispatch_overhead=0")
     assert free["step_time_s"] < p["step_time_s"]
-    # static: the same default echoed by both, no dispatch_overhead twin (a file's would be warned "not priced")
+    # static: the same default echoed by both; the file's twin is null (a value would be warned "not priced")
     s = _cli("plan", *_VARIABLE, "--top", "1", "--constraint", _PINNED + ",assignment=static")["ranked"][0]["strategy"]
-    assert s["dispatch_overhead_s"] == p["strategy"]["dispatch_overhead_s"] and "dispatch_overhead" not in s
+    assert s["dispatch_overhead_s"] == p["strategy"]["dispatch_overhead_s"] and s["dispatch_overhead"] is None
 
 
 def test_plan_reads_null_fields_of_a_strategy_file_as_predict_does(tmp: Path) -> None:

@@ -1805,15 +1805,17 @@ def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
     beside ``bucket_bytes`` (the grid's; None for the framework's default), and ``dispatch_overhead`` beside
     ``dispatch_overhead_s``, so that the strategy written back as a strategy file prices the bucket and the dispatch
     overhead the plan used; they were left out, and predict priced the framework's default bucket and Ray's default
-    overhead (a file does not read bucket_bytes nor dispatch_overhead_s). ``dispatch_overhead`` only under dynamic
-    assignment, as a strategy file reads ``dispatch_overhead_s`` (specs.frameworks): under static assignment the
+    overhead (a file does not read bucket_bytes nor dispatch_overhead_s). ``dispatch_overhead`` is null under static
+    assignment, as a strategy file reads ``dispatch_overhead_s`` only under dynamic (specs.frameworks): there the
     overhead is not priced (step.py) and the JSON's dispatch_overhead_s echoes the default, as predict's does; written
-    back as ``dispatch_overhead`` it was warned 'not priced' (consist38, once plan's grid took predict's default)."""
+    back as ``dispatch_overhead`` it was warned 'not priced' (consist38, once plan's grid took predict's default). The
+    key stays (tests/data/json_contract.json: a key leaves only with a MAJOR); a file's null is the default."""
     out: dict[str, Any] = {}
+    dynamic = strategy.get("assignment") == "dynamic"
     for k, v in strategy.items():
         out[k] = v
-        if k in JSON_FIELD_TWINS and (k != "dispatch_overhead_s" or strategy.get("assignment") == "dynamic"):
-            out[JSON_FIELD_TWINS[k]] = v
+        if k in JSON_FIELD_TWINS:
+            out[JSON_FIELD_TWINS[k]] = None if k == "dispatch_overhead_s" and not dynamic else v
     return out
 
 
