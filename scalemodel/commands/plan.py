@@ -268,8 +268,10 @@ def pin_file_settings(sf: Any, set_st: list[str], who: str = "plan") -> list[str
         if key in set_st or key in o.PINNABLE or key == "schedule":
             continue  # --set replaces it; an axis pinned as a constraint (strategy_constraints)
         value = sf.strategy[key]
-        shown = (format_quantity(value, "bytes") if key == "bucket_size" else str(value).lower()
-                 if isinstance(value, bool) else value)
+        # a null bucket_size is the framework's default (a plan's own --json strategy writes it so, and was a
+        # TypeError traceback here read back by plan --strategy: consist38)
+        shown = (("default" if value is None else format_quantity(value, "bytes")) if key == "bucket_size"
+                 else str(value).lower() if isinstance(value, bool) else value)
         named = f"{key} {shown}" + ("" if sf.field_name(key) == f"strategy.{key}" else f" ({sf.field_name(key)})")
         if key in PIN_FIXED:
             fixed.append(key)

@@ -278,8 +278,10 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     of every valid combination (vectorised filtering of a cartesian product).
 
     tp, pp, cp are divisors of the GPU count whose product divides it (dp = gpus / (tp pp cp)), tp <=
-    heads, pp <= layers, cp <= seq_len / 2, ep divides dp and the expert count (MoE only);
-    micro-batches are the powers of two dividing the per-replica batch B / dp; pipelines (pp > 1)
+    heads, pp <= layers, cp <= seq_len / 2, ep divides dp (one pinned with =: tp x cp x dp, the folding predict
+    takes) and the expert count (MoE only);
+    micro-batches are the powers of two dividing the per-replica batch B / dp, and one pinned with = whatever it is
+    (docs/model.md#plan-space); pipelines (pp > 1)
     try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
     layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers). A hybrid
     pattern with S '|' segments fixes the split: pp divides S, and interleaved:v needs pp v = S
@@ -313,7 +315,11 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     ok = gpus % mp == 0
     tp, pp, cp, ep, mp = tp[ok], pp[ok], cp[ok], ep[ok], mp[ok]
     dp = gpus // mp
-    ok = dp % ep == 0
+    # ep carved out of dp; an ep pinned with = may fold over tp x cp x dp as predict takes it (MoE parallel folding,
+    # step.py: etp x ep | tp cp dp, the rest refused there as expert_parallel_invalid): a pinned ep 32 at dp 16 x tp 2
+    # (validation row dgxc2505_gb200_dsv3_bf16_128) left plan "no split meets what was asked" (consist38)
+    folds = any(op in ("=", "==") for op, _ in c.get("ep", ()))
+    ok = (tp * cp * dp) % ep == 0 if folds else dp % ep == 0
     if job.is_transformer and int(job.shape.moe_experts) > 0:
         ok &= int(job.shape.moe_experts) % ep == 0
     if "dp" in c:
@@ -325,6 +331,12 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     per_replica = np.where(global_batch % dp == 0, global_batch // np.maximum(dp, 1), 1)
     top = max(int(per_replica.max(initial=1)), 1)
     mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
+    # a micro-batch pinned with = (--constraint micro_batch=6, a --strategy file's, scale --best's --micro-batch) is a
+    # candidate whatever it is, as predict prices it: a pinned 6 (MaxText's per_device_batch_size 6 on 1024 v5e chips,
+    # validation row mtv5e23_v5e_16b_4x256) left plan "no split meets what was asked" (consist38)
+    pinned = [int(v) for op, v in c.get("micro_batch", ()) if op in ("=", "==") and int(v) >= 1]
+    if pinned:
+        mb_c = np.union1d(mb_c, np.asarray(pinned, dtype=mb_c.dtype))
     ok2 = (per_replica[:, None] % mb_c[None, :]) == 0
     if "micro_batch" in c:
         ok2 &= allowed_by(mb_c, c["micro_batch"])[None, :]
@@ -335,13 +347,22 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     # with '|' segments, interleaved:v needs pp v = the segments instead (Megatron-LM validate_args derives v)
     vs = divisors(max(segments if segments > 1 else layers, 1))
     vs = vs[vs >= 2]
+    # an interleaved:v pinned with = is a candidate whatever v, as predict prices it: the stage split decides
+    # (pipeline_ranks._layers_split: strategy.stage_layers or first/last chunk layers, else layers_not_divisible).
+    # DeepSeek-V3's 61 layers at pp 4 x interleaved:8 over stage_layers (validation row
+    # automodel26_h100_dsv3_fsdp64_ep64_256) left plan "no split meets what was asked" (consist38)
+    pinned_v = np.asarray(sorted({int(v) for op, (code, v) in c.get("schedule", ()) if op in ("=", "==")
+                                  and code == ScheduleKind.INTERLEAVED and v is not None and int(v) >= 2}),
+                          dtype=vs.dtype)
+    if segments == 1 and len(pinned_v):
+        vs = np.union1d(vs, pinned_v)
     flat_kinds = [k for k in ScheduleKind if k != ScheduleKind.INTERLEAVED]
     sched = np.concatenate([np.asarray(flat_kinds, dtype=np.int64),
                             np.full(len(vs), ScheduleKind.INTERLEAVED, dtype=np.int64)])
     virt = np.concatenate([np.ones(len(flat_kinds), dtype=np.int64), vs])
     ok3 = (pp[:, None] > 1) | (sched[None, :] == ScheduleKind.ONE_F_ONE_B)
     split = (pp[:, None] * virt[None, :] == segments) if segments > 1 else (
-        layers % (pp[:, None] * virt[None, :]) == 0)
+        (layers % (pp[:, None] * virt[None, :]) == 0) | np.isin(virt, pinned_v)[None, :])
     ok3 &= (sched[None, :] != ScheduleKind.INTERLEAVED) | split
     if segments > 1:  # a flat schedule's stages are the segments themselves
         ok3 &= (sched[None, :] == ScheduleKind.INTERLEAVED) | (pp[:, None] == 1) | (pp[:, None] == segments)
@@ -1787,12 +1808,17 @@ def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
     beside ``bucket_bytes`` (the grid's; None for the framework's default), and ``dispatch_overhead`` beside
     ``dispatch_overhead_s``, so that the strategy written back as a strategy file prices the bucket and the dispatch
     overhead the plan used; they were left out, and predict priced the framework's default bucket and Ray's default
-    overhead (a file does not read bucket_bytes nor dispatch_overhead_s)."""
+    overhead (a file does not read bucket_bytes nor dispatch_overhead_s). ``dispatch_overhead`` is null under static
+    assignment, as a strategy file reads ``dispatch_overhead_s`` only under dynamic (specs.frameworks): there the
+    overhead is not priced (step.py) and the JSON's dispatch_overhead_s echoes the default, as predict's does; written
+    back as ``dispatch_overhead`` it was warned 'not priced' (consist38, once plan's grid took predict's default). The
+    key stays (tests/data/json_contract.json: a key leaves only with a MAJOR); a file's null is the default."""
     out: dict[str, Any] = {}
+    dynamic = strategy.get("assignment") == "dynamic"
     for k, v in strategy.items():
         out[k] = v
         if k in JSON_FIELD_TWINS:
-            out[JSON_FIELD_TWINS[k]] = v
+            out[JSON_FIELD_TWINS[k]] = None if k == "dispatch_overhead_s" and not dynamic else v
     return out
 
 
@@ -1865,9 +1891,11 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
         elif name == "offload_states":  # every candidate's; where its ZeRO stage cannot run it, state_offload_invalid
             fixed[name] = int(StateOffload.parse(value, "strategy.offload_states"))
-        elif type(GRID_DEFAULTS.get(name)) in (bool, int):
-            # a flag or a count: the grid's own type, and its default where the spec's None means "not set" (the
-            # stage and chunk layer counts, etp, shard_group, ep_dispatch_sms)
+        elif type(GRID_DEFAULTS.get(name)) in (bool, int, float):
+            # a flag, a count or a time: the grid's own type, and its default where the spec's None means "not set"
+            # (the stage and chunk layer counts, etp, shard_group, ep_dispatch_sms, dispatch_overhead: a file's
+            # `dispatch_overhead: null` went into the grid as NaN and plan stopped "a result is not finite", where
+            # predict prices the same file at the default: consist38)
             fixed[name] = GRID_DEFAULTS[name] if value is None else type(GRID_DEFAULTS[name])(value)
         else:
             fixed[name] = value

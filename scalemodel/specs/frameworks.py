@@ -99,7 +99,9 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
             if key != "dispatch_overhead_s" or str(data.get("assignment", "static")) == "dynamic":
                 out.strategy[JSON_FIELD_TWINS[key]] = value
                 out.fields[JSON_FIELD_TWINS[key]] = key
-        elif key in JSON_FIELD_TWINS and data.get(JSON_FIELD_TWINS[key]) == value:
+        elif key in JSON_FIELD_TWINS and (data.get(JSON_FIELD_TWINS[key]) == value or (
+                key == "dispatch_overhead_s" and str(data.get("assignment", "static")) != "dynamic")):
+            # (plan's JSON under static assignment: dispatch_overhead null beside the unpriced default, consist38)
             continue  # plan's JSON strategy names a field twice (README: written as a strategy YAML, it prices the
             # same step): bucket_bytes beside bucket_size, dispatch_overhead_s beside dispatch_overhead; a value that
             # differs from its twin's is reported unused below (the twin, the strategy file's field, is priced)
