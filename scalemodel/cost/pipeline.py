@@ -251,29 +251,54 @@ def one_f_one_b_three_class_time(m: ArrayLike, pp: ArrayLike, f_first: ArrayLike
                                  f_mid: ArrayLike, b_mid: ArrayLike, f_last: ArrayLike, b_last: ArrayLike
                                  ) -> np.ndarray:
     """:func:`one_f_one_b_time` for a pipeline whose rank 0, ranks 1 .. p-2 and rank p-1 have their own stage
-    times (the engine's first / middle / last stages), vectorised over ``pp``. Every path is linear in k over
-    the equal middle ranks, so its maximum there sits at k = 1 or k = p-2: the ranks k = 0, 1, p-2, p-1 are
-    evaluated (the middle ones only where p >= 3)."""
+    times (the engine's first / middle / last stages), vectorised over ``pp``: :func:`one_f_one_b_four_class_time`
+    with every middle rank of the upper class."""
+    n_mid = np.maximum(np.asarray(pp, dtype=float) - 2.0, 0.0)
+    return one_f_one_b_four_class_time(m, pp, n_mid, f_first, b_first, f_mid, b_mid, f_mid, b_mid, f_last, b_last)
+
+
+def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike, f_first: ArrayLike,
+                                b_first: ArrayLike, f_upper: ArrayLike, b_upper: ArrayLike, f_lower: ArrayLike,
+                                b_lower: ArrayLike, f_last: ArrayLike, b_last: ArrayLike) -> np.ndarray:
+    """:func:`one_f_one_b_time` for a pipeline of rank 0, ``n_upper`` middle ranks 1 .. n_u of one stage time, the
+    other middle ranks n_u + 1 .. p-2 of another and rank p-1, vectorised over ``pp`` (the balanced split of L layers
+    that p does not divide: rank 0 and ranks 1 .. L mod p - 1 of ceil(L/p) layers, the rest and the last of
+    floor(L/p); n_u clipped to 0 .. p-2). Every path is linear in k over a run of equal middle ranks, so its maximum
+    there sits at the run's first or last rank: the ranks k = 0, 1, n_u (the upper run, where n_u >= 1), n_u + 1,
+    p-2 (the lower run, where it has ranks) and p-1 are evaluated. n_u = p - 2 is the three-class pipeline
+    (:func:`one_f_one_b_three_class_time`), to the bit."""
     m_, p = np.asarray(m, dtype=float), np.asarray(pp, dtype=float)
-    ff, bf, fm, bm = (np.asarray(x, dtype=float) for x in (f_first, b_first, f_mid, b_mid))
+    ff, bf, fu, bu = (np.asarray(x, dtype=float) for x in (f_first, b_first, f_upper, b_upper))
+    fo, bo = np.asarray(f_lower, dtype=float), np.asarray(b_lower, dtype=float)
     fl, bl = np.asarray(f_last, dtype=float), np.asarray(b_last, dtype=float)
     n_mid = np.maximum(p - 2.0, 0.0)
-    w_mid, w_last = fm + bm, fl + bl
+    n_up = np.clip(np.asarray(n_upper, dtype=float), 0.0, n_mid)
+    n_low = n_mid - n_up
+    w_up, w_low, w_last = fu + bu, fo + bo, fl + bl
 
     def at(k: np.ndarray, fk: np.ndarray, bk: np.ndarray) -> np.ndarray:
-        mids_before = np.clip(k - 1.0, 0.0, n_mid)  # middle ranks among 0 .. k-1
+        up_before = np.clip(k - 1.0, 0.0, n_up)  # upper middle ranks among 0 .. k-1
+        low_before = np.clip(k - 1.0 - n_up, 0.0, n_low)  # lower middle ranks among 0 .. k-1
         first_before = np.minimum(k, 1.0)
-        mids_after = np.where(k >= 1.0, np.clip(n_mid - k, 0.0, n_mid), n_mid)  # middle ranks among k+1 .. p-1
+        up_after = np.where(k >= 1.0, np.clip(n_up - k, 0.0, n_up), n_up)  # upper middle ranks among k+1 .. p-1
+        low_after = np.where(k >= 1.0, np.clip(n_mid - np.maximum(k, n_up), 0.0, n_low), n_low)
         last_after = np.where(k < p - 1.0, 1.0, 0.0)
         warm = np.minimum(p - 1.0 - k, m_ - 1.0)
-        return _one_f_one_b_rank_paths(m_, warm, fk, bk, first_before * ff + mids_before * fm,
-                                       first_before * bf + mids_before * bm,
-                                       mids_after * w_mid + last_after * w_last)
+        f_before = first_before * ff + up_before * fu
+        b_before = first_before * bf + up_before * bu
+        after = up_after * w_up + last_after * w_last
+        lower = n_low > 0  # the lower class's terms only where it has ranks (n_u = p - 2: the three classes' sums)
+        f_before = np.where(lower, f_before + low_before * fo, f_before)
+        b_before = np.where(lower, b_before + low_before * bo, b_before)
+        after = np.where(lower, up_after * w_up + low_after * w_low + last_after * w_last, after)
+        return _one_f_one_b_rank_paths(m_, warm, fk, bk, f_before, b_before, after)
 
     zero = np.zeros_like(p)
     out = np.maximum(at(zero, ff + 0 * p, bf + 0 * p), at(p - 1.0, fl + 0 * p, bl + 0 * p))
-    middle = np.maximum(at(zero + 1.0, fm + 0 * p, bm + 0 * p), at(p - 2.0, fm + 0 * p, bm + 0 * p))
-    return np.asarray(np.where(p >= 3, np.maximum(out, middle), out))
+    upper = np.maximum(at(zero + 1.0, fu + 0 * p, bu + 0 * p), at(np.maximum(n_up, 1.0), fu + 0 * p, bu + 0 * p))
+    lower = np.maximum(at(n_up + 1.0, fo + 0 * p, bo + 0 * p), at(p - 2.0, fo + 0 * p, bo + 0 * p))
+    out = np.where((p >= 3) & (n_up >= 1), np.maximum(out, upper), out)
+    return np.asarray(np.where((p >= 3) & (n_low >= 1), np.maximum(out, lower), out))
 
 
 # ------------------------------- deferred output-layer weight gradients (docs/model.md#defer-embedding-wgrad)

@@ -1322,16 +1322,14 @@ def _stage_recomputed(job: Job, g: StrategyGrid, last: np.ndarray, other: np.nda
                       ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """Recomputed layers of :func:`~scalemodel.engine.pipeline_ranks._stage_layers`' (last, other, first) ranks: on the
     chunked interleaved candidates
-    the ranks' own (:func:`_chunk_ranks_recomputed`; ``other`` a middle rank where it holds more layers than rank 0,
-    pp >= 3, else rank 0: the one of more layers also recomputes as many or more), :func:`recomputed_layers` of
+    the ranks' own (:func:`_chunk_ranks_recomputed`; ``other`` a middle rank at pp >= 3, else rank 0, as
+    :func:`~scalemodel.engine.pipeline_ranks._with_chunk_ranks` counts them), :func:`recomputed_layers` of
     the counts elsewhere; (None, None, None) where that is exact everywhere (the stages priced as they were)."""
     ranks = _chunk_ranks_recomputed(job, g)
     if ranks is None:
         return None, None, None
     r0, r_mid, r_last = ranks
-    first_c, mid_c, _last_c = _chunk_layers(job, g)
-    v = np.maximum(g.virtual_stages, 1).astype(float)
-    r_other = np.where((g.pp >= 3) & (v * mid_c > first_c + (v - 1.0) * mid_c), r_mid, r0)
+    r_other = np.where(g.pp >= 3, r_mid, r0)
     c = _chunked(g) & (g.pp >= 2)
     return (np.asarray(np.where(c, r_last, recomputed_layers(g, last))),
             np.asarray(np.where(c, r_other, recomputed_layers(g, other))),

@@ -27,13 +27,19 @@ from scalemodel.engine.job import STAGE_SPLITS, Job, StrategyGrid, model_param_c
 
 
 def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Layers on (the last stage, the busiest other stage, the first stage) of the pipeline.
+    """Layers on (the last stage, a middle stage, the first stage) of the pipeline: each class its own count.
 
     Balanced split (Megatron's default when L divides; the planner's own split when it does not):
     L mod p stages take ceil(L/p) layers and the rest floor(L/p), the short ones last, since the last
     stage also runs the logits. Given first and/or last stage layers (Megatron-LM
     --decoder-first/last-pipeline-num-layers), the other stages share the remaining layers evenly.
     Without a pipeline the one stage holds every layer.
+
+    The middle count is the middle ranks' (1 .. p-2) own, the most any of them holds (the balanced split's rank 1:
+    ceil(L/p) where L mod p >= 2, else floor(L/p)); at p = 2, with no middle rank, rank 0's. Until uneven38 it was the
+    busiest rank but the last, max(first, middle), so a first stage heavier than the middle ones priced every middle
+    rank at its count (the three-class 1F1B bubble, the deferred-wgrad idle); the terms that want the busiest rank
+    but the last take the first and the middle class each (step._evaluate, compute_floor, _dp_rank, the memory peak).
     """
     layers = float(job.shape.layers) if job.is_transformer else 1.0
     p = g.pp.astype(float)
@@ -45,10 +51,12 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     explicit = set_f | set_l
     ceil, floor = np.ceil(layers / p), np.floor(layers / p)
     last_n = np.where(explicit, np.where(set_l, last, mid), floor)
-    other = np.where(explicit, np.maximum(np.where(set_f, f, mid), np.where(n_mid > 0, mid, 0.0)), ceil)
     first = np.where(explicit, np.where(set_f, f, mid), ceil)
+    # rank 1 of the balanced split holds ceil(L/p) where at least 2 ranks take the extra layer
+    middle = np.where(explicit, mid, np.where(np.mod(layers, np.maximum(p, 1.0)) >= 2, ceil, floor))
+    middle = np.where(p >= 3, middle, first)
     single = p <= 1
-    out = (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    out = (np.where(single, layers, last_n), np.where(single, layers, middle), np.where(single, layers, first))
     out = _with_split_ranks(g, out)
     # a hybrid pattern's ranks of their own kinds (its '|' segments, or Megatron's split by count where a rank's kinds
     # are not the pattern's) are priced apart, every rank its own (_rank_layers); these counts stay the mean layer's
@@ -70,8 +78,9 @@ def _split_segments(code: int, p: int) -> tuple[str, ...] | None:
 def _with_split_ranks(g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.ndarray]
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_stage_layers` for the candidates of a given per-stage split (strategy.stage_layers): (the last rank's
-    layers, the most of any other rank's, rank 0's), rank r holding its virtual stages r, p + r, ...; the step prices
-    every rank on its own (:func:`_rank_layers`), these counts are what the terms priced by class read."""
+    layers, the most of any middle rank's (rank 0's at p = 2), rank 0's), rank r holding its virtual stages r, p + r,
+    ...; the step prices every rank on its own (:func:`_rank_layers`), these counts are what the terms priced by
+    class read."""
     codes = np.asarray(g.stage_split)
     if not np.any(codes >= 0):
         return split
@@ -84,7 +93,8 @@ def _with_split_ranks(g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.n
             continue
         ranks = [sum(len(segs[c * p + r]) for c in range(len(segs) // p)) for r in range(p)]
         on = (codes == code) & (g.pp == p)
-        last, other, first = (np.where(on, float(ranks[-1]), last), np.where(on, float(max(ranks[:-1])), other),
+        middle = max(ranks[1:-1]) if p >= 3 else ranks[0]
+        last, other, first = (np.where(on, float(ranks[-1]), last), np.where(on, float(middle), other),
                               np.where(on, float(ranks[0]), first))
     return last, other, first
 
@@ -638,13 +648,14 @@ def _chunk_split_ok(job: Job, g: StrategyGrid) -> np.ndarray:
 def _with_chunk_ranks(job: Job, g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.ndarray]
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_stage_layers` for chunked interleaved candidates: rank 0 holds the first chunk and v-1 middle
-    ones, ranks 1 .. p-2 v middle chunks, rank p-1 v-1 middle chunks and the last."""
+    ones, ranks 1 .. p-2 v middle chunks, rank p-1 v-1 middle chunks and the last (the middle class at p >= 3,
+    rank 0's at p = 2, as the split by stage)."""
     if not np.any(_chunked(g)):
         return split
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     rank0, middle, rank_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
-    other = np.where(g.pp >= 3, np.maximum(rank0, middle), rank0)
+    other = np.where(g.pp >= 3, middle, rank0)
     c = _chunked(g)
     return np.where(c, rank_last, split[0]), np.where(c, other, split[1]), np.where(c, rank0, split[2])
 

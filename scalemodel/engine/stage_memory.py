@@ -93,7 +93,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp", parts: bool = True,
                       activations: MutableMapping[str, np.ndarray] | None = None) -> PeakStage:
     """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
-    the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
+    the first stage (with the embedding); with a pipeline, a middle stage where it has more layers;
     and the last stage with the output layer, its logits and any multi-token prediction modules
     (:func:`_last_stage_memory`). ``sync``: under
     hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`~scalemodel.engine.dp_comm.hier_group`).
@@ -166,7 +166,8 @@ def _mean_stage_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, A
     _last, other, first = _stage_layers(job, g)
     # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
     rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
-    # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
+    # the first stage (with the embedding) and, with a pipeline, a middle stage (without it; _stage_layers' middle
+    # class, the most layers a middle rank holds) with
     # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
     stage = np.where(g.pp > 1, first, float(job.shape.layers))
     d_mtp = float(job.shape.mtp_layers)

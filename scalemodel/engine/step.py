@@ -9,8 +9,9 @@ group is placed on the network tiers once per evaluation (:class:`scalemodel.cos
 and every collective of that group is priced on that placement
 (:func:`scalemodel.cost.collectives.group_time`).
 
-Per micro-batch on the busiest pipeline stage (the slower of the last stage, with its layers and the
-logits, and the largest other stage; :func:`scalemodel.engine.pipeline_ranks._stage_layers` for uneven splits):
+Per micro-batch on the busiest pipeline stage (the slowest of the last stage, with its layers and the
+logits, rank 0 with its layers and the embedding, and a middle stage; :func:`scalemodel.engine.pipeline_ranks.
+_stage_layers` for uneven splits):
 
     t_mb = compute + TP comm + CP comm + EP comm + PP send/recv          (exposed parts only)
            (+ FP8 delayed scaling's amax reductions, 2 per model chunk: model_parallel_comm.delayed_amax_time;
@@ -611,8 +612,8 @@ def _dp_rank(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, fir
     candidate of a transformer (None for any other model: the mean stage): the one holding the most parameters
     (:func:`_rank_params_per_gpu`: the gradients it reduces and the states it steps; the step waits for the slowest
     rank), among the last (``last`` layers, the final norm and the output layer), rank 0 (``first`` layers and the
-    embedding) and, at pp > 2, a middle rank of ``other`` layers (the most any rank but the last holds; where that is
-    rank 0's count the middle rank cannot hold more than rank 0), the last on a tie, then rank 0; rank 1 stands for the
+    embedding) and, at pp > 2, a middle rank of ``other`` layers (the middle ranks' own count, :func:`_stage_layers`),
+    the last on a tie, then rank 0; rank 1 stands for the
     middle one. At pp = 1 the one rank (0, which is also the last). Where a hybrid pattern's or a given split's ranks
     are priced each on its own, :func:`_dp_ranks` picks among them the same way."""
     if not job.is_transformer:
@@ -657,13 +658,11 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
            and not np.any(np.asarray(g.offload_tensors) > 0) and _splits_cover(g, _rank_layers(job, g)))
     zero = np.zeros(1)
     if own:
-        last, edge_last = _Stage(zero, {}, {}, {}, zero), zero
+        last = _Stage(zero, {}, {}, {}, zero)
     else:
         # the last rank exchanges on one boundary: its micro-batch as the schedule runs it (_end_rank), the time the
         # pipeline formulas' paths take for it, so m t_mb and the bubble count its exchanges alike
-        last_both = stage(last_layers, True, None, rec_last)
-        last = _end_rank(last_both)
-        edge_last = last_both.time - last.time
+        last = _end_rank(stage(last_layers, True, None, rec_last))
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
     idle_dp = host  # its GPU's wait on the host per micro-batch, a window of the DP traffic (dp_comm._sync_comm)
@@ -677,12 +676,19 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
                 comp_dp = {k: np.where(on_c, st_c.busy[k], v) for k, v in comp_dp.items()}
                 idle_dp = np.where(on_c, st_c.host, idle_dp)
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
-    if job.is_transformer and not own and np.any((other_layers > last_layers) | (edge_last > 0)):
+    if job.is_transformer and not own and np.any(g.pp > 1):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace; so may one with
-        # as many where the last rank's exchange on one boundary (_end_rank) saves more than its logits cost
-        other = stage(other_layers, False, None, rec_other)
+        # as many where the last rank's exchange on one boundary (_end_rank) saves more than its logits cost. The
+        # busiest rank but the last as a given split's ranks are picked (below): rank 0 (its own layers, the word
+        # embedding, one boundary: _end_rank) and, at pp > 2, a middle rank of its own layers (uneven38: rank 0's
+        # count stood for the middle ranks' where it was larger), the middle one only where strictly slower
+        first_s = _end_rank(stage(first_layers, False, None, rec_first, True), first=True)
+        other = first_s
+        if np.any(g.pp > 2):
+            mid_s = stage(other_layers, False, None, rec_other)
+            other = _where_stage((g.pp > 2) & (mid_s.time > first_s.time), mid_s, first_s)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
-        busier = t_o > t_mb
+        busier = (g.pp > 1) & (t_o > t_mb)
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         host = np.where(busier, other.host, host)
@@ -834,7 +840,8 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     ``head_gemm``; with sequence parallelism at tp > 1 each input all-gathered over TP first, A = one b s / cp x h
     activation's all-gather: :func:`scalemodel.cost.pipeline.deferred_wgrad_drain`), the idle the last rank's wait
     for the last micro-batch's backward to pass the p - 1 ranks before it (first and middle ranks' backward a
-    micro-batch, :func:`_stage_forward_backward`; :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
+    micro-batch, each middle rank its own: :func:`_balanced_middle_runs`; :func:`_stage_forward_backward`,
+    :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
     ``finish_embedding_wgrad_compute``), before the gradients' finalisation. 0 without the switch or at pp 1."""
@@ -849,6 +856,12 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     drain = pipeline.deferred_wgrad_drain(share * m * uses, gemm, ag)
     _, b_first = _stage_forward_backward(stage(first[0], False, None, first[1], True), end=True, first=True)
     _, b_mid = _stage_forward_backward(stage(other[0], False, None, other[1]))
+    n_upper, lower = _balanced_middle_runs(job, g)
+    n_mid = np.maximum(g.pp - 2.0, 0.0)
+    if np.any(n_upper < n_mid):  # the balanced split's middle ranks after the ceil(L/p) ones hold floor(L/p)
+        _, b_low = _stage_forward_backward(stage(lower, False))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b_mid = np.where(n_upper < n_mid, (n_upper * b_mid + (n_mid - n_upper) * b_low) / n_mid, b_mid)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
     return np.asarray(np.where(share > 0, np.maximum(drain - idle, 0.0), 0.0))
@@ -1340,8 +1353,11 @@ def _compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
         t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
         if not job.is_transformer:
             return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
-        t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
-                                                           recomputed=rec_other)["total"])
+        # the busiest rank's compute: the last, a middle one (pp > 2) or rank 0 (its layers and the embedding)
+        t_mid = _compute_per_microbatch(job, g, other, logits_on_stage=False, recomputed=rec_other)["total"]
+        t_first = _compute_per_microbatch(job, g, _first, logits_on_stage=False, recomputed=_rec_first,
+                                          embedding_on_stage=True)["total"]
+        t_max = np.maximum(t_last, np.where(g.pp > 2, np.maximum(t_mid, t_first), np.where(g.pp > 1, t_first, 0.0)))
         before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
                                          logits_on_stage=False, embedding_on_stage=True)["total"]  # rank 0's too
     seen: dict[tuple[int, int, bool, bool, bytes | None], np.ndarray] = {}
@@ -1593,6 +1609,22 @@ def _stage_forward_backward(stage: _Stage, end: bool = False, first: bool = Fals
     return total * share, total * (1.0 - share)
 
 
+def _balanced_middle_runs(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
+    """(how many middle ranks hold the middle class's layers, the other middle ranks' layers) of a pipeline priced
+    by class (:func:`_stage_layers`): the balanced split of L layers over p ranks gives ranks 0 .. L mod p - 1
+    ceil(L/p) layers and the others floor(L/p), so of the middle ranks 1 .. p-2 the first max(L mod p - 1, 0) hold
+    ceil(L/p) (the middle class where L mod p >= 2) and the rest floor(L/p); every middle rank is of the middle class
+    elsewhere (p - 2 of them: given first / last stage layers, chunked interleaved, p divides L)."""
+    layers = float(job.shape.layers) if job.is_transformer else 1.0
+    p = np.asarray(g.pp, dtype=float)
+    n_mid = np.maximum(p - 2.0, 0.0)
+    extra = np.mod(layers, np.maximum(p, 1.0))
+    balanced = ((g.first_stage_layers < 0) & (g.last_stage_layers < 0) & (np.asarray(g.stage_split) < 0)
+                & ~_chunked(g) & (g.schedule != ScheduleKind.INTERLEAVED) & (extra > 0))
+    n_upper = np.where(balanced, np.clip(extra - 1.0, 0.0, n_mid), n_mid)
+    return np.asarray(n_upper), np.asarray(np.where(balanced, np.floor(layers / np.maximum(p, 1.0)), 0.0))
+
+
 def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
                         t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of a non-interleaved 1F1B pipeline whose stages differ
@@ -1611,7 +1643,14 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
         ff, bf = _stage_forward_backward(stage(first, False, embedding=True), end=True, first=True)
         fm, bm = _stage_forward_backward(stage(other, False))
         fl, bl = _stage_forward_backward(stage(last, True), end=True)
-        total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+        # the balanced split where p does not divide L: ranks 1 .. L mod p - 1 hold ceil(L/p) layers (the middle
+        # class, _stage_layers), the middle ranks after them floor(L/p) (uneven38: all were priced at ceil)
+        n_upper, lower = _balanced_middle_runs(job, g)
+        if np.any(n_upper < np.maximum(g.pp - 2, 0)):
+            fo, bo = _stage_forward_backward(stage(lower, False))
+            total = pipeline.one_f_one_b_four_class_time(m, g.pp, n_upper, ff, bf, fm, bm, fo, bo, fl, bl)
+        else:
+            total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
         total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
     with np.errstate(divide="ignore", invalid="ignore"):
