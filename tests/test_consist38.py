@@ -184,6 +184,19 @@ def job(request: pytest.FixtureRequest, tmp: Path) -> Job:
     return _row_job(tmp, p) if isinstance(p, str) else _scenario_job(tmp, *p)
 
 
+#: The slower routes (sensitivity prices each hardware parameter twice more, about 40 steps, up to 16 s a row on the
+#: shared machine; the explanations run predict and plan again) run on each scenario's first point and these rows,
+#: one of three pricing paths each (FSDP, TPU, MoE with EP): collected only there, not collected and skipped
+SAMPLE_ROWS = ("tao25_mi300x_llama3_8b_fsdp8_bf16", "mtv5e23_v5e_16b_4x256", "mb2511_gb200_qwen3_30b_fp8mx")
+SAMPLED = [*((p, 0) for p in SCENARIOS), *SAMPLE_ROWS]
+
+
+@pytest.fixture(params=SAMPLED, ids=_job_id)
+def sampled_job(request: pytest.FixtureRequest, tmp: Path) -> Job:
+    p = request.param
+    return _row_job(tmp, p) if isinstance(p, str) else _scenario_job(tmp, *p)
+
+
 @functools.cache
 def _predict(base: tuple[str, ...]) -> dict[str, Any]:
     return _cli("predict", *base)
@@ -202,19 +215,8 @@ def test_breakdown_sums_to_the_step_and_memory_to_its_total(job: Job) -> None:
         p["memory"]["parts_bytes"], rel=REL)
 
 
-#: The slower routes (sensitivity prices each hardware parameter twice more, about 40 steps, up to 16 s a row on the
-#: shared machine; the explanations run predict and plan again) run on each scenario's first point and these rows,
-#: one of three pricing paths each (FSDP, TPU, MoE with EP)
-SAMPLE_ROWS = ("tao25_mi300x_llama3_8b_fsdp8_bf16", "mtv5e23_v5e_16b_4x256", "mb2511_gb200_qwen3_30b_fp8mx")
-
-
-def _sampled(job: Job, request: pytest.FixtureRequest) -> None:
-    if job.name not in SAMPLE_ROWS and not request.node.callspec.id.endswith("-first"):
-        pytest.skip("at each scenario's first point and SAMPLE_ROWS only (time)")
-
-
-def test_sensitivity_base_point_is_predict(job: Job, request: pytest.FixtureRequest) -> None:
-    _sampled(job, request)
+def test_sensitivity_base_point_is_predict(sampled_job: Job) -> None:
+    job = sampled_job
     p, s = _predict(job.base()), _cli("sensitivity", *job.base())
     assert _close(s["baseline"]["step_time_s"], p["step_time_s"])
     assert _close(s["baseline"]["tokens_per_s"], p["throughput"]["tokens_per_s"])
@@ -306,10 +308,10 @@ def _text(*args: str) -> str:
     return " ".join(out.getvalue().split())
 
 
-def test_the_explanations_name_the_same_step(job: Job, request: pytest.FixtureRequest) -> None:
+def test_the_explanations_name_the_same_step(sampled_job: Job) -> None:
     """What a reader sees: predict's table title and plan's explanation (`why`, "the winner ... takes T per step")
     print the step the JSON gives, in the units' one formatter (scalemodel.units.format_quantity)."""
-    _sampled(job, request)
+    job = sampled_job
     p = _predict(job.base())
     shown = format_quantity(p["step_time_s"], "time")
     assert f"Step time {shown}" in _text("predict", *job.base())
