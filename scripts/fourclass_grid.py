@@ -116,7 +116,10 @@ def main() -> int:
     ap.add_argument("--max-pp", type=int, default=9)
     ap.add_argument("--max-m", type=int, default=12)
     a = ap.parse_args()
-    ints = [lambda s: [int(x) for x in s.split(",")]][0]
+
+    def ints(text: str) -> list[int]:
+        return [int(x) for x in text.split(",")]
+
     t0 = time.time()
     cases, bad = closed_grid(ints(a.values), ints(a.exchanges), a.max_pp, a.max_m)
     print(f"closed forms: {cases} cases, {bad} differ from one_f_one_b_time ({time.time() - t0:.0f} s)")
