@@ -75,24 +75,32 @@ def _split_segments(code: int, p: int) -> tuple[str, ...] | None:
     return tuple("t" * n for n in split)
 
 
+def _split_rank_counts(g: StrategyGrid) -> list[tuple[np.ndarray, list[int]]]:
+    """For each given per-stage split (strategy.stage_layers) and pp of the grid: (its candidates, each rank's layers,
+    rank r holding its virtual stages r, p + r, ...); empty where no candidate has a split."""
+    codes = np.asarray(g.stage_split)
+    if not np.any(codes >= 0):
+        return []
+    shape = np.broadcast_shapes(np.shape(codes), np.shape(g.pp))
+    cc, pp = np.broadcast_to(codes, shape), np.broadcast_to(g.pp, shape)
+    out = []
+    for code, p in sorted({(int(c), int(q)) for c, q in zip(cc[cc >= 0].ravel(), pp[cc >= 0].ravel(), strict=True)}):
+        segs = _split_segments(code, p)
+        if segs is not None:
+            out.append((np.asarray((codes == code) & (g.pp == p)),
+                        [sum(len(segs[c * p + r]) for c in range(len(segs) // p)) for r in range(p)]))
+    return out
+
+
 def _with_split_ranks(g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.ndarray]
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_stage_layers` for the candidates of a given per-stage split (strategy.stage_layers): (the last rank's
     layers, the most of any middle rank's (rank 0's at p = 2), rank 0's), rank r holding its virtual stages r, p + r,
     ...; the step prices every rank on its own (:func:`_rank_layers`), these counts are what the terms priced by
     class read."""
-    codes = np.asarray(g.stage_split)
-    if not np.any(codes >= 0):
-        return split
     last, other, first = split
-    shape = np.broadcast_shapes(np.shape(codes), np.shape(g.pp))
-    cc, pp = np.broadcast_to(codes, shape), np.broadcast_to(g.pp, shape)
-    for code, p in {(int(c), int(q)) for c, q in zip(cc[cc >= 0].ravel(), pp[cc >= 0].ravel(), strict=True)}:
-        segs = _split_segments(code, p)
-        if segs is None:
-            continue
-        ranks = [sum(len(segs[c * p + r]) for c in range(len(segs) // p)) for r in range(p)]
-        on = (codes == code) & (g.pp == p)
+    for on, ranks in _split_rank_counts(g):
+        p = len(ranks)
         middle = max(ranks[1:-1]) if p >= 3 else ranks[0]
         last, other, first = (np.where(on, float(ranks[-1]), last), np.where(on, float(middle), other),
                               np.where(on, float(ranks[0]), first))
