@@ -1,0 +1,38 @@
+"""Loose ends that fuzz38 and ux38 found and left (ux38b), each against test_hostile_inputs.py's contract: a refusal
+exits 2 with one ``error:`` line naming where the value was written, what was wrong and what is allowed.
+
+2. A GPU count of 2**70 in a scenario was "beyond the largest integer a spec accepts (1e+09); an integer from 1 to
+   1e+08": two bounds, the first not the field's. The field's own bound is named where it is tighter than the spec's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+_BIG = str(2**70)
+
+
+# --- 2. one bound, the one that applies -------------------------------------------------------------------------------
+
+def test_a_gpu_count_past_every_bound_names_the_fields_bound(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    s = tmp_path / "s.yaml"
+    s.write_text(f"kind: scenario\nname: s\nmodel: llama3-8b\ncluster: dgx-h100\ngpus: [8, {_BIG}]\n")
+    line = refused(cli, "check", str(s), "--json", inputs=(s,))
+    # MAX_GPUS is 10**8 (specs.base): the bound the allowed part names, and the only one
+    assert line == (f"error: {s}:5: gpus[1]: {_BIG} is beyond the largest integer this field accepts (1e+08); "
+                    "an integer from 1 to 1e+08"), line
+    assert "1e+09" not in line
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ("cluster.gpus_per_node=1e12", "1e+12 is beyond the largest integer this field accepts (1e+08); an integer from 1 "
+                                   "to 1e+08"),
+    ("strategy.tp=-1e308", "-1e+308 is below the smallest integer this field accepts (1); an integer from 1 to 1e+09"),
+    # a field bounded only by the spec's integer keeps that bound's words
+    ("strategy.tp=1e308", "1e+308 is beyond the largest integer a spec accepts (1e+09); an integer from 1 to 1e+09")])
+def test_a_set_item_past_every_bound_names_one(cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--set", item, "--json",
+            match=f"error: --set {item.split('=')[0]}: {said}")
