@@ -3,6 +3,8 @@ exits 2 with one ``error:`` line naming where the value was written, what was wr
 
 2. A GPU count of 2**70 in a scenario was "beyond the largest integer a spec accepts (1e+09); an integer from 1 to
    1e+08": two bounds, the first not the field's. The field's own bound is named where it is tighter than the spec's.
+3. A YAML merge key in a runs file was refused with "a cluster, accelerator or workload spec can start from another
+   with extends: BASE": a runs file has no extends. It says what a runs file allows.
 """
 
 from __future__ import annotations
@@ -36,3 +38,23 @@ def test_a_gpu_count_past_every_bound_names_the_fields_bound(cli, tmp_path: Path
 def test_a_set_item_past_every_bound_names_one(cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--set", item, "--json",
             match=f"error: --set {item.split('=')[0]}: {said}")
+
+
+# --- 3. a runs file says what it allows ------ -----------------------------------------------------------------------
+
+_RUN = "{cluster: dgx-h100, model: llama3-8b, gpus: 8, step_time: 1 s}"
+
+
+def test_a_merge_key_in_a_runs_file_says_what_a_runs_file_allows(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(f"- &a {_RUN}\n- {{<<: *a, gpus: 16}}\n")
+    line = refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,))
+    assert line.startswith(f"error: {runs}:2: YAML merge keys ('<<: *anchor') are not supported; each run's fields "
+                           "written out"), line
+    assert "extends: BASE" not in line and "a runs file has no extends:" in line, line
+    # the advice runs: the alias standing for a whole value is read
+    runs.write_text("- {cluster: dgx-h100, model: llama3-70b, gpus: 64, pp: 4, step_time: 9 s, stage_layers: &s "
+                    "[20, 20, 20, 20]}\n- {cluster: dgx-h100, model: llama3-70b, gpus: 128, pp: 4, step_time: 5 s, "
+                    "stage_layers: *s}\n")
+    r = cli("calibrate", "runs", str(runs), "--json")
+    assert r.code == 0, r.err

@@ -38,6 +38,9 @@ MAX_RUNS = 1000
 MAX_WARMUP = 10**9
 RUN_KEYS = ("name", "cluster", "model", "gpus", "step_time", "tokens_per_s", "log", "warmup_steps")
 ALLOWED = "a list of runs with cluster, model, gpus, step_time, tokens_per_s or log, and training/strategy fields"
+#: What a runs file writes instead of a YAML merge key: it has no ``extends:`` (ux38b: the refusal suggested it).
+MERGE_ALLOWED = ("each run's fields written out (an alias *anchor may stand for a whole value, such as a stage_layers "
+                 "list); a runs file has no extends: (a cluster or model file a run names may have one)")
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
             out.append((where, {h: _parse_value(c.strip(), f"{where}: {h}") for h, c in zip(header, cells, strict=True)
                                 if c.strip()}))
         return out
-    doc, node = yamlread.load(text, name)
+    doc, node = yamlread.load(text, name, merge_allowed=MERGE_ALLOWED)
     if isinstance(doc, dict) and set(doc) == {"runs"}:
         doc = doc["runs"]
         node = next((v for k, v in node.value if k.value == "runs"), None) if node is not None else None
