@@ -5,6 +5,7 @@ exits 2 with one ``error:`` line naming where the value was written, what was wr
    1e+08": two bounds, the first not the field's. The field's own bound is named where it is tighter than the spec's.
 3. A YAML merge key in a runs file was refused with "a cluster, accelerator or workload spec can start from another
    with extends: BASE": a runs file has no extends. It says what a runs file allows.
+4. A runs file's mapping with a key besides ``runs`` was "expected a list of runs", the key not named.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def test_a_set_item_past_every_bound_names_one(cli, item: str, said: str) -> Non
             match=f"error: --set {item.split('=')[0]}: {said}")
 
 
-# --- 3. a runs file says what it allows ------ -----------------------------------------------------------------------
+# --- 3. and 4. a runs file says what it allows -----------------------------------------------------------------------
 
 _RUN = "{cluster: dgx-h100, model: llama3-8b, gpus: 8, step_time: 1 s}"
 
@@ -58,3 +59,25 @@ def test_a_merge_key_in_a_runs_file_says_what_a_runs_file_allows(cli, tmp_path: 
                     "stage_layers: *s}\n")
     r = cli("calibrate", "runs", str(runs), "--json")
     assert r.code == 0, r.err
+
+
+@pytest.mark.parametrize(("text", "where", "what"), [
+    (f"runs:\n- {_RUN}\nnote: two runs\n", ":3: note", "unknown top-level key 'note'"),
+    (f"note: x\nruns:\n- {_RUN}\n", ":1: note", "unknown top-level key 'note'"),
+    ("a: 1\n", ":1: a", "unknown top-level key 'a'")])
+def test_a_runs_mapping_names_its_other_key(cli, tmp_path: Path, text: str, where: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(text)
+    refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,),
+            match=f"error: {runs}{where}: {what}; a runs file is a list of runs, or a mapping with the one key runs: "
+                  "(the list)")
+
+
+def test_one_run_written_as_the_mapping_is_told_to_be_a_list_item(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("cluster: dgx-h100\nmodel: llama3-8b\ngpus: 8\nstep_time: 1 s\n")
+    refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,),
+            match=f"error: {runs}:1: a mapping of one run's fields ('cluster' at the top), not a list of runs; each "
+                  "run a list item ('- cluster: ...')")
+    runs.write_text("- cluster: dgx-h100\n  model: llama3-8b\n  gpus: 8\n  step_time: 1 s\n")  # as advised
+    assert cli("calibrate", "runs", str(runs), "--json").code == 0

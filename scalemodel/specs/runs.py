@@ -61,6 +61,27 @@ class MeasuredRun:
     log: LogSpeed | None = None  # the training log the measurement came from, if any
 
 
+def _refuse_other_keys(doc: dict[Any, Any], node: Any, name: str) -> None:
+    """A runs file written as a mapping has the one key ``runs`` (the list): any other is named, with its line (ux38b:
+    ``runs: [...]`` beside ``note: ...`` was "expected a list of runs", the key not named). A mapping of one run's
+    fields (``cluster: ...`` at the top) is told to be a list item."""
+    other = [k for k in doc if k != "runs"]
+    if not other:
+        return
+    key = other[0]
+    line = next((k.start_mark.line + 1 for k, _ in getattr(node, "value", []) if getattr(k, "value", None) == str(key)),
+                None)
+    where = f"{name}:{line}" if line else name
+    if "runs" not in doc and (str(key) in RUN_KEYS or str(key) in TrainingSpec.model_fields
+                              or str(key) in StrategySpec.model_fields):
+        raise InputError(f"a mapping of one run's fields ({str(key)[:40]!r} at the top), not a list of runs",
+                         where=where, allowed=f"each run a list item ('- cluster: ...'), or the list under runs:; "
+                                              f"{ALLOWED}")
+    raise InputError(f"unknown top-level key {str(key)[:60]!r}", where=f"{where}: {str(key)[:60]}",
+                     allowed="a runs file is a list of runs, or a mapping with the one key runs: (the list); "
+                             "a run's fields go in each run")
+
+
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="runs file")
     name = str(path)
@@ -90,6 +111,8 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
                                 if c.strip()}))
         return out
     doc, node = yamlread.load(text, name, merge_allowed=MERGE_ALLOWED)
+    if isinstance(doc, dict) and doc:
+        _refuse_other_keys(doc, node, name)
     if isinstance(doc, dict) and set(doc) == {"runs"}:
         doc = doc["runs"]
         node = next((v for k, v in node.value if k.value == "runs"), None) if node is not None else None
