@@ -1,6 +1,9 @@
 """Loose ends that fuzz38 and ux38 found and left (ux38b), each against test_hostile_inputs.py's contract: a refusal
 exits 2 with one ``error:`` line naming where the value was written, what was wrong and what is allowed.
 
+1. ``plan --precision fp4 --set strategy.bucket_fragments=true`` on dgx-h100 said "give zero too": bucket_fragments
+   runs at zero 1 and 2 only, where --precision refuses FP4 on Hopper, so no stage takes both. The refusal names the
+   option refused where the pin runs (with its reason), and the stages that refuse the pin.
 2. A GPU count of 2**70 in a scenario was "beyond the largest integer a spec accepts (1e+09); an integer from 1 to
    1e+08": two bounds, the first not the field's. The field's own bound is named where it is tighter than the spec's.
 3. A YAML merge key in a runs file was refused with "a cluster, accelerator or workload spec can start from another
@@ -16,6 +19,30 @@ import pytest
 from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 _BIG = str(2**70)
+
+
+# --- 1. a pinned switch whose stages another option refuses -------------------------------------------------------
+
+_FP4 = "precision fp4 (NVFP4) needs Blackwell tensor cores; h100-sxm is hopper"
+
+
+@pytest.mark.parametrize(("pin", "runs", "refuses"), [  # the stages each switch runs at: engine.planner.ZERO_SWITCHES
+    ("bucket_fragments=true", "1 and 2", "0, 3, fsdp and hsdp"),
+    ("fp8_param_gather=true", "1, 2, fsdp and hsdp", "0 and 3"),
+    ("fsdp_per_param=true", "fsdp and hsdp", "0, 1, 2 and 3"),
+    ("fsdp_reshard_after_forward=false", "3, fsdp and hsdp", "0, 1 and 2")])
+def test_plan_names_the_option_refused_where_the_pin_runs(cli, pin: str, runs: str, refuses: str) -> None:  # type: ignore[no-untyped-def]
+    name = pin.split("=")[0]
+    line = refused(cli, "plan", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--precision", "fp4", "--top", "1",
+                   "--set", f"strategy.{pin}", "--json")
+    assert "give zero too" not in line, line
+    assert line == (f"error: --precision: no ZeRO stage plan searches takes the pinned --set strategy.{name} with "
+                    f"--precision: refused at zero {runs}, --precision: {_FP4}; at zero {refuses}, --set "
+                    f"strategy.{name}; bf16, fp16 or fp8 on this accelerator (--precision), or leave out --set "
+                    f"strategy.{name}"), line
+    # predict's own refusal of the precision, in the same words, without any pin
+    refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "8", "--precision", "fp4", "--json",
+            match=f"error: --precision: {_FP4}; bf16, fp16 or fp8 on this accelerator")
 
 
 # --- 2. one bound, the one that applies -------------------------------------------------------------------------------
