@@ -9,10 +9,14 @@ exits 2 with one ``error:`` line naming where the value was written, what was wr
 3. A YAML merge key in a runs file was refused with "a cluster, accelerator or workload spec can start from another
    with extends: BASE": a runs file has no extends. It says what a runs file allows.
 4. A runs file's mapping with a key besides ``runs`` was "expected a list of runs", the key not named.
+7. A pinned first/last_chunk_layers beside a pinned deepspeed_pipeline or nanotron_trainer (flat schedules only):
+   with deepspeed_pipeline plan ranked 1f1b plans predict refuses (the trainer's 1f1b pin replaced the interleaved
+   one), with nanotron_trainer it ranked none ("no split ... meets what was asked"). Refused naming both pins.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,25 @@ def test_one_run_written_as_the_mapping_is_told_to_be_a_list_item(cli, tmp_path:
                   "run a list item ('- cluster: ...')")
     runs.write_text("- cluster: dgx-h100\n  model: llama3-8b\n  gpus: 8\n  step_time: 1 s\n")  # as advised
     assert cli("calibrate", "runs", str(runs), "--json").code == 0
+
+
+# --- 7. a chunk layer count beside a trainer of flat schedules -------------------------------------------------------
+
+@pytest.mark.parametrize(("trainer", "runs"), [("deepspeed_pipeline", "DeepSpeed's TrainSchedule (1f1b)"),
+                                               ("nanotron_trainer", "1f1b or afab (gpipe)")])
+@pytest.mark.parametrize("name", ["first_chunk_layers", "last_chunk_layers"])
+def test_plan_refuses_a_chunk_count_beside_a_flat_trainer(cli, trainer: str, runs: str, name: str) -> None:  # type: ignore[no-untyped-def]
+    plan = ("plan", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--global-batch", "32", "--top", "2")
+    refused(cli, *plan, "--set", f"strategy.{name}=2", "--set", f"strategy.{trainer}=true", "--json",
+            match=f"error: --set strategy.{name}: {name} 2 splits an interleaved pipeline's model chunks, and the "
+                  f"pinned {trainer} (--set strategy.{trainer}) runs {runs} only, a flat schedule; "
+                  f"first/last_stage_layers for a flat schedule's stages, or leave out {name} or {trainer}")
+    # predict refuses the pair at the trainer's schedule too (a chunk count needs an interleaved one)
+    refused(cli, "predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--global-batch", "32", "--pp", "2",
+            "--set", f"strategy.{name}=2", "--set", f"strategy.{trainer}=true", "--json",
+            match=f"error: --set strategy.{name}: {name} is set but the schedule is 1f1b")
+    # the advice runs: a stage layer count beside the trainer is planned, each plan at a flat schedule
+    r = cli(*plan, "--set", "strategy.first_stage_layers=2", "--set", f"strategy.{trainer}=true", "--json")
+    assert r.code == 0, r.err
+    ranked = json.loads(r.out)["ranked"]
+    assert ranked and all(not p["strategy"]["schedule"].startswith("interleaved") for p in ranked)

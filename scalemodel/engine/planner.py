@@ -1903,6 +1903,7 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
     if switches and "zero" not in names:
         # only the stages that run the pinned switch are searched (ZERO_SWITCHES; run says so)
         cons.setdefault("zero", []).extend(("!=", int(z)) for z in Zero if z not in stages)
+    _refuse_chunks_with_flat_trainer(strategy, names, fixed, at)
     _pipeline_switch_pins(strategy, names, fixed, cons, at)
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"), at.get("shard_group", ""))
     if fixed.get("deepspeed_pipeline"):
@@ -1985,6 +1986,28 @@ def _pipeline_switch_pins(strategy: Any, names: Sequence[str], fixed: dict[str, 
                                                      "for 1f1b")
         key, pairs, _, _ = PIPELINE_SWITCHES[name]
         cons.setdefault(key, []).extend(p for p in pairs if p not in cons.get(key, []))
+
+
+#: The pinned framework trainers that run flat pipeline schedules only, in words: DeepSpeed's PipelineEngine runs
+#: its TrainSchedule (1F1B; :func:`_deepspeed_pipeline_pins`), nanotron 1f1b and afab (GPipe's order; :func:`pins`).
+FLAT_TRAINERS = {"deepspeed_pipeline": "DeepSpeed's TrainSchedule (1f1b)", "nanotron_trainer": "1f1b or afab (gpipe)"}
+
+
+def _refuse_chunks_with_flat_trainer(strategy: Any, names: Sequence[str], fixed: Mapping[str, Any],
+                                     at: Mapping[str, str]) -> None:
+    """Refuse a pinned first/last_chunk_layers beside a pinned trainer that runs flat schedules only
+    (:data:`FLAT_TRAINERS`): the chunk counts need an interleaved schedule (:data:`PIPELINE_SWITCHES`), the trainer
+    refuses one, so no candidate is left. ux38b: with deepspeed_pipeline the trainer's 1f1b pin replaced the
+    interleaved one and plan ranked 1f1b plans predict refuses; with nanotron_trainer the search was empty, "no split
+    ... meets what was asked", neither naming the two pins."""
+    chunks = [n for n in ("first_chunk_layers", "last_chunk_layers") if n in _pipeline_switches(strategy, names)]
+    trainer = next((t for t in FLAT_TRAINERS if fixed.get(t)), None)
+    if chunks and trainer is not None:
+        name = chunks[0]
+        raise InputError(f"{name} {getattr(strategy, name)} splits an interleaved pipeline's model chunks, and the "
+                         f"pinned {trainer} ({at[trainer]}) runs {FLAT_TRAINERS[trainer]} only, a flat schedule",
+                         where=at[name], allowed=f"first/last_stage_layers for a flat schedule's stages, or leave "
+                                                 f"out {name} or {trainer}")
 
 
 def _warn_pipeline_switches(strategy: Any, pinned: Sequence[str], asked: Constraints) -> None:
