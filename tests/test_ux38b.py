@@ -9,6 +9,9 @@ exits 2 with one ``error:`` line naming where the value was written, what was wr
 3. A YAML merge key in a runs file was refused with "a cluster, accelerator or workload spec can start from another
    with extends: BASE": a runs file has no extends. It says what a runs file allows.
 4. A runs file's mapping with a key besides ``runs`` was "expected a list of runs", the key not named.
+5. A cluster file's accelerator file (fuzz38's finding 5) was named by its absolute path ("/home/.../sub/a.yaml:3:
+   memory", "file not found: /home/.../sub/nope.yaml") where a scenario's cluster file and an extends base are named
+   as given ("sub/c.yaml:3"). The cluster's path as given, joined with its accelerator: line, names it now.
 7. A pinned first/last_chunk_layers beside a pinned deepspeed_pipeline or nanotron_trainer (flat schedules only):
    with deepspeed_pipeline plan ranked 1f1b plans predict refuses (the trainer's 1f1b pin replaced the interleaved
    one), with nanotron_trainer it ranked none ("no split ... meets what was asked"). Refused naming both pins.
@@ -134,3 +137,35 @@ def test_plan_refuses_a_chunk_count_beside_a_flat_trainer(cli, trainer: str, run
     assert r.code == 0, r.err
     ranked = json.loads(r.out)["ranked"]
     assert ranked and all(not p["strategy"]["schedule"].startswith("interleaved") for p in ranked)
+
+
+# --- 5. a cluster's accelerator file is named as given ----------------------------------------------------------------
+
+def test_a_clusters_accelerator_file_is_named_as_given(cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)  # relative paths, as a user types them
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "a.yaml").write_text("extends: h100-sxm\nname: a\nmemory: -80 GB\n")  # line 3
+    (sub / "c.yaml").write_text("extends: dgx-h100\nname: c\naccelerator: a.yaml\n")
+    (sub / "e.yaml").write_text("")
+    (sub / "c2.yaml").write_text("extends: dgx-h100\nname: c2\naccelerator: nope.yaml\n")
+    (sub / "c3.yaml").write_text("extends: dgx-h100\nname: c3\naccelerator: e.yaml\n")
+    (sub / "s.yaml").write_text("kind: scenario\nname: s\nmodel: llama3-8b\ncluster: c.yaml\ngpus: [8]\n")
+    (sub / "s2.yaml").write_text("kind: scenario\nname: s\nmodel: llama3-8b\ncluster: c2.yaml\ngpus: [8]\n")
+    pred = ("predict", "-m", "llama3-8b", "-n", "8", "--json")
+    said = "memory: Input should be greater than 0 (got '-80 GB')"
+    assert refused(cli, *pred, "-c", "sub/c.yaml").startswith(f"error: sub/a.yaml:3: {said}")
+    assert refused(cli, "check", "sub/s.yaml", "--json").startswith(f"error: sub/a.yaml:3: {said}")
+    refused(cli, *pred, "-c", "sub/c2.yaml", match="error: sub/c2.yaml:3: accelerator: sub/nope.yaml: file not found: "
+                                                   "sub/nope.yaml; ")
+    refused(cli, "check", "sub/s2.yaml", "--json",
+            match="error: sub/s2.yaml: cluster.accelerator: sub/nope.yaml: file not found: sub/nope.yaml; ")
+    refused(cli, *pred, "-c", "sub/c3.yaml", match="error: sub/c3.yaml:3: accelerator: sub/e.yaml: file is empty; ")
+    # a cluster given by its absolute path names its accelerator absolutely, as given
+    assert refused(cli, *pred, "-c", str(sub / "c.yaml")).startswith(f"error: {sub / 'a.yaml'}:3: {said}")
+    # and the file read is the same one: mended, the cluster is priced as -c sub/c.yaml from any folder
+    (sub / "a.yaml").write_text("extends: h100-sxm\nname: a\nmemory: 40 GB\n")
+    r = cli(*pred, "-c", "sub/c.yaml")
+    assert r.code == 0, r.err
+    monkeypatch.chdir(sub)
+    assert cli(*pred, "-c", "c.yaml").out == r.out
