@@ -12,6 +12,9 @@ exits 2 with one ``error:`` line naming where the value was written, what was wr
 5. A cluster file's accelerator file (fuzz38's finding 5) was named by its absolute path ("/home/.../sub/a.yaml:3:
    memory", "file not found: /home/.../sub/nope.yaml") where a scenario's cluster file and an extends base are named
    as given ("sub/c.yaml:3"). The cluster's path as given, joined with its accelerator: line, names it now.
+6. A pinned recompute_layers / recompute_method uniform / recompute_modules without recompute was refused "add
+   recompute: full" though plan searches recompute: the search keeps to the mode the field runs under
+   (engine.planner.RECOMPUTE_SWITCHES, one table beside ZERO_SWITCHES) and plan says so.
 7. A pinned first/last_chunk_layers beside a pinned deepspeed_pipeline or nanotron_trainer (flat schedules only):
    with deepspeed_pipeline plan ranked 1f1b plans predict refuses (the trainer's 1f1b pin replaced the interleaved
    one), with nanotron_trainer it ranked none ("no split ... meets what was asked"). Refused naming both pins.
@@ -23,6 +26,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 _BIG = str(2**70)
@@ -169,3 +173,44 @@ def test_a_clusters_accelerator_file_is_named_as_given(cli, tmp_path: Path, monk
     assert r.code == 0, r.err
     monkeypatch.chdir(sub)
     assert cli(*pred, "-c", "c.yaml").out == r.out
+
+
+# --- 6. a pinned recompute field keeps the search to its mode ---------------------------------------------------------
+
+_PLAN = ("plan", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--global-batch", "32", "--top", "4")
+
+
+@pytest.mark.parametrize(("item", "mode", "others"), [
+    # StrategySpec's rules (specs.training): recompute_layers and recompute_method uniform need full, recompute_modules
+    # selective
+    ("recompute_layers=2", "full", "none or selective"), ("recompute_method=uniform", "full", "none or selective"),
+    ("recompute_modules=core_attn", "selective", "none or full")])
+def test_plan_keeps_a_pinned_recompute_field_to_its_mode(cli, tmp_path: Path, item: str, mode: str,  # type: ignore[no-untyped-def]
+                                                         others: str) -> None:
+    name, value = item.split("=")
+    r = cli(*_PLAN, "--set", f"strategy.{item}", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["warnings"] == [f"plan searches recompute {mode} only: the pinned {name} {value} cannot run at "
+                               f"recompute {others} (predict refuses it there)"], doc["warnings"]
+    assert doc["ranked"] and all(p["strategy"]["recompute"] == mode for p in doc["ranked"])
+    for i, p in enumerate(doc["ranked"]):  # each plan is one predict accepts, at the plan's step
+        f = tmp_path / f"p{i}.yaml"
+        f.write_text(yaml.safe_dump(p["strategy"]))
+        r = cli("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--global-batch", "32", "--strategy",
+                str(f), "--json")
+        assert r.code == 0, r.err
+        assert json.loads(r.out)["step_time_s"] == pytest.approx(p["step_time_s"], rel=1e-9)
+    # the same ranking as the mode pinned by hand (a second route), which says nothing of it
+    by_hand = cli(*_PLAN, "--set", f"strategy.{item}", "--set", f"strategy.recompute={mode}", "--json")
+    assert by_hand.code == 0 and "plan searches" not in by_hand.err, by_hand.err
+    assert [p["step_time_s"] for p in json.loads(by_hand.out)["ranked"]] == [p["step_time_s"] for p in doc["ranked"]]
+
+
+def test_a_constraint_leaving_no_mode_for_the_pin_names_it(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, *_PLAN, "--set", "strategy.recompute_layers=2", "--constraint", "recompute=none",
+            match="error: --constraint: no recompute meets recompute=none, recompute=full together: recompute is also "
+                  "constrained by the pinned recompute_layers (--set strategy.recompute_layers)")
+    # recompute pinned to another mode: the spec's refusal, as predict's
+    refused(cli, *_PLAN, "--set", "strategy.recompute_layers=2", "--set", "strategy.recompute=selective",
+            match="error: --set strategy.recompute_layers: recompute_layers=2 needs recompute: full (got 'selective')")

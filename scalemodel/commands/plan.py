@@ -10,7 +10,7 @@ from scalemodel.choices import FlexBackend, Zero, parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
 from scalemodel.commands.options import comma_list
-from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED, ZERO_SWITCHES
+from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED, RECOMPUTE_SWITCHES, ZERO_SWITCHES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
@@ -90,6 +90,29 @@ SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
 
 
 def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
+    """:func:`_build_zero_specs`; a pinned recompute field refused for the recompute mode it needs (engine.planner.
+    RECOMPUTE_SWITCHES: recompute_layers, recompute_method uniform need full, recompute_modules selective) where
+    recompute is pinned nowhere is validated at that mode, which the search then keeps to (engine.planner.pins, and
+    says so). ux38b: it was refused "add recompute: full", though plan searches recompute. Where that mode refuses
+    too (another field), or recompute is pinned, the first refusal stands."""
+    try:
+        return _build_zero_specs(pinned, sf, zero_pairs, **kw)
+    except InputError as exc:
+        mode = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items() if n in pinned and exc.where in (
+            f"--set strategy.{n}", f"--strategy: {getattr(sf, 'path', '')}: {sf.field_name(n) if sf else n}")), None)
+        if mode is None or "recompute" in pinned or (sf is not None and "recompute" in sf.strategy):
+            raise
+        try:
+            with notices.collecting() as seen:
+                specs = o.build_specs(strategy={"recompute": mode.label}, **kw)
+        except InputError:
+            raise exc from None
+        for line in seen:
+            notices.warn(line)
+        return specs
+
+
+def _build_zero_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
     """common.build_specs for plan. A pinned offload_states with zero given nowhere (plan searches zero) is validated
     at the first searched stage that runs it (SEARCHED_ZEROS: optimizer at zero 1, optimizer+params at zero 3) rather
     than at zero 0, which refused it ("give zero too", ux36); the search itself counts the stages that cannot run it
