@@ -181,7 +181,7 @@ def test_tokens_per_s_equals_the_step_time_it_implies(tmp_path: Path) -> None:
     ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1, "tp": "x"}], "run 1", "tp"),
     ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1},
       {"cluster": "dgx-h100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1}], "runs.yaml", "2 clusters"),
-    ({"a": 1}, "runs.yaml", "expected a list of runs"),
+    ({"a": 1}, "runs.yaml:1: a", "unknown top-level key 'a'"),  # the key named (ux38b)
 ])
 def test_bad_rows_are_one_line_errors(tmp_path: Path, cli, rows, where: str, what: str) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "runs.yaml"

@@ -10,7 +10,7 @@ from scalemodel.choices import FlexBackend, Zero, parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
 from scalemodel.commands.options import comma_list
-from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED, ZERO_SWITCHES
+from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED, RECOMPUTE_SWITCHES, ZERO_SWITCHES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
@@ -90,6 +90,29 @@ SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
 
 
 def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
+    """:func:`_build_zero_specs`; a pinned recompute field refused for the recompute mode it needs (engine.planner.
+    RECOMPUTE_SWITCHES: recompute_layers, recompute_method uniform need full, recompute_modules selective) where
+    recompute is pinned nowhere is validated at that mode, which the search then keeps to (engine.planner.pins, and
+    says so). ux38b: it was refused "add recompute: full", though plan searches recompute. Where that mode refuses
+    too (another field), or recompute is pinned, the first refusal stands."""
+    try:
+        return _build_zero_specs(pinned, sf, zero_pairs, **kw)
+    except InputError as exc:
+        mode = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items() if n in pinned and exc.where in (
+            f"--set strategy.{n}", f"--strategy: {getattr(sf, 'path', '')}: {sf.field_name(n) if sf else n}")), None)
+        if mode is None or "recompute" in pinned or (sf is not None and "recompute" in sf.strategy):
+            raise
+        try:
+            with notices.collecting() as seen:
+                specs = o.build_specs(strategy={"recompute": mode.label}, **kw)
+        except InputError:
+            raise exc from None
+        for line in seen:
+            notices.warn(line)
+        return specs
+
+
+def _build_zero_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
     """common.build_specs for plan. A pinned offload_states with zero given nowhere (plan searches zero) is validated
     at the first searched stage that runs it (SEARCHED_ZEROS: optimizer at zero 1, optimizer+params at zero 3) rather
     than at zero 0, which refused it ("give zero too", ux36); the search itself counts the stages that cannot run it
@@ -174,10 +197,16 @@ def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: A
     """Refuse pinned switches no ZeRO stage runs together, where two or more are refused across the stages ``left``
     (fuzz38: ``--set strategy.bucket_fragments=true --set strategy.fsdp_per_param=true``, zero 1 / 2 against fsdp /
     hsdp, was refused at zero 0 with "give zero too (--set strategy.zero, or --constraint zero=VALUE)", advice no
-    stage could take). Returns where one field alone is refused at every stage (its own refusal stands)."""
+    stage could take). Returns where one field alone is refused at every stage (its own refusal stands).
+
+    ux38b: another option refused at the stages that run the pinned switch (``--precision fp4`` on dgx-h100 beside
+    ``bucket_fragments``, which runs at zero 1 and 2 only, where --precision refuses FP4 on Hopper) was "give zero
+    too" as well: that option's refusal is named first, with its reason and what it allows, and the stages the pin
+    itself refuses after it."""
     refused: dict[str, list[str]] = {}
+    why: dict[str, InputError] = {}
     if Zero.parse("0") in left:
-        refused[at_zero0.where] = ["0"]
+        refused[at_zero0.where], why[at_zero0.where] = ["0"], at_zero0
     for zero in SEARCHED_ZEROS:
         if Zero.parse(zero) not in left:
             continue
@@ -186,15 +215,25 @@ def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: A
                 o.build_specs(strategy={"zero": zero}, **kw)
         except InputError as exc:
             refused.setdefault(exc.where, []).append(zero)
+            why.setdefault(exc.where, exc)
         else:  # _first_stage_that_runs found none: not expected; the refusal at zero 0 stands
             return
     pins = (*ZERO_SWITCHES, "offload_states")
-    if len(refused) < 2 or not all(re.search(rf"\b(?:{'|'.join(pins)})$", where) for where in refused):
-        return  # one field refused everywhere, or another option among the refusals: the refusal at zero 0 stands
+    switches = [w for w in refused if re.search(rf"\b(?:{'|'.join(pins)})$", w)]
+    others = [w for w in refused if w not in switches]
+    if len(refused) < 2 or not switches:
+        return  # one field refused everywhere, or no pinned switch among the refusals: the refusal at zero 0 stands
 
     def stages(zs: list[str]) -> str:
         return zs[0] if len(zs) == 1 else ", ".join(zs[:-1]) + " and " + zs[-1]
 
+    if others:  # ux38b: an option other than the pins is refused where the pins run
+        said = "; ".join([*(f"at zero {stages(refused[w])}, {w}: {why[w].what}" for w in others),
+                          *(f"at zero {stages(refused[w])}, {w}" for w in switches)])
+        raise InputError(f"no ZeRO stage plan searches takes the pinned {' and '.join(switches)} with "
+                         f"{' and '.join(others)}: refused {said}", where=others[0],
+                         allowed=f"{why[others[0]].allowed} ({others[0]}), or leave out "
+                                 f"{' and '.join(switches)}") from None
     said = "; ".join(f"at zero {stages(zs)}, {where}" for where, zs in refused.items())
     raise InputError(f"no ZeRO stage plan searches runs every pinned switch: refused {said}",
                      where=next(iter(refused)), allowed="pin only switches one stage runs (drop one --set, or set "

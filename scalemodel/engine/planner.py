@@ -231,6 +231,25 @@ ZERO_SWITCHES: dict[str, tuple[bool, tuple[Zero, ...]]] = {
 }
 
 
+#: The pinned recompute fields that run under one recompute mode only, (the mode, whether the pinned value needs it):
+#: StrategySpec's refusals (specs.training: recompute_layers and recompute_method uniform need recompute full, as
+#: Megatron-LM's --recompute-num-layers and --recompute-method go with --recompute-granularity full; recompute_modules
+#: needs selective). ux38b: plan searches only that mode where such a field is pinned and recompute is not
+#: (:func:`pins` adds the constraint, :func:`plan` says so), as ZERO_SWITCHES keep zero to the stages a switch runs
+#: at; plan refused them "add recompute: full" though it searches recompute.
+RECOMPUTE_SWITCHES: dict[str, tuple[Recompute, Callable[[Any], bool]]] = {
+    "recompute_layers": (Recompute.FULL, lambda v: v is not None),
+    "recompute_method": (Recompute.FULL, lambda v: RecomputeMethod.parse(v) == RecomputeMethod.UNIFORM),
+    "recompute_modules": (Recompute.SELECTIVE, lambda v: bool(v)),
+}
+
+
+def recompute_switch_modes(strategy: Any, names: Sequence[str]) -> list[tuple[str, Recompute]]:
+    """(name, the recompute mode it needs) of each pinned :data:`RECOMPUTE_SWITCHES` field whose value needs one."""
+    return [(n, mode) for n, (mode, needs) in RECOMPUTE_SWITCHES.items()
+            if n in names and needs(getattr(strategy, n, None))]
+
+
 def zero_switch_stages(fixed: Mapping[str, Any]) -> tuple[list[str], list[Zero]]:
     """(the pinned :data:`ZERO_SWITCHES` set to the value that needs a ZeRO stage, as ``name value``; the stages
     every one of them runs at, all of Zero where there is none)."""
@@ -1903,6 +1922,11 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
     if switches and "zero" not in names:
         # only the stages that run the pinned switch are searched (ZERO_SWITCHES; run says so)
         cons.setdefault("zero", []).extend(("!=", int(z)) for z in Zero if z not in stages)
+    if "recompute" not in names:  # only the mode a pinned recompute field runs under is searched (plan says so)
+        for _, mode in recompute_switch_modes(strategy, names):
+            if ("=", int(mode)) not in cons.get("recompute", []):
+                cons.setdefault("recompute", []).append(("=", int(mode)))
+    _refuse_chunks_with_flat_trainer(strategy, names, fixed, at)
     _pipeline_switch_pins(strategy, names, fixed, cons, at)
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"), at.get("shard_group", ""))
     if fixed.get("deepspeed_pipeline"):
@@ -1985,6 +2009,41 @@ def _pipeline_switch_pins(strategy: Any, names: Sequence[str], fixed: dict[str, 
                                                      "for 1f1b")
         key, pairs, _, _ = PIPELINE_SWITCHES[name]
         cons.setdefault(key, []).extend(p for p in pairs if p not in cons.get(key, []))
+
+
+#: The pinned framework trainers that run flat pipeline schedules only, in words: DeepSpeed's PipelineEngine runs
+#: its TrainSchedule (1F1B; :func:`_deepspeed_pipeline_pins`), nanotron 1f1b and afab (GPipe's order; :func:`pins`).
+FLAT_TRAINERS = {"deepspeed_pipeline": "DeepSpeed's TrainSchedule (1f1b)", "nanotron_trainer": "1f1b or afab (gpipe)"}
+
+
+def _refuse_chunks_with_flat_trainer(strategy: Any, names: Sequence[str], fixed: Mapping[str, Any],
+                                     at: Mapping[str, str]) -> None:
+    """Refuse a pinned first/last_chunk_layers beside a pinned trainer that runs flat schedules only
+    (:data:`FLAT_TRAINERS`): the chunk counts need an interleaved schedule (:data:`PIPELINE_SWITCHES`), the trainer
+    refuses one, so no candidate is left. ux38b: with deepspeed_pipeline the trainer's 1f1b pin replaced the
+    interleaved one and plan ranked 1f1b plans predict refuses; with nanotron_trainer the search was empty, "no split
+    ... meets what was asked", neither naming the two pins."""
+    chunks = [n for n in ("first_chunk_layers", "last_chunk_layers") if n in _pipeline_switches(strategy, names)]
+    trainer = next((t for t in FLAT_TRAINERS if fixed.get(t)), None)
+    if chunks and trainer is not None:
+        name = chunks[0]
+        raise InputError(f"{name} {getattr(strategy, name)} splits an interleaved pipeline's model chunks, and the "
+                         f"pinned {trainer} ({at[trainer]}) runs {FLAT_TRAINERS[trainer]} only, a flat schedule",
+                         where=at[name], allowed=f"first/last_stage_layers for a flat schedule's stages, or leave "
+                                                 f"out {name} or {trainer}")
+
+
+def _warn_recompute_switches(strategy: Any, pinned: Sequence[str], asked: Constraints) -> None:
+    """Say that the search keeps to the recompute mode a pinned :data:`RECOMPUTE_SWITCHES` field runs under, where
+    the constraints given (``asked``) allowed others (ux38b)."""
+    if "recompute" in pinned:
+        return
+    for name, mode in recompute_switch_modes(strategy, pinned):
+        out = [r.label for r in Recompute if r != mode and allowed_by(np.asarray(int(r)), asked.get("recompute", []))]
+        if out:
+            value = str(getattr(strategy, name)).lower()
+            notices.warn(f"plan searches recompute {mode.label} only: the pinned {name} {value} cannot run at "
+                         f"recompute {' or '.join(out)} (predict refuses it there)")
 
 
 def _warn_pipeline_switches(strategy: Any, pinned: Sequence[str], asked: Constraints) -> None:
@@ -2319,6 +2378,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
                          f"cannot run at zero {', '.join(out[:-1]) + ' or ' if len(out) > 1 else ''}{out[-1]} "
                          "(predict refuses it there)")
         _check_pins_meet_constraints(cons, strategy, pinned, written)
+        _warn_recompute_switches(strategy, pinned, normalize_constraints(constraints))
         _warn_pipeline_switches(strategy, pinned, normalize_constraints(constraints))
         if sync is not None:
             labels = [parse_sync(m).label() for m in modes]

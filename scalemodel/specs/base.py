@@ -193,15 +193,21 @@ def _choices(args: Sequence[Any]) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
-def _past_bound(v: float) -> str:
+def _past_bound(v: float, bounds: tuple[float, float] | None = None) -> str:
     """Why an integer field refuses ``v`` past :data:`MAX_SPEC_INT` in magnitude: a negative one is below the
-    smallest integer (fuzz38: "-1e+308 is beyond the largest integer a spec accepts" named the wrong end)."""
+    smallest integer (fuzz38: "-1e+308 is beyond the largest integer a spec accepts" named the wrong end). ``bounds``:
+    the field's own (lo, hi) where it has them (:func:`_int_bounds`), the one named when tighter than the spec's:
+    ux38b, a scenario's ``gpus: [2**70]`` was "beyond the largest integer a spec accepts (1e+09); an integer from 1 to
+    1e+08", two bounds of which the second applies."""
+    lo, hi = bounds if bounds is not None else (-MAX_SPEC_INT, MAX_SPEC_INT)
     if v < 0:
-        return f"is beyond the smallest integer a spec accepts ({-MAX_SPEC_INT:.0e})"
-    return f"is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})"
+        return (f"is beyond the smallest integer a spec accepts ({-MAX_SPEC_INT:.0e})" if lo <= -MAX_SPEC_INT
+                else f"is below the smallest integer this field accepts ({_bound(lo)})")
+    return (f"is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})" if hi >= MAX_SPEC_INT
+            else f"is beyond the largest integer this field accepts ({_bound(hi)})")
 
 
-def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
+def _leaf(t: Any, v: Any, loc: tuple[Any, ...], bounds: tuple[float, float] | None = None) -> Any:
     if t is int or t is float:
         if isinstance(v, bool):
             raise SpecError(f"{v!r} is a boolean, not a number", loc)
@@ -221,7 +227,7 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
                                 kind="type", value=v) from None
         if t is int and isinstance(v, float) and math.isfinite(v):
             if abs(v) > MAX_SPEC_INT:  # as written: int(1e308) printed 309 digits, cut before the reason (round 15)
-                raise SpecError(f"{v:g} {_past_bound(v)}", loc)
+                raise SpecError(f"{v:g} {_past_bound(v, bounds)}", loc)
             if v != int(v):
                 raise SpecError("Input should be a valid integer, got a number with a fractional part", loc,
                                 kind="type", value=v)
@@ -229,7 +235,7 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
             raise SpecError("Input should be a finite number", loc, kind="type", value=v)
         if isinstance(v, int) and abs(v) > MAX_SPEC_INT and t is int:
-            raise SpecError(f"{v} {_past_bound(v)}", loc)
+            raise SpecError(f"{v} {_past_bound(v, bounds)}", loc)
     elif t is bool:
         if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
             return bool(v)
@@ -256,6 +262,8 @@ def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
         for m in meta:
             if isinstance(m, Discriminator) and isinstance(v, dict):
                 return _tagged(inner, m.fn(v), v, loc)
+        if inner is int:  # the field's own bounds, for a value past the spec's (_past_bound)
+            return _leaf(int, v, loc, _int_bounds([m for m in meta if isinstance(m, msgspec.Meta)]))
         return _prepare(inner, v, loc)
     if origin is typing.Union or origin is types.UnionType:
         args = [a for a in typing.get_args(t) if a is not type(None)]
@@ -441,14 +449,24 @@ def _bound(v: float) -> str:
     return f"{v:g}" if isinstance(v, float) else (f"{v:.0e}" if abs(v) >= 10**6 else str(v))
 
 
+def _int_bounds(meta: list[msgspec.Meta]) -> tuple[float, float]:
+    """(lo, hi) an integer field of these Meta accepts, within :data:`MAX_SPEC_INT` (as :func:`_range` says them)."""
+    gt = next((m.gt for m in meta if m.gt is not None), None)
+    ge = next((m.ge for m in meta if m.ge is not None), None)
+    lt = next((m.lt for m in meta if m.lt is not None), None)
+    le = next((m.le for m in meta if m.le is not None), None)
+    lo = ge if ge is not None else (gt + 1 if gt is not None else -MAX_SPEC_INT)
+    hi = min(le if le is not None else (lt - 1 if lt is not None else MAX_SPEC_INT), MAX_SPEC_INT)
+    return lo, hi
+
+
 def _range(meta: list[msgspec.Meta], integer: bool) -> str:
     gt = next((m.gt for m in meta if m.gt is not None), None)
     ge = next((m.ge for m in meta if m.ge is not None), None)
     lt = next((m.lt for m in meta if m.lt is not None), None)
     le = next((m.le for m in meta if m.le is not None), None)
     if integer:  # whole bounds, and no integer beyond MAX_SPEC_INT
-        lo = ge if ge is not None else (gt + 1 if gt is not None else -MAX_SPEC_INT)
-        hi = min(le if le is not None else (lt - 1 if lt is not None else MAX_SPEC_INT), MAX_SPEC_INT)
+        lo, hi = _int_bounds(meta)
         return f" from {_bound(lo)} to {_bound(hi)}"
     parts = [f"{op} {_bound(x)}" for op, x in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if x is not None]
     return (" " + " and ".join(parts)) if parts else ""

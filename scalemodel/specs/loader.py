@@ -571,8 +571,30 @@ def _anchor_accelerator(kind: str, data: dict[str, Any], path: str) -> None:
     if isinstance(ref, str) and _looks_like_path(ref):
         p = files.expand_user(ref)
         if not p.startswith("/"):
-            # absolute: a scenario resolves it once more
-            data["accelerator"] = os.path.abspath(files.join(files.parent(path), p))
+            # absolute: a scenario resolves it once more; named in messages as given (_ANCHORED)
+            given = files.join(files.parent(path), p)
+            data["accelerator"] = os.path.abspath(given)
+            _ANCHORED[data["accelerator"]] = given
+
+
+#: Each accelerator path :func:`_anchor_accelerator` made absolute -> the path as given (the cluster file's path, as
+#: given, joined with the file's ``accelerator:``), which names the file in messages (:func:`_load_reference`,
+#: :func:`_refuse_named_alone`, :func:`_expand_ref`). ux38b: ``-c sub/c.yaml`` naming ``accelerator: a.yaml`` was
+#: refused at "/home/.../sub/a.yaml:3: memory" (and "file not found: /home/.../sub/nope.yaml") where a scenario's
+#: cluster file or an extends base is named "sub/c2.yaml:3". Both name one file: the working folder does not change.
+_ANCHORED: dict[str, str] = {}
+
+
+def _as_given(ref: str) -> str | None:
+    """The path as given of an accelerator path :func:`_anchor_accelerator` made absolute, where it still names that
+    file from the working folder (a process that changed folder since reads the absolute path); else None."""
+    given = _ANCHORED.get(ref)
+    return given if given is not None and os.path.abspath(given) == ref else None
+
+
+def _load_reference(kind: str, ref: str) -> dict[str, Any]:
+    """:func:`load_raw` for a spec a spec names (base.builtin_ref), an anchored accelerator path read as given."""
+    return load_raw(kind, _as_given(ref) or ref)
 
 
 def _joined_release_keys(parts: list[str]) -> list[str]:
@@ -1035,8 +1057,9 @@ def _refuse_in_base(kind: str, model: Any, path: str, refusal: InputError) -> No
 def _expand_ref(value: Any, kind: str, base_dir: str, where: str, origin: str) -> Any:
     """A name/path (or a mapping with ``extends:``) inside a scenario -> the referenced spec's raw dict."""
     try:
-        if isinstance(value, str):
-            return _read_raw(kind, resolve(kind, value, base_dir))
+        if isinstance(value, str):  # a cluster file's accelerator, anchored: read (and named) as given
+            given = _as_given(value)
+            return _read_raw(kind, resolve(kind, given or value, None if given else base_dir))
     except InputError as exc:
         raise exc.at(f"{origin}: {where}") from None
     if isinstance(value, dict):
@@ -1097,12 +1120,13 @@ def _refuse_named_alone(model: Any, named: list[tuple[tuple[str, ...], str, str]
             continue
         t = type_at(model, where)
         try:
-            file = resolve(kind, ref, folder)
+            given = _as_given(ref)
+            file = resolve(kind, given or ref, None if given else folder)
         except InputError:  # not found, a folder, ...: the first refusal says so where it names the reference
             continue
         if t is not None and file not in said and ref not in said:
             load_spec(kind, file, t)
 
 
-set_reference_loader(load_raw)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads it here
+set_reference_loader(_load_reference)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads here
 set_refusal(lambda exc, model, data: validation_error(exc, model, None, None, data=data))  # a spec made in Python

@@ -38,6 +38,9 @@ MAX_RUNS = 1000
 MAX_WARMUP = 10**9
 RUN_KEYS = ("name", "cluster", "model", "gpus", "step_time", "tokens_per_s", "log", "warmup_steps")
 ALLOWED = "a list of runs with cluster, model, gpus, step_time, tokens_per_s or log, and training/strategy fields"
+#: What a runs file writes instead of a YAML merge key: it has no ``extends:`` (ux38b: the refusal suggested it).
+MERGE_ALLOWED = ("each run's fields written out (an alias *anchor may stand for a whole value, such as a stage_layers "
+                 "list); a runs file has no extends: (a cluster or model file a run names may have one)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,27 @@ class MeasuredRun:
     tokens_per_s: float | None
     where: str = ""       # file and run, for errors found later
     log: LogSpeed | None = None  # the training log the measurement came from, if any
+
+
+def _refuse_other_keys(doc: dict[Any, Any], node: Any, name: str) -> None:
+    """A runs file written as a mapping has the one key ``runs`` (the list): any other is named, with its line (ux38b:
+    ``runs: [...]`` beside ``note: ...`` was "expected a list of runs", the key not named). A mapping of one run's
+    fields (``cluster: ...`` at the top) is told to be a list item."""
+    other = [k for k in doc if k != "runs"]
+    if not other:
+        return
+    key = other[0]
+    line = next((k.start_mark.line + 1 for k, _ in getattr(node, "value", []) if getattr(k, "value", None) == str(key)),
+                None)
+    where = f"{name}:{line}" if line else name
+    if "runs" not in doc and (str(key) in RUN_KEYS or str(key) in TrainingSpec.model_fields
+                              or str(key) in StrategySpec.model_fields):
+        raise InputError(f"a mapping of one run's fields ({str(key)[:40]!r} at the top), not a list of runs",
+                         where=where, allowed=f"each run a list item ('- cluster: ...'), or the list under runs:; "
+                                              f"{ALLOWED}")
+    raise InputError(f"unknown top-level key {str(key)[:60]!r}", where=f"{where}: {str(key)[:60]}",
+                     allowed="a runs file is a list of runs, or a mapping with the one key runs: (the list); "
+                             "a run's fields go in each run")
 
 
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -86,7 +110,9 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
             out.append((where, {h: _parse_value(c.strip(), f"{where}: {h}") for h, c in zip(header, cells, strict=True)
                                 if c.strip()}))
         return out
-    doc, node = yamlread.load(text, name)
+    doc, node = yamlread.load(text, name, merge_allowed=MERGE_ALLOWED)
+    if isinstance(doc, dict) and doc:
+        _refuse_other_keys(doc, node, name)
     if isinstance(doc, dict) and set(doc) == {"runs"}:
         doc = doc["runs"]
         node = next((v for k, v in node.value if k.value == "runs"), None) if node is not None else None

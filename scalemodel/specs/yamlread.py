@@ -67,8 +67,15 @@ CoreResolver.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+012345
 CoreResolver.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+.0123456789"))
 
 
+#: What a spec file may write instead of a YAML merge key (:meth:`StrictConstructor.construct_mapping`); a file kind
+#: without ``extends:`` (a runs file) says its own (:func:`load`'s ``merge_allowed``).
+MERGE_ALLOWED = ("the keys written out in the mapping (an alias *anchor may stand for a whole value); a cluster, "
+                 "accelerator or workload spec can start from another with extends: BASE")
+
+
 class StrictConstructor(SafeConstructor):
     source = ""  # the text composed (construct's ``source``), or "" where not known
+    merge_allowed = MERGE_ALLOWED  # what the merge key's refusal allows (construct's ``merge_allowed``)
 
     def construct_core_int(self, node: yaml.ScalarNode) -> int:
         text = str(self.construct_scalar(node))
@@ -121,8 +128,7 @@ class StrictConstructor(SafeConstructor):
                 # YAML 1.1's merge key (<<: *base): not in the 1.2 core schema read here, so it was a key named "<<",
                 # refused as "unknown key '<<'"
                 raise Refused("YAML merge keys ('<<: *anchor') are not supported", key_node.start_mark,
-                              "the keys written out in the mapping (an alias *anchor may stand for a whole value); "
-                              "a cluster, accelerator or workload spec can start from another with extends: BASE")
+                              self.merge_allowed)
             if isinstance(key_node, yaml.ScalarNode):
                 key = self.construct_object(key_node, deep=deep)
                 try:
@@ -287,11 +293,14 @@ def _value_path(root: yaml.Node, mark: Any) -> str:
     return ""
 
 
-def construct(node: yaml.Node, name: str, *, multiline: bool = True, source: str = "") -> Any:
+def construct(node: yaml.Node, name: str, *, multiline: bool = True, source: str = "",
+              merge_allowed: str = MERGE_ALLOWED) -> Any:
     """The Python value of a node from :func:`compose` (core-schema types, duplicate keys refused); ``source``: the
-    text it was composed from, where a refused character is told written raw from written as an escape."""
+    text it was composed from, where a refused character is told written raw from written as an escape;
+    ``merge_allowed``: what a merge key's refusal allows (:data:`MERGE_ALLOWED`)."""
     loader = StrictLoader("")
     loader.source = source
+    loader.merge_allowed = merge_allowed
     try:
         return loader.construct_document(node)
     except Refused as exc:
@@ -309,9 +318,10 @@ def construct(node: yaml.Node, name: str, *, multiline: bool = True, source: str
         loader.dispose()
 
 
-def load(text: str, name: str, *, max_nodes: int = MAX_NODES) -> tuple[Any, yaml.Node | None]:
+def load(text: str, name: str, *, max_nodes: int = MAX_NODES,
+         merge_allowed: str = MERGE_ALLOWED) -> tuple[Any, yaml.Node | None]:
     """Parse one YAML document strictly: (value, node tree for line numbers)."""
     node = compose(text, name, max_nodes=max_nodes)
     if node is None:
         return None, None
-    return construct(node, name, multiline="\n" in text.strip(), source=text), node
+    return construct(node, name, multiline="\n" in text.strip(), source=text, merge_allowed=merge_allowed), node
