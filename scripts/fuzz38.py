@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _LAST, NEGATIVES, run_case  # noqa: E402
+from fuzz36 import _LAST, NEGATIVES, _write, run_case  # noqa: E402
 
 Case = tuple[str, list[str], tuple[Path, ...]]
 _CUT = re.compile(r"[^.]\.\.\.; ")
@@ -47,15 +47,6 @@ BOOLS = ["true", "false", "yes", "no", "1", "0", "null", "[]", "{}", "'true'", "
 EDGE = ["1e308", "-1e308", "-0.0", "0.0", "1e-320", "5e-324", str(2**70), str(-(2**70)), str(2**63), str(2**63 - 1),
         "1e309", "-1e-320", "0x7fffffffffffffff", "1e-308", "4.9e-324"]
 LAUNCH = "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
-
-
-def _write(tmp: Path, name: str, text: str | bytes) -> Path:
-    p = tmp / name
-    if isinstance(text, bytes):
-        p.write_bytes(text)
-    else:
-        p.write_text(text)
-    return p
 
 
 # --- session 37's additions ---------------------------------------------------------------------------------------
