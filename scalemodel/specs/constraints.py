@@ -26,7 +26,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
-from scalemodel.specs.base import digit_grouping
+from scalemodel.specs.base import MAX_SPEC_INT, digit_grouping
 from scalemodel.units import parse_quantity
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -277,7 +277,16 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         if grouped is not None or not re.fullmatch(r"[+-]?[0-9]{1,30}", text.replace("_", "")):
             why = " ('_' groups digits only by thousands, as in 1_000)" if grouped else ""
             raise InputError(f"constraint {label!r} needs an integer{why}", where=where, allowed=_CONSTRAINT_ALLOWED)
-        return int(text.replace("_", ""))
+        number = int(text.replace("_", ""))
+        # a value pinned with = is a plan candidate whatever it is (consist38), so it reaches the search's int64
+        # columns: micro_batch=2**63 was "input out of range: Python int too large to convert to C long", naming
+        # neither the option nor the key (fuzzpin38). No spec holds such a count (MAX_SPEC_INT, the --strategy door's
+        # own bound): refused here, as a strategy file's micro_batch: 2**63 is
+        if op in ("=", "==") and abs(number) > MAX_SPEC_INT:
+            bound = f"{MAX_SPEC_INT:.0e}"
+            raise InputError(f"constraint {label!r} pins {key} beyond the counts a spec holds (1 to {bound})",
+                             where=where, allowed=f"{key}=N with N an integer from 1 to {bound}")
+        return number
     if key in _ORDERED_CHOICES:
         return _choice(key, _ORDERED_CHOICES[key], text, value, label, where)
     if key in ("bucket", "memory"):
