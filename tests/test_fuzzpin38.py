@@ -10,9 +10,18 @@ Findings:
    search's int64 columns and stopped plan with "input out of range: Python int too large to convert to C long",
    naming neither the option nor the key. An equality pin past the counts a spec holds (MAX_SPEC_INT = 1e9, the
    bound a --strategy file's micro_batch meets) is now refused at the constraint.
+2. ``first_stage_layers`` / ``last_stage_layers`` pinned beside ``pp 1``: plan searched 123,120 candidates and called
+   every one layers_not_divisible, where predict refuses the pin ("no pipeline to split", job._check_edge_split).
+   They are now PIPELINE_SWITCHES (pp >= 2, as defer_embedding_wgrad): refused at the pin beside a pinned pp 1, the
+   search kept to pp >= 2 otherwise, with ux38's warning.
+3. A layer count of 0 (``first_chunk_layers=0``, ``first_stage_layers=0``) was taken as a switch that is off
+   (``0 in (None, False)`` is true): ``first_chunk_layers=0`` with ``schedule=1f1b`` pinned ranked 1f1b plans predict
+   refuses ("first_chunk_layers is set but the schedule is 1f1b"). 0 is a count given (a stage may hold none).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
@@ -43,3 +52,35 @@ def test_inequality_past_spec_counts_is_no_bound(cli) -> None:
     # tp<=10**20 bounds nothing: the whole grid, as before (only an equality pin enters the int64 columns)
     r = cli("plan", *DENSE, "--constraint", f"tp<={10**20}", "--top", "1")
     assert r.code == 0 and "error" not in r.err, r.err
+
+
+# --- 2, 3. stage / chunk layer counts beside a pipeline that cannot take them ---------------------------------------
+
+@pytest.mark.parametrize(("field", "value", "pp_pin"), [
+    ("first_stage_layers", "8", ["--set", "strategy.pp=1"]),
+    ("last_stage_layers", "4", ["--set", "strategy.pp=1"]),
+    ("first_stage_layers", "0", ["--set", "strategy.pp=1"])])
+def test_stage_layers_with_pinned_pp_1_refused_as_predict_refuses(cli, field: str, value: str,
+                                                                  pp_pin: list[str]) -> None:
+    pins = ["--set", f"strategy.{field}={value}", *pp_pin]
+    said = refused(cli, "predict", *DENSE, *pins)
+    assert f"{field} with pp 1" in said and "no pipeline to split" in said  # predict's own refusal
+    line = refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json",
+                   match=f"error: --set strategy.{field}: {field} with pp 1 (pinned by --set strategy.pp): "
+                         "no pipeline to split")
+    assert f"pp >= 2, or leave {field} out" in line
+
+
+def test_stage_layers_unpinned_pp_searched_from_2(cli) -> None:
+    r = cli("plan", *DENSE, "--set", "strategy.first_stage_layers=7", "--top", "3", "--json")
+    assert r.code == 0, r.err
+    ranked = json.loads(r.out)["ranked"]
+    assert ranked and all(p["strategy"]["pp"] >= 2 for p in ranked)  # 7 + 25 at pp 2 runs; pp 1 cannot
+    assert "plan searches pp 2 or more only: the pinned first_stage_layers 7 cannot run at pp 1" in r.err
+
+
+def test_zero_chunk_layers_with_flat_schedule_refused(cli) -> None:
+    pins = ["--set", "strategy.first_chunk_layers=0", "--set", "strategy.schedule=1f1b"]
+    assert "first_chunk_layers is set but the schedule is 1f1b" in refused(cli, "predict", *DENSE, *pins)
+    refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json",
+            match="first_chunk_layers is set but the schedule is 1f1b (pinned by --set strategy.schedule)")
