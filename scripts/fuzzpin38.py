@@ -48,7 +48,7 @@ def _write(tmp: Path, name: str, text: str) -> Path:
 def sec_mb(tmp: Path) -> Iterator[Case]:
     for v in ODD:
         for base in (DENSE, MOE):
-            yield "mb.set", ["plan", *base, "--set", f"strategy.micro_batch={v}", *TOP], ()
+            yield "mb.set", ["plan", *base, "--set", f"training.micro_batch={v}", *TOP], ()
             yield "mb.cons", ["plan", *base, "--constraint", f"micro_batch={v}", *TOP], ()
         f = _write(tmp, f"mb_{abs(hash(v))}.yaml", f"kind: strategy\ntp: 2\nmicro_batch: {v}\n")
         yield "mb.file", ["plan", *DENSE, "--strategy", str(f), *TOP], (f,)
@@ -72,7 +72,7 @@ def sec_deg(tmp: Path) -> Iterator[Case]:
                 yield "deg.v.cons", ["plan", *base, "--constraint", f"pp={pp}",
                                      "--constraint", f"schedule=interleaved:{v}", *TOP], ()
         yield "deg.v.only", ["plan", *DENSE, "--constraint", f"schedule=interleaved:{v}", *TOP], ()
-        yield "deg.v.vs", ["plan", *DENSE, "--set", f"strategy.virtual_stages={v}", *TOP], ()
+        yield "deg.v.vs", ["plan", *DENSE, "--constraint", f"virtual_stages={v}", *TOP], ()
 
 
 def sec_stages(tmp: Path) -> Iterator[Case]:
@@ -92,6 +92,13 @@ def sec_stages(tmp: Path) -> Iterator[Case]:
                           ["--set", "strategy.pp=4"], ["--constraint", "schedule=1f1b"],
                           ["--set", "strategy.pp=4", "--set", "strategy.schedule=interleaved:2"],
                           ["--constraint", "pp=1"], ["--set", "strategy.pp=1"]):
+                yield f"stages.{field}", ["plan", *DENSE, "--set", f"strategy.{field}={v}", *extra, *TOP], ()
+    for field in ("first_chunk_layers", "last_chunk_layers"):
+        for v in ["0", "1", "3", "31", "33", "1e9", "-1", "x"]:
+            for extra in ([], ["--set", "strategy.schedule=1f1b"], ["--set", "strategy.schedule=zb"],
+                          ["--set", "strategy.pp=4", "--set", "strategy.schedule=interleaved:2"],
+                          ["--constraint", "schedule=gpipe"], ["--set", "strategy.pp=1"],
+                          ["--set", "strategy.first_stage_layers=4"]):
                 yield f"stages.{field}", ["plan", *DENSE, "--set", f"strategy.{field}={v}", *extra, *TOP], ()
     for lst in ("[8, 8, 8, 8]", "[10, 6, 8, 8]"):
         yield "stages.both", ["plan", *DENSE, "--set", f"strategy.stage_layers={lst}", "--set",
