@@ -17,6 +17,10 @@ Findings:
 3. A layer count of 0 (``first_chunk_layers=0``, ``first_stage_layers=0``) was taken as a switch that is off
    (``0 in (None, False)`` is true): ``first_chunk_layers=0`` with ``schedule=1f1b`` pinned ranked 1f1b plans predict
    refuses ("first_chunk_layers is set but the schedule is 1f1b"). 0 is a count given (a stage may hold none).
+4. ``--set strategy.schedule=1f1b --constraint schedule=interleaved:2`` (or two schedule constraints no schedule meets
+   together) was searched to nothing, "no split of 16 GPUs ... meets what was asked", exit 0, where tp=2 against
+   tp=4 (and recompute, sequence_parallel, algorithm) is refused naming the pin. Schedule constraints are now
+   checked together as the other keys are.
 """
 
 from __future__ import annotations
@@ -84,3 +88,32 @@ def test_zero_chunk_layers_with_flat_schedule_refused(cli) -> None:
     assert "first_chunk_layers is set but the schedule is 1f1b" in refused(cli, "predict", *DENSE, *pins)
     refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json",
             match="first_chunk_layers is set but the schedule is 1f1b (pinned by --set strategy.schedule)")
+
+
+# --- 4. schedule constraints no schedule meets together ------------------------------------------------------------
+
+def test_pinned_schedule_against_constraint_refused_naming_the_pin(cli) -> None:
+    refused(cli, "plan", *DENSE, "--set", "strategy.schedule=1f1b", "--constraint", "schedule=interleaved:2",
+            "--top", "1", "--json",
+            match="no schedule meets schedule=interleaved:2, schedule=1f1b together: schedule is also constrained "
+                  "by the pinned schedule (--set strategy.schedule)")
+
+
+@pytest.mark.parametrize("cons", [
+    ["schedule=interleaved:2", "schedule=interleaved:4"], ["schedule=1f1b", "schedule=gpipe"],
+    ["schedule=interleaved", "schedule!=interleaved"],
+    ["schedule!=1f1b", "schedule!=gpipe", "schedule!=zb", "schedule!=interleaved"]])
+def test_schedule_constraints_none_meets_refused(cli, cons: list[str]) -> None:
+    args = [a for c in cons for a in ("--constraint", c)]
+    refused(cli, "plan", *DENSE, *args, "--top", "1", match=f"no schedule meets {', '.join(cons)} together")
+
+
+@pytest.mark.parametrize("cons", [["schedule=interleaved", "schedule!=interleaved:2"],
+                                  ["schedule!=1f1b", "schedule!=gpipe", "schedule!=zb"]])
+def test_schedule_constraints_some_schedule_meets_searched(cli, cons: list[str]) -> None:
+    # interleaved at V other than 2 (4 at pp 2 on 32 layers), and interleaved alone: searched, a plan found
+    args = [a for c in cons for a in ("--constraint", c)]
+    r = cli("plan", *DENSE, *args, "--top", "1", "--json")
+    assert r.code == 0, r.err
+    best = json.loads(r.out)["ranked"][0]["strategy"]["schedule"]
+    assert best.startswith("interleaved:") and best != "interleaved:2"

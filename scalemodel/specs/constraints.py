@@ -193,6 +193,7 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
             out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
     for key in _NUMERIC_KEYS:
         _check_satisfiable(key, out.get(key, []), where)
+    _check_schedule_satisfiable(out.get("schedule", []), where)
     for key, domain in _DOMAINS.items():
         pairs = out.get(key, [])
         if pairs and not any(all(OPS[op](v, value) for op, value in pairs) for v in domain()):
@@ -217,6 +218,34 @@ def _label(key: str, value: Any) -> str:
                                "layout": Layout, "cp_comm_type": CpCommType,
                                "moe_flex_backend": FlexBackend}.get(key, []))
     return next((m.label for m in members if int(m) == value), str(value).lower())
+
+
+def _schedule_label(value: tuple[int, int | None]) -> str:
+    code, v = value
+    kind = next(k for k in ScheduleKind if int(k) == code)
+    return kind.label + (f":{v}" if v is not None else "")
+
+
+def _check_schedule_satisfiable(pairs: list[tuple[str, Any]], where: str) -> None:
+    """Refuse schedule constraints that no schedule meets together (schedule=1f1b with schedule=interleaved:2, the
+    one as a --set strategy.schedule pin): the planner's match (configurations: the kind, and the virtual stages
+    where one is given) leaves nothing, and plan said only "no split of the GPUs meets what was asked", exit 0,
+    where tp=2 with tp=4 is refused (fuzzpin38). The candidates: each flat kind, and interleaved at every V named
+    and at one V none names."""
+    if not pairs:
+        return
+    named = {int(v) for _, (_, v) in pairs if v is not None}
+    cands = [(int(k), None) for k in ScheduleKind if k != ScheduleKind.INTERLEAVED] + [
+        (int(ScheduleKind.INTERLEAVED), v) for v in sorted(named | {max(named | {1}) + 1})]
+
+    def meets(cand: tuple[int, int | None], op: str, value: tuple[int, int | None]) -> bool:
+        match = cand[0] == value[0] and (value[1] is None or cand[1] == value[1])
+        return match if op in ("=", "==") else not match
+
+    if not any(all(meets(c, op, value) for op, value in pairs) for c in cands):
+        said = ", ".join(f"schedule{op}{_schedule_label(value)}" for op, value in pairs)
+        raise InputError(f"no schedule meets {said}{' together' if len(pairs) > 1 else ''}", where=where,
+                         allowed="constraints on schedule that one schedule meets")
 
 
 def _check_satisfiable(key: str, pairs: list[tuple[str, Any]], where: str) -> None:
