@@ -11,6 +11,10 @@ Sections: mb (micro_batch through --set, --constraint and a --strategy file: 0, 
 experts / GPUs), stages (stage_layers lists, first/last chunk layer counts with flat and interleaved schedules),
 clash (--set against --constraint, a --strategy file against --set, pins with --allow all), gpus (pins on 1 GPU and
 on 1e8 GPUs).
+
+Round 38: 1,468 cases (after the fixes), 0 tracebacks, hangs, invalid JSON or memory blow-ups; the findings fixed are
+listed in tests/test_fuzzpin38.py. Two cases stay "slow" (11-13 s of CPU): mixtral-8x7b on 64 GPUs with --allow all,
+whose unpinned search takes longer still (18.5 s), so not a pin's doing.
 """
 
 from __future__ import annotations
