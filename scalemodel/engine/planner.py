@@ -1975,24 +1975,31 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
 #: (:func:`_pipeline_switch_pins`) and the words :func:`_warn_pipeline_switches` says it in: defer_embedding_wgrad at
 #: pp >= 2 (job.defer_embedding_wgrad_refusal, Megatron-Core's ModelParallelConfig), first/last_chunk_layers under an
 #: interleaved schedule (job._check_chunk_layers: they split an interleaved pipeline's model chunks). ux38: plan
-#: searched pp 1 (1f1b) with them pinned and ranked only plans predict refuses.
+#: searched pp 1 (1f1b) with them pinned and ranked only plans predict refuses. first/last_stage_layers at pp >= 2
+#: (job._check_edge_split: "no pipeline to split"); fuzzpin38: pinned beside pp 1 plan searched 123,120 candidates
+#: and called every one layers_not_divisible, where predict names the pin.
 PIPELINE_SWITCHES: dict[str, tuple[str, list[tuple[str, Any]], str, str]] = {
-    "defer_embedding_wgrad": ("pp", [(">=", 2)], "pp 2 or more", "at pp 1"),
+    **{n: ("pp", [(">=", 2)], "pp 2 or more", "at pp 1")
+       for n in ("defer_embedding_wgrad", "first_stage_layers", "last_stage_layers")},
     **{n: ("schedule", [("!=", (int(k), None)) for k in ScheduleKind if k != ScheduleKind.INTERLEAVED],
            "interleaved schedules", "under 1f1b, gpipe or zb (a flat schedule)")
        for n in ("first_chunk_layers", "last_chunk_layers")}}
 
 
 def _pipeline_switches(strategy: Any, names: Sequence[str]) -> list[str]:
-    """The pinned :data:`PIPELINE_SWITCHES` that are on (defer_embedding_wgrad true, a chunk layer count given)."""
-    return [n for n in PIPELINE_SWITCHES if n in names and getattr(strategy, n, None) not in (None, False)]
+    """The pinned :data:`PIPELINE_SWITCHES` that are on (defer_embedding_wgrad true, a stage or chunk layer count
+    given)."""
+    # a count of 0 is given (a stage may hold none), not off: `0 in (None, False)` is true
+    return [n for n in PIPELINE_SWITCHES if n in names and getattr(strategy, n, None) is not None
+            and getattr(strategy, n) is not False]
 
 
 def _pipeline_switch_pins(strategy: Any, names: Sequence[str], fixed: dict[str, Any],
                           cons: dict[str, list[tuple[str, Any]]], at: Mapping[str, str]) -> None:
     """The search kept to the pipelines a pinned :data:`PIPELINE_SWITCHES` runs on (its constraint added to
     ``cons``), and what predict refuses whatever the pipeline refused here, at the pin: defer_embedding_wgrad with
-    grad_accumulation_fusion false pinned too, a chunk layer count with a flat schedule pinned."""
+    grad_accumulation_fusion false pinned too, a stage layer count with pp 1 pinned, a chunk layer count with a flat
+    schedule pinned."""
     for name in _pipeline_switches(strategy, names):
         if name == "defer_embedding_wgrad":
             # a pinned pp is the one searched (pp 1 refused here, not as "--set: no pp meets pp=1, pp>=2")
@@ -2003,6 +2010,10 @@ def _pipeline_switch_pins(strategy: Any, names: Sequence[str], fixed: dict[str, 
                                                 shown["grad_accumulation_fusion"])
             if why is not None:
                 raise InputError(why[0], where=at[name], allowed=why[1])
+        elif name in ("first_stage_layers", "last_stage_layers"):
+            if "pp" in names and int(strategy.pp) < 2:  # job._check_edge_split's refusal, in its words
+                raise InputError(f"{name} with pp {strategy.pp} (pinned by {at['pp']}): no pipeline to split",
+                                 where=at[name], allowed=f"pp >= 2, or leave {name} out")
         elif "schedule" in names and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
             raise InputError(f"{name} is set but the schedule is {strategy.schedule} (pinned by {at['schedule']})",
                              where=at[name], allowed="an interleaved:V schedule (V >= 2), or first/last_stage_layers "

@@ -26,7 +26,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
-from scalemodel.specs.base import digit_grouping
+from scalemodel.specs.base import MAX_SPEC_INT, digit_grouping
 from scalemodel.units import parse_quantity
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -193,6 +193,7 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
             out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
     for key in _NUMERIC_KEYS:
         _check_satisfiable(key, out.get(key, []), where)
+    _check_schedule_satisfiable(out.get("schedule", []), where)
     for key, domain in _DOMAINS.items():
         pairs = out.get(key, [])
         if pairs and not any(all(OPS[op](v, value) for op, value in pairs) for v in domain()):
@@ -217,6 +218,34 @@ def _label(key: str, value: Any) -> str:
                                "layout": Layout, "cp_comm_type": CpCommType,
                                "moe_flex_backend": FlexBackend}.get(key, []))
     return next((m.label for m in members if int(m) == value), str(value).lower())
+
+
+def _schedule_label(value: tuple[int, int | None]) -> str:
+    code, v = value
+    kind = next(k for k in ScheduleKind if int(k) == code)
+    return kind.label + (f":{v}" if v is not None else "")
+
+
+def _check_schedule_satisfiable(pairs: list[tuple[str, Any]], where: str) -> None:
+    """Refuse schedule constraints that no schedule meets together (schedule=1f1b with schedule=interleaved:2, the
+    one as a --set strategy.schedule pin): the planner's match (configurations: the kind, and the virtual stages
+    where one is given) leaves nothing, and plan said only "no split of the GPUs meets what was asked", exit 0,
+    where tp=2 with tp=4 is refused (fuzzpin38). The candidates: each flat kind, and interleaved at every V named
+    and at one V none names."""
+    if not pairs:
+        return
+    named = {int(v) for _, (_, v) in pairs if v is not None}
+    cands = [(int(k), None) for k in ScheduleKind if k != ScheduleKind.INTERLEAVED] + [
+        (int(ScheduleKind.INTERLEAVED), v) for v in sorted(named | {max(named | {1}) + 1})]
+
+    def meets(cand: tuple[int, int | None], op: str, value: tuple[int, int | None]) -> bool:
+        match = cand[0] == value[0] and (value[1] is None or cand[1] == value[1])
+        return match if op in ("=", "==") else not match
+
+    if not any(all(meets(c, op, value) for op, value in pairs) for c in cands):
+        said = ", ".join(f"schedule{op}{_schedule_label(value)}" for op, value in pairs)
+        raise InputError(f"no schedule meets {said}{' together' if len(pairs) > 1 else ''}", where=where,
+                         allowed="constraints on schedule that one schedule meets")
 
 
 def _check_satisfiable(key: str, pairs: list[tuple[str, Any]], where: str) -> None:
@@ -277,7 +306,16 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         if grouped is not None or not re.fullmatch(r"[+-]?[0-9]{1,30}", text.replace("_", "")):
             why = " ('_' groups digits only by thousands, as in 1_000)" if grouped else ""
             raise InputError(f"constraint {label!r} needs an integer{why}", where=where, allowed=_CONSTRAINT_ALLOWED)
-        return int(text.replace("_", ""))
+        number = int(text.replace("_", ""))
+        # a value pinned with = is a plan candidate whatever it is (consist38), so it reaches the search's int64
+        # columns: micro_batch=2**63 was "input out of range: Python int too large to convert to C long", naming
+        # neither the option nor the key (fuzzpin38). No spec holds such a count (MAX_SPEC_INT, the --strategy door's
+        # own bound): refused here, as a strategy file's micro_batch: 2**63 is
+        if op in ("=", "==") and abs(number) > MAX_SPEC_INT:
+            bound = f"{MAX_SPEC_INT:.0e}"
+            raise InputError(f"constraint {label!r} pins {key} beyond the counts a spec holds (1 to {bound})",
+                             where=where, allowed=f"{key}=N with N an integer from 1 to {bound}")
+        return number
     if key in _ORDERED_CHOICES:
         return _choice(key, _ORDERED_CHOICES[key], text, value, label, where)
     if key in ("bucket", "memory"):
