@@ -205,6 +205,7 @@ def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: A
     itself refuses after it."""
     refused: dict[str, list[str]] = {}
     why: dict[str, InputError] = {}
+    pins = "|".join((*ZERO_SWITCHES, "offload_states"))
     if Zero.parse("0") in left:
         refused[at_zero0.where], why[at_zero0.where] = ["0"], at_zero0
     for zero in SEARCHED_ZEROS:
@@ -214,12 +215,16 @@ def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: A
             with notices.collecting():
                 o.build_specs(strategy={"zero": zero}, **kw)
         except InputError as exc:
-            refused.setdefault(exc.where, []).append(zero)
-            why.setdefault(exc.where, exc)
+            # the stage tried here is given as predict's --zero (build_specs), an option plan has not: such a
+            # refusal belongs to the pinned field its text names ("--zero: --strategy: s.yaml:
+            # strategy.fp8_param_gather: true needs ..." at zero 3 is the pin refused at zero 0, not another option)
+            named = re.match(rf"(.*?\b(?:{pins})): ", exc.what) if exc.where == "--zero" else None
+            field = named.group(1) if named else exc.where
+            refused.setdefault(field, []).append(zero)
+            why.setdefault(field, exc)
         else:  # _first_stage_that_runs found none: not expected; the refusal at zero 0 stands
             return
-    pins = (*ZERO_SWITCHES, "offload_states")
-    switches = [w for w in refused if re.search(rf"\b(?:{'|'.join(pins)})$", w)]
+    switches = [w for w in refused if re.search(rf"\b(?:{pins})$", w)]
     others = [w for w in refused if w not in switches]
     if len(refused) < 2 or not switches:
         return  # one field refused everywhere, or no pinned switch among the refusals: the refusal at zero 0 stands
