@@ -164,6 +164,11 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         **{f"mpt_a100_80g_{m} (8/16/32/64)": ("same model", [8, 16, 32, 64])
            for m in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b")},
         "mpt_a100_80g_70b (32/64)": ("same model", [32, 64]),
+        # data39: the NeMo Megatron launcher README's GPT-3 strong-scaling tables on DGX A100, 22.08 and 22.05 / 22.06
+        "nemolaunch22_a100_gpt3_5b (8/16/32/64/128/256)": ("same model", [8, 16, 32, 64, 128, 256]),
+        "nemolaunch22_a100_gpt3_175b (64/128/256/512/1024)": ("same model", [64, 128, 256, 512, 1024]),
+        "nemolaunch2206_a100_gpt3_5b (8/16/40/72/80/144/160)": ("same model", [8, 16, 40, 72, 80, 144, 160]),
+        "nemolaunch2206_a100_gpt3_175b (128/256/1024)": ("same model", [128, 256, 1024]),
     }
 
 
