@@ -90,16 +90,18 @@ SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
 
 
 def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
-    """:func:`_build_zero_specs`; a pinned recompute field refused for the recompute mode it needs (engine.planner.
-    RECOMPUTE_SWITCHES: recompute_layers, recompute_method uniform need full, recompute_modules selective) where
+    """:func:`_build_zero_specs`; a pinned recompute field refused for the recompute mode it needs (InputError.
+    needs_recompute names it; engine.planner.RECOMPUTE_SWITCHES: recompute_layers, recompute_method uniform need full,
+    recompute_modules selective) where
     recompute is pinned nowhere is validated at that mode, which the search then keeps to (engine.planner.pins, and
     says so). ux38b: it was refused "add recompute: full", though plan searches recompute. Where that mode refuses
     too (another field), or recompute is pinned, the first refusal stands."""
     try:
         return _build_zero_specs(pinned, sf, zero_pairs, **kw)
     except InputError as exc:
-        mode = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items() if n in pinned and exc.where in (
-            f"--set strategy.{n}", f"--strategy: {getattr(sf, 'path', '')}: {sf.field_name(n) if sf else n}")), None)
+        # the refused field, marked by the rule that names recompute (InputError.needs_recompute), not read from
+        # where it was written (tidy39: exc.where was compared with "--set strategy.X" and the file's own name)
+        mode = RECOMPUTE_SWITCHES[exc.needs_recompute][0] if exc.needs_recompute in pinned else None
         if mode is None or "recompute" in pinned or (sf is not None and "recompute" in sf.strategy):
             raise
         try:
