@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from scalemodel.api import strategy_spec
+from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
+from scalemodel.cost import pipeline
+from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine import layer_compute, step
+from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 from scalemodel.specs.base import SpecError
 
@@ -64,3 +69,68 @@ def test_plan_keys_the_pinned_field_on_the_marker(cli, item: str, mode: str) -> 
     line = _refusal(cli, *_PLAN, "--set", f"strategy.{item}", "--set", f"strategy.recompute={other}")
     assert line.startswith(f"error: --set strategy.{item.split('=')[0]}: "), line
     assert f"needs recompute: {mode} (got '{other}')" in line, line
+
+
+# --- (6) a hybrid pattern's deferred-wgrad flush idle, rank by rank ----------------------------------------------
+
+MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 64}
+
+
+def _hybrid_job(pattern: str):  # type: ignore[no-untyped-def]
+    model = {"kind": "transformer", "name": "hy", "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn_hidden": 4096,
+             "vocab": 32000, "seq_len": 2048, "gated_mlp": True, "dropout": False, "layers": len(pattern),
+             "hybrid": {"pattern": pattern, **({"mamba": MAMBA} if "M" in pattern else {})}}  # refused without M
+    return build_job(cluster_spec("dgx-h100"), workload_spec(model), training_spec(global_batch=16, micro_batch=1))
+
+
+def _grid(job, pp: int, recompute: str = "none"):  # type: ignore[no-untyped-def]
+    return grid_from_strategy(strategy_spec(tp=1, pp=pp, schedule="1f1b", defer_embedding_wgrad=True,
+                                            recompute=recompute), training_spec(global_batch=16, micro_batch=1),
+                              pp, job)
+
+
+def _engine_idle(job, g, monkeypatch) -> float:  # type: ignore[no-untyped-def]
+    """The flush idle evaluate hands cost.pipeline.deferred_wgrad_idle: (p - 2) b_middle + b_first (v = 1)."""
+    seen = []
+    idle = pipeline.deferred_wgrad_idle
+
+    def spy(pp, v, b_first, b_mid):  # type: ignore[no-untyped-def]
+        seen.append((np.asarray(pp, dtype=float), np.asarray(b_first), np.asarray(b_mid)))
+        return idle(pp, v, b_first, b_mid)
+    monkeypatch.setattr(pipeline, "deferred_wgrad_idle", spy)
+    step.evaluate(job, g)
+    (pp, b_first, b_mid), = seen
+    return float((np.maximum(pp - 2.0, 0.0) * b_mid + b_first).ravel()[0])
+
+
+def _reference_idle(pattern: str, pp: int, recompute: str = "none") -> float:
+    """The last micro-batch's backward passing ranks 0 .. p-2 after the last rank's: sum of their backward seconds,
+    each rank priced as a model made of its own layers. Megatron's hybrid model takes the layer-type list as the
+    pattern is written (megatron/core/ssm/mamba_hybrid_layer_allocation.py ``allocate_layers``, override pattern at
+    NVIDIA/Megatron-LM@00caa53af3) and gives pipeline rank r the contiguous slice
+    ``layer_type_list[r L/p : (r+1) L/p]`` (megatron/core/ssm/mamba_block.py ``_select_layers_for_pipeline_parallel``);
+    a model whose pattern is that slice repeated p times has exactly the slice's kinds on a stage of L / p layers."""
+    n = len(pattern) // pp
+    total = 0.0
+    for r in range(pp - 1):
+        own = pattern[r * n:(r + 1) * n]
+        job = _hybrid_job(own * pp)
+        g = _grid(job, pp, recompute)
+        groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+        with layer_compute.shared_layer_pieces():
+            rank = step._stage(job, g, groups, np.full(1, float(n)), False, embedding=r == 0)
+        total += float(step._stage_forward_backward(rank, end=r == 0, first=r == 0)[1].ravel()[0])
+    return total
+
+
+@pytest.mark.parametrize(("pattern", "pp", "recompute"), [
+    ("M-M*-*MMM*--", 4, "none"),      # ranks M-M | *-* | MMM | *--: the middle ranks' kinds differ from each other
+    ("M-M*-*MMM*--", 4, "full"),
+    ("MMMM**--MMMM", 3, "none"),      # MMMM | **-- | MMMM: rank 0 all Mamba, the middle rank no Mamba
+    ("*MMM-MMM*---MMMM", 4, "selective")])
+def test_hybrid_deferred_wgrad_idle_is_each_ranks_own_backward(monkeypatch, pattern: str, pp: int,
+                                                               recompute: str) -> None:
+    job = _hybrid_job(pattern)
+    assert _engine_idle(job, _grid(job, pp, recompute), monkeypatch) == pytest.approx(
+        _reference_idle(pattern, pp, recompute), rel=1e-9)
+

@@ -151,7 +151,6 @@ from scalemodel.engine.pipeline_ranks import (
     _rank_layers,
     _rank_params_per_gpu,
     _RankSplit,
-    _split_rank_counts,
     _split_rows,
     _splits_cover,
     _stage_layers,
@@ -844,7 +843,7 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     activation's all-gather: :func:`scalemodel.cost.pipeline.deferred_wgrad_drain`), the idle the last rank's wait
     for the last micro-batch's backward to pass the p - 1 ranks before it (first and middle ranks' backward a
     micro-batch, each middle rank its own: ``runs``, :func:`_balanced_middle_runs` as evaluate computed it for the
-    bubble too, a given split's ranks;
+    bubble too; a split priced rank by rank, each rank's own layers and kinds: :func:`_segment_rank_stages`;
     :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
@@ -866,10 +865,14 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
         _, b_low = _stage_forward_backward(stage(lower, False))
         with np.errstate(divide="ignore", invalid="ignore"):
             b_mid = np.where(n_upper < n_mid, (n_upper * b_mid + (n_mid - n_upper) * b_low) / n_mid, b_mid)
-    for on, ranks in _split_rank_counts(g):  # a given split (stage_layers): each middle rank its own layers too
-        if len(ranks) >= 3:  # prop38b: the most any middle rank holds stood for every middle rank's backward
-            b_own = {n: _stage_forward_backward(stage(np.asarray([float(n)]), False))[1] for n in set(ranks[1:-1])}
-            b_mid = np.where(on, sum(b_own[n] for n in ranks[1:-1]) / (len(ranks) - 2), b_mid)
+    # a split priced rank by rank (_rank_layers: a given stage_layers list, a hybrid pattern's ranks, a model whose
+    # MLP kind varies by position): rank 0 and each middle rank their own layers and kinds, the stages the bubble
+    # prices (_segment_rank_stages). prop38b: a given split's middle ranks all took the most any of them holds;
+    # tidy39: a hybrid pattern's (and a kinds split's) ranks took the mean layer's kinds
+    for sp, ranks in _segment_rank_stages(job, g, stage) or ():
+        b_first = np.where(sp.on, _stage_forward_backward(ranks[0], end=True, first=True)[1], b_first)
+        if sp.p >= 3:
+            b_mid = np.where(sp.on, sum(_stage_forward_backward(x)[1] for x in ranks[1:-1]) / (sp.p - 2), b_mid)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
     return np.asarray(np.where(share > 0, np.maximum(drain - idle, 0.0), 0.0))
