@@ -82,7 +82,7 @@ class InputError(ValueError):
     """Bad user input. Subclasses ValueError so spec validators report it with a field path."""
 
     def __init__(self, what: str, *, where: str = "", allowed: str = "", also: tuple[str | int, ...] = (),
-                 needs_zero: bool = False) -> None:
+                 needs_zero: bool = False, needs_recompute: str = "") -> None:
         self.what = what
         self.where = where
         self.allowed = allowed
@@ -94,6 +94,11 @@ class InputError(ValueError):
         #: that name their own way to give zero or search it (commands.common, commands.plan, specs.frameworks).
         #: ux38: they matched the hint's text, which a reworded hint would silently have broken
         self.needs_zero = needs_zero
+        #: the recompute sub-field (recompute_layers, recompute_method, recompute_modules) refused for the recompute
+        #: mode it runs under, where the rule names recompute (specs.base field_error's ``needs_recompute``), else "":
+        #: for commands.plan, which searches recompute and validates at that mode instead. tidy39: plan matched the
+        #: refusal's ``where`` against the two places it expected the field written
+        self.needs_recompute = needs_recompute
         super().__init__(self.message())
 
     def message(self) -> str:
@@ -110,7 +115,8 @@ class InputError(ValueError):
     def at(self, where: str) -> InputError:
         """The same error, located more precisely (prefixing the outer location)."""
         loc = f"{where}: {self.where}" if self.where else where
-        return InputError(self.what, where=loc, allowed=self.allowed, also=self.also, needs_zero=self.needs_zero)
+        return InputError(self.what, where=loc, allowed=self.allowed, also=self.also, needs_zero=self.needs_zero,
+                          needs_recompute=self.needs_recompute)
 
 
 def sub_path(where: str, field: str) -> str:

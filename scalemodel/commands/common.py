@@ -362,7 +362,8 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
     here = (where or exc.where) + sub_path(exc.where, f"{section}.{key}")
     if other is not None and other != where:
         here, what = _across(here, what, other, f"{section}.{also[0]}")
-    raise InputError(what, where=here, allowed=exc.allowed, needs_zero=exc.needs_zero) from None
+    raise InputError(what, where=here, allowed=exc.allowed, needs_zero=exc.needs_zero,
+                     needs_recompute=exc.needs_recompute) from None
 
 
 def _zero_options_named(err: InputError, given: dict[str, Any]) -> InputError:

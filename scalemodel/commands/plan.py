@@ -90,16 +90,18 @@ SEARCHED_ZEROS = ("1", "2", "3", "fsdp", "hsdp")
 
 
 def _build_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
-    """:func:`_build_zero_specs`; a pinned recompute field refused for the recompute mode it needs (engine.planner.
-    RECOMPUTE_SWITCHES: recompute_layers, recompute_method uniform need full, recompute_modules selective) where
+    """:func:`_build_zero_specs`; a pinned recompute field refused for the recompute mode it needs (InputError.
+    needs_recompute names it; engine.planner.RECOMPUTE_SWITCHES: recompute_layers, recompute_method uniform need full,
+    recompute_modules selective) where
     recompute is pinned nowhere is validated at that mode, which the search then keeps to (engine.planner.pins, and
     says so). ux38b: it was refused "add recompute: full", though plan searches recompute. Where that mode refuses
     too (another field), or recompute is pinned, the first refusal stands."""
     try:
         return _build_zero_specs(pinned, sf, zero_pairs, **kw)
     except InputError as exc:
-        mode = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items() if n in pinned and exc.where in (
-            f"--set strategy.{n}", f"--strategy: {getattr(sf, 'path', '')}: {sf.field_name(n) if sf else n}")), None)
+        # the refused field, marked by the rule that names recompute (InputError.needs_recompute), not read from
+        # where it was written (tidy39: exc.where was compared with "--set strategy.X" and the file's own name)
+        mode = RECOMPUTE_SWITCHES[exc.needs_recompute][0] if exc.needs_recompute in pinned else None
         if mode is None or "recompute" in pinned or (sf is not None and "recompute" in sf.strategy):
             raise
         try:
@@ -137,10 +139,10 @@ def _build_zero_specs(pinned: list[str], sf: Any, zero_pairs: list[Any], **kw: A
             raise
         left = [z for z in Zero if all(OPS[op](int(z), v) for op, v in zero_pairs)]
         if len(left) > 1:  # ux37: validated at the first stage left that runs the switch; the search keeps to those
-            specs = _first_stage_that_runs(left, **kw)  # (engine.planner.pins, ZERO_SWITCHES), and says so
+            specs, tried = _first_stage_that_runs(left, **kw)  # (engine.planner.pins, ZERO_SWITCHES), says so
             if specs is not None:
                 return specs
-            _refuse_pins_without_a_stage(left, exc, **kw)
+            _refuse_pins_without_a_stage(left, exc, tried)
         if not zero_pairs or len(left) != 1:
             raise InputError(exc.what, where=exc.where, allowed=f"{exc.allowed[:-1]}, or --constraint zero=VALUE)",
                              also=exc.also) from None
@@ -176,24 +178,29 @@ def _read_strategy(strategy_file: str | None) -> Any:
             notices.warn(_plan_options(line))
 
 
-def _first_stage_that_runs(left: list[Zero], **kw: Any) -> tuple[Any, Any, Any, Any] | None:
-    """common.build_specs at the first of SEARCHED_ZEROS among ``left`` (the stages the constraints leave) that
-    validates, its warnings said; None where none does (the refusal at zero 0 stands)."""
+def _first_stage_that_runs(left: list[Zero], **kw: Any
+                           ) -> tuple[tuple[Any, Any, Any, Any] | None, dict[str, InputError]]:
+    """(common.build_specs at the first of SEARCHED_ZEROS among ``left`` (the stages the constraints leave) that
+    validates, its warnings said, or None where none does (the refusal at zero 0 stands); each stage tried before it
+    and its refusal, in SEARCHED_ZEROS' order: every stage of ``left`` but zero 0 where none validates, which
+    :func:`_refuse_pins_without_a_stage` reads instead of validating them again)."""
+    refused: dict[str, InputError] = {}
     for zero in SEARCHED_ZEROS:
         if Zero.parse(zero) not in left:
             continue
         try:
             with notices.collecting() as seen:
                 specs = o.build_specs(strategy={"zero": zero}, **kw)
-        except InputError:
+        except InputError as exc:
+            refused[zero] = exc
             continue
         for line in seen:
             notices.warn(line)
-        return specs
-    return None
+        return specs, refused
+    return None, refused
 
 
-def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: Any) -> None:
+def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, tried: dict[str, InputError]) -> None:
     """Refuse pinned switches no ZeRO stage runs together, where two or more are refused across the stages ``left``
     (fuzz38: ``--set strategy.bucket_fragments=true --set strategy.fsdp_per_param=true``, zero 1 / 2 against fsdp /
     hsdp, was refused at zero 0 with "give zero too (--set strategy.zero, or --constraint zero=VALUE)", advice no
@@ -202,28 +209,23 @@ def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: A
     ux38b: another option refused at the stages that run the pinned switch (``--precision fp4`` on dgx-h100 beside
     ``bucket_fragments``, which runs at zero 1 and 2 only, where --precision refuses FP4 on Hopper) was "give zero
     too" as well: that option's refusal is named first, with its reason and what it allows, and the stages the pin
-    itself refuses after it."""
+    itself refuses after it.
+
+    ``tried``: each searched stage of ``left`` and its refusal, as :func:`_first_stage_that_runs` found them (none of
+    them validated); tidy39: each was validated here a second time."""
     refused: dict[str, list[str]] = {}
     why: dict[str, InputError] = {}
     pins = "|".join((*ZERO_SWITCHES, "offload_states"))
     if Zero.parse("0") in left:
         refused[at_zero0.where], why[at_zero0.where] = ["0"], at_zero0
-    for zero in SEARCHED_ZEROS:
-        if Zero.parse(zero) not in left:
-            continue
-        try:
-            with notices.collecting():
-                o.build_specs(strategy={"zero": zero}, **kw)
-        except InputError as exc:
-            # the stage tried here is given as predict's --zero (build_specs), an option plan has not: such a
-            # refusal belongs to the pinned field its text names ("--zero: --strategy: s.yaml:
-            # strategy.fp8_param_gather: true needs ..." at zero 3 is the pin refused at zero 0, not another option)
-            named = re.match(rf"(.*?\b(?:{pins})): ", exc.what) if exc.where == "--zero" else None
-            field = named.group(1) if named else exc.where
-            refused.setdefault(field, []).append(zero)
-            why.setdefault(field, exc)
-        else:  # _first_stage_that_runs found none: not expected; the refusal at zero 0 stands
-            return
+    for zero, exc in tried.items():
+        # the stage tried is given as predict's --zero (build_specs), an option plan has not: such a refusal belongs
+        # to the pinned field its text names ("--zero: --strategy: s.yaml: strategy.fp8_param_gather: true needs
+        # ..." at zero 3 is the pin refused at zero 0, not another option)
+        named = re.match(rf"(.*?\b(?:{pins})): ", exc.what) if exc.where == "--zero" else None
+        field = named.group(1) if named else exc.where
+        refused.setdefault(field, []).append(zero)
+        why.setdefault(field, exc)
     switches = [w for w in refused if re.search(rf"\b(?:{pins})$", w)]
     others = [w for w in refused if w not in switches]
     if len(refused) < 2 or not switches:
@@ -249,7 +251,7 @@ def _refuse_pins_without_a_stage(left: list[Zero], at_zero0: InputError, **kw: A
 def _build_searched(pinned: list[str], unpinned: bool, **kw: Any) -> tuple[Any, Any, Any, Any]:
     """common.build_specs at zero 0, or for a pinned offload_states at the first searched stage that runs it."""
     if "offload_states" in pinned and unpinned:
-        specs = _first_stage_that_runs(list(Zero), **kw)
+        specs, _ = _first_stage_that_runs(list(Zero), **kw)
         if specs is not None:
             return specs
     return o.build_specs(strategy={}, **kw)

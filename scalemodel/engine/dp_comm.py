@@ -124,6 +124,14 @@ def nan_check_buckets(job: Job, g: StrategyGrid, layers: Any = None, rank: Any =
     rank 0 where its chunk is one bucket (no overlap; bucketed, :func:`bucket_count` already closes the embedding's
     own bucket where it is at least a bucket). ``rank`` None (a workload without layers, or the stages' mean): the
     bucketed chunk, as rank 0's."""
+    return _nan_check_buckets(job, g, layers, rank, _stage_params_per_gpu(job, g, layers, rank))
+
+
+def _nan_check_buckets(job: Job, g: StrategyGrid, layers: Any, rank: Any, params: tuple[np.ndarray, np.ndarray]
+                       ) -> np.ndarray:
+    """:func:`nan_check_buckets` given the rank's (dense, expert) parameters per GPU, ``params``
+    (``_stage_params_per_gpu(job, g, layers, rank)``), which :func:`nan_check_time` reads as well (tidy39: each
+    computed them)."""
     q = float(job.grad_bytes)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / q, megatron_bucket_elements(g))
     bucket = np.where(g.overlap, elements, np.inf) * q  # no overlap: one bucket per buffer (megatron_bucket_elements)
@@ -132,11 +140,10 @@ def nan_check_buckets(job: Job, g: StrategyGrid, layers: Any = None, rank: Any =
                  ).astype(float)
     stage = np.asarray(job.shape.layers / pp if layers is None else layers, dtype=float) if job.is_transformer \
         else None
+    dense, expert = params
     if layers is None:
-        dense, expert = _stage_params_per_gpu(job, g)
         dense0, expert0 = dense / v, expert / v
     else:
-        dense, expert = _stage_params_per_gpu(job, g, layers, rank)
         dense0, expert0 = _stage_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank)
     dense_tensors = expert_tensors = None
     if stage is not None:
@@ -183,7 +190,7 @@ def nan_check_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = No
     if not np.any(on):
         return np.zeros(1)
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
-    n_b = nan_check_buckets(job, g, layers, rank)
+    n_b = _nan_check_buckets(job, g, layers, rank, (dense, expert))
     reads = n_b * NAN_CHECK_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
     return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * float(job.grad_bytes)) + reads, 0.0),
                       dtype=float)

@@ -1865,6 +1865,14 @@ def pp_exchanges(g: StrategyGrid) -> np.ndarray:
 DEEPSPEED_GATHERS_FIRST, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_LAST = 2.0, 3.0, 1.0
 
 
+def _deepspeed_priced_gathers(g: StrategyGrid) -> np.ndarray:
+    """TP all-gathers a micro-batch of the stage :func:`deepspeed_pipe_comm` prices, G: a middle rank's
+    (:data:`DEEPSPEED_GATHERS_MIDDLE`) at pp > 2, rank 0's (:data:`DEEPSPEED_GATHERS_FIRST`) at pp = 2, where there is
+    no middle rank; the one count :func:`deepspeed_pipe_comm` and :func:`deepspeed_pipe_edges` read (tidy39: each
+    derived it)."""
+    return np.asarray(np.where(g.pp > 2, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_FIRST))
+
+
 def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
     """Pipeline communication seconds per micro-batch on the stage the step prices under DeepSpeed's PipelineEngine,
     a middle rank at pp > 2 (at pp 2, with no middle rank, rank 0; the end ranks less :func:`deepspeed_pipe_edges`):
@@ -1888,7 +1896,7 @@ def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) ->
     (:data:`DEEPSPEED_GATHERS_MIDDLE`). A step-by-step simulation of the schedule with blocking exchanges
     (tests/test_deepspeed_pipeline.py) gives a steady state of t_f + t_b + 4 p2p per micro-batch (2 p2p at pp = 2);
     DeepSpeed has no interleaved schedule."""
-    gathers = np.where(g.pp > 2, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_FIRST)
+    gathers = _deepspeed_priced_gathers(g)
     return np.asarray(2.0 * pp_exchanges(g) * p2p + np.where(g.tp > 1, gathers * gather, 0.0))
 
 
@@ -1905,7 +1913,7 @@ def deepspeed_pipe_edges(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -
         last    2 p2p (receive s, send s)   + 1 gather     = priced - [pp > 2] 2 p2p - (G - 1) gathers
 
     tests/test_pipeline_exchanges.py (dsend38) counts them per rank by a step-by-step simulation of the schedule."""
-    gathers = np.where(g.pp > 2, DEEPSPEED_GATHERS_MIDDLE, DEEPSPEED_GATHERS_FIRST)
+    gathers = _deepspeed_priced_gathers(g)
     ag = np.where(g.tp > 1, gather, 0.0)
     second = np.maximum(pp_exchanges(g) - 1.0, 0.0) * 2.0 * p2p
     on = g.pp > 1

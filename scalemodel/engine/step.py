@@ -151,7 +151,6 @@ from scalemodel.engine.pipeline_ranks import (
     _rank_layers,
     _rank_params_per_gpu,
     _RankSplit,
-    _split_rank_counts,
     _split_rows,
     _splits_cover,
     _stage_layers,
@@ -708,7 +707,9 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
         t_mb = np.where(sp.on, sel.time, t_mb)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
-    bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
+    # the balanced split's two runs of middle ranks, read by the 1F1B bubble and the deferred-wgrad flush idle
+    runs = _balanced_middle_runs(job, g)
+    bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb, runs)
     opt = zero if own else (_optimizer_time(job, g, sync) if dp_rank is None
                             else _optimizer_time(job, g, sync, *dp_rank))
     # the DP collectives priced once: the state offload's copies queue behind their reductions, the activation
@@ -736,7 +737,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     # the output layer's deferred weight-gradient GEMMs, drained after the last stage's last backward: what the
     # flush's wait does not hold (docs/model.md#defer-embedding-wgrad), in the bubble part
     drain = _deferred_wgrad_exposed(job, g, groups, stage, m, (last_layers, rec_last), (other_layers, rec_other),
-                                    (first_layers, rec_first))
+                                    (first_layers, rec_first), runs)
     local = (m + bubble_mb) * t_mb + drain + opt + imbalance_s + tied + sp_grads + host_syncs + jitter + loss_sync
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
@@ -833,15 +834,16 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
 
 
 def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, stage: Callable[..., _Stage],
-                            m: np.ndarray, last: tuple[Any, Any], other: tuple[Any, Any], first: tuple[Any, Any]
-                            ) -> np.ndarray:
+                            m: np.ndarray, last: tuple[Any, Any], other: tuple[Any, Any], first: tuple[Any, Any],
+                            runs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Seconds a step of the output layer's deferred weight-gradient GEMMs (strategy defer_embedding_wgrad) that the
     pipeline's flush does not hold: max(drain - idle, 0), the drain of n = d m u GEMMs of G seconds (d
     :func:`~scalemodel.engine.layer_compute.deferred_head_share`, u the head passes a micro-batch, G the last stage's
     ``head_gemm``; with sequence parallelism at tp > 1 each input all-gathered over TP first, A = one b s / cp x h
     activation's all-gather: :func:`scalemodel.cost.pipeline.deferred_wgrad_drain`), the idle the last rank's wait
     for the last micro-batch's backward to pass the p - 1 ranks before it (first and middle ranks' backward a
-    micro-batch, each middle rank its own: :func:`_balanced_middle_runs`, a given split's ranks;
+    micro-batch, each middle rank its own: ``runs``, :func:`_balanced_middle_runs` as evaluate computed it for the
+    bubble too; a split priced rank by rank, each rank's own layers and kinds: :func:`_segment_rank_stages`;
     :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
@@ -857,16 +859,20 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     drain = pipeline.deferred_wgrad_drain(share * m * uses, gemm, ag)
     _, b_first = _stage_forward_backward(stage(first[0], False, None, first[1], True), end=True, first=True)
     _, b_mid = _stage_forward_backward(stage(other[0], False, None, other[1]))
-    n_upper, lower = _balanced_middle_runs(job, g)
+    n_upper, lower = runs
     n_mid = np.maximum(g.pp - 2.0, 0.0)
     if np.any(n_upper < n_mid):  # the balanced split's middle ranks after the ceil(L/p) ones hold floor(L/p)
         _, b_low = _stage_forward_backward(stage(lower, False))
         with np.errstate(divide="ignore", invalid="ignore"):
             b_mid = np.where(n_upper < n_mid, (n_upper * b_mid + (n_mid - n_upper) * b_low) / n_mid, b_mid)
-    for on, ranks in _split_rank_counts(g):  # a given split (stage_layers): each middle rank its own layers too
-        if len(ranks) >= 3:  # prop38b: the most any middle rank holds stood for every middle rank's backward
-            b_own = {n: _stage_forward_backward(stage(np.asarray([float(n)]), False))[1] for n in set(ranks[1:-1])}
-            b_mid = np.where(on, sum(b_own[n] for n in ranks[1:-1]) / (len(ranks) - 2), b_mid)
+    # a split priced rank by rank (_rank_layers: a given stage_layers list, a hybrid pattern's ranks, a model whose
+    # MLP kind varies by position): rank 0 and each middle rank their own layers and kinds, the stages the bubble
+    # prices (_segment_rank_stages). prop38b: a given split's middle ranks all took the most any of them holds;
+    # tidy39: a hybrid pattern's (and a kinds split's) ranks took the mean layer's kinds
+    for sp, ranks in _segment_rank_stages(job, g, stage) or ():
+        b_first = np.where(sp.on, _stage_forward_backward(ranks[0], end=True, first=True)[1], b_first)
+        if sp.p >= 3:
+            b_mid = np.where(sp.on, sum(_stage_forward_backward(x)[1] for x in ranks[1:-1]) / (sp.p - 2), b_mid)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
     return np.asarray(np.where(share > 0, np.maximum(drain - idle, 0.0), 0.0))
@@ -1631,13 +1637,14 @@ def _balanced_middle_runs(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.nda
 
 
 def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
-                        t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
+                        t_mb: np.ndarray, bubble_mb: np.ndarray, runs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of a non-interleaved 1F1B pipeline whose stages differ
     (:func:`_stage_layers`: the first, the middle ones, the last with the logits):
     :func:`scalemodel.cost.pipeline.one_f_one_b_three_class_time` on the ranks' own forward and backward
     times, minus the m t_mb the busiest rank computes. Equal stages give the textbook p - 1. A hybrid pattern's
     ``|`` segments: :func:`scalemodel.cost.pipeline.one_f_one_b_time` on every rank's own time
-    (:func:`_segment_pipeline_total`), not three classes. Other candidates keep ``bubble_mb``."""
+    (:func:`_segment_pipeline_total`), not three classes. Other candidates keep ``bubble_mb``. ``runs``:
+    :func:`_balanced_middle_runs` of the grid, which evaluate computes once for this and the deferred-wgrad idle."""
     onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2)
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
@@ -1650,7 +1657,7 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
         fl, bl = _stage_forward_backward(stage(last, True), end=True)
         # the balanced split where p does not divide L: ranks 1 .. L mod p - 1 hold ceil(L/p) layers (the middle
         # class, _stage_layers), the middle ranks after them floor(L/p) (uneven38: all were priced at ceil)
-        n_upper, lower = _balanced_middle_runs(job, g)
+        n_upper, lower = runs
         if np.any(n_upper < np.maximum(g.pp - 2, 0)):
             fo, bo = _stage_forward_backward(stage(lower, False))
             total = pipeline.one_f_one_b_four_class_time(m, g.pp, n_upper, ff, bf, fm, bm, fo, bo, fl, bl)

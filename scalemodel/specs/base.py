@@ -53,16 +53,19 @@ class SpecError(ValueError):
     value outside a constraint: ``value`` holds it) or ``value`` (a rule's own message)."""
 
     def __init__(self, what: str, loc: Sequence[Any] = (), *, kind: str = "value", allowed: str = "",
-                 value: Any = _NO_VALUE, also: Sequence[Any] = (), needs_zero: bool = False) -> None:
+                 value: Any = _NO_VALUE, also: Sequence[Any] = (), needs_zero: bool = False,
+                 needs_recompute: str = "") -> None:
         self.what, self.loc, self.kind, self.allowed, self.value = what, tuple(loc), kind, allowed, value
         self.needs_zero = needs_zero  # errors.InputError.needs_zero, carried to it by the loader
+        self.needs_recompute = needs_recompute  # errors.InputError.needs_recompute, likewise
         self.also = tuple(also)  # the other field of a cross-field rule: its --set item is named when loc's is not
         text = f"{loc_text(self.loc)}: {what}" if self.loc else what
         super().__init__(f"{text}; {allowed}" if allowed else text)
 
     def located(self, outer: Sequence[Any]) -> "SpecError":
         return SpecError(self.what, (*outer, *self.loc), kind=self.kind, allowed=self.allowed, value=self.value,
-                         also=(*outer, *self.also) if self.also else (), needs_zero=self.needs_zero)
+                         also=(*outer, *self.also) if self.also else (), needs_zero=self.needs_zero,
+                         needs_recompute=self.needs_recompute)
 
 
 class KeyNotText(str):
@@ -124,15 +127,17 @@ class Discriminator:
         self.fn = fn
 
 
-def field_error(name: str, what: str, allowed: str = "", also: str = "", needs_zero: bool = False) -> ValueError:
+def field_error(name: str, what: str, allowed: str = "", also: str = "", needs_zero: bool = False,
+                needs_recompute: bool = False) -> ValueError:
     """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field, with what is
     allowed there); ``name`` may be dotted (``hybrid.mamba.groups``) for a field of a nested spec. ``also``: the
     other field of a rule across two, whose ``--set`` item is named when it, not ``name``'s, made the conflict
     (review21i: ``--set model.hybrid.pattern`` without M was refused at the built-in file's mamba line).
     ``needs_zero``: errors.InputError.needs_zero (a refusal at zero 0 that some ZeRO stage lifts), sent as a last
-    ``\x1d`` part."""
+    ``\x1d`` part; ``needs_recompute``: errors.InputError.needs_recompute (``name`` refused for the recompute mode it
+    runs under), sent as one more."""
     return ValueError(f"\x1f{name}{chr(0x1e) + also if also else ''}\x1f{what}\x1f{allowed}"
-                      + ("\x1dzero" if needs_zero else ""))
+                      + ("\x1dzero" if needs_zero else "") + ("\x1drecompute" if needs_recompute else ""))
 
 
 # --- the first pass: raw data along the field types -----------------------------------------------
@@ -428,10 +433,13 @@ def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
         _, name, what = what.split("\x1f", 2)
         what, _, allowed = what.partition("\x1f")
         name, _, also = name.partition("\x1e")
-        needs_zero = allowed.endswith("\x1dzero")  # field_error's last part, never a value's text
+        needs_recompute = allowed.endswith("\x1drecompute")  # field_error's last parts, never a value's text
+        allowed = allowed[:-len("\x1drecompute")] if needs_recompute else allowed
+        needs_zero = allowed.endswith("\x1dzero")
         allowed = allowed[:-len("\x1dzero")] if needs_zero else allowed
         return SpecError(what, (*loc, *name.split(".")), allowed=allowed,  # "hybrid.mamba.groups": a nested field
-                         also=(*loc, *also.split(".")) if also else (), needs_zero=needs_zero)
+                         also=(*loc, *also.split(".")) if also else (), needs_zero=needs_zero,
+                         needs_recompute=name.split(".")[-1] if needs_recompute else "")
     unknown = re.match(r"^Object contains unknown field `(.*)`$", what)
     if unknown:
         return SpecError(f"unknown key {unknown.group(1)!r}", (*loc, unknown.group(1)), kind="unknown")

@@ -135,7 +135,8 @@ def _validate_as_written(model: Any, data: dict[str, Any], path: Path, root: str
         own = names.get(key)
         if own is None or own == key:  # a scalemodel file's top-level field keeps the spec's name
             raise
-        raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed, needs_zero=exc.needs_zero) from None
+        raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed, needs_zero=exc.needs_zero,
+                         needs_recompute=exc.needs_recompute) from None
 
 
 def _deepspeed_keys_only(text: str) -> bool:

@@ -937,10 +937,11 @@ def validation_error(exc: SpecError, model: Any, path: str | os.PathLike[str] | 
         msg, deeper = (f"{where}: {msg}" if items else msg), False
     if items:  # the value came from the command line: the file's line would point at a value that is fine
         return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed,
-                          also=exc.also, needs_zero=exc.needs_zero)
+                          also=exc.also, needs_zero=exc.needs_zero, needs_recompute=exc.needs_recompute)
     if path is not None:
         where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
-    return InputError(msg, where=where, allowed=allowed, also=exc.also, needs_zero=exc.needs_zero)
+    return InputError(msg, where=where, allowed=allowed, also=exc.also, needs_zero=exc.needs_zero,
+                      needs_recompute=exc.needs_recompute)
 
 
 M = TypeVar("M")

@@ -852,7 +852,8 @@ class StrategySpec(Spec, kw_only=True):
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
             raise field_error("recompute_modules", f"{shown!r} needs recompute: selective (got {self.recompute!r})",
-                              "add recompute: selective, or leave recompute_modules out", also="recompute")
+                              "add recompute: selective, or leave recompute_modules out", also="recompute",
+                              needs_recompute=True)
         trainers = [n for n in ("megatron_ddp", "deepspeed_pipeline", "nanotron_trainer") if getattr(self, n)]
         if len(trainers) > 1:  # each names the framework whose data-parallel / pipeline engine runs the job: Megatron-
             # Core's DDP, DeepSpeed's PipelineEngine (its own engine's gradient sync), nanotron's trainer (torch DDP
@@ -993,13 +994,14 @@ class StrategySpec(Spec, kw_only=True):
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             # at its field (was "strategy: recompute_layers=0 needs ...", at the strategy as a whole)
             raise field_error("recompute_layers", f"recompute_layers={self.recompute_layers} needs recompute: full "
-                              f"(got {self.recompute!r})", "leave it out for selective or none", also="recompute")
+                              f"(got {self.recompute!r})", "leave it out for selective or none", also="recompute",
+                              needs_recompute=True)
         if RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM and Recompute.parse(
                 self.recompute) != Recompute.FULL:
             # round 17: dropped without a word (the method orders full recompute's checkpointed layers only)
             raise field_error("recompute_method", f"uniform needs recompute: full (got {self.recompute!r})",
                               "leave it out (block, the default) for selective or none, or add recompute: full",
-                              also="recompute")
+                              also="recompute", needs_recompute=True)
         if self.recompute_layers == 0 and RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM:
             # round 17: priced as full recompute of every layer. Megatron-Core's uniform method checkpoints chunks of
             # recompute_num_layers layers and advances by that count (megatron/core/recompute.py L158-166 at
