@@ -10,7 +10,13 @@ features per row and prints:
    there), with n;
 2. tertiles of the strongest features (mean, median speed error, n);
 3. the categorical features (framework / layer implementation, precision, dominant term, accelerator);
-4. a joint OLS of the error on the standardised features with source fixed effects.
+4. a joint OLS of the error on the standardised features with source fixed effects;
+5. the strongest features within each accelerator family, precision and model family (source means removed);
+6. the dense rows: the kernels-per-ms and HBM-bound features in natural units (a per-kernel time; a fraction by which
+   memory-bound time would be short), leaving one source out, and per source;
+7. the MoE rows' joint fit;
+8. the step's share not bound by peak FLOP/s in natural units (error = x (1 - F));
+9. that share split jointly into its HBM, network-bandwidth, latency, host and jitter + straggler parts.
 
 The speed error is clipped at +-50 % for the statistics (the nanotron 80B row at +192 % and the MLPerf GB200 8B row
 at +106 % would otherwise set every slope); the mean unclipped is printed beside. No constant of the model is
@@ -82,13 +88,15 @@ def elasticities(c: dict[str, Any]) -> dict[str, float]:
     out = {"step_check": step / c["p"].step_time_s - 1.0}
     params = hardware_parameters(job)
     for key, names in (("peak", ("peak FLOP/s",)), ("hbm", ("memory bandwidth",)),
-                       ("net", tuple(q.name for q in params if q.group == "network" and q.name.endswith("bandwidth")))):
+                       ("net", tuple(q.name for q in params if q.group == "network" and q.name.endswith("bandwidth"))),
+                       ("lat", tuple(q.name for q in params if q.group == "network" and q.name.endswith("latency")))):
         j = job
         for q in params:
             if q.name in names:
                 j = q.apply(j, up)[0]
         t = float(evaluate(j, grid, sync=sync).step_time.flat[0])
-        out[key] = -(math.log(t) - math.log(step)) / math.log(up)
+        # latencies: + d ln step / d ln latency (a longer latency slows the step); bandwidths and peaks: the minus
+        out[key] = (1 if key == "lat" else -1) * (math.log(t) - math.log(step)) / math.log(up)
     return out
 
 
@@ -176,6 +184,9 @@ def features(r: Any, c: dict[str, Any]) -> dict[str, Any]:
         "flops_bound_share": el["peak"],  # -d ln step / d ln peak FLOP/s
         "hbm_bound_share": el["hbm"],  # -d ln step / d ln memory bandwidth
         "network_bound_share": el["net"],  # -d ln step / d ln (every tier's bandwidth)
+        "latency_bound_share": el["lat"],  # d ln step / d ln (every tier's latency)
+        "host_share": b.get("host", 0.0) / step,
+        "jitter_straggler_share": (b.get("jitter", 0.0) + b.get("straggler", 0.0)) / step,
         "step_check": el["step_check"],
         "log_gpus": math.log10(gpus),
         "moe_layer_share": moe_frac,
@@ -195,7 +206,7 @@ NUMERIC = ("log_tokens_per_gpu_step", "log_step_s", "log_gemm_m_tokens", "gemm_c
            "kernels_per_ms_measured",
            "log_seq_len", "compute_share", "dominant_share", "bubble_share", "comm_share", "optimizer_share",
            "log_hidden", "log_gpus", "moe_layer_share", "flops_bound_share", "hbm_bound_share",
-           "network_bound_share")
+           "network_bound_share", "latency_bound_share", "host_share", "jitter_straggler_share")
 CATEGORICAL = ("framework", "precision", "dominant", "accelerator", "model", "parallelism")
 
 
@@ -390,6 +401,22 @@ def main(argv: list[str] | None = None) -> int:
         share = 1.0 - np.mean([r["flops_bound_share"] for r in sub])
         print(f"  {label:<10} n {len(sub):>3}  x {rr.slope:+.3f} (+- {rr.stderr:.3f}, p {rr.pvalue:.1e}); "
               f"mean non-FLOP share {share:.3f}: x times it {rr.slope * share:+.2%} of the mean error {ys.mean():+.2%}")
+    print("\n9. the non-FLOP share split (natural units, jointly, within source): error = sum of x_k x share_k")
+    parts = ("hbm_bound_share", "network_bound_share", "latency_bound_share", "host_share", "jitter_straggler_share")
+    for label, sub in (("all", rows), ("dense", [r for r in rows if r["model"] == "dense"]),
+                       ("MoE", [r for r in rows if r["model"] == "MoE"])):
+        ys = np.clip(np.array([r["speed_error"] for r in sub]), -CLIP, CLIP)
+        grp = [r["source"] for r in sub]
+        X = np.column_stack([demean(np.array([r[k] for r in sub]), grp) for k in parts])
+        yy = demean(ys, grp)
+        beta, *_ = np.linalg.lstsq(X, yy, rcond=None)
+        resid = yy - X @ beta
+        dof = max(len(yy) - X.shape[1] - len(set(grp)), 1)
+        se = np.sqrt(np.diag(float(resid @ resid) / dof * np.linalg.pinv(X.T @ X)))
+        means = [float(np.mean([r[k] for r in sub])) for k in parts]
+        print(f"  {label:<6} n {len(sub):>3}: " + "; ".join(
+            f"{k.replace('_share', '')} x {b:+.2f} +- {e:.2f} (mean share {m:.3f})"
+            for k, b, e, m in zip(parts, beta, se, means, strict=True)))
     if "--rows" in args:
         print("\nrows:")
         for r in rows:
