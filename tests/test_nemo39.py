@@ -238,3 +238,18 @@ def test_rows_take_the_launch_rule() -> None:
 
 def test_pinned_by_the_planner() -> None:
     assert {"overlap_param_gather_with_optimizer_step", "loss_token_count_read"} <= set(planner.PIN_FIXED)
+
+
+def test_predict_warns_where_the_switch_prices_nothing(cli) -> None:  # type: ignore[no-untyped-def]
+    """1F1B (Megatron-LM refuses the switch without a virtual pipeline): predict warns, naming why, and the step is the
+    one without it; on the interleaved ZeRO-1 route it says nothing."""
+    base = ["predict", "--model", "gpt-1.7b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64",
+            "--pp", "2", "--zero", "1", "--set", "strategy.megatron_ddp=true",
+            "--set", "strategy.overlap_param_gather=true", "--json"]
+    r = cli(*base, "--set", "strategy.overlap_param_gather_with_optimizer_step=true")
+    assert r.code == 0, r.err
+    line = next(x for x in r.err.splitlines() if "overlap_param_gather_with_optimizer_step = true is not priced" in x)
+    assert "the schedule is 1f1b" in line, line
+    r = cli(*base, "--schedule", "interleaved:2", "--set", "strategy.overlap_param_gather_with_optimizer_step=true")
+    assert r.code == 0, r.err
+    assert "overlap_param_gather_with_optimizer_step" not in r.err, r.err
