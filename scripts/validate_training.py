@@ -466,6 +466,8 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "fp8_param_gather": ((bool,), (True, False)),
     "loss_dp_allreduce": ((bool,), (True, False)),
     "check_for_nan_in_grad": ((bool,), (True, False)),
+    "overlap_param_gather_with_optimizer_step": ((bool,), (True, False)),
+    "loss_token_count_read": ((bool,), (True, False)),
     "fp8_attention": ((bool,), (True,)),
     "nvfp4_disable": ((list,), ("rht", "stochastic_rounding", "2d_quantization")),
     "bf16_layers": ((int,), None),
@@ -595,6 +597,8 @@ SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "loss_dp_allreduce": _ON,
     "check_for_nan_in_grad": _ON,
     "check_for_nan_in_loss": _ON,
+    "optimizer_step_gather": _ON,
+    "loss_token_count_read": _ON,
 }
 
 
@@ -1217,6 +1221,15 @@ NAN_CHECK_SOURCES = sources_with("check_for_nan_in_grad")
 #: (strategy check_for_nan_in_loss, docs/model.md#nan-check; sources.yaml ``check_for_nan_in_loss``): on where the
 #: row's check_for_nan_in_grad is.
 NAN_LOSS_SOURCES = sources_with("check_for_nan_in_loss")
+#: Sources whose launch sets Megatron-Core's ``overlap_param_gather_with_optimizer_step`` where the data-parallel,
+#: pipeline and virtual-pipeline sizes are all > 1 (NeMo 2.2 / 2.3's set_primary_perf_configs, Megatron-Bridge 0.2's
+#: set_user_overrides; strategy overlap_param_gather_with_optimizer_step, docs/model.md#optimizer-step-gather;
+#: sources.yaml ``optimizer_step_gather``); a row's ``framework.overlap_param_gather_with_optimizer_step`` wins.
+OPTIMIZER_STEP_GATHER = sources_with("optimizer_step_gather")
+#: Sources on NeMo 2 from 1626ddded6 to 58f6689700 (v2.2, v2.3), whose training loss reads each micro-batch's token
+#: count on the host (strategy loss_token_count_read, docs/model.md#loss-token-count-read; sources.yaml
+#: ``loss_token_count_read``); a row's ``framework.loss_token_count_read`` wins.
+LOSS_TOKEN_COUNT_READ = sources_with("loss_token_count_read")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).
 BUCKET_128MI_SOURCES = sources_with("bucket_128mi")
@@ -1314,6 +1327,11 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
         out["fp8_param_gather"] = True
     if zero == "1" and precision == "fp4" and FP4_PARAM_GATHER_MARKER in str(case.get("precision", "")).lower():
         out["fp4_param_gather"] = True
+    par = case.get("parallelism") or {}
+    layout = all(int(par.get(k) or 1) > 1 for k in ("dp", "pp", "interleaved_stages_per_device"))
+    if zero == "1" and setting(case, "overlap_param_gather_with_optimizer_step",
+                               src in OPTIMIZER_STEP_GATHER and layout):
+        out["overlap_param_gather_with_optimizer_step"] = True  # the launch's dp, pp, vp > 1 rule, or the row's own
     return out
 
 
@@ -2019,6 +2037,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           loss_dp_allreduce=bool(setting(case, "loss_dp_allreduce", src in LOSS_DP_ALLREDUCE)),
                           check_for_nan_in_grad=nan_grad,
                           check_for_nan_in_loss=nan_grad and src in NAN_LOSS_SOURCES,
+                          loss_token_count_read=bool(setting(case, "loss_token_count_read",
+                                                             src in LOSS_TOKEN_COUNT_READ)),
                           **defer_wgrad_options(case),
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **xla_options(case, zero),

@@ -229,8 +229,8 @@ def _captured(job, g):  # type: ignore[no-untyped-def]
     seen = {}
     orig = dp_comm._expose_param_gather
 
-    def spy(g_, comp, grads, last, gather):  # type: ignore[no-untyped-def]
-        out = orig(g_, comp, grads, last, gather)
+    def spy(g_, comp, grads, last, gather, *rest):  # type: ignore[no-untyped-def]
+        out = orig(g_, comp, grads, last, gather, *rest)  # rest: nemo39's optimizer-step window
         seen.update(comp=comp, grads=grads, last=last, gather=gather, out=out)
         return out
 

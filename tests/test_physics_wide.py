@@ -236,6 +236,8 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         check_for_nan_in_grad=draw(st.booleans()),
         # (nanchunk38) the loss function's per-micro-batch NaN check (host reads on the last stage)
         check_for_nan_in_loss=draw(st.booleans()),
+        # (nemo39) chunk 0's gather in the optimizer step, unbucketed; NeMo 2.2/2.3's per-micro-batch token-count read
+        overlap_param_gather_with_optimizer_step=draw(st.booleans()), loss_token_count_read=draw(st.booleans()),
         # (deferwgrad36) the output layer's weight-gradient GEMMs deferred to the pipeline flush, all or a few
         defer_embedding_wgrad=draw(st.booleans()), wgrad_deferral_limit=draw(st.sampled_from((0, 0, 1, 3))),
         # and those tests/test_physics.py's ``cases`` alone drew: the collective algorithm, unfused attention, partial

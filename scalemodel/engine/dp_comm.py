@@ -122,8 +122,11 @@ def nan_check_buckets(job: Job, g: StrategyGrid, layers: Any = None, rank: Any =
     language_module.py L134-151) closes a bucket of its own even with ``bucket_size`` None
     (``_does_param_require_new_bucket``, param_and_grad_buffer.py L575-608): one more bucket on the last rank, and on
     rank 0 where its chunk is one bucket (no overlap; bucketed, :func:`bucket_count` already closes the embedding's
-    own bucket where it is at least a bucket). ``rank`` None (a workload without layers, or the stages' mean): the
-    bucketed chunk, as rank 0's."""
+    own bucket where it is at least a bucket). With :func:`optimizer_step_gather` rank 0's first chunk is one bucket a
+    buffer too (NeMo 2's ``init_ddp``, ``disable_bucketing = (model_chunk_idx > 0) or
+    overlap_param_gather_with_optimizer_step``, megatron_parallel.py L652 at v2.2.0, L668 at v2.3.0; Megatron-LM's
+    get_model the same): n_b = v (1 + [experts]) on every rank. ``rank`` None (a workload without layers, or the
+    stages' mean): the bucketed chunk, as rank 0's."""
     return _nan_check_buckets(job, g, layers, rank, _stage_params_per_gpu(job, g, layers, rank))
 
 
@@ -152,16 +155,17 @@ def _nan_check_buckets(job: Job, g: StrategyGrid, layers: Any, rank: Any, params
             comp["pipeline_rank"] = np.asarray(rank, dtype=float)
         dense_tensors, expert_tensors = param_tensors(job, g, comp)
     first = np.ones(1, dtype=bool) if rank is None else (np.asarray(rank) == 0) | (pp <= 1)
+    one_bucket = optimizer_step_gather(g)  # chunk 0 unbucketed too (docs/model.md#optimizer-step-gather)
     bucketed = bucket_count(dense0 * q, bucket, q, dense_tensors)
     has_experts = expert > 0
     if job.expert_params > 0:  # the experts' own buffer (Megatron-Core's expert_parallel_buffers), its own buckets
         bucketed = bucketed + np.where(expert0 > 0, bucket_count(expert0 * q, bucket, q, expert_tensors), 0.0)
     whole = 1.0 + np.where(has_experts, 1.0, 0.0)  # one bucket per buffer in every other chunk
-    n_b = np.where(first, bucketed + (v - 1.0) * whole, v * whole)
+    n_b = np.where(first & ~one_bucket, bucketed + (v - 1.0) * whole, v * whole)
     if job.is_transformer and bool(job.shape.tied_embeddings):
         shared = (pp > 1) & (g.zero == Zero.OPTIMIZER)
         last = np.zeros(1, dtype=bool) if rank is None else np.asarray(rank) >= pp - 1
-        n_b = n_b + np.where(shared & (last | (first & ~np.asarray(g.overlap, dtype=bool))), 1.0, 0.0)
+        n_b = n_b + np.where(shared & (last | (first & (~np.asarray(g.overlap, dtype=bool) | one_bucket))), 1.0, 0.0)
     return np.asarray(n_b, dtype=float)
 
 
@@ -225,6 +229,33 @@ def nan_loss_check_time(g: StrategyGrid, m: Any) -> np.ndarray:
     if not np.any(on):
         return np.zeros(1)
     one = NAN_LOSS_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
+    return np.asarray(np.where(on, np.asarray(m, dtype=float) * one, 0.0), dtype=float)
+
+
+#: Host reads per micro-batch of NeMo 2's token-count test in its training loss (strategy loss_token_count_read):
+#: ``if num_valid_tokens < 0.5`` in ``masked_token_loss`` (NVIDIA/NeMo v2.2.0 7192a2c944
+#: nemo/lightning/megatron_parallel.py L1798; with CP ``masked_token_loss_context_parallel`` L1815) and ``if
+#: num_valid_tokens_in_ub < 0.5`` in ``MaskedTokenLossReduction.forward`` (v2.3.0 2b03b748bb L1798, 7a8f1cc7bc L1798),
+#: the Python truth test of a CUDA tensor, once a micro-batch; added by 1626ddded6 (2025-01-15; 42ad3c0afa for the CP
+#: path), removed by 58f6689700 (2025-05-05, "Fix loss compute and reduction (#13295)", an ancestor of v2.4.0, not of
+#: v2.3.x), which returns the token count unread.
+LOSS_TOKEN_COUNT_HOST_READS = 1.0
+
+
+def loss_token_count_read_time(g: StrategyGrid, m: Any) -> np.ndarray:
+    """Seconds per step of NeMo 2's per-micro-batch token-count read (strategy ``loss_token_count_read``), 0 where off
+    (docs/model.md#loss-token-count-read):
+
+        T = m x 1 x (SYNC_ROUND_TRIP_US + CALL_COST_US['launch'] low) x 1e-6          m micro-batches a step
+
+    The same price a read as :func:`nan_loss_check_time` (no new constant): the loss function runs once a
+    micro-batch on the last pipeline stage between its forward and its backward, the read blocks the host until the
+    token sum (queued after the output layer and the cross-entropy) is done, and the drained GPU waits the round trip
+    and the next launch. On the last stage's critical path in every schedule; no collective."""
+    on = np.asarray(g.loss_token_count_read, dtype=bool)
+    if not np.any(on):
+        return np.zeros(1)
+    one = LOSS_TOKEN_COUNT_HOST_READS * (SYNC_ROUND_TRIP_US + CALL_COST_US["launch"][0]) * 1e-6
     return np.asarray(np.where(on, np.asarray(m, dtype=float) * one, 0.0), dtype=float)
 
 
@@ -630,7 +661,7 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
 
 
 def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
-                         last_bucket: np.ndarray, gather: np.ndarray) -> np.ndarray:
+                         last_bucket: np.ndarray, gather: np.ndarray, opt_window: Any = 0.0) -> np.ndarray:
     """Exposed gradient sync, its ZeRO-1/2 parameter all-gather apart (docs/model.md#overlap-param-gather).
 
     ZeRO-1/2 synchronises by a reduce-scatter of the gradients, RS = ``grads`` - AG, and an all-gather of the
@@ -650,7 +681,11 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
         exposed = max(RS - backward_free, RS x last_bucket) + AG          (overlap on, switch off)
                 = RS + AG                                                  (overlap off)
 
-    Other ZeRO stages (AG = 0): :func:`_expose` unchanged.
+    Other ZeRO stages (AG = 0): :func:`_expose` unchanged. Under :func:`optimizer_step_gather` the first chunk is one
+    bucket: its reduce-scatter leaves with its last backward (``first_bucket`` the chunk's whole r in
+    :func:`interleaved_grad_sync_exposed`) and its gather runs under ``opt_window`` (H,
+    :func:`optimizer_step_gather_window`) in :func:`interleaved_param_gather_exposed`
+    (docs/model.md#optimizer-step-gather).
     """
     zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
     ag = np.asarray(gather, dtype=float)
@@ -669,11 +704,12 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     group = np.minimum(g.pp, microbatches(g))
     # NeMo 1's Apex route (bucket_fragments) always passes grad_sync_func and param_sync_func (apex-interleaved)
     apex = np.asarray(g.bucket_fragments, dtype=bool)
-    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], group, v, rs * last_bucket,
-                                         g.align_grad_reduce | apex)
+    opt_step = optimizer_step_gather(g)  # chunk 0 one bucket, gathered in the optimizer step
+    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], group, v,
+                                         np.where(opt_step, rs, rs * last_bucket), g.align_grad_reduce | apex)
     ag_i = np.where(apex, apex_interleaved_param_gather_exposed(ag, comp["forward_free"], group, v),
                     interleaved_param_gather_exposed(ag, comp["forward_free"], group, v, ag * last_bucket,
-                                                     g.align_param_gather))
+                                                     g.align_param_gather, opt_step, opt_window))
     return np.asarray(np.where(chunked, rs_i + np.where(opg, ag_i, ag), whole_stage))
 
 
@@ -694,6 +730,57 @@ def interleaved_dp_sync(g: StrategyGrid) -> np.ndarray:
     owner = megatron_ddp_on(g) | (np.asarray(g.bucket_fragments, dtype=bool) & zero12)
     return np.asarray(owner & g.overlap & (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
                       & (g.virtual_stages >= 2))
+
+
+def optimizer_step_gather(g: StrategyGrid) -> np.ndarray:
+    """bool per grid point: strategy ``overlap_param_gather_with_optimizer_step`` where it acts
+    (docs/model.md#optimizer-step-gather): Megatron-Core's DDP (:func:`megatron_ddp_on`) at ZeRO 1 with
+    overlap_param_gather under the interleaved per-chunk sync (:func:`interleaved_dp_sync`). Megatron-LM refuses
+    the switch without the distributed optimizer, overlap_param_gather and a virtual pipeline (arguments.py), and
+    NeMo 2's and Megatron-Bridge's performance scripts set it only at dp, pp and vpp > 1; elsewhere it is warned
+    about, not priced (job._warn_unpriced_alignment)."""
+    return np.asarray(np.asarray(g.overlap_param_gather_with_optimizer_step, dtype=bool) & megatron_ddp_on(g)
+                      & (g.zero == Zero.OPTIMIZER) & np.asarray(g.overlap_param_gather, dtype=bool)
+                      & interleaved_dp_sync(g))
+
+
+def optimizer_step_gather_window(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None,
+                                 rank: Any = None) -> np.ndarray:
+    """Seconds of GPU work between the dispatch of the first model chunk's parameter all-gather under
+    :func:`optimizer_step_gather` and the first forward that waits for it, 0 where the switch does not act:
+
+        v      = virtual stages;  P, P0 = the rank's dense parameters, those of its first chunk (layers / v, rank 0's
+                 with the embedding); E its expert parameters; S, S_E their state shards (:func:`_state_shards`,
+                 :func:`_expert_state_shards`); B = 2 K + g + 6 bytes a parameter (:func:`_optimizer_time`'s)
+        H      = [(P - P0) / S + E / S_E] B / (HBM x eff)                the other chunks' Adam step and weight copy
+               + fp8_param_quantize_time x (P - P0) / P                   their FP8 parameters' quantization
+               + grad_buffer_reset_time                                   the next step's zero_grad_buffer, all chunks
+
+    Source (NVIDIA/Megatron-LM 791b70e031, the Megatron-Core of NeMo 2.2): get_megatron_optimizer gives chunk 0 its
+    own dense optimizer, first in the ChainedOptimizer, the other chunks a second and the experts of every chunk a
+    third (megatron/core/optimizer/__init__.py L398-404, L419-451, L457-487); ChainedOptimizer.step_with_ready_grads
+    steps the first, then calls ``model_chunks[0].start_param_sync(force_dispatch=True)`` (optimizer.py L1026-1036): an
+    asynchronous all-gather on the data-parallel group's stream while the compute stream runs the other optimizers'
+    inner steps and copies (optimizer.py L444-468, distrib_optimizer.py L1907-1930), then the training loop's
+    ``zero_grad_buffer`` (distributed_data_parallel.py L454-464) before the forward's pre-hook waits for the gather
+    (``finish_param_sync``, param_and_grad_buffer.py L217-247). The host's Python between them is not counted (a
+    lower bound of the window)."""
+    on = optimizer_step_gather(g)
+    if not np.any(on):
+        return np.zeros(1)
+    v = np.maximum(np.asarray(g.virtual_stages, dtype=float), 1.0)
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+    if layers is None or rank is None or not job.is_transformer:  # the stages' mean: a chunk is 1/v of it
+        dense0 = dense / v
+    else:
+        dense0 = np.minimum(_stage_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank)[0], dense)
+    rest = np.maximum(dense - dense0, 0.0)
+    bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
+    states = rest / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    quant = fp8_param_quantize_time(job, g, sync, layers, rank) * np.divide(
+        rest, dense, out=np.zeros(np.broadcast(rest, dense).shape), where=dense > 0)
+    window = _hbm_seconds(job, states * bytes_per_param) + quant + grad_buffer_reset_time(job, g, layers, rank)
+    return np.asarray(np.where(on, window, 0.0), dtype=float)
 
 
 def interleaved_grad_sync_exposed(grads: Any, backward: Any, pp: Any, v: Any, first_bucket: Any,
@@ -728,7 +815,7 @@ def interleaved_grad_sync_exposed(grads: Any, backward: Any, pp: Any, v: Any, fi
 
 
 def interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any, first_bucket: Any,
-                                     aligned: Any) -> np.ndarray:
+                                     aligned: Any, opt_step: Any = False, opt_window: Any = 0.0) -> np.ndarray:
     """Seconds of an interleaved pipeline's parameter all-gather (``gather`` seconds for the stage; ZeRO-1 with
     overlap_param_gather) the first stage's forwards wait for (docs/model.md#interleaved-dp-sync).
 
@@ -745,6 +832,15 @@ def interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any,
     the first pp chunk-forwards, each later chunk has the pp before its own. Not aligned (Megatron-Core's
     pre-hook at 92c8482e6 dispatches a bucket that is not yet dispatched and waits for it; the next-bucket chain
     stays inside a chunk): every later chunk's single bucket is gathered at its first forward, nothing under it.
+
+    ``opt_step`` (:func:`optimizer_step_gather`): chunk 0 is one bucket, dispatched in the optimizer step ``opt_window``
+    = H seconds before the first forward (:func:`optimizer_step_gather_window`), and its start_param_sync from the
+    schedule or the pre-hook dispatches nothing again (distributed_data_parallel.py L403-422 at 791b70e031); chunk 1,
+    dispatched when the schedule starts (aligned), queues behind chunk 0's rest on the one stream, and the forwards
+    start when chunk 0 is in, so it has the first pp chunk-forwards as before:
+
+        aligned       exposed = max(0, a - H) + (v - 1) max(0, a - W)
+        not aligned   exposed = max(0, a - H) + (v - 1) a
     """
     a_all = np.asarray(gather, dtype=float)
     v = np.maximum(np.asarray(v, dtype=float), 1.0)
@@ -754,7 +850,9 @@ def interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any,
     d0 = np.maximum(a - chunk_fwd, np.minimum(np.asarray(first_bucket, dtype=float), a))
     after = np.maximum(d0, 2.0 * a - window) + (v - 2.0) * np.maximum(a - window, 0.0)
     exposed = np.where(aligned, after, d0 + (v - 1.0) * a)
-    return np.asarray(np.minimum(exposed, a_all))
+    e0 = np.maximum(a - np.asarray(opt_window, dtype=float), 0.0)  # chunk 0 under the other chunks' optimizer step
+    early = e0 + np.where(aligned, (v - 1.0) * np.maximum(a - window, 0.0), (v - 1.0) * a)
+    return np.asarray(np.minimum(np.where(opt_step, early, exposed), a_all))
 
 
 def apex_interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any) -> np.ndarray:
@@ -2027,8 +2125,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     """
     (parts, gathers_exposed), outer_traffic = traffic
     if outer_traffic is None:
+        window = optimizer_step_gather_window(job, g, sync, comp.get("layers_per_stage"), comp.get("pipeline_rank"))
         exposed = _expose_param_gather(g, comp, parts["grads"] - parts["repeats"] * parts["rs_each"],
-                                       parts["last_bucket"], parts["param_gather"]) + gathers_exposed(comp) \
+                                       parts["last_bucket"], parts["param_gather"], window) + gathers_exposed(comp) \
             + parts["repeats"] * _expose(g, comp, parts["rs_each"], parts["last_bucket"])
         if parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
             worker = _expose(g, comp, parts["ps_worker"], parts["last_bucket"])

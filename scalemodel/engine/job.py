@@ -858,11 +858,13 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     grad_accumulation_fusion: np.ndarray  # bool: Megatron wgrad GEMMs accumulate into main_grad (False: a DDP add)
     bucket_fragments: np.ndarray  # bool: NeMo 1's Apex buckets: cut tensors, coalesced a layer (coalesced_launches)
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
+    overlap_param_gather_with_optimizer_step: np.ndarray  # bool: chunk 0 unbucketed, gathered in the optimizer step
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     fp4_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in NVFP4 (Megatron)
     loss_dp_allreduce: np.ndarray  # bool: a blocking all-reduce of each micro-batch's loss over DP (NeMo 1/2)
     check_for_nan_in_grad: np.ndarray  # bool: Megatron-Core DDP's per-bucket gradient-norm NaN/Inf check (host reads)
     check_for_nan_in_loss: np.ndarray  # bool: the loss function's per-micro-batch NaN/Inf check (host reads)
+    loss_token_count_read: np.ndarray  # bool: the loss function reads the micro-batch's token count (NeMo 2.2/2.3)
     defer_embedding_wgrad: np.ndarray  # bool: the output layer's wgrad GEMMs deferred to the pipeline flush (MCore)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
@@ -972,9 +974,10 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
     "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "fsdp_flat_param",
     "fsdp_per_param", "fsdp_defer_grad_sync", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
     "moe_permute_fusion", "megatron_ddp",
-    "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather", "fp8_param_gather",
+    "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather",
+    "overlap_param_gather_with_optimizer_step", "fp8_param_gather",
     "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad", "check_for_nan_in_loss",
-    "defer_embedding_wgrad")
+    "loss_token_count_read", "defer_embedding_wgrad")
 _KERNEL_SWITCHES: tuple[str, ...] = (
     "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
     "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed")
@@ -1003,8 +1006,10 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     fsdp_per_param=False, fsdp_defer_grad_sync=False, xla_gpu_lhs=False, attention_unpad=False,
     moe_fp8_padding=False, moe_permute_fusion=True,
     megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
-    align_param_gather=True, fp8_param_gather=False, fp4_param_gather=False, loss_dp_allreduce=False,
-    check_for_nan_in_grad=False, check_for_nan_in_loss=False, defer_embedding_wgrad=False, wgrad_deferral_limit=0,
+    align_param_gather=True, overlap_param_gather_with_optimizer_step=False, fp8_param_gather=False,
+    fp4_param_gather=False, loss_dp_allreduce=False,
+    check_for_nan_in_grad=False, check_for_nan_in_loss=False, loss_token_count_read=False,
+    defer_embedding_wgrad=False, wgrad_deferral_limit=0,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
@@ -2130,7 +2135,8 @@ def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
     was dropped without a word."""
     grad = not getattr(strategy, "align_grad_reduce", True)
     gather = not getattr(strategy, "align_param_gather", True)
-    if not (grad or gather):
+    opt_step = bool(getattr(strategy, "overlap_param_gather_with_optimizer_step", False))
+    if not (grad or gather or opt_step):
         return
     schedule = parse_schedule(getattr(strategy, "schedule", "1f1b"))
     why = [w for w, bad in (
@@ -2151,6 +2157,16 @@ def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
             _warn_field("strategy.align_param_gather",
                         f" = false is not priced: it times the ZeRO-1 parameter gathers "
                         f"of {what}, and {', '.join(why_ag)}")
+    why_opt = why + [w for w, bad in (
+        ("overlap_param_gather is off", not getattr(strategy, "overlap_param_gather", False)),
+        (f"zero is {getattr(strategy, 'zero', '0')} (no distributed-optimizer parameter all-gather)",
+         zero != Zero.OPTIMIZER)) if bad]
+    if opt_step and why_opt:
+        # Megatron-LM refuses the switch without the distributed optimizer's overlapped gather and interleaving
+        # (docs/model.md#optimizer-step-gather); the model prices it only there
+        _warn_field("strategy.overlap_param_gather_with_optimizer_step",
+                    f" = true is not priced: it moves the first model chunk's ZeRO-1 parameter gather into the "
+                    f"optimizer step and unbuckets that chunk in {what}, and {', '.join(why_opt)}")
 
 
 def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None) -> None:

@@ -205,9 +205,10 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "fsdp_flat_param", "fsdp_per_param", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
              "moe_permute_fusion",
              "megatron_ddp",
-             "align_grad_reduce", "align_param_gather", "grad_accumulation_fusion", "bucket_fragments",
+             "align_grad_reduce", "align_param_gather", "overlap_param_gather_with_optimizer_step",
+             "grad_accumulation_fusion", "bucket_fragments",
              "fp8_param_gather", "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad",
-             "check_for_nan_in_loss",
+             "check_for_nan_in_loss", "loss_token_count_read",
              "defer_embedding_wgrad", "wgrad_deferral_limit", "loss_impl", "layer_impl",
              "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
@@ -1367,6 +1368,14 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             notices.warn(f"strategy.{name} = false is not priced: it times the interleaved schedule's per-chunk "
                          f"data-parallel sync of Megatron-Core's DDP, and {' and '.join(missing)} "
                          f"{'is' if len(missing) == 1 else 'are'} not pinned true")
+    if fixed.get("overlap_param_gather_with_optimizer_step", False):
+        missing = [n for n in ("megatron_ddp", "overlap_param_gather") if not fixed.get(n, False)]
+        if missing:
+            # predict's warning (job._warn_unpriced_alignment): the switch acts only on the interleaved per-chunk
+            # ZeRO-1 gathers of Megatron-Core's DDP (docs/model.md#optimizer-step-gather)
+            notices.warn("strategy.overlap_param_gather_with_optimizer_step = true is not priced: it moves the first "
+                         "model chunk's ZeRO-1 parameter gather of Megatron-Core's DDP into the optimizer step, and "
+                         f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not pinned true")
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys, narrow=True)
     no_split = _segment_split_refusal(job, gpus, c) if not len(all_cfg["dp"]) else ""
     axes = _axes(job, c)

@@ -96,6 +96,7 @@ from scalemodel.engine.dp_comm import (
     host_state_bytes_per_node,
     hsdp_shard_group,
     loss_allreduce_time,
+    loss_token_count_read_time,
     nan_loss_check_time,
     offloaded_optimizer,
     optimizer_stats_allreduce_time,
@@ -724,7 +725,8 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
                                                              comp_dp.get("pipeline_rank", np.zeros(1)))
     # the host's per-step gather of the training metrics' states, the device idle (docs/model.md#train-metric-sync)
     # and the loss function's per-micro-batch NaN check on the last stage, the GPU drained (docs/model.md#nan-check)
-    host_syncs = train_metric_sync_time(job, g) + nan_loss_check_time(g, m)
+    # and NeMo 2.2/2.3's per-micro-batch token-count read there (docs/model.md#loss-token-count-read)
+    host_syncs = train_metric_sync_time(job, g) + nan_loss_check_time(g, m) + loss_token_count_read_time(g, m)
     # the lock-stepped GPUs' wait for the slowest of them under the clock's power-management swing
     # (docs/model.md#jitter): the compute of every micro-batch and of the bubble's
     jitter = jitter_wait(job, g, (m + bubble_mb) * comp["total"], sync)

@@ -613,6 +613,14 @@ class StrategySpec(Spec, kw_only=True):
         "before they are needed (Megatron-LM's default for interleaving, --no-align-param-gather turns it off; "
         "Megatron-Bridge and NeMo 2.2 set it when pp > 1 and vpp > 1); false: each later chunk's gather starts "
         "at its own first forward and is exposed; docs/model.md#interleaved-dp-sync"))] = True
+    overlap_param_gather_with_optimizer_step: Annotated[bool, Meta(description=(
+        "megatron_ddp at zero 1 with the interleaved schedule and overlap_param_gather: the first model chunk gets "
+        "an optimizer of its own, stepped first, and its parameter all-gather is dispatched right after it, under "
+        "the optimizer step of the other chunks and the next step's gradient-buffer reset, not at the next forward; "
+        "its DDP is built without bucketing, so that chunk's gradient sync, NaN check and gather are one bucket a "
+        "buffer (Megatron-Core OptimizerConfig.overlap_param_gather_with_optimizer_step, default false; Megatron-LM "
+        "--overlap-param-gather-with-optimizer-step; set by NeMo 2.2 / 2.3's and Megatron-Bridge 0.2's "
+        "performance scripts where dp, pp and vpp > 1); docs/model.md#optimizer-step-gather"))] = False
     fp8_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (Megatron-Core's distributed optimizer) with precision fp8: the transformer layers' linear "
         "weights (experts' included) are Transformer Engine FP8 tensors, all-gathered after the optimizer step "
@@ -782,6 +790,12 @@ class StrategySpec(Spec, kw_only=True):
         "and launches a micro-batch, m a step, in the host part (docs/model.md#nan-check). Megatron-LM's "
         "--no-check-for-nan-in-loss-and-grad turns it off (default on); NeMo 2's training loss has no such check; "
         "Megatron-Bridge's performance scripts unset its rerun_state_machine.check_for_nan_in_loss"))] = False
+    loss_token_count_read: Annotated[bool, Meta(description=(
+        "the training loss function tests each micro-batch's valid-token count on the host on the last pipeline "
+        "stage, before its backward (NeMo 2's MaskedTokenLossReduction from 1626ddded6 to 58f6689700, NeMo v2.2 and "
+        "v2.3: ``if num_valid_tokens < 0.5`` on a CUDA tensor, a blocking device-to-host read); priced as one host "
+        "round trip and launch a micro-batch, m a step, in the host part (docs/model.md#loss-token-count-read)"
+    ))] = False
     defer_embedding_wgrad: Annotated[bool, Meta(description=(
         "Megatron-Core's defer_embedding_wgrad_compute: the last pipeline stage buffers the output layer's incoming "
         "gradients and skips their weight-gradient GEMM, then runs those GEMMs (each input all-gathered over TP under "
