@@ -1,0 +1,88 @@
+"""Hostile input, round 39 (fuzz39): what this round's corpus and the four known faults of the brief found. The CLI
+contract is test_hostile_inputs.py's: exit 2, one ``error:`` line naming the file / field / option, what was wrong
+and what is allowed, nothing on stdout, no input changed.
+
+The corpus is scripts/fuzz39.py (fuzz36's in-process harness, through the one reporting driver ``fuzz36.drive``).
+Findings:
+
+1. ``plan --set strategy.first_stage_layers=33`` on a 32-layer model with pp searched: 1,482,624 candidates, every
+   one layers_not_divisible, exit 0, the pin unnamed. A pinned stage (or model-chunk) layer count that no pipeline
+   plan searches can take (pp >= 2; interleaved V >= 2 for chunks) is refused at the pin; with pp (and V) pinned,
+   predict's own refusal. first/last_chunk_layers beside first/last_stage_layers, refused by predict, was searched
+   to no plan (exit 0).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]  # Llama 3 8B: 32 layers (its config.json)
+LAYERS = 32
+
+
+# --- 1. stage / chunk layer counts no searched pipeline takes ------------------------------------------------------
+
+def _most(kind: str, edges: int) -> int:
+    """The most layers the given edges may hold, by hand: every other part of the fewest plan searches keeps one.
+    Stages: pp 2 (one edge leaves 1 stage, two edges none); chunks: pp 2 x V 2 = 4 (3 or 2 others)."""
+    parts = 2 if kind == "stage" else 4
+    return LAYERS - (parts - edges)
+
+
+@pytest.mark.parametrize(("sets", "kind", "field"), [
+    ({"first_stage_layers": 33}, "stage", "first_stage_layers"),
+    ({"first_stage_layers": 32}, "stage", "first_stage_layers"),
+    ({"last_stage_layers": 32}, "stage", "last_stage_layers"),
+    ({"first_stage_layers": 20, "last_stage_layers": 13}, "stage", "first_stage_layers"),
+    ({"first_chunk_layers": 30}, "chunk", "first_chunk_layers"),
+    ({"first_chunk_layers": 20, "last_chunk_layers": 11}, "chunk", "first_chunk_layers")])
+def test_edge_layers_no_searched_pipeline_takes_refused_at_the_pin(cli, sets: dict[str, int], kind: str,
+                                                                   field: str) -> None:
+    args = [a for k, v in sets.items() for a in ("--set", f"strategy.{k}={v}")]
+    line = refused(cli, "plan", *DENSE, *args, "--top", "1", "--json", match=f"error: --set strategy.{field}: ")
+    most = _most(kind, len(sets))
+    assert f"first/last {kind} layers summing to at most {most}" in line, line
+    assert "plan searches pp 2 or more" in line and "layers_not_divisible" not in line, line
+
+
+@pytest.mark.parametrize(("sets", "kind"), [
+    ({"first_stage_layers": 31}, "stage"), ({"first_stage_layers": 20, "last_stage_layers": 12}, "stage"),
+    ({"first_chunk_layers": 29}, "chunk"), ({"first_chunk_layers": 20, "last_chunk_layers": 10}, "chunk")])
+def test_edge_layers_at_the_bound_still_searched(cli, sets: dict[str, int], kind: str) -> None:
+    # the bound itself runs at the fewest parts: 31 + 1 at pp 2; 20 + 12 at pp 2; 29 + 1 + 1 + 1 over 4 chunks
+    assert sum(sets.values()) == _most(kind, len(sets))
+    args = [a for k, v in sets.items() for a in ("--set", f"strategy.{k}={v}")]
+    r = cli("plan", *DENSE, *args, "--top", "1", "--json")
+    assert r.code == 0, r.err
+    best = json.loads(r.out)["ranked"][0]["strategy"]
+    assert best["pp"] == 2
+    assert (best["schedule"] == "interleaved:2") == (kind == "chunk")
+
+
+def test_edge_layers_with_pinned_pp_refused_as_predict_refuses(cli) -> None:
+    # pp 4: 30 leaves 2 layers for 3 stages. Predict refuses it; plan ranked nothing, exit 0
+    pins = ["--set", "strategy.pp=4", "--set", "strategy.first_stage_layers=30"]
+    said = refused(cli, "predict", *DENSE, *pins)
+    line = refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json")
+    assert line == said, (line, said)
+    assert "leaves the 3 stages between 2 / 3 = 0.666667 each" in line
+
+
+def test_edge_layers_with_pinned_pp_chunks_searched_over_v(cli) -> None:
+    # pp 4 pinned, V searched from 2: 8 chunks at the fewest, so 26 leaves 6 for 7
+    line = refused(cli, "plan", *DENSE, "--set", "strategy.pp=4", "--set", "strategy.first_chunk_layers=26",
+                   "--top", "1", match="leaves 6 for the 7 other model chunks")
+    assert "plan searches pp 4 and interleaved V 2 or more, so 8 model chunks at the fewest" in line
+    r = cli("plan", *DENSE, "--set", "strategy.pp=4", "--set", "strategy.first_chunk_layers=25", "--top", "1")
+    assert r.code == 0 and "error" not in r.err, r.err
+
+
+def test_stage_and_chunk_layers_pinned_together_refused(cli) -> None:
+    pins = ["--set", "strategy.first_stage_layers=4", "--set", "strategy.first_chunk_layers=4"]
+    said = refused(cli, "predict", *DENSE, "--pp", "2", "--schedule", "interleaved:2", *pins)
+    assert "first/last_chunk_layers and first/last_stage_layers are both set" in said
+    refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json",
+            match="first/last_chunk_layers and first/last_stage_layers are both set; one way of splitting the layers")
