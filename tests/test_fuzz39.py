@@ -10,6 +10,10 @@ Findings:
    plan searches can take (pp >= 2; interleaved V >= 2 for chunks) is refused at the pin; with pp (and V) pinned,
    predict's own refusal. first/last_chunk_layers beside first/last_stage_layers, refused by predict, was searched
    to no plan (exit 0).
+2. recompute_modules pinned beside recompute_layers (or recompute_method uniform) was refused one field at a time:
+   "add recompute: selective" for the modules (plan, which searches recompute, and predict at recompute none), then
+   "needs recompute: full" for the layers once selective was added. No mode takes both (Megatron-LM refuses a layer
+   count or a method under selective granularity, and reads the modules under selective only): refused naming both.
 """
 
 from __future__ import annotations
@@ -86,3 +90,42 @@ def test_stage_and_chunk_layers_pinned_together_refused(cli) -> None:
     assert "first/last_chunk_layers and first/last_stage_layers are both set" in said
     refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json",
             match="first/last_chunk_layers and first/last_stage_layers are both set; one way of splitting the layers")
+
+
+# --- 2. recompute_modules beside recompute_layers / recompute_method uniform ----------------------------------------
+
+BOTH = "needs recompute: selective and {full} needs recompute: full; no recompute mode takes both"
+
+
+@pytest.mark.parametrize("recompute", [[], ["--recompute", "none"], ["--recompute", "full"],
+                                       ["--recompute", "selective"]])
+@pytest.mark.parametrize(("field", "value", "full"), [("recompute_layers", "4", "recompute_layers=4"),
+                                                      ("recompute_method", "uniform", "recompute_method=uniform")])
+def test_recompute_modules_with_a_full_recompute_field_refused_naming_both(cli, recompute: list[str], field: str,
+                                                                          value: str, full: str) -> None:
+    pins = ["--set", "strategy.recompute_modules=core_attn", "--set", f"strategy.{field}={value}"]
+    # whatever recompute is, the one refusal: each mode refuses one of the two (predict named the modules at none
+    # and full, the layers at selective)
+    line = refused(cli, "predict", *DENSE, *recompute, *pins, match=BOTH.format(full=full))
+    assert line.startswith("error: --set strategy.recompute_modules: 'core_attn' "), line
+    assert "not both" in line
+
+
+def test_plan_refuses_the_two_recompute_pins_naming_both(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # plan searches recompute: it said "add recompute: selective", which the pinned layers then refuse
+    pins = ["--set", "strategy.recompute_modules=core_attn", "--set", "strategy.recompute_layers=2"]
+    line = refused(cli, "plan", *DENSE, *pins, "--top", "1", "--json", match=BOTH.format(full="recompute_layers=2"))
+    assert "add recompute: selective" not in line
+    f = tmp_path / "s.yaml"
+    f.write_text("recompute_layers: 2\nrecompute_modules: core_attn\n")
+    refused(cli, "plan", *DENSE, "--strategy", str(f), "--top", "1", inputs=(f,),
+            match=f"error: --strategy: {f}: strategy.recompute_modules: 'core_attn' "
+                  + BOTH.format(full="recompute_layers=2"))
+
+
+def test_each_recompute_field_alone_still_priced(cli) -> None:
+    # the check is on the pair only: each field with its own mode runs (exit 0)
+    for args in (["--recompute", "selective", "--set", "strategy.recompute_modules=core_attn"],
+                 ["--recompute", "full", "--set", "strategy.recompute_layers=4"]):
+        r = cli("predict", *DENSE, *args, "--json")
+        assert r.code == 0, r.err
