@@ -14,6 +14,9 @@ Findings:
    "add recompute: selective" for the modules (plan, which searches recompute, and predict at recompute none), then
    "needs recompute: full" for the layers once selective was added. No mode takes both (Megatron-LM refuses a layer
    count or a method under selective granularity, and reads the modules under selective only): refused naming both.
+3. ``scale --gpus 8,1180591620717411303424`` said "GPU counts must be positive integers, got '8,...'": neither the
+   count nor the bound (1e8, MAX_GPUS; predict's -n names both). ``--gpus 8,2**70`` and a count of 31+ digits said
+   "cannot read GPU counts" without the count at fault. Each now names the count, its place, and the range.
 """
 
 from __future__ import annotations
@@ -129,3 +132,26 @@ def test_each_recompute_field_alone_still_priced(cli) -> None:
                  ["--recompute", "full", "--set", "strategy.recompute_layers=4"]):
         r = cli("predict", *DENSE, *args, "--json")
         assert r.code == 0, r.err
+
+
+# --- 3. scale --gpus: the count at fault and the bound -------------------------------------------------------------
+
+@pytest.mark.parametrize(("gpus", "said"), [
+    (f"8,{2**70}", f"GPU count {2**70} (count 2 of 2) is past 1e+08, the most GPUs a spec holds"),
+    ("100000001", "GPU count 100000001 is past 1e+08"),
+    ("0,8", "GPU count 0 (count 1 of 2) is not positive"),
+    ("8,-16,32", "GPU count -16 (count 2 of 3) is not positive"),
+    ("8,2**70", "'2**70' (count 2 of 2) is not an integer (digits only, no expression)"),
+    ("8," + "1" + "0" * 40, "(count 2 of 2) has 41 digits, outside 1 to 1e+08"),
+    ("8,16.0", "'16.0' (count 2 of 2) is not an integer")])
+def test_scale_gpu_count_refusal_names_the_count_and_the_bound(cli, gpus: str, said: str) -> None:
+    line = refused(cli, "scale", "-m", "llama3-8b", "-c", "dgx-h100", "--gpus", gpus, "--json", match=said)
+    assert line.startswith("error: --gpus: "), line
+    assert line.endswith("comma-separated integers from 1 to 1e+08, e.g. 128,256,512,1024,2048"), line
+
+
+def test_scale_gpu_count_at_the_bound_is_read(cli) -> None:
+    # 1e8 itself is a count a spec holds (MAX_GPUS): read, then refused by the cluster's own bound, not the count's
+    line = refused(cli, "scale", "-m", "llama3-8b", "-c", "dgx-h100", "--gpus", "8,100000000", "--json")
+    assert "more GPUs than the cluster has (dgx-h100 has at most 16384)" in line, line
+    assert "GPU count" not in line and "past 1e+08" not in line, line

@@ -30,7 +30,7 @@ from scalemodel.specs import (
     note_tier_bandwidth,
     split_overrides,
 )
-from scalemodel.specs.base import Spec, digit_grouping
+from scalemodel.specs.base import MAX_GPUS, Spec, digit_grouping
 from scalemodel.specs.constraints import merge_constraints, normalize_constraints
 from scalemodel.specs.loader import apply_overrides, validate
 
@@ -54,15 +54,27 @@ def parse_gpus(text: str) -> list[int]:
     grouped = next((x for x in parts if digit_grouping(x, "") is not None), None)
     if grouped is not None or not all(re.fullmatch(r"[+-]?[0-9]{1,30}", x.replace("_", "")) for x in parts):
         blank = next((x for x in parts if len(x.split()) > 1), None)
+        odd = next((i for i, x in enumerate(parts) if not re.fullmatch(r"[+-]?[0-9]{1,30}", x.replace("_", ""))), 0)
+        which = "" if len(parts) == 1 else f" (count {odd + 1} of {len(parts)})"
+        long = re.fullmatch(r"[+-]?[0-9]+", parts[odd].replace("_", "")) is not None
+        shown = parts[odd] if len(parts[odd]) <= 40 else parts[odd][:37] + "..."
+        # fuzz39: "cannot read GPU counts '8,2**70'" named no count and, past 30 digits, not the bound
         why = (f": '_' groups digits only by thousands, as in 1_024 (write {grouped.replace('_', '')[:40]})"
                if grouped else f": {blank[:40]!r} has a blank inside (counts are separated by commas)" if blank
-               else "")
+               else f": {shown!r}{which} has {len(parts[odd].lstrip('+-'))} digits, outside 1 to {MAX_GPUS:.0e}" if long
+               else f": {shown!r}{which} is not an integer (digits only, no expression)")
         raise InputError(f"cannot read GPU counts {text[:80]!r}{why}", where="--gpus",
-                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+                         allowed=f"comma-separated integers from 1 to {MAX_GPUS:.0e}, e.g. 128,256,512,1024,2048")
     values = [int(x.replace("_", "")) for x in parts]
-    if not values or any(not 0 < v <= 10**8 for v in values):
-        raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
-                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+    bad = next(((i, v) for i, v in enumerate(values) if not 0 < v <= MAX_GPUS), None)
+    if bad is not None:
+        # fuzz39: "GPU counts must be positive integers, got '8,1180591620717411303424'" named neither the bound nor
+        # the count past it (predict's -n says both: options.positive_int)
+        i, v = bad
+        which = "" if len(values) == 1 else f" (count {i + 1} of {len(values)})"
+        why = "not positive" if v <= 0 else f"past {MAX_GPUS:.0e}, the most GPUs a spec holds"
+        raise InputError(f"GPU count {v}{which} is {why}", where="--gpus",
+                         allowed=f"comma-separated integers from 1 to {MAX_GPUS:.0e}, e.g. 128,256,512,1024,2048")
     check_increasing(values, "--gpus")
     return values
 
