@@ -17,13 +17,22 @@ Findings:
 3. ``scale --gpus 8,1180591620717411303424`` said "GPU counts must be positive integers, got '8,...'": neither the
    count nor the bound (1e8, MAX_GPUS; predict's -n names both). ``--gpus 8,2**70`` and a count of 31+ digits said
    "cannot read GPU counts" without the count at fault. Each now names the count, its place, and the range.
+4. The fuzz drivers' reporting loops (options, the case loop, FINDING lines, negatives, the summary) were written
+   four times (fuzz36, fuzz37, fuzz38, fuzzpin38), each a little different (fuzz37 / fuzz38 judged cut messages,
+   fuzzpin38 wall clock and memory). One driver, ``fuzz36.drive``, with the differences as judges and runners;
+   each script's ``--list`` gives the same cases as before (13,693 over fuzz36-38, 1,468 in fuzzpin38).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
+from pathlib import Path
 
 import pytest
+from conftest import ROOT, script_module
 from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
 
 DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]  # Llama 3 8B: 32 layers (its config.json)
@@ -155,3 +164,55 @@ def test_scale_gpu_count_at_the_bound_is_read(cli) -> None:
     line = refused(cli, "scale", "-m", "llama3-8b", "-c", "dgx-h100", "--gpus", "8,100000000", "--json")
     assert "more GPUs than the cluster has (dgx-h100 has at most 16384)" in line, line
     assert "GPU count" not in line and "past 1e+08" not in line, line
+
+
+# --- 4. one reporting driver for the fuzz corpora -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["fuzz37", "fuzz38", "fuzzpin38", "fuzz39"])
+def test_each_corpus_reports_through_the_one_driver(name: str) -> None:
+    text = (ROOT / "scripts" / f"{name}.py").read_text()
+    assert re.search(r"^from fuzz36 import .*\bdrive\b", text, re.M) and "return drive(" in text
+    # no reporting loop of its own: no option parser, no summary line, no FINDING line
+    assert "argparse" not in text and "FINDING" not in text and "exit statuses" not in text
+
+
+def _drive(argv: list[str], **kw) -> tuple[int, list[str]]:  # type: ignore[no-untyped-def]
+    fuzz = script_module("fuzz36")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = fuzz.drive("toy", "Toy corpus.\n\nMore.", argv=argv, **kw)
+    return code, out.getvalue().splitlines()
+
+
+def _toy(tmp: Path):  # type: ignore[no-untyped-def]
+    yield "toy.a", ["collective", "-c", "dgx-h100", "-n", "8", "--json"], ()
+    yield "toy.b", ["collective", "-c", "dgx-h100", "-n", "0", "--json"], ()  # exit 2: -n 0 refused
+
+
+def test_the_driver_counts_judges_and_runners() -> None:
+    fuzz = script_module("fuzz36")
+    calls: list[str] = []
+
+    def judge(argv: list[str], out) -> str | None:  # type: ignore[no-untyped-def]
+        calls.append(f"{out.code} {argv[4]}")
+        return "judged" if out.code == 2 else None
+
+    def runner(tmp: Path) -> tuple[int, list[str]]:
+        return 3, ["runner's finding"]
+
+    code, lines = _drive([], sections={"toy": _toy}, runners={"sub": runner}, judges=(judge,))
+    # by hand: two cases in process (exit 0 and exit 2), the judge flags the second; the runner adds 3 cases and 1
+    assert code == 1
+    assert calls == ["0 8", "2 0"]
+    assert lines[0] == "FINDING [toy.b] collective -c dgx-h100 -n 0 --json" and lines[1] == "    judged"
+    assert lines[2] == "FINDING [sub] runner's finding"
+    assert lines[-1].startswith("toy: 5 cases, 2 findings, exit statuses {0: 1, 2: 1}, ")
+    # --only a section: the runner is left out; --list runs nothing (no judge call) and skips the runners
+    calls.clear()
+    code, lines = _drive(["--only", "toy", "--list"], sections={"toy": _toy}, runners={"sub": runner},
+                         judges=(judge,))
+    assert code == 0 and calls == [] and lines[:2] == ["toy.a collective -c dgx-h100 -n 8 --json",
+                                                       "toy.b collective -c dgx-h100 -n 0 --json"]
+    assert lines[-1].startswith("toy: 2 cases, 0 findings, exit statuses {}")
+    assert fuzz.judge_cut(["x"], fuzz.Outcome(2, 0.0, 0.0, 0, "error: --x: abc...; allowed")) is not None
+    assert fuzz.judge_wall_rss(20.0, 1 << 20)(["x"], fuzz.Outcome(0, 0.0, 21.0, 0, "")) == "slow: 21.0 s of wall clock"
