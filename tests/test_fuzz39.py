@@ -21,6 +21,9 @@ Findings:
    four times (fuzz36, fuzz37, fuzz38, fuzzpin38), each a little different (fuzz37 / fuzz38 judged cut messages,
    fuzzpin38 wall clock and memory). One driver, ``fuzz36.drive``, with the differences as judges and runners;
    each script's ``--list`` gives the same cases as before (13,693 over fuzz36-38, 1,468 in fuzzpin38).
+5. ``scale --gpus 8,8,...`` (300 counts) and a scenario's long ``gpus`` list that does not rise printed the whole
+   list: the error was cut at 300 characters before it said what was allowed (scripts/fuzz39.py, section cmds). The
+   list is shown to 60 characters and the first count at fault named.
 """
 
 from __future__ import annotations
@@ -216,3 +219,20 @@ def test_the_driver_counts_judges_and_runners() -> None:
     assert lines[-1].startswith("toy: 2 cases, 0 findings, exit statuses {}")
     assert fuzz.judge_cut(["x"], fuzz.Outcome(2, 0.0, 0.0, 0, "error: --x: abc...; allowed")) is not None
     assert fuzz.judge_wall_rss(20.0, 1 << 20)(["x"], fuzz.Outcome(0, 0.0, 21.0, 0, "")) == "slow: 21.0 s of wall clock"
+
+
+# --- 5. GPU counts that do not rise: the count at fault, the message whole -----------------------------------------
+
+def test_a_long_gpu_list_that_does_not_rise_is_refused_whole(cli, tmp_path: Path) -> None:
+    counts = ",".join(["8"] * 300)
+    line = refused(cli, "scale", "-m", "llama3-8b", "-c", "dgx-h100", "--gpus", counts, "--json",
+                   match="GPU counts must increase (the first is the baseline of every efficiency), got 8,8,8")
+    assert "...: count 2 (8) is not above count 1 (8); strictly increasing counts, e.g. 8" in line, line
+    assert len(line) < 300, line
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: scenario\nname: s\nmodel: llama3-8b\ncluster: dgx-h100\ngpus: [8, 16, "
+                 + ", ".join(str(16 + k) for k in range(1, 200)) + ", 100]\n")
+    # counts 8, 16, 17, ..., 215, then 100: count 202 (100) is the first not above the one before it (215)
+    line = refused(cli, "scale", "--scenario", str(f), "--json", inputs=(f,),
+                   match=f"error: {f}:5: gpus: GPU counts must increase")
+    assert "count 202 (100) is not above count 201 (215)" in line, line

@@ -33,6 +33,7 @@ from scalemodel.specs import (
 from scalemodel.specs.base import MAX_GPUS, Spec, digit_grouping
 from scalemodel.specs.constraints import merge_constraints, normalize_constraints
 from scalemodel.specs.loader import apply_overrides, validate
+from scalemodel.specs.scenario import gpus_not_increasing
 
 DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
 
@@ -82,11 +83,9 @@ def parse_gpus(text: str) -> list[int]:
 def check_increasing(counts: list[int], where: str) -> None:
     """A sweep's GPU counts rise: the first is the baseline of every scaling efficiency and loss attribution, so a
     count below it gave an efficiency above 1 and negative attributions (a loss read backwards)."""
-    if any(b <= a for a, b in zip(counts, counts[1:], strict=False)):
-        shown = ",".join(str(n) for n in counts)
-        raise InputError(f"GPU counts must increase (the first is the baseline of every efficiency), got {shown}",
-                         where=where, allowed="strictly increasing counts, e.g. "
-                                              + ",".join(str(n) for n in sorted(set(counts))))
+    said = gpus_not_increasing(counts)
+    if said is not None:
+        raise InputError(said[0], where=where, allowed=said[1])
 
 
 def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | None, gpus: str | None,
