@@ -24,6 +24,9 @@ Findings:
 5. ``scale --gpus 8,8,...`` (300 counts) and a scenario's long ``gpus`` list that does not rise printed the whole
    list: the error was cut at 300 characters before it said what was allowed (scripts/fuzz39.py, section cmds). The
    list is shown to 60 characters and the first count at fault named.
+6. A 300-character word in a boolean field (``--set strategy.check_for_nan_in_loss=xxx...``, a strategy file, a runs
+   file) was echoed whole in "Input should be a valid boolean (got '...')": the error was cut at 300 characters and
+   the allowed ("true or false") lost. A value of the wrong type is echoed to 80 characters.
 """
 
 from __future__ import annotations
@@ -236,3 +239,20 @@ def test_a_long_gpu_list_that_does_not_rise_is_refused_whole(cli, tmp_path: Path
     line = refused(cli, "scale", "--scenario", str(f), "--json", inputs=(f,),
                    match=f"error: {f}:5: gpus: GPU counts must increase")
     assert "count 202 (100) is not above count 201 (215)" in line, line
+
+
+# --- 6. a long value of the wrong type: echoed short, the allowed kept ---------------------------------------------
+
+@pytest.mark.parametrize(("field", "value", "allowed"), [
+    ("strategy.check_for_nan_in_loss", "x" * 300, "; true or false"),
+    ("strategy.tp", "[" + ", ".join(["1"] * 200) + "]", "; an integer from 1 to 1e+09")])
+def test_a_long_value_of_the_wrong_type_keeps_the_allowed(cli, tmp_path: Path, field: str, value: str,
+                                                          allowed: str) -> None:
+    line = refused(cli, "predict", *DENSE, "--set", f"{field}={value}", "--json",
+                   match=f"error: --set {field}: Input should be a valid ")
+    assert line.endswith(allowed) and "...)" in line and len(line) < 300, line
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("".join(f"- {{cluster: dgx-h100, model: llama3-8b, gpus: {g}, {field.split('.')[1]}: {value}, "
+                            f"step_time: {t}}}\n" for g, t in ((8, "4 s"), (16, "2.1 s"))))
+    line = refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,))
+    assert line.endswith(allowed) and len(line) < 400, line
