@@ -9,7 +9,8 @@ Findings:
    one layers_not_divisible, exit 0, the pin unnamed. A pinned stage (or model-chunk) layer count that no pipeline
    plan searches can take (pp >= 2; interleaved V >= 2 for chunks) is refused at the pin; with pp (and V) pinned,
    predict's own refusal. first/last_chunk_layers beside first/last_stage_layers, refused by predict, was searched
-   to no plan (exit 0).
+   to no plan (exit 0). ``scale --best`` (the same planner, its pins from engine.planner.pins) said "no feasible
+   strategy for 8 GPUs ... layers_not_divisible": it now runs plan's job.PIN_CHECKS on its pins too.
 2. recompute_modules pinned beside recompute_layers (or recompute_method uniform) was refused one field at a time:
    "add recompute: selective" for the modules (plan, which searches recompute, and predict at recompute none), then
    "needs recompute: full" for the layers once selective was added. No mode takes both (Megatron-LM refuses a layer
@@ -100,6 +101,18 @@ def test_edge_layers_with_pinned_pp_chunks_searched_over_v(cli) -> None:
     assert "plan searches pp 4 and interleaved V 2 or more, so 8 model chunks at the fewest" in line
     r = cli("plan", *DENSE, "--set", "strategy.pp=4", "--set", "strategy.first_chunk_layers=25", "--top", "1")
     assert r.code == 0 and "error" not in r.err, r.err
+
+
+def test_scale_best_checks_its_pins_as_plan_does(cli) -> None:
+    line = refused(cli, "scale", *DENSE[:4], "--gpus", "8,16", "--best", "--set", "strategy.first_stage_layers=33",
+                   "--json",
+                   match="error: --set strategy.first_stage_layers: first 33 layers, more than the model's 32")
+    assert "no feasible strategy" not in line
+    r = cli("scale", *DENSE[:4], "--gpus", "8,16", "--best", "--set", "strategy.first_stage_layers=31", "--json")
+    assert r.code == 0, r.err
+    # 31 + 1 at pp 2 is the one split that holds 31 first-stage layers: each point's best runs it
+    assert [(p["strategy"]["pp"], p["strategy"]["first_stage_layers"]) for p in json.loads(r.out)["points"]] == [
+        (2, 31), (2, 31)]
 
 
 def test_stage_and_chunk_layers_pinned_together_refused(cli) -> None:

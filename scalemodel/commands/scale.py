@@ -14,6 +14,7 @@ from typing import Any
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
 from scalemodel.commands.plan import file_fields, pin_file_settings
+from scalemodel.engine.job import PIN_CHECKS, Job, build_job
 from scalemodel.engine.planner import pins
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
@@ -139,7 +140,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
 
 
 def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_batch: int | None,
-               sets: list[str] | None, sf: o.StrategyFile | None) -> dict[str, Any]:
+               sets: list[str] | None, sf: o.StrategyFile | None, job: Job) -> dict[str, Any]:
     """With --best, the strategy the command line gives is pinned as plan pins it (engine.planner.pins): the
     strategy flags, --set strategy.X and training.micro_batch, and the --strategy file's axes and its fixed settings
     (commands.plan.pin_file_settings: ep_dispatch_sms, megatron_ddp, layer_impl, ..., each as --set strategy.X pins
@@ -151,6 +152,13 @@ def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_
     file_fixed = pin_file_settings(sf, names, who="scale --best")
     written = {k: f"--strategy: {sf.path}: {sf.field_name(k)}" for k in file_fixed} if sf is not None else {}
     cons, fixed, _sync = pins(st, [*names, *file_fixed], written)  # the sync mode is pinned above, as --sync
+    for key, rule in PIN_CHECKS:  # plan's checks of its pinned fields (engine.planner.run), at the same pins: fuzz39,
+        if key in (*names, *file_fixed):  # a first_stage_layers 33 of 32 was "no feasible strategy for 8 GPUs"
+            try:
+                rule(job, st)
+            except InputError as exc:
+                raise InputError(exc.what, where=written.get(key, f"--set strategy.{key}"),
+                                 allowed=exc.allowed) from None
     out: dict[str, Any] = {}
     constraints = normalize_constraints(cons, where="--best")
     micro_set = micro_batch is not None or "micro_batch" in o.set_keys(sets, "training")
@@ -216,7 +224,7 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     if spec["best"] and st.sync != "bsp":
         search["sync_modes"] = (st.sync,)
     if spec["best"]:
-        search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf))
+        search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf, build_job(cl, wl, tr)))
     try:
         result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                        kappa=staleness_kappa, search=search or None, inputs=inputs,
