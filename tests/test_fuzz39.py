@@ -28,6 +28,9 @@ Findings:
 6. A 300-character word in a boolean field (``--set strategy.check_for_nan_in_loss=xxx...``, a strategy file, a runs
    file) was echoed whole in "Input should be a valid boolean (got '...')": the error was cut at 300 characters and
    the allowed ("true or false") lost. A value of the wrong type is echoed to 80 characters.
+7. ``plan --constraint bucket=1.5`` (or ``bucket=1KB``, 1000 B) ranked plans with a bucket predict refuses ("below
+   the smallest bucket priced, 1 KiB"); ``memory=60GB`` searched for plans of exactly 60 GB a GPU and found none,
+   exit 0. An '=' bucket pin under 1 KiB and an '=' / '!=' memory constraint are refused at the constraint.
 """
 
 from __future__ import annotations
@@ -269,3 +272,28 @@ def test_a_long_value_of_the_wrong_type_keeps_the_allowed(cli, tmp_path: Path, f
                             f"step_time: {t}}}\n" for g, t in ((8, "4 s"), (16, "2.1 s"))))
     line = refused(cli, "calibrate", "runs", str(runs), "--json", inputs=(runs,))
     assert line.endswith(allowed) and len(line) < 400, line
+
+
+# --- 7. '=' pins of bucket and memory -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("pin", "size"), [("bucket=1.5", "1.5 B"), ("bucket=1 KB", "1000 B"),
+                                           ("bucket=1023", "1023 B")])
+def test_bucket_pin_below_the_smallest_priced_refused(cli, pin: str, size: str) -> None:
+    # predict refuses the same bucket at its field (MIN_BUCKET_BYTES, 1 KiB)
+    said = refused(cli, "predict", *DENSE, "--zero", "1", "--set", f"strategy.bucket_size={size.replace(' ', '')}")
+    assert "below the smallest bucket priced, 1 KiB" in said
+    refused(cli, "plan", *DENSE, "--constraint", pin, "--top", "1", "--json",
+            match=f"error: --constraint: constraint '{pin}' pins a bucket of {size}, below the smallest bucket priced, "
+                  "1 KiB; bucket=SIZE from 1 KiB (1024 B)")
+
+
+@pytest.mark.parametrize("pin", ["bucket=1KiB", "bucket=default", "bucket=0", "bucket<=1.5"])
+def test_bucket_pin_at_the_bound_or_default_searched(cli, pin: str) -> None:
+    r = cli("plan", *DENSE, "--constraint", pin, "--top", "1", "--json")
+    assert r.code == 0, r.err
+
+
+@pytest.mark.parametrize("pin", ["memory=60GB", "memory==1.5", "memory!=80GB"])
+def test_memory_equality_refused(cli, pin: str) -> None:
+    refused(cli, "plan", *DENSE, "--constraint", pin, "--top", "1",
+            match="memory is a bound on each GPU's memory, got '" + pin + "'; memory<=SIZE or memory<SIZE")
