@@ -20,8 +20,8 @@ rise and a 300-character boolean value cut their errors at 300 characters before
 '=' pins bucket=1.5 / bucket=1KB ranked plans predict refuses, memory=60GB searched for exactly 60 GB (eqpins).
 Beside them, by hand from the brief: first_stage_layers 33 of 32 with pp searched (plan and scale --best), the
 recompute_modules + recompute_layers pair, scale --gpus past 1e8. After the fixes cmds and nanloss ran again with no
-finding but one calibrate runs case over 20 s of wall clock at load 11 on two cores (under 10 s of CPU, so not
-flagged by the harness's CPU check): the machine's, not the case's. Left as found (no finding of the harness): every
+finding but three calibrate runs cases over 20 s of wall clock at load 9-12 on two cores (one rerun alone: 2.4 s of
+CPU, 8 s of wall clock): the machine's, not the cases'. Left as found (no finding of the harness): every
 '--no-*' Megatron-LM flag is read as harmless, so '--no-overlap-grad-reduce' (no such Megatron flag) after
 '--overlap-grad-reduce' leaves overlap on without a word; scale --best with recompute_modules pinned and recompute
 searched is refused "add recompute: selective" where plan validates it at selective (commands/plan._build_specs).
