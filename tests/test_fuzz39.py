@@ -15,6 +15,8 @@ Findings:
    "add recompute: selective" for the modules (plan, which searches recompute, and predict at recompute none), then
    "needs recompute: full" for the layers once selective was added. No mode takes both (Megatron-LM refuses a layer
    count or a method under selective granularity, and reads the modules under selective only): refused naming both.
+   ``scale --best`` (which searches recompute) refused recompute_modules alone "add recompute: selective", where plan
+   validates it at the mode it needs and keeps the search there (commands.plan._build_specs): now as plan.
 3. ``scale --gpus 8,1180591620717411303424`` said "GPU counts must be positive integers, got '8,...'": neither the
    count nor the bound (1e8, MAX_GPUS; predict's -n names both). ``--gpus 8,2**70`` and a count of 31+ digits said
    "cannot read GPU counts" without the count at fault. Each now names the count, its place, and the range.
@@ -155,6 +157,18 @@ def test_plan_refuses_the_two_recompute_pins_naming_both(cli, tmp_path) -> None:
     refused(cli, "plan", *DENSE, "--strategy", str(f), "--top", "1", inputs=(f,),
             match=f"error: --strategy: {f}: strategy.recompute_modules: 'core_attn' "
                   + BOTH.format(full="recompute_layers=2"))
+
+
+@pytest.mark.parametrize(("pin", "mode"), [("recompute_modules=core_attn", "selective"),
+                                           ("recompute_layers=2", "full")])
+def test_scale_best_searches_the_mode_a_recompute_pin_needs(cli, pin: str, mode: str) -> None:
+    r = cli("scale", *DENSE[:4], "--gpus", "8,16", "--best", "--set", f"strategy.{pin}", "--json")
+    assert r.code == 0, r.err
+    key, value = pin.split("=")
+    got = [(p["strategy"]["recompute"], str(p["strategy"][key])) for p in json.loads(r.out)["points"]]
+    assert got == [(mode, value), (mode, value)]
+    # a fixed strategy (no --best) is priced as given: refused as predict refuses it
+    refused(cli, "scale", *DENSE[:4], "--gpus", "8,16", "--set", f"strategy.{pin}", match=f"needs recompute: {mode}")
 
 
 def test_each_recompute_field_alone_still_priced(cli) -> None:

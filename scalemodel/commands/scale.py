@@ -15,7 +15,7 @@ from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
 from scalemodel.commands.plan import file_fields, pin_file_settings
 from scalemodel.engine.job import PIN_CHECKS, Job, build_job
-from scalemodel.engine.planner import pins
+from scalemodel.engine.planner import RECOMPUTE_SWITCHES, pins
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
 from scalemodel.report.plot import check_plot_path
@@ -126,8 +126,26 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     o.check_launch_zero(strategy_file, st_raw, strategy, sets)
     tr = o.validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets,
                             (where, tuple(tr_base)) if scen is not None else None)
-    st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
-                            (where, tuple(st_base)) if scen is not None else None)
+    scen_st = (where, tuple(st_base)) if scen is not None else None
+    try:
+        st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets, scen_st)
+    except InputError as exc:
+        # --best searches recompute where it is given nowhere: a pinned recompute_layers / recompute_modules is
+        # validated at the mode it runs under, which the search keeps to (engine.planner.pins), as plan does
+        # (commands.plan._build_specs). fuzz39: scale --best --set strategy.recompute_modules=core_attn was refused
+        # "add recompute: selective", where plan ranks selective plans
+        searched = best if best is not None else (scen.best if scen is not None else False)
+        needed = None
+        if searched and "recompute" not in st_raw:
+            needed = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items()
+                           if n in st_raw and exc.where.endswith(f"strategy.{n}")), None)
+        if needed is None:
+            raise
+        try:
+            st = o.validate_written(StrategySpec, "strategy", {**st_raw, "recompute": needed.label}, strategy,
+                                    strategy_file, sets, scen_st)
+        except InputError:
+            raise exc from None
     o.check_file_trainer(strategy_file, st, strategy, sets)
     o.check_seq_len(wl, tr)
     o.check_training_fits(cl, wl, tr, training, strategy_file, sets,
