@@ -23,8 +23,9 @@ recompute_modules + recompute_layers pair, scale --gpus past 1e8. After the fixe
 finding but three calibrate runs cases over 20 s of wall clock at load 9-12 on two cores (one rerun alone: 2.4 s of
 CPU, 8 s of wall clock): the machine's, not the cases'. Left as found (no finding of the harness): every
 '--no-*' Megatron-LM flag is read as harmless, so '--no-overlap-grad-reduce' (no such Megatron flag) after
-'--overlap-grad-reduce' leaves overlap on without a word; scale --best with recompute_modules pinned and recompute
-searched is refused "add recompute: selective" where plan validates it at selective (commands/plan._build_specs).
+'--overlap-grad-reduce' leaves overlap on without a word. Found by hand beside the corpus and fixed: scale --best
+with recompute_modules pinned and recompute searched was refused "add recompute: selective" where plan validates it at
+selective (commands/plan._build_specs).
 """
 
 from __future__ import annotations
