@@ -6,6 +6,8 @@ tests/test_hostile_inputs.py: exit 0, 1 or 2 only; no traceback (an exception ot
 on exit 2 one ``error:`` line on stderr and nothing on stdout; ``--json`` output parsed by ``json.loads`` with
 ``parse_constant`` raising (no NaN / Infinity) and no float that is not finite; no ``nan`` / ``inf`` word in a
 table; no input file changed. Findings are printed one a line; the last line counts the cases and the findings.
+:func:`drive` is the one reporting driver of every fuzz corpus (fuzz36 to fuzz39, fuzzpin38): its options, the case
+loop, the judges a corpus adds (:func:`judge_cut`, :func:`judge_wall_rss`), the subprocess sections and the summary.
 
 Sections (what each varies is in its function): offload (strategy.offload_states over ZeRO forms, optimizers,
 clusters, commands), plan_allow (plan --allow offload with pins and constraints), moe (training.moe_routing,
@@ -24,6 +26,7 @@ import json
 import math
 import os
 import re
+import resource
 import signal
 import sys
 import tempfile
@@ -31,6 +34,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -711,39 +715,105 @@ SECTIONS: dict[str, Callable[[Path], Iterator[Case]]] = {
     "combo": sec_combo}
 
 
-def main_() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", action="append", choices=sorted(SECTIONS), help="run these sections only")
-    ap.add_argument("--verbose", action="store_true", help="print every case's exit status and last stderr line")
+class Outcome(NamedTuple):
+    """One case's run, as the driver's judges see it: exit status, CPU and wall seconds, the peak memory it added
+    (ru_maxrss, KiB) and the last stderr line."""
+    code: int
+    cpu: float
+    wall: float
+    grown_kb: int
+    last: str
+
+
+#: a judge: (the case's argv, its outcome) -> a finding or None; run on a case :func:`run_case` found nothing in
+Judge = Callable[[list[str], Outcome], "str | None"]
+#: a section run outside :func:`run_case` (subprocesses: fuzz37's paths, fuzz38's proc): tmp -> (cases, findings)
+Runner = Callable[[Path], tuple[int, list[str]]]
+
+#: an error line whose ``what`` errors.InputError.message cut (``what[:297] + "..."``) before its "; allowed"
+_CUT = re.compile(r"[^.]\.\.\.; ")
+
+
+def judge_cut(argv: list[str], out: Outcome) -> str | None:
+    """errors.InputError.message cuts a ``what`` past 300 characters: the rest of the sentence is lost (fuzz37)."""
+    if out.code == 2 and _CUT.search(out.last):
+        return f"message cut at 300 characters: {out.last[:200]}"
+    return None
+
+
+def judge_wall_rss(wall_s: float, rss_kb: int) -> Judge:
+    """A case over ``wall_s`` seconds of wall clock or ``rss_kb`` KiB of new peak memory is a finding (fuzzpin38)."""
+    def judge(argv: list[str], out: Outcome) -> str | None:
+        if out.wall > wall_s:
+            return f"slow: {out.wall:.1f} s of wall clock"
+        if out.grown_kb > rss_kb:
+            return f"memory: peak grew {out.grown_kb // 1024} MiB"
+        return None
+    return judge
+
+
+def drive(name: str, doc: str, sections: dict[str, Callable[[Path], Iterator[Case]]],
+          runners: dict[str, Runner] | None = None, judges: tuple[Judge, ...] = (),
+          argv: list[str] | None = None) -> int:
+    """The one reporting driver of the fuzz corpora (fuzz36, fuzz37, fuzz38, fuzzpin38, fuzz39): options --only,
+    --verbose, --text, --list; each case of ``sections`` run by :func:`run_case`, then each of ``judges`` on a case
+    it passed; ``runners`` (subprocess sections) after them, unless --list. A finding is printed as ``FINDING
+    [label] argv`` and its text; the negative numbers seen in --json output, then one summary line. Exit status 1
+    when anything was found."""
+    runners = runners or {}
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--only", action="append", choices=sorted([*sections, *runners]), help="run these sections only")
+    ap.add_argument("--verbose", action="store_true",
+                    help="print every case's exit status, wall seconds and last stderr line")
     ap.add_argument("--text", action="store_true", help="run every case without --json (the tables' renderers)")
     ap.add_argument("--list", action="store_true", help="print the cases, run none")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     n = found = 0
     cpu_total = 0.0
     codes: dict[int, int] = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for name in args.only or list(SECTIONS):
-            for label, argv, inputs in SECTIONS[name](tmp):
+        for sec in args.only or [*sections, *runners]:
+            if sec in runners:
+                if args.list:
+                    continue
+                count, findings = runners[sec](tmp)
+                n += count
+                found += len(findings)
+                for f in findings:
+                    print(f"FINDING [{sec}] {f}", flush=True)
+                continue
+            for label, case, inputs in sections[sec](tmp):
                 n += 1
                 if args.text:
-                    argv = [a for a in argv if a != "--json"]
+                    case = [a for a in case if a != "--json"]
                 if args.list:
-                    print(label, " ".join(argv)[:300])
+                    print(label, " ".join(case)[:300])
                     continue
-                finding, cpu, code = run_case(argv, inputs)
+                rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                t0 = time.monotonic()
+                finding, cpu, code = run_case(case, inputs)
+                out = Outcome(code, cpu, time.monotonic() - t0,
+                              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0, _LAST[0])
+                for judge in judges:
+                    if finding is None:
+                        finding = judge(case, out)
                 cpu_total += cpu
                 codes[code] = codes.get(code, 0) + 1
                 if args.verbose:
-                    print(code, " ".join(argv)[:200], "|", _LAST[0][:200], flush=True)
+                    print(code, f"{out.wall:.1f}s", " ".join(case)[:200], "|", out.last[:240], flush=True)
                 if finding:
                     found += 1
-                    print(f"FINDING [{label}] {' '.join(argv)[:300]}\n    {finding}", flush=True)
+                    print(f"FINDING [{label}] {' '.join(case)[:300]}\n    {finding}", flush=True)
     for w, (count, example) in sorted(NEGATIVES.items()):
         print(f"negative: {w} x{count} e.g. {example}")
-    print(f"fuzz36: {n} cases, {found} findings, exit statuses {dict(sorted(codes.items()))}, "
+    print(f"{name}: {n} cases, {found} findings, exit statuses {dict(sorted(codes.items()))}, "
           f"{cpu_total:.0f} s of CPU")
     return 1 if found else 0
+
+
+def main_() -> int:
+    return drive("fuzz36", __doc__, SECTIONS)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,11 @@ paths (outputs equal to an input through symlinks, hard links, relative paths; /
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,11 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _LAST, NEGATIVES, _field_values, run_case  # noqa: E402
+from fuzz36 import _field_values, _write, drive, judge_cut  # noqa: E402
 
 Case = tuple[str, list[str], tuple[Path, ...]]
-#: an error line whose ``what`` errors.InputError.message cut (``what[:297] + "..."``) before its "; allowed"
-_CUT = re.compile(r"[^.]\.\.\.; ")
 
 DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
 BIG = ["-m", "llama3-70b", "-c", "dgx-h100", "-n", "64"]
@@ -54,12 +49,6 @@ JAX = ["0.4.23", "0.4.28", "0.4.29", "0.4.37", "0.5.0", "1.0.0", "999.999.999", 
        "'v0.4.23'", "0.04", "[0, 4, 23]", "true", "''", "0.0.0"]
 HOST = ["2TB", "1GB", "1e9B", "100TB", "0.99GB", "100.1TB", "101TB", "1e14B", "1.0000001e14B", "0B", "-2TB",
         "2TiB", "nan", "inf", "1e999B", "'2 TB'", "2", "null", "512GiB", "true", "2 TB/s", "2TBps", "[2TB]"]
-
-
-def _write(tmp: Path, name: str, text: str) -> Path:
-    p = tmp / name
-    p.write_text(text)
-    return p
 
 
 # --- session 36's fields ----------------------------------------------------------------------------------------------
@@ -342,50 +331,7 @@ SECTIONS: dict[str, Callable[[Path], Iterator[Case]]] = {
 
 
 def main_() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", action="append", choices=sorted([*SECTIONS, "paths"]), help="run these sections only")
-    ap.add_argument("--verbose", action="store_true", help="print every case's exit status")
-    ap.add_argument("--text", action="store_true", help="run every case without --json (the tables' renderers)")
-    ap.add_argument("--list", action="store_true", help="print the cases, run none")
-    args = ap.parse_args()
-    n = found = 0
-    cpu_total = 0.0
-    codes: dict[int, int] = {}
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        for name in args.only or [*SECTIONS, "paths"]:
-            if name == "paths":
-                if args.list:
-                    continue
-                count, findings = run_paths(tmp)
-                n += count
-                found += len(findings)
-                for f in findings:
-                    print(f"FINDING [paths] {f}", flush=True)
-                continue
-            for label, argv, inputs in SECTIONS[name](tmp):
-                n += 1
-                if args.text:
-                    argv = [a for a in argv if a != "--json"]
-                if args.list:
-                    print(label, " ".join(argv)[:300])
-                    continue
-                finding, cpu, code = run_case(argv, inputs)
-                if finding is None and code == 2 and _CUT.search(_LAST[0]):
-                    # errors.InputError.message cuts a ``what`` past 300 characters: the rest of the sentence is lost
-                    finding = f"message cut at 300 characters: {_LAST[0][:200]}"
-                cpu_total += cpu
-                codes[code] = codes.get(code, 0) + 1
-                if args.verbose:
-                    print(code, " ".join(argv)[:200], flush=True)
-                if finding:
-                    found += 1
-                    print(f"FINDING [{label}] {' '.join(argv)[:300]}\n    {finding}", flush=True)
-    for w, (count, example) in sorted(NEGATIVES.items()):
-        print(f"negative: {w} x{count} e.g. {example}")
-    print(f"fuzz37: {n} cases, {found} findings, exit statuses {dict(sorted(codes.items()))}, "
-          f"{cpu_total:.0f} s of CPU")
-    return 1 if found else 0
+    return drive("fuzz37", __doc__, SECTIONS, runners={"paths": run_paths}, judges=(judge_cut,))
 
 
 if __name__ == "__main__":

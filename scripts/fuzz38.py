@@ -19,14 +19,11 @@ and their neighbours in every numeric field kind of cluster, accelerator, model,
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,10 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _LAST, NEGATIVES, _write, run_case  # noqa: E402
+from fuzz36 import _write, drive, judge_cut, run_case  # noqa: E402
 
 Case = tuple[str, list[str], tuple[Path, ...]]
-_CUT = re.compile(r"[^.]\.\.\.; ")
 
 DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
 BIG = ["-m", "llama3-70b", "-c", "dgx-h100", "-n", "64"]
@@ -651,49 +647,7 @@ SECTIONS: dict[str, Callable[[Path], Iterator[Case]]] = {
 
 
 def main_() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", action="append", choices=sorted([*SECTIONS, "proc"]), help="run these sections only")
-    ap.add_argument("--verbose", action="store_true", help="print every case's exit status")
-    ap.add_argument("--text", action="store_true", help="run every case without --json (the tables' renderers)")
-    ap.add_argument("--list", action="store_true", help="print the cases, run none")
-    args = ap.parse_args()
-    n = found = 0
-    cpu_total = 0.0
-    codes: dict[int, int] = {}
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        for name in args.only or [*SECTIONS, "proc"]:
-            if name == "proc":
-                if args.list:
-                    continue
-                count, findings = run_proc(tmp)
-                n += count
-                found += len(findings)
-                for f in findings:
-                    print(f"FINDING [proc] {f}", flush=True)
-                continue
-            for label, argv, inputs in SECTIONS[name](tmp):
-                n += 1
-                if args.text:
-                    argv = [a for a in argv if a != "--json"]
-                if args.list:
-                    print(label, " ".join(argv)[:300])
-                    continue
-                finding, cpu, code = run_case(argv, inputs)
-                if finding is None and code == 2 and _CUT.search(_LAST[0]):
-                    finding = f"message cut at 300 characters: {_LAST[0][:200]}"
-                cpu_total += cpu
-                codes[code] = codes.get(code, 0) + 1
-                if args.verbose:
-                    print(code, " ".join(argv)[:200], _LAST[0][:200], flush=True)
-                if finding:
-                    found += 1
-                    print(f"FINDING [{label}] {' '.join(argv)[:300]}\n    {finding}", flush=True)
-    for w, (count, example) in sorted(NEGATIVES.items()):
-        print(f"negative: {w} x{count} e.g. {example}")
-    print(f"fuzz38: {n} cases, {found} findings, exit statuses {dict(sorted(codes.items()))}, "
-          f"{cpu_total:.0f} s of CPU")
-    return 1 if found else 0
+    return drive("fuzz38", __doc__, SECTIONS, runners={"proc": run_proc}, judges=(judge_cut,))
 
 
 if __name__ == "__main__":

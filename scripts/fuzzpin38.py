@@ -19,18 +19,14 @@ whose unpinned search takes longer still (18.5 s), so not a pin's doing.
 
 from __future__ import annotations
 
-import argparse
-import resource
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _LAST, run_case  # noqa: E402
+from fuzz36 import _write, drive, judge_wall_rss  # noqa: E402
 
 Case = tuple[str, list[str], tuple[Path, ...]]
 
@@ -41,12 +37,6 @@ ODD = ["0", "-1", "1", "2", "3", "7", "13", "1e9", str(2**40), str(2**63), str(2
        "inf", "-0", "true", "null", "[]", "''", "1_000"]
 WALL_LIMIT_S = 20.0
 RSS_LIMIT_KB = 1 << 20  # 1 GiB
-
-
-def _write(tmp: Path, name: str, text: str) -> Path:
-    p = tmp / name
-    p.write_text(text)
-    return p
 
 
 def sec_mb(tmp: Path) -> Iterator[Case]:
@@ -144,34 +134,7 @@ SECTIONS: dict[str, Callable[[Path], Iterator[Case]]] = {
 
 
 def main_() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", action="append", choices=sorted(SECTIONS), help="run these sections only")
-    ap.add_argument("--verbose", action="store_true", help="print every case's exit status and last line")
-    args = ap.parse_args()
-    n = found = 0
-    codes: dict[int, int] = {}
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        for name in args.only or list(SECTIONS):
-            for label, argv, inputs in SECTIONS[name](tmp):
-                n += 1
-                rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                t0 = time.monotonic()
-                finding, _cpu, code = run_case(argv, inputs)
-                wall = time.monotonic() - t0
-                grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
-                if finding is None and wall > WALL_LIMIT_S:
-                    finding = f"slow: {wall:.1f} s of wall clock"
-                if finding is None and grown > RSS_LIMIT_KB:
-                    finding = f"memory: peak grew {grown // 1024} MiB"
-                codes[code] = codes.get(code, 0) + 1
-                if args.verbose:
-                    print(code, f"{wall:.1f}s", " ".join(argv)[:200], "|", _LAST[0][:240], flush=True)
-                if finding:
-                    found += 1
-                    print(f"FINDING [{label}] {' '.join(argv)[:300]}\n    {finding}", flush=True)
-    print(f"fuzzpin38: {n} cases, {found} findings, exit statuses {dict(sorted(codes.items()))}")
-    return 1 if found else 0
+    return drive("fuzzpin38", __doc__, SECTIONS, judges=(judge_wall_rss(WALL_LIMIT_S, RSS_LIMIT_KB),))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from typing import Any
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
 from scalemodel.commands.plan import file_fields, pin_file_settings
-from scalemodel.engine.planner import pins
+from scalemodel.engine.job import PIN_CHECKS, Job, build_job
+from scalemodel.engine.planner import RECOMPUTE_SWITCHES, pins
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
 from scalemodel.report.plot import check_plot_path
@@ -30,9 +31,10 @@ from scalemodel.specs import (
     note_tier_bandwidth,
     split_overrides,
 )
-from scalemodel.specs.base import Spec, digit_grouping
+from scalemodel.specs.base import MAX_GPUS, Spec, digit_grouping
 from scalemodel.specs.constraints import merge_constraints, normalize_constraints
 from scalemodel.specs.loader import apply_overrides, validate
+from scalemodel.specs.scenario import gpus_not_increasing
 
 DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
 
@@ -54,15 +56,27 @@ def parse_gpus(text: str) -> list[int]:
     grouped = next((x for x in parts if digit_grouping(x, "") is not None), None)
     if grouped is not None or not all(re.fullmatch(r"[+-]?[0-9]{1,30}", x.replace("_", "")) for x in parts):
         blank = next((x for x in parts if len(x.split()) > 1), None)
+        odd = next((i for i, x in enumerate(parts) if not re.fullmatch(r"[+-]?[0-9]{1,30}", x.replace("_", ""))), 0)
+        which = "" if len(parts) == 1 else f" (count {odd + 1} of {len(parts)})"
+        long = re.fullmatch(r"[+-]?[0-9]+", parts[odd].replace("_", "")) is not None
+        shown = parts[odd] if len(parts[odd]) <= 40 else parts[odd][:37] + "..."
+        # fuzz39: "cannot read GPU counts '8,2**70'" named no count and, past 30 digits, not the bound
         why = (f": '_' groups digits only by thousands, as in 1_024 (write {grouped.replace('_', '')[:40]})"
                if grouped else f": {blank[:40]!r} has a blank inside (counts are separated by commas)" if blank
-               else "")
+               else f": {shown!r}{which} has {len(parts[odd].lstrip('+-'))} digits, outside 1 to {MAX_GPUS:.0e}" if long
+               else f": {shown!r}{which} is not an integer (digits only, no expression)")
         raise InputError(f"cannot read GPU counts {text[:80]!r}{why}", where="--gpus",
-                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+                         allowed=f"comma-separated integers from 1 to {MAX_GPUS:.0e}, e.g. 128,256,512,1024,2048")
     values = [int(x.replace("_", "")) for x in parts]
-    if not values or any(not 0 < v <= 10**8 for v in values):
-        raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
-                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+    bad = next(((i, v) for i, v in enumerate(values) if not 0 < v <= MAX_GPUS), None)
+    if bad is not None:
+        # fuzz39: "GPU counts must be positive integers, got '8,1180591620717411303424'" named neither the bound nor
+        # the count past it (predict's -n says both: options.positive_int)
+        i, v = bad
+        which = "" if len(values) == 1 else f" (count {i + 1} of {len(values)})"
+        why = "not positive" if v <= 0 else f"past {MAX_GPUS:.0e}, the most GPUs a spec holds"
+        raise InputError(f"GPU count {v}{which} is {why}", where="--gpus",
+                         allowed=f"comma-separated integers from 1 to {MAX_GPUS:.0e}, e.g. 128,256,512,1024,2048")
     check_increasing(values, "--gpus")
     return values
 
@@ -70,11 +84,9 @@ def parse_gpus(text: str) -> list[int]:
 def check_increasing(counts: list[int], where: str) -> None:
     """A sweep's GPU counts rise: the first is the baseline of every scaling efficiency and loss attribution, so a
     count below it gave an efficiency above 1 and negative attributions (a loss read backwards)."""
-    if any(b <= a for a, b in zip(counts, counts[1:], strict=False)):
-        shown = ",".join(str(n) for n in counts)
-        raise InputError(f"GPU counts must increase (the first is the baseline of every efficiency), got {shown}",
-                         where=where, allowed="strictly increasing counts, e.g. "
-                                              + ",".join(str(n) for n in sorted(set(counts))))
+    said = gpus_not_increasing(counts)
+    if said is not None:
+        raise InputError(said[0], where=where, allowed=said[1])
 
 
 def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | None, gpus: str | None,
@@ -114,8 +126,26 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     o.check_launch_zero(strategy_file, st_raw, strategy, sets)
     tr = o.validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets,
                             (where, tuple(tr_base)) if scen is not None else None)
-    st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
-                            (where, tuple(st_base)) if scen is not None else None)
+    scen_st = (where, tuple(st_base)) if scen is not None else None
+    try:
+        st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets, scen_st)
+    except InputError as exc:
+        # --best searches recompute where it is given nowhere: a pinned recompute_layers / recompute_modules is
+        # validated at the mode it runs under, which the search keeps to (engine.planner.pins), as plan does
+        # (commands.plan._build_specs). fuzz39: scale --best --set strategy.recompute_modules=core_attn was refused
+        # "add recompute: selective", where plan ranks selective plans
+        searched = best if best is not None else (scen.best if scen is not None else False)
+        needed = None
+        if searched and "recompute" not in st_raw:
+            needed = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items()
+                           if n in st_raw and exc.where.endswith(f"strategy.{n}")), None)
+        if needed is None:
+            raise
+        try:
+            st = o.validate_written(StrategySpec, "strategy", {**st_raw, "recompute": needed.label}, strategy,
+                                    strategy_file, sets, scen_st)
+        except InputError:
+            raise exc from None
     o.check_file_trainer(strategy_file, st, strategy, sets)
     o.check_seq_len(wl, tr)
     o.check_training_fits(cl, wl, tr, training, strategy_file, sets,
@@ -128,7 +158,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
 
 
 def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_batch: int | None,
-               sets: list[str] | None, sf: o.StrategyFile | None) -> dict[str, Any]:
+               sets: list[str] | None, sf: o.StrategyFile | None, job: Job) -> dict[str, Any]:
     """With --best, the strategy the command line gives is pinned as plan pins it (engine.planner.pins): the
     strategy flags, --set strategy.X and training.micro_batch, and the --strategy file's axes and its fixed settings
     (commands.plan.pin_file_settings: ep_dispatch_sms, megatron_ddp, layer_impl, ..., each as --set strategy.X pins
@@ -140,6 +170,13 @@ def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_
     file_fixed = pin_file_settings(sf, names, who="scale --best")
     written = {k: f"--strategy: {sf.path}: {sf.field_name(k)}" for k in file_fixed} if sf is not None else {}
     cons, fixed, _sync = pins(st, [*names, *file_fixed], written)  # the sync mode is pinned above, as --sync
+    for key, rule in PIN_CHECKS:  # plan's checks of its pinned fields (engine.planner.run), at the same pins: fuzz39,
+        if key in (*names, *file_fixed):  # a first_stage_layers 33 of 32 was "no feasible strategy for 8 GPUs"
+            try:
+                rule(job, st)
+            except InputError as exc:
+                raise InputError(exc.what, where=written.get(key, f"--set strategy.{key}"),
+                                 allowed=exc.allowed) from None
     out: dict[str, Any] = {}
     constraints = normalize_constraints(cons, where="--best")
     micro_set = micro_batch is not None or "micro_batch" in o.set_keys(sets, "training")
@@ -205,7 +242,7 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     if spec["best"] and st.sync != "bsp":
         search["sync_modes"] = (st.sync,)
     if spec["best"]:
-        search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf))
+        search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf, build_job(cl, wl, tr)))
     try:
         result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                        kappa=staleness_kappa, search=search or None, inputs=inputs,

@@ -2071,10 +2071,62 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
                                      "jax_dots otherwise")
 
 
+def _check_edge_reach(job: Job, strategy: Any) -> None:
+    """Pinned first/last stage (or model-chunk) layers that no pipeline plan searches can take, refused at the pin:
+    :func:`_check_edge_split`'s rule (Megatron-Core's TransformerConfig: the stages between the given edges share the
+    rest, at least one layer each; at pp 2 with both edges given, first + last = L) at the fewest parts the search
+    tries, where more parts only ask more of the rest. The search keeps a pinned stage count to pp >= 2 and a chunk
+    count to interleaved:V >= 2 (planner.PIPELINE_SWITCHES), so the fewest parts are the pinned pp (else 2) times
+    the pinned V (else 2) for chunks. With pp pinned (and V, for chunks) the parts are those, and predict's own
+    refusal (:func:`_check_edge_split`) is given. fuzz39: ``first_stage_layers 33`` of 32 layers with pp searched was
+    searched (1,482,624 candidates) and every one called layers_not_divisible, exit 0, the pin unnamed."""
+    if not job.is_transformer or (job.shape.hybrid is not None and int(job.shape.hybrid.segments) > 1):
+        return
+    if all(any(getattr(strategy, f"{e}_{k}_layers", None) is not None for e in ("first", "last"))
+           for k in ("stage", "chunk")):
+        # _check_chunk_layers' refusal (its schedule rule is the search's: planner.PIPELINE_SWITCHES); fuzz39: plan
+        # searched both pinned to no plan, exit 0
+        raise InputError("first/last_chunk_layers and first/last_stage_layers are both set",
+                         where="strategy.first_chunk_layers", allowed="one way of splitting the layers")
+    layers = int(job.shape.layers)
+    pp = int(strategy.pp)
+    sch = parse_schedule(strategy.schedule)
+    v = sch.virtual_stages if sch.kind == ScheduleKind.INTERLEAVED else 0
+    for kind in ("stage", "chunk"):
+        first, last = getattr(strategy, f"first_{kind}_layers", None), getattr(strategy, f"last_{kind}_layers", None)
+        given = [n for n in (first, last) if n is not None]
+        if not given:
+            continue
+        if pp >= 2 and (kind == "stage" or v >= 2):
+            _check_edge_split(job, strategy)  # the parts are pinned: predict's refusal, in its words
+            return
+        parts = (pp if pp >= 2 else 2) * ((v if v >= 2 else 2) if kind == "chunk" else 1)
+        mid = parts - len(given)
+        rest = layers - sum(given)
+        if rest >= mid:
+            continue
+        name = f"first_{kind}_layers" if first is not None else f"last_{kind}_layers"
+        taken = " + ".join(f"{e} {n}" for e, n in (("first", first), ("last", last)) if n is not None)
+        searched = (f"pp {pp}" if pp >= 2 else "pp 2 or more") + (
+            "" if kind == "stage" else f" and interleaved {f'V {v}' if v >= 2 else 'V 2 or more'}")
+        what = "stages" if kind == "stage" else "model chunks"
+        total = taken if len(given) == 1 else f"{taken} = {sum(given)}"
+        said = (f"{total} layers, more than the model's {layers}" if rest < 0 else
+                f"{total} of the model's {layers} layers leaves {rest} for the {mid} other "
+                f"{what[:-1] if mid == 1 else what}")
+        raise InputError(f"{said}: plan searches {searched}, so {parts} {what} at the fewest, each other one at least "
+                         "1 layer", where=f"strategy.{name}",
+                         allowed=f"first/last {kind} layers summing to at most {layers - mid} (the other {what} at "
+                                 f"least 1 layer each), or leave {name} out")
+
+
 #: The strategy checks that no parallel degree lifts (the model's or the cluster's rule on a field), with the field
 #: each refuses at: plan runs them on its pinned fields (engine.planner.run), as predict does on its strategy.
+#: The stage / chunk layer counts' check (:func:`_check_edge_reach`) is plan's only: predict prices one pipeline,
+#: refused by :func:`_check_edge_split`.
 PIN_CHECKS: tuple[tuple[str, Callable[[Job, Any], None]], ...] = (
-    ("recompute_modules", _check_titan_op), ("offload_layers", _check_host_link))
+    ("recompute_modules", _check_titan_op), ("offload_layers", _check_host_link),
+    *((n, _check_edge_reach) for n in OTHER_SPLITS))
 
 
 def _warn_field(path: str, text: str) -> None:

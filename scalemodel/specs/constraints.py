@@ -27,6 +27,7 @@ from scalemodel.choices import (
 )
 from scalemodel.errors import InputError
 from scalemodel.specs.base import MAX_SPEC_INT, digit_grouping
+from scalemodel.specs.training import MIN_BUCKET_BYTES
 from scalemodel.units import parse_quantity
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -331,6 +332,15 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         # memory<=-5GB was searched: every plan "exceeds the --constraint memory limit", and exit 0
         if not (size > 0 or (key == "bucket" and size == 0)):
             raise InputError(f"bad {what} in {label!r}: {size:g} B is not a size", where=where, allowed=allowed)
+        if key == "memory" and op in ("=", "==", "!="):
+            # fuzz39: memory=60GB searched for plans of exactly 60 GB a GPU, none, "No feasible strategy", exit 0
+            raise InputError(f"memory is a bound on each GPU's memory, got {label!r}", where=where,
+                             allowed="memory<=SIZE or memory<SIZE (or >=, >), e.g. memory<=60GB")
+        if key == "bucket" and op in ("=", "==") and 0 < size < MIN_BUCKET_BYTES:
+            # fuzz39: bucket=1.5 (and bucket=1KB, 1000 B) ranked plans predict refuses: the bucket_size field's bound
+            raise InputError(f"constraint {label!r} pins a bucket of {size:g} B, below the smallest bucket priced, "
+                             "1 KiB", where=where, allowed="bucket=SIZE from 1 KiB (1024 B), e.g. bucket=25MiB, or "
+                                                           "bucket=default")
         return size
     if op not in ("=", "==", "!="):
         raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)

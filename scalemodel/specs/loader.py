@@ -919,7 +919,10 @@ def validation_error(exc: SpecError, model: Any, path: str | os.PathLike[str] | 
     elif exc.kind == "missing":
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
-        msg = f"{msg} (got {written(exc.value)})"
+        # shown to 80 characters: a 300-character word in a boolean field (fuzz39, check_for_nan_in_loss) filled
+        # the 300 characters InputError keeps of a what, and the field's type (the allowed) was cut off
+        got = written(exc.value)
+        msg = f"{msg} (got {got if len(got) <= 80 else got[:77] + '...'})"
     elif exc.kind == "value" and not allowed and "; " in msg:
         # a rule's own "what; allowed" text: kept apart so that InputError cuts a long echoed value from the
         # what, never the allowed (a 400-character tier name left "...nnn..." and no rule)

@@ -27,6 +27,21 @@ def _limit(description: str) -> Meta:
         "description": description}})
 
 
+def gpus_not_increasing(counts: list[int]) -> tuple[str, str] | None:
+    """(what, allowed) where a sweep's GPU counts do not rise (the first is the baseline of every scaling efficiency
+    and loss attribution, so a count below it gave an efficiency above 1), naming the first count at fault; None
+    where they rise. fuzz39: ``--gpus 8,8,8,...`` (300 counts) printed the whole list and the error was cut at 300
+    characters before it said what was allowed."""
+    at = next((i for i, (a, b) in enumerate(zip(counts, counts[1:], strict=False)) if b <= a), None)
+    if at is None:
+        return None
+    shown = ",".join(str(n) for n in counts)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    ok = ",".join(str(n) for n in sorted(set(counts)))
+    return (f"GPU counts must increase (the first is the baseline of every efficiency), got {shown}: count {at + 2} "
+            f"({counts[at + 1]}) is not above count {at + 1} ({counts[at]})",
+            "strictly increasing counts, e.g. " + (ok if len(ok) <= 80 else ok[:77] + "..."))
+
 class Assertions(Spec, kw_only=True):
     """Capacity-plan guards checked by ``scalemodel check``. Each is optional.
 
@@ -82,6 +97,6 @@ class ScenarioSpec(Spec, kw_only=True):
         if any(not 0 < g <= MAX_GPUS for g in self.gpus):
             raise field_error("gpus", f"GPU counts must be positive integers up to {MAX_GPUS:.0e}",
                               f"a GPU count or a list of counts, each from 1 to {MAX_GPUS:.0e}")
-        if any(b <= a for a, b in zip(self.gpus, self.gpus[1:], strict=False)):  # the first is the baseline
-            raise field_error("gpus", f"GPU counts must increase (the first is the baseline of every efficiency), "
-                                      f"got {self.gpus}", f"strictly increasing counts, e.g. {sorted(set(self.gpus))}")
+        said = gpus_not_increasing(self.gpus)
+        if said is not None:
+            raise field_error("gpus", *said)

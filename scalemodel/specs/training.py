@@ -863,6 +863,24 @@ class StrategySpec(Spec, kw_only=True):
                               f"offload_states: none with {other[0]}, or {other[0]}: false")
 
     def _check(self) -> None:
+        full_only = [f"recompute_layers={self.recompute_layers}"] if self.recompute_layers is not None else []
+        if RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM:
+            full_only.append("recompute_method=uniform")
+        if self.recompute_modules and full_only:
+            # fuzz39: refused one field at a time, "add recompute: selective" for the modules, then "needs recompute:
+            # full" for the layers, whatever recompute was (plan, which searches recompute, said the first). Megatron-
+            # LM reads --recompute-modules under selective granularity only, and refuses a layer count or a method
+            # there: validate_args asserts "recompute method is not yet supported for selective recomputing
+            # granularity" (megatron/training/arguments.py L1425-1428 at d98e8a64dd) and TransformerConfig raises
+            # "When using recompute_granularity: selective recompute_num_layers must be None" (megatron/core/
+            # transformer/transformer_config.py L1926-1932 at d98e8a64dd)
+            shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
+            raise field_error("recompute_modules", f"{shown!r} needs recompute: selective and "
+                              f"{' and '.join(full_only)} needs recompute: full; no recompute mode takes both "
+                              "(Megatron-LM refuses a layer count or a method under selective granularity)",
+                              "recompute_modules with recompute: selective, or recompute_layers / recompute_method "
+                              "with recompute: full; not both",
+                              also="recompute_layers" if self.recompute_layers is not None else "recompute_method")
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
             raise field_error("recompute_modules", f"{shown!r} needs recompute: selective (got {self.recompute!r})",
