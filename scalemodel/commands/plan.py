@@ -392,7 +392,9 @@ COMMAND = Command("plan", plan, (
                                     "(flex dispatcher and its backend, all-to-all overlap), each pinned to its "
                                     "default otherwise (a --constraint or --set on one also opens it); offload "
                                     "searches the model states' host offload (offload_states none, optimizer, "
-                                    "optimizer+params) where the cluster gives host_bandwidth; all opens every one."),
+                                    "optimizer+params) where the cluster gives host_bandwidth; micro-batches searches "
+                                    "every micro-batch dividing B / dp, not only the powers of two (Megatron runs "
+                                    "any; a batch with odd factors multiplies the candidates); all opens every one."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE.but(

@@ -184,7 +184,7 @@ MAINSTREAM: dict[str, frozenset[int]] = {
 ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
          "dynamic-assignment": ("assignment",), "cp-exchanges": ("cp_comm_type",),
          "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend"),
-         "offload": ("offload_states",)}
+         "offload": ("offload_states",), "micro-batches": ("micro_batch",)}
 ALLOW["all"] = tuple(k for keys in ALLOW.values() for k in keys)  # every name's keys: none is left out of all
 #: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
 COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
@@ -300,9 +300,9 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     tp, pp, cp are divisors of the GPU count whose product divides it (dp = gpus / (tp pp cp)), tp <=
     heads, pp <= layers, cp <= seq_len / 2, ep divides dp (one pinned with =: tp x cp x dp, the folding predict
     takes) and the expert count (MoE only);
-    micro-batches are the powers of two dividing the per-replica batch B / dp, and one pinned with = whatever it is
-    (docs/model.md#plan-space); pipelines (pp > 1)
-    try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
+    micro-batches are the powers of two dividing the per-replica batch B / dp (every divisor of it where ``allow``
+    opens micro_batch: --allow micro-batches), and one pinned with = whatever it is (docs/model.md#plan-space);
+    pipelines (pp > 1) try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
     layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers). A hybrid
     pattern with S '|' segments fixes the split: pp divides S, and interleaved:v needs pp v = S
     (docs/model.md#uneven-stages, "Hybrid segments").
@@ -346,11 +346,20 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
         ok &= allowed_by(dp, c["dp"])
     tp, pp, cp, ep, dp = tp[ok], pp[ok], cp[ok], ep[ok], dp[ok]
 
-    # micro-batches: powers of two dividing the per-replica batch (1 alone when dp does not divide B,
-    # which evaluate() then reports as batch_not_divisible)
+    # micro-batches: the powers of two dividing the per-replica batch, or with --allow micro-batches every divisor of it
+    # (1 alone when dp does not divide B, which evaluate() then reports as batch_not_divisible). Megatron-LM runs any
+    # micro-batch dividing B / dp (megatron/core/num_microbatches_calculator.py, ConstantNumMicroBatchesCalculator
+    # asserts only global_batch_size % (micro_batch_size x data_parallel_size) == 0), but every divisor costs: GPT-3
+    # 175B on 4096 A100s at B 1536 covers 2.0x the candidates for 1.5x the CPU, at B 2880 5.8x for 2.0x (planmb39,
+    # docs/model.md#plan-space), and nothing where every B / dp is a power of two (plan's default B, the GPU count, on
+    # a power-of-two cluster), so it is opened on request (ALLOW), as cp-exchanges and moe-dispatch are.
     per_replica = np.where(global_batch % dp == 0, global_batch // np.maximum(dp, 1), 1)
-    top = max(int(per_replica.max(initial=1)), 1)
-    mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
+    if _open("micro_batch", c, allow):
+        mb_c = np.unique(np.concatenate([divisors(int(v)) for v in _unique(np.maximum(per_replica, 1))]
+                                        or [np.ones(1, dtype=np.int64)]), return_counts=True)[0]
+    else:
+        top = max(int(per_replica.max(initial=1)), 1)
+        mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
     # a micro-batch pinned with = (--constraint micro_batch=6, a --strategy file's, scale --best's --micro-batch) is a
     # candidate whatever it is, as predict prices it: a pinned 6 (MaxText's per_device_batch_size 6 on 1024 v5e chips,
     # validation row mtv5e23_v5e_16b_4x256) left plan "no split meets what was asked" (consist38)
