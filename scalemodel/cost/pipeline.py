@@ -302,62 +302,74 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
     run of equal ranks (f, b and the prefix maxima constant there; w_i = p-1-i), so its maximum over the run sits at
     the run's ends or at k, k + 1; T(k) is then a maximum of functions affine in k along a run of equal pivots (convex),
     largest at the run's first rank, its last, or the one before the last (where the candidate k + 1 leaves the run).
-    So it evaluates k in {0, 1, n_u - 1, n_u, n_u + 1, p - 3, p - 2, p - 1} and i, j among those and 2, n_u + 2
-    (onefb39; docs/model.md#onefb-exact). Elsewhere (m < 2p - 1, a few plans' candidates) it is
-    :func:`one_f_one_b_time` on the ranks written out, one pipeline depth at a time."""
+    So each run's pivots are its first rank, its last and the one before its last (k in {0, 1, n_u - 1, n_u, n_u + 1,
+    p - 3, p - 2, p - 1}), each entry (exit) from the ends of the runs before and after the pivot's, the run's first
+    rank and k, and k + 1 and the run's last (onefb39; docs/model.md#onefb-exact): about 5x the four chains' work.
+    Elsewhere (m < 2p - 1, a few of plan's candidates) it is :func:`one_f_one_b_time` on the ranks written out, one
+    pipeline depth at a time."""
     args = [np.asarray(v, dtype=float) for v in (m, pp, n_upper, f_first, b_first, f_upper, b_upper, f_lower, b_lower,
                                                  f_last, b_last)]
     full = np.broadcast_shapes(*(v.shape for v in args))
     # one contiguous axis of candidates (plan's grids arrive as broadcast views)
     m_, p, n_upper_, *vals = (np.ascontiguousarray(np.broadcast_to(v, full)).reshape(-1) for v in args)
     shape = m_.shape
-    ff, bf, fu, bu, fo, bo, fl, bl = (v[:, None] for v in vals)
+    ff, bf, fu, bu, fo, bo, fl, bl = vals
     n_mid = np.maximum(p - 2.0, 0.0)
     n_up = np.clip(n_upper_, 0.0, n_mid)
     n_low = n_mid - n_up
-    pc, nu, nl, mc = p[..., None], n_up[..., None], n_low[..., None], m_[..., None]
-    # the ranks evaluated (u: pivots first, then the other entry / exit ranks)
-    u = np.stack([np.zeros(shape), np.ones(shape), n_up - 1.0, n_up, n_up + 1.0, p - 3.0, p - 2.0, p - 1.0,
-                  np.full(shape, 2.0), n_up + 2.0], axis=-1)
-    valid = (u >= 0.0) & (u <= pc - 1.0)
-    u = np.clip(u, 0.0, np.maximum(pc - 1.0, 0.0))
-    last = (pc >= 2.0) & (u >= pc - 1.0)
-    upper = ~last & (u >= 1.0) & (u <= nu)
-    lower = ~last & (u > nu)
-    first = ~(last | upper | lower)
+    neg = np.full(shape, _NEG)
+    has_u, has_o, has_l = n_up >= 1.0, n_low >= 1.0, p >= 2.0
+    # prefix maxima of the forward / backward through each run (rank 0; the upper run; the lower run; the last)
+    mfu, mbu = np.maximum(ff, fu), np.maximum(bf, bu)
+    mfo = np.maximum(np.where(has_u, mfu, ff), fo)
+    mbo = np.maximum(np.where(has_u, mbu, bf), bo)
+    mfl = np.maximum(np.where(has_o, mfo, np.where(has_u, mfu, ff)), fl)
+    mbl = np.maximum(np.where(has_o, mbo, np.where(has_u, mbu, bf)), bl)
+    fc_all = ff + n_up * fu + n_low * fo + np.where(has_l, fl, 0.0)
+    bc_all = bf + n_up * bu + n_low * bo + np.where(has_l, bl, 0.0)
+    zero = np.zeros(shape)
+    # name: (f, b, F_<=i and B_<=i at i = 0 of the run's line (F_<=i = c + i f), max f, max b, first, last, exists)
+    runs = {"first": (ff, bf, ff, bf, ff, bf, zero, zero, p >= 1.0),
+            "upper": (fu, bu, ff, bf, mfu, mbu, zero + 1.0, n_up, has_u),
+            "lower": (fo, bo, ff + n_up * (fu - fo), bf + n_up * (bu - bo), mfo, mbo, n_up + 1.0, p - 2.0, has_o),
+            "last": (fl, bl, fc_all, bc_all, mfl, mbl, p - 1.0, p - 1.0, has_l)}
+    slope = {"first": 0.0, "upper": 1.0, "lower": 1.0, "last": 0.0}  # F_<=i grows along the run, not at its ends
+    order = list(runs)
 
-    def pick(v0: np.ndarray, vu: np.ndarray, vo: np.ndarray, vl: np.ndarray) -> np.ndarray:
-        return np.where(first, v0, np.where(upper, vu, np.where(lower, vo, vl)))
+    def point(run: str, i: np.ndarray) -> dict[str, np.ndarray]:
+        """Rank i of ``run``: the terms of its entries and exits (m >= 2p - 1, so w_i = p - 1 - i)."""
+        f, b, fc0, bc0, mf, mb = runs[run][:6]
+        fc, bc, rest = fc0 + slope[run] * i * f, bc0 + slope[run] * i * b, p - 1.0 - i
+        return {"i": i, "fc": fc, "bl": bc - b, "alpha": rest * mf, "beta": 2.0 * i - p + 1.0,
+                "g": fc + bc + rest * mf, "alpha_x": rest * mb, "g_x": fc + bc + rest * mb}
 
-    f, b = pick(ff, fu, fo, fl), pick(bf, bu, bo, bl)
-    n_u_before, n_o_before = np.clip(u, 0.0, nu), np.clip(u - nu, 0.0, nl)  # upper / lower ranks in 1 .. u
-    at_last = np.where(last, 1.0, 0.0)
-    fc = ff + n_u_before * fu + n_o_before * fo + at_last * fl
-    bc = bf + n_u_before * bu + n_o_before * bo + at_last * bl
-    neg = np.full_like(u, _NEG)
-    has_u, has_o = (u >= 1.0) & (nu >= 1.0), (u >= nu + 1.0) & (nl >= 1.0)
-    mf = np.maximum(np.maximum(ff + 0 * u, np.where(has_u, fu, neg)), np.maximum(np.where(has_o, fo, neg),
-                                                                               np.where(last, fl, neg)))
-    mb = np.maximum(np.maximum(bf + 0 * u, np.where(has_u, bu, neg)), np.maximum(np.where(has_o, bo, neg),
-                                                                               np.where(last, bl, neg)))
-    rest = pc - 1.0 - u  # w = p-1-u: m >= 2p - 1 > p - 1
-    lam, d = (f + b) / 2.0, (b - f) / 4.0
-    kk = slice(0, 8)
-
-    def col(a: np.ndarray) -> np.ndarray:  # the pivot's (the first 8 of u)
-        return a[..., kk, None]
-
-    def row(a: np.ndarray) -> np.ndarray:  # the entry's / exit's
-        return a[..., None, :]
-
-    before = row(u) <= col(u)
-    ok = row(valid) & col(valid)
-    entry = np.where(before, row(rest * mf) - row(pc - 1.0 - 2.0 * u) * col(lam) + col(fc + d - u * lam),
-                     row(fc + bc + rest * mf) - col(bc - b + (pc - u) * lam + d))
-    exit_ = np.where(before, row(rest * mb) + row(2.0 * u) * col(lam) + col(bc - b + (2.0 * mc - pc - u) * lam + d),
-                     row(fc + bc + rest * mb) - col(fc - (2.0 * mc - 1.0 - pc + u) * lam + d))
-    closed = (np.max(np.where(ok, entry, _NEG), axis=-1) + np.max(np.where(ok, exit_, _NEG), axis=-1))
-    out = np.asarray(np.max(np.where(valid[..., kk], closed, _NEG), axis=-1))
+    ends = {r: (point(r, runs[r][6]), point(r, runs[r][7])) for r in order}  # each run's first and last rank
+    out = neg
+    for ri, r in enumerate(order):
+        a, e, exists = runs[r][6], runs[r][7], runs[r][8]
+        lam, d = (runs[r][0] + runs[r][1]) / 2.0, (runs[r][1] - runs[r][0]) / 4.0
+        earlier = [(runs[q][8], x) for q in order[:ri] for x in ends[q]]
+        later = [(runs[q][8], x) for q in order[ri + 1:] for x in ends[q]]
+        prev = functools.reduce(np.maximum, [np.where(ok, x["alpha"] + x["beta"] * lam, neg) for ok, x in earlier],
+                                neg)
+        prev_x = functools.reduce(np.maximum, [np.where(ok, x["alpha_x"] + 2.0 * x["i"] * lam, neg)
+                                               for ok, x in earlier], neg)
+        next_g = functools.reduce(np.maximum, [np.where(ok, x["g"], neg) for ok, x in later], neg)
+        next_gx = functools.reduce(np.maximum, [np.where(ok, x["g_x"], neg) for ok, x in later], neg)
+        start, stop = ends[r]
+        # pivots: the run's first rank, its last, and the one before its last (where k + 1 leaves the run)
+        for k in (a, np.maximum(e - 1.0, a), e):
+            pk, inner = point(r, k), k < e
+            nxt = point(r, np.minimum(k + 1.0, e))
+            f_in = np.maximum(prev, np.maximum(start["alpha"] + start["beta"] * lam, pk["alpha"] + pk["beta"] * lam))
+            b_in = np.maximum(next_g, np.where(inner, np.maximum(nxt["g"], stop["g"]), neg))
+            b_out = np.maximum(prev_x, np.maximum(start["alpha_x"] + 2.0 * start["i"] * lam,
+                                                  pk["alpha_x"] + 2.0 * k * lam))
+            f_out = np.maximum(next_gx, np.where(inner, np.maximum(nxt["g_x"], stop["g_x"]), neg))
+            entry = np.maximum(f_in + pk["fc"] + d - k * lam, b_in - pk["bl"] - (p - k) * lam - d)
+            leave = np.maximum(b_out + pk["bl"] + (2.0 * m_ - p - k) * lam + d,
+                               f_out - pk["fc"] + (2.0 * m_ - 1.0 - p + k) * lam - d)
+            out = np.where(exists, np.maximum(out, entry + leave), out)
     short = m_ < 2.0 * p - 1.0
     if np.any(short):
         out = np.array(out, dtype=float)
@@ -368,8 +380,8 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
             cls = np.where(ranks == 0, 0, np.where(ranks == n - 1, 3, np.where(ranks <= n_up[sel][:, None], 1, 2)))
             if n == 1:
                 cls = np.zeros((int(np.sum(sel)), 1), dtype=int)
-            table_f = np.stack([v[sel][:, 0] for v in (ff, fu, fo, fl)], axis=-1)
-            table_b = np.stack([v[sel][:, 0] for v in (bf, bu, bo, bl)], axis=-1)
+            table_f = np.stack([v[sel] for v in (ff, fu, fo, fl)], axis=-1)
+            table_b = np.stack([v[sel] for v in (bf, bu, bo, bl)], axis=-1)
             cls = np.broadcast_to(cls, (int(np.sum(sel)), n))
             out[sel] = one_f_one_b_time(m_[sel], np.take_along_axis(table_f, cls, -1),
                                         np.take_along_axis(table_b, cls, -1))
