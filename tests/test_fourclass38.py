@@ -1,7 +1,8 @@
 """fourclass38: the class-wise 1F1B closed forms (cost.pipeline.one_f_one_b_four_class_time, uneven38, and
 one_f_one_b_three_class_time) are the rank-by-rank formula (one_f_one_b_time), exactly.
 
-They evaluate the four paths (A, C, D, E of one_f_one_b_time) at the two ends of each run of equal middle ranks only.
+They evaluated the four paths (A, C, D, E of one_f_one_b_time) at the two ends of each run of equal middle ranks only
+(onefb39 made both the schedule's makespan, docs/model.md#onefb-exact; the chains below are still checked as chains).
 uneven38 said every path is linear along a run; it is not (w = min(p-1-k, m-1) has a kink, and E exists only where
 m - w - 1 >= 1), but every path is non-decreasing along a run (docs/model.md#uneven-classes): from k to k+1 between
 equal ranks F_<k + B_<k grows by W = f + b, D_k falls by W and rest = m - w - 1 grows by d in {0, 1}, so A grows by
