@@ -72,10 +72,11 @@ def test_random_stages_close_to_the_simulation_and_never_above():
         cf = float(pipeline.one_f_one_b_time(m, f, b))
         assert cf <= sim * (1 + 1e-12)  # a chain of dependent operations: a lower bound
         worst = max(worst, 1 - cf / sim)
-        exact += cf >= sim * (1 - 1e-9)
+        exact += cf >= sim * (1 - 1e-12)
         overshoot = max(overshoot, (m + p - 1) * max(x + y for x, y in zip(f, b, strict=True)) / sim - 1)
-    assert worst < 0.04
-    assert exact >= 0.7 * n
+    # onefb39: the schedule's makespan (the four chains of sessions 13-38: exact in 4 of 5, up to 3.3 % short)
+    assert worst < 1e-12
+    assert exact == n
     assert overshoot > 0.3  # the upper bound it replaces is far off on the same draws
 
 
@@ -104,9 +105,9 @@ def test_three_class_stages_against_the_simulation():
         sim = simulate(p, m, f, b)
         cf = float(pipeline.one_f_one_b_three_class_time(m, p, ff, ff * r, fm, fm * r, fl, fl * r))
         assert cf <= sim * (1 + 1e-12)
-        assert cf == pytest.approx(sim, rel=0.05)  # stages 0.3-2x apart: paths wandering over ranks miss <5%
-        exact += cf >= sim * (1 - 1e-9)
-    assert exact >= 85
+        assert cf == pytest.approx(sim, rel=1e-12)  # onefb39 (the four chains: up to 4.5 % short, exact in 9 of 10)
+        exact += cf >= sim * (1 - 1e-12)
+    assert exact == 100
 
 
 def test_heavier_last_stage_is_exact():
@@ -138,7 +139,8 @@ def test_engine_pipelined_time_matches_the_simulation_on_its_own_stage_times():
     sim = simulate(p, m, f, b)
     pipelined = (m + float(res.extras["bubble_microbatches"][0])) * float(res.extras["microbatch_time"][0])
     assert pipelined <= sim * (1 + 1e-9)
-    assert pipelined == pytest.approx(sim, rel=0.01)
+    assert pipelined == pytest.approx(sim, rel=0.01)  # these ranks are not the engine's own (no embedding on rank 0,
+    # the end ranks with a middle rank's two exchanges: step._end_rank); tests/test_pipeline_exchanges.py compares those
     t_max = max(x + y for x, y in zip(f, b, strict=True))
     assert pipelined < (m + p - 1) * t_max * 0.99  # below the old upper bound
 

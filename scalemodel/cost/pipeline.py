@@ -196,55 +196,86 @@ def interleaved_rank_wait_time(m: ArrayLike, w: ArrayLike, wait: ArrayLike) -> n
     return np.asarray(np.max(np.asarray(m, dtype=float)[..., None] * w_ + np.asarray(wait, dtype=float), axis=-1))
 
 
-def _one_f_one_b_rank_paths(m: np.ndarray, warm: np.ndarray, f_k: np.ndarray, b_k: np.ndarray,
-                            f_before: np.ndarray, b_before: np.ndarray, w_after: np.ndarray) -> np.ndarray:
-    """Longest of the four schedule paths through rank k of a 1F1B pipeline (see :func:`one_f_one_b_time`).
+_NEG = -np.inf
 
-    ``warm`` = min(p - 1 - k, m - 1) warm-up forwards; ``f_before``/``b_before`` = forward/backward seconds of
-    ranks 0 .. k-1; ``w_after`` = forward + backward seconds of ranks k+1 .. p-1 (one micro-batch each)."""
-    w_k = f_k + b_k
-    trip = w_k + w_after  # micro-batch 0 from rank k's forward to its backward there, downstream and back
-    rest = m - warm - 1.0  # backwards rank k runs before its last forward
-    a = m * w_k
-    c = trip + rest * f_k + (m - 1.0) * b_k
-    d = m * f_k + rest * b_k + w_after + b_k
-    e = np.where(rest >= 1.0, trip + rest * f_k + (rest - 1.0) * b_k + w_after + b_k, 0.0)
-    return np.asarray(f_before + np.maximum(np.maximum(a, c), np.maximum(d, e)) + b_before)
+
+def _after(a: np.ndarray) -> np.ndarray:
+    """max over the ranks after k of ``a`` (last axis), -inf for the last rank."""
+    tail = np.flip(np.maximum.accumulate(np.flip(a[..., 1:], -1), -1), -1)
+    return np.concatenate([tail, np.full(a.shape[:-1] + (1,), _NEG)], axis=-1)
+
+
+def _first_entry(t: np.ndarray, p: ArrayLike, m: np.ndarray) -> np.ndarray:
+    """The least rank i whose entry into rank k is at most t + k: w_i - i = min(p - 1 - 2 i, m - i) <= t."""
+    return np.asarray(np.maximum(0.0, np.minimum(np.ceil((np.asarray(p, dtype=float) - 1.0 - t) / 2.0), m - t)))
 
 
 def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike) -> np.ndarray:
-    """Pipelined time of one step of non-interleaved 1F1B (PipeDream-Flush) with stage times of its own per rank.
+    """Pipelined time of one step of non-interleaved 1F1B (PipeDream-Flush) with stage times of its own per rank:
+    the makespan of the schedule's dependency graph, exactly.
 
     ``forward``/``backward`` hold one micro-batch's seconds on ranks 0 .. p-1 along the last axis. Rank k runs
-    w = min(p-1-k, m-1) warm-up forwards, then a forward and a backward in turn, then the remaining backwards
-    (Megatron-LM ``forward_backward_pipelining_without_interleaving``; Narayanan et al., SC'21 §2.2.1). With
-    F_<k, B_<k the forward/backward seconds of the ranks before k, W_k = f_k + b_k and D_k = sum_{c>k} W_c
-    (the round trip downstream), the step lasts at least the longest of four paths through some rank k:
+    w_k = min(p-1-k, m) warm-up forwards, then a forward and a backward in turn, then the remaining backwards
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/pipeline_parallel/schedules.py
+    ``forward_backward_pipelining_without_interleaving``; Narayanan et al., SC'21 §2.2.1); a forward waits for the
+    same micro-batch's forward on the rank before, a backward for its backward on the rank after.
 
-      A  F_<k + m W_k + B_<k                             rank k busy from its first forward to its last backward
-      C  F_<k + (W_k + D_k) + (m-w-1) f_k + (m-1) b_k + B_<k      ... after waiting for micro-batch 0's round trip
-      D  F_<k + m f_k + (m-w-1) b_k + D_k + b_k + B_<k            ... then the last micro-batch's round trip
-      E  F_<k + (W_k + D_k) + (m-w-1) f_k + (m-w-2) b_k + D_k + b_k + B_<k     both round trips (m-w-1 >= 1)
+    Each rank runs 2m operations; number them s = 0 .. 2m-1 on their rank. A forward's step to the next rank and a
+    backward's to the previous one advance s by one in the steady phase and by none in the warm-up (forwards of one
+    micro-batch down the ranks at s = j) and the cool-down (backwards up the ranks at s = m + j). The longest chain
+    (onefb39; docs/model.md#onefb-exact) enters some pivot rank k, stays on it and leaves it:
 
-    and T = max over k and the four. Each is a chain of dependent operations of the schedule, so T is a lower
-    bound; with equal stages path A on the last rank gives the textbook (m + p - 1) t (Huang et al. 2019,
-    GPipe; Narayanan et al. 2021 §2.2.1) exactly. Against a step-by-step simulation of the schedule
-    (tests/test_pipeline_uneven.py: p 2..8, m p..4p) it is exact in about 4 cases of 5 and at most 3.3% short
-    for independent random stage times within 3x of each other, exact in 9 of 10 and at most 4.5% short for
-    first/middle/last classes 0.3-2x apart (the misses: critical paths that wander across several ranks);
-    the upper bound (m + p - 1) max_k W_k it replaces overshoots by up to 60% there.
+      entry  from rank i <= k: the warm-up chain to rank i's first steady forward (s = w_i),
+                F_<=i + w_i max_{r<=i} f_r (its forwards run on the slowest forward among ranks 0 .. i),
+             then forwards down to k (f_{i+1} + .. + f_k), at s = w_i + k - i;
+             from rank i > k: that chain to rank i, its backward and backwards up to k (b_k + .. + b_i), at s = w_k + 1;
+      stay   on k from the entry to the exit: n = s_exit - s_entry operations, alternately b_k and f_k after a
+             forward entry (f_k and b_k after a backward one): n (f_k + b_k) / 2 + (b_k - f_k)/4 (s_X - s_Y)
+             (s = +1 for a forward, -1 for a backward end);
+      exit   to rank j <= k: backwards up to j (b_j .. b_{k-1}) from s = 2m-1-w_j-(k-j), then the cool-down chain
+             B_<j + w_j max_{r<=j} b_r; to rank j > k: forwards down to j from s = 2m-2-w_k, its backward,
+             and that chain from j;
+
+    T = max over (i, k, j) with the stay's n >= 0 (n = 0 only with entry and exit of one kind). Every term is a
+    chain of the schedule (a lower bound); that the longest is one of them was checked against step-by-step
+    simulations of the graph (tests/test_onefb39.py: random and integer grids, m 1..4p, p 1..9, zero stages) and is
+    argued in docs/model.md#onefb-exact. The four paths of sessions 13-38 (A: i = j = k without the maxima; C/D/E:
+    i and/or j = p-1) are members; they fell short by up to 13 % where a rank before k has a slower forward or
+    backward than k, or the longest chain enters or leaves through a middle rank. Equal stages give
+    (m + p - 1)(f + b) (Huang et al. 2019; Narayanan et al. 2021 §2.2.1). O(p^2) per pipeline, vectorised.
     """
     f = np.asarray(forward, dtype=float)
     b = np.asarray(backward, dtype=float)
     p = f.shape[-1]
-    m_ = np.asarray(m, dtype=float)[..., None]
-    k = np.arange(p, dtype=float)
-    w_all = f + b
-    f_before = np.cumsum(f, axis=-1) - f
-    b_before = np.cumsum(b, axis=-1) - b
-    w_after = np.sum(w_all, axis=-1, keepdims=True) - np.cumsum(w_all, axis=-1)
-    warm = np.minimum(p - 1.0 - k, m_ - 1.0)
-    return np.asarray(np.max(_one_f_one_b_rank_paths(m_, warm, f, b, f_before, b_before, w_after), axis=-1))
+    shape = np.broadcast_shapes(np.shape(m), f.shape[:-1], b.shape[:-1])
+    f, b = np.broadcast_to(f, shape + (p,)), np.broadcast_to(b, shape + (p,))
+    m_ = np.broadcast_to(np.asarray(m, dtype=float), shape)[..., None]
+    r = np.arange(p, dtype=float)
+    w = np.minimum(p - 1.0 - r, m_)  # warm-up forwards
+    fc, bc = np.cumsum(f, axis=-1), np.cumsum(b, axis=-1)
+    bl = bc - b  # B_<k
+    vin = fc + w * np.maximum.accumulate(f, axis=-1)  # chain to rank i's first steady forward
+    sout = bl + w * np.maximum.accumulate(b, axis=-1)  # chain from rank j's last steady backward, after it
+    lam, d = (f + b) / 2.0, (b - f) / 4.0
+    k, x = r[:, None], r[None, :]  # pivot, entry / exit rank
+    e_f = np.where(x <= k, (vin - fc)[..., None, :] + (fc + d)[..., :, None]
+                   - (w[..., None, :] + k - x) * lam[..., :, None], _NEG)
+    e_f_from = np.flip(np.maximum.accumulate(np.flip(e_f, -1), -1), -1)  # the best forward entry from rank >= i
+    e_b = _after(vin + bc) - bl - (w + 1.0) * lam - d
+    s_b = 2.0 * m_[..., None] - 1.0 - w[..., None, :] - k + x
+    x_b = np.where(x <= k, bl[..., :, None] + (sout - bl)[..., None, :] + s_b * lam[..., :, None] + d[..., :, None],
+                   _NEG)
+    s_f = 2.0 * m_ - 2.0 - w
+    x_f = _after(fc + b + sout) - fc + s_f * lam - d
+    i0 = _first_entry(s_b - 1.0 - k, p, m_[..., None])  # a forward entry before a backward exit (n odd, >= 1)
+    fb = np.where(i0 <= k, np.take_along_axis(e_f_from, np.minimum(i0, p - 1.0).astype(np.intp), -1) + x_b, _NEG)
+    i1 = _first_entry(s_f - r, p, m_)
+    ff = np.where(i1 <= r, np.take_along_axis(e_f_from, np.minimum(i1, p - 1.0).astype(np.intp)[..., None],
+                                              -1)[..., 0] + x_f, _NEG)
+    bb = e_b + np.max(np.where(w[..., :, None] + 1.0 <= s_b, x_b, _NEG), axis=-1)
+    bf = np.where(w + 1.0 < s_f, e_b + x_f, _NEG)
+    best = np.maximum(np.maximum(np.max(fb, axis=-1), ff), np.maximum(bb, bf))
+    return np.asarray(np.max(best, axis=-1))
 
 
 def one_f_one_b_three_class_time(m: ArrayLike, pp: ArrayLike, f_first: ArrayLike, b_first: ArrayLike,
@@ -263,51 +294,98 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
     """:func:`one_f_one_b_time` for a pipeline of rank 0, ``n_upper`` middle ranks 1 .. n_u of one stage time, the
     other middle ranks n_u + 1 .. p-2 of another and rank p-1, vectorised over ``pp`` (the balanced split of L layers
     that p does not divide: rank 0 and ranks 1 .. L mod p - 1 of ceil(L/p) layers, the rest and the last of
-    floor(L/p); n_u clipped to 0 .. p-2). The ranks k = 0, 1, n_u (the upper run, where n_u >= 1), n_u + 1, p-2 (the
-    lower run, where it has ranks) and p-1 are evaluated. n_u = p - 2 is the three-class pipeline
-    (:func:`one_f_one_b_three_class_time`), to the bit.
+    floor(L/p); n_u clipped to 0 .. p-2). n_u = p - 2 is the three-class pipeline
+    (:func:`one_f_one_b_three_class_time`). p = 1: rank 0 of the first class.
 
-    Why a run's ends suffice (fourclass38): the paths are not linear along a run (w = min(p-1-k, m-1) has a kink, and
-    E exists only where rest = m - w - 1 >= 1), but each is non-decreasing in k there. From rank k to the next equal
-    rank (f, b, W = f + b), F_<k + B_<k grows by W, D_k falls by W and rest = max(m - p + k, 0) grows by d in {0, 1};
-    so A grows by W, C by d f, D by d b, and E = F_<k + B_<k + W + 2 D_k + rest W, where it exists (rest >= 1, then
-    d = 1), by W - 2 W + W = 0, and only switches on going up. Each path's maximum over a run is thus at the run's last
-    rank (the first is evaluated as well: harmless, never above one_f_one_b_time). Checked exactly on every integer
-    case of pp 2..9, m 1..12, every n_u, each class's f and b in {0, 1, 3}, an exchange 0 or 1 (5.7 M cases, equal
-    to one_f_one_b_time with ``==``), and each path summed op by op along its chain of the schedule
-    (tests/test_fourclass38.py; scripts/fourclass_grid.py also against the step-by-step simulations)."""
-    m_, p = np.asarray(m, dtype=float), np.asarray(pp, dtype=float)
-    ff, bf, fu, bu = (np.asarray(x, dtype=float) for x in (f_first, b_first, f_upper, b_upper))
-    fo, bo = np.asarray(f_lower, dtype=float), np.asarray(b_lower, dtype=float)
-    fl, bl = np.asarray(f_last, dtype=float), np.asarray(b_last, dtype=float)
+    Where m >= 2p - 1 every entry of :func:`one_f_one_b_time` comes before every exit (the stay's n >= 0 for all
+    (i, k, j)), so T = max_k [max_i entry(k, i) + max_j exit(k, j)], and each of those is affine in i (in j) along a
+    run of equal ranks (f, b and the prefix maxima constant there; w_i = p-1-i), so its maximum over the run sits at
+    the run's ends or at k, k + 1; T(k) is then a maximum of functions affine in k along a run of equal pivots (convex),
+    largest at the run's first rank, its last, or the one before the last (where the candidate k + 1 leaves the run).
+    So each run's pivots are its first rank, its last and the one before its last (k in {0, 1, n_u - 1, n_u, n_u + 1,
+    p - 3, p - 2, p - 1}), each entry (exit) from the ends of the runs before and after the pivot's, the run's first
+    rank and k, and k + 1 and the run's last (onefb39; docs/model.md#onefb-exact): about 5x the four chains' work.
+    Elsewhere (m < 2p - 1, a few of plan's candidates) it is :func:`one_f_one_b_time` on the ranks written out, one
+    pipeline depth at a time."""
+    args = [np.asarray(v, dtype=float) for v in (m, pp, n_upper, f_first, b_first, f_upper, b_upper, f_lower, b_lower,
+                                                 f_last, b_last)]
+    full = np.broadcast_shapes(*(v.shape for v in args))
+    # one contiguous axis of candidates (plan's grids arrive as broadcast views)
+    m_, p, n_upper_, *vals = (np.ascontiguousarray(np.broadcast_to(v, full)).reshape(-1) for v in args)
+    shape = m_.shape
+    ff, bf, fu, bu, fo, bo, fl, bl = vals
     n_mid = np.maximum(p - 2.0, 0.0)
-    n_up = np.clip(np.asarray(n_upper, dtype=float), 0.0, n_mid)
+    n_up = np.clip(n_upper_, 0.0, n_mid)
     n_low = n_mid - n_up
-    w_up, w_low, w_last = fu + bu, fo + bo, fl + bl
+    neg = np.full(shape, _NEG)
+    has_u, has_o, has_l = n_up >= 1.0, n_low >= 1.0, p >= 2.0
+    # prefix maxima of the forward / backward through each run (rank 0; the upper run; the lower run; the last)
+    mfu, mbu = np.maximum(ff, fu), np.maximum(bf, bu)
+    mfo = np.maximum(np.where(has_u, mfu, ff), fo)
+    mbo = np.maximum(np.where(has_u, mbu, bf), bo)
+    mfl = np.maximum(np.where(has_o, mfo, np.where(has_u, mfu, ff)), fl)
+    mbl = np.maximum(np.where(has_o, mbo, np.where(has_u, mbu, bf)), bl)
+    fc_all = ff + n_up * fu + n_low * fo + np.where(has_l, fl, 0.0)
+    bc_all = bf + n_up * bu + n_low * bo + np.where(has_l, bl, 0.0)
+    zero = np.zeros(shape)
+    # name: (f, b, F_<=i and B_<=i at i = 0 of the run's line (F_<=i = c + i f), max f, max b, first, last, exists)
+    runs = {"first": (ff, bf, ff, bf, ff, bf, zero, zero, p >= 1.0),
+            "upper": (fu, bu, ff, bf, mfu, mbu, zero + 1.0, n_up, has_u),
+            "lower": (fo, bo, ff + n_up * (fu - fo), bf + n_up * (bu - bo), mfo, mbo, n_up + 1.0, p - 2.0, has_o),
+            "last": (fl, bl, fc_all, bc_all, mfl, mbl, p - 1.0, p - 1.0, has_l)}
+    slope = {"first": 0.0, "upper": 1.0, "lower": 1.0, "last": 0.0}  # F_<=i grows along the run, not at its ends
+    order = list(runs)
 
-    def at(k: np.ndarray, fk: np.ndarray, bk: np.ndarray) -> np.ndarray:
-        up_before = np.clip(k - 1.0, 0.0, n_up)  # upper middle ranks among 0 .. k-1
-        low_before = np.clip(k - 1.0 - n_up, 0.0, n_low)  # lower middle ranks among 0 .. k-1
-        first_before = np.minimum(k, 1.0)
-        up_after = np.where(k >= 1.0, np.clip(n_up - k, 0.0, n_up), n_up)  # upper middle ranks among k+1 .. p-1
-        low_after = np.where(k >= 1.0, np.clip(n_mid - np.maximum(k, n_up), 0.0, n_low), n_low)
-        last_after = np.where(k < p - 1.0, 1.0, 0.0)
-        warm = np.minimum(p - 1.0 - k, m_ - 1.0)
-        f_before = first_before * ff + up_before * fu
-        b_before = first_before * bf + up_before * bu
-        after = up_after * w_up + last_after * w_last
-        lower = n_low > 0  # the lower class's terms only where it has ranks (n_u = p - 2: the three classes' sums)
-        f_before = np.where(lower, f_before + low_before * fo, f_before)
-        b_before = np.where(lower, b_before + low_before * bo, b_before)
-        after = np.where(lower, up_after * w_up + low_after * w_low + last_after * w_last, after)
-        return _one_f_one_b_rank_paths(m_, warm, fk, bk, f_before, b_before, after)
+    def point(run: str, i: np.ndarray) -> dict[str, np.ndarray]:
+        """Rank i of ``run``: the terms of its entries and exits (m >= 2p - 1, so w_i = p - 1 - i)."""
+        f, b, fc0, bc0, mf, mb = runs[run][:6]
+        fc, bc, rest = fc0 + slope[run] * i * f, bc0 + slope[run] * i * b, p - 1.0 - i
+        return {"i": i, "fc": fc, "bl": bc - b, "alpha": rest * mf, "beta": 2.0 * i - p + 1.0,
+                "g": fc + bc + rest * mf, "alpha_x": rest * mb, "g_x": fc + bc + rest * mb}
 
-    zero = np.zeros_like(p)
-    out = np.maximum(at(zero, ff + 0 * p, bf + 0 * p), at(p - 1.0, fl + 0 * p, bl + 0 * p))
-    upper = np.maximum(at(zero + 1.0, fu + 0 * p, bu + 0 * p), at(np.maximum(n_up, 1.0), fu + 0 * p, bu + 0 * p))
-    lower = np.maximum(at(n_up + 1.0, fo + 0 * p, bo + 0 * p), at(p - 2.0, fo + 0 * p, bo + 0 * p))
-    out = np.where((p >= 3) & (n_up >= 1), np.maximum(out, upper), out)
-    return np.asarray(np.where((p >= 3) & (n_low >= 1), np.maximum(out, lower), out))
+    ends = {r: (point(r, runs[r][6]), point(r, runs[r][7])) for r in order}  # each run's first and last rank
+    out = neg
+    for ri, r in enumerate(order):
+        a, e, exists = runs[r][6], runs[r][7], runs[r][8]
+        lam, d = (runs[r][0] + runs[r][1]) / 2.0, (runs[r][1] - runs[r][0]) / 4.0
+        earlier = [(runs[q][8], x) for q in order[:ri] for x in ends[q]]
+        later = [(runs[q][8], x) for q in order[ri + 1:] for x in ends[q]]
+        prev = functools.reduce(np.maximum, [np.where(ok, x["alpha"] + x["beta"] * lam, neg) for ok, x in earlier],
+                                neg)
+        prev_x = functools.reduce(np.maximum, [np.where(ok, x["alpha_x"] + 2.0 * x["i"] * lam, neg)
+                                               for ok, x in earlier], neg)
+        next_g = functools.reduce(np.maximum, [np.where(ok, x["g"], neg) for ok, x in later], neg)
+        next_gx = functools.reduce(np.maximum, [np.where(ok, x["g_x"], neg) for ok, x in later], neg)
+        start, stop = ends[r]
+        # pivots: the run's first rank, its last, and the one before its last (where k + 1 leaves the run)
+        for k in (a, np.maximum(e - 1.0, a), e):
+            pk, inner = point(r, k), k < e
+            nxt = point(r, np.minimum(k + 1.0, e))
+            f_in = np.maximum(prev, np.maximum(start["alpha"] + start["beta"] * lam, pk["alpha"] + pk["beta"] * lam))
+            b_in = np.maximum(next_g, np.where(inner, np.maximum(nxt["g"], stop["g"]), neg))
+            b_out = np.maximum(prev_x, np.maximum(start["alpha_x"] + 2.0 * start["i"] * lam,
+                                                  pk["alpha_x"] + 2.0 * k * lam))
+            f_out = np.maximum(next_gx, np.where(inner, np.maximum(nxt["g_x"], stop["g_x"]), neg))
+            entry = np.maximum(f_in + pk["fc"] + d - k * lam, b_in - pk["bl"] - (p - k) * lam - d)
+            leave = np.maximum(b_out + pk["bl"] + (2.0 * m_ - p - k) * lam + d,
+                               f_out - pk["fc"] + (2.0 * m_ - 1.0 - p + k) * lam - d)
+            out = np.where(exists, np.maximum(out, entry + leave), out)
+    short = m_ < 2.0 * p - 1.0
+    if np.any(short):
+        out = np.array(out, dtype=float)
+        for depth in np.unique(p[short]):
+            sel = short & (p == depth)
+            n = int(depth)
+            ranks = np.arange(n, dtype=float)
+            cls = np.where(ranks == 0, 0, np.where(ranks == n - 1, 3, np.where(ranks <= n_up[sel][:, None], 1, 2)))
+            if n == 1:
+                cls = np.zeros((int(np.sum(sel)), 1), dtype=int)
+            table_f = np.stack([v[sel] for v in (ff, fu, fo, fl)], axis=-1)
+            table_b = np.stack([v[sel] for v in (bf, bu, bo, bl)], axis=-1)
+            cls = np.broadcast_to(cls, (int(np.sum(sel)), n))
+            out[sel] = one_f_one_b_time(m_[sel], np.take_along_axis(table_f, cls, -1),
+                                        np.take_along_axis(table_b, cls, -1))
+    return np.asarray(out).reshape(full)
 
 
 # ------------------------------- deferred output-layer weight gradients (docs/model.md#defer-embedding-wgrad)
