@@ -417,23 +417,12 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
         if interleaved:
             if not sp.piped:  # Megatron refuses virtual stages without '|' (the split is not the candidates')
                 continue
-            v = float(sp.v)
             if sp.segments and not all(sp.segments[:p]):
                 # a rank whose chunk of virtual stage 0 holds no layer starts on a later chunk, behind every chunk
                 # before it (cost.pipeline.interleaved_rank_wait_time)
                 out.append((sp.on, _empty_chunk_waits(job, g, stage, m, sp, stages)))
                 continue
-            chunks, pieces = [], []
-            for i, s in enumerate(sp.chunks[:p - 1]):
-                part = _part_job(job, s)
-                # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's with the embedding
-                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)]), i == 0,
-                                    blocking_p2p=True))
-                rank = sp.ranks[i]  # virtual stage 0's chunk i runs on rank i
-                hidden = _rank_hidden(stage, np.full(1, float(len(rank))), False, _part_job(job, rank),
-                                      _split_rank_recomputed(g, sp, i), i == 0)
-                chunks.append(_chunk_time(stage, np.full(1, float(len(s))), v, part, _block_recomputed(g, [len(s)]),
-                                          i == 0, hidden))
+            pieces, chunks = _stage0_chunks(job, g, stage, sp)
             if same and all(x is pieces[-1] for x in pieces[1:]):
                 mid = stages[1] if p >= 3 else stages[0]
                 out.append((sp.on, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
@@ -455,6 +444,25 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
             out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
     return out
+
+
+def _stage0_chunks(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], sp: _RankSplit
+                   ) -> tuple[list[_Stage], list[np.ndarray]]:
+    """Chunks 0 .. p-2 of virtual stage 0 of an interleaved split (``sp``: '|' segments or strategy.stage_layers; chunk
+    i runs on rank i): (each chunk's layers as a stage with every exchange exposed, its forward + backward seconds of
+    one micro-batch in the bubble's chain, :func:`_chunk_time`, on its own kinds, its own first N layers recomputed
+    (:func:`_block_recomputed`), rank 0's with the word embedding, less 1 / v of its rank's hidden exchanges). Read by
+    the interleaved bubble (:func:`_segment_pipeline_total`) and the deferred-wgrad flush idle
+    (:func:`_deferred_wgrad_exposed`)."""
+    pieces, chunks = [], []
+    for i, s in enumerate(sp.chunks[:sp.p - 1]):
+        n, part, rec = np.full(1, float(len(s))), _part_job(job, s), _block_recomputed(g, [len(s)])
+        pieces.append(stage(n, False, part, rec, i == 0, blocking_p2p=True))
+        rank = sp.ranks[i]  # virtual stage 0's chunk i runs on rank i
+        hidden = _rank_hidden(stage, np.full(1, float(len(rank))), False, _part_job(job, rank),
+                              _split_rank_recomputed(g, sp, i), i == 0)
+        chunks.append(_chunk_time(stage, n, float(sp.v), part, rec, i == 0, hidden))
+    return pieces, chunks
 
 
 def _empty_chunk_waits(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray, sp: _RankSplit,
@@ -869,12 +877,25 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     # MLP kind varies by position): rank 0 and each middle rank their own layers and kinds, the stages the bubble
     # prices (_segment_rank_stages). prop38b: a given split's middle ranks all took the most any of them holds;
     # tidy39: a hybrid pattern's (and a kinds split's) ranks took the mean layer's kinds
-    for sp, ranks in _segment_rank_stages(job, g, stage) or ():
+    seg = _segment_rank_stages(job, g, stage) or []
+    for sp, ranks in seg:
         b_first = np.where(sp.on, _stage_forward_backward(ranks[0], end=True, first=True)[1], b_first)
         if sp.p >= 3:
             b_mid = np.where(sp.on, sum(_stage_forward_backward(x)[1] for x in ranks[1:-1]) / (sp.p - 2), b_mid)
-    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
+    inter = g.schedule == ScheduleKind.INTERLEAVED
+    v = np.where(inter, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
+    # interidle39: an interleaved split priced rank by rank: the last micro-batch's backward passes chunks p-2 .. 0 of
+    # virtual stage 0 (chunk r on rank r), each its own layers (Megatron's interleaved assignment), not 1 / v of its
+    # rank's backward (the closed form's equal chunks): each chunk's backward, its bubble-chain time (_stage0_chunks)
+    # split as its compute (_stage_forward_backward), summed: deferred_wgrad_idle at v 1
+    for sp, _ in seg:
+        on = np.asarray(sp.on & inter)
+        if sp.piped and sp.v >= 2 and np.any(on):
+            pieces, chunks = _stage0_chunks(job, g, stage, sp)
+            b_chunk = [_stage_forward_backward(x._replace(time=c))[1] for x, c in zip(pieces, chunks, strict=True)]
+            b_mid_chunk = sum(b_chunk[1:], np.zeros(1)) / max(sp.p - 2, 1)
+            idle = np.where(on, pipeline.deferred_wgrad_idle(sp.p, 1, b_chunk[0], b_mid_chunk), idle)
     return np.asarray(np.where(share > 0, np.maximum(drain - idle, 0.0), 0.0))
 
 
