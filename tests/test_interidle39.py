@@ -4,9 +4,18 @@
 stage_layers list per virtual stage, a hybrid pattern's '|' segments): the last micro-batch's backward passes chunks
 p-2 .. 0 of virtual stage 0 (chunk r on rank r), each of its own layers; the closed form took 1 / v of each rank's
 backward, exact for equal chunks only. Checked here against each chunk priced from its own layers.
+
+(2) A recompute sub-field (recompute_layers, recompute_method, recompute_modules) written in a scalemodel ``--strategy``
+file that does not write recompute: the file's read refused it (specs.frameworks.read_strategy_file validated the file
+alone) before plan's _build_specs could read its needs_recompute marker, so plan refused a pin it searches for when the
+same pin is given as ``--set strategy.X`` (ux38b, tidy39). Now the file's read leaves it to the command's validation,
+as it leaves a zero-needing switch (needs_zero): one route, the same rule and marker for both ways of pinning.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -123,3 +132,70 @@ def test_a_hybrid_patterns_idle_is_its_segments_of_virtual_stage_0(monkeypatch) 
         own = _job(len(segs[r]) * pp * v, "|".join([segs[r]] * (pp * v)))
         ref += _chunk_backward(own, _grid(own, pp, v), len(segs[r]), len(segs[r]) * v, r == 0, None)
     assert _engine_idle(job, g, monkeypatch) == pytest.approx(ref, rel=1e-9)
+
+
+_PLAN = ("plan", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--global-batch", "32", "--top", "3", "--json")
+_PREDICT = ("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--global-batch", "32")
+
+
+def _refusal(cli, *args: str) -> str:  # type: ignore[no-untyped-def]
+    r = cli(*args)
+    assert r.code == 2 and r.err.count("\n") == 1 and "Traceback" not in r.err, (r.code, r.err)
+    return r.err.strip()
+
+
+# --- (2) a strategy file's recompute sub-field: plan's route as --set's ------------------------------------------
+
+@pytest.mark.parametrize(("field", "value", "mode"), [("recompute_layers", "2", "full"),
+                                                      ("recompute_method", "uniform", "full"),
+                                                      ("recompute_modules", "core_attn", "selective")])
+@pytest.mark.parametrize("nested", [True, False])
+def test_plan_takes_a_files_recompute_pin_as_it_takes_set(cli, tmp_path: Path, field: str, value: str, mode: str,
+                                                          nested: bool) -> None:  # type: ignore[no-untyped-def]
+    """The same pin given as ``--set strategy.X`` and written in a strategy file (under ``strategy:`` or at the top):
+    plan ranks the same strategies at the same step times and says the same warning; before, the file's read refused
+    it ("needs recompute: full"), exit 2."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"strategy:\n  {field}: {value}\n" if nested else f"{field}: {value}\n")
+    by_set, by_file = cli(*_PLAN, "--set", f"strategy.{field}={value}"), cli(*_PLAN, "--strategy", str(f))
+    assert by_set.code == 0 and by_file.code == 0, (by_set.err, by_file.err)
+    a, b = json.loads(by_set.out), json.loads(by_file.out)
+    assert a["ranked"] and [p["strategy"] for p in a["ranked"]] == [p["strategy"] for p in b["ranked"]]
+    assert [p["step_time_s"] for p in a["ranked"]] == [p["step_time_s"] for p in b["ranked"]]
+    assert all(p["strategy"]["recompute"] == mode and str(p["strategy"][field]) == value for p in b["ranked"])
+    assert a["warnings"] == b["warnings"] and any(f"searches recompute {mode} only" in w for w in b["warnings"])
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("recompute_layers", "2", "recompute_layers=2 needs recompute: full (got 'none')"),
+    ("recompute_method", "uniform", "uniform needs recompute: full (got 'none')"),
+    ("recompute_modules", "core_attn", "'core_attn' needs recompute: selective (got 'none')")])
+def test_predict_still_refuses_the_lone_field_naming_the_file(cli, tmp_path: Path, field: str, value: str,
+                                                              said: str) -> None:  # type: ignore[no-untyped-def]
+    """predict prices one strategy: the file's lone field is refused by the command's validation, naming the file and
+    the field as the file writes it, as --set's is refused naming --set; with recompute given beside the file
+    (--set strategy.recompute, the refusal's own advice) it runs (the file's read refused that too)."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"strategy:\n  {field}: {value}\n")
+    line = _refusal(cli, *_PREDICT, "--strategy", str(f))
+    assert line.startswith(f"error: --strategy: {f}: strategy.{field}: ") and said in line, line
+    top = tmp_path / "top.yaml"
+    top.write_text(f"{field}: {value}\n")
+    line = _refusal(cli, *_PREDICT, "--strategy", str(top))
+    assert line.startswith(f"error: --strategy: {top}: ") and f"{field}: " in line and said in line, line
+    line = _refusal(cli, *_PREDICT, "--set", f"strategy.{field}={value}")
+    assert line.startswith(f"error: --set strategy.{field}: ") and said in line, line
+    mode = said.split("needs recompute: ")[1].split(" ")[0]
+    ok = cli(*_PREDICT, "--strategy", str(f), "--set", f"strategy.recompute={mode}", "--json")
+    assert ok.code == 0, ok.err
+    assert json.loads(ok.out)["inputs"]["strategy"]["recompute"] == mode
+
+
+def test_a_file_that_writes_recompute_is_still_judged_as_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Where the file writes recompute too, its pair is refused (at the read, as before), by plan as by predict: plan
+    does not search recompute for it, as for ``--set strategy.recompute=none --set strategy.recompute_layers=2``."""
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  recompute: none\n  recompute_layers: 2\n")
+    for cmd in (_PLAN, _PREDICT):
+        line = _refusal(cli, *cmd, "--strategy", str(f))
+        assert f"{f}: strategy.recompute_layers: " in line and "needs recompute: full (got 'none')" in line, line
