@@ -108,15 +108,53 @@ def test_a_given_interleaved_splits_idle_is_virtual_stage_0s_chunks(monkeypatch,
     assert got == pytest.approx(ref, rel=1e-9)
 
 
+@pytest.mark.parametrize(("layers", "pp", "v", "chunks", "st"), [
+    (15, 4, 2, {"first_chunk_layers": 1}, {}),                      # Megatron's account-for-embedding: 1, then 2s
+    (15, 4, 2, {"first_chunk_layers": 1}, {"overlap_p2p_comm": True}),
+    (22, 4, 3, {"first_chunk_layers": 2, "last_chunk_layers": 0}, {"recompute": "full"}),
+    (13, 3, 2, {"first_chunk_layers": 4, "last_chunk_layers": 1}, {"recompute": "full", "recompute_layers": 1})])
+def test_first_and_last_chunk_layers_idle_is_its_chunks(monkeypatch, layers: int, pp: int, v: int, chunks: dict,
+                                                         st: dict) -> None:  # type: ignore[type-arg]
+    """An interleaved split priced by class (strategy first/last_chunk_layers; Megatron-Core's account-for-embedding
+    / -loss split, cost.pipeline.megatron_chunk_layers): chunk 0 holds first_chunk_layers, the other chunks of
+    virtual stage 0 the middle count, each priced from its own layers as above; the same split written as a
+    stage_layers list gives the same idle. The closed form took rank 0's backward / v: f + (v - 1) c layers over v."""
+    f, lc = chunks["first_chunk_layers"], chunks.get("last_chunk_layers", -1)
+    n_chunks = pp * v
+    mid = (layers - f - max(lc, 0)) // (n_chunks - 1 - (lc >= 0))
+    split = [f] + [mid] * (n_chunks - 2) + [lc if lc >= 0 else mid]
+    assert sum(split) == layers
+    job = _job(layers)
+    g = _grid(job, pp, v, **chunks, **st)
+    n_rec = st.get("recompute_layers")
+    ref = 0.0
+    for r in range(pp - 1):
+        rank_n = sum(split[c * pp + r] for c in range(v))
+        rec = None if n_rec is None else np.full(1, float(min(n_rec, split[r])))
+        ref += _chunk_backward(job, g, split[r], rank_n, r == 0, rec)
+    got = _engine_idle(job, g, monkeypatch)
+    assert got == pytest.approx(ref, rel=1e-9)
+    monkeypatch.undo()
+    assert got == pytest.approx(_engine_idle(job, _grid(job, pp, v, stage_layers=split, **st), monkeypatch), rel=1e-9)
+
+
 @pytest.mark.parametrize("st", [{}, {"overlap_p2p_comm": True}, {"recompute": "full"}])
 def test_equal_chunks_keep_the_closed_form(monkeypatch, st: dict) -> None:  # type: ignore[type-arg]
-    """Equal chunks: each chunk is 1 / v of its rank (stage times linear in the layers), so the list's chunk-by-chunk
-    idle is the class route's ((p - 2) b_middle + b_first) / v of the same even split (no stage_layers)."""
+    """Equal chunks of a model whose stage time is linear in its layers (this one: no host-bound launches, no
+    contention that varies with the stage): each chunk is 1 / v of its rank, so the chunk-by-chunk idle is the closed
+    form ((p - 2) b_middle + b_first) / v on the ranks' own backward (cost.pipeline.deferred_wgrad_idle), written
+    out here from each rank priced whole; a given list of the same chunks gives the same."""
     job = _job(16)
-    listed = _engine_idle(job, _grid(job, 4, 2, stage_layers=[2] * 8, **st), monkeypatch)
+    g = _grid(job, 4, 2, **st)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    with layer_compute.shared_layer_pieces():
+        b = [float(step._stage_forward_backward(step._stage(job, g, groups, np.full(1, 4.0), False, None, None,
+                                                            r == 0))[1][0]) for r in range(2)]
+    closed = (2 * b[1] + b[0]) / 2
+    by_class = _engine_idle(job, g, monkeypatch)
     monkeypatch.undo()
-    by_class = _engine_idle(job, _grid(job, 4, 2, **st), monkeypatch)
-    assert listed == pytest.approx(by_class, rel=1e-9)
+    listed = _engine_idle(job, _grid(job, 4, 2, stage_layers=[2] * 8, **st), monkeypatch)
+    assert by_class == pytest.approx(closed, rel=1e-9) and listed == pytest.approx(closed, rel=1e-9)
 
 
 def test_a_hybrid_patterns_idle_is_its_segments_of_virtual_stage_0(monkeypatch) -> None:

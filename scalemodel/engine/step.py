@@ -885,6 +885,10 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     inter = g.schedule == ScheduleKind.INTERLEAVED
     v = np.where(inter, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
+    if np.any(inter & (g.pp >= 2)):  # interleaved by class: virtual stage 0's first chunk and p - 2 middle ones
+        _, (p_first, c_first), (p_mid, c_mid) = _chunk_classes(job, g, stage)
+        b_c = [_stage_forward_backward(x._replace(time=c))[1] for x, c in ((p_first, c_first), (p_mid, c_mid))]
+        idle = np.where(inter, pipeline.deferred_wgrad_idle(g.pp, 1, *b_c), idle)
     # interidle39: an interleaved split priced rank by rank: the last micro-batch's backward passes chunks p-2 .. 0 of
     # virtual stage 0 (chunk r on rank r), each its own layers (Megatron's interleaved assignment), not 1 / v of its
     # rank's backward (the closed form's equal chunks): each chunk's backward, its bubble-chain time (_stage0_chunks)
@@ -1324,6 +1328,17 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
 def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray) -> np.ndarray:
     """:func:`_chunked_bubble`'s interleaved step of rank 0, the middle ranks and the last (first, middle and last
     model chunks: :func:`scalemodel.cost.pipeline.interleaved_uneven_time`)."""
+    (w_first, w_mid, w_last), (_, first_c), (_, mid_c) = _chunk_classes(job, g, stage)
+    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, first_c, mid_c))
+
+
+def _chunk_classes(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[_Stage, np.ndarray],
+                              tuple[_Stage, np.ndarray]]:
+    """An interleaved pipeline priced by class (:func:`_chunk_layers`: the first, middle and last model chunks):
+    ((rank 0's, a middle rank's, the last rank's micro-batch seconds), (the first chunk's layers as a stage with every
+    exchange exposed, its seconds in the bubble's chain: :func:`_chunk_time`), the same of a middle chunk). Read by
+    :func:`_chunk_class_total` and the deferred-wgrad flush idle (:func:`_deferred_wgrad_exposed`)."""
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
@@ -1337,13 +1352,15 @@ def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], 
     w_mid = stage(r_mid, False, None, rec_mid).time
     w_last = stage(r_last, True, None, rec_last).time
 
-    def chunk(n: np.ndarray, hidden: np.ndarray, embedding: bool = False) -> np.ndarray:
+    def chunk(n: np.ndarray, hidden: np.ndarray, embedding: bool = False) -> tuple[_Stage, np.ndarray]:
         # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's first with the embedding
-        return _chunk_time(stage, n, v, None, _block_recomputed(g, [n]), embedding, hidden)
+        rec = _block_recomputed(g, [n])
+        return (stage(n, False, None, rec, embedding, blocking_p2p=True),
+                _chunk_time(stage, n, v, None, rec, embedding, hidden))
 
     first_c = chunk(first, _rank_hidden(stage, r_first, False, None, rec_first, True), True)
     mid_c = chunk(mid, _rank_hidden(stage, r_mid, False, None, rec_mid))
-    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, first_c, mid_c))
+    return (w_first, w_mid, w_last), first_c, mid_c
 
 
 def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
