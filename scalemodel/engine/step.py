@@ -852,7 +852,9 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     for the last micro-batch's backward to pass the p - 1 ranks before it (first and middle ranks' backward a
     micro-batch, each middle rank its own: ``runs``, :func:`_balanced_middle_runs` as evaluate computed it for the
     bubble too; a split priced rank by rank, each rank's own layers and kinds: :func:`_segment_rank_stages`;
-    :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
+    interleaved, chunks 0 .. p-2 of virtual stage 0, each its own layers, as the bubble's chain prices them:
+    :func:`_chunk_classes`, :func:`_stage0_chunks`, interidle39; :func:`_stage_forward_backward`,
+    :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
     ``finish_embedding_wgrad_compute``), before the gradients' finalisation. 0 without the switch or at pp 1."""
