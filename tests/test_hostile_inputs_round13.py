@@ -445,8 +445,9 @@ def test_a_refused_option_is_named_as_the_option(cli, command: str, argv: list[s
 
 def test_a_file_field_refused_with_an_option_names_the_field(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """recompute_layers from a file with the default recompute: "strategy: recompute_layers=2 needs recompute: full"
-    named the whole strategy."""
+    named the whole strategy. interidle39: refused by the command's validation (plan searches recompute for it), which
+    names a top-level field as the file writes it, as a zero-needing switch's (the file's read said strategy.X)."""
     f = tmp_path / "s.yaml"
     f.write_text("recompute_layers: 2\n")
     refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,),
-            match=f"error: --strategy: {f}: strategy.recompute_layers: recompute_layers=2 needs recompute: full")
+            match=f"error: --strategy: {f}: recompute_layers: recompute_layers=2 needs recompute: full")

@@ -418,23 +418,12 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
         if interleaved:
             if not sp.piped:  # Megatron refuses virtual stages without '|' (the split is not the candidates')
                 continue
-            v = float(sp.v)
             if sp.segments and not all(sp.segments[:p]):
                 # a rank whose chunk of virtual stage 0 holds no layer starts on a later chunk, behind every chunk
                 # before it (cost.pipeline.interleaved_rank_wait_time)
                 out.append((sp.on, _empty_chunk_waits(job, g, stage, m, sp, stages)))
                 continue
-            chunks, pieces = [], []
-            for i, s in enumerate(sp.chunks[:p - 1]):
-                part = _part_job(job, s)
-                # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's with the embedding
-                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)]), i == 0,
-                                    blocking_p2p=True))
-                rank = sp.ranks[i]  # virtual stage 0's chunk i runs on rank i
-                hidden = _rank_hidden(stage, np.full(1, float(len(rank))), False, _part_job(job, rank),
-                                      _split_rank_recomputed(g, sp, i), i == 0)
-                chunks.append(_chunk_time(stage, np.full(1, float(len(s))), v, part, _block_recomputed(g, [len(s)]),
-                                          i == 0, hidden))
+            pieces, chunks = _stage0_chunks(job, g, stage, sp)
             if same and all(x is pieces[-1] for x in pieces[1:]):
                 mid = stages[1] if p >= 3 else stages[0]
                 out.append((sp.on, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
@@ -456,6 +445,25 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
             out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
     return out
+
+
+def _stage0_chunks(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], sp: _RankSplit
+                   ) -> tuple[list[_Stage], list[np.ndarray]]:
+    """Chunks 0 .. p-2 of virtual stage 0 of an interleaved split (``sp``: '|' segments or strategy.stage_layers; chunk
+    i runs on rank i): (each chunk's layers as a stage with every exchange exposed, its forward + backward seconds of
+    one micro-batch in the bubble's chain, :func:`_chunk_time`, on its own kinds, its own first N layers recomputed
+    (:func:`_block_recomputed`), rank 0's with the word embedding, less 1 / v of its rank's hidden exchanges). Read by
+    the interleaved bubble (:func:`_segment_pipeline_total`) and the deferred-wgrad flush idle
+    (:func:`_deferred_wgrad_exposed`)."""
+    pieces, chunks = [], []
+    for i, s in enumerate(sp.chunks[:sp.p - 1]):
+        n, part, rec = np.full(1, float(len(s))), _part_job(job, s), _block_recomputed(g, [len(s)])
+        pieces.append(stage(n, False, part, rec, i == 0, blocking_p2p=True))
+        rank = sp.ranks[i]  # virtual stage 0's chunk i runs on rank i
+        hidden = _rank_hidden(stage, np.full(1, float(len(rank))), False, _part_job(job, rank),
+                              _split_rank_recomputed(g, sp, i), i == 0)
+        chunks.append(_chunk_time(stage, n, float(sp.v), part, rec, i == 0, hidden))
+    return pieces, chunks
 
 
 def _empty_chunk_waits(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray, sp: _RankSplit,
@@ -846,7 +854,9 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     for the last micro-batch's backward to pass the p - 1 ranks before it (first and middle ranks' backward a
     micro-batch, each middle rank its own: ``runs``, :func:`_balanced_middle_runs` as evaluate computed it for the
     bubble too; a split priced rank by rank, each rank's own layers and kinds: :func:`_segment_rank_stages`;
-    :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
+    interleaved, chunks 0 .. p-2 of virtual stage 0, each its own layers, as the bubble's chain prices them:
+    :func:`_chunk_classes`, :func:`_stage0_chunks`, interidle39; :func:`_stage_forward_backward`,
+    :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
     ``finish_embedding_wgrad_compute``), before the gradients' finalisation. 0 without the switch or at pp 1."""
@@ -871,12 +881,29 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     # MLP kind varies by position): rank 0 and each middle rank their own layers and kinds, the stages the bubble
     # prices (_segment_rank_stages). prop38b: a given split's middle ranks all took the most any of them holds;
     # tidy39: a hybrid pattern's (and a kinds split's) ranks took the mean layer's kinds
-    for sp, ranks in _segment_rank_stages(job, g, stage) or ():
+    seg = _segment_rank_stages(job, g, stage) or []
+    for sp, ranks in seg:
         b_first = np.where(sp.on, _stage_forward_backward(ranks[0], end=True, first=True)[1], b_first)
         if sp.p >= 3:
             b_mid = np.where(sp.on, sum(_stage_forward_backward(x)[1] for x in ranks[1:-1]) / (sp.p - 2), b_mid)
-    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
+    inter = g.schedule == ScheduleKind.INTERLEAVED
+    v = np.where(inter, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
+    if np.any(inter & (g.pp >= 2)):  # interleaved by class: virtual stage 0's first chunk and p - 2 middle ones
+        _, (p_first, c_first), (p_mid, c_mid) = _chunk_classes(job, g, stage)
+        b_c = [_stage_forward_backward(x._replace(time=c))[1] for x, c in ((p_first, c_first), (p_mid, c_mid))]
+        idle = np.where(inter, pipeline.deferred_wgrad_idle(g.pp, 1, *b_c), idle)
+    # interidle39: an interleaved split priced rank by rank: the last micro-batch's backward passes chunks p-2 .. 0 of
+    # virtual stage 0 (chunk r on rank r), each its own layers (Megatron's interleaved assignment), not 1 / v of its
+    # rank's backward (the closed form's equal chunks): each chunk's backward, its bubble-chain time (_stage0_chunks)
+    # split as its compute (_stage_forward_backward), summed: deferred_wgrad_idle at v 1
+    for sp, _ in seg:
+        on = np.asarray(sp.on & inter)
+        if sp.piped and sp.v >= 2 and np.any(on):
+            pieces, chunks = _stage0_chunks(job, g, stage, sp)
+            b_chunk = [_stage_forward_backward(x._replace(time=c))[1] for x, c in zip(pieces, chunks, strict=True)]
+            b_mid_chunk = sum(b_chunk[1:], np.zeros(1)) / max(sp.p - 2, 1)
+            idle = np.where(on, pipeline.deferred_wgrad_idle(sp.p, 1, b_chunk[0], b_mid_chunk), idle)
     return np.asarray(np.where(share > 0, np.maximum(drain - idle, 0.0), 0.0))
 
 
@@ -1305,6 +1332,17 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
 def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray) -> np.ndarray:
     """:func:`_chunked_bubble`'s interleaved step of rank 0, the middle ranks and the last (first, middle and last
     model chunks: :func:`scalemodel.cost.pipeline.interleaved_uneven_time`)."""
+    (w_first, w_mid, w_last), (_, first_c), (_, mid_c) = _chunk_classes(job, g, stage)
+    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, first_c, mid_c))
+
+
+def _chunk_classes(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[_Stage, np.ndarray],
+                              tuple[_Stage, np.ndarray]]:
+    """An interleaved pipeline priced by class (:func:`_chunk_layers`: the first, middle and last model chunks):
+    ((rank 0's, a middle rank's, the last rank's micro-batch seconds), (the first chunk's layers as a stage with every
+    exchange exposed, its seconds in the bubble's chain: :func:`_chunk_time`), the same of a middle chunk). Read by
+    :func:`_chunk_class_total` and the deferred-wgrad flush idle (:func:`_deferred_wgrad_exposed`)."""
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
@@ -1318,13 +1356,15 @@ def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], 
     w_mid = stage(r_mid, False, None, rec_mid).time
     w_last = stage(r_last, True, None, rec_last).time
 
-    def chunk(n: np.ndarray, hidden: np.ndarray, embedding: bool = False) -> np.ndarray:
+    def chunk(n: np.ndarray, hidden: np.ndarray, embedding: bool = False) -> tuple[_Stage, np.ndarray]:
         # one model chunk: its own first N layers recomputed (_block_recomputed); rank 0's first with the embedding
-        return _chunk_time(stage, n, v, None, _block_recomputed(g, [n]), embedding, hidden)
+        rec = _block_recomputed(g, [n])
+        return (stage(n, False, None, rec, embedding, blocking_p2p=True),
+                _chunk_time(stage, n, v, None, rec, embedding, hidden))
 
     first_c = chunk(first, _rank_hidden(stage, r_first, False, None, rec_first, True), True)
     mid_c = chunk(mid, _rank_hidden(stage, r_mid, False, None, rec_mid))
-    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, first_c, mid_c))
+    return (w_first, w_mid, w_last), first_c, mid_c
 
 
 def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:

@@ -244,7 +244,13 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
         # read of the file alone. A framework's file gives its stage by what it writes (no Megatron-LM
         # --use-distributed-optimizer is Megatron-Core DDP at zero 0; its reader refuses what Megatron refuses)
         unset = out.format == "scalemodel" and "zero" not in out.strategy
-        if not ((out.zero_not_read() or unset) and exc.needs_zero):
+        # interidle39: likewise a recompute sub-field (recompute_layers, _method, _modules) refused for the recompute
+        # mode of a scalemodel file that does not write recompute (InputError.needs_recompute): the command's own
+        # validation judges it with its options (--set strategy.recompute; predict refuses it there in the same
+        # words), and plan validates the pin at the mode it needs and searches that mode, as for --set strategy.X.
+        # It was refused here, before plan's _build_specs could read the marker
+        recompute_unset = out.format == "scalemodel" and "recompute" not in out.strategy and bool(exc.needs_recompute)
+        if not (((out.zero_not_read() or unset) and exc.needs_zero) or recompute_unset):
             raise
     # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
     out.unused = [u if len(u) <= 300 else f"{u[:240]}... ({len(u):,} characters)" for u in out.unused]
