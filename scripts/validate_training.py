@@ -184,7 +184,10 @@ Two case files (issue 5 and issue 13):
       dgxc2504's 30-layer proxy) -> overlap and overlap_param_gather false, one bucket per buffer. Primus
       (tprimat26's MI300X rows, not the NeMo H100 twins) runs Megatron-Core's DDP too, with
       gradient-accumulation fusion off (framework.grad_accumulation_fusion false) and an
-      fp32 main_grad (framework.main_grad_bytes 4).
+      fp32 main_grad (framework.main_grad_bytes 4). NeMo 1's megatron_amp_O2 optimizers (the nemolaunch rows:
+      MainParamsOptimizerWrapper, Apex DistributedFusedAdam) -> main_grad_hook (framework.main_grad_hook), with
+      framework.grad_accumulation_fusion false where NeMo runs none (v1.9 / v1.10; v1.11 at pp 1), and their fp32
+      main gradients (framework.main_grad_bytes 4: the buffer the hook adds into and the dtype reduced over DP).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
@@ -461,6 +464,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "te_fused_attention": ((bool,), (False,)),
     "main_grad_bytes": ((int, float), None),
     "grad_accumulation_fusion": ((bool,), (False,)),
+    "main_grad_hook": ((bool,), (True,)),
     "optim_name": ((str,), ("distributed_fused_adam", "mcore_distributed_optim")),
     "bucket_cap_mb": ((int, float), None),
     "fp8_param_gather": ((bool,), (True, False)),
@@ -1303,6 +1307,12 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     if (cap_mb := setting(case, "bucket_cap_mb")) is not None and zero == "1":
         # Apex's DistributedFusedAdam: the config's bucket_cap_mb, its buckets cutting parameters (ParameterFragment)
         out.update(bucket_size=float(cap_mb) * 1024 * 1024, bucket_fragments=True)
+    if setting(case, "main_grad_hook") and zero in ("0", "1", "2"):
+        # NeMo 1's O2 optimizer adds each micro-batch's gradient into its main-grad buffer in a per-parameter hook
+        # (nl2239): unfused wherever the row records NeMo's gradient_accumulation_fusion off
+        out["main_grad_hook"] = True
+        if setting(case, "grad_accumulation_fusion") is False:
+            out["grad_accumulation_fusion"] = False
     if optim == "distributed_fused_adam" and zero == "1" and precision == "fp8":
         # NeMo 1's fp8_params (configure.sh +model.fp8_params=${FP8_ENABLED}) on Apex's distributed Adam; a row whose
         # run sets no fp8_params (framework.fp8_param_gather false: MLPerf v3.1's NeMo) gathers its BF16 parameters

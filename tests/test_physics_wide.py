@@ -198,6 +198,8 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         # a framework that has none such, and test_an_overlapped_part_never_exceeds_its_raw_time compared two
         # different traffics (mixtral-8x7b dp 16, 40 MB buckets: 0.390 s exposed with overlap on, 0.380 s off)
         bucket_fragments=draw(st.booleans()) and not megatron_ddp, megatron_ddp=megatron_ddp,
+        # (nl2239) NeMo 1's O2 main-gradient hook: not beside Megatron-Core's DDP, whose own hook prices the add
+        main_grad_hook=draw(st.booleans()) and not megatron_ddp,
         bucket_bytes=draw(st.sampled_from((0.0, 0.0, 4e7))),
         zero=zero, shard_group=draw(st.sampled_from((0, 2))) if zero == 5 else 0,
         fsdp_reshard_after_forward=draw(st.booleans()), fsdp_fp8_all_gather=draw(st.booleans()),

@@ -856,6 +856,7 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     align_grad_reduce: np.ndarray  # bool: interleaved Megatron-Core DDP syncs a chunk after its last backward
     grad_accumulation_fusion: np.ndarray  # bool: Megatron wgrad GEMMs accumulate into main_grad (False: a DDP add)
+    main_grad_hook: np.ndarray  # bool: NeMo 1 O2's per-parameter hook adds each gradient into the main-grad buffer
     bucket_fragments: np.ndarray  # bool: NeMo 1's Apex buckets: cut tensors, coalesced a layer (coalesced_launches)
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
     overlap_param_gather_with_optimizer_step: np.ndarray  # bool: chunk 0 unbucketed, gathered in the optimizer step
@@ -974,7 +975,7 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
     "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "fsdp_flat_param",
     "fsdp_per_param", "fsdp_defer_grad_sync", "xla_gpu_lhs", "attention_unpad", "moe_fp8_padding",
     "moe_permute_fusion", "megatron_ddp",
-    "align_grad_reduce", "grad_accumulation_fusion", "bucket_fragments", "align_param_gather",
+    "align_grad_reduce", "grad_accumulation_fusion", "main_grad_hook", "bucket_fragments", "align_param_gather",
     "overlap_param_gather_with_optimizer_step", "fp8_param_gather",
     "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad", "check_for_nan_in_loss",
     "loss_token_count_read", "defer_embedding_wgrad")
@@ -1005,7 +1006,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     fsdp_flat_param=False,
     fsdp_per_param=False, fsdp_defer_grad_sync=False, xla_gpu_lhs=False, attention_unpad=False,
     moe_fp8_padding=False, moe_permute_fusion=True,
-    megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, bucket_fragments=False,
+    megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True, main_grad_hook=False,
+    bucket_fragments=False,
     align_param_gather=True, overlap_param_gather_with_optimizer_step=False, fp8_param_gather=False,
     fp4_param_gather=False, loss_dp_allreduce=False,
     check_for_nan_in_grad=False, check_for_nan_in_loss=False, loss_token_count_read=False,
@@ -2168,9 +2170,10 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
 
 def _warn_unpriced_accumulation_fusion(strategy: Any, zero: Zero) -> None:
     """A warning for grad_accumulation_fusion false where it prices nothing: the extra add into main_grad is
-    Megatron-Core DDP's backward hook (layer_compute.grad_accumulation_time: megatron_ddp at ZeRO 0/1)."""
-    if getattr(strategy, "grad_accumulation_fusion", True):
-        return
+    Megatron-Core DDP's backward hook (layer_compute.grad_accumulation_time: megatron_ddp at ZeRO 0/1) or NeMo 1's
+    O2 hook (main_grad_hook)."""
+    if getattr(strategy, "grad_accumulation_fusion", True) or getattr(strategy, "main_grad_hook", False):
+        return  # NeMo 1's O2 hook (main_grad_hook) adds it too; StrategySpec refuses that hook at zero 3 / fsdp
     why = [w for w, bad in (("megatron_ddp is off", not getattr(strategy, "megatron_ddp", False)),
                             (f"zero is {getattr(strategy, 'zero', '0')}", zero > Zero.OPTIMIZER)) if bad]
     if why:

@@ -808,7 +808,15 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
                                        micro-batch after the first
         bytes = e + 2 g                Megatron-Core DDP, fusion off (:func:`megatron_unfused_accumulate_bytes`),
                                        every micro-batch, over P_gpu less the word embedding's shard V h / tp
-                                       where :func:`embedding_grad_time` already prices its add (pp 1)
+                                       where :func:`embedding_grad_time` already prices its add (pp 1); the
+                                       same over all of P_gpu under NeMo 1's O2 hook (``main_grad_hook``, fusion
+                                       off): MainParamsOptimizerWrapper's ``main_param.grad.add_(param.grad.data)``
+                                       (NVIDIA/NeMo v1.10.0 nemo/core/optim/optimizer_with_main_params.py
+                                       L300-308; v1.9.0 L232-240) and Apex DistributedFusedAdam's ``_grad_copy``,
+                                       ``grad_out.add_(grad_in)`` into its fp32 contiguous buffer (NVIDIA/apex
+                                       98661600 apex/contrib/optimizers/distributed_fused_adam.py L525-564, from
+                                       the grad-accumulator hook L349-368, every micro-batch: NeMo v1.11.0 runs
+                                       no_sync(greedy_grad_copy=True) at pp 1 and no no_sync at pp > 1)
         t     = P_gpu bytes / (HBM bandwidth x memory efficiency)
 
     DeepSpeed's PipelineEngine calls torch.autograd.backward per micro-batch and, with bf16, then
@@ -826,7 +834,9 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     (distributed_data_parallel.py ``_make_backward_post_hook``). The 16-bit GEMM output (e) against the fused
     GEMM's read-modify-write of main_grad (2 g) is epilogue traffic under a compute-bound GEMM, priced in neither
     case. Part of the backward pass, so the bubble scales with it. docs/model.md#grad-accum-fusion"""
-    megatron = megatron_ddp_on(g) & ~np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    unfused = ~np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    ddp = megatron_ddp_on(g)
+    megatron = (ddp | main_grad_hook_on(g)) & unfused
     on = g.deepspeed_pipeline | g.nanotron_trainer | megatron
     if not np.any(on):
         return np.zeros(1)
@@ -837,13 +847,22 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     per_param = np.where(fp32_buffer, fp32_pass, 3.0 * job.grad_bytes * (m - 1.0) / m)
     t = _hbm_seconds(job, (dense + expert) * per_param)
     if np.any(megatron):
-        embedding = (vocab_shard_elements(job, g) if job.is_transformer else 0.0) * (g.pp <= 1)
+        # the embedding's own add is embedding_grad_time's under Megatron-Core DDP at pp 1; NeMo 1's hook adds it
+        # with every other parameter (its embedding gradient is a dense 16-bit param.grad)
+        embedding = (vocab_shard_elements(job, g) if job.is_transformer else 0.0) * (g.pp <= 1) * ddp
         # a 16-bit (or FP8-module) run's weight gradient is the 16-bit parameter's dtype: e is at least 2 bytes
         grad_elem = np.maximum(job.elem_bytes, 2.0)
         t_meg = _hbm_seconds(job, (dense + expert - embedding)
                              * megatron_unfused_accumulate_bytes(grad_elem, job.grad_bytes))
         t = np.where(megatron, t_meg, t)
     return np.asarray(np.where(on, t, 0.0))
+
+
+def main_grad_hook_on(g: StrategyGrid) -> np.ndarray:
+    """Where NeMo 1's O2 main-gradient hook runs (strategy ``main_grad_hook``): zero 0 (MainParamsOptimizerWrapper),
+    1 or 2 (Apex DistributedFusedAdam), not beside Megatron-Core's DDP. StrategySpec refuses the others; a plan that
+    pins it still searches zero 3 / fsdp / hsdp, whose sharded wrappers run no such hook."""
+    return np.asarray(g.main_grad_hook & (g.zero <= Zero.GRADIENTS) & ~megatron_ddp_on(g))
 
 
 def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:

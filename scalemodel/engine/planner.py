@@ -206,7 +206,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "moe_permute_fusion",
              "megatron_ddp",
              "align_grad_reduce", "align_param_gather", "overlap_param_gather_with_optimizer_step",
-             "grad_accumulation_fusion", "bucket_fragments",
+             "grad_accumulation_fusion", "main_grad_hook", "bucket_fragments",
              "fp8_param_gather", "fp4_param_gather", "loss_dp_allreduce", "check_for_nan_in_grad",
              "check_for_nan_in_loss", "loss_token_count_read",
              "defer_embedding_wgrad", "wgrad_deferral_limit", "loss_impl", "layer_impl",

@@ -596,6 +596,14 @@ class StrategySpec(Spec, kw_only=True):
         "turns it off); false: the GEMM returns a 16-bit gradient and Megatron-Core DDP's backward hook adds it "
         "into main_grad, one extra pass over every parameter per micro-batch "
         "(docs/model.md#grad-accum-fusion)"))] = True
+    main_grad_hook: Annotated[bool, Meta(description=(
+        "NeMo 1's megatron_amp_O2 optimizer: a per-parameter backward hook adds each micro-batch's 16-bit gradient "
+        "into the main-gradient buffer and frees it (MainParamsOptimizerWrapper's param_hook, NeMo v1.9.0-v1.11.0 "
+        "optimizer_with_main_params.py; Apex DistributedFusedAdam's _grad_copy at 98661600), as Megatron-Core DDP's "
+        "hook does: with grad_accumulation_fusion false, one pass of e + 2 g bytes over every parameter per "
+        "micro-batch (docs/model.md#nemo1-main-grad-hook); with it true the fused weight-gradient GEMMs write the "
+        "buffer and nothing is added. Not with megatron_ddp, deepspeed_pipeline or nanotron_trainer, nor zero 3, fsdp "
+        "or hsdp"))] = False
     bucket_fragments: Annotated[bool, Meta(description=(
         "the data-parallel gradient buckets are Apex DistributedFusedAdam's as NeMo 1's distributed_fused_adam sets "
         "them up: they cut parameter tensors at their boundaries (ParameterFragment), one group of buckets a "
@@ -893,6 +901,13 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error(trainers[-1], f"true with {trainers[0]} true: a job runs on one framework's trainer "
                               f"({', '.join(trainers)} each name one)", "at most one of megatron_ddp, "
                               "deepspeed_pipeline and nanotron_trainer true")
+        if self.main_grad_hook and (trainers or Zero.parse(self.zero) > Zero.GRADIENTS):
+            # NeMo 1's O2 optimizers (zero 0: MainParamsOptimizerWrapper; 1/2: Apex DistributedFusedAdam) own their
+            # main-gradient buffer; the other trainers and sharded-parameter wrappers price their own accumulation
+            got = f"{trainers[0]} true" if trainers else f"zero {self.zero!r}"
+            raise field_error("main_grad_hook", f"true prices NeMo 1's O2 main-gradient hook, which runs on neither "
+                              f"another trainer nor sharded parameters (got {got})", "false (the default); true with "
+                              "zero 0, 1 or 2 and megatron_ddp, deepspeed_pipeline and nanotron_trainer false")
         zero = Zero.parse(self.zero)
         # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
         # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)
