@@ -90,6 +90,13 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16"),
                "--accumulate-allreduce-grads-in-fp32": ("training", "grad_bytes_per_param", 4.0),
                "--grad-reduce-in-bf16": ("training", "grad_bytes_per_param", 2.0)}
+#: Megatron-LM's ``--no-*`` flags that describe the model (read with --model): store_false --no-position-embedding
+#: (dest add_position_embedding), --no-rope-freq (a value: which layers skip RoPE), and d98e8a64dd's generated
+#: --no-pad-vocab-size, --no-yarn-correction-range-round-to-int, --no-dsa-indexer-rotate-activation,
+#: --no-dsa-indexer-scoring-relu (TransformerConfig / TokenizerConfig bools defaulting True)
+_MEG_NO_MODEL = ("--no-position-embedding", "--no-rope-freq", "--no-pad-vocab-size",
+                 "--no-yarn-correction-range-round-to-int", "--no-dsa-indexer-rotate-activation",
+                 "--no-dsa-indexer-scoring-relu")
 #: Flags that describe the model (read with --model, not from a strategy) or change nothing modelled.
 _MEG_MODEL = ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
               "--max-position-embeddings",
@@ -97,11 +104,14 @@ _MEG_MODEL = ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-h
               "--num-experts", "--moe-router-topk", "--kv-channels", "--normalization", "--position-embedding-type",
               "--disable-bias-linear", "--vocab-size", "--moe-ffn-hidden-size", "--multi-latent-attention",
               "--make-vocab-size-divisible-by", "--padded-vocab-size", "--use-rotary-position-embeddings",
-              "--rotary-base", "--rotary-percent", "--qk-layernorm", "--moe-shared-expert-intermediate-size")
+              "--rotary-base", "--rotary-percent", "--qk-layernorm", "--moe-shared-expert-intermediate-size",
+              *_MEG_NO_MODEL)
 _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "--adam-", "--init-method", "--log",
                           "--save", "--load", "--data-", "--tokenizer", "--vocab-file", "--merge-file", "--split",
                           "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
-                          "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
+                          "--exit-", "--hidden-dropout", "--attention-dropout", "--bias-", "--masked-",
+                          # store, choices=['apply_wd_to_qk_layernorm'] (arguments.py L2672 at d98e8a64dd): optimizer
+                          "--no-weight-decay-cond-type",
                           "--use-mcore-models", "--attention-softmax-in-fp32",
                           "--timing-log",
                           "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
@@ -413,6 +423,42 @@ _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 #: The switches read for strategy.moe_fp8_padding and strategy.loss_impl are store_true too (arguments.py,
 #: core_v0.15.0: --moe-grouped-gemm, --moe-use-legacy-grouped-gemm, --moe-router-padding-for-quantization (alias
 #: --moe-router-padding-for-fp8), --cross-entropy-loss-fusion): ``--cross-entropy-loss-fusion=false`` was read as on.
+#: NVIDIA/Megatron-LM's other ``--no-*`` switches (noflags39): the store_false flags of megatron/training/arguments.py
+#: at core_r0.8.0, core_v0.13.1, core_v0.15.0 and d98e8a64dd (--no-persist-layer-norm: store_true, dest
+#: no_persist_layer_norm), and those d98e8a64dd generates from a dataclass bool defaulting True (argument_utils.py
+#: ArgumentGroupFactory._build_argparse_kwargs_from_field: ``--no-X`` and ``--disable-X``, store_false):
+#: TransformerConfig's fp8_wgrad, clone_scatter_output_in_embedding and tp_comm_* (megatron/core/
+#: model_parallel_config.py, transformer_config.py) and the logger, checkpoint, tokenizer and distributed-init
+#: configs' (megatron/training/config/). They change nothing the reader prices: checkpoint, logging, data, tokenizer
+#: and initialisation switches; Megatron-FSDP's --no-gradient-reduce-div-fusion (read only by megatron_fsdp/
+#: param_and_grad_buffer.py L4754 at d98e8a64dd; the reader does not price --use-megatron-fsdp); the local
+#: (non-Transformer-Engine) path's --no-masked-softmax-fusion (core/fusions/fused_softmax.py) and
+#: --no-persist-layer-norm (core/fusions/fused_layer_norm.py, Apex); --no-pin-cpu-grads/-params (the optimizer's CPU
+#: offload, not read). The read ones are in _MEG_SWITCH and _MEG_STORE_TRUE; those that change what the model prices
+#: but are not read are named by _store_false_not_read. Any other ``--no-*`` is not Megatron-LM's: named as not used,
+#: as another unknown flag is.
+_MEG_NO_KNOWN = frozenset({
+    "--no-barrier-with-level-1-timing", "--no-ckpt-fully-parallel-save", "--no-ckpt-load-validate-sharding-integrity",
+    "--no-clone-scatter-output-in-embedding", "--no-create-attention-mask-in-dataloader", "--no-data-sharding",
+    "--no-flight-recorder-dump-on-timeout", "--no-flight-recorder-extra-dump-on-exec",
+    "--no-flight-recorder-include-only-active", "--no-gradient-reduce-div-fusion", "--no-initialization",
+    "--no-load-optim", "--no-load-rng", "--no-log-learnig-rate-to-tensorboard", "--no-log-loss-scale-to-tensorboard",
+    "--no-manual-gc-eval", "--no-masked-softmax-fusion", "--no-mmap-bin-files", "--no-one-logger",
+    "--no-persist-layer-norm", "--no-pin-cpu-grads", "--no-pin-cpu-params", "--no-save-optim", "--no-save-rng",
+    "--no-save-tokenizer-assets", "--no-strict-fsdp-dtensor-load",
+    "--no-tokenizer-sentencepiece-ignore-extra-whitespaces",
+    "--no-use-layer-wise-param-layout", "--no-use-tokenizer-model-from-checkpoint-args",
+    # dest scatter_gather_tensors_in_pipeline (arguments.py L2639 at core_v0.15.0), read nowhere else in megatron/:
+    # Megatron-Core sends whole tensors either way (strategy pp_scatter_gather false, its default)
+    "--no-scatter-gather-tensors-in-pipeline",
+    # not read: _store_false_not_read names each where it changes what the model prices
+    "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion", "--no-fp8-wgrad", "--no-tp-comm-bulk-dgrad",
+    "--no-tp-comm-bulk-wgrad", "--no-tp-comm-overlap-ag", "--no-tp-comm-overlap-rs", "--no-tp-comm-split-ag",
+    "--no-tp-comm-split-rs"})
+#: A switch and its ``--no-`` form that one Megatron-LM release defines both (argparse keeps the last, no
+#: contradiction): --ckpt-fully-parallel-save with --no-ckpt-fully-parallel-save (core_r0.8.0 to core_v0.15.0),
+#: --yarn-correction-range-round-to-int with its --no- form (d98e8a64dd)
+_MEG_BOTH_WAYS = frozenset({"--ckpt-fully-parallel-save", "--yarn-correction-range-round-to-int"})
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-reshard-after-forward",  # store_false
                                                              "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
@@ -436,7 +482,7 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-r
                                             # d98e8a64 lists it under "no CLI argument exists for these", and no
                                             # tag or branch defines it); forks' launch scripts pass it alone
                                             "--fp8-dot-product-attention",
-                                            "--first-last-layers-bf16"}  # training.bf16_layers
+                                            "--first-last-layers-bf16"} | _MEG_NO_KNOWN  # training.bf16_layers
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 #: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
 _MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
@@ -474,6 +520,49 @@ _MEG_FP32_REDUCE = (f"{_MEG_AT} megatron/training/arguments.py validate_args L12
                     "--grad-reduce-in-bf16 sets accumulate_allreduce_grads_in_fp32")
 
 
+def _negations_agree(given: set[str]) -> None:
+    """Refuse a switch given with its negation (``--overlap-grad-reduce --no-overlap-grad-reduce``, ``--align-grad-
+    reduce --disable-align-grad-reduce``), naming both. No Megatron-LM release defines both forms, bar those in
+    _MEG_BOTH_WAYS (megatron/training/arguments.py at core_r0.8.0 to core_v0.19.0 and d98e8a64dd: a store_true ``--X``
+    or a store_false ``--no-X`` / ``--disable-X``, never the pair), so its argparse refuses the launch at whichever it
+    has not ("unrecognized arguments"); the reader kept the switch on without a word (noflags39)."""
+    for neg in sorted(given):
+        for prefix in ("--no-", "--disable-"):
+            base = "--" + neg[len(prefix):]
+            if neg.startswith(prefix) and base in given and base not in _MEG_BOTH_WAYS:
+                if neg in _MEG_STORE_TRUE:
+                    has, allowed = f"Megatron-LM has {neg}, not {base}", f"{neg} to turn it off, or neither"
+                elif base in _MEG_STORE_TRUE:
+                    has, allowed = f"Megatron-LM has {base}, not {neg}", f"{base} to turn it on, or neither"
+                else:
+                    has, allowed = "Megatron-LM defines at most one of them", f"one of {base} or {neg}"
+                raise InputError(f"a switch and its negation given together contradict ({has}: its argparse refuses "
+                                 "the other as an unrecognized argument)", where=f"{base} and {neg}", allowed=allowed)
+
+
+def _store_false_not_read(args: dict[str, str | None], model_flags: Sequence[str], out: StrategyFile) -> None:
+    """Name the Megatron-LM ``--no-*`` switches (_MEG_NO_KNOWN) that turn off what the model prices on, where they do;
+    not read. NVIDIA/Megatron-LM@d98e8a64dd: --no-bias-swiglu-fusion / --no-bias-gelu-fusion (store_false, arguments.py
+    L2892-2898) set TransformerConfig.bias_activation_fusion with / without --swiglu (argument_utils.py L314-319;
+    validate_args turns bias_gelu_fusion off under --disable-bias-linear, arguments.py L1605-1606), and the MLP then
+    runs the eager activation, not the fused kernel cost.compute.layer_eltwise_bytes prices; --no-fp8-wgrad
+    (TransformerConfig.fp8_wgrad, default True) keeps the fp8 run's weight-gradient GEMMs in 16 bits;
+    --no-tp-comm-* (ModelParallelConfig.tp_comm_overlap_ag / _rs / bulk / split, default True) turn off a part of the
+    Transformer Engine user-buffer overlap that --tp-comm-overlap prices whole."""
+    swiglu = "--swiglu" in model_flags
+    notes = {"--no-bias-swiglu-fusion": (swiglu, "the eager SwiGLU (silu, multiply) is not priced; the fused "
+                                                 "bias_swiglu kernel is"),
+             "--no-bias-gelu-fusion": (not swiglu and "--disable-bias-linear" not in model_flags,
+                                       "the eager bias add and GeLU are not priced; the fused bias_gelu kernel is"),
+             "--no-fp8-wgrad": ("--fp8-format" in args, "16-bit weight-gradient GEMMs are not priced; fp8 ones are")}
+    for name in ("--no-tp-comm-bulk-dgrad", "--no-tp-comm-bulk-wgrad", "--no-tp-comm-overlap-ag",
+                 "--no-tp-comm-overlap-rs", "--no-tp-comm-split-ag", "--no-tp-comm-split-rs"):
+        notes[name] = ("--tp-comm-overlap" in args, "--tp-comm-overlap is priced with every part of its overlap on")
+    for name, (applies, why) in notes.items():
+        if name in args and applies:
+            out.unused.append(f"{name} (not read: {why})")
+
+
 def _megatron(text: str, out: StrategyFile) -> None:
     bad = _CONTROL.search(text)
     if bad:
@@ -495,6 +584,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                          allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
     args: dict[str, str | None] = {}
     model_flags: list[str] = []
+    passed: set[str] = set()  # every flag name the launch passes (_negations_agree)
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -547,8 +637,17 @@ def _megatron(text: str, out: StrategyFile) -> None:
             args[name] = value
         elif name in _MEG_MODEL:
             model_flags.append(name)
+        elif name.startswith("--no-") and not name.startswith(_MEG_HARMLESS_PREFIXES):
+            # noflags39: "--no-" was a harmless prefix, so "--overlap-grad-reduce --no-overlap-grad-reduce" kept the
+            # overlap on without a word; a --no-* switch Megatron-LM has not is named as another unknown flag is
+            shown = name if value is None else f"{name} {value[:40]}"
+            out.unused.append(f"{shown[:80]} (not a Megatron-LM switch, core_r0.8.0 to d98e8a64dd: its argparse "
+                              "refuses it as an unrecognized argument)")
         elif not name.startswith(_MEG_HARMLESS_PREFIXES):
             out.unused.append(name if value is None else f"{name} {value[:40]}")
+        passed.add(name)
+    _negations_agree(passed)
+    _store_false_not_read(args, model_flags, out)
     if model_flags:
         out.unused.append(f"model flags ({', '.join(model_flags[:6])}{', ...' if len(model_flags) > 6 else ''}): "
                           "describe the model with --model")
