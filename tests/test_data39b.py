@@ -89,3 +89,17 @@ def test_stage_split_follows_the_partition_method() -> None:
         assert per * pp == lay + 2
         groups = re.findall(r"\[([^\]]*)\]", c["parallelism"]["pipeline_layout"])
         assert groups[0] == f"embed | {per - 1} blocks" and groups[-1] == f"{per - 1} blocks | embed"
+
+
+def test_bloom_ramp_row_against_its_log_line() -> None:
+    """tr11-176B-ml/README.md (2699e8c): 'iteration 3707 | consumed samples 59312 | elapsed time per iteration (s)
+    15.23 | global batch size 16 | TFLOPs 8.04', the run's TP 4, PP 12, MBS 2 on 48 nodes: one micro-batch a
+    pipeline."""
+    (c,) = [c for c in load_yaml(NEW_CASES) if c["id"] == "bloom_176b_384_gbs16"]
+    p, m, meas = c["parallelism"], c["model"], c["measured"]
+    assert (p["tp"], p["pp"], p["dp"], p["microbatch"], p["global_batch_seqs"]) == (4, 12, 8, 2, 16)
+    assert p["dp"] * p["microbatch"] * p["grad_accum"] == 16 and p["grad_accum"] == 1 and 16 * 3707 == 59312
+    assert meas["iteration_time_s"] == 15.23 and meas["tflops_per_gpu"] == 8.04
+    h, lay = m["hidden"], m["layers"]
+    flops = 96 * 16 * SEQ * lay * h * h * (1 + SEQ / (6 * h) + m["vocab"] / (16 * lay * h))
+    assert abs(flops / (15.23 * GPUS) / 1e12 - 8.04) < 0.005
