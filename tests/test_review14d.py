@@ -93,9 +93,10 @@ def test_allow_all_opens_every_allow_name_and_a_constraint_opens_its_axis() -> N
     job = build_job(load_cluster("dgx-h100"), TINY_MOE, TrainingSpec(global_batch=32, seq_len=8192))
     c = normalize_constraints({"micro_batch": 1})
     every = planner.configurations(job, 16, 32, c, frozenset(planner.ALLOW["all"]))
-    # offload35: --allow offload opens the states' host offload column too (the cluster gives host_bandwidth)
-    named = planner.configurations(job, 16, 32, c, frozenset(k for n in ("cp-exchanges", "moe-dispatch", "offload")
-                                                             for k in planner.ALLOW[n]))
+    # offload35: --allow offload opens the states' host offload column too (the cluster gives host_bandwidth);
+    # etp39: --allow expert-tp the MoE model's etp column
+    named = planner.configurations(job, 16, 32, c, frozenset(k for n in ("cp-exchanges", "moe-dispatch", "offload",
+                                                                         "expert-tp") for k in planner.ALLOW[n]))
     assert all(np.array_equal(every[k], named[k]) for k in named) and every.keys() == named.keys()
     assert {0, 1, 2} <= set(every["cp_comm_type"][every["cp"] > 1].tolist())  # p2p, all_gather, a2a
     cons = planner.configurations(job, 16, 32, normalize_constraints({"micro_batch": 1,

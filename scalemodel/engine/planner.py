@@ -66,6 +66,7 @@ import msgspec
 import numpy as np
 
 from scalemodel.choices import (
+    TORCHTITAN_LAYERS,
     Algorithm,
     Assignment,
     CompressionKind,
@@ -180,11 +181,14 @@ MAINSTREAM: dict[str, frozenset[int]] = {
 #: ``cp-exchanges`` and ``moe-dispatch`` open the search over context parallelism's exchange and the expert dispatch
 #: (docs/model.md#plan-exchanges): each multiplies the rows with cp > 1 (ep > 1 on MoE models) by up to 4-5 (6 for
 #: moe-dispatch with the flex dispatcher's two backends), which took the default GPT-3 plan from 0.4 to 1.2-1.4 s of
-#: search, so they are asked for (or pinned), not default.
+#: search, so they are asked for (or pinned), not default. ``expert-tp`` opens expert tensor parallelism (strategy.etp,
+#: every proper divisor of tp beside Megatron's default etp = tp) with ep folded over tp x cp x dp
+#: (:func:`configurations`, docs/model.md#plan-space): 1.3x the CPU of plan -m mixtral-8x7b -n 64 and 2.3x of
+#: deepseek-v3 -n 256 (etp39).
 ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
          "dynamic-assignment": ("assignment",), "cp-exchanges": ("cp_comm_type",),
          "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend"),
-         "offload": ("offload_states",), "micro-batches": ("micro_batch",)}
+         "offload": ("offload_states",), "micro-batches": ("micro_batch",), "expert-tp": ("etp",)}
 ALLOW["all"] = tuple(k for keys in ALLOW.values() for k in keys)  # every name's keys: none is left out of all
 #: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
 COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
@@ -293,13 +297,17 @@ def _levels(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None,
-                   allow: frozenset[str] = frozenset(), *, narrow: bool = False) -> dict[str, np.ndarray]:
+                   allow: frozenset[str] = frozenset(), *, narrow: bool = False,
+                   fixed: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
     """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
     of every valid combination (vectorised filtering of a cartesian product).
 
     tp, pp, cp are divisors of the GPU count whose product divides it (dp = gpus / (tp pp cp)), tp <=
-    heads, pp <= layers, cp <= seq_len / 2, ep divides dp (one pinned with =: tp x cp x dp, the folding predict
-    takes) and the expert count (MoE only);
+    heads, pp <= layers, cp <= seq_len / 2, ep dividing the expert count (MoE only) and dp (one pinned with =: tp x
+    cp x dp, the folding predict takes); where ``allow`` opens etp (--allow expert-tp) on an MoE model, the expert
+    tensor parallelism etp too (column ``etp``: 0 for Megatron's default etp = tp, and every proper divisor of tp;
+    torchtitan's layer: its default 1 and tp) unless ``fixed`` pins it, and there or with etp pinned, ep with etp x ep
+    dividing tp x cp x dp (Megatron-Core's expert grid, MoE parallel folding: docs/model.md#plan-space);
     micro-batches are the powers of two dividing the per-replica batch B / dp (every divisor of it where ``allow``
     opens micro_batch: --allow micro-batches), and one pinned with = whatever it is (docs/model.md#plan-space);
     pipelines (pp > 1) try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
@@ -335,16 +343,49 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     ok = gpus % mp == 0
     tp, pp, cp, ep, mp = tp[ok], pp[ok], cp[ok], ep[ok], mp[ok]
     dp = gpus // mp
-    # ep carved out of dp; an ep pinned with = may fold over tp x cp x dp as predict takes it (MoE parallel folding,
-    # step.py: etp x ep | tp cp dp, the rest refused there as expert_parallel_invalid): a pinned ep 32 at dp 16 x tp 2
-    # (validation row dgxc2505_gb200_dsv3_bf16_128) left plan "no split meets what was asked" (consist38)
+    # expert tensor parallelism x ep folded over each stage's tp x cp x dp ranks, as Megatron-Core builds its expert
+    # grid (megatron/core/parallel_state.py initialize_model_parallel at core_v0.13.1 = ea651a3b, lines 778-800:
+    # etp defaults to tp, expert_data_parallel_size = world / (etp ep pp), world % (etp ep pp) == 0 or RuntimeError,
+    # the expert RankGenerator over tp=etp, ep, dp=edp, pp with cp=1; the same at d98e8a64dd lines 871-896) and as
+    # predict refuses the rest (step.py expert_parallel_invalid: etp x ep | tp cp dp, ep | experts). Unpinned, ep had
+    # to divide dp at etp = tp, so the etp 1 layouts of Mixtral / DeepSeek / Qwen3 MoE runs (tp 2-8, etp 1, ep 8-64)
+    # were never searched (planmb39). With --allow expert-tp (ALLOW: 1.3-2.3x the CPU, below) each row takes etp 0
+    # (Megatron's default, etp = tp) and every proper divisor of
+    # tp (Megatron asks nothing of etp but the world's divisibility; a divisor of tp keeps the expert GEMMs' TP split
+    # one the dense layers' already divides); torchtitan's layer takes its default 1 (0 becomes 1 where ep > 1:
+    # job.grid_from_arrays) and tp, the two its ParallelDims._validate allows (specs.torchtitan_config._titan_etp).
+    # A pinned etp (fixed) is every candidate's: no column, the fold at it.
+    moe = job.is_transformer and int(job.shape.moe_experts) > 0
+    fx = fixed or {}
+    titan = int(fx.get("layer_impl", LayerImpl.MEGATRON_TE)) in TORCHTITAN_LAYERS
+    searched_etp = moe and "etp" not in fx and "etp" in allow
+    if searched_etp:
+        e_c = np.concatenate([np.zeros(1, dtype=np.int64), divisors(max(int(tp.max(initial=1)), 1))])
+        ok_e = np.broadcast_to(e_c[None, :] == 0, (len(tp), len(e_c))).copy()
+        if titan:
+            ok_e |= (e_c[None, :] == tp[:, None]) & (tp[:, None] > 1) & (ep[:, None] > 1)
+        else:
+            ok_e |= (e_c[None, :] > 0) & (tp[:, None] % np.maximum(e_c[None, :], 1) == 0) & (e_c[None, :] < tp[:, None])
+        ri, ei = np.nonzero(ok_e)
+        tp, pp, cp, ep, dp, etp = tp[ri], pp[ri], cp[ri], ep[ri], dp[ri], e_c[ei]
+    else:
+        etp = np.full(len(tp), int(fx.get("etp", 0) or 0), dtype=np.int64)
+    etp_eff = np.where(etp > 0, etp, np.where(titan & (ep > 1), 1, tp))
+    # without --allow expert-tp and no etp pinned: etp = tp and ep carved out of dp, as before (the axis took plan -m
+    # mixtral-8x7b -n 64 from 0.95 to 1.27 CPU s and deepseek-v3 -n 256 from 1.55 to 3.53, etp 1 alone beside tp to
+    # 1.34 and 2.63: docs/model.md#plan-space), an ep pinned with = folded over tp x cp x dp as predict takes it (a
+    # pinned ep 32 at dp 16 x tp 2, validation row dgxc2505_gb200_dsv3_bf16_128, left plan "no split meets what was
+    # asked": consist38)
     folds = any(op in ("=", "==") for op, _ in c.get("ep", ()))
-    ok = (tp * cp * dp) % ep == 0 if folds else dp % ep == 0
-    if job.is_transformer and int(job.shape.moe_experts) > 0:
+    if moe and ("etp" in fx or searched_etp):
+        ok = (tp * cp * dp) % (etp_eff * ep) == 0
+    else:
+        ok = (tp * cp * dp) % ep == 0 if folds else dp % ep == 0
+    if moe:
         ok &= int(job.shape.moe_experts) % ep == 0
     if "dp" in c:
         ok &= allowed_by(dp, c["dp"])
-    tp, pp, cp, ep, dp = tp[ok], pp[ok], cp[ok], ep[ok], dp[ok]
+    tp, pp, cp, ep, dp, etp = tp[ok], pp[ok], cp[ok], ep[ok], dp[ok], etp[ok]
 
     # micro-batches: the powers of two dividing the per-replica batch, or with --allow micro-batches every divisor of it
     # (1 alone when dp does not divide B, which evaluate() then reports as batch_not_divisible). Megatron-LM runs any
@@ -370,7 +411,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     if "micro_batch" in c:
         ok2 &= allowed_by(mb_c, c["micro_batch"])[None, :]
     li, mi = np.nonzero(ok2)
-    tp, pp, cp, ep, dp, mb = tp[li], pp[li], cp[li], ep[li], dp[li], mb_c[mi]
+    tp, pp, cp, ep, dp, mb, etp = tp[li], pp[li], cp[li], ep[li], dp[li], mb_c[mi], etp[li]
 
     # schedules: (code, v); only 1f1b without a pipeline, interleaved:v needs layers % (pp v) == 0
     # with '|' segments, interleaved:v needs pp v = the segments instead (Megatron-LM validate_args derives v)
@@ -403,7 +444,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
         ok3 &= allowed_by(virt, c["virtual_stages"])[None, :]
     ci, si = np.nonzero(ok3)
     cfg = {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
-           "schedule": sched[si], "virtual_stages": virt[si]}
+           "schedule": sched[si], "virtual_stages": virt[si], **({"etp": etp[ci]} if searched_etp else {})}
     return _with_layouts(_with_state_offload(job, _with_moe_dispatch(job, _with_cp_exchange(job, cfg, c, allow), c,
                                                                      allow), allow), c, narrow)
 
@@ -1385,7 +1426,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             notices.warn("strategy.overlap_param_gather_with_optimizer_step = true is not priced: it moves the first "
                          "model chunk's ZeRO-1 parameter gather of Megatron-Core's DDP into the optimizer step, and "
                          f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not pinned true")
-    all_cfg = configurations(job, gpus, global_batch, c, allow_keys, narrow=True)
+    all_cfg = configurations(job, gpus, global_batch, c, allow_keys, narrow=True, fixed=fixed)
     no_split = _segment_split_refusal(job, gpus, c) if not len(all_cfg["dp"]) else ""
     axes = _axes(job, c)
     for name, axis in axes.items():
