@@ -129,6 +129,7 @@ from scalemodel.engine.step import (
     feasibility,
     needs_replicas,
     refuse_non_finite,
+    shared_stages,
     shares_bsp_comm,
     with_sync,
 )
@@ -1285,7 +1286,9 @@ def _comm_blocks(choices: dict[str, np.ndarray]) -> list[tuple[int, dict[str, np
     {field: array}) with the block's rows in C order of the arrays' broadcast shape (leading axis of length 1
     for the outer candidates). The all-reduce rows are the product algorithm x compression x overlap x
     bucket x assignment, so each field gets its own axis and a collective is priced once per distinct
-    message size rather than once per row; other rows (parameter servers) form one flat block."""
+    message size rather than once per row; other rows (parameter servers) form one flat block, on the last of as
+    many axes as the product's, so that both blocks' outer candidates have one shape and share their stages
+    (:func:`~scalemodel.engine.step.shared_stages`)."""
     n = len(choices["algorithm"])
     ar = np.nonzero(choices["ps_servers"] == 0)[0]
     blocks: list[tuple[int, dict[str, np.ndarray]]] = []
@@ -1311,7 +1314,8 @@ def _comm_blocks(choices: dict[str, np.ndarray]) -> list[tuple[int, dict[str, np
             blocks.append((0, comm))
             flat_from = len(ar)
     if flat_from < n:
-        blocks.append((flat_from, {f: choices[f][flat_from:].reshape(1, -1) for f in COMM_FIELDS}))
+        ndim = len(blocks[0][1]["algorithm"].shape) if blocks else 2
+        blocks.append((flat_from, {f: choices[f][flat_from:].reshape((1,) * (ndim - 1) + (-1,)) for f in COMM_FIELDS}))
     return blocks
 
 
@@ -1795,7 +1799,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             part = _top_up(part, batches, later, refilter, per2)
         at = part[:, 2:6].astype(np.int64)
         grids = [_block_grid(gpus, global_batch, all_cfg, at, axes, comm, fixed) for _b0, comm in blocks]
-        res0s = [evaluate(job, grid, sync=class_sync[ci], kappa=kappa) for grid in grids]
+        with shared_stages():  # the blocks' outer candidates' stages priced once, each block its own DP sync
+            res0s = [evaluate(job, grid, sync=class_sync[ci], kappa=kappa) for grid in grids]
         computed += sum(grid.size for grid in grids)
         ok0s = []
         for res0 in res0s:

@@ -64,7 +64,8 @@ micro-batch (:mod:`scalemodel.engine.layer_compute`), TP / CP / EP / PP communic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -1239,6 +1240,48 @@ def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nd
     return _stage(job, g, groups, layers, logits).time
 
 
+#: The grid fields only the data-parallel sync reads (dp_comm, :func:`_feasibility`, :func:`_imbalance`,
+#: :func:`with_sync`): the planner's communication choices. A pipeline rank's stage (:func:`_stage`: compute, the
+#: model-parallel collectives, the host's wait) reads none of them, so grids that differ only in these share their
+#: stages within :func:`shared_stages` (tests/test_pass2cut39.py checks that against a fresh evaluate).
+SYNC_FIELDS = frozenset({"algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap",
+                         "bucket_bytes", "dynamic_assignment"})
+
+#: :func:`_stage_memo`'s stage functions while :func:`shared_stages` is open: {"active": {key: (job, stage)}}, the key
+#: the job's id and every field of the grid but :data:`SYNC_FIELDS` (shape, dtype, bytes)
+_STAGE_MEMO: dict[str, dict[tuple[Any, ...], tuple[Job, Callable[..., _Stage]]]] = {}
+
+
+@contextmanager
+def shared_stages() -> Iterator[None]:
+    """Within this block, :func:`evaluate` calls on grids equal but for :data:`SYNC_FIELDS` (the planner's pass 2:
+    one batch of outer candidates on its all-reduce and its parameter-server choices) price their pipeline ranks'
+    stages and per-layer collectives once (:func:`_stage_memo`), each call its own data-parallel sync; outside it
+    every call prices its own, as predict's one call does. The grids' shapes must broadcast alike on the fields kept
+    (the planner gives both blocks the same number of axes)."""
+    if _STAGE_MEMO.get("active") is not None:
+        yield
+        return
+    _STAGE_MEMO["active"] = {}
+    try:
+        yield
+    finally:
+        _STAGE_MEMO.pop("active", None)
+
+
+def _layout_key(job: Job, g: StrategyGrid) -> tuple[Any, ...] | None:
+    """:data:`_STAGE_MEMO`'s key of (job, g): None (not shared) where a field is not a plain numeric array."""
+    key: list[Any] = [id(job)]
+    for name in g.__struct_fields__:
+        if name in SYNC_FIELDS:
+            continue
+        a = getattr(g, name)
+        if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf":
+            return None
+        key.append((name, a.shape, a.dtype.str, a.tobytes()))
+    return tuple(key)
+
+
 def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[..., _Stage]:
     """:func:`_stage` remembered per distinct (layers, logits, part), with the per-layer collectives priced once:
     evaluate and the pipeline formulas ask for ranks and chunks that are often the same size (a balanced
@@ -1246,7 +1289,11 @@ def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[.
     own kinds (:func:`_part_job`; the per-layer collectives depend on the widths alone, not on the kinds), else
     ``job``. ``blocking_p2p``: the stage with every pipeline send/recv exposed, ``overlap_p2p_comm`` off (the
     collectives do not depend on it): the interleaved bubble's chunks, whose warm-up and cool-down exchanges no
-    compute hides (:func:`_chunk_time`)."""
+    compute hides (:func:`_chunk_time`). Within :func:`shared_stages` one per grid but its :data:`SYNC_FIELDS`."""
+    shared = _STAGE_MEMO.get("active")
+    layout = None if shared is None else _layout_key(job, g)
+    if shared is not None and layout is not None and layout in shared:
+        return shared[layout][1]
     seen: dict[tuple[Any, ...], _Stage] = {}
     held: dict[int, Job] = {}
     coll = _mp_collectives(job, g, groups) if job.is_transformer else None
@@ -1266,6 +1313,8 @@ def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[.
             seen[key] = _stage(who, grids[blocking], groups, a, logits, coll, rec, embedding)
             held[id(who)] = who  # its id stays its own while remembered
         return seen[key]
+    if shared is not None and layout is not None:
+        shared[layout] = (job, stage)  # the job held: its id stays its own while remembered
     return stage
 
 
