@@ -10,12 +10,14 @@ predict's path, not the planner's broadcast grid; infeasible candidates are coun
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from scalemodel.specs.constraints import normalize_constraints
 
 GPUS = 8
 BATCH = 16
@@ -72,7 +74,9 @@ def _key(p):
     return (s["tp"], s["ep"], s["etp"], s["dp"], s["micro_batch"], s["zero"], s["sequence_parallel"])
 
 
-@pytest.mark.parametrize(("expert_tp", "batch", "tp_min"), [(False, 16, 1), (True, 16, 1), (True, 8, 2)])
+# The default search (no --allow expert-tp) is checked on its configuration axis below, not by brute force: its
+# brute-force case cost 9 s of the CI's CPU for what test_default_axis_folds_ep_over_dp_only checks directly.
+@pytest.mark.parametrize(("expert_tp", "batch", "tp_min"), [(True, 16, 1), (True, 8, 2)])
 def test_plan_equals_brute_force_over_expert_tp(job, expert_tp, batch, tp_min):
     job_, wl = job
     brute = _brute_force(job_, wl, expert_tp, batch, tp_min)
@@ -92,6 +96,18 @@ def test_plan_equals_brute_force_over_expert_tp(job, expert_tp, batch, tp_min):
         assert (win.strategy["tp"], win.strategy["etp"], win.strategy["ep"], win.strategy["dp"]) == (2, 1, 8, 4)
         at_tp = min(r[0] for r in brute if r[1] and r[2][2] is None)
         assert win.step_time_s < at_tp * (1 - 1e-3)
+
+
+def test_default_axis_folds_ep_over_dp_only(job):
+    """Without --allow expert-tp and no etp pinned, the space has no etp column and every ep divides dp (etp = tp,
+    ep carved out of dp, as before etp39); opened, an ep beyond dp appears (folded over tp x dp)."""
+    job_, _wl = job
+    c = normalize_constraints({"cp": 1, "pp": 1})
+    base = planner.configurations(job_, GPUS, BATCH, c)
+    assert "etp" not in base
+    assert np.all(base["dp"] % base["ep"] == 0) and set(base["ep"].tolist()) >= {1, 2, 4, 8}
+    opened = planner.configurations(job_, GPUS, BATCH, c, frozenset(planner.ALLOW["expert-tp"]))
+    assert np.any(opened["ep"] > opened["dp"])
 
 
 def test_pinned_etp_folds_and_predict_refusals_are_not_ranked(job):
