@@ -59,16 +59,24 @@ MLPERF_CAP_MB = {"mlpt41_h100_gpt3_175b_256": 125, "mlpt41_h100_gpt3_175b_512": 
 
 def test_only_the_apex_rows() -> None:
     """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket, and the MLPerf v3.1 /
-    v4.0 / v4.1 GPT-3 rows of NVIDIA's NeMo 1 implementation (MLPERF_CAP_MB); no other row does."""
+    v4.0 / v4.1 GPT-3 rows of NVIDIA's NeMo 1 implementation (MLPERF_CAP_MB), and the NeMo Megatron launcher's
+    22.08 rows (Apex's default); no other row does."""
     vt = script_module("validate_training")
     optim = vt.rows_with("optim_name")  # the rows' framework.optim_name / bucket_cap_mb (validation/README.md)
     mlperf = {i: o for i, o in optim.items() if i.startswith(("mlpt31_", "mlpt40_", "mlpt41_"))}
     assert mlperf == dict.fromkeys(MLPERF_CAP_MB, "distributed_fused_adam")
     optim = {i: o for i, o in optim.items() if i not in mlperf}
+    # data39: the NeMo Megatron launcher's 22.08 rows (NeMo v1.11.0, conf/training/gpt3/*.yaml optim name at
+    # 1f1e6be5) run Apex's DistributedFusedAdam at its default 100 MB bucket (apex 98661600; NeMo passes none)
+    launcher = {i: o for i, o in optim.items() if i.startswith("nemolaunch22_")}
+    assert len(launcher) == 11 and set(launcher.values()) == {"distributed_fused_adam"}
+    caps = vt.rows_with("bucket_cap_mb")
+    assert {i: caps[i] for i in launcher} == dict.fromkeys(launcher, 100)
+    optim = {i: o for i, o in optim.items() if i not in launcher}
     assert len(optim) == 70 and all(i.startswith("dgxc25_h100_") for i in optim)
     apex = {i for i in optim if "_nemotron4_15b_" not in i}
     assert {i for i, o in optim.items() if o == "distributed_fused_adam"} == apex
-    caps = vt.rows_with("bucket_cap_mb")
+    caps = {i: mb for i, mb in caps.items() if i not in launcher}
     assert {i: caps.pop(i) for i in MLPERF_CAP_MB} == MLPERF_CAP_MB
     assert set(caps) == apex and len(apex) == 54
     for i, mb in caps.items():

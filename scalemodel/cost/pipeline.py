@@ -373,7 +373,7 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
     short = m_ < 2.0 * p - 1.0
     if np.any(short):
         out = np.array(out, dtype=float)
-        for depth in np.unique(p[short]):
+        for depth in sorted({float(x) for x in p[short].ravel()}):  # not np.unique: it imports numpy.ma (10 ms)
             sel = short & (p == depth)
             n = int(depth)
             ranks = np.arange(n, dtype=float)
