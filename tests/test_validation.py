@@ -650,9 +650,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # (DeepSpeed bf16 optimizer, Composer FSDP mixed_precision DEFAULT) where the framework fixes it
     # tightened 0.15 -> 0.05 at the end of the 2026-12-05 (second) session: the bound sat 10.8% above
     # the median, 4.23% (n 1), so a regression of that size passed (review20g)
-    # data39b: raised 0.05 -> 0.14 for a second row, bloom_176b_384_gbs16 (the same README's batch-ramp log line, GBS 16 =
-    # one micro-batch per pipeline, recorded before prediction: +29.6 %, a per-step cost the model does not reach; the
-    # first row unchanged at 4.3 %); the median of two is their mean, 13.6 %; one-half point of room
+    # data39b: raised 0.05 -> 0.14 for a second row, bloom_176b_384_gbs16 (the same README's batch-ramp log line,
+    # GBS 16 = one micro-batch per pipeline, recorded before prediction: +29.6 %, a per-step cost the model does not
+    # reach; the first row unchanged at 4.3 %); the median of two is their mean, 13.6 %; one-half point of room
     ("source", "bloom"): 0.14,  # n=2, now 13.6%
     ("source", "goyal17"): 0.016,  # n=1, now 2.4% (2.7% at the tcp efficiency 0.64)
     # data20: NVIDIA/dgxc-benchmarking's Nemotron-4 340B H100 tables (NeMo 24.09, TP 8 PP 8 VP 12, 128-2048 GPUs, BF16
