@@ -750,8 +750,9 @@ def optimizer_step_gather_window(job: Job, g: StrategyGrid, sync: str = "bsp", l
     :func:`optimizer_step_gather` and the first forward that waits for it, 0 where the switch does not act:
 
         v      = virtual stages;  P, P0 = the rank's dense parameters, those of its first chunk (layers / v, rank 0's
-                 with the embedding); E its expert parameters; S, S_E their state shards (:func:`_state_shards`,
-                 :func:`_expert_state_shards`); B = 2 K + g + 6 bytes a parameter (:func:`_optimizer_time`'s)
+                 with the embedding, the last rank's without the output layer: that is its last chunk's); E its
+                 expert parameters; S, S_E their state shards (:func:`_state_shards`, :func:`_expert_state_shards`);
+                 B = 2 K + g + 6 bytes a parameter (:func:`_optimizer_time`'s)
         H      = [(P - P0) / S + E / S_E] B / (HBM x eff)                the other chunks' Adam step and weight copy
                + fp8_param_quantize_time x (P - P0) / P                   their FP8 parameters' quantization
                + grad_buffer_reset_time                                   the next step's zero_grad_buffer, all chunks
@@ -773,7 +774,10 @@ def optimizer_step_gather_window(job: Job, g: StrategyGrid, sync: str = "bsp", l
     if layers is None or rank is None or not job.is_transformer:  # the stages' mean: a chunk is 1/v of it
         dense0 = dense / v
     else:
-        dense0 = np.minimum(_stage_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank)[0], dense)
+        # chunk 0 of the rank: its layers / v, the embedding on rank 0, never the output layer (the last rank's last
+        # chunk holds it, stepped by the second optimizer under the window)
+        dense0 = np.minimum(_rank_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank,
+                                                 post_process=False)[0], dense)
     rest = np.maximum(dense - dense0, 0.0)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     states = rest / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
