@@ -45,6 +45,11 @@ WALL_S = 300
 CPU_S = 20
 
 Case = tuple[str, list[str], tuple[Path, ...]]
+#: the dense and MoE command bases of the later corpora (fuzz37, fuzz38, fuzzpin38, fuzz39) and plan's short JSON
+#: tail, written once here for them
+DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
+MOE = ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"]
+TOP = ["--top", "2", "--json"]
 
 
 class Hang(Exception):

@@ -31,13 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _field_values, _write, drive, judge_cut  # noqa: E402
+from fuzz36 import DENSE, Case, _field_values, _write, drive, judge_cut  # noqa: E402
 
-Case = tuple[str, list[str], tuple[Path, ...]]
-
-DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
 BIG = ["-m", "llama3-70b", "-c", "dgx-h100", "-n", "64"]
-MOE = ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"]
 TPU = ["-m", "llama3-8b", "-c", "tpu-v5p-pod", "-n", "64"]
 GB = ["-m", "deepseek-v3", "-c", "gb200-nvl72", "-n", "256"]
 

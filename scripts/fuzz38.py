@@ -31,13 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _write, drive, judge_cut, run_case  # noqa: E402
+from fuzz36 import DENSE, MOE, Case, _write, drive, judge_cut, run_case  # noqa: E402
 
-Case = tuple[str, list[str], tuple[Path, ...]]
-
-DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
 BIG = ["-m", "llama3-70b", "-c", "dgx-h100", "-n", "64"]
-MOE = ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"]
 BOOLS = ["true", "false", "yes", "no", "1", "0", "null", "[]", "{}", "'true'", "2", "on", "~", "1e308", ".nan"]
 #: numbers at the edges of every numeric kind: huge, signed zero, subnormal, past int64, past float
 EDGE = ["1e308", "-1e308", "-0.0", "0.0", "1e-320", "5e-324", str(2**70), str(-(2**70)), str(2**63), str(2**63 - 1),

@@ -37,13 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _write, drive, judge_cut, judge_wall_rss  # noqa: E402
+from fuzz36 import DENSE, MOE, TOP, Case, _write, drive, judge_cut, judge_wall_rss  # noqa: E402
 
-Case = tuple[str, list[str], tuple[Path, ...]]
-
-DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
-MOE = ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"]
-TOP = ["--top", "2", "--json"]
 #: every constraint key plan reads (specs.constraints), with values outside its kind
 KEYS = ["dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "cp_a2a_size", "zero", "recompute", "schedule",
         "sequence_parallel", "algorithm", "sync", "memory", "overlap", "compression", "dp_comm", "assignment",

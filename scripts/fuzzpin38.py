@@ -26,13 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fuzz36 import _write, drive, judge_wall_rss  # noqa: E402
+from fuzz36 import DENSE, MOE, TOP, Case, _write, drive, judge_wall_rss  # noqa: E402
 
-Case = tuple[str, list[str], tuple[Path, ...]]
-
-DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
-MOE = ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"]
-TOP = ["--top", "2", "--json"]
 ODD = ["0", "-1", "1", "2", "3", "7", "13", "1e9", str(2**40), str(2**63), str(2**70), "1.5", "x", "nan", ".nan",
        "inf", "-0", "true", "null", "[]", "''", "1_000"]
 WALL_LIMIT_S = 20.0

@@ -56,7 +56,9 @@ def test_every_printed_row_is_one_case() -> None:
 
 def test_rows_against_the_printed_table() -> None:
     printed = {r[:7]: r[7:] for r in PRINTED}
-    for c in _rows():
+    rows = _rows()
+    assert len(rows) == 17  # the printed cells; an empty loop would check nothing
+    for c in rows:
         sec, tflops = printed[_key(c)]
         m, p, meas = c["model"], c["parallelism"], c["measured"]
         assert meas["iteration_time_s"] == sec and meas["tflops_per_gpu"] == tflops
@@ -83,7 +85,9 @@ def test_printed_tflops_follow_from_the_printed_time() -> None:
 def test_stage_split_follows_the_partition_method() -> None:
     """--pp-partition-method 'type:transformer|embedding': each embedding counts as one layer, (layers + 2) / PP per
     stage, so the first and last stages hold one block fewer."""
-    for c in _rows():
+    rows = _rows()
+    assert len(rows) == 17  # the printed cells; an empty loop would check nothing
+    for c in rows:
         lay, pp = c["model"]["layers"], c["parallelism"]["pp"]
         per = (lay + 2) // pp
         assert per * pp == lay + 2

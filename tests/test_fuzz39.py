@@ -172,11 +172,14 @@ def test_scale_best_searches_the_mode_a_recompute_pin_needs(cli, pin: str, mode:
 
 
 def test_each_recompute_field_alone_still_priced(cli) -> None:
-    # the check is on the pair only: each field with its own mode runs (exit 0)
-    for args in (["--recompute", "selective", "--set", "strategy.recompute_modules=core_attn"],
-                 ["--recompute", "full", "--set", "strategy.recompute_layers=4"]):
+    # the check is on the pair only: each field with its own mode runs, and is priced as given
+    for args, field, value in ((["--recompute", "selective", "--set", "strategy.recompute_modules=core_attn"],
+                                "recompute_modules", "core_attn"),
+                               (["--recompute", "full", "--set", "strategy.recompute_layers=4"],
+                                "recompute_layers", 4)):
         r = cli("predict", *DENSE, *args, "--json")
         assert r.code == 0, r.err
+        assert json.loads(r.out)["inputs"]["strategy"][field] == value
 
 
 # --- 3. scale --gpus: the count at fault and the bound -------------------------------------------------------------
@@ -301,10 +304,13 @@ def test_bucket_pin_below_the_smallest_priced_refused(cli, pin: str, size: str) 
                   "1 KiB; bucket=SIZE from 1 KiB (1024 B)")
 
 
-@pytest.mark.parametrize("pin", ["bucket=1KiB", "bucket=default", "bucket=0", "bucket<=1.5"])
-def test_bucket_pin_at_the_bound_or_default_searched(cli, pin: str) -> None:
+@pytest.mark.parametrize(("pin", "bucket"), [("bucket=1KiB", 1024.0), ("bucket=default", None), ("bucket=0", None),
+                                             ("bucket<=1.5", None)])
+def test_bucket_pin_at_the_bound_or_default_searched(cli, pin: str, bucket: float | None) -> None:
+    # the pinned 1 KiB is the plan's bucket; 0 and <= 1.5 B are met by the framework's default bucket (none given)
     r = cli("plan", *DENSE, "--constraint", pin, "--top", "1", "--json")
     assert r.code == 0, r.err
+    assert json.loads(r.out)["ranked"][0]["strategy"]["bucket_bytes"] == bucket
 
 
 @pytest.mark.parametrize("pin", ["memory=60GB", "memory==1.5", "memory!=80GB"])

@@ -83,6 +83,17 @@ def _chunk_backward(job, g, n: int, rank_n: int, first: bool, recomputed) -> flo
     return chunk * (1.0 - float(comp["forward"][0]) / float(comp["total"][0]))
 
 
+def _stage0_backwards(job, g, split: list[int], pp: int, v: int, n_rec: int | None) -> float:  # type: ignore[no-untyped-def]
+    """sum_{r<p-1} of chunk r's backward (chunk r of virtual stage 0 runs on rank r, which holds chunks r, r + p, ...),
+    rank 0's with the word embedding, each its own first n_rec layers recomputed (block method)."""
+    ref = 0.0
+    for r in range(pp - 1):
+        rank_n = sum(split[c * pp + r] for c in range(v))
+        rec = None if n_rec is None else np.full(1, float(min(n_rec, split[r])))
+        ref += _chunk_backward(job, g, split[r], rank_n, r == 0, rec)
+    return ref
+
+
 @pytest.mark.parametrize(("split", "pp", "v", "st"), [
     ([1, 1, 1, 3, 3, 3, 2, 2], 4, 2, {}),                       # light chunks first: the closed form was +76 %
     ([4, 3, 3, 1, 1, 1, 1, 2], 4, 2, {}),                       # heavy chunks first: -34 %
@@ -98,12 +109,7 @@ def test_a_given_interleaved_splits_idle_is_virtual_stage_0s_chunks(monkeypatch,
     the first chunk with the word embedding, each its own first N layers recomputed (block method)."""
     job = _job(sum(split))
     g = _grid(job, pp, v, stage_layers=split, **st)
-    n_rec = st.get("recompute_layers")
-    ref = 0.0
-    for r in range(pp - 1):
-        rank_n = sum(split[c * pp + r] for c in range(v))
-        rec = None if n_rec is None else np.full(1, float(min(n_rec, split[r])))
-        ref += _chunk_backward(job, g, split[r], rank_n, r == 0, rec)
+    ref = _stage0_backwards(job, g, split, pp, v, st.get("recompute_layers"))
     got = _engine_idle(job, g, monkeypatch)
     assert got == pytest.approx(ref, rel=1e-9)
 
@@ -126,12 +132,7 @@ def test_first_and_last_chunk_layers_idle_is_its_chunks(monkeypatch, layers: int
     assert sum(split) == layers
     job = _job(layers)
     g = _grid(job, pp, v, **chunks, **st)
-    n_rec = st.get("recompute_layers")
-    ref = 0.0
-    for r in range(pp - 1):
-        rank_n = sum(split[c * pp + r] for c in range(v))
-        rec = None if n_rec is None else np.full(1, float(min(n_rec, split[r])))
-        ref += _chunk_backward(job, g, split[r], rank_n, r == 0, rec)
+    ref = _stage0_backwards(job, g, split, pp, v, st.get("recompute_layers"))
     got = _engine_idle(job, g, monkeypatch)
     assert got == pytest.approx(ref, rel=1e-9)
     monkeypatch.undo()

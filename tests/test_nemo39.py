@@ -116,6 +116,20 @@ def test_window_by_hand(h100) -> None:  # type: ignore[no-untyped-def]
         dp_comm._optimizer_time(job, g, "bsp", 4, 0))
 
 
+def test_window_by_hand_on_the_last_rank(h100) -> None:  # type: ignore[no-untyped-def]
+    """H on the last rank (pp 2, interleaved:2): its chunk 0 is layers 2-3 alone; the final norm and the output layer
+    are its chunk 1's (Megatron builds them where post_process, the last virtual stage: training.py get_model at
+    d98e8a64dd L2394), stepped by the second optimizer under the window: (layers 6-7 + norm + V h) / 8 x 34 B, then
+    the rank's whole buffer reset, P x 4 B. review39: chunk 0 was counted with the output layer, H short by
+    (V h + h) / 8 x 34 B."""
+    job = build_job(h100, model(), TrainingSpec(grad_bytes_per_param=4))
+    p = sum(LAYER * 4) + H + EMB  # layers 4-7, the final norm, the output layer (untied)
+    rest = sum(LAYER * 2) + H + EMB  # chunk 1: layers 6-7 and the head
+    by_hand = rest / 8 * ADAM_BYTES / HBM + p * 4 / HBM
+    g = grid(job, overlap_param_gather_with_optimizer_step=True)
+    assert one(dp_comm.optimizer_step_gather_window(job, g, "bsp", 4, 1)) == pytest.approx(by_hand)
+
+
 def simulate(a: float, f: float, pp: int, v: int, bucket: float, aligned: bool, early: bool, window: float) -> float:
     """The first stage's warmup forwards, event by event: v chunks of ``a`` seconds of all-gather each on one FIFO
     stream; pp chunk-forwards of ``f`` seconds per chunk, chunk j's first after the j-th group. Chunk 0: with ``early``

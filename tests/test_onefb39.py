@@ -92,6 +92,7 @@ def test_vectorised_over_mixed_depths_and_microbatches() -> None:
     n_up = np.round(rng.uniform(0, 1, n) * np.maximum(p - 2, 0))
     cls = rng.uniform(0.1, 3.0, (8, n))
     together = pipeline.one_f_one_b_four_class_time(m, p, n_up, *cls)
+    assert together.shape == (n,)  # one value a candidate, checked one by one below
     for i in range(n):
         ff, bf, fu, bu, fo, bo, fl, bl = cls[:, i]
         k, u = int(p[i]), int(n_up[i])

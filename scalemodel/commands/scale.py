@@ -134,13 +134,12 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
         # validated at the mode it runs under, which the search keeps to (engine.planner.pins), as plan does
         # (commands.plan._build_specs). fuzz39: scale --best --set strategy.recompute_modules=core_attn was refused
         # "add recompute: selective", where plan ranks selective plans
+        # The refused field is the rule's marker (InputError.needs_recompute), plan's route too; review39: this read
+        # it from where the refusal pointed, the string match tidy39 took out of plan
         searched = best if best is not None else (scen.best if scen is not None else False)
-        needed = None
-        if searched and "recompute" not in st_raw:
-            needed = next((m for n, (m, _) in RECOMPUTE_SWITCHES.items()
-                           if n in st_raw and exc.where.endswith(f"strategy.{n}")), None)
-        if needed is None:
+        if not (searched and "recompute" not in st_raw and exc.needs_recompute in st_raw):
             raise
+        needed = RECOMPUTE_SWITCHES[exc.needs_recompute][0]
         try:
             st = o.validate_written(StrategySpec, "strategy", {**st_raw, "recompute": needed.label}, strategy,
                                     strategy_file, sets, scen_st)

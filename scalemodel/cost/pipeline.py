@@ -377,12 +377,10 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
             sel = short & (p == depth)
             n = int(depth)
             ranks = np.arange(n, dtype=float)
+            # each candidate's class a rank (candidates x n, from n_u's column): 0 first, 1 upper, 2 lower, 3 last
             cls = np.where(ranks == 0, 0, np.where(ranks == n - 1, 3, np.where(ranks <= n_up[sel][:, None], 1, 2)))
-            if n == 1:
-                cls = np.zeros((int(np.sum(sel)), 1), dtype=int)
             table_f = np.stack([v[sel] for v in (ff, fu, fo, fl)], axis=-1)
             table_b = np.stack([v[sel] for v in (bf, bu, bo, bl)], axis=-1)
-            cls = np.broadcast_to(cls, (int(np.sum(sel)), n))
             out[sel] = one_f_one_b_time(m_[sel], np.take_along_axis(table_f, cls, -1),
                                         np.take_along_axis(table_b, cls, -1))
     return np.asarray(out).reshape(full)

@@ -66,6 +66,13 @@ from scalemodel.specs.training import OFFLOAD_TENSORS
 WEIGHT_COPY_BYTES = 4.0 + 2.0
 
 
+def _adam_step_bytes(job: Job) -> float:
+    """HBM bytes per parameter of the optimizer step on a rank's state shard: 2 K + g + :data:`WEIGHT_COPY_BYTES`
+    (read and write the K bytes of fp32 master, m and v; read the g-byte gradient; the 16-bit copy). Read by
+    :func:`_optimizer_time` and :func:`optimizer_step_gather_window`."""
+    return 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
+
+
 def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
     """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (:func:`megatron_ddp_on`), 0 otherwise:
 
@@ -750,8 +757,9 @@ def optimizer_step_gather_window(job: Job, g: StrategyGrid, sync: str = "bsp", l
     :func:`optimizer_step_gather` and the first forward that waits for it, 0 where the switch does not act:
 
         v      = virtual stages;  P, P0 = the rank's dense parameters, those of its first chunk (layers / v, rank 0's
-                 with the embedding); E its expert parameters; S, S_E their state shards (:func:`_state_shards`,
-                 :func:`_expert_state_shards`); B = 2 K + g + 6 bytes a parameter (:func:`_optimizer_time`'s)
+                 with the embedding, the last rank's without the output layer: that is its last chunk's); E its
+                 expert parameters; S, S_E their state shards (:func:`_state_shards`, :func:`_expert_state_shards`);
+                 B = 2 K + g + 6 bytes a parameter (:func:`_adam_step_bytes`)
         H      = [(P - P0) / S + E / S_E] B / (HBM x eff)                the other chunks' Adam step and weight copy
                + fp8_param_quantize_time x (P - P0) / P                   their FP8 parameters' quantization
                + grad_buffer_reset_time                                   the next step's zero_grad_buffer, all chunks
@@ -773,13 +781,15 @@ def optimizer_step_gather_window(job: Job, g: StrategyGrid, sync: str = "bsp", l
     if layers is None or rank is None or not job.is_transformer:  # the stages' mean: a chunk is 1/v of it
         dense0 = dense / v
     else:
-        dense0 = np.minimum(_stage_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank)[0], dense)
+        # chunk 0 of the rank: its layers / v, the embedding on rank 0, never the output layer (the last rank's last
+        # chunk holds it, stepped by the second optimizer under the window)
+        dense0 = np.minimum(_rank_params_per_gpu(job, g, np.asarray(layers, dtype=float) / v, rank,
+                                                 post_process=False)[0], dense)
     rest = np.maximum(dense - dense0, 0.0)
-    bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     states = rest / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     quant = fp8_param_quantize_time(job, g, sync, layers, rank) * np.divide(
         rest, dense, out=np.zeros(np.broadcast(rest, dense).shape), where=dense > 0)
-    window = _hbm_seconds(job, states * bytes_per_param) + quant + grad_buffer_reset_time(job, g, layers, rank)
+    window = _hbm_seconds(job, states * _adam_step_bytes(job)) + quant + grad_buffer_reset_time(job, g, layers, rank)
     return np.asarray(np.where(on, window, 0.0), dtype=float)
 
 
@@ -2179,8 +2189,7 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     (:func:`~scalemodel.engine.step._dp_rank`): the step waits for it."""
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, _state_shard(job, g, sync, layers, rank), dense + expert)
-    bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers, rank) \
+    return _hbm_seconds(job, sharded * _adam_step_bytes(job)) + fp8_param_quantize_time(job, g, sync, layers, rank) \
         + grad_buffer_reset_time(job, g, layers, rank) + nan_check_time(job, g, layers, rank) \
         + nanotron_grad_buffer_time(job, g, layers, rank) + nanotron_gather_loop_time(job, g, layers, rank)
 

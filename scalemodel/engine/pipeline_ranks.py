@@ -708,7 +708,8 @@ def _stage_params_per_gpu(job: Job, g: StrategyGrid, layers: Any = None, rank: A
     return dense * share, expert * share
 
 
-def _rank_params_per_gpu(job: Job, g: StrategyGrid, layers: Any, rank: Any) -> tuple[np.ndarray, np.ndarray]:
+def _rank_params_per_gpu(job: Job, g: StrategyGrid, layers: Any, rank: Any, post_process: bool = True
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """(dense, expert) parameters one GPU of pipeline rank ``rank`` holds before ZeRO sharding, a rank of ``layers``
     decoder layers of ``job`` (a hybrid pattern's rank: its :func:`_part_job`, whose layers are the rank's own kinds):
 
@@ -726,10 +727,15 @@ def _rank_params_per_gpu(job: Job, g: StrategyGrid, layers: Any, rank: Any) -> t
     final norm and lm_head on the last (its logged rank-0 "Local number of parameters" is rank 0's layers + the
     embedding, tests/test_review17d.py). Each rank's DDP buffer holds exactly these
     parameters: its gradient sync and optimizer step are its own. At pp = 1 the one rank holds the whole model:
-    :func:`_params_per_gpu` to the bit."""
+    :func:`_params_per_gpu` to the bit.
+
+    ``post_process`` False: a model chunk of the rank before its last (interleaved), which Megatron-Core builds
+    without the final norm, output layer and MTP modules even on the last rank (``post_process`` is true on the last
+    virtual stage only: NVIDIA/Megatron-LM@d98e8a64dd megatron/training/training.py ``get_model``'s build_model L2394,
+    ``is_pp_last_stage(...) and is_vp_last_stage(vp_stage=i, ...)``)."""
     sh = job.shape
     r = np.asarray(rank)
-    last = r >= g.pp - 1
+    last = (r >= g.pp - 1) & post_process
     d_mtp = float(sh.mtp_layers)
     pg = memory.params_per_gpu(sh, tp=g.tp, pp=g.pp, ep=g.ep, etp=_etp(g),
                                stage_layers=np.maximum(np.asarray(layers, dtype=float), 0.0),

@@ -455,6 +455,12 @@ _MEG_NO_KNOWN = frozenset({
     "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion", "--no-fp8-wgrad", "--no-tp-comm-bulk-dgrad",
     "--no-tp-comm-bulk-wgrad", "--no-tp-comm-overlap-ag", "--no-tp-comm-overlap-rs", "--no-tp-comm-split-ag",
     "--no-tp-comm-split-rs"})
+#: The same Transformer Engine user-buffer parts under the spelling of core_r0.8.0 to core_v0.15.0 (store_false
+#: --disable-tp-comm-overlap-ag / -rs, --disable-tp-comm-split-ag / -rs, --disable-tp-comm-bulk-dgrad / -wgrad,
+#: megatron/training/arguments.py L2094-2109, L2254-2258 at core_v0.15.0): not read, named as their --no-* forms are
+#: (_store_false_not_read). review39: listed as unknown flags, without why
+_MEG_TP_COMM_PARTS = ("bulk-dgrad", "bulk-wgrad", "overlap-ag", "overlap-rs", "split-ag", "split-rs")
+_MEG_DISABLE_TP_COMM = frozenset(f"--disable-tp-comm-{part}" for part in _MEG_TP_COMM_PARTS)
 #: A switch and its ``--no-`` form that one Megatron-LM release defines both (argparse keeps the last, no
 #: contradiction): --ckpt-fully-parallel-save with --no-ckpt-fully-parallel-save (core_r0.8.0 to core_v0.15.0),
 #: --yarn-correction-range-round-to-int with its --no- form (d98e8a64dd)
@@ -482,7 +488,8 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-r
                                             # d98e8a64 lists it under "no CLI argument exists for these", and no
                                             # tag or branch defines it); forks' launch scripts pass it alone
                                             "--fp8-dot-product-attention",
-                                            "--first-last-layers-bf16"} | _MEG_NO_KNOWN  # training.bf16_layers
+                                            "--first-last-layers-bf16",  # training.bf16_layers
+                                            } | _MEG_NO_KNOWN | _MEG_DISABLE_TP_COMM
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 #: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
 _MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
@@ -555,8 +562,7 @@ def _store_false_not_read(args: dict[str, str | None], model_flags: Sequence[str
              "--no-bias-gelu-fusion": (not swiglu and "--disable-bias-linear" not in model_flags,
                                        "the eager bias add and GeLU are not priced; the fused bias_gelu kernel is"),
              "--no-fp8-wgrad": ("--fp8-format" in args, "16-bit weight-gradient GEMMs are not priced; fp8 ones are")}
-    for name in ("--no-tp-comm-bulk-dgrad", "--no-tp-comm-bulk-wgrad", "--no-tp-comm-overlap-ag",
-                 "--no-tp-comm-overlap-rs", "--no-tp-comm-split-ag", "--no-tp-comm-split-rs"):
+    for name in (f"--{way}-tp-comm-{part}" for part in _MEG_TP_COMM_PARTS for way in ("no", "disable")):
         notes[name] = ("--tp-comm-overlap" in args, "--tp-comm-overlap is priced with every part of its overlap on")
     for name, (applies, why) in notes.items():
         if name in args and applies:

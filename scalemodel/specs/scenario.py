@@ -42,6 +42,7 @@ def gpus_not_increasing(counts: list[int]) -> tuple[str, str] | None:
             f"({counts[at + 1]}) is not above count {at + 1} ({counts[at]})",
             "strictly increasing counts, e.g. " + (ok if len(ok) <= 80 else ok[:77] + "..."))
 
+
 class Assertions(Spec, kw_only=True):
     """Capacity-plan guards checked by ``scalemodel check``. Each is optional.
 
