@@ -357,3 +357,25 @@ def test_first_chunk_layers_zero_prices_as_its_stage_layers(model, m, layers) ->
     split = _eval(job, {**base, "first_chunk_layers": -1, "last_chunk_layers": -1,
                         "stage_split": stage_split_code(list(layers))})
     assert float(chunked.step_time[0]) == pytest.approx(float(split.step_time[0]), rel=1e-9)
+
+
+@seed(3908)
+@fast(12)
+@given(wide_cases(), st.sampled_from((2, 4)), st.sampled_from((2, 3)), st.integers(0, 2), st.integers(1, 4),
+       st.sampled_from((1, 2, 4)))
+def test_given_chunk_layers_price_as_their_stage_layers(case, pp, v, fc, lc, groups) -> None:  # type: ignore[no-untyped-def]
+    """first/last_chunk_layers (the chunk classes) and the same chunks as strategy.stage_layers (each chunk its own)
+    give the same step: one schedule, two routes (m = groups x pp, the first chunk empty too)."""
+    job, arrays, sync = case
+    layers = int(job.shape.layers) if job.is_transformer else 0
+    mid = pp * v - 2
+    if not job.is_transformer or job.shape.hybrid is not None or (layers - fc - lc) < mid or (layers - fc - lc) % mid:
+        return
+    a = {**arrays, "pp": pp, "virtual_stages": v, "schedule": int(pipeline.ScheduleKind.INTERLEAVED),
+         "gpus": arrays["dp"] * arrays["tp"] * pp * arrays["cp"], "global_batch": arrays["dp"] * arrays["micro_batch"]
+         * pp * groups, "stage_split": -1, "first_stage_layers": -1, "last_stage_layers": -1,
+         "first_chunk_layers": fc, "last_chunk_layers": lc}
+    b = {**a, "first_chunk_layers": -1, "last_chunk_layers": -1,
+         "stage_split": stage_split_code([fc] + [(layers - fc - lc) // mid] * mid + [lc])}
+    ta, tb = float(_eval(job, a, sync).step_time[0]), float(_eval(job, b, sync).step_time[0])
+    assert ta == pytest.approx(tb, rel=1e-9), (a, sync, ta, tb)
