@@ -16,6 +16,7 @@ import pytest
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
+from scalemodel.report.explain import describe_layout
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.constraints import normalize_constraints
 
@@ -132,3 +133,14 @@ def test_dense_model_has_no_etp_axis():
     j = build_job(load_cluster("dgx-h100", []), wl, TrainingSpec(global_batch=BATCH))
     cfg = planner.configurations(j, GPUS, BATCH, {}, frozenset(planner.ALLOW["expert-tp"]))
     assert "etp" not in cfg and set(cfg["ep"].tolist()) == {1}
+
+
+def test_plan_table_names_the_experts_tensor_parallelism():
+    """The layout column says ETP where it is not TP's (etp39 left the table at '(EP 8)'), and nothing more where
+    etp is Megatron's default (None: = tp)."""
+    s = {"dp": 4, "tp": 2, "pp": 1, "cp": 1, "ep": 8}
+    assert describe_layout({**s, "etp": None}) == "DP 4 x TP 2 x PP 1 (EP 8)"
+    assert describe_layout({**s, "etp": 2}) == "DP 4 x TP 2 x PP 1 (EP 8)"
+    assert describe_layout({**s, "etp": 1}) == "DP 4 x TP 2 x PP 1 (EP 8, ETP 1)"
+    assert describe_layout({**s, "ep": 1, "etp": 1}) == "DP 4 x TP 2 x PP 1 (ETP 1)"
+    assert describe_layout(s) == "DP 4 x TP 2 x PP 1 (EP 8)"  # a sweep row: no etp key

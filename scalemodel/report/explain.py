@@ -14,12 +14,15 @@ from scalemodel.units import format_quantity
 
 
 def describe_layout(s: dict[str, Any]) -> str:
-    """'DP 256 x TP 4 x PP 4' (+ CP, EP when used)."""
+    """'DP 256 x TP 4 x PP 4' (+ CP, EP when used, and ETP where the experts' tensor parallelism is not TP's:
+    plan --allow expert-tp's etp 1 layouts would otherwise read as EP carved out of DP alone)."""
     dims = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}"
     if s["cp"] > 1:
         dims += f" x CP {s['cp']}"
-    if s["ep"] > 1:
-        dims += f" (EP {s['ep']})"
+    etp = s.get("etp")
+    expert = ([f"EP {s['ep']}"] if s["ep"] > 1 else []) + ([f"ETP {etp}"] if etp is not None and etp != s["tp"] else [])
+    if expert:
+        dims += f" ({', '.join(expert)})"
     return dims
 
 
