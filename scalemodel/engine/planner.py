@@ -397,8 +397,8 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     # a power-of-two cluster), so it is opened on request (ALLOW), as cp-exchanges and moe-dispatch are.
     per_replica = np.where(global_batch % dp == 0, global_batch // np.maximum(dp, 1), 1)
     if _open("micro_batch", c, allow):
-        mb_c = np.unique(np.concatenate([divisors(int(v)) for v in _unique(np.maximum(per_replica, 1))]
-                                        or [np.ones(1, dtype=np.int64)]), return_counts=True)[0]
+        mb_c = _unique(np.concatenate([divisors(int(v)) for v in _unique(np.maximum(per_replica, 1))]
+                                      or [np.ones(1, dtype=np.int64)]))
     else:
         top = max(int(per_replica.max(initial=1)), 1)
         mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
