@@ -67,6 +67,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 import msgspec
@@ -716,7 +717,9 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
         host = np.where(sp.on, sel.host, host)
         t_mb = np.where(sp.on, sel.time, t_mb)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
+    # an interleaved pipeline's chunk classes, priced at most once: read by the bubble and the deferred-wgrad idle
+    classes = cache(partial(_chunk_classes, job, g, stage))
+    bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb, classes)
     # the balanced split's two runs of middle ranks, read by the 1F1B bubble and the deferred-wgrad flush idle
     runs = _balanced_middle_runs(job, g)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb, runs)
@@ -748,7 +751,7 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
     # the output layer's deferred weight-gradient GEMMs, drained after the last stage's last backward: what the
     # flush's wait does not hold (docs/model.md#defer-embedding-wgrad), in the bubble part
     drain = _deferred_wgrad_exposed(job, g, groups, stage, m, (last_layers, rec_last), (other_layers, rec_other),
-                                    (first_layers, rec_first), runs)
+                                    (first_layers, rec_first), runs, classes)
     local = (m + bubble_mb) * t_mb + drain + opt + imbalance_s + tied + sp_grads + host_syncs + jitter + loss_sync
     if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
         off = np.zeros(1)
@@ -846,7 +849,8 @@ def _evaluate(job: Job, g: StrategyGrid, *, sync: str, kappa: float | None) -> S
 
 def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, stage: Callable[..., _Stage],
                             m: np.ndarray, last: tuple[Any, Any], other: tuple[Any, Any], first: tuple[Any, Any],
-                            runs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+                            runs: tuple[np.ndarray, np.ndarray], classes: Callable[[], _ChunkClasses]
+                            ) -> np.ndarray:
     """Seconds a step of the output layer's deferred weight-gradient GEMMs (strategy defer_embedding_wgrad) that the
     pipeline's flush does not hold: max(drain - idle, 0), the drain of n = d m u GEMMs of G seconds (d
     :func:`~scalemodel.engine.layer_compute.deferred_head_share`, u the head passes a micro-batch, G the last stage's
@@ -856,8 +860,8 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     micro-batch, each middle rank its own: ``runs``, :func:`_balanced_middle_runs` as evaluate computed it for the
     bubble too; a split priced rank by rank, each rank's own layers and kinds: :func:`_segment_rank_stages`;
     interleaved, chunks 0 .. p-2 of virtual stage 0, each its own layers, as the bubble's chain prices them:
-    :func:`_chunk_classes`, :func:`_stage0_chunks`, interidle39; :func:`_stage_forward_backward`,
-    :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
+    ``classes`` (:func:`_chunk_classes`, the bubble's), :func:`_stage0_chunks`, interidle39;
+    :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
     ``finish_embedding_wgrad_compute``), before the gradients' finalisation. 0 without the switch or at pp 1."""
@@ -891,7 +895,7 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     v = np.where(inter, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
     if np.any(inter & (g.pp >= 2)):  # interleaved by class: virtual stage 0's first chunk and p - 2 middle ones
-        _, (p_first, c_first), (p_mid, c_mid) = _chunk_classes(job, g, stage)
+        _, (p_first, c_first), (p_mid, c_mid) = classes()
         b_c = [_stage_forward_backward(x._replace(time=c))[1] for x, c in ((p_first, c_first), (p_mid, c_mid))]
         idle = np.where(inter, pipeline.deferred_wgrad_idle(g.pp, 1, *b_c), idle)
     # interidle39: an interleaved split priced rank by rank: the last micro-batch's backward passes chunks p-2 .. 0 of
@@ -1351,7 +1355,7 @@ def _rank_hidden(stage: Callable[..., _Stage], layers: Any, logits: bool, part: 
 
 
 def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
-                    t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
+                    t_mb: np.ndarray, bubble_mb: np.ndarray, classes: Callable[[], _ChunkClasses]) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline, its first and/or last
     model chunk equal to the others or not: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the
     ranks' and chunks' own times (the last rank's with the logits), minus the m t_mb the busiest rank computes.
@@ -1370,7 +1374,7 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
         # the chunk classes' below
         total = np.zeros(1)
     else:
-        total = _chunk_class_total(job, g, stage, m)
+        total = _chunk_class_total(job, g, m, classes())
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
         total = np.where(on, seg_total, total)  # '|' segments: every rank and chunk its own kinds
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -1378,7 +1382,7 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
 
 
-def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray) -> np.ndarray:
+def _chunk_class_total(job: Job, g: StrategyGrid, m: np.ndarray, classes: _ChunkClasses) -> np.ndarray:
     """:func:`_chunked_bubble`'s interleaved step of rank 0, the middle ranks and the last (first, middle and last
     model chunks: :func:`scalemodel.cost.pipeline.interleaved_uneven_time`).
 
@@ -1388,16 +1392,17 @@ def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], 
     :func:`scalemodel.cost.pipeline.interleaved_rank_wait_time`'s wait, the one a stage_layers split of the same
     chunks gets (:func:`_empty_chunk_waits`). prop39: it was m W_0, and at m = p (pp 2, V 2, chunks [0, 14, 14, 4])
     the step fell 14 % below the step-by-step simulation of Megatron's schedule (tests/test_interleaved_chunks.py's)."""
-    (w_first, w_mid, w_last), (_, first_c), (_, mid_c) = _chunk_classes(job, g, stage)
+    (w_first, w_mid, w_last), (_, first_c), (_, mid_c) = classes
     total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, first_c, mid_c)
     empty_first = (_chunk_layers(job, g)[0] == 0) & (g.pp >= 2)
     behind = m * w_first + first_c + (g.pp - 1.0) * mid_c
     return np.asarray(np.where(empty_first, np.maximum(total, behind), total))
 
 
-def _chunk_classes(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
-                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[_Stage, np.ndarray],
-                              tuple[_Stage, np.ndarray]]:
+_ChunkClasses = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[_Stage, np.ndarray], tuple[_Stage, np.ndarray]]
+
+
+def _chunk_classes(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]) -> _ChunkClasses:
     """An interleaved pipeline priced by class (:func:`_chunk_layers`: the first, middle and last model chunks):
     ((rank 0's, a middle rank's, the last rank's micro-batch seconds), (the first chunk's layers as a stage with every
     exchange exposed, its seconds in the bubble's chain: :func:`_chunk_time`), the same of a middle chunk). Read by
