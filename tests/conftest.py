@@ -257,3 +257,16 @@ def assert_mixtral_launch_pinned(strategy: dict) -> None:  # type: ignore[type-a
 def a100():  # type: ignore[no-untyped-def]
     """The built-in dgx-a100 cluster (tests that price a strategy on it by hand)."""
     return load_cluster("dgx-a100")
+
+
+def assert_plan_is_brute_force_best(res, brute, key):  # type: ignore[no-untyped-def]
+    """The planner's search ``res`` against ``brute``, every candidate priced one by one as (step seconds, feasible,
+    key) rows: the same candidates and feasible counts, and its winner the fastest feasible row (same step time and
+    ``key(winner)``). Returns the winner and that row."""
+    assert res.candidates_evaluated == len(brute)
+    assert res.feasible == sum(1 for r in brute if r[1])
+    best = min((r for r in brute if r[1]), key=lambda r: r[0])
+    win = res.ranked[0]
+    assert win.step_time_s == pytest.approx(best[0], rel=1e-12)
+    assert key(win) == best[2]
+    return win, best

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_plan_is_brute_force_best
 
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -83,12 +84,7 @@ def test_plan_equals_brute_force_over_expert_tp(job, expert_tp, batch, tp_min):
     brute = _brute_force(job_, wl, expert_tp, batch, tp_min)
     c = {**SMALL, "tp": [(">=", tp_min)]}
     res = planner.search(job_, GPUS, batch, top=3, constraints=c, allow=("expert-tp",) if expert_tp else ())
-    assert res.candidates_evaluated == len(brute)
-    assert res.feasible == sum(1 for r in brute if r[1])
-    best = min((r for r in brute if r[1]), key=lambda r: r[0])
-    win = res.ranked[0]
-    assert win.step_time_s == pytest.approx(best[0], rel=1e-12)
-    assert _key(win) == best[2]
+    win, _best = assert_plan_is_brute_force_best(res, brute, _key)
     if not expert_tp:
         assert win.strategy["etp"] is None
     if tp_min > 1:

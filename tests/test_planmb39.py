@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import assert_plan_is_brute_force_best
 
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -75,12 +76,7 @@ def test_plan_equals_brute_force_over_its_micro_batches(job, every_divisor):
     brute = _brute_force(job_, wl, every_divisor)
     res = planner.search(job_, GPUS, BATCH, top=3, constraints=SMALL,
                          allow=("micro-batches",) if every_divisor else ())
-    assert res.candidates_evaluated == len(brute)
-    assert res.feasible == sum(1 for r in brute if r[1])
-    best = min((r for r in brute if r[1]), key=lambda r: r[0])
-    win = res.ranked[0]
-    assert win.step_time_s == pytest.approx(best[0], rel=1e-12)
-    assert _key(win) == best[2]
+    win, _best = assert_plan_is_brute_force_best(res, brute, _key)
     if every_divisor:
         # the winner's micro-batch is 3 (dp 4 x tp 2, B / dp = 3, one micro-batch a step): no power of two
         assert win.strategy["micro_batch"] == 3
