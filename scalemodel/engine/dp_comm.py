@@ -36,6 +36,7 @@ from scalemodel.engine.layer_compute import (
     _hbm_seconds,
     fp8_params_held,
     fsdp_root_params,
+    main_grad_hook_on,
     megatron_ddp_on,
     module_recipe,
     moe_capacity_buffers,
@@ -74,7 +75,8 @@ def _adam_step_bytes(job: Job) -> float:
 
 
 def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
-    """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (:func:`megatron_ddp_on`), 0 otherwise:
+    """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (:func:`megatron_ddp_on`) or NeMo 1's O2
+    fp32 main-gradient buffer (:func:`main_grad_hook_on`), 0 otherwise:
 
         bytes = P_gpu g        P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
         t     = bytes / (HBM bandwidth x memory efficiency)
@@ -83,10 +85,17 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None, rank: 
     ``self.grad_data.zero_()`` over each whole buffer (megatron/core/distributed/param_and_grad_buffer.py
     ``ParamAndGradBuffer.reset`` at core_v0.8.0 baf94af3c6; ``_ParamAndGradBuffer.reset`` at core_v0.15.0 0d7e02bd26
     and 791b70e031): the distributed optimizer shards the optimizer states, not this buffer, which holds a gradient
-    element of g bytes (``Job.grad_bytes``) for every parameter of the rank. Once per step, before the first
-    forward; counted with the optimizer step (the state passes between two steps). ``layers`` (and ``rank``): a
-    stage of that many layers (pipeline rank ``rank``'s own, :func:`_stage_params_per_gpu`), else the stages' mean."""
-    on = megatron_ddp_on(g)
+    element of g bytes (``Job.grad_bytes``) for every parameter of the rank. NeMo 1's training_step calls
+    ``self._optimizer.zero_grad()`` first (megatron_gpt_model.py L206 at v1.9.0, L168 at v1.10.0, L201 at v1.11.0),
+    which zeroes the whole buffer its O2 hook adds into: MainParamsOptimizerWrapper.zero_grad -> ``GradBucket.zero``,
+    ``self.data.zero_()`` (nemo/core/optim/optimizer_with_main_params.py v1.9.0 L249-264 / L77-79, v1.10.0 and
+    v1.11.0 L346-361 / L91-93), and Apex DistributedFusedAdam.zero_grad's ``self._grad_buffer.zero_()`` with
+    ``contiguous_grad_buffer`` (NeMo v1.11.0 passes it, megatron_gpt_model.py L183; NVIDIA/apex 98661600
+    apex/contrib/optimizers/distributed_fused_adam.py L497-505, ericharper/apex nm_v1.11.0 L634-642), unsharded at
+    ZeRO 1 too. Once per step, before the first forward; counted with the optimizer step (the state passes between
+    two steps). ``layers`` (and ``rank``): a stage of that many layers (pipeline rank ``rank``'s own,
+    :func:`_stage_params_per_gpu`), else the stages' mean."""
+    on = megatron_ddp_on(g) | main_grad_hook_on(g)
     if not np.any(on):
         return np.zeros(1)
     dense, expert = _stage_params_per_gpu(job, g, layers, rank)
