@@ -67,26 +67,32 @@ def test_catalog_rate_is_the_published_measurement() -> None:
     assert "735" in text and "8.2" in text and "11.6" in text
 
 
-@pytest.mark.parametrize(("zero", "offload", "d2h_per", "h2d_per", "after_per", "fetch_per"), [
+@pytest.mark.parametrize(("zero", "offload", "d2h_per", "h2d_per", "after_per", "fetch_per", "linked"), [
     # m = 4 micro-batches, 16-bit gradients and weights (2 bytes), by the docstring's table; fetch: the H2D bytes of
-    # the parameter shards before their gathers (beside the gradient path's copies, not behind them; review36)
-    (Zero.OPTIMIZER, StateOffload.OPTIMIZER, 4 + 2, 2, 2, 0),  # stage 1: one reduction at the boundary
-    (Zero.GRADIENTS, StateOffload.OPTIMIZER, 4 + 4 * 2, 3 * 2, 2, 0),  # stage 2: out every micro-batch, back 3 times
-    (Zero.PARAMETERS, StateOffload.OPTIMIZER, 4 + 4 * 2, 4 * 2, 2, 0),  # stage 3: host buffer round trip each time
-    (Zero.PARAMETERS, StateOffload.PARAMS, 4 + 4 * 2, 4 * 2 + 8 * 2, 0, 8 * 2),  # + 8 gathers of the 16-bit shard
-    (Zero.FSDP, StateOffload.PARAMS, 4 * 4, 8 * 4, 0, 8 * 4),  # fp32 grad shard per reduce-scatter, fp32 per gather
+    # the parameter shards before their gathers (beside the gradient path's copies, not behind them; review36);
+    # linked: the bytes a parameter the link's time binds: ZeRO 1/2 max(D2H + H2D - F, F, H2D); ZeRO-3 / FSDP
+    # (offz340, the per-unit chain) each forward's fetch (F / 8, the 8 gathers' passes half in the forwards) and each
+    # backward's max(its gradient copies, its fetch + its copies back): stage 3 +params 4 x 2 + 3 x max(4, 2 + 2) +
+    # max(4 + 4, 2 + 2) = 28 (the fluid form's max(20, 16, 24) = 24 let the forwards' fetches overlap the backwards'
+    # copies), FSDP 4 x 4 + 4 x max(4, 4 + 0) = 32
+    (Zero.OPTIMIZER, StateOffload.OPTIMIZER, 4 + 2, 2, 2, 0, 8),  # stage 1: one reduction at the boundary
+    (Zero.GRADIENTS, StateOffload.OPTIMIZER, 4 + 4 * 2, 3 * 2, 2, 0, 18),  # stage 2: out every micro-batch, back 3x
+    (Zero.PARAMETERS, StateOffload.OPTIMIZER, 4 + 4 * 2, 4 * 2, 2, 0, 20),  # stage 3: host buffer round trip each time
+    (Zero.PARAMETERS, StateOffload.PARAMS, 4 + 4 * 2, 4 * 2 + 8 * 2, 0, 8 * 2, 28),  # + 8 gathers of the 16-bit shard
+    (Zero.FSDP, StateOffload.PARAMS, 4 * 4, 8 * 4, 0, 8 * 4, 32),  # fp32 grad shard per reduce-scatter, fp32 per gather
 ])
 def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_per: float, h2d_per: float,
-                                   after_per: float, fetch_per: float) -> None:
+                                   after_per: float, fetch_per: float, linked: float) -> None:
     """One 8-GPU job of the small model on a slow host link (copies longer than the compute): the optimizer part is
     the copies during the step past the compute they run under, the CPU-Adam step of the rank's 1/8 of the
     parameters at an eighth of the host's rate (8 ranks per node), and the copy back after it. The gradient path's
     copies, out and back, run one after another on one stream (review36: DeepSpeed stage_1_and_2.py L1719-1754 and
     stage3.py partition_grads at edaa7221), X = D2H + H2D - F; the parameter fetches F beside them, through the same
     host-to-device direction as the copies back (all H2D bytes cross it). Between a 1 GB/s and a 0.1 GB/s link the
-    windows and the CPU step cancel: the part grows by (max(X, F, H2D) + after) (1/0.1 - 1/1) ns a byte (ZeRO-3 with
-    the parameters offloaded: H2D, 24 bytes, binds). ZeRO-1 without overlap_comm has no window at all: the whole sum
-    is exposed."""
+    windows and the CPU step cancel: the part grows by (linked + after) (1/0.1 - 1/1) ns a byte, ``linked`` max(X, F,
+    H2D) at ZeRO 1/2 and, at ZeRO-3 / FSDP, the sum over the passes of each one's binding copies (offz340: the
+    fetches ride the forwards' gathers, the gradient copies the backwards' reduce-scatters). ZeRO-1 without
+    overlap_comm has no window at all: the whole sum is exposed."""
     job, _ = _job(tmp_path, host_bandwidth=1e9)
     slow = msgspec.structs.replace(job, host_bandwidth=1e8)
     # ZeRO-1 without overlap_comm: reduced and copied after the last backward, on the compute's stream (review35c)
@@ -102,9 +108,11 @@ def test_bytes_and_seconds_by_hand(tmp_path: Path, zero: int, offload: int, d2h_
     assert float(got_fetch) == pytest.approx(fetch, rel=1e-12)
     cpu = n * 8 / RATE
     serial = d2h + h2d - fetch
+    if zero < Zero.PARAMETERS:
+        assert linked == max(d2h_per + h2d_per - fetch_per, fetch_per, h2d_per)
     assert max(serial, fetch, h2d) / 1e9 > float(res.breakdown["compute"][0])  # exposed at both rates
     grown = float(res_slow.breakdown["optimizer"][0] - res.breakdown["optimizer"][0])
-    assert grown == pytest.approx((max(serial, fetch, h2d) + after) * (1 / 1e8 - 1 / 1e9), rel=1e-9)
+    assert grown == pytest.approx((n * linked + after) * (1 / 1e8 - 1 / 1e9), rel=1e-9)
     if zero == Zero.OPTIMIZER:  # no compute under them: out and back in series, whole
         assert float(res.breakdown["optimizer"][0]) == pytest.approx((d2h + h2d) / 1e9 + cpu + after / 1e9,
                                                                      rel=1e-9)
@@ -203,11 +211,15 @@ def test_seventy_b_fits_on_eight_gpus_only_offloaded() -> None:
     offloaded = predict("dgx-h100", "llama3-70b", 8, offload_states="optimizer", **kw)
     assert not plain.feasible and offloaded.feasible
     # the CPU step of the rank's eighth of the parameters at an eighth of the host's rate (about 50 s), then the
-    # 16-bit eighth back over the catalog's 63 GB/s PCIe Gen5 x16 link (0.28 s)
+    # 16-bit eighth back over the catalog's 63 GB/s PCIe Gen5 x16 link (0.28 s); during the step (offz340) each
+    # backward's last unit's copies, which follow its reduce-scatter after the backward's compute (its 1/80 of the
+    # shard out and back, 2 + 2 bytes, and in the last backward the fp32 copy, 4 bytes, too): 8 x 4 + 4 = 36 bytes a
+    # parameter over 80 (the copies of the other units fit their units' windows: 7 ms beside about 70 ms)
     job = build_job(load_cluster("dgx-h100"), load_workload("llama3-70b"), TrainingSpec(global_batch=64))
     n = job.params / 8
-    assert job.host_bandwidth == 63e9
-    assert offloaded.breakdown_s["optimizer"] == pytest.approx(n * 8 / RATE + 2 * n / 63e9, rel=1e-9)
+    assert job.host_bandwidth == 63e9 and int(job.shape.layers) == 80
+    tails = (8 * 4 + 4) * n / 80 / 63e9
+    assert offloaded.breakdown_s["optimizer"] == pytest.approx(n * 8 / RATE + 2 * n / 63e9 + tails, rel=1e-9)
 
 
 def _ds(tmp_path: Path, zero: dict[str, object]):  # type: ignore[no-untyped-def]

@@ -10,8 +10,7 @@ kernels (:func:`_optimizer_time`: Adam, weight copy, grad-buffer reset, fp8 para
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from msgspec.structs import replace
@@ -1416,15 +1415,36 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     return dict(parts, gathers_exposed=gathers_exposed(comp))
 
 
-#: Seconds per step a stage's windows leave exposed of priced traffic, as a function of the stage (its
-#: ``forward_free`` and ``backward_free``): the collectives are priced once, their exposure under any windows.
-Exposure = Callable[[dict[str, np.ndarray]], np.ndarray]
+class HostChain(NamedTuple):
+    """The state offload's host copies of a ZeRO-3 / FSDP / HSDP rank (:func:`host_chain`, docs/model.md#state-offload),
+    seconds: the gradient path's copies of each backward but the last (``early``) and of the last (``last``: with
+    DeepSpeed's fp32 boundary copy), on the reduce-scatters' stream, each unit's after its reduce-scatter; their
+    host-to-device part (``back``, of each backward); the parameter fetches of one gather pass over the units
+    (``fetch``), on the gathers' stream, each unit's before its all-gather; and the copy engine's windows of one
+    micro-batch's forward and backward (``forward``, ``backward``: their wall time)."""
+
+    early: Any
+    last: Any
+    back: Any
+    fetch: Any
+    forward: Any
+    backward: Any
+
+
+class Exposure(Protocol):
+    """Seconds per step a stage's windows leave exposed of priced traffic, as a function of the stage (its
+    ``forward_free`` and ``backward_free``): the collectives are priced once, their exposure under any windows;
+    with ``chain``, the ZeRO-3 / FSDP units' collectives with the state offload's host copies on their streams
+    (each unit's gradient copies after its reduce-scatter, its fetch before its gather: :func:`_sharded_units`)."""
+
+    def __call__(self, comp: dict[str, np.ndarray], /, chain: HostChain | None = None) -> np.ndarray: ...
+
 #: A data-parallel group's priced sync (:func:`_dp_traffic`): :func:`_dp_comm`'s seconds but ``gathers_exposed``,
 #: and the ZeRO-3 / FSDP gathers' exposure under a stage's windows.
 DpTraffic = tuple[dict[str, np.ndarray], Exposure]
 
 
-def _none_exposed(comp: dict[str, np.ndarray]) -> np.ndarray:
+def _none_exposed(comp: dict[str, np.ndarray], chain: HostChain | None = None) -> np.ndarray:
     """No sharded parameters: no gather to expose, whatever the windows."""
     return np.zeros(1)
 
@@ -1564,9 +1584,10 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
         reduces = np.where(zero3, units_rs, reduces)
         unit_gathers = np.where(zero3, units - units_rs, 0.0)
 
-        def zero3_exposed(c: dict[str, np.ndarray]) -> np.ndarray:
-            """The ZeRO-3 / FSDP rows' exposed unit traffic under the windows of ``c``, 0 on the other rows."""
-            return np.asarray(np.where(zero3, units_exposed(c), 0.0))
+        def zero3_exposed(c: dict[str, np.ndarray], chain: HostChain | None = None) -> np.ndarray:
+            """The ZeRO-3 / FSDP rows' exposed unit traffic under the windows of ``c`` (with ``chain``: and the
+            gradient copies behind their reduce-scatters), 0 on the other rows."""
+            return np.asarray(np.where(zero3, units_exposed(c, chain), 0.0))
 
         gathers_exposed = zero3_exposed
     return ({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
@@ -1990,6 +2011,18 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         shard_group, replicas = hsdp[0].sharding, hsdp[1]
         xla_groups = xla_allreduce_groups(job, g, (blocks + expert) * wire / shard_group.ranks, wire, replicas.dense)
         xla_total = np.where(xla, xla_groups[0], 0.0)
+    # the root unit's part of the rank's shard of the units' parameters: its part of the gradient copies, which follow
+    # its reduce-scatter after the backward (the L units share the rest alike)
+    share_r = np.zeros(1)
+    if np.any(root > 0):
+        def root_share(group: DataParallelGroups) -> np.ndarray:
+            mine = root / group.ranks
+            units = blocks / group.ranks + expert / group.expert.p
+            return np.asarray(np.where(mine > 0, mine / np.where(mine > 0, units + mine, 1.0), 0.0))
+
+        share_r = root_share(data.sharding) if whole else np.zeros(1)
+        if hsdp is not None:
+            share_r = np.where(is_hsdp, root_share(hsdp[0].sharding), share_r)
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     # fsdp_defer_grad_sync (m > 1): the first forward's L gathers, the backwards' (L - 1) each where resharded after
@@ -1998,8 +2031,9 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
     bwd_ag = np.where(reshard, ag, 0.0)
     per_step = layers * ag + m * (layers - 1.0) * bwd_ag + layers * rs
 
-    def exposed(c: dict[str, np.ndarray]) -> np.ndarray:
-        """Seconds per step of the priced units that the free windows of ``c`` do not hide."""
+    def exposed(c: dict[str, np.ndarray], chain: HostChain | None = None) -> np.ndarray:
+        """Seconds per step of the priced units that the free windows of ``c`` do not hide; with ``chain``, the
+        state offload's host copies too, each unit's on its collectives' streams (:func:`offloaded_optimizer`)."""
         f = c["forward_free"] / layers
         b = c["backward_free"] / layers
         xla_exposed = np.zeros(1)
@@ -2008,28 +2042,87 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
             _, e, w = xla_allreduce_window(xla_groups, b, layers, kernels)
             xla_exposed = np.where(xla, e, 0.0)
             b = np.where(xla, np.maximum(b - w / layers, 0.0), b)  # the all-reduces' windows are taken
-        hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
-        hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
+        # what one unit's forward and backward windows leave of its network traffic
+        net_f, net = np.maximum(ag - f, 0.0), np.maximum(bwd_ag + rs - b, 0.0)
         lhs = g.xla_gpu_lhs & ((g.zero == Zero.FSDP) | (g.zero == Zero.HSDP)) & job.is_transformer
         if np.any(lhs):  # XLA's scheduler: each unit collective overlaps its own window of about 5 kernels
             fwd_x, bwd_x = xla_lhs_unit_exposure(job, ag, rs, f, b_free, reshard, kernels, left=b)
-            hidden_fwd = np.where(lhs, (layers - 1.0) * fwd_x, hidden_fwd)
-            hidden_bwd = np.where(lhs, (layers - 1.0) * bwd_x, hidden_bwd)
-        out = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
+            net_f, net = np.where(lhs, fwd_x, net_f), np.where(lhs, bwd_x, net)
+        hidden_fwd, hidden_bwd = (layers - 1.0) * net_f, (layers - 1.0) * net
+        units = ag + hidden_fwd + hidden_bwd + rs
         # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
-        out = out + np.where(g.overlap, xla_exposed, xla_total)
+        xla_part = np.where(g.overlap, xla_exposed, xla_total)
+        # deferred (fsdp_defer_grad_sync): the first forward as above, the m - 1 other backwards' gathers (reshard)
+        # beside no reduce-scatter, the last backward as above; the other forwards gather nothing. Under a pipeline
+        # schedule the stage's reduce-scatters wait for its last backward to end (REDUCE_GRAD): none under it (AG_b = 0
+        # there: the spec refuses reshard after forward with pp > 1)
+        out = np.where(g.overlap, np.minimum(units, per_mb), per_mb) + xla_part
         # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
-        every = m * (out + ag_r + rs_r)
+        plain = m * (out + ag_r + rs_r)
+        net_early = once = np.zeros(1)
+        if np.any(defer):
+            last_bwd = np.where(g.pp > 1, (layers - 1.0) * (bwd_ag + rs), hidden_bwd)
+            net_early = np.maximum(bwd_ag - b, 0.0)
+            once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * net_early + last_bwd + rs
+            plain = np.where(defer, np.where(g.overlap, np.minimum(once, per_step), per_step) + ag_r + rs_r, plain)
+        if chain is None:
+            return np.asarray(plain)
+        # the host chain (docs/model.md#state-offload, offz340). Each unit's work, serial on each of its streams,
+        # against one unit's window (the copy engine's: the pass's wall time / L; the network's: f, b): forward, the
+        # gathers' stream fetch + AG (the first unit's exposed); backward, the reduce-scatters' stream RS + c (its
+        # copies after its reduce-scatter: the last unit's exposed), the gathers' stream fetch + AG_b where the units
+        # reshard, the link's host-to-device direction fetch + the copies back; each unit's exposure the most any of
+        # them or the network leaves, (L - 1) of them a pass. What the copies add over the network's (exactly 0
+        # with no copies) is returned with it; the root unit's copies and fetch wait for its collectives, exposed.
+        w_f = np.asarray(chain.forward, dtype=float) / layers
+        w_b = np.asarray(chain.backward, dtype=float) / layers
+        keep = 1.0 - share_r  # the units' part (the root's: share_r)
+        f_u = np.asarray(chain.fetch, dtype=float) * keep / layers
+        f_b = np.where(reshard, f_u, 0.0)  # a backward gathers (and fetches) only where the units reshard
+        back = np.asarray(chain.back, dtype=float) * keep / layers
+
+        def worst(over: Any, *work: Any) -> np.ndarray:
+            return np.asarray(np.maximum(over, np.max(np.broadcast_arrays(*work), axis=0)))
+
+        def forward(gather: Any) -> np.ndarray:
+            """Seconds one forward's fetches add past the network's exposure (its units gather ``gather`` each)."""
+            return (layers - 1.0) * (worst(net_f, f_u + gather - w_f) - worst(net_f, gather - w_f)) + f_u
+
+        def backward(copies: Any, reduce: Any, gather: Any, over: Any) -> tuple[np.ndarray, np.ndarray]:
+            """(seconds one backward's copies and fetches add past the network's exposure ``over`` a unit, its
+            units' copies and fetches) of a backward whose units reduce ``reduce`` and gather ``gather`` each."""
+            c_u = np.asarray(copies, dtype=float) * keep / layers
+            more = worst(over, reduce + c_u - w_b, f_b + gather - w_b, f_b + back - w_b)
+            base = worst(over, reduce - w_b, gather - w_b, -w_b)
+            return (layers - 1.0) * (more - base) + c_u, layers * (c_u + f_b)
+
+        fwd, fwd_units = forward(ag), layers * f_u
+        root_f = np.asarray(chain.fetch, dtype=float) * share_r
+        root_e, root_l = np.asarray(chain.early, dtype=float) * share_r, np.asarray(chain.last, dtype=float) * share_r
+        bwd_e, units_e = backward(chain.early, rs, bwd_ag, net)
+        bwd_l, units_l = backward(chain.last, rs, bwd_ag, net)
+
+        # overlap off: the streams are the compute's (DeepSpeed stage3.py L335-336), every copy exposed with the rest
+        def one(more: np.ndarray, copies: np.ndarray, root_copies: np.ndarray) -> np.ndarray:
+            capped = np.where(g.overlap, np.minimum(units + more, per_mb + copies), per_mb + copies)
+            return capped + xla_part + ag_r + rs_r + root_f + root_copies
+
+        every = ((m - 1.0) * one(fwd + bwd_e, fwd_units + units_e, root_e)
+                 + one(fwd + bwd_l, fwd_units + units_l, root_l))
+        # XLA's scheduler (xla_gpu_lhs) places its collectives in windows of a few kernels and no copy stream: no
+        # window is priced for the copies there, all exposed
+        every = np.where(lhs, plain + m * (fwd_units + root_f) + (m - 1.0) * (units_e + root_e) + units_l + root_l,
+                         every)
         if not np.any(defer):
             return np.asarray(every)
-        # deferred: the first forward as above, the m - 1 other backwards' gathers (reshard) beside no reduce-scatter,
-        # the last backward as above; the other forwards gather nothing
-        # under a pipeline schedule the stage's reduce-scatters wait for its last backward to end (REDUCE_GRAD):
-        # none under it (AG_b = 0 there: the spec refuses reshard after forward with pp > 1)
-        last_bwd = np.where(g.pp > 1, (layers - 1.0) * (bwd_ag + rs), hidden_bwd)
-        once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * np.maximum(bwd_ag - b, 0.0) + last_bwd + rs
-        once = np.where(g.overlap, np.minimum(once, per_step), per_step)
-        return np.asarray(np.where(defer, once + ag_r + rs_r, every))
+        # deferred: the first forward gathers, the others fetch what the bytes' table counts (one pass a micro-batch)
+        # with no gather; the earlier backwards copy with no reduce-scatter ahead, the last one's copies follow the
+        # reduce-scatters (after the backward under a pipeline: all exposed)
+        more = fwd + (m - 1.0) * (forward(0.0) + backward(chain.early, 0.0, bwd_ag, net_early)[0])
+        more = more + np.where(g.pp > 1, units_l, bwd_l)
+        copies = m * fwd_units + (m - 1.0) * units_e + units_l
+        once = np.where(g.overlap, np.minimum(once + more, per_step + copies), per_step + copies)
+        return np.asarray(np.where(defer, once + ag_r + rs_r + m * root_f + (m - 1.0) * root_e + root_l, every))
 
     reduces = np.where(defer, layers * rs + rs_r, m * (layers * rs + xla_total + rs_r))
     return np.where(defer, per_step + ag_r + rs_r, m * (per_mb + xla_total + ag_r + rs_r)), exposed, reduces
@@ -2217,18 +2310,54 @@ def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any,
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return np.zeros(1)
+    n, d2h, h2d, after, fetch = _host_copies(job, g, m, sync, layers, rank)
+    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
+    return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, _host_link(job), compute_s,
+                                                                 fetch, fetch_compute_s), 0.0)
+
+
+def _host_link(job: Job) -> float:
+    """The GPU-host link per GPU per direction (B/s); inf without one (offload is refused there:
+    job._check_state_offload)."""
+    return job.host_bandwidth if job.host_bandwidth > 0 else np.inf
+
+
+def _host_copies(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp", layers: Any = None, rank: Any = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(the rank's state shard ``n``, and per step the bytes D2H and H2D during the step, H2D after the CPU step and
+    the parameter fetches' part of H2D) of :func:`state_offload_time`: :func:`scalemodel.cost.state_offload.
+    host_copy_bytes` and :func:`~scalemodel.cost.state_offload.param_fetch_bytes` of :func:`_state_shard`, with
+    ``m`` forward gathers a step and ``m`` backward ones where the units reshard after the forward."""
     n = _state_shard(job, g, sync, layers, rank)
     gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
     shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
-    d2h, h2d, after = state_offload.host_copy_bytes(n, mode=mode, zero=g.zero, microbatches=m, gathers=gathers,
-                                                    weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
-                                                    shard_bytes=shard)
-    fetch = state_offload.param_fetch_bytes(n, mode=mode, zero=g.zero, gathers=gathers, weight_bytes=job.elem_bytes,
-                                            shard_bytes=shard)
-    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
-    link = job.host_bandwidth if job.host_bandwidth > 0 else np.inf  # refused without it (job._check_state_offload)
-    return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, link, compute_s, fetch,
-                                                                 fetch_compute_s), 0.0)
+    d2h, h2d, after = state_offload.host_copy_bytes(n, mode=g.offload_states, zero=g.zero, microbatches=m,
+                                                    gathers=gathers, weight_bytes=job.elem_bytes,
+                                                    grad_bytes=job.grad_bytes, shard_bytes=shard)
+    fetch = state_offload.param_fetch_bytes(n, mode=g.offload_states, zero=g.zero, gathers=gathers,
+                                            weight_bytes=job.elem_bytes, shard_bytes=shard)
+    return n, d2h, h2d, after, fetch
+
+
+def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, forward: Any, backward: Any, sync: str = "bsp",
+               layers: Any = None, rank: Any = None) -> HostChain:
+    """The host copies of a ZeRO-3 / FSDP / HSDP rank (:func:`_host_copies`, over the host link) as the units' streams
+    run them (:class:`HostChain`). The gradient path (D2H + H2D less the fetches) split by backward: DeepSpeed's
+    ZeRO-3 copies each micro-batch's reduced partition out and back (2 gb a parameter: out then ``.to(device)``, or
+    in, add, out) and, at the accumulation boundary only, its fp32 cast into the optimizer's gradient (4 bytes:
+    ``partition_grads`` -> ``_offload_grad_partition_at_boundary``, deepspeedai/DeepSpeed@edaa7221 stage3.py
+    L1904-1925, L1393-1407), so the last backward carries those 4 bytes more; FSDP copies each reduced shard out once
+    a micro-batch. The fetches (optimizer+params, FSDP) split over the G gather passes of the units. ``forward``,
+    ``backward``: one micro-batch's passes' wall time, the copy engine's windows."""
+    n, d2h, h2d, _, fetch = _host_copies(job, g, m, sync, layers, rank)
+    link = _host_link(job)
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    path = (d2h + h2d - fetch) / link
+    on = (np.asarray(g.offload_states) > 0) & (g.zero == Zero.PARAMETERS)
+    boundary = np.where(on, state_offload.FP32_BYTES * n, 0.0) / link
+    early = (path - boundary) / m
+    passes = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
+    return HostChain(early, early + boundary, (h2d - fetch) / link / m, fetch / link / passes, forward, backward)
 
 
 def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
@@ -2292,7 +2421,15 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     kernels or collectives, so both windows stretch by ``t_mb / comp["total"]`` (the backward's share of it for the
     gradient path; the exposed traffic is not priced per pass). Priced on the compute alone, a faster accelerator
     slowed the step (prop36: mixtral-8x7b tp 4 ZeRO-3 on dgx-h100, the compute 17.5 ms shorter, the copies 17.5 ms
-    more exposed and the TP traffic 0.65 ms more: 34.51996 -> 34.52028 s)."""
+    more exposed and the TP traffic 0.65 ms more: 34.51996 -> 34.52028 s).
+
+    ZeRO-3 / FSDP / HSDP (offz340, beside no activation offload): the fluid windows above let the copies hide under
+    backward time the units' reduce-scatters, exposed in dp_comm, already filled (closing39: a faster accelerator
+    lengthened the step). DeepSpeed runs each bucket's reduce-scatter and then its partition's copies in one
+    ``with stream(reduce_and_partition_stream)`` block (stage3.py L1591-1608, ``partition_grads`` L1886-1925), so the
+    copies are priced unit by unit on the units' streams (:class:`HostChain`, :func:`host_chain`, the exposure of
+    :func:`_sharded_units`): the part is what that chain adds past the units' own exposure, plus the CPU step and
+    the copy back after it (docs/model.md#state-offload)."""
     mode = np.asarray(g.offload_states)
     if not np.any(mode > 0):
         return gpu_opt
@@ -2312,4 +2449,15 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     act = (np.asarray(g.offload_layers) > 0) | (np.asarray(g.offload_tensors) > 0)
     under = np.where(act, 0.0, np.maximum(window - reduces, 0.0))
     fetch_under = np.where(act, 0.0, np.maximum(m * wall - gathers, 0.0))
-    return np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank, fetch_under), gpu_opt)
+    opt = np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank, fetch_under), gpu_opt)
+    chained = (g.zero >= Zero.PARAMETERS) & (mode > 0) & ~act
+    if traffic is None or not np.any(chained):
+        return opt
+    # ZeRO-3 / FSDP / HSDP (offz340): the copies on the units' streams, each behind its reduce-scatter or ahead of its
+    # gather, unit by unit under the same windows as the units' collectives; the step's own part what they add past
+    # the units' exposure, which dp_comm prices (the copies hidden: the rest)
+    chain = host_chain(job, g, m, np.asarray(comp["forward"], dtype=float) * stretch, backward, sync, layers, rank)
+    units = traffic[0][1]
+    n, _, _, after, _ = _host_copies(job, g, m, sync, layers, rank)
+    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
+    return np.where(chained, units(comp, chain) - units(comp) + cpu + after / _host_link(job), opt)
