@@ -169,6 +169,10 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "nemolaunch22_a100_gpt3_175b (64/128/256/512/1024)": ("same model", [64, 128, 256, 512, 1024]),
         "nemolaunch2206_a100_gpt3_5b (8/16/40/72/80/144/160)": ("same model", [8, 16, 40, 72, 80, 144, 160]),
         "nemolaunch2206_a100_gpt3_175b (128/256/1024)": ("same model", [128, 256, 1024]),
+        # data40: MLPerf v3.0 GPT-3 175B, NVIDIA's DGX H100 runs and NVIDIA+CoreWeave's HGX H100 runs (two submitters,
+        # two series; the CoreWeave one named after its first id less its tail)
+        "mlpt30_h100_gpt3_175b (512/768)": ("same model", [512, 768]),
+        "mlpt30_h100_gpt3_175b_768 (768/1536/3584)": ("same model", [768, 1536, 3584]),
     }
 
 

@@ -1,0 +1,59 @@
+"""MLPerf Training v3.0 GPT-3 175B rows (`mlpt30`, data40): each row against the submission's own files.
+
+The published figures, transcribed here from mlcommons/training_results_v3.0@63e326c4 (not from the rows): each
+config_DGXH100_<nodes>x8x<MINIBS>x4x8_mbs1.sh (DGXNNODES, MINIBS, TP 4, PP 8, MICRO_BATCH_SIZE 1), config_common.sh
+(INTERLEAVED_PIPELINE 12, GLOBAL_BATCH_SIZE = MINIBS x DP with DP = nodes x 8 / (TP x PP)), the MLLOG
+global_batch_size / gradient_accumulation_steps each result file prints, and the median of every training step's
+``train_step_timing`` over the three result files. Checked independently of the validator: the row's DP, GBS and
+gradient accumulation follow from the config's arithmetic and agree with the log; its tokens/s/GPU is GBS x 2048 /
+step / GPUs; the pipeline holds the 96 layers as 8 x 12 chunks of one; and the validator reads the source settings
+the submission's code fixes (validation/sources.yaml mlpt30).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import script_module, training_cases
+
+#: row id -> (nodes, MINIBS, MLLOG global_batch_size, MLLOG gradient_accumulation_steps, median train_step_timing s)
+PUBLISHED = {
+    "mlpt30_h100_gpt3_175b_512": (64, 128, 2048, 128, 12.0769),
+    "mlpt30_h100_gpt3_175b_768": (96, 128, 3072, 128, 12.1261),
+    "mlpt30_h100_gpt3_175b_768_cw": (96, 128, 3072, 128, 12.2993),
+    "mlpt30_h100_gpt3_175b_1536_cw": (192, 64, 3072, 64, 6.3376),
+    "mlpt30_h100_gpt3_175b_3584_cw": (448, 24, 2688, 24, 2.5976),
+}
+TP, PP, VP, LAYERS, SEQ = 4, 8, 12, 96, 2048
+
+
+def test_every_mlpt30_row_is_listed_here() -> None:
+    assert {c for c in training_cases() if c.startswith("mlpt30_")} == set(PUBLISHED)
+
+
+@pytest.mark.parametrize("cid", sorted(PUBLISHED))
+def test_row_against_the_submission(cid: str) -> None:
+    nodes, minibs, gbs_log, ga_log, step = PUBLISHED[cid]
+    case = training_cases()[cid]
+    par = case["parallelism"]
+    dp = nodes * 8 // (TP * PP)
+    assert (par["tp"], par["pp"], par["microbatch"], par["interleaved_stages_per_device"]) == (TP, PP, 1, VP)
+    assert par["gpus"] == nodes * 8 and par["dp"] == dp
+    assert par["global_batch_seqs"] == minibs * dp == gbs_log  # config_common.sh's GBS is the logged one
+    assert par["grad_accum"] == gbs_log // (dp * 1) == ga_log == minibs
+    assert LAYERS == PP * VP * 1  # one layer a chunk
+    assert case["model"]["seq_len"] == SEQ and case["model"]["layers"] == LAYERS
+    assert case["measured"]["step_time_s"] == step
+    assert case["measured"]["tokens_per_s_per_gpu"] == pytest.approx(gbs_log * SEQ / step / (nodes * 8), abs=0.05)
+    fw = case["framework"]
+    assert (fw["optim_name"], fw["fp8_param_gather"], fw["bucket_cap_mb"]) == ("distributed_fused_adam", False, 100)
+
+
+def test_source_settings() -> None:
+    """NeMo v1.17.0_pt_23.04's per-micro-batch loss all-reduce, Apex's overlapped interleaved p2p (each wait one chunk
+    late), NVLS off (R525 kernel driver) and the 2023 run year."""
+    vt = script_module("validate_training")
+    assert "mlpt30" in vt.LOSS_DP_ALLREDUCE and "mlpt30" in vt.OVERLAP_P2P_SOURCES
+    assert "mlpt30" in vt.OVERLAP_P2P_SEND_LAGGED and "mlpt30" in vt.NVLS_DISABLED
+    assert vt.RUN_YEAR["mlpt30"] == 2023
+    strat = vt.predict_new_case(training_cases()["mlpt30_h100_gpt3_175b_512"]).strategy
+    assert strat.loss_dp_allreduce is True and strat.fp8_param_gather is False
