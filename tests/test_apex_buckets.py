@@ -54,7 +54,7 @@ MLPERF_CAP_MB = {"mlpt41_h100_gpt3_175b_256": 125, "mlpt41_h100_gpt3_175b_512": 
                  "mlpt40_h100_gpt3_175b_512": 200, "mlpt40_h100_gpt3_175b_512_smc": 200,
                  "mlpt40_h100_gpt3_175b_10752": 200, "mlpt40_h100_gpt3_175b_11616": 200,
                  # v3.1 (training_results_v3.1@d06288b, listed rows): no BUCKET_CAP_MB, the yaml's default 100
-                 **{f"mlpt31_h100_gpt3_175b_{n}": 100 for n in (768, 4096, 6144, 8192, 10240, 10752)},
+                 **{f"mlpt31_h100_gpt3_175b_{n}": 100 for n in (768, 4096, 6144, 8192, 10240, 10752, "10752_azure")},
                  # v3.0 (training_results_v3.0@63e326c4, data40): run_and_time.sh ``: "${BUCKET_CAP_MB:=100}"`` passed
                  # as model.optim.bucket_cap_mb; neither NVIDIA's nor NVIDIA+CoreWeave's configs export it
                  **{f"mlpt30_h100_gpt3_175b_{n}": 100 for n in ("512", "768", "768_cw", "1536_cw", "3584_cw")}}

@@ -57,3 +57,29 @@ def test_source_settings() -> None:
     assert vt.RUN_YEAR["mlpt30"] == 2023
     strat = vt.predict_new_case(training_cases()["mlpt30_h100_gpt3_175b_512"]).strategy
     assert strat.loss_dp_allreduce is True and strat.fp8_param_gather is False
+
+
+def test_azure_v31_row() -> None:
+    """MLPerf v3.1 Azure+NVIDIA on 1344 ND H100 v5 (training_results_v3.1@d06288b): config_DGXH100_1344x8x8x4x8_mbs1.sh
+    MINIBS 8, TP 4, PP 8, MBS 1 (the NVIDIA file's values), DP = 10752 / 32 = 336, GBS 8 x 336 = 2688 (MLLOG), GA 8;
+    the block-convention median 0.9795 s a step, transcribed from the three result files; tokens/s/GPU follows."""
+    case = training_cases()["mlpt31_h100_gpt3_175b_10752_azure"]
+    par = case["parallelism"]
+    assert (par["tp"], par["pp"], par["microbatch"], par["interleaved_stages_per_device"]) == (TP, PP, 1, VP)
+    assert par["gpus"] == 1344 * 8 and par["dp"] == 1344 * 8 // (TP * PP) == 336
+    assert par["global_batch_seqs"] == 8 * 336 == 2688 and par["grad_accum"] == 8
+    assert case["measured"]["step_time_s"] == 0.9795
+    assert case["measured"]["tokens_per_s_per_gpu"] == pytest.approx(2688 * SEQ / 0.9795 / 10752, abs=0.05)
+    # the same hardware and implementation as NVIDIA's eos-dfw_n1344 row but the TE commit: every setting alike
+    twin = training_cases()["mlpt31_h100_gpt3_175b_10752"]
+    assert case["framework"] == twin["framework"] and case["model"] == twin["model"]
+    assert {k: v for k, v in par.items() if k not in ("note", "overlap")} == \
+        {k: v for k, v in twin["parallelism"].items() if k not in ("note", "overlap")}
+
+
+def test_submitter_reads_joint_submissions() -> None:
+    """A joint MLPerf submission's directory (Azure+NVIDIA) is one submitter, not the name after its '+'."""
+    mod = script_module("calibrate_extrapolation")
+    assert mod.submitter(training_cases()["mlpt31_h100_gpt3_175b_10752_azure"]) == "Azure+NVIDIA"
+    assert mod.submitter(training_cases()["mlpt31_h100_gpt3_175b_10752"]) == "NVIDIA"
+    assert mod.submitter(training_cases()["mlpt30_h100_gpt3_175b_3584_cw"]) == "NVIDIA_CoreWeave"
