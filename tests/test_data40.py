@@ -83,3 +83,31 @@ def test_submitter_reads_joint_submissions() -> None:
     assert mod.submitter(training_cases()["mlpt31_h100_gpt3_175b_10752_azure"]) == "Azure+NVIDIA"
     assert mod.submitter(training_cases()["mlpt31_h100_gpt3_175b_10752"]) == "NVIDIA"
     assert mod.submitter(training_cases()["mlpt30_h100_gpt3_175b_3584_cw"]) == "NVIDIA_CoreWeave"
+
+
+#: MLPerf v5.1 1-node B200 NVFP4 llama31_8b runs data31 read and measured (validation/README.md data31, "Read, measured,
+#: not recorded"), recorded by data40: id -> (median train_step_time s over the ten result files, logged steps), the
+#: figures data31 printed, which this round's own read of the logs reproduced
+NVFP4_1NODE = {"mlpt51_b200_llama31_8b_8_nvfp4_oracle": (0.45327, 3550),
+               "mlpt51_b200_llama31_8b_8_nvfp4_smc4126": (0.44957, 3625),
+               "mlpt51_b200_llama31_8b_8_nvfp4_smc422": (0.45082, 3550),
+               "mlpt51_b200_llama31_8b_8_nvfp4_nebius": (0.45596, 3550),
+               "mlpt51_b200_llama31_8b_8_nvfp4_lenovo680": (0.44386, 3600),
+               "mlpt51_b200_llama31_8b_8_nvfp4_lenovo780": (0.45122, 3575)}
+
+
+@pytest.mark.parametrize("cid", sorted(NVFP4_1NODE))
+def test_nvfp4_one_node_rows(cid: str) -> None:
+    """Each run is the configuration of Dell's recorded row (the same config blobs): same model, layout, precision and
+    framework settings but the printed 768e6 bucket; GBS 16 x 8192 tokens over 8 GPUs at the logged median step."""
+    step, n = NVFP4_1NODE[cid]
+    case, dell = training_cases()[cid], training_cases()["mlpt51_b200_llama31_8b_8_nvfp4"]
+    assert case["model"] == dell["model"] and case["precision"] == dell["precision"]
+    assert {k: v for k, v in case["parallelism"].items() if k != "note"} == \
+        {k: v for k, v in dell["parallelism"].items() if k != "note"}
+    fw = dict(case["framework"])
+    assert fw.pop("bucket_elements") == 768_000_000
+    assert {k: v for k, v in fw.items() if k != "cudnn_release_read_in"} == \
+        {k: v for k, v in dell["framework"].items() if k != "cudnn_release_read_in"}
+    assert case["measured"]["step_time_s"] == step and f"median of the {n} MLLOG" in case["note"]
+    assert case["measured"]["tokens_per_s_per_gpu"] == round(16 * 8192 / step / 8)
