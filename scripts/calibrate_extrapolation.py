@@ -85,8 +85,9 @@ class Case:
 
 #: The MLCommons results repositories lay each submission out as <submitter>/results/<system>/<benchmark>/
 #: (mlcommons/training_results_v5.1 @441d65f4, e.g. University-of-Florida/results/hpg.dgxb200x8.n1/llama31_8b/), the
-#: path every MLPerf row's source string cites.
-SUBMITTER_PATH = re.compile(r"([\w.-]+)/results/")
+#: path every MLPerf row's source string cites. A joint submission names its directory with '+' (training_results_v3.1
+#: Azure+NVIDIA/results/ND_H100_v5_n1344_pytorch/), so '+' belongs to the name (data40: it had read "NVIDIA").
+SUBMITTER_PATH = re.compile(r"([\w.+-]+)/results/")
 
 
 def submitter(case: dict[str, Any]) -> str:

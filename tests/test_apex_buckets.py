@@ -54,16 +54,19 @@ MLPERF_CAP_MB = {"mlpt41_h100_gpt3_175b_256": 125, "mlpt41_h100_gpt3_175b_512": 
                  "mlpt40_h100_gpt3_175b_512": 200, "mlpt40_h100_gpt3_175b_512_smc": 200,
                  "mlpt40_h100_gpt3_175b_10752": 200, "mlpt40_h100_gpt3_175b_11616": 200,
                  # v3.1 (training_results_v3.1@d06288b, listed rows): no BUCKET_CAP_MB, the yaml's default 100
-                 **{f"mlpt31_h100_gpt3_175b_{n}": 100 for n in (768, 4096, 6144, 8192, 10240, 10752)}}
+                 **{f"mlpt31_h100_gpt3_175b_{n}": 100 for n in (768, 4096, 6144, 8192, 10240, 10752, "10752_azure")},
+                 # v3.0 (training_results_v3.0@63e326c4, data40): run_and_time.sh ``: "${BUCKET_CAP_MB:=100}"`` passed
+                 # as model.optim.bucket_cap_mb; neither NVIDIA's nor NVIDIA+CoreWeave's configs export it
+                 **{f"mlpt30_h100_gpt3_175b_{n}": 100 for n in ("512", "768", "768_cw", "1536_cw", "3584_cw")}}
 
 
 def test_only_the_apex_rows() -> None:
-    """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket, and the MLPerf v3.1 /
-    v4.0 / v4.1 GPT-3 rows of NVIDIA's NeMo 1 implementation (MLPERF_CAP_MB), and the NeMo Megatron launcher's
+    """Every dgxc25 row but the Nemotron-4 15B ones (mcore_distributed_optim) takes a bucket, and the MLPerf v3.0 /
+    v3.1 / v4.0 / v4.1 GPT-3 rows of NVIDIA's NeMo 1 implementation (MLPERF_CAP_MB), and the NeMo Megatron launcher's
     22.08 rows (Apex's default); no other row does."""
     vt = script_module("validate_training")
     optim = vt.rows_with("optim_name")  # the rows' framework.optim_name / bucket_cap_mb (validation/README.md)
-    mlperf = {i: o for i, o in optim.items() if i.startswith(("mlpt31_", "mlpt40_", "mlpt41_"))}
+    mlperf = {i: o for i, o in optim.items() if i.startswith(("mlpt30_", "mlpt31_", "mlpt40_", "mlpt41_"))}
     assert mlperf == dict.fromkeys(MLPERF_CAP_MB, "distributed_fused_adam")
     optim = {i: o for i, o in optim.items() if i not in mlperf}
     # data39: the NeMo Megatron launcher's 22.08 rows (NeMo v1.11.0, conf/training/gpt3/*.yaml optim name at

@@ -60,7 +60,8 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # MLPerf v5.1's NVFP4 rows, compared since fp4a28 (FP8 attention under NVFP4, stochastic rounding off)
         # data31: Nebius' 4 x 8 B200 NVFP4 run joins its 2 x 8 one; hybrid32: Dell's 8-GPU run is another submitter's
         # (a series keys on the submitter: it was "mlpt51_b200_llama31_8b_8 (8/16/32)" with Dell's run first)
-        "mlpt51_b200_llama31_8b_16 (16/32)": ("same model", [16, 32]),
+        # data40: Nebius' 1 x 8 B200 NVFP4 run (nebius_b200_n1) starts that series; named after its first id
+        "mlpt51_b200_llama31_8b_8_nvfp4 (8/16/32)": ("same model", [8, 16, 32]),
         "mlpt51_gb200_llama31_405b_512 (512/2560/5120)": ("same model", [512, 2560, 5120]),
         # Megatron-Bridge 26.06 DGX-B300 rows once the catalog held b300 / dgx-b300: Qwen3-30B-A3B (8 GPUs), GPT-OSS
         # 120B (64), DeepSeek-V3 (256); the 26.04.01 B300 Qwen3-235B row is a series of one (source mb2604)
@@ -169,6 +170,10 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "nemolaunch22_a100_gpt3_175b (64/128/256/512/1024)": ("same model", [64, 128, 256, 512, 1024]),
         "nemolaunch2206_a100_gpt3_5b (8/16/40/72/80/144/160)": ("same model", [8, 16, 40, 72, 80, 144, 160]),
         "nemolaunch2206_a100_gpt3_175b (128/256/1024)": ("same model", [128, 256, 1024]),
+        # data40: MLPerf v3.0 GPT-3 175B, NVIDIA's DGX H100 runs and NVIDIA+CoreWeave's HGX H100 runs (two submitters,
+        # two series; the CoreWeave one named after its first id less its tail)
+        "mlpt30_h100_gpt3_175b (512/768)": ("same model", [512, 768]),
+        "mlpt30_h100_gpt3_175b_768 (768/1536/3584)": ("same model", [768, 1536, 3584]),
     }
 
 

@@ -103,10 +103,11 @@ def test_sources_and_rows() -> None:
     vt = script_module("validate_training")
     # nemo1rest36 added mlpt50 (NeMo v2.2.0) and tprimat26 (Primus' own loss_func): tests/test_nemo1rest36.py;
     # data39 the NeMo Megatron launcher's 2022 tables (NeMo v1.9.0 L383, v1.10.0 L334, v1.11.0 L375
-    # average_losses_across_data_parallel_group each micro-batch): tests/test_data39.py
+    # average_losses_across_data_parallel_group each micro-batch): tests/test_data39.py; data40 MLPerf v3.0's GPT-3
+    # (NeMo v1.17.0_pt_23.04 megatron_gpt_model.py L633): tests/test_data40.py
     assert vt.LOSS_DP_ALLREDUCE == {"dgxc25", "dgxc2504", "dgxc2505", "mlpt31", "mlpt40", "mlpt41", "nemo2407",
                                     "nemo2502", "nemo2504", "mlm24", "mlpt50", "tprimat26", "nemolaunch22",
-                                    "nemolaunch2206"}
+                                    "nemolaunch2206", "mlpt30"}
     cases = training_cases()
     assert vt.predict_new_case(cases["dgxc25_h100_nemotron4_15b_bf16_16"]).strategy.loss_dp_allreduce is True
     assert vt.predict_new_case(cases["mb2511_gb200_llama3_8b_fp8cs"]).strategy.loss_dp_allreduce is False
