@@ -1,0 +1,80 @@
+"""Hostile input, round 40 (fuzz40): what this round's corpus found. The CLI contract is test_hostile_inputs.py's:
+exit 2, one ``error:`` line naming the file / field / option, what was wrong and what is allowed, nothing on stdout,
+no input changed.
+
+The corpus is scripts/fuzz40.py (fuzz36's in-process harness, through the one reporting driver ``fuzz36.drive``).
+Findings:
+
+1. A Megatron-LM launch's ``--overlap-param-gather-with-optimizer-step`` (store_true, megatron/training/arguments.py
+   L3150 at d98e8a64dd) was warned as a setting not used and the run priced without it, though strategy
+   overlap_param_gather_with_optimizer_step prices it since session 39: now read as that field (so also refused with
+   a ``--no-`` form, and warned as not priced where the model does not act on it, off the interleaved schedule).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+BIG = ["-m", "llama3-70b", "-c", "dgx-h100", "-n", "64"]  # Llama 3 70B: 80 layers (its config.json)
+#: a Megatron-LM launch at pp 4 with 10 layers a virtual stage (80 / (4 x 10): interleaved V 2), the distributed
+#: optimizer and both overlaps: what megatron/training/arguments.py validate_args asks of the switch (L1066-1074)
+LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-layers 80 "
+          "--num-layers-per-virtual-pipeline-stage 10 --micro-batch-size 1 --bf16 --use-distributed-optimizer "
+          "--overlap-grad-reduce --overlap-param-gather")
+SWITCH = "--overlap-param-gather-with-optimizer-step"
+
+
+def _predict(cli, *args: str) -> tuple[dict, str]:  # type: ignore[no-untyped-def, type-arg]
+    r = cli("predict", *BIG, *args, "--json")
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    return json.loads(r.out), r.err
+
+
+def test_launch_optimizer_step_gather_read_as_the_field(cli, tmp_path: Path) -> None:
+    with_switch = tmp_path / "on.sh"
+    with_switch.write_text(f"{LAUNCH} {SWITCH}\n")
+    without = tmp_path / "off.sh"
+    without.write_text(f"{LAUNCH}\n")
+    read, err = _predict(cli, "--strategy", str(with_switch))
+    assert SWITCH not in err, err  # was: "megatron settings not used: --overlap-param-gather-with-optimizer-step"
+    assert read["inputs"]["strategy"]["overlap_param_gather_with_optimizer_step"] is True
+    # the launch without the switch, the field set by --set: the same run by the field's own route
+    by_field, _ = _predict(cli, "--strategy", str(without), "--set",
+                           "strategy.overlap_param_gather_with_optimizer_step=true")
+    plain, _ = _predict(cli, "--strategy", str(without))
+    assert read["step_time_s"] == by_field["step_time_s"]
+    assert read["step_time_s"] != plain["step_time_s"]  # the field moves this run (chunk 0 unbucketed): not a no-op
+
+
+def test_launch_optimizer_step_gather_off_interleaving_warned_not_priced(cli, tmp_path: Path) -> None:
+    f = tmp_path / "flat.sh"  # pp 4, no virtual stages: Megatron-LM asserts interleaving for the switch
+    f.write_text(LAUNCH.replace(" --num-layers-per-virtual-pipeline-stage 10", "") + f" {SWITCH}\n")
+    read, err = _predict(cli, "--strategy", str(f))
+    assert "overlap_param_gather_with_optimizer_step = true is not priced" in err and "1f1b" in err, err
+    plain, _ = _predict(cli, "--strategy", str(f), "--set", "strategy.overlap_param_gather_with_optimizer_step=false")
+    assert read["step_time_s"] == plain["step_time_s"]
+
+
+@pytest.mark.parametrize("negation", ["--no-overlap-param-gather-with-optimizer-step",
+                                      "--disable-overlap-param-gather-with-optimizer-step"])
+def test_launch_optimizer_step_gather_with_a_negation_refused(cli, tmp_path: Path, negation: str) -> None:
+    f = tmp_path / "neg.sh"
+    f.write_text(f"{LAUNCH} {SWITCH} {negation}\n")
+    line = refused(cli, "predict", *BIG, "--strategy", str(f), inputs=(f,), match=f"{SWITCH} and {negation}")
+    assert f"Megatron-LM has {SWITCH}, not {negation}" in line, line
+
+
+def test_fuzz40_corpus_lists_every_section_through_the_one_driver() -> None:
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz40.py"), "--list"], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    labels = {line.split(" ", 1)[0].split(".", 1)[0] for line in r.stdout.splitlines()[:-1] if line[:1].isalpha()}
+    assert {"allow", "hook", "optstep", "losstok", "negation", "cmds"} <= labels, labels
+    assert r.stdout.strip().splitlines()[-1].startswith("fuzz40: ")
