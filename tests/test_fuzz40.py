@@ -9,6 +9,12 @@ Findings:
    L3150 at d98e8a64dd) was warned as a setting not used and the run priced without it, though strategy
    overlap_param_gather_with_optimizer_step prices it since session 39: now read as that field (so also refused with
    a ``--no-`` form, and warned as not priced where the model does not act on it, off the interleaved schedule).
+2. A switch that some ZeRO stage runs, refused at zero 0 (fsdp_per_param, offload_states, fp8_param_gather, ...), said
+   "(got zero '0', the default) ...; zero is 0 unless given: give zero too (--zero or --set strategy.zero)" where zero
+   0 WAS given: ``--zero 0``, ``--set strategy.zero=0``, a strategy file's, a scenario's or a runs file's ``zero: 0``
+   (found in the optstep section, whose every case sets zero). The loader now takes the default and the hint back
+   where the refused field's mapping writes zero (specs.base.written_zero_refusal), and the refusal no longer asks
+   plan or a file's reader to give zero (InputError.needs_zero false).
 """
 
 from __future__ import annotations
@@ -78,3 +84,47 @@ def test_fuzz40_corpus_lists_every_section_through_the_one_driver() -> None:
     labels = {line.split(" ", 1)[0].split(".", 1)[0] for line in r.stdout.splitlines()[:-1] if line[:1].isalpha()}
     assert {"allow", "hook", "optstep", "losstok", "negation", "cmds"} <= labels, labels
     assert r.stdout.strip().splitlines()[-1].startswith("fuzz40: ")
+
+
+DENSE = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "16"]
+_NEEDS = "true needs PyTorch FSDP2: zero fsdp or hsdp"
+
+
+@pytest.mark.parametrize("given", [["--zero", "0"], ["--set", "strategy.zero=0"], ["--set", "strategy.zero='0'"]])
+def test_zero_given_as_0_is_not_called_the_default(cli, given: list[str]) -> None:
+    for cmd in (["predict", *DENSE], ["memory", *DENSE], ["scale", *DENSE[:4], "--gpus", "8,16"]):
+        line = refused(cli, *cmd, *given, "--set", "strategy.fsdp_per_param=true",
+                       match="error: --set strategy.fsdp_per_param: ")
+        assert line.endswith(f"{_NEEDS} (got zero '0'); false (the default) with zero 0, 1, 2 or 3; true with zero "
+                             "fsdp or hsdp"), line
+    if given[0] == "--set":  # plan has no --zero: its pin is --set strategy.zero
+        line = refused(cli, "plan", *DENSE, *given, "--set", "strategy.fsdp_per_param=true", "--top", "1")
+        assert "(got zero '0');" in line and "give zero too" not in line, line
+
+
+def test_zero_not_given_still_named_the_default_with_the_options(cli) -> None:
+    line = refused(cli, "predict", *DENSE, "--set", "strategy.fsdp_per_param=true")
+    assert "(got zero '0', the default)" in line and line.endswith(
+        "zero is 0 unless given: give zero too (--zero or --set strategy.zero)"), line
+    # plan, zero not pinned, still searches the stages that run the switch (the refusal's marker kept)
+    r = cli("plan", *DENSE, "--set", "strategy.fsdp_per_param=true", "--top", "1", "--json")
+    assert r.code == 0 and json.loads(r.out)["ranked"][0]["strategy"]["zero"] in ("fsdp", "hsdp"), r.err
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("s.yaml", "kind: strategy\nzero: 0\nfsdp_per_param: true\n"),
+    ("sc.yaml", "kind: scenario\nname: s\nmodel: llama3-8b\ncluster: dgx-h100\ngpus: [8]\n"
+                "strategy: {zero: 0, fsdp_per_param: true}\n"),
+    ("runs.yaml", "- {cluster: dgx-h100, model: llama3-8b, gpus: 8, zero: 0, fsdp_per_param: true, step_time: 4 s}\n"
+                  "- {cluster: dgx-h100, model: llama3-8b, gpus: 16, zero: fsdp, step_time: 2 s}\n")])
+def test_a_files_zero_0_is_not_called_the_default(cli, tmp_path: Path, name: str, text: str) -> None:
+    f = tmp_path / name
+    f.write_text(text)
+    cmd = {"s.yaml": ["predict", *DENSE, "--strategy", str(f)], "sc.yaml": ["check", str(f)],
+           "runs.yaml": ["calibrate", "runs", str(f)]}[name]
+    line = refused(cli, *cmd, inputs=(f,), match=str(f))
+    assert f"{_NEEDS} (got zero '0');" in line and "give zero too" not in line, line
+    # the same file without its zero line: the default, and the hint
+    f.write_text(text.replace("zero: 0, ", "").replace("zero: 0\n", ""))
+    line = refused(cli, *cmd, inputs=(f,))
+    assert "(got zero '0', the default)" in line and "give zero too" in line, line

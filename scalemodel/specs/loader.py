@@ -34,6 +34,7 @@ from scalemodel.specs.base import (
     set_reference_loader,
     set_refusal,
     type_at,
+    written_zero_refusal,
 )
 from scalemodel.specs.hf import from_hf_config
 
@@ -956,6 +957,11 @@ def validate(model: Any, data: dict[str, Any], *, path: str | os.PathLike[str] |
     try:
         return convert(model, data)
     except SpecError as exc:
+        # raw fields as written (a file, the command line): a zero they write is not the default (fuzz40); a spec
+        # built in Python (set_refusal below) holds every field, so it cannot tell and keeps the refusal as it is
+        if exc.needs_zero and (given := written_zero_refusal(exc.what, exc.allowed, data, exc.loc)) is not None:
+            exc = SpecError(given[0], exc.loc, kind=exc.kind, allowed=given[1], value=exc.value, also=exc.also,
+                            needs_zero=given[2], needs_recompute=exc.needs_recompute)
         raise validation_error(exc, model, path, node, prefix, data, touched) from None
     except InputError as exc:
         raise exc.at(str(path)) if path is not None else exc from None
