@@ -128,3 +128,18 @@ def test_a_files_zero_0_is_not_called_the_default(cli, tmp_path: Path, name: str
     f.write_text(text.replace("zero: 0, ", "").replace("zero: 0\n", ""))
     line = refused(cli, *cmd, inputs=(f,))
     assert "(got zero '0', the default)" in line and "give zero too" in line, line
+
+
+@pytest.mark.xfail(strict=True, reason="open (fuzz40): report.sweep.write_tables writes each --out in turn "
+                   "(report.output.write_file, atomic per file); a later one that cannot be written leaves the "
+                   "earlier ones written, exit 2. The fix (every file to a temporary first, then every rename) is "
+                   "report/output.py's, outside this round's files")
+def test_sweep_outs_are_all_written_or_none(cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text((ROOT / "examples" / "sweeps" / "capacity.yaml").read_text())
+    first = tmp_path / "ok.csv"
+    first.write_text("the previous table\n")
+    monkeypatch.chdir(tmp_path)
+    refused(cli, "sweep", str(sweep), "--out", str(first), "--out", "/proc/self/x.csv", inputs=(sweep,),
+            match="error: --out: cannot write '/proc/self/x.csv'")
+    assert first.read_text() == "the previous table\n"  # a refused command leaves the earlier --out as it was
