@@ -18,6 +18,19 @@ edge lists). The ``outs`` runner (subprocesses) points every command's output (s
 calibrate runs --out, scale --plot) at its inputs through symlinks and hard links (the runs file, its cluster
 file, a --strategy file, a -m workload file, a sweep's referenced file), at a folder, a read-only folder and a
 FIFO, and checks that no input changed, no temporary file is left and the exit is 2 with an error line.
+
+Round 40: 1,462 cases (negation 693, optstep 281, allow 189, hook 159, losstok 50, cmds 48; outs 42 subprocess
+cases, one fresh folder each; the first pass ran 1,456 with negation at 685, then hook, optstep, losstok and outs
+again after the fixes, 532), 0 tracebacks, hangs past the wall alarm, invalid JSON, non-finite numbers or changed
+inputs. Findings (tests/test_fuzz40.py): a launch's --overlap-param-gather-with-optimizer-step warned as not used
+(fixed: read); a ZeRO-dependent switch refused at a zero 0 that was given, said "the default ... give zero too"
+(fixed: optstep, every case of which sets zero); sweep's --out files written one by one, the earlier ones replaced
+when a later one cannot be written (open: strict xfail, the fix is report/output.py's). Found slow, not fixed:
+``plan -m mixtral-8x7b -n 64 --allow all`` over 20 s of CPU (51 s alone, 14.2e9 candidates, 34.4e6 evaluated; 20 s
+and 2.5e9 without micro-batches and expert-tp, round 38's 18.5 s): the search is exhaustive with bounds, reports what
+it covered after the fact ("searched N candidates (M evaluated, the rest bounded)") and has no cap. A first outs pass
+that reused one folder broke its hard links with the first rename (os.replace makes a new inode) and was the
+harness's fault, not the tool's; a read-only folder is writable by root (the cases accept 0 there).
 """
 
 from __future__ import annotations
@@ -114,10 +127,10 @@ def sec_hook(tmp: Path) -> Iterator[Case]:
               ["--allow", "offload"], ["--allow", "all"]):
         yield "hook.plan", ["plan", *DENSE, "--set", "strategy.main_grad_hook=true", *c, *TOP], ()
     runs = _write(tmp, "hookruns.yaml", "".join(
-        f"- {{cluster: dgx-a100, model: gpt3-5b, gpus: {g}, main_grad_hook: true, zero: 1, step_time: {t}}}\n"
+        f"- {{cluster: dgx-a100, model: gpt-7.5b, gpus: {g}, main_grad_hook: true, zero: 1, step_time: {t}}}\n"
         for g, t in ((8, "4 s"), (16, "2.1 s"), (32, "1.1 s"))))
     yield "hook.runs", ["calibrate", "runs", str(runs), "--json"], (runs,)
-    runs3 = _write(tmp, "hookruns3.yaml", "- {cluster: dgx-a100, model: gpt3-5b, gpus: 8, main_grad_hook: true, "
+    runs3 = _write(tmp, "hookruns3.yaml", "- {cluster: dgx-a100, model: gpt-7.5b, gpus: 8, main_grad_hook: true, "
                    "zero: 3, step_time: 4 s}\n")
     yield "hook.runs.zero3", ["calibrate", "runs", str(runs3), "--json"], (runs3,)
     scen = _write(tmp, "hookscen.yaml", "kind: scenario\nname: s\nmodel: llama3-8b\ncluster: dgx-h100\ngpus: [8, 16]\n"
@@ -245,7 +258,7 @@ def sec_cmds(tmp: Path) -> Iterator[Case]:
     for fac in ["1e-320", "5e-324", "-0", "0.999999999999", "1.000000000001", "1e15", "1 %", "10%", "2x", ""]:
         yield "cmds.sens", ["sensitivity", *DENSE, "--factor", fac, "--json"], ()
     # runs files with the session-39 fields and their neighbours
-    rows = ["- {cluster: dgx-a100, model: gpt3-5b, gpus: 8, step_time: 4 s, main_grad_hook: true, "
+    rows = ["- {cluster: dgx-a100, model: gpt-7.5b, gpus: 8, step_time: 4 s, main_grad_hook: true, "
             "grad_accumulation_fusion: false}\n",
             "- {cluster: dgx-h100, model: llama3-70b, gpus: 64, step_time: 9 s, pp: 4, schedule: interleaved:2, "
             "zero: 1, megatron_ddp: true, overlap_param_gather: true, "
