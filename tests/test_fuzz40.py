@@ -15,6 +15,10 @@ Findings:
    (found in the optstep section, whose every case sets zero). The loader now takes the default and the hint back
    where the refused field's mapping writes zero (specs.base.written_zero_refusal), and the refusal no longer asks
    plan or a file's reader to give zero (InputError.needs_zero false).
+3. A folder given where a built-in scenario or cluster is named (``scale --scenario dd``, ``-c dd``) was "'dd' is a
+   file, but read as a built-in ... name; ./dd to read it as a ... file", and ./dd is then refused as a directory.
+4. Open (strict xfail): sweep's --out files are written one by one; a later one that cannot be written leaves the
+   earlier ones replaced, exit 2.
 """
 
 from __future__ import annotations
@@ -143,3 +147,15 @@ def test_sweep_outs_are_all_written_or_none(cli, tmp_path: Path, monkeypatch) ->
     refused(cli, "sweep", str(sweep), "--out", str(first), "--out", "/proc/self/x.csv", inputs=(sweep,),
             match="error: --out: cannot write '/proc/self/x.csv'")
     assert first.read_text() == "the previous table\n"  # a refused command leaves the earlier --out as it was
+
+
+@pytest.mark.parametrize(("cmd", "kind"), [(["scale", "--scenario", "dd"], "scenario"), (["check", "dd"], "scenario"),
+                                           (["predict", "-m", "llama3-8b", "-c", "dd", "-n", "8"], "cluster")])
+def test_a_folder_named_as_a_builtin_is_called_a_folder(cli, tmp_path: Path, monkeypatch, cmd: list[str],
+                                                        kind: str) -> None:  # type: ignore[no-untyped-def]
+    # was "'dd' is a file, but read as a built-in scenario name ...; ./dd to read it as a scenario file", and ./dd
+    # is then refused as a directory
+    (tmp_path / "dd").mkdir()
+    monkeypatch.chdir(tmp_path)
+    line = refused(cli, *cmd, match=f"error: {kind}: 'dd' is a folder, and no built-in {kind} has that name; ")
+    assert "./dd" not in line, line

@@ -193,6 +193,11 @@ def resolve(kind: str, ref: str, relative_to: str | os.PathLike[str] | None = No
     p = _beside(ref, relative_to)
     if kind == "workload" and os.path.isdir(p):
         return _config_in_folder(p, ref)
+    if os.path.isdir(p) and len(ref) <= 200:
+        # fuzz40: `scale --scenario dd` (a folder) was "'dd' is a file, ...: ./dd to read it as a scenario file",
+        # which then refused ./dd as a directory
+        raise InputError(f"{ref!r} is a folder, and no built-in {kind} has that name", where=kind,
+                         allowed=f"a {kind} YAML file (a name ending in .yaml), or a built-in {kind} name")
     if files.exists(p) and len(ref) <= 200:  # `-m w.svg` beside a YAML file w.svg: "unknown built-in workload"
         raise InputError(f"{ref!r} is a file, but read as a built-in {kind} name: a spec file's name ends in .yaml, "
                          ".yml or .json, or holds a /", where=kind, allowed=f"./{ref} to read it as a {kind} file, "
