@@ -17,7 +17,12 @@ Findings:
    plan or a file's reader to give zero (InputError.needs_zero false).
 3. A folder given where a built-in scenario or cluster is named (``scale --scenario dd``, ``-c dd``) was "'dd' is a
    file, but read as a built-in ... name; ./dd to read it as a ... file", and ./dd is then refused as a directory.
-4. Open (strict xfail): sweep's --out files are written one by one; a later one that cannot be written leaves the
+4. ``plan --set strategy.main_grad_hook=true`` (session 39's NeMo 1 O2 hook) ranked FSDP and ZeRO-3 plans with the
+   hook on, each one predict refuses (StrategySpec: the hook runs on neither another trainer nor sharded
+   parameters); ``--constraint zero=3`` beside it searched them. It joins engine.planner.ZERO_SWITCHES (zero 0, 1, 2),
+   as the other switches some stages run do: plan searches those stages and says so, and a zero constraint outside
+   them is refused.
+5. Open (strict xfail): sweep's --out files are written one by one; a later one that cannot be written leaves the
    earlier ones replaced, exit 2.
 """
 
@@ -159,3 +164,24 @@ def test_a_folder_named_as_a_builtin_is_called_a_folder(cli, tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)
     line = refused(cli, *cmd, match=f"error: {kind}: 'dd' is a folder, and no built-in {kind} has that name; ")
     assert "./dd" not in line, line
+
+
+
+def test_plan_with_the_main_grad_hook_pinned_ranks_only_stages_it_runs_at(cli) -> None:
+    r = cli("plan", *DENSE, "--set", "strategy.main_grad_hook=true", "--top", "5", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    ranked = [p["strategy"] for p in doc["ranked"]]
+    assert ranked and all(s["zero"] in ("0", "1", "2") and s["main_grad_hook"] for s in ranked), ranked
+    assert any("the pinned main_grad_hook true cannot run at zero 3, fsdp or hsdp" in w for w in doc["warnings"])
+    # the winner runs as predict prices it (predict refuses the hook at zero 3 / fsdp / hsdp)
+    best = ranked[0]
+    p = cli("predict", *DENSE, "--zero", best["zero"], "--tp", str(best["tp"]), "--pp", str(best["pp"]),
+            "--set", "strategy.main_grad_hook=true", "--json")
+    assert p.code == 0, p.err
+    for zero in ("3", "fsdp", "hsdp"):
+        refused(cli, "plan", *DENSE, "--set", "strategy.main_grad_hook=true", "--constraint", f"zero={zero}",
+                "--top", "1", match="zero is also constrained by the pinned main_grad_hook")
+    # unpinned (false), the sharded stages stay searched
+    r = cli("plan", *DENSE, "--set", "strategy.main_grad_hook=false", "--top", "3", "--json")
+    assert r.code == 0 and {p["strategy"]["zero"] for p in json.loads(r.out)["ranked"]} & {"3", "fsdp", "hsdp"}
