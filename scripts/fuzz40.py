@@ -24,8 +24,11 @@ cases, one fresh folder each; the first pass ran 1,456 with negation at 685, the
 again after the fixes, 532), 0 tracebacks, hangs past the wall alarm, invalid JSON, non-finite numbers or changed
 inputs. Findings (tests/test_fuzz40.py): a launch's --overlap-param-gather-with-optimizer-step warned as not used
 (fixed: read); a ZeRO-dependent switch refused at a zero 0 that was given, said "the default ... give zero too"
-(fixed: optstep, every case of which sets zero); sweep's --out files written one by one, the earlier ones replaced
-when a later one cannot be written (open: strict xfail, the fix is report/output.py's). Found slow, not fixed:
+(fixed: optstep, every case of which sets zero); plan with main_grad_hook pinned ranked FSDP / ZeRO-3 plans predict
+refuses (fixed: engine.planner.ZERO_SWITCHES; found by hand from the hook section's plan cases, which the harness
+passes: exit 0, valid JSON); a folder named where a built-in scenario or cluster goes called "a file" (fixed, by
+hand beside the corpus); sweep's --out files written one by one, the earlier ones replaced when a later one cannot
+be written (open: strict xfail, the fix is report/output.py's). Found slow, not fixed:
 ``plan -m mixtral-8x7b -n 64 --allow all`` over 20 s of CPU (51 s alone, 14.2e9 candidates, 34.4e6 evaluated; 20 s
 and 2.5e9 without micro-batches and expert-tp, round 38's 18.5 s): the search is exhaustive with bounds, reports what
 it covered after the fact ("searched N candidates (M evaluated, the rest bounded)") and has no cap. A first outs pass
