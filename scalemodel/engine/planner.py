@@ -234,6 +234,9 @@ ZERO_SWITCHES: dict[str, tuple[bool, tuple[Zero, ...]]] = {
     "fsdp_reshard_after_forward": (False, (Zero.PARAMETERS, Zero.FSDP, Zero.HSDP)),
     "fsdp_flat_param": (True, (Zero.GRADIENTS, Zero.PARAMETERS, Zero.FSDP, Zero.HSDP)),
     "xla_gpu_lhs": (True, (Zero.FSDP, Zero.HSDP)),
+    # fuzz40: NeMo 1's O2 hook (StrategySpec refuses it at zero 3, fsdp and hsdp, whose sharded-parameter wrappers
+    # accumulate their own gradients); plan ranked FSDP plans with it pinned, each one predict refuses
+    "main_grad_hook": (True, (Zero.NONE, Zero.OPTIMIZER, Zero.GRADIENTS)),
 }
 
 

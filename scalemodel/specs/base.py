@@ -127,6 +127,37 @@ class Discriminator:
         self.fn = fn
 
 
+#: The end of a refusal of a ZeRO-dependent switch where zero was not given. It names the field alone, as every file
+#: writes it (a scenario's strategy: section, a runs file's run, a --strategy file's own name beside the location);
+#: the command line's route (commands.common.validate_written) names its options after it: --zero only where the
+#: command has it (fix29: "--zero or strategy.zero" was said inside scenario and runs files, and by plan). Here (not in
+#: specs.training, which re-exports it) so that :func:`written_zero_refusal` reads the same words.
+ZERO_UNSET_HINT = "zero is 0 unless given: give zero too"
+#: What such a refusal says of zero 0 in its "(got zero '0', the default)": taken back by
+#: :func:`written_zero_refusal` where the mapping wrote zero.
+ZERO_DEFAULT = ", the default"
+
+
+def written_zero_refusal(what: str, allowed: str, data: Any, loc: Sequence[Any]) -> tuple[str, str, bool] | None:
+    """A refusal at zero 0 that some ZeRO stage lifts (errors.InputError.needs_zero) whose mapping (``data`` along
+    ``loc``, the refused field's path) writes zero itself: (what, allowed, needs_zero) without the "the default" and
+    :data:`ZERO_UNSET_HINT` (the last "; " part of ``allowed``, where the spec's _zero_refusal appends it). fuzz40:
+    ``--zero 0``, ``--set strategy.zero=0``, a strategy file's or a scenario's ``zero: 0`` beside fsdp_per_param were
+    refused "(got zero '0', the default) ...; zero is 0 unless given: give zero too", which told the user zero was not
+    given. None where the mapping does not write zero (the refusal stands as it is)."""
+    node = data
+    for key in loc[:-1]:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            node = node[key]
+        else:
+            return None
+    if not isinstance(node, dict) or node.get("zero") is None:
+        return None
+    return what.replace(f"{ZERO_DEFAULT})", ")", 1), allowed.rpartition("; ")[0] or allowed, False
+
+
 def field_error(name: str, what: str, allowed: str = "", also: str = "", needs_zero: bool = False,
                 needs_recompute: bool = False) -> ValueError:
     """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field, with what is

@@ -34,6 +34,7 @@ from scalemodel.specs.base import (
     set_reference_loader,
     set_refusal,
     type_at,
+    written_zero_refusal,
 )
 from scalemodel.specs.hf import from_hf_config
 
@@ -192,6 +193,11 @@ def resolve(kind: str, ref: str, relative_to: str | os.PathLike[str] | None = No
     p = _beside(ref, relative_to)
     if kind == "workload" and os.path.isdir(p):
         return _config_in_folder(p, ref)
+    if os.path.isdir(p) and len(ref) <= 200:
+        # fuzz40: `scale --scenario dd` (a folder) was "'dd' is a file, ...: ./dd to read it as a scenario file",
+        # which then refused ./dd as a directory
+        raise InputError(f"{ref!r} is a folder, and no built-in {kind} has that name", where=kind,
+                         allowed=f"a {kind} YAML file (a name ending in .yaml), or a built-in {kind} name")
     if files.exists(p) and len(ref) <= 200:  # `-m w.svg` beside a YAML file w.svg: "unknown built-in workload"
         raise InputError(f"{ref!r} is a file, but read as a built-in {kind} name: a spec file's name ends in .yaml, "
                          ".yml or .json, or holds a /", where=kind, allowed=f"./{ref} to read it as a {kind} file, "
@@ -956,6 +962,11 @@ def validate(model: Any, data: dict[str, Any], *, path: str | os.PathLike[str] |
     try:
         return convert(model, data)
     except SpecError as exc:
+        # raw fields as written (a file, the command line): a zero they write is not the default (fuzz40); a spec
+        # built in Python (set_refusal below) holds every field, so it cannot tell and keeps the refusal as it is
+        if exc.needs_zero and (given := written_zero_refusal(exc.what, exc.allowed, data, exc.loc)) is not None:
+            exc = SpecError(given[0], exc.loc, kind=exc.kind, allowed=given[1], value=exc.value, also=exc.also,
+                            needs_zero=given[2], needs_recompute=exc.needs_recompute)
         raise validation_error(exc, model, path, node, prefix, data, touched) from None
     except InputError as exc:
         raise exc.at(str(path)) if path is not None else exc from None

@@ -60,6 +60,13 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                # core_v0.16.0) removed it: read as the releases that honoured it
                "--no-async-tensor-model-parallel-allreduce": ("strategy", "tp_async_allreduce", False),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
+               # store_true, "overlap param all-gather of first bucket with optimizer step" (megatron/training/
+               # arguments.py L2321 at core_v0.13.1, L2631 at core_v0.15.0, L3150 at d98e8a64dd; validate_args asserts
+               # the distributed optimizer, --overlap-param-gather and interleaving, L1066-1074 at d98e8a64dd): strategy
+               # overlap_param_gather_with_optimizer_step, priced since session 39
+               # (docs/model.md#optimizer-step-gather); until fuzz40 warned as not used and priced without it
+               "--overlap-param-gather-with-optimizer-step": ("strategy", "overlap_param_gather_with_optimizer_step",
+                                                              True),
                # megatron/training/arguments.py: store_false switches (dest align_grad_reduce at 92c8482e6 and
                # d98e8a64dd; dest delay_grad_reduce, the same grad_sync_func, at f2e5db402c; dest align_param_gather):
                # the interleaved schedule's per-chunk data-parallel sync (docs/model.md#interleaved-dp-sync)

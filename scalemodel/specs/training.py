@@ -37,6 +37,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
+from scalemodel.specs import base
 from scalemodel.specs.accelerator import CUDNN_VERSION_PATTERN, cudnn_release_key
 from scalemodel.specs.base import MAX_SPEC_INT, Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
@@ -361,11 +362,9 @@ class TrainingSpec(Spec, kw_only=True):
 MIN_BUCKET_BYTES = 1024.0
 
 
-#: The end of a refusal of a ZeRO-dependent switch where zero was not given. It names the field alone, as every file
-#: writes it (a scenario's strategy: section, a runs file's run, a --strategy file's own name beside the location);
-#: the command line's route (commands.common.validate_written) names its options after it: --zero only where the
-#: command has it (fix29: "--zero or strategy.zero" was said inside scenario and runs files, and by plan).
-ZERO_UNSET_HINT = "zero is 0 unless given: give zero too"
+#: The end of a refusal of a ZeRO-dependent switch where zero was not given: specs.base.ZERO_UNSET_HINT (the loader
+#: takes it back where the mapping wrote zero, specs.base.written_zero_refusal), read here at each refusal.
+ZERO_UNSET_HINT = base.ZERO_UNSET_HINT
 
 
 def _zero_refusal(name: str, what: str, allowed: str, *, zero: Zero, also: str = "zero") -> ValueError:
@@ -911,7 +910,7 @@ class StrategySpec(Spec, kw_only=True):
         zero = Zero.parse(self.zero)
         # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
         # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)
-        unset = f" (got zero {self.zero!r}{', the default' if zero == Zero.NONE else ''})"
+        unset = f" (got zero {self.zero!r}{base.ZERO_DEFAULT if zero == Zero.NONE else ''})"
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
             raise _zero_refusal("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
                               f"hsdp{unset}", "true (the default) with zero 0, 1 or 2; false with zero 3, fsdp or "
