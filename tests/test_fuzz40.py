@@ -22,8 +22,8 @@ Findings:
    parameters); ``--constraint zero=3`` beside it searched them. It joins engine.planner.ZERO_SWITCHES (zero 0, 1, 2),
    as the other switches some stages run do: plan searches those stages and says so, and a zero constraint outside
    them is refused.
-5. Open (strict xfail): sweep's --out files are written one by one; a later one that cannot be written leaves the
-   earlier ones replaced, exit 2.
+5. Sweep's --out files were written one by one: a later one that could not be written left the earlier ones
+   replaced, exit 2 (now report.output.write_files: every temporary first, then every rename).
 """
 
 from __future__ import annotations
@@ -139,10 +139,6 @@ def test_a_files_zero_0_is_not_called_the_default(cli, tmp_path: Path, name: str
     assert "(got zero '0', the default)" in line and "give zero too" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="open (fuzz40): report.sweep.write_tables writes each --out in turn "
-                   "(report.output.write_file, atomic per file); a later one that cannot be written leaves the "
-                   "earlier ones written, exit 2. The fix (every file to a temporary first, then every rename) is "
-                   "report/output.py's, outside this round's files")
 def test_sweep_outs_are_all_written_or_none(cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     sweep = tmp_path / "s.yaml"
     sweep.write_text("kind: sweep\nname: s\nmodels: [llama3-8b]\nclusters: [dgx-h100]\ngpus: [8]\n"

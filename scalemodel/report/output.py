@@ -18,6 +18,8 @@ from scalemodel.specs.files import read_by_this_invocation
 from scalemodel.units import format_quantity
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
 SCHEMA_VERSION = "2.0"
@@ -378,37 +380,58 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
     Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
     replaced) unless another user planted it in a shared sticky folder (the kernel's protected_symlinks
     rule, which a rename does not apply); a replaced file keeps its permission bits. Every file
-    scalemodel writes goes through here.
+    scalemodel writes goes through here or :func:`write_files`.
     """
+    return write_files([(path, data, option)])[0]
+
+
+def write_files(items: Sequence[tuple[str | os.PathLike[str], str | bytes, str]]) -> list[str]:
+    """:func:`write_file` for several (path, data, option) files as one: every file written to its temporary
+    first, then every rename, so a refused or failed file (a bad path, a full disk) leaves all the targets as they
+    were (fuzz40: sweep's second --out refused after its first was replaced). Only a rename failing between two
+    others (the folder's permissions changed mid-call) could leave some replaced."""
     import tempfile  # only a command writing a file needs it (~1 ms: random, shutil); queries print
 
-    p = check_output_path(path, option)
-    target = files.resolved(p)
-    # a file name's undecodable byte (os.fsdecode's lone surrogate, e.g. a calibrate overlay's "from <log>" line)
-    # as \xff (errors.shown), as --json writes it: UTF-8 refuses a lone surrogate
-    payload = shown(data).encode("utf-8") if isinstance(data, str) else data
+    staged: list[tuple[str, str, str, str]] = []  # (temporary, target, path as checked, option)
+    written: list[str] = []
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except OSError:
-        mode = _new_file_mode()
-    tmp = ""
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{files.name(target)[:100]}.", suffix=".tmp",
-                                    dir=files.parent(target))
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-        tmp = ""
-    except OSError as exc:
-        raise InputError(f"cannot write {str(p)!r}: {exc.strerror or exc}", where=option,
-                         allowed="a writable file path") from None
+        for path, data, option in items:
+            p = check_output_path(path, option)
+            written.append(p)
+            target = files.resolved(p)
+            # a file name's undecodable byte (os.fsdecode's lone surrogate, e.g. a calibrate overlay's "from <log>"
+            # line) as \xff (errors.shown), as --json writes it: UTF-8 refuses a lone surrogate
+            payload = shown(data).encode("utf-8") if isinstance(data, str) else data
+            try:
+                mode = stat.S_IMODE(os.stat(target).st_mode)
+            except OSError:
+                mode = _new_file_mode()
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{files.name(target)[:100]}.", suffix=".tmp",
+                                           dir=files.parent(target))
+                staged.append((tmp, target, p, option))
+                with os.fdopen(fd, "wb") as f:
+                    f.write(payload)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, mode)
+            except OSError as exc:
+                raise _cannot_write(p, option, exc) from None
+        while staged:
+            tmp, target, p, option = staged[0]
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise _cannot_write(p, option, exc) from None
+            staged.pop(0)
     finally:
-        if tmp:  # failed or interrupted (KeyboardInterrupt included): the old file is untouched
+        for tmp, *_ in staged:  # failed or interrupted (KeyboardInterrupt included): the old files are untouched
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-    return p
+    return written
+
+
+def _cannot_write(p: str, option: str, exc: OSError) -> InputError:
+    return InputError(f"cannot write {str(p)!r}: {exc.strerror or exc}", where=option, allowed="a writable file path")

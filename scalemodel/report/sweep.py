@@ -23,7 +23,7 @@ from scalemodel.report.output import (
     new_console,
     print_table,
     verbatim,
-    write_file,
+    write_files,
 )
 from scalemodel.units import format_quantity as fq
 
@@ -77,12 +77,15 @@ def to_parquet(rows: list[dict[str, Any]], option: str = "--out") -> bytes:
 
 
 def write_tables(result: GridResult, outs: list[str]) -> None:
-    """Write each ``--out`` file (atomically, never over an input) in the format its extension names."""
+    """Write every ``--out`` file in the format its extension names, as one (:func:`write_files`: none replaced
+    unless all can be; never over an input)."""
+    items: list[tuple[str, str | bytes, str]] = []
     for path in outs:
         fmt = output_format(path)
         data: str | bytes = (to_csv(result.rows) if fmt == "csv" else to_jsonl(result.rows) if fmt == "jsonl"
                              else to_parquet(result.rows))
-        write_file(path, data, "--out")
+        items.append((path, data, "--out"))
+    write_files(items)
 
 
 class SweepProgress:
