@@ -248,5 +248,8 @@ def test_a_given_splits_deferred_wgrad_idle_counts_each_middle_rank() -> None:
     a = dict(gpus=5, dp=1, tp=1, pp=5, ep=1, micro_batch=1, global_batch=16, schedule=0, defer_embedding_wgrad=True)
     by_class = evaluate(job, _grid(a))
     listed = evaluate(job, _grid(dict(a, stage_split=stage_split_code([3, 3, 2, 2, 2]))))
-    assert float(listed.step_time[0]) == float(by_class.step_time[0])
-    assert float(listed.breakdown["bubble"][0]) == float(by_class.breakdown["bubble"][0])
+    # to rounding (rdv40: the class form and the ranks written out add the pipeline exchanges in their own order, one
+    # ulp apart here; the defect this guards was 1.7 %)
+    t = float(by_class.step_time[0])
+    assert abs(float(listed.step_time[0]) - t) <= 1e-12 * t
+    assert abs(float(listed.breakdown["bubble"][0]) - float(by_class.breakdown["bubble"][0])) <= 1e-12 * t

@@ -210,7 +210,7 @@ def _first_entry(t: np.ndarray, p: ArrayLike, m: np.ndarray) -> np.ndarray:
     return np.asarray(np.maximum(0.0, np.minimum(np.ceil((np.asarray(p, dtype=float) - 1.0 - t) / 2.0), m - t)))
 
 
-def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike) -> np.ndarray:
+def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike, exchange: ArrayLike = 0.0) -> np.ndarray:
     """Pipelined time of one step of non-interleaved 1F1B (PipeDream-Flush) with stage times of its own per rank:
     the makespan of the schedule's dependency graph, exactly.
 
@@ -243,19 +243,40 @@ def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike) -> n
     i and/or j = p-1) are members; they fell short by up to 13 % where a rank before k has a slower forward or
     backward than k, or the longest chain enters or leaves through a middle rank. Equal stages give
     (m + p - 1)(f + b) (Huang et al. 2019; Narayanan et al. 2021 §2.2.1). O(p^2) per pipeline, vectorised.
+
+    ``exchange`` (rdv40; docs/model.md#onefb-rendezvous): c seconds of one blocking batched send/recv across a stage
+    boundary (one value per pipeline, broadcast over the leading axes; ``forward``/``backward`` then the ranks'
+    compute alone), Megatron-Core's program exactly: a batch ends c after the later of its two ranks reaches it
+    (schedules.py L2344 / L2362 warm-up recv_forward / send_forward, L2374 the first steady recv_forward, L2416
+    send_forward_recv_backward, L2446 send_backward_recv_forward, L2442 the last send_backward, L2466 / L2474 the
+    cool-down recv_backward / send_backward; p2p_communication.py L536 / L569, each waited at L418). In the steady
+    phase every batch joins a forward on rank k and a backward on rank k+1 that both successors need anyway, so a
+    forward carries its rank's send_forward_recv_backward (f + c below the last rank) and a backward its
+    send_backward_recv_forward (b + c above rank 0); in the warm-up (cool-down) a rank's forward (backward) runs
+    between two blocking transfers, so the chains there run at the slowest of f + n c (b + n c), n the rank's
+    boundaries (1 at either end, 2 between). The same formula with those times and paces; the chains the warm-up's
+    rendezvous pushes back up (a send waits for the next rank's previous send) were never longer on any checked case
+    (tests/test_rdv40.py). 0: the graph above.
     """
     f = np.asarray(forward, dtype=float)
     b = np.asarray(backward, dtype=float)
     p = f.shape[-1]
-    shape = np.broadcast_shapes(np.shape(m), f.shape[:-1], b.shape[:-1])
+    c = np.asarray(exchange, dtype=float)
+    shape = np.broadcast_shapes(np.shape(m), f.shape[:-1], b.shape[:-1], c.shape)
     f, b = np.broadcast_to(f, shape + (p,)), np.broadcast_to(b, shape + (p,))
     m_ = np.broadcast_to(np.asarray(m, dtype=float), shape)[..., None]
     r = np.arange(p, dtype=float)
+    pace_f, pace_b = f, b
+    if np.any(c):
+        c_ = np.broadcast_to(c, shape)[..., None]
+        below, above = c_ * (r < p - 1.0), c_ * (r > 0.0)  # a rank's exchange with the next / previous rank
+        f, b = f + below, b + above
+        pace_f, pace_b = f + above, b + below
     w = np.minimum(p - 1.0 - r, m_)  # warm-up forwards
     fc, bc = np.cumsum(f, axis=-1), np.cumsum(b, axis=-1)
     bl = bc - b  # B_<k
-    vin = fc + w * np.maximum.accumulate(f, axis=-1)  # chain to rank i's first steady forward
-    sout = bl + w * np.maximum.accumulate(b, axis=-1)  # chain from rank j's last steady backward, after it
+    vin = fc + w * np.maximum.accumulate(pace_f, axis=-1)  # chain to rank i's first steady forward
+    sout = bl + w * np.maximum.accumulate(pace_b, axis=-1)  # chain from rank j's last steady backward, after it
     lam, d = (f + b) / 2.0, (b - f) / 4.0
     k, x = r[:, None], r[None, :]  # pivot, entry / exit rank
     e_f = np.where(x <= k, (vin - fc)[..., None, :] + (fc + d)[..., :, None]
@@ -279,18 +300,20 @@ def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike) -> n
 
 
 def one_f_one_b_three_class_time(m: ArrayLike, pp: ArrayLike, f_first: ArrayLike, b_first: ArrayLike,
-                                 f_mid: ArrayLike, b_mid: ArrayLike, f_last: ArrayLike, b_last: ArrayLike
-                                 ) -> np.ndarray:
+                                 f_mid: ArrayLike, b_mid: ArrayLike, f_last: ArrayLike, b_last: ArrayLike,
+                                 exchange: ArrayLike = 0.0) -> np.ndarray:
     """:func:`one_f_one_b_time` for a pipeline whose rank 0, ranks 1 .. p-2 and rank p-1 have their own stage
     times (the engine's first / middle / last stages), vectorised over ``pp``: :func:`one_f_one_b_four_class_time`
     with every middle rank of the upper class."""
     n_mid = np.maximum(np.asarray(pp, dtype=float) - 2.0, 0.0)
-    return one_f_one_b_four_class_time(m, pp, n_mid, f_first, b_first, f_mid, b_mid, f_mid, b_mid, f_last, b_last)
+    return one_f_one_b_four_class_time(m, pp, n_mid, f_first, b_first, f_mid, b_mid, f_mid, b_mid, f_last, b_last,
+                                       exchange)
 
 
 def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike, f_first: ArrayLike,
                                 b_first: ArrayLike, f_upper: ArrayLike, b_upper: ArrayLike, f_lower: ArrayLike,
-                                b_lower: ArrayLike, f_last: ArrayLike, b_last: ArrayLike) -> np.ndarray:
+                                b_lower: ArrayLike, f_last: ArrayLike, b_last: ArrayLike,
+                                exchange: ArrayLike = 0.0) -> np.ndarray:
     """:func:`one_f_one_b_time` for a pipeline of rank 0, ``n_upper`` middle ranks 1 .. n_u of one stage time, the
     other middle ranks n_u + 1 .. p-2 of another and rank p-1, vectorised over ``pp`` (the balanced split of L layers
     that p does not divide: rank 0 and ranks 1 .. L mod p - 1 of ceil(L/p) layers, the rest and the last of
@@ -306,30 +329,39 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
     p - 3, p - 2, p - 1}), each entry (exit) from the ends of the runs before and after the pivot's, the run's first
     rank and k, and k + 1 and the run's last (onefb39; docs/model.md#onefb-exact): about 5x the four chains' work.
     Elsewhere (m < 2p - 1, a few of plan's candidates) it is :func:`one_f_one_b_time` on the ranks written out, one
-    pipeline depth at a time."""
+    pipeline depth at a time. ``exchange``: as :func:`one_f_one_b_time`'s (rdv40), each class's times its compute:
+    rank 0 runs f + c, b (paces f + c, b + c), a middle rank f + c, b + c (paces f + 2c, b + 2c), the last f, b + c;
+    the prefix maxima are of the paces, constant along a run as before, so the same points suffice."""
     args = [np.asarray(v, dtype=float) for v in (m, pp, n_upper, f_first, b_first, f_upper, b_upper, f_lower, b_lower,
-                                                 f_last, b_last)]
+                                                 f_last, b_last, exchange)]
     full = np.broadcast_shapes(*(v.shape for v in args))
     # one contiguous axis of candidates (plan's grids arrive as broadcast views)
-    m_, p, n_upper_, *vals = (np.ascontiguousarray(np.broadcast_to(v, full)).reshape(-1) for v in args)
+    m_, p, n_upper_, *vals, c = (np.ascontiguousarray(np.broadcast_to(v, full)).reshape(-1) for v in args)
     shape = m_.shape
+    raw = vals
     ff, bf, fu, bu, fo, bo, fl, bl = vals
+    # the paces of the warm-up (forward) and cool-down (backward) chains: each operation between its rank's blocking
+    # transfers; then each operation with its one steady exchange (rdv40; one_f_one_b_time)
+    c_end = np.where(p >= 2.0, c, 0.0)
+    pff, pbf, pfu, pbu, pfo, pbo = ff + c_end, bf + c_end, fu + 2.0 * c, bu + 2.0 * c, fo + 2.0 * c, bo + 2.0 * c
+    pfl, pbl = fl + c_end, bl + c_end
+    ff, fu, bu, fo, bo, bl = ff + c_end, fu + c, bu + c, fo + c, bo + c, bl + c_end
     n_mid = np.maximum(p - 2.0, 0.0)
     n_up = np.clip(n_upper_, 0.0, n_mid)
     n_low = n_mid - n_up
     neg = np.full(shape, _NEG)
     has_u, has_o, has_l = n_up >= 1.0, n_low >= 1.0, p >= 2.0
     # prefix maxima of the forward / backward through each run (rank 0; the upper run; the lower run; the last)
-    mfu, mbu = np.maximum(ff, fu), np.maximum(bf, bu)
-    mfo = np.maximum(np.where(has_u, mfu, ff), fo)
-    mbo = np.maximum(np.where(has_u, mbu, bf), bo)
-    mfl = np.maximum(np.where(has_o, mfo, np.where(has_u, mfu, ff)), fl)
-    mbl = np.maximum(np.where(has_o, mbo, np.where(has_u, mbu, bf)), bl)
+    mfu, mbu = np.maximum(pff, pfu), np.maximum(pbf, pbu)
+    mfo = np.maximum(np.where(has_u, mfu, pff), pfo)
+    mbo = np.maximum(np.where(has_u, mbu, pbf), pbo)
+    mfl = np.maximum(np.where(has_o, mfo, np.where(has_u, mfu, pff)), pfl)
+    mbl = np.maximum(np.where(has_o, mbo, np.where(has_u, mbu, pbf)), pbl)
     fc_all = ff + n_up * fu + n_low * fo + np.where(has_l, fl, 0.0)
     bc_all = bf + n_up * bu + n_low * bo + np.where(has_l, bl, 0.0)
     zero = np.zeros(shape)
     # name: (f, b, F_<=i and B_<=i at i = 0 of the run's line (F_<=i = c + i f), max f, max b, first, last, exists)
-    runs = {"first": (ff, bf, ff, bf, ff, bf, zero, zero, p >= 1.0),
+    runs = {"first": (ff, bf, ff, bf, pff, pbf, zero, zero, p >= 1.0),
             "upper": (fu, bu, ff, bf, mfu, mbu, zero + 1.0, n_up, has_u),
             "lower": (fo, bo, ff + n_up * (fu - fo), bf + n_up * (bu - bo), mfo, mbo, n_up + 1.0, p - 2.0, has_o),
             "last": (fl, bl, fc_all, bc_all, mfl, mbl, p - 1.0, p - 1.0, has_l)}
@@ -379,10 +411,10 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
             ranks = np.arange(n, dtype=float)
             # each candidate's class a rank (candidates x n, from n_u's column): 0 first, 1 upper, 2 lower, 3 last
             cls = np.where(ranks == 0, 0, np.where(ranks == n - 1, 3, np.where(ranks <= n_up[sel][:, None], 1, 2)))
-            table_f = np.stack([v[sel] for v in (ff, fu, fo, fl)], axis=-1)
-            table_b = np.stack([v[sel] for v in (bf, bu, bo, bl)], axis=-1)
+            table_f = np.stack([v[sel] for v in raw[0::2]], axis=-1)  # the compute, before the exchanges
+            table_b = np.stack([v[sel] for v in raw[1::2]], axis=-1)
             out[sel] = one_f_one_b_time(m_[sel], np.take_along_axis(table_f, cls, -1),
-                                        np.take_along_axis(table_b, cls, -1))
+                                        np.take_along_axis(table_b, cls, -1), c[sel])
     return np.asarray(out).reshape(full)
 
 

@@ -437,15 +437,18 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
             out.append((sp.on, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
         else:
-            fb = [_stage_forward_backward(x, end=k in (0, p - 1), first=k == 0) for k, x in enumerate(stages)]
+            blocking = _blocking_exchanges(g)
+            fb = [_stage_forward_backward(x, end=k in (0, p - 1), first=k == 0, blocking=blocking)
+                  for k, x in enumerate(stages)]
+            c = _boundary_exchange(stages[0], blocking)
             if same:
                 mid_fb = fb[1] if p >= 3 else fb[0]
-                out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
+                out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1], c)))
                 continue
-            shape = np.broadcast_shapes(np.shape(m), *(np.shape(f) for pair in fb for f in pair))
+            shape = np.broadcast_shapes(np.shape(m), np.shape(c), *(np.shape(f) for pair in fb for f in pair))
             f = np.stack([np.broadcast_to(x[0], shape) for x in fb], axis=-1)
             b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
-            out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
+            out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b, np.broadcast_to(c, shape))))
     return out
 
 
@@ -1716,14 +1719,37 @@ def _end_rank(stage: _Stage, first: bool = False) -> _Stage:
                                   pp_edge_first=np.zeros(1)))
 
 
-def _stage_forward_backward(stage: _Stage, end: bool = False, first: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _stage_forward_backward(stage: _Stage, end: bool = False, first: bool = False,
+                            blocking: Any = False) -> tuple[np.ndarray, np.ndarray]:
     """One micro-batch's (forward, backward) seconds on a pipeline rank: its time split in the proportion
     of the rank's forward and backward (+ recompute) compute. ``end``: the pipeline's last rank (with ``first``, its
-    first) of a non-interleaved schedule, which exchanges on one boundary only (:func:`_end_rank`)."""
-    total, comp = (_end_rank(stage, first) if end else stage).time, stage.compute
+    first) of a non-interleaved schedule, which exchanges on one boundary only (:func:`_end_rank`). ``blocking``
+    (:func:`_blocking_exchanges`): where true, the rank's time less its pipeline exchanges, which the 1F1B formulas
+    then price as the program's own rendezvous (``exchange``, :func:`_boundary_exchange`; rdv40)."""
+    st = _end_rank(stage, first) if end else stage
+    total, comp = st.time, stage.compute
+    if np.any(blocking):
+        total = np.asarray(total - np.where(blocking, st.mp["pp"], 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
     return total * share, total * (1.0 - share)
+
+
+def _blocking_exchanges(g: StrategyGrid) -> np.ndarray:
+    """bool: the non-interleaved 1F1B program whose stage-boundary exchanges the step prices as Megatron-Core's
+    blocking batched send/recv (model_parallel_comm's ``exchanges``: one a boundary a micro-batch), not DeepSpeed's
+    PipelineEngine or nanotron's engine (their own programs, folded into each rank's time as before). Where true the
+    1F1B formulas price each exchange as its own rendezvous (``cost.pipeline.one_f_one_b_time``'s ``exchange``,
+    docs/model.md#onefb-rendezvous): a batch ends c after the later of its two ranks reaches it."""
+    return np.asarray((g.schedule == ScheduleKind.ONE_F_ONE_B) & ~np.asarray(g.deepspeed_pipeline, dtype=bool)
+                      & ~np.asarray(g.nanotron_trainer, dtype=bool))
+
+
+def _boundary_exchange(rank0: _Stage, blocking: np.ndarray) -> np.ndarray:
+    """Seconds of one batched exchange across a stage boundary where ``blocking`` (:func:`_blocking_exchanges`), 0
+    elsewhere: the first rank's pipeline traffic a micro-batch, one boundary's (:func:`_end_rank`; the slowest
+    boundary's, as model_parallel_comm prices every rank's)."""
+    return np.asarray(np.where(blocking, _end_rank(rank0, first=True).mp["pp"], 0.0))
 
 
 def _balanced_middle_runs(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
@@ -1758,17 +1784,20 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
         total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
     else:
         last, other, first = _stage_layers(job, g)
-        ff, bf = _stage_forward_backward(stage(first, False, embedding=True), end=True, first=True)
-        fm, bm = _stage_forward_backward(stage(other, False))
-        fl, bl = _stage_forward_backward(stage(last, True), end=True)
+        blocking = _blocking_exchanges(g)
+        rank0 = stage(first, False, embedding=True)
+        ff, bf = _stage_forward_backward(rank0, end=True, first=True, blocking=blocking)
+        fm, bm = _stage_forward_backward(stage(other, False), blocking=blocking)
+        fl, bl = _stage_forward_backward(stage(last, True), end=True, blocking=blocking)
+        c = _boundary_exchange(rank0, blocking)
         # the balanced split where p does not divide L: ranks 1 .. L mod p - 1 hold ceil(L/p) layers (the middle
         # class, _stage_layers), the middle ranks after them floor(L/p) (uneven38: all were priced at ceil)
         n_upper, lower = runs
         if np.any(n_upper < np.maximum(g.pp - 2, 0)):
-            fo, bo = _stage_forward_backward(stage(lower, False))
-            total = pipeline.one_f_one_b_four_class_time(m, g.pp, n_upper, ff, bf, fm, bm, fo, bo, fl, bl)
+            fo, bo = _stage_forward_backward(stage(lower, False), blocking=blocking)
+            total = pipeline.one_f_one_b_four_class_time(m, g.pp, n_upper, ff, bf, fm, bm, fo, bo, fl, bl, c)
         else:
-            total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+            total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl, c)
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
         total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
     with np.errstate(divide="ignore", invalid="ignore"):
