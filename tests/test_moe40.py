@@ -11,8 +11,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from conftest import script_module
+from grid_helpers import HBM, TINY_MOE, one
+
+from scalemodel.cost import compute
+from scalemodel.cost.transformer import shape
+from scalemodel.engine import layer_compute
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 
 
 def test_moe_recompute_by_hand() -> None:
@@ -90,3 +98,66 @@ def test_within_source_removes_the_source_level() -> None:
     # the fp32 router is a property of one source here, collinear with its intercept
     beta3, _, _ = audit.within_source(rows, ("host floor", "log2 local experts", "fp32 router"))
     assert beta3[:2] == [pytest.approx(0.10, abs=1e-5), pytest.approx(0.05, abs=1e-5)]
+
+
+# --- the routed experts' FC2 keeping its 16-bit input under moe_act recompute (docs/model.md#expert-fc2-original-input)
+
+def _tiny_moe_shape():  # type: ignore[no-untyped-def]
+    return shape(layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000, gated_mlp=True, moe_experts=64,
+                 moe_top_k=4, moe_ffn_hidden=512)
+
+
+@pytest.mark.parametrize(("recipe", "hopper", "fwd", "bwd"), [
+    # per element of FC2's input: Megatron-LM 0d8e0714cd experts.py L832-835 sets save_original_input; TE v2.9
+    # grouped_linear.py L96-102 writes no column-wise copy in the forward, L392-410 quantizes again in the backward
+    ("tensorwise", True, -1.0, 2 + 2 + 1 + 1),       # per-tensor: both copies again, amax pass first; Hopper transposes
+    ("tensorwise", False, 0.0, 2 + 2 + 1),            # Blackwell: one copy serves both GEMMs
+    ("mxfp8", False, -(1 + 1 / 32), 2 + 1 + 1 / 32),  # column-wise copy (1 B + an E8M0 scale per 32) moves to backward
+    ("blockwise", True, -(1 + 4 / 128), 2 + 1 + 4 / 128),
+    ("nvfp4", False, -(0.5 + 1 / 16), 2 + 2 + 0.5 + 1 / 16),  # amax pass + cast, the column-wise E2M1 copy
+    ("delayed", True, 0.0, 0.0),                      # TE refuses save_original_input under delayed scaling
+])
+def test_fc2_original_input_bytes_by_hand(recipe: str, hopper: bool, fwd: float, bwd: float) -> None:
+    sh = _tiny_moe_shape()
+    # b 2 x s 2048 = 4096 tokens, top-4: 16,384 routed rows on the GPU's experts (EP 8: 8 x 4096 x 4 / 64 = 2048 on
+    # each of 8), FC2's input 512 wide: 8,388,608 elements
+    n = 2 * 2048 * 4 * 512
+    f, b = compute.expert_fc2_original_input_bytes(recipe, sh, micro_batch=2, seq_len=2048, transpose_copy=hopper,
+                                                   ep=8)
+    assert float(f) == pytest.approx(fwd * n) and float(b) == pytest.approx(bwd * n)
+    # TP 2 with expert TP 1, EP 16: each rank's experts see the TP pair's gathered tokens, ep etp T k / (E t) = 2048
+    # rows an expert on 4 experts, the same 8,192 rows x 512
+    f2, _ = compute.expert_fc2_original_input_bytes(recipe, sh, micro_batch=2, seq_len=2048, transpose_copy=hopper,
+                                                    tp=2, ep=16, etp=1)
+    assert float(f2) == pytest.approx(fwd * n / 2)
+
+
+def test_fc2_original_input_in_the_layer_times() -> None:
+    """TINY_MOE on H100 in FP8 current scaling, b 2, EP 8, selective recompute of moe_act: per MoE layer the forward
+    saves the transposed copy (1 B an element), the backward quantizes 6 B an element again and launches (8 - 1) x 3
+    per-expert quantize kernels beyond one; 3 MoE layers of 4 in the per-layer mean. Nothing without moe_act, nothing
+    under full recompute (the flag is selective recompute's); with moe named too, the recomputed block's forward
+    saves the copy again."""
+    tr = TrainingSpec(global_batch=16, micro_batch=2, precision="fp8", fp8_recipe="tensorwise")
+    job = build_job(load_cluster("dgx-h100"), TINY_MOE, tr)
+    n = 2 * 2048 * 4 * 512
+    factor = compute.cast_kernel_time_factor("hopper", "tensorwise", job.accelerator)
+    assert factor == 1.0  # Hopper's per-tensor casts run at the BabelStream rate (no measured cast factor)
+    want_f = 0.75 * (-1.0 * n / HBM)
+    want_b = 0.75 * (6.0 * n / HBM + 7 * 3 * 1.78e-6)
+    z = np.zeros(1)
+
+    def delta(**st):  # type: ignore[no-untyped-def]
+        g = grid_from_strategy(StrategySpec(dp=8, ep=8, **st), tr, 8, job)
+        return [one(v) for v in layer_compute._with_expert_original_input(job, g, z, z, z)]
+
+    assert delta(recompute="selective", recompute_modules="moe_act") == [
+        pytest.approx(want_f), pytest.approx(want_b), 0.0]
+    assert delta(recompute="selective", recompute_modules="core_attn") == [0.0, 0.0, 0.0]
+    assert delta(recompute="full") == [0.0, 0.0, 0.0]
+    assert delta(recompute="selective", recompute_modules="moe_act,moe") == [
+        pytest.approx(want_f), pytest.approx(want_b), pytest.approx(want_f)]
+    job_d = build_job(load_cluster("dgx-h100"), TINY_MOE, TrainingSpec(precision="fp8"))  # delayed: refused by TE
+    g = grid_from_strategy(StrategySpec(dp=8, ep=8, recompute="selective", recompute_modules="moe_act"),
+                           TrainingSpec(global_batch=16, micro_batch=2, precision="fp8"), 8, job_d)
+    assert [one(v) for v in layer_compute._with_expert_original_input(job_d, g, z, z, z)] == [0.0, 0.0, 0.0]
