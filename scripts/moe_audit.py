@@ -24,11 +24,20 @@ Nothing here is fitted or priced: the script reads the validator's own rows (scr
   their queue refill can expose at the published per-call costs
   (:func:`scalemodel.engine.host_floor.refill_bound_us`, docs/model.md#host-refill), against ``gap_ms``;
 - precision family, the row's ``dominant`` non-compute term and its share, experts / top-k, shared experts, MTP
-  layers, pp / vp, recompute.
+  layers, pp / vp, recompute;
+- (moe40) the settings the validator priced that the MoE rounds had not tabulated: the FP8 recipe, the 1F1B EP
+  all-to-all overlap (``moe_a2a_overlap``), the shared experts' overlap, permute fusion, the experts' FP8 padding
+  copies, the router dtype, the routing law, which part of the MoE block the backward recomputes
+  (``moe_recompute``: full / block / act / none), the grouped-GEMM path (Transformer Engine's per-expert cuBLAS
+  calls under Megatron-Core, else the layer implementation), and the predicted step's shares by part (``shares``).
+  ``--within`` fits the signed speed error on each 0/1 or numeric feature with one intercept per source, alone and
+  beside the host floor and log2 local experts (:func:`within_source`), the three DGX Cloud GB200 DeepSeek-V3 rows
+  set aside.
 
 ``speed_error`` follows the validator: positive = the model predicts a faster run than measured (for an ``iter s``
 row the time error is ``measured / predicted - 1`` of the opposite sign). The headline is the median of the signed
-speed error and of its magnitude by each feature's value. Run: ``python scripts/moe_audit.py [--rows] [--json]``.
+speed error and of its magnitude by each feature's value.
+Run: ``python scripts/moe_audit.py [--rows] [--json] [--within]``.
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,7 +62,8 @@ from scalemodel.engine.predict import predict  # noqa: E402
 
 #: the features the headline groups by (categorical, or binned below)
 FEATURES = ("source_kind", "dispatcher", "drop_pad", "host_sync", "domains_gt1", "ep_bin", "local_bin", "tok_bin",
-            "precision",
+            "precision", "fp8_recipe", "a2a_overlap", "shared_overlap", "permute_fusion", "fp8_padding",
+            "router_dtype", "routing", "moe_recompute", "grouped_gemm",
             "accelerator", "dominant", "share_bin", "topk_bin", "shared", "mtp", "vp", "recompute")
 
 
@@ -95,6 +107,15 @@ def host_syncs(host_floor: bool, recompute: str, modules: str, glu_clamp: bool) 
     block = int(recompute == "full" or "moe" in mods)
     act = int(glu_clamp) * (1 + int("moe_act" in mods))
     return 1 + block + act, 1 + block
+
+
+def moe_recompute(recompute: str, modules: str) -> str:
+    """Which parts of the MoE block the backward repeats (moe40): ``full`` (the whole layer), ``block`` (selective
+    ``moe``: router, dispatch, experts, combine), ``act`` (``moe_act``: the experts' activation only), else none."""
+    if recompute == "full":
+        return "full"
+    mods = set(modules.split(",")) if modules else set()
+    return "block" if "moe" in mods else "act" if "moe_act" in mods else "none"
 
 
 def _bin(x: float, edges: tuple[float, ...]) -> str:
@@ -153,6 +174,21 @@ def audit_rows() -> list[dict[str, Any]]:
             "mtp": "mtp" if vt.case_mtp_layers(case) else "no mtp",
             "pp": int(st.pp), "vp": "vp>1" if vp > 1 else "vp1",
             "recompute": str(st.recompute) + (f":{st.recompute_modules}" if st.recompute_modules else ""),
+            # moe40: the remaining settings the brief names, as the validator priced them
+            "fp8_recipe": (str(tr.fp8_recipe or "delayed") if str(tr.precision).startswith("fp8")
+                           else str(tr.precision)),
+            "a2a_overlap": "a2a overlap" if st.moe_a2a_overlap else "no a2a overlap",
+            "shared_overlap": ("no shared" if not int(moe.get("shared_experts", 0) or 0)
+                               else "overlap" if st.moe_shared_expert_overlap else "serial"),
+            "permute_fusion": "fused" if st.moe_permute_fusion else "unfused",
+            "fp8_padding": "pads" if st.moe_fp8_padding else "no pad copies",
+            "router_dtype": str(tr.moe_router_dtype or "bf16/params"),
+            "routing": str(tr.moe_routing),
+            "moe_recompute": moe_recompute(str(st.recompute), str(st.recompute_modules or "")),
+            "dispatch_sms": int(st.ep_dispatch_sms or 0),
+            "shares": {k: v / p.step_time_s for k, v in p.breakdown_s.items() if v},
+            "tokens_per_rank": int(tr.micro_batch) * int(tr.seq_len) / (int(st.tp) * int(st.cp)),
+            "grouped_gemm": "TE per-expert cuBLAS" if str(st.layer_impl).startswith("megatron") else str(st.layer_impl),
         })
     return rows
 
@@ -179,6 +215,46 @@ def cross(rows: list[dict[str, Any]], a: str, b: str) -> list[tuple[str, str, in
     return [(ka, kb, len(e), statistics.median(e)) for (ka, kb), e in sorted(groups.items())]
 
 
+#: the DGX Cloud GB200 DeepSeek-V3 BF16 rows (+86-89 %): set aside in the within-source fit, where their source's
+#: intercept could not absorb them (moe30: the unfused MLA core on sm100 and NeMo 25.04 on Grace, not an MoE term)
+DGXC_GB200_DSV3 = frozenset(f"dgxc2505_gb200_dsv3_bf16_{n}" for n in (128, 256, 512))
+
+#: 0/1 or numeric regressors of the within-source fit (moe40): the value a row's feature is read as
+REGRESSORS: dict[str, Any] = {
+    "host floor": lambda r: float(r["host_sync"] == "host floor"),
+    "log2 local experts": lambda r: math.log2(r["local_experts"]),
+    "log2 tokens per expert": lambda r: math.log2(r["tok_per_expert"]),
+    "a2a overlap": lambda r: float(r["a2a_overlap"] == "a2a overlap"),
+    "fp32 router": lambda r: float(r["router_dtype"] == "fp32"),
+    "unfused permute": lambda r: float(r["permute_fusion"] == "unfused"),
+    "shared experts": lambda r: float(r["shared"] == "shared"),
+    "shared overlap": lambda r: float(r["shared_overlap"] == "overlap"),
+    "MoE recompute": lambda r: float(r["moe_recompute"] != "none"),
+    "fp8 / fp4": lambda r: float(r["precision"] != "16-bit"),
+    "flex dispatcher": lambda r: float(r["dispatcher"] in ("hybridep", "deepep")),
+    "EP over > 1 domain": lambda r: float(r["domains"] > 1),
+    "exposed ep_comm share": lambda r: float(r["shares"].get("ep_comm", 0.0)),
+    "drop-and-pad": lambda r: float(r["drop_pad"] == "drop-and-pad"),
+}
+
+
+def within_source(rows: list[dict[str, Any]], names: tuple[str, ...]) -> tuple[list[float], list[float], int]:
+    """Least squares of the signed speed error on the named regressors with one intercept per source (the
+    source's own level removed from both sides, so a feature that only tells sources apart carries nothing):
+    (coefficients, their t statistics, rows). Plain OLS, homoscedastic standard errors; a description of the
+    residual, not a fit used anywhere."""
+    sources = sorted({r["source"] for r in rows})
+    x = np.array([[REGRESSORS[n](r) for n in names] + [float(r["source"] == s) for s in sources] for r in rows])
+    y = np.array([r["speed_error"] for r in rows])
+    beta = np.linalg.lstsq(x, y, rcond=None)[0]
+    resid = y - x @ beta
+    dof = max(len(y) - np.linalg.matrix_rank(x), 1)
+    cov = float(resid @ resid) / dof * np.linalg.pinv(x.T @ x)
+    k = len(names)
+    return ([float(b) for b in beta[:k]],
+            [float(beta[i] / math.sqrt(cov[i, i])) if cov[i, i] > 0 else math.nan for i in range(k)], len(y))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     rows = audit_rows()
@@ -188,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     if "--rows" in args:
         cols = ("id", "speed_error", "dispatcher", "drop_pad", "host_sync", "ep", "etp", "domains", "local_experts",
                 "tok_per_expert", "gap_ms", "host_ms", "syncs", "refill_ms",
-                "precision", "dominant", "share", "experts", "top_k", "shared", "mtp", "pp", "vp", "recompute")
+                "precision", "fp8_recipe", "dominant", "share", "experts", "top_k", "shared", "shared_overlap", "mtp",
+                "pp", "vp", "recompute", "moe_recompute", "a2a_overlap", "permute_fusion", "router_dtype")
         print("| " + " | ".join(cols) + " |")
         for row in sorted(rows, key=lambda x: -x["speed_error"]):
             cells = [f"{row[c]:+.1%}" if c == "speed_error" else f"{row[c]:.2f}" if c == "share"
@@ -204,6 +281,21 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---:|---:|---:|---:|---:|")
     for f, key, n, med, mabs, hi, lo in headline(rows):
         print(f"| {f} | {key} | {n} | {med:+.1%} | {mabs:.1%} | {hi} | {lo} |")
+    if "--within" in args:
+        kept = [r for r in rows if r["id"] not in DGXC_GB200_DSV3]
+        base = ("host floor", "log2 local experts")
+        print(f"\nWithin source ({len(kept)} rows, the three DGX Cloud GB200 DeepSeek-V3 rows left out): points of "
+              "speed error per unit, t; alone, and beside host floor + log2 local experts")
+        print("| regressor | alone | t | with host floor + log2 local experts | t |\n|---|---:|---:|---:|---:|")
+        for name in REGRESSORS:
+            b1, t1, _ = within_source(kept, (name,))
+            if name in base:
+                b2, t2, _ = within_source(kept, base)
+                i = base.index(name)
+                print(f"| {name} | {b1[0]:+.1%} | {t1[0]:+.1f} | {b2[i]:+.1%} | {t2[i]:+.1f} |")
+            else:
+                b2, t2, _ = within_source(kept, (*base, name))
+                print(f"| {name} | {b1[0]:+.1%} | {t1[0]:+.1f} | {b2[2]:+.1%} | {t2[2]:+.1f} |")
     for a, b in (("host_sync", "local_bin"), ("host_sync", "dispatcher"), ("host_sync", "vp")):
         print(f"\n| {a} | {b} | n | median speed error |\n|---|---|---:|---:|")
         for ka, kb, n, med in cross(rows, a, b):

@@ -2507,6 +2507,63 @@ def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) ->
     return per_way, per_way.copy()
 
 
+def expert_fc2_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
+                                    transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                                    ep: ArrayLike = 1, etp: ArrayLike | None = None,
+                                    elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one MoE layer's routed experts move on one GPU per micro-batch, beyond
+    :func:`fp8_quantize_bytes`, when their FC2 keeps its 16-bit input for the weight gradient (signed: the forward's
+    is a saving). Priced where an fp8 / fp4 run recomputes the experts' activation (selective ``moe_act``).
+
+    Source: Megatron-Core ``TEGroupedMLP.__init__`` calls ``set_save_original_input(self.linear_fc2)`` when
+    ``activation_recompute`` (selective, ``"moe_act" in recompute_modules``) ``and (config.fp8 or config.fp4)``
+    (NVIDIA/Megatron-LM@0d8e0714cd megatron/core/transformer/moe/experts.py lines 832-835, the Megatron-LM of
+    Megatron-Bridge 25.11; lines 273-276 at d98e8a64dd), so that the activation's ``CheckpointWithoutOutput`` can free
+    the tensor FC2 saved. Transformer Engine's ``GroupedLinear`` then quantizes FC2's input in the forward for the
+    forward GEMM only (``columnwise = ... and not save_original_input``) and in the backward quantizes the saved
+    16-bit input again, expert by expert (``tex.split_quantize``) before the wgrad GEMMs: per-tensor quantizers
+    (``Float8Quantizer``, ``Float8CurrentScalingQuantizer``) both copies, every other one (MXFP8, blockwise, NVFP4)
+    the column-wise copy alone (NVIDIA/TransformerEngine@70f536662a = release_v2.9
+    transformer_engine/pytorch/module/grouped_linear.py lines 94-102 and 392-410; the same at d0067d0da6,
+    ``_GroupedLinear.forward`` lines 704-713 and ``backward`` lines 1417-1429). Delayed scaling refuses the flag
+    (``ValueError("DelayedScaling recipe is not supported with save_original_input")``, lines 94-95): 0 here.
+
+    Per element of FC2's input (``n = R f_e / u``, the routed rows ``R`` of :func:`fp8_quantize_bytes`; eb the 16-bit
+    width read, ``x`` the transposed copy on Hopper, the per-copy bytes of :func:`_fp8_tensor_bytes`)::
+
+        recipe       forward (column-wise copy not written)   backward (quantized again)
+        tensorwise   -x                                       eb (amax) + eb + 1 + x
+        mxfp8        -(1 + 1/32)                              eb + (1 + 1/32)
+        blockwise    -x (1 + 4/128)                           eb + (1 + 4/128)
+        nvfp4        -(1/2 + 1/16)                            eb (amax) + eb + (1/2 + 1/16)
+
+    The backward's per-expert quantize kernels (``(E/ep - 1) n_recipe`` beyond one) are counted apart
+    (:func:`fp8_expert_quantize_kernels`' one-tensor share)."""
+    _check_recipe(recipe)
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    e = _pos("ep", ep)
+    u = t if etp is None else _pos("etp", etp)
+    eb = _pos("elem_bytes", elem_bytes)
+    x = np.where(np.asarray(transpose_copy, dtype=bool), 1.0, 0.0)
+    k, E = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0)
+    rows = np.maximum(e * u * T * k / (E * t), 1.0) * E / e  # the routed rows fp8_quantize_bytes quantizes
+    n = rows * sh.moe_ffn_hidden / u * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    if recipe == "tensorwise":
+        fwd, bwd = -x, 2.0 * eb + 1.0 + x
+    elif recipe == "mxfp8":
+        copy = 1.0 + 1.0 / MXFP8_BLOCK
+        fwd, bwd = -copy + 0.0 * x, eb + copy + 0.0 * x
+    elif recipe == "blockwise":
+        fwd, bwd = -x * BLOCKWISE_COPY_BYTES, eb + BLOCKWISE_COPY_BYTES + 0.0 * x
+    elif recipe == "nvfp4":
+        fwd, bwd = -NVFP4_COPY_BYTES + 0.0 * x, 2.0 * eb + NVFP4_COPY_BYTES + 0.0 * x
+    else:  # delayed (refused by TE with the flag), or a recipe without TE's grouped linear
+        fwd, bwd = 0.0 * x, 0.0 * x
+    return fwd * n, bwd * n
+
+
 def expert_gemm_calls(sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) GEMM calls one MoE layer's routed experts launch on one GPU per micro-batch beyond the one
     call a dense linear makes per GEMM, each carrying the fixed time :data:`KERNEL_FIXED_S` beyond its price on the

@@ -249,6 +249,7 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_expert_original_input(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_router_dtype(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_eager_layer_ops(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
@@ -707,6 +708,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
+        fwd, bwd, rec = _with_expert_original_input(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_router_dtype(job, g, fwd, bwd, rec, moe_share=1.0)
     return compute.LayerTime(forward=fwd, backward=bwd, recompute=rec, forward_gemm=block.forward_gemm,
                              forward_memory=block.forward_memory, attention_core=block.attention_core,
@@ -1186,6 +1188,37 @@ def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, 
         n_f, n_b = n_f + q_f, n_b + q_b
     f_t = share * n_f * compute.KERNEL_FIXED_S
     b_t = share * n_b * compute.KERNEL_FIXED_S
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
+
+
+def _with_expert_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
+                                rec_l: np.ndarray, moe_share: float | None = None
+                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the routed experts' FC2 keeping its 16-bit input under
+    selective recompute of moe_act in an fp8 / fp4 run (Megatron-Core ``set_save_original_input(self.linear_fc2)``,
+    Megatron-Core's TE layers only): the forward quantizes FC2's input for the forward GEMM alone and the backward
+    quantizes it again, expert by expert (:func:`scalemodel.cost.compute.expert_fc2_original_input_bytes`, its bytes
+    as the run's other casts are priced, and one tensor's per-expert quantize kernels,
+    :func:`scalemodel.cost.compute.fp8_expert_quantize_kernels`, at :data:`scalemodel.cost.compute.KERNEL_FIXED_S`);
+    mixed over the layers as the layer times are (``moe_share``, default moe_layers / layers); the forward's repeats
+    where the MoE block is recomputed (full, or selective moe). docs/model.md#expert-fc2-original-input"""
+    sh = job.shape if job.is_transformer else None
+    recipe = job.fp8_recipe
+    if sh is None or sh.moe_layers == 0 or recipe not in compute.EXPERT_QUANTIZE_KERNELS:
+        return fwd_l, bwd_l, rec_l
+    on = ((g.recompute == Recompute.SELECTIVE)
+          & transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).moe_act
+          & (np.asarray(g.layer_impl) == LayerImpl.MEGATRON_TE))
+    if not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    f_b, b_b = compute.expert_fc2_original_input_bytes(
+        recipe, sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+        transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g),
+        elem_bytes=job.elem_bytes)
+    kernels = compute.fp8_expert_quantize_kernels(recipe, sh, ep=g.ep)[1] / 2.0  # one tensor of the two
+    f_t = np.where(on, share * _cast_seconds(job, f_b), 0.0)
+    b_t = np.where(on, share * (_cast_seconds(job, b_b) + kernels * compute.KERNEL_FIXED_S), 0.0)
     return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
 
 
