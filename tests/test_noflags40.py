@@ -224,6 +224,13 @@ def test_eager_activation_warns_where_nothing_is_fused(cli) -> None:  # type: ig
     assert json.loads(r.out)["step_time_s"] == json.loads(cli(*base).out)["step_time_s"]
 
 
+def test_eager_activation_names_the_unpriced_experts(cli) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V3's 3 dense layers are priced, its routed experts' eager branch is not, and says so."""
+    r = cli("predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "256", "--ep", "64", "--pp", "4", "--json",
+            "--set", "strategy.eager_activation=true")
+    assert r.code == 0 and "eager_activation is priced in the dense MLP layers only" in r.err, r.err
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (3) fp8_wgrad
 

@@ -2532,6 +2532,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                if job.is_transformer else "the model is not a transformer")
         _warn_field("strategy.eager_activation", f" is not priced: {why}; the routed experts' eager activation is "
                     "not priced")
+    elif getattr(strategy, "eager_activation", False) and float(job.shape.moe_layers) > 0:
+        # compute.eager_activation_bytes: the dense MLP blocks only (docs/model.md#eager-activation)
+        _warn_field("strategy.eager_activation", " is priced in the dense MLP layers only: the routed experts' eager "
+                    "activation (TEGroupedMLP's glu and fp32 probability multiply) is not priced")
     shard = getattr(strategy, "shard_group", None)
     if shard is not None and str(getattr(strategy, "zero", "")).lower() != "hsdp":
         _warn_field("strategy.shard_group",
