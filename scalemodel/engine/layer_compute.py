@@ -325,7 +325,7 @@ def _with_16bit_wgrad(job: Job, g: StrategyGrid, b: np.ndarray, gemm_l: np.ndarr
     ``override_linear_precision=(False, False, not config.fp8_wgrad)`` to DelayedScaling only
     (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/fp8_utils.py L772-776 / L805-809; the current-scaling, block and
     MXFP8 recipes take no such argument), and Transformer Engine 1.x's linears then run the wgrad GEMM on the
-    16-bit saved input and gradient (NVIDIA/TransformerEngine v1.13 pytorch/module/linear.py L297-301 / L518-520:
+    16-bit saved input and gradient (NVIDIA/TransformerEngine v1.13 pytorch/module/linear.py L297-306 / L519-561:
     ``if not ctx.fp8_meta["recipe"].override_linear_precision.wgrad`` the FP8 GEMM, else the 16-bit one). Each
     wgrad GEMM is priced as its forward GEMM (the layer's backward prices it so), here the layer's forward weight
     GEMMs at the BF16 peak and 16-bit curve (the job without its recipe, as training.bf16_layers prices a BF16 layer):
