@@ -100,6 +100,25 @@ def test_all_parts_off_is_the_run_without_userbuffers() -> None:
             assert got["hidden_ub"] == 0.0 and got["ub_sms"] == 0.0 and got["chunking"] == 0.0
 
 
+def test_parts_move_traffic_between_exposed_and_hidden_only() -> None:
+    """Every one of the 16 part combinations, GEMMs from far shorter to far longer than the traffic: the layers' TP
+    traffic is conserved (exposed + hidden the same seconds), the hidden seconds on userbuffers' SMs are a part of the
+    hidden ones, and switching a part off never hides more."""
+    rs = None
+    for gemm_scale in (0.05, 1.0, 20.0):
+        base = None
+        for bits in range(16):
+            off = [p for i, p in enumerate(PARTS) if bits >> i & 1]
+            job, g, c = _setup(tp_comm_overlap=True, **{p: False for p in off})
+            rs = rs or _t("reducescatter", 2 * E, job)
+            got = _mp(job, g, c, gemm_scale * rs)
+            total = got["tp"] + got["hidden_fwd"] + got["hidden_bwd"]
+            base = base or got
+            assert total == pytest.approx(base["tp"] + base["hidden_fwd"] + base["hidden_bwd"], rel=1e-12)
+            assert 0.0 <= got["hidden_ub"] <= got["hidden_fwd"] + got["hidden_bwd"] + 1e-18
+            assert got["hidden_fwd"] + got["hidden_bwd"] <= base["hidden_fwd"] + base["hidden_bwd"] + 1e-18
+
+
 @pytest.mark.parametrize("off", [(), ("tp_comm_overlap_ag",), ("tp_comm_overlap_rs",), ("tp_comm_bulk_dgrad",)])
 def test_chunking_only_where_the_gemm_is_split(off: tuple[str, ...]) -> None:
     """The split GEMMs (docs/model.md#tp-comm-overlap): dt = G d0 / (T + d0) (L (a (t - 1) + r (4 - 1)) + L r (t - 1)),
