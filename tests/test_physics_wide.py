@@ -222,6 +222,10 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         eager_glu_clamp=draw(st.booleans()), eager_expert_bias=draw(st.booleans()),
         eager_bias_dropout_add=draw(st.booleans()), moe_host_attention_graphed=draw(st.booleans()),
         train_metric_passes=draw(st.sampled_from((0, 2))), train_metric_states=draw(st.sampled_from((0, 3))),
+        # (noflags40) the eager MLP activation, 16-bit weight-gradient GEMMs, and tp_comm_overlap's four parts
+        eager_activation=draw(st.booleans()), fp8_wgrad=draw(st.booleans()),
+        tp_comm_overlap_ag=draw(st.booleans()), tp_comm_overlap_rs=draw(st.booleans()),
+        tp_comm_bulk_dgrad=draw(st.booleans()), tp_comm_bulk_wgrad=draw(st.booleans()),
         # (prop30) the fields drawn by neither generator before: dynamic micro-batch assignment and its overhead,
         # flash-attn varlen copies, Megatron-Core DDP's interleaved alignment and wgrad fusion, NVFP4 parameter
         # gathers, the loss implementation, legacy scatter/gather, the interleaved p2p overlap and its send wait,

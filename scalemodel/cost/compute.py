@@ -3072,6 +3072,46 @@ def eager_bias_dropout_add_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: 
     return 2.0 * e * x * T * (n + adds * drop), e * x * T * n * drop
 
 
+def eager_activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                           cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one dense MLP block adds on one GPU per micro-batch when its activation runs
+    Megatron-Core's eager branch (TransformerConfig ``bias_activation_fusion`` False: Megatron-LM
+    ``--no-bias-swiglu-fusion`` / ``--no-bias-gelu-fusion``) instead of the fused kernel :func:`layer_eltwise_bytes`
+    prices (megatron_te: gated fwd 3e F, bwd 5e F; GeLU with biases fwd 2e F, bwd 4e F).
+
+    Source: NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/mlp.py ``MLP.forward`` L320-340 (the fused
+    branch L275-319 calls ``bias_swiglu_impl`` / ``bias_geglu_impl`` / ``bias_gelu_impl``, megatron/core/fusions/
+    fused_bias_swiglu.py, fused_bias_gelu.py, each one compiled kernel: ``jit_fuser``): ``intermediate + bias`` where
+    the linear has a bias, then for a gated MLP ``glu(x)``: ``torch.chunk`` (views), ``activation_func(x_glu) *
+    (x_linear + glu_linear_offset)`` (``glu_linear_offset`` 0.0 by default: the add still runs, an ATen kernel), for an
+    ungated one ``activation_func(x)``. Per token and element of the rank's width F = f / t (the up-projection's output
+    is 2F gated), e = ``elem_bytes``::
+
+        gated      forward  silu 2e F, the offset add 2e F, the multiply 3e F               = 7e F (fused 3e F)
+                   backward MulBackward0's two products 3e F each, the add's gradient passes through,
+                            silu_backward 3e F, chunk's backward (split_backward: cat) reads and
+                            writes 2F                                                  = 13e F (fused swiglu_back 5e F)
+                   biases   + the separate bias add over 2F: 4e F forward (its gradient's sum over tokens
+                            runs on either path)
+        GeLU + biases forward the bias add 2e F, gelu 2e F = 4e F (fused 2e F); backward gelu_backward 3e F and the
+                            bias gradient's sum e F on either path
+        otherwise  0: GeLU without biases (validate_args turns bias_gelu_fusion off, arguments.py L1605-1606: ATen's
+                   gelu is priced already) and squared ReLU (Megatron-Core fuses only GeLU and SwiGLU: eager either way)
+
+    so the extra is gated ``4e F (+ 4e F biases)`` forward and ``8e F`` backward, GeLU with biases ``2e F`` forward,
+    over T = b s / cp tokens. The routed experts' activation (TEGroupedMLP's eager branch with its fp32 probability
+    multiply, experts.py L1003-1016) is not in it."""
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    F = sh.ffn_hidden / _pos("tp", tp)
+    gated = np.asarray(sh.gated_mlp, dtype=bool)
+    biases = np.asarray(sh.biases, dtype=bool)
+    plain = ~gated & biases & ~np.asarray(sh.squared_relu, dtype=bool)
+    fwd = np.where(gated, 4.0 + np.where(biases, 4.0, 0.0), np.where(plain, 2.0, 0.0))
+    bwd = np.where(gated, 8.0, 0.0)
+    return fwd * e * F * T, bwd * e * F * T
+
+
 def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                           cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU when its fused attention core runs flash-attn's

@@ -880,6 +880,12 @@ class StrategyGrid(msgspec.Struct, frozen=True, eq=False, dict=True):  # numpy f
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)
     moe_host_attention_graphed: np.ndarray  # bool: attention CUDA-graphed: its eager calls add no host time (step)
+    eager_activation: np.ndarray  # bool: the MLP activation as eager ATen kernels (compute.eager_activation_bytes)
+    fp8_wgrad: np.ndarray  # bool: an fp8 delayed-scaling run's weight-gradient GEMMs in FP8 (false: 16-bit)
+    tp_comm_overlap_ag: np.ndarray  # bool: tp_comm_overlap's userbuffers all-gathers (false: NCCL, exposed)
+    tp_comm_overlap_rs: np.ndarray  # bool: tp_comm_overlap's pipelined forward reduce-scatters (false: NCCL, exposed)
+    tp_comm_bulk_dgrad: np.ndarray  # bool: tp_comm_overlap's bulk input re-gathers (false: NCCL async, same GEMM)
+    tp_comm_bulk_wgrad: np.ndarray  # bool: tp_comm_overlap's bulk input-gradient RS (false: NCCL async, same GEMM)
     train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
     train_metric_states: np.ndarray  # metric states gathered over all ranks once a step (train_metric_sync_time)
     wgrad_deferral_limit: np.ndarray  # under defer_embedding_wgrad: the most micro-batches deferred (0 = all)
@@ -981,7 +987,8 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
     "loss_token_count_read", "defer_embedding_wgrad")
 _KERNEL_SWITCHES: tuple[str, ...] = (
     "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
-    "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed")
+    "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed", "eager_activation",
+    "fp8_wgrad", "tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad", "tp_comm_bulk_wgrad")
 
 
 #: The value every StrategyGrid field takes when a caller does not give it (the fields without one, gpus, dp, tp,
@@ -1016,7 +1023,9 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     pp_scatter_gather=False,
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
     eager_rope=False, mla_column_down_proj=False, eager_glu_clamp=False, eager_expert_bias=False,
-    eager_bias_dropout_add=False, moe_host_attention_graphed=False, train_metric_passes=0, train_metric_states=0)
+    eager_bias_dropout_add=False, moe_host_attention_graphed=False, train_metric_passes=0, train_metric_states=0,
+    eager_activation=False, fp8_wgrad=True, tp_comm_overlap_ag=True, tp_comm_overlap_rs=True, tp_comm_bulk_dgrad=True,
+    tp_comm_bulk_wgrad=True)
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
@@ -2503,6 +2512,30 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                         f" = true is not priced: it is Transformer Engine's userbuffers overlap of its linears' "
                         f"collectives, and {where} (a program XLA compiles: its partitioner places and schedules the "
                         "TP collectives; priced as without it)")
+    # tp_comm_overlap's parts (docs/model.md#tp-comm-parts): each acts only where the userbuffers overlap is priced
+    parts_off = [name for name in ("tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad",
+                                   "tp_comm_bulk_wgrad") if not getattr(strategy, name, True)]
+    if parts_off and not (getattr(strategy, "tp_comm_overlap", False) and int(getattr(strategy, "tp", 1)) > 1
+                          and getattr(strategy, "sequence_parallel", False)):
+        for name in parts_off:
+            _warn_field(f"strategy.{name}", " = false is not priced: it switches off a part of tp_comm_overlap's "
+                        "userbuffers overlap, which needs tp_comm_overlap with sequence_parallel at tp > 1")
+    if not getattr(strategy, "fp8_wgrad", True) and job.fp8_recipe != "delayed":
+        got = f"fp8_recipe is {job.fp8_recipe}" if job.fp8_recipe else "the run is not fp8"
+        _warn_field("strategy.fp8_wgrad", f" = false is not priced: {got} (Megatron-Core hands fp8_wgrad to "
+                    "Transformer Engine's DelayedScaling only, megatron/core/fp8_utils.py)")
+    if getattr(strategy, "eager_activation", False) and not (
+            job.is_transformer and float(job.shape.mlp_layers) > 0 and (
+                bool(job.shape.gated_mlp) or (bool(np.any(job.shape.biases)) and not bool(job.shape.squared_relu)))):
+        why = ("the model has no dense MLP layers" if job.is_transformer and float(job.shape.mlp_layers) == 0
+               else "its activation is eager either way (GeLU without linear biases, squared ReLU)"
+               if job.is_transformer else "the model is not a transformer")
+        _warn_field("strategy.eager_activation", f" is not priced: {why}; the routed experts' eager activation is "
+                    "not priced")
+    elif getattr(strategy, "eager_activation", False) and float(job.shape.moe_layers) > 0:
+        # compute.eager_activation_bytes: the dense MLP blocks only (docs/model.md#eager-activation)
+        _warn_field("strategy.eager_activation", " is priced in the dense MLP layers only: the routed experts' eager "
+                    "activation (TEGroupedMLP's glu and fp32 probability multiply) is not priced")
     shard = getattr(strategy, "shard_group", None)
     if shard is not None and str(getattr(strategy, "zero", "")).lower() != "hsdp":
         _warn_field("strategy.shard_group",

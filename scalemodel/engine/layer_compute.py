@@ -114,7 +114,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     # the micro-batch's backward: step.py prices their drain (docs/model.md#defer-embedding-wgrad)
     bwd = bwd - with_logits * deferred_head_share(job, g) * (1.0 + float(sh.mtp_layers)) * logits.forward_gemm
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
-           "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
+           # weight-gradient GEMMs = forward GEMM time (16-bit ones under fp8_wgrad false: _with_16bit_wgrad)
+           "wgrad": layers_per_stage * p["wgrad_per_layer"],
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
            "recomputed_layers": rec_n,
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
@@ -246,6 +247,9 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
         # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
         rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
         fwd_l, bwd_l, rec_l = _with_rowwise_gemms(job, g, kw, flash, gemm_l, fwd_l, bwd_l, rec_l)
+        bwd_l, wgrad_l = _with_16bit_wgrad(job, g, b, gemm_l, bwd_l)
+    else:
+        wgrad_l = gemm_l
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
@@ -256,7 +260,8 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
         gemm_half_dim=job.logits_gemm_half_dim)))
     pieces: dict[str, Any] = {"kw": kw, "flash": flash, "mtp_flash": mtp_flash, "logits": logits, "core": core,
-                              "per_layer": (fwd_l, bwd_l, rec_l, gemm_l, core_l, attn_l), "dense": dense, "moe": moe}
+                              "per_layer": (fwd_l, bwd_l, rec_l, gemm_l, core_l, attn_l), "dense": dense, "moe": moe,
+                              "wgrad_per_layer": wgrad_l}
     if memo is not None:
         memo[ids] = (job, g, pieces)  # held: neither id can be reused while its pieces are kept
     return pieces
@@ -312,6 +317,28 @@ def _with_rowwise_gemms(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: di
                                            **bf16, **flash).forward_gemm
         bwd_l = bwd_l + wgrad - gemm_l
     return fwd_l, bwd_l, rec_l
+
+
+def _with_16bit_wgrad(job: Job, g: StrategyGrid, b: np.ndarray, gemm_l: np.ndarray, bwd_l: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(backward, weight-gradient GEMMs) per layer and micro-batch of an fp8 delayed-scaling run with strategy
+    ``fp8_wgrad`` false (docs/model.md#fp8-wgrad): the weight-gradient GEMMs in 16 bits. Megatron-Core hands
+    ``override_linear_precision=(False, False, not config.fp8_wgrad)`` to DelayedScaling only
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/fp8_utils.py L772-776 / L805-809; the current-scaling, block and
+    MXFP8 recipes take no such argument), and Transformer Engine 1.x's linears then run the wgrad GEMM on the
+    16-bit saved input and gradient (NVIDIA/TransformerEngine v1.13 pytorch/module/linear.py L297-306 / L519-561:
+    ``if not ctx.fp8_meta["recipe"].override_linear_precision.wgrad`` the FP8 GEMM, else the 16-bit one). Each
+    wgrad GEMM is priced as its forward GEMM (the layer's backward prices it so), here the layer's forward weight
+    GEMMs at the BF16 peak and 16-bit curve (the job without its recipe, as training.bf16_layers prices a BF16 layer):
+    backward += G_16 - G_fp8. Other recipes, and fp8_wgrad true: unchanged."""
+    off = ~np.asarray(g.fp8_wgrad, dtype=bool)
+    if job.fp8_recipe != "delayed" or not np.any(off) or job.attention_peak_flops <= 0:
+        return bwd_l, gemm_l
+    bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
+                   gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
+                   fp8_attention=False)
+    high = _layer_pieces(bf16, g, b)["per_layer"][3]
+    return bwd_l + np.where(off, high - gemm_l, 0.0), np.where(off, high, gemm_l)
 
 
 def module_recipe(job: Job, module: str) -> str | None:
@@ -1261,7 +1288,8 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
     sh = job.shape if job.is_transformer else None
     rope, clamp, bias = (np.asarray(x, dtype=bool) for x in (g.eager_rope, g.eager_glu_clamp, g.eager_expert_bias))
     bda = np.asarray(g.eager_bias_dropout_add, dtype=bool)
-    if sh is None or not (np.any(rope) or np.any(clamp) or np.any(bias) or np.any(bda)):
+    act = np.asarray(g.eager_activation, dtype=bool)
+    if sh is None or not (np.any(rope) or np.any(clamp) or np.any(bias) or np.any(bda) or np.any(act)):
         return fwd_l, bwd_l, rec_l
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
                               elem_bytes=job.elem_bytes)
@@ -1283,6 +1311,15 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                                                         adds=adds, **kw)
         fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, np.where(bda, _hbm_seconds(job, a_f), 0.0),
                                               np.where(bda, _hbm_seconds(job, a_b), 0.0))
+    if np.any(act):  # the dense MLP blocks' eager activation (eager_activation_bytes), per mean layer
+        dense = float(sh.mlp_layers / sh.layers) if moe_share is None else 1.0 - moe_share
+        x_f, x_b = compute.eager_activation_bytes(sh, **{k: kw[k] for k in ("micro_batch", "seq_len", "tp", "cp",
+                                                                            "elem_bytes")})
+        # selective recompute of mlp re-runs the dense MLP's forward (its checkpoint holds the activation)
+        mlp_again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp
+        fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l,
+                                              np.where(act, dense * _hbm_seconds(job, x_f), 0.0),
+                                              np.where(act, dense * _hbm_seconds(job, x_b), 0.0), mlp_again)
     if sh.moe_layers == 0 or not (np.any(clamp) or np.any(bias)):
         return fwd_l, bwd_l, rec_l
     share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share

@@ -518,7 +518,11 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     t = g.tp.astype(float)
     rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
     a, r = _ub_shares(job.shape, shared_off=g.moe_shared_expert_overlap)
-    fwd, dgrad = a * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0), r * (t - 1.0)
+    # a part switched off (tp_comm_overlap_ag / _rs, docs/model.md#tp-comm-parts) runs its GEMM whole: the ring
+    # exchange's (the forward AG side and the RS side's data-gradient) with tp_comm_overlap_ag, the pipeline's with _rs
+    ag_on = np.where(np.asarray(g.tp_comm_overlap_ag, dtype=bool), 1.0, 0.0)
+    rs_on = np.where(np.asarray(g.tp_comm_overlap_rs, dtype=bool), 1.0, 0.0)
+    fwd, dgrad = ag_on * a * (t - 1.0) + rs_on * r * (UB_PIPELINE_SPLITS - 1.0), ag_on * r * (t - 1.0)
     layers = comp["layers_per_stage"]
     per = d0 / (T + d0)
     return np.asarray(comp["gemm_per_layer"] * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
@@ -756,23 +760,36 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
             return _own_windows(job, g, comp, c, side, layers=layers, mtp=0.0, edge=edge, floor=floor)[2]
 
         pipe = 1.0 / UB_PIPELINE_SPLITS
+        # tp_comm_overlap's parts (noflags40, docs/model.md#tp-comm-parts): a part switched off runs its collective with
+        # NCCL instead (TE@c55e425ac5 layernorm_linear.py L216-227 / L423-428 / L596-612 / L655-668): the forward
+        # gathers and reduce-scatters and the row-parallel output-gradient gathers blocking (window 0: exposed), the
+        # bulk parts async beside the same GEMM as the userbuffers kernel (the same window, NCCL's SMs)
+        ag_on, rs_on = (np.asarray(x, dtype=bool) for x in (g.tp_comm_overlap_ag, g.tp_comm_overlap_rs))
+        bd_on, bw_on = (np.asarray(x, dtype=bool) for x in (g.tp_comm_bulk_dgrad, g.tp_comm_bulk_wgrad))
         ov = _tp_comm_overlap((layers_f * ag_share, layers_f * (1.0 - ag_share)),
                               (layers_r * ag_share, layers_r * (1.0 - ag_share)),
                               (grad_ag_l, layers_f - grad_ag_l, rg_l["total"]),
-                              (hid(fwd_ag, 0, n, ring_w), hid(fwd_rs, 1, n, pipe_w, pipe)),
-                              (hid(fwd_ag, 0, rec_ub, ring_w), hid(fwd_rs, 1, rec_ub, pipe_w, pipe)),
-                              (hid(fwd_ag, 1, n, ring_w), _input_grad_windows(job, g, comp, coll, n, 0.0)[2],
-                               rg_l["hidden"]))
+                              (np.where(ag_on, hid(fwd_ag, 0, n, ring_w), 0.0),
+                               np.where(rs_on, hid(fwd_rs, 1, n, pipe_w, pipe), 0.0)),
+                              (np.where(ag_on, hid(fwd_ag, 0, rec_ub, ring_w), 0.0),
+                               np.where(rs_on, hid(fwd_rs, 1, rec_ub, pipe_w, pipe), 0.0)),
+                              (np.where(ag_on, hid(fwd_ag, 1, n, ring_w), 0.0),
+                               _input_grad_windows(job, g, comp, coll, n, 0.0)[2], rg_l["hidden"]))
         h_ring, h_rs, h_rg = ov["hidden_bwd_parts"]
         ring_fwd = ov["hidden_fwd_parts"][0] + ov["hidden_rec_parts"][0]
+        # the bulk parts switched off: NCCL's asynchronous collectives, hidden at the collective share (contention)
+        h_rs_ub, h_rg_ub = np.where(bw_on, h_rs, 0.0), np.where(bd_on, h_rg, 0.0)
         tp = np.where(ub, ov["exposed"] + mtp_nccl["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"] + mtp_nccl["hidden"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
-        hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"], 0.0)  # on userbuffers' SMs (contention)
+        # on userbuffers' SMs (contention): all the hidden forward traffic is userbuffers' (an NCCL forward part hides
+        # nothing), the backward's less its NCCL bulk parts
+        hidden_ub = np.where(ub, ov["hidden_fwd"] + ov["hidden_bwd"] - (h_rs - h_rs_ub) - (h_rg - h_rg_ub), 0.0)
         ub_sms = np.where(ub, userbuffers_sm_time(job.compute_units, job.collective_share > 0.0, 0.0, 0.0,
-                                                  _ub_gemm(sh, comp, 1, n + rec_ub, 0.0, shared_off=shared_off),
-                                                  h_rs + h_rg, ring=h_ring + ring_fwd),
+                                                  np.where(rs_on, _ub_gemm(sh, comp, 1, n + rec_ub, 0.0,
+                                                                           shared_off=shared_off), 0.0),
+                                                  h_rs_ub + h_rg_ub, ring=h_ring + ring_fwd),
                           0.0)
     # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
     # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)

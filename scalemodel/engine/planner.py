@@ -217,7 +217,9 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "defer_embedding_wgrad", "wgrad_deferral_limit", "loss_impl", "layer_impl",
              "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
-             "eager_bias_dropout_add", "moe_host_attention_graphed", "train_metric_passes", "train_metric_states")
+             "eager_bias_dropout_add", "moe_host_attention_graphed", "train_metric_passes", "train_metric_states",
+             "eager_activation", "fp8_wgrad", "tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad",
+             "tp_comm_bulk_wgrad")
 
 #: The pinned switches that run at some ZeRO stages only, (the value that needs them, those stages): StrategySpec's
 #: refusals (specs.training StrategySpec._check, each citing its framework). Plan searches only those stages where

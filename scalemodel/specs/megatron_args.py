@@ -458,14 +458,15 @@ _MEG_NO_KNOWN = frozenset({
     # dest scatter_gather_tensors_in_pipeline (arguments.py L2639 at core_v0.15.0), read nowhere else in megatron/:
     # Megatron-Core sends whole tensors either way (strategy pp_scatter_gather false, its default)
     "--no-scatter-gather-tensors-in-pipeline",
-    # not read: _store_false_not_read names each where it changes what the model prices
+    # noflags40: read by _eager_activation (strategy eager_activation) and _tp_comm_parts (strategy tp_comm_overlap_ag
+    # / _rs, tp_comm_bulk_dgrad / _wgrad); --no-fp8-wgrad and the split parts named by _store_false_not_read
     "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion", "--no-fp8-wgrad", "--no-tp-comm-bulk-dgrad",
     "--no-tp-comm-bulk-wgrad", "--no-tp-comm-overlap-ag", "--no-tp-comm-overlap-rs", "--no-tp-comm-split-ag",
     "--no-tp-comm-split-rs"})
 #: The same Transformer Engine user-buffer parts under the spelling of core_r0.8.0 to core_v0.15.0 (store_false
 #: --disable-tp-comm-overlap-ag / -rs, --disable-tp-comm-split-ag / -rs, --disable-tp-comm-bulk-dgrad / -wgrad,
-#: megatron/training/arguments.py L2094-2109, L2254-2258 at core_v0.15.0): not read, named as their --no-* forms are
-#: (_store_false_not_read). review39: listed as unknown flags, without why
+#: megatron/training/arguments.py L2094-2109, L2254-2258 at core_v0.15.0): read as their --no-* forms are
+#: (_tp_comm_parts; the split parts named by _store_false_not_read). review39: listed as unknown flags, without why
 _MEG_TP_COMM_PARTS = ("bulk-dgrad", "bulk-wgrad", "overlap-ag", "overlap-rs", "split-ag", "split-rs")
 _MEG_DISABLE_TP_COMM = frozenset(f"--disable-tp-comm-{part}" for part in _MEG_TP_COMM_PARTS)
 #: A switch and its ``--no-`` form that one Megatron-LM release defines both (argparse keeps the last, no
@@ -554,26 +555,60 @@ def _negations_agree(given: set[str]) -> None:
                                  "the other as an unrecognized argument)", where=f"{base} and {neg}", allowed=allowed)
 
 
-def _store_false_not_read(args: dict[str, str | None], model_flags: Sequence[str], out: StrategyFile) -> None:
-    """Name the Megatron-LM ``--no-*`` switches (_MEG_NO_KNOWN) that turn off what the model prices on, where they do;
-    not read. NVIDIA/Megatron-LM@d98e8a64dd: --no-bias-swiglu-fusion / --no-bias-gelu-fusion (store_false, arguments.py
-    L2892-2898) set TransformerConfig.bias_activation_fusion with / without --swiglu (argument_utils.py L314-319;
-    validate_args turns bias_gelu_fusion off under --disable-bias-linear, arguments.py L1605-1606), and the MLP then
-    runs the eager activation, not the fused kernel cost.compute.layer_eltwise_bytes prices; --no-fp8-wgrad
-    (TransformerConfig.fp8_wgrad, default True) keeps the fp8 run's weight-gradient GEMMs in 16 bits;
-    --no-tp-comm-* (ModelParallelConfig.tp_comm_overlap_ag / _rs / bulk / split, default True) turn off a part of the
-    Transformer Engine user-buffer overlap that --tp-comm-overlap prices whole."""
+def _eager_activation(args: dict[str, str | None], model_flags: Sequence[str], out: StrategyFile) -> bool:
+    """Whether the launch runs the MLP's activation eagerly (strategy eager_activation, docs/model.md#eager-activation):
+    NVIDIA/Megatron-LM@d98e8a64dd --no-bias-swiglu-fusion / --no-bias-gelu-fusion (store_false, arguments.py
+    L2892-2898) set TransformerConfig.bias_activation_fusion, the first with --swiglu, the second without
+    (argument_utils.py L314-319); the other one changes nothing, nor --no-bias-gelu-fusion under --disable-bias-linear
+    (validate_args turns bias_gelu_fusion off there itself, arguments.py L1605-1606: the ATen GeLU layer_impl prices
+    already): silent there, as the switches that change nothing priced are."""
     swiglu = "--swiglu" in model_flags
-    notes = {"--no-bias-swiglu-fusion": (swiglu, "the eager SwiGLU (silu, multiply) is not priced; the fused "
-                                                 "bias_swiglu kernel is"),
-             "--no-bias-gelu-fusion": (not swiglu and "--disable-bias-linear" not in model_flags,
-                                       "the eager bias add and GeLU are not priced; the fused bias_gelu kernel is"),
-             "--no-fp8-wgrad": ("--fp8-format" in args, "16-bit weight-gradient GEMMs are not priced; fp8 ones are")}
-    for name in (f"--{way}-tp-comm-{part}" for part in _MEG_TP_COMM_PARTS for way in ("no", "disable")):
-        notes[name] = ("--tp-comm-overlap" in args, "--tp-comm-overlap is priced with every part of its overlap on")
-    for name, (applies, why) in notes.items():
-        if name in args and applies:
-            out.unused.append(f"{name} (not read: {why})")
+    flag = "--no-bias-swiglu-fusion" if swiglu else "--no-bias-gelu-fusion"
+    on = flag in args and (swiglu or "--disable-bias-linear" not in model_flags)
+    if on:
+        out.fields["eager_activation"] = flag
+    return on
+
+
+def _tp_comm_parts(args: dict[str, str | None], out: StrategyFile) -> None:
+    """The parts of --tp-comm-overlap's userbuffers overlap a launch switches off (docs/model.md#tp-comm-parts):
+    store_false ModelParallelConfig.tp_comm_overlap_ag / _rs / tp_comm_bulk_dgrad / _wgrad (default True; generated
+    --no-X / --disable-X at NVIDIA/Megatron-LM@d98e8a64dd, argument_utils.py L189-196; --disable-X at core_r0.8.0 to
+    core_v0.15.0, arguments.py L2094-2109), which Megatron-Core hands Transformer Engine as ub_overlap_ag,
+    ub_overlap_rs, ub_bulk_dgrad and ub_bulk_wgrad (megatron/core/extensions/transformer_engine.py L1192-1200,
+    L1458-1466). Read with --tp-comm-overlap only: without it Megatron-Core reads none of them ("Don't care if
+    tp_comm_overlap is False", model_parallel_config.py L271-289), and they change nothing."""
+    if "--tp-comm-overlap" not in args:
+        return
+    for part in ("overlap_ag", "overlap_rs", "bulk_dgrad", "bulk_wgrad"):
+        for way in ("no", "disable"):
+            name = f"--{way}-tp-comm-{part.replace('_', '-')}"
+            if name in args:
+                out.strategy[f"tp_comm_{part}"] = False
+                out.fields[f"tp_comm_{part}"] = name
+
+
+def _store_false_not_read(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Name the Megatron-LM ``--no-*`` switches (_MEG_NO_KNOWN) the reader does not apply, where they might be read as
+    changing what the model prices. NVIDIA/Megatron-LM@d98e8a64dd: --no-fp8-wgrad (TransformerConfig.fp8_wgrad) reaches
+    Transformer Engine only as DelayedScaling's ``override_linear_precision=(False, False, not fp8_wgrad)``
+    (megatron/core/fp8_utils.py L775 / L808; the current-scaling, block and MXFP8 recipes do not take it), an argument
+    Transformer Engine 2.0 removed (NVIDIA/TransformerEngine 544dd14b4; its recipes are pydantic dataclasses, which
+    drop an unknown keyword) and Megatron-LM's pinned TE (4329ff84, version 2.17.1, pyproject.toml) does not read: a
+    TE 1.x run's is strategy fp8_wgrad false (docs/model.md#fp8-wgrad). --no-tp-comm-split-ag / -rs (and
+    --disable-*): Megatron-Core reads tp_comm_split_* only for Transformer Engine < 1.5 or where its config has no
+    tp_comm_overlap_ag / _rs attribute (extensions/transformer_engine.py L1192-1200, L1462-1466), which
+    ModelParallelConfig always has (model_parallel_config.py L281-289): nothing changes (docs/model.md#tp-comm-parts).
+    The read switches are in _MEG_SWITCH, --no-bias-swiglu-fusion / --no-bias-gelu-fusion in
+    :func:`_eager_activation`, the other tp-comm parts in :func:`_tp_comm_parts`."""
+    if "--no-fp8-wgrad" in args and "--fp8-format" in args:
+        out.unused.append("--no-fp8-wgrad (not read: Transformer Engine >= 2.0 ignores it, Megatron-Core passes it "
+                          "only to DelayedScaling's removed override_linear_precision; for a Transformer Engine 1.x "
+                          "delayed-scaling run set strategy fp8_wgrad false)")
+    for name in (f"--{way}-tp-comm-split-{part}" for part in ("ag", "rs") for way in ("no", "disable")):
+        if name in args and "--tp-comm-overlap" in args:
+            out.unused.append(f"{name} (changes nothing with Transformer Engine >= 1.5: Megatron-Core passes "
+                              "tp_comm_overlap_ag / _rs instead)")
 
 
 def _megatron(text: str, out: StrategyFile) -> None:
@@ -660,7 +695,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             out.unused.append(name if value is None else f"{name} {value[:40]}")
         passed.add(name)
     _negations_agree(passed)
-    _store_false_not_read(args, model_flags, out)
+    _store_false_not_read(args, out)
     if model_flags:
         out.unused.append(f"model flags ({', '.join(model_flags[:6])}{', ...' if len(model_flags) > 6 else ''}): "
                           "describe the model with --model")
@@ -699,6 +734,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
             getattr(out, where)[key] = switched
             if where == "strategy":
                 out.fields[key] = name
+    if _eager_activation(args, model_flags, out):
+        out.strategy["eager_activation"] = True
+    _tp_comm_parts(args, out)
     if "--no-bias-dropout-fusion" in args:
         # megatron/training/arguments.py at 24bad8e677: store_false, dest bias_dropout_fusion: Megatron-Core's eager
         # bias-dropout-add (strategy eager_bias_dropout_add, docs/model.md#eager-layer-ops), priced for the linear

@@ -757,6 +757,39 @@ class StrategySpec(Spec, kw_only=True):
         "kernels, GPT-OSS); 2e bytes more per residual-stream element and biased add, forward (+ the dropout's own "
         "pass with dropout); docs/model.md#eager-layer-ops"
     ))] = False
+    eager_activation: Annotated[bool, Meta(description=(
+        "the MLP's activation runs as Megatron-Core's eager ATen kernels, not the fused bias_swiglu / bias_gelu "
+        "kernel layer_impl prices (bias_activation_fusion false: Megatron-LM --no-bias-swiglu-fusion / "
+        "--no-bias-gelu-fusion); gated: silu, the glu_linear_offset add and the multiply forward, their autograd "
+        "backward and chunk's concatenation, 4e F + 8e F bytes more per token (F the rank's MLP width; + 4e F with "
+        "biases, the separate bias add); GeLU with biases: the bias add, 2e F; the dense MLP blocks only; "
+        "docs/model.md#eager-activation"
+    ))] = False
+    fp8_wgrad: Annotated[bool, Meta(description=(
+        "an fp8 delayed-scaling run's weight-gradient GEMMs run in FP8 (Megatron-Core TransformerConfig.fp8_wgrad); "
+        "false: in 16 bits on the BF16 curve (Megatron-LM --no-fp8-wgrad: DelayedScaling override_linear_precision "
+        "(False, False, True), which Transformer Engine 1.x honours and 2.x, whose recipe drops the argument, "
+        "ignores); docs/model.md#fp8-wgrad"
+    ))] = True
+    tp_comm_overlap_ag: Annotated[bool, Meta(description=(
+        "with tp_comm_overlap: the userbuffers all-gather overlaps (the column-parallel linears' forward input "
+        "gathers, the row-parallel linears' output-gradient gathers); false: NCCL gathers, exposed (Megatron-LM "
+        "--no-tp-comm-overlap-ag / --disable-tp-comm-overlap-ag); docs/model.md#tp-comm-parts"
+    ))] = True
+    tp_comm_overlap_rs: Annotated[bool, Meta(description=(
+        "with tp_comm_overlap: the userbuffers pipelined reduce-scatters of the row-parallel linears' forward; false: "
+        "NCCL reduce-scatters, exposed (Megatron-LM --no-tp-comm-overlap-rs); docs/model.md#tp-comm-parts"
+    ))] = True
+    tp_comm_bulk_dgrad: Annotated[bool, Meta(description=(
+        "with tp_comm_overlap: the column-parallel linears' backward input re-gathers as userbuffers bulk overlaps "
+        "beside the data-gradient GEMM; false: NCCL's asynchronous gather beside the same GEMM (Megatron-LM "
+        "--no-tp-comm-bulk-dgrad); docs/model.md#tp-comm-parts"
+    ))] = True
+    tp_comm_bulk_wgrad: Annotated[bool, Meta(description=(
+        "with tp_comm_overlap: the column-parallel linears' input-gradient reduce-scatters as userbuffers bulk "
+        "overlaps beside the weight-gradient GEMM; false: NCCL's asynchronous reduce-scatter beside the same GEMM "
+        "(Megatron-LM --no-tp-comm-bulk-wgrad); docs/model.md#tp-comm-parts"
+    ))] = True
     moe_host_attention_graphed: Annotated[bool, Meta(description=(
         "with moe_layer_host_s: the run CUDA-graphs the MoE layers' attention (Megatron-Core cuda_graph_scope attn), "
         "so the graph, not the host, issues the attention block's eager RoPE and bias-dropout-add calls that "
