@@ -1315,8 +1315,7 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                                               np.where(bda, _hbm_seconds(job, a_b), 0.0))
     if np.any(act):  # the dense MLP blocks' eager activation (eager_activation_bytes), per mean layer
         dense = float(sh.mlp_layers / sh.layers) if moe_share is None else 1.0 - moe_share
-        x_f, x_b = compute.eager_activation_bytes(sh, **{k: kw[k] for k in ("micro_batch", "seq_len", "tp", "cp",
-                                                                            "elem_bytes")})
+        x_f, x_b = compute.eager_activation_bytes(sh, **kw)
         # selective recompute of mlp re-runs the dense MLP's forward (its checkpoint holds the activation)
         mlp_again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp
         fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l,
