@@ -29,10 +29,10 @@ BASE = {"gpus": 8, "dp": 8, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 
         "fsdp_reshard_after_forward": False, "fsdp_flat_param": False, "fsdp_per_param": False, "overlap": True}
 
 
-def _priced(arrays: dict, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def _priced(arrays: dict, monkeypatch: pytest.MonkeyPatch, cluster: str = "dgx-h100"):  # type: ignore[no-untyped-def]
     """(the job, the evaluation, what step hands dp_comm.offloaded_optimizer: the DP rank's windows, its priced
     traffic and t_mb)."""
-    job = build_job(load_cluster("dgx-h100", []), load_workload("llama3-8b", []),
+    job = build_job(load_cluster(cluster, []), load_workload("llama3-8b", []),
                     TrainingSpec(global_batch=arrays["global_batch"], seq_len=4096))
     seen: dict = {}
     real = step.offloaded_optimizer
@@ -109,6 +109,23 @@ def test_overlap_off_exposes_every_copy(monkeypatch: pytest.MonkeyPatch) -> None
     priced = float(res.breakdown["dp_comm"][0]) + float(res.breakdown["optimizer"][0])
     traffic = float(parts["unit_gathers"][0] + parts["reduces"][0])
     assert priced == pytest.approx(traffic + copies + cpu + after, rel=1e-9)
+
+
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_deferred_forwards_fetch_with_no_gather_to_hide_behind(m: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FSDP with fsdp_defer_grad_sync: only the first forward gathers; the other m - 1 forwards still fetch (one
+    pass each, the bytes' table) with no network traffic beside them. Given a chain of fetches alone (F seconds a
+    pass) and no copy-engine window (forward wall 0), every fetch is exposed whatever the network does: the chain
+    adds m F. On pcie-25gbe the first forward's all-gathers are exposed (about 24 times a unit's forward window);
+    review40: the m - 1 gather-free forwards' fetches were set against that exposure and added about F / 32 each."""
+    arrays = dict(BASE, gpus=16, dp=16, global_batch=16 * m, zero=4, fsdp_defer_grad_sync=True, offload_states=2)
+    _, _, seen = _priced(arrays, monkeypatch, "pcie-25gbe")
+    comp, (parts, units) = seen["comp"], seen["traffic"][0]
+    layers = float(comp["layers_per_stage"][0])
+    assert float(parts["unit_gathers"][0]) / layers > float(comp["forward_free"][0]) / layers  # gathers exposed
+    fetch = 0.01
+    chain = dp_comm.HostChain(0.0, 0.0, 0.0, fetch, 0.0, 0.0)
+    assert float((units(comp, chain) - units(comp))[0]) == pytest.approx(m * fetch, rel=1e-9)
 
 
 @st.composite

@@ -2540,16 +2540,11 @@ def expert_fc2_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: Arra
     The backward's per-expert quantize kernels (``(E/ep - 1) n_recipe`` beyond one) are counted apart
     (:func:`fp8_expert_quantize_kernels`' one-tensor share)."""
     _check_recipe(recipe)
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
-    t = _pos("tp", tp)
-    e = _pos("ep", ep)
-    u = t if etp is None else _pos("etp", etp)
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    u = _pos("tp", tp) if etp is None else _pos("etp", etp)
     eb = _pos("elem_bytes", elem_bytes)
     x = np.where(np.asarray(transpose_copy, dtype=bool), 1.0, 0.0)
-    k, E = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0)
-    rows = np.maximum(e * u * T * k / (E * t), 1.0) * E / e  # the routed rows fp8_quantize_bytes quantizes
-    n = rows * sh.moe_ffn_hidden / u * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    n = _routed_rows(sh, T, tp, ep, etp) * sh.moe_ffn_hidden / u  # the routed rows fp8_quantize_bytes quantizes
     if recipe == "tensorwise":
         fwd, bwd = -x, 2.0 * eb + 1.0 + x
     elif recipe == "mxfp8":
@@ -2877,17 +2872,9 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
 
     Not counted: the padding rows themselves (at most alignment - 1 per local expert) and the padded copy of the
     router probabilities (one element per row, 1/h of the tokens' bytes)."""
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
-    t = _pos("tp", tp)
-    e = _pos("ep", ep)
-    eb = _pos("elem_bytes", elem_bytes)
-    u = t if etp is None else _pos("etp", etp)
-    E = np.maximum(sh.moe_experts, 1.0)
-    rows = np.maximum(e * u * T * sh.moe_top_k / (E * t), 1.0) * E / e
-    per_pass = 4.0 * eb * rows * sh.moe_width
-    has_experts = np.where(sh.moe_experts > 0, 1.0, 0.0)
-    return per_pass * has_experts, per_pass * has_experts
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    per_pass = 4.0 * _pos("elem_bytes", elem_bytes) * _routed_rows(sh, T, tp, ep, etp) * sh.moe_width
+    return per_pass, per_pass.copy()
 
 
 #: Kernels Megatron-Core's ``TEGroupedMLP._apply_bias`` launches per local expert when FC2's bias is added outside the

@@ -2084,9 +2084,10 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         def worst(over: Any, *work: Any) -> np.ndarray:
             return np.asarray(np.maximum(over, np.max(np.broadcast_arrays(*work), axis=0)))
 
-        def forward(gather: Any) -> np.ndarray:
-            """Seconds one forward's fetches add past the network's exposure (its units gather ``gather`` each)."""
-            return (layers - 1.0) * (worst(net_f, f_u + gather - w_f) - worst(net_f, gather - w_f)) + f_u
+        def forward(gather: Any, over: Any) -> np.ndarray:
+            """Seconds one forward's fetches add past the network's exposure ``over`` a unit (its units gather
+            ``gather`` each)."""
+            return (layers - 1.0) * (worst(over, f_u + gather - w_f) - worst(over, gather - w_f)) + f_u
 
         def backward(copies: Any, reduce: Any, gather: Any, over: Any) -> tuple[np.ndarray, np.ndarray]:
             """(seconds one backward's copies and fetches add past the network's exposure ``over`` a unit, its
@@ -2096,7 +2097,7 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
             base = worst(over, reduce - w_b, gather - w_b, -w_b)
             return (layers - 1.0) * (more - base) + c_u, layers * (c_u + f_b)
 
-        fwd, fwd_units = forward(ag), layers * f_u
+        fwd, fwd_units = forward(ag, net_f), layers * f_u
         root_f = np.asarray(chain.fetch, dtype=float) * share_r
         root_e, root_l = np.asarray(chain.early, dtype=float) * share_r, np.asarray(chain.last, dtype=float) * share_r
         bwd_e, units_e = backward(chain.early, rs, bwd_ag, net)
@@ -2116,9 +2117,10 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         if not np.any(defer):
             return np.asarray(every)
         # deferred: the first forward gathers, the others fetch what the bytes' table counts (one pass a micro-batch)
-        # with no gather; the earlier backwards copy with no reduce-scatter ahead, the last one's copies follow the
-        # reduce-scatters (after the backward under a pipeline: all exposed)
-        more = fwd + (m - 1.0) * (forward(0.0) + backward(chain.early, 0.0, bwd_ag, net_early)[0])
+        # with no gather, so no network exposure beside their fetches (review40: net_f there hid them under the
+        # first forward's exposed gathers); the earlier backwards copy with no reduce-scatter ahead, the last one's
+        # copies follow the reduce-scatters (after the backward under a pipeline: all exposed)
+        more = fwd + (m - 1.0) * (forward(0.0, 0.0) + backward(chain.early, 0.0, bwd_ag, net_early)[0])
         more = more + np.where(g.pp > 1, units_l, bwd_l)
         copies = m * fwd_units + (m - 1.0) * units_e + units_l
         once = np.where(g.overlap, np.minimum(once + more, per_step + copies), per_step + copies)

@@ -889,15 +889,17 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
 
 def main_grad_hook_on(g: StrategyGrid) -> np.ndarray:
     """Where NeMo 1's O2 main-gradient hook runs (strategy ``main_grad_hook``): zero 0 (MainParamsOptimizerWrapper),
-    1 or 2 (Apex DistributedFusedAdam), not beside Megatron-Core's DDP. StrategySpec refuses the others; a plan that
-    pins it still searches zero 3 / fsdp / hsdp, whose sharded wrappers run no such hook."""
+    1 or 2 (Apex DistributedFusedAdam), not beside Megatron-Core's DDP. StrategySpec refuses the others and plan
+    searches only zero 0, 1 and 2 where it is pinned (planner.ZERO_SWITCHES, fuzz40); the mask keeps a grid built
+    otherwise (a Python caller's) from pricing a hook the sharded wrappers of zero 3 / fsdp / hsdp do not run."""
     return np.asarray(g.main_grad_hook & (g.zero <= Zero.GRADIENTS) & ~megatron_ddp_on(g))
 
 
 def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
     """Where Megatron-Core's DistributedDataParallel runs: strategy ``megatron_ddp`` at ZeRO 0 or 1 (its distributed
-    optimizer). StrategySpec refuses it with ZeRO 2, 3, fsdp or hsdp, but a plan that pins it still searches those
-    stages, whose candidates run a sharded data-parallel wrapper instead: none of its terms apply there."""
+    optimizer). StrategySpec refuses it with ZeRO 2, 3, fsdp or hsdp and plan adds zero <= 1 where it is pinned
+    (planner.pins); the mask keeps a grid built otherwise (a Python caller's) from pricing its terms at the
+    sharded stages, whose candidates run a sharded data-parallel wrapper instead."""
     return np.asarray(g.megatron_ddp & (g.zero <= Zero.OPTIMIZER))
 
 
@@ -1313,8 +1315,7 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                                               np.where(bda, _hbm_seconds(job, a_b), 0.0))
     if np.any(act):  # the dense MLP blocks' eager activation (eager_activation_bytes), per mean layer
         dense = float(sh.mlp_layers / sh.layers) if moe_share is None else 1.0 - moe_share
-        x_f, x_b = compute.eager_activation_bytes(sh, **{k: kw[k] for k in ("micro_batch", "seq_len", "tp", "cp",
-                                                                            "elem_bytes")})
+        x_f, x_b = compute.eager_activation_bytes(sh, **kw)
         # selective recompute of mlp re-runs the dense MLP's forward (its checkpoint holds the activation)
         mlp_again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp
         fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l,

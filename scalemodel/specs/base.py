@@ -141,7 +141,7 @@ ZERO_DEFAULT = ", the default"
 def written_zero_refusal(what: str, allowed: str, data: Any, loc: Sequence[Any]) -> tuple[str, str, bool] | None:
     """A refusal at zero 0 that some ZeRO stage lifts (errors.InputError.needs_zero) whose mapping (``data`` along
     ``loc``, the refused field's path) writes zero itself: (what, allowed, needs_zero) without the "the default" and
-    :data:`ZERO_UNSET_HINT` (the last "; " part of ``allowed``, where the spec's _zero_refusal appends it). fuzz40:
+    :data:`ZERO_UNSET_HINT` (which the spec's _zero_refusal appends to ``allowed`` after "; "). fuzz40:
     ``--zero 0``, ``--set strategy.zero=0``, a strategy file's or a scenario's ``zero: 0`` beside fsdp_per_param were
     refused "(got zero '0', the default) ...; zero is 0 unless given: give zero too", which told the user zero was not
     given. None where the mapping does not write zero (the refusal stands as it is)."""
@@ -155,7 +155,7 @@ def written_zero_refusal(what: str, allowed: str, data: Any, loc: Sequence[Any])
             return None
     if not isinstance(node, dict) or node.get("zero") is None:
         return None
-    return what.replace(f"{ZERO_DEFAULT})", ")", 1), allowed.rpartition("; ")[0] or allowed, False
+    return what.replace(f"{ZERO_DEFAULT})", ")", 1), allowed.removesuffix(f"; {ZERO_UNSET_HINT}"), False
 
 
 def field_error(name: str, what: str, allowed: str = "", also: str = "", needs_zero: bool = False,

@@ -555,8 +555,8 @@ def _negations_agree(given: set[str]) -> None:
                                  "the other as an unrecognized argument)", where=f"{base} and {neg}", allowed=allowed)
 
 
-def _eager_activation(args: dict[str, str | None], model_flags: Sequence[str], out: StrategyFile) -> bool:
-    """Whether the launch runs the MLP's activation eagerly (strategy eager_activation, docs/model.md#eager-activation):
+def _eager_activation(args: dict[str, str | None], model_flags: Sequence[str], out: StrategyFile) -> None:
+    """Strategy eager_activation where the launch runs the MLP's activation eagerly (docs/model.md#eager-activation):
     NVIDIA/Megatron-LM@d98e8a64dd --no-bias-swiglu-fusion / --no-bias-gelu-fusion (store_false, arguments.py
     L2892-2898) set TransformerConfig.bias_activation_fusion, the first with --swiglu, the second without
     (argument_utils.py L314-319); the other one changes nothing, nor --no-bias-gelu-fusion under --disable-bias-linear
@@ -564,10 +564,9 @@ def _eager_activation(args: dict[str, str | None], model_flags: Sequence[str], o
     already): silent there, as the switches that change nothing priced are."""
     swiglu = "--swiglu" in model_flags
     flag = "--no-bias-swiglu-fusion" if swiglu else "--no-bias-gelu-fusion"
-    on = flag in args and (swiglu or "--disable-bias-linear" not in model_flags)
-    if on:
+    if flag in args and (swiglu or "--disable-bias-linear" not in model_flags):
+        out.strategy["eager_activation"] = True
         out.fields["eager_activation"] = flag
-    return on
 
 
 def _tp_comm_parts(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -734,8 +733,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             getattr(out, where)[key] = switched
             if where == "strategy":
                 out.fields[key] = name
-    if _eager_activation(args, model_flags, out):
-        out.strategy["eager_activation"] = True
+    _eager_activation(args, model_flags, out)
     _tp_comm_parts(args, out)
     if "--no-bias-dropout-fusion" in args:
         # megatron/training/arguments.py at 24bad8e677: store_false, dest bias_dropout_fusion: Megatron-Core's eager
