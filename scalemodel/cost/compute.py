@@ -2543,8 +2543,34 @@ def expert_fc2_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: Arra
     T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
     u = _pos("tp", tp) if etp is None else _pos("etp", etp)
     eb = _pos("elem_bytes", elem_bytes)
-    x = np.where(np.asarray(transpose_copy, dtype=bool), 1.0, 0.0)
     n = _routed_rows(sh, T, tp, ep, etp) * sh.moe_ffn_hidden / u  # the routed rows fp8_quantize_bytes quantizes
+    fwd, bwd = original_input_bytes_per_element(recipe, transpose_copy, eb)
+    return fwd * n, bwd * n
+
+
+def original_input_bytes_per_element(recipe: str, transpose_copy: ArrayLike = True,
+                                     elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes per input element, beyond :func:`fp8_quantize_bytes`, of a Transformer Engine
+    linear whose ``save_original_input`` is set (the one table of :func:`expert_fc2_original_input_bytes` and
+    :func:`proj_original_input_bytes`; signed: the forward's is a saving). TE then quantizes the input in the forward
+    for the forward GEMM only (the column-wise copy not written) and, in the backward, quantizes the saved 16-bit
+    input again before the wgrad GEMM: per-tensor quantizers (``supports_only_rowwise_all_gather``) both copies, the
+    others (MXFP8, blockwise, NVFP4) the column-wise copy alone (NVIDIA/TransformerEngine@70f536662a = release_v2.9
+    transformer_engine/pytorch/module/linear.py lines 221-226 and 362-363 forward, 615-633 backward;
+    grouped_linear.py lines 94-102 and 392-410). ``x`` = 1 where the GEMMs need the transposed copy (Hopper), eb the
+    16-bit width read::
+
+        recipe       forward            backward (quantized again)
+        tensorwise   -x                 eb (amax) + eb + 1 + x
+        mxfp8        -(1 + 1/32)        eb + (1 + 1/32)
+        blockwise    -x (1 + 4/128)     eb + (1 + 4/128)
+        nvfp4        -(1/2 + 1/16)      eb (amax) + eb + (1/2 + 1/16)
+
+    Delayed scaling refuses the flag (linear.py lines 170-173, ``assert not isinstance(input_quantizer,
+    Float8Quantizer)``; grouped_linear.py lines 94-95): 0, as for a recipe outside TE."""
+    _check_recipe(recipe)
+    eb = _pos("elem_bytes", elem_bytes)
+    x = np.where(np.asarray(transpose_copy, dtype=bool), 1.0, 0.0)
     if recipe == "tensorwise":
         fwd, bwd = -x, 2.0 * eb + 1.0 + x
     elif recipe == "mxfp8":
@@ -2554,8 +2580,40 @@ def expert_fc2_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: Arra
         fwd, bwd = -x * BLOCKWISE_COPY_BYTES, eb + BLOCKWISE_COPY_BYTES + 0.0 * x
     elif recipe == "nvfp4":
         fwd, bwd = -NVFP4_COPY_BYTES + 0.0 * x, 2.0 * eb + NVFP4_COPY_BYTES + 0.0 * x
-    else:  # delayed (refused by TE with the flag), or a recipe without TE's grouped linear
+    else:  # delayed (refused by TE with the flag), or a recipe without TE's linears
         fwd, bwd = 0.0 * x, 0.0 * x
+    return fwd + 0.0 * eb, bwd + 0.0 * eb
+
+
+#: The fp8 recipes under which Megatron-Core sets ``save_original_input`` on the attention's linear_proj:
+#: ``config.fp8`` (not fp4) with ``config.fp8_recipe != 'delayed'`` (attention.py lines 207-218).
+PROJ_ORIGINAL_INPUT_RECIPES = ("tensorwise", "mxfp8", "blockwise")
+
+
+def proj_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
+                              transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                              elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one attention block's output projection (linear_proj) moves on one GPU per
+    micro-batch, beyond :func:`fp8_quantize_bytes`, when it keeps its 16-bit input for the weight gradient (signed:
+    the forward's is a saving); ``recipe`` the attention block's.
+
+    Source: Megatron-Core ``Attention.__init__`` (and ``MultiLatentAttention.__init__``) calls
+    ``set_save_original_input(self.linear_proj)`` when ``config.fp8 and config.fp8_recipe != 'delayed' and
+    is_te_min_version("2.6.0dev0")`` and linear_proj is a TELinear ("the output of the fused core_attn is saved by
+    itself, and linear_proj also saves the quantized tensor of this output", NVIDIA/Megatron-LM@0d8e0714cd
+    megatron/core/transformer/attention.py lines 207-218, multi_latent_attention.py lines 179-189; introduced by
+    781e765818, 2025-08-19, "Support recomputation for FP8 layernorm/moe_act/shared_experts", first in core_v0.14.0
+    by its cherry-pick 08814e8f3b). linear_proj is row-parallel, its input the local ``T a d_v / t`` elements
+    (T = b s / cp; no gather: ``backward_input_needs_gather`` is for column-parallel linears), priced per element by
+    :func:`original_input_bytes_per_element`. A BF16 attention block (training.module_precision) or a recipe
+    outside :data:`PROJ_ORIGINAL_INPUT_RECIPES`: 0."""
+    _check_recipe(recipe)
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    n = T * sh.heads * sh.v_head_dim / _pos("tp", tp)
+    if recipe not in PROJ_ORIGINAL_INPUT_RECIPES:
+        return 0.0 * n, 0.0 * n
+    fwd, bwd = original_input_bytes_per_element(recipe, transpose_copy, elem_bytes)
     return fwd * n, bwd * n
 
 

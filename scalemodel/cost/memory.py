@@ -452,6 +452,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                recompute_modules: ArrayLike = 0, attention: bool = True,
                                mlp: bool = True, attention_inputs: ArrayLike | None = None,
                                latent_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
+                               proj_inputs: ArrayLike | None = None,
                                elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
                                moe_einsum: ArrayLike = False) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
@@ -461,11 +462,14 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     ``fp8_inputs``'s): the saved GEMM-input bytes of the attention block's linears (the QKV input, the O-projection
     input) and of LatentMoE's projections (fc2_latent_proj's input; fc1_latent_proj keeps its own copy of the
     norm output the shared experts read, one more g s b h) when they run at another precision than the layer's
-    (training.module_precision; 0 = 16-bit, docs/model.md#module-precision). ``etp`` (u, default t): the routed
-    experts' saved FC1 input is the u T k / t rows the EP exchange and the expert-TP all-gather bring to the GPU,
-    each whole w wide (u k s b w / t bytes a GEMM-input byte; Megatron-Core's all-to-all dispatcher gathers the
-    received tokens over expt_tp before the experts, token_dispatcher.py ``dispatch_postprocess`` L741-751,
-    NVIDIA/Megatron-LM@d98e8a64dd; the flex dispatcher sends etp copies a token, L1836-1849), while their
+    (training.module_precision; 0 = 16-bit, docs/model.md#module-precision). ``proj_inputs`` (None: the attention
+    block's): the saved input bytes of the attention's linear_proj alone; 0 where Megatron-Core has it keep the 16-bit
+    original (``set_save_original_input``, training.proj_original_input): the O-projection input is then held once,
+    e bytes, the tensor the fused attention saves as its output (docs/model.md#proj-original-input).
+    ``etp`` (u, default t): the routed experts' saved FC1 input is the u T k / t rows the EP exchange and the expert-TP
+    all-gather bring to the GPU, each whole w wide (u k s b w / t bytes a GEMM-input byte; Megatron-Core's all-to-all
+    dispatcher gathers the received tokens over expt_tp before the experts, token_dispatcher.py ``dispatch_postprocess``
+    L741-751, NVIDIA/Megatron-LM@d98e8a64dd; the flex dispatcher sends etp copies a token, L1836-1849), while their
     activation, f_e / u wide on u T k / t rows, stays k s b f_e / t. ``elem_bytes`` e: bytes of an activation element
     (the job's, 4 in an fp32 / tf32 run, else 2), which every element-sized term below is counted at; the dropout
     masks (1 byte), flash attention's fp32 log-sum-exp and the quantized GEMM inputs keep their own size
@@ -537,7 +541,8 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     latents = att * np.where(sh.mla, e * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim), 0.0)
     q = np.where(mla_up, 0.0, e * s * b * a * d)
     kv = np.where(sh.mla, np.where(mla_up, 0.0, e * s * b * a * (d + dv)), 2.0 * e * s * b * g * d)
-    o_bytes = np.where(q_att > 0.0, np.where(flash, e + q_att, q_att), e)
+    q_o = q_att if proj_inputs is None else np.asarray(proj_inputs, dtype=float)  # linear_proj's saved input
+    o_bytes = np.where(q_o > 0.0, np.where(flash, e + q_o, q_o), e)
     split = att * (q + kv + o_bytes * s * b * a * dv) + (mlp_bytes if mlp else 0.0)
     keys = sh.attended_keys(s_full)
     # softmax output (e) + dropout mask (1) + dropout output (e) per score; flash: the fp32 log-sum-exp per query row
@@ -678,7 +683,7 @@ def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.
                             attention_inputs: ArrayLike | None = None, latent_inputs: ArrayLike | None = None,
                             out_proj_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
                             elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
-                            moe_einsum: ArrayLike = False) -> np.ndarray:
+                            moe_einsum: ArrayLike = False, proj_inputs: ArrayLike | None = None) -> np.ndarray:
     """Activation bytes of all of the model's layers for one micro-batch at ``recompute``: dense_layers x a dense
     layer + moe_layers x an MoE layer (:func:`activation_bytes_per_layer`), a hybrid pattern each kind's layers x its
     layer (a Mamba layer :func:`mamba_activation_bytes`); a kind the model has none of adds exactly 0 (its bytes are
@@ -691,7 +696,7 @@ def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.
         micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
         flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
         attention_inputs=attention_inputs, latent_inputs=latent_inputs, out_proj_inputs=out_proj_inputs, etp=etp,
-        elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum)
+        elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum, proj_inputs=proj_inputs)
     if sh.hybrid is not None:
         return sum((n * _layer_bytes(sh, recompute, k, memo, kw) for k, n in _hybrid_kinds(sh)), np.zeros(()))
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
@@ -718,7 +723,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      latent_inputs: ArrayLike | None = None,
                      out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
                      etp: ArrayLike | None = None, elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
-                     moe_einsum: ArrayLike = False) -> np.ndarray:
+                     moe_einsum: ArrayLike = False, proj_inputs: ArrayLike | None = None) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
     :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
@@ -786,7 +791,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     sequence_parallel, recompute, flash_attention, fp8_inputs, recompute_modules) are the same, e.g. the
     stages of one strategy grid: each :func:`activation_bytes_per_layer` is then computed once for all of them.
     ``attention_inputs``, ``latent_inputs``, ``out_proj_inputs``: modules' saved GEMM inputs at their own precision
-    (:func:`activation_bytes_per_layer`, :func:`mamba_activation_bytes`; training.module_precision).
+    (:func:`activation_bytes_per_layer`, :func:`mamba_activation_bytes`; training.module_precision); ``proj_inputs``:
+    linear_proj's (:func:`activation_bytes_per_layer`; training.proj_original_input).
     ``elem_bytes`` e: bytes of an activation element (the job's: 4 in an fp32 / tf32 run, else 2), the size of every
     element-sized term here and in the per-layer functions (the 16-bit terms of the text above are e-byte ones; the
     1-byte dropout masks, the fp32 logits and log-sum-exp and the quantized inputs keep their size).
@@ -794,7 +800,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
               attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp, elem_bytes=elem_bytes,
-              moe_capacity=moe_capacity, moe_einsum=moe_einsum)
+              moe_capacity=moe_capacity, moe_einsum=moe_einsum, proj_inputs=proj_inputs)
     e = _pos("elem_bytes", elem_bytes)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_moe = sh.moe_layers
@@ -992,7 +998,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    elem_bytes: ArrayLike = 2.0, fsdp2: ArrayLike = False,
                    shared: dict[str, Any] | None = None,
                    moe_capacity: ArrayLike = 1.0, moe_einsum: ArrayLike = False,
-                   host_states: ArrayLike = 0) -> MemoryBreakdown:
+                   host_states: ArrayLike = 0, proj_inputs: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p). ``moe_capacity``, ``moe_einsum``: the routed
     experts' capacity rows and XLA's einsum-dispatch buffers (:func:`activation_bytes_per_layer`).
@@ -1130,7 +1136,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                per_layer=per_layer, shared_input_copy=shared_input_copy,
                                attention_inputs=attention_inputs, latent_inputs=latent_inputs,
                                out_proj_inputs=out_proj_inputs, inflight=inflight, etp=etp,
-                               elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum)
+                               elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum,
+                               proj_inputs=proj_inputs)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

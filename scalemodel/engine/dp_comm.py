@@ -39,6 +39,7 @@ from scalemodel.engine.layer_compute import (
     megatron_ddp_on,
     module_recipe,
     moe_capacity_buffers,
+    proj_original_input,
     recomputed_layers,
     vocab_shard_elements,
     xla_remat,
@@ -643,7 +644,8 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         sh, "none", None, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
         sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g),
         elem_bytes=job.elem_bytes, fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe),
-        recompute_modules=g.recompute_modules, **module_input_bytes(job), **moe_capacity_buffers(job, g)) / float(
+        recompute_modules=g.recompute_modules, **module_input_bytes(job), **proj_input_bytes(job, g),
+        **moe_capacity_buffers(job, g)) / float(
             sh.layers)
     c = np.where(tensors, offloaded_tensor_bytes(job, g), per_layer) / job.host_bandwidth
     e = np.asarray(layer_comm, dtype=float)
@@ -1183,6 +1185,19 @@ def module_input_bytes(job: Job) -> dict[str, float]:
         if r is not None:
             out[key] = memory.quantized_input_bytes(r)
     return out
+
+
+def proj_input_bytes(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The memory model's ``proj_inputs`` (cost.memory.activation_bytes_per_layer): 0 (the 16-bit original, held once
+    with the attention's output) where linear_proj keeps its 16-bit input (:func:`proj_original_input`), the
+    attention block's quantized input bytes elsewhere; nothing where it applies to no strategy.
+    docs/model.md#proj-original-input"""
+    on, _ = proj_original_input(job, g)
+    if not np.any(on):
+        return {}
+    own = module_input_bytes(job).get("attention_inputs")
+    q_att = memory.quantized_input_bytes(job.fp8_recipe) if own is None else own
+    return {"proj_inputs": np.where(on, 0.0, float(q_att))}
 
 
 def fp8_param_linear_per_layer(job: Job, tp: Any = 1) -> np.ndarray:

@@ -254,6 +254,7 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_original_input(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_proj_original_input(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_router_dtype(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_eager_layer_ops(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
@@ -731,6 +732,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         if not moe_block:  # selective mlp repeats a dense block's MLP casts
             rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
+    fwd, bwd, rec = _with_proj_original_input(job, g, fwd, bwd, rec, whole_layer=True)
     fwd, bwd, rec = _with_eager_layer_ops(job, g, fwd, bwd, rec, moe_share=share)
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
@@ -1249,6 +1251,41 @@ def _with_expert_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bw
     f_t = np.where(on, share * _cast_seconds(job, f_b), 0.0)
     b_t = np.where(on, share * (_cast_seconds(job, b_b) + kernels * compute.KERNEL_FIXED_S), 0.0)
     return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
+
+
+def proj_original_input(job: Job, g: StrategyGrid) -> tuple[np.ndarray, str]:
+    """(where, recipe): the strategies whose attention linear_proj keeps its 16-bit input (training.proj_original_input
+    on Megatron-Core's TE layers, strategy layer_impl megatron_te), and the attention block's recipe (its
+    training.module_precision, else the run's), which must be one of
+    :data:`scalemodel.cost.compute.PROJ_ORIGINAL_INPUT_RECIPES` (Megatron-Core sets the flag for ``config.fp8`` with
+    a recipe other than delayed: attention.py lines 207-218 at NVIDIA/Megatron-LM@0d8e0714cd); nowhere otherwise.
+    docs/model.md#proj-original-input"""
+    own = module_recipe(job, "attention_proj")
+    recipe = job.fp8_recipe if own is None else own
+    if not (job.proj_original_input and job.is_transformer and recipe in compute.PROJ_ORIGINAL_INPUT_RECIPES):
+        return np.zeros(1, dtype=bool), ""
+    return np.asarray(np.asarray(g.layer_impl) == LayerImpl.MEGATRON_TE, dtype=bool), recipe
+
+
+def _with_proj_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                              whole_layer: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the attention's linear_proj keeping its 16-bit input
+    (:func:`proj_original_input`): the forward writes no column-wise FP8 copy of its input, the backward quantizes
+    the saved input again for the wgrad GEMM (:func:`scalemodel.cost.compute.proj_original_input_bytes`, priced as
+    the attention block's other casts, :func:`_cast_seconds` at its recipe); in a hybrid pattern the attention layers'
+    share of the layers (``whole_layer``: an attention + MLP/MoE layer, the MTP block's); full recompute repeats the
+    forward's. docs/model.md#proj-original-input"""
+    on, recipe = proj_original_input(job, g)
+    if not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    hy = None if whole_layer else job.shape.hybrid
+    share = 1.0 if hy is None else float(hy.attention / job.shape.layers)
+    f_b, b_b = compute.proj_original_input_bytes(
+        recipe, job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+        transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+    f_t = np.where(on, share * _cast_seconds(job, f_b, recipe), 0.0)
+    b_t = np.where(on, share * _cast_seconds(job, b_b, recipe), 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
 
 
 def _with_router_dtype(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,

@@ -22,6 +22,7 @@ from scalemodel.engine.dp_comm import (
     fp8_param_linear_per_layer,
     module_input_bytes,
     offloaded_tensor_bytes,
+    proj_input_bytes,
 )
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
@@ -238,6 +239,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         fp8_linear_per_layer=fp8_param_linear_per_layer(job, g.tp) if job.is_transformer else None,
         **weight_workspace(job, g),  # TE's cached quantized copies of the 16-bit weights
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
+        **proj_input_bytes(job, g),  # linear_proj's 16-bit input (training.proj_original_input)
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
         per_layer={},  # the stages share their layers' activation bytes (computed once)
         shared={})  # and the terms of their model states no stage argument enters (memory.memory_per_gpu's)

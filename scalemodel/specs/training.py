@@ -295,6 +295,12 @@ class TrainingSpec(Spec, kw_only=True):
         "(docs/model.md#fp8-attention-rate), the FP8 backward of a sliding-window layer through the causal keys of "
         "the whole sequence (docs/model.md#fp8-attention), and with current scaling (fp8_recipe tensorwise, or fp4) "
         "the Q, K, V and dO casts (docs/model.md#fp8-attention-casts)"))] = False
+    proj_original_input: Annotated[bool, Meta(description=(
+        "with precision fp8 and fp8_recipe tensorwise, mxfp8 or blockwise on Megatron-Core's TE layers: the attention "
+        "output projection (linear_proj) keeps its 16-bit input for the weight gradient instead of an FP8 copy "
+        "(Megatron-Core set_save_original_input, core_v0.14.0 on with Transformer Engine >= 2.6; "
+        "docs/model.md#proj-original-input): the backward quantizes that input again, and the activations hold no "
+        "FP8 copy of it. Ignored elsewhere (delayed scaling, fp4, other frameworks)"))] = False
     nvfp4_disable: Annotated[list[Literal["rht", "stochastic_rounding", "2d_quantization"]], Meta(
         description=(
             "with precision fp4: the options of Transformer Engine's NVFP4 recipe the run switches off "
