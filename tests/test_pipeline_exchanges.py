@@ -369,10 +369,6 @@ PROFILES = [
 ]
 
 
-#: how far (relative) the closed form may fall short of the simulation, by cluster (exact elsewhere)
-SHORT = {"pcie-25gbe": 0.04}
-
-
 @pytest.mark.parametrize("m", [4, 16, 64])
 @pytest.mark.parametrize(("cluster", "model", "tp", "split", "pace", "seq"), PROFILES)
 def test_the_engine_pipeline_is_the_schedule_with_end_ranks_on_one_boundary(
@@ -380,16 +376,16 @@ def test_the_engine_pipeline_is_the_schedule_with_end_ranks_on_one_boundary(
     """The engine's pipelined time (m + bubble) t_mb against the step-by-step simulation of Megatron's 1F1B on each
     rank's own stage (stage_layers), the end ranks exchanging on one boundary, the middle ones on two, whichever rank
     paces (``pace``): exact on these profiles (cost.pipeline.one_f_one_b_time is exact for per-rank stage times since
-    onefb39; what it cannot hold is an exchange's rendezvous wait, below). Before bubble37 the t_mb of a pacing end rank
+    onefb39, and with the exchanges as rendezvous since rdv40, below). Before bubble37 the t_mb of a pacing end rank
     counted a middle rank's two exchanges while the schedule's paths took one, and the bubble clipped at 0 once m
     pp_edge exceeded the fill and the drain: the engine priced m (f + b + 2 c) where the schedule runs m (f + b + c) +
     fill + drain (prop37's split [0, 0, 0, 32] at m 16 and 64 over the simulation). The bubble, the fill and the drain,
-    stays > 0 at every m. Over 25 GbE TCP (an exchange about as long as a rank's compute) the closed form is short of
-    the simulation by 3.8 / 1.7 / 0.55 % at m 4 / 16 / 64, before bubble37 as after (the same T; SHORT): the fill's and
-    drain's transfers, rendezvous of two ranks, wait more than the ranks' own times hold; left for its own round."""
+    stays > 0 at every m. Over 25 GbE TCP (an exchange about as long as a rank's compute) the closed form was short of
+    the simulation by 3.8 / 1.7 / 0.55 % at m 4 / 16 / 64 until rdv40 priced the exchanges as rendezvous
+    (docs/model.md#onefb-rendezvous): exact on every profile now."""
     res, pipelined, sim, _ = _engine_and_schedule(cluster, model, tp, split, m, seq)
     assert pipelined <= sim * (1 + 1e-9)
-    assert pipelined == pytest.approx(sim, rel=SHORT.get(cluster, 1e-9))
+    assert pipelined == pytest.approx(sim, rel=1e-9)
     assert first(res.breakdown["bubble"]) > 0.0
 
 
