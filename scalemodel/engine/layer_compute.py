@@ -573,11 +573,18 @@ def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray,
     return out[0], out[1], out[2]
 
 
+def fp8_transpose_copy(job: Job) -> bool:
+    """Whether the accelerator's FP8 GEMMs need a transposed (column-wise) copy of each quantized tensor beside the
+    row-wise one: Hopper's take only the TN layout, Blackwell's any; every family but Blackwell is priced as Hopper
+    (the ``transpose_copy`` of the cast and workspace costs in scalemodel.cost.compute and scalemodel.cost.memory)."""
+    return job.accelerator_family != "blackwell"
+
+
 def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
     """The strategy's arguments to :func:`scalemodel.cost.compute.fp8_quantize_bytes` (one place for
     :func:`fp8_cast_per_layer` and :func:`fp8_moe_recompute_casts`)."""
     return dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
-                transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
+                transpose_copy=fp8_transpose_copy(job), tp=g.tp, cp=g.cp, ep=g.ep,
                 sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
                 fp8_params=fp8_params_held(job, g),  # no per-step weight casts (fp8_param_gather)
                 attention_recipe=module_recipe(job, "attention_proj"),  # modules at their own precision
@@ -1245,7 +1252,7 @@ def _with_expert_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bw
     share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
     f_b, b_b = compute.expert_fc2_original_input_bytes(
         recipe, sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
-        transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g),
+        transpose_copy=fp8_transpose_copy(job), tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g),
         elem_bytes=job.elem_bytes)
     kernels = compute.fp8_expert_quantize_kernels(recipe, sh, ep=g.ep)[1] / 2.0  # one tensor of the two
     f_t = np.where(on, share * _cast_seconds(job, f_b), 0.0)
@@ -1282,7 +1289,7 @@ def _with_proj_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_
     share = 1.0 if hy is None else float(hy.attention / job.shape.layers)
     f_b, b_b = compute.proj_original_input_bytes(
         recipe, job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
-        transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+        transpose_copy=fp8_transpose_copy(job), tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
     f_t = np.where(on, share * _cast_seconds(job, f_b, recipe), 0.0)
     b_t = np.where(on, share * _cast_seconds(job, b_b, recipe), 0.0)
     return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)

@@ -28,6 +28,7 @@ from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
     _stage_recomputed,
     fp8_params_held,
+    fp8_transpose_copy,
     fsdp_fp8_gather,
     fsdp_root_params,
     module_recipe,
@@ -296,7 +297,7 @@ def weight_workspace(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     a transformer: none (docs/model.md#weight-workspace)."""
     if not job.is_transformer or not job.fp8_recipe:
         return {}
-    hopper = job.accelerator_family != "blackwell"
+    hopper = fp8_transpose_copy(job)
     quantized = (g.fp8_param_gather & (job.fp8_recipe != "nvfp4")) | (g.fp4_param_gather & (job.fp8_recipe == "nvfp4"))
     w_run = np.where(np.asarray(quantized, dtype=bool), 0.0, memory.weight_workspace_bytes(job.fp8_recipe, hopper))
     dense = w_run * fp8_param_linear_per_layer(job, g.tp)  # on one TP rank (MLA down / latent projections whole)
