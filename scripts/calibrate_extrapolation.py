@@ -81,6 +81,7 @@ class Case:
     model_key: str    # the case's model fields
     params: float     # total parameters (all experts, no MTP): the model size the series rule compares
     submitter: str = ""  # who ran it, where one source prints several submitters' runs (:func:`submitter`)
+    validator_step: float | None = None  # the validator's predicted step (new cases): the rebuilt run must price it
 
 
 #: The MLCommons results repositories lay each submission out as <submitter>/results/<system>/<benchmark>/
@@ -142,8 +143,8 @@ def model_key(wl: Any) -> str:
 
 
 def new_cases() -> list[Case]:
-    """The compared cases of validation/training_cases.yaml, rebuilt from the validator's chosen settings
-    (and checked to give the validator's own prediction)."""
+    """The compared cases of validation/training_cases.yaml, rebuilt from the validator's chosen settings (each
+    predicted run checked in :func:`study` to give the validator's own prediction)."""
     if not vt.NEW_CASES.is_file():
         return []
     # the validator's own results of every row (validate_all, cached: one pricing of the case files shared with the
@@ -158,26 +159,19 @@ def new_cases() -> list[Case]:
         cluster = vt.load_cluster(s["cluster"], overrides)
         wl, _ = vt.case_workload(case)
         assert wl is not None
-        gpus, gb = int(case["parallelism"]["gpus"]), int(s["global_batch"])
+        gpus = int(case["parallelism"]["gpus"])
         tr, st = res.training, res.strategy  # exactly the training and strategy the validator predicted
-        p = predict(cluster, wl, gpus, tr, st)
-        step, x = p.step_time_s, res.measured
-        if res.metric == "tokens/s/GPU":
-            measured, pred = gb * tr.seq_len / (x * gpus), p.throughput["tokens_per_s_per_gpu"]
-        elif res.metric == "iter s":
-            measured, pred = x, step
-        elif res.metric == "model TFLOP/s/GPU":
-            measured, pred = p.flops["model_flops_per_step"] / (x * 1e12 * gpus), p.flops["model_flops_per_step"] / (
-                step * gpus * 1e12)
-        else:
-            measured, pred = p.flops["hardware_flops_per_step"] / (x * 1e12 * gpus), p.flops[
-                "hardware_flops_per_step"] / (step * gpus * 1e12)
-        assert abs(pred / res.predicted - 1) < 1e-9, (res.id, pred, res.predicted)  # the validator's own case
+        # the measured step from the validator's own prediction, not a second pricing of the row (~20 s of CPU for
+        # every row): iter s is a step; every other metric here is a rate inversely proportional to the step, so
+        # measured step = predicted step x predicted rate / measured rate (study checks the rebuilt runs price
+        # res.step_s again)
+        assert res.metric in ("iter s", "tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU"), res.id
+        measured = res.measured if res.metric == "iter s" else res.step_s * res.predicted / res.measured
         path = builtin_path("cluster", s["cluster"])
         assert path is not None
         run = MeasuredRun(res.id, s["cluster"], Path(path), cluster, wl, gpus, tr, st, float(measured), None)
         out.append(Case(run, res.families["source"], f"{s['cluster']} {' '.join(overrides)} {s['precision']}",
-                        model_key(wl), model_size(wl), submitter(case)))
+                        model_key(wl), model_size(wl), submitter(case), res.step_s))
     return out
 
 
@@ -212,6 +206,8 @@ def study(name: str, kind: str, group: list[Case]) -> dict[str, Any]:
     measured = [r.step_time_s for r in test]
     assert all(m is not None for m in measured)
     plain = [predict(r.cluster, r.workload, r.gpus, r.training, r.strategy).step_time_s for r in test]
+    for c, p in zip(group[n_train:], plain, strict=True):  # the validator's own case, rebuilt
+        assert c.validator_step is None or abs(p / c.validator_step - 1) < 1e-9, (c.run.label, p, c.validator_step)
     doc: dict[str, Any] = {"series": name, "kind": kind, "train": [(r.label, r.gpus) for r in train],
                            "test": [(r.label, r.gpus) for r in test],
                            "errors": {"uncalibrated": [p / m - 1 for p, m in zip(plain, measured, strict=True)]},

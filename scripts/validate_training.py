@@ -770,6 +770,7 @@ class CaseResult:
     notes: list[str] = field(default_factory=list)
     strategy: Any = None  # the StrategySpec predicted (new cases), so other scripts rebuild the same prediction
     training: Any = None  # and its TrainingSpec
+    step_s: float = 0.0  # the predicted step (s), so other scripts convert the metric without pricing the row again
 
 
 @dataclass
@@ -2159,7 +2160,8 @@ def _result(cid: str, metric: str, measured: float, pred: float, p: Any, fam: di
     b = p.breakdown_s
     other = max((k for k in b if k != "compute"), key=lambda k: b[k])
     return CaseResult(cid, metric, float(measured), float(pred), err, speed, other,
-                      b[other] / p.step_time_s if p.step_time_s > 0 else 0.0, fam, settings or {}, notes or [])
+                      b[other] / p.step_time_s if p.step_time_s > 0 else 0.0, fam, settings or {}, notes or [],
+                      step_s=float(p.step_time_s))
 
 
 def original_results(cases: list[dict[str, Any]]) -> tuple[list[CaseResult], list[NotExpressed]]:
@@ -2239,7 +2241,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summ = summary(results)
     if "--json" in args:
-        rows = [{k: v for k, v in asdict(r).items() if k not in ("strategy", "training")} for r in results]
+        rows = [{k: v for k, v in asdict(r).items() if k not in ("strategy", "training", "step_s")} for r in results]
         doc = {"schema_version": 1, "target": TARGET, "results": rows,
                "not_expressible": [asdict(n) for n in listed], "summary": summ,
                "original": stats(results[:n_orig])}
