@@ -2529,8 +2529,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.fp8_wgrad", f" = false is not priced: {got} (Megatron-Core hands fp8_wgrad to "
                     "Transformer Engine's DelayedScaling only, megatron/core/fp8_utils.py)")
     if getattr(strategy, "eager_activation", False) and not (
-            job.is_transformer and float(job.shape.mlp_layers) > 0 and (
-                bool(job.shape.gated_mlp) or (bool(np.any(job.shape.biases)) and not bool(job.shape.squared_relu)))):
+            job.is_transformer and float(job.shape.mlp_layers) > 0
+            and bool(np.any(compute.eager_activation_priced(job.shape)))):
         why = ("the model has no dense MLP layers" if job.is_transformer and float(job.shape.mlp_layers) == 0
                else "its activation is eager either way (GeLU without linear biases, squared ReLU)"
                if job.is_transformer else "the model is not a transformer")
