@@ -57,6 +57,7 @@ from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.cluster import cv_refusal
 from scalemodel.specs.training import (
     OFFLOAD_TENSORS,
+    TP_COMM_PARTS,
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
@@ -992,7 +993,7 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
 _KERNEL_SWITCHES: tuple[str, ...] = (
     "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
     "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed", "eager_activation",
-    "fp8_wgrad", "tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad", "tp_comm_bulk_wgrad")
+    "fp8_wgrad", *TP_COMM_PARTS)
 
 
 #: The value every StrategyGrid field takes when a caller does not give it (the fields without one, gpus, dp, tp,
@@ -1028,8 +1029,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
     eager_rope=False, mla_column_down_proj=False, eager_glu_clamp=False, eager_expert_bias=False,
     eager_bias_dropout_add=False, moe_host_attention_graphed=False, train_metric_passes=0, train_metric_states=0,
-    eager_activation=False, fp8_wgrad=True, tp_comm_overlap_ag=True, tp_comm_overlap_rs=True, tp_comm_bulk_dgrad=True,
-    tp_comm_bulk_wgrad=True)
+    eager_activation=False, fp8_wgrad=True, **dict.fromkeys(TP_COMM_PARTS, True))
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
@@ -2517,8 +2517,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                         f"collectives, and {where} (a program XLA compiles: its partitioner places and schedules the "
                         "TP collectives; priced as without it)")
     # tp_comm_overlap's parts (docs/model.md#tp-comm-parts): each acts only where the userbuffers overlap is priced
-    parts_off = [name for name in ("tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad",
-                                   "tp_comm_bulk_wgrad") if not getattr(strategy, name, True)]
+    parts_off = [name for name in TP_COMM_PARTS if not getattr(strategy, name, True)]
     if parts_off and not (getattr(strategy, "tp_comm_overlap", False) and int(getattr(strategy, "tp", 1)) > 1
                           and getattr(strategy, "sequence_parallel", False)):
         for name in parts_off:
