@@ -3,12 +3,15 @@ prices, not against the shared definition itself.
 
 (1) strategy eager_activation: the job's warning "is not priced" is said exactly where the layer's priced compute
 does not move with the field (compute.eager_activation_priced decides both); worked per shape in test_noflags40.
+
+(4) Job.bf16_layer_job: one BF16 twin a job, rebuilt for every replaced copy.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
 from scalemodel.engine import layer_compute
 from scalemodel.specs import TransformerWorkload, notices
@@ -38,3 +41,20 @@ def test_eager_activation_warning_is_said_where_nothing_moves(kw) -> None:  # ty
     moved = v(c1["forward"]) != v(c0["forward"]) or v(c1["backward"]) != v(c0["backward"])
     unpriced = any("eager_activation is not priced" in w for w in said)
     assert moved != unpriced, (kw, said)
+
+
+def test_bf16_layer_job_is_built_once_and_never_carried_into_a_copy() -> None:
+    """(4) Job.bf16_layer_job, the BF16 twin both layer_compute's BF16-layer mix and fp8_wgrad false price with: the
+    same object each time it is asked for (so the layer memo prices it once), on the BF16 peak and curve with no
+    recipe; a replaced copy of the job (msgspec.structs.replace) builds its own from its own fields, never the
+    cached twin of the job it was copied from."""
+    job, _, _ = _setup(precision="fp8", recipe="delayed")
+    twin = job.bf16_layer_job
+    assert job.bf16_layer_job is twin
+    assert (twin.peak_flops, twin.gemm_max, twin.gemm_half_dim) == (
+        job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim)
+    assert job.peak_flops > twin.peak_flops > 0  # the H100's FP8 peak is twice its BF16 one
+    assert (twin.fp8_recipe, twin.fp8_recipe_gemm_factor, twin.fp8_attention, twin.bf16_layer_share) == (
+        "", 1.0, False, 0.0)
+    copy = replace(job, attention_peak_flops=job.attention_peak_flops / 2)
+    assert copy.bf16_layer_job is not twin and copy.bf16_layer_job.peak_flops == job.attention_peak_flops / 2

@@ -77,12 +77,13 @@ DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, dict=True):
     """Everything about the job that does not vary across candidate strategies (SI units).
 
     A msgspec Struct, not a dataclass: Python 3.11 compiles a frozen dataclass's generated methods from source at
     import, ~27 M instructions for these 70 fields, 3% of a query (a Struct class is built in C); copies with
-    changes are :func:`msgspec.structs.replace`, the field names ``__struct_fields__``."""
+    changes are :func:`msgspec.structs.replace`, the field names ``__struct_fields__``; ``dict=True`` for the cached
+    :attr:`bf16_layer_job` (a replaced copy is built without it)."""
 
     name: str
     cluster_name: str
@@ -236,6 +237,17 @@ class Job(msgspec.Struct, frozen=True):
     # (training.cudnn_release), "" when it is not: said only where that curve prices something, flash_attention on
     # (warn_unfused_attention)
     attention_release_note: str = ""
+
+    @cached_property
+    def bf16_layer_job(self) -> Job:
+        """This job with its layers in BF16: the BF16 peak and 16-bit curve (``attention_*``), no recipe (no casts),
+        no FP8 attention, no BF16-layer share. engine.layer_compute prices a BF16 layer of an fp8 run with it
+        (training.bf16_layers) and the 16-bit weight-gradient GEMMs of strategy fp8_wgrad false; built once a job, so
+        one job's BF16 twin is the same object each time it is asked for (the layer memo,
+        layer_compute.shared_layer_pieces, keys on it)."""
+        return replace(self, bf16_layer_share=0.0, peak_flops=self.attention_peak_flops,
+                       gemm_max=self.attention_gemm_max, gemm_half_dim=self.attention_gemm_half_dim, fp8_recipe="",
+                       fp8_recipe_gemm_factor=1.0, fp8_attention=False)
 
 
 def model_param_counts(sh: Any) -> tuple[float, float]:
