@@ -328,7 +328,7 @@ def _with_16bit_wgrad(job: Job, g: StrategyGrid, b: np.ndarray, gemm_l: np.ndarr
     16-bit saved input and gradient (NVIDIA/TransformerEngine v1.13 pytorch/module/linear.py L297-306 / L519-561:
     ``if not ctx.fp8_meta["recipe"].override_linear_precision.wgrad`` the FP8 GEMM, else the 16-bit one). Each
     wgrad GEMM is priced as its forward GEMM (the layer's backward prices it so), here the layer's forward weight
-    GEMMs at the BF16 peak and 16-bit curve (the job without its recipe, as training.bf16_layers prices a BF16 layer):
+    GEMMs at the BF16 peak and 16-bit curve (Job.bf16_layer_job, the twin training.bf16_layers prices a BF16 layer on):
     backward += G_16 - G_fp8. Other recipes, and fp8_wgrad true: unchanged."""
     off = ~np.asarray(g.fp8_wgrad, dtype=bool)
     if job.fp8_recipe != "delayed" or not np.any(off) or job.attention_peak_flops <= 0:
