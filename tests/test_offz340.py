@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from scalemodel.cost import state_offload
@@ -130,10 +130,13 @@ def test_deferred_forwards_fetch_with_no_gather_to_hide_behind(m: int, monkeypat
 
 @st.composite
 def _offloaded_sharded(draw):  # type: ignore[no-untyped-def]
-    """tests/test_physics_wide.py's cases with the states on the host at ZeRO-3, FSDP or HSDP."""
+    """tests/test_physics_wide.py's cases with the states on the host at ZeRO-3, FSDP or HSDP: on a cluster with a
+    GPU-host link only (review41: the draws without one were priced with offload_states 0, about two in three of
+    them, so most examples never reached the offload)."""
     job, arrays, sync = draw(wide_cases())
+    assume(job.host_bandwidth > 0)
     zero = draw(st.sampled_from((3, 4, 5)))
-    arrays.update(zero=zero, offload_states=draw(st.sampled_from((1, 2))) if job.host_bandwidth > 0 else 0,
+    arrays.update(zero=zero, offload_states=draw(st.sampled_from((1, 2))),
                   fsdp_defer_grad_sync=arrays["fsdp_defer_grad_sync"] and zero >= 4)
     return job, arrays, sync
 

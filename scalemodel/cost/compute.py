@@ -3117,6 +3117,14 @@ def eager_bias_dropout_add_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: 
     return 2.0 * e * x * T * (n + adds * drop), e * x * T * n * drop
 
 
+def eager_activation_priced(sh: Shape) -> np.ndarray:
+    """Where strategy eager_activation changes what an MLP block's activation costs (bool, per element of ``sh``): a
+    gated MLP, or an ungated one with linear biases that is not squared ReLU. Elsewhere the activation runs the same
+    kernels either way (:func:`eager_activation_bytes`' "otherwise": 0), which the job's warning names."""
+    return np.asarray(sh.gated_mlp, dtype=bool) | (
+        np.asarray(sh.biases, dtype=bool) & ~np.asarray(sh.squared_relu, dtype=bool))
+
+
 def eager_activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                            cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one dense MLP block adds on one GPU per micro-batch when its activation runs
@@ -3151,8 +3159,7 @@ def eager_activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayL
     F = sh.ffn_hidden / _pos("tp", tp)
     gated = np.asarray(sh.gated_mlp, dtype=bool)
     biases = np.asarray(sh.biases, dtype=bool)
-    plain = ~gated & biases & ~np.asarray(sh.squared_relu, dtype=bool)
-    fwd = np.where(gated, 4.0 + np.where(biases, 4.0, 0.0), np.where(plain, 2.0, 0.0))
+    fwd = np.where(gated, 4.0 + np.where(biases, 4.0, 0.0), np.where(eager_activation_priced(sh), 2.0, 0.0))
     bwd = np.where(gated, 8.0, 0.0)
     return fwd * e * F * T, bwd * e * F * T
 

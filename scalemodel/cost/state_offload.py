@@ -159,26 +159,28 @@ def param_fetch_bytes(n_shard: ArrayLike, *, mode: ArrayLike, zero: ArrayLike, g
 def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, cpu_s: ArrayLike,
                          host_bandwidth: ArrayLike, compute_s: ArrayLike, fetch: ArrayLike = 0.0,
                          fetch_compute_s: ArrayLike = 0.0) -> np.ndarray:
-    """Seconds the step spends on the host offload: the copies during the step past the compute they run under,
-    then the CPU step and the copy back after it.
+    """Seconds the step spends on the host offload with the copies during the step priced as a fluid under the
+    compute they run beside, then the CPU step and the copy back after it (:func:`optimizer_part_seconds`)::
 
         t = max(0, (D2H + H2D - F) / B - C, F / B - C_F, H2D / B - max(C, C_F)) + t_cpu + H2D_after / B
+
+    :func:`scalemodel.engine.dp_comm.offloaded_optimizer` prices ZeRO 1/2 with it, and any offloaded candidate beside
+    activation offload (which predict refuses, state_offload_invalid, and plan keeps as infeasible) or priced
+    without its data-parallel traffic. Offloaded ZeRO-3 / FSDP / HSDP keep only the tail: the copies during the step
+    are what the units' chain adds past the units' own exposure (offz340: :func:`scalemodel.engine.dp_comm.
+    host_chain`, each unit's copies on its collectives' streams; docs/model.md#state-offload).
 
     ``B`` the GPU-host link per GPU per direction. The gradient path's copies, out and back, run one after another
     on one stream, behind the gradients' reductions (review36): DeepSpeed issues every gradient copy of ZeRO 1/2
     inside ``reduce_ipg_grads``' one ``with stream(stream)`` block, the host accumulator's copy in, its add, then
     its copy out (``async_accumulate_grad_in_cpu_via_gpu``), then the fp32 copy, after ``average_tensor`` on the same
-    stream (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L1719-1754, L1533-1560, L1650-1666), and ZeRO-3's
-    ``partition_grads`` copies out then back (or in, add, out) on ``reduce_and_partition_stream`` after the
-    reduce-scatter (stage3.py L1591-1608, L1886-1934); FSDP copies the reduced shard out on the reduce-scatter's
-    stream ("future RS-stream ops run after the copy", torch _fsdp_collectives.py ``foreach_reduce``), so they add,
-    not overlap: ``D2H + H2D - F``. ``F`` (:func:`param_fetch_bytes`): the parameter shards' copies in before the
-    gathers, on the fetch path beside them, sharing the link's host-to-device direction with the
-    gradients' copies back (the last term). ``C`` / ``C_F``: the compute those copies run beside, less the
-    collectives queued ahead of them on their stream (:func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never
-    hidden past the compute that exists); the CPU step waits for the last gradient and the GPU for its result (no
-    one-step delayed update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at
-    edaa7221), and the updated 16-bit partition crosses after it."""
+    stream (deepspeedai/DeepSpeed@edaa7221 stage_1_and_2.py L1719-1754, L1533-1560, L1650-1666), so they add, not
+    overlap: ``D2H + H2D - F`` (ZeRO-3's ``partition_grads`` and FSDP's ``foreach_reduce`` order their copies on
+    the reduce-scatter's stream the same way, stage3.py L1591-1608, L1886-1934; the chain prices that unit by
+    unit). ``F`` (:func:`param_fetch_bytes`): the parameter shards' copies in before the gathers, on the fetch path
+    beside them, sharing the link's host-to-device direction with the gradients' copies back (the last term).
+    ``C`` / ``C_F``: the compute those copies run beside, less the collectives queued ahead of them on their stream
+    (:func:`scalemodel.engine.dp_comm.offloaded_optimizer`; never hidden past the compute that exists)."""
     b = np.asarray(host_bandwidth, dtype=float)
     f, h = np.asarray(fetch, dtype=float), np.asarray(h2d, dtype=float)
     c, c_f = np.asarray(compute_s, dtype=float), np.asarray(fetch_compute_s, dtype=float)
@@ -186,4 +188,16 @@ def offload_step_seconds(d2h: ArrayLike, h2d: ArrayLike, h2d_after: ArrayLike, c
     # the fetches and the gradients' copies back share the link's one host-to-device direction: all H2D bytes cross
     # it under whichever window is longer
     during = np.maximum(np.maximum(grads - c, f / b - c_f), h / b - np.maximum(c, c_f))
-    return np.maximum(during, 0.0) + np.asarray(cpu_s, dtype=float) + np.asarray(h2d_after, dtype=float) / b
+    return optimizer_part_seconds(np.maximum(during, 0.0), cpu_s, h2d_after, b)
+
+
+def optimizer_part_seconds(during_s: ArrayLike, cpu_s: ArrayLike, h2d_after: ArrayLike,
+                           host_bandwidth: ArrayLike) -> np.ndarray:
+    """The optimizer part of an offloaded step: ``during_s``, the host copies' seconds exposed during the step
+    (:func:`offload_step_seconds`' fluid form, or the units' chain at ZeRO-3 / FSDP / HSDP), then the CPU step
+    ``cpu_s`` (:func:`cpu_adam_seconds`) and the updated 16-bit partition's copy back after it,
+    ``t = during + t_cpu + H2D_after / B``: the CPU step waits for the last gradient and the GPU for its result (no
+    one-step delayed update: the ZeRO-Offload paper's DPU, §5.2, is no option of deepspeed/runtime/zero at
+    edaa7221)."""
+    return np.asarray(during_s, dtype=float) + np.asarray(cpu_s, dtype=float) \
+        + np.asarray(h2d_after, dtype=float) / np.asarray(host_bandwidth, dtype=float)

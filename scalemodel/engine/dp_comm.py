@@ -2313,38 +2313,35 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
         + nanotron_grad_buffer_time(job, g, layers, rank) + nanotron_gather_loop_time(job, g, layers, rank)
 
 
-def state_offload_time(job: Job, g: StrategyGrid, m: np.ndarray, compute_s: Any, sync: str = "bsp",
-                       layers: Any = None, rank: Any = None, fetch_compute_s: Any = 0.0) -> np.ndarray:
-    """Seconds of the optimizer step with the model states in host memory (strategy offload_states,
-    docs/model.md#state-offload), 0 where they are not: the rank's state shard ``n`` (its share of the stage's
-    parameters over :func:`_state_shards`, the experts over :func:`_expert_state_shards`, as :func:`_optimizer_time`
-    and the memory model count it) crosses the GPU-host link as :func:`scalemodel.cost.state_offload.host_copy_bytes`
-    says, with ``m`` micro-batches and, with the parameters on the host, one copy of the shard per all-gather (a
-    forward gather per micro-batch and a backward one where the units reshard after the forward); the host's CPU-Adam
-    rate is shared by the ranks of one node (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`); the gradient
-    path's copies run under ``compute_s`` and the parameter fetches under ``fetch_compute_s``
-    (:func:`~scalemodel.cost.state_offload.offload_step_seconds`)."""
-    mode = np.asarray(g.offload_states)
-    if not np.any(mode > 0):
-        return np.zeros(1)
-    n, d2h, h2d, after, fetch = _host_copies(job, g, m, sync, layers, rank)
-    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
-    return np.where(mode > 0, state_offload.offload_step_seconds(d2h, h2d, after, cpu, _host_link(job), compute_s,
-                                                                 fetch, fetch_compute_s), 0.0)
-
-
 def _host_link(job: Job) -> float:
     """The GPU-host link per GPU per direction (B/s); inf without one (offload is refused there:
     job._check_state_offload)."""
     return job.host_bandwidth if job.host_bandwidth > 0 else np.inf
 
 
+class HostCopies(NamedTuple):
+    """A rank's model states in host memory (strategy offload_states, docs/model.md#state-offload), per step: its
+    state shard ``n``; the bytes over the GPU-host link device-to-host and host-to-device during the step (``d2h``,
+    ``h2d``), host-to-device after the CPU step (``after``) and the parameter fetches' part of ``h2d`` (``fetch``);
+    and the CPU-Adam step's seconds (``cpu``)."""
+
+    n: np.ndarray
+    d2h: np.ndarray
+    h2d: np.ndarray
+    after: np.ndarray
+    fetch: np.ndarray
+    cpu: np.ndarray
+
+
 def _host_copies(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp", layers: Any = None, rank: Any = None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(the rank's state shard ``n``, and per step the bytes D2H and H2D during the step, H2D after the CPU step and
-    the parameter fetches' part of H2D) of :func:`state_offload_time`: :func:`scalemodel.cost.state_offload.
-    host_copy_bytes` and :func:`~scalemodel.cost.state_offload.param_fetch_bytes` of :func:`_state_shard`, with
-    ``m`` forward gathers a step and ``m`` backward ones where the units reshard after the forward."""
+                 ) -> HostCopies:
+    """:class:`HostCopies` of the rank :func:`offloaded_optimizer` prices: its state shard ``n`` (its share of the
+    stage's parameters over :func:`_state_shards`, the experts over :func:`_expert_state_shards`, as
+    :func:`_optimizer_time` and the memory model count it: :func:`_state_shard`) crosses the link as
+    :func:`scalemodel.cost.state_offload.host_copy_bytes` and :func:`~scalemodel.cost.state_offload.param_fetch_bytes`
+    say, with ``m`` micro-batches, ``m`` forward gathers a step and ``m`` backward ones where the units reshard after
+    the forward (with the parameters on the host, one copy of the shard per all-gather); the host's CPU-Adam rate is
+    shared by the ranks of one node (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`)."""
     n = _state_shard(job, g, sync, layers, rank)
     gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
     shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
@@ -2353,20 +2350,21 @@ def _host_copies(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp", la
                                                     grad_bytes=job.grad_bytes, shard_bytes=shard)
     fetch = state_offload.param_fetch_bytes(n, mode=g.offload_states, zero=g.zero, gathers=gathers,
                                             weight_bytes=job.elem_bytes, shard_bytes=shard)
-    return n, d2h, h2d, after, fetch
+    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
+    return HostCopies(n, d2h, h2d, after, fetch, cpu)
 
 
-def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, forward: Any, backward: Any, sync: str = "bsp",
-               layers: Any = None, rank: Any = None) -> HostChain:
-    """The host copies of a ZeRO-3 / FSDP / HSDP rank (:func:`_host_copies`, over the host link) as the units' streams
-    run them (:class:`HostChain`). The gradient path (D2H + H2D less the fetches) split by backward: DeepSpeed's
-    ZeRO-3 copies each micro-batch's reduced partition out and back (2 gb a parameter: out then ``.to(device)``, or
-    in, add, out) and, at the accumulation boundary only, its fp32 cast into the optimizer's gradient (4 bytes:
-    ``partition_grads`` -> ``_offload_grad_partition_at_boundary``, deepspeedai/DeepSpeed@edaa7221 stage3.py
-    L1904-1925, L1393-1407), so the last backward carries those 4 bytes more; FSDP copies each reduced shard out once
-    a micro-batch. The fetches (optimizer+params, FSDP) split over the G gather passes of the units. ``forward``,
-    ``backward``: one micro-batch's passes' wall time, the copy engine's windows."""
-    n, d2h, h2d, _, fetch = _host_copies(job, g, m, sync, layers, rank)
+def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, copies: HostCopies, forward: Any, backward: Any
+               ) -> HostChain:
+    """The host copies of a ZeRO-3 / FSDP / HSDP rank (``copies``: :func:`_host_copies`, over the host link) as the
+    units' streams run them (:class:`HostChain`). The gradient path (D2H + H2D less the fetches) split by backward:
+    DeepSpeed's ZeRO-3 copies each micro-batch's reduced partition out and back (2 gb a parameter: out then
+    ``.to(device)``, or in, add, out) and, at the accumulation boundary only, its fp32 cast into the optimizer's
+    gradient (4 bytes: ``partition_grads`` -> ``_offload_grad_partition_at_boundary``, deepspeedai/DeepSpeed@edaa7221
+    stage3.py L1904-1925, L1393-1407), so the last backward carries those 4 bytes more; FSDP copies each reduced
+    shard out once a micro-batch. The fetches (optimizer+params, FSDP) split over the G gather passes of the units.
+    ``forward``, ``backward``: one micro-batch's passes' wall time, the copy engine's windows."""
+    n, d2h, h2d, fetch = copies.n, copies.d2h, copies.h2d, copies.fetch
     link = _host_link(job)
     m = np.maximum(np.asarray(m, dtype=float), 1.0)
     path = (d2h + h2d - fetch) / link
@@ -2380,7 +2378,7 @@ def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, forward: Any, backward:
 def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
     """Host-memory bytes per node of the model states strategy offload_states keeps there (docs/model.md#host-memory),
     0 where none: :func:`scalemodel.cost.state_offload.host_state_bytes` of each rank's state shard ``n`` (as
-    :func:`state_offload_time` prices it: the stages' mean share over :func:`_state_shards`, the experts over
+    :func:`offloaded_optimizer` prices it: the stages' mean share over :func:`_state_shards`, the experts over
     :func:`_expert_state_shards`), times the node's ranks, min(GPUs, gpus_per_node). ZeRO 1/2's one buffer of the
     largest parameter is the vocabulary-parallel word embedding, V h / tp elements. Under pipeline parallelism the
     shard is the pipeline rank's holding the most parameters (:func:`_rank_params_per_gpu` of the last rank, rank 0
@@ -2411,26 +2409,29 @@ def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: st
 def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str, np.ndarray], gpu_opt: Any,
                         sync: str = "bsp", layers: Any = None, rank: Any = None,
                         traffic: tuple[DpTraffic, DpTraffic | None] | None = None, t_mb: Any = None) -> Any:
-    """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced by :func:`state_offload_time`
-    where the states live in host memory (the GPU runs no Adam step then).
+    """The optimizer part of the step: ``gpu_opt`` (:func:`_optimizer_time`), replaced where the states live in host
+    memory (the GPU runs no Adam step then) by the rank's host copies (:func:`_host_copies`, priced once) exposed
+    during the step, then its CPU step and the copy back after it
+    (:func:`~scalemodel.cost.state_offload.optimizer_part_seconds`).
 
-    The gradient path's copies follow the gradients' reductions on one stream, inside the backward: each backward
-    ends waiting for that stream (DeepSpeed@edaa7221 ``independent_gradient_partition_epilogue``: stage3.py
-    L1363-1364 ``reduce_and_partition_stream.synchronize()``, stage_1_and_2.py L929-931 under overlap_comm; FSDP's
-    post-backward callback waits for its reduce-scatter stream), so they run beside the backward compute less the
-    reductions queued ahead of them, ``C = max(0, W - R)`` (review36; before it ``W`` was every micro-batch's
-    forward and backward, and the reductions hid under the same compute too): ``W`` = ``m`` x ``comp["backward"]``
-    for ZeRO-3 (``reduce_and_partition_stream``, always) and FSDP / HSDP, and for ZeRO-2 with overlap_comm
-    (``reduction_stream``; without it, and under cpu_offload, "stream = get_accelerator().current_stream()", the
-    compute's own: 0); ZeRO-1 reduces and copies once, in the accumulation boundary's backward: with overlap_comm
-    its gradient hooks (created under cpu_offload, which forces contiguous_gradients) reduce and copy bucket by bucket
-    on the ``reduction_stream`` beside that last backward (``process_gradients`` ->
-    ``reduce_ready_partitions_and_remove_grads``, which reduces only when ``is_gradient_accumulation_boundary()``),
-    ``W`` = one micro-batch's backward; without overlap_comm ``reduce_gradients`` reduces after the backward on the
-    compute's stream: 0 (stage_1_and_2.py L638-641, L861-881, L1758-1769; review35c). ``R``: the step's gradient
-    reductions (``traffic``'s ``reduces``: ZeRO 1/2's reduce-scatters, the ZeRO-3 / FSDP units' reduce-scatters).
-    The parameter fetches (optimizer+params) precede their all-gathers on the gather path, beside every
-    micro-batch's forward and backward:
+    ZeRO 1/2 (and a candidate beside activation offload, or priced without ``traffic``): the fluid form,
+    :func:`~scalemodel.cost.state_offload.offload_step_seconds`. The gradient path's copies follow the gradients'
+    reductions on one stream, inside the backward: each backward ends waiting for that stream (DeepSpeed@edaa7221
+    ``independent_gradient_partition_epilogue``: stage3.py L1363-1364 ``reduce_and_partition_stream.synchronize()``,
+    stage_1_and_2.py L929-931 under overlap_comm; FSDP's post-backward callback waits for its reduce-scatter stream), so
+    they run beside the backward compute less the reductions queued ahead of them, ``C = max(0, W - R)`` (review36;
+    before it ``W`` was every micro-batch's forward and backward, and the reductions hid under the same compute too):
+    ``W`` = ``m`` x ``comp["backward"]`` for ZeRO-3 (``reduce_and_partition_stream``, always) and FSDP / HSDP, and for
+    ZeRO-2 with overlap_comm (``reduction_stream``; without it, and under cpu_offload, "stream =
+    get_accelerator().current_stream()", the compute's own: 0); ZeRO-1 reduces and copies once, in the accumulation
+    boundary's backward: with overlap_comm its gradient hooks (created under cpu_offload, which forces
+    contiguous_gradients) reduce and copy bucket by bucket on the ``reduction_stream`` beside that last backward
+    (``process_gradients`` -> ``reduce_ready_partitions_and_remove_grads``, which reduces only when
+    ``is_gradient_accumulation_boundary()``), ``W`` = one micro-batch's backward; without overlap_comm
+    ``reduce_gradients`` reduces after the backward on the compute's stream: 0 (stage_1_and_2.py L638-641, L861-881,
+    L1758-1769; review35c). ``R``: the step's gradient reductions (``traffic``'s ``reduces``: ZeRO 1/2's
+    reduce-scatters, the ZeRO-3 / FSDP units' reduce-scatters). The parameter fetches (optimizer+params) precede their
+    all-gathers on the gather path, beside every micro-batch's forward and backward:
     ``C_F = max(0, m comp["total"] - A)``, ``A`` the units' all-gathers (``unit_gathers``).
 
     ``t_mb``: the micro-batch's time in the step (compute and the TP / CP / EP / pipeline traffic it exposes; None:
@@ -2466,15 +2467,17 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     act = (np.asarray(g.offload_layers) > 0) | (np.asarray(g.offload_tensors) > 0)
     under = np.where(act, 0.0, np.maximum(window - reduces, 0.0))
     fetch_under = np.where(act, 0.0, np.maximum(m * wall - gathers, 0.0))
-    opt = np.where(mode > 0, state_offload_time(job, g, m, under, sync, layers, rank, fetch_under), gpu_opt)
+    copies = _host_copies(job, g, m, sync, layers, rank)
+    link = _host_link(job)
+    opt = np.where(mode > 0, state_offload.offload_step_seconds(copies.d2h, copies.h2d, copies.after, copies.cpu,
+                                                                link, under, copies.fetch, fetch_under), gpu_opt)
     chained = (g.zero >= Zero.PARAMETERS) & (mode > 0) & ~act
     if traffic is None or not np.any(chained):
         return opt
     # ZeRO-3 / FSDP / HSDP (offz340): the copies on the units' streams, each behind its reduce-scatter or ahead of its
     # gather, unit by unit under the same windows as the units' collectives; the step's own part what they add past
     # the units' exposure, which dp_comm prices (the copies hidden: the rest)
-    chain = host_chain(job, g, m, np.asarray(comp["forward"], dtype=float) * stretch, backward, sync, layers, rank)
+    chain = host_chain(job, g, m, copies, np.asarray(comp["forward"], dtype=float) * stretch, backward)
     units = traffic[0][1]
-    n, _, _, after, _ = _host_copies(job, g, m, sync, layers, rank)
-    cpu = state_offload.cpu_adam_seconds(n, np.minimum(g.gpus, job.gpus_per_node))
-    return np.where(chained, units(comp, chain) - units(comp) + cpu + after / _host_link(job), opt)
+    return np.where(chained, state_offload.optimizer_part_seconds(units(comp, chain) - units(comp), copies.cpu,
+                                                                   copies.after, link), opt)

@@ -57,6 +57,7 @@ from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.cluster import cv_refusal
 from scalemodel.specs.training import (
     OFFLOAD_TENSORS,
+    TP_COMM_PARTS,
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
@@ -76,12 +77,13 @@ DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, dict=True):
     """Everything about the job that does not vary across candidate strategies (SI units).
 
     A msgspec Struct, not a dataclass: Python 3.11 compiles a frozen dataclass's generated methods from source at
     import, ~27 M instructions for these 70 fields, 3% of a query (a Struct class is built in C); copies with
-    changes are :func:`msgspec.structs.replace`, the field names ``__struct_fields__``."""
+    changes are :func:`msgspec.structs.replace`, the field names ``__struct_fields__``; ``dict=True`` for the cached
+    :attr:`bf16_layer_job` (a replaced copy is built without it)."""
 
     name: str
     cluster_name: str
@@ -235,6 +237,17 @@ class Job(msgspec.Struct, frozen=True):
     # (training.cudnn_release), "" when it is not: said only where that curve prices something, flash_attention on
     # (warn_unfused_attention)
     attention_release_note: str = ""
+
+    @cached_property
+    def bf16_layer_job(self) -> Job:
+        """This job with its layers in BF16: the BF16 peak and 16-bit curve (``attention_*``), no recipe (no casts),
+        no FP8 attention, no BF16-layer share. engine.layer_compute prices a BF16 layer of an fp8 run with it
+        (training.bf16_layers) and the 16-bit weight-gradient GEMMs of strategy fp8_wgrad false; built once a job, so
+        one job's BF16 twin is the same object each time it is asked for (the layer memo,
+        layer_compute.shared_layer_pieces, keys on it)."""
+        return replace(self, bf16_layer_share=0.0, peak_flops=self.attention_peak_flops,
+                       gemm_max=self.attention_gemm_max, gemm_half_dim=self.attention_gemm_half_dim, fp8_recipe="",
+                       fp8_recipe_gemm_factor=1.0, fp8_attention=False)
 
 
 def model_param_counts(sh: Any) -> tuple[float, float]:
@@ -992,7 +1005,7 @@ _FRAMEWORK_SWITCHES: tuple[str, ...] = (
 _KERNEL_SWITCHES: tuple[str, ...] = (
     "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait", "eager_rope", "mla_column_down_proj",
     "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add", "moe_host_attention_graphed", "eager_activation",
-    "fp8_wgrad", "tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad", "tp_comm_bulk_wgrad")
+    "fp8_wgrad", *TP_COMM_PARTS)
 
 
 #: The value every StrategyGrid field takes when a caller does not give it (the fields without one, gpus, dp, tp,
@@ -1028,8 +1041,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     overlap_p2p_comm=False, overlap_p2p_send_wait=True,
     eager_rope=False, mla_column_down_proj=False, eager_glu_clamp=False, eager_expert_bias=False,
     eager_bias_dropout_add=False, moe_host_attention_graphed=False, train_metric_passes=0, train_metric_states=0,
-    eager_activation=False, fp8_wgrad=True, tp_comm_overlap_ag=True, tp_comm_overlap_rs=True, tp_comm_bulk_dgrad=True,
-    tp_comm_bulk_wgrad=True)
+    eager_activation=False, fp8_wgrad=True, **dict.fromkeys(TP_COMM_PARTS, True))
 
 
 #: StrategyGrid's field names, in order (:attr:`StrategyGrid.shape`).
@@ -2517,8 +2529,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                         f"collectives, and {where} (a program XLA compiles: its partitioner places and schedules the "
                         "TP collectives; priced as without it)")
     # tp_comm_overlap's parts (docs/model.md#tp-comm-parts): each acts only where the userbuffers overlap is priced
-    parts_off = [name for name in ("tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad",
-                                   "tp_comm_bulk_wgrad") if not getattr(strategy, name, True)]
+    parts_off = [name for name in TP_COMM_PARTS if not getattr(strategy, name, True)]
     if parts_off and not (getattr(strategy, "tp_comm_overlap", False) and int(getattr(strategy, "tp", 1)) > 1
                           and getattr(strategy, "sequence_parallel", False)):
         for name in parts_off:
@@ -2529,8 +2540,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.fp8_wgrad", f" = false is not priced: {got} (Megatron-Core hands fp8_wgrad to "
                     "Transformer Engine's DelayedScaling only, megatron/core/fp8_utils.py)")
     if getattr(strategy, "eager_activation", False) and not (
-            job.is_transformer and float(job.shape.mlp_layers) > 0 and (
-                bool(job.shape.gated_mlp) or (bool(np.any(job.shape.biases)) and not bool(job.shape.squared_relu)))):
+            job.is_transformer and float(job.shape.mlp_layers) > 0
+            and bool(np.any(compute.eager_activation_priced(job.shape)))):
         why = ("the model has no dense MLP layers" if job.is_transformer and float(job.shape.mlp_layers) == 0
                else "its activation is eager either way (GeLU without linear biases, squared ReLU)"
                if job.is_transformer else "the model is not a transformer")

@@ -64,10 +64,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     if s > 0.0 and job.fp8_recipe and job.attention_peak_flops > 0:
         low = _compute_per_microbatch(replace(job, bf16_layer_share=0.0), g, layers_per_stage, logits_on_stage,
                                       recomputed, embedding_on_stage)
-        bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
-                       gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
-                       fp8_attention=False)
-        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage, recomputed, embedding_on_stage)
+        high = _compute_per_microbatch(job.bf16_layer_job, g, layers_per_stage, logits_on_stage, recomputed,
+                                       embedding_on_stage)
         # equal pieces (layer counts, logits) kept as they are, not re-rounded by the mix
         return {k: v if np.array_equal(v, high[k]) else (1.0 - s) * np.asarray(v, dtype=float) + s * np.asarray(
                 high[k], dtype=float) for k, v in low.items()}
@@ -330,15 +328,12 @@ def _with_16bit_wgrad(job: Job, g: StrategyGrid, b: np.ndarray, gemm_l: np.ndarr
     16-bit saved input and gradient (NVIDIA/TransformerEngine v1.13 pytorch/module/linear.py L297-306 / L519-561:
     ``if not ctx.fp8_meta["recipe"].override_linear_precision.wgrad`` the FP8 GEMM, else the 16-bit one). Each
     wgrad GEMM is priced as its forward GEMM (the layer's backward prices it so), here the layer's forward weight
-    GEMMs at the BF16 peak and 16-bit curve (the job without its recipe, as training.bf16_layers prices a BF16 layer):
+    GEMMs at the BF16 peak and 16-bit curve (Job.bf16_layer_job, the twin training.bf16_layers prices a BF16 layer on):
     backward += G_16 - G_fp8. Other recipes, and fp8_wgrad true: unchanged."""
     off = ~np.asarray(g.fp8_wgrad, dtype=bool)
     if job.fp8_recipe != "delayed" or not np.any(off) or job.attention_peak_flops <= 0:
         return bwd_l, gemm_l
-    bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
-                   gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
-                   fp8_attention=False)
-    high = _layer_pieces(bf16, g, b)["per_layer"][3]
+    high = _layer_pieces(job.bf16_layer_job, g, b)["per_layer"][3]
     return bwd_l + np.where(off, high - gemm_l, 0.0), np.where(off, high, gemm_l)
 
 

@@ -138,7 +138,7 @@ from scalemodel.specs import notices
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
 from scalemodel.specs.strategy_file import JSON_FIELD_TWINS
-from scalemodel.specs.training import TRAINER_NAMES, trainer_sync_refusal
+from scalemodel.specs.training import TP_COMM_PARTS, TRAINER_NAMES, trainer_sync_refusal
 
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
@@ -218,8 +218,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "pp_scatter_gather", "overlap_p2p_comm", "overlap_p2p_send_wait",
              "eager_rope", "mla_column_down_proj", "eager_glu_clamp", "eager_expert_bias",
              "eager_bias_dropout_add", "moe_host_attention_graphed", "train_metric_passes", "train_metric_states",
-             "eager_activation", "fp8_wgrad", "tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad",
-             "tp_comm_bulk_wgrad")
+             "eager_activation", "fp8_wgrad", *TP_COMM_PARTS)
 
 #: The pinned switches that run at some ZeRO stages only, (the value that needs them, those stages): StrategySpec's
 #: refusals (specs.training StrategySpec._check, each citing its framework). Plan searches only those stages where

@@ -31,7 +31,7 @@ from scalemodel.specs.shell_words import (
 )
 from scalemodel.specs.stage_layers import _layout_text, megatron_layout_stages
 from scalemodel.specs.strategy_file import StrategyFile, _bucket_bytes, _grad_bytes
-from scalemodel.specs.training import ZERO_NOT_READ
+from scalemodel.specs.training import TP_COMM_PARTS, ZERO_NOT_READ
 
 _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-model-parallel-size": ("strategy", "pp"),
             "--context-parallel-size": ("strategy", "cp"), "--expert-model-parallel-size": ("strategy", "ep"),
@@ -579,12 +579,12 @@ def _tp_comm_parts(args: dict[str, str | None], out: StrategyFile) -> None:
     tp_comm_overlap is False", model_parallel_config.py L271-289), and they change nothing."""
     if "--tp-comm-overlap" not in args:
         return
-    for part in ("overlap_ag", "overlap_rs", "bulk_dgrad", "bulk_wgrad"):
+    for part in TP_COMM_PARTS:
         for way in ("no", "disable"):
-            name = f"--{way}-tp-comm-{part.replace('_', '-')}"
+            name = f"--{way}-{part.replace('_', '-')}"
             if name in args:
-                out.strategy[f"tp_comm_{part}"] = False
-                out.fields[f"tp_comm_{part}"] = name
+                out.strategy[part] = False
+                out.fields[part] = name
 
 
 def _store_false_not_read(args: dict[str, str | None], out: StrategyFile) -> None:

@@ -389,6 +389,13 @@ def _zero_refusal(name: str, what: str, allowed: str, *, zero: Zero, also: str =
 ZERO_NOT_READ = "FSDP is not read from the flags"
 
 
+#: The parts of tp_comm_overlap's userbuffers overlap a run can switch off, StrategySpec's fields of these names
+#: (Megatron-Core ModelParallelConfig.tp_comm_overlap_ag / _rs / tp_comm_bulk_dgrad / _wgrad, NVIDIA/Megatron-LM@
+#: d98e8a64dd model_parallel_config.py L271-289; docs/model.md#tp-comm-parts): the job's grid defaults and warning, the
+#: planner's pinned fields and the Megatron-LM reader's --no- / --disable- switches each name them from here.
+TP_COMM_PARTS = ("tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_bulk_dgrad", "tp_comm_bulk_wgrad")
+
+
 class StrategySpec(Spec, kw_only=True):
     dp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="data-parallel degree; default N / (tp pp cp)")] = None
