@@ -24,7 +24,7 @@ OUT = HERE.parent / "scalemodel" / "data" / "validation_residuals.json"
 GENERATION = {"A100": "ampere", "A100 40GB": "ampere", "H100": "hopper", "H100 96GB": "hopper", "H800": "hopper",
               "H200": "hopper", "B200": "blackwell", "GB200": "blackwell", "B300": "blackwell", "GB300": "blackwell",
               "V100": "volta", "P100": "pascal",
-              "TPU v4": "tpu", "TPU v5p": "tpu", "TPU v5e": "tpu", "TPU v6e": "tpu",
+              "TPU v4": "tpu", "TPU v5p": "tpu", "TPU v5e": "tpu", "TPU v6e": "tpu", "TPU7x": "tpu",
               "MI300X": "cdna3", "MI325X": "cdna3",
               "MI355X": "cdna4", "MI350X": "cdna4", "MI250X": "cdna2", "Gaudi": "gaudi"}
 

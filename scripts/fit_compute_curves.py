@@ -189,10 +189,13 @@ DONORS = {("mi300x", "16bit"): ("mi300x", "fp8"),
           # many training shapes (no TPU matmul sweep of more sizes found)
           ("tpu-v5e", "16bit"): ("h100-sxm", "16bit"),
           # tpu-v6e: one device-timed shape (8192^3, gemm.yaml TPUPEDIA-V6E); its host-timed sweep is a record
-          ("tpu-v6e", "16bit"): ("h100-sxm", "16bit")}
+          ("tpu-v6e", "16bit"): ("h100-sxm", "16bit"),
+          # tpu7x: 12 device-timed shapes (gemm.yaml TPUPEDIA-V7), every side 8192-18432: sizes that cannot fix d0 (the
+          # shape factor moves under 2 % across them); d0 from h100-sxm's 16-bit fit as tpu-v6e's, from the same script
+          ("tpu7x", "16bit"): ("h100-sxm", "16bit")}
 #: accelerators with no stream-bandwidth measurement of their own or of a sibling part: ``memory`` stays the family
 #: default's (scalemodel.cost.compute.default_efficiency; tpu: 0.85, the A100 curve's), not the A100 BabelStream fit
-MEMORY_FAMILY_DEFAULT = {"tpu-v5e", "tpu-v6e"}
+MEMORY_FAMILY_DEFAULT = {"tpu-v5e", "tpu-v6e", "tpu7x"}
 #: (accelerator, group) -> (donor group, (src, prec)) for a group priced on the donor's curve with gemm_max x the
 #: ratio of the group's accelerator to the donor's at the same shape in gemm.yaml source src, precision prec
 #: (fractions of each one's peak; see the module docstring, "level transfer").

@@ -716,7 +716,8 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "V100 DGX-2H": "dgx-2h", "TPU v4": "tpu-v4-pod",
-    "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "TPU v6e": "tpu-v6e-pod", "MI300X": "mi300x-8",
+    "TPU v5p": "tpu-v5p-pod", "TPU v5e": "tpu-v5e-pod", "TPU v6e": "tpu-v6e-pod", "TPU7x": "tpu7x-pod",
+    "MI300X": "mi300x-8",
     "MI325X": "mi325x-8", "MI355X": "mi355x-8", "MI350X": "mi350x-8",
     "Gaudi 2": "gaudi2-8", "Gaudi 3": "gaudi3-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
@@ -790,7 +791,7 @@ def accelerator_variant(gpu: str) -> str:
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
                        ("MI350X", "MI350X"), ("GAUDI 3", "Gaudi 3"), ("GAUDI 2", "Gaudi 2"),
-                       ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"), ("TPU V6E", "TPU v6e"),
+                       ("TPU V5P", "TPU v5p"), ("TPU V5E", "TPU v5e"), ("TPU V6E", "TPU v6e"), ("TPU7X", "TPU7x"),
                        ("TPU V4", "TPU v4"), ("DGX-2H", "V100 DGX-2H"), ("V100", "V100"), ("P100", "P100"),
                        ("PASCAL", "P100")):
         if key in g:
@@ -873,6 +874,10 @@ SAVE_QKVO_POLICY = "save_dot_except_mlp"
 #: value_proj kept or offloaded and out_proj 'remat', as a case names it): recompute_modules jax_qkv
 #: (cost.transformer.out_proj_flops)
 SAVE_QKV_POLICY = "save_qkv_proj"
+#: A ``custom`` policy that also keeps ``context`` (the attention kernel's output and residuals) on the device, as a
+#: case names it beside one of the two policies above: recompute_modules jax_context with it (the core not
+#: recomputed; cost.transformer.recomputed_modules). irwd26's 70B rows (tpu7x41)
+SAVE_CONTEXT = "context=device"
 
 
 def parse_recompute(text: Any) -> str | None:
@@ -912,7 +917,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
     shared_experts), or MaxText's
     ``remat_policy=minimal``, the JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py):
     jax_dots; MaxText's ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` (:data:`SAVE_QKVO_POLICY`): jax_qkvo;
-    its ``save_qkv_proj`` (:data:`SAVE_QKV_POLICY`): jax_qkv; either with ``moe`` where the text names the MoE block
+    its ``save_qkv_proj`` (:data:`SAVE_QKV_POLICY`): jax_qkv; either with ``jax_context`` where the text says
+    ``context=device`` (:data:`SAVE_CONTEXT`) and with ``moe`` where the text names the MoE block
     recomputed whole (the word moe);
     a torchtitan run's
     "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
@@ -924,7 +930,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
         return "jax_dots"
     maxtext = "jax_qkvo" if SAVE_QKVO_POLICY in t else "jax_qkv" if SAVE_QKV_POLICY in t else ""
     if maxtext:  # with moe where the policy names nothing in the MoE block (the block recomputed whole)
-        return maxtext + (",moe" if "moe" in re.findall(r"[a-z_]+", t) else "")
+        return (maxtext + (",jax_context" if SAVE_CONTEXT in t else "")
+                + (",moe" if "moe" in re.findall(r"[a-z_]+", t) else ""))
     if not t.startswith("selective"):
         return ""
     if source in TORCHTITAN and "op policy" in t:

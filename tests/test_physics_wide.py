@@ -169,7 +169,8 @@ def wide_cases(draw):  # type: ignore[no-untyped-def]
         split = stage_split_code([b - a for a, b in zip([0, *cuts], [*cuts, layers], strict=True)])
     dense = transformer and not moe and not hybrid and not bool(job.shape.parallel_block) \
         and int(job.shape.kv_lora_rank) == 0
-    modules = (0, 1, 2, 4, 8, 32, 64, 128, 256, 1 | 4 | 64, 32 | 64, *((16, 512, 16 | 1) if dense else ()))
+    modules = (0, 1, 2, 4, 8, 32, 64, 128, 256, 1 | 4 | 64, 32 | 64,
+               *((16, 512, 16 | 1, 512 | 2048, 1024 | 2048) if dense else ()))  # 2048: jax_context (tpu7x41)
     megatron_ddp = draw(st.booleans())
     arrays = dict(
         gpus=dp * tp * pp * cp, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, micro_batch=mb,

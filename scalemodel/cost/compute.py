@@ -1017,7 +1017,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     qkv_proj_offloaded with out_proj 'remat': :func:`scalemodel.cost.transformer.out_proj_flops`) repeats all that
     jax_qkvo does and the attention output projection GEMM (T x h x a d_v / t), whose output it does not keep. In an
     MoE layer (named with moe, which prices the block's forward) both repeat the core and the forward bytes of the
-    layer's two norms, 2 x 2 e x (MaxText keeps neither norm's output nor the MoE block's input).
+    layer's two norms, 2 x 2 e x (MaxText keeps neither norm's output nor the MoE block's input). jax_context beside
+    either (MaxText's 'context', the attention kernel's output and log-sum-exp, kept) takes the core out of what they
+    repeat (Recomputed.attention_core false); the rest stays.
     titan_op (torchtitan's op policy) repeats the
     forward's memory-bound work and the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its
     save list).

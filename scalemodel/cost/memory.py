@@ -118,6 +118,10 @@ core's 16-bit output).
                  output projection's output, which the backward rebuilds by running that GEMM again
                  (transformer.out_proj_flops): 2 s b h + 2 s b (a d + g d + g d_v) / t (the layer input / t only
                  with sequence parallelism). Dense layers, or MoE layers with moe, as jax_qkvo.
+    jax_context  beside jax_qkvo or jax_qkv: MaxText ``custom`` with ``context`` 'device' too (the splash
+                 kernel's output and residuals, transformer.recomputed_modules): the policy's set plus the
+                 attention output e s b a d_v / t and the fp32 log-sum-exp 4 a s b / t (the flash residual the
+                 other selective policies count, ``scores_full``); the core is not recomputed.
     titan_op     torchtitan's op-level selective AC (transformer.titan_op_gemms): the layer keeps its input
                  (the checkpoint's) and the saved-list outputs its backward reads: Q (wq) 2 s b a d, V (wv)
                  2 s b g d, the SDPA output 2 s b a d_v and its fp32 log-sum-exp 4 a s b, the MLP's first up-
@@ -594,6 +598,8 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         # Q, K, V the backward reads (jax_qkv: not the output projection, which its backward runs again)
         residuals = np.where(again.out_proj, e, 2.0 * e) * sbh
         qkvo = np.where(sp, residuals / t, residuals) + e * s * b * (a * d + g * d + g * dv) / t
+        if np.any(again.context):  # jax_context: the kernel's output and log-sum-exp kept (the core not recomputed)
+            qkvo = qkvo + np.where(again.context, att * (e * s * b * a * dv + 4.0 * a * s * b) / t, 0.0)
         kept = np.where(again.jax_qkvo & ~np.asarray(dots, dtype=bool), qkvo, kept)
     return np.where(code == Recompute.FULL, full, kept)
 

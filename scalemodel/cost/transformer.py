@@ -79,10 +79,12 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring),
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`) and ``jax_qkvo`` for MaxText's
 #: named-tensor policies that save the Q, K, V and output projections only (:func:`mlp_up_flops`), ``jax_qkv`` for
-#: those that save Q, K and V and rematerialize the output projection too (:func:`out_proj_flops`).
+#: those that save Q, K and V and rematerialize the output projection too (:func:`out_proj_flops`), and ``jax_context``
+#: beside either for a policy that also keeps MaxText's ``context`` (the attention kernel's output and residuals, so the
+#: core is not recomputed).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
                                      "moe": 32, "layernorm": 64, "mlp": 128,
-                                     "shared_experts": 256, "jax_qkvo": 512, "jax_qkv": 1024}
+                                     "shared_experts": 256, "jax_qkvo": 512, "jax_qkv": 1024, "jax_context": 2048}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -101,7 +103,8 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     ``save_dot_except_mlp`` / ``save_dot_except_mlpwi`` (or ``custom`` with those names on 'device'): the attention
     core, the dense MLP's up-projections and the layer's norms and activation (:func:`mlp_up_flops`); also true under
     ``jax_qkv``, whose policy repeats all of that and the attention output projection, ``out_proj``
-    (:func:`out_proj_flops`)."""
+    (:func:`out_proj_flops`); ``context`` MaxText's ``context`` kept beside jax_qkvo / jax_qkv (``jax_context``): the
+    attention kernel's output and log-sum-exp are saved, so ``attention_core`` is false under those policies."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -114,6 +117,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     shared_experts: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     jax_qkvo: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     out_proj: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    context: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -146,7 +150,12 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     ``custom`` / ``qkv_proj_offloaded`` policy that keeps or offloads those and leaves out_proj 'remat'
     (AI-Hypercomputer/maxtext@92e59fdf5 src/MaxText/layers/decoders.py ``get_remat_policy`` L319-332, base.yml
     ``out_proj: 'remat'``): everything jax_qkvo repeats (``jax_qkvo`` true) and the output projection
-    (``out_proj``)."""
+    (``out_proj``). jax_context (named beside jax_qkvo or jax_qkv; engine.job refuses it alone): a ``custom`` policy
+    that also keeps ``context`` on the device: MaxText's attention op names the splash kernel's output and its
+    residuals ``context`` (src/MaxText/layers/attention_op.py at maxtext-tutorial-v1.5.0 998b3e341:
+    ``residual_checkpoint_name="context"`` passed to the kernel, ``checkpoint_name(output / lse, "context")``), so
+    the backward reads the kernel's saved output and log-sum-exp instead of running its forward again: the policy's
+    other repeats stay, the attention core is not recomputed (``attention_core`` false, ``context`` true)."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -154,13 +163,14 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     def on(*names: str) -> np.ndarray:
         return (mods & sum(RECOMPUTE_MODULES[n] for n in names)) > 0
 
-    return Recomputed(attention_core=on("core_attn", "jax_dots", "jax_qkvo", "jax_qkv"),
+    context = on("jax_context") & on("jax_qkvo", "jax_qkv")
+    return Recomputed(attention_core=on("core_attn", "jax_dots") | (on("jax_qkvo", "jax_qkv") & ~context),
                       mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
                       moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"),
                       mlp=on("mlp") & ~np.asarray(sh.parallel_block, dtype=bool),
                       shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0),
-                      jax_qkvo=on("jax_qkvo", "jax_qkv"), out_proj=on("jax_qkv"))
+                      jax_qkvo=on("jax_qkvo", "jax_qkv"), out_proj=on("jax_qkv"), context=context)
 
 
 def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,

@@ -1715,7 +1715,8 @@ def xla_recomputed_kernels(job: Job, g: StrategyGrid) -> np.ndarray:
         full recompute       K_f = 4 + (3|2) + 1, less the down-projection where XLA's remat leaves it out
                              (:func:`scalemodel.engine.layer_compute.xla_remat`: XLA's)      (8 for Llama)
                              and, in a parallel block, the output projection too (xlapar35)
-        selective            the attention forward kernel with core_attn, jax_dots, jax_qkvo or jax_qkv (1),
+        selective            the attention forward kernel with core_attn, jax_dots, jax_qkvo or jax_qkv (1; not
+                             with jax_context, which keeps the kernel's output),
                              the MLP's up-projections with jax_qkvo or jax_qkv (wi_0, wi_1 gated, wi: 2|1), the
                              output projection with jax_qkv (1), the dense MLP's GEMMs
                              with mlp (3|2), torchtitan's repeated GEMMs with titan_op (wk, wo, and w3 gated:

@@ -2079,6 +2079,11 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
         raise InputError("recompute_modules names jax_qkvo and jax_qkv: two MaxText remat policies, one keeping the "
                          "output projection's output and one recomputing it", where="strategy.recompute_modules",
                          allowed="jax_qkvo (save_dot_except_mlp) or jax_qkv (save_qkv_proj), not both")
+    if "jax_context" in names and not {"jax_qkvo", "jax_qkv"} & set(names):
+        raise InputError("recompute_modules names jax_context without jax_qkvo or jax_qkv: it marks MaxText's "
+                         "'context' (the attention kernel's output and residuals) kept beside one of those policies' "
+                         "saved names", where="strategy.recompute_modules",
+                         allowed="jax_context beside jax_qkvo or jax_qkv (e.g. 'jax_qkv,jax_context')")
     for name, block in DENSE_ONLY_RECOMPUTE.items():
         if name not in names:
             continue

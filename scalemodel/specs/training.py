@@ -72,7 +72,7 @@ def _text(parse: Callable[[str], str]) -> Before:
 #: recompute_modules' words (a list, or text the pattern refuses, was answered "a string matching
 #: ^([a-z_]+(,[a-z_]+)*)?$": the regular expression, not the names)
 _MODULES = Before(allowed=("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, "
-                           "layernorm, mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv or titan_op (e.g. "
+                           "layernorm, mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv, jax_context or titan_op (e.g. "
                            "'core_attn,moe_act')"))
 
 
@@ -525,6 +525,8 @@ class StrategySpec(Spec, kw_only=True):
         "saves Q, K, V and the output projection, recomputes the core, norms and MLP up-projections; dense layers, "
         "or MoE layers with moe named too), jax_qkv (MaxText remat_policy save_qkv_proj, or custom / "
         "qkv_proj_offloaded with out_proj 'remat': as jax_qkvo but the output projection is recomputed too), "
+        "jax_context (beside jax_qkvo or jax_qkv: MaxText remat_policy custom with context 'device' too, the "
+        "attention kernel's output and residuals kept, so the attention core is not recomputed), "
         "titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
         "recomputes the rest; dense layers only); changes the activation memory (scalemodel.cost.memory)"))] = ""
     recompute_method: Annotated[RecomputeMethodText, Meta(description=(
