@@ -220,11 +220,19 @@ def megatron_program(r: int, p: int, m: int) -> list[tuple[str, int, list[Transf
     return out
 
 
-def megatron_simulate(p: int, m: int, f: float | list[float], b: float | list[float], c: float) -> float:
+def megatron_simulate(p: int, m: int, f: float | list[float], b: float | list[float], c: float,
+                      drain: float = 0.0) -> float:
     """Wall time of one batch: compute in each rank's order (``f`` / ``b`` one value for every rank or one per rank);
     a batch posts its transfers when its rank reaches it and holds the rank until all of them end; a transfer runs
     from the later of its two posts for ``c`` seconds (the two directions of a boundary at once, NVLink and
-    InfiniBand being full duplex)."""
+    InfiniBand being full duplex). ``drain``: seconds the last rank runs after its program (its last send_backward),
+    ``finish_embedding_wgrad_compute`` (schedules.py L2486), which nothing waits on (tests/test_rdv41.py)."""
+    return max(megatron_rank_ends(p, m, f, b, c, drain))
+
+
+def megatron_rank_ends(p: int, m: int, f: float | list[float], b: float | list[float], c: float,
+                       drain: float = 0.0) -> list[float]:
+    """:func:`megatron_simulate`'s end of each rank's program (the last rank's with ``drain`` after it)."""
     fs = f if isinstance(f, list) else [f] * p
     bs = b if isinstance(b, list) else [b] * p
     prog = [megatron_program(r, p, m) for r in range(p)]
@@ -247,7 +255,8 @@ def megatron_simulate(p: int, m: int, f: float | list[float], b: float | list[fl
                 pc[r] += 1
                 moved = True
         assert moved, "deadlock"
-    return max(t)
+    t[p - 1] += drain
+    return t
 
 
 def test_megatron_1f1b_without_traffic() -> None:
