@@ -226,3 +226,22 @@ def test_interleaved_account_for_splits_never_short_of_the_blocking_program() ->
     assert (p2p_simulate(4, 2, 4, f, b, 0.0, overlap=False)[0], _interleaved_engine(4, 2, 4, f, b, 0.0)) == (45.0, 36.0)
     assert (p2p_simulate(4, 2, 16, f, b, 0.0, overlap=False)[0], _interleaved_engine(4, 2, 16, f, b, 0.0)) == (148.0,
                                                                                                            144.0)
+
+
+def test_interleaved_window_of_a_pacing_last_rank() -> None:
+    """The deferred drain's window in Megatron-Core's interleaved program (tests/p2p_schedule_sim.py, each rank's end;
+    ``finish_embedding_wgrad_compute`` after the cool-down, schedules.py L2084): where the last rank paces (the
+    logits on the last chunk), the backward of chunks 0 .. p-2 of virtual stage 0 and the p - 2 exchanges between
+    them, sum b_s + (p - 2) c, with or without overlap_p2p_comm: the 1F1B bound (docs/model.md#interleaved-blocking).
+    The engine's window (interidle39's chunk sum, each chunk's backward with its share of its two exchanges,
+    b_s + 2 c b_s / (f_s + b_s)) is that without an exchange and above it with one: recorded, not yet changed."""
+    for p, v, m, c in ((4, 2, 8, 0.3), (4, 3, 16, 0.1), (8, 2, 16, 0.3), (2, 2, 4, 0.2)):
+        f = [1.0] * (p * v)
+        f[-1] = 3.0  # the logits
+        b = [2.0 * x for x in f]
+        for overlap in (False, True):
+            t, ends = p2p_simulate(p, v, m, f, b, c, overlap=overlap)
+            window = sum(b[:p - 1]) + (p - 2) * c
+            assert t - ends[-1] == pytest.approx(window, rel=1e-12)
+            fold = sum(x + 2 * c * x / (y + x) for x, y in zip(b[:p - 1], f[:p - 1], strict=True))
+            assert fold > window
