@@ -211,14 +211,17 @@ def programs(p: int, v: int, m: int, overlap: bool, send_wait_at_once: bool = Fa
     return progs
 
 
-def simulate(p: int, v: int, m: int, f: float, b: float, c: float, overlap: bool,
+def simulate(p: int, v: int, m: int, f: float | list[float], b: float | list[float], c: float, overlap: bool,
              send_wait_at_once: bool = False, combined: bool = False) -> tuple[float, list[float]]:
-    """(makespan, each rank's end) of one step with every chunk's forward ``f`` and backward ``b`` seconds and ``c``
+    """(makespan, each rank's end) of one step with every chunk's forward ``f`` and backward ``b`` seconds (one value
+    for every chunk, or one per model chunk in Megatron's order, chunk k p + r the k-th on rank r: rdv41) and ``c``
     seconds per transfer (the engine's ``sendrecv``: one tensor each way at the link's rate). A rank sends one tensor
     at a time and receives one at a time (its sends queue on its egress, its receives on its ingress, each in its
     post order: two sends posted together take 2 c, as the steady phase's batched four-way exchange without
     overlap_p2p_comm)."""
     progs = programs(p, v, m, overlap, send_wait_at_once, combined)
+    fs = f if isinstance(f, list) else [f] * (p * v)
+    bs = b if isinstance(b, list) else [b] * (p * v)
     sends: dict[tuple[int, int], list[_End]] = {}
     recvs: dict[tuple[int, int], list[_End]] = {}
     before: dict[int, list[_End]] = {}  # the rank's previous send (receive) in its program order
@@ -281,7 +284,7 @@ def simulate(p: int, v: int, m: int, f: float, b: float, c: float, overlap: bool
                     if (kind == "F" and stage > 0) or (kind == "B" and stage < p * v - 1):
                         assert need in arrival and arrival[need] <= clock[r] + 1e-12, (
                             f"rank {r} runs {kind}{arg} before its input {need} has arrived")
-                    clock[r] += f if kind == "F" else b
+                    clock[r] += fs[stage] if kind == "F" else bs[stage]
                 pos[r] += 1
                 moved = True
     assert all(pos[r] == len(prog.ops) for r, prog in enumerate(progs)), "the schedule deadlocked"

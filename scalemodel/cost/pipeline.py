@@ -258,6 +258,48 @@ def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike, exch
     rendezvous pushes back up (a send waits for the next rank's previous send) were never longer on any checked case
     (tests/test_rdv40.py). 0: the graph above.
     """
+    return _one_f_one_b_chains(m, forward, backward, exchange, to_last=False)
+
+
+def one_f_one_b_last_rank_end(m: ArrayLike, forward: ArrayLike, backward: ArrayLike,
+                              exchange: ArrayLike = 0.0) -> np.ndarray:
+    """When the last pipeline rank of :func:`one_f_one_b_time`'s schedule is done: the end of its last
+    ``send_backward`` (Megatron-Core's last 1F1B iteration, NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/pipeline_parallel/schedules.py L2440-2444), after which it runs ``finish_embedding_wgrad_compute``
+    (L2486, the deferred output-layer weight gradients: :func:`one_f_one_b_flush_idle`). Same arguments.
+
+    That send is a rendezvous with rank p-2's first cool-down ``recv_backward`` (L2466), which rank p-2 posts when its
+    last steady ``send_backward`` (L2442) ends, itself a rendezvous with rank p-3's first cool-down receive, and so up
+    to rank 0, whose last steady send moves nothing (p2p_communication.py L536-600). With S_j the end of rank j's last
+    steady send (S_0: its last steady backward), S_j = max(e_j, S_{j-1}) + c, e_j rank j's last steady backward's end:
+
+        E = S_{p-1} = max_j [ ê_j + (p - 1 - j) c ]        ê_j = e_j + c above rank 0 (its own send), ê_0 = e_0
+
+    ê_j is where each exit of :func:`one_f_one_b_time`'s chains reaches rank j (its last steady backward carries its
+    send there), so E is that formula with each exit's tail, B_<j + w_j max_{r<=j} pace_b to rank 0's end, replaced
+    by (p - 1 - j) c (rdv41; docs/model.md#onefb-flush). Checked against tests/test_pipeline_exchanges.py
+    ``megatron_simulate``'s last rank (tests/test_rdv41.py: integer-exact, ``==``; random floats to 1e-12)."""
+    return _one_f_one_b_chains(m, forward, backward, exchange, to_last=True)
+
+
+def one_f_one_b_flush_idle(m: ArrayLike, forward: ArrayLike, backward: ArrayLike,
+                           exchange: ArrayLike = 0.0) -> np.ndarray:
+    """Seconds the last rank of :func:`one_f_one_b_time`'s schedule waits between the end of its last send
+    (:func:`one_f_one_b_last_rank_end`, E) and the end of rank 0's last backward (T, the step's pipelined part):
+    T - E, the window Megatron-Core's deferred output-layer weight-gradient drain runs in on the last rank
+    (schedules.py L2486; docs/model.md#defer-embedding-wgrad). A drain of D seconds ends the step at max(T, E + D):
+    it adds max(D - (T - E), 0). Exactly; a last rank that paces the pipeline waits the last micro-batch's backward
+    on the p - 1 ranks before it and the p - 2 exchanges between them, sum_{r<p-1} b_r + (p - 2) c, a lower bound."""
+    t = _one_f_one_b_chains(m, forward, backward, exchange, to_last=False)
+    return np.asarray(t - _one_f_one_b_chains(m, forward, backward, exchange, to_last=True))
+
+
+def _one_f_one_b_chains(m: ArrayLike, forward: ArrayLike, backward: ArrayLike, exchange: ArrayLike,
+                        to_last: bool) -> np.ndarray:
+    """:func:`one_f_one_b_time`'s longest chain: to the end of rank 0's last backward (the makespan), or with
+    ``to_last`` to the end of the last rank's last send (:func:`one_f_one_b_last_rank_end`): the same entries, stays
+    and exits, each exit's tail from rank j's last steady backward the cool-down chain B_<j + w_j max_{r<=j} pace_b or
+    (p - 1 - j) c."""
     f = np.asarray(forward, dtype=float)
     b = np.asarray(backward, dtype=float)
     p = f.shape[-1]
@@ -267,8 +309,8 @@ def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike, exch
     m_ = np.broadcast_to(np.asarray(m, dtype=float), shape)[..., None]
     r = np.arange(p, dtype=float)
     pace_f, pace_b = f, b
+    c_ = np.broadcast_to(c, shape)[..., None]
     if np.any(c):
-        c_ = np.broadcast_to(c, shape)[..., None]
         below, above = c_ * (r < p - 1.0), c_ * (r > 0.0)  # a rank's exchange with the next / previous rank
         f, b = f + below, b + above
         pace_f, pace_b = f + above, b + below
@@ -276,7 +318,10 @@ def one_f_one_b_time(m: ArrayLike, forward: ArrayLike, backward: ArrayLike, exch
     fc, bc = np.cumsum(f, axis=-1), np.cumsum(b, axis=-1)
     bl = bc - b  # B_<k
     vin = fc + w * np.maximum.accumulate(pace_f, axis=-1)  # chain to rank i's first steady forward
-    sout = bl + w * np.maximum.accumulate(pace_b, axis=-1)  # chain from rank j's last steady backward, after it
+    if to_last:  # from rank j's last steady backward (its send included above rank 0) to the last rank's last send
+        sout = np.broadcast_to((p - 1.0 - r) * c_, shape + (p,))
+    else:  # from rank j's last steady backward to rank 0's last backward
+        sout = bl + w * np.maximum.accumulate(pace_b, axis=-1)
     lam, d = (f + b) / 2.0, (b - f) / 4.0
     k, x = r[:, None], r[None, :]  # pivot, entry / exit rank
     e_f = np.where(x <= k, (vin - fc)[..., None, :] + (fc + d)[..., :, None]
@@ -404,17 +449,41 @@ def one_f_one_b_four_class_time(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike,
             out = np.where(exists, np.maximum(out, entry + leave), out)
     short = m_ < 2.0 * p - 1.0
     if np.any(short):
-        out = np.array(out, dtype=float)
-        for depth in sorted({float(x) for x in p[short].ravel()}):  # not np.unique: it imports numpy.ma (10 ms)
-            sel = short & (p == depth)
-            n = int(depth)
-            ranks = np.arange(n, dtype=float)
-            # each candidate's class a rank (candidates x n, from n_u's column): 0 first, 1 upper, 2 lower, 3 last
-            cls = np.where(ranks == 0, 0, np.where(ranks == n - 1, 3, np.where(ranks <= n_up[sel][:, None], 1, 2)))
-            table_f = np.stack([v[sel] for v in raw[0::2]], axis=-1)  # the compute, before the exchanges
-            table_b = np.stack([v[sel] for v in raw[1::2]], axis=-1)
-            out[sel] = one_f_one_b_time(m_[sel], np.take_along_axis(table_f, cls, -1),
-                                        np.take_along_axis(table_b, cls, -1), c[sel])
+        out = _ranks_written_out(one_f_one_b_time, short, m_, p, n_up, raw, c, out)
+    return np.asarray(out).reshape(full)
+
+
+def _ranks_written_out(fn: Any, on: np.ndarray, m: np.ndarray, p: np.ndarray, n_up: np.ndarray,
+                       raw: list[np.ndarray], c: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out`` with ``fn`` (:func:`one_f_one_b_time` or a function of its arguments) of each candidate where ``on``
+    (flat, one axis) on its ranks written out from its four classes (``raw``: first, upper, lower, last forward and
+    backward; ``n_up`` upper middle ranks), one pipeline depth at a time."""
+    out = np.array(out, dtype=float)
+    for depth in sorted({float(x) for x in p[on].ravel()}):  # not np.unique: it imports numpy.ma (10 ms)
+        sel = on & (p == depth)
+        n = int(depth)
+        ranks = np.arange(n, dtype=float)
+        # each candidate's class a rank (candidates x n, from n_u's column): 0 first, 1 upper, 2 lower, 3 last
+        cls = np.where(ranks == 0, 0, np.where(ranks == n - 1, 3, np.where(ranks <= n_up[sel][:, None], 1, 2)))
+        table_f = np.stack([v[sel] for v in raw[0::2]], axis=-1)  # the compute, before the exchanges
+        table_b = np.stack([v[sel] for v in raw[1::2]], axis=-1)
+        out[sel] = fn(m[sel], np.take_along_axis(table_f, cls, -1), np.take_along_axis(table_b, cls, -1), c[sel])
+    return out
+
+
+def one_f_one_b_four_class_flush_idle(m: ArrayLike, pp: ArrayLike, n_upper: ArrayLike, f_first: ArrayLike,
+                                      b_first: ArrayLike, f_upper: ArrayLike, b_upper: ArrayLike,
+                                      f_lower: ArrayLike, b_lower: ArrayLike, f_last: ArrayLike,
+                                      b_last: ArrayLike, exchange: ArrayLike = 0.0) -> np.ndarray:
+    """:func:`one_f_one_b_flush_idle` of :func:`one_f_one_b_four_class_time`'s pipeline (same arguments), on its
+    ranks written out, one pipeline depth at a time (O(p^2) a candidate; the engine prices it only where the
+    deferred output-layer wgrad is on). 0 at p <= 1."""
+    args = [np.asarray(v, dtype=float) for v in (m, pp, n_upper, f_first, b_first, f_upper, b_upper, f_lower,
+                                                 b_lower, f_last, b_last, exchange)]
+    full = np.broadcast_shapes(*(v.shape for v in args))
+    m_, p, n_upper_, *raw, c = (np.ascontiguousarray(np.broadcast_to(v, full)).reshape(-1) for v in args)
+    n_up = np.clip(n_upper_, 0.0, np.maximum(p - 2.0, 0.0))
+    out = _ranks_written_out(one_f_one_b_flush_idle, p >= 2.0, m_, p, n_up, raw, c, np.zeros(m_.shape))
     return np.asarray(out).reshape(full)
 
 
@@ -461,7 +530,9 @@ def deferred_wgrad_idle(pp: ArrayLike, virtual_stages: ArrayLike, first_backward
 
         idle = ((p - 2) b_middle + b_first) / v        (0 at p <= 1)
 
-    The lower bound of that wait (a last rank that paces the pipeline; a faster one finishes earlier)."""
+    The lower bound of that wait (a last rank that paces the pipeline; a faster one finishes earlier), read for GPipe,
+    ZB-H1 and the interleaved schedule; Megatron-Core's 1F1B takes the program's window exactly,
+    :func:`one_f_one_b_flush_idle` (rdv41)."""
     p = np.asarray(pp, dtype=float)
     v = np.maximum(np.asarray(virtual_stages, dtype=float), 1.0)
     idle = (np.maximum(p - 2.0, 0.0) * np.asarray(middle_backward, dtype=float)

@@ -411,44 +411,39 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
     (segments 0 .. p-2, each its own kinds, with its two send/recvs: its stage less the empty stage's 2 v
     send/recvs, plus 1 / v of them)."""
     out: list[tuple[np.ndarray, np.ndarray]] = []
+    if not interleaved:
+        for sp, fb, c, same in _segment_1f1b_ranks(job, g, stage):
+            if same:  # middle ranks all one stage: the three-class closed form, the same bound to the bit
+                mid_fb = fb[1] if sp.p >= 3 else fb[0]
+                out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, sp.p, *fb[0], *mid_fb, *fb[-1], c)))
+                continue
+            f, b, shape = _stacked(fb, m, c)
+            out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b, np.broadcast_to(c, shape))))
+        return out
     seg = _segment_rank_stages(job, g, stage)
     for sp, stages in seg or ():
         p = sp.p
-        # middle ranks (and interleaved, middle chunks) all one stage: the three-class closed forms, the same bound
-        # to the bit as without '|' (equal segments)
+        # middle ranks and middle chunks all one stage: the three-class closed form, the same bound to the bit as
+        # without '|' (equal segments)
         same = all(x is stages[1] for x in stages[1:-1])
-        if interleaved:
-            if not sp.piped:  # Megatron refuses virtual stages without '|' (the split is not the candidates')
-                continue
-            if sp.segments and not all(sp.segments[:p]):
-                # a rank whose chunk of virtual stage 0 holds no layer starts on a later chunk, behind every chunk
-                # before it (cost.pipeline.interleaved_rank_wait_time)
-                out.append((sp.on, _empty_chunk_waits(job, g, stage, m, sp, stages)))
-                continue
-            pieces, chunks = _stage0_chunks(job, g, stage, sp)
-            if same and all(x is pieces[-1] for x in pieces[1:]):
-                mid = stages[1] if p >= 3 else stages[0]
-                out.append((sp.on, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
-                                                                    chunks[0], chunks[-1])))
-                continue
-            shape = np.broadcast_shapes(np.shape(m), *(np.shape(x.time) for x in stages),
-                                        *(np.shape(x) for x in chunks))
-            w = np.stack([np.broadcast_to(x.time, shape) for x in stages], axis=-1)
-            c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
-            out.append((sp.on, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
-        else:
-            blocking = _blocking_exchanges(g)
-            fb = [_stage_forward_backward(x, end=k in (0, p - 1), first=k == 0, blocking=blocking)
-                  for k, x in enumerate(stages)]
-            c = _boundary_exchange(stages[0], blocking)
-            if same:
-                mid_fb = fb[1] if p >= 3 else fb[0]
-                out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1], c)))
-                continue
-            shape = np.broadcast_shapes(np.shape(m), np.shape(c), *(np.shape(f) for pair in fb for f in pair))
-            f = np.stack([np.broadcast_to(x[0], shape) for x in fb], axis=-1)
-            b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
-            out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b, np.broadcast_to(c, shape))))
+        if not sp.piped:  # Megatron refuses virtual stages without '|' (the split is not the candidates')
+            continue
+        if sp.segments and not all(sp.segments[:p]):
+            # a rank whose chunk of virtual stage 0 holds no layer starts on a later chunk, behind every chunk
+            # before it (cost.pipeline.interleaved_rank_wait_time)
+            out.append((sp.on, _empty_chunk_waits(job, g, stage, m, sp, stages)))
+            continue
+        pieces, chunks = _stage0_chunks(job, g, stage, sp)
+        if same and all(x is pieces[-1] for x in pieces[1:]):
+            mid = stages[1] if p >= 3 else stages[0]
+            out.append((sp.on, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
+                                                                chunks[0], chunks[-1])))
+            continue
+        shape = np.broadcast_shapes(np.shape(m), *(np.shape(x.time) for x in stages),
+                                    *(np.shape(x) for x in chunks))
+        w = np.stack([np.broadcast_to(x.time, shape) for x in stages], axis=-1)
+        c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
+        out.append((sp.on, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
     return out
 
 
@@ -864,7 +859,10 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     bubble too; a split priced rank by rank, each rank's own layers and kinds: :func:`_segment_rank_stages`;
     interleaved, chunks 0 .. p-2 of virtual stage 0, each its own layers, as the bubble's chain prices them:
     ``classes`` (:func:`_chunk_classes`, the bubble's), :func:`_stage0_chunks`, interidle39;
-    :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`). Megatron-Core
+    :func:`_stage_forward_backward`, :func:`scalemodel.cost.pipeline.deferred_wgrad_idle`); a 1F1B pipeline (rdv41)
+    the program's window exactly, from the end of the last rank's last send to the end of rank 0's last backward, on
+    the stages its bubble prices (:func:`_class_1f1b_times`, :func:`_segment_1f1b_ranks`,
+    :func:`scalemodel.cost.pipeline.one_f_one_b_flush_idle`; docs/model.md#onefb-flush). Megatron-Core
     runs the drain on the last stage after the schedule's last backward (NVIDIA/NeMo b2eccd270d
     megatron_gpt_model.py lines 745-767; NVIDIA/Megatron-LM core_r0.12.0 schedules.py lines 1576, 1978
     ``finish_embedding_wgrad_compute``), before the gradients' finalisation. 0 without the switch or at pp 1."""
@@ -897,6 +895,19 @@ def _deferred_wgrad_exposed(job: Job, g: StrategyGrid, groups: ParallelGroups, s
     inter = g.schedule == ScheduleKind.INTERLEAVED
     v = np.where(inter, g.virtual_stages, 1)
     idle = pipeline.deferred_wgrad_idle(g.pp, v, b_first, b_mid)
+    # rdv41: 1F1B exactly, the last rank's wait from the end of its last send to the end of rank 0's last backward
+    # (cost.pipeline.one_f_one_b_flush_idle), on the stages the bubble prices (by class, or a split's ranks)
+    onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2) & (share > 0)
+    if np.any(onef1b):
+        if not _splits_cover(g, _rank_layers(job, g)):
+            n_upper, times, c, _ = _class_1f1b_times(job, g, stage, runs)
+            # only the candidates that defer: the others' depth set to 1 (no pipeline, no idle)
+            exact = pipeline.one_f_one_b_four_class_flush_idle(m, np.where(onef1b, g.pp, 1), n_upper, *times, c)
+            idle = np.where(onef1b, exact, idle)
+        for sp, fb, c, _ in _segment_1f1b_ranks(job, g, stage):
+            f, b, shape = _stacked(fb, m, c)
+            exact = pipeline.one_f_one_b_flush_idle(np.broadcast_to(m, shape), f, b, np.broadcast_to(c, shape))
+            idle = np.where(sp.on & onef1b, exact, idle)
     if np.any(inter & (g.pp >= 2)):  # interleaved by class: virtual stage 0's first chunk and p - 2 middle ones
         _, (p_first, c_first), (p_mid, c_mid) = classes()
         b_c = [_stage_forward_backward(x._replace(time=c))[1] for x, c in ((p_first, c_first), (p_mid, c_mid))]
@@ -1783,23 +1794,64 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
     if _splits_cover(g, _rank_layers(job, g)):
         total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
     else:
-        last, other, first = _stage_layers(job, g)
-        blocking = _blocking_exchanges(g)
-        rank0 = stage(first, False, embedding=True)
-        ff, bf = _stage_forward_backward(rank0, end=True, first=True, blocking=blocking)
-        fm, bm = _stage_forward_backward(stage(other, False), blocking=blocking)
-        fl, bl = _stage_forward_backward(stage(last, True), end=True, blocking=blocking)
-        c = _boundary_exchange(rank0, blocking)
-        # the balanced split where p does not divide L: ranks 1 .. L mod p - 1 hold ceil(L/p) layers (the middle
-        # class, _stage_layers), the middle ranks after them floor(L/p) (uneven38: all were priced at ceil)
-        n_upper, lower = runs
-        if np.any(n_upper < np.maximum(g.pp - 2, 0)):
-            fo, bo = _stage_forward_backward(stage(lower, False), blocking=blocking)
-            total = pipeline.one_f_one_b_four_class_time(m, g.pp, n_upper, ff, bf, fm, bm, fo, bo, fl, bl, c)
+        n_upper, times, c, four = _class_1f1b_times(job, g, stage, runs)
+        if four:
+            total = pipeline.one_f_one_b_four_class_time(m, g.pp, n_upper, *times, c)
         else:
+            ff, bf, fm, bm, _, _, fl, bl = times
             total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl, c)
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
         total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(onef1b, np.maximum(own, 0.0), bubble_mb))
+
+
+_ClassTimes = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _class_1f1b_times(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], runs: tuple[np.ndarray, np.ndarray]
+                      ) -> tuple[np.ndarray, _ClassTimes, np.ndarray, bool]:
+    """A non-interleaved 1F1B pipeline priced by class (:func:`_stage_layers`): (how many middle ranks of the upper
+    class, the (forward, backward) seconds of rank 0, an upper and a lower middle rank and the last, one boundary's
+    exchange, whether any candidate has lower middle ranks), each rank's time split as its compute less its pipeline
+    traffic where Megatron's program blocks (:func:`_stage_forward_backward`, :func:`_boundary_exchange`). Read by the
+    1F1B bubble (:func:`_uneven_1f1b_bubble`) and the deferred-wgrad flush idle (:func:`_deferred_wgrad_exposed`)."""
+    last, other, first = _stage_layers(job, g)
+    blocking = _blocking_exchanges(g)
+    rank0 = stage(first, False, embedding=True)
+    ff, bf = _stage_forward_backward(rank0, end=True, first=True, blocking=blocking)
+    fm, bm = _stage_forward_backward(stage(other, False), blocking=blocking)
+    fl, bl = _stage_forward_backward(stage(last, True), end=True, blocking=blocking)
+    c = _boundary_exchange(rank0, blocking)
+    # the balanced split where p does not divide L: ranks 1 .. L mod p - 1 hold ceil(L/p) layers (the middle
+    # class, _stage_layers), the middle ranks after them floor(L/p) (uneven38: all were priced at ceil)
+    n_upper, lower = runs
+    four = bool(np.any(n_upper < np.maximum(g.pp - 2, 0)))
+    fo, bo = _stage_forward_backward(stage(lower, False), blocking=blocking) if four else (fm, bm)
+    return n_upper, (ff, bf, fm, bm, fo, bo, fl, bl), c, four
+
+
+def _segment_1f1b_ranks(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
+                        ) -> list[tuple[Any, list[tuple[np.ndarray, np.ndarray]], np.ndarray, bool]]:
+    """For each split of :func:`_rank_layers` (1F1B: every rank at its own stage time): (the split, each rank's
+    (forward, backward) seconds, one boundary's exchange, whether its middle ranks are all one stage), as
+    :func:`_class_1f1b_times` splits them. Read by the 1F1B bubble (:func:`_segment_pipeline_total`) and the
+    deferred-wgrad flush idle (:func:`_deferred_wgrad_exposed`)."""
+    out = []
+    blocking = _blocking_exchanges(g)
+    for sp, stages in _segment_rank_stages(job, g, stage) or ():
+        p = sp.p
+        fb = [_stage_forward_backward(x, end=k in (0, p - 1), first=k == 0, blocking=blocking)
+              for k, x in enumerate(stages)]
+        same = all(x is stages[1] for x in stages[1:-1])
+        out.append((sp, fb, _boundary_exchange(stages[0], blocking), same))
+    return out
+
+
+def _stacked(fb: list[tuple[np.ndarray, np.ndarray]], *others: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """(forwards, backwards) of the ranks along a last axis, broadcast with ``others`` (m, the exchange)."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in others), *(np.shape(f) for pair in fb for f in pair))
+    f = np.stack([np.broadcast_to(x[0], shape) for x in fb], axis=-1)
+    b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
+    return f, b, shape
