@@ -41,12 +41,18 @@ TINY_SHARED = TransformerWorkload(name="tiny-shared", layers=4, hidden=1024, hea
     (None, "0.15.1", FP8),             # core_v0.15.0 has no fp4 branch
     (None, "0.16", FP8 + ("nvfp4",)),  # e8b9df156d: fp4 too
     (True, None, FP8 + ("nvfp4",)),    # on without a release: the current Megatron-Core's
-    (True, "0.13", ()),                # the release decides which recipes
+    (True, "0.14", FP8),               # the release decides which recipes
     (False, "0.20", ()),               # off whatever the release
 ])
 def test_release_sets_the_recipes(flag: bool | None, release: str | None, want: tuple[str, ...]) -> None:
     tr = TrainingSpec(proj_original_input=flag, megatron_core_release=release)
     assert proj_original_input_recipes(tr) == want
+
+
+def test_flag_on_with_a_release_before_it_is_refused() -> None:
+    """proj_original_input true with release 0.13 (before 781e765818) contradicts itself: refused, naming both."""
+    with pytest.raises(SpecError, match="megatron_core_release '0.13'"):
+        convert(TrainingSpec, {"proj_original_input": True, "megatron_core_release": "0.13"})
 
 
 @pytest.mark.parametrize("bad", ["0.16.0rc0", "v0.16", "0.16\n", "00.16"])

@@ -341,6 +341,13 @@ class TrainingSpec(Spec, kw_only=True):
         ))] = []
 
     def _check(self) -> None:
+        if self.proj_original_input and self.megatron_core_release is not None \
+                and not proj_original_input_recipes(self):
+            raise field_error("proj_original_input", (
+                f"true with megatron_core_release {self.megatron_core_release!r}: that release sets no "
+                "save_original_input on linear_proj (fp8 other than delayed from 0.14, fp4 from 0.16; "
+                "docs/model.md#megatron-core-release)"),
+                "false or unset with that release, or a release from '0.14'", also="megatron_core_release")
         if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r})",
                               _not_fp8(self.precision), also="precision")
