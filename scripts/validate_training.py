@@ -499,7 +499,7 @@ FRAMEWORK_FIELDS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "optimizer_bytes_per_param": ((int, float), None),
     "fsdp_defer_grad_sync": ((bool,), (True,)),
     "jax_release": ((str,), None),
-    "proj_original_input": ((bool,), (True,)),
+    "megatron_core_release": ((str,), None),
 }
 
 
@@ -604,7 +604,7 @@ SOURCE_SETTINGS: dict[str, tuple[tuple[type, ...], tuple[Any, ...] | None]] = {
     "check_for_nan_in_loss": _ON,
     "optimizer_step_gather": _ON,
     "loss_token_count_read": _ON,
-    "proj_original_input": _ON,
+    "megatron_core_release": ((str,), None),
 }
 
 
@@ -1244,11 +1244,11 @@ OPTIMIZER_STEP_GATHER = sources_with("optimizer_step_gather")
 #: count on the host (strategy loss_token_count_read, docs/model.md#loss-token-count-read; sources.yaml
 #: ``loss_token_count_read``); a row's ``framework.loss_token_count_read`` wins.
 LOSS_TOKEN_COUNT_READ = sources_with("loss_token_count_read")
-#: Sources on Megatron-Core core_v0.14.0 or later (781e765818 / its cherry-pick 08814e8f3b) with Transformer Engine
-#: >= 2.6, whose attention linear_proj keeps its 16-bit input in an fp8 run with a recipe other than delayed
-#: (TrainingSpec.proj_original_input, docs/model.md#proj-original-input; sources.yaml ``proj_original_input``); a
-#: row's ``framework.proj_original_input`` sets it where its source's containers differ by row (mlpt51, mlpt60).
-PROJ_ORIGINAL_INPUT = sources_with("proj_original_input")
+#: The Megatron-Core release each source's commit behaves as (TrainingSpec.megatron_core_release: the attention's
+#: linear_proj keeps its 16-bit input for fp8 other than delayed from 0.14, for fp4 from 0.16;
+#: docs/model.md#proj-original-input; sources.yaml ``megatron_core_release``); a row's
+#: ``framework.megatron_core_release`` names it where its source's containers differ by row (mlpt51, mlpt60).
+MEGATRON_CORE_RELEASE: dict[str, str] = source_values("megatron_core_release")
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1 (sources.yaml
 #: ``bucket_128mi``).
 BUCKET_128MI_SOURCES = sources_with("bucket_128mi")
@@ -2000,7 +2000,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=bool(setting(case, "fp8_attention")),
-                      proj_original_input=src in PROJ_ORIGINAL_INPUT or bool(setting(case, "proj_original_input")),
+                      megatron_core_release=setting(case, "megatron_core_release", MEGATRON_CORE_RELEASE.get(src)),
                       nvfp4_disable=list(setting(case, "nvfp4_disable", ())),
                       cudnn_release=release,
                       jax_release=setting(case, "jax_release"),

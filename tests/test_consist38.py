@@ -348,8 +348,11 @@ def _as_flags(training: dict[str, Any], strategy: dict[str, Any]) -> list[str]:
             elif k == "sequence_parallel":
                 out += ["--sequence-parallel"] if v else ["--set", "strategy.sequence_parallel=false"]
             else:
+                # a list or dict in YAML's flow form, and text YAML would read as another type quoted ('0.20',
+                # training.megatron_core_release: flags41)
                 text = yaml.safe_dump(v, default_flow_style=True).strip().removesuffix("...").strip() \
-                    if isinstance(v, (list, dict)) else str(v).lower() if isinstance(v, bool) else str(v)
+                    if isinstance(v, (list, dict)) or (isinstance(v, str) and yaml.safe_load(v) != v) \
+                    else str(v).lower() if isinstance(v, bool) else str(v)
                 out += ["--set", f"{section}.{k}={text}"]
     return out
 

@@ -35,7 +35,9 @@ def _sh():  # type: ignore[no-untyped-def]
     ("mxfp8", False, -(1 + 1 / 32), 2 + 1 + 1 / 32),  # the column-wise copy and its E8M0 scales move to the backward
     ("blockwise", True, -(1 + 4 / 128), 2 + 1 + 4 / 128),
     ("delayed", True, 0.0, 0.0),                 # Megatron-Core does not set the flag (TE asserts against it)
-    ("nvfp4", False, 0.0, 0.0),                  # config.fp8 unset in an fp4 run: no flag
+    # fp4 from core_v0.16.0 (e8b9df156d; attention.py lines 428-444 at d98e8a64dd): the column-wise FP4 copy and its
+    # E4M3 scales per 16 move to the backward, which also reads the input for its amax (flags41)
+    ("nvfp4", False, -(1 / 2 + 1 / 16), 2 + 2 + 1 / 2 + 1 / 16),
 ])
 def test_proj_bytes_by_hand(recipe: str, hopper: bool, fwd: float, bwd: float) -> None:
     f, b = compute.proj_original_input_bytes(recipe, _sh(), micro_batch=2, seq_len=2048, transpose_copy=hopper, tp=2)

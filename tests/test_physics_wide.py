@@ -76,7 +76,8 @@ TRAINING_OPTIONS = ((), (), (("bf16_layers", 2),), (("fp8_attention", True),), (
                     (("module_precision", (("attention_proj", "bf16"), ("moe_latent", "bf16"), ("mtp", "bf16"),
                                            ("mamba_out_proj", "mxfp8"))),),
                     (("moe_pad_to_capacity", True),), (("moe_routing", "cyclic"),),
-                    (("jax_release", "0.4.23"),), (("proj_original_input", True),))
+                    (("jax_release", "0.4.23"),), (("proj_original_input", True),),
+                    (("megatron_core_release", "0.16"),))
 #: TrainingSpec fields wide_cases never draws, and why: the batch and sequence are drawn as the grid's axes and seq;
 #: the rest change no mechanism the properties test (a constant's value, a cost curve's source) or are the run's
 #: record, not its step

@@ -2587,9 +2587,11 @@ def original_input_bytes_per_element(recipe: str, transpose_copy: ArrayLike = Tr
     return fwd + 0.0 * eb, bwd + 0.0 * eb
 
 
-#: The fp8 recipes under which Megatron-Core sets ``save_original_input`` on the attention's linear_proj:
-#: ``config.fp8`` (not fp4) with ``config.fp8_recipe != 'delayed'`` (attention.py lines 207-218).
-PROJ_ORIGINAL_INPUT_RECIPES = ("tensorwise", "mxfp8", "blockwise")
+#: The recipes under which Megatron-Core sets ``save_original_input`` on the attention's linear_proj:
+#: ``config.fp8`` with ``config.fp8_recipe != 'delayed'`` (attention.py lines 207-218 at NVIDIA/Megatron-LM@0d8e0714cd)
+#: and, from core_v0.16.0 (e8b9df156d), ``config.fp4`` (lines 428-444 at d98e8a64dd; which release has which:
+#: specs.training.PROJ_ORIGINAL_INPUT_SINCE).
+PROJ_ORIGINAL_INPUT_RECIPES = ("tensorwise", "mxfp8", "blockwise", "nvfp4")
 
 
 def proj_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
@@ -2607,13 +2609,50 @@ def proj_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: ArrayLike,
     781e765818, 2025-08-19, "Support recomputation for FP8 layernorm/moe_act/shared_experts", first in core_v0.14.0
     by its cherry-pick 08814e8f3b). linear_proj is row-parallel, its input the local ``T a d_v / t`` elements
     (T = b s / cp; no gather: ``backward_input_needs_gather`` is for column-parallel linears), priced per element by
-    :func:`original_input_bytes_per_element`. A BF16 attention block (training.module_precision) or a recipe
-    outside :data:`PROJ_ORIGINAL_INPUT_RECIPES`: 0."""
+    :func:`original_input_bytes_per_element`. From core_v0.16.0 the call is made for ``config.fp4`` too (``or
+    (self.config.fp4 and is_te_min_version("2.7.0.dev0"))``, e8b9df156d, 2025-11-18; attention.py lines 428-444 at
+    d98e8a64dd), priced by the same table's nvfp4 row. A BF16 attention block (training.module_precision) or a
+    recipe outside :data:`PROJ_ORIGINAL_INPUT_RECIPES`: 0."""
     _check_recipe(recipe)
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
     n = T * sh.heads * sh.v_head_dim / _pos("tp", tp)
     if recipe not in PROJ_ORIGINAL_INPUT_RECIPES:
+        return 0.0 * n, 0.0 * n
+    fwd, bwd = original_input_bytes_per_element(recipe, transpose_copy, elem_bytes)
+    return fwd * n, bwd * n
+
+
+def shared_fc1_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
+                                    transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                                    sequence_parallel: ArrayLike = False, gathered: ArrayLike = False,
+                                    elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one MoE layer's shared experts' linear_fc1 moves on one GPU per micro-batch,
+    beyond :func:`fp8_quantize_bytes`, when it keeps its 16-bit input for the weight gradient (signed: the forward's
+    is a saving).
+
+    Source: Megatron-Core ``SharedExpertMLP.__init__`` calls ``set_save_original_input(self.linear_fc1)`` when
+    ``(config.fp8 and config.fp8_recipe != 'delayed' and is_te_min_version("2.6.0dev0")) or (config.fp4 and
+    is_te_min_version("2.7.0.dev0"))``, linear_fc1 is a TELinear and selective recompute does not name
+    ``shared_experts`` ("the output of pre_mlp_layernorm is saved by router, and the shared expert linear_fc1 also
+    saves the quantized tensor of this output", NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/
+    shared_experts.py lines 147-161; the fp8 part from 781e765818, core_v0.14.0 lines 65-86 with ``config.fp8``
+    alone, which TE refuses for delayed scaling (0 here, :func:`original_input_bytes_per_element`); the fp4 part and
+    ``fp8_recipe != 'delayed'`` from e8b9df156d, core_v0.16.0 lines 65-90). Transformer Engine's Linear then
+    quantizes its input in the forward for the forward GEMM only and quantizes the saved 16-bit input again in the
+    backward before gathering it for the wgrad GEMM (linear.py at 70f536662a lines 221-226, 362-363, 615-633), priced
+    per element by
+    :func:`original_input_bytes_per_element` on the input the linear holds: the local ``T h / t`` shard under
+    sequence parallelism (T = b s / cp; column-parallel, gathered after the cast), the whole ``T h`` without it or
+    where Megatron gathered it first (``gathered``: ``moe_shared_expert_overlap`` sets ``parallel_mode = None``,
+    lines 163-172). 0 for a model without shared experts or a recipe outside :data:`PROJ_ORIGINAL_INPUT_RECIPES`
+    (the same condition as the attention's linear_proj)."""
+    _check_recipe(recipe)
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    split = np.asarray(sequence_parallel, dtype=bool) & ~np.asarray(gathered, dtype=bool)
+    n = T * sh.hidden / np.where(split, _pos("tp", tp), 1.0)
+    if recipe not in PROJ_ORIGINAL_INPUT_RECIPES or sh.moe_shared_experts <= 0 or sh.moe_layers <= 0:
         return 0.0 * n, 0.0 * n
     fwd, bwd = original_input_bytes_per_element(recipe, transpose_copy, elem_bytes)
     return fwd * n, bwd * n

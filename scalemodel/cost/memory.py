@@ -456,7 +456,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                recompute_modules: ArrayLike = 0, attention: bool = True,
                                mlp: bool = True, attention_inputs: ArrayLike | None = None,
                                latent_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
-                               proj_inputs: ArrayLike | None = None,
+                               proj_inputs: ArrayLike | None = None, linear_inputs: ArrayLike | None = None,
                                elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
                                moe_einsum: ArrayLike = False) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
@@ -470,6 +470,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     block's): the saved input bytes of the attention's linear_proj alone; 0 where Megatron-Core has it keep the 16-bit
     original (``set_save_original_input``, training.proj_original_input): the O-projection input is then held once,
     e bytes, the tensor the fused attention saves as its output (docs/model.md#proj-original-input).
+    ``linear_inputs`` (None: ``fp8_inputs``'s): the saved input bytes of the linears without a fused norm, linear_fc2
+    (the dense MLP's and the shared experts') and the routed experts' FC1 and FC2; 0 = e bytes, the 16-bit input
+    Transformer Engine 1.x's Linear and GroupedLinear keep for a 16-bit weight-gradient GEMM (strategy fp8_wgrad
+    false; the norm-fused QKV and dense FC1 keep their FP8 norm output: docs/model.md#fp8-wgrad).
     ``etp`` (u, default t): the routed experts' saved FC1 input is the u T k / t rows the EP exchange and the expert-TP
     all-gather bring to the GPU, each whole w wide (u k s b w / t bytes a GEMM-input byte; Megatron-Core's all-to-all
     dispatcher gathers the received tokens over expt_tp before the experts, token_dispatcher.py ``dispatch_postprocess``
@@ -506,16 +510,19 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     # per element of the MLP width: gated = gate and up (e each, activation input) + product (GEMM input);
     # GeLU = its input (e) + its output (GEMM input)
     act_in = np.where(sh.gated_mlp, 2.0 * e, e)
-    act_per_f = (act_in + gemm_in) * s * b
+    # linear_fc2's and the MoE experts' saved inputs (linears without a fused norm): 16-bit under linear_inputs 0
+    gemm_lin = gemm_in if linear_inputs is None else np.where(np.asarray(linear_inputs, dtype=float) > 0.0,
+                                                              np.asarray(linear_inputs, dtype=float), e)
+    act_per_f = (act_in + gemm_lin) * s * b
     if moe:
         fe = sh.moe_ffn_hidden
-        routed = act_in * s * b + np.where(moe_act, 0.0, gemm_in * s * b)
+        routed = act_in * s * b + np.where(moe_act, 0.0, gemm_lin * s * b)
         u = t if etp is None else _pos("etp", etp)
         # the routed experts' input at their width w (LatentMoE: l), on u T k / t rows a GPU (u x the k T / t the
         # split by t leaves) + LatentMoE's fc2_latent_proj input (the combined l-wide tokens); fc1_latent_proj reads
         # the norm output the shared experts and router read
         cap = _pos("moe_capacity", moe_capacity)  # the routed rows over k s b (drop-and-pad: the capacity factor)
-        mlp_bytes = (sh.moe_top_k * cap * (u * gemm_in * s * b * sh.moe_width + routed * fe)
+        mlp_bytes = (sh.moe_top_k * cap * (u * gemm_lin * s * b * sh.moe_width + routed * fe)
                      + sh.moe_shared_experts * act_per_f * fe + gemm_lat * s * b * sh.moe_latent)
         if np.any(moe_einsum):  # the einsum dispatch's masks (whole a tensor rank: x t against the split's / t)
             # and the experts' output buffer E C h the combine's backward reads
@@ -689,7 +696,8 @@ def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.
                             attention_inputs: ArrayLike | None = None, latent_inputs: ArrayLike | None = None,
                             out_proj_inputs: ArrayLike | None = None, etp: ArrayLike | None = None,
                             elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
-                            moe_einsum: ArrayLike = False, proj_inputs: ArrayLike | None = None) -> np.ndarray:
+                            moe_einsum: ArrayLike = False, proj_inputs: ArrayLike | None = None,
+                            linear_inputs: ArrayLike | None = None) -> np.ndarray:
     """Activation bytes of all of the model's layers for one micro-batch at ``recompute``: dense_layers x a dense
     layer + moe_layers x an MoE layer (:func:`activation_bytes_per_layer`), a hybrid pattern each kind's layers x its
     layer (a Mamba layer :func:`mamba_activation_bytes`); a kind the model has none of adds exactly 0 (its bytes are
@@ -702,7 +710,8 @@ def layers_activation_bytes(sh: Shape, recompute: ArrayLike, memo: dict[Any, np.
         micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
         flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
         attention_inputs=attention_inputs, latent_inputs=latent_inputs, out_proj_inputs=out_proj_inputs, etp=etp,
-        elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum, proj_inputs=proj_inputs)
+        elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum, proj_inputs=proj_inputs,
+        linear_inputs=linear_inputs)
     if sh.hybrid is not None:
         return sum((n * _layer_bytes(sh, recompute, k, memo, kw) for k, n in _hybrid_kinds(sh)), np.zeros(()))
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
@@ -729,7 +738,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      latent_inputs: ArrayLike | None = None,
                      out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
                      etp: ArrayLike | None = None, elem_bytes: ArrayLike = 2.0, moe_capacity: ArrayLike = 1.0,
-                     moe_einsum: ArrayLike = False, proj_inputs: ArrayLike | None = None) -> np.ndarray:
+                     moe_einsum: ArrayLike = False, proj_inputs: ArrayLike | None = None,
+                     linear_inputs: ArrayLike | None = None) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
     :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
@@ -798,7 +808,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     stages of one strategy grid: each :func:`activation_bytes_per_layer` is then computed once for all of them.
     ``attention_inputs``, ``latent_inputs``, ``out_proj_inputs``: modules' saved GEMM inputs at their own precision
     (:func:`activation_bytes_per_layer`, :func:`mamba_activation_bytes`; training.module_precision); ``proj_inputs``:
-    linear_proj's (:func:`activation_bytes_per_layer`; training.proj_original_input).
+    linear_proj's (:func:`activation_bytes_per_layer`; training.proj_original_input, strategy fp8_wgrad);
+    ``linear_inputs``: linear_fc2's and the experts' linears' (strategy fp8_wgrad false).
     ``elem_bytes`` e: bytes of an activation element (the job's: 4 in an fp32 / tf32 run, else 2), the size of every
     element-sized term here and in the per-layer functions (the 16-bit terms of the text above are e-byte ones; the
     1-byte dropout masks, the fp32 logits and log-sum-exp and the quantized inputs keep their size).
@@ -806,7 +817,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
               attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp, elem_bytes=elem_bytes,
-              moe_capacity=moe_capacity, moe_einsum=moe_einsum, proj_inputs=proj_inputs)
+              moe_capacity=moe_capacity, moe_einsum=moe_einsum, proj_inputs=proj_inputs,
+              linear_inputs=linear_inputs)
     e = _pos("elem_bytes", elem_bytes)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_moe = sh.moe_layers
@@ -1004,7 +1016,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    elem_bytes: ArrayLike = 2.0, fsdp2: ArrayLike = False,
                    shared: dict[str, Any] | None = None,
                    moe_capacity: ArrayLike = 1.0, moe_einsum: ArrayLike = False,
-                   host_states: ArrayLike = 0, proj_inputs: ArrayLike | None = None) -> MemoryBreakdown:
+                   host_states: ArrayLike = 0, proj_inputs: ArrayLike | None = None,
+                   linear_inputs: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p). ``moe_capacity``, ``moe_einsum``: the routed
     experts' capacity rows and XLA's einsum-dispatch buffers (:func:`activation_bytes_per_layer`).
@@ -1143,7 +1156,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                attention_inputs=attention_inputs, latent_inputs=latent_inputs,
                                out_proj_inputs=out_proj_inputs, inflight=inflight, etp=etp,
                                elem_bytes=elem_bytes, moe_capacity=moe_capacity, moe_einsum=moe_einsum,
-                               proj_inputs=proj_inputs)
+                               proj_inputs=proj_inputs, linear_inputs=linear_inputs)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

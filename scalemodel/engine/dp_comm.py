@@ -1188,16 +1188,26 @@ def module_input_bytes(job: Job) -> dict[str, float]:
 
 
 def proj_input_bytes(job: Job, g: StrategyGrid) -> dict[str, Any]:
-    """The memory model's ``proj_inputs`` (cost.memory.activation_bytes_per_layer): 0 (the 16-bit original, held once
-    with the attention's output) where linear_proj keeps its 16-bit input (:func:`proj_original_input`), the
-    attention block's quantized input bytes elsewhere; nothing where it applies to no strategy.
-    docs/model.md#proj-original-input"""
+    """The memory model's ``proj_inputs`` and ``linear_inputs`` (cost.memory.activation_bytes_per_layer): 0 (the
+    16-bit input) where linear_proj keeps its 16-bit input (:func:`proj_original_input`; for linear_proj it is the
+    tensor the attention keeps as its output, held once) and, under an fp8 delayed-scaling run's strategy
+    ``fp8_wgrad`` false, for linear_proj, linear_fc2 and the experts' linears too: Transformer Engine 1.x's Linear
+    saves ``inputmat_no_fp8`` instead of its FP8 transpose when ``override_linear_precision.wgrad`` is set, and
+    GroupedLinear ``inputmats_no_fp8`` (NVIDIA/TransformerEngine v1.13 = e5edd6cc3d pytorch/module/linear.py
+    L297-306, grouped_linear.py L211-223), while LayerNormLinear (the QKV and dense FC1 linears, the norm fused)
+    saves its FP8 ``ln_out`` and casts it back in the backward (layernorm_linear.py L326-336, L626-632); the
+    layers' quantized input bytes elsewhere; nothing where neither applies to any strategy.
+    docs/model.md#proj-original-input, #fp8-wgrad"""
     on, _ = proj_original_input(job, g)
-    if not np.any(on):
+    wgrad16 = ~np.asarray(g.fp8_wgrad, dtype=bool) & (job.fp8_recipe == "delayed")
+    if not (np.any(on) or np.any(wgrad16)):
         return {}
     own = module_input_bytes(job).get("attention_inputs")
     q_att = memory.quantized_input_bytes(job.fp8_recipe) if own is None else own
-    return {"proj_inputs": np.where(on, 0.0, float(q_att))}
+    out: dict[str, Any] = {"proj_inputs": np.where(on | wgrad16, 0.0, float(q_att))}
+    if np.any(wgrad16):
+        out["linear_inputs"] = np.where(wgrad16, 0.0, float(memory.quantized_input_bytes(job.fp8_recipe)))
+    return out
 
 
 def fp8_param_linear_per_layer(job: Job, tp: Any = 1) -> np.ndarray:

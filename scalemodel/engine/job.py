@@ -65,6 +65,7 @@ from scalemodel.specs.training import (
     learned_positions_fit,
     low_precision_recipe,
     module_precisions,
+    proj_original_input_recipes,
     xla_later_partitioner,
 )
 
@@ -195,9 +196,10 @@ class Job(msgspec.Struct, frozen=True, dict=True):
     # an fp8 run's attention core in FP8 too (training.fp8_attention): its backward in sliding-window layers works
     # through the causal keys of the whole sequence (cost.compute.layer_compute_time)
     fp8_attention: bool = False
-    # Megatron-Core's linear_proj keeps its 16-bit input (training.proj_original_input; priced only where the
-    # attention block's recipe is in cost.compute.PROJ_ORIGINAL_INPUT_RECIPES: docs/model.md#proj-original-input)
-    proj_original_input: bool = False
+    # the recipes under which Megatron-Core's linear_proj keeps its 16-bit input (training.proj_original_input and
+    # megatron_core_release, specs.training.proj_original_input_recipes; priced where the attention block's recipe is
+    # one: docs/model.md#proj-original-input)
+    proj_original_input: tuple[str, ...] = ()
     # that core's time over the BF16 core's, (forward, backward), measured on this accelerator for the run's recipe
     # and head dim, each at s = cost.compute.FP8_ATTENTION_SEQS (cost.compute.fp8_attention_time_ratios; all 1
     # without fp8_attention or a measurement)
@@ -464,7 +466,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
-        proj_original_input=bool(getattr(training, "proj_original_input", False)),
+        proj_original_input=proj_original_input_recipes(training),
         fp8_attention_ratios=(compute.fp8_attention_time_ratios(acc.name, recipe, float(sh.head_dim))
                               if sh is not None and getattr(training, "fp8_attention", False)
                               else compute.NO_FP8_ATTENTION_RATIOS),

@@ -253,6 +253,7 @@ def _layer_pieces(job: Job, g: StrategyGrid, b: np.ndarray) -> dict[str, Any]:
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_original_input(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_proj_original_input(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_shared_original_input(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_router_dtype(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_eager_layer_ops(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
@@ -740,6 +741,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_expert_original_input(job, g, fwd, bwd, rec, moe_share=1.0)
+        fwd, bwd, rec = _with_shared_original_input(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_router_dtype(job, g, fwd, bwd, rec, moe_share=1.0)
     return compute.LayerTime(forward=fwd, backward=bwd, recompute=rec, forward_gemm=block.forward_gemm,
                              forward_memory=block.forward_memory, attention_core=block.attention_core,
@@ -1257,14 +1259,17 @@ def _with_expert_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bw
 
 def proj_original_input(job: Job, g: StrategyGrid) -> tuple[np.ndarray, str]:
     """(where, recipe): the strategies whose attention linear_proj keeps its 16-bit input (training.proj_original_input
-    on Megatron-Core's TE layers, strategy layer_impl megatron_te), and the attention block's recipe (its
-    training.module_precision, else the run's), which must be one of
+    and megatron_core_release on Megatron-Core's TE layers, strategy layer_impl megatron_te), and the attention block's
+    recipe (its training.module_precision, else the run's), which must be one of the job's
+    (:func:`scalemodel.specs.training.proj_original_input_recipes`) and of
     :data:`scalemodel.cost.compute.PROJ_ORIGINAL_INPUT_RECIPES` (Megatron-Core sets the flag for ``config.fp8`` with
-    a recipe other than delayed: attention.py lines 207-218 at NVIDIA/Megatron-LM@0d8e0714cd); nowhere otherwise.
+    a recipe other than delayed and, from core_v0.16.0, for ``config.fp4``: attention.py lines 428-444 at
+    NVIDIA/Megatron-LM@d98e8a64dd); nowhere otherwise.
     docs/model.md#proj-original-input"""
     own = module_recipe(job, "attention_proj")
     recipe = job.fp8_recipe if own is None else own
-    if not (job.proj_original_input and job.is_transformer and recipe in compute.PROJ_ORIGINAL_INPUT_RECIPES):
+    if not (job.is_transformer and recipe in job.proj_original_input
+            and recipe in compute.PROJ_ORIGINAL_INPUT_RECIPES):
         return np.zeros(1, dtype=bool), ""
     return np.asarray(np.asarray(g.layer_impl) == LayerImpl.MEGATRON_TE, dtype=bool), recipe
 
@@ -1288,6 +1293,36 @@ def _with_proj_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_
     f_t = np.where(on, share * _cast_seconds(job, f_b, recipe), 0.0)
     b_t = np.where(on, share * _cast_seconds(job, b_b, recipe), 0.0)
     return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+
+
+def _with_shared_original_input(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
+                                rec_l: np.ndarray, moe_share: float | None = None
+                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the shared experts' linear_fc1 keeping its 16-bit input
+    (Megatron-Core ``set_save_original_input(self.linear_fc1)`` in SharedExpertMLP, under the recipes the job's
+    Megatron-Core release gives linear_proj too, :func:`proj_original_input`; not where selective recompute names
+    shared_experts, which then sets no flag): the forward quantizes the input for the forward GEMM only and the
+    backward quantizes it again (:func:`scalemodel.cost.compute.shared_fc1_original_input_bytes`, priced as the run's
+    other casts); mixed over the layers as the layer times are (``moe_share``, default moe_layers / layers); the
+    forward's repeats where the MoE block is recomputed (full, or selective moe).
+    docs/model.md#shared-fc1-original-input"""
+    sh = job.shape if job.is_transformer else None
+    recipe = job.fp8_recipe
+    if sh is None or sh.moe_layers == 0 or sh.moe_shared_experts <= 0 or recipe not in job.proj_original_input:
+        return fwd_l, bwd_l, rec_l
+    on = ((np.asarray(g.layer_impl) == LayerImpl.MEGATRON_TE)
+          & ~((g.recompute == Recompute.SELECTIVE)
+              & transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).shared_experts))
+    if not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    f_b, b_b = compute.shared_fc1_original_input_bytes(
+        recipe, sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+        transpose_copy=fp8_transpose_copy(job), tp=g.tp, cp=g.cp, sequence_parallel=g.sequence_parallel,
+        gathered=g.moe_shared_expert_overlap, elem_bytes=job.elem_bytes)
+    f_t = np.where(on, share * _cast_seconds(job, f_b), 0.0)
+    b_t = np.where(on, share * _cast_seconds(job, b_b), 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
 
 
 def _with_router_dtype(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,

@@ -227,8 +227,9 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
             cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
         recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
         fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
-        # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
-        shared_input_copy=job.fp8_recipe == "delayed",
+        # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only, and
+        # there not with fp8_wgrad false (TE 1.x's Linear keeps the 16-bit input the router keeps: #fp8-wgrad)
+        shared_input_copy=(job.fp8_recipe == "delayed") & np.asarray(g.fp8_wgrad, dtype=bool),
         reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
         deferred_sync=g.fsdp_defer_grad_sync,  # FSDP2's gradient sync at the last micro-batch (#fsdp-deferred-sync)
         fsdp2=torch_fsdp2(g),  # shards and their gradients at the parameters' dtype (#fsdp2-shard-dtype)
@@ -240,7 +241,7 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
         fp8_linear_per_layer=fp8_param_linear_per_layer(job, g.tp) if job.is_transformer else None,
         **weight_workspace(job, g),  # TE's cached quantized copies of the 16-bit weights
         **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
-        **proj_input_bytes(job, g),  # linear_proj's 16-bit input (training.proj_original_input)
+        **proj_input_bytes(job, g),  # 16-bit saved inputs (training.proj_original_input, strategy fp8_wgrad)
         logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
         per_layer={},  # the stages share their layers' activation bytes (computed once)
         shared={})  # and the terms of their model states no stage argument enters (memory.memory_per_gpu's)

@@ -94,6 +94,24 @@ JAX_LATER_PARTITIONER_FIRST = (0, 4, 29)
 _JAX_TEXT = Before(_release_text, "a JAX release as major.minor.patch text without leading zeros, e.g. '0.4.23'")
 
 
+#: a Megatron-Core release, major.minor or major.minor.patch without leading zeros (training.megatron_core_release)
+MCORE_RELEASE_PATTERN = r"^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2}))?$"
+
+
+def _mcore_release_text(v: object) -> object:
+    """A Megatron-Core release must be text: a bare number is refused, not read (YAML and --set read 0.20 as the
+    float 0.2, which is release 0.2 as well: no reading of a float is safe, so none is taken); text as
+    :func:`_release_text` takes it."""
+    if isinstance(v, float):
+        raise ValueError(f"a bare number is not a release (got {v!r}; 0.20 reads as 0.2): quote it, e.g. '0.20'")
+    return _release_text(v)
+
+
+_MCORE_TEXT = Before(_mcore_release_text, (
+    "a Megatron-Core release as quoted major.minor or major.minor.patch text without leading zeros, e.g. '0.14' or "
+    "'0.16.1' (a bare 0.20 is the number 0.2: refused)"))
+
+
 _RELEASE_NUMBER_AS_TEXT = Before(_release_text, (
     "a cuDNN release as major.minor or major.minor.patch text without leading zeros, e.g. '9.19' or '9.21.1' (quote "
     "it: a bare 9.10 reads as 9.1)"))
@@ -295,12 +313,23 @@ class TrainingSpec(Spec, kw_only=True):
         "(docs/model.md#fp8-attention-rate), the FP8 backward of a sliding-window layer through the causal keys of "
         "the whole sequence (docs/model.md#fp8-attention), and with current scaling (fp8_recipe tensorwise, or fp4) "
         "the Q, K, V and dO casts (docs/model.md#fp8-attention-casts)"))] = False
-    proj_original_input: Annotated[bool, Meta(description=(
-        "with precision fp8 and fp8_recipe tensorwise, mxfp8 or blockwise on Megatron-Core's TE layers: the attention "
-        "output projection (linear_proj) keeps its 16-bit input for the weight gradient instead of an FP8 copy "
-        "(Megatron-Core set_save_original_input, core_v0.14.0 on with Transformer Engine >= 2.6; "
+    megatron_core_release: Annotated[Annotated[str, _MCORE_TEXT, Meta(pattern=MCORE_RELEASE_PATTERN)] | None, Meta(
+        description=(
+            "the Megatron-Core release the run's code matches, major.minor or major.minor.patch (e.g. '0.14'; a "
+            "development commit: the last release whose behaviour it has): sets proj_original_input's default (the "
+            "attention's linear_proj and the shared experts' linear_fc1 keep their 16-bit input), on for fp8 "
+            "tensorwise / mxfp8 / blockwise from 0.14 (whose pyproject requires Transformer Engine >= 2.6) and for "
+            "fp4 from 0.16 (TE >= 2.9). Unset: no release is assumed and proj_original_input defaults off "
+            "(docs/model.md#megatron-core-release)"))] = None
+    proj_original_input: Annotated[bool | None, Meta(description=(
+        "on Megatron-Core's TE layers (strategy layer_impl megatron_te) with precision fp8 and fp8_recipe tensorwise, "
+        "mxfp8 or blockwise, or precision fp4: the attention output projection (linear_proj) keeps its 16-bit input "
+        "for the weight gradient instead of a quantized copy (Megatron-Core set_save_original_input; "
         "docs/model.md#proj-original-input): the backward quantizes that input again, and the activations hold no "
-        "FP8 copy of it. Ignored elsewhere (delayed scaling, fp4, other frameworks)"))] = False
+        "quantized copy of it; the shared experts' linear_fc1 likewise (docs/model.md#shared-fc1-original-input). "
+        "Unset: as megatron_core_release has it (off when that is unset); true: on for the "
+        "recipes of that release (every one above when unset); false: off. Ignored elsewhere (delayed scaling, "
+        "other frameworks)"))] = None
     nvfp4_disable: Annotated[list[Literal["rht", "stochastic_rounding", "2d_quantization"]], Meta(
         description=(
             "with precision fp4: the options of Transformer Engine's NVFP4 recipe the run switches off "
@@ -312,6 +341,13 @@ class TrainingSpec(Spec, kw_only=True):
         ))] = []
 
     def _check(self) -> None:
+        if self.proj_original_input and self.megatron_core_release is not None \
+                and not proj_original_input_recipes(self):
+            raise field_error("proj_original_input", (
+                f"true with megatron_core_release {self.megatron_core_release!r}: that release sets no "
+                "save_original_input on linear_proj (fp8 other than delayed from 0.14, fp4 from 0.16; "
+                "docs/model.md#megatron-core-release)"),
+                "false or unset with that release, or a release from '0.14'", also="megatron_core_release")
         if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r})",
                               _not_fp8(self.precision), also="precision")
@@ -1326,6 +1362,32 @@ def learned_positions_fit(training: Any, workload: Any) -> None:
         raise InputError(f"{seq} is longer than the model's learned position table of {rows} rows (position_"
                          "embeddings): no position past it has an embedding", where="training.seq_len",
                          allowed=f"a seq_len of at most {rows}, or a model with a table of as many rows")
+
+
+#: The first Megatron-Core release whose attention sets ``set_save_original_input(self.linear_proj)`` for each recipe
+#: (training.proj_original_input; docs/model.md#proj-original-input): fp8 other than delayed from core_v0.14.0
+#: (NVIDIA/Megatron-LM 781e765818, cherry-picked as 08814e8f3b; ``config.fp8 and config.fp8_recipe != 'delayed' and
+#: is_te_min_version("2.6.0dev0")``, its pyproject ``transformer-engine[pytorch]>=2.6.0a0``), fp4 from core_v0.16.0
+#: (e8b9df156d, 2025-11-18, "Support NVFP4 MOE with Proper Padding": ``or (self.config.fp4 and
+#: is_te_min_version("2.7.0.dev0"))``, absent from core_v0.15.0; 0.16's pyproject requires TE >= 2.9.0a0).
+#: attention.py lines 428-444 at NVIDIA/Megatron-LM@d98e8a64dd.
+PROJ_ORIGINAL_INPUT_SINCE: dict[str, tuple[int, int]] = {
+    "tensorwise": (0, 14), "mxfp8": (0, 14), "blockwise": (0, 14), "nvfp4": (0, 16)}
+
+
+def proj_original_input_recipes(training: Any) -> tuple[str, ...]:
+    """The recipes under which the attention's linear_proj keeps its 16-bit input (training.proj_original_input,
+    training.megatron_core_release; docs/model.md#proj-original-input): false, none; unset, those the release has
+    (:data:`PROJ_ORIGINAL_INPUT_SINCE`; none without a release); true, those the release has, or every one of them
+    without a release (the current Megatron-Core's)."""
+    flag = getattr(training, "proj_original_input", None)
+    release = getattr(training, "megatron_core_release", None)
+    if flag is False or (flag is None and release is None):
+        return ()
+    if release is None:
+        return tuple(PROJ_ORIGINAL_INPUT_SINCE)
+    key = tuple(int(part) for part in release.split("."))[:2]
+    return tuple(r for r, since in PROJ_ORIGINAL_INPUT_SINCE.items() if key >= since)
 
 
 def xla_later_partitioner(training: Any) -> bool:
