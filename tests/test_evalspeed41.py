@@ -114,3 +114,24 @@ def test_an_evaluation_with_every_cache_warm_equals_one_with_every_cache_cold() 
         assert _bits(cold.step_time) == _bits(warm.step_time)
         for k, v in cold.breakdown.items():
             assert _bits(v) == _bits(warm.breakdown[k]), k
+
+
+def test_collectives_remembered_in_a_calibration_equal_fresh_ones() -> None:
+    """Under nccl.remembering (a calibration's trials) a collective priced again on the interned placement is the
+    remembered result, equal to the bit to the one priced with nothing remembered, and a copy: a caller writing into
+    it changes neither the memo nor another caller's result. Outside the context nothing is kept."""
+    _fresh()
+    S = np.array([4e6, 2e8])
+    p, s = np.array([16.0, 64.0]), np.array([8.0, 2.0])
+    fresh = nccl.priced_collective("allreduce", S, placement._place(p, s, _net()))
+    pl = placement.place(p, s, _net())
+    assert not any(k[0] == "priced" for k in pl.memo if isinstance(k, tuple))
+    with nccl.remembering():
+        first = nccl.priced_collective("allreduce", S, pl)
+        again = nccl.priced_collective("allreduce", S, placement.place(p, s, _net()))
+        assert any(k[0] == "priced" for k in pl.memo if isinstance(k, tuple))
+        again.time[...] = -1.0
+        third = nccl.priced_collective("allreduce", S, pl)
+    assert _bits(first.time) == _bits(fresh.time) == _bits(third.time)
+    assert _bits(first.hierarchical) == _bits(fresh.hierarchical)
+    assert not nccl._REMEMBERING[0]

@@ -34,7 +34,8 @@ See docs/model.md#nccl.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -1364,6 +1365,46 @@ def priced_collective(op: str, S: np.ndarray, pl: Placement, *, algorithm: str =
     (:class:`Priced`). With family "nccl", auto prices NCCL's own algorithm for ``hierarchical`` (in-network
     reduction for an all-reduce, NVLS / PAT for reduce-scatter and all-gather) and not the alpha-beta namesake,
     which it could not pick where those do not apply."""
+    key = None
+    if _REMEMBERING[0] and np.size(S) <= REMEMBER_ELEMENTS and isinstance(gamma, float | int):
+        sa = np.asarray(S)
+        key = ("priced", op, sa.dtype.str, sa.shape, sa.tobytes(), algorithm, float(gamma).hex(), family)
+        hit = pl.memo.get(key)
+        if hit is not None:
+            return Priced(hit.time.copy(), hit.hierarchical if hit.hierarchical is _UNWEIGHED else
+                          hit.hierarchical.copy())
+    out = _priced_collective(op, S, pl, algorithm, gamma, family)
+    if key is not None:
+        pl.memo[key] = Priced(np.array(out.time, dtype=float), out.hierarchical if out.hierarchical is _UNWEIGHED
+                              else np.array(out.hierarchical, dtype=float))
+    return out
+
+
+#: Whether :func:`priced_collective` keeps its results on the placement (:func:`remembering`); a list so the flag is
+#: the module's own, set and restored by the context.
+_REMEMBERING: list[bool] = [False]
+#: Message-size arrays of at most this many elements are remembered under :func:`remembering`.
+REMEMBER_ELEMENTS = 64
+
+
+@contextmanager
+def remembering() -> Iterator[None]:
+    """While held, :func:`priced_collective` keeps each result on its placement (:attr:`Placement.memo`, keyed by
+    the operation, the message sizes' bytes, the algorithm, gamma and family: everything else it reads is the
+    placement's), so a placement made again for an equal group on an equal network (:func:`placement.place` interns
+    them) prices the same collective once: a calibration's trials move one factor at a time and leave most groups as
+    they were (engine.calibrate_runs, evalspeed41). Each result handed out is a copy, so no caller shares an array
+    with another. Not held by default: a collective priced outside it is priced afresh every time."""
+    before = _REMEMBERING[0]
+    _REMEMBERING[0] = True
+    try:
+        yield
+    finally:
+        _REMEMBERING[0] = before
+
+
+def _priced_collective(op: str, S: np.ndarray, pl: Placement, algorithm: str, gamma: float, family: str) -> Priced:
+    """:func:`priced_collective` priced afresh."""
     if algorithm != "auto":
         return Priced(algorithm_time(op, algorithm, S, pl, gamma=gamma), _UNWEIGHED)
     fam = resolve_family(pl.network, family)
