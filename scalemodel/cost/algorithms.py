@@ -702,21 +702,13 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         raise InputError(f"direct does not model {op}", where="algorithm", allowed=allowed(op))
     port0 = np.zeros_like(p)
     nic = np.zeros_like(p)
-    lat = np.zeros_like(p)
-    lat_pairwise = np.zeros_like(p)
-    for i in range(pl.ntiers):
-        peers = pl.c[i] - pl.c_prev(i) if i > 0 else pl.c[0] - 1.0
-        crossed = peers > 0.5
+    tiers, lat, lat_pairwise = _direct_peers(pl)
+    for i, peers, pxn in tiers:
         if i == 0:
             port0 = port0 + peers * m / pl.bw[0]
         else:
             nic = nic + peers * m / pl.bw[i]
-            pxn = topology.pxn_fraction(pl, i)  # rail-optimised: other-rail peers go over NVLink first
             port0 = port0 + pxn * peers * m / pl.bw[0]
-            lat_pairwise = lat_pairwise + pxn * peers * pl.alpha[0]
-            lat = np.where(crossed & (pxn > 0), np.maximum(lat, pl.alpha[i] + pl.alpha[0]), lat)
-        lat = np.where(crossed, np.maximum(lat, pl.alpha[i]), lat)
-        lat_pairwise = lat_pairwise + peers * pl.alpha[i]
     t = np.maximum(port0, nic)
     if op == "alltoall":
         t = t + lat_pairwise
@@ -726,6 +718,33 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         t = t + (p - 1) * m * gamma
     t = _on_torus(op, "direct", S, pl, gamma, t)  # a (sub-)torus group: bisection- or injection-limited
     return np.where(p > 1, t, 0.0)
+
+
+def _direct_peers(pl: Placement) -> tuple[list[tuple[int, np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """The size-independent figures of :func:`direct_time` on a placed group: per tier (its index, the peers in it
+    ``c_i - c_(i-1)`` (``c_0 - 1`` on tier 0), the other-rail share :func:`topology.pxn_fraction` (0 on tier 0)), the
+    one-round latency and the pairwise exchange's, as the loop over the tiers computed them. Computed once per
+    placement (:attr:`Placement.memo`): every message size priced on the group shares them (evalspeed41)."""
+    hit = pl.memo.get("direct_peers")
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    p = pl.p
+    lat = np.zeros_like(p)
+    lat_pairwise = np.zeros_like(p)
+    tiers: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for i in range(pl.ntiers):
+        peers = pl.c[i] - pl.c_prev(i) if i > 0 else pl.c[0] - 1.0
+        crossed = peers > 0.5
+        pxn = np.zeros(())
+        if i > 0:
+            pxn = topology.pxn_fraction(pl, i)  # rail-optimised: other-rail peers go over NVLink first
+            lat_pairwise = lat_pairwise + pxn * peers * pl.alpha[0]
+            lat = np.where(crossed & (pxn > 0), np.maximum(lat, pl.alpha[i] + pl.alpha[0]), lat)
+        lat = np.where(crossed, np.maximum(lat, pl.alpha[i]), lat)
+        lat_pairwise = lat_pairwise + peers * pl.alpha[i]
+        tiers.append((i, peers, pxn))
+    pl.memo["direct_peers"] = out = (tiers, lat, lat_pairwise)
+    return out
 
 
 def hierarchical_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:

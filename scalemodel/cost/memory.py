@@ -147,6 +147,7 @@ cuBLAS/NCCL buffers). Defaults 5 % and 1 GB are assumptions, not measurements.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import msgspec
@@ -349,9 +350,12 @@ class _ModelParams(NamedTuple):
     mtp_own: np.ndarray
 
 
+@lru_cache(maxsize=64)
 def _model_params(sh: Shape) -> _ModelParams:
     """:class:`_ModelParams` of ``sh``: the same expressions :func:`params_per_gpu` evaluated on every call before
-    (speed34), so every value is the one it was to the bit."""
+    (speed34), so every value is the one it was to the bit. Computed once per shape (keyed on its identity: Shape has
+    eq=False, and a frozen shape's arrays are fixed), across evaluations too (evalspeed41: a calibration evaluates
+    the same three shapes ~300 times, each ~7 calls); the :func:`_once` memo keeps its role for the other terms."""
     shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + router_params(sh)
     latent = latent_projection_params(sh)
     body = (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)

@@ -34,7 +34,8 @@ See docs/model.md#nccl.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -368,7 +369,43 @@ def inter_speed(gbs: np.ndarray, speeds: tuple[float, ...]) -> np.ndarray:
     return np.where(np.isnan(gbs) | (at < 0), speeds[-1], asc[np.clip(at, 0, len(asc) - 1)])
 
 
+#: :func:`_inter_graph` of the small groups last priced: {what it reads: (channels, speed)}, read-only arrays.
+_INTER_GRAPHS: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
+#: Groups of at most this many elements are remembered across placements (a key of their bytes is cheap beside the
+#: search); larger grids are priced once per placement (:attr:`Placement.memo`) as a planner's grid is.
+INTER_GRAPH_MEMO_ELEMENTS = 64
+
+
 def _inter_graph(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_inter_graph_of` the placed group, computed once per placement (:attr:`Placement.memo`) and, for a
+    group of at most :data:`INTER_GRAPH_MEMO_ELEMENTS` elements, once per value of everything it reads (the
+    accelerator generation, each tier's span, NICs and protocol, the per-tier line rates, the group's per-tier
+    counts ``c``): a calibration or a sensitivity evaluates the same few groups hundreds of times, each time on a new
+    placement, and the cluster factors it varies leave most of them as they were (evalspeed41). Read-only arrays,
+    shared."""
+    hit = pl.memo.get("inter_graph")
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    key = None
+    if pl.p.size <= INTER_GRAPH_MEMO_ELEMENTS:
+        key = (pl.network.generation, tuple((t.span, t.gpus_per_nic, t.protocol) for t in pl.network.tiers),
+               pl.bandwidth.dtype.str, pl.bandwidth.tobytes(),
+               tuple((c.dtype.str, c.shape, c.tobytes()) for c in pl.c), pl.p.shape)
+        hit = _INTER_GRAPHS.get(key)
+    if hit is None:
+        n, bw = _inter_graph_of(pl)
+        n.setflags(write=False)
+        bw.setflags(write=False)
+        hit = (n, bw)
+        if key is not None:
+            if len(_INTER_GRAPHS) >= 256:
+                _INTER_GRAPHS.clear()
+            _INTER_GRAPHS[key] = hit
+    pl.memo["inter_graph"] = hit
+    return hit
+
+
+def _inter_graph_of(pl: Placement) -> tuple[np.ndarray, np.ndarray]:
     """(channels, per-channel bwIntra GB/s) of NCCL's search graph across nodes for the placed group
     (docs/model.md#nccl-tree-caps).
 
@@ -560,6 +597,24 @@ def nccl_chain_hops(pl: Placement, estimate: bool = False) -> np.ndarray:
     return np.maximum(np.floor(pl.p / pl.domains(0) + 1e-9) - 1.0, 0.0)
 
 
+def _tree_hops(pl: Placement, estimate: bool) -> np.ndarray:
+    """The hop latency of :func:`nccl_tree_allreduce_time` one way, ``(ppn - 1) alpha_0 + sum_(i>=1) d_i alpha_i``,
+    computed once per placement (on its links: ``pl`` is the Tree-row copy, :func:`protocol_links`) and ``estimate``
+    (:attr:`Placement.memo`; read-only, shared; evalspeed41)."""
+    key = ("tree_hops", estimate)
+    hit = pl.memo.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    hops = nccl_chain_hops(pl, estimate) * pl.alpha[0]
+    for i in range(1, pl.ntiers):
+        # NCCL's log2i(nNodes) on whole nodes: 28 ranks on nodes of 8 are nNodes 4, two levels, not floor(lg 3.5) = 1
+        hops = hops + algorithms.tree_depth(pl, i, pl.c[0]) * pl.alpha[i]
+    hops = np.asarray(hops)
+    hops.setflags(write=False)
+    pl.memo[key] = hops
+    return hops
+
+
 def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: np.ndarray,
                              channels: np.ndarray, gamma: float = 0.0,
                              caps: tuple[np.ndarray, np.ndarray] | None = None, *,
@@ -584,11 +639,7 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     :func:`tree_channel_caps` where already priced (they read the group and its line rates, which every protocol's
     links share: :func:`algorithm_time` prices them once for the three).
     """
-    hops = nccl_chain_hops(pl, estimate) * pl.alpha[0]
-    for i in range(1, pl.ntiers):
-        # NCCL's log2i(nNodes) on whole nodes: 28 ranks on nodes of 8 are nNodes 4, two levels, not floor(lg 3.5) = 1
-        hops = hops + algorithms.tree_depth(pl, i, pl.c[0]) * pl.alpha[i]
-    lat = NCCL_BASE_LATENCY["tree"][_PI[proto]] + 2.0 * hops
+    lat = NCCL_BASE_LATENCY["tree"][_PI[proto]] + 2.0 * _tree_hops(pl, estimate)
     nodes = pl.domains(0)
     cap_tree, cap_ll128 = tree_channel_caps(pl) if caps is None else caps
     bus = np.minimum(TREE_AR_BW * bus_bw, cap_tree)  # busBw = min(busBw * .92, nChannels * perChMaxTreeBw)
@@ -1127,7 +1178,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
                          allowed=allowed(op))
     if not runs_nccl(pl.network):  # XLA on TPU ICI / DCN: the bare alpha-beta form, no NCCL protocol layer
         t = algorithms.algorithm_time(op, algorithm, S, pl, gamma)
-        return np.where(np.broadcast_to(pl.p, t.shape) > 1, t, 0.0)
+        return np.where(_as_shape(pl.p, t.shape) > 1, t, 0.0)
     protos = tuple(protocols) if protocols is not None else protocols_for(pl.network)
     inr = np.zeros(pl.p.shape, dtype=bool)
     # NCCL's own algorithm standing for this name where it applies (inr: where)
@@ -1171,7 +1222,13 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
         own = special(op, S, pl, gamma) if special is not None else nccl_inr_allreduce_time(S, pl, gamma)
         best = np.where(inr, own, best)
     best = topology.floored(op, S, pl, best)  # a torus group: a node's bytes over its dimensions' links
-    return np.where(np.broadcast_to(pl.p, best.shape) > 1, best, 0.0)
+    return np.where(_as_shape(pl.p, best.shape) > 1, best, 0.0)
+
+
+def _as_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(x, shape)``, or ``x`` itself where it already has that shape (the common case of a grid's
+    columns; the same elements either way, without the view's cost: evalspeed41)."""
+    return x if isinstance(x, np.ndarray) and x.shape == shape else np.broadcast_to(x, shape)
 
 
 def resolve_family(network: Network, family: str = "auto") -> str:
@@ -1308,6 +1365,46 @@ def priced_collective(op: str, S: np.ndarray, pl: Placement, *, algorithm: str =
     (:class:`Priced`). With family "nccl", auto prices NCCL's own algorithm for ``hierarchical`` (in-network
     reduction for an all-reduce, NVLS / PAT for reduce-scatter and all-gather) and not the alpha-beta namesake,
     which it could not pick where those do not apply."""
+    key = None
+    if _REMEMBERING[0] and np.size(S) <= REMEMBER_ELEMENTS and isinstance(gamma, float | int):
+        sa = np.asarray(S)
+        key = ("priced", op, sa.dtype.str, sa.shape, sa.tobytes(), algorithm, float(gamma).hex(), family)
+        hit = pl.memo.get(key)
+        if hit is not None:
+            return Priced(hit.time.copy(), hit.hierarchical if hit.hierarchical is _UNWEIGHED else
+                          hit.hierarchical.copy())
+    out = _priced_collective(op, S, pl, algorithm, gamma, family)
+    if key is not None:
+        pl.memo[key] = Priced(np.array(out.time, dtype=float), out.hierarchical if out.hierarchical is _UNWEIGHED
+                              else np.array(out.hierarchical, dtype=float))
+    return out
+
+
+#: Whether :func:`priced_collective` keeps its results on the placement (:func:`remembering`); a list so the flag is
+#: the module's own, set and restored by the context.
+_REMEMBERING: list[bool] = [False]
+#: Message-size arrays of at most this many elements are remembered under :func:`remembering`.
+REMEMBER_ELEMENTS = 64
+
+
+@contextmanager
+def remembering() -> Iterator[None]:
+    """While held, :func:`priced_collective` keeps each result on its placement (:attr:`Placement.memo`, keyed by
+    the operation, the message sizes' bytes, the algorithm, gamma and family: everything else it reads is the
+    placement's), so a placement made again for an equal group on an equal network (:func:`placement.place` interns
+    them) prices the same collective once: a calibration's trials move one factor at a time and leave most groups as
+    they were (engine.calibrate_runs, evalspeed41). Each result handed out is a copy, so no caller shares an array
+    with another. Not held by default: a collective priced outside it is priced afresh every time."""
+    before = _REMEMBERING[0]
+    _REMEMBERING[0] = True
+    try:
+        yield
+    finally:
+        _REMEMBERING[0] = before
+
+
+def _priced_collective(op: str, S: np.ndarray, pl: Placement, algorithm: str, gamma: float, family: str) -> Priced:
+    """:func:`priced_collective` priced afresh."""
     if algorithm != "auto":
         return Priced(algorithm_time(op, algorithm, S, pl, gamma=gamma), _UNWEIGHED)
     fam = resolve_family(pl.network, family)
@@ -1317,8 +1414,8 @@ def priced_collective(op: str, S: np.ndarray, pl: Placement, *, algorithm: str =
     for a in APPLICABLE[op]:
         if fam == "nccl" and a not in NCCL_FAMILY[op]:
             continue
-        elig = np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape)
-        if not np.any(elig):
+        elig = _as_shape(auto_eligible(op, a, pl, fam, S, gamma), shape)
+        if not elig.any():
             continue
         if fam == "nccl" and a == "hierarchical" and op == "allreduce":  # eligible where in-network reduction is
             t = nccl_inr_allreduce_time(S, pl, gamma)

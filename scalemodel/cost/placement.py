@@ -304,13 +304,45 @@ def _check_links(network: Network, alpha: np.ndarray, bandwidth: np.ndarray) -> 
                          "report, with the command that gave it)")
 
 
+#: The small placements last made: {(network, p's shape and bytes, stride's): placement} (:func:`place`).
+_PLACED: dict[tuple[object, ...], Placement] = {}
+#: Placements of at most this many elements are remembered by value (:func:`place`); a planner's grid is placed anew.
+PLACE_MEMO_ELEMENTS = 64
+
+
 def place(ranks: object, stride: object, network: Network) -> Placement:
-    """Place ``ranks`` GPUs spaced ``stride`` apart on ``network``'s tiers (module docstring). Broadcasts."""
+    """Place ``ranks`` GPUs spaced ``stride`` apart on ``network``'s tiers (module docstring). Broadcasts.
+
+    A group of at most :data:`PLACE_MEMO_ELEMENTS` elements placed again on an equal network (the frozen dataclass's
+    value, tier by tier) with the same ranks and stride (bit for bit) is the placement made before, with the figures
+    its :attr:`Placement.memo` and cached properties keep (the ring's hops, the protocol copies, the bottlenecks):
+    every one of them reads the placement's fields alone, so they are the values a new placement would compute. A
+    calibration, a sensitivity or a check evaluates the same few groups hundreds of times, each on a job rebuilt
+    with other factors that leave most tiers as they were (evalspeed41)."""
     p = checked_array(ranks, "ranks", minimum=1.0)
     s = checked_array(stride, "stride", minimum=1.0)
     if np.any(p != np.floor(p)):
         raise InputError("ranks must be whole numbers", where="ranks", allowed="integers >= 1")
     _check_tiers(network)
+    key: tuple[object, ...] | None = None
+    if p.size <= PLACE_MEMO_ELEMENTS and s.size <= PLACE_MEMO_ELEMENTS:
+        key = (network, p.dtype.str, p.shape, p.tobytes(), s.dtype.str, s.shape, s.tobytes())
+        try:
+            hit = _PLACED.get(key)
+        except TypeError:  # a network with an unhashable field (a hand-built one): placed each time
+            hit, key = None, None
+        if hit is not None:
+            return hit
+    out = _place(p, s, network)
+    if key is not None:
+        if len(_PLACED) >= 256:
+            _PLACED.clear()
+        _PLACED[key] = out
+    return out
+
+
+def _place(p: np.ndarray, s: np.ndarray, network: Network) -> Placement:
+    """:func:`place` of checked ranks ``p`` and stride ``s``."""
     tiers = network.tiers
     cs: list[np.ndarray] = []
     prev = np.ones(np.broadcast(p, s).shape)

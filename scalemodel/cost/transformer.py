@@ -58,6 +58,7 @@ The s^2 term counts the full (not causal-halved) score matrix, as Megatron and P
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import msgspec
@@ -325,7 +326,10 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     @property
     def moe_layers(self) -> np.ndarray:
         """Number of layers whose MLP is an MoE block: every ``moe_every``-th after the dense prefix (a hybrid
-        pattern's ``E`` layers)."""
+        pattern's ``E`` layers). Computed once per shape (:func:`_moe_layers`; read-only, shared)."""
+        return _moe_layers(self)
+
+    def _moe_layers(self) -> np.ndarray:
         if self.hybrid is not None:
             return np.where(self.moe_experts > 0, float(self.hybrid.moe), 0.0)
         if self.rank_kinds:  # one pipeline rank's own layers, at their share of the model's layers
@@ -547,13 +551,22 @@ def attention_matrices(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray, boo
         kv_down h x (r_kv + d_rope), kv_up r_kv x a (d_nope + d_v)       o  a d_v x h
     The down-projections are replicated across tensor-parallel ranks (Megatron-LM's MLA), the rest
     split.
+
+    Computed once per shape (:func:`_attention_matrices`, keyed on the shape's identity as the frozen shape's
+    arrays are fixed): a fresh list of shared, read-only arrays each call (evalspeed41: ~40 calls an evaluation).
     """
+    return list(_attention_matrices(sh))
+
+
+@lru_cache(maxsize=64)
+def _attention_matrices(sh: Shape) -> tuple[tuple[str, np.ndarray, np.ndarray, bool], ...]:
+    """:func:`attention_matrices`' matrices of ``sh`` (its identity: Shape has eq=False)."""
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     mla = sh.mla
     zero = np.zeros_like(h)
     nope = d - sh.qk_rope_head_dim
     has_q_lora = sh.q_lora_rank > 0
-    return [
+    return tuple((name, _read_only(n_in), _read_only(n_out), split) for name, n_in, n_out, split in [
         # ordinary attention: one fused QKV matrix
         ("qkv", np.where(mla, zero, h), np.where(mla, zero, a * d + 2 * g * d), True),
         # MLA
@@ -562,7 +575,24 @@ def attention_matrices(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray, boo
         ("kv_down", np.where(mla, h, zero), np.where(mla, sh.kv_lora_rank + sh.qk_rope_head_dim, zero), False),
         ("kv_up", np.where(mla, sh.kv_lora_rank, zero), np.where(mla, a * (nope + dv), zero), True),
         ("o", a * dv, h, True),
-    ]
+    ])
+
+
+@lru_cache(maxsize=64)
+def _moe_layers(sh: Shape) -> np.ndarray:
+    """:attr:`Shape.moe_layers` of ``sh`` (its identity), computed once and read-only: ~50 reads an evaluation."""
+    return _read_only(Shape._moe_layers(sh))  # type: ignore[no-any-return]
+
+
+def _read_only(x: Any) -> Any:
+    """``x`` (an array a cache shares between callers) as a read-only view, so a caller's in-place write fails
+    loudly instead of changing another's value (the base, a shape's own field for some, stays as it was); a numpy
+    scalar as it is (immutable)."""
+    if not isinstance(x, np.ndarray):
+        return x
+    v = x.view()
+    v.flags.writeable = False
+    return v
 
 
 def attention_params(sh: Shape) -> np.ndarray:

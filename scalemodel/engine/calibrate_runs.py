@@ -51,6 +51,7 @@ import yaml
 
 from scalemodel.choices import CompressionKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import compute as compute_cost
+from scalemodel.cost.nccl import remembering
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine.calibrate import fit_intervals
 from scalemodel.engine.intervals import family_of
@@ -263,7 +264,8 @@ class _Pricer:
             modelled = self.memo.get((b, key))
             if modelled is None:
                 trial = scaled_job(job, c, bw, mults.get("compute:fp8"), overlap=overlap)
-                modelled = self.memo[(b, key)] = _modelled_of(evaluate(trial, grid, sync=sync))
+                with remembering():  # a trial's unmoved groups price their collectives as the last trial did
+                    modelled = self.memo[(b, key)] = _modelled_of(evaluate(trial, grid, sync=sync))
             steps[members] = modelled + overhead
         return steps
 
