@@ -155,6 +155,16 @@ PARETO_POOL = 50
 #: The most distinct sync modes one search takes (--sync-modes): every hier:G is priced apart (its own in-group
 #: traffic), ~15 ms each on a 64-GPU search; 3,000 of them (hier:1,...,hier:2999) ran past any CLI timeout.
 MAX_SYNC_MODES = 64
+#: The largest search space one search takes by default (plan's --max-candidates): outer candidates x data-parallel
+#: communication choices, as counted before pass 1a (:func:`search`'s ``total`` x ``n_choice``; the ``covered`` it
+#: reports after is this less the outer candidates no sync mode or layout admits). The CPU a search takes is set by
+#: the candidates the bounds leave to evaluate, not by the space, but at this size it is 0.5-3 ns a candidate
+#: (fuzz41, one core of the shared machine, search + start: gpt3-175b on 4096 dgx-a100 --allow all 17.7e9 in 13 s,
+#: on 1024 10.5e9 in 13 s, mixtral-8x7b on 64 dgx-h100 --allow all 17.8e9 in 47 s, on 4096 162e9 in 88 s); plan (a)
+#: (89.0e6 covered) takes 1.0 s (benchmarks/bench.py --throughput, 105,388 evaluated a second of search). 1e10 takes a
+#: mainstream space (72 communication choices) up to 139e6 outer candidates and every documented example; an --allow
+#: of the custom communication choices on a large model passes it (fuzz40: mixtral -n 64 --allow all ran 51 s unsaid).
+MAX_CANDIDATES = 10_000_000_000
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
@@ -1341,7 +1351,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
            constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
            progress: Callable[[int, int], None] | None = None, kappa: float | None = None,
            inputs: dict[str, Any] | None = None, allow: Sequence[str] = (),
-           fixed: dict[str, Any] | None = None, written: Mapping[str, str] | None = None) -> PlanResult:
+           fixed: dict[str, Any] | None = None, written: Mapping[str, str] | None = None,
+           max_candidates: float = MAX_CANDIDATES) -> PlanResult:
     """Search every strategy for ``job`` on ``gpus`` GPUs at ``global_batch`` sequences per step.
 
     ``constraints``: {key: value | (op, value) | [(op, value), ...]} over CONSTRAINT_KEYS (see
@@ -1349,6 +1360,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     ``fixed``: strategy fields every candidate takes (flash_attention, dispatch_overhead,
     first/last_stage_layers); ``written``: where a fixed field was written when not ``--set strategy.X`` (a
     ``--strategy`` file's flag), for its refusal. ``progress(done, total)`` is called after each outer batch.
+    ``max_candidates``: a space larger (outer candidates x communication choices, counted before any is priced) is
+    refused (:data:`MAX_CANDIDATES`, :func:`check_space`; ``math.inf``: no limit).
     Returns the top ``top`` distinct plans by ``objective`` with exact counts of the whole space (module docstring).
     """
     t0 = time.perf_counter()
@@ -1458,6 +1471,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         no_split = _no_sync_split(modes, gpus, job.max_gpus - gpus)
     fam_all = _family_code(all_cfg).astype(np.int8)  # 5 bits (n_fam below): int8 on every configuration
     total = sum(int(m.sum()) for m in mode_mask) * inner
+    check_space(total, n_choice, max_candidates, allow, len(modes), global_batch)
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
@@ -1889,6 +1903,29 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def check_space(outer: int, n_choice: int, limit: float, allow: Sequence[str], n_modes: int, batch: int) -> None:
+    """Refuse a search space of more than ``limit`` candidates (``outer`` x ``n_choice``, as :func:`search` counts
+    them before pass 1a) before any is priced, naming its size, its two factors, what narrows each and the option
+    that raises the limit (fuzz41: plan -m mixtral-8x7b -n 64 --allow all searched 14.2e9 candidates for 51 s of CPU
+    with no word before it finished)."""
+    space = outer * n_choice
+    if space <= limit:
+        return
+    wide = [a for a in ("all", "custom-collectives", "compression", "parameter-server", "dynamic-assignment",
+                        "micro-batches", "expert-tp", "cp-exchanges", "moe-dispatch", "offload") if a in allow]
+    modes = f" over {n_modes} sync modes" if n_modes > 1 else ""
+    raise InputError(
+        f"the search space is {space:,} candidates at global batch {batch:,} ({outer:,} outer candidates{modes} x "
+        f"{n_choice:,} data-parallel communication choices), more than the limit of {limit:,.0f}",
+        where="--max-candidates",
+        allowed=(f"fewer --allow searches (given: {', '.join(wide)}; custom-collectives, compression, "
+                 "parameter-server and dynamic-assignment multiply the communication choices, micro-batches, "
+                 "expert-tp, cp-exchanges, moe-dispatch and offload the outer candidates), " if wide else "")
+        + "--constraint tp=, pp=, cp=, ep=, zero=, micro_batch=, recompute= or schedule= (or --set strategy.X) to "
+          f"pin an axis{', fewer --sync-modes' if n_modes > 1 else ''}; or plan --max-candidates {space} (or inf) to "
+          "search it all (a space of 1e9 and more takes 0.5-3 ns of CPU a candidate: docs/model.md#plan-space)")
 
 
 def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
@@ -2409,7 +2446,8 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
          constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
          straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
          echo: dict[str, Any] | None = None, allow: Sequence[str] = (), strategy: Any = None,
-         pinned: Sequence[str] = (), pareto: bool = False, written: Mapping[str, str] | None = None) -> PlanResult:
+         pinned: Sequence[str] = (), pareto: bool = False, written: Mapping[str, str] | None = None,
+         max_candidates: float = MAX_CANDIDATES) -> PlanResult:
     """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
 
     The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
@@ -2419,6 +2457,8 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     ``--strategy`` file's field); ``allow`` opens non-mainstream choices (:data:`ALLOW`). ``pareto`` adds the front of
     step throughput vs time to target vs cost (:func:`pareto_front`) over the best plans of the
     throughput and the time-to-train searches (50 each; the front of those plans, not of the whole space).
+    ``max_candidates`` bounds each search's space (:func:`check_space`; time to train over the batch searches seven
+    batches, each bounded apart, and ``pareto`` two more searches at the batch).
     """
     t0 = time.perf_counter()
     batch = int(training.global_batch or gpus)
@@ -2474,11 +2514,13 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     inputs.update(echo or {})
     if objective == "time-to-train" and job.critical_batch > 0 and not training.global_batch:
         result = _search_batches(job, gpus, batch, top=top, constraints=cons, sync_modes=modes, progress=progress,
-                                 inputs=inputs, allow=allow, fixed=fixed, written=written)
+                                 inputs=inputs, allow=allow, fixed=fixed, written=written,
+                                 max_candidates=max_candidates)
         result.inputs["global_batch"] = result.search["global_batches"]  # searched, not fixed
     else:
         result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
-                        progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written)
+                        progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written,
+                        max_candidates=max_candidates)
     _warn_unused_a2a_size(cons, result.ranked)
     if not result.ranked and result.infeasible_by_reason.get(Infeasible.OUT_OF_MEMORY.key):
         # the model states alone, sharded over every GPU (ZeRO-3), at the job's bytes per parameter: a floor on the
@@ -2497,7 +2539,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):
             pool += search(job, gpus, batch, objective=obj, top=PARETO_POOL, constraints=cons, sync_modes=modes,
-                           inputs=inputs, allow=allow, fixed=fixed).ranked
+                           inputs=inputs, allow=allow, fixed=fixed, max_candidates=max_candidates).ranked
         result.pareto = pareto_front(pool)
         result.elapsed_s = time.perf_counter() - t0
     return result
