@@ -2398,11 +2398,16 @@ def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> 
     below it read above 100 %). ``search`` names B_ref and the budget restated at it, train_tokens (B_ref + B_noise)
     / (B_default + B_noise) tokens, so a row's time to train is that / (tokens/s x sync eff. x batch eff.)."""
     bn = job.critical_batch
-    runs: list[tuple[int, PlanResult]] = []
+    batches: list[int] = []
     for f in GLOBAL_BATCH_FACTORS:
         b = int(round(batch * f))
-        if b >= 1 and all(b != r[0] for r in runs):
-            runs.append((b, search(job, gpus, b, objective="time-to-train", top=top, **kw)))
+        if b >= 1 and b not in batches:
+            batches.append(b)
+    # searched largest first (fuzz41): its space is most often the largest (more micro-batches), so a space over
+    # ``max_candidates`` is refused before the smaller batches have been searched, not after six of them; each search
+    # is independent of the others, so the runs (in batch order below) and the ranking are the same
+    found = {b: search(job, gpus, b, objective="time-to-train", top=top, **kw) for b in sorted(batches, reverse=True)}
+    runs = [(b, found[b]) for b in batches]
     rows = sorted(((v * (b + bn), k, i) for k, (b, r) in enumerate(runs) for i, v in enumerate(r.objective_values)))
     rows = rows[:top]
     base = min(runs, key=lambda br: min(br[1].objective_values, default=math.inf) * (br[0] + bn))[1]
