@@ -7,6 +7,13 @@ naming the option / file / field, what was wrong and what is allowed, nothing on
    outer candidates x data-parallel communication choices); one over ``--max-candidates`` (planner.MAX_CANDIDATES,
    1e10; inf: no limit) is refused there with its size, both factors, the --allow searches given, the axes to pin
    and the option that raises the limit (planner.check_space; docs/model.md#plan-space).
+2. Four Megatron-LM flags were warned "not used" without why (NVIDIA/Megatron-LM@d98e8a64dd; specs.megatron_args):
+   --moe-expert-capacity-factor C with --moe-pad-expert-input-to-capacity is now read as training.moe_pad_to_capacity
+   at moe_rank_imbalance C (the drop-and-pad dispatch the model prices); either alone, a factor under 1 and a negative
+   one say why they are not priced, and the forms Megatron-Core refuses are refused. --delay-wgrad-compute is read
+   with --overlap-moe-expert-parallel-comm (strategy moe_a2a_overlap prices the pair) and refused alone (Megatron-Core
+   asserts the overlap beside it). --num-distributed-optimizer-instances N > 1 says it is priced as sync hier:G:1 at
+   zero 1 with G = dp / N, a sync the launch cannot give (dp is the command's); 0 is refused, 1 is the default.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from test_hostile_inputs import no_hang, refused  # noqa: F401 (no_hang: autouse
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job
 from scalemodel.errors import InputError
-from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+from scalemodel.specs import TrainingSpec, load_cluster, load_workload, notices
+from scalemodel.specs.frameworks import read_strategy_file
 
 MIXTRAL_ALL = ["plan", "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64", "--allow", "all"]
 
@@ -85,3 +93,99 @@ def test_each_batch_of_a_time_to_train_search_is_held_to_the_limit(cli) -> None:
                    "--train-tokens", "1e9", "--max-candidates", str(space - 1))
     assert time.process_time() - c0 < 0.5 * 7  # refused at the first search, not after six
     assert f"the search space is {space:,} candidates at global batch 64" in line, line
+
+
+# --- 2. the Megatron-LM flags ---------------------------------------------------------------------------------------
+MOE = ["-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "64"]
+#: tp 2 with sequence parallelism (Megatron-Core refuses MoE at tp > 1 without it), ep 8, the alltoall dispatcher
+LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 --bf16 "
+          "--expert-model-parallel-size 8 ")
+ALLTOALL = "--moe-token-dispatcher-type alltoall "
+
+
+def _read(tmp_path, flags: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(LAUNCH + flags + "\n")
+    with notices.collecting():
+        return read_strategy_file(f)
+
+
+def _refused(tmp_path, flags: str, where: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match=match) as exc:
+        _read(tmp_path, flags)
+    assert exc.value.where.endswith(f"run.sh: {where}"), exc.value.where
+
+
+def _step(cli, *args: str) -> tuple[float, list[str]]:  # type: ignore[no-untyped-def]
+    r = cli("predict", *MOE, *args, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    return doc["step_time_s"], doc["warnings"]
+
+
+def test_capacity_factor_with_padding_is_priced_as_drop_and_pad(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The launch's drop-and-pad prices what the two training fields price by hand, and differs from dropless."""
+    f = tmp_path / "pad.sh"
+    f.write_text(LAUNCH + ALLTOALL + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity\n")
+    plain = tmp_path / "plain.sh"
+    plain.write_text(LAUNCH + ALLTOALL + "\n")
+    read, warned = _step(cli, "--strategy", str(f))
+    by_hand, _ = _step(cli, "--strategy", str(plain), "--set", "training.moe_pad_to_capacity=true", "--set",
+                       "training.moe_rank_imbalance=1.25")
+    dropless, _ = _step(cli, "--strategy", str(plain))
+    assert read == by_hand and read != dropless
+    assert not any("capacity" in w for w in warned), warned
+
+
+def test_capacity_flags_not_priced_say_why(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for flags, said in (("--moe-expert-capacity-factor 1.25", "without --moe-pad-expert-input-to-capacity (tokens "
+                                                               "past the capacity are dropped"),
+                        ("--moe-expert-capacity-factor 0.5 --moe-pad-expert-input-to-capacity", "0.5 (a capacity "
+                                                                                               "under"),
+                        ("--moe-expert-capacity-factor -1", "negative: Megatron-Core reads it as no capacity factor"),
+                        ("--moe-pad-expert-input-to-capacity", "without --moe-expert-capacity-factor (Megatron-Core "
+                                                               "pads only to a capacity"),
+                        ("--moe-expert-capacity-factor $CF", "not a number: a shell variable")):
+        sf = _read(tmp_path, flags)
+        assert any(said in u for u in sf.unused), (flags, sf.unused)
+        assert "moe_pad_to_capacity" not in sf.training and "moe_rank_imbalance" not in sf.training
+
+
+@pytest.mark.parametrize(("flags", "where", "match"), [
+    (ALLTOALL + "--moe-pad-expert-input-to-capacity", "--moe-pad-expert-input-to-capacity", "alltoall dispatcher "
+                                                                                             "asserts one"),
+    ("--moe-token-dispatcher-type flex --moe-expert-capacity-factor 1 --moe-pad-expert-input-to-capacity",
+     "--moe-pad-expert-input-to-capacity", "deepep backend"),
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend ncclep --moe-expert-capacity-factor 1",
+     "--moe-expert-capacity-factor", "ncclep"),
+    ("--moe-expert-capacity-factor nan", "--moe-expert-capacity-factor", "finite"),
+    ("--moe-expert-capacity-factor inf --moe-pad-expert-input-to-capacity", "--moe-expert-capacity-factor", "finite"),
+    ("--moe-expert-capacity-factor one", "--moe-expert-capacity-factor", "finite"),
+    ("--moe-expert-capacity-factor --moe-pad-expert-input-to-capacity", "--moe-expert-capacity-factor", "no value"),
+    ("--moe-pad-expert-input-to-capacity=true", "--moe-pad-expert-input-to-capacity", "takes no value"),
+    ("--delay-wgrad-compute", "--delay-wgrad-compute", "overlap_moe_expert_parallel_comm must be enabled"),
+    ("--delay-wgrad-compute --no-delay-wgrad-compute", "--delay-wgrad-compute and --no-delay-wgrad-compute",
+     "contradict"),
+    ("--num-distributed-optimizer-instances 0", "--num-distributed-optimizer-instances", "at least 1 instance"),
+    ("--num-distributed-optimizer-instances 2.5", "--num-distributed-optimizer-instances", "expected a count"),
+])
+def test_what_megatron_refuses_is_refused(tmp_path, flags: str, where: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    _refused(tmp_path, flags, where, match)
+
+
+def test_delay_wgrad_compute_is_read_with_the_overlap(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Beside --overlap-moe-expert-parallel-comm the switch is what strategy moe_a2a_overlap prices: the same step,
+    nothing said of it."""
+    both, only = tmp_path / "both.sh", tmp_path / "only.sh"
+    both.write_text(LAUNCH + ALLTOALL + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute\n")
+    only.write_text(LAUNCH + ALLTOALL + "--overlap-moe-expert-parallel-comm\n")
+    (t_both, warned), (t_only, _) = _step(cli, "--strategy", str(both)), _step(cli, "--strategy", str(only))
+    assert t_both == t_only and not any("delay-wgrad" in w for w in warned), warned
+
+
+def test_optimizer_instances_say_the_sync_to_give(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sf = _read(tmp_path, "--use-distributed-optimizer --num-distributed-optimizer-instances 4")
+    assert any("sync hier:G:1 at zero 1 with G = dp / 4" in u for u in sf.unused), sf.unused
+    assert "sync" not in sf.strategy
+    one = _read(tmp_path, "--use-distributed-optimizer --num-distributed-optimizer-instances 1")
+    assert not any("instances" in u for u in one.unused), one.unused
