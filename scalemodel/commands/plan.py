@@ -413,11 +413,12 @@ COMMAND = Command("plan", plan, (
     opt("--max-candidates", type=number, default=MAX_CANDIDATES,
          help=f"Refuse a search space larger than this (default {MAX_CANDIDATES:.0e}; inf: no limit), counted before "
               "any candidate is priced: outer candidates (parallel layout, micro-batch, schedule, ZeRO, recompute, SP, "
-              "sync mode) x data-parallel communication choices. A space this large costs about 0.5-3 ns of CPU a "
-              "candidate (5-30 s at the default; benchmarks/bench.py --throughput: GPT-3 175B on 4096 dgx-a100, "
-              "89e6 candidates, 1.0 s); time-to-train without --global-batch searches 7 batches and --pareto 2 more "
-              "searches, each within the limit. The default search stays under 1e9 on most models; --allow all "
-              "multiplies the communication choices 15x."),
+              "sync mode) x data-parallel communication choices. Measured, a search costs 11-35 ns of CPU a "
+              "candidate with the 72 mainstream communication choices and 0.5-5 ns with --allow's ~1,100 (the "
+              "slowest measured search the default takes ran 18 s; GPT-3 175B on 4096 dgx-a100, 98e6 candidates, "
+              "1.0 s: benchmarks/bench.py --throughput); time-to-train without --global-batch searches 7 batches "
+              "and --pareto 2 more searches, each within the limit. --allow all multiplies the communication "
+              "choices about 15x."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE.but(

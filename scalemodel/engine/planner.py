@@ -158,13 +158,17 @@ MAX_SYNC_MODES = 64
 #: The largest search space one search takes by default (plan's --max-candidates): outer candidates x data-parallel
 #: communication choices, as counted before pass 1a (:func:`search`'s ``total`` x ``n_choice``; the ``covered`` it
 #: reports after is this less the outer candidates no sync mode or layout admits). The CPU a search takes is set by
-#: the candidates the bounds leave to evaluate, not by the space, but at this size it is 0.5-3 ns a candidate
-#: (fuzz41, one core of the shared machine, search + start: gpt3-175b on 4096 dgx-a100 --allow all 17.7e9 in 13 s,
-#: on 1024 10.5e9 in 13 s, mixtral-8x7b on 64 dgx-h100 --allow all 17.8e9 in 47 s, on 4096 162e9 in 88 s); plan (a)
-#: (89.0e6 covered) takes 1.0 s (benchmarks/bench.py --throughput, 105,388 evaluated a second of search). 1e10 takes a
-#: mainstream space (72 communication choices) up to 139e6 outer candidates and every documented example; an --allow
-#: of the custom communication choices on a large model passes it (fuzz40: mixtral -n 64 --allow all ran 51 s unsaid).
-MAX_CANDIDATES = 10_000_000_000
+#: the candidates the bounds leave to evaluate, not by the space; measured (fuzz41, one core of the shared machine,
+#: process start included, docs/model.md#plan-space): 11-35 ns a candidate with the 72 mainstream communication
+#: choices (deepseek-v3 on 4096 dgx-h100 --allow expert-tp, 0.71e9, 18 s; on 1024 with micro-batches 0.35e9, 9 s),
+#: 0.5-5 ns with --allow's 1,064-1,112 (mixtral-8x7b on 64 dgx-h100 --allow all 17.8e9, 47 s; at tp 2 5.0e9, 24 s;
+#: gpt3-175b on 4096 dgx-a100 17.7e9, 13 s); plan (a) (97.6e6) 1.0 s (benchmarks/bench.py --throughput, 105,388
+#: evaluated a second of search). 2e9 takes every example and test (the largest, tests/test_speed37.py's mixtral-8x7b
+#: on 256 GPUs with the custom communication choices, 1.35e9), bench.py's plans (issue 15's (b), 0.66e9) and every
+#: mainstream search up to 27.8e6 outer candidates; the slowest measured search it takes ran 18 s (the densest measured,
+#: 35 ns, would reach 70 s at it); --allow all on a model of billions of parameters passes it and needs the option
+#: (fuzz40: mixtral -n 64 --allow all ran 51 s unsaid).
+MAX_CANDIDATES = 2_000_000_000
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
@@ -1918,14 +1922,15 @@ def check_space(outer: int, n_choice: int, limit: float, allow: Sequence[str], n
     modes = f" over {n_modes} sync modes" if n_modes > 1 else ""
     raise InputError(
         f"the search space is {space:,} candidates at global batch {batch:,} ({outer:,} outer candidates{modes} x "
-        f"{n_choice:,} data-parallel communication choices), more than the limit of {limit:,.0f}",
+        f"{n_choice:,} data-parallel communication choices), more than the limit of "
+        f"{f'{limit:,.0f}' if float(limit).is_integer() else f'{limit:,g}'}",
         where="--max-candidates",
         allowed=(f"fewer --allow searches (given: {', '.join(wide)}; custom-collectives, compression, "
                  "parameter-server and dynamic-assignment multiply the communication choices, micro-batches, "
                  "expert-tp, cp-exchanges, moe-dispatch and offload the outer candidates), " if wide else "")
         + "--constraint tp=, pp=, cp=, ep=, zero=, micro_batch=, recompute= or schedule= (or --set strategy.X) to "
           f"pin an axis{', fewer --sync-modes' if n_modes > 1 else ''}; or plan --max-candidates {space} (or inf) to "
-          "search it all (a space of 1e9 and more takes 0.5-3 ns of CPU a candidate: docs/model.md#plan-space)")
+          "search it all (about 0.5-35 ns of CPU a candidate, measured: docs/model.md#plan-space)")
 
 
 def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
