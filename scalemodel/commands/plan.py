@@ -415,7 +415,7 @@ COMMAND = Command("plan", plan, (
               "any candidate is priced: outer candidates (parallel layout, micro-batch, schedule, ZeRO, recompute, SP, "
               "sync mode) x data-parallel communication choices. Measured, a search costs 11-35 ns of CPU a "
               "candidate with the 72 mainstream communication choices and 0.5-5 ns with --allow's ~1,100 (the "
-              "slowest measured search the default takes ran 18 s; GPT-3 175B on 4096 dgx-a100, 98e6 candidates, "
+              "slowest measured search the default takes ran 24 s; GPT-3 175B on 4096 dgx-a100, 98e6 candidates, "
               "1.0 s: benchmarks/bench.py --throughput); time-to-train without --global-batch searches 7 batches "
               "and --pareto 2 more searches, each within the limit. --allow all multiplies the communication "
               "choices about 15x."),

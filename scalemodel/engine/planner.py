@@ -163,12 +163,12 @@ MAX_SYNC_MODES = 64
 #: choices (deepseek-v3 on 4096 dgx-h100 --allow expert-tp, 0.71e9, 18 s; on 1024 with micro-batches 0.35e9, 9 s),
 #: 0.5-5 ns with --allow's 1,064-1,112 (mixtral-8x7b on 64 dgx-h100 --allow all 17.8e9, 47 s; at tp 2 5.0e9, 24 s;
 #: gpt3-175b on 4096 dgx-a100 17.7e9, 13 s); plan (a) (97.6e6) 1.0 s (benchmarks/bench.py --throughput, 105,388
-#: evaluated a second of search). 2e9 takes every example and test (the largest, tests/test_speed37.py's mixtral-8x7b
-#: on 256 GPUs with the custom communication choices, 1.35e9), bench.py's plans (issue 15's (b), 0.66e9) and every
-#: mainstream search up to 27.8e6 outer candidates; the slowest measured search it takes ran 18 s (the densest measured,
-#: 35 ns, would reach 70 s at it); --allow all on a model of billions of parameters passes it and needs the option
-#: (fuzz40: mixtral -n 64 --allow all ran 51 s unsaid).
-MAX_CANDIDATES = 2_000_000_000
+#: evaluated a second of search). 1e10 takes every example and test (the largest, tests/test_speed37.py's mixtral-8x7b
+#: on 256 GPUs with the custom communication choices under four sync modes, 5.34e9; 2e9 refused it), bench.py's plans
+#: (issue 15's (b), 0.66e9) and every mainstream search up to 139e6 outer candidates; the slowest measured search it
+#: takes ran 24 s (mixtral --allow all at tp 2, 5.0e9); --allow all on the largest spaces passes it and needs the option
+#: (fuzz40: mixtral -n 64 --allow all, 17.8e9, ran 51 s unsaid).
+MAX_CANDIDATES = 10_000_000_000
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
