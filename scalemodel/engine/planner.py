@@ -155,6 +155,20 @@ PARETO_POOL = 50
 #: The most distinct sync modes one search takes (--sync-modes): every hier:G is priced apart (its own in-group
 #: traffic), ~15 ms each on a 64-GPU search; 3,000 of them (hier:1,...,hier:2999) ran past any CLI timeout.
 MAX_SYNC_MODES = 64
+#: The largest search space one search takes by default (plan's --max-candidates): outer candidates x data-parallel
+#: communication choices, as counted before pass 1a (:func:`search`'s ``total`` x ``n_choice``; the ``covered`` it
+#: reports after is this less the outer candidates no sync mode or layout admits). The CPU a search takes is set by
+#: the candidates the bounds leave to evaluate, not by the space; measured (fuzz41, one core of the shared machine,
+#: process start included, docs/model.md#plan-space): 11-35 ns a candidate with the 72 mainstream communication
+#: choices (deepseek-v3 on 4096 dgx-h100 --allow expert-tp, 0.71e9, 18 s; on 1024 with micro-batches 0.35e9, 9 s),
+#: 0.5-5 ns with --allow's 1,064-1,112 (mixtral-8x7b on 64 dgx-h100 --allow all 17.8e9, 47 s; at tp 2 5.0e9, 24 s;
+#: gpt3-175b on 4096 dgx-a100 17.7e9, 13 s); plan (a) (97.6e6) 1.0 s (benchmarks/bench.py --throughput, 105,388
+#: evaluated a second of search). 1e10 takes every example and test (the largest, tests/test_speed37.py's mixtral-8x7b
+#: on 256 GPUs with the custom communication choices under four sync modes, 5.34e9; 2e9 refused it), bench.py's plans
+#: (issue 15's (b), 0.66e9) and every mainstream search up to 139e6 outer candidates; the slowest measured search it
+#: takes ran 24 s (mixtral --allow all at tp 2, 5.0e9); --allow all on the largest spaces passes it and needs the option
+#: (fuzz40: mixtral -n 64 --allow all, 17.8e9, ran 51 s unsaid).
+MAX_CANDIDATES = 10_000_000_000
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
@@ -1340,7 +1354,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
            constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
            progress: Callable[[int, int], None] | None = None, kappa: float | None = None,
            inputs: dict[str, Any] | None = None, allow: Sequence[str] = (),
-           fixed: dict[str, Any] | None = None, written: Mapping[str, str] | None = None) -> PlanResult:
+           fixed: dict[str, Any] | None = None, written: Mapping[str, str] | None = None,
+           max_candidates: float = MAX_CANDIDATES) -> PlanResult:
     """Search every strategy for ``job`` on ``gpus`` GPUs at ``global_batch`` sequences per step.
 
     ``constraints``: {key: value | (op, value) | [(op, value), ...]} over CONSTRAINT_KEYS (see
@@ -1348,6 +1363,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     ``fixed``: strategy fields every candidate takes (flash_attention, dispatch_overhead,
     first/last_stage_layers); ``written``: where a fixed field was written when not ``--set strategy.X`` (a
     ``--strategy`` file's flag), for its refusal. ``progress(done, total)`` is called after each outer batch.
+    ``max_candidates``: a space larger (outer candidates x communication choices, counted before any is priced) is
+    refused (:data:`MAX_CANDIDATES`, :func:`check_space`; ``math.inf``: no limit).
     Returns the top ``top`` distinct plans by ``objective`` with exact counts of the whole space (module docstring).
     """
     t0 = time.perf_counter()
@@ -1457,6 +1474,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         no_split = _no_sync_split(modes, gpus, job.max_gpus - gpus)
     fam_all = _family_code(all_cfg).astype(np.int8)  # 5 bits (n_fam below): int8 on every configuration
     total = sum(int(m.sum()) for m in mode_mask) * inner
+    check_space(total, n_choice, max_candidates, allow, len(modes), global_batch)
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
@@ -1888,6 +1906,30 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def check_space(outer: int, n_choice: int, limit: float, allow: Sequence[str], n_modes: int, batch: int) -> None:
+    """Refuse a search space of more than ``limit`` candidates (``outer`` x ``n_choice``, as :func:`search` counts
+    them before pass 1a) before any is priced, naming its size, its two factors, what narrows each and the option
+    that raises the limit (fuzz41: plan -m mixtral-8x7b -n 64 --allow all searched 14.2e9 candidates for 51 s of CPU
+    with no word before it finished)."""
+    space = outer * n_choice
+    if space <= limit:
+        return
+    wide = [a for a in ("all", "custom-collectives", "compression", "parameter-server", "dynamic-assignment",
+                        "micro-batches", "expert-tp", "cp-exchanges", "moe-dispatch", "offload") if a in allow]
+    modes = f" over {n_modes} sync modes" if n_modes > 1 else ""
+    raise InputError(
+        f"the search space is {space:,} candidates at global batch {batch:,} ({outer:,} outer candidates{modes} x "
+        f"{n_choice:,} data-parallel communication choices), more than the limit of "
+        f"{f'{limit:,.0f}' if float(limit).is_integer() else f'{limit:,g}'}",
+        where="--max-candidates",
+        allowed=(f"fewer --allow searches (given: {', '.join(wide)}; custom-collectives, compression, "
+                 "parameter-server and dynamic-assignment multiply the communication choices, micro-batches, "
+                 "expert-tp, cp-exchanges, moe-dispatch and offload the outer candidates), " if wide else "")
+        + "--constraint tp=, pp=, cp=, ep=, zero=, micro_batch=, recompute= or schedule= (or --set strategy.X) to "
+          f"pin an axis{', fewer --sync-modes' if n_modes > 1 else ''}; or plan --max-candidates {space} (or inf) to "
+          "search it all (about 0.5-35 ns of CPU a candidate, measured: docs/model.md#plan-space)")
 
 
 def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
@@ -2360,11 +2402,16 @@ def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> 
     below it read above 100 %). ``search`` names B_ref and the budget restated at it, train_tokens (B_ref + B_noise)
     / (B_default + B_noise) tokens, so a row's time to train is that / (tokens/s x sync eff. x batch eff.)."""
     bn = job.critical_batch
-    runs: list[tuple[int, PlanResult]] = []
+    batches: list[int] = []
     for f in GLOBAL_BATCH_FACTORS:
         b = int(round(batch * f))
-        if b >= 1 and all(b != r[0] for r in runs):
-            runs.append((b, search(job, gpus, b, objective="time-to-train", top=top, **kw)))
+        if b >= 1 and b not in batches:
+            batches.append(b)
+    # searched largest first (fuzz41): its space is most often the largest (more micro-batches), so a space over
+    # ``max_candidates`` is refused before the smaller batches have been searched, not after six of them; each search
+    # is independent of the others, so the runs (in batch order below) and the ranking are the same
+    found = {b: search(job, gpus, b, objective="time-to-train", top=top, **kw) for b in sorted(batches, reverse=True)}
+    runs = [(b, found[b]) for b in batches]
     rows = sorted(((v * (b + bn), k, i) for k, (b, r) in enumerate(runs) for i, v in enumerate(r.objective_values)))
     rows = rows[:top]
     base = min(runs, key=lambda br: min(br[1].objective_values, default=math.inf) * (br[0] + bn))[1]
@@ -2408,7 +2455,8 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
          constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
          straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
          echo: dict[str, Any] | None = None, allow: Sequence[str] = (), strategy: Any = None,
-         pinned: Sequence[str] = (), pareto: bool = False, written: Mapping[str, str] | None = None) -> PlanResult:
+         pinned: Sequence[str] = (), pareto: bool = False, written: Mapping[str, str] | None = None,
+         max_candidates: float = MAX_CANDIDATES) -> PlanResult:
     """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
 
     The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
@@ -2418,6 +2466,8 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     ``--strategy`` file's field); ``allow`` opens non-mainstream choices (:data:`ALLOW`). ``pareto`` adds the front of
     step throughput vs time to target vs cost (:func:`pareto_front`) over the best plans of the
     throughput and the time-to-train searches (50 each; the front of those plans, not of the whole space).
+    ``max_candidates`` bounds each search's space (:func:`check_space`; time to train over the batch searches seven
+    batches, each bounded apart, and ``pareto`` two more searches at the batch).
     """
     t0 = time.perf_counter()
     batch = int(training.global_batch or gpus)
@@ -2473,11 +2523,13 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     inputs.update(echo or {})
     if objective == "time-to-train" and job.critical_batch > 0 and not training.global_batch:
         result = _search_batches(job, gpus, batch, top=top, constraints=cons, sync_modes=modes, progress=progress,
-                                 inputs=inputs, allow=allow, fixed=fixed, written=written)
+                                 inputs=inputs, allow=allow, fixed=fixed, written=written,
+                                 max_candidates=max_candidates)
         result.inputs["global_batch"] = result.search["global_batches"]  # searched, not fixed
     else:
         result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
-                        progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written)
+                        progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written,
+                        max_candidates=max_candidates)
     _warn_unused_a2a_size(cons, result.ranked)
     if not result.ranked and result.infeasible_by_reason.get(Infeasible.OUT_OF_MEMORY.key):
         # the model states alone, sharded over every GPU (ZeRO-3), at the job's bytes per parameter: a floor on the
@@ -2496,7 +2548,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):
             pool += search(job, gpus, batch, objective=obj, top=PARETO_POOL, constraints=cons, sync_modes=modes,
-                           inputs=inputs, allow=allow, fixed=fixed).ranked
+                           inputs=inputs, allow=allow, fixed=fixed, max_candidates=max_candidates).ranked
         result.pareto = pareto_front(pool)
         result.elapsed_s = time.perf_counter() - t0
     return result

@@ -12,6 +12,7 @@ The entry point that tells the formats apart is :func:`scalemodel.specs.framewor
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -152,6 +153,9 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--moe-flex-dispatcher-num-sms",
                     # read for training.moe_router_dtype (the routing probabilities' dtype: docs/model.md#router-dtype)
                     "--moe-router-dtype",
+                    # fuzz41: training.moe_rank_imbalance with the padding switch (_moe_capacity); the partial
+                    # distributed optimizer's instance count (_optimizer_instances)
+                    "--moe-expert-capacity-factor", "--num-distributed-optimizer-instances",
                     # not priced, their values checked against argparse's choices (_MEG_CHOICES)
                     "--transformer-impl", "--data-parallel-sharding-strategy"}
 #: Flags read only to refuse what Megatron-LM's argparse refuses (a value outside ``choices=``; "no value" for a flag
@@ -497,6 +501,9 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--torch-fsdp2-no-r
                                             # tag or branch defines it); forks' launch scripts pass it alone
                                             "--fp8-dot-product-attention",
                                             "--first-last-layers-bf16",  # training.bf16_layers
+                                            # fuzz41, store_true (arguments.py L3144 / L3153 at core_v0.15.0;
+                                            # generated at d98e8a64dd): _moe_capacity and _delay_wgrad_compute
+                                            "--moe-pad-expert-input-to-capacity", "--delay-wgrad-compute",
                                             } | _MEG_NO_KNOWN | _MEG_DISABLE_TP_COMM
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 #: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
@@ -937,6 +944,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.training_fields["moe_router_dtype"] = "--moe-router-dtype"
     _shared_expert_overlap_dispatcher(args, "--moe-shared-expert-intermediate-size" in model_flags, out)
     _flex_dispatcher_sms(args, number, out)
+    _moe_capacity(args, out)
+    _delay_wgrad_compute(args)
+    _optimizer_instances(args, number, out)
     _loss_impl(args, out)
     _cp_comm_type(args, out)
     opt = args.get("--optimizer")
@@ -1410,3 +1420,123 @@ def _wgrad_deferral_limit_alone(args: dict[str, str | None], out: StrategyFile) 
             out.unused.append("--wgrad-deferral-limit without --defer-embedding-wgrad-compute (Megatron-Core reads it "
                               "only with that flag: model_parallel_config.py L415-419)")
         return
+
+
+def _moe_capacity(args: dict[str, str | None], out: StrategyFile) -> None:
+    """--moe-expert-capacity-factor C with --moe-pad-expert-input-to-capacity -> training.moe_pad_to_capacity with
+    training.moe_rank_imbalance C, Megatron-Core's drop-and-pad dispatch as the model prices it
+    (docs/model.md#moe-rank-imbalance, "Drop-and-pad"): TransformerConfig.moe_expert_capacity_factor (Optional[float]:
+    argparse type=float, arguments.py L3142 at core_v0.15.0, generated at NVIDIA/Megatron-LM@d98e8a64dd) and
+    moe_pad_expert_input_to_capacity ("effective only after the moe_expert_capacity_factor is set",
+    transformer_config.py L917-924); the router drops and pads to the capacity (router.py L793-801,
+    apply_router_token_dropping). fuzz41: both were warned as not used and the run priced dropless.
+
+    Not priced, said: a factor without the padding (tokens past C x an expert's mean are dropped, the rest run
+    dropless: the model prices the dropless router's load, not one capped at C), one below 1 (a capacity under the
+    mean: moe_rank_imbalance takes >= 1), a negative one (TransformerConfig.__post_init__ L1836-1838 sets it None:
+    dropless, as priced), the padding without a factor under the allgather dispatcher (the router pads only with a
+    factor). Refused where Megatron-Core refuses: the padding without a factor under the alltoall or flex dispatcher
+    (token_dispatcher.py L446-449, L1040-1042: assert capacity_factor is not None), the padding with the flex
+    dispatcher's deepep backend (transformer_config.py L1754-1761), a factor or the padding with ncclep
+    (token_dispatcher.py L1555-1556); a factor argparse's float() would not read, or NaN / inf (no capacity)."""
+    flag, pad_flag = "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity"
+    pad = pad_flag in args
+    if flag not in args and not pad:
+        return
+    kind = args.get("--moe-token-dispatcher-type") or "allgather"
+    backend = "deepep" if "--moe-enable-deepep" in args else args.get("--moe-flex-dispatcher-backend") or "deepep"
+    text = args.get(flag)
+    factor: float | None = None
+    if flag in args:
+        if text is None:
+            raise InputError("expected a capacity factor, got no value", where=flag,
+                             allowed="a number (the capacity factor, e.g. 1.0), or leave the flag out (dropless)")
+        if "$" in text or "`" in text:
+            out.unused.append(f"{flag} {text[:40]} (not a number: a shell variable is not expanded)")
+            return
+        try:
+            factor = float(text) if text.isascii() else math.nan
+        except ValueError:
+            factor = math.nan
+        if not math.isfinite(factor):
+            raise InputError(f"expected a finite capacity factor, got {text[:40]!r}", where=flag,
+                             allowed="a number, e.g. 1.0 (each expert takes C x its mean routed tokens), or leave "
+                                     "the flag out (dropless)")
+        if factor < 0:
+            factor = None  # Megatron-Core: no capacity (dropless)
+            out.unused.append(f"{flag} {text[:40]} (negative: Megatron-Core reads it as no capacity factor, "
+                              "dropless, as priced)")
+    if kind == "flex" and backend == "ncclep" and (pad or factor is not None):
+        raise InputError("drop and pad with the flex dispatcher's ncclep backend (Megatron-Core raises 'drop and pad "
+                         "is not supported yet with the ncclep backend')",
+                         where=flag if factor is not None else pad_flag,
+                         allowed="another backend (--moe-flex-dispatcher-backend hybridep), or leave out the "
+                                 "capacity flags (dropless)")
+    if pad and kind == "flex" and backend == "deepep":
+        raise InputError("--moe-pad-expert-input-to-capacity with the flex dispatcher's deepep backend (Megatron-Core "
+                         "raises 'Flex token dispatcher with deepep backend does not support "
+                         "moe_pad_expert_input_to_capacity')", where=pad_flag,
+                         allowed="--moe-flex-dispatcher-backend hybridep, the alltoall dispatcher, or leave the "
+                                 "padding out")
+    if pad and factor is None:
+        if kind in ("alltoall", "flex"):
+            raise InputError(f"{pad_flag} without a capacity factor (Megatron-Core's {kind} dispatcher asserts one)",
+                             where=pad_flag, allowed=f"{flag} C beside it (drop-and-pad at capacity C), or leave "
+                                                     "the padding out (dropless)")
+        out.unused.append(f"{pad_flag} without {flag} (Megatron-Core pads only to a capacity: dropless, as priced)")
+        return
+    if factor is None:
+        return
+    if factor < 1:
+        out.unused.append(f"{flag} {factor:g} (a capacity under each expert's mean routed tokens drops the rest: not "
+                          "priced, the dropless load is)")
+    elif not pad:
+        out.unused.append(f"{flag} {factor:g} without {pad_flag} (tokens past the capacity are dropped, the rest run "
+                          "dropless: not priced, the dropless router's load is; with the padding it is "
+                          "training.moe_pad_to_capacity at moe_rank_imbalance C)")
+    else:
+        out.training["moe_pad_to_capacity"] = True
+        out.training_fields["moe_pad_to_capacity"] = pad_flag
+        out.training["moe_rank_imbalance"] = factor
+        out.training_fields["moe_rank_imbalance"] = flag
+
+
+def _delay_wgrad_compute(args: dict[str, str | None]) -> None:
+    """--delay-wgrad-compute (store_true, arguments.py L3153 at core_v0.15.0; ModelParallelConfig.delay_wgrad_compute,
+    model_parallel_config.py L348 at NVIDIA/Megatron-LM@d98e8a64dd, "Delay the weight gradient computation to improve
+    batch-level communication overlapping") is read with --overlap-moe-expert-parallel-comm as strategy
+    moe_a2a_overlap, which prices the pair as Megatron-Bridge's moe_a2a_overlap sets them
+    (model_parallel_comm._with_moe_a2a_overlap); alone it is refused as TransformerConfig.__post_init__ refuses it
+    ("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute", transformer_config.py
+    L3073-3077 at d98e8a64dd, since core_v0.14.0). fuzz41: it was warned as not used beside the overlap it belongs
+    to."""
+    if "--delay-wgrad-compute" in args and "--overlap-moe-expert-parallel-comm" not in args:
+        raise InputError("--delay-wgrad-compute without --overlap-moe-expert-parallel-comm (Megatron-Core asserts "
+                         "'overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute')",
+                         where="--delay-wgrad-compute",
+                         allowed="--overlap-moe-expert-parallel-comm beside it (strategy moe_a2a_overlap prices the "
+                                 "pair), or leave it out")
+
+
+def _optimizer_instances(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
+    """--num-distributed-optimizer-instances N (type=int, default 1: arguments.py L3216 at NVIDIA/Megatron-LM@
+    d98e8a64dd; DistributedDataParallelConfig.num_distributed_optimizer_instances): Megatron-Core's partial
+    distributed optimizer, N instances of dp x cp / N ranks (parallel_state.py L920-929), the gradients
+    reduce-scattered inside each and the shard all-reduced across them (param_and_grad_buffer.py start_grad_sync).
+    The model prices it as sync hier:G:1 at zero 1 with G = dp / N replicas (specs.training.trainer_sync_refusal,
+    docs/model.md), but G needs dp, which the launch does not give (the GPU count is the command's): N > 1 is said
+    with the sync to give, not guessed. 1 is the default (one instance over the whole DP domain: nothing to say);
+    0 is refused (parallel_state divides by it). fuzz41: any value was warned as not used without why."""
+    flag = "--num-distributed-optimizer-instances"
+    if flag not in args:
+        return
+    n = number(flag)  # a count (refused otherwise) or None for a $VARIABLE (named as not used)
+    if n == 0:
+        raise InputError("expected at least 1 instance, got 0 (Megatron-Core divides the data-parallel ranks by it)",
+                         where=flag, allowed="1 (the default: one distributed optimizer over every data-parallel "
+                                             "rank) or more, dividing dp x cp")
+    if n is None or n == 1:
+        return
+    out.unused.append(f"{flag} {n} (the partial distributed optimizer, priced as sync hier:G:1 at zero 1 with G = dp "
+                      f"/ {n} replicas an instance; the launch does not give dp: give --sync hier:G:1 or --set "
+                      "strategy.sync=hier:G:1 beside it)")
