@@ -174,6 +174,9 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # two series; the CoreWeave one named after its first id less its tail)
         "mlpt30_h100_gpt3_175b (512/768)": ("same model", [512, 768]),
         "mlpt30_h100_gpt3_175b_768 (768/1536/3584)": ("same model", [768, 1536, 3584]),
+        # moedata41: Megatron-MoE-ModelZoo's two GB300 Qwen3-235B MXFP8 rows (16 nodes at 798dfb5, 64 nodes at
+        # 020b813; different layouts, one model, one source and cluster)
+        "moezoo26_gb300_qwen3_235b (64/256)": ("same model", [64, 256]),
     }
 
 

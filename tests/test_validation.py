@@ -1265,7 +1265,19 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
                       # moe_preprocess graphed, H's capture), and DeepEP without CUDA graphs (B200 Qwen3-235B and
                       # DeepSeek-V3: the host waits for DeepEP's receive counts, fused_a2a.py)
                       "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_235b_bf16",
-                      "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"} \
+                      "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx",
+                      # Megatron-MoE-ModelZoo (moedata41; framework.moe_host_sync read in its sbatch_benchmarking.sh
+                      # and launch lines): DeepEP without CUDA graphs (the H100 Qwen3-235B table of 8017e11, the
+                      # long-context rows of b0b92ff) or with router / preprocess graphed (run_h100_235b.sh 1ed4179),
+                      # the alltoall dispatcher without graphs (the table's 'A2A' row, dropless Mixtral-8x22B), HybridEP
+                      # without graphs (GB200 128K); the GB200 / GB300 rows that graph attn are in `graphed`
+                      "moezoo25_h100_qwen3_235b_ep32", "moezoo25_h100_qwen3_235b_ep32_a2aovl",
+                      "moezoo25_h100_qwen3_235b_fsdp_ep8", "moezoo25_h100_qwen3_235b_pp32_alltoall",
+                      "moezoo25_h100_qwen3_235b_tp4_ep8", "moezoo25_h100_qwen3_235b_16k_forced",
+                      "moezoo25_h100_qwen3_235b_32k_forced", "moezoo25_h100_qwen3_235b_64k_forced",
+                      "moezoo25_h100_qwen3_235b_128k_forced", "moezoo25_h100_mixtral_8x22b_forced",
+                      "moezoo25_h100_mixtral_8x22b_fp8", "moezoo26_h100_qwen3_235b_bf16",
+                      "moezoo26_gb200_qwen3_235b_fp8mx_128k"} \
         | (graphed := {i for i, k in mod.rows_with("moe_host_sync").items() if k == "attention_graphed"} & set(moe))
     # hostscale: the partial-graph rows (attn + moe_router + moe_preprocess, with a dropless HybridEP or DeepEP
     # dispatch) are marked too, their floor H scaled to the expert path (scalemodel/engine/host_floor.py); listed
@@ -1278,7 +1290,9 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
         "mb2608_gb300_nemotron3_nano_fp8mx", "mb2608_gb200_nemotron3_5_lightning_fp8mx",
         "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
         "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx",
-        "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"}
+        "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx",
+        # Megatron-MoE-ModelZoo (moedata41): --cuda-graph-scope attn moe_router moe_preprocess with HybridEP
+        "moezoo26_gb200_qwen3_235b_bf16", "moezoo26_gb300_qwen3_235b_fp8mx", "moezoo26_gb300_qwen3_235b_fp8mx_n64"}
     assert {"mb2511_gb200_dsv3_bf16", "mb2511_gb200_qwen3_235b_bf16", "mb2511_gb200_qwen3_30b_fp8mx"} <= set(moe)
 
 
