@@ -177,6 +177,8 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # moedata41: Megatron-MoE-ModelZoo's two GB300 Qwen3-235B MXFP8 rows (16 nodes at 798dfb5, 64 nodes at
         # 020b813; different layouts, one model, one source and cluster)
         "moezoo26_gb300_qwen3_235b (64/256)": ("same model", [64, 256]),
+        # tpu7x41: Ironwood's two 70B 8k BF16 recipe rows (irwd26, 64 and 256 chips)
+        "irwd26_tpu7x_llama31_70b_64 (64/256)": ("same model", [64, 256]),
     }
 
 
