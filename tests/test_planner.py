@@ -466,6 +466,9 @@ def test_decomposed_search_equals_brute_force_across_sync_modes(seed):
     cluster = str(rng.choice(["dgx-a100-40g", "dgx-h100", "aws-p4d", "pcie-25gbe", "mi300x-8", "dgx-1-v100"]))
     model = str(rng.choice(["llama2-13b", "gpt-1.7b"]))
     gpus = int(rng.choice([8, 16]))
+    allow = ("all",) if seed % 3 == 2 else ()
+    if allow:  # every communication choice (~15x the default's): 8 GPUs (seed 5 at 16 was 19 s of CI's CPU alone)
+        gpus = 8
     batch = gpus * int(rng.choice([1, 2]))
     job, _cl, _wl = _job(cluster=cluster, model=model, sets=[f"layers={int(rng.choice([4, 6, 8]))}"],
                          global_batch=batch, seq_len=int(rng.choice([512, 2048])))
@@ -473,7 +476,6 @@ def test_decomposed_search_equals_brute_force_across_sync_modes(seed):
     k = int(rng.integers(2, len(SYNC_MODES) + 1))
     modes = tuple(str(m) for m in rng.choice(SYNC_MODES, size=k, replace=False))
     objective = str(rng.choice(["throughput", "time-to-train"]))
-    allow = ("all",) if seed % 3 == 2 else ()
     cons = {"cp": [("=", 1)], **({"zero": [("<=", 1)]} if allow else {})}  # as the test above
     expect, n = _brute_force_best(job, gpus, batch, cons, modes, allow, objective)
     res = planner.search(job, gpus, batch, top=3, constraints=cons, sync_modes=modes, allow=allow,

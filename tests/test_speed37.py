@@ -96,8 +96,12 @@ def _payload(res):  # type: ignore[no-untyped-def]
     return out
 
 
-@pytest.mark.parametrize("sync_modes", [("bsp",), ("bsp", "hier:2", "backup:1", "asp")])
-@pytest.mark.parametrize("case", SPACES, ids=[c[1] for c in SPACES])
+# mixtral's custom-choice space with bsp alone is left out: its four-mode search covers bsp's own columns beside the
+# others', and bsp alone is the other two spaces' (5 s of CI's CPU)
+@pytest.mark.parametrize("case,sync_modes", [
+    pytest.param(case, modes, id=f"{case[1]}-{'+'.join(modes)}")
+    for case in SPACES for modes in [("bsp",), ("bsp", "hier:2", "backup:1", "asp")]
+    if not (case[1] == "mixtral-8x7b" and modes == ("bsp",))])
 def test_search_is_the_same_with_int64_columns(case, sync_modes, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The whole search with the columns narrowed and with _narrow the identity (int64 columns, the code before):
     the same payload but the seconds."""
@@ -113,11 +117,12 @@ def test_search_is_the_same_with_int64_columns(case, sync_modes, monkeypatch) ->
 
 @pytest.mark.parametrize("case", SPACES[:1], ids=[c[1] for c in SPACES[:1]])
 def test_compute_floors_whatever_the_chunking(case, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Pass 1a in chunks of 7 configurations (an odd count: twin pairs split across chunks; the floor store grown
+    """Pass 1a in chunks of 15 configurations (an odd count: twin pairs split across chunks; the floor store grown
     ~log2(rows) times) gives the same payload as in its usual chunk, and prices as many floors: one per twin group
     with a configuration that fits, a group priced in one chunk read, not priced again, in the next. On the GPT-3
     space only: the mixtral "allow all" space in chunks of 3 ran over 10 minutes of CI (thousands of chunks, each a
-    full pass-1a evaluation), and the chunking path is the same code on both (chunks of 3: 36 s of CPU; of 7: 16 s)."""
+    full pass-1a evaluation), and the chunking path is the same code on both (chunks of 3: 36 s of CPU; of 7: 16 s;
+    of 15, still hundreds of chunks: ~8 s)."""
     cluster, model, sets, gpus, allow = case
     job = _job(cluster, model, sets, gpus)
     kw = {"allow": allow}
@@ -133,7 +138,7 @@ def test_compute_floors_whatever_the_chunking(case, monkeypatch) -> None:  # typ
     whole_calls, whole_rows = len(priced), sum(priced)
     priced.clear()
     inner = 6 * 3 * 2  # ZeRO stages x recompute x SP of these models
-    monkeypatch.setattr(planner, "COUNT_CHUNK_CANDIDATES", 7 * inner)
+    monkeypatch.setattr(planner, "COUNT_CHUNK_CANDIDATES", 15 * inner)
     small = _payload(planner.search(job, gpus, gpus, **kw))
     assert small == whole
     assert len(priced) > 10 * whole_calls  # many chunks priced floors
