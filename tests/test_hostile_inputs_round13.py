@@ -243,7 +243,7 @@ def test_recompute_modules_out_of_form_names_the_modules(cli, tmp_path, value: s
                    match=f"strategy.recompute_modules: {what}")
     assert "regex" not in line and "^(" not in line
     assert line.endswith("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, "
-                         "layernorm, mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv or titan_op (e.g. "
+                         "layernorm, mlp, shared_experts, jax_dots, jax_qkvo, jax_qkv, jax_context or titan_op (e.g. "
                          "'core_attn,moe_act')")
 
 

@@ -154,7 +154,10 @@ def test_drop_and_pad_prices_every_rank_at_the_capacity() -> None:
                 and any(m in i for m in ("_grok1_314b_", "_dsv3_", "_llama4_maverick_"))}
     drop = vt.rows_with("moe_capacity_factor")  # the rows' framework field (validation/README.md)
     maxtext = "mttier25_v6e_mixtral_8x7b_256"
-    assert set(drop) == {"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b", maxtext} | dgxc2505
+    # moedata41: Megatron-MoE-ModelZoo's Mixtral-8x22B token-drop line (--moe-expert-capacity-factor 1.0
+    # --moe-pad-expert-input-to-capacity, b09773a)
+    zoo = "moezoo25_h100_mixtral_8x22b_drop"
+    assert set(drop) == {"nemo2502_b200_mixtral_8x7b", "nemo2504_gb200_mixtral_8x7b", maxtext, zoo} | dgxc2505
     assert len(dgxc2505) == 17 and all(c == 1.0 for i, c in drop.items() if i != maxtext)
     assert drop[maxtext] == 1.25
 
