@@ -108,26 +108,31 @@ def _priced_hier(arrays: dict, monkeypatch: pytest.MonkeyPatch, cluster: str, sy
     return job, res, seen
 
 
+@pytest.mark.parametrize("root", [False, True])
 @pytest.mark.parametrize("reshard", [False, True])
 @pytest.mark.parametrize("defer", [False, True])
-def test_deferred_sync_host_bytes_agree_with_the_chain(reshard: bool, defer: bool,
+def test_deferred_sync_host_bytes_agree_with_the_chain(root: bool, reshard: bool, defer: bool,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """llama3-8b, FSDP over 16 GPUs (2 dgx-h100 nodes), both offloads, four micro-batches, overlap off (every
     collective and copy in series): dp_comm + optimizer = the units' traffic + every byte over the host link + the
     CPU step, the bytes by hand for the rank's shard n = P / 16 at FSDP's 4-byte element: fetched before each gather
     pass (m forward passes, m backward ones where resharded after the forward; deferred: the first forward's and the
-    backwards' where resharded), copied out after each reduce-scatter (m; deferred: 1)."""
+    backwards' where resharded), copied out after each reduce-scatter (m; deferred: 1). With FSDP2's wrapping
+    (``fsdp_per_param``) the root unit (the embedding, the untied output layer and the final norm: 2 x 128,256 x 4,096
+    + 4,096 parameters) stays gathered from its forward to its backward, so a backward pass fetches the blocks' part
+    only (the table counted the root's too, the chain did not)."""
     m, dp = 4, 16
     arrays = dict(BASE, gpus=dp, dp=dp, global_batch=dp * m, zero=4, fsdp_defer_grad_sync=defer, offload_states=2,
-                  fsdp_reshard_after_forward=reshard, overlap=False)
+                  fsdp_reshard_after_forward=reshard, overlap=False, fsdp_per_param=root)
     job, res, seen = _priced(arrays, monkeypatch)
     parts = seen["traffic"][0][0]
     n = job.params / dp
+    n_root = (2 * 128_256 * 4_096 + 4_096) / dp if root else 0.0
     grid = grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()})
     assert float(dp_comm._state_shard(job, grid)[0]) == pytest.approx(n, rel=1e-12)
-    passes = (1 + m * reshard) if defer else m * (1 + reshard)
+    forwards, backwards = (1 if defer else m), m * reshard
     reductions = 1 if defer else m
-    fetched, copied = 4.0 * n * passes, 4.0 * n * reductions
+    fetched, copied = 4.0 * (n * forwards + (n - n_root) * backwards), 4.0 * n * reductions
     _, d2h, h2d, after, fetch = (float(x[0]) if np.ndim(x) else float(x)
                                  for x in dp_comm._host_copies(job, grid, np.asarray([float(m)])))
     assert (d2h, h2d, after, fetch) == pytest.approx((copied, fetched, 0.0, fetched), rel=1e-12)

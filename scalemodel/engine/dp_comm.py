@@ -2403,17 +2403,25 @@ def _host_link(job: Job) -> float:
     return job.host_bandwidth if job.host_bandwidth > 0 else np.inf
 
 
-def _host_passes(g: StrategyGrid, m: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(parameter gather passes, gradient reduce-scatter passes) over the units a step, the counts the state offload's
-    fetches and FSDP's gradient copies follow: ``m`` forward passes and ``m`` backward ones where the units reshard
-    after the forward, ``m`` reductions; under ``fsdp_defer_grad_sync`` (m > 1, FSDP2) one forward pass (the units a
-    backward gathered stay gathered: ``set_reshard_after_backward(False)``, and ``FSDPParamGroup.unshard`` returns at
-    once for a group already unsharded, so no all-gather and no ``to(device)`` of its CPU shard), the ``m`` backward
-    passes where resharded after the forward, and one reduction (``set_requires_gradient_sync(False)``:
-    ``foreach_reduce``, whose ``offload_to_cpu`` branch copies the reduced shard to the host, runs in the last
-    backward only). docs/model.md#fsdp-deferred-sync."""
+def _host_passes(job: Job, g: StrategyGrid, m: Any, n: Any, sync: str = "bsp") -> tuple[np.ndarray, np.ndarray]:
+    """(parameter gather passes, gradient reduce-scatter passes) over the units a step, in whole passes of the rank's
+    state shard ``n``, the counts the state offload's fetches and FSDP's gradient copies follow: ``m`` forward passes
+    and ``m`` backward ones where the units reshard after the forward, less PyTorch FSDP's root unit's part of each
+    backward pass (:func:`fsdp_root_params`: not resharded after the forward, so the backward gathers and fetches only
+    the blocks; offz41: the bytes' table counted it, the chain did not), ``m`` reductions. Under
+    ``fsdp_defer_grad_sync`` (m > 1, FSDP2): one forward pass (the units a backward gathered stay gathered,
+    ``set_reshard_after_backward(False)``, and ``FSDPParamGroup.unshard`` returns at once for a group already
+    unsharded, so no all-gather and no ``to(device)`` of its CPU shard), the ``m`` backward passes where resharded
+    after the forward, and one reduction (``set_requires_gradient_sync(False)``: ``foreach_reduce``, whose
+    ``offload_to_cpu`` branch copies the reduced shard to the host, runs in the last backward only).
+    docs/model.md#fsdp-deferred-sync."""
     m = np.asarray(m, dtype=float)
     reshard = np.asarray(g.fsdp_reshard_after_forward, dtype=float)
+    root = fsdp_root_params(job, g)  # 0 with pp > 1 (and off PyTorch FSDP's wrapping): a stage's shard holds no root
+    if np.any(root > 0):
+        n = np.asarray(n, dtype=float)
+        mine = np.minimum(root / _state_shards(job, g, sync), n)  # pp = 1: the rank's shard is the whole model's
+        reshard = reshard * np.where(n > 0, 1.0 - mine / np.where(n > 0, n, 1.0), 1.0)
     defer = np.asarray(g.fsdp_defer_grad_sync, dtype=bool) & (m > 1) & (g.zero >= Zero.FSDP)
     return (np.asarray(np.where(defer, 1.0 + m * reshard, m * (1.0 + reshard)), dtype=float),
             np.asarray(np.where(defer, 1.0, m), dtype=float))
@@ -2426,7 +2434,7 @@ def _host_copies(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp", la
     host_copy_bytes` and :func:`~scalemodel.cost.state_offload.param_fetch_bytes` of :func:`_state_shard`, with
     the gather passes and reduce-scatter passes of :func:`_host_passes`."""
     n = _state_shard(job, g, sync, layers, rank)
-    gathers, reductions = _host_passes(g, m)
+    gathers, reductions = _host_passes(job, g, m, n, sync)
     shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
     # FSDP's gradient copies follow its reduce-scatters (``microbatches`` counts them for zero fsdp / hsdp)
     reduced = np.where(g.zero >= Zero.FSDP, reductions, m)
@@ -2451,7 +2459,7 @@ def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, forward: Any, backward:
     ``forward``, ``backward``: one micro-batch's passes' wall time, the copy engine's windows."""
     n, d2h, h2d, _, fetch = _host_copies(job, g, m, sync, layers, rank)
     link = _host_link(job)
-    passes, reductions = _host_passes(g, m)
+    passes, reductions = _host_passes(job, g, m, n, sync)
     m = np.maximum(np.asarray(m, dtype=float), 1.0)
     path = (d2h + h2d - fetch) / link
     on = (np.asarray(g.offload_states) > 0) & (g.zero == Zero.PARAMETERS)
