@@ -1450,7 +1450,9 @@ class Exposure(Protocol):
     """Seconds per step a stage's windows leave exposed of priced traffic, as a function of the stage (its
     ``forward_free`` and ``backward_free``): the collectives are priced once, their exposure under any windows;
     with ``chain``, the ZeRO-3 / FSDP units' collectives with the state offload's host copies on their streams
-    (each unit's gradient copies after its reduce-scatter, its fetch before its gather: :func:`_sharded_units`)."""
+    (each unit's gradient copies after its reduce-scatter, its fetch before its gather: :func:`_sharded_units`); with
+    ``cross`` False, without hier:G's cross-group all-reduces on the units' reduce path (:func:`_sync_exposed`'s
+    in-group part)."""
 
     def __call__(self, comp: dict[str, np.ndarray], /, chain: HostChain | None = None,
                  cross: bool = True) -> np.ndarray: ...
