@@ -346,9 +346,13 @@ def test_offload_never_faster_and_never_beats_its_host_bytes(case, slower) -> No
     dense, expert = dp_comm._stage_params_per_gpu(job, on, None, None)
     n = dense / dp_comm._state_shards(job, on, sync) + expert / dp_comm._expert_state_shards(job, on, sync)
     m = dp_comm.microbatches(on)
+    # FSDP2's deferred sync (offz41): one forward gather pass (and fetch), the backwards' where resharded after the
+    # forward, one reduce-scatter (and copy out) a step
+    reshard = np.asarray(on.fsdp_reshard_after_forward, dtype=float)
+    defer = np.asarray(on.fsdp_defer_grad_sync, dtype=bool) & (m > 1) & (np.asarray(on.zero) >= Zero.FSDP)
     d2h, h2d, after = state_offload.host_copy_bytes(
-        n, mode=on.offload_states, zero=on.zero, microbatches=m,
-        gathers=m * (1.0 + np.asarray(on.fsdp_reshard_after_forward, dtype=float)),
+        n, mode=on.offload_states, zero=on.zero, microbatches=np.where(defer, 1.0, m),
+        gathers=np.where(defer, 1.0 + m * reshard, m * (1.0 + reshard)),
         weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
         shard_bytes=4.0 if job.optimizer_bytes_per_param >= 12 else job.elem_bytes)  # FSDP's shard: the built dtype
     bound = np.maximum(d2h, h2d + after) / job.host_bandwidth

@@ -672,8 +672,8 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
     if not np.any(per_mb > 0):
         return np.zeros(1)
     total = m * per_mb
-    if np.any(g.zero >= Zero.PARAMETERS):
-        total = np.maximum(total - gathers_exposed(comp), 0.0)
+    if np.any(g.zero >= Zero.PARAMETERS):  # (hier:G's cross-group all-reduces wait for no layer: left out)
+        total = np.maximum(total - gathers_exposed(comp, cross=False), 0.0)
     return np.asarray(total, dtype=float)
 
 
@@ -1460,26 +1460,30 @@ class Exposure(Protocol):
     """Seconds per step a stage's windows leave exposed of priced traffic, as a function of the stage (its
     ``forward_free`` and ``backward_free``): the collectives are priced once, their exposure under any windows;
     with ``chain``, the ZeRO-3 / FSDP units' collectives with the state offload's host copies on their streams
-    (each unit's gradient copies after its reduce-scatter, its fetch before its gather: :func:`_sharded_units`)."""
+    (each unit's gradient copies after its reduce-scatter, its fetch before its gather: :func:`_sharded_units`); with
+    ``cross`` False, without hier:G's cross-group all-reduces on the units' reduce path (:func:`_sync_exposed`'s
+    in-group part)."""
 
-    def __call__(self, comp: dict[str, np.ndarray], /, chain: HostChain | None = None) -> np.ndarray: ...
+    def __call__(self, comp: dict[str, np.ndarray], /, chain: HostChain | None = None,
+                 cross: bool = True) -> np.ndarray: ...
 
 #: A data-parallel group's priced sync (:func:`_dp_traffic`): :func:`_dp_comm`'s seconds but ``gathers_exposed``,
 #: and the ZeRO-3 / FSDP gathers' exposure under a stage's windows.
 DpTraffic = tuple[dict[str, np.ndarray], Exposure]
 
 
-def _none_exposed(comp: dict[str, np.ndarray], chain: HostChain | None = None) -> np.ndarray:
+def _none_exposed(comp: dict[str, np.ndarray], chain: HostChain | None = None, cross: bool = True) -> np.ndarray:
     """No sharded parameters: no gather to expose, whatever the windows."""
     return np.zeros(1)
 
 
 def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
                 shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
-                all_reduce: bool = False) -> DpTraffic:
+                all_reduce: bool = False, cross: DataParallelGroups | None = None) -> DpTraffic:
     """:func:`_dp_comm`'s collectives, priced once, and the exposure of its ZeRO-3 / FSDP gathers under a stage's
-    windows. Of ``comp`` only the stage's layers, its pipeline rank and its recomputed layers are read, never its
-    compute windows (``forward_free``, ``backward_free``): the collectives' seconds do not depend on them."""
+    windows (with ``cross``, hier:G's groups: and the units' cross-group all-reduces, :func:`_sharded_units`). Of
+    ``comp`` only the stage's layers, its pipeline rank and its recomputed layers are read, never its compute windows
+    (``forward_free``, ``backward_free``): the collectives' seconds do not depend on them."""
     dense, expert = _params_per_gpu(job, g)
     if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (step._dp_rank)
         dense, expert = _rank_params_per_gpu(job, g, comp["layers_per_stage"], comp["pipeline_rank"])
@@ -1602,17 +1606,20 @@ def _dp_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nd
     reduces, unit_gathers = total - param_gather, np.zeros(1)
     if np.any(zero3):
         root = np.minimum(fsdp_root_params(job, g) / shard, dense)
-        units, units_exposed, units_rs = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root)
+        units, units_exposed, units_rs = _sharded_units(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root,
+                                                        cross)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         nvls_ar = np.where(zero3, 0.0, nvls_ar)
         gathers = np.where(zero3, units, 0.0)
         reduces = np.where(zero3, units_rs, reduces)
         unit_gathers = np.where(zero3, units - units_rs, 0.0)
 
-        def zero3_exposed(c: dict[str, np.ndarray], chain: HostChain | None = None) -> np.ndarray:
+        def zero3_exposed(c: dict[str, np.ndarray], chain: HostChain | None = None, cross: bool = True
+                          ) -> np.ndarray:
             """The ZeRO-3 / FSDP rows' exposed unit traffic under the windows of ``c`` (with ``chain``: and the
-            gradient copies behind their reduce-scatters), 0 on the other rows."""
-            return np.asarray(np.where(zero3, units_exposed(c, chain), 0.0))
+            gradient copies behind their reduce-scatters; without ``cross``: hier:G's all-reduces left out), 0 on the
+            other rows."""
+            return np.asarray(np.where(zero3, units_exposed(c, chain, cross), 0.0))
 
         gathers_exposed = zero3_exposed
     return ({"grads": total, "gathers": gathers, "last_bucket": last_bucket, "ps_worker": ps_worker,
@@ -1964,14 +1971,23 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
 
 def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups,
                    dense: np.ndarray, expert: np.ndarray, wire: np.ndarray, bucket: np.ndarray,
-                   hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any
-                   ) -> tuple[np.ndarray, Exposure, np.ndarray]:
+                   hsdp: tuple[DataParallelGroups, DataParallelGroups] | None, root: Any,
+                   cross: DataParallelGroups | None = None) -> tuple[np.ndarray, Exposure, np.ndarray]:
     """(traffic seconds per step, exposure, the reduce-scatters' (and HSDP's all-reduces') seconds per step of that
     traffic) of :func:`_sharded_parameter_traffic`: the collectives priced once (one
     unit's AG and RS, the root unit's, HSDP's cross-group all-reduces: of ``comp`` only the stage's layers and the
     recomputed ones are read, not its windows), and the seconds per step a stage's free forward and backward
     (``forward_free``, ``backward_free``: f and b, L units' worth) leave exposed of them, with XLA's windows
-    (:func:`xla_lhs_unit_exposure`, :func:`xla_allreduce_window`) where ``xla_gpu_lhs``."""
+    (:func:`xla_lhs_unit_exposure`, :func:`xla_allreduce_window`) where ``xla_gpu_lhs``.
+
+    ``cross`` (hier:G, offz41: the groups' replicas, one rank a group, ``data`` the group): each unit's reduced shard
+    is all-reduced across the groups once a step, after its reduce-scatter on the reduce path of the last backward
+    (AR, the inner ``unit_allreduce``'s form, HSDP's; docs/model.md#dp-comm), so the last backward's units carry
+    RS + AR::
+
+        per micro-batch but the last: as above;   the last: RS -> RS + AR in every backward term
+
+    The exposure's ``cross=False`` prices the units without it (the in-group part of :func:`_sync_exposed`)."""
     layers = np.maximum(comp["layers_per_stage"], 1.0)
     zero3, deepspeed = g.zero >= Zero.PARAMETERS, g.zero == Zero.PARAMETERS
     pieces = np.where(deepspeed, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
@@ -2005,6 +2021,23 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         rs_r = np.where(on, _collective("reducescatter", root * wire, group.dense), 0.0)
         return np.where(many, ag, 0.0), np.where(many, rs, 0.0), ag_r, rs_r
 
+    def unit_allreduce(shard: DataParallelGroups, replicas: DataParallelGroups) -> tuple[np.ndarray, np.ndarray]:
+        """(AR, AR_r): the all-reduce of one unit's, and of the root unit's, reduced 1/(S cp) shard (``shard``'s
+        ranks) with its counterparts in the other groups (``replicas``: one rank a group), issued after the unit's
+        reduce-scatter on the reduce path (PyTorch FSDP1 HYBRID_SHARD's ``_post_backward_hook``, FSDP2's
+        ``foreach_reduce``); DeepSpeed MiCS all-reduces each reduce bucket's partitions (``partition_grads`` ->
+        ``allreduce_mics_shard_grads``), so a zero 3 row moves its unit's share in the reduce-scatter's buckets."""
+        ar = _collective("allreduce", (blocks + expert) * wire / layers / shard.ranks, replicas.dense)
+        if np.any(deepspeed):
+            n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
+            ds_ar = n_b * _collective("allreduce", (dense + expert) * wire / n_b / shard.ranks, replicas.dense)
+            ar = np.where(deepspeed, ds_ar / layers, ar)
+        ar = np.where(replicas.ranks > 1, ar, 0.0)
+        ar_r = (np.where((replicas.ranks > 1) & (root > 0),
+                         _collective("allreduce", root * wire / shard.ranks, replicas.dense), 0.0)
+                if np.any(root > 0) else np.zeros(1))
+        return np.asarray(ar), np.asarray(ar_r)
+
     # the replicas with their cp ranks shard the states; an HSDP candidate's units are its shard group's (below), so
     # the whole group's are priced only where a candidate is not HSDP (sync28: they were priced for it too)
     is_hsdp = g.zero == Zero.HSDP
@@ -2017,11 +2050,7 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         shard_group, replicas = hsdp
         shard_group = shard_group.sharding
         ag_h, rs_h, ag_rh, rs_rh = unit_traffic(shard_group)
-        ar = _collective("allreduce", (blocks + expert) * wire / layers / shard_group.ranks, replicas.dense)
-        ar = np.where(replicas.ranks > 1, ar, 0.0)
-        ar_r = (np.where((replicas.ranks > 1) & (root > 0),
-                         _collective("allreduce", root * wire / shard_group.ranks, replicas.dense), 0.0)
-                if np.any(root > 0) else np.zeros(1))
+        ar, ar_r = unit_allreduce(shard_group, replicas)
         # the all-reduces leave the units' windows; the windows count a transformer layer's kernels (job.py refuses
         # the field for other models, a grid of arrays prices them without windows)
         xla = is_hsdp & g.xla_gpu_lhs & (replicas.ranks > 1) & job.is_transformer
@@ -2049,6 +2078,10 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         share_r = root_share(data.sharding) if whole else np.zeros(1)
         if hsdp is not None:
             share_r = np.where(is_hsdp, root_share(hsdp[0].sharding), share_r)
+    # hier:G's cross-group all-reduce of each unit's reduced shard, once a step, in the last backward (offz41)
+    ar1 = ar1_r = np.zeros(1)
+    if cross is not None:
+        ar1, ar1_r = unit_allreduce(data.sharding, cross)
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     # fsdp_defer_grad_sync (m > 1): the first forward's L gathers, the backwards' (L - 1) each where resharded after
@@ -2057,9 +2090,10 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
     bwd_ag = np.where(reshard, ag, 0.0)
     per_step = layers * ag + m * (layers - 1.0) * bwd_ag + layers * rs
 
-    def exposed(c: dict[str, np.ndarray], chain: HostChain | None = None) -> np.ndarray:
+    def exposed(c: dict[str, np.ndarray], chain: HostChain | None = None, cross: bool = True) -> np.ndarray:
         """Seconds per step of the priced units that the free windows of ``c`` do not hide; with ``chain``, the
-        state offload's host copies too, each unit's on its collectives' streams (:func:`offloaded_optimizer`)."""
+        state offload's host copies too, each unit's on its collectives' streams (:func:`offloaded_optimizer`);
+        without ``cross``, hier:G's cross-group all-reduces left out."""
         f = c["forward_free"] / layers
         b = c["backward_free"] / layers
         xla_exposed = np.zeros(1)
@@ -2076,6 +2110,17 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
             net_f, net = np.where(lhs, fwd_x, net_f), np.where(lhs, bwd_x, net)
         hidden_fwd, hidden_bwd = (layers - 1.0) * net_f, (layers - 1.0) * net
         units = ag + hidden_fwd + hidden_bwd + rs
+        # hier:G (offz41): the last backward's units each all-reduce their reduced shard across the groups after
+        # their reduce-scatter, on the same path: RS + AR a unit in its window, the last unit's exposed
+        a1, a1r = (ar1, ar1_r) if cross else (np.zeros(1), np.zeros(1))
+        net_x, units_x = net, units
+        if cross and np.any(ar1 > 0):
+            net_x = np.maximum(bwd_ag + rs + a1 - b, 0.0)
+            if np.any(lhs):
+                net_x = np.where(lhs, xla_lhs_unit_exposure(job, ag, rs + a1, f, b_free, reshard, kernels, left=b)[1],
+                                 net_x)
+            units_x = ag + hidden_fwd + (layers - 1.0) * net_x + rs + a1
+        per_mb_x, per_step_x = per_mb + layers * a1, per_step + layers * a1
         # XLA's combined cross-group all-reduces (xla_gpu_lhs), each exposed beyond its scheduler window
         xla_part = np.where(g.overlap, xla_exposed, xla_total)
         # deferred (fsdp_defer_grad_sync): the first forward as above, the m - 1 other backwards' gathers (reshard)
@@ -2083,14 +2128,18 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         # schedule the stage's reduce-scatters wait for its last backward to end (REDUCE_GRAD): none under it (AG_b = 0
         # there: the spec refuses reshard after forward with pp > 1)
         out = np.where(g.overlap, np.minimum(units, per_mb), per_mb) + xla_part
+        out_x = np.where(g.overlap, np.minimum(units_x, per_mb_x), per_mb_x) + xla_part
         # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
         plain = m * (out + ag_r + rs_r)
+        if units_x is not units:  # the last micro-batch's backward carries the cross-group all-reduces
+            plain = (m - 1.0) * (out + ag_r + rs_r) + out_x + ag_r + rs_r + a1r
         net_early = once = np.zeros(1)
         if np.any(defer):
-            last_bwd = np.where(g.pp > 1, (layers - 1.0) * (bwd_ag + rs), hidden_bwd)
+            last_bwd = (layers - 1.0) * np.where(g.pp > 1, bwd_ag + rs + a1, net_x)
             net_early = np.maximum(bwd_ag - b, 0.0)
-            once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * net_early + last_bwd + rs
-            plain = np.where(defer, np.where(g.overlap, np.minimum(once, per_step), per_step) + ag_r + rs_r, plain)
+            once = ag + hidden_fwd + (m - 1.0) * (layers - 1.0) * net_early + last_bwd + rs + a1
+            plain = np.where(defer, np.where(g.overlap, np.minimum(once, per_step_x), per_step_x) + ag_r + rs_r + a1r,
+                             plain)
         if chain is None:
             return np.asarray(plain)
         # the host chain (docs/model.md#state-offload, offz340). Each unit's work, serial on each of its streams,
@@ -2127,33 +2176,38 @@ def _sharded_units(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np
         root_f = np.asarray(chain.fetch, dtype=float) * share_r
         root_e, root_l = np.asarray(chain.early, dtype=float) * share_r, np.asarray(chain.last, dtype=float) * share_r
         bwd_e, units_e = backward(chain.early, rs, bwd_ag, net)
-        bwd_l, units_l = backward(chain.last, rs, bwd_ag, net)
+        bwd_l, units_l = backward(chain.last, rs + a1, bwd_ag, net_x)  # its copies after RS (+ hier:G's AR)
 
         # overlap off: the streams are the compute's (DeepSpeed stage3.py L335-336), every copy exposed with the rest
-        def one(more: np.ndarray, copies: np.ndarray, root_copies: np.ndarray) -> np.ndarray:
-            capped = np.where(g.overlap, np.minimum(units + more, per_mb + copies), per_mb + copies)
+        def one(more: np.ndarray, copies: np.ndarray, root_copies: np.ndarray, net_units: np.ndarray,
+                traffic: np.ndarray) -> np.ndarray:
+            capped = np.where(g.overlap, np.minimum(net_units + more, traffic + copies), traffic + copies)
             return capped + xla_part + ag_r + rs_r + root_f + root_copies
 
-        every = ((m - 1.0) * one(fwd + bwd_e, fwd_units + units_e, root_e)
-                 + one(fwd + bwd_l, fwd_units + units_l, root_l))
+        every = ((m - 1.0) * one(fwd + bwd_e, fwd_units + units_e, root_e, units, per_mb)
+                 + one(fwd + bwd_l, fwd_units + units_l, root_l, units_x, per_mb_x) + a1r)
         # XLA's scheduler (xla_gpu_lhs) places its collectives in windows of a few kernels and no copy stream: no
         # window is priced for the copies there, all exposed
         every = np.where(lhs, plain + m * (fwd_units + root_f) + (m - 1.0) * (units_e + root_e) + units_l + root_l,
                          every)
         if not np.any(defer):
             return np.asarray(every)
-        # deferred: the first forward gathers, the others fetch what the bytes' table counts (one pass a micro-batch)
-        # with no gather, so no network exposure beside their fetches (review40: net_f there hid them under the
-        # first forward's exposed gathers); the earlier backwards copy with no reduce-scatter ahead, the last one's
-        # copies follow the reduce-scatters (after the backward under a pipeline: all exposed)
-        more = fwd + (m - 1.0) * (forward(0.0, 0.0) + backward(chain.early, 0.0, bwd_ag, net_early)[0])
+        # deferred (offz41): only the first forward gathers, so only it fetches (the other forwards find their units
+        # gathered: FSDPParamGroup.unshard returns at once, no all-gather and no copy of the CPU shard in; the bytes'
+        # table counts the same passes, _host_passes); the earlier backwards fetch where they gather again (reshard
+        # after forward) and copy nothing (no reduce-scatter: the gradients accumulate unsharded on the GPU); the last
+        # one's copies follow the reduce-scatters (after the backward under a pipeline: all exposed). The root is
+        # gathered, and fetched, once
+        more = fwd + (m - 1.0) * backward(chain.early, 0.0, bwd_ag, net_early)[0]
         more = more + np.where(g.pp > 1, units_l, bwd_l)
-        copies = m * fwd_units + (m - 1.0) * units_e + units_l
-        once = np.where(g.overlap, np.minimum(once + more, per_step + copies), per_step + copies)
-        return np.asarray(np.where(defer, once + ag_r + rs_r + m * root_f + (m - 1.0) * root_e + root_l, every))
+        copies = fwd_units + (m - 1.0) * units_e + units_l
+        once = np.where(g.overlap, np.minimum(once + more, per_step_x + copies), per_step_x + copies)
+        return np.asarray(np.where(defer, once + ag_r + rs_r + a1r + root_f + (m - 1.0) * root_e + root_l, every))
 
-    reduces = np.where(defer, layers * rs + rs_r, m * (layers * rs + xla_total + rs_r))
-    return np.where(defer, per_step + ag_r + rs_r, m * (per_mb + xla_total + ag_r + rs_r)), exposed, reduces
+    across = layers * ar1 + ar1_r  # hier:G's all-reduces, once a step
+    reduces = np.where(defer, layers * rs + rs_r, m * (layers * rs + xla_total + rs_r)) + across
+    return (np.where(defer, per_step + ag_r + rs_r, m * (per_mb + xla_total + ag_r + rs_r)) + across, exposed,
+            reduces)
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
@@ -2233,10 +2287,19 @@ def _sync_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.
     # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
     # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
     # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
-    flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
-        g.zero >= Zero.PARAMETERS) else g
-    return (_dp_traffic(job, g, comp, m, in_groups),
-            _dp_traffic(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True))
+    zero3 = g.zero >= Zero.PARAMETERS
+    if not np.any(zero3):
+        return (_dp_traffic(job, g, comp, m, in_groups),
+                _dp_traffic(job, g, comp, m, across, shard=size * g.cp, all_reduce=True))
+    # ZeRO-3 / FSDP / HSDP (offz41): the all-reduce of each unit's reduced shard follows its in-group reduce-scatter
+    # on the reduce path, unit by unit, in the last backward (_sharded_units' ``cross``), not one all-reduce of the
+    # whole shard at the end: PyTorch FSDP1 HYBRID_SHARD all-reduces each unit's shard on the post-backward stream
+    # after its reduce-scatter, FSDP2 each unit's on its all-reduce stream after it, DeepSpeed MiCS each reduce bucket's
+    # on reduce_and_partition_stream at the accumulation boundary (docs/model.md#dp-comm)
+    flat = replace(g, zero=np.where(zero3, Zero.GRADIENTS, g.zero))
+    outer, outer_exposed = _dp_traffic(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True)
+    outer = {k: (v if k == "last_bucket" else np.where(zero3, 0.0, v)) for k, v in outer.items()}
+    return _dp_traffic(job, g, comp, m, in_groups, cross=across), (outer, outer_exposed)
 
 
 def _sync_total(traffic: tuple[DpTraffic, DpTraffic | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -2276,6 +2339,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
         return exposed, None
     inner, (outer, outer_exposed) = parts, outer_traffic
     inner_exposed = gathers_exposed(comp)
+    # ZeRO-3 / FSDP / HSDP: the cross-group all-reduces ride the units' reduce path (_sync_traffic); their part is what
+    # they add to the units' exposure (>= 0: the exposure grows with each unit's reduce)
+    in_units = gathers_exposed(comp, cross=False) if np.any(g.zero >= Zero.PARAMETERS) else inner_exposed
     both = inner["grads"] + outer["grads"]
     # the in-group ZeRO-3 traffic that hid took its compute: what it hid is not there again for the gradients'
     # sync (no compute hides traffic twice; props26b's test_hier_zero3_hides_no_more_than_its_compute)
@@ -2286,8 +2352,9 @@ def _sync_exposed(job: Job, g: StrategyGrid, traffic: tuple[DpTraffic, DpTraffic
     exposed = _expose(g, left, both - inner["param_gather"] - early, inner["last_bucket"]) + inner["param_gather"] \
         + inner["repeats"] * _expose(g, left, inner["rs_each"], inner["last_bucket"])
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
-    in_group = exposed * share + inner_exposed
-    return exposed * (1.0 - share) + outer_exposed(comp), in_group
+    in_group = exposed * share + in_units
+    # (clipped at 0: the last micro-batch priced apart rounds differently from m of them where the all-reduce is 0)
+    return exposed * (1.0 - share) + outer_exposed(comp) + np.maximum(inner_exposed - in_units, 0.0), in_group
 
 
 def _state_shard(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None) -> np.ndarray:
@@ -2344,19 +2411,45 @@ class HostCopies(NamedTuple):
     cpu: np.ndarray
 
 
+def _host_passes(job: Job, g: StrategyGrid, m: Any, n: Any, sync: str = "bsp") -> tuple[np.ndarray, np.ndarray]:
+    """(parameter gather passes, gradient reduce-scatter passes) over the units a step, in whole passes of the rank's
+    state shard ``n``, the counts the state offload's fetches and FSDP's gradient copies follow: ``m`` forward passes
+    and ``m`` backward ones where the units reshard after the forward, less PyTorch FSDP's root unit's part of each
+    backward pass (:func:`fsdp_root_params`: not resharded after the forward, so the backward gathers and fetches only
+    the blocks; offz41: the bytes' table counted it, the chain did not), ``m`` reductions. Under
+    ``fsdp_defer_grad_sync`` (m > 1, FSDP2): one forward pass (the units a backward gathered stay gathered,
+    ``set_reshard_after_backward(False)``, and ``FSDPParamGroup.unshard`` returns at once for a group already
+    unsharded, so no all-gather and no ``to(device)`` of its CPU shard), the ``m`` backward passes where resharded
+    after the forward, and one reduction (``set_requires_gradient_sync(False)``: ``foreach_reduce``, whose
+    ``offload_to_cpu`` branch copies the reduced shard to the host, runs in the last backward only).
+    docs/model.md#fsdp-deferred-sync."""
+    m = np.asarray(m, dtype=float)
+    reshard = np.asarray(g.fsdp_reshard_after_forward, dtype=float)
+    root = fsdp_root_params(job, g)  # 0 with pp > 1 (and off PyTorch FSDP's wrapping): a stage's shard holds no root
+    if np.any(root > 0):
+        n = np.asarray(n, dtype=float)
+        mine = np.minimum(root / _state_shards(job, g, sync), n)  # pp = 1: the rank's shard is the whole model's
+        reshard = reshard * np.where(n > 0, 1.0 - mine / np.where(n > 0, n, 1.0), 1.0)
+    defer = np.asarray(g.fsdp_defer_grad_sync, dtype=bool) & (m > 1) & (g.zero >= Zero.FSDP)
+    return (np.asarray(np.where(defer, 1.0 + m * reshard, m * (1.0 + reshard)), dtype=float),
+            np.asarray(np.where(defer, 1.0, m), dtype=float))
+
+
 def _host_copies(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp", layers: Any = None, rank: Any = None
                  ) -> HostCopies:
     """:class:`HostCopies` of the rank :func:`offloaded_optimizer` prices: its state shard ``n`` (its share of the
     stage's parameters over :func:`_state_shards`, the experts over :func:`_expert_state_shards`, as
     :func:`_optimizer_time` and the memory model count it: :func:`_state_shard`) crosses the link as
     :func:`scalemodel.cost.state_offload.host_copy_bytes` and :func:`~scalemodel.cost.state_offload.param_fetch_bytes`
-    say, with ``m`` micro-batches, ``m`` forward gathers a step and ``m`` backward ones where the units reshard after
-    the forward (with the parameters on the host, one copy of the shard per all-gather); the host's CPU-Adam rate is
-    shared by the ranks of one node (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`)."""
+    say, with the gather and reduce-scatter passes of :func:`_host_passes` (with the parameters on the host, one copy
+    of the shard per all-gather); the host's CPU-Adam rate is shared by the ranks of one node
+    (:func:`~scalemodel.cost.state_offload.cpu_adam_seconds`)."""
     n = _state_shard(job, g, sync, layers, rank)
-    gathers = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
+    gathers, reductions = _host_passes(job, g, m, n, sync)
     shard = memory.fsdp2_shard_bytes(job.elem_bytes, job.optimizer_bytes_per_param)[1]  # FSDP's shard dtype
-    d2h, h2d, after = state_offload.host_copy_bytes(n, mode=g.offload_states, zero=g.zero, microbatches=m,
+    # FSDP's gradient copies follow its reduce-scatters (``microbatches`` counts them for zero fsdp / hsdp)
+    reduced = np.where(g.zero >= Zero.FSDP, reductions, m)
+    d2h, h2d, after = state_offload.host_copy_bytes(n, mode=g.offload_states, zero=g.zero, microbatches=reduced,
                                                     gathers=gathers, weight_bytes=job.elem_bytes,
                                                     grad_bytes=job.grad_bytes, shard_bytes=shard)
     fetch = state_offload.param_fetch_bytes(n, mode=g.offload_states, zero=g.zero, gathers=gathers,
@@ -2365,25 +2458,28 @@ def _host_copies(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp", la
     return HostCopies(n, d2h, h2d, after, fetch, cpu)
 
 
-def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, copies: HostCopies, forward: Any, backward: Any
-               ) -> HostChain:
+def host_chain(job: Job, g: StrategyGrid, m: np.ndarray, copies: HostCopies, forward: Any, backward: Any,
+               sync: str = "bsp") -> HostChain:
     """The host copies of a ZeRO-3 / FSDP / HSDP rank (``copies``: :func:`_host_copies`, over the host link) as the
     units' streams run them (:class:`HostChain`). The gradient path (D2H + H2D less the fetches) split by backward:
     DeepSpeed's ZeRO-3 copies each micro-batch's reduced partition out and back (2 gb a parameter: out then
     ``.to(device)``, or in, add, out) and, at the accumulation boundary only, its fp32 cast into the optimizer's
     gradient (4 bytes: ``partition_grads`` -> ``_offload_grad_partition_at_boundary``, deepspeedai/DeepSpeed@edaa7221
     stage3.py L1904-1925, L1393-1407), so the last backward carries those 4 bytes more; FSDP copies each reduced
-    shard out once a micro-batch. The fetches (optimizer+params, FSDP) split over the G gather passes of the units.
-    ``forward``, ``backward``: one micro-batch's passes' wall time, the copy engine's windows."""
+    shard out once a micro-batch, or under ``fsdp_defer_grad_sync`` once, in the last backward, after its one
+    reduce-scatter (:func:`_host_passes`). The fetches (optimizer+params, FSDP) split over the G gather passes of the
+    units. ``forward``, ``backward``: one micro-batch's passes' wall time, the copy engine's windows."""
     n, d2h, h2d, fetch = copies.n, copies.d2h, copies.h2d, copies.fetch
     link = _host_link(job)
+    passes, reductions = _host_passes(job, g, m, n, sync)
     m = np.maximum(np.asarray(m, dtype=float), 1.0)
     path = (d2h + h2d - fetch) / link
     on = (np.asarray(g.offload_states) > 0) & (g.zero == Zero.PARAMETERS)
     boundary = np.where(on, state_offload.FP32_BYTES * n, 0.0) / link
-    early = (path - boundary) / m
-    passes = m * (1.0 + np.asarray(g.fsdp_reshard_after_forward, dtype=float))
-    return HostChain(early, early + boundary, (h2d - fetch) / link / m, fetch / link / passes, forward, backward)
+    # deferred sync (one reduction, in the last backward): the earlier backwards copy nothing
+    early = np.where(reductions < m, 0.0, (path - boundary) / m)
+    last = np.where(reductions < m, path, early + boundary)
+    return HostChain(early, last, (h2d - fetch) / link / m, fetch / link / np.maximum(passes, 1.0), forward, backward)
 
 
 def host_state_bytes_per_node(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
@@ -2488,7 +2584,7 @@ def offloaded_optimizer(job: Job, g: StrategyGrid, m: np.ndarray, comp: dict[str
     # ZeRO-3 / FSDP / HSDP (offz340): the copies on the units' streams, each behind its reduce-scatter or ahead of its
     # gather, unit by unit under the same windows as the units' collectives; the step's own part what they add past
     # the units' exposure, which dp_comm prices (the copies hidden: the rest)
-    chain = host_chain(job, g, m, copies, np.asarray(comp["forward"], dtype=float) * stretch, backward)
+    chain = host_chain(job, g, m, copies, np.asarray(comp["forward"], dtype=float) * stretch, backward, sync)
     units = traffic[0][1]
     return np.where(chained, state_offload.optimizer_part_seconds(units(comp, chain) - units(comp), copies.cpu,
                                                                    copies.after, link), opt)
