@@ -29,9 +29,10 @@ BASE = {"gpus": 8, "dp": 8, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 
         "fsdp_reshard_after_forward": False, "fsdp_flat_param": False, "fsdp_per_param": False, "overlap": True}
 
 
-def _priced(arrays: dict, monkeypatch: pytest.MonkeyPatch, cluster: str = "dgx-h100"):  # type: ignore[no-untyped-def]
-    """(the job, the evaluation, what step hands dp_comm.offloaded_optimizer: the DP rank's windows, its priced
-    traffic and t_mb)."""
+def _priced(arrays: dict, monkeypatch: pytest.MonkeyPatch, cluster: str = "dgx-h100",  # type: ignore[no-untyped-def]
+            sync: str = "bsp"):
+    """(the job, the evaluation under ``sync``, what step hands dp_comm.offloaded_optimizer: the DP rank's windows,
+    its priced traffic and t_mb)."""
     job = build_job(load_cluster(cluster, []), load_workload("llama3-8b", []),
                     TrainingSpec(global_batch=arrays["global_batch"], seq_len=4096))
     seen: dict = {}
@@ -42,7 +43,7 @@ def _priced(arrays: dict, monkeypatch: pytest.MonkeyPatch, cluster: str = "dgx-h
         return real(job, g, m, comp, gpu_opt, *args, **kw)
 
     monkeypatch.setattr(step, "offloaded_optimizer", spy)
-    res = step.evaluate(job, grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()}))
+    res = step.evaluate(job, grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()}), sync=sync)
     return job, res, seen
 
 

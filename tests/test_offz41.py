@@ -23,10 +23,8 @@ import pytest
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import state_offload
 from scalemodel.cost.placement import place
-from scalemodel.engine import dp_comm, step
-from scalemodel.engine.job import build_job, grid_from_arrays
-from scalemodel.specs import load_cluster, load_workload
-from scalemodel.specs.training import TrainingSpec
+from scalemodel.engine import dp_comm
+from scalemodel.engine.job import grid_from_arrays
 from tests.test_offz340 import BASE, _priced
 
 
@@ -61,7 +59,7 @@ def test_hier_cross_group_allreduce_rides_the_last_backwards_units(cluster: str,
     the whole shard exposed under the last backward's window, beside the units rather than behind each of them."""
     gpus, g_size, m = 32, 8, 2
     arrays = dict(BASE, gpus=gpus, dp=gpus, global_batch=m * gpus, zero=4, offload_states=offload)
-    job, res, seen = _priced_hier(arrays, monkeypatch, cluster, f"hier:{g_size}")
+    job, res, seen = _priced(arrays, monkeypatch, cluster, f"hier:{g_size}")
     comp = seen["comp"]
     layers = int(comp["layers_per_stage"][0])
     fwd, bwd = float(comp["forward"][0]), float(comp["backward"][0])
@@ -90,22 +88,6 @@ def test_hier_cross_group_allreduce_rides_the_last_backwards_units(cluster: str,
     assert (rs + ar + copies > bwd / layers) == (cluster == "pcie-25gbe")  # the regimes the docstring names
     # the traffic: m (L AG + L RS) + L AR (the units keep their forward's gather)
     assert float(res.breakdown["dp_comm"][0]) <= m * layers * (ag + rs) + layers * ar + 1e-12
-
-
-def _priced_hier(arrays: dict, monkeypatch: pytest.MonkeyPatch, cluster: str, sync: str):  # type: ignore[no-untyped-def]
-    """tests/test_offz340._priced under a sync mode."""
-    job = build_job(load_cluster(cluster, []), load_workload("llama3-8b", []),
-                    TrainingSpec(global_batch=arrays["global_batch"], seq_len=4096))
-    seen: dict = {}
-    real = step.offloaded_optimizer
-
-    def spy(job, g, m, comp, gpu_opt, *args, **kw):  # type: ignore[no-untyped-def]
-        seen.update(comp=comp, traffic=kw["traffic"], t_mb=kw["t_mb"], m=m)
-        return real(job, g, m, comp, gpu_opt, *args, **kw)
-
-    monkeypatch.setattr(step, "offloaded_optimizer", spy)
-    res = step.evaluate(job, grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()}), sync=sync)
-    return job, res, seen
 
 
 @pytest.mark.parametrize("root", [False, True])
