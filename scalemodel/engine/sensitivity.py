@@ -53,6 +53,7 @@ from typing import Any
 
 import msgspec
 
+from scalemodel.cost.nccl import remembering
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError, Origin
@@ -208,8 +209,11 @@ def hardware_parameters(job: Job) -> list[_Param]:
 
 def _evaluate_one(job: Job, grid: StrategyGrid, sync: str, kappa: float | None) -> tuple[float, float, bool, bool,
                                                                                         float]:
-    """(tokens/s, step seconds, feasible, fits, memory bytes) of the single candidate in ``grid``."""
-    res = evaluate(job, grid, sync=sync, kappa=kappa)
+    """(tokens/s, step seconds, feasible, fits, memory bytes) of the single candidate in ``grid``. Under
+    :func:`~scalemodel.cost.nccl.remembering`: each perturbation moves one factor, so most groups' collectives are
+    priced as the last evaluation priced them (the same values; evalspeed41's calibration route)."""
+    with remembering():
+        res = evaluate(job, grid, sync=sync, kappa=kappa)
     first = (0,) * res.step_time.ndim
     return (float(res.tokens_per_s[first]), float(res.step_time[first]), bool(res.feasible[first]),
             bool(res.fits[first]), float(res.memory["total"][first]))
