@@ -181,6 +181,12 @@ _MEG_FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise", "custom")
 _MEG_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "all_gather": "all_gather"}
 
 
+def _unexpanded(value: str) -> bool:
+    """Whether a flag's value holds a shell variable or command substitution (``$X``, ``${X}``, backquotes), which
+    the reader does not expand: the flag is named as not used rather than read."""
+    return "$" in value or "`" in value
+
+
 def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
     """How a Megatron-LM launch's context parallelism exchanges K and V (strategy cp_comm_type,
     docs/model.md#cp-comm): ``--cp-comm-type`` (nargs='+', default ['p2p']; one word for every layer, or one per
@@ -710,7 +716,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if name not in args:
             return None
         v = args[name]
-        if v is not None and ("$" in v or "`" in v):
+        if v is not None and _unexpanded(v):
             out.unused.append(f"{name} {v[:40]} (not a number: a shell variable is not expanded)")
             return None
         # what Megatron's argparse (type=int) reads; a negative or 10-digit count would not start a real job
@@ -766,7 +772,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
         out.default("training", "grad_bytes_per_param", 4.0, _MEG_FP32_REDUCE)
     if "--recompute-method" in args and args["--recompute-method"] not in ("block", "uniform") and not (
-            args["--recompute-method"] and ("$" in args["--recompute-method"] or "`" in args["--recompute-method"])):
+            args["--recompute-method"] and _unexpanded(args["--recompute-method"])):
         # round 17: warned "not used" and priced as full recompute of every layer. Megatron-LM's argparse takes
         # choices ('uniform', 'block') (the flag is generated from TransformerConfig.recompute_method, Optional[Literal[
         # 'uniform', 'block']], by megatron/training/argument_utils.py L151-154; TransformerConfig raises on any other
@@ -1028,7 +1034,7 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, tokens: lis
     if others:
         raise InputError(f"{flag} with {others[0]} (the layout places every layer and gives the virtual stages)",
                          where=flag, allowed=f"the layout alone, without {others[0]}")
-    if "$" in text or "`" in text:  # as number() says of a count: the reader does not expand a non-flag variable
+    if _unexpanded(text):  # as number() says of a count: the reader does not expand a non-flag variable
         out.unused.append(f"{flag} {text[:40]} (not a layout: a shell variable is not expanded; the balanced split "
                           "is priced)")
         return
@@ -1058,7 +1064,7 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, tokens: lis
         # "stage_layers (4 counts) with pp 1", words the launch never wrote
         pp_text = args.get("--pipeline-model-parallel-size")
         why = ("no --pipeline-model-parallel-size: Megatron's default 1" if pp_text is None else
-               f"--pipeline-model-parallel-size {pp_text[:40]} not expanded" if "$" in pp_text or "`" in pp_text else
+               f"--pipeline-model-parallel-size {pp_text[:40]} not expanded" if _unexpanded(pp_text) else
                f"--pipeline-model-parallel-size {pp_text[:40]}")
         raise InputError(f"{len(counts)} stages for pipeline size 1 ({why}): the layout's stages are the pipeline's "
                          "stages, pp x V of them", where=flag,
@@ -1451,7 +1457,7 @@ def _moe_capacity(args: dict[str, str | None], out: StrategyFile) -> None:
         if text is None:
             raise InputError("expected a capacity factor, got no value", where=flag,
                              allowed="a number (the capacity factor, e.g. 1.0), or leave the flag out (dropless)")
-        if "$" in text or "`" in text:
+        if _unexpanded(text):
             out.unused.append(f"{flag} {text[:40]} (not a number: a shell variable is not expanded)")
             return
         try:
