@@ -249,6 +249,11 @@ IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR: dict[str, dict[str, float]] = {
 }
 
 
+def _tokens(micro_batch: ArrayLike, seq_len: ArrayLike, cp: ArrayLike) -> np.ndarray:
+    """T = b s / cp: the tokens of one micro-batch a context-parallel rank holds (each checked positive)."""
+    return _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+
+
 def in_layer_gemm_factor(family: str, precision: str = "bf16", accelerator: str | None = None) -> float:
     """The in-layer GEMM factor a catalog curve of this accelerator family and precision is built with
     (:data:`IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR` for the named accelerator, else :data:`IN_LAYER_GEMM_FACTORS`,
@@ -1435,8 +1440,7 @@ def shared_expert_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
 
     The pieces :mod:`scalemodel.engine.model_parallel_comm` sets beside the dispatch and combine all-to-alls under
     ``moe_shared_expert_overlap`` (docs/model.md#shared-expert-overlap). Zero without shared experts."""
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     t = _pos("tp", tp)
     h = sh.hidden
     W = sh.moe_shared_experts * sh.moe_ffn_hidden
@@ -2014,8 +2018,7 @@ def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     at 16-bit logits).
     Never recomputed.
     """
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     t = _pos("tp", tp)
     kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
               gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=elem_bytes)
@@ -2049,8 +2052,7 @@ def mtp_projection_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     Backward = 2 x forward; full recompute repeats the forward (Megatron-Core checkpoints the module's
     ``_proj_and_transformer_layer``, which runs the two input norms and eh_proj), selective nothing.
     """
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     t = _pos("tp", tp)
     eb = _pos("elem_bytes", elem_bytes)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -2444,7 +2446,7 @@ def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike
         return z, z, z
     _check_recipe(recipe)
     t = _pos("tp", tp)
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     eb = _pos("elem_bytes", elem_bytes)
     sp = np.asarray(sequence_parallel, dtype=bool)
     h, d_in = md.hidden, md.d_inner
@@ -2542,7 +2544,7 @@ def expert_fc2_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: Arra
     The backward's per-expert quantize kernels (``(E/ep - 1) n_recipe`` beyond one) are counted apart
     (:func:`fp8_expert_quantize_kernels`' one-tensor share)."""
     _check_recipe(recipe)
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     u = _pos("tp", tp) if etp is None else _pos("etp", etp)
     eb = _pos("elem_bytes", elem_bytes)
     n = _routed_rows(sh, T, tp, ep, etp) * sh.moe_ffn_hidden / u  # the routed rows fp8_quantize_bytes quantizes
@@ -2614,8 +2616,7 @@ def proj_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: ArrayLike,
     d98e8a64dd), priced by the same table's nvfp4 row. A BF16 attention block (training.module_precision) or a
     recipe outside :data:`PROJ_ORIGINAL_INPUT_RECIPES`: 0."""
     _check_recipe(recipe)
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     n = T * sh.heads * sh.v_head_dim / _pos("tp", tp)
     if recipe not in PROJ_ORIGINAL_INPUT_RECIPES:
         return 0.0 * n, 0.0 * n
@@ -2648,8 +2649,7 @@ def shared_fc1_original_input_bytes(recipe: str, sh: Shape, *, micro_batch: Arra
     lines 163-172). 0 for a model without shared experts or a recipe outside :data:`PROJ_ORIGINAL_INPUT_RECIPES`
     (the same condition as the attention's linear_proj)."""
     _check_recipe(recipe)
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     split = np.asarray(sequence_parallel, dtype=bool) & ~np.asarray(gathered, dtype=bool)
     n = T * sh.hidden / np.where(split, _pos("tp", tp), 1.0)
     if recipe not in PROJ_ORIGINAL_INPUT_RECIPES or sh.moe_shared_experts <= 0 or sh.moe_layers <= 0:
@@ -2721,7 +2721,7 @@ def router_dtype_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     rb = np.asarray(router_bytes, dtype=float)
     eb = _pos("elem_bytes", elem_bytes)
     t = _pos("tp", tp)
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp) / np.where(
+    T = _tokens(micro_batch, seq_len, cp) / np.where(
         np.asarray(sequence_parallel, dtype=bool), t, 1.0)
     # rb <= eb (an fp32 / tf32 run with an fp32 router): inp.to(fp32) and the gradient's .to(input dtype) are no-ops
     # and the GEMMs are the layer's own, so nothing is added (the delta would price the same GEMM at another peak)
@@ -2971,7 +2971,7 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
 
     Not counted: the padding rows themselves (at most alignment - 1 per local expert) and the padded copy of the
     router probabilities (one element per row, 1/h of the tokens' bytes)."""
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     per_pass = 4.0 * _pos("elem_bytes", elem_bytes) * _routed_rows(sh, T, tp, ep, etp) * sh.moe_width
     return per_pass, per_pass.copy()
 
@@ -3029,8 +3029,7 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     then the half's copy, 2e each, and their sum 3e: 7e), and t's gradients are then two (product, rotate_half: one
     add, 3e) before the three at the input (6e), as above: forward 14e, backward 21e, minus the fused 2e each way:
     12e E and 19e E."""
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     e = _pos("elem_bytes", elem_bytes)
     mla = np.asarray(sh.mla, dtype=bool)
     rotated = rope_rotated_elements(sh, _pos("tp", tp))
@@ -3073,7 +3072,7 @@ def eager_glu_clamp_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLi
     over R = ep u T k / t routed rows (T = b s / cp). Megatron-Bridge 26.08's TE op fuser path
     (``use_transformer_engine_op_fuser``: Transformer Engine ``ScaledClampedQGeGLU`` inside the fused grouped MLP,
     transformer_engine/pytorch/ops/fused/grouped_mlp.py v2.17.1) clamps inside its kernel: no such bytes."""
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     e = _pos("elem_bytes", elem_bytes)
     u = _pos("tp", tp) if etp is None else _pos("etp", etp)
     width = _routed_rows(sh, T, tp, ep, etp) * sh.moe_ffn_hidden / u
@@ -3113,7 +3112,7 @@ def eager_expert_bias_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Array
     launched per local expert (:data:`EXPERT_BIAS_KERNELS`, priced at :data:`KERNEL_FIXED_S` by the step model).
     Megatron-Bridge 26.08's TE op fuser path scales and adds the bias inside the fused grouped MLP
     (GroupedLinear ``scale_bias``): no such bytes."""
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     e = _pos("elem_bytes", elem_bytes)
     c = np.maximum(e, e if prob_bytes is None else _pos("prob_bytes", prob_bytes))
     wider = np.where(c > e, c + e, 0.0)
@@ -3149,7 +3148,7 @@ def eager_bias_dropout_add_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: 
 
     over T = b s / cp tokens: forward ``2e x (n + adds drop)``, backward ``e x n drop``. Full recompute repeats the
     forward."""
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     e = _pos("elem_bytes", elem_bytes)
     t = _pos("tp", tp)
     x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
@@ -3195,7 +3194,7 @@ def eager_activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayL
     so the extra is gated ``4e F (+ 4e F biases)`` forward and ``8e F`` backward, GeLU with biases ``2e F`` forward,
     over T = b s / cp tokens. The routed experts' activation (TEGroupedMLP's eager branch with its fp32 probability
     multiply, experts.py L1003-1016) is not in it."""
-    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     e = _pos("elem_bytes", elem_bytes)
     F = sh.ffn_hidden / _pos("tp", tp)
     gated = np.asarray(sh.gated_mlp, dtype=bool)
@@ -3223,8 +3222,7 @@ def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLi
     With multi-head attention (Q = K = V = O = X): 9 e X forward, 11 e X backward. The gather and scatter index is
     ``einops.repeat(indices, 'z -> z d')``, a broadcast view (one index per token, not counted). The mask
     reductions and ``nonzero`` are per-token vectors (not counted); their host synchronisations are not priced."""
-    b = _pos("micro_batch", micro_batch)
-    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    T = _tokens(micro_batch, seq_len, cp)
     t = _pos("tp", tp)
     e = _pos("elem_bytes", elem_bytes)
     q, k = T * sh.heads * sh.head_dim / t, T * sh.kv_heads * sh.head_dim / t
