@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,6 +53,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 from fuzz36 import DENSE, MOE, TOP, Case, _write, drive, judge_cut, judge_wall_rss  # noqa: E402
+from fuzz40 import _sub  # noqa: E402  (the subprocess runner fuzz40 wrote for its output-path section)
 
 LAUNCH = "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 --bf16 "
 EP = "--expert-model-parallel-size 8 "
@@ -222,15 +222,6 @@ def sec_files(tmp: Path) -> Iterator[Case]:
 
 
 # --- sweep's --out set, in a subprocess -------------------------------------------------------------------------------
-
-def _sub(argv: list[str], cwd: Path) -> tuple[int, str, str]:
-    try:
-        r = subprocess.run([sys.executable, "-m", "scalemodel", *argv], cwd=cwd, capture_output=True, text=True,
-                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    except subprocess.TimeoutExpired:
-        return 124, "", "timeout"
-    return r.returncode, r.stdout, r.stderr
-
 
 def _outs_dir(d: Path) -> dict[Path, bytes]:
     d.mkdir()
